@@ -1,0 +1,146 @@
+// The Graph IR: SSA values, nodes in topological order, named constants and
+// subgraphs.
+//
+// A Graph owns every value it defines. Values are numbered densely from 0 in
+// definition order (graph inputs first, then node results), so a ValueId is
+// also the index into per-value tables such as the interpreter's environment.
+// Nodes are appended only after their operands exist, so node order is always
+// a topological order. Subgraphs (deduplicated module bodies) live in the
+// root graph's subgraph table and are invoked by `call` nodes.
+#pragma once
+
+#include "maxc/IR/Attribute.h"
+#include "maxc/IR/HostTensor.h"
+#include "maxc/IR/TensorType.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace maxc {
+
+class Graph;
+using ValueId = uint32_t;
+
+/// A reference to one value of one graph.
+class Value {
+public:
+  Value() = default;
+  Value(const Graph *graph, ValueId id) : graph_(graph), id_(id) {}
+  const Graph *graph() const { return graph_; }
+  ValueId id() const { return id_; }
+  const TensorType &type() const;
+  bool valid() const { return graph_ != nullptr; }
+  bool operator==(const Value &o) const { return graph_ == o.graph_ && id_ == o.id_; }
+  bool operator!=(const Value &o) const { return !(*this == o); }
+
+private:
+  const Graph *graph_ = nullptr;
+  ValueId id_ = 0;
+};
+
+struct ValueInfo {
+  TensorType type;
+  /// Index of the defining node, or -1 for a graph input.
+  int64_t producer = -1;
+  /// Which result of the producer (or which input) this value is.
+  uint32_t index = 0;
+  /// Optional human-readable name (inputs, outputs); not part of identity.
+  std::string name;
+};
+
+struct Node {
+  std::string op;
+  std::vector<ValueId> operands;
+  std::vector<ValueId> results;
+  Attrs attrs;
+  /// Optional qualified debug name ("h.3.attn.qkv"); not part of identity.
+  std::string name;
+};
+
+class Graph {
+public:
+  explicit Graph(std::string name, const std::vector<TensorType> &input_types = {});
+  Graph(const Graph &) = delete; // values point at their graph
+  Graph &operator=(const Graph &) = delete;
+
+  const std::string &name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+
+  // --- values ---
+  ValueId add_input(const TensorType &type, std::string name = {});
+  std::vector<Value> inputs() const;
+  const std::vector<ValueId> &input_ids() const { return inputs_; }
+  const ValueInfo &value_info(ValueId id) const;
+  void set_value_name(ValueId id, std::string name);
+  const TensorType &type_of(ValueId id) const { return value_info(id).type; }
+  size_t num_values() const { return values_.size(); }
+  Value value(ValueId id) const { return Value(this, id); }
+
+  // --- nodes ---
+  /// Appends a node after checking it with the op's verifier and inferring
+  /// its result types. Attributes are normalised (defaults filled in, kinds
+  /// coerced) first. Throws maxc::Error describing the problem.
+  std::vector<ValueId> add_node(const std::string &op, const std::vector<ValueId> &operands, Attrs attrs = {},
+                                std::string name = {});
+  /// Appends a node with given result types, without inference (used by
+  /// deserialisation, which verifies afterwards).
+  std::vector<ValueId> append_node_unchecked(Node node, const std::vector<TensorType> &result_types);
+  const std::vector<Node> &nodes() const { return nodes_; }
+
+  // --- outputs ---
+  void output(const std::vector<Value> &values);
+  void set_outputs(const std::vector<ValueId> &ids, const std::vector<std::string> &names = {});
+  std::vector<Value> outputs() const;
+  const std::vector<ValueId> &output_ids() const { return outputs_; }
+  const std::vector<std::string> &output_names() const { return output_names_; }
+
+  // --- constants ---
+  /// Stores `data` under `name` (made unique with a ".N" suffix if taken by
+  /// different data) and returns the name used. Adding the same storage, or
+  /// identical bytes, under the same name twice stores it once.
+  std::string add_constant(const std::string &name, const HostTensor &data);
+  bool has_constant(const std::string &name) const { return constants_.count(name) != 0; }
+  const HostTensor &constant(const std::string &name) const;
+  const std::map<std::string, HostTensor> &constants() const { return constants_; }
+
+  // --- subgraphs ---
+  void add_subgraph(std::shared_ptr<Graph> subgraph);
+  const Graph *find_subgraph(const std::string &name) const;
+  const std::map<std::string, std::shared_ptr<Graph>> &subgraphs() const { return subgraphs_; }
+  /// Subgraph lookup for call nodes inside subgraph bodies, which resolve
+  /// callees in the root graph. Set by add_subgraph.
+  const Graph *root() const { return root_ ? root_ : this; }
+
+  /// Checks SSA well-formedness and re-runs every op's verifier; throws
+  /// maxc::Error with the offending node on failure.
+  void verify() const;
+
+  /// Structural equality: same inputs, nodes, attributes, types, outputs,
+  /// constants (bytes) and subgraphs. Graph and debug names included.
+  bool equals(const Graph &other) const;
+  /// A canonical text of everything that defines what the graph computes
+  /// (excludes the graph name and debug names): equal keys ⇔ interchangeable
+  /// bodies. Used for subgraph deduplication.
+  std::string structural_key() const;
+
+private:
+  ValueId new_value(TensorType type, int64_t producer, uint32_t index, std::string name);
+
+  std::string name_;
+  std::vector<ValueInfo> values_;
+  std::vector<ValueId> inputs_;
+  std::vector<Node> nodes_;
+  std::vector<ValueId> outputs_;
+  std::vector<std::string> output_names_;
+  std::map<std::string, HostTensor> constants_;
+  std::map<std::string, std::shared_ptr<Graph>> subgraphs_;
+  const Graph *root_ = nullptr;
+};
+
+/// "node %7 (matmul)" — how diagnostics name a node.
+std::string describe_node(const Graph &graph, size_t node_index);
+
+} // namespace maxc

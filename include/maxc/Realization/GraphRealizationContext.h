@@ -1,0 +1,116 @@
+// GraphRealizationContext: records Tensor operations into a Graph for
+// ahead-of-time compilation. It can never realize: realize()/realize_all()
+// throw RealizationError.
+//
+// Subgraph calls (`call`) trace a body into its own Graph with the call's
+// tensor arguments and parameters as inputs, and deduplicate: bodies with the
+// same structural key share one definition, and a call with a key reuses the
+// keyed definition without tracing the body again. Inside a body the
+// subgraph cache is null, so nested calls inline into the enclosing body.
+#pragma once
+
+#include "maxc/Realization/RealizationContext.h"
+#include "maxc/Tensor/TensorTree.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace maxc {
+
+/// Parameters of a module instance by relative name ("attn.qkv.weight").
+using NamedTensors = std::map<std::string, Tensor>;
+
+class GraphRealizationContext;
+
+/// A subgraph body: given the body's context, its arguments and its
+/// parameters (all as tensors of the body graph), returns its results.
+using SubgraphBody = std::function<TensorTree(GraphRealizationContext &ctx, const std::vector<Tensor> &args,
+                                              const NamedTensors &params)>;
+
+/// The dedup table, owned by the root trace.
+struct SubgraphCache {
+  /// Explicit key → subgraph name.
+  std::map<std::string, std::string> by_key;
+  /// Structural key → subgraph name.
+  std::map<std::string, std::string> by_structure;
+  /// How many bodies were traced and how many calls were made (for --stats).
+  size_t traces = 0;
+  size_t calls = 0;
+};
+
+struct CallOptions {
+  /// Cache key: calls with the same key share one definition and trace the
+  /// body only once. Empty: deduplicate by structure after tracing.
+  std::string key;
+  /// Instance name prefix, relative to the current prefix ("layers.3").
+  /// Parameters become constants named `<prefix>.<instance>.<param>`.
+  std::string instance;
+  /// Preferred subgraph name (defaults to the key, or "subgraph").
+  std::string name;
+};
+
+class GraphRealizationContext : public RealizationContext {
+public:
+  /// Records into `graph`. `signal_buffers` are the values used by
+  /// multi-device collectives; `prefix` qualifies recorded names.
+  explicit GraphRealizationContext(Graph &graph, std::vector<Tensor> signal_buffers = {},
+                                   std::string prefix = {});
+  ~GraphRealizationContext() override;
+
+  Graph &graph() const { return *graph_; }
+  const std::string &prefix() const override { return prefix_; }
+  const std::vector<Tensor> &signal_buffers() const { return signal_buffers_; }
+
+  std::vector<Tensor> record(const std::string &op, const std::vector<Tensor> &operands,
+                             const Attrs &attrs = {}) override;
+  /// Always throws RealizationError.
+  void realize(const Tensor &tensor) override;
+  /// Always throws RealizationError.
+  void realize_all() override;
+
+  /// Embeds a realized tensor as a graph constant named
+  /// qualify(name or the tensor's name) and returns the unrealized tensor
+  /// that reads it. Not a graph input.
+  Tensor add_source(const Tensor &tensor, const std::string &name = {});
+  /// Same as add_source: graph constants are immutable in maxc.
+  Tensor add_mutable_source(const Tensor &tensor, const std::string &name = {});
+  /// An unrealized tensor backed by `values` of this graph (several values
+  /// make a sharded tensor; `mapping` gives each shard's device).
+  Tensor create_unrealized(const std::vector<Value> &values, const std::vector<DeviceRef> &mapping = {});
+
+  /// Records a subgraph call. See the file comment for the dedup rules.
+  TensorTree call(const CallOptions &options, const SubgraphBody &body, const std::vector<Tensor> &args,
+                  const NamedTensors &params = {});
+  /// Seed-style overload: `key_or_null` null means structural dedup.
+  TensorTree call(const char *key_or_null, const SubgraphBody &body, const std::vector<Tensor> &args,
+                  const NamedTensors &params = {});
+
+  /// The dedup table; null inside a subgraph body (nested calls inline).
+  SubgraphCache *subgraph_cache() const { return cache_; }
+  /// Output structure per keyed subgraph (key → TreeDef).
+  const std::map<std::string, TreeDef> &subgraph_out_defs() const { return *out_defs_; }
+
+private:
+  struct BodyTag {};
+  GraphRealizationContext(Graph &graph, std::vector<Tensor> signal_buffers, std::string prefix, BodyTag);
+  /// Turns an operand into a value of this graph (realized → constant).
+  Value to_value(const Tensor &tensor, size_t shard);
+  TensorTree call_inline(const CallOptions &options, const SubgraphBody &body, const std::vector<Tensor> &args,
+                         const NamedTensors &params);
+
+  Graph *graph_;
+  std::vector<Tensor> signal_buffers_;
+  std::string prefix_;
+  // Owned by the root context; body contexts see a null cache.
+  std::unique_ptr<SubgraphCache> owned_cache_;
+  std::unique_ptr<std::map<std::string, TreeDef>> owned_out_defs_;
+  SubgraphCache *cache_ = nullptr;
+  std::map<std::string, TreeDef> *out_defs_ = nullptr;
+  size_t anonymous_constants_ = 0;
+};
+
+} // namespace maxc

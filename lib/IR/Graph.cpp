@@ -1,0 +1,220 @@
+#include "maxc/IR/Graph.h"
+
+#include "maxc/IR/Printer.h"
+#include "maxc/Ops/OpRegistry.h"
+#include "maxc/Support/Error.h"
+
+namespace maxc {
+
+const TensorType &Value::type() const {
+  if (!graph_)
+    throw Error(ErrorCode::InvalidArgument, "use of a null graph value");
+  return graph_->type_of(id_);
+}
+
+Graph::Graph(std::string name, const std::vector<TensorType> &input_types) : name_(std::move(name)) {
+  for (const TensorType &t : input_types)
+    add_input(t);
+}
+
+ValueId Graph::new_value(TensorType type, int64_t producer, uint32_t index, std::string name) {
+  values_.push_back(ValueInfo{std::move(type), producer, index, std::move(name)});
+  return static_cast<ValueId>(values_.size() - 1);
+}
+
+ValueId Graph::add_input(const TensorType &type, std::string name) {
+  if (!nodes_.empty())
+    throw Error(ErrorCode::InvalidGraph, "graph '" + name_ + "': inputs must be added before any node");
+  ValueId id = new_value(type, -1, static_cast<uint32_t>(inputs_.size()), std::move(name));
+  inputs_.push_back(id);
+  return id;
+}
+
+std::vector<Value> Graph::inputs() const {
+  std::vector<Value> out;
+  for (ValueId id : inputs_)
+    out.emplace_back(this, id);
+  return out;
+}
+
+const ValueInfo &Graph::value_info(ValueId id) const {
+  if (id >= values_.size())
+    throw Error(ErrorCode::InvalidGraph, "graph '" + name_ + "': value %" + std::to_string(id) + " does not exist");
+  return values_[id];
+}
+
+void Graph::set_value_name(ValueId id, std::string name) {
+  value_info(id);
+  values_[id].name = std::move(name);
+}
+
+std::vector<ValueId> Graph::add_node(const std::string &op, const std::vector<ValueId> &operands, Attrs attrs,
+                                     std::string name) {
+  const OpDef &def = OpRegistry::instance().get(op);
+  std::vector<TensorType> operand_types;
+  for (ValueId id : operands)
+    operand_types.push_back(value_info(id).type);
+  Attrs normalized = normalize_attrs(def, attrs);
+  std::vector<TensorType> result_types = infer_result_types(def, operand_types, normalized, this);
+  return append_node_unchecked(Node{op, operands, {}, std::move(normalized), std::move(name)}, result_types);
+}
+
+std::vector<ValueId> Graph::append_node_unchecked(Node node, const std::vector<TensorType> &result_types) {
+  int64_t index = static_cast<int64_t>(nodes_.size());
+  node.results.clear();
+  for (size_t i = 0; i < result_types.size(); ++i)
+    node.results.push_back(new_value(result_types[i], index, static_cast<uint32_t>(i), {}));
+  nodes_.push_back(std::move(node));
+  return nodes_.back().results;
+}
+
+void Graph::output(const std::vector<Value> &values) {
+  std::vector<ValueId> ids;
+  for (const Value &v : values) {
+    if (v.graph() != this)
+      throw Error(ErrorCode::ForeignValue, "graph '" + name_ + "': an output belongs to another graph");
+    ids.push_back(v.id());
+  }
+  set_outputs(ids);
+}
+
+void Graph::set_outputs(const std::vector<ValueId> &ids, const std::vector<std::string> &names) {
+  for (ValueId id : ids)
+    value_info(id);
+  if (!names.empty() && names.size() != ids.size())
+    throw Error(ErrorCode::InvalidArgument, "graph '" + name_ + "': " + std::to_string(names.size()) +
+                                                " output names for " + std::to_string(ids.size()) + " outputs");
+  outputs_ = ids;
+  output_names_ = names;
+}
+
+std::vector<Value> Graph::outputs() const {
+  std::vector<Value> out;
+  for (ValueId id : outputs_)
+    out.emplace_back(this, id);
+  return out;
+}
+
+std::string Graph::add_constant(const std::string &name, const HostTensor &data) {
+  std::string candidate = name.empty() ? "const" : name;
+  for (int suffix = 1;; ++suffix) {
+    auto it = constants_.find(candidate);
+    if (it == constants_.end()) {
+      constants_.emplace(candidate, data);
+      return candidate;
+    }
+    if (it->second.storage() == data.storage() ? it->second.dtype() == data.dtype() &&
+                                                     it->second.shape() == data.shape()
+                                               : it->second.identical(data))
+      return candidate; // stored once
+    candidate = (name.empty() ? "const" : name) + "." + std::to_string(suffix);
+  }
+}
+
+const HostTensor &Graph::constant(const std::string &name) const {
+  auto it = constants_.find(name);
+  if (it == constants_.end())
+    throw Error(ErrorCode::InvalidGraph, "graph '" + name_ + "': no constant named '" + name + "'");
+  return it->second;
+}
+
+void Graph::add_subgraph(std::shared_ptr<Graph> subgraph) {
+  if (!subgraph)
+    throw Error(ErrorCode::InvalidArgument, "add_subgraph: null subgraph");
+  const std::string &sub_name = subgraph->name();
+  if (subgraphs_.count(sub_name))
+    throw Error(ErrorCode::InvalidGraph, "graph '" + name_ + "': subgraph '" + sub_name + "' already exists");
+  subgraph->root_ = root();
+  subgraphs_.emplace(sub_name, std::move(subgraph));
+}
+
+const Graph *Graph::find_subgraph(const std::string &name) const {
+  const Graph *r = root();
+  auto it = r->subgraphs_.find(name);
+  return it == r->subgraphs_.end() ? nullptr : it->second.get();
+}
+
+std::string describe_node(const Graph &graph, size_t node_index) {
+  const Node &node = graph.nodes().at(node_index);
+  std::string s = "graph '" + graph.name() + "': node ";
+  s += node.results.empty() ? "#" + std::to_string(node_index) : "%" + std::to_string(node.results.front());
+  s += " (" + node.op + (node.name.empty() ? "" : " '" + node.name + "'") + ")";
+  return s;
+}
+
+void Graph::verify() const {
+  std::vector<bool> defined(values_.size(), false);
+  for (ValueId id : inputs_)
+    defined[id] = true;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node &node = nodes_[i];
+    std::vector<TensorType> operand_types;
+    for (ValueId id : node.operands) {
+      if (id >= values_.size() || !defined[id])
+        throw Error(ErrorCode::InvalidGraph, "operand %" + std::to_string(id) + " is used before it is defined",
+                    describe_node(*this, i));
+      operand_types.push_back(values_[id].type);
+    }
+    std::vector<TensorType> inferred;
+    try {
+      const OpDef &def = OpRegistry::instance().get(node.op);
+      inferred = infer_result_types(def, operand_types, normalize_attrs(def, node.attrs), this);
+    } catch (const Error &e) {
+      throw Error(e.code(), e.message(), describe_node(*this, i));
+    }
+    if (inferred.size() != node.results.size())
+      throw Error(ErrorCode::InvalidGraph, "node has " + std::to_string(node.results.size()) +
+                                               " results, the op defines " + std::to_string(inferred.size()),
+                  describe_node(*this, i));
+    for (size_t r = 0; r < inferred.size(); ++r) {
+      ValueId id = node.results[r];
+      if (values_[id].type != inferred[r])
+        throw Error(ErrorCode::InvalidGraph, "result " + std::to_string(r) + " is typed " +
+                                                 values_[id].type.to_string() + " but the op infers " +
+                                                 inferred[r].to_string(),
+                    describe_node(*this, i));
+      defined[id] = true;
+    }
+  }
+  for (ValueId id : outputs_)
+    if (id >= values_.size() || !defined[id])
+      throw Error(ErrorCode::InvalidGraph, "graph '" + name_ + "': output %" + std::to_string(id) + " is undefined");
+  for (const auto &[name, sub] : subgraphs_)
+    sub->verify();
+}
+
+bool Graph::equals(const Graph &o) const {
+  if (name_ != o.name_ || output_names_ != o.output_names_)
+    return false;
+  if (values_.size() != o.values_.size())
+    return false;
+  for (size_t i = 0; i < values_.size(); ++i)
+    if (values_[i].name != o.values_[i].name)
+      return false;
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].name != o.nodes_[i].name)
+      return false;
+  if (structural_key() != o.structural_key())
+    return false;
+  if (subgraphs_.size() != o.subgraphs_.size())
+    return false;
+  for (const auto &[name, sub] : subgraphs_) {
+    auto it = o.subgraphs_.find(name);
+    if (it == o.subgraphs_.end() || !sub->equals(*it->second))
+      return false;
+  }
+  return true;
+}
+
+std::string Graph::structural_key() const {
+  // The printer's body text without names carries types, ops, attributes and
+  // wiring; constant bytes are appended since the printer shows only names.
+  std::string key = print_graph_body(*this, PrintOptions{/*debug_names=*/false});
+  for (const auto &[name, data] : constants_) {
+    key += "\nconst " + name + " " + describe(data) + " ";
+    key.append(reinterpret_cast<const char *>(data.data()), data.nbytes());
+  }
+  return key;
+}
+
+} // namespace maxc

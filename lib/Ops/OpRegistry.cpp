@@ -1,0 +1,169 @@
+#include "maxc/Ops/OpRegistry.h"
+
+#include "Families.h"
+#include "maxc/Support/Error.h"
+
+#include <algorithm>
+
+namespace maxc {
+
+const OpRegistry &OpRegistry::instance() {
+  static const OpRegistry registry = [] {
+    OpRegistry r;
+    register_elementwise_ops(r);
+    register_creation_ops(r);
+    register_reduction_ops(r);
+    register_normalization_ops(r);
+    register_linalg_ops(r);
+    register_convolution_ops(r);
+    register_shape_ops(r);
+    register_structural_ops(r);
+    return r;
+  }();
+  return registry;
+}
+
+const OpDef *OpRegistry::find(const std::string &name) const {
+  auto it = ops_.find(name);
+  return it == ops_.end() ? nullptr : &it->second;
+}
+
+// Levenshtein distance, for "did you mean" suggestions.
+static size_t edit_distance(const std::string &a, const std::string &b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+const OpDef &OpRegistry::get(const std::string &name) const {
+  if (const OpDef *def = find(name))
+    return *def;
+  std::string best;
+  size_t best_distance = 3; // suggest only close matches
+  for (const auto &[candidate, def] : ops_) {
+    size_t d = edit_distance(name, candidate);
+    if (d < best_distance) {
+      best_distance = d;
+      best = candidate;
+    }
+  }
+  throw Error(ErrorCode::UnknownOp,
+              "unknown op '" + name + "'" + (best.empty() ? "" : " (did you mean '" + best + "'?)"));
+}
+
+std::vector<const OpDef *> OpRegistry::all() const {
+  std::vector<const OpDef *> out;
+  for (const auto &[name, def] : ops_)
+    out.push_back(&def);
+  return out;
+}
+
+void OpRegistry::add(OpDef def) {
+  if (ops_.count(def.name))
+    throw Error(ErrorCode::Internal, "op '" + def.name + "' registered twice");
+  std::string name = def.name;
+  ops_.emplace(std::move(name), std::move(def));
+}
+
+// Converts `value` to `kind` where the conversion is lossless and obvious.
+static std::optional<AttrValue> coerce(const AttrValue &value, AttrKind kind) {
+  AttrKind have = attr_kind_of(value);
+  if (have == kind)
+    return value;
+  switch (kind) {
+  case AttrKind::real:
+    if (auto *i = std::get_if<int64_t>(&value))
+      return static_cast<double>(*i);
+    break;
+  case AttrKind::integer:
+    if (auto *d = std::get_if<double>(&value))
+      if (static_cast<double>(static_cast<int64_t>(*d)) == *d)
+        return static_cast<int64_t>(*d);
+    break;
+  case AttrKind::ints:
+    if (auto *i = std::get_if<int64_t>(&value))
+      return std::vector<int64_t>{*i};
+    if (auto *r = std::get_if<std::vector<double>>(&value)) {
+      std::vector<int64_t> out;
+      for (double d : *r) {
+        if (static_cast<double>(static_cast<int64_t>(d)) != d)
+          return std::nullopt;
+        out.push_back(static_cast<int64_t>(d));
+      }
+      return out;
+    }
+    break;
+  case AttrKind::reals:
+    if (auto *v = std::get_if<std::vector<int64_t>>(&value))
+      return std::vector<double>(v->begin(), v->end());
+    if (auto *d = std::get_if<double>(&value))
+      return std::vector<double>{*d};
+    break;
+  case AttrKind::dtype:
+    if (auto *s = std::get_if<std::string>(&value))
+      if (auto d = parse_dtype(*s))
+        return *d;
+    break;
+  case AttrKind::shape:
+    if (auto *v = std::get_if<std::vector<int64_t>>(&value))
+      return make_shape(*v);
+    break;
+  default:
+    break;
+  }
+  return std::nullopt;
+}
+
+Attrs normalize_attrs(const OpDef &def, const Attrs &attrs) {
+  Attrs out;
+  for (const auto &[name, value] : attrs.values()) {
+    auto spec = std::find_if(def.attrs.begin(), def.attrs.end(), [&](const AttrSpec &s) { return s.name == name; });
+    if (spec == def.attrs.end()) {
+      std::string known;
+      for (const AttrSpec &s : def.attrs)
+        known += (known.empty() ? "" : ", ") + s.name;
+      throw Error(ErrorCode::UnknownAttribute, def.name + ": unknown attribute '" + name + "' (" +
+                                                   (known.empty() ? "this op takes no attributes"
+                                                                  : "expected one of: " + known) +
+                                                   ")");
+    }
+    auto coerced = coerce(value, spec->kind);
+    if (!coerced)
+      throw Error(ErrorCode::InvalidAttribute, def.name + ": attribute '" + name + "' must be a " +
+                                                   std::string(attr_kind_name(spec->kind)) + ", got " +
+                                                   attr_to_string(value));
+    out.set(name, *coerced);
+  }
+  for (const AttrSpec &spec : def.attrs) {
+    if (out.has(spec.name))
+      continue;
+    if (!spec.default_value)
+      throw Error(ErrorCode::InvalidAttribute, def.name + ": missing required attribute '" + spec.name + "' (" +
+                                                   std::string(attr_kind_name(spec.kind)) + ")");
+    out.set(spec.name, *spec.default_value);
+  }
+  return out;
+}
+
+std::vector<TensorType> infer_result_types(const OpDef &def, const std::vector<TensorType> &operands,
+                                           const Attrs &normalized_attrs, const Graph *graph) {
+  int n = static_cast<int>(operands.size());
+  if (n < def.min_operands || (def.max_operands >= 0 && n > def.max_operands)) {
+    std::string expected = def.min_operands == def.max_operands ? std::to_string(def.min_operands)
+                           : def.max_operands < 0 ? "at least " + std::to_string(def.min_operands)
+                                                  : std::to_string(def.min_operands) + " to " +
+                                                        std::to_string(def.max_operands);
+    throw Error(ErrorCode::OperandCount,
+                def.name + ": expected " + expected + " operand(s), got " + std::to_string(n));
+  }
+  return def.infer(InferContext{operands, normalized_attrs, graph});
+}
+
+} // namespace maxc

@@ -1,0 +1,111 @@
+// Structural ops: subgraph calls and collectives.
+#include "Families.h"
+#include "OpHelpers.h"
+#include "maxc/IR/Graph.h"
+#include "maxc/Ops/Ops.h"
+#include "maxc/Realization/GraphRealizationContext.h"
+
+namespace maxc {
+using namespace ophelpers;
+
+namespace {
+
+OpDef call_op() {
+  OpDef def;
+  def.name = "call";
+  def.summary = "invokes a subgraph of the root graph";
+  def.min_operands = 0;
+  def.max_operands = -1;
+  def.attrs = {{"callee", AttrKind::string, std::nullopt, "subgraph name"}};
+  def.infer = [](const InferContext &c) {
+    const std::string &callee = c.attrs.get_string("callee");
+    const Graph *sub = c.graph ? c.graph->find_subgraph(callee) : nullptr;
+    if (!sub)
+      throw Error(ErrorCode::InvalidGraph, "call: no subgraph named '" + callee + "'");
+    const auto &inputs = sub->input_ids();
+    if (inputs.size() != c.operands.size())
+      throw Error(ErrorCode::OperandCount, "call @" + callee + ": expected " + std::to_string(inputs.size()) +
+                                               " operands, got " + std::to_string(c.operands.size()));
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (sub->type_of(inputs[i]) != c.operands[i])
+        fail_shape("call @" + callee, "operand " + std::to_string(i) + " is " + c.operands[i].to_string() +
+                                          ", the subgraph expects " + sub->type_of(inputs[i]).to_string());
+    std::vector<TensorType> out;
+    for (ValueId id : sub->output_ids())
+      out.push_back(sub->type_of(id));
+    return out;
+  };
+  def.reference = [](const ReferenceContext &c) {
+    return c.run_graph(*c.graph.find_subgraph(c.attrs.get_string("callee")), c.operands);
+  };
+  return def;
+}
+
+// Operands: N shards, then any signal buffers. Results: N shards, each the
+// elementwise sum of all shards, on its shard's device.
+OpDef allreduce_op() {
+  OpDef def;
+  def.name = "allreduce_sum";
+  def.summary = "sum across the shards of a sharded tensor";
+  def.min_operands = 1;
+  def.max_operands = -1;
+  def.attrs = {{"shards", AttrKind::integer, std::nullopt, "number of leading operands that are shards"}};
+  def.infer = [](const InferContext &c) {
+    int64_t n = c.attrs.get_int("shards");
+    if (n < 1 || n > static_cast<int64_t>(c.operands.size()))
+      fail_attr("allreduce_sum", "shards must be in [1, " + std::to_string(c.operands.size()) + "]");
+    std::vector<TensorType> out;
+    for (int64_t i = 0; i < n; ++i) {
+      if (c.operands[i].dtype != c.operands[0].dtype || c.operands[i].shape != c.operands[0].shape)
+        fail_shape("allreduce_sum", "shards must share dtype and shape, got " + c.operands[0].to_string() +
+                                        " and " + c.operands[i].to_string());
+      out.push_back(c.operands[i]);
+    }
+    return out;
+  };
+  def.reference = [](const ReferenceContext &c) {
+    int64_t n = c.attrs.get_int("shards");
+    HostTensor total = c.make_result(0);
+    for (int64_t e = 0; e < total.numel(); ++e) {
+      double acc = 0;
+      for (int64_t s = 0; s < n; ++s)
+        acc += c.operands[s].get_f64(e);
+      total.set_f64(e, acc);
+    }
+    std::vector<HostTensor> out;
+    for (int64_t s = 0; s < n; ++s)
+      out.push_back(total.clone());
+    return out;
+  };
+  return def;
+}
+
+} // namespace
+
+void register_structural_ops(OpRegistry &r) {
+  r.add(call_op());
+  r.add(allreduce_op());
+}
+
+namespace ops {
+
+Tensor allreduce_sum(const Tensor &sharded) {
+  auto &ctx = RealizationContext::require_current("allreduce_sum");
+  if (sharded.is_null() || sharded.is_realized() || !sharded.is_sharded())
+    throw Error(ErrorCode::InvalidArgument, "allreduce_sum: expects a sharded (multi-value) tensor");
+  const auto &values = sharded.values();
+  std::vector<Tensor> operands;
+  for (size_t i = 0; i < values.size(); ++i)
+    operands.push_back(Tensor::make_unrealized(&ctx, {values[i]}));
+  if (auto *graph_ctx = dynamic_cast<GraphRealizationContext *>(&ctx))
+    for (const Tensor &buffer : graph_ctx->signal_buffers())
+      operands.push_back(buffer);
+  std::vector<Tensor> shards = ctx.record("allreduce_sum", operands, {{"shards", int64_t(values.size())}});
+  std::vector<Value> out_values;
+  for (const Tensor &t : shards)
+    out_values.push_back(t.value());
+  return Tensor::make_unrealized(&ctx, out_values, sharded.device_mapping());
+}
+
+} // namespace ops
+} // namespace maxc

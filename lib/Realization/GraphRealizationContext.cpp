@@ -1,0 +1,208 @@
+#include "maxc/Realization/GraphRealizationContext.h"
+
+#include "maxc/Support/Error.h"
+
+namespace maxc {
+
+GraphRealizationContext::GraphRealizationContext(Graph &graph, std::vector<Tensor> signal_buffers,
+                                                 std::string prefix)
+    : graph_(&graph), signal_buffers_(std::move(signal_buffers)), prefix_(std::move(prefix)),
+      owned_cache_(std::make_unique<SubgraphCache>()),
+      owned_out_defs_(std::make_unique<std::map<std::string, TreeDef>>()) {
+  // The root trace arms the dedup table.
+  cache_ = owned_cache_.get();
+  out_defs_ = owned_out_defs_.get();
+}
+
+GraphRealizationContext::GraphRealizationContext(Graph &graph, std::vector<Tensor> signal_buffers,
+                                                 std::string prefix, BodyTag)
+    : graph_(&graph), signal_buffers_(std::move(signal_buffers)), prefix_(std::move(prefix)),
+      owned_out_defs_(std::make_unique<std::map<std::string, TreeDef>>()) {
+  // Body contexts have no cache: nested calls inline.
+  out_defs_ = owned_out_defs_.get();
+}
+
+GraphRealizationContext::~GraphRealizationContext() = default;
+
+void GraphRealizationContext::realize(const Tensor &) {
+  throw RealizationError("a GraphRealizationContext cannot realize tensors: it records a graph for "
+                         "ahead-of-time compilation (graph '" + graph_->name() + "')");
+}
+
+void GraphRealizationContext::realize_all() { realize(Tensor()); }
+
+Tensor GraphRealizationContext::add_source(const Tensor &tensor, const std::string &name) {
+  if (tensor.is_null() || !tensor.is_realized())
+    throw Error(ErrorCode::InvalidArgument, "add_source: expects a realized tensor");
+  std::string base = name.empty() ? tensor.name() : name;
+  if (base.empty())
+    base = "const" + std::to_string(anonymous_constants_++);
+  std::string stored = graph_->add_constant(qualify(base), tensor.host());
+  ValueId id = graph_->add_node("constant", {}, {{"name", stored}}, stored).front();
+  return Tensor::make_unrealized(this, {graph_->value(id)});
+}
+
+Tensor GraphRealizationContext::add_mutable_source(const Tensor &tensor, const std::string &name) {
+  return add_source(tensor, name);
+}
+
+Tensor GraphRealizationContext::create_unrealized(const std::vector<Value> &values,
+                                                  const std::vector<DeviceRef> &mapping) {
+  for (const Value &v : values)
+    if (v.graph() != graph_)
+      throw Error(ErrorCode::ForeignValue, "create_unrealized: a value belongs to another graph");
+  return Tensor::make_unrealized(this, values, mapping);
+}
+
+Value GraphRealizationContext::to_value(const Tensor &tensor, size_t shard) {
+  if (tensor.is_null())
+    throw Error(ErrorCode::InvalidArgument, "use of a null Tensor");
+  if (tensor.is_realized())
+    return add_source(tensor).value(); // realized tensors from outside become constants
+  if (tensor.context() != this)
+    throw Error(ErrorCode::ForeignValue,
+                "tensor was recorded in another realization context (graph '" +
+                    (tensor.values().front().graph() ? tensor.values().front().graph()->name() : std::string("?")) +
+                    "'); pass it into a subgraph as an argument instead of capturing it");
+  const auto &values = tensor.values();
+  return values.size() == 1 ? values[0] : values.at(shard);
+}
+
+std::vector<Tensor> GraphRealizationContext::record(const std::string &op, const std::vector<Tensor> &operands,
+                                                    const Attrs &attrs) {
+  // A sharded operand makes the op run once per shard; all sharded operands
+  // must agree on the shard count, unsharded ones are reused by every shard.
+  size_t shards = 1;
+  const Tensor *sharded = nullptr;
+  for (const Tensor &t : operands) {
+    if (!t.is_null() && !t.is_realized() && t.is_sharded()) {
+      if (shards != 1 && t.values().size() != shards)
+        throw Error(ErrorCode::ShapeMismatch, op + ": operands are sharded " + std::to_string(shards) + " and " +
+                                                  std::to_string(t.values().size()) + " ways");
+      shards = t.values().size();
+      sharded = &t;
+    }
+  }
+  std::vector<std::vector<Value>> per_result;
+  for (size_t s = 0; s < shards; ++s) {
+    std::vector<ValueId> ids;
+    for (const Tensor &t : operands)
+      ids.push_back(to_value(t, s).id());
+    std::vector<ValueId> results = graph_->add_node(op, ids, attrs);
+    per_result.resize(results.size());
+    for (size_t r = 0; r < results.size(); ++r)
+      per_result[r].push_back(graph_->value(results[r]));
+  }
+  std::vector<Tensor> out;
+  for (auto &values : per_result)
+    out.push_back(Tensor::make_unrealized(this, values, sharded ? sharded->device_mapping()
+                                                                : std::vector<DeviceRef>{}));
+  return out;
+}
+
+TensorTree GraphRealizationContext::call(const char *key_or_null, const SubgraphBody &body,
+                                         const std::vector<Tensor> &args, const NamedTensors &params) {
+  CallOptions options;
+  if (key_or_null)
+    options.key = key_or_null;
+  return call(options, body, args, params);
+}
+
+TensorTree GraphRealizationContext::call_inline(const CallOptions &options, const SubgraphBody &body,
+                                                const std::vector<Tensor> &args, const NamedTensors &params) {
+  // Inline: the body records straight into this graph, under the instance's
+  // prefix; restore the prefix even if the body throws.
+  std::string saved = prefix_;
+  prefix_ = qualify(options.instance);
+  struct Restore {
+    std::string &prefix;
+    std::string saved;
+    ~Restore() { prefix = saved; }
+  } restore{prefix_, saved};
+  NamedTensors local;
+  for (const auto &[name, t] : params)
+    local[name] = t.is_realized() ? add_source(t, name) : t;
+  return body(*this, args, local);
+}
+
+TensorTree GraphRealizationContext::call(const CallOptions &options, const SubgraphBody &body,
+                                         const std::vector<Tensor> &args, const NamedTensors &params) {
+  if (!cache_)
+    return call_inline(options, body, args, params);
+
+  // Operands: arguments, then parameters in name order (qualified constants).
+  std::string instance = qualify(options.instance);
+  std::vector<ValueId> operands;
+  std::vector<TensorType> input_types;
+  std::vector<std::string> input_names;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].is_null() && !args[i].is_realized() && args[i].is_sharded())
+      throw Error(ErrorCode::InvalidArgument, "subgraph call: sharded arguments are not supported");
+    Value v = to_value(args[i], 0);
+    operands.push_back(v.id());
+    input_types.push_back(v.type());
+    input_names.push_back("arg" + std::to_string(i));
+  }
+  for (const auto &[name, t] : params) {
+    Value v = t.is_realized() ? add_source(t, options.instance.empty() ? name : options.instance + "." + name).value()
+                              : to_value(t, 0);
+    operands.push_back(v.id());
+    input_types.push_back(v.type());
+    input_names.push_back(name);
+  }
+
+  std::string callee;
+  TreeDef out_def;
+  auto keyed = options.key.empty() ? cache_->by_key.end() : cache_->by_key.find(options.key);
+  if (keyed != cache_->by_key.end()) {
+    callee = keyed->second; // reuse without tracing the body
+    out_def = out_defs_->at(options.key);
+  } else {
+    auto sub = std::make_shared<Graph>(options.name.empty() ? (options.key.empty() ? "subgraph" : options.key)
+                                                            : options.name);
+    for (size_t i = 0; i < input_types.size(); ++i)
+      sub->add_input(input_types[i], input_names[i]);
+    {
+      GraphRealizationContext body_ctx(*sub, {}, {}, BodyTag{});
+      std::vector<Tensor> body_args;
+      for (size_t i = 0; i < args.size(); ++i)
+        body_args.push_back(Tensor::make_unrealized(&body_ctx, {sub->value(sub->input_ids()[i])}));
+      NamedTensors body_params;
+      size_t index = args.size();
+      for (const auto &[name, t] : params)
+        body_params[name] = Tensor::make_unrealized(&body_ctx, {sub->value(sub->input_ids()[index++])});
+      ++cache_->traces;
+      TensorTree results = body(body_ctx, body_args, body_params);
+      std::vector<ValueId> outs;
+      for (const Tensor &t : results.flatten())
+        outs.push_back(body_ctx.to_value(t, 0).id());
+      sub->set_outputs(outs);
+      out_def = results.structure();
+    }
+    std::string skey = sub->structural_key();
+    auto same = cache_->by_structure.find(skey);
+    if (same != cache_->by_structure.end()) {
+      callee = same->second; // an identical body exists: share it
+    } else {
+      std::string base = sub->name();
+      callee = base;
+      for (int n = 1; graph_->find_subgraph(callee); ++n)
+        callee = base + "." + std::to_string(n);
+      sub->set_name(callee);
+      graph_->add_subgraph(sub);
+      cache_->by_structure.emplace(std::move(skey), callee);
+    }
+    if (!options.key.empty()) {
+      cache_->by_key[options.key] = callee;
+      (*out_defs_)[options.key] = out_def;
+    }
+  }
+  ++cache_->calls;
+  std::vector<ValueId> results = graph_->add_node("call", operands, {{"callee", callee}}, instance);
+  std::vector<Tensor> leaves;
+  for (ValueId id : results)
+    leaves.push_back(Tensor::make_unrealized(this, {graph_->value(id)}));
+  return TensorTree::unflatten(out_def, leaves);
+}
+
+} // namespace maxc
