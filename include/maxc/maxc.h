@@ -5,6 +5,7 @@
 #include "maxc/IR/DType.h"
 #include "maxc/IR/Dim.h"
 #include "maxc/IR/Graph.h"
+#include "maxc/IR/GraphJson.h"
 #include "maxc/IR/HostTensor.h"
 #include "maxc/IR/Printer.h"
 #include "maxc/IR/TensorType.h"

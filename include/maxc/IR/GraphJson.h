@@ -1,0 +1,37 @@
+// The JSON form of a Graph (what `maxc trace --emit json` prints). It
+// round-trips exactly: graph_from_json(graph_to_json(g)) equals g.
+//
+// Constants are either embedded (base64 of the raw little-endian bytes) or
+// referenced by name, with their data supplied by a resolver when the graph
+// is read back (e.g. from a safetensors file). See docs/graph-json.md.
+#pragma once
+
+#include "maxc/IR/Graph.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace maxc {
+
+struct GraphJsonOptions {
+  /// Embed constant bytes; otherwise only name, dtype and shape are written.
+  bool embed_constants = true;
+  /// Pretty-print with this indent (-1: compact).
+  int indent = 2;
+};
+
+std::string graph_to_json(const Graph &graph, const GraphJsonOptions &options = {});
+
+/// Supplies the data of a constant that the JSON references without bytes.
+using ConstantResolver = std::function<HostTensor(const std::string &name)>;
+
+/// Parses and verifies a graph. Errors throw maxc::Error whose location is
+/// `filename` plus the JSON pointer of the offending element.
+std::unique_ptr<Graph> graph_from_json(const std::string &text, const std::string &filename = "<graph>",
+                                       const ConstantResolver &resolver = nullptr);
+
+/// True when `text` parses as JSON with "format": "maxc-graph" at the top.
+bool looks_like_graph_json(const std::string &text);
+
+} // namespace maxc
