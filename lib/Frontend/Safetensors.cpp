@@ -1,6 +1,7 @@
 #include "maxc/Frontend/Safetensors.h"
 
 #include "maxc/Support/Error.h"
+#include "maxc/Support/FileSystem.h"
 
 #include <nlohmann/json.hpp>
 
@@ -186,45 +187,6 @@ SafetensorsFile::TensorInfo parse_entry(const std::string &name, const json &ent
     throw offsets_error(range + " hold " + std::to_string(info.data_end - info.data_begin) +
                         " bytes but " + dtype_text + " " + show(*sh) + " needs " + std::to_string(nbytes));
   return info;
-}
-
-// Writes `chunks` to `path` through a temp file renamed over it, so nobody
-// ever sees a half-written file. (Npy.cpp has the same helper.)
-void write_file_atomically(const std::string &path,
-                           const std::vector<std::pair<const void *, size_t>> &chunks) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0)
-    throw Error(ErrorCode::FileWrite, "cannot create '" + tmp + "': " + std::strerror(errno), path);
-  auto fail = [&](const std::string &what) {
-    int err = errno;
-    if (fd >= 0)
-      ::close(fd);
-    ::unlink(tmp.c_str());
-    throw Error(ErrorCode::FileWrite, what + ": " + std::strerror(err), path);
-  };
-  for (const auto &[ptr, size] : chunks) {
-    const char *p = static_cast<const char *>(ptr);
-    size_t left = size;
-    while (left > 0) {
-      ssize_t n = ::write(fd, p, std::min<size_t>(left, size_t(1) << 30));
-      if (n < 0) {
-        if (errno == EINTR)
-          continue;
-        fail("cannot write '" + tmp + "'");
-      }
-      p += n;
-      left -= static_cast<size_t>(n);
-    }
-  }
-  if (::fsync(fd) != 0)
-    fail("cannot sync '" + tmp + "'");
-  int rc = ::close(fd);
-  fd = -1;
-  if (rc != 0)
-    fail("cannot close '" + tmp + "'");
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    fail("cannot rename '" + tmp + "' to '" + path + "'");
 }
 
 // JSON string literal for `s`; InvalidArgument when s is not UTF-8.

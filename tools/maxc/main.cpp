@@ -1,1 +1,127 @@
-int main() { return 0; }
+// The maxc command line. Parsing lives here (CLI11 is expensive to compile,
+// so no other file includes it); each subcommand is a function in its own
+// file, see Commands.h.
+#include "Commands.h"
+
+#include "maxc/Support/Error.h"
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+using namespace maxc::cli;
+
+static const char *kFooter = R"(Examples:
+  maxc check examples/mlp/model.json
+  maxc trace examples/gpt/model.json --stats
+  maxc trace examples/gpt/model.json --emit dot -o gpt.dot
+  maxc run examples/mlp/model.json --input x=x.npy --output-dir out/
+  maxc init-weights examples/mlp/model.json -o mlp.safetensors --seed 1
+
+Exit codes:
+  0  success
+  1  a problem with the input: model, weights, data files or command line
+  2  an internal error in maxc (please report it)
+
+Diagnostics read "FILE: JSON-POINTER: error[CODE]: message"; codes are
+listed in docs/diagnostics.md.)";
+
+int main(int argc, char **argv) {
+  CLI::App app{"maxc: an ahead-of-time compiler for ML models", "maxc"};
+  app.footer(kFooter);
+  app.fallthrough();
+  app.require_subcommand(0, 1);
+
+  GlobalOptions global;
+  bool version = false, version_json = false;
+  int verbosity = 0;
+  std::string log_level, diagnostics = "text";
+  app.add_flag("--version", version, "Print the maxc and LLVM versions and the built targets");
+  app.add_flag("--json", version_json, "With --version or ops: print JSON");
+  app.add_flag("-q,--quiet", global.quiet, "Print errors only");
+  app.add_flag("-v,--verbose", verbosity, "More logging (repeat for more)");
+  app.add_option("--log-level", log_level, "Logging level: trace, debug, info, warn, error, off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  app.add_option("--diagnostics", diagnostics, "Diagnostics format: text (stderr) or json (stdout)")
+      ->check(CLI::IsMember({"text", "json"}));
+  app.add_flag("-W,--warnings-as-errors", global.warnings_as_errors, "Treat warnings as errors");
+
+  CheckOptions check;
+  auto *check_cmd = app.add_subcommand("check", "Validate a model and its weights; report every problem");
+  check_cmd->add_option("model", check.model, "Model file (.json)")->required();
+  check_cmd->add_option("--weights", check.weights, "Weights file (.safetensors); overrides the model's");
+  check_cmd->add_flag("--no-weights", check.no_weights, "Check against declared param shapes, without weights");
+
+  TraceOptions trace;
+  auto *trace_cmd = app.add_subcommand("trace", "Trace a model and print its graph");
+  trace_cmd->add_option("model", trace.model, "Model file (.json)")->required();
+  trace_cmd->add_option("--weights", trace.weights, "Weights file (.safetensors); overrides the model's");
+  trace_cmd->add_flag("--no-weights", trace.no_weights, "Trace with zero tensors of the declared param shapes");
+  trace_cmd->add_option("--emit", trace.emit, "Output form: text, json or dot (Graphviz)")
+      ->check(CLI::IsMember({"text", "json", "dot"}));
+  trace_cmd->add_flag("--stats", trace.stats, "Print key=value statistics (alone, unless --emit is given)");
+  trace_cmd->add_flag("--embed-constants", trace.embed_constants, "With --emit json: embed constant data (base64)");
+  trace_cmd->add_option("-o,--output", trace.output, "Output file (default: stdout)");
+
+  RunOptions run;
+  auto *run_cmd = app.add_subcommand("run", "Run a model on the reference interpreter");
+  run_cmd->add_option("model", run.model, "Model file (.json)")->required();
+  run_cmd->add_option("--weights", run.weights, "Weights file (.safetensors); overrides the model's");
+  run_cmd->add_option("-i,--input", run.inputs, "Input data: NAME=FILE.npy (repeatable)");
+  run_cmd->add_option("--dim", run.dims, "Value of a symbolic dim no input determines: NAME=N (repeatable)");
+  run_cmd->add_option("--output-dir", run.output_dir, "Directory for the outputs, one NAME.npy each (default: .)");
+  run_cmd->add_option("--device", run.device, "Where to run: reference (the interpreter)");
+
+  InitWeightsOptions init;
+  auto *init_cmd = app.add_subcommand("init-weights", "Write deterministic random weights for a model");
+  init_cmd->add_option("model", init.model, "Model file (.json)")->required();
+  init_cmd->add_option("-o,--output", init.output, "Output .safetensors file")->required();
+  init_cmd->add_option("--seed", init.seed, "Random seed (default 0)");
+
+  auto *ops_cmd = app.add_subcommand("ops", "List the ops this build knows, with attributes");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError &e) {
+    std::cerr << "maxc: error: " << e.what() << "\nRun 'maxc --help' for usage.\n";
+    return kInputError;
+  }
+
+  auto logger = spdlog::stderr_color_mt("maxc");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(global.quiet ? spdlog::level::err
+                    : verbosity >= 2 ? spdlog::level::trace
+                    : verbosity == 1 ? spdlog::level::debug
+                                     : spdlog::level::warn);
+  if (!log_level.empty())
+    spdlog::set_level(spdlog::level::from_str(log_level));
+  global.diagnostics = diagnostics == "json" ? DiagnosticsFormat::json : DiagnosticsFormat::text;
+  trace.emit_given = trace_cmd->count("--emit") > 0;
+
+  try {
+    if (version)
+      return print_version(version_json);
+    if (*check_cmd)
+      return run_check(global, check);
+    if (*trace_cmd)
+      return run_trace(global, trace);
+    if (*run_cmd)
+      return run_run(global, run);
+    if (*init_cmd)
+      return run_init_weights(global, init);
+    if (*ops_cmd)
+      return run_ops(global, version_json);
+    std::cerr << app.help();
+    return kInputError;
+  } catch (const maxc::Error &e) {
+    std::cerr << "maxc: " << e.formatted() << "\n";
+    return e.code() == maxc::ErrorCode::Internal ? kInternalError : kInputError;
+  } catch (const std::exception &e) {
+    std::cerr << "maxc: internal error: " << e.what() << "\n";
+    return kInternalError;
+  }
+}

@@ -40,6 +40,15 @@ enum class ErrorCode : int {
   DuplicateTensorName = 405,
   NpyFormat = 406,
   FileWrite = 407,
+  // Model files (05xx)
+  ModelSyntax = 501,     // malformed JSON
+  ModelSchema = 502,     // a field has the wrong type, is missing or unknown
+  UndefinedName = 503,   // a value, module or constant that does not exist
+  ModuleCycle = 504,     // modules call each other in a cycle
+  MissingWeight = 505,   // a parameter has no tensor in the weights file
+  WeightMismatch = 506,  // a weight's shape/dtype differs from its declaration
+  UnusedWeight = 507,    // a weight the model never reads (warning)
+  UnknownOption = 508,   // a module option that the module does not declare
 };
 
 /// "E0104"-style code text.

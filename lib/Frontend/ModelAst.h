@@ -1,0 +1,84 @@
+// The parsed form of a maxc model file, before tracing. Private to
+// lib/Frontend: attribute values stay JSON until the tracer substitutes
+// module options into them.
+#pragma once
+
+#include "maxc/IR/HostTensor.h"
+#include "maxc/IR/TensorType.h"
+#include "maxc/Support/Diagnostics.h"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace maxc::frontend {
+
+using json = nlohmann::ordered_json;
+
+struct Operand {
+  enum class Kind { value, param, constant, number } kind = Kind::value;
+  std::string name; // value / param (without '@') / constant (without '#')
+  double number = 0;
+  std::string pointer;
+};
+
+struct Statement {
+  std::vector<std::string> results;
+  std::string op; // a registered op, "call" or "repeat"
+  std::string callee; // module name for call/repeat
+  std::vector<Operand> operands;
+  json attrs = json::object();
+  std::string pointer;       // the statement object
+  std::string key_pointer;   // its [op, ...] array
+  std::string attrs_pointer; // its attributes object (if any)
+};
+
+struct ParamDecl {
+  json shape; // list of dims, possibly "$opt"
+  DType dtype = DType::f32;
+  std::string init;
+  std::string pointer;
+};
+
+struct Module {
+  std::string name;
+  std::vector<std::string> args;
+  std::vector<Statement> body;
+  std::vector<std::string> returns;
+  std::string returns_pointer;
+  std::map<std::string, json> options;
+  std::map<std::string, ParamDecl> params;
+  bool subgraph = false;
+  std::string subgraph_key;
+  std::string pointer;
+};
+
+struct OutputDecl {
+  std::string name;
+  std::string value;
+  std::string pointer;
+};
+
+struct ModelAst {
+  std::string file; // as given, for diagnostics
+  std::string dir;  // directory of the model file, for relative paths
+  std::string name;
+  std::string weights; // as written in the file (relative to dir)
+  std::vector<std::pair<std::string, TensorType>> inputs;
+  std::vector<OutputDecl> outputs;
+  std::map<std::string, HostTensor> constants;
+  std::map<std::string, Module> modules;
+  Module main; // args = input names
+};
+
+/// Parses and statically validates a model file's JSON; every problem goes to
+/// `diagnostics`. Returns nullopt when the JSON cannot be used at all.
+std::optional<ModelAst> parse_model(const std::string &text, const std::string &file, DiagnosticEngine &diagnostics);
+
+/// RFC 6901 escaping of one reference token ("a/b" → "a~1b").
+std::string pointer_escape(const std::string &token);
+
+} // namespace maxc::frontend

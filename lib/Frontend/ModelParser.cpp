@@ -1,0 +1,665 @@
+// Parses the maxc model format and checks everything that can be checked
+// without tracing: field types, unknown keys, op and attribute names, value
+// scoping, module references and cycles. Every problem is reported; parsing
+// goes on after an error wherever the rest still makes sense.
+#include "ModelAst.h"
+
+#include "maxc/Ops/OpRegistry.h"
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <set>
+
+namespace maxc::frontend {
+
+std::string pointer_escape(const std::string &token) {
+  std::string out;
+  for (char c : token) {
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
+  }
+  return out;
+}
+
+namespace {
+
+bool is_identifier(const std::string &s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_'))
+    return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+// Value names may contain dots and dashes for readability ("h.1", "attn-out").
+bool is_value_name(const std::string &s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '@' || s[0] == '#' || s[0] == '$')
+    return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+  });
+}
+
+const char *json_kind(const json &v) {
+  switch (v.type()) {
+  case json::value_t::null: return "null";
+  case json::value_t::boolean: return "a boolean";
+  case json::value_t::number_integer:
+  case json::value_t::number_unsigned: return "an integer";
+  case json::value_t::number_float: return "a number";
+  case json::value_t::string: return "a string";
+  case json::value_t::array: return "an array";
+  case json::value_t::object: return "an object";
+  default: return "a value";
+  }
+}
+
+class Parser {
+public:
+  Parser(const std::string &file, DiagnosticEngine &diags) : file_(file), diags_(diags) {}
+
+  std::optional<ModelAst> parse(const std::string &text) {
+    json root;
+    try {
+      root = json::parse(text);
+    } catch (const json::parse_error &e) {
+      // nlohmann's message carries the line and column.
+      std::string what = e.what();
+      auto pos = what.find("parse error");
+      diags_.error(ErrorCode::ModelSyntax, file_, "", "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+      return std::nullopt;
+    }
+    if (!root.is_object()) {
+      schema("", std::string("a model must be a JSON object, got ") + json_kind(root));
+      return std::nullopt;
+    }
+    ModelAst ast;
+    ast.file = file_;
+    auto slash = file_.find_last_of('/');
+    ast.dir = slash == std::string::npos ? "." : file_.substr(0, slash == 0 ? 1 : slash);
+
+    check_keys(root, "", {"maxc", "name", "weights", "inputs", "outputs", "constants", "modules", "main", "description"});
+    if (!root.contains("maxc"))
+      schema("", "missing field 'maxc' (the format version; this maxc reads 1)");
+    else if (!root["maxc"].is_number_integer() || root["maxc"].get<int64_t>() != 1)
+      schema("/maxc", "unsupported format version " + root["maxc"].dump() + " (this maxc reads version 1)");
+
+    ast.name = required_string(root, "", "name");
+    if (!ast.name.empty() && !is_identifier(ast.name))
+      schema("/name", "model name '" + ast.name + "' must be an identifier ([A-Za-z_][A-Za-z0-9_]*): it names generated C symbols");
+    if (root.contains("weights")) {
+      if (root["weights"].is_string())
+        ast.weights = root["weights"].get<std::string>();
+      else
+        schema("/weights", std::string("expected a file path string, got ") + json_kind(root["weights"]));
+    }
+    if (root.contains("description") && !root["description"].is_string())
+      schema("/description", "expected a string");
+
+    parse_inputs(root, ast);
+    if (root.contains("constants"))
+      parse_constants(root["constants"], ast);
+    if (root.contains("modules")) {
+      if (!root["modules"].is_object())
+        schema("/modules", std::string("expected an object of module definitions, got ") + json_kind(root["modules"]));
+      else
+        for (const auto &[name, def] : root["modules"].items())
+          parse_module(name, def, "/modules/" + pointer_escape(name), ast);
+    }
+    ast.main.name = "main";
+    ast.main.pointer = "/main";
+    for (const auto &in : ast.inputs)
+      ast.main.args.push_back(in.first);
+    if (!root.contains("main"))
+      schema("", "missing field 'main' (the top-level list of statements)");
+    else
+      parse_body(root["main"], "/main", ast.main);
+    parse_outputs(root, ast);
+
+    // Second pass: things that need every module known.
+    for (auto &[name, module] : ast.modules)
+      check_scopes(module, ast);
+    check_scopes(ast.main, ast);
+    check_cycles(ast);
+    return ast;
+  }
+
+private:
+  void schema(const std::string &pointer, const std::string &message) {
+    diags_.error(ErrorCode::ModelSchema, file_, pointer, message);
+  }
+
+  void check_keys(const json &obj, const std::string &pointer, std::initializer_list<const char *> allowed) {
+    for (const auto &[key, value] : obj.items()) {
+      bool known = std::any_of(allowed.begin(), allowed.end(), [&](const char *a) { return key == a; });
+      if (!known) {
+        std::string list;
+        for (const char *a : allowed)
+          list += (list.empty() ? "" : ", ") + std::string(a);
+        schema(pointer + "/" + pointer_escape(key), "unknown field '" + key + "' (expected one of: " + list + ")");
+      }
+    }
+  }
+
+  std::string required_string(const json &obj, const std::string &pointer, const char *key) {
+    if (!obj.contains(key)) {
+      schema(pointer, std::string("missing field '") + key + "'");
+      return "";
+    }
+    if (!obj[key].is_string()) {
+      schema(pointer + "/" + key, std::string("expected a string, got ") + json_kind(obj[key]));
+      return "";
+    }
+    return obj[key].get<std::string>();
+  }
+
+  std::optional<DType> dtype_of(const json &v, const std::string &pointer) {
+    if (v.is_string())
+      if (auto d = parse_dtype(v.get<std::string>()))
+        return d;
+    schema(pointer, "unknown dtype " + v.dump() + " (expected one of f16, bf16, f32, f64, i8, i32, i64, bool)");
+    return std::nullopt;
+  }
+
+  std::optional<Shape> shape_of(const json &v, const std::string &pointer) {
+    if (!v.is_array()) {
+      schema(pointer, std::string("expected a shape (a list of dims), got ") + json_kind(v));
+      return std::nullopt;
+    }
+    Shape shape;
+    bool ok = true;
+    for (size_t i = 0; i < v.size(); ++i) {
+      std::string p = pointer + "/" + std::to_string(i);
+      try {
+        if (v[i].is_number_integer() && v[i].get<int64_t>() >= 0)
+          shape.emplace_back(v[i].get<int64_t>());
+        else if (v[i].is_string())
+          shape.push_back(Dim::parse(v[i].get<std::string>()));
+        else {
+          schema(p, "a dim must be a non-negative integer or a symbolic dim like \"batch\", got " + v[i].dump());
+          ok = false;
+        }
+      } catch (const Error &e) {
+        diags_.error(e.code(), file_, p, e.message());
+        ok = false;
+      }
+    }
+    return ok ? std::optional<Shape>(shape) : std::nullopt;
+  }
+
+  void parse_inputs(const json &root, ModelAst &ast) {
+    if (!root.contains("inputs")) {
+      schema("", "missing field 'inputs'");
+      return;
+    }
+    const json &inputs = root["inputs"];
+    if (!inputs.is_array()) {
+      schema("/inputs", std::string("expected a list of inputs, got ") + json_kind(inputs));
+      return;
+    }
+    std::set<std::string> seen;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      std::string p = "/inputs/" + std::to_string(i);
+      const json &in = inputs[i];
+      if (!in.is_object()) {
+        schema(p, "expected {\"name\", \"dtype\", \"shape\"}");
+        continue;
+      }
+      check_keys(in, p, {"name", "dtype", "shape"});
+      std::string name = required_string(in, p, "name");
+      if (!name.empty() && !is_value_name(name))
+        schema(p + "/name", "input name '" + name + "' is not a valid value name");
+      if (!name.empty() && !seen.insert(name).second)
+        schema(p + "/name", "input '" + name + "' is declared twice");
+      std::optional<DType> dtype;
+      std::optional<Shape> shape;
+      if (!in.contains("dtype"))
+        schema(p, "missing field 'dtype'");
+      else
+        dtype = dtype_of(in["dtype"], p + "/dtype");
+      if (!in.contains("shape"))
+        schema(p, "missing field 'shape'");
+      else
+        shape = shape_of(in["shape"], p + "/shape");
+      if (shape)
+        for (size_t d = 0; d < shape->size(); ++d)
+          if (!(*shape)[d].is_static() && !(*shape)[d].is_symbol())
+            schema(p + "/shape/" + std::to_string(d),
+                   "input dims must be integers or plain symbols (\"batch\"), not expressions: maxc binds them from the input at run time");
+      if (!name.empty() && dtype && shape)
+        ast.inputs.emplace_back(name, TensorType(*dtype, *shape));
+    }
+  }
+
+  void parse_constants(const json &constants, ModelAst &ast) {
+    if (!constants.is_object()) {
+      schema("/constants", "expected an object of named constants");
+      return;
+    }
+    for (const auto &[name, def] : constants.items()) {
+      std::string p = "/constants/" + pointer_escape(name);
+      if (!def.is_object()) {
+        schema(p, "expected {\"dtype\", \"shape\", \"value\" or \"values\"}");
+        continue;
+      }
+      check_keys(def, p, {"dtype", "shape", "value", "values"});
+      std::optional<DType> dtype = def.contains("dtype") ? dtype_of(def["dtype"], p + "/dtype") : std::nullopt;
+      if (!def.contains("dtype"))
+        schema(p, "missing field 'dtype'");
+      std::optional<Shape> shape = def.contains("shape") ? shape_of(def["shape"], p + "/shape") : std::nullopt;
+      if (!def.contains("shape"))
+        schema(p, "missing field 'shape'");
+      if (!dtype || !shape)
+        continue;
+      if (!shape_is_static(*shape)) {
+        schema(p + "/shape", "constant shapes must be static");
+        continue;
+      }
+      try {
+        HostTensor t(*dtype, static_sizes(*shape));
+        if (def.contains("value") == def.contains("values")) {
+          schema(p, "give exactly one of 'value' (fills the shape) or 'values' (every element)");
+          continue;
+        }
+        if (def.contains("value")) {
+          if (!def["value"].is_number() && !def["value"].is_boolean()) {
+            schema(p + "/value", "expected a number");
+            continue;
+          }
+          double v = def["value"].is_boolean() ? double(def["value"].get<bool>()) : def["value"].get<double>();
+          for (int64_t i = 0; i < t.numel(); ++i)
+            t.set_f64(i, v);
+        } else {
+          const json &values = def["values"];
+          if (!values.is_array() || static_cast<int64_t>(values.size()) != t.numel()) {
+            schema(p + "/values", "expected a list of " + std::to_string(t.numel()) + " numbers (row-major)");
+            continue;
+          }
+          bool ok = true;
+          for (size_t i = 0; i < values.size(); ++i) {
+            if (values[i].is_number_integer())
+              t.set_i64(static_cast<int64_t>(i), values[i].get<int64_t>());
+            else if (values[i].is_number())
+              t.set_f64(static_cast<int64_t>(i), values[i].get<double>());
+            else if (values[i].is_boolean())
+              t.set_i64(static_cast<int64_t>(i), values[i].get<bool>());
+            else {
+              schema(p + "/values/" + std::to_string(i), "expected a number");
+              ok = false;
+              break;
+            }
+          }
+          if (!ok)
+            continue;
+        }
+        ast.constants.emplace(name, t);
+      } catch (const Error &e) {
+        diags_.error(e.code(), file_, p, e.message());
+      }
+    }
+  }
+
+  void parse_module(const std::string &name, const json &def, const std::string &p, ModelAst &ast) {
+    Module m;
+    m.name = name;
+    m.pointer = p;
+    if (!is_identifier(name))
+      schema(p, "module name '" + name + "' must be an identifier");
+    if (!def.is_object()) {
+      schema(p, std::string("a module must be an object with args, body and return, got ") + json_kind(def));
+      return;
+    }
+    check_keys(def, p, {"args", "body", "return", "options", "params", "subgraph", "description"});
+    if (def.contains("args")) {
+      const json &args = def["args"];
+      if (!args.is_array())
+        schema(p + "/args", "expected a list of argument names");
+      else
+        for (size_t i = 0; i < args.size(); ++i) {
+          if (!args[i].is_string() || !is_value_name(args[i].get<std::string>()))
+            schema(p + "/args/" + std::to_string(i), "expected a value name, got " + args[i].dump());
+          else
+            m.args.push_back(args[i].get<std::string>());
+        }
+    }
+    if (def.contains("options")) {
+      if (!def["options"].is_object())
+        schema(p + "/options", "expected an object of option defaults");
+      else
+        for (const auto &[opt, value] : def["options"].items()) {
+          if (!is_identifier(opt))
+            schema(p + "/options/" + pointer_escape(opt), "option name '" + opt + "' must be an identifier");
+          m.options[opt] = value;
+        }
+    }
+    if (def.contains("params")) {
+      if (!def["params"].is_object())
+        schema(p + "/params", "expected an object: param name → shape or {\"shape\", \"dtype\", \"init\"}");
+      else
+        for (const auto &[param, decl] : def["params"].items())
+          parse_param(param, decl, p + "/params/" + pointer_escape(param), m);
+    }
+    if (def.contains("subgraph")) {
+      const json &s = def["subgraph"];
+      if (s.is_boolean())
+        m.subgraph = s.get<bool>();
+      else if (s.is_string() && !s.get<std::string>().empty()) {
+        m.subgraph = true;
+        m.subgraph_key = s.get<std::string>();
+      } else
+        schema(p + "/subgraph", "expected true/false or a subgraph key string");
+    }
+    if (!def.contains("body"))
+      schema(p, "missing field 'body'");
+    else
+      parse_body(def["body"], p + "/body", m);
+    m.returns_pointer = p + "/return";
+    if (!def.contains("return"))
+      schema(p, "missing field 'return'");
+    else if (def["return"].is_string())
+      m.returns.push_back(def["return"].get<std::string>());
+    else if (def["return"].is_array() && !def["return"].empty()) {
+      for (size_t i = 0; i < def["return"].size(); ++i) {
+        if (!def["return"][i].is_string())
+          schema(p + "/return/" + std::to_string(i), "expected a value name");
+        else
+          m.returns.push_back(def["return"][i].get<std::string>());
+      }
+    } else
+      schema(p + "/return", "expected a value name or a non-empty list of names");
+    ast.modules.emplace(name, std::move(m));
+  }
+
+  void parse_param(const std::string &name, const json &decl, const std::string &p, Module &m) {
+    ParamDecl d;
+    d.pointer = p;
+    if (decl.is_array())
+      d.shape = decl;
+    else if (decl.is_object()) {
+      check_keys(decl, p, {"shape", "dtype", "init"});
+      if (!decl.contains("shape") || !decl["shape"].is_array())
+        schema(p, "a param declaration needs a 'shape' list");
+      else
+        d.shape = decl["shape"];
+      if (decl.contains("dtype"))
+        if (auto dt = dtype_of(decl["dtype"], p + "/dtype"))
+          d.dtype = *dt;
+      if (decl.contains("init")) {
+        std::string init = decl["init"].is_string() ? decl["init"].get<std::string>() : "";
+        bool ok = init == "normal" || init == "uniform" || init == "ones" || init == "zeros" ||
+                  (init.rfind("normal:", 0) == 0 && init.size() > 7);
+        if (!ok)
+          schema(p + "/init", "unknown init " + decl["init"].dump() +
+                                  " (expected \"normal\", \"uniform\", \"ones\", \"zeros\" or \"normal:S\")");
+        else
+          d.init = init;
+      }
+    } else {
+      schema(p, std::string("expected a shape list or {\"shape\", \"dtype\", \"init\"}, got ") + json_kind(decl));
+      return;
+    }
+    m.params[name] = d;
+  }
+
+  void parse_body(const json &body, const std::string &p, Module &m) {
+    if (!body.is_array()) {
+      schema(p, std::string("expected a list of statements, got ") + json_kind(body));
+      return;
+    }
+    for (size_t i = 0; i < body.size(); ++i)
+      if (auto s = parse_statement(body[i], p + "/" + std::to_string(i)))
+        m.body.push_back(std::move(*s));
+  }
+
+  std::optional<Statement> parse_statement(const json &stmt, const std::string &p) {
+    if (!stmt.is_object() || stmt.size() != 1) {
+      schema(p, "a statement is a one-key object: {\"result\": [\"op\", operands..., {attributes}]}");
+      return std::nullopt;
+    }
+    Statement s;
+    s.pointer = p;
+    const std::string &key = stmt.begin().key();
+    const json &value = stmt.begin().value();
+    std::string kp = p + "/" + pointer_escape(key);
+    // Results: "a" or "a,b,c".
+    size_t start = 0;
+    while (start <= key.size()) {
+      size_t comma = key.find(',', start);
+      if (comma == std::string::npos)
+        comma = key.size();
+      std::string r = key.substr(start, comma - start);
+      r.erase(0, r.find_first_not_of(' '));
+      r.erase(r.find_last_not_of(' ') + 1);
+      if (!is_value_name(r))
+        schema(p, "result name '" + r + "' is not a valid value name (letters, digits, '_', '.', '-')");
+      s.results.push_back(r);
+      start = comma + 1;
+    }
+    if (!value.is_array() || value.empty() || !value[0].is_string()) {
+      schema(kp, "expected [\"op\", operands..., {attributes}]");
+      return std::nullopt;
+    }
+    s.op = value[0].get<std::string>();
+    size_t end = value.size();
+    s.key_pointer = kp;
+    if (end > 1 && value[end - 1].is_object()) {
+      s.attrs = value[end - 1];
+      s.attrs_pointer = kp + "/" + std::to_string(end - 1);
+      --end;
+    }
+    size_t first_operand = 1;
+    if (s.op == "call" || s.op == "repeat") {
+      if (end < 2 || !value[1].is_string()) {
+        schema(kp + "/1", "expected the module name after \"" + s.op + "\"");
+        return std::nullopt;
+      }
+      s.callee = value[1].get<std::string>();
+      first_operand = 2;
+    } else if (!OpRegistry::instance().find(s.op)) {
+      try {
+        OpRegistry::instance().get(s.op); // throws with a suggestion
+      } catch (const Error &e) {
+        diags_.error(e.code(), file_, kp + "/0", e.message());
+      }
+      return std::nullopt;
+    } else {
+      // Attribute names can be checked now; values may depend on options.
+      const OpDef &def = OpRegistry::instance().get(s.op);
+      for (const auto &[name, v] : s.attrs.items()) {
+        bool known = std::any_of(def.attrs.begin(), def.attrs.end(), [&](const AttrSpec &a) { return a.name == name; });
+        if (!known) {
+          std::string list;
+          for (const AttrSpec &a : def.attrs)
+            list += (list.empty() ? "" : ", ") + a.name;
+          diags_.error(ErrorCode::UnknownAttribute, file_, kp + "/" + std::to_string(value.size() - 1) + "/" + pointer_escape(name),
+                       s.op + ": unknown attribute '" + name + "' (" +
+                           (list.empty() ? "this op takes no attributes" : "expected one of: " + list) + ")");
+        }
+      }
+    }
+    for (size_t i = first_operand; i < end; ++i) {
+      std::string op_p = kp + "/" + std::to_string(i);
+      const json &v = value[i];
+      Operand o;
+      o.pointer = op_p;
+      if (v.is_number()) {
+        o.kind = Operand::Kind::number;
+        o.number = v.get<double>();
+      } else if (v.is_boolean()) {
+        o.kind = Operand::Kind::number;
+        o.number = v.get<bool>();
+      } else if (v.is_string()) {
+        std::string text = v.get<std::string>();
+        if (!text.empty() && text[0] == '@') {
+          o.kind = Operand::Kind::param;
+          o.name = text.substr(1);
+          if (o.name.empty())
+            schema(op_p, "'@' must be followed by a parameter name");
+        } else if (!text.empty() && text[0] == '#') {
+          o.kind = Operand::Kind::constant;
+          o.name = text.substr(1);
+        } else {
+          o.name = text;
+        }
+      } else {
+        schema(op_p, std::string("an operand must be a value name, \"@param\", \"#constant\" or a number, got ") + json_kind(v));
+        continue;
+      }
+      s.operands.push_back(o);
+    }
+    return s;
+  }
+
+  void parse_outputs(const json &root, ModelAst &ast) {
+    if (!root.contains("outputs")) {
+      schema("", "missing field 'outputs'");
+      return;
+    }
+    const json &outputs = root["outputs"];
+    if (!outputs.is_array() || outputs.empty()) {
+      schema("/outputs", "expected a non-empty list of output value names");
+      return;
+    }
+    std::set<std::string> seen;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      std::string p = "/outputs/" + std::to_string(i);
+      OutputDecl o;
+      o.pointer = p;
+      if (outputs[i].is_string()) {
+        o.name = o.value = outputs[i].get<std::string>();
+      } else if (outputs[i].is_object()) {
+        check_keys(outputs[i], p, {"name", "value"});
+        o.name = required_string(outputs[i], p, "name");
+        o.value = required_string(outputs[i], p, "value");
+      } else {
+        schema(p, "expected a value name or {\"name\", \"value\"}");
+        continue;
+      }
+      if (!o.name.empty() && !is_identifier(o.name))
+        schema(p, "output name '" + o.name + "' must be an identifier: it names generated C symbols");
+      if (!seen.insert(o.name).second)
+        schema(p, "output '" + o.name + "' is listed twice");
+      ast.outputs.push_back(o);
+    }
+  }
+
+  // Names must be defined before use; modules and constants must exist;
+  // call arity must match.
+  void check_scopes(const Module &m, const ModelAst &ast) {
+    std::set<std::string> defined(m.args.begin(), m.args.end());
+    for (const Statement &s : m.body) {
+      for (const Operand &o : s.operands) {
+        if (o.kind == Operand::Kind::value && !defined.count(o.name))
+          diags_.error(ErrorCode::UndefinedName, file_, o.pointer,
+                       "'" + o.name + "' is not defined here" + (m.name == "main" ? "" : " (in module " + m.name + ")"));
+        if (o.kind == Operand::Kind::constant && !ast.constants.count(o.name))
+          diags_.error(ErrorCode::UndefinedName, file_, o.pointer, "no constant named '" + o.name + "' in /constants");
+      }
+      if (s.op == "call" || s.op == "repeat") {
+        auto it = ast.modules.find(s.callee);
+        std::string cp = s.key_pointer + "/1";
+        if (it == ast.modules.end()) {
+          diags_.error(ErrorCode::UndefinedName, file_, cp, "no module named '" + s.callee + "'");
+        } else {
+          const Module &callee = it->second;
+          if (callee.args.size() != s.operands.size())
+            diags_.error(ErrorCode::ModelSchema, file_, cp,
+                         "module " + s.callee + " takes " + std::to_string(callee.args.size()) + " argument(s), " +
+                             std::to_string(s.operands.size()) + " given");
+          if (s.op == "repeat" && callee.returns.size() != callee.args.size())
+            diags_.error(ErrorCode::ModelSchema, file_, cp,
+                         "repeat needs a module whose results feed its arguments: " + s.callee + " takes " +
+                             std::to_string(callee.args.size()) + " and returns " + std::to_string(callee.returns.size()));
+          size_t results = s.op == "repeat" ? callee.args.size() : callee.returns.size();
+          if (results != s.results.size())
+            diags_.error(ErrorCode::ModelSchema, file_, s.pointer,
+                         "statement names " + std::to_string(s.results.size()) + " result(s), module " + s.callee +
+                             " returns " + std::to_string(results));
+          check_call_attrs(s, callee);
+        }
+      }
+      for (const std::string &r : s.results)
+        defined.insert(r);
+    }
+    if (m.name == "main") {
+      for (const OutputDecl &o : ast.outputs)
+        if (!o.value.empty() && !defined.count(o.value))
+          diags_.error(ErrorCode::UndefinedName, file_, o.pointer, "output '" + o.value + "' is not defined in /main");
+    } else {
+      for (size_t i = 0; i < m.returns.size(); ++i)
+        if (!defined.count(m.returns[i]))
+          diags_.error(ErrorCode::UndefinedName, file_, m.returns_pointer,
+                       "returned value '" + m.returns[i] + "' is not defined in module " + m.name);
+    }
+  }
+
+  void check_call_attrs(const Statement &s, const Module &callee) {
+    for (const auto &[key, value] : s.attrs.items()) {
+      std::string p = s.attrs_pointer + "/" + pointer_escape(key);
+      if (key == "instance") {
+        if (!value.is_string())
+          schema(p, "'instance' must be a string (the name prefix of this call's parameters)");
+      } else if (s.op == "repeat" && key == "times") {
+        if (!(value.is_number_integer() && value.get<int64_t>() >= 0) && !(value.is_string() && value.get<std::string>().rfind("$", 0) == 0))
+          schema(p, "'times' must be a non-negative integer");
+      } else if (s.op == "repeat" && key == "prefix") {
+        if (!value.is_string())
+          schema(p, "'prefix' must be a string such as \"h.{i}\"");
+      } else if (!callee.options.count(key)) {
+        std::string list;
+        for (const auto &[opt, v] : callee.options)
+          list += (list.empty() ? "" : ", ") + opt;
+        diags_.error(ErrorCode::UnknownOption, file_, p,
+                     "module " + callee.name + " has no option '" + key + "'" +
+                         (list.empty() ? "" : " (options: " + list + ")"));
+      }
+    }
+    if (s.op == "repeat" && !s.attrs.contains("times"))
+      schema(s.key_pointer, "repeat needs 'times'");
+  }
+
+  void check_cycles(const ModelAst &ast) {
+    // 0 = unvisited, 1 = on the DFS stack, 2 = done.
+    std::map<std::string, int> state;
+    std::vector<std::string> stack;
+    std::function<void(const Module &)> visit = [&](const Module &m) {
+      state[m.name] = 1;
+      stack.push_back(m.name);
+      for (const Statement &s : m.body) {
+        if (s.op != "call" && s.op != "repeat")
+          continue;
+        auto it = ast.modules.find(s.callee);
+        if (it == ast.modules.end())
+          continue;
+        if (state[s.callee] == 1) {
+          std::string cycle;
+          auto from = std::find(stack.begin(), stack.end(), s.callee);
+          for (auto i = from; i != stack.end(); ++i)
+            cycle += *i + " → ";
+          diags_.error(ErrorCode::ModuleCycle, file_, s.pointer, "modules call each other in a cycle: " + cycle + s.callee);
+        } else if (state[s.callee] == 0) {
+          visit(it->second);
+        }
+      }
+      stack.pop_back();
+      state[m.name] = 2;
+    };
+    for (const auto &[name, m] : ast.modules)
+      if (state[name] == 0)
+        visit(m);
+  }
+
+  const std::string &file_;
+  DiagnosticEngine &diags_;
+};
+
+} // namespace
+
+std::optional<ModelAst> parse_model(const std::string &text, const std::string &file, DiagnosticEngine &diagnostics) {
+  return Parser(file, diagnostics).parse(text);
+}
+
+} // namespace maxc::frontend

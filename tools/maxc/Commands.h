@@ -1,0 +1,64 @@
+// The maxc subcommands. main.cpp parses the command line (CLI11 stays in that
+// one file) and calls these with plain option structs.
+//
+// Exit codes (documented in `maxc --help` and docs/cli.md):
+//   0 success, 1 a problem with the user's input (model, weights, data,
+//   command-line usage), 2 an internal error in maxc.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace maxc::cli {
+
+enum ExitCode : int { kSuccess = 0, kInputError = 1, kInternalError = 2 };
+
+enum class DiagnosticsFormat { text, json };
+
+struct GlobalOptions {
+  bool quiet = false;
+  DiagnosticsFormat diagnostics = DiagnosticsFormat::text;
+  bool warnings_as_errors = false;
+};
+
+struct CheckOptions {
+  std::string model;
+  std::string weights;
+  bool no_weights = false; // check structure against declared param shapes only
+};
+int run_check(const GlobalOptions &global, const CheckOptions &options);
+
+struct TraceOptions {
+  std::string model;
+  std::string weights;
+  bool no_weights = false;
+  std::string emit = "text"; // text | json | dot
+  bool emit_given = false;
+  bool stats = false;
+  bool embed_constants = false; // json only
+  std::string output;          // "" or "-" = stdout
+};
+int run_trace(const GlobalOptions &global, const TraceOptions &options);
+
+struct RunOptions {
+  std::string model;
+  std::string weights;
+  std::vector<std::string> inputs; // NAME=FILE.npy
+  std::vector<std::string> dims;   // NAME=N
+  std::string output_dir = ".";
+  std::string device = "reference";
+};
+int run_run(const GlobalOptions &global, const RunOptions &options);
+
+struct InitWeightsOptions {
+  std::string model;
+  std::string output;
+  uint64_t seed = 0;
+};
+int run_init_weights(const GlobalOptions &global, const InitWeightsOptions &options);
+
+int run_ops(const GlobalOptions &global, bool json);
+int print_version(bool json);
+
+} // namespace maxc::cli

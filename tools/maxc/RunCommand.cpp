@@ -1,0 +1,102 @@
+// maxc run: execute a model on the reference interpreter with .npy inputs,
+// writing one .npy per output.
+#include "Diagnose.h"
+
+#include "maxc/Frontend/ModelLoader.h"
+#include "maxc/Frontend/Npy.h"
+#include "maxc/Interpreter/Interpreter.h"
+
+#include <iostream>
+#include <sys/stat.h>
+
+namespace maxc::cli {
+
+// "NAME=VALUE" → (NAME, VALUE); empty name on malformed text.
+static std::pair<std::string, std::string> split_assignment(const std::string &text) {
+  auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+    return {"", ""};
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+int run_run(const GlobalOptions &global, const RunOptions &options) {
+  DiagnosticEngine diagnostics;
+  if (options.device != "reference") {
+    diagnostics.error(ErrorCode::InvalidArgument, "", "--device",
+                      "unknown device '" + options.device + "' (this build runs: reference)");
+    return finish(global, diagnostics);
+  }
+  DimBindings dims;
+  for (const std::string &d : options.dims) {
+    auto [name, value] = split_assignment(d);
+    char *end = nullptr;
+    long long n = name.empty() ? -1 : std::strtoll(value.c_str(), &end, 10);
+    if (name.empty() || *end != '\0' || n < 0)
+      diagnostics.error(ErrorCode::InvalidArgument, "", "--dim", "expected NAME=N with N >= 0, got '" + d + "'");
+    else
+      dims[name] = n;
+  }
+  std::map<std::string, std::string> input_files;
+  for (const std::string &i : options.inputs) {
+    auto [name, file] = split_assignment(i);
+    if (name.empty())
+      diagnostics.error(ErrorCode::InvalidArgument, "", "--input", "expected NAME=FILE.npy, got '" + i + "'");
+    else if (!input_files.emplace(name, file).second)
+      diagnostics.error(ErrorCode::InvalidArgument, "", "--input", "input '" + name + "' is given twice");
+  }
+  if (diagnostics.has_errors())
+    return finish(global, diagnostics);
+
+  LoadOptions load;
+  load.weights_path = options.weights;
+  LoadedModel model = load_model(options.model, load, diagnostics);
+  if (!model.graph)
+    return finish(global, diagnostics);
+  const Graph &graph = *model.graph;
+
+  std::vector<HostTensor> inputs;
+  for (ValueId id : graph.input_ids()) {
+    const std::string &name = graph.value_info(id).name;
+    auto it = input_files.find(name);
+    if (it == input_files.end()) {
+      diagnostics.error(ErrorCode::InputMismatch, options.model, "",
+                        "no data for input '" + name + "' (" + graph.type_of(id).to_string() + "); pass --input " +
+                            name + "=FILE.npy");
+      continue;
+    }
+    try {
+      inputs.push_back(read_npy(it->second));
+    } catch (const Error &e) {
+      diagnostics.error(e, it->second, "");
+    }
+    input_files.erase(it);
+  }
+  for (const auto &[name, file] : input_files)
+    diagnostics.error(ErrorCode::InputMismatch, "", "--input", "model '" + graph.name() + "' has no input named '" + name + "'");
+  if (diagnostics.has_errors())
+    return finish(global, diagnostics);
+
+  std::vector<HostTensor> outputs;
+  try {
+    outputs = Interpreter::run(graph, inputs, dims);
+  } catch (const Error &e) {
+    diagnostics.error(e, options.model, "");
+    return finish(global, diagnostics);
+  }
+  ::mkdir(options.output_dir.c_str(), 0777); // fine if it exists; write errors report otherwise
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    std::string name = i < graph.output_names().size() && !graph.output_names()[i].empty() ? graph.output_names()[i]
+                                                                                           : "output" + std::to_string(i);
+    std::string path = options.output_dir + "/" + name + ".npy";
+    try {
+      write_npy(path, outputs[i]);
+      if (!global.quiet)
+        std::cout << name << ": " << describe(outputs[i]) << " -> " << path << "\n";
+    } catch (const Error &e) {
+      diagnostics.error(e, path, "");
+    }
+  }
+  return finish(global, diagnostics);
+}
+
+} // namespace maxc::cli

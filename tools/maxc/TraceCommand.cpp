@@ -1,0 +1,61 @@
+// maxc trace: print the traced graph as text, JSON or Graphviz, and stats.
+#include "Diagnose.h"
+
+#include "maxc/Frontend/ModelLoader.h"
+#include "maxc/IR/DotPrinter.h"
+#include "maxc/IR/GraphJson.h"
+#include "maxc/IR/Printer.h"
+
+#include <cstdio>
+#include <iostream>
+
+namespace maxc::cli {
+
+static std::string stats_text(const LoadedModel &model) {
+  const TraceStats &s = model.stats;
+  char trace_ms[32];
+  std::snprintf(trace_ms, sizeof trace_ms, "%.3f", s.trace_ms);
+  std::string out;
+  out += "nodes=" + std::to_string(s.nodes) + "\n";
+  out += "subgraph_nodes=" + std::to_string(s.subgraph_nodes) + "\n";
+  out += "subgraph_definitions=" + std::to_string(s.subgraph_definitions) + "\n";
+  out += "subgraph_calls=" + std::to_string(s.subgraph_calls) + "\n";
+  out += "subgraph_traces=" + std::to_string(s.subgraph_traces) + "\n";
+  out += "constants=" + std::to_string(s.constants) + "\n";
+  out += "constant_bytes=" + std::to_string(s.constant_bytes) + "\n";
+  out += "weights_read=" + std::to_string(s.weights_read) + "\n";
+  out += "inputs=" + std::to_string(model.graph->input_ids().size()) + "\n";
+  out += "outputs=" + std::to_string(model.graph->output_ids().size()) + "\n";
+  out += std::string("trace_ms=") + trace_ms + "\n";
+  return out;
+}
+
+int run_trace(const GlobalOptions &global, const TraceOptions &options) {
+  DiagnosticEngine diagnostics;
+  diagnostics.set_warnings_as_errors(global.warnings_as_errors);
+  LoadOptions load;
+  load.weights_path = options.weights;
+  load.synthesize_weights = options.no_weights;
+  LoadedModel model = load_model(options.model, load, diagnostics);
+  if (!model.graph)
+    return finish(global, diagnostics);
+
+  std::string text;
+  if (!options.stats || options.emit_given) {
+    if (options.emit == "text") {
+      text = print_graph(*model.graph);
+    } else if (options.emit == "json") {
+      GraphJsonOptions json;
+      json.embed_constants = options.embed_constants;
+      text = graph_to_json(*model.graph, json);
+    } else {
+      text = print_graph_dot(*model.graph);
+    }
+  }
+  if (options.stats)
+    text += stats_text(model);
+  write_output(options.output, text, diagnostics);
+  return finish(global, diagnostics);
+}
+
+} // namespace maxc::cli
