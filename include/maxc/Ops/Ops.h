@@ -132,7 +132,8 @@ Tensor avg_pool2d(const Tensor &x, const Pool2dOptions &options = {});
 Tensor global_avg_pool2d(const Tensor &x);
 
 // ---- shape ops ----
-/// One dim may be -1 (inferred, only when the rest are static).
+/// One dim may be -1, inferred by exact division of the element count
+/// ([batch,seq,256] → [-1,256] gives [batch*seq,256]).
 Tensor reshape(const Tensor &x, const Shape &shape);
 /// Permutes dims; an empty perm reverses them.
 Tensor transpose(const Tensor &x, const std::vector<int64_t> &perm = {});
