@@ -27,7 +27,7 @@ struct Operand {
 
 struct Statement {
   std::vector<std::string> results;
-  std::string op; // a registered op, "call" or "repeat"
+  std::string op; // a registered op, "call" or "repeat"; empty if malformed (already reported)
   std::string callee; // module name for call/repeat
   std::vector<Operand> operands;
   json attrs = json::object();

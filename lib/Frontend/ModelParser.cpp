@@ -438,9 +438,11 @@ private:
       s.results.push_back(r);
       start = comma + 1;
     }
+    // From here on a broken statement is kept with an empty op, so its
+    // results still count as defined and later uses do not cascade.
     if (!value.is_array() || value.empty() || !value[0].is_string()) {
       schema(kp, "expected [\"op\", operands..., {attributes}]");
-      return std::nullopt;
+      return s;
     }
     s.op = value[0].get<std::string>();
     size_t end = value.size();
@@ -454,7 +456,8 @@ private:
     if (s.op == "call" || s.op == "repeat") {
       if (end < 2 || !value[1].is_string()) {
         schema(kp + "/1", "expected the module name after \"" + s.op + "\"");
-        return std::nullopt;
+        s.op.clear();
+        return s;
       }
       s.callee = value[1].get<std::string>();
       first_operand = 2;
@@ -464,7 +467,8 @@ private:
       } catch (const Error &e) {
         diags_.error(e.code(), file_, kp + "/0", e.message());
       }
-      return std::nullopt;
+      s.op.clear();
+      return s;
     } else {
       // Attribute names can be checked now; values may depend on options.
       const OpDef &def = OpRegistry::instance().get(s.op);

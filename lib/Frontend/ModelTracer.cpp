@@ -15,6 +15,7 @@
 #include "maxc/Realization/GraphRealizationContext.h"
 
 #include <chrono>
+#include <sys/mman.h>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -37,6 +38,25 @@ std::string join_prefix(const std::string &prefix, const std::string &name) {
   if (name.empty())
     return prefix;
   return prefix + "." + name;
+}
+
+/// A zero tensor backed by an untouched anonymous mapping: the kernel hands
+/// out zero pages lazily, so declaring a large model costs no memory until
+/// something reads the data.
+HostTensor zero_tensor(DType dtype, const std::vector<int64_t> &shape) {
+  int64_t numel = 1;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(numel, d, &numel))
+      throw Error(ErrorCode::DimOverflow, "declared parameter shape overflows");
+  uint64_t bytes = static_cast<uint64_t>(numel) * dtype_size(dtype);
+  if (bytes > (uint64_t(1) << 38))
+    throw Error(ErrorCode::ModelSchema, "declared parameter is larger than 256 GiB");
+  size_t length = bytes ? bytes : 1;
+  void *p = ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    throw Error(ErrorCode::ModelSchema, "cannot reserve " + std::to_string(bytes) + " bytes for a declared parameter");
+  std::shared_ptr<std::byte> data(static_cast<std::byte *>(p), [length](std::byte *q) { ::munmap(q, length); });
+  return HostTensor(dtype, shape, std::move(data));
 }
 
 /// A parameter a module instance reads, relative to that instance.
@@ -65,7 +85,12 @@ public:
       for (const Value &v : graph->inputs())
         args.push_back(Tensor::from_graph_value(v));
       Frame frame{&ast_.main, {}, "", "", nullptr, &ctx};
-      auto scope = run_body(frame, args);
+      Scope scope;
+      try {
+        scope = run_body(frame, args);
+      } catch (const Poisoned &) {
+        return nullptr; // reported where it happened
+      }
       for (const OutputDecl &o : ast_.outputs) {
         auto it = scope.find(o.value);
         outputs.push_back(it == scope.end() ? std::nullopt : it->second);
@@ -156,7 +181,7 @@ private:
                          "'s \"params\", so its shape is unknown");
         return std::nullopt;
       }
-      data = HostTensor(spec.dtype, spec.shape);
+      data = zero_tensor(spec.dtype, spec.shape);
     } else {
       if (!weights_) {
         if (!weights_failed_)
@@ -320,6 +345,12 @@ private:
     for (size_t i = 0; i < frame.module->args.size() && i < args.size(); ++i)
       scope[frame.module->args[i]] = args[i];
     for (const Statement &s : frame.module->body) {
+      if (++statements_ > options_.max_statements) {
+        diags_.error(ErrorCode::ModelSchema, ast_.file, s.pointer,
+                     "the model executes more than " + std::to_string(options_.max_statements) +
+                         " statements while tracing (check repeat counts)");
+        throw Poisoned{};
+      }
       std::vector<MaybeTensor> results;
       try {
         results = run_statement(s, frame, scope);
@@ -391,8 +422,13 @@ private:
         break;
       }
     }
-    if (!ok)
-      return poisoned; // an operand failed earlier and was reported there
+    if (!ok) {
+      // An operand failed earlier and was reported there. Still check the
+      // weights a call would read, so every weights problem shows up.
+      if (s.op == "call" || s.op == "repeat")
+        check_call_weights(s, frame);
+      return poisoned;
+    }
     DType literal_dtype = DType::f32;
     for (size_t i = 0; i < operands.size(); ++i)
       if (operands[i]) {
@@ -422,6 +458,19 @@ private:
                       std::to_string(s.results.size()),
                   s.pointer);
     return std::vector<MaybeTensor>(results.begin(), results.end());
+  }
+
+  void check_call_weights(const Statement &s, const Frame &frame) {
+    if (frame.body_params)
+      return; // inside a body, the outer call already loaded them
+    const Module &callee = ast_.modules.at(s.callee);
+    Options callee_options = call_options(s, callee, frame.options);
+    for (const std::string &instance : call_instances(s, frame.options)) {
+      std::map<std::string, ParamRef> refs;
+      collect_params(callee, callee_options, "", refs);
+      for (const auto &[rel, ref] : refs)
+        load_weight(join_prefix(join_prefix(frame.prefix, instance), rel), ref);
+    }
   }
 
   std::vector<MaybeTensor> run_call(const Statement &s, const Frame &frame, std::vector<MaybeTensor> args) {
@@ -493,6 +542,7 @@ private:
   LoadedModel &out_;
   std::optional<SafetensorsFile> weights_;
   bool weights_failed_ = false;
+  uint64_t statements_ = 0;
   GraphRealizationContext *root_ = nullptr;
   std::map<std::string, HostTensor> loaded_;
   std::map<std::string, Tensor> root_params_;
@@ -521,20 +571,24 @@ void fill_stats(const Graph &graph, TraceStats &stats) {
 } // namespace
 
 LoadedModel load_model(const std::string &path, const LoadOptions &options, DiagnosticEngine &diagnostics) {
-  LoadedModel out;
-  auto start = std::chrono::steady_clock::now();
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     diagnostics.error(ErrorCode::FileNotReadable, path, "", "cannot open the model file");
-    return out;
+    return {};
   }
   std::stringstream buffer;
   buffer << in.rdbuf();
   if (in.bad()) {
     diagnostics.error(ErrorCode::FileNotReadable, path, "", "cannot read the model file");
-    return out;
+    return {};
   }
-  std::string text = buffer.str();
+  return load_model_text(buffer.str(), path, options, diagnostics);
+}
+
+LoadedModel load_model_text(const std::string &text, const std::string &path, const LoadOptions &options,
+                            DiagnosticEngine &diagnostics) {
+  LoadedModel out;
+  auto start = std::chrono::steady_clock::now();
   out.files_read.push_back(path);
 
   try {

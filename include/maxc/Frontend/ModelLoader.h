@@ -23,6 +23,9 @@ struct LoadOptions {
   /// shapes (for `maxc init-weights` and for checking a model's structure
   /// before weights exist). Undeclared params are errors in this mode.
   bool synthesize_weights = false;
+  /// Upper bound on statements executed while tracing (repeats and calls
+  /// multiply), so a hostile model cannot make the tracer run forever.
+  uint64_t max_statements = 50'000'000;
 };
 
 struct TraceStats {
@@ -56,5 +59,9 @@ struct LoadedModel {
 };
 
 LoadedModel load_model(const std::string &path, const LoadOptions &options, DiagnosticEngine &diagnostics);
+/// Same, for a model already in memory; `path` names it in diagnostics and
+/// anchors relative weight paths.
+LoadedModel load_model_text(const std::string &text, const std::string &path, const LoadOptions &options,
+                            DiagnosticEngine &diagnostics);
 
 } // namespace maxc
