@@ -15,6 +15,7 @@
 #include "maxc/Realization/GraphRealizationContext.h"
 
 #include <chrono>
+#include <cmath>
 #include <sys/mman.h>
 #include <fstream>
 #include <set>
@@ -166,11 +167,20 @@ private:
   /// Reads (or synthesizes) the weight `qualified`; nullopt after reporting
   /// a problem.
   std::optional<HostTensor> load_weight(const std::string &qualified, const ParamRef &ref) {
-    if (auto it = loaded_.find(qualified); it != loaded_.end())
-      return it->second;
     std::optional<std::vector<int64_t>> shape;
     if (ref.decl && !(shape = declared_shape(ref, ref.pointer)))
       return std::nullopt;
+    if (auto it = loaded_.find(qualified); it != loaded_.end()) {
+      // Read again, maybe through another declaration: it must agree.
+      if (ref.decl && (it->second.dtype() != ref.decl->dtype || it->second.shape() != *shape)) {
+        diags_.error(ErrorCode::WeightMismatch, ast_.file, ref.decl->pointer,
+                     "weight '" + qualified + "' is read as " + describe(it->second) + " elsewhere, but module " +
+                         ref.module->name + " declares " + std::string(dtype_name(ref.decl->dtype)) +
+                         shape_to_string(make_shape(*shape)) + " here");
+        return std::nullopt;
+      }
+      return it->second;
+    }
     ParamSpec spec{qualified, ref.decl ? ref.decl->dtype : DType::f32, shape ? *shape : std::vector<int64_t>{},
                    ref.decl ? ref.decl->init : ""};
     HostTensor data;
@@ -294,7 +304,7 @@ private:
   Options call_options(const Statement &s, const Module &callee, const Options &caller_options) {
     Options opts = callee.options;
     for (const auto &[key, value] : s.attrs.items())
-      if (key != "instance" && key != "times" && key != "prefix")
+      if (key != "instance" && !(s.op == "repeat" && (key == "times" || key == "prefix")))
         opts[key] = substitute(value, caller_options, s.attrs_pointer + "/" + pointer_escape(key));
     return opts;
   }
@@ -429,19 +439,30 @@ private:
         check_call_weights(s, frame);
       return poisoned;
     }
-    DType literal_dtype = DType::f32;
+    // Number literals take the dtype of the first non-bool tensor operand (so
+    // where(mask, x, -1e9) follows x), and must be representable in it.
+    std::optional<DType> literal_dtype;
     for (size_t i = 0; i < operands.size(); ++i)
-      if (operands[i]) {
+      if (operands[i] && (!literal_dtype || is_bool(*literal_dtype)))
         literal_dtype = operands[i]->dtype();
-        break;
-      }
+    for (size_t i = 0; i < operands.size(); ++i) {
+      if (s.operands[i].kind != Operand::Kind::number)
+        continue;
+      double v = s.operands[i].number;
+      DType d = literal_dtype.value_or(DType::f32);
+      if ((is_integer(d) && v != std::floor(v)) || (is_bool(d) && v != 0 && v != 1))
+        throw Error(ErrorCode::DTypeMismatch,
+                    "the number " + json(v).dump() + " is not representable in " + std::string(dtype_name(d)) +
+                        ", the dtype of this statement's tensors (cast them, or use a \"full\" tensor)",
+                    s.operands[i].pointer);
+    }
 
     if (s.op == "call" || s.op == "repeat")
       return run_call(s, frame, operands);
 
     std::vector<Tensor> tensors;
     for (size_t i = 0; i < operands.size(); ++i)
-      tensors.push_back(operands[i] ? *operands[i] : ops::scalar(s.operands[i].number, literal_dtype));
+      tensors.push_back(operands[i] ? *operands[i] : ops::scalar(s.operands[i].number, literal_dtype.value_or(DType::f32)));
     Attrs attrs;
     for (const auto &[key, value] : s.attrs.items()) {
       std::string p = s.attrs_pointer + "/" + pointer_escape(key);

@@ -36,8 +36,8 @@ std::array<int64_t, 2> pair_attr(const std::string &op, const std::vector<int64_
     fail_attr(op, std::string(name) + " must have 2 values (h, w), got " + ints_to_string(v));
   for (int64_t x : v)
     if (x < min_value)
-      fail_attr(op, std::string(name) + " values must be >= " + std::to_string(min_value) + ", got " +
-                        ints_to_string(v));
+      fail_attr(op,
+                std::string(name) + " values must be >= " + std::to_string(min_value) + ", got " + ints_to_string(v));
   return {v[0], v[1]};
 }
 
@@ -118,8 +118,8 @@ void check_bias(const std::string &op, const std::vector<TensorType> &operands, 
     return;
   const TensorType &b = operands[2];
   if (b.rank() != 1 || b.shape[0] != Dim(out_channels))
-    fail_shape(op, "bias must be 1-D of the output channels [" + std::to_string(out_channels) + "], got " +
-                       b.to_string());
+    fail_shape(op,
+               "bias must be 1-D of the output channels [" + std::to_string(out_channels) + "], got " + b.to_string());
 }
 
 std::vector<double> bias_values(const ReferenceContext &c, int64_t out_channels) {
@@ -214,8 +214,8 @@ OpDef conv_transpose2d_op() {
       fail_shape(op, "weight " + w.to_string() + " must have the input's " + std::to_string(C) +
                          " channels as dim 0 (layout [C_in, O/groups, kh, kw])");
     if (C % p.groups != 0)
-      fail_shape(op, "input channels " + std::to_string(C) + " must be divisible by groups " +
-                         std::to_string(p.groups));
+      fail_shape(op,
+                 "input channels " + std::to_string(C) + " must be divisible by groups " + std::to_string(p.groups));
     int64_t O = w.shape[1].value() * p.groups;
     check_bias(op, c.operands, O);
     int64_t OH = (H - 1) * p.stride[0] - p.pad[0] - p.pad[2] + p.dilation[0] * (kh - 1) + p.output_padding[0] + 1;
@@ -406,11 +406,9 @@ Tensor max_pool2d(const Tensor &x, const Pool2dOptions &o) {
   return record_op("max_pool2d", {x}, {{"kernel", o.kernel}, {"stride", o.stride}, {"padding", o.padding}});
 }
 Tensor avg_pool2d(const Tensor &x, const Pool2dOptions &o) {
-  return record_op("avg_pool2d", {x},
-                   {{"kernel", o.kernel},
-                    {"stride", o.stride},
-                    {"padding", o.padding},
-                    {"count_include_pad", o.count_include_pad}});
+  return record_op(
+      "avg_pool2d", {x},
+      {{"kernel", o.kernel}, {"stride", o.stride}, {"padding", o.padding}, {"count_include_pad", o.count_include_pad}});
 }
 Tensor global_avg_pool2d(const Tensor &x) { return record_op("global_avg_pool2d", {x}); }
 

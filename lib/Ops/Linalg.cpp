@@ -16,11 +16,6 @@ using namespace ophelpers;
 
 namespace {
 
-void require_numeric(const std::string &op, const TensorType &t) {
-  if (is_bool(t.dtype))
-    fail_dtype(op, "operands must be numeric, got " + t.to_string());
-}
-
 // Accumulator element: double for floats, uint64 for integers (wraps without UB).
 template <typename T> std::vector<T> load(const HostTensor &t) {
   std::vector<T> v(static_cast<size_t>(t.numel()));
@@ -42,8 +37,7 @@ template <typename T> void store(HostTensor &out, const std::vector<T> &v) {
   }
 }
 
-template <typename T>
-HostTensor matmul_kernel(const ReferenceContext &c) {
+template <typename T> HostTensor matmul_kernel(const ReferenceContext &c) {
   const HostTensor &a = c.operands[0], &b = c.operands[1];
   HostTensor out = c.make_result();
   bool ta = c.attrs.get_bool("transpose_a"), tb = c.attrs.get_bool("transpose_b");
@@ -103,9 +97,9 @@ OpDef matmul_op() {
     const Dim &m = a.shape[ta ? ra - 1 : ra - 2], &ka = a.shape[ta ? ra - 2 : ra - 1];
     const Dim &kb = b.shape[tb ? rb - 1 : rb - 2], &n = b.shape[tb ? rb - 2 : rb - 1];
     if (ka != kb)
-      fail_shape(op, "contraction dims differ: lhs " + a.to_string() + (ta ? " (transposed)" : "") + " has K=" +
-                         ka.to_string() + ", rhs " + b.to_string() + (tb ? " (transposed)" : "") + " has K=" +
-                         kb.to_string());
+      fail_shape(op, "contraction dims differ: lhs " + a.to_string() + (ta ? " (transposed)" : "") +
+                         " has K=" + ka.to_string() + ", rhs " + b.to_string() + (tb ? " (transposed)" : "") +
+                         " has K=" + kb.to_string());
     Shape shape = broadcast_shapes(op + " batch dims", Shape(a.shape.begin(), a.shape.end() - 2),
                                    Shape(b.shape.begin(), b.shape.end() - 2));
     shape.push_back(m);
@@ -114,13 +108,12 @@ OpDef matmul_op() {
   };
   def.reference = [](const ReferenceContext &c) {
     return std::vector<HostTensor>{is_float(c.operands[0].dtype()) ? matmul_kernel<double>(c)
-                                                                    : matmul_kernel<uint64_t>(c)};
+                                                                   : matmul_kernel<uint64_t>(c)};
   };
   return def;
 }
 
-template <typename T>
-HostTensor linear_kernel(const ReferenceContext &c) {
+template <typename T> HostTensor linear_kernel(const ReferenceContext &c) {
   const HostTensor &x = c.operands[0], &w = c.operands[1];
   HostTensor out = c.make_result();
   int64_t out_f = w.shape()[0], in_f = w.shape()[1];
@@ -173,7 +166,7 @@ OpDef linear_op() {
   };
   def.reference = [](const ReferenceContext &c) {
     return std::vector<HostTensor>{is_float(c.operands[0].dtype()) ? linear_kernel<double>(c)
-                                                                    : linear_kernel<uint64_t>(c)};
+                                                                   : linear_kernel<uint64_t>(c)};
   };
   return def;
 }

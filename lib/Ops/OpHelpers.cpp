@@ -31,6 +31,11 @@ void require_dtype(const std::string &op, const TensorType &t, DType dtype, cons
     fail_dtype(op, std::string(what) + " must be " + std::string(dtype_name(dtype)) + ", got " + t.to_string());
 }
 
+void require_numeric(const std::string &op, const TensorType &t, const char *what) {
+  if (is_bool(t.dtype))
+    fail_dtype(op, std::string(what) + " must be numeric, got " + t.to_string());
+}
+
 void require_integer(const std::string &op, const TensorType &t, const char *what) {
   if (!is_integer(t.dtype))
     fail_dtype(op, std::string(what) + " must be an integer tensor (i8, i32, i64), got " + t.to_string());

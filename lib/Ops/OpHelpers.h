@@ -20,6 +20,8 @@ namespace maxc::ophelpers {
 void require_same_dtype(const std::string &op, const std::vector<TensorType> &types);
 void require_float(const std::string &op, const TensorType &t, const char *what = "operand");
 void require_dtype(const std::string &op, const TensorType &t, DType dtype, const char *what = "operand");
+/// Rejects bool (arithmetic needs numbers).
+void require_numeric(const std::string &op, const TensorType &t, const char *what = "operand");
 void require_integer(const std::string &op, const TensorType &t, const char *what = "operand");
 void require_rank(const std::string &op, const TensorType &t, int64_t rank, const char *what = "operand");
 void require_min_rank(const std::string &op, const TensorType &t, int64_t rank, const char *what = "operand");

@@ -21,11 +21,6 @@ namespace {
 
 enum class Reduce { sum, mean, max, min, prod };
 
-void require_numeric(const std::string &op, const TensorType &t) {
-  if (is_bool(t.dtype))
-    fail_dtype(op, "operand must be numeric, got " + t.to_string());
-}
-
 // Normalised reduction axes; [] means every axis. A rank-0 tensor has no
 // axis to name, so only [] is accepted there.
 std::vector<int64_t> reduction_axes(const std::string &op, const std::vector<int64_t> &axes, int64_t rank) {
@@ -53,8 +48,8 @@ Shape reduced_shape(const Shape &in, const std::vector<int64_t> &axes, bool keep
 void require_nonempty_axes(const std::string &op, const TensorType &x, const std::vector<int64_t> &axes) {
   for (int64_t a : axes)
     if (x.shape[a].is_static() && x.shape[a].value() == 0)
-      fail_shape(op, "cannot reduce axis " + std::to_string(a) + " of size 0 in " + x.to_string() +
-                         " (" + op + " of nothing is undefined)");
+      fail_shape(op, "cannot reduce axis " + std::to_string(a) + " of size 0 in " + x.to_string() + " (" + op +
+                         " of nothing is undefined)");
 }
 
 // For each linear index of `in`, the linear index of the output element it
@@ -98,8 +93,9 @@ OpDef reduce_op(const std::string &name, const std::string &summary, Reduce kind
   OpDef def;
   def.name = name;
   def.summary = summary;
-  def.attrs = {{"axes", AttrKind::ints, AttrValue(std::vector<int64_t>{}), "axes to reduce (may be negative); [] = all"},
-               {"keepdims", AttrKind::boolean, AttrValue(false), "keep reduced axes as size-1 dims"}};
+  def.attrs = {
+      {"axes", AttrKind::ints, AttrValue(std::vector<int64_t>{}), "axes to reduce (may be negative); [] = all"},
+      {"keepdims", AttrKind::boolean, AttrValue(false), "keep reduced axes as size-1 dims"}};
   def.infer = [name, kind](const InferContext &c) {
     const TensorType &x = c.operands[0];
     if (kind == Reduce::mean)
@@ -133,11 +129,21 @@ OpDef reduce_op(const std::string &name, const std::string &summary, Reduce kind
         double &a = acc[map[i]];
         switch (kind) {
         case Reduce::sum:
-        case Reduce::mean: a += v; break;
-        case Reduce::prod: a *= v; break;
+        case Reduce::mean:
+          a += v;
+          break;
+        case Reduce::prod:
+          a *= v;
+          break;
         // Once NaN, `a` stays NaN: every comparison with it is false.
-        case Reduce::max: if (std::isnan(v) || v > a) a = v; break;
-        case Reduce::min: if (std::isnan(v) || v < a) a = v; break;
+        case Reduce::max:
+          if (std::isnan(v) || v > a)
+            a = v;
+          break;
+        case Reduce::min:
+          if (std::isnan(v) || v < a)
+            a = v;
+          break;
         }
       }
       for (int64_t o = 0; o < n_out; ++o)
@@ -280,11 +286,21 @@ Tensor reduce(const char *op, const Tensor &x, const std::vector<int64_t> &axes,
 }
 } // namespace
 
-Tensor sum(const Tensor &x, const std::vector<int64_t> &axes, bool keepdims) { return reduce("sum", x, axes, keepdims); }
-Tensor mean(const Tensor &x, const std::vector<int64_t> &axes, bool keepdims) { return reduce("mean", x, axes, keepdims); }
-Tensor max(const Tensor &x, const std::vector<int64_t> &axes, bool keepdims) { return reduce("max", x, axes, keepdims); }
-Tensor min(const Tensor &x, const std::vector<int64_t> &axes, bool keepdims) { return reduce("min", x, axes, keepdims); }
-Tensor prod(const Tensor &x, const std::vector<int64_t> &axes, bool keepdims) { return reduce("prod", x, axes, keepdims); }
+Tensor sum(const Tensor &x, const std::vector<int64_t> &axes, bool keepdims) {
+  return reduce("sum", x, axes, keepdims);
+}
+Tensor mean(const Tensor &x, const std::vector<int64_t> &axes, bool keepdims) {
+  return reduce("mean", x, axes, keepdims);
+}
+Tensor max(const Tensor &x, const std::vector<int64_t> &axes, bool keepdims) {
+  return reduce("max", x, axes, keepdims);
+}
+Tensor min(const Tensor &x, const std::vector<int64_t> &axes, bool keepdims) {
+  return reduce("min", x, axes, keepdims);
+}
+Tensor prod(const Tensor &x, const std::vector<int64_t> &axes, bool keepdims) {
+  return reduce("prod", x, axes, keepdims);
+}
 Tensor argmax(const Tensor &x, int64_t axis, bool keepdims) {
   return record_op("argmax", {x}, {{"axis", axis}, {"keepdims", keepdims}});
 }

@@ -336,3 +336,34 @@ TEST_CASE("hostile models hit limits, not the machine", "[frontend]") {
   CHECK(huge.graph);
   CHECK(huge.stats.constant_bytes == uint64_t(65536) * 65536 * 4);
 }
+
+TEST_CASE("regressions: option names, conflicting declarations, literal dtypes", "[frontend]") {
+  const std::string head = R"("maxc": 1, "name": "m", "inputs": [{"name": "x", "dtype": "f32", "shape": [4, 4]},
+      {"name": "n", "dtype": "i64", "shape": [4]}], )";
+  // An option called "times" is an option for "call" (only repeat reserves it).
+  DiagnosticEngine d1;
+  LoadedModel m1 = load("{" + head + R"("outputs": ["y"],
+    "modules": {"F": {"args": ["a"], "options": {"times": 3},
+                      "body": [{"y": ["full", {"value": "$times", "dtype": "f32", "shape": [1]}]}], "return": "y"}},
+    "main": [{"y": ["call", "F", "x", {"times": 7}]}]})", d1);
+  INFO(d1.to_text());
+  REQUIRE(m1.graph);
+  CHECK(m1.graph->nodes().back().attrs.get_real("value") == 7.0);
+
+  // One weight read through two declarations that disagree.
+  require_single("{" + head + R"("outputs": ["y"],
+    "modules": {"L": {"args": ["a"], "options": {"o": 4}, "params": {"w": ["$o", 4]},
+                      "body": [{"y": ["linear", "a", "@w"]}], "return": "y"}},
+    "main": [{"h": ["call", "L", "x", {"instance": "fc"}]}, {"y": ["call", "L", "h", {"instance": "fc", "o": 3}]}]})",
+                 ErrorCode::WeightMismatch, "/modules/L/params/w", "is read as f32[4,4] elsewhere");
+
+  // Literals must fit the dtype; where() takes the dtype of the values, not the mask.
+  require_single("{" + head + R"("outputs": ["y"], "main": [{"y": ["add", "n", 0.5]}]})", ErrorCode::DTypeMismatch,
+                 "/main/0/y/2", "not representable in i64");
+  DiagnosticEngine d2;
+  LoadedModel m2 = load("{" + head + R"("outputs": ["y"],
+    "main": [{"m": ["gt", "x", 0]}, {"y": ["where", "m", "x", -1e9]}]})", d2);
+  INFO(d2.to_text());
+  REQUIRE(m2.graph);
+  CHECK(m2.graph->type_of(m2.graph->output_ids()[0]).to_string() == "f32[4,4]");
+}
