@@ -395,13 +395,13 @@ private:
       return it->second;
     }
     std::string qualified = join_prefix(frame.prefix, o.name);
-    if (auto it = root_params_.find(qualified); it != root_params_.end())
-      return it->second;
     auto decl = frame.module->params.find(o.name);
     ParamRef ref{o.pointer, frame.module, decl == frame.module->params.end() ? nullptr : &decl->second, frame.options};
-    std::optional<HostTensor> data = load_weight(qualified, ref);
+    std::optional<HostTensor> data = load_weight(qualified, ref); // checks every declaration that reads it
     if (!data)
       return std::nullopt;
+    if (auto it = root_params_.find(qualified); it != root_params_.end())
+      return it->second;
     Tensor t = root_->add_source(Tensor::from_host(*data), qualified);
     root_params_.emplace(qualified, t);
     return t;
