@@ -1,0 +1,132 @@
+#include "maxc/Transforms/Decompose.h"
+
+#include "maxc/Ops/Ops.h"
+#include "maxc/Realization/GraphRealizationContext.h"
+
+namespace maxc {
+
+namespace {
+
+bool low_precision(DType d) { return d == DType::f16 || d == DType::bf16; }
+
+// Runs `f` in f32 when `x` is f16/bf16 and casts the result back.
+template <typename F> Tensor in_f32(const std::vector<Tensor> &xs, F f) {
+  DType d = xs[0].dtype();
+  if (!low_precision(d))
+    return f(xs);
+  std::vector<Tensor> wide;
+  for (const Tensor &x : xs)
+    wide.push_back(ops::cast(x, DType::f32));
+  return ops::cast(f(wide), d);
+}
+
+std::vector<int64_t> trailing_axes(int64_t rank, int64_t count) {
+  std::vector<int64_t> axes;
+  for (int64_t i = rank - count; i < rank; ++i)
+    axes.push_back(i);
+  return axes;
+}
+
+std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in) {
+  const Attrs &a = node.attrs;
+  const std::string &op = node.op;
+  if (op == "softmax" || op == "log_softmax") {
+    int64_t axis = a.get_int("axis");
+    return {in_f32(in, [&](const std::vector<Tensor> &x) {
+      Tensor shifted = x[0] - ops::max(x[0], {axis}, true);
+      Tensor sum = ops::sum(ops::exp(shifted), {axis}, true);
+      return op == "softmax" ? ops::exp(shifted) / sum : shifted - ops::log(sum);
+    })};
+  }
+  if (op == "layer_norm") {
+    return {in_f32(in, [&](const std::vector<Tensor> &x) {
+      auto axes = trailing_axes(x[0].rank(), x[1].rank());
+      Tensor centered = x[0] - ops::mean(x[0], axes, true);
+      Tensor var = ops::mean(centered * centered, axes, true);
+      Tensor y = centered * ops::rsqrt(var + a.get_real("eps")) * x[1];
+      return x.size() > 2 ? y + x[2] : y;
+    })};
+  }
+  if (op == "rms_norm") {
+    return {in_f32(in, [&](const std::vector<Tensor> &x) {
+      auto axes = trailing_axes(x[0].rank(), x[1].rank());
+      return x[0] * ops::rsqrt(ops::mean(x[0] * x[0], axes, true) + a.get_real("eps")) * x[1];
+    })};
+  }
+  if (op == "batch_norm") {
+    return {in_f32(in, [&](const std::vector<Tensor> &x) {
+      // Parameters [C] → [C, 1, ..., 1] to broadcast over NCHW.
+      std::vector<int64_t> spatial;
+      for (int64_t i = 1; i < x[0].rank() - 1; ++i)
+        spatial.push_back(i);
+      auto per_channel = [&](const Tensor &p) { return spatial.empty() ? p : ops::unsqueeze(p, spatial); };
+      Tensor inv = ops::rsqrt(per_channel(x[4]) + a.get_real("eps")) * per_channel(x[1]);
+      return (x[0] - per_channel(x[3])) * inv + per_channel(x[2]);
+    })};
+  }
+  if (op == "linear") {
+    Tensor x = in[0];
+    bool vector = x.rank() == 1;
+    if (vector)
+      x = ops::unsqueeze(x, {0});
+    Tensor y = ops::matmul(x, in[1], false, true);
+    if (in.size() > 2)
+      y = y + in[2];
+    return {vector ? ops::squeeze(y, {0}) : y};
+  }
+  if (op == "embedding")
+    return {ops::gather(in[0], in[1], 0)};
+  if (op == "global_avg_pool2d")
+    return {ops::mean(in[0], {2, 3}, true)};
+  return {};
+}
+
+void rebuild(const Graph &from, Graph &to);
+
+void copy_body(const Graph &from, Graph &to, GraphRealizationContext &ctx) {
+  std::vector<Tensor> values(from.num_values());
+  for (ValueId id : from.input_ids())
+    values[id] = Tensor::from_graph_value(to.value(to.input_ids()[from.value_info(id).index]));
+  for (const Node &node : from.nodes()) {
+    std::vector<Tensor> operands;
+    for (ValueId id : node.operands)
+      operands.push_back(values[id]);
+    std::vector<Tensor> results =
+        is_composite_op(node.op) ? rewrite(node, operands) : ctx.record(node.op, operands, node.attrs);
+    for (size_t r = 0; r < results.size(); ++r)
+      values[node.results[r]] = results[r];
+  }
+  std::vector<ValueId> outputs;
+  for (ValueId id : from.output_ids())
+    outputs.push_back(values[id].value().id());
+  to.set_outputs(outputs, from.output_names());
+}
+
+void rebuild(const Graph &from, Graph &to) {
+  for (ValueId id : from.input_ids())
+    to.add_input(from.type_of(id), from.value_info(id).name);
+  for (const auto &[name, data] : from.constants())
+    to.add_constant(name, data);
+  GraphRealizationContext ctx(to);
+  copy_body(from, to, ctx);
+}
+
+} // namespace
+
+bool is_composite_op(const std::string &op) {
+  return op == "softmax" || op == "log_softmax" || op == "layer_norm" || op == "rms_norm" || op == "batch_norm" ||
+         op == "linear" || op == "embedding" || op == "global_avg_pool2d";
+}
+
+std::unique_ptr<Graph> decompose(const Graph &graph) {
+  auto out = std::make_unique<Graph>(graph.name());
+  for (const auto &[name, sub] : graph.subgraphs()) {
+    auto body = std::make_shared<Graph>(name);
+    out->add_subgraph(body);
+    rebuild(*sub, *body);
+  }
+  rebuild(graph, *out);
+  return out;
+}
+
+} // namespace maxc
