@@ -144,8 +144,10 @@ private:
       weights_.emplace(SafetensorsFile::open(path));
       out_.files_read.push_back(path);
     } catch (const Error &e) {
-      diags_.error(e.code(), options_.weights_path.empty() ? ast_.file : path,
-                   options_.weights_path.empty() ? "/weights" : "", e.message());
+      if (options_.weights_path.empty())
+        diags_.error(e.code(), ast_.file, "/weights", "weights file " + path + ": " + e.message());
+      else
+        diags_.error(e.code(), path, "", e.message());
       weights_failed_ = true;
     }
   }
@@ -622,12 +624,19 @@ LoadedModel load_model_text(const std::string &text, const std::string &path, co
       }
       ConstantResolver resolver;
       if (weights)
-        resolver = [&](const std::string &name) {
+        resolver = [&](const std::string &name, DType, const std::vector<int64_t> &) {
           if (!weights->contains(name))
             throw Error(ErrorCode::MissingWeight, "weight '" + name + "' is not in " + options.weights_path);
           return weights->tensor(name);
         };
+      else if (options.synthesize_weights)
+        resolver = [](const std::string &, DType dtype, const std::vector<int64_t> &shape) {
+          return zero_tensor(dtype, shape);
+        };
       out.graph = graph_from_json(text, path, resolver);
+      if (out.graph)
+        for (const auto &[name, data] : out.graph->constants())
+          out.params.push_back(ParamSpec{name, data.dtype(), data.shape(), ""});
     } else {
       std::optional<ModelAst> ast = parse_model(text, path, diagnostics);
       if (!ast || diagnostics.has_errors())
@@ -637,8 +646,13 @@ LoadedModel load_model_text(const std::string &text, const std::string &path, co
     if (out.graph)
       out.graph->verify();
   } catch (const Error &e) {
-    // Errors that escape carry their own location (file: pointer).
-    diagnostics.report(Diagnostic{Severity::error, e.code(), "", e.location().empty() ? path : e.location(), e.message()});
+    // Errors that escape carry their own location ("file: pointer" or a file).
+    std::string location = e.location(), file = path, pointer;
+    if (location.rfind(path + ": ", 0) == 0)
+      pointer = location.substr(path.size() + 2);
+    else if (!location.empty() && location != path)
+      file = location;
+    diagnostics.report(Diagnostic{Severity::error, e.code(), file, pointer, e.message()});
     out.graph.reset();
   }
   if (out.graph) {

@@ -26,15 +26,16 @@ static void emit_body(const Graph &g, const std::string &tag, const std::string 
   const auto &nodes = g.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node &n = nodes[i];
-    std::string label = n.op;
+    // Lines are escaped one by one and joined with DOT's "\n".
+    std::string label = escape(n.op);
     if (n.op == "constant")
-      label = n.attrs.get_string("name");
+      label = escape(n.attrs.get_string("name"));
     else if (n.op == "call")
-      label = "call @" + n.attrs.get_string("callee") + (n.name.empty() ? "" : "\\n" + n.name);
+      label = escape("call @" + n.attrs.get_string("callee")) + (n.name.empty() ? "" : "\\n" + escape(n.name));
     if (!n.results.empty())
-      label += "\\n" + g.type_of(n.results[0]).to_string();
+      label += "\\n" + escape(g.type_of(n.results[0]).to_string());
     std::string shape = n.op == "constant" ? "note" : n.op == "call" ? "box3d" : "box";
-    out += indent + tag + "_n" + std::to_string(i) + " [shape=" + shape + ", label=\"" + escape(label) + "\"];\n";
+    out += indent + tag + "_n" + std::to_string(i) + " [shape=" + shape + ", label=\"" + label + "\"];\n";
   }
   // Which DOT node defines each value.
   auto source = [&](ValueId id) {

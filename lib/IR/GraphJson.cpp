@@ -237,7 +237,7 @@ struct Reader {
     }
     if (!resolver)
       fail(pointer, "constant '" + name + "' has no data and no weights file was given");
-    t = resolver(name);
+    t = resolver(name, *dtype, shape);
     if (t.dtype() != *dtype || t.shape() != shape)
       fail(pointer, "constant '" + name + "' is declared " + std::string(dtype_name(*dtype)) +
                         shape_to_string(make_shape(shape)) + " but the weights hold " + describe(t),

@@ -28,18 +28,21 @@ const OpDef *OpRegistry::find(const std::string &name) const {
   return it == ops_.end() ? nullptr : &it->second;
 }
 
-// Levenshtein distance, for "did you mean" suggestions.
+// Edit distance counting a swap of neighbours as one edit (optimal string
+// alignment), for "did you mean" suggestions: "rleu" → "relu".
 static size_t edit_distance(const std::string &a, const std::string &b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i)
+    d[i][0] = i;
   for (size_t j = 0; j <= b.size(); ++j)
-    prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
+    d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
 }
 
 const OpDef &OpRegistry::get(const std::string &name) const {

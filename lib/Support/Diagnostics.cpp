@@ -48,7 +48,16 @@ void DiagnosticEngine::warning(ErrorCode code, const std::string &file, const st
 }
 
 void DiagnosticEngine::error(const Error &e, const std::string &file, const std::string &pointer) {
-  report(Diagnostic{Severity::error, e.code(), file, pointer.empty() ? e.location() : pointer, e.message()});
+  std::string where = pointer;
+  if (where.empty()) {
+    // The error's location may repeat the file, or be "file: pointer".
+    where = e.location();
+    if (!file.empty() && where == file)
+      where.clear();
+    else if (!file.empty() && where.rfind(file + ": ", 0) == 0)
+      where = where.substr(file.size() + 2);
+  }
+  report(Diagnostic{Severity::error, e.code(), file, where, e.message()});
 }
 
 std::string DiagnosticEngine::to_text() const {

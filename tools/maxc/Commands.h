@@ -1,7 +1,7 @@
 // The maxc subcommands. main.cpp parses the command line (CLI11 stays in that
 // one file) and calls these with plain option structs.
 //
-// Exit codes (documented in `maxc --help` and docs/cli.md):
+// Exit codes (documented in `maxc --help`, the README and docs/diagnostics.md):
 //   0 success, 1 a problem with the user's input (model, weights, data,
 //   command-line usage), 2 an internal error in maxc.
 #pragma once

@@ -23,8 +23,10 @@ struct GraphJsonOptions {
 
 std::string graph_to_json(const Graph &graph, const GraphJsonOptions &options = {});
 
-/// Supplies the data of a constant that the JSON references without bytes.
-using ConstantResolver = std::function<HostTensor(const std::string &name)>;
+/// Supplies the data of a constant that the JSON references without bytes,
+/// given its declared dtype and shape (the reader checks the result).
+using ConstantResolver =
+    std::function<HostTensor(const std::string &name, DType dtype, const std::vector<int64_t> &shape)>;
 
 /// Parses and verifies a graph. Errors throw maxc::Error whose location is
 /// `filename` plus the JSON pointer of the offending element.

@@ -56,10 +56,10 @@ TEST_CASE("graph JSON with referenced constants uses the resolver", "[ir][json]"
   options.embed_constants = false;
   std::string text = graph_to_json(*g, options);
   CHECK(text.find("\"data\"") == std::string::npos);
-  auto back = graph_from_json(text, "g.json", [&](const std::string &name) { return g->constant(name); });
+  auto back = graph_from_json(text, "g.json", [&](const std::string &name, DType, const std::vector<int64_t> &) { return g->constant(name); });
   CHECK(back->equals(*g));
   MAXC_REQUIRE_ERROR(graph_from_json(text, "g.json"), ErrorCode::InvalidGraph, "no weights file");
-  MAXC_REQUIRE_ERROR(graph_from_json(text, "g.json", [](const std::string &) { return HostTensor(DType::f32, {5}); }),
+  MAXC_REQUIRE_ERROR(graph_from_json(text, "g.json", [](const std::string &, DType, const std::vector<int64_t> &) { return HostTensor(DType::f32, {5}); }),
                      ErrorCode::ShapeMismatch, "g.json: /constants/0: error[E0104]: constant 'w' is declared f32[4]");
 }
 

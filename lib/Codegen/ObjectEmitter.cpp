@@ -1,0 +1,124 @@
+// The one translation unit that includes LLVM's PassBuilder (~10 s to
+// compile): the optimization pipeline and object/assembly/IR emission.
+#include "maxc/Codegen/ObjectEmitter.h"
+
+#include "maxc/Support/Error.h"
+
+#include <llvm/ADT/SmallVector.h>
+#include <llvm/Analysis/CGSCCPassManager.h>
+#include <llvm/Analysis/LoopAnalysisManager.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/PassManager.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Passes/OptimizationLevel.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/CodeGen.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Triple.h>
+#include <llvm/Transforms/Utils/Cloning.h>
+
+namespace maxc {
+
+namespace {
+
+/// Invalid IR makes LLVM's passes crash or abort: check it first.
+void verify(const llvm::Module &module, const char *when) {
+  std::string message;
+  llvm::raw_string_ostream os(message);
+  if (llvm::verifyModule(module, &os)) {
+    os.flush();
+    throw Error(ErrorCode::Internal, std::string("invalid LLVM IR ") + when + ": " + message);
+  }
+}
+
+/// Sets the module's triple and data layout to the target's, or checks that
+/// they already are (a module optimized for one target must not be emitted
+/// for another).
+void bind_to_target(llvm::Module &module, const llvm::TargetMachine &tm) {
+  const std::string triple = tm.getTargetTriple().str();
+  const std::string &current = module.getTargetTriple();
+  if (!current.empty() && llvm::Triple::normalize(current) != triple)
+    throw Error(ErrorCode::InvalidArgument,
+                "module '" + module.getName().str() + "' was built for " + current + ", not " + triple);
+  module.setTargetTriple(triple);
+  module.setDataLayout(tm.createDataLayout());
+}
+
+llvm::OptimizationLevel optimization_level(int opt_level) {
+  switch (opt_level) {
+  case 0:
+    return llvm::OptimizationLevel::O0;
+  case 1:
+    return llvm::OptimizationLevel::O1;
+  case 2:
+    return llvm::OptimizationLevel::O2;
+  default:
+    return llvm::OptimizationLevel::O3;
+  }
+}
+
+} // namespace
+
+void optimize_module(llvm::Module &module, const CpuTarget &target) {
+  std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(target);
+  bind_to_target(module, *tm);
+  verify(module, "before optimization");
+
+  llvm::PipelineTuningOptions pto;
+  pto.LoopUnrolling = target.opt_level >= 1;
+  pto.LoopInterleaving = target.opt_level >= 2;
+  pto.LoopVectorization = target.opt_level >= 2;
+  pto.SLPVectorization = target.opt_level >= 2;
+
+  // Analysis managers must be destroyed in this order (loop first), so
+  // declare them in the reverse.
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+
+  // The TargetMachine gives the vectorizer the target's costs and widths.
+  llvm::PassBuilder pb(tm.get(), pto);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+
+  llvm::OptimizationLevel level = optimization_level(target.opt_level);
+  llvm::ModulePassManager mpm =
+      target.opt_level == 0 ? pb.buildO0DefaultPipeline(level) : pb.buildPerModuleDefaultPipeline(level);
+  mpm.run(module, mam);
+}
+
+std::string emit_module(const llvm::Module &module, const CpuTarget &target, OutputKind kind) {
+  std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(target);
+  // Codegen mutates the module: work on a copy so `module` stays usable.
+  std::unique_ptr<llvm::Module> clone = llvm::CloneModule(module);
+  bind_to_target(*clone, *tm);
+  verify(*clone, "before emission");
+
+  if (kind == OutputKind::llvm_ir) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    clone->print(os, nullptr);
+    os.flush();
+    return text;
+  }
+
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream os(buffer);
+  llvm::legacy::PassManager pm;
+  llvm::CodeGenFileType file_type =
+      kind == OutputKind::object ? llvm::CodeGenFileType::ObjectFile : llvm::CodeGenFileType::AssemblyFile;
+  if (tm->addPassesToEmitFile(pm, os, nullptr, file_type))
+    throw Error(ErrorCode::Internal, "LLVM cannot emit " +
+                                         std::string(kind == OutputKind::object ? "objects" : "assembly") +
+                                         " for " + target.triple);
+  pm.run(*clone);
+  return std::string(buffer.begin(), buffer.end());
+}
+
+} // namespace maxc

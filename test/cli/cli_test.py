@@ -1,0 +1,870 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the `maxc` command line.
+
+    test/cli/cli_test.py --maxc build/bin/maxc --source-dir . --case NAME
+    test/cli/cli_test.py --list
+    test/cli/cli_test.py --maxc build/bin/maxc --source-dir . --all
+
+Each case is one ctest entry (test/CMakeLists.txt registers "cli-NAME" for
+every name --list prints). A case whose docstring says "Fails with maxc ..."
+checks behaviour that a known maxc bug breaks: it fails until the bug is
+fixed and carries the ctest label "known-bug" (`ctest -LE known-bug` skips
+them); the docstring says where the bug is. A case runs maxc as a subprocess in a fresh
+temporary directory and checks exit codes, stdout/stderr and written files.
+Exit status: 0 pass, 1 fail (with an explanation), 2 bad usage.
+
+Needs only the Python standard library: small .npy and safetensors
+readers/writers are below, and the MLP reference computation is plain Python.
+The example weights (examples/<name>/<name>.safetensors) come from the build
+(the `example-weights` target).
+"""
+
+import argparse
+import array
+import ast
+import json
+import operator
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+EXAMPLES = ["mlp", "cnn", "gpt"]
+
+
+class Failure(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------
+# Running maxc
+
+
+class Context:
+    def __init__(self, maxc, source_dir, tmp):
+        self.maxc = maxc
+        self.source_dir = source_dir
+        self.tmp = tmp
+
+    def example(self, name):
+        return os.path.join(self.source_dir, "examples", name, "model.json")
+
+    def weights(self, name):
+        path = os.path.join(self.source_dir, "examples", name, name + ".safetensors")
+        if not os.path.exists(path):
+            raise Failure("%s is missing: build the 'example-weights' target first" % path)
+        return path
+
+    def path(self, *parts):
+        return os.path.join(self.tmp, *parts)
+
+    def run(self, args, rc=None, cwd=None, binary=False):
+        """Runs maxc with `args`; checks the exit status when `rc` is given."""
+        cmd = [self.maxc] + list(args)
+        try:
+            r = subprocess.run(cmd, cwd=cwd or self.tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               timeout=120)
+        except subprocess.TimeoutExpired:
+            raise Failure("timed out: %s" % " ".join(cmd))
+        r.cmd = cmd
+        if not binary:
+            r.stdout = r.stdout.decode("utf-8", "replace")
+        r.stderr = r.stderr.decode("utf-8", "replace")
+        if rc is not None and r.returncode != rc:
+            raise Failure("expected exit %d, got %d\n%s" % (rc, r.returncode, describe(r)))
+        return r
+
+
+def describe(r):
+    out = r.stdout if isinstance(r.stdout, str) else "<%d bytes>" % len(r.stdout)
+    return "command: %s\nexit: %d\n--- stdout ---\n%s\n--- stderr ---\n%s" % (
+        " ".join(r.cmd), r.returncode, tail(out), tail(r.stderr))
+
+
+def tail(text, limit=4000):
+    return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+def expect(cond, message, r=None):
+    if not cond:
+        raise Failure(message + ("\n" + describe(r) if r is not None else ""))
+
+
+def expect_in(needle, haystack, what, r=None):
+    expect(needle in haystack, "expected %r in %s" % (needle, what), r)
+
+
+def expect_diagnostic(r, file, code, pointer=None, message=None):
+    """Checks stderr for a text diagnostic `FILE: [POINTER: ]error[CODE]: message`."""
+    prefix = re.escape(file) + ": "
+    if pointer is not None:
+        prefix += re.escape(pointer) + ": "
+    pattern = "^" + prefix + r"error\[" + re.escape(code) + r"\]: (.*)$"
+    for line in r.stderr.splitlines():
+        m = re.match(pattern, line)
+        if m and (message is None or re.search(message, m.group(1))):
+            return line
+    raise Failure("no diagnostic matching %r%s on stderr" % (
+        pattern, "" if message is None else " with message matching %r" % message) + "\n" + describe(r))
+
+
+def parse_json(text, what, r=None):
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise Failure("%s is not valid JSON: %s" % (what, e) + ("\n" + describe(r) if r is not None else ""))
+
+
+def project_version(source_dir):
+    with open(os.path.join(source_dir, "CMakeLists.txt")) as f:
+        m = re.search(r"project\(\s*maxc\s+VERSION\s+([0-9.]+)", f.read())
+    if not m:
+        raise Failure("cannot find project(maxc VERSION ...) in CMakeLists.txt")
+    return m.group(1)
+
+
+def write_json(path, doc):
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=2)
+    return path
+
+
+def load_example_json(ctx, name):
+    with open(ctx.example(name)) as f:
+        return json.load(f)
+
+
+def stats_of(text):
+    stats = {}
+    for line in text.splitlines():
+        m = re.match(r"^([a-z_]+)=(\S+)$", line)
+        if not m:
+            raise Failure("stats line is not key=value: %r" % line)
+        stats[m.group(1)] = m.group(2)
+    return stats
+
+
+def listing(directory):
+    return sorted(os.listdir(directory))
+
+
+# ---------------------------------------------------------------------------
+# .npy and safetensors
+
+
+NPY_DESCRS = {"<f4": ("f", 4), "<f8": ("d", 8), "<i4": ("i", 4), "<i8": ("q", 8), "|i1": ("b", 1)}
+
+
+def write_npy(path, shape, values, descr="<f4"):
+    """Writes a C-ordered version 1.0 .npy file."""
+    fmt, _ = NPY_DESCRS[descr]
+    dims = "(%s)" % ("%d," % shape[0] if len(shape) == 1 else ", ".join(str(d) for d in shape))
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, dims)
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1"))
+        f.write(struct.pack("<%d%s" % (len(values), fmt), *values))
+    return path
+
+
+def read_npy(path):
+    """Reads a .npy file: (descr, shape, list of values)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:6] != b"\x93NUMPY":
+        raise Failure("%s: not a .npy file" % path)
+    major = data[6]
+    if major == 1:
+        hlen, start = struct.unpack("<H", data[8:10])[0], 10
+    else:
+        hlen, start = struct.unpack("<I", data[8:12])[0], 12
+    header = ast.literal_eval(data[start:start + hlen].decode("latin1"))
+    if header["fortran_order"]:
+        raise Failure("%s: Fortran order" % path)
+    fmt, size = NPY_DESCRS[header["descr"]]
+    shape = tuple(header["shape"])
+    count = 1
+    for d in shape:
+        count *= d
+    body = data[start + hlen:]
+    if len(body) != count * size:
+        raise Failure("%s: %d data bytes for shape %s" % (path, len(body), shape))
+    return header["descr"], shape, list(struct.unpack("<%d%s" % (count, fmt), body))
+
+
+def read_safetensors(path):
+    """Reads a safetensors file: ({name: (dtype, shape, array of values)}, metadata)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 8:
+        raise Failure("%s: shorter than the header length" % path)
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n].decode("utf-8"))
+    body = data[8 + n:]
+    metadata = header.pop("__metadata__", {})
+    tensors = {}
+    for name, info in header.items():
+        begin, end = info["data_offsets"]
+        if info["dtype"] != "F32":
+            raise Failure("%s: %s is %s; this reader handles F32" % (path, name, info["dtype"]))
+        values = array.array("f")
+        values.frombytes(body[begin:end])
+        if sys.byteorder != "little":
+            values.byteswap()
+        tensors[name] = (info["dtype"], info["shape"], values)
+    return tensors, metadata
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """Writes F32 tensors {name: (shape, list of values)}."""
+    header, body = {}, b""
+    if metadata:
+        header["__metadata__"] = metadata
+    for name in sorted(tensors):
+        shape, values = tensors[name]
+        raw = struct.pack("<%df" % len(values), *values)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(body), len(body) + len(raw)]}
+        body += raw
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + body)
+    return path
+
+
+# ---------------------------------------------------------------------------
+# Cases
+
+CASES = {}
+
+
+def case(fn):
+    CASES[fn.__name__.replace("_", "-")] = fn
+    return fn
+
+
+@case
+def version(ctx):
+    r = ctx.run(["--version"], rc=0)
+    lines = r.stdout.splitlines()
+    expect(len(lines) >= 3, "expected 3 lines (maxc, LLVM, targets)", r)
+    expect(lines[0] == "maxc " + project_version(ctx.source_dir),
+           "first line should be 'maxc %s'" % project_version(ctx.source_dir), r)
+    expect(re.match(r"^LLVM 19\.\d+\.\d+$", lines[1]) is not None, "second line should be 'LLVM 19.x.y'", r)
+    expect(lines[2].startswith("targets: "), "third line should list the targets", r)
+
+
+@case
+def version_json(ctx):
+    r = ctx.run(["--version", "--json"], rc=0)
+    doc = parse_json(r.stdout, "--version --json", r)
+    expect(doc.get("maxc") == project_version(ctx.source_dir), "'maxc' should be the project version", r)
+    expect(isinstance(doc.get("llvm"), str) and doc["llvm"].startswith("19."), "'llvm' should be 19.x", r)
+    targets = doc.get("targets")
+    expect(isinstance(targets, list) and targets and all(isinstance(t, str) for t in targets),
+           "'targets' should be a non-empty list of strings", r)
+    text = ctx.run(["--version"], rc=0).stdout.splitlines()[2]
+    expect(text == "targets: " + " ".join(targets), "text and JSON target lists differ:\n%s\n%s" % (text, targets))
+
+
+@case
+def help(ctx):
+    r = ctx.run(["--help"], rc=0)
+    out = r.stdout
+    for sub in ["check", "trace", "run", "init-weights", "ops"]:
+        expect(re.search(r"^\s+%s\s" % re.escape(sub), out, re.M) is not None, "subcommand %s not listed" % sub, r)
+    expect_in("Exit codes:", out, "--help", r)
+    for code in ["0", "1", "2"]:
+        expect(re.search(r"^\s+%s\s+\S" % code, out, re.M) is not None, "exit code %s not explained" % code, r)
+    expect_in("internal error", out, "--help", r)
+    expect_in("Examples:", out, "--help", r)
+    examples = [l.strip() for l in out.splitlines() if l.strip().startswith("maxc ")]
+    expect(len(examples) >= 3, "expected several example command lines", r)
+    # Every example model the help mentions must exist in the source tree.
+    for line in examples:
+        for word in line.split():
+            if word.startswith("examples/") and word.endswith(".json"):
+                expect(os.path.exists(os.path.join(ctx.source_dir, word)), "help mentions missing %s" % word, r)
+    # Subcommand help works too.
+    r = ctx.run(["trace", "--help"], rc=0)
+    for flag in ["--emit", "--stats", "--no-weights", "--weights", "-o"]:
+        expect_in(flag, r.stdout, "trace --help", r)
+
+
+@case
+def usage_unknown_flag(ctx):
+    r = ctx.run(["--bogus"], rc=1)
+    expect(r.stderr.startswith("maxc: error:"), "stderr should start with 'maxc: error:'", r)
+    expect_in("--bogus", r.stderr, "stderr", r)
+    expect_in("maxc --help", r.stderr, "stderr", r)
+    r = ctx.run(["check", ctx.example("mlp"), "--bogus"], rc=1)
+    expect(r.stderr.startswith("maxc: error:"), "stderr should start with 'maxc: error:'", r)
+    r = ctx.run(["trace", ctx.example("mlp"), "--emit", "xml"], rc=1)
+    expect(r.stderr.startswith("maxc: error:"), "stderr should start with 'maxc: error:'", r)
+    expect_in("--emit", r.stderr, "stderr", r)
+    r = ctx.run(["--diagnostics", "yaml", "check", ctx.example("mlp")], rc=1)
+    expect(r.stderr.startswith("maxc: error:"), "stderr should start with 'maxc: error:'", r)
+    r = ctx.run(["frobnicate"], rc=1)
+    expect(r.stderr.startswith("maxc: error:"), "stderr should start with 'maxc: error:'", r)
+
+
+@case
+def usage_missing_model(ctx):
+    for sub in [["check"], ["trace"], ["run"], ["init-weights", "-o", "w.safetensors"]]:
+        r = ctx.run(sub, rc=1)
+        expect(r.stderr.startswith("maxc: error:"), "stderr should start with 'maxc: error:'", r)
+        expect_in("model", r.stderr, "stderr", r)
+    expect(listing(ctx.tmp) == [], "nothing should be written: %s" % listing(ctx.tmp))
+    # No subcommand at all: usage on stderr, exit 1.
+    r = ctx.run([], rc=1)
+    expect_in("Usage", r.stderr, "stderr", r)
+    # A model file that does not exist.
+    missing = ctx.path("no-such-model.json")
+    r = ctx.run(["check", missing], rc=1)
+    expect_diagnostic(r, missing, "E0401")
+
+
+def check_example(ctx, name):
+    model = ctx.example(name)
+    ctx.weights(name)
+    r = ctx.run(["check", model], rc=0)
+    expect(re.search(r"^%s: ok \(\d+ nodes, \d+ subgraph definitions, \d+ weights\)$" % re.escape(model),
+                     r.stderr, re.M) is not None, "expected an 'ok' summary", r)
+    expect("error" not in r.stderr and "warning" not in r.stderr, "no diagnostics expected", r)
+    r = ctx.run(["-q", "check", model], rc=0)
+    expect(r.stderr == "" and r.stdout == "", "-q check should print nothing", r)
+    r = ctx.run(["--diagnostics", "json", "check", model], rc=0)
+    doc = parse_json(r.stdout, "--diagnostics json", r)
+    expect(doc.get("errors") == 0 and doc.get("warnings") == 0 and doc.get("diagnostics") == [],
+           "expected no diagnostics", r)
+    r = ctx.run(["check", model, "--no-weights"], rc=0)
+
+
+@case
+def check_mlp(ctx):
+    check_example(ctx, "mlp")
+
+
+@case
+def check_cnn(ctx):
+    check_example(ctx, "cnn")
+
+
+@case
+def check_gpt(ctx):
+    check_example(ctx, "gpt")
+
+
+@case
+def check_malformed_json(ctx):
+    path = ctx.path("bad.json")
+    with open(path, "w") as f:
+        f.write('{"maxc": 1, "name": "m",\n "inputs": [}\n')
+    r = ctx.run(["check", path], rc=1)
+    line = expect_diagnostic(r, path, "E0501", message="malformed JSON")
+    expect("line 2" in line, "the diagnostic should give the line of the syntax error: %s" % line, r)
+    # Not JSON at all, and an empty file.
+    with open(path, "w") as f:
+        f.write("model: mlp\n")
+    expect_diagnostic(ctx.run(["check", path], rc=1), path, "E0501")
+    with open(path, "w") as f:
+        pass
+    expect_diagnostic(ctx.run(["check", path], rc=1), path, "E0501")
+
+
+@case
+def check_unknown_op(ctx):
+    doc = load_example_json(ctx, "mlp")
+    doc["main"][1]["a1"][0] = "reluu"
+    path = write_json(ctx.path("model.json"), doc)
+    r = ctx.run(["check", path, "--no-weights"], rc=1)
+    expect_diagnostic(r, path, "E0101", "/main/1/a1/0", message=r"unknown op 'reluu'.*did you mean 'relu'")
+    # Inside a module body.
+    doc = load_example_json(ctx, "mlp")
+    doc["modules"]["Linear"]["body"][0]["y"][0] = "linearx"
+    path = write_json(ctx.path("model.json"), doc)
+    r = ctx.run(["check", path, "--no-weights"], rc=1)
+    expect_diagnostic(r, path, "E0101", "/modules/Linear/body/0/y/0", message=r"unknown op 'linearx'")
+
+
+@case
+def check_missing_weights_file(ctx):
+    doc = load_example_json(ctx, "mlp")
+    doc["weights"] = "missing.safetensors"
+    path = write_json(ctx.path("model.json"), doc)
+    r = ctx.run(["check", path], rc=1)
+    expect_diagnostic(r, path, "E0401", "/weights")
+    # --no-weights does not need the file.
+    ctx.run(["check", path, "--no-weights"], rc=0)
+    # A missing --weights override.
+    missing = ctx.path("other.safetensors")
+    r = ctx.run(["check", ctx.example("mlp"), "--weights", missing], rc=1)
+    expect_in("E0401", r.stderr, "stderr", r)
+    expect_in(missing, r.stderr, "stderr", r)
+
+
+@case
+def check_truncated_weights(ctx):
+    with open(ctx.weights("mlp"), "rb") as f:
+        data = f.read()
+    # The model names its weights relative to itself: copy it next to a
+    # weights file cut short inside the data section.
+    shutil.copy(ctx.example("mlp"), ctx.path("model.json"))
+    with open(ctx.path("mlp.safetensors"), "wb") as f:
+        f.write(data[:100000])
+    model = ctx.path("model.json")
+    r = ctx.run(["check", model], rc=1)
+    expect_diagnostic(r, model, "E0403", "/weights", message="data_offsets")
+    # The same file given with --weights: the diagnostic names that file.
+    truncated = ctx.path("truncated.safetensors")
+    with open(truncated, "wb") as f:
+        f.write(data[:100000])
+    r = ctx.run(["check", ctx.example("mlp"), "--weights", truncated], rc=1)
+    expect_in("error[E0403]", r.stderr, "stderr", r)
+    expect_in(truncated, r.stderr, "stderr", r)
+    # Cut inside the 8-byte length and inside the JSON header.
+    with open(truncated, "wb") as f:
+        f.write(data[:5])
+    r = ctx.run(["check", ctx.example("mlp"), "--weights", truncated], rc=1)
+    expect_in("error[E0402]", r.stderr, "stderr", r)
+    with open(truncated, "wb") as f:
+        f.write(data[:100])
+    r = ctx.run(["check", ctx.example("mlp"), "--weights", truncated], rc=1)
+    expect_in("error[E0402]", r.stderr, "stderr", r)
+    expect("internal" not in r.stderr, "a truncated file is an input error", r)
+
+
+@case
+def check_unused_weight(ctx):
+    tensors, _ = read_safetensors(ctx.weights("mlp"))
+    out = {name: (shape, values.tolist()) for name, (_, shape, values) in tensors.items()}
+    out["extra.bias"] = ([2], [1.0, 2.0])
+    weights = write_safetensors(ctx.path("extra.safetensors"), out)
+    r = ctx.run(["check", ctx.example("mlp"), "--weights", weights], rc=0)
+    expect(re.search(r"^%s: warning\[E0507\]: .*'extra\.bias'" % re.escape(weights), r.stderr, re.M) is not None,
+           "expected an unused-weight warning", r)
+    r = ctx.run(["-W", "check", ctx.example("mlp"), "--weights", weights], rc=1)
+    expect_diagnostic(r, weights, "E0507", message="extra.bias")
+    r = ctx.run(["-q", "check", ctx.example("mlp"), "--weights", weights], rc=0)
+    expect(r.stderr == "", "-q should hide warnings", r)
+
+
+@case
+def diagnostics_json(ctx):
+    doc = load_example_json(ctx, "mlp")
+    doc["main"][1]["a1"][0] = "reluu"
+    path = write_json(ctx.path("model.json"), doc)
+    r = ctx.run(["--diagnostics", "json", "check", path, "--no-weights"], rc=1)
+    out = parse_json(r.stdout, "--diagnostics json output", r)
+    expect(isinstance(out.get("diagnostics"), list) and out.get("errors", 0) >= 1, "expected errors", r)
+    matching = [d for d in out["diagnostics"] if d.get("code") == "E0101"]
+    expect(len(matching) == 1, "expected one E0101 diagnostic", r)
+    d = matching[0]
+    expect(d == dict(d, severity="error", file=path, pointer="/main/1/a1/0"),
+           "unexpected fields in %s" % json.dumps(d), r)
+    expect("reluu" in d.get("message", ""), "message should name the op", r)
+    expect(out["errors"] == sum(1 for x in out["diagnostics"] if x["severity"] == "error"),
+           "'errors' should count the error diagnostics", r)
+    expect("error[" not in r.stderr, "JSON diagnostics go to stdout, not as text to stderr", r)
+    # Warnings are counted separately.
+    r = ctx.run(["--diagnostics", "json", "check", ctx.example("mlp")], rc=0)
+    out = parse_json(r.stdout, "--diagnostics json output", r)
+    expect(out.get("errors") == 0, "expected no errors", r)
+
+
+def diagnostics_locations_of(ctx, r, path):
+    """The JSON diagnostics of `r` must name `path` as the file and hold a JSON pointer (or none)."""
+    out = parse_json(r.stdout, "--diagnostics json output", r)
+    expect(out["diagnostics"], "expected diagnostics", r)
+    for d in out["diagnostics"]:
+        expect(d["file"] == path, "'file' should be %r in %s" % (path, json.dumps(d)), r)
+        expect(d["pointer"] == "" or d["pointer"].startswith("/"),
+               "'pointer' should be empty or a JSON pointer in %s" % json.dumps(d), r)
+    return out
+
+
+@case
+def diagnostics_file_errors(ctx):
+    """Errors about a whole file read `FILE: error[...]`, with no pointer.
+
+    Was a bug in maxc 0.1.0 (fixed): DiagnosticEngine::error(const Error &, file, "")
+    uses the error's location (the file path again) as the pointer, so the
+    text reads `PATH: PATH: error[E0407]` and the JSON pointer is the path."""
+    out = ctx.path("no-such-dir", "out.txt")
+    r = ctx.run(["trace", ctx.example("mlp"), "-o", out], rc=1)
+    line = expect_diagnostic(r, out, "E0407")
+    expect(not line.startswith(out + ": " + out + ":"), "the file is named twice: %s" % line, r)
+    r = ctx.run(["--diagnostics", "json", "trace", ctx.example("mlp"), "-o", out], rc=1)
+    diagnostics_locations_of(ctx, r, out)
+    npy = ctx.path("missing.npy")
+    r = ctx.run(["run", ctx.example("mlp"), "--input", "x=" + npy], rc=1)
+    line = expect_diagnostic(r, npy, "E0401")
+    expect(not line.startswith(npy + ": " + npy + ":"), "the file is named twice: %s" % line, r)
+
+
+@case
+def diagnostics_graph_json_location(ctx):
+    """Errors in a graph JSON input name the file and a JSON pointer separately.
+
+    Was a bug in maxc 0.1.0 (fixed): load_model_text (lib/Frontend/ModelTracer.cpp)
+    reports an escaping Error as Diagnostic{file = "", pointer =
+    e.location()}, and the location is "FILE: POINTER", so JSON diagnostics
+    get "file": "" and "pointer": "FILE: /constants/0"."""
+    graph = ctx.path("mlp.graph.json")
+    ctx.run(["trace", ctx.example("mlp"), "--emit", "json", "-o", graph], rc=0)
+    # No weights for the constants.
+    r = ctx.run(["trace", graph], rc=1)
+    expect_diagnostic(r, graph, "E0109", "/constants/0")
+    r = ctx.run(["--diagnostics", "json", "trace", graph], rc=1)
+    out = diagnostics_locations_of(ctx, r, graph)
+    expect(out["diagnostics"][0]["pointer"] == "/constants/0", "expected pointer /constants/0", r)
+
+
+@case
+def trace_stats_gpt(ctx):
+    r = ctx.run(["trace", ctx.example("gpt"), "--stats"], rc=0)
+    stats = stats_of(r.stdout)
+    expect(stats.get("subgraph_definitions") == "1", "expected subgraph_definitions=1", r)
+    expect(stats.get("subgraph_calls") == "4", "expected subgraph_calls=4", r)
+    for key in ["nodes", "subgraph_nodes", "constants", "constant_bytes", "weights_read", "inputs", "outputs",
+                "trace_ms"]:
+        expect(key in stats, "missing stats key %s" % key, r)
+    expect(stats["inputs"] == "1" and stats["outputs"] == "1", "gpt has one input and one output", r)
+    # The node count agrees with `check`'s summary.
+    c = ctx.run(["check", ctx.example("gpt")], rc=0)
+    expect_in("(%s nodes, 1 subgraph definitions" % stats["nodes"], c.stderr, "check's summary", c)
+    # The MLP has no subgraphs.
+    stats = stats_of(ctx.run(["trace", ctx.example("mlp"), "--stats"], rc=0).stdout)
+    expect(stats.get("subgraph_definitions") == "0" and stats.get("subgraph_calls") == "0",
+           "mlp should have no subgraphs")
+    # --stats with --emit: the graph, then the stats.
+    r = ctx.run(["trace", ctx.example("mlp"), "--stats", "--emit", "text"], rc=0)
+    text = ctx.run(["trace", ctx.example("mlp")], rc=0).stdout
+    expect(r.stdout.startswith(text), "--emit text --stats should print the graph first", r)
+    stats_of(r.stdout[len(text):])
+
+
+@case
+def trace_dot(ctx):
+    r = ctx.run(["trace", ctx.example("gpt"), "--emit", "dot"], rc=0)
+    dot = r.stdout
+    expect(dot.startswith('digraph "gpt" {'), "expected a digraph", r)
+    expect(dot.rstrip().endswith("}"), "expected a closing brace", r)
+    expect(dot.count("{") == dot.count("}"), "unbalanced braces", r)
+    clusters = set(re.findall(r"subgraph (cluster_\w+) \{", dot))
+    expect(len(clusters) == 1, "gpt should have one subgraph cluster", r)
+    heads = re.findall(r"lhead=(cluster_\w+)", dot)
+    expect(len(heads) == 4, "expected 4 call edges into the cluster", r)
+    expect(set(heads) <= clusters, "call edges point at undefined clusters", r)
+    # Every edge joins declared nodes.
+    declared = set(re.findall(r"^\s*(\w+) \[", dot, re.M))
+    for a, b in re.findall(r"^\s*(\w+) -> (\w+)", dot, re.M):
+        expect(a in declared and b in declared, "edge %s -> %s uses an undeclared node" % (a, b), r)
+    r = ctx.run(["trace", ctx.example("mlp"), "--emit", "dot"], rc=0)
+    expect(r.stdout.startswith('digraph "mlp" {') and "cluster_" not in r.stdout, "mlp has no clusters", r)
+
+
+@case
+def trace_dot_labels(ctx):
+    """Multi-line DOT labels use the DOT escape \\n, written once.
+
+    Was a bug in maxc 0.1.0 (fixed): lib/IR/DotPrinter.cpp builds op-node labels with
+    "\\\\n" and then escape()s them, so the DOT text holds `linear\\\\nf32[...]`,
+    which Graphviz shows as a literal backslash-n; input labels (`x\\nf32`) are
+    right."""
+    r = ctx.run(["trace", ctx.example("mlp"), "--emit", "dot"], rc=0)
+    labels = re.findall(r'label="((?:[^"\\]|\\.)*)"', r.stdout)
+    expect(labels, "no labels", r)
+    bad = [l for l in labels if "\\\\" in l]
+    expect(not bad, "labels with an escaped backslash (shown literally by Graphviz): %s" % bad[:3], r)
+    expect_in('label="linear\\nf32[batch,512]"', r.stdout, "the DOT output", r)
+
+
+def roundtrip(ctx, name):
+    model, weights = ctx.example(name), ctx.weights(name)
+    graph = ctx.path(name + ".graph.json")
+    ctx.run(["trace", model, "--emit", "json", "-o", graph], rc=0)
+    doc = parse_json(open(graph).read(), "trace --emit json")
+    expect(doc.get("format") == "maxc-graph", "expected \"format\": \"maxc-graph\"")
+    for emit in ["text", "dot", "json"]:
+        original = ctx.run(["trace", model, "--emit", emit], rc=0).stdout
+        again = ctx.run(["trace", graph, "--weights", weights, "--emit", emit], rc=0)
+        expect(again.stdout == original,
+               "tracing the graph JSON of %s gives different --emit %s output than the model" % (name, emit), again)
+    # With the constants embedded no weights are needed.
+    embedded = ctx.path(name + ".embedded.json")
+    ctx.run(["trace", model, "--emit", "json", "--embed-constants", "-o", embedded], rc=0)
+    again = ctx.run(["trace", embedded], rc=0)
+    expect(again.stdout == ctx.run(["trace", model], rc=0).stdout, "embedded round trip differs", again)
+
+
+@case
+def trace_json_roundtrip(ctx):
+    for name in EXAMPLES:
+        roundtrip(ctx, name)
+
+
+@case
+def trace_json_no_weights(ctx):
+    """`trace GRAPH.json --no-weights` traces with zero constants, like a model.
+
+    Was a bug in maxc 0.1.0 (fixed): load_model_text (lib/Frontend/ModelTracer.cpp)
+    ignores LoadOptions::synthesize_weights for graph JSON, so each constant
+    without data fails with E0109 "has no data and no weights file was given"
+    although --no-weights is documented as "Trace with zero tensors of the
+    declared param shapes" and graph JSON declares every constant's shape."""
+    graph = ctx.path("gpt.graph.json")
+    ctx.run(["trace", ctx.example("gpt"), "--emit", "json", "-o", graph], rc=0)
+    expected = ctx.run(["trace", ctx.example("gpt"), "--no-weights"], rc=0).stdout
+    r = ctx.run(["trace", graph, "--no-weights"], rc=0)
+    expect(r.stdout == expected, "tracing graph JSON --no-weights differs from the model", r)
+
+
+@case
+def trace_output_file(ctx):
+    model = ctx.example("mlp")
+    expected = ctx.run(["trace", model], rc=0).stdout
+    out = ctx.path("out", "graph.txt")
+    os.mkdir(ctx.path("out"))
+    r = ctx.run(["trace", model, "-o", out], rc=0)
+    expect(r.stdout == "", "-o should leave stdout empty", r)
+    expect(open(out).read() == expected, "-o wrote different text than stdout")
+    expect(listing(ctx.path("out")) == ["graph.txt"], "temporary files left: %s" % listing(ctx.path("out")))
+    # Overwriting replaces the whole file.
+    with open(out, "w") as f:
+        f.write("x" * 100000)
+    ctx.run(["trace", model, "-o", out], rc=0)
+    expect(open(out).read() == expected, "-o did not replace the old contents")
+    # "-" is stdout.
+    r = ctx.run(["trace", model, "-o", "-"], rc=0)
+    expect(r.stdout == expected, "-o - should print to stdout", r)
+    # Into a directory that does not exist: exit 1, nothing written.
+    bad = ctx.path("missing", "graph.txt")
+    r = ctx.run(["trace", model, "-o", bad], rc=1)
+    expect_in("E0407", r.stderr, "stderr", r)
+    expect(not os.path.exists(ctx.path("missing")), "-o created the missing directory")
+    # Onto an existing directory: exit 1, no temporary file left beside it.
+    r = ctx.run(["trace", model, "-o", ctx.path("out")], rc=1)
+    expect_in("E0407", r.stderr, "stderr", r)
+    expect(listing(ctx.tmp) == ["out"], "files left behind: %s" % listing(ctx.tmp), r)
+    # A model error: the old output stays as it was.
+    with open(out, "w") as f:
+        f.write("old")
+    bad_model = ctx.path("bad.json")
+    with open(bad_model, "w") as f:
+        f.write("{")
+    r = ctx.run(["trace", bad_model, "-o", out], rc=1)
+    expect(open(out).read() == "old", "a failed trace changed the -o file", r)
+    os.remove(bad_model)
+    expect(listing(ctx.path("out")) == ["graph.txt"], "temporary files left: %s" % listing(ctx.path("out")))
+
+
+def mlp_input(batch):
+    # Deterministic values of both signs.
+    return [((i * 37) % 101) / 50.0 - 1.0 for i in range(batch * 784)]
+
+
+def linear(x, weight, bias, n_in, n_out):
+    out = []
+    for j in range(n_out):
+        row = weight[j * n_in:(j + 1) * n_in]
+        out.append(sum(map(operator.mul, row, x)) + bias[j])
+    return out
+
+
+def mlp_reference(weights_path, x, batch):
+    tensors, _ = read_safetensors(weights_path)
+    w = {name: values for name, (_, _, values) in tensors.items()}
+    dims = [(784, 512), (512, 512), (512, 10)]
+    out = []
+    for b in range(batch):
+        h = x[b * 784:(b + 1) * 784]
+        for i, (n_in, n_out) in enumerate(dims):
+            expect(tensors["fc%d.weight" % (i + 1)][1] == [n_out, n_in], "unexpected fc%d.weight shape" % (i + 1))
+            h = linear(h, w["fc%d.weight" % (i + 1)], w["fc%d.bias" % (i + 1)], n_in, n_out)
+            if i < 2:
+                h = [max(v, 0.0) for v in h]
+        out.extend(h)
+    return out
+
+
+def compare(actual, expected, rtol=1e-4):
+    expect(len(actual) == len(expected), "%d values, expected %d" % (len(actual), len(expected)))
+    scale = max(abs(v) for v in expected)
+    expect(scale > 0, "the reference output is all zeros: the test input is too weak")
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        # Relative error, with values near zero judged against the output's scale.
+        if abs(a - e) > rtol * max(abs(e), 0.01 * scale):
+            raise Failure("output[%d] = %r, expected %r (relative tolerance %g)" % (i, a, e, rtol))
+
+
+@case
+def run_mlp(ctx):
+    batch = 3
+    x = mlp_input(batch)
+    write_npy(ctx.path("x.npy"), [batch, 784], x)
+    r = ctx.run(["run", ctx.example("mlp"), "--input", "x=x.npy", "--output-dir", "out"], rc=0)
+    expect_in("logits: f32[3,10] -> out/logits.npy", r.stdout, "stdout", r)
+    expect(listing(ctx.path("out")) == ["logits.npy"], "expected only logits.npy: %s" % listing(ctx.path("out")))
+    descr, shape, values = read_npy(ctx.path("out", "logits.npy"))
+    expect(descr == "<f4" and shape == (batch, 10), "logits.npy is %s %s, expected <f4 (3, 10)" % (descr, shape))
+    compare(values, mlp_reference(ctx.weights("mlp"), x, batch))
+    # The same from the graph JSON form, bit for bit.
+    graph = ctx.path("mlp.graph.json")
+    ctx.run(["trace", ctx.example("mlp"), "--emit", "json", "--embed-constants", "-o", graph], rc=0)
+    ctx.run(["-q", "run", graph, "--input", "x=x.npy", "--output-dir", "out2"], rc=0)
+    expect(open(ctx.path("out2", "logits.npy"), "rb").read() == open(ctx.path("out", "logits.npy"), "rb").read(),
+           "running the graph JSON gives different logits")
+
+
+@case
+def run_wrong_shape(ctx):
+    model = ctx.example("mlp")
+    for name, shape, descr in [("short.npy", [2, 783], "<f4"), ("rank1.npy", [784], "<f4"),
+                               ("f64.npy", [2, 784], "<f8")]:
+        count = 1
+        for d in shape:
+            count *= d
+        write_npy(ctx.path(name), shape, [0.5] * count, descr)
+        r = ctx.run(["run", model, "--input", "x=" + name, "--output-dir", "out"], rc=1)
+        line = expect_diagnostic(r, model, "E0301", message="'x'")
+        expect("784" in line, "the diagnostic should give the expected shape: %s" % line, r)
+        expect(not os.path.exists(ctx.path("out", "logits.npy")), "no output expected", r)
+    # Not a .npy file.
+    with open(ctx.path("junk.npy"), "w") as f:
+        f.write("not numpy")
+    r = ctx.run(["run", model, "--input", "x=junk.npy"], rc=1)
+    expect_in("E0406", r.stderr, "stderr", r)
+
+
+@case
+def run_missing_input(ctx):
+    model = ctx.example("mlp")
+    r = ctx.run(["run", model, "--output-dir", "out"], rc=1)
+    line = expect_diagnostic(r, model, "E0301", message="'x'")
+    expect_in("--input x=", line, "the diagnostic", r)
+    expect(not os.path.exists(ctx.path("out", "logits.npy")), "no output expected", r)
+    write_npy(ctx.path("x.npy"), [1, 784], mlp_input(1))
+    # An input the model does not have.
+    r = ctx.run(["run", model, "--input", "x=x.npy", "--input", "y=x.npy"], rc=1)
+    expect_in("'y'", r.stderr, "stderr", r)
+    # Malformed --input and --dim.
+    r = ctx.run(["run", model, "--input", "x.npy"], rc=1)
+    expect_in("NAME=FILE.npy", r.stderr, "stderr", r)
+    r = ctx.run(["run", model, "--input", "x=x.npy", "--dim", "batch=two"], rc=1)
+    expect_in("NAME=N", r.stderr, "stderr", r)
+    expect(listing(ctx.tmp) == ["x.npy"], "nothing should be written: %s" % listing(ctx.tmp))
+
+
+@case
+def init_weights_determinism(ctx):
+    model = ctx.example("mlp")
+    a, b, c = ctx.path("a.safetensors"), ctx.path("b.safetensors"), ctx.path("c.safetensors")
+    ctx.run(["init-weights", model, "-o", a, "--seed", "7"], rc=0)
+    ctx.run(["init-weights", model, "-o", b, "--seed", "7"], rc=0)
+    ctx.run(["init-weights", model, "-o", c, "--seed", "8"], rc=0)
+    da, db, dc = (open(p, "rb").read() for p in (a, b, c))
+    expect(da == db, "two runs with --seed 7 differ")
+    expect(da != dc, "--seed 7 and --seed 8 give the same file")
+    ta, meta = read_safetensors(a)
+    tc, _ = read_safetensors(c)
+    expect(meta.get("seed") == "7", "metadata should record the seed: %s" % meta)
+    expect(sorted(ta) == ["fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight", "fc3.bias", "fc3.weight"],
+           "unexpected tensors %s" % sorted(ta))
+    expect(ta["fc1.weight"][1] == [512, 784], "fc1.weight should be [512, 784]")
+    for name in ta:
+        expect(ta[name][2] != tc[name][2], "%s does not depend on the seed" % name)
+    # The weights fit the model.
+    ctx.run(["check", model, "--weights", a], rc=0)
+    # Default seed is deterministic too; a bad output path fails cleanly.
+    ctx.run(["-q", "init-weights", model, "-o", ctx.path("d0.safetensors")], rc=0)
+    ctx.run(["-q", "init-weights", model, "-o", ctx.path("d1.safetensors")], rc=0)
+    expect(open(ctx.path("d0.safetensors"), "rb").read() == open(ctx.path("d1.safetensors"), "rb").read(),
+           "two runs with the default seed differ")
+    r = ctx.run(["init-weights", model, "-o", ctx.path("missing", "w.safetensors")], rc=1)
+    expect_in("E0407", r.stderr, "stderr", r)
+
+
+@case
+def trace_determinism(ctx):
+    for name in EXAMPLES:
+        ctx.weights(name)
+        for emit in ["text", "json", "dot"]:
+            first = ctx.run(["trace", ctx.example(name), "--emit", emit], rc=0).stdout
+            second = ctx.run(["trace", ctx.example(name), "--emit", emit], rc=0).stdout
+            expect(first == second, "two runs of trace --emit %s on %s differ" % (emit, name))
+        s1 = stats_of(ctx.run(["trace", ctx.example(name), "--stats"], rc=0).stdout)
+        s2 = stats_of(ctx.run(["trace", ctx.example(name), "--stats"], rc=0).stdout)
+        s1.pop("trace_ms"), s2.pop("trace_ms")
+        expect(s1 == s2, "two runs of trace --stats on %s differ: %s vs %s" % (name, s1, s2))
+
+
+@case
+def ops(ctx):
+    r = ctx.run(["ops"], rc=0)
+    names = [l.split()[0] for l in r.stdout.splitlines() if l and not l.startswith(" ")]
+    r = ctx.run(["ops", "--json"], rc=0)
+    doc = parse_json(r.stdout, "ops --json", r)
+    expect(isinstance(doc, list) and [op["name"] for op in doc] == names, "text and JSON op lists differ", r)
+    # Every op the examples use is listed.
+    for name in EXAMPLES:
+        doc = load_example_json(ctx, name)
+        bodies = [doc["main"]] + [m.get("body", []) for m in doc.get("modules", {}).values()]
+        for body in bodies:
+            for statement in body:
+                for value in statement.values():
+                    op = value[0]
+                    expect(op in ("call", "repeat") or op in names, "op %s (used by %s) is not listed" % (op, name), r)
+    for op in ["linear", "relu", "conv2d", "max_pool2d", "layer_norm", "softmax", "embedding", "matmul"]:
+        expect(op in names, "op %s is not listed" % op, r)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--maxc", help="the maxc binary (required unless --list)")
+    parser.add_argument("--source-dir", help="the maxc source tree, for examples/ (required unless --list)")
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--case", help="the case to run")
+    group.add_argument("--list", action="store_true", help="print the case names")
+    group.add_argument("--list-known-bugs", action="store_true",
+                       help="print the cases that fail because of a known maxc bug (docstring 'Fails with maxc')")
+    group.add_argument("--all", action="store_true", help="run every case")
+    args = parser.parse_args()
+    if args.list:
+        print("\n".join(CASES))
+        return 0
+    if args.list_known_bugs:
+        print("\n".join(name for name, fn in CASES.items() if "Fails with maxc" in (fn.__doc__ or "")))
+        return 0
+    if not args.maxc or not args.source_dir:
+        parser.error("--maxc and --source-dir are required to run cases")
+    names = list(CASES) if args.all else [args.case]
+    for name in names:
+        if name not in CASES:
+            print("unknown case %r; cases: %s" % (name, ", ".join(CASES)), file=sys.stderr)
+            return 2
+    maxc = os.path.abspath(args.maxc)
+    source_dir = os.path.abspath(args.source_dir)
+    failed = []
+    for name in names:
+        with tempfile.TemporaryDirectory(prefix="maxc-cli-") as tmp:
+            try:
+                CASES[name](Context(maxc, source_dir, tmp))
+                print("PASS %s" % name)
+            except Failure as e:
+                print("FAIL %s\n%s" % (name, e))
+                doc = CASES[name].__doc__
+                if doc and "Fails with" in doc:
+                    print("\n(known maxc bug, see the case's docstring:)\n" + doc.strip())
+                failed.append(name)
+    if len(names) > 1:
+        print("%d/%d passed%s" % (len(names) - len(failed), len(names),
+                                  "; failed: " + ", ".join(failed) if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
