@@ -144,8 +144,8 @@ CpuTarget resolve_cpu_target(const std::string &triple, const std::string &cpu, 
     if (host.getArch() != t.getArch())
       throw Error(ErrorCode::InvalidArgument,
                   "--cpu native means the host CPU (" + host.getArchName().str() + "), but the target is " +
-                      t.getArchName().str() + "; pass --cpu with a " + t.getArchName().str() +
-                      " CPU name instead");
+                      t.getArchName().str() + "; pass --cpu with a CPU name for " + t.getArchName().str() +
+                      " instead (see known CPUs)");
     out.cpu = llvm::sys::getHostCPUName().str();
     out.features = host_features();
   } else if (cpu.empty()) {

@@ -1,0 +1,1259 @@
+#include "KernelEmitter.h"
+
+#include "MathEmitter.h"
+#include "maxc/Codegen/LoweringPlan.h"
+#include "maxc/Support/Error.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+
+namespace maxc::codegen {
+
+using llvm::Value;
+using Index = std::vector<Value *>;
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Types: values are computed in a "compute type" (f16/bf16 as float, bool as
+// i1) and stored in a "memory type" (f16 as half, bf16 as i16, bool as i8).
+
+llvm::Type *compute_type(llvm::LLVMContext &c, DType d) {
+  switch (d) {
+  case DType::f16: case DType::bf16: case DType::f32: return llvm::Type::getFloatTy(c);
+  case DType::f64: return llvm::Type::getDoubleTy(c);
+  case DType::i8: return llvm::Type::getInt8Ty(c);
+  case DType::i32: return llvm::Type::getInt32Ty(c);
+  case DType::i64: return llvm::Type::getInt64Ty(c);
+  case DType::boolean: return llvm::Type::getInt1Ty(c);
+  }
+  return nullptr;
+}
+
+llvm::Type *memory_type(llvm::LLVMContext &c, DType d) {
+  switch (d) {
+  case DType::f16: return llvm::Type::getHalfTy(c);
+  case DType::bf16: return llvm::Type::getInt16Ty(c);
+  case DType::boolean: return llvm::Type::getInt8Ty(c);
+  default: return compute_type(c, d);
+  }
+}
+
+int64_t align64(int64_t n) { return (n + 63) & ~int64_t(63); }
+
+struct Module {
+  llvm::Module &m;
+  llvm::LLVMContext &ctx;
+  std::string prefix;
+  std::vector<std::string> symbols;
+  std::map<const Graph *, EmittedGraph> functions;
+  std::map<std::pair<const Graph *, std::string>, llvm::GlobalVariable *> constants;
+};
+
+// ---------------------------------------------------------------------------
+
+class FunctionEmitter {
+public:
+  FunctionEmitter(Module &mod, const Graph &g, EmittedGraph fns)
+      : mod_(mod), g_(g), plan_(plan_lowering(g)), fns_(fns), b_(mod.ctx), entry_b_(mod.ctx) {}
+
+  void emit() {
+    emit_workspace_size_function();
+    llvm::Function *fn = fns_.run;
+    buffers_ = fn->getArg(0);
+    dims_ = fn->getArg(1);
+    workspace_ = fn->getArg(2);
+    auto *entry = llvm::BasicBlock::Create(mod_.ctx, "entry", fn);
+    auto *body = llvm::BasicBlock::Create(mod_.ctx, "body", fn);
+    entry_b_.SetInsertPoint(entry);
+    entry_br_ = entry_b_.CreateBr(body);
+    entry_b_.SetInsertPoint(entry_br_);
+    b_.SetInsertPoint(body);
+    for (size_t n : plan_.kernels)
+      emit_kernel(n);
+    for (const auto &[out, v] : plan_.output_copies)
+      emit_copy(v, output_pointer(out));
+    b_.CreateRetVoid();
+  }
+
+private:
+  // ---- dims and addresses (computed once, in the entry block) ----
+
+  Value *symbol(const std::string &name) {
+    auto it = symbol_values_.find(name);
+    if (it != symbol_values_.end())
+      return it->second;
+    auto pos = std::find(mod_.symbols.begin(), mod_.symbols.end(), name);
+    size_t index = static_cast<size_t>(pos - mod_.symbols.begin());
+    Value *ptr = entry_b_.CreateConstGEP1_64(entry_b_.getInt64Ty(), dims_, index);
+    return symbol_values_[name] = entry_b_.CreateLoad(entry_b_.getInt64Ty(), ptr, name);
+  }
+
+  Value *dim(const Dim &d) {
+    if (d.is_static())
+      return b_.getInt64(d.value());
+    std::string key = d.to_string();
+    if (auto it = dim_values_.find(key); it != dim_values_.end())
+      return it->second;
+    // Evaluate the polynomial from its text form's terms: parse once more via
+    // Dim arithmetic is awkward, so walk symbols: d = sum of coeff * prod(symbols).
+    Value *v = emit_dim_polynomial(d);
+    return dim_values_[key] = v;
+  }
+
+  Value *emit_dim_polynomial(const Dim &d) {
+    // Dim keeps its terms private; rebuild them by parsing the canonical text
+    // ("2*batch*seq+seq-3"), which is exactly what Dim::parse accepts.
+    std::string text = d.to_string();
+    Value *total = entry_b_.getInt64(0);
+    size_t pos = 0;
+    while (pos < text.size()) {
+      bool negative = false;
+      if (text[pos] == '+' || text[pos] == '-') {
+        negative = text[pos] == '-';
+        ++pos;
+      }
+      size_t end = text.find_first_of("+-", pos);
+      if (end == std::string::npos)
+        end = text.size();
+      std::string term = text.substr(pos, end - pos);
+      Value *product = entry_b_.getInt64(1);
+      size_t start = 0;
+      while (start <= term.size()) {
+        size_t star = term.find('*', start);
+        if (star == std::string::npos)
+          star = term.size();
+        std::string factor = term.substr(start, star - start);
+        Value *f = std::isdigit(static_cast<unsigned char>(factor[0])) ? entry_b_.getInt64(std::stoll(factor))
+                                                                        : symbol(factor);
+        product = entry_b_.CreateMul(product, f);
+        start = star + 1;
+      }
+      total = negative ? entry_b_.CreateSub(total, product) : entry_b_.CreateAdd(total, product);
+      pos = end;
+    }
+    return total;
+  }
+
+  std::vector<Value *> dims_of(ValueId v) {
+    std::vector<Value *> out;
+    for (const Dim &d : g_.type_of(v).shape)
+      out.push_back(dim(d));
+    return out;
+  }
+
+  Value *entry_dim(const Dim &d) {
+    // dim() inserts symbol loads in the entry block, constants need nothing;
+    // polynomials are emitted there too.
+    return dim(d);
+  }
+
+  Value *slot_offset(size_t slot) {
+    if (slot_offsets_.empty()) {
+      Value *offset = entry_b_.getInt64(0);
+      for (const WorkspaceSlot &s : plan_.slots) {
+        slot_offsets_.push_back(offset);
+        Value *bytes = entry_dim(s.bytes);
+        offset = entry_b_.CreateAnd(entry_b_.CreateAdd(offset, entry_b_.CreateAdd(bytes, entry_b_.getInt64(63))),
+                                    entry_b_.getInt64(~int64_t(63)));
+      }
+      slots_end_ = offset;
+    }
+    return slot_offsets_[slot];
+  }
+
+  Value *slots_end() {
+    if (!slots_end_) {
+      if (plan_.slots.empty())
+        slots_end_ = entry_b_.getInt64(0);
+      else
+        slot_offset(0);
+    }
+    return slots_end_;
+  }
+
+  Value *buffer_arg(size_t index) {
+    if (auto it = buffer_args_.find(index); it != buffer_args_.end())
+      return it->second;
+    Value *ptr = entry_b_.CreateConstGEP1_64(entry_b_.getPtrTy(), buffers_, index);
+    return buffer_args_[index] = entry_b_.CreateLoad(entry_b_.getPtrTy(), ptr);
+  }
+
+  Value *output_pointer(size_t out) { return buffer_arg(g_.input_ids().size() + out); }
+
+  llvm::GlobalVariable *constant_global(const std::string &name) {
+    auto key = std::make_pair(&g_, name);
+    if (auto it = mod_.constants.find(key); it != mod_.constants.end())
+      return it->second;
+    const HostTensor &data = g_.constant(name);
+    auto *bytes = llvm::ConstantDataArray::getRaw(
+        llvm::StringRef(reinterpret_cast<const char *>(data.data()), data.nbytes()), data.nbytes(),
+        llvm::Type::getInt8Ty(mod_.ctx));
+    std::string global_name = mod_.prefix + ".const." + (&g_ == g_.root() ? "" : g_.name() + ".") + name;
+    auto *gv = new llvm::GlobalVariable(mod_.m, bytes->getType(), true, llvm::GlobalValue::InternalLinkage, bytes,
+                                        global_name);
+    gv->setAlignment(llvm::Align(64));
+    return mod_.constants[key] = gv;
+  }
+
+  /// Where a stored value lives.
+  Value *pointer_of(ValueId v) {
+    const ValuePlan &p = plan_.values[v];
+    switch (p.storage) {
+    case Storage::input: return buffer_arg(p.index);
+    case Storage::output: return output_pointer(p.index);
+    case Storage::temp: {
+      if (auto it = temp_pointers_.find(v); it != temp_pointers_.end())
+        return it->second;
+      Value *ptr = entry_b_.CreateGEP(entry_b_.getInt8Ty(), workspace_, slot_offset(p.index));
+      return temp_pointers_[v] = ptr;
+    }
+    case Storage::constant: {
+      const Node &n = g_.nodes()[g_.value_info(v).producer];
+      return constant_global(n.attrs.get_string("name"));
+    }
+    case Storage::fused: break;
+    }
+    throw Error(ErrorCode::Internal, "codegen: value %" + std::to_string(v) + " has no storage");
+  }
+
+  // ---- loads, stores, rounding ----
+
+  Value *linear_index(const Index &idx, const std::vector<Value *> &dims) {
+    Value *lin = b_.getInt64(0);
+    for (size_t d = 0; d < idx.size(); ++d)
+      lin = b_.CreateAdd(b_.CreateMul(lin, dims[d]), idx[d]);
+    return lin;
+  }
+
+  Value *load_element(DType dtype, Value *ptr, Value *linear) {
+    llvm::Type *mt = memory_type(mod_.ctx, dtype);
+    Value *raw = b_.CreateLoad(mt, b_.CreateGEP(mt, ptr, linear));
+    switch (dtype) {
+    case DType::f16: return b_.CreateFPExt(raw, b_.getFloatTy());
+    case DType::bf16:
+      return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(raw, b_.getInt32Ty()), 16), b_.getFloatTy());
+    case DType::boolean: return b_.CreateICmpNE(raw, b_.getInt8(0));
+    default: return raw;
+    }
+  }
+
+  Value *to_bf16_bits(Value *f) {
+    // Round to nearest even; NaN stays a (quiet) NaN.
+    Value *bits = b_.CreateBitCast(f, b_.getInt32Ty());
+    Value *lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), b_.getInt32(1));
+    Value *rounded = b_.CreateLShr(b_.CreateAdd(bits, b_.CreateAdd(b_.getInt32(0x7fff), lsb)), 16);
+    Value *nan = b_.CreateOr(b_.CreateLShr(bits, 16), b_.getInt32(0x40));
+    Value *out = b_.CreateSelect(b_.CreateFCmpUNO(f, f), nan, rounded);
+    return b_.CreateTrunc(out, b_.getInt16Ty());
+  }
+
+  void store_element(DType dtype, Value *ptr, Value *linear, Value *v) {
+    llvm::Type *mt = memory_type(mod_.ctx, dtype);
+    Value *raw = v;
+    switch (dtype) {
+    case DType::f16: raw = b_.CreateFPTrunc(v, mt); break;
+    case DType::bf16: raw = to_bf16_bits(v); break;
+    case DType::boolean: raw = b_.CreateZExt(v, mt); break;
+    default: break;
+    }
+    b_.CreateStore(raw, b_.CreateGEP(mt, ptr, linear));
+  }
+
+  /// Rounds a compute value to the precision of its dtype (f16/bf16 results
+  /// are rounded after every op, as the reference does).
+  Value *round_to(DType dtype, Value *v) {
+    if (dtype == DType::f16)
+      return b_.CreateFPExt(b_.CreateFPTrunc(v, b_.getHalfTy()), b_.getFloatTy());
+    if (dtype == DType::bf16)
+      return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(to_bf16_bits(v), b_.getInt32Ty()), 16), b_.getFloatTy());
+    return v;
+  }
+
+  // ---- loops ----
+
+  /// for (i = 0; i < n; ++i) body(i), at the current insertion point.
+  void loop(Value *n, const std::function<void(Value *)> &body) {
+    llvm::Function *fn = b_.GetInsertBlock()->getParent();
+    llvm::BasicBlock *pre = b_.GetInsertBlock();
+    auto *header = llvm::BasicBlock::Create(mod_.ctx, "loop", fn);
+    auto *bodyb = llvm::BasicBlock::Create(mod_.ctx, "body", fn);
+    auto *exit = llvm::BasicBlock::Create(mod_.ctx, "exit", fn);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode *i = b_.CreatePHI(b_.getInt64Ty(), 2, "i");
+    i->addIncoming(b_.getInt64(0), pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(i, n), bodyb, exit);
+    b_.SetInsertPoint(bodyb);
+    body(i);
+    Value *next = b_.CreateAdd(i, b_.getInt64(1), "", /*HasNUW=*/true, /*HasNSW=*/true);
+    i->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+  }
+
+  void loop_nest(const std::vector<Value *> &extents, const std::function<void(const Index &)> &body,
+                 Index prefix = {}) {
+    if (prefix.size() == extents.size()) {
+      body(prefix);
+      return;
+    }
+    loop(extents[prefix.size()], [&](Value *i) {
+      Index next = prefix;
+      next.push_back(i);
+      loop_nest(extents, body, next);
+    });
+  }
+
+  /// An accumulator variable in the entry block (SROA turns it into a register).
+  Value *local(llvm::Type *t) { return entry_b_.CreateAlloca(t); }
+
+  // ---- kernels ----
+
+  void emit_kernel(size_t n) {
+    const Node &node = g_.nodes()[n];
+    if (node.op == "call")
+      return emit_call(node);
+    if (node.op == "matmul")
+      return emit_matmul(node);
+    for (size_t r = 0; r < node.results.size(); ++r) {
+      ValueId v = node.results[r];
+      if (plan_.values[v].storage == Storage::fused)
+        continue;
+      Value *ptr = pointer_of(v);
+      std::vector<Value *> dims = dims_of(v);
+      DType dtype = g_.type_of(v).dtype;
+      loop_nest(dims, [&](const Index &idx) {
+        store_element(dtype, ptr, linear_index(idx, dims), node_element(node, r, idx));
+      });
+    }
+  }
+
+  void emit_copy(ValueId v, Value *dst) {
+    std::vector<Value *> dims = dims_of(v);
+    DType dtype = g_.type_of(v).dtype;
+    loop_nest(dims, [&](const Index &idx) { store_element(dtype, dst, linear_index(idx, dims), element(v, idx)); });
+  }
+
+  void emit_call(const Node &node) {
+    const Graph *callee = g_.find_subgraph(node.attrs.get_string("callee"));
+    EmittedGraph fns = mod_.functions.at(callee);
+    size_t count = node.operands.size() + node.results.size();
+    // The buffer table lives in the entry block; filled right before the call.
+    Value *table = entry_b_.CreateAlloca(b_.getPtrTy(), entry_b_.getInt64(static_cast<int64_t>(count)));
+    size_t i = 0;
+    for (ValueId v : node.operands)
+      b_.CreateStore(stored_pointer(v), b_.CreateConstGEP1_64(b_.getPtrTy(), table, i++));
+    for (ValueId v : node.results)
+      b_.CreateStore(pointer_of(v), b_.CreateConstGEP1_64(b_.getPtrTy(), table, i++));
+    Value *callee_ws = b_.CreateGEP(b_.getInt8Ty(), workspace_, slots_end());
+    b_.CreateCall(fns.run, {table, dims_, callee_ws});
+  }
+
+  /// A pointer to v's elements, materializing a fused value into a scratch
+  /// copy if needed (rare: call operands are stored by the plan).
+  Value *stored_pointer(ValueId v) {
+    if (plan_.values[v].storage != Storage::fused)
+      return pointer_of(v);
+    throw Error(ErrorCode::Internal, "codegen: call operand %" + std::to_string(v) + " is not stored");
+  }
+
+  // matmul: C[b, i, j] = sum_k A[b, i, k] * B[b, k, j] with NumPy batch
+  // broadcasting. With B transposed (linear's weights) the inner loop is a
+  // contiguous dot product; otherwise the loop order is i, k, j so the inner
+  // loop streams rows of B and C.
+  void emit_matmul(const Node &node) {
+    ValueId out = node.results[0];
+    bool ta = node.attrs.get_bool("transpose_a"), tb = node.attrs.get_bool("transpose_b");
+    const Shape &cs = g_.type_of(out).shape;
+    const Shape &as = g_.type_of(node.operands[0]).shape;
+    const Shape &bs = g_.type_of(node.operands[1]).shape;
+    size_t rank = cs.size();
+    std::vector<Value *> cdims = dims_of(out);
+    DType dtype = g_.type_of(out).dtype;
+    Value *k_extent = dim(ta ? as[as.size() - 2] : as.back());
+    Value *cptr = pointer_of(out);
+    bool is_fp = is_float(dtype);
+    llvm::Type *acc_type = is_fp ? b_.getFloatTy() : b_.getInt64Ty();
+    if (dtype == DType::f64)
+      acc_type = b_.getDoubleTy();
+    std::vector<Value *> batch(cdims.begin(), cdims.end() - 2);
+    auto a_elem = [&](const Index &bidx, Value *i, Value *k) {
+      Index idx = batch_index(as, cs, bidx);
+      idx.push_back(ta ? k : i);
+      idx.push_back(ta ? i : k);
+      return widen(element(node.operands[0], idx), dtype, acc_type);
+    };
+    auto b_elem = [&](const Index &bidx, Value *k, Value *j) {
+      Index idx = batch_index(bs, cs, bidx);
+      idx.push_back(tb ? j : k);
+      idx.push_back(tb ? k : j);
+      return widen(element(node.operands[1], idx), dtype, acc_type);
+    };
+    auto mul_add = [&](Value *acc, Value *x, Value *y) -> Value * {
+      if (!is_fp)
+        return b_.CreateAdd(acc, b_.CreateMul(x, y));
+      llvm::FastMathFlags fmf;
+      fmf.setAllowReassoc();
+      fmf.setAllowContract();
+      Value *prod = b_.CreateFMul(x, y);
+      llvm::cast<llvm::Instruction>(prod)->setFastMathFlags(fmf);
+      Value *sum = b_.CreateFAdd(acc, prod);
+      llvm::cast<llvm::Instruction>(sum)->setFastMathFlags(fmf);
+      return sum;
+    };
+    Value *zero = is_fp ? llvm::ConstantFP::get(acc_type, 0.0) : static_cast<Value *>(b_.getInt64(0));
+    loop_nest(batch, [&](const Index &bidx) {
+      loop(cdims[rank - 2], [&](Value *i) {
+        if (tb) {
+          loop(cdims[rank - 1], [&](Value *j) {
+            Value *acc = local(acc_type);
+            b_.CreateStore(zero, acc);
+            loop(k_extent, [&](Value *k) {
+              b_.CreateStore(mul_add(b_.CreateLoad(acc_type, acc), a_elem(bidx, i, k), b_elem(bidx, k, j)), acc);
+            });
+            Index cidx = bidx;
+            cidx.push_back(i);
+            cidx.push_back(j);
+            store_element(dtype, cptr, linear_index(cidx, cdims), narrow(b_.CreateLoad(acc_type, acc), dtype, acc_type));
+          });
+          return;
+        }
+        // Accumulate rows of C in a scratch row of acc_type? C itself is in
+        // the output dtype; for f32/f64/i64 accumulate in place.
+        loop(cdims[rank - 1], [&](Value *j) {
+          Index cidx = bidx;
+          cidx.push_back(i);
+          cidx.push_back(j);
+          store_element(dtype, cptr, linear_index(cidx, cdims), narrow(zero, dtype, acc_type));
+        });
+        loop(k_extent, [&](Value *k) {
+          Value *a = a_elem(bidx, i, k);
+          loop(cdims[rank - 1], [&](Value *j) {
+            Index cidx = bidx;
+            cidx.push_back(i);
+            cidx.push_back(j);
+            Value *lin = linear_index(cidx, cdims);
+            Value *c = widen(load_element(dtype, cptr, lin), dtype, acc_type);
+            store_element(dtype, cptr, lin, narrow(mul_add(c, a, b_elem(bidx, k, j)), dtype, acc_type));
+          });
+        });
+      });
+    });
+  }
+
+  // Operand batch index for a broadcast batch dim.
+  Index batch_index(const Shape &operand, const Shape &result, const Index &bidx) {
+    size_t ob = operand.size() - 2, rb = result.size() - 2;
+    Index idx;
+    for (size_t d = 0; d < ob; ++d) {
+      size_t rd = d + rb - ob;
+      bool broadcast = operand[d].is_static() && operand[d].value() == 1 &&
+                       !(result[rd].is_static() && result[rd].value() == 1);
+      idx.push_back(broadcast ? b_.getInt64(0) : bidx[rd]);
+    }
+    return idx;
+  }
+
+  Value *widen(Value *v, DType dtype, llvm::Type *acc) {
+    if (v->getType() == acc)
+      return v;
+    if (is_float(dtype))
+      return b_.CreateFPExt(v, acc);
+    return b_.CreateSExt(v, acc);
+  }
+  Value *narrow(Value *v, DType dtype, llvm::Type *acc) {
+    llvm::Type *t = compute_type(mod_.ctx, dtype);
+    if (t == acc)
+      return v;
+    if (is_float(dtype))
+      return b_.CreateFPTrunc(v, t);
+    return b_.CreateTrunc(v, t);
+  }
+
+  // ---- elemental emitters ----
+
+  /// Element `idx` of value v: loaded if stored, else recomputed.
+  Value *element(ValueId v, const Index &idx) {
+    const ValuePlan &p = plan_.values[v];
+    if (p.storage != Storage::fused) {
+      std::vector<Value *> dims = dims_of(v);
+      return load_element(g_.type_of(v).dtype, pointer_of(v), linear_index(idx, dims));
+    }
+    const ValueInfo &info = g_.value_info(v);
+    return node_element(g_.nodes()[info.producer], info.index, idx);
+  }
+
+  /// Operand index under NumPy broadcasting into `out_shape`.
+  Index broadcast(ValueId operand, const Shape &out_shape, const Index &idx) {
+    const Shape &s = g_.type_of(operand).shape;
+    Index out;
+    size_t offset = out_shape.size() - s.size();
+    for (size_t d = 0; d < s.size(); ++d) {
+      const Dim &od = out_shape[d + offset];
+      bool zero = s[d].is_static() && s[d].value() == 1 && !(od.is_static() && od.value() == 1);
+      out.push_back(zero ? b_.getInt64(0) : idx[d + offset]);
+    }
+    return out;
+  }
+
+  Value *fconst(DType d, double v) { return llvm::ConstantFP::get(compute_type(mod_.ctx, d), v); }
+
+  Value *node_element(const Node &node, size_t result, const Index &idx) {
+    DType dtype = g_.type_of(node.results[result]).dtype;
+    Value *v = compute_element(node, result, idx);
+    return is_float(dtype) ? round_to(dtype, v) : v;
+  }
+
+  Value *compute_element(const Node &node, size_t result, const Index &idx) {
+    const std::string &op = node.op;
+    const Shape &out_shape = g_.type_of(node.results[result]).shape;
+    auto operand = [&](size_t i) { return element(node.operands[i], broadcast(node.operands[i], out_shape, idx)); };
+    DType in_dtype = node.operands.empty() ? DType::f32 : g_.type_of(node.operands[0]).dtype;
+    DType out_dtype = g_.type_of(node.results[result]).dtype;
+
+    if (is_unary(op))
+      return unary(op, node, in_dtype, operand(0));
+    if (node.operands.size() == 2 && is_binary(op))
+      return binary(op, in_dtype, operand(0), operand(1));
+    if (op == "where")
+      return b_.CreateSelect(operand(0), operand(1), operand(2));
+    if (op == "cast")
+      return cast(operand(0), in_dtype, out_dtype);
+    if (op == "full")
+      return literal(out_dtype, node.attrs.get_real("value"));
+    if (op == "iota") {
+      int64_t axis = node.attrs.get_int("axis");
+      if (axis < 0)
+        axis += static_cast<int64_t>(out_shape.size());
+      return from_i64(idx[axis], out_dtype);
+    }
+    if (op == "range") {
+      Value *x = b_.CreateFAdd(b_.CreateFMul(b_.CreateSIToFP(idx[0], b_.getDoubleTy()),
+                                             llvm::ConstantFP::get(b_.getDoubleTy(), node.attrs.get_real("step"))),
+                               llvm::ConstantFP::get(b_.getDoubleTy(), node.attrs.get_real("start")));
+      return cast(x, DType::f64, out_dtype);
+    }
+    if (op == "allreduce_sum") {
+      int64_t shards = node.attrs.get_int("shards");
+      Value *acc = nullptr;
+      for (int64_t s = 0; s < shards; ++s) {
+        Value *x = element(node.operands[s], idx);
+        if (is_float(out_dtype)) {
+          x = b_.CreateFPExt(x, b_.getDoubleTy());
+          acc = acc ? b_.CreateFAdd(acc, x) : x;
+        } else {
+          acc = acc ? b_.CreateAdd(acc, x) : x;
+        }
+      }
+      return is_float(out_dtype) ? b_.CreateFPTrunc(acc, compute_type(mod_.ctx, out_dtype)) : acc;
+    }
+    if (is_reduction_op(op))
+      return reduction(node, idx);
+    if (Value *s = shape_op(node, result, idx))
+      return s;
+    if (op == "conv2d" || op == "conv_transpose2d")
+      return convolution(node, idx);
+    if (op == "max_pool2d" || op == "avg_pool2d")
+      return pooling(node, idx);
+    throw Error(ErrorCode::Internal, "codegen: no lowering for op '" + op + "'");
+  }
+
+  // -- unary --
+
+  Value *unary(const std::string &op, const Node &node, DType d, Value *x) {
+    if (!x)
+      return nullptr;
+    bool fp = is_float(d);
+    bool f64 = d == DType::f64;
+    llvm::Type *t = compute_type(mod_.ctx, d);
+    auto intrinsic = [&](llvm::Intrinsic::ID id) { return b_.CreateUnaryIntrinsic(id, x); };
+    auto libm_or_poly = [&](llvm::Intrinsic::ID id, Value *(*poly)(llvm::IRBuilder<> &, Value *)) {
+      return f64 ? intrinsic(id) : poly(b_, x);
+    };
+    if (op == "neg")
+      return fp ? b_.CreateFNeg(x) : b_.CreateSub(llvm::ConstantInt::get(t, 0), x);
+    if (op == "abs")
+      return fp ? intrinsic(llvm::Intrinsic::fabs) : b_.CreateSelect(b_.CreateICmpSLT(x, llvm::ConstantInt::get(t, 0)), b_.CreateSub(llvm::ConstantInt::get(t, 0), x), x);
+    if (op == "exp")
+      return libm_or_poly(llvm::Intrinsic::exp, emit_exp_f32);
+    if (op == "log")
+      return libm_or_poly(llvm::Intrinsic::log, emit_log_f32);
+    if (op == "sqrt")
+      return intrinsic(llvm::Intrinsic::sqrt);
+    if (op == "rsqrt")
+      return b_.CreateFDiv(llvm::ConstantFP::get(t, 1.0), intrinsic(llvm::Intrinsic::sqrt));
+    if (op == "tanh")
+      return f64 ? tanh_f64(x) : emit_tanh_f32(b_, x);
+    if (op == "sigmoid")
+      return f64 ? b_.CreateFDiv(fconst(d, 1), b_.CreateFAdd(fconst(d, 1), b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, b_.CreateFNeg(x))))
+                 : emit_sigmoid_f32(b_, x);
+    if (op == "relu") {
+      if (fp)
+        return b_.CreateSelect(b_.CreateFCmpOGT(x, llvm::ConstantFP::get(t, 0.0)), x, llvm::ConstantFP::get(t, 0.0));
+      return b_.CreateSelect(b_.CreateICmpSGT(x, llvm::ConstantInt::get(t, 0)), x, llvm::ConstantInt::get(t, 0));
+    }
+    if (op == "silu")
+      return b_.CreateFMul(x, unary("sigmoid", node, d, x));
+    if (op == "erf")
+      return f64 ? erf_f64(x) : emit_erf_f32(b_, x);
+    if (op == "gelu") {
+      if (node.attrs.get_string("approximate") == "tanh") {
+        Value *inner = b_.CreateFMul(fconst(d, std::sqrt(2.0 / M_PI)),
+                                     b_.CreateFAdd(x, b_.CreateFMul(fconst(d, 0.044715), b_.CreateFMul(x, b_.CreateFMul(x, x)))));
+        Value *th = f64 ? tanh_f64(inner) : emit_tanh_f32(b_, inner);
+        return b_.CreateFMul(b_.CreateFMul(fconst(d, 0.5), x), b_.CreateFAdd(fconst(d, 1), th));
+      }
+      Value *arg = b_.CreateFMul(x, fconst(d, M_SQRT1_2));
+      Value *e = f64 ? erf_f64(arg) : emit_erf_f32(b_, arg);
+      return b_.CreateFMul(b_.CreateFMul(fconst(d, 0.5), x), b_.CreateFAdd(fconst(d, 1), e));
+    }
+    if (op == "sin")
+      return intrinsic(llvm::Intrinsic::sin);
+    if (op == "cos")
+      return intrinsic(llvm::Intrinsic::cos);
+    if (op == "floor")
+      return fp ? intrinsic(llvm::Intrinsic::floor) : x;
+    if (op == "ceil")
+      return fp ? intrinsic(llvm::Intrinsic::ceil) : x;
+    if (op == "round")
+      return fp ? intrinsic(llvm::Intrinsic::roundeven) : x;
+    if (op == "sign") {
+      if (fp) {
+        Value *pos = b_.CreateUIToFP(b_.CreateFCmpOGT(x, fconst(d, 0)), t);
+        Value *neg = b_.CreateUIToFP(b_.CreateFCmpOLT(x, fconst(d, 0)), t);
+        return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, b_.CreateFSub(pos, neg));
+      }
+      return b_.CreateSub(b_.CreateZExt(b_.CreateICmpSGT(x, llvm::ConstantInt::get(t, 0)), t),
+                          b_.CreateZExt(b_.CreateICmpSLT(x, llvm::ConstantInt::get(t, 0)), t));
+    }
+    if (op == "not")
+      return b_.CreateNot(x);
+    return nullptr;
+  }
+
+  static bool is_unary(const std::string &op) {
+    static const std::set<std::string> ops = {"neg",  "abs", "exp",  "log",  "sqrt",  "rsqrt", "tanh",
+                                              "sigmoid", "relu", "silu", "erf", "gelu", "sin", "cos",
+                                              "floor", "ceil", "round", "sign", "not"};
+    return ops.count(op) != 0;
+  }
+
+  Value *tanh_f64(Value *x) {
+    // 1 - 2/(exp(2x)+1) loses relative precision near 0; use expm1-free form
+    // tanh = sign(x) * (1 - e)/(1 + e), e = exp(-2|x|), and x itself when tiny.
+    Value *ax = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+    Value *e = b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, b_.CreateFMul(ax, fconst(DType::f64, -2.0)));
+    Value *t = b_.CreateFDiv(b_.CreateFSub(fconst(DType::f64, 1), e), b_.CreateFAdd(fconst(DType::f64, 1), e));
+    t = b_.CreateSelect(b_.CreateFCmpOLT(ax, fconst(DType::f64, 1e-8)), ax, t);
+    return b_.CreateCopySign(t, x);
+  }
+
+  Value *erf_f64(Value *x) {
+    llvm::FunctionCallee f = mod_.m.getOrInsertFunction("erf", b_.getDoubleTy(), b_.getDoubleTy());
+    return b_.CreateCall(f, {x});
+  }
+
+  // -- binary --
+
+  static bool is_binary(const std::string &op) {
+    static const std::set<std::string> ops = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "mod",
+                                              "eq",  "ne",  "lt",  "le",  "gt",  "ge",      "and",     "or"};
+    return ops.count(op) != 0;
+  }
+
+  Value *binary(const std::string &op, DType d, Value *x, Value *y) {
+    llvm::Type *t = compute_type(mod_.ctx, d);
+    bool fp = is_float(d);
+    if (op == "and")
+      return b_.CreateAnd(x, y);
+    if (op == "or")
+      return b_.CreateOr(x, y);
+    if (op == "eq")
+      return fp ? b_.CreateFCmpOEQ(x, y) : b_.CreateICmpEQ(x, y);
+    if (op == "ne")
+      return fp ? b_.CreateFCmpUNE(x, y) : b_.CreateICmpNE(x, y);
+    if (op == "lt")
+      return fp ? b_.CreateFCmpOLT(x, y) : (d == DType::boolean ? b_.CreateICmpULT(x, y) : b_.CreateICmpSLT(x, y));
+    if (op == "le")
+      return fp ? b_.CreateFCmpOLE(x, y) : (d == DType::boolean ? b_.CreateICmpULE(x, y) : b_.CreateICmpSLE(x, y));
+    if (op == "gt")
+      return fp ? b_.CreateFCmpOGT(x, y) : (d == DType::boolean ? b_.CreateICmpUGT(x, y) : b_.CreateICmpSGT(x, y));
+    if (op == "ge")
+      return fp ? b_.CreateFCmpOGE(x, y) : (d == DType::boolean ? b_.CreateICmpUGE(x, y) : b_.CreateICmpSGE(x, y));
+    if (op == "add")
+      return fp ? b_.CreateFAdd(x, y) : b_.CreateAdd(x, y);
+    if (op == "sub")
+      return fp ? b_.CreateFSub(x, y) : b_.CreateSub(x, y);
+    if (op == "mul")
+      return fp ? b_.CreateFMul(x, y) : b_.CreateMul(x, y);
+    if (op == "pow")
+      return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);
+    if (op == "maximum" || op == "minimum") {
+      bool max = op == "maximum";
+      if (fp) {
+        Value *better = max ? b_.CreateFCmpOGT(x, y) : b_.CreateFCmpOLT(x, y);
+        return b_.CreateSelect(b_.CreateOr(b_.CreateFCmpUNO(x, x), better), x, y);
+      }
+      return b_.CreateSelect(max ? b_.CreateICmpSGT(x, y) : b_.CreateICmpSLT(x, y), x, y);
+    }
+    Value *zero = fp ? static_cast<Value *>(llvm::ConstantFP::get(t, 0.0)) : llvm::ConstantInt::get(t, 0);
+    if (op == "div") {
+      if (fp)
+        return b_.CreateFDiv(x, y);
+      // x/0 = 0 and MIN/-1 wraps, with no UB: divide by a safe divisor.
+      Value *minus_one = b_.CreateICmpEQ(y, llvm::ConstantInt::get(t, -1, true));
+      Value *bad = b_.CreateOr(b_.CreateICmpEQ(y, zero), minus_one);
+      Value *q = b_.CreateSDiv(x, b_.CreateSelect(bad, llvm::ConstantInt::get(t, 1), y));
+      return b_.CreateSelect(b_.CreateICmpEQ(y, zero), zero, b_.CreateSelect(minus_one, b_.CreateSub(zero, x), q));
+    }
+    if (op == "mod") {
+      if (fp) {
+        Value *r = b_.CreateFRem(x, y);
+        Value *fix = b_.CreateAnd(b_.CreateFCmpUNE(r, zero),
+                                  b_.CreateXor(b_.CreateFCmpOLT(r, zero), b_.CreateFCmpOLT(y, zero)));
+        return b_.CreateSelect(fix, b_.CreateFAdd(r, y), r);
+      }
+      Value *bad = b_.CreateOr(b_.CreateICmpEQ(y, zero), b_.CreateICmpEQ(y, llvm::ConstantInt::get(t, -1, true)));
+      Value *r = b_.CreateSRem(x, b_.CreateSelect(bad, llvm::ConstantInt::get(t, 1), y));
+      Value *fix = b_.CreateAnd(b_.CreateICmpNE(r, zero),
+                                b_.CreateXor(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(y, zero)));
+      return b_.CreateSelect(bad, zero, b_.CreateSelect(fix, b_.CreateAdd(r, y), r));
+    }
+    throw Error(ErrorCode::Internal, "codegen: unknown binary op " + op);
+  }
+
+  // -- conversions --
+
+  Value *from_i64(Value *i, DType to) {
+    llvm::Type *t = compute_type(mod_.ctx, to);
+    if (is_float(to))
+      return b_.CreateSIToFP(i, t);
+    if (to == DType::boolean)
+      return b_.CreateICmpNE(i, b_.getInt64(0));
+    return b_.CreateTrunc(i, t);
+  }
+
+  Value *cast(Value *x, DType from, DType to) {
+    llvm::Type *t = compute_type(mod_.ctx, to);
+    if (from == to)
+      return x;
+    if (from == DType::boolean)
+      return is_float(to) ? b_.CreateUIToFP(x, t) : b_.CreateZExt(x, t);
+    if (to == DType::boolean)
+      return is_float(from) ? b_.CreateFCmpUNE(x, llvm::ConstantFP::get(x->getType(), 0.0))
+                            : b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
+    if (is_float(from) && is_float(to)) {
+      if (x->getType() == t)
+        return x; // f16/bf16/f32 share float; round_to() applies the precision
+      return t->isDoubleTy() ? b_.CreateFPExt(x, t) : b_.CreateFPTrunc(x, t);
+    }
+    if (is_float(from)) {
+      // Truncate toward zero, saturate to i64 (NaN → 0), then wrap: as the reference.
+      Value *i = b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {b_.getInt64Ty(), x->getType()}, {x});
+      return to == DType::i64 ? i : b_.CreateTrunc(i, t);
+    }
+    if (is_float(to))
+      return b_.CreateSIToFP(x, t);
+    return b_.CreateSExtOrTrunc(x, t);
+  }
+
+  Value *literal(DType d, double v) {
+    if (is_float(d)) {
+      HostTensor rounded = HostTensor::scalar(d, v);
+      return llvm::ConstantFP::get(compute_type(mod_.ctx, d), rounded.get_f64(0));
+    }
+    HostTensor t = HostTensor::scalar(d, v);
+    if (d == DType::boolean)
+      return b_.getInt1(t.get_i64(0) != 0);
+    return llvm::ConstantInt::get(compute_type(mod_.ctx, d), t.get_i64(0), true);
+  }
+
+  // -- reductions --
+
+  Value *reduction(const Node &node, const Index &out_idx) {
+    const std::string &op = node.op;
+    ValueId x = node.operands[0];
+    const Shape &xs = g_.type_of(x).shape;
+    int64_t rank = static_cast<int64_t>(xs.size());
+    DType d = g_.type_of(x).dtype;
+    bool keep = node.attrs.get_bool("keepdims");
+    std::vector<bool> reduced(rank, false);
+    if (op == "argmax" || op == "argmin") {
+      int64_t axis = node.attrs.get_int("axis");
+      reduced[axis < 0 ? axis + rank : axis] = true;
+    } else {
+      std::vector<int64_t> axes = node.attrs.get_ints("axes");
+      if (axes.empty())
+        std::fill(reduced.begin(), reduced.end(), true);
+      for (int64_t a : axes)
+        reduced[a < 0 ? a + rank : a] = true;
+    }
+    std::vector<Value *> extents;
+    Value *count = b_.getInt64(1);
+    for (int64_t dd = 0; dd < rank; ++dd)
+      if (reduced[dd]) {
+        extents.push_back(dim(xs[dd]));
+        count = b_.CreateMul(count, extents.back());
+      }
+    // Operand index from the output index and the reduction loop indices.
+    auto operand_index = [&](const Index &inner) {
+      Index idx;
+      size_t o = 0, k = 0;
+      for (int64_t dd = 0; dd < rank; ++dd) {
+        if (reduced[dd]) {
+          idx.push_back(inner[k++]);
+          if (keep)
+            ++o;
+        } else {
+          idx.push_back(out_idx[o++]);
+        }
+      }
+      return idx;
+    };
+    bool fp = is_float(d);
+    if (op == "argmax" || op == "argmin") {
+      bool max = op == "argmax";
+      llvm::Type *t = compute_type(mod_.ctx, d);
+      Value *best = local(t), *best_i = local(b_.getInt64Ty()), *first = local(b_.getInt1Ty());
+      b_.CreateStore(b_.getInt1(true), first);
+      b_.CreateStore(b_.getInt64(0), best_i);
+      b_.CreateStore(llvm::Constant::getNullValue(t), best);
+      loop_nest(extents, [&](const Index &inner) {
+        Value *v = element(x, operand_index(inner));
+        Value *bv = b_.CreateLoad(t, best);
+        Value *take;
+        if (fp) {
+          Value *better = max ? b_.CreateFCmpOGT(v, bv) : b_.CreateFCmpOLT(v, bv);
+          // The first NaN wins and stays.
+          take = b_.CreateAnd(b_.CreateNot(b_.CreateFCmpUNO(bv, bv)), b_.CreateOr(b_.CreateFCmpUNO(v, v), better));
+        } else {
+          take = max ? b_.CreateICmpSGT(v, bv) : b_.CreateICmpSLT(v, bv);
+        }
+        take = b_.CreateOr(take, b_.CreateLoad(b_.getInt1Ty(), first));
+        b_.CreateStore(b_.getInt1(false), first);
+        b_.CreateStore(b_.CreateSelect(take, v, bv), best);
+        b_.CreateStore(b_.CreateSelect(take, inner[0], b_.CreateLoad(b_.getInt64Ty(), best_i)), best_i);
+      });
+      return b_.CreateLoad(b_.getInt64Ty(), best_i);
+    }
+    if (op == "max" || op == "min") {
+      bool max = op == "max";
+      llvm::Type *t = compute_type(mod_.ctx, d);
+      Value *acc = local(t), *first = local(b_.getInt1Ty());
+      b_.CreateStore(b_.getInt1(true), first);
+      b_.CreateStore(llvm::Constant::getNullValue(t), acc);
+      loop_nest(extents, [&](const Index &inner) {
+        Value *v = element(x, operand_index(inner));
+        Value *a = b_.CreateLoad(t, acc);
+        Value *take;
+        if (fp)
+          take = b_.CreateAnd(b_.CreateNot(b_.CreateFCmpUNO(a, a)),
+                              b_.CreateOr(b_.CreateFCmpUNO(v, v), max ? b_.CreateFCmpOGT(v, a) : b_.CreateFCmpOLT(v, a)));
+        else
+          take = max ? b_.CreateICmpSGT(v, a) : b_.CreateICmpSLT(v, a);
+        take = b_.CreateOr(take, b_.CreateLoad(b_.getInt1Ty(), first));
+        b_.CreateStore(b_.getInt1(false), first);
+        b_.CreateStore(b_.CreateSelect(take, v, a), acc);
+      });
+      return b_.CreateLoad(t, acc);
+    }
+    // sum, mean, prod: floats accumulate in double, integers in i64 (wrapping).
+    bool prod = op == "prod";
+    llvm::Type *acc_t = fp ? b_.getDoubleTy() : b_.getInt64Ty();
+    Value *acc = local(acc_t);
+    b_.CreateStore(fp ? static_cast<Value *>(llvm::ConstantFP::get(acc_t, prod ? 1.0 : 0.0))
+                      : b_.getInt64(prod ? 1 : 0),
+                   acc);
+    llvm::FastMathFlags fmf;
+    fmf.setAllowReassoc();
+    loop_nest(extents, [&](const Index &inner) {
+      Value *v = element(x, operand_index(inner));
+      Value *a = b_.CreateLoad(acc_t, acc);
+      Value *r;
+      if (fp) {
+        v = b_.CreateFPExt(v, acc_t);
+        r = prod ? b_.CreateFMul(a, v) : b_.CreateFAdd(a, v);
+        llvm::cast<llvm::Instruction>(r)->setFastMathFlags(fmf); // lets the loop vectorize
+      } else {
+        v = d == DType::boolean ? b_.CreateZExt(v, acc_t) : b_.CreateSExt(v, acc_t);
+        r = prod ? b_.CreateMul(a, v) : b_.CreateAdd(a, v);
+      }
+      b_.CreateStore(r, acc);
+    });
+    Value *result = b_.CreateLoad(acc_t, acc);
+    if (op == "mean")
+      result = b_.CreateFDiv(result, b_.CreateSIToFP(count, acc_t));
+    llvm::Type *t = compute_type(mod_.ctx, g_.type_of(node.results[0]).dtype);
+    return fp ? b_.CreateFPTrunc(result, t) : b_.CreateTrunc(result, t);
+  }
+
+  // -- shape ops --
+
+  Value *shape_op(const Node &node, size_t result, const Index &idx) {
+    const std::string &op = node.op;
+    ValueId x = node.operands.empty() ? 0 : node.operands[0];
+    ValueId out = node.results[result];
+    const Shape &os = g_.type_of(out).shape;
+    if (op == "reshape") {
+      // Linearize in the output shape, unravel in the input shape.
+      Value *lin = linear_index(idx, dims_of(out));
+      std::vector<Value *> in_dims = dims_of(x);
+      Index in(in_dims.size());
+      for (size_t d = in_dims.size(); d-- > 0;) {
+        in[d] = b_.CreateURem(lin, in_dims[d]);
+        lin = b_.CreateUDiv(lin, in_dims[d]);
+      }
+      return element(x, in);
+    }
+    if (op == "squeeze" || op == "unsqueeze") {
+      // Drop (or skip) size-1 dims: map the remaining ones in order.
+      const Shape &xs = g_.type_of(x).shape;
+      Index in;
+      if (op == "unsqueeze") {
+        std::vector<int64_t> axes = node.attrs.get_ints("axes");
+        std::set<int64_t> inserted;
+        for (int64_t a : axes)
+          inserted.insert(a < 0 ? a + static_cast<int64_t>(os.size()) : a);
+        for (size_t d = 0; d < os.size(); ++d)
+          if (!inserted.count(static_cast<int64_t>(d)))
+            in.push_back(idx[d]);
+      } else {
+        std::vector<int64_t> axes = node.attrs.get_ints("axes");
+        std::set<int64_t> removed;
+        for (int64_t a : axes)
+          removed.insert(a < 0 ? a + static_cast<int64_t>(xs.size()) : a);
+        if (axes.empty())
+          for (size_t d = 0; d < xs.size(); ++d)
+            if (xs[d].is_static() && xs[d].value() == 1)
+              removed.insert(static_cast<int64_t>(d));
+        size_t o = 0;
+        for (size_t d = 0; d < xs.size(); ++d)
+          in.push_back(removed.count(static_cast<int64_t>(d)) ? b_.getInt64(0) : idx[o++]);
+      }
+      return element(x, in);
+    }
+    if (op == "transpose") {
+      std::vector<int64_t> perm = node.attrs.get_ints("perm");
+      size_t rank = os.size();
+      if (perm.empty())
+        for (size_t d = 0; d < rank; ++d)
+          perm.push_back(static_cast<int64_t>(rank - 1 - d));
+      Index in(rank);
+      for (size_t d = 0; d < rank; ++d)
+        in[perm[d] < 0 ? perm[d] + static_cast<int64_t>(rank) : perm[d]] = idx[d];
+      return element(x, in);
+    }
+    if (op == "broadcast_to")
+      return element(x, broadcast(x, os, idx));
+    if (op == "tile") {
+      std::vector<Value *> in_dims = dims_of(x);
+      Index in;
+      for (size_t d = 0; d < idx.size(); ++d)
+        in.push_back(b_.CreateURem(idx[d], in_dims[d]));
+      return element(x, in);
+    }
+    if (op == "slice") {
+      Index in = idx;
+      const Shape &xs = g_.type_of(x).shape;
+      std::vector<int64_t> starts = node.attrs.get_ints("starts"), ends = node.attrs.get_ints("ends"),
+                           axes = node.attrs.get_ints("axes"), steps = node.attrs.get_ints("steps");
+      for (size_t k = 0; k < starts.size(); ++k) {
+        int64_t axis = axes.empty() ? static_cast<int64_t>(k) : axes[k];
+        if (axis < 0)
+          axis += static_cast<int64_t>(xs.size());
+        int64_t step = steps.empty() ? 1 : steps[k];
+        if (!xs[axis].is_static())
+          continue; // only the full range is allowed on symbolic dims
+        int64_t n = xs[axis].value(), s = starts[k];
+        if (s < 0)
+          s += n;
+        s = step > 0 ? std::clamp<int64_t>(s, 0, n) : std::clamp<int64_t>(s, -1, n - 1);
+        in[axis] = b_.CreateAdd(b_.getInt64(s), b_.CreateMul(idx[axis], b_.getInt64(step)));
+      }
+      return element(x, in);
+    }
+    if (op == "split") {
+      int64_t axis = node.attrs.get_int("axis");
+      if (axis < 0)
+        axis += static_cast<int64_t>(os.size());
+      std::vector<int64_t> sizes = node.attrs.get_ints("sizes");
+      int64_t offset = 0;
+      for (size_t r = 0; r < result; ++r)
+        offset += sizes[r];
+      Index in = idx;
+      in[axis] = b_.CreateAdd(idx[axis], b_.getInt64(offset));
+      return element(x, in);
+    }
+    if (op == "concat") {
+      int64_t axis = node.attrs.get_int("axis");
+      if (axis < 0)
+        axis += static_cast<int64_t>(os.size());
+      // Every operand's element at a clamped (in-bounds) index, then select.
+      Value *offset = b_.getInt64(0);
+      Value *result_v = nullptr;
+      for (size_t k = 0; k < node.operands.size(); ++k) {
+        ValueId xk = node.operands[k];
+        Value *extent = dim(g_.type_of(xk).shape[axis]);
+        Value *local_i = b_.CreateSub(idx[axis], offset);
+        Value *in_range = b_.CreateAnd(b_.CreateICmpSGE(local_i, b_.getInt64(0)), b_.CreateICmpSLT(local_i, extent));
+        Value *clamped = b_.CreateSelect(in_range, local_i, b_.getInt64(0));
+        Index in = idx;
+        in[axis] = clamped;
+        Value *e = extent_is_zero(xk, axis) ? nullptr : element(xk, in);
+        if (e)
+          result_v = result_v ? b_.CreateSelect(in_range, e, result_v) : e;
+        offset = b_.CreateAdd(offset, extent);
+      }
+      return result_v ? result_v : literal(g_.type_of(out).dtype, 0.0); // every operand empty
+    }
+    if (op == "pad") {
+      std::vector<int64_t> pads = node.attrs.get_ints("pads");
+      std::vector<Value *> in_dims = dims_of(x);
+      Index in;
+      Value *inside = b_.getInt1(true);
+      for (size_t d = 0; d < idx.size(); ++d) {
+        Value *i = b_.CreateSub(idx[d], b_.getInt64(pads[2 * d]));
+        Value *ok = b_.CreateAnd(b_.CreateICmpSGE(i, b_.getInt64(0)), b_.CreateICmpSLT(i, in_dims[d]));
+        inside = b_.CreateAnd(inside, ok);
+        in.push_back(b_.CreateSelect(ok, i, b_.getInt64(0)));
+      }
+      DType d = g_.type_of(out).dtype;
+      if (shape_numel(g_.type_of(x).shape) == Dim(0)) // nothing to read: all padding
+        return literal(d, node.attrs.get_real("value"));
+      return b_.CreateSelect(inside, element(x, in), literal(d, node.attrs.get_real("value")));
+    }
+    if (op == "gather") {
+      int64_t axis = node.attrs.get_int("axis");
+      const Shape &xs = g_.type_of(x).shape;
+      if (axis < 0)
+        axis += static_cast<int64_t>(xs.size());
+      ValueId ids = node.operands[1];
+      size_t id_rank = g_.type_of(ids).shape.size();
+      Index id_idx(idx.begin() + axis, idx.begin() + axis + static_cast<long>(id_rank));
+      Value *i = b_.CreateSExt(element(ids, id_idx), b_.getInt64Ty());
+      Value *n = dim(xs[axis]);
+      i = b_.CreateSelect(b_.CreateICmpSLT(i, b_.getInt64(0)), b_.CreateAdd(i, n), i);
+      // Out-of-range indices clamp (the interpreter reports them as errors).
+      i = b_.CreateSelect(b_.CreateICmpSLT(i, b_.getInt64(0)), b_.getInt64(0), i);
+      i = b_.CreateSelect(b_.CreateICmpSGE(i, n), b_.CreateSub(n, b_.getInt64(1)), i);
+      Index in(idx.begin(), idx.begin() + axis);
+      in.push_back(i);
+      in.insert(in.end(), idx.begin() + axis + static_cast<long>(id_rank), idx.end());
+      return element(x, in);
+    }
+    return nullptr;
+  }
+
+  bool extent_is_zero(ValueId v, int64_t axis) {
+    const Dim &d = g_.type_of(v).shape[axis];
+    return d.is_static() && d.value() == 0;
+  }
+
+  // -- convolution and pooling (NCHW) --
+
+  static std::array<int64_t, 4> padding4(const Attrs &a) {
+    std::vector<int64_t> p = a.get_ints("padding");
+    if (p.size() == 2)
+      return {p[0], p[1], p[0], p[1]};
+    return {p[0], p[1], p[2], p[3]};
+  }
+
+  Value *convolution(const Node &node, const Index &idx) {
+    bool transposed = node.op == "conv_transpose2d";
+    ValueId x = node.operands[0], w = node.operands[1];
+    const Shape &xs = g_.type_of(x).shape, &ws = g_.type_of(w).shape;
+    std::vector<int64_t> stride = node.attrs.get_ints("stride"), dil = node.attrs.get_ints("dilation");
+    auto pad = padding4(node.attrs);
+    int64_t groups = node.attrs.get_int("groups");
+    int64_t C = xs[1].value(), H = xs[2].value(), W = xs[3].value(), KH = ws[2].value(), KW = ws[3].value();
+    int64_t out_channels = g_.type_of(node.results[0]).shape[1].value();
+    int64_t cin_g = C / groups, cout_g = out_channels / groups;
+    Value *acc = local(b_.getDoubleTy());
+    b_.CreateStore(llvm::ConstantFP::get(b_.getDoubleTy(), 0.0), acc);
+    Value *n = idx[0], *o = idx[1], *oy = idx[2], *ox = idx[3];
+    Value *group = b_.CreateUDiv(o, b_.getInt64(cout_g));
+    Value *o_in_group = b_.CreateURem(o, b_.getInt64(cout_g));
+    loop_nest({b_.getInt64(cin_g), b_.getInt64(KH), b_.getInt64(KW)}, [&](const Index &k) {
+      Value *c = b_.CreateAdd(b_.CreateMul(group, b_.getInt64(cin_g)), k[0]);
+      Value *iy, *ix, *ok;
+      if (!transposed) {
+        iy = b_.CreateAdd(b_.CreateSub(b_.CreateMul(oy, b_.getInt64(stride[0])), b_.getInt64(pad[0])),
+                          b_.CreateMul(k[1], b_.getInt64(dil[0])));
+        ix = b_.CreateAdd(b_.CreateSub(b_.CreateMul(ox, b_.getInt64(stride[1])), b_.getInt64(pad[1])),
+                          b_.CreateMul(k[2], b_.getInt64(dil[1])));
+        ok = in_bounds(iy, H, ix, W);
+      } else {
+        // out = in*stride - pad + k*dil  ⇒  in = (out + pad - k*dil) / stride when exact.
+        Value *ty = b_.CreateSub(b_.CreateAdd(oy, b_.getInt64(pad[0])), b_.CreateMul(k[1], b_.getInt64(dil[0])));
+        Value *tx = b_.CreateSub(b_.CreateAdd(ox, b_.getInt64(pad[1])), b_.CreateMul(k[2], b_.getInt64(dil[1])));
+        Value *exact = b_.CreateAnd(b_.CreateICmpEQ(b_.CreateSRem(ty, b_.getInt64(stride[0])), b_.getInt64(0)),
+                                    b_.CreateICmpEQ(b_.CreateSRem(tx, b_.getInt64(stride[1])), b_.getInt64(0)));
+        iy = b_.CreateSDiv(ty, b_.getInt64(stride[0]));
+        ix = b_.CreateSDiv(tx, b_.getInt64(stride[1]));
+        ok = b_.CreateAnd(exact, in_bounds(iy, H, ix, W));
+        // weight [C_in, O/groups, kh, kw]
+      }
+      Value *cy = b_.CreateSelect(ok, iy, b_.getInt64(0));
+      Value *cx = b_.CreateSelect(ok, ix, b_.getInt64(0));
+      Value *xv = element(x, {n, c, cy, cx});
+      Value *wv = transposed ? element(w, {c, o_in_group, k[1], k[2]}) : element(w, {o, k[0], k[1], k[2]});
+      Value *prod = b_.CreateFMul(b_.CreateFPExt(xv, b_.getDoubleTy()), b_.CreateFPExt(wv, b_.getDoubleTy()));
+      Value *a = b_.CreateLoad(b_.getDoubleTy(), acc);
+      b_.CreateStore(b_.CreateSelect(ok, b_.CreateFAdd(a, prod), a), acc);
+    });
+    Value *result = b_.CreateLoad(b_.getDoubleTy(), acc);
+    if (node.operands.size() > 2)
+      result = b_.CreateFAdd(result, b_.CreateFPExt(element(node.operands[2], {o}), b_.getDoubleTy()));
+    return b_.CreateFPTrunc(result, compute_type(mod_.ctx, g_.type_of(node.results[0]).dtype));
+  }
+
+  Value *in_bounds(Value *y, int64_t H, Value *x, int64_t W) {
+    return b_.CreateAnd(b_.CreateAnd(b_.CreateICmpSGE(y, b_.getInt64(0)), b_.CreateICmpSLT(y, b_.getInt64(H))),
+                        b_.CreateAnd(b_.CreateICmpSGE(x, b_.getInt64(0)), b_.CreateICmpSLT(x, b_.getInt64(W))));
+  }
+
+  Value *pooling(const Node &node, const Index &idx) {
+    bool is_max = node.op == "max_pool2d";
+    ValueId x = node.operands[0];
+    const Shape &xs = g_.type_of(x).shape;
+    std::vector<int64_t> kernel = node.attrs.get_ints("kernel"), stride = node.attrs.get_ints("stride");
+    if (stride.empty())
+      stride = kernel;
+    auto pad = padding4(node.attrs);
+    int64_t H = xs[2].value(), W = xs[3].value();
+    bool include_pad = !is_max && node.attrs.get_bool("count_include_pad");
+    llvm::Type *dt = b_.getDoubleTy();
+    Value *acc = local(dt), *count = local(b_.getInt64Ty());
+    b_.CreateStore(llvm::ConstantFP::get(dt, is_max ? -INFINITY : 0.0), acc);
+    b_.CreateStore(b_.getInt64(0), count);
+    loop_nest({b_.getInt64(kernel[0]), b_.getInt64(kernel[1])}, [&](const Index &k) {
+      Value *iy = b_.CreateAdd(b_.CreateSub(b_.CreateMul(idx[2], b_.getInt64(stride[0])), b_.getInt64(pad[0])), k[0]);
+      Value *ix = b_.CreateAdd(b_.CreateSub(b_.CreateMul(idx[3], b_.getInt64(stride[1])), b_.getInt64(pad[1])), k[1]);
+      Value *ok = in_bounds(iy, H, ix, W);
+      Value *v = b_.CreateFPExt(element(x, {idx[0], idx[1], b_.CreateSelect(ok, iy, b_.getInt64(0)),
+                                            b_.CreateSelect(ok, ix, b_.getInt64(0))}),
+                                dt);
+      Value *a = b_.CreateLoad(dt, acc);
+      Value *next;
+      if (is_max) // NaN propagates: once NaN, stays NaN
+        next = b_.CreateSelect(b_.CreateOr(b_.CreateFCmpUNO(v, v), b_.CreateFCmpOGT(v, a)), v, a);
+      else
+        next = b_.CreateFAdd(a, v);
+      next = b_.CreateSelect(b_.CreateFCmpUNO(a, a), a, next);
+      b_.CreateStore(b_.CreateSelect(ok, next, a), acc);
+      b_.CreateStore(b_.CreateAdd(b_.CreateLoad(b_.getInt64Ty(), count), b_.CreateZExt(ok, b_.getInt64Ty())), count);
+    });
+    Value *result = b_.CreateLoad(dt, acc);
+    if (!is_max) {
+      Value *divisor = include_pad ? static_cast<Value *>(llvm::ConstantFP::get(dt, double(kernel[0] * kernel[1])))
+                                   : b_.CreateSIToFP(b_.CreateLoad(b_.getInt64Ty(), count), dt);
+      result = b_.CreateFDiv(result, divisor);
+    }
+    return b_.CreateFPTrunc(result, compute_type(mod_.ctx, g_.type_of(node.results[0]).dtype));
+  }
+
+  // ---- workspace size ----
+
+  void emit_workspace_size_function() {
+    llvm::Function *fn = fns_.workspace_size;
+    auto *bb = llvm::BasicBlock::Create(mod_.ctx, "entry", fn);
+    // Reuse the entry-block machinery with a temporary builder state.
+    dims_ = fn->getArg(0);
+    entry_b_.SetInsertPoint(bb);
+    b_.SetInsertPoint(bb);
+    Value *total = entry_b_.getInt64(0);
+    for (const WorkspaceSlot &s : plan_.slots)
+      total = entry_b_.CreateAnd(entry_b_.CreateAdd(total, entry_b_.CreateAdd(dim(s.bytes), entry_b_.getInt64(63))),
+                                 entry_b_.getInt64(~int64_t(63)));
+    Value *callees = entry_b_.getInt64(0);
+    std::set<const Graph *> seen;
+    for (const Node &n : g_.nodes())
+      if (n.op == "call") {
+        const Graph *callee = g_.find_subgraph(n.attrs.get_string("callee"));
+        if (!seen.insert(callee).second)
+          continue;
+        Value *need = entry_b_.CreateCall(mod_.functions.at(callee).workspace_size, {dims_});
+        callees = entry_b_.CreateSelect(entry_b_.CreateICmpUGT(need, callees), need, callees);
+      }
+    entry_b_.CreateRet(entry_b_.CreateAdd(total, callees));
+    // Reset caches that belong to the size function.
+    symbol_values_.clear();
+    dim_values_.clear();
+  }
+
+  Module &mod_;
+  const Graph &g_;
+  LoweringPlan plan_;
+  EmittedGraph fns_;
+  llvm::IRBuilder<> b_;
+  llvm::IRBuilder<> entry_b_;
+  llvm::Instruction *entry_br_ = nullptr;
+  Value *buffers_ = nullptr, *dims_ = nullptr, *workspace_ = nullptr;
+  std::map<std::string, Value *> symbol_values_, dim_values_;
+  std::map<size_t, Value *> buffer_args_;
+  std::map<ValueId, Value *> temp_pointers_;
+  std::vector<Value *> slot_offsets_;
+  Value *slots_end_ = nullptr;
+};
+
+void collect(const Graph &g, std::set<std::string> &out) {
+  for (size_t v = 0; v < g.num_values(); ++v)
+    for (const Dim &d : g.type_of(static_cast<ValueId>(v)).shape)
+      for (const std::string &s : d.symbols())
+        out.insert(s);
+  for (const Node &n : g.nodes())
+    if (const AttrValue *a = n.attrs.find("shape"))
+      if (auto *shape = std::get_if<Shape>(a))
+        for (const Dim &d : *shape)
+          for (const std::string &s : d.symbols())
+            out.insert(s);
+}
+
+} // namespace
+
+std::vector<std::string> collect_symbols(const Graph &graph) {
+  std::set<std::string> out;
+  collect(graph, out);
+  for (const auto &[name, sub] : graph.subgraphs())
+    collect(*sub, out);
+  return {out.begin(), out.end()};
+}
+
+EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
+                                  const std::vector<std::string> &symbols) {
+  Module mod{module, module.getContext(), prefix, symbols, {}, {}};
+  llvm::LLVMContext &c = mod.ctx;
+  auto *ptr = llvm::PointerType::getUnqual(c);
+  auto *run_type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr, ptr, ptr}, false);
+  auto *size_type = llvm::FunctionType::get(llvm::Type::getInt64Ty(c), {ptr}, false);
+  auto declare = [&](const Graph &g, const std::string &tag) {
+    EmittedGraph fns;
+    fns.run = llvm::Function::Create(run_type, llvm::GlobalValue::InternalLinkage, prefix + ".graph." + tag, module);
+    fns.workspace_size =
+        llvm::Function::Create(size_type, llvm::GlobalValue::InternalLinkage, prefix + ".workspace." + tag, module);
+    for (unsigned i = 0; i < 3; ++i)
+      fns.run->addParamAttr(i, llvm::Attribute::NoUndef);
+    fns.run->addFnAttr(llvm::Attribute::NoUnwind);
+    fns.workspace_size->addFnAttr(llvm::Attribute::NoUnwind);
+    mod.functions[&g] = fns;
+  };
+  for (const auto &[name, sub] : root.subgraphs())
+    declare(*sub, "sub." + name);
+  declare(root, "main");
+  // Subgraphs first (sorted by name), so output is deterministic.
+  for (const auto &[name, sub] : root.subgraphs())
+    FunctionEmitter(mod, *sub, mod.functions.at(sub.get())).emit();
+  FunctionEmitter(mod, root, mod.functions.at(&root)).emit();
+  return mod.functions.at(&root);
+}
+
+} // namespace maxc::codegen

@@ -1,0 +1,41 @@
+// Lowers a (decomposed) Graph and its subgraphs to LLVM functions.
+//
+// Every graph becomes
+//   void @<prefix>.graph.<name>(ptr %buffers, ptr %dims, ptr %workspace)
+//   i64  @<prefix>.workspace.<name>(ptr %dims)
+// where %buffers holds one pointer per graph input then per output, %dims
+// one i64 per symbolic dim (in `symbols` order), and %workspace the
+// temporaries' memory (64-byte aligned). A subgraph is one function, called
+// once per `call` node with that call's buffers: code size does not grow with
+// the number of repeated layers.
+//
+// Inside a function, each kernel of the LoweringPlan is a loop nest over its
+// output; values marked `fused` are recomputed inside the loops that read
+// them, by the elemental emitters (one output element from operand elements,
+// after XLA's elemental IR emitter).
+#pragma once
+
+#include "maxc/IR/Graph.h"
+
+#include <string>
+#include <vector>
+
+namespace llvm {
+class Function;
+class Module;
+} // namespace llvm
+
+namespace maxc::codegen {
+
+struct EmittedGraph {
+  llvm::Function *run = nullptr;
+  llvm::Function *workspace_size = nullptr;
+};
+
+EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
+                                  const std::vector<std::string> &symbols);
+
+/// Every symbolic dim used anywhere in the graph or its subgraphs, sorted.
+std::vector<std::string> collect_symbols(const Graph &graph);
+
+} // namespace maxc::codegen

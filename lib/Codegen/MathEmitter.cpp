@@ -1,0 +1,130 @@
+#include "MathEmitter.h"
+
+#include <llvm/IR/Intrinsics.h>
+
+#include <cmath>
+#include <vector>
+
+namespace maxc::codegen {
+
+using llvm::Value;
+
+namespace {
+
+Value *f32(llvm::IRBuilder<> &b, double v) { return llvm::ConstantFP::get(b.getFloatTy(), v); }
+
+// Horner evaluation of c[0] + c[1]*x + c[2]*x^2 + ...
+Value *horner(llvm::IRBuilder<> &b, Value *x, std::initializer_list<double> coeffs) {
+  std::vector<double> c(coeffs);
+  Value *acc = f32(b, c.back());
+  for (size_t i = c.size() - 1; i-- > 0;)
+    acc = b.CreateFAdd(b.CreateFMul(acc, x), f32(b, c[i]));
+  return acc;
+}
+
+Value *is_nan(llvm::IRBuilder<> &b, Value *x) { return b.CreateFCmpUNO(x, x); }
+
+// exp on the clamped range [-87, ln(FLT_MAX)]: 2^n * exp(r), n = round(x / ln2),
+// r = x - n*ln2 with ln2 split in two (Cody–Waite), exp(r) by its Taylor
+// polynomial to degree 7 on |r| ≤ ln2/2 (truncation < 1e-9 relative).
+Value *exp_core(llvm::IRBuilder<> &b, Value *x) {
+  Value *clamped = b.CreateMaxNum(b.CreateMinNum(x, f32(b, 88.72283935546875)), f32(b, -87.0));
+  Value *n = b.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, b.CreateFMul(clamped, f32(b, 1.4426950408889634)));
+  Value *r = b.CreateFSub(clamped, b.CreateFMul(n, f32(b, 0.693145751953125)));
+  r = b.CreateFSub(r, b.CreateFMul(n, f32(b, 1.428606765330187e-06)));
+  Value *p = horner(b, r, {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040});
+  // 2^n in two halves so that n = 128 or -126 stays representable.
+  Value *ni = b.CreateFPToSI(n, b.getInt32Ty());
+  Value *n1 = b.CreateAShr(ni, 1);
+  Value *n2 = b.CreateSub(ni, n1);
+  auto pow2 = [&](Value *k) {
+    return b.CreateBitCast(b.CreateShl(b.CreateAdd(k, b.getInt32(127)), 23), b.getFloatTy());
+  };
+  return b.CreateFMul(b.CreateFMul(p, pow2(n1)), pow2(n2));
+}
+
+} // namespace
+
+Value *emit_exp_f32(llvm::IRBuilder<> &b, Value *x) {
+  // Below -87 the result is denormal: compute exp(x + 40) * e^-40, which
+  // rounds through the denormals to 0 like libm.
+  Value *low = b.CreateFMul(exp_core(b, b.CreateFAdd(x, f32(b, 40.0))), f32(b, 4.248354255291589e-18));
+  Value *result = b.CreateSelect(b.CreateFCmpOLT(x, f32(b, -87.0)), low, exp_core(b, x));
+  result = b.CreateSelect(b.CreateFCmpOGT(x, f32(b, 88.72283935546875)), f32(b, INFINITY), result);
+  return b.CreateSelect(is_nan(b, x), x, result);
+}
+
+// log(x) = e*ln2 + log(m), x = m * 2^e with m in [sqrt(1/2), sqrt(2));
+// log(m) = 2 atanh(s), s = (m-1)/(m+1), |s| ≤ 0.172, by its odd series.
+Value *emit_log_f32(llvm::IRBuilder<> &b, Value *x) {
+  llvm::Type *i32 = b.getInt32Ty();
+  // Scale denormals into the normal range first.
+  Value *denormal = b.CreateFCmpOLT(x, f32(b, 1.1754943508222875e-38));
+  Value *scaled = b.CreateSelect(denormal, b.CreateFMul(x, f32(b, 8388608.0)), x);
+  Value *bits = b.CreateBitCast(scaled, i32);
+  Value *e = b.CreateSub(b.CreateLShr(bits, 23), b.getInt32(127));
+  Value *m = b.CreateBitCast(b.CreateOr(b.CreateAnd(bits, b.getInt32(0x007fffff)), b.getInt32(0x3f800000)),
+                             b.getFloatTy()); // [1, 2)
+  Value *big = b.CreateFCmpOGT(m, f32(b, 1.4142135623730951));
+  m = b.CreateSelect(big, b.CreateFMul(m, f32(b, 0.5)), m);
+  e = b.CreateSelect(big, b.CreateAdd(e, b.getInt32(1)), e);
+  e = b.CreateSelect(denormal, b.CreateSub(e, b.getInt32(23)), e);
+  Value *s = b.CreateFDiv(b.CreateFSub(m, f32(b, 1.0)), b.CreateFAdd(m, f32(b, 1.0)));
+  Value *s2 = b.CreateFMul(s, s);
+  Value *series = horner(b, s2, {2.0, 2.0 / 3, 2.0 / 5, 2.0 / 7, 2.0 / 9, 2.0 / 11});
+  Value *ef = b.CreateSIToFP(e, b.getFloatTy());
+  Value *result = b.CreateFAdd(b.CreateFMul(ef, f32(b, 0.693145751953125)), b.CreateFMul(s, series));
+  result = b.CreateFAdd(result, b.CreateFMul(ef, f32(b, 1.428606765330187e-06)));
+  result = b.CreateSelect(b.CreateFCmpOEQ(x, f32(b, 0.0)), f32(b, -INFINITY), result);
+  result = b.CreateSelect(b.CreateFCmpOLT(x, f32(b, 0.0)), f32(b, NAN), result);
+  result = b.CreateSelect(b.CreateFCmpOEQ(x, f32(b, INFINITY)), x, result);
+  return b.CreateSelect(is_nan(b, x), x, result);
+}
+
+// tanh: the odd Taylor series for |x| < 0.5 (no cancellation near 0), else
+// 1 - 2/(exp(2|x|) + 1) with the sign restored.
+Value *emit_tanh_f32(llvm::IRBuilder<> &b, Value *x) {
+  Value *ax = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+  Value *x2 = b.CreateFMul(x, x);
+  Value *small = b.CreateFMul(
+      x, horner(b, x2,
+                {1.0, -1.0 / 3, 2.0 / 15, -17.0 / 315, 62.0 / 2835, -1382.0 / 155925, 21844.0 / 6081075,
+                 -929569.0 / 638512875}));
+  Value *e = emit_exp_f32(b, b.CreateFMul(ax, f32(b, 2.0)));
+  Value *large = b.CreateFSub(f32(b, 1.0), b.CreateFDiv(f32(b, 2.0), b.CreateFAdd(e, f32(b, 1.0))));
+  large = b.CreateCopySign(large, x);
+  Value *result = b.CreateSelect(b.CreateFCmpOLT(ax, f32(b, 0.5)), small, large);
+  return b.CreateSelect(is_nan(b, x), x, result);
+}
+
+// erf: the Maclaurin series for |x| < 1; beyond, 1 - erfc with Abramowitz &
+// Stegun 7.1.26 (absolute error 1.5e-7), sign restored; ±1 past |x| = 4.
+Value *emit_erf_f32(llvm::IRBuilder<> &b, Value *x) {
+  Value *ax = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+  Value *x2 = b.CreateFMul(x, x);
+  // 2/sqrt(pi) * sum (-1)^n x^(2n+1) / (n! (2n+1))
+  std::vector<double> c;
+  double fact = 1;
+  for (int n = 0; n < 12; ++n) {
+    if (n > 0)
+      fact *= n;
+    c.push_back((n % 2 ? -1.0 : 1.0) / (fact * (2 * n + 1)) * 1.1283791670955126);
+  }
+  Value *acc = f32(b, c.back());
+  for (size_t i = c.size() - 1; i-- > 0;)
+    acc = b.CreateFAdd(b.CreateFMul(acc, x2), f32(b, c[i]));
+  Value *small = b.CreateFMul(x, acc);
+  Value *t = b.CreateFDiv(f32(b, 1.0), b.CreateFAdd(f32(b, 1.0), b.CreateFMul(ax, f32(b, 0.3275911))));
+  Value *poly = b.CreateFMul(t, horner(b, t, {0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429}));
+  Value *large = b.CreateFSub(f32(b, 1.0), b.CreateFMul(poly, emit_exp_f32(b, b.CreateFNeg(b.CreateFMul(ax, ax)))));
+  large = b.CreateSelect(b.CreateFCmpOGT(ax, f32(b, 4.0)), f32(b, 1.0), large);
+  large = b.CreateCopySign(large, x);
+  Value *result = b.CreateSelect(b.CreateFCmpOLT(ax, f32(b, 1.0)), small, large);
+  return b.CreateSelect(is_nan(b, x), x, result);
+}
+
+Value *emit_sigmoid_f32(llvm::IRBuilder<> &b, Value *x) {
+  return b.CreateFDiv(f32(b, 1.0), b.CreateFAdd(f32(b, 1.0), emit_exp_f32(b, b.CreateFNeg(x))));
+}
+
+} // namespace maxc::codegen

@@ -1,0 +1,215 @@
+#include "maxc/Codegen/ModelCompiler.h"
+
+#include "KernelEmitter.h"
+#include "maxc/Codegen/ObjectEmitter.h"
+#include "maxc/Support/Error.h"
+#include "maxc/Transforms/Decompose.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <cctype>
+#include <set>
+
+namespace maxc {
+
+bool is_c_identifier(const std::string &name) {
+  static const std::set<std::string> keywords = {
+      "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
+      "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
+      "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "bool",
+      "true", "false", "class", "namespace", "template", "new", "delete", "this", "operator", "private", "public"};
+  if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_'))
+    return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
+      return false;
+  return !keywords.count(name);
+}
+
+// Input names may contain '.' or '-' ("h.0"); C needs identifiers.
+static std::string c_name(const std::string &name, const std::string &fallback) {
+  std::string out;
+  for (char c : name)
+    out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0])))
+    out = fallback + (out.empty() ? "" : "_" + out);
+  if (!is_c_identifier(out))
+    out += "_";
+  return out;
+}
+
+ModelInterface describe_interface(const Graph &graph, const std::string &name) {
+  ModelInterface m;
+  m.name = name;
+  std::set<std::string> used;
+  auto unique = [&](std::string n) {
+    std::string candidate = n;
+    for (int i = 2; !used.insert(candidate).second; ++i)
+      candidate = n + "_" + std::to_string(i);
+    return candidate;
+  };
+  for (size_t i = 0; i < graph.input_ids().size(); ++i) {
+    ValueId id = graph.input_ids()[i];
+    m.inputs.push_back({unique(c_name(graph.value_info(id).name, "input" + std::to_string(i))), graph.type_of(id)});
+  }
+  for (size_t i = 0; i < graph.output_ids().size(); ++i) {
+    std::string n = i < graph.output_names().size() ? graph.output_names()[i] : "";
+    m.outputs.push_back({unique(c_name(n, "output" + std::to_string(i))), graph.type_of(graph.output_ids()[i])});
+  }
+  m.symbols = codegen::collect_symbols(graph);
+  for (const auto &[cname, data] : graph.constants())
+    m.constant_bytes += data.nbytes();
+  for (const auto &[sname, sub] : graph.subgraphs())
+    for (const auto &[cname, data] : sub->constants())
+      m.constant_bytes += data.nbytes();
+  m.subgraph_definitions = graph.subgraphs().size();
+  for (const Node &n : graph.nodes())
+    m.subgraph_calls += n.op == "call";
+  return m;
+}
+
+namespace {
+
+// The exported C entry points around the root graph function.
+void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::EmittedGraph root) {
+  llvm::LLVMContext &c = module.getContext();
+  llvm::IRBuilder<> b(c);
+  llvm::Type *i32 = b.getInt32Ty(), *i64 = b.getInt64Ty(), *ptr = b.getPtrTy();
+  size_t nbuf = m.inputs.size() + m.outputs.size(), ndims = m.symbols.size();
+  llvm::FunctionCallee malloc_fn = module.getOrInsertFunction("malloc", ptr, i64);
+  llvm::FunctionCallee free_fn = module.getOrInsertFunction("free", b.getVoidTy(), ptr);
+
+  // NAME_run_packed(buffers, dims, workspace)
+  auto *packed = llvm::Function::Create(llvm::FunctionType::get(i32, {ptr, ptr, ptr}, false),
+                                        llvm::GlobalValue::ExternalLinkage, m.name + "_run_packed", module);
+  {
+    auto *entry = llvm::BasicBlock::Create(c, "entry", packed);
+    b.SetInsertPoint(entry);
+    llvm::Value *buffers = packed->getArg(0), *dims = packed->getArg(1), *ws = packed->getArg(2);
+    auto fail_if = [&](llvm::Value *cond, RunStatus status) {
+      auto *bad = llvm::BasicBlock::Create(c, "fail", packed);
+      auto *ok = llvm::BasicBlock::Create(c, "ok", packed);
+      b.CreateCondBr(cond, bad, ok);
+      b.SetInsertPoint(bad);
+      b.CreateRet(b.getInt32(static_cast<int32_t>(status)));
+      b.SetInsertPoint(ok);
+    };
+    fail_if(b.CreateICmpEQ(buffers, llvm::ConstantPointerNull::get(b.getPtrTy())), RunStatus::null_pointer);
+    for (size_t i = 0; i < nbuf; ++i) {
+      llvm::Value *p = b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, buffers, i));
+      fail_if(b.CreateICmpEQ(p, llvm::ConstantPointerNull::get(b.getPtrTy())), RunStatus::null_pointer);
+    }
+    if (ndims) {
+      fail_if(b.CreateICmpEQ(dims, llvm::ConstantPointerNull::get(b.getPtrTy())), RunStatus::null_pointer);
+      for (size_t i = 0; i < ndims; ++i) {
+        llvm::Value *d = b.CreateLoad(i64, b.CreateConstGEP1_64(i64, dims, i));
+        // Dims are sizes: negative or absurd (> 2^40) values are rejected.
+        fail_if(b.CreateICmpUGT(d, b.getInt64(int64_t(1) << 40)), RunStatus::invalid_dim);
+      }
+    }
+    auto *own = llvm::BasicBlock::Create(c, "own_workspace", packed);
+    auto *given = llvm::BasicBlock::Create(c, "given_workspace", packed);
+    b.CreateCondBr(b.CreateICmpEQ(ws, llvm::ConstantPointerNull::get(b.getPtrTy())), own, given);
+    b.SetInsertPoint(given);
+    b.CreateCall(root.run, {buffers, dims, ws});
+    b.CreateRet(b.getInt32(0));
+    b.SetInsertPoint(own);
+    llvm::Value *size = b.CreateCall(root.workspace_size, {dims});
+    llvm::Value *mem = b.CreateCall(malloc_fn, {b.CreateAdd(size, b.getInt64(64))});
+    fail_if(b.CreateICmpEQ(mem, llvm::ConstantPointerNull::get(b.getPtrTy())), RunStatus::out_of_memory);
+    // Align to 64 bytes by hand (malloc gives 16).
+    llvm::Value *addr = b.CreatePtrToInt(mem, i64);
+    llvm::Value *aligned = b.CreateAnd(b.CreateAdd(addr, b.getInt64(63)), b.getInt64(~int64_t(63)));
+    b.CreateCall(root.run, {buffers, dims, b.CreateGEP(b.getInt8Ty(), mem, b.CreateSub(aligned, addr))});
+    b.CreateCall(free_fn, {mem});
+    b.CreateRet(b.getInt32(0));
+  }
+
+  // NAME_run(in..., out..., dims..., workspace)
+  std::vector<llvm::Type *> params(nbuf, ptr);
+  params.insert(params.end(), ndims, i64);
+  params.push_back(ptr);
+  auto *run = llvm::Function::Create(llvm::FunctionType::get(i32, params, false), llvm::GlobalValue::ExternalLinkage,
+                                     m.name + "_run", module);
+  {
+    b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", run));
+    llvm::Value *buffers = b.CreateAlloca(ptr, b.getInt64(static_cast<int64_t>(std::max<size_t>(nbuf, 1))));
+    llvm::Value *dims = b.CreateAlloca(i64, b.getInt64(static_cast<int64_t>(std::max<size_t>(ndims, 1))));
+    for (size_t i = 0; i < nbuf; ++i)
+      b.CreateStore(run->getArg(static_cast<unsigned>(i)), b.CreateConstGEP1_64(ptr, buffers, i));
+    for (size_t i = 0; i < ndims; ++i)
+      b.CreateStore(run->getArg(static_cast<unsigned>(nbuf + i)), b.CreateConstGEP1_64(i64, dims, i));
+    b.CreateRet(b.CreateCall(packed, {buffers, dims, run->getArg(static_cast<unsigned>(nbuf + ndims))}));
+  }
+
+  // NAME_workspace_size(dims...)
+  auto *size_fn = llvm::Function::Create(llvm::FunctionType::get(i64, std::vector<llvm::Type *>(ndims, i64), false),
+                                         llvm::GlobalValue::ExternalLinkage, m.name + "_workspace_size", module);
+  {
+    b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", size_fn));
+    llvm::Value *dims = b.CreateAlloca(i64, b.getInt64(static_cast<int64_t>(std::max<size_t>(ndims, 1))));
+    for (size_t i = 0; i < ndims; ++i)
+      b.CreateStore(size_fn->getArg(static_cast<unsigned>(i)), b.CreateConstGEP1_64(i64, dims, i));
+    b.CreateRet(b.CreateCall(root.workspace_size, {dims}));
+  }
+
+  // NAME_status_string(status)
+  auto *status_fn = llvm::Function::Create(llvm::FunctionType::get(ptr, {i32}, false),
+                                           llvm::GlobalValue::ExternalLinkage, m.name + "_status_string", module);
+  {
+    b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", status_fn));
+    auto *unknown = llvm::BasicBlock::Create(c, "unknown", status_fn);
+    auto *sw = b.CreateSwitch(status_fn->getArg(0), unknown, 4);
+    const char *messages[] = {"ok", "a buffer pointer is null", "a dim value is negative or too large",
+                              "out of memory for the workspace"};
+    for (int32_t s = 0; s < 4; ++s) {
+      auto *bb = llvm::BasicBlock::Create(c, "status", status_fn);
+      sw->addCase(b.getInt32(s), bb);
+      b.SetInsertPoint(bb);
+      b.CreateRet(b.CreateGlobalStringPtr(messages[s], m.name + ".status." + std::to_string(s), 0, &module));
+    }
+    b.SetInsertPoint(unknown);
+    b.CreateRet(b.CreateGlobalStringPtr("unknown status", m.name + ".status.unknown", 0, &module));
+  }
+}
+
+} // namespace
+
+std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::string &name,
+                                                 llvm::LLVMContext &context) {
+  if (!is_c_identifier(name))
+    throw Error(ErrorCode::InvalidArgument, "model name '" + name + "' is not a C identifier (use --name)");
+  std::unique_ptr<Graph> lowered = decompose(graph);
+  ModelInterface m = describe_interface(*lowered, name);
+  auto module = std::make_unique<llvm::Module>(name, context);
+  codegen::EmittedGraph root = codegen::emit_graph_functions(*module, *lowered, name, m.symbols);
+  emit_entry_points(*module, m, root);
+  std::string problems;
+  llvm::raw_string_ostream os(problems);
+  if (llvm::verifyModule(*module, &os))
+    throw Error(ErrorCode::Internal, "generated LLVM IR is invalid: " + os.str());
+  return module;
+}
+
+CompiledModel compile_model(const Graph &graph, const CompileOptions &options, const EmitRequest &emit) {
+  CompiledModel out;
+  std::string name = options.name.empty() ? graph.name() : options.name;
+  out.target = resolve_cpu_target(options.triple, options.cpu, options.opt_level);
+  llvm::LLVMContext context;
+  std::unique_ptr<llvm::Module> module = build_model_module(graph, name, context);
+  optimize_module(*module, out.target);
+  out.interface = describe_interface(graph, name);
+  if (emit.object)
+    out.object = emit_module(*module, out.target, OutputKind::object);
+  if (emit.assembly)
+    out.assembly = emit_module(*module, out.target, OutputKind::assembly);
+  if (emit.llvm_ir)
+    out.llvm_ir = emit_module(*module, out.target, OutputKind::llvm_ir);
+  out.header = emit_c_header(out.interface);
+  return out;
+}
+
+} // namespace maxc
