@@ -45,7 +45,7 @@ static uint64_t abi_hash(const ModelInterface &m) {
   return h;
 }
 
-std::string emit_c_header(const ModelInterface &m) {
+std::string emit_c_header(const ModelInterface &m, const std::string &workspace_bound) {
   const std::string N = upper(m.name);
   std::string guard = N + "_MAXC_H";
   std::string h;
@@ -106,7 +106,11 @@ std::string emit_c_header(const ModelInterface &m) {
   h += "#define " + N + "_NUM_INPUTS " + std::to_string(m.inputs.size()) + "\n";
   h += "#define " + N + "_NUM_OUTPUTS " + std::to_string(m.outputs.size()) + "\n";
   h += "#define " + N + "_NUM_DIMS " + std::to_string(m.symbols.size()) + "\n";
-  h += "#define " + N + "_CONSTANT_BYTES " + std::to_string(m.constant_bytes) + "ull\n\n";
+  h += "#define " + N + "_CONSTANT_BYTES " + std::to_string(m.constant_bytes) + "ull\n";
+  if (workspace_bound.find_first_not_of("0123456789") == std::string::npos)
+    h += "#define " + N + "_WORKSPACE_BYTES_MAX " + workspace_bound + "ull\n\n";
+  else
+    h += "/* Workspace bytes, at most: " + workspace_bound + " (see " + m.name + "_workspace_size). */\n\n";
 
   std::string params;
   for (const auto &t : m.inputs)

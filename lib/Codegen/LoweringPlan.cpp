@@ -141,6 +141,26 @@ LoweringPlan plan_lowering(const Graph &g) {
   return plan;
 }
 
+static Dim own_slots_bound(const Graph &g) {
+  Dim total(0);
+  for (const WorkspaceSlot &s : plan_lowering(g).slots)
+    total = total + s.bytes + Dim(63);
+  return total;
+}
+
+Dim workspace_bound(const Graph &graph) {
+  Dim callees(0);
+  bool all_static = true;
+  std::vector<Dim> needs;
+  for (const auto &[name, sub] : graph.subgraphs()) {
+    needs.push_back(own_slots_bound(*sub));
+    all_static = all_static && needs.back().is_static();
+  }
+  for (const Dim &d : needs)
+    callees = all_static ? Dim(std::max(callees.value(), d.value())) : callees + d;
+  return own_slots_bound(graph) + callees;
+}
+
 std::string describe_plan(const Graph &g, const LoweringPlan &plan) {
   static const char *names[] = {"input", "output", "constant", "temp", "fused"};
   std::string out;

@@ -1,6 +1,7 @@
 #include "maxc/Codegen/ModelCompiler.h"
 
 #include "KernelEmitter.h"
+#include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ObjectEmitter.h"
 #include "maxc/Support/Error.h"
 #include "maxc/Transforms/Decompose.h"
@@ -208,7 +209,12 @@ CompiledModel compile_model(const Graph &graph, const CompileOptions &options, c
     out.assembly = emit_module(*module, out.target, OutputKind::assembly);
   if (emit.llvm_ir)
     out.llvm_ir = emit_module(*module, out.target, OutputKind::llvm_ir);
-  out.header = emit_c_header(out.interface);
+  std::unique_ptr<Graph> lowered = decompose(graph);
+  out.workspace_bound = workspace_bound(*lowered).to_string();
+  out.kernels.push_back("main: " + std::to_string(plan_lowering(*lowered).kernels.size()) + " kernels");
+  for (const auto &[sub_name, sub] : lowered->subgraphs())
+    out.kernels.push_back("sub." + sub_name + ": " + std::to_string(plan_lowering(*sub).kernels.size()) + " kernels");
+  out.header = emit_c_header(out.interface, out.workspace_bound);
   return out;
 }
 

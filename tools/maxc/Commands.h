@@ -51,6 +51,23 @@ struct RunOptions {
 };
 int run_run(const GlobalOptions &global, const RunOptions &options);
 
+struct CompileCommandOptions {
+  std::string model;
+  std::string weights;
+  std::string output;          // OUT.o
+  std::string name;            // C symbol prefix; default: the model's name
+  std::string target;          // triple
+  std::string cpu = "native";
+  int opt_level = 2;
+  std::vector<std::string> emit; // obj header manifest asm llvm-ir graph
+  std::string weights_mode = "embed";
+  int threads = 1;
+  bool time_passes = false;
+  bool print_outputs = false;
+  bool verify_reproducible = false;
+};
+int run_compile(const GlobalOptions &global, const CompileCommandOptions &options);
+
 struct InitWeightsOptions {
   std::string model;
   std::string output;

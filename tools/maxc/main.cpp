@@ -15,6 +15,8 @@ using namespace maxc::cli;
 
 static const char *kFooter = R"(Examples:
   maxc check examples/mlp/model.json
+  maxc compile examples/mlp/model.json -o build/mlp.o     # + mlp.h, mlp.manifest.json
+  maxc compile model.json -O3 --cpu znver4 --emit obj,header,manifest,asm
   maxc trace examples/gpt/model.json --stats
   maxc trace examples/gpt/model.json --emit dot -o gpt.dot
   maxc run examples/mlp/model.json --input x=x.npy --output-dir out/
@@ -80,6 +82,23 @@ int main(int argc, char **argv) {
   init_cmd->add_option("-o,--output", init.output, "Output .safetensors file")->required();
   init_cmd->add_option("--seed", init.seed, "Random seed (default 0)");
 
+  CompileCommandOptions compile;
+  auto *compile_cmd = app.add_subcommand("compile", "Compile a model to an object file, a C header and a manifest");
+  compile_cmd->add_option("model", compile.model, "Model file (.json)")->required();
+  compile_cmd->add_option("--weights", compile.weights, "Weights file (.safetensors); overrides the model's");
+  compile_cmd->add_option("-o,--output", compile.output, "Object file to write (default: NAME.o); other artifacts go next to it");
+  compile_cmd->add_option("--name", compile.name, "C symbol prefix (default: the model's name)");
+  compile_cmd->add_option("--target", compile.target, "Target triple: x86_64-linux-gnu (default), aarch64-linux-gnu");
+  compile_cmd->add_option("--cpu", compile.cpu, "Target CPU: native (default), znver4, skylake-avx512, x86-64-v3, ...");
+  compile_cmd->add_option("-O", compile.opt_level, "Optimization level 0-3 (default 2)");
+  compile_cmd->add_option("--emit", compile.emit, "Artifacts: obj,header,manifest (default), asm, llvm-ir, graph")
+      ->delimiter(',');
+  compile_cmd->add_option("--weights-mode", compile.weights_mode, "embed (default)");
+  compile_cmd->add_option("--threads", compile.threads, "Threads in the generated code (1)");
+  compile_cmd->add_flag("--time-passes", compile.time_passes, "Print where compile time went");
+  compile_cmd->add_flag("--print-outputs", compile.print_outputs, "List the files a compile would write, and exit");
+  compile_cmd->add_flag("--verify-reproducible", compile.verify_reproducible, "Compile twice; fail if artifacts differ");
+
   auto *ops_cmd = app.add_subcommand("ops", "List the ops this build knows, with attributes");
 
   try {
@@ -111,6 +130,8 @@ int main(int argc, char **argv) {
       return run_trace(global, trace);
     if (*run_cmd)
       return run_run(global, run);
+    if (*compile_cmd)
+      return run_compile(global, compile);
     if (*init_cmd)
       return run_init_weights(global, init);
     if (*ops_cmd)

@@ -45,6 +45,11 @@ bool is_reduction_op(const std::string &op);
 
 LoweringPlan plan_lowering(const Graph &graph);
 
+/// Bytes of workspace a run of `graph` (decomposed, with its subgraphs)
+/// needs at most, as a polynomial in the symbolic dims: slots rounded up to
+/// 64 bytes, plus the largest callee's need (the sum when they are symbolic).
+Dim workspace_bound(const Graph &graph);
+
 /// "%3 temp slot 1", one line per value; for golden tests of fusion decisions.
 std::string describe_plan(const Graph &graph, const LoweringPlan &plan);
 

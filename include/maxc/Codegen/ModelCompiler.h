@@ -61,6 +61,10 @@ struct CompiledModel {
   std::string assembly; // when requested
   std::string llvm_ir;  // when requested (optimized IR)
   std::string header;
+  /// Upper bound of the workspace, in bytes, as a polynomial in the dims.
+  std::string workspace_bound;
+  /// "main: 9 kernels", "sub.Block: 14 kernels" — fusion results per function.
+  std::vector<std::string> kernels;
 };
 
 struct EmitRequest {
@@ -74,7 +78,7 @@ struct EmitRequest {
 CompiledModel compile_model(const Graph &graph, const CompileOptions &options, const EmitRequest &emit = {});
 
 /// The C header of a compiled model.
-std::string emit_c_header(const ModelInterface &interface);
+std::string emit_c_header(const ModelInterface &interface, const std::string &workspace_bound);
 
 /// True for a valid C identifier that is not a C keyword.
 bool is_c_identifier(const std::string &name);

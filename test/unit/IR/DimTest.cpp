@@ -82,3 +82,14 @@ TEST_CASE("half and bfloat16 conversions round to nearest even", "[ir][dtype]") 
   CHECK(b.get_f64(0) == 1.0);
   CHECK(b.get_f64(1) == -3.140625);
 }
+
+#include "maxc/Support/Sha256.h"
+
+TEST_CASE("sha256 matches the FIPS test vectors", "[support]") {
+  CHECK(maxc::sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(maxc::sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(maxc::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  CHECK(maxc::sha256_hex(std::string(1000000, 'a')) ==
+        "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
