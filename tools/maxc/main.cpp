@@ -68,13 +68,13 @@ int main(int argc, char **argv) {
   trace_cmd->add_option("-o,--output", trace.output, "Output file (default: stdout)");
 
   RunOptions run;
-  auto *run_cmd = app.add_subcommand("run", "Run a model on the reference interpreter");
+  auto *run_cmd = app.add_subcommand("run", "Run a model: reference interpreter or compiled for this CPU");
   run_cmd->add_option("model", run.model, "Model file (.json)")->required();
   run_cmd->add_option("--weights", run.weights, "Weights file (.safetensors); overrides the model's");
   run_cmd->add_option("-i,--input", run.inputs, "Input data: NAME=FILE.npy (repeatable)");
   run_cmd->add_option("--dim", run.dims, "Value of a symbolic dim no input determines: NAME=N (repeatable)");
   run_cmd->add_option("--output-dir", run.output_dir, "Directory for the outputs, one NAME.npy each (default: .)");
-  run_cmd->add_option("--device", run.device, "Where to run: reference (the interpreter)");
+  run_cmd->add_option("--device", run.device, "Where to run: reference (the interpreter, default) or cpu (compiled, JIT)");
 
   InitWeightsOptions init;
   auto *init_cmd = app.add_subcommand("init-weights", "Write deterministic random weights for a model");
