@@ -65,7 +65,7 @@ public:
     json root;
     try {
       root = json::parse(text);
-    } catch (const json::parse_error &e) {
+    } catch (const json::exception &e) { // parse_error, and out_of_range for huge numbers
       // nlohmann's message carries the line and column.
       std::string what = e.what();
       auto pos = what.find("parse error");

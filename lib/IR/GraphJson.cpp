@@ -351,7 +351,7 @@ std::unique_ptr<Graph> graph_from_json(const std::string &text, const std::strin
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error &e) {
+  } catch (const json::exception &e) { // parse_error, and out_of_range for huge numbers
     throw Error(ErrorCode::InvalidGraph, std::string("malformed JSON: ") + e.what(), filename);
   }
   Reader reader{filename, resolver};

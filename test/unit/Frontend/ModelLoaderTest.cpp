@@ -367,3 +367,13 @@ TEST_CASE("regressions: option names, conflicting declarations, literal dtypes",
   REQUIRE(m2.graph);
   CHECK(m2.graph->type_of(m2.graph->output_ids()[0]).to_string() == "f32[4,4]");
 }
+
+TEST_CASE("numbers too large for JSON are syntax errors, not crashes", "[frontend]") {
+  DiagnosticEngine diags;
+  load("77777E7777", diags);
+  REQUIRE(diags.error_count() == 1);
+  CHECK(diags.diagnostics()[0].code == ErrorCode::ModelSyntax);
+  DiagnosticEngine graph;
+  load(R"({"format": "maxc-graph", "version": 1, "name": 1e999})", graph);
+  CHECK(graph.error_count() == 1);
+}
