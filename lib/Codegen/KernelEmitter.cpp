@@ -1,5 +1,6 @@
 #include "KernelEmitter.h"
 
+#include "GemmEmitter.h"
 #include "MathEmitter.h"
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Support/Error.h"
@@ -54,6 +55,7 @@ struct Module {
   llvm::LLVMContext &ctx;
   std::string prefix;
   std::vector<std::string> symbols;
+  unsigned lanes; // f32 vector width for the GEMM microkernel
   std::map<const Graph *, EmittedGraph> functions;
   std::map<std::pair<const Graph *, std::string>, llvm::GlobalVariable *> constants;
 };
@@ -373,6 +375,10 @@ private:
   void emit_matmul(const Node &node) {
     ValueId out = node.results[0];
     bool ta = node.attrs.get_bool("transpose_a"), tb = node.attrs.get_bool("transpose_b");
+    if (!ta && !tb && g_.type_of(out).dtype == DType::f32 &&
+        plan_.values[node.operands[0]].storage != Storage::fused &&
+        plan_.values[node.operands[1]].storage != Storage::fused)
+      return emit_gemm(node);
     const Shape &cs = g_.type_of(out).shape;
     const Shape &as = g_.type_of(node.operands[0]).shape;
     const Shape &bs = g_.type_of(node.operands[1]).shape;
@@ -447,6 +453,27 @@ private:
           });
         });
       });
+    });
+  }
+
+  // f32, row-major operands in memory: the register-blocked GEMM, once per
+  // batch (broadcast batch dims reuse the same operand matrix).
+  void emit_gemm(const Node &node) {
+    ValueId out = node.results[0], a = node.operands[0], bm = node.operands[1];
+    const Shape &cs = g_.type_of(out).shape, &as = g_.type_of(a).shape, &bs = g_.type_of(bm).shape;
+    std::vector<Value *> cdims = dims_of(out), adims = dims_of(a), bdims = dims_of(bm);
+    size_t rank = cs.size();
+    Value *m = cdims[rank - 2], *n = cdims[rank - 1], *k = adims.back();
+    std::vector<Value *> cbatch(cdims.begin(), cdims.end() - 2), abatch(adims.begin(), adims.end() - 2),
+        bbatch(bdims.begin(), bdims.end() - 2);
+    Value *aptr = pointer_of(a), *bptr = pointer_of(bm), *cptr = pointer_of(out);
+    loop_nest(cbatch, [&](const Index &bidx) {
+      Value *a_off = b_.CreateMul(linear_index(batch_index(as, cs, bidx), abatch), b_.CreateMul(m, k));
+      Value *b_off = b_.CreateMul(linear_index(batch_index(bs, cs, bidx), bbatch), b_.CreateMul(k, n));
+      Value *c_off = b_.CreateMul(linear_index(bidx, cbatch), b_.CreateMul(m, n));
+      GemmArgs args{b_.CreateGEP(b_.getFloatTy(), aptr, a_off), b_.CreateGEP(b_.getFloatTy(), bptr, b_off),
+                    b_.CreateGEP(b_.getFloatTy(), cptr, c_off), m, n, k, k, n, n, mod_.lanes};
+      emit_gemm_f32(b_, args);
     });
   }
 
@@ -1229,8 +1256,8 @@ std::vector<std::string> collect_symbols(const Graph &graph) {
 }
 
 EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
-                                  const std::vector<std::string> &symbols) {
-  Module mod{module, module.getContext(), prefix, symbols, {}, {}};
+                                  const std::vector<std::string> &symbols, unsigned vector_lanes) {
+  Module mod{module, module.getContext(), prefix, symbols, vector_lanes, {}, {}};
   llvm::LLVMContext &c = mod.ctx;
   auto *ptr = llvm::PointerType::getUnqual(c);
   auto *run_type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr, ptr, ptr}, false);

@@ -33,7 +33,7 @@ struct EmittedGraph {
 };
 
 EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
-                                  const std::vector<std::string> &symbols);
+                                  const std::vector<std::string> &symbols, unsigned vector_lanes = 16);
 
 /// Every symbolic dim used anywhere in the graph or its subgraphs, sorted.
 std::vector<std::string> collect_symbols(const Graph &graph);

@@ -1,6 +1,7 @@
 #include "maxc/Transforms/Decompose.h"
 
 #include "maxc/Ops/Ops.h"
+#include "maxc/Transforms/MatmulLayout.h"
 #include "maxc/Realization/GraphRealizationContext.h"
 
 namespace maxc {
@@ -27,7 +28,8 @@ std::vector<int64_t> trailing_axes(int64_t rank, int64_t count) {
   return axes;
 }
 
-std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in) {
+std::vector<Tensor> rewrite(const Graph &from, const Node &node, const std::vector<Tensor> &in,
+                            GraphRealizationContext &ctx) {
   const Attrs &a = node.attrs;
   const std::string &op = node.op;
   if (op == "softmax" || op == "log_softmax") {
@@ -69,7 +71,13 @@ std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in) {
     bool vector = x.rank() == 1;
     if (vector)
       x = ops::unsqueeze(x, {0});
-    Tensor y = ops::matmul(x, in[1], false, true);
+    // x @ w^T as a row-major matmul: constant weights are transposed once,
+    // at compile time (see MatmulLayout.h).
+    const ValueInfo &w = from.value_info(node.operands[1]);
+    Tensor wt = w.producer >= 0 && from.nodes()[w.producer].op == "constant"
+                    ? transposed_constant(from, from.nodes()[w.producer].attrs.get_string("name"), ctx)
+                    : ops::transpose(in[1], {1, 0});
+    Tensor y = ops::matmul(x, wt);
     if (in.size() > 2)
       y = y + in[2];
     return {vector ? ops::squeeze(y, {0}) : y};
@@ -91,8 +99,10 @@ void copy_body(const Graph &from, Graph &to, GraphRealizationContext &ctx) {
     std::vector<Tensor> operands;
     for (ValueId id : node.operands)
       operands.push_back(values[id]);
-    std::vector<Tensor> results =
-        is_composite_op(node.op) ? rewrite(node, operands) : ctx.record(node.op, operands, node.attrs);
+    std::vector<Tensor> results = is_composite_op(node.op) ? rewrite(from, node, operands, ctx)
+                                                           : rewrite_matmul_layout(from, node, operands, ctx);
+    if (results.empty())
+      results = ctx.record(node.op, operands, node.attrs);
     for (size_t r = 0; r < results.size(); ++r)
       values[node.results[r]] = results[r];
   }

@@ -1,0 +1,51 @@
+/* Side-by-side SGEMM: maxc's generated kernel vs OpenBLAS's cblas_sgemm,
+ * alternating runs, medians. Built by scripts/bench. */
+#include "sgemm.h"
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+  const int n = SGEMM_INPUT_A_DIM0, reps = argc > 1 ? atoi(argv[1]) : 9;
+  float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n);
+  float *c1 = malloc(sizeof(float) * n * n), *c2 = malloc(sizeof(float) * n * n);
+  for (int i = 0; i < n * n; ++i) {
+    a[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
+    b[i] = (float)((i * 104729) % 1000) / 1000.0f - 0.5f;
+  }
+  void *ws = aligned_alloc(64, (size_t)sgemm_workspace_size() + 64);
+  double tm[64], tb[64];
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now();
+    sgemm_run(a, b, c1, ws);
+    double t1 = now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c2, n);
+    double t2 = now();
+    tm[r] = t1 - t0;
+    tb[r] = t2 - t1;
+  }
+  double maxdiff = 0;
+  for (int i = 0; i < n * n; ++i) {
+    double d = c1[i] - c2[i];
+    if (d < 0) d = -d;
+    if (d > maxdiff) maxdiff = d;
+  }
+  qsort(tm, reps, sizeof(double), cmp);
+  qsort(tb, reps, sizeof(double), cmp);
+  double flops = 2.0 * n * n * n;
+  printf("sgemm %dx%dx%d  maxc %.2f ms (%.1f GFLOP/s)  openblas %.2f ms (%.1f GFLOP/s)  ratio maxc/openblas %.2f  max|diff| %.2e\n",
+         n, n, n, tm[reps / 2] * 1e3, flops / tm[reps / 2] * 1e-9, tb[reps / 2] * 1e3, flops / tb[reps / 2] * 1e-9,
+         tb[reps / 2] / tm[reps / 2], maxdiff);
+  return 0;
+}

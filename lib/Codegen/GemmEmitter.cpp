@@ -1,0 +1,176 @@
+#include "GemmEmitter.h"
+
+#include <llvm/IR/Intrinsics.h>
+
+#include <functional>
+
+namespace maxc::codegen {
+
+using llvm::Value;
+
+namespace {
+
+constexpr unsigned kRows = 6;    // MR
+constexpr unsigned kVectors = 2; // NR = kVectors * lanes
+constexpr int64_t kKc = 256;     // K block: a 256 x NR panel of B is 32 KiB
+
+struct Emitter {
+  llvm::IRBuilder<> &b;
+  const GemmArgs &g;
+  llvm::LLVMContext &ctx = b.getContext();
+
+  /// for (i = from; i < to; i += step) body(i)
+  void loop(Value *from, Value *to, int64_t step, const std::function<void(Value *)> &body) {
+    llvm::Function *fn = b.GetInsertBlock()->getParent();
+    llvm::BasicBlock *pre = b.GetInsertBlock();
+    auto *header = llvm::BasicBlock::Create(ctx, "gemm.loop", fn);
+    auto *bodyb = llvm::BasicBlock::Create(ctx, "gemm.body", fn);
+    auto *exit = llvm::BasicBlock::Create(ctx, "gemm.exit", fn);
+    b.CreateBr(header);
+    b.SetInsertPoint(header);
+    llvm::PHINode *i = b.CreatePHI(b.getInt64Ty(), 2);
+    i->addIncoming(from, pre);
+    b.CreateCondBr(b.CreateICmpSLT(i, to), bodyb, exit);
+    b.SetInsertPoint(bodyb);
+    body(i);
+    i->addIncoming(b.CreateAdd(i, b.getInt64(step), "", true, true), b.GetInsertBlock());
+    b.CreateBr(header);
+    b.SetInsertPoint(exit);
+  }
+
+  // The packed panel of B: kKc rows of NR floats, on the stack (32 KiB).
+  Value *packed = nullptr;
+  Value *packed_at(Value *row, unsigned vector) {
+    return b.CreateGEP(b.getFloatTy(), packed,
+                       b.CreateAdd(b.CreateMul(row, b.getInt64(kVectors * g.lanes)), b.getInt64(vector * g.lanes)));
+  }
+
+  Value *at(Value *base, Value *row, Value *ld, Value *col) {
+    return b.CreateGEP(b.getFloatTy(), base, b.CreateAdd(b.CreateMul(row, ld), col));
+  }
+
+  // The main tiles: rows [0, m_main) in steps of 6, columns [0, n_main) in
+  // steps of NR. K is split in blocks of kKc so that B's kKc x NR panel
+  // stays in L1 while every row block of A streams past it; partial sums
+  // go through C.
+  void tiles(Value *m_main, Value *n_main) {
+    unsigned lanes = g.lanes;
+    auto *vec = llvm::FixedVectorType::get(b.getFloatTy(), lanes);
+    llvm::Function *fma = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(), llvm::Intrinsic::fma, {vec});
+    loop(b.getInt64(0), n_main, kVectors * lanes, [&](Value *j0) {
+      loop(b.getInt64(0), g.k, kKc, [&](Value *k0) {
+        Value *k_end = b.CreateSelect(b.CreateICmpSLT(b.CreateAdd(k0, b.getInt64(kKc)), g.k),
+                                      b.CreateAdd(k0, b.getInt64(kKc)), g.k);
+        Value *first = b.CreateICmpEQ(k0, b.getInt64(0));
+        // Pack B[k0:k_end, j0:j0+NR] contiguously: the microkernel then reads
+        // 2 cache lines per k instead of touching a new page per k.
+        loop(k0, k_end, 1, [&](Value *kk) {
+          for (unsigned v = 0; v < kVectors; ++v) {
+            Value *x = b.CreateAlignedLoad(vec, at(g.b, kk, g.ldb, b.CreateAdd(j0, b.getInt64(v * lanes))), llvm::Align(4));
+            b.CreateAlignedStore(x, packed_at(b.CreateSub(kk, k0), v), llvm::Align(64));
+          }
+        });
+        loop(b.getInt64(0), m_main, kRows, [&](Value *i0) {
+          llvm::Function *fn = b.GetInsertBlock()->getParent();
+          // Start from 0 on the first K block, else from C's partial sums.
+          Value *start[kRows][kVectors];
+          for (unsigned r = 0; r < kRows; ++r)
+            for (unsigned v = 0; v < kVectors; ++v) {
+              Value *c = b.CreateAlignedLoad(
+                  vec, at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes))),
+                  llvm::Align(4));
+              start[r][v] = b.CreateSelect(first, llvm::Constant::getNullValue(vec), c);
+            }
+          llvm::BasicBlock *pre = b.GetInsertBlock();
+          auto *header = llvm::BasicBlock::Create(ctx, "gemm.k", fn);
+          auto *body = llvm::BasicBlock::Create(ctx, "gemm.kbody", fn);
+          auto *exit = llvm::BasicBlock::Create(ctx, "gemm.kexit", fn);
+          b.CreateBr(header);
+          b.SetInsertPoint(header);
+          llvm::PHINode *k = b.CreatePHI(b.getInt64Ty(), 2);
+          k->addIncoming(k0, pre);
+          llvm::PHINode *acc[kRows][kVectors];
+          for (unsigned r = 0; r < kRows; ++r)
+            for (unsigned v = 0; v < kVectors; ++v) {
+              acc[r][v] = b.CreatePHI(vec, 2);
+              acc[r][v]->addIncoming(start[r][v], pre);
+            }
+          b.CreateCondBr(b.CreateICmpSLT(k, k_end), body, exit);
+          b.SetInsertPoint(body);
+          Value *bv[kVectors];
+          for (unsigned v = 0; v < kVectors; ++v)
+            bv[v] = b.CreateAlignedLoad(vec, packed_at(b.CreateSub(k, k0), v), llvm::Align(64));
+          Value *next[kRows][kVectors];
+          for (unsigned r = 0; r < kRows; ++r) {
+            Value *a = b.CreateLoad(b.getFloatTy(), at(g.a, b.CreateAdd(i0, b.getInt64(r)), g.lda, k));
+            Value *splat = b.CreateVectorSplat(lanes, a);
+            for (unsigned v = 0; v < kVectors; ++v)
+              next[r][v] = b.CreateCall(fma, {splat, bv[v], acc[r][v]});
+          }
+          llvm::BasicBlock *latch = b.GetInsertBlock();
+          for (unsigned r = 0; r < kRows; ++r)
+            for (unsigned v = 0; v < kVectors; ++v)
+              acc[r][v]->addIncoming(next[r][v], latch);
+          k->addIncoming(b.CreateAdd(k, b.getInt64(1), "", true, true), latch);
+          b.CreateBr(header);
+          b.SetInsertPoint(exit);
+          for (unsigned r = 0; r < kRows; ++r)
+            for (unsigned v = 0; v < kVectors; ++v)
+              b.CreateAlignedStore(acc[r][v],
+                                   at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes))),
+                                   llvm::Align(4));
+        });
+      });
+    });
+  }
+
+  // C[i, j] for a rectangle, one dot product per element.
+  void scalar(Value *i_from, Value *i_to, Value *j_from, Value *j_to) {
+    loop(i_from, i_to, 1, [&](Value *i) {
+      loop(j_from, j_to, 1, [&](Value *j) {
+        llvm::Function *fn = b.GetInsertBlock()->getParent();
+        llvm::BasicBlock *pre = b.GetInsertBlock();
+        auto *header = llvm::BasicBlock::Create(ctx, "gemm.sk", fn);
+        auto *body = llvm::BasicBlock::Create(ctx, "gemm.skbody", fn);
+        auto *exit = llvm::BasicBlock::Create(ctx, "gemm.skexit", fn);
+        b.CreateBr(header);
+        b.SetInsertPoint(header);
+        llvm::PHINode *k = b.CreatePHI(b.getInt64Ty(), 2);
+        llvm::PHINode *acc = b.CreatePHI(b.getFloatTy(), 2);
+        k->addIncoming(b.getInt64(0), pre);
+        acc->addIncoming(llvm::ConstantFP::get(b.getFloatTy(), 0.0), pre);
+        b.CreateCondBr(b.CreateICmpSLT(k, g.k), body, exit);
+        b.SetInsertPoint(body);
+        Value *x = b.CreateLoad(b.getFloatTy(), at(g.a, i, g.lda, k));
+        Value *y = b.CreateLoad(b.getFloatTy(), at(g.b, k, g.ldb, j));
+        Value *sum = b.CreateIntrinsic(llvm::Intrinsic::fma, {b.getFloatTy()}, {x, y, acc});
+        acc->addIncoming(sum, b.GetInsertBlock());
+        k->addIncoming(b.CreateAdd(k, b.getInt64(1), "", true, true), b.GetInsertBlock());
+        b.CreateBr(header);
+        b.SetInsertPoint(exit);
+        b.CreateStore(acc, at(g.c, i, g.ldc, j));
+      });
+    });
+  }
+};
+
+} // namespace
+
+void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
+  Emitter e{builder, args};
+  llvm::IRBuilder<> &b = builder;
+  // A static alloca in the entry block, so it is allocated once per call.
+  llvm::Function *fn = b.GetInsertBlock()->getParent();
+  llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+  auto *panel = entry.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), kKc * kVectors * args.lanes));
+  panel->setAlignment(llvm::Align(64));
+  e.packed = panel;
+  int64_t nr = kVectors * args.lanes;
+  Value *m_main = b.CreateMul(b.CreateSDiv(args.m, b.getInt64(kRows)), b.getInt64(kRows));
+  Value *n_main = b.CreateMul(b.CreateSDiv(args.n, b.getInt64(nr)), b.getInt64(nr));
+  e.tiles(m_main, n_main);
+  e.scalar(b.getInt64(0), m_main, n_main, args.n); // right edge
+  e.scalar(m_main, args.m, b.getInt64(0), args.n); // bottom edge
+}
+
+} // namespace maxc::codegen
