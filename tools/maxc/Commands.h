@@ -65,6 +65,8 @@ struct CompileCommandOptions {
   bool time_passes = false;
   bool print_outputs = false;
   bool verify_reproducible = false;
+  bool depfile = false;        // -MD
+  std::string depfile_path;    // -MF (default: OUT.o.d)
 };
 int run_compile(const GlobalOptions &global, const CompileCommandOptions &options);
 

@@ -170,6 +170,25 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
       info.outputs.push_back({kind, base_name(paths[kind]), sha256_hex(text), text.size()});
     contents["manifest"] = emit_manifest(compiled, info);
   }
+  if (options.depfile || !options.depfile_path.empty()) {
+    // Make/Ninja depfile: every artifact depends on every file read.
+    auto escape = [](const std::string &path) {
+      std::string out;
+      for (char c : path) {
+        if (c == ' ' || c == '#' || c == '\\')
+          out += '\\';
+        if (c == '$')
+          out += '$';
+        out += c;
+      }
+      return out;
+    };
+    std::string dep = escape(object_path) + ":";
+    for (const std::string &f : model.files_read)
+      dep += " \\\n  " + escape(f);
+    contents["depfile"] = dep + "\n";
+    paths["depfile"] = options.depfile_path.empty() ? object_path + ".d" : options.depfile_path;
+  }
   // Everything is in memory: a failure before this point wrote nothing.
   for (const auto &[kind, text] : contents) {
     try {

@@ -9,6 +9,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <iostream>
 
 using namespace maxc::cli;
@@ -98,11 +99,24 @@ int main(int argc, char **argv) {
   compile_cmd->add_flag("--time-passes", compile.time_passes, "Print where compile time went");
   compile_cmd->add_flag("--print-outputs", compile.print_outputs, "List the files a compile would write, and exit");
   compile_cmd->add_flag("--verify-reproducible", compile.verify_reproducible, "Compile twice; fail if artifacts differ");
+  compile_cmd->add_flag("--MD", compile.depfile, "(-MD) Write a Make/Ninja depfile (OUT.o.d, or -MF FILE)");
+  compile_cmd->add_option("--MF", compile.depfile_path, "(-MF FILE) Depfile path (implies -MD)");
 
   auto *ops_cmd = app.add_subcommand("ops", "List the ops this build knows, with attributes");
 
+  // Compiler habits: -MD / -MF are single-dash long options, which CLI11
+  // does not have; spell them as --MD / --MF before parsing.
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-MD" || a == "-MF" || a.rfind("-MF=", 0) == 0)
+      a = "-" + a;
+    args.push_back(a);
+  }
+  std::reverse(args.begin(), args.end()); // CLI11 takes them in reverse order
+
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::CallForHelp &e) {
     return app.exit(e);
   } catch (const CLI::ParseError &e) {
