@@ -1,10 +1,15 @@
 /* Side-by-side SGEMM: maxc's generated kernel vs OpenBLAS's cblas_sgemm,
- * alternating runs, medians. Built by scripts/bench. */
+ * alternating runs, medians, at 1 thread and at 2 threads (maxc through a
+ * small pthread parallel_for installed with sgemm_set_parallel_for).
+ * Built by scripts/bench. */
 #include "sgemm.h"
 #include <cblas.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+void openblas_set_num_threads(int);
 
 static double now(void) {
   struct timespec t;
@@ -16,16 +21,25 @@ static int cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-int main(int argc, char **argv) {
-  const int n = SGEMM_INPUT_A_DIM0, reps = argc > 1 ? atoi(argv[1]) : 9;
-  float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n);
-  float *c1 = malloc(sizeof(float) * n * n), *c2 = malloc(sizeof(float) * n * n);
-  for (int i = 0; i < n * n; ++i) {
-    a[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
-    b[i] = (float)((i * 104729) % 1000) / 1000.0f - 0.5f;
-  }
-  void *ws = aligned_alloc(64, (size_t)sgemm_workspace_size() + 64);
+/* A two-thread parallel_for: tasks split in halves. */
+struct half { void *ctx; int64_t begin, end; sgemm_task_fn task; };
+static void *run_half(void *p) {
+  struct half *h = p;
+  for (int64_t i = h->begin; i < h->end; ++i) h->task(h->ctx, i);
+  return NULL;
+}
+static void parallel_for_2(void *ctx, int64_t count, sgemm_task_fn task) {
+  struct half a = {ctx, 0, count / 2, task}, b = {ctx, count / 2, count, task};
+  pthread_t t;
+  pthread_create(&t, NULL, run_half, &b);
+  run_half(&a);
+  pthread_join(t, NULL);
+}
+
+static void measure(int threads, int reps, const float *a, const float *b, float *c1, float *c2, void *ws, int n) {
   double tm[64], tb[64];
+  sgemm_set_parallel_for(threads > 1 ? parallel_for_2 : NULL);
+  openblas_set_num_threads(threads);
   for (int r = 0; r < reps; ++r) {
     double t0 = now();
     sgemm_run(a, b, c1, ws);
@@ -36,7 +50,7 @@ int main(int argc, char **argv) {
     tb[r] = t2 - t1;
   }
   double maxdiff = 0;
-  for (int i = 0; i < n * n; ++i) {
+  for (long i = 0; i < (long)n * n; ++i) {
     double d = c1[i] - c2[i];
     if (d < 0) d = -d;
     if (d > maxdiff) maxdiff = d;
@@ -44,8 +58,22 @@ int main(int argc, char **argv) {
   qsort(tm, reps, sizeof(double), cmp);
   qsort(tb, reps, sizeof(double), cmp);
   double flops = 2.0 * n * n * n;
-  printf("sgemm %dx%dx%d  maxc %.2f ms (%.1f GFLOP/s)  openblas %.2f ms (%.1f GFLOP/s)  ratio maxc/openblas %.2f  max|diff| %.2e\n",
-         n, n, n, tm[reps / 2] * 1e3, flops / tm[reps / 2] * 1e-9, tb[reps / 2] * 1e3, flops / tb[reps / 2] * 1e-9,
-         tb[reps / 2] / tm[reps / 2], maxdiff);
+  printf("sgemm %dx%dx%d, %d thread(s): maxc %.2f ms (%.1f GFLOP/s)  openblas %.2f ms (%.1f GFLOP/s)  "
+         "maxc/openblas %.2f  max|diff| %.1e\n",
+         n, n, n, threads, tm[reps / 2] * 1e3, flops / tm[reps / 2] * 1e-9, tb[reps / 2] * 1e3,
+         flops / tb[reps / 2] * 1e-9, tb[reps / 2] / tm[reps / 2], maxdiff);
+}
+
+int main(int argc, char **argv) {
+  const int n = SGEMM_INPUT_A_DIM0, reps = argc > 1 ? atoi(argv[1]) : 9;
+  float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n);
+  float *c1 = malloc(sizeof(float) * n * n), *c2 = malloc(sizeof(float) * n * n);
+  for (long i = 0; i < (long)n * n; ++i) {
+    a[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
+    b[i] = (float)((i * 104729) % 1000) / 1000.0f - 0.5f;
+  }
+  void *ws = aligned_alloc(64, (size_t)sgemm_workspace_size() + 64);
+  measure(1, reps, a, b, c1, c2, ws, n);
+  measure(2, reps, a, b, c1, c2, ws, n);
   return 0;
 }

@@ -1,6 +1,7 @@
 #include "GemmEmitter.h"
 
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
 
 #include <functional>
 
@@ -49,15 +50,15 @@ struct Emitter {
     return b.CreateGEP(b.getFloatTy(), base, b.CreateAdd(b.CreateMul(row, ld), col));
   }
 
-  // The main tiles: rows [0, m_main) in steps of 6, columns [0, n_main) in
-  // steps of NR. K is split in blocks of kKc so that B's kKc x NR panel
+  // One column panel of the main tiles: rows [0, m_main) in steps of 6,
+  // columns [j0, j0 + NR). K is split in blocks of kKc so that B's kKc x NR panel
   // stays in L1 while every row block of A streams past it; partial sums
   // go through C.
-  void tiles(Value *m_main, Value *n_main) {
+  void panel(Value *j0, Value *m_main) {
     unsigned lanes = g.lanes;
     auto *vec = llvm::FixedVectorType::get(b.getFloatTy(), lanes);
     llvm::Function *fma = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(), llvm::Intrinsic::fma, {vec});
-    loop(b.getInt64(0), n_main, kVectors * lanes, [&](Value *j0) {
+    {
       loop(b.getInt64(0), g.k, kKc, [&](Value *k0) {
         Value *k_end = b.CreateSelect(b.CreateICmpSLT(b.CreateAdd(k0, b.getInt64(kKc)), g.k),
                                       b.CreateAdd(k0, b.getInt64(kKc)), g.k);
@@ -121,7 +122,7 @@ struct Emitter {
                                    llvm::Align(4));
         });
       });
-    });
+    }
   }
 
   // C[i, j] for a rectangle, one dot product per element.
@@ -156,19 +157,80 @@ struct Emitter {
 
 } // namespace
 
+// The struct a panel task reads its arguments from.
+static llvm::StructType *task_args_type(llvm::LLVMContext &c) {
+  auto *ptr = llvm::PointerType::getUnqual(c);
+  auto *i64 = llvm::Type::getInt64Ty(c);
+  return llvm::StructType::get(c, {ptr, ptr, ptr, i64, i64, i64, i64, i64, i64});
+}
+
+// void <prefix>.gemm_panel(ptr args, i64 panel): one column panel, the unit
+// of work handed to the caller's parallel_for (or run in a loop).
+static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, unsigned lanes) {
+  std::string name = prefix + ".gemm_panel." + std::to_string(lanes);
+  if (llvm::Function *f = m.getFunction(name))
+    return f;
+  llvm::LLVMContext &c = m.getContext();
+  auto *type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {llvm::PointerType::getUnqual(c), llvm::Type::getInt64Ty(c)}, false);
+  auto *fn = llvm::Function::Create(type, llvm::GlobalValue::InternalLinkage, name, m);
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(c, "entry", fn));
+  llvm::StructType *st = task_args_type(c);
+  Value *args = fn->getArg(0);
+  auto field = [&](unsigned i, llvm::Type *t) { return b.CreateLoad(t, b.CreateStructGEP(st, args, i)); };
+  GemmArgs g{field(0, b.getPtrTy()), field(1, b.getPtrTy()), field(2, b.getPtrTy()), field(3, b.getInt64Ty()),
+             field(4, b.getInt64Ty()), field(5, b.getInt64Ty()), field(6, b.getInt64Ty()), field(7, b.getInt64Ty()),
+             field(8, b.getInt64Ty()), lanes, prefix};
+  Emitter e{b, g};
+  auto *packed = b.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), kKc * kVectors * lanes));
+  packed->setAlignment(llvm::Align(64));
+  e.packed = packed;
+  Value *m_main = b.CreateMul(b.CreateSDiv(g.m, b.getInt64(kRows)), b.getInt64(kRows));
+  e.panel(b.CreateMul(fn->getArg(1), b.getInt64(kVectors * lanes)), m_main);
+  b.CreateRetVoid();
+  return fn;
+}
+
 void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
   Emitter e{builder, args};
   llvm::IRBuilder<> &b = builder;
-  // A static alloca in the entry block, so it is allocated once per call.
   llvm::Function *fn = b.GetInsertBlock()->getParent();
-  llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
-  auto *panel = entry.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), kKc * kVectors * args.lanes));
-  panel->setAlignment(llvm::Align(64));
-  e.packed = panel;
+  llvm::Module &m = *fn->getParent();
+  llvm::LLVMContext &c = m.getContext();
   int64_t nr = kVectors * args.lanes;
   Value *m_main = b.CreateMul(b.CreateSDiv(args.m, b.getInt64(kRows)), b.getInt64(kRows));
   Value *n_main = b.CreateMul(b.CreateSDiv(args.n, b.getInt64(nr)), b.getInt64(nr));
-  e.tiles(m_main, n_main);
+  Value *panels = b.CreateSDiv(args.n, b.getInt64(nr));
+
+  // Arguments for the panel tasks, in an entry-block alloca.
+  llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+  llvm::StructType *st = task_args_type(c);
+  Value *task_args = entry.CreateAlloca(st);
+  Value *fields[] = {args.a, args.b, args.c, args.m, args.n, args.k, args.lda, args.ldb, args.ldc};
+  for (unsigned i = 0; i < 9; ++i)
+    b.CreateStore(fields[i], b.CreateStructGEP(st, task_args, i));
+  llvm::Function *task = panel_task(m, args.prefix, args.lanes);
+
+  // The caller's parallel_for, if it set one (NAME_set_parallel_for), runs
+  // the panels; else they run here, one after another.
+  auto *pf_global = llvm::cast<llvm::GlobalVariable>(m.getOrInsertGlobal(args.prefix + ".parallel_for", b.getPtrTy()));
+  if (!pf_global->hasInitializer()) {
+    pf_global->setLinkage(llvm::GlobalValue::InternalLinkage);
+    pf_global->setInitializer(llvm::ConstantPointerNull::get(b.getPtrTy()));
+  }
+  Value *pf = b.CreateLoad(b.getPtrTy(), pf_global);
+  auto *serial = llvm::BasicBlock::Create(c, "gemm.serial", fn);
+  auto *parallel = llvm::BasicBlock::Create(c, "gemm.parallel", fn);
+  auto *join = llvm::BasicBlock::Create(c, "gemm.join", fn);
+  b.CreateCondBr(b.CreateICmpEQ(pf, llvm::ConstantPointerNull::get(b.getPtrTy())), serial, parallel);
+  b.SetInsertPoint(serial);
+  e.loop(b.getInt64(0), panels, 1, [&](Value *p) { b.CreateCall(task, {task_args, p}); });
+  b.CreateBr(join);
+  b.SetInsertPoint(parallel);
+  auto *pf_type = llvm::FunctionType::get(b.getVoidTy(), {b.getPtrTy(), b.getInt64Ty(), b.getPtrTy()}, false);
+  b.CreateCall(pf_type, pf, {task_args, panels, task});
+  b.CreateBr(join);
+  b.SetInsertPoint(join);
   e.scalar(b.getInt64(0), m_main, n_main, args.n); // right edge
   e.scalar(m_main, args.m, b.getInt64(0), args.n); // bottom edge
 }

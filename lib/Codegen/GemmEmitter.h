@@ -6,9 +6,14 @@
 // k: 12 FMAs per 2 loads + 6 broadcasts (the BLIS shape). Rows and columns
 // left over at the edges go through a scalar dot-product loop. `lanes` is
 // the vector width in floats (16 for AVX-512, 8 for AVX2, 4 for NEON).
+//
+// Column panels are independent tasks: when the caller has installed a
+// parallel_for (NAME_set_parallel_for), they run through it, else in a loop.
 #pragma once
 
 #include <llvm/IR/IRBuilder.h>
+
+#include <string>
 
 namespace maxc::codegen {
 
@@ -17,6 +22,7 @@ struct GemmArgs {
   llvm::Value *m, *n, *k;          // i64 extents
   llvm::Value *lda, *ldb, *ldc;    // i64 row strides, in elements
   unsigned lanes = 16;
+  std::string prefix;              // the model's symbol prefix (for helpers and the parallel_for hook)
 };
 
 void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args);

@@ -128,6 +128,13 @@ std::string emit_c_header(const ModelInterface &m, const std::string &workspace_
   h += "int32_t " + m.name + "_run_packed(void *const *buffers, const int64_t *dims, void *workspace);\n\n";
   h += "/* Bytes of workspace a run needs for these dims (64-byte aligned). */\n";
   h += "int64_t " + m.name + "_workspace_size(" + (dims_params.empty() ? "void" : dims_params) + ");\n\n";
+  h += "/* Multithreading: the model runs single-threaded unless the program installs\n"
+       " * a parallel-for. It must call task(ctx, i) for every i in [0, count), in any\n"
+       " * order and on any threads, and return when all are done. Set it once, before\n"
+       " * runs; NULL restores single-threaded runs. */\n";
+  h += "typedef void (*" + m.name + "_task_fn)(void *ctx, int64_t i);\n";
+  h += "typedef void (*" + m.name + "_parallel_for_fn)(void *ctx, int64_t count, " + m.name + "_task_fn task);\n";
+  h += "void " + m.name + "_set_parallel_for(" + m.name + "_parallel_for_fn parallel_for);\n\n";
   h += "/* A message for a status code. */\n";
   h += "const char *" + m.name + "_status_string(int32_t status);\n\n";
   h += "#ifdef __cplusplus\n} /* extern \"C\" */\n#endif\n\n#endif /* " + guard + " */\n";

@@ -419,7 +419,9 @@ private:
     Value *zero = is_fp ? llvm::ConstantFP::get(acc_type, 0.0) : static_cast<Value *>(b_.getInt64(0));
     loop_nest(batch, [&](const Index &bidx) {
       loop(cdims[rank - 2], [&](Value *i) {
-        if (tb) {
+        // f16/bf16 results take the dot-product form too: accumulating in C
+        // itself would round every partial sum to the storage precision.
+        if (tb || dtype == DType::f16 || dtype == DType::bf16) {
           loop(cdims[rank - 1], [&](Value *j) {
             Value *acc = local(acc_type);
             b_.CreateStore(zero, acc);
@@ -472,7 +474,7 @@ private:
       Value *b_off = b_.CreateMul(linear_index(batch_index(bs, cs, bidx), bbatch), b_.CreateMul(k, n));
       Value *c_off = b_.CreateMul(linear_index(bidx, cbatch), b_.CreateMul(m, n));
       GemmArgs args{b_.CreateGEP(b_.getFloatTy(), aptr, a_off), b_.CreateGEP(b_.getFloatTy(), bptr, b_off),
-                    b_.CreateGEP(b_.getFloatTy(), cptr, c_off), m, n, k, k, n, n, mod_.lanes};
+                    b_.CreateGEP(b_.getFloatTy(), cptr, c_off), m, n, k, k, n, n, mod_.lanes, mod_.prefix};
       emit_gemm_f32(b_, args);
     });
   }
@@ -788,8 +790,14 @@ private:
       Value *i = b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {b_.getInt64Ty(), x->getType()}, {x});
       return to == DType::i64 ? i : b_.CreateTrunc(i, t);
     }
-    if (is_float(to))
+    if (is_float(to)) {
+      // i64 → f32/f16/bf16 rounds through double first, as the reference
+      // does (HostTensor::set_f64): past 2^53 a direct conversion can round
+      // the other way (2^62 + 2^38 + 1 → f32).
+      if (from == DType::i64 && !t->isDoubleTy())
+        return b_.CreateFPTrunc(b_.CreateSIToFP(x, b_.getDoubleTy()), t);
       return b_.CreateSIToFP(x, t);
+    }
     return b_.CreateSExtOrTrunc(x, t);
   }
 

@@ -157,6 +157,21 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
     b.CreateRet(b.CreateCall(root.workspace_size, {dims}));
   }
 
+  // NAME_set_parallel_for(fn): installs the caller's parallel-for, through
+  // which large kernels run their independent tasks (NULL: run them inline).
+  {
+    auto *pf_global = llvm::cast<llvm::GlobalVariable>(module.getOrInsertGlobal(m.name + ".parallel_for", ptr));
+    if (!pf_global->hasInitializer()) {
+      pf_global->setLinkage(llvm::GlobalValue::InternalLinkage);
+      pf_global->setInitializer(llvm::ConstantPointerNull::get(b.getPtrTy()));
+    }
+    auto *set_fn = llvm::Function::Create(llvm::FunctionType::get(b.getVoidTy(), {ptr}, false),
+                                          llvm::GlobalValue::ExternalLinkage, m.name + "_set_parallel_for", module);
+    b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", set_fn));
+    b.CreateStore(set_fn->getArg(0), pf_global);
+    b.CreateRetVoid();
+  }
+
   // NAME_status_string(status)
   auto *status_fn = llvm::Function::Create(llvm::FunctionType::get(ptr, {i32}, false),
                                            llvm::GlobalValue::ExternalLinkage, m.name + "_status_string", module);
