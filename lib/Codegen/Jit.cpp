@@ -1,4 +1,5 @@
 // In-process execution through ORC's LLJIT.
+#include "OptLevel.h"
 #include "maxc/Codegen/Jit.h"
 
 #include "maxc/Codegen/ObjectEmitter.h"
@@ -16,6 +17,8 @@
 
 namespace maxc {
 
+using codegen::codegen_opt_level;
+
 namespace {
 
 [[noreturn]] void throw_llvm_error(llvm::Error error, const std::string &what) {
@@ -26,19 +29,6 @@ template <typename T> T take(llvm::Expected<T> value, const std::string &what) {
   if (!value)
     throw_llvm_error(value.takeError(), what);
   return std::move(*value);
-}
-
-llvm::CodeGenOptLevel codegen_opt_level(int opt_level) {
-  switch (opt_level) {
-  case 0:
-    return llvm::CodeGenOptLevel::None;
-  case 1:
-    return llvm::CodeGenOptLevel::Less;
-  case 2:
-    return llvm::CodeGenOptLevel::Default;
-  default:
-    return llvm::CodeGenOptLevel::Aggressive;
-  }
 }
 
 } // namespace

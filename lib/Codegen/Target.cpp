@@ -1,5 +1,6 @@
 // Target resolution: everything a user can get wrong about a triple or a CPU
 // is checked here, before LLVM sees it (LLVM aborts on an unknown CPU).
+#include "OptLevel.h"
 #include "maxc/Codegen/Target.h"
 
 #include "maxc/Support/Error.h"
@@ -19,6 +20,8 @@
 #include <mutex>
 
 namespace maxc {
+
+using codegen::codegen_opt_level;
 
 namespace {
 
@@ -116,19 +119,6 @@ void check_cpu(const llvm::Triple &triple, const std::string &cpu) {
   for (const std::string &name : names)
     message += ", " + name;
   throw Error(ErrorCode::InvalidArgument, message);
-}
-
-llvm::CodeGenOptLevel codegen_opt_level(int opt_level) {
-  switch (opt_level) {
-  case 0:
-    return llvm::CodeGenOptLevel::None;
-  case 1:
-    return llvm::CodeGenOptLevel::Less;
-  case 2:
-    return llvm::CodeGenOptLevel::Default;
-  default:
-    return llvm::CodeGenOptLevel::Aggressive;
-  }
 }
 
 } // namespace
