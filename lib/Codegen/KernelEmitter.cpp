@@ -349,13 +349,33 @@ private:
     const Graph *callee = g_.find_subgraph(node.attrs.get_string("callee"));
     EmittedGraph fns = mod_.functions.at(callee);
     size_t count = node.operands.size() + node.results.size();
-    // The buffer table lives in the entry block; filled right before the call.
+    // The buffer table lives in the entry block. Weights (constants) are
+    // known at link time: they come from a read-only template copied in one
+    // memcpy, so each call costs the same few instructions however many
+    // weights a layer has — code size stays flat in the number of layers.
+    // Only the activations are stored one by one.
     Value *table = entry_b_.CreateAlloca(b_.getPtrTy(), entry_b_.getInt64(static_cast<int64_t>(count)));
-    size_t i = 0;
-    for (ValueId v : node.operands)
-      b_.CreateStore(stored_pointer(v), b_.CreateConstGEP1_64(b_.getPtrTy(), table, i++));
-    for (ValueId v : node.results)
-      b_.CreateStore(pointer_of(v), b_.CreateConstGEP1_64(b_.getPtrTy(), table, i++));
+    std::vector<ValueId> buffers(node.operands.begin(), node.operands.end());
+    buffers.insert(buffers.end(), node.results.begin(), node.results.end());
+    std::vector<llvm::Constant *> fixed;
+    size_t constants = 0;
+    for (ValueId v : buffers) {
+      bool is_const = plan_.values[v].storage == Storage::constant;
+      fixed.push_back(is_const ? llvm::cast<llvm::Constant>(pointer_of(v))
+                               : llvm::ConstantPointerNull::get(b_.getPtrTy()));
+      constants += is_const;
+    }
+    if (constants > 0) {
+      auto *type = llvm::ArrayType::get(b_.getPtrTy(), count);
+      auto *tmpl = new llvm::GlobalVariable(mod_.m, type, true, llvm::GlobalValue::InternalLinkage,
+                                            llvm::ConstantArray::get(type, fixed),
+                                            mod_.prefix + ".call." + std::to_string(call_counter_++));
+      b_.CreateMemCpy(table, llvm::MaybeAlign(8), tmpl, llvm::MaybeAlign(8), count * 8);
+    }
+    for (size_t i = 0; i < buffers.size(); ++i)
+      if (plan_.values[buffers[i]].storage != Storage::constant)
+        b_.CreateStore(i < node.operands.size() ? stored_pointer(buffers[i]) : pointer_of(buffers[i]),
+                       b_.CreateConstGEP1_64(b_.getPtrTy(), table, i));
     Value *callee_ws = b_.CreateGEP(b_.getInt8Ty(), workspace_, slots_end());
     b_.CreateCall(fns.run, {table, dims_, callee_ws});
   }
@@ -676,14 +696,11 @@ private:
     return ops.count(op) != 0;
   }
 
+  // libm's tanh: the former (1 - e)/(1 + e), e = exp(-2|x|), lost up to
+  // 1e-8 relative precision for small |x| (1 - e cancels).
   Value *tanh_f64(Value *x) {
-    // 1 - 2/(exp(2x)+1) loses relative precision near 0; use expm1-free form
-    // tanh = sign(x) * (1 - e)/(1 + e), e = exp(-2|x|), and x itself when tiny.
-    Value *ax = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
-    Value *e = b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, b_.CreateFMul(ax, fconst(DType::f64, -2.0)));
-    Value *t = b_.CreateFDiv(b_.CreateFSub(fconst(DType::f64, 1), e), b_.CreateFAdd(fconst(DType::f64, 1), e));
-    t = b_.CreateSelect(b_.CreateFCmpOLT(ax, fconst(DType::f64, 1e-8)), ax, t);
-    return b_.CreateCopySign(t, x);
+    llvm::FunctionCallee f = mod_.m.getOrInsertFunction("tanh", b_.getDoubleTy(), b_.getDoubleTy());
+    return b_.CreateCall(f, {x});
   }
 
   Value *erf_f64(Value *x) {
@@ -1238,6 +1255,7 @@ private:
   std::map<ValueId, Value *> temp_pointers_;
   std::vector<Value *> slot_offsets_;
   Value *slots_end_ = nullptr;
+  size_t call_counter_ = 0;
 };
 
 void collect(const Graph &g, std::set<std::string> &out) {
