@@ -1,0 +1,943 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `maxc compile`: compile, link into a C program, run.
+
+    test/e2e/e2e_test.py --maxc build/bin/maxc --source-dir . --case NAME
+    test/e2e/e2e_test.py --list
+    test/e2e/e2e_test.py --maxc build/bin/maxc --source-dir . --all
+
+Each case is one ctest entry (test/CMakeLists.txt registers "e2e-NAME" for
+every name --list prints). A case whose docstring says "Fails with maxc ..."
+checks behaviour that a known maxc bug breaks: it fails until the bug is
+fixed and carries the ctest label "known-bug" (`ctest -LE known-bug` skips
+them); the docstring says where the bug is. A case runs in a fresh temporary
+directory: it compiles example models with maxc, writes a small C harness
+there, builds it with `cc` against the generated object and header, runs it
+on random inputs and compares the outputs with `maxc run --device reference`.
+Exit status: 0 pass, 1 fail (with an explanation), 2 bad usage.
+
+Needs the Python standard library, a C compiler on PATH as `cc`, and for
+some cases LLVM 19's binutils (llvm-readelf-19, llvm-nm-19, llvm-size-19,
+llvm-objdump-19). The example weights (examples/<name>/<name>.safetensors)
+come from the build (the `example-weights` target).
+"""
+
+import argparse
+import ast
+import hashlib
+import json
+import math
+import os
+import random
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+EXAMPLES = ["mlp", "cnn", "gpt"]
+
+# Compiled code accumulates in f32 (and in a different order: blocked GEMMs,
+# vector reductions, polynomial transcendentals) while the reference
+# interpreter computes in double and rounds once, so compiled outputs match
+# the reference only up to rounding: |got - want| <= ATOL + RTOL * |want|
+# elementwise (numpy.allclose's rule).
+RTOL = 1e-4
+ATOL = 1e-5
+
+# Seed of the random inputs; fixed so a failure reproduces.
+SEED = 20240601
+
+
+class Failure(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------
+# Running maxc and other tools
+
+
+def describe(r):
+    out = r.stdout if isinstance(r.stdout, str) else "<%d bytes>" % len(r.stdout)
+    return "command: %s\nexit: %d\n--- stdout ---\n%s\n--- stderr ---\n%s" % (
+        " ".join(r.cmd), r.returncode, tail(out), tail(r.stderr))
+
+
+def tail(text, limit=4000):
+    return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+def expect(cond, message, r=None):
+    if not cond:
+        raise Failure(message + ("\n" + describe(r) if r is not None else ""))
+
+
+def expect_in(needle, haystack, what, r=None):
+    expect(needle in haystack, "expected %r in %s" % (needle, what), r)
+
+
+def listing(directory):
+    return sorted(os.listdir(directory))
+
+
+def run_command(cmd, cwd, rc=None, timeout=120):
+    try:
+        r = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise Failure("timed out after %ds: %s" % (timeout, " ".join(cmd)))
+    except OSError as e:
+        raise Failure("cannot run %s: %s" % (cmd[0], e))
+    r.cmd = cmd
+    r.stdout = r.stdout.decode("utf-8", "replace")
+    r.stderr = r.stderr.decode("utf-8", "replace")
+    if rc is not None and r.returncode != rc:
+        raise Failure("expected exit %d, got %d\n%s" % (rc, r.returncode, describe(r)))
+    return r
+
+
+def require_tool(name, purpose):
+    path = shutil.which(name)
+    if path is None:
+        raise Failure("'%s' is not on PATH; this case needs it to %s" % (name, purpose))
+    return path
+
+
+class Context:
+    def __init__(self, maxc, source_dir, tmp):
+        self.maxc = maxc
+        self.source_dir = source_dir
+        self.tmp = tmp
+
+    def example(self, name):
+        return os.path.join(self.source_dir, "examples", name, "model.json")
+
+    def weights(self, name):
+        path = os.path.join(self.source_dir, "examples", name, name + ".safetensors")
+        if not os.path.exists(path):
+            raise Failure("%s is missing: build the 'example-weights' target first" % path)
+        return path
+
+    def path(self, *parts):
+        return os.path.join(self.tmp, *parts)
+
+    def mkdir(self, *parts):
+        path = self.path(*parts)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def run(self, args, rc=None, cwd=None, timeout=120):
+        """Runs maxc with `args`; checks the exit status when `rc` is given."""
+        return run_command([self.maxc] + list(args), cwd or self.tmp, rc, timeout)
+
+    def compile(self, model, out_dir, name=None, extra=()):
+        """`maxc compile MODEL -o OUT_DIR/NAME.o`; returns (object path, manifest dict)."""
+        name = name or os.path.basename(os.path.dirname(model))
+        obj = os.path.join(out_dir, name + ".o")
+        args = ["-q", "compile", model, "-o", obj] + (["--name", name]) + list(extra)
+        self.run(args, rc=0)
+        with open(os.path.join(out_dir, name + ".manifest.json")) as f:
+            manifest = json.load(f)
+        return obj, manifest
+
+    def cc(self, sources, objects, output):
+        """Builds a C program from `sources` (in the temp dir) and maxc objects."""
+        cc = require_tool("cc", "build the C harness that links the generated object")
+        cmd = [cc, "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", self.tmp] + list(sources) + \
+            list(objects) + ["-lm", "-o", output]
+        run_command(cmd, self.tmp, rc=0)
+        return output
+
+
+# ---------------------------------------------------------------------------
+# .npy files and raw tensors
+
+
+DTYPES = {
+    # maxc dtype: (C type, npy descr, struct/array format, bytes)
+    "f32": ("float", "<f4", "f", 4),
+    "f64": ("double", "<f8", "d", 8),
+    "i64": ("int64_t", "<i8", "q", 8),
+    "i32": ("int32_t", "<i4", "i", 4),
+    "i8": ("int8_t", "|i1", "b", 1),
+}
+NPY_FORMATS = {descr: (fmt, size) for _, descr, fmt, size in DTYPES.values()}
+
+
+def dtype_info(dtype):
+    if dtype not in DTYPES:
+        raise Failure("this test does not handle dtype %r" % dtype)
+    return DTYPES[dtype]
+
+
+def pack(dtype, values):
+    """Values as little-endian raw bytes of `dtype`."""
+    fmt = dtype_info(dtype)[2]
+    return struct.pack("<%d%s" % (len(values), fmt), *values)
+
+
+def unpack(dtype, raw, what):
+    fmt, size = dtype_info(dtype)[2], dtype_info(dtype)[3]
+    if len(raw) % size:
+        raise Failure("%s: %d bytes is not a whole number of %s" % (what, len(raw), dtype))
+    return list(struct.unpack("<%d%s" % (len(raw) // size, fmt), raw))
+
+
+def write_npy_raw(path, descr, shape, raw):
+    """Writes a C-ordered version 1.0 .npy file around little-endian bytes."""
+    dims = "(%s)" % ("%d," % shape[0] if len(shape) == 1 else ", ".join(str(d) for d in shape))
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, dims)
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1"))
+        f.write(raw)
+    return path
+
+
+def read_npy(path):
+    """Reads a .npy file: (descr, shape, list of values)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:6] != b"\x93NUMPY":
+        raise Failure("%s: not a .npy file" % path)
+    major = data[6]
+    if major == 1:
+        hlen, start = struct.unpack("<H", data[8:10])[0], 10
+    else:
+        hlen, start = struct.unpack("<I", data[8:12])[0], 12
+    header = ast.literal_eval(data[start:start + hlen].decode("latin1"))
+    if header["fortran_order"]:
+        raise Failure("%s: Fortran order" % path)
+    fmt, size = NPY_FORMATS[header["descr"]]
+    shape = tuple(header["shape"])
+    count = 1
+    for d in shape:
+        count *= d
+    body = data[start + hlen:]
+    if len(body) != count * size:
+        raise Failure("%s: %d data bytes for shape %s" % (path, len(body), shape))
+    return header["descr"], shape, list(struct.unpack("<%d%s" % (count, fmt), body))
+
+
+def read_raw(path, dtype):
+    with open(path, "rb") as f:
+        return unpack(dtype, f.read(), path)
+
+
+def eval_shape(shape, dims):
+    """A manifest shape (ints and symbolic dims such as "batch") under `dims`."""
+    out = []
+    for d in shape:
+        if isinstance(d, int):
+            out.append(d)
+        elif isinstance(d, str) and d in dims:
+            out.append(dims[d])
+        else:
+            raise Failure("cannot evaluate dim %r with %s" % (d, dims))
+    return out
+
+
+def count_of(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def random_input(rng, spec, shape):
+    """Random data for an input: floats in [-1, 1), token ids in [0, 1024)."""
+    n = count_of(shape)
+    if spec["dtype"].startswith("f"):
+        return [rng.uniform(-1.0, 1.0) for _ in range(n)]
+    if spec["dtype"] in ("i64", "i32"):
+        # The only integer inputs of the examples are GPT token ids (vocab 1024).
+        return [rng.randrange(0, 1024) for _ in range(n)]
+    raise Failure("no random data for input %s of dtype %s" % (spec["name"], spec["dtype"]))
+
+
+def compare(actual, expected, what, rtol=RTOL, atol=ATOL):
+    """Elementwise |a - e| <= atol + rtol * |e|; reports the worst mismatches."""
+    expect(len(actual) == len(expected), "%s: %d values, expected %d" % (what, len(actual), len(expected)))
+    expect(any(e != 0 for e in expected), "%s: the reference output is all zeros: the test input is too weak" % what)
+    bad = []
+    worst_abs, worst_rel = 0.0, 0.0
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        diff = abs(a - e)
+        if math.isnan(a) or math.isnan(e) or diff > atol + rtol * abs(e):
+            bad.append((i, a, e))
+        if not math.isnan(diff):
+            worst_abs = max(worst_abs, diff)
+            if e != 0:
+                worst_rel = max(worst_rel, diff / abs(e))
+    if bad:
+        lines = ["  [%d] got %r, expected %r (diff %.3g)" % (i, a, e, abs(a - e)) for i, a, e in bad[:10]]
+        raise Failure("%s: %d of %d values differ from the reference beyond rtol %g / atol %g "
+                      "(max abs diff %.3g, max rel diff %.3g); first ones:\n%s"
+                      % (what, len(bad), len(actual), rtol, atol, worst_abs, worst_rel, "\n".join(lines)))
+    return worst_abs, worst_rel
+
+
+# ---------------------------------------------------------------------------
+# C harness generation, driven by the manifest's interface
+
+
+C_PRELUDE = r"""#define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define MAYBE_UNUSED __attribute__((unused))
+#else
+#define MAYBE_UNUSED
+#endif
+
+MAYBE_UNUSED static void *read_exact(const char *path, size_t bytes) {
+  FILE *f = fopen(path, "rb");
+  if (!f) { perror(path); exit(10); }
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) { fprintf(stderr, "out of memory\n"); exit(10); }
+  size_t got = fread(p, 1, bytes, f);
+  if (got != bytes || fgetc(f) != EOF) {
+    fprintf(stderr, "%s: expected exactly %zu bytes\n", path, bytes);
+    exit(10);
+  }
+  fclose(f);
+  return p;
+}
+
+MAYBE_UNUSED static void write_all(const char *path, const void *p, size_t bytes) {
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(p, 1, bytes, f) != bytes || fclose(f) != 0) { perror(path); exit(10); }
+}
+
+/* Output buffers start as all-ones bytes (NaN floats), so elements the model
+   does not write show up as mismatches. */
+MAYBE_UNUSED static void *alloc_poisoned(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) { fprintf(stderr, "out of memory\n"); exit(10); }
+  memset(p, 0xff, bytes);
+  return p;
+}
+
+/* A caller-provided workspace: 64-byte aligned, filled with garbage so a
+   kernel that relies on zeroed scratch memory fails. */
+MAYBE_UNUSED static void *alloc_workspace(int64_t bytes) {
+  void *p = NULL;
+  if (bytes <= 0) { fprintf(stderr, "workspace size %" PRId64 " is not positive\n", bytes); exit(11); }
+  if (posix_memalign(&p, 64, (size_t)bytes) != 0) { fprintf(stderr, "out of memory\n"); exit(10); }
+  memset(p, 0xa5, (size_t)bytes);
+  return p;
+}
+
+MAYBE_UNUSED static int64_t parse_dim(const char *text) {
+  char *end = NULL;
+  long long v = strtoll(text, &end, 10);
+  if (!*text || *end) { fprintf(stderr, "bad dim '%s'\n", text); exit(2); }
+  return (int64_t)v;
+}
+"""
+
+
+def c_dim(d):
+    return "(int64_t)%d" % d if isinstance(d, int) else "d_%s" % d
+
+
+def c_count(shape):
+    return "(size_t)(%s)" % (" * ".join(c_dim(d) for d in shape) if shape else "1")
+
+
+def check_interface(iface):
+    for tensor in iface["inputs"] + iface["outputs"]:
+        dtype_info(tensor["dtype"])
+        for d in tensor["shape"]:
+            if not isinstance(d, int) and d not in iface["dims"]:
+                raise Failure("shape %s of %s: dim %r is not one of the interface dims %s"
+                              % (tensor["shape"], tensor["name"], d, iface["dims"]))
+
+
+def harness_runner(name, iface):
+    """C function `run_NAME(args, caller_ws)` with args = dims..., input files..., output files...
+
+    Calls NAME_run once and writes each output's raw bytes."""
+    check_interface(iface)
+    upper = name.upper()
+    dims, inputs, outputs = iface["dims"], iface["inputs"], iface["outputs"]
+    lines = ["static int run_%s(char **arg, int caller_ws) {" % name]
+    for i, d in enumerate(dims):
+        lines.append("  int64_t d_%s = parse_dim(arg[%d]);" % (d, i))
+    call = []
+    for i, t in enumerate(inputs):
+        ctype = dtype_info(t["dtype"])[0]
+        lines.append("  size_t n_in%d = %s;" % (i, c_count(t["shape"])))
+        lines.append("  %s *in%d = (%s *)read_exact(arg[%d], n_in%d * sizeof(%s));"
+                     % (ctype, i, ctype, len(dims) + i, i, ctype))
+        call.append("in%d" % i)
+    for i, t in enumerate(outputs):
+        ctype = dtype_info(t["dtype"])[0]
+        lines.append("  size_t n_out%d = %s;" % (i, c_count(t["shape"])))
+        lines.append("  %s *out%d = (%s *)alloc_poisoned(n_out%d * sizeof(%s));" % (ctype, i, ctype, i, ctype))
+        call.append("out%d" % i)
+    dim_args = ", ".join("d_%s" % d for d in dims)
+    lines.append("  void *ws = caller_ws ? alloc_workspace(%s_workspace_size(%s)) : NULL;" % (name, dim_args))
+    call += ["d_%s" % d for d in dims] + ["ws"]
+    lines.append("  int32_t status = %s_run(%s);" % (name, ", ".join(call)))
+    lines.append("  if (status != %s_OK) {" % upper)
+    lines.append("    fprintf(stderr, \"%s_run returned status %%d: %%s\\n\", (int)status, %s_status_string(status));"
+                 % (name, name))
+    lines.append("    return 1;")
+    lines.append("  }")
+    for i, t in enumerate(outputs):
+        ctype = dtype_info(t["dtype"])[0]
+        lines.append("  write_all(arg[%d], out%d, n_out%d * sizeof(%s));" % (len(dims) + len(inputs) + i, i, i, ctype))
+    for i in range(len(inputs)):
+        lines.append("  free(in%d);" % i)
+    for i in range(len(outputs)):
+        lines.append("  free(out%d);" % i)
+    lines.append("  free(ws);")
+    lines.append("  return 0;")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def write_harness(ctx, models, path="harness.c"):
+    """A C program that runs any of `models` ({name: interface}).
+
+    Usage: app [--workspace] NAME DIMS... INPUTS... OUTPUTS... [NAME ...]
+    --workspace passes a caller-allocated workspace instead of NULL."""
+    parts = [C_PRELUDE]
+    parts += ['#include "%s.h"\n' % name for name in models]
+    parts += [harness_runner(name, iface) for name, iface in models.items()]
+    main = ["int main(int argc, char **argv) {", "  int caller_ws = 0;", "  int i = 1;", "  while (i < argc) {",
+            "    if (strcmp(argv[i], \"--workspace\") == 0) { caller_ws = 1; ++i; continue; }"]
+    for name, iface in models.items():
+        n = len(iface["dims"]) + len(iface["inputs"]) + len(iface["outputs"])
+        main += ["    if (strcmp(argv[i], \"%s\") == 0) {" % name,
+                 "      if (argc - i - 1 < %d) { fprintf(stderr, \"%s needs %d arguments\\n\"); return 2; }"
+                 % (n, name, n),
+                 "      if (run_%s(argv + i + 1, caller_ws) != 0) return 1;" % name,
+                 "      i += 1 + %d;" % n,
+                 "      continue;",
+                 "    }"]
+    main += ["    fprintf(stderr, \"unknown model '%s'\\n\", argv[i]);", "    return 2;", "  }", "  return 0;", "}"]
+    parts.append("\n".join(main) + "\n")
+    with open(ctx.path(path), "w") as f:
+        f.write("\n".join(parts))
+    return ctx.path(path)
+
+
+class Job:
+    """One run of one model on random inputs: files for the harness and for `maxc run`."""
+
+    def __init__(self, ctx, name, iface, dims, rng, tag):
+        self.name, self.iface, self.dims, self.tag = name, iface, dims, tag
+        self.inputs = []  # (spec, shape, raw path, npy path)
+        for spec in iface["inputs"]:
+            shape = eval_shape(spec["shape"], dims)
+            raw = pack(spec["dtype"], random_input(rng, spec, shape))
+            raw_path = ctx.path("%s.%s.in.bin" % (tag, spec["name"]))
+            with open(raw_path, "wb") as f:
+                f.write(raw)
+            npy_path = write_npy_raw(ctx.path("%s.%s.npy" % (tag, spec["name"])), dtype_info(spec["dtype"])[1],
+                                     shape, raw)
+            self.inputs.append((spec, shape, raw_path, npy_path))
+        self.outputs = []  # (spec, shape, raw path)
+        for spec in iface["outputs"]:
+            self.outputs.append((spec, eval_shape(spec["shape"], dims),
+                                 ctx.path("%s.%s.out.bin" % (tag, spec["name"]))))
+
+    def harness_args(self):
+        return ([self.name] + [str(self.dims[d]) for d in self.iface["dims"]] +
+                [p for _, _, p, _ in self.inputs] + [p for _, _, p in self.outputs])
+
+    def maxc_run_args(self, model, out_dir, device):
+        args = ["-q", "run", model, "--output-dir", out_dir, "--device", device]
+        for spec, _, _, npy in self.inputs:
+            args += ["--input", "%s=%s" % (spec["name"], npy)]
+        return args
+
+    def check_against(self, ctx, model, what):
+        """Compares the harness's raw outputs with `maxc run --device reference`."""
+        ref_dir = ctx.path(self.tag + ".reference")
+        ctx.run(self.maxc_run_args(model, ref_dir, "reference"), rc=0)
+        for spec, shape, raw_path in self.outputs:
+            expect(os.path.exists(raw_path), "%s: the harness wrote no %s" % (what, raw_path))
+            got = read_raw(raw_path, spec["dtype"])
+            descr, ref_shape, want = read_npy(os.path.join(ref_dir, spec["name"] + ".npy"))
+            expect(list(ref_shape) == shape, "%s: reference %s has shape %s, the manifest says %s"
+                   % (what, spec["name"], list(ref_shape), shape))
+            worst = compare(got, want, "%s output %s" % (what, spec["name"]))
+            print("%s %s %s: max abs diff %.3g, max rel diff %.3g" % (what, spec["name"], shape, worst[0], worst[1]))
+
+
+# ---------------------------------------------------------------------------
+# Cases
+
+CASES = {}
+
+
+def case(fn):
+    CASES[fn.__name__.replace("_", "-")] = fn
+    return fn
+
+
+def compile_link_run(ctx, name, batches):
+    model = ctx.example(name)
+    ctx.weights(name)
+    obj, manifest = ctx.compile(model, ctx.tmp, name)
+    iface = manifest["interface"]
+    app = ctx.cc([write_harness(ctx, {name: iface})], [obj], ctx.path("app"))
+    rng = random.Random(SEED)
+    for batch in batches:
+        dims = {d: batch for d in iface["dims"]}
+        expect(set(iface["dims"]) <= {"batch"}, "unexpected symbolic dims %s" % iface["dims"])
+        job = Job(ctx, name, iface, dims, rng, "b%d" % batch)
+        start = time.time()
+        run_command([app] + job.harness_args(), ctx.tmp, rc=0)
+        print("%s batch %d: compiled code ran in %.2f s" % (name, batch, time.time() - start))
+        job.check_against(ctx, model, "%s batch %d" % (name, batch))
+
+
+@case
+def compile_link_run_mlp(ctx):
+    # The batch is symbolic: the same object runs batches 1 and 5.
+    compile_link_run(ctx, "mlp", [1, 5])
+
+
+@case
+def compile_link_run_cnn(ctx):
+    compile_link_run(ctx, "cnn", [2])
+
+
+@case
+def compile_link_run_gpt(ctx):
+    compile_link_run(ctx, "gpt", [2])
+
+
+def interface_of(ctx, name):
+    """The interface from a manifest compiled for the example (for shapes and dims)."""
+    _, manifest = ctx.compile(ctx.example(name), ctx.mkdir("iface-" + name), name, ["--emit", "manifest"])
+    return manifest["interface"]
+
+
+@case
+def run_device_cpu(ctx):
+    rng = random.Random(SEED)
+    for name, batch in [("mlp", 4), ("gpt", 2)]:
+        model = ctx.example(name)
+        ctx.weights(name)
+        iface = interface_of(ctx, name)
+        job = Job(ctx, name, iface, {d: batch for d in iface["dims"]}, rng, name)
+        cpu_dir, ref_dir = ctx.path(name + ".cpu"), ctx.path(name + ".reference")
+        start = time.time()
+        ctx.run(job.maxc_run_args(model, cpu_dir, "cpu"), rc=0)
+        cpu_s = time.time() - start
+        start = time.time()
+        ctx.run(job.maxc_run_args(model, ref_dir, "reference"), rc=0)
+        ref_s = time.time() - start
+        print("%s batch %d: --device cpu %.2f s, --device reference %.2f s" % (name, batch, cpu_s, ref_s))
+        for spec in iface["outputs"]:
+            d1, s1, got = read_npy(os.path.join(cpu_dir, spec["name"] + ".npy"))
+            d2, s2, want = read_npy(os.path.join(ref_dir, spec["name"] + ".npy"))
+            expect(d1 == d2 and s1 == s2, "%s: --device cpu wrote %s %s, the reference %s %s"
+                   % (spec["name"], d1, s1, d2, s2))
+            worst = compare(got, want, "%s --device cpu output %s" % (name, spec["name"]))
+            print("%s %s: max abs diff %.3g, max rel diff %.3g" % (name, spec["name"], worst[0], worst[1]))
+
+
+@case
+def two_models_one_program(ctx):
+    """Two compiled models in one C program: no clashing symbols or macros."""
+    models = {}
+    objects = []
+    for name in ["mlp", "cnn"]:
+        ctx.weights(name)
+        obj, manifest = ctx.compile(ctx.example(name), ctx.tmp, name)
+        expect(manifest["name"] == name, "manifest name %r, expected %r" % (manifest["name"], name))
+        models[name] = manifest["interface"]
+        objects.append(obj)
+    app = ctx.cc([write_harness(ctx, models)], objects, ctx.path("app"))
+    rng = random.Random(SEED)
+    jobs = [Job(ctx, "mlp", models["mlp"], {"batch": 3}, rng, "mlp"),
+            Job(ctx, "cnn", models["cnn"], {"batch": 2}, rng, "cnn")]
+    # One process runs both models, interleaved: mlp, cnn, then mlp again.
+    again = Job(ctx, "mlp", models["mlp"], {"batch": 1}, rng, "mlp2")
+    run_command([app] + jobs[0].harness_args() + jobs[1].harness_args() + again.harness_args(), ctx.tmp, rc=0)
+    for job in jobs + [again]:
+        job.check_against(ctx, ctx.example(job.name), "%s in a two-model program (%s)" % (job.name, job.tag))
+
+
+@case
+def determinism(ctx):
+    ctx.weights("gpt")
+    emit = ["--emit", "obj,header,manifest,asm,llvm-ir"]
+    a, b = ctx.mkdir("a"), ctx.mkdir("b")
+    start = time.time()
+    ctx.run(["-q", "compile", ctx.example("gpt"), "-o", os.path.join(a, "gpt.o")] + emit, rc=0, cwd=a)
+    first_s = time.time() - start
+    start = time.time()
+    r = ctx.run(["compile", ctx.example("gpt"), "-o", os.path.join(b, "gpt.o"), "--verify-reproducible"] + emit,
+                rc=0, cwd=b)
+    second_s = time.time() - start
+    print("compile %.2f s; with --verify-reproducible %.2f s" % (first_s, second_s))
+    expect("error" not in r.stderr, "--verify-reproducible reported a problem", r)
+    expected = ["gpt.h", "gpt.ll", "gpt.manifest.json", "gpt.o", "gpt.s"]
+    expect(listing(a) == expected, "first compile wrote %s, expected %s" % (listing(a), expected))
+    expect(listing(b) == expected, "second compile wrote %s, expected %s" % (listing(b), expected))
+    for f in expected:
+        da = open(os.path.join(a, f), "rb").read()
+        db = open(os.path.join(b, f), "rb").read()
+        if da != db:
+            first = next(i for i in range(min(len(da), len(db)) + 1) if i == min(len(da), len(db)) or da[i] != db[i])
+            raise Failure("%s differs between two compiles (%d vs %d bytes, first difference at byte %d)"
+                          % (f, len(da), len(db), first))
+        expect(len(da) > 0, "%s is empty" % f)
+
+
+@case
+def aarch64_cross(ctx):
+    readelf = require_tool("llvm-readelf-19", "read the ELF header of the cross-compiled object")
+    nm = require_tool("llvm-nm-19", "list the symbols of the cross-compiled object")
+    objdump = require_tool("llvm-objdump-19", "disassemble the cross-compiled object")
+    ctx.weights("mlp")
+    for cpu in ["generic", ""]:
+        out = ctx.mkdir("cpu-" + (cpu or "empty"))
+        obj = os.path.join(out, "mlp.o")
+        ctx.run(["-q", "compile", ctx.example("mlp"), "-o", obj, "--target", "aarch64-linux-gnu", "--cpu", cpu], rc=0)
+        r = run_command([readelf, "-h", obj], ctx.tmp, rc=0)
+        expect(re.search(r"^\s*Machine:\s+AArch64\s*$", r.stdout, re.M) is not None,
+               "--cpu %r: the object is not AArch64" % cpu, r)
+        expect(re.search(r"^\s*Class:\s+ELF64\s*$", r.stdout, re.M) is not None, "expected ELF64", r)
+        expect(re.search(r"^\s*Type:\s+REL\b", r.stdout, re.M) is not None, "expected a relocatable object", r)
+        r = run_command([nm, "--defined-only", obj], ctx.tmp, rc=0)
+        for symbol in ["mlp_run", "mlp_run_packed", "mlp_workspace_size", "mlp_status_string"]:
+            expect(re.search(r"^[0-9a-f]+ T %s$" % symbol, r.stdout, re.M) is not None,
+                   "--cpu %r: no global function %s" % (cpu, symbol), r)
+        r = run_command([objdump, "-d", obj], ctx.tmp, rc=0)
+        expect_in("elf64-littleaarch64", r.stdout, "llvm-objdump -d", r)
+        expect(re.search(r"^[0-9a-f]+ <mlp_run>:", r.stdout, re.M) is not None, "no mlp_run in the disassembly", r)
+        with open(os.path.join(out, "mlp.manifest.json")) as f:
+            target = json.load(f)["target"]
+        expect(target.get("triple", "").startswith("aarch64"), "manifest target is %s" % target)
+        print("--cpu %r: %s, cpu %s" % (cpu, target.get("triple"), target.get("cpu")))
+
+
+def text_size(ctx, obj):
+    size = require_tool("llvm-size-19", "measure the .text section")
+    r = run_command([size, "-A", obj], ctx.tmp, rc=0)
+    m = re.search(r"^\.text\s+(\d+)\s", r.stdout, re.M)
+    expect(m is not None, "no .text section in %s" % obj, r)
+    return int(m.group(1))
+
+
+@case
+def text_size_flat(ctx):
+    """Code size does not grow with the number of repeated layers.
+
+    Subgraph dedup compiles the GPT Block once, so .text of a 24-layer GPT
+    must stay within 10 % of a 2-layer one. The margin is thin: the Block
+    function itself is the same size at 2 and 24 layers, but every call site
+    in <name>.graph.main fills its own pointer table (FunctionEmitter::
+    emit_call, lib/Codegen/KernelEmitter.cpp), about 225 bytes of x86 code
+    per layer, so the result depends on the Block's size: +8.9 % to +11.1 %
+    at 24 layers across the builds of 2026-12-02 (.text 44.4-55.6 kB)."""
+    require_tool("llvm-size-19", "measure the .text section")
+    generate = os.path.join(ctx.source_dir, "examples", "gpt", "generate.py")
+    sizes, times = {}, {}
+    for layers in [2, 24]:
+        d = ctx.mkdir("gpt%d" % layers)
+        model = os.path.join(d, "model.json")
+        run_command([sys.executable, generate, "--layers", str(layers), "-o", model], ctx.tmp, rc=0)
+        with open(model) as f:
+            weights = json.load(f).get("weights", "gpt.safetensors")
+        ctx.run(["-q", "init-weights", model, "-o", os.path.join(d, weights), "--seed", "1"], rc=0)
+        start = time.time()
+        r = ctx.run(["compile", model, "-o", os.path.join(d, "gpt.o"), "--time-passes"], rc=0)
+        times[layers] = time.time() - start
+        sizes[layers] = text_size(ctx, os.path.join(d, "gpt.o"))
+        print("%d layers: .text %d bytes, compile %.2f s" % (layers, sizes[layers], times[layers]))
+        print("  " + "\n  ".join(l for l in r.stderr.splitlines() if l.strip()))
+    growth = (sizes[24] - sizes[2]) / sizes[2]
+    print(".text 24 vs 2 layers: %+.1f %%; compile time ratio %.2f" % (100 * growth, times[24] / times[2]))
+    expect(abs(growth) <= 0.10, ".text is %d bytes with 24 layers and %d with 2 (%+.1f %%): more than 10 %% apart"
+           % (sizes[24], sizes[2], 100 * growth))
+
+
+@case
+def bad_target(ctx):
+    model = ctx.example("mlp")
+    ctx.weights("mlp")
+    out = ctx.mkdir("out")
+    obj = os.path.join(out, "mlp.o")
+
+    def nothing_written(r, what):
+        expect(listing(out) == [], "%s left files behind: %s" % (what, listing(out)), r)
+        expect(listing(ctx.tmp) == ["out"], "%s wrote outside the output dir: %s" % (what, listing(ctx.tmp)), r)
+
+    # An unknown CPU: exit 1, the valid CPU names listed, nothing written.
+    r = ctx.run(["compile", model, "-o", obj, "--cpu", "znver99"], rc=1)
+    expect_in("znver99", r.stderr, "stderr", r)
+    for cpu in ["znver4", "x86-64-v3", "skylake-avx512"]:
+        expect_in(cpu, r.stderr, "the list of valid CPUs", r)
+    expect("internal" not in r.stderr, "a bad --cpu is an input error", r)
+    nothing_written(r, "--cpu znver99")
+    # An x86 CPU for aarch64: the aarch64 names are listed.
+    r = ctx.run(["compile", model, "-o", obj, "--target", "aarch64-linux-gnu", "--cpu", "znver4"], rc=1)
+    expect_in("cortex-a53", r.stderr, "the list of valid aarch64 CPUs", r)
+    nothing_written(r, "--target aarch64-linux-gnu --cpu znver4")
+    # An unsupported triple: the accepted ones are listed.
+    r = ctx.run(["compile", model, "-o", obj, "--target", "riscv64-linux-gnu"], rc=1)
+    expect_in("riscv64-linux-gnu", r.stderr, "stderr", r)
+    for triple in ["x86_64-linux-gnu", "aarch64-linux-gnu"]:
+        expect_in(triple, r.stderr, "the list of accepted targets", r)
+    nothing_written(r, "--target riscv64-linux-gnu")
+    # --print-outputs lists what would be written, and writes nothing.
+    r = ctx.run(["compile", model, "-o", obj, "--print-outputs"], rc=0)
+    expect(r.stdout.splitlines() == [obj, os.path.join(out, "mlp.h"), os.path.join(out, "mlp.manifest.json")],
+           "--print-outputs should list the object, header and manifest", r)
+    nothing_written(r, "--print-outputs")
+    r = ctx.run(["compile", model, "-o", obj, "--name", "net", "--print-outputs",
+                 "--emit", "obj,header,manifest,asm,llvm-ir,graph"], rc=0)
+    expected = [obj] + [os.path.join(out, "net" + ext) for ext in [".h", ".manifest.json", ".s", ".ll", ".graph.json"]]
+    expect(r.stdout.splitlines() == expected, "--print-outputs should list %s" % expected, r)
+    nothing_written(r, "--print-outputs --emit ...")
+    # -o into a directory that does not exist: exit 1, nothing written.
+    missing = ctx.path("missing")
+    r = ctx.run(["compile", model, "-o", os.path.join(missing, "mlp.o")], rc=1)
+    expect_in("E0407", r.stderr, "stderr", r)
+    expect(not os.path.exists(missing), "-o created the missing directory", r)
+    nothing_written(r, "-o missing/mlp.o")
+
+
+def sha256_file(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def check_manifest(ctx, name, out, emitted, extra=()):
+    model = ctx.example(name)
+    ctx.run(["-q", "compile", model, "-o", os.path.join(out, name + ".o")] + list(extra), rc=0)
+    path = os.path.join(out, name + ".manifest.json")
+    with open(path) as f:
+        text = f.read()
+    try:
+        manifest = json.loads(text)
+    except ValueError as e:
+        raise Failure("%s is not valid JSON: %s" % (path, e))
+    expect(manifest.get("name") == name, "manifest name is %r, expected %r" % (manifest.get("name"), name))
+    target = manifest.get("target")
+    expect(isinstance(target, dict) and isinstance(target.get("triple"), str) and target["triple"].startswith("x86_64"),
+           "manifest target should name the x86_64 triple: %s" % target)
+    expect(isinstance(target.get("cpu"), str) and target["cpu"], "manifest target should name the CPU: %s" % target)
+    # The interface matches the model's declared inputs and outputs.
+    with open(model) as f:
+        doc = json.load(f)
+    iface = manifest.get("interface", {})
+    inputs, outputs = iface.get("inputs"), iface.get("outputs")
+    expect(isinstance(inputs, list) and isinstance(outputs, list), "interface needs inputs and outputs: %s" % iface)
+    expect([(t.get("name"), t.get("dtype"), t.get("shape")) for t in inputs] ==
+           [(t["name"], t["dtype"], t["shape"]) for t in doc["inputs"]],
+           "interface inputs %s do not match the model's %s" % (inputs, doc["inputs"]))
+    expect([t.get("name") for t in outputs] == doc["outputs"],
+           "interface outputs %s do not match the model's %s" % ([t.get("name") for t in outputs], doc["outputs"]))
+    for t in outputs:
+        expect(isinstance(t.get("shape"), list) and t["shape"] and
+               all(isinstance(d, int) or isinstance(d, str) and d in iface.get("dims", []) for d in t["shape"]),
+               "output %s has no usable shape: %s" % (t.get("name"), t))
+        expect(isinstance(t.get("dtype"), str), "output %s has no dtype" % t.get("name"))
+    expect("%s_run" % name in iface.get("entry_points", []), "entry_points should list %s_run" % name)
+    # Every written artifact but the manifest itself is listed with its hash.
+    listed = manifest.get("outputs")
+    expect(isinstance(listed, list), "manifest has no outputs list")
+    files = sorted(os.path.basename(p) for p in emitted if not p.endswith(".manifest.json"))
+    expect(sorted(o.get("path") for o in listed) == files,
+           "manifest outputs %s, expected %s" % (sorted(o.get("path") for o in listed), files))
+    expect(listing(out) == sorted(os.path.basename(p) for p in emitted),
+           "compile wrote %s, expected %s" % (listing(out), sorted(os.path.basename(p) for p in emitted)))
+    for o in listed:
+        written = os.path.join(out, o["path"])
+        expect(o.get("sha256") == sha256_file(written), "outputs[%s].sha256 is %s, the file's is %s"
+               % (o["path"], o.get("sha256"), sha256_file(written)))
+        expect(o.get("bytes") == os.path.getsize(written), "outputs[%s].bytes is %s, the file has %d"
+               % (o["path"], o.get("bytes"), os.path.getsize(written)))
+    # The inputs: model and weights, hashed too.
+    roles = {i.get("role"): i for i in manifest.get("inputs", [])}
+    for role, file in [("model", model), ("weights", ctx.weights(name))]:
+        expect(role in roles, "manifest inputs have no %s: %s" % (role, manifest.get("inputs")))
+        expect(roles[role].get("sha256") == sha256_file(file), "inputs[%s].sha256 does not match %s" % (role, file))
+    print("%s: %d outputs hashed, interface %s -> %s" % (
+        name, len(listed), [t["shape"] for t in inputs], [t["shape"] for t in outputs]))
+
+
+@case
+def manifest(ctx):
+    ctx.weights("mlp")
+    ctx.weights("cnn")
+    out = ctx.mkdir("mlp")
+    check_manifest(ctx, "mlp", out, [os.path.join(out, f) for f in
+                                     ["mlp.o", "mlp.h", "mlp.manifest.json", "mlp.s", "mlp.ll", "mlp.graph.json"]],
+                   ["--emit", "obj,header,manifest,asm,llvm-ir,graph"])
+    out = ctx.mkdir("cnn")
+    check_manifest(ctx, "cnn", out, [os.path.join(out, f) for f in ["cnn.o", "cnn.h", "cnn.manifest.json"]])
+
+
+def status_program(name, iface, batch):
+    """A C program checking NULL pointers, status strings and the caller-provided workspace."""
+    check_interface(iface)
+    upper = name.upper()
+    dims = iface["dims"]
+    lines = [C_PRELUDE, '#include "%s.h"\n' % name,
+             "#define CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, \"FAILED %s: \", #cond); "
+             "fprintf(stderr, __VA_ARGS__); fprintf(stderr, \"\\n\"); ++failures; } } while (0)",
+             "int main(void) {", "  int failures = 0;"]
+    for d in dims:
+        lines.append("  int64_t d_%s = %d;" % (d, batch))
+    args = []
+    for i, t in enumerate(iface["inputs"]):
+        ctype = dtype_info(t["dtype"])[0]
+        lines.append("  size_t n_in%d = %s;" % (i, c_count(t["shape"])))
+        lines.append("  %s *in%d = (%s *)alloc_poisoned(n_in%d * sizeof(%s));" % (ctype, i, ctype, i, ctype))
+        if t["dtype"].startswith("f"):
+            fill = "(%s)(((k * 37) %% 101) / 50.0 - 1.0)" % ctype
+        else:
+            fill = "(%s)((k * 7) %% 1024)" % ctype  # token ids
+        lines.append("  for (size_t k = 0; k < n_in%d; ++k) in%d[k] = %s;" % (i, i, fill))
+        args.append("in%d" % i)
+    for i, t in enumerate(iface["outputs"]):
+        ctype = dtype_info(t["dtype"])[0]
+        lines.append("  size_t n_out%d = %s;" % (i, c_count(t["shape"])))
+        for copy in ["a", "b", "c"]:
+            lines.append("  %s *out%d_%s = (%s *)alloc_poisoned(n_out%d * sizeof(%s));"
+                         % (ctype, i, copy, ctype, i, ctype))
+    dim_args = ["d_%s" % d for d in dims]
+
+    def call(inputs, outs, ws, dvals=None):
+        return "%s_run(%s)" % (name, ", ".join(inputs + outs + (dvals or dim_args) + [ws]))
+
+    outs_a = ["out%d_a" % i for i in range(len(iface["outputs"]))]
+    # A NULL input (each in turn) and a NULL output: status 1 (NAME_ERROR_NULL_POINTER).
+    lines.append("  CHECK(%s_ERROR_NULL_POINTER == 1, \"the header's null-pointer status is %%d\", "
+                 "(int)%s_ERROR_NULL_POINTER);" % (upper, upper))
+    for i in range(len(args)):
+        with_null = args[:i] + ["NULL"] + args[i + 1:]
+        lines.append("  { int32_t s = %s; CHECK(s == 1, \"NULL input %d gave status %%d\", (int)s); }"
+                     % (call(with_null, outs_a, "NULL"), i))
+    for i in range(len(outs_a)):
+        with_null = outs_a[:i] + ["NULL"] + outs_a[i + 1:]
+        lines.append("  { int32_t s = %s; CHECK(s == 1, \"NULL output %d gave status %%d\", (int)s); }"
+                     % (call(args, with_null, "NULL"), i))
+    # Status strings: non-empty for every documented code, and for an unknown one not NULL.
+    lines.append("  { const char *m = %s_status_string(1); CHECK(m != NULL && m[0] != 0, \"empty message for 1\");"
+                 " if (m) printf(\"status 1: %%s\\n\", m); }" % name)
+    for code in ["%s_OK" % upper, "%s_ERROR_NULL_POINTER" % upper, "%s_ERROR_INVALID_DIM" % upper,
+                 "%s_ERROR_OUT_OF_MEMORY" % upper]:
+        lines.append("  { const char *m = %s_status_string(%s); CHECK(m != NULL && m[0] != 0, \"empty message for "
+                     "%s\"); }" % (name, code, code))
+    lines.append("  { const char *m = %s_status_string(12345); CHECK(m != NULL, \"NULL message for an unknown code\"); }"
+                 % name)
+    # A negative dim: NAME_ERROR_INVALID_DIM.
+    if dims:
+        bad = ["(int64_t)-1"] + dim_args[1:]
+        lines.append("  { int32_t s = %s; CHECK(s == %s_ERROR_INVALID_DIM, \"dim -1 gave status %%d\", (int)s); }"
+                     % (call(args, outs_a, "NULL", bad), upper))
+    # Workspace: a positive size; a caller-provided buffer gives the same bits as NULL,
+    # also when reused for a second call.
+    lines.append("  int64_t ws_bytes = %s_workspace_size(%s);" % (name, ", ".join(dim_args)))
+    lines.append("  printf(\"workspace_size = %\" PRId64 \"\\n\", ws_bytes);")
+    lines.append("  CHECK(ws_bytes > 0, \"workspace size %\" PRId64, ws_bytes);")
+    lines.append("  if (ws_bytes <= 0) return 1;")
+    lines.append("  CHECK(ws_bytes % 64 == 0, \"workspace size %\" PRId64 \" is not a multiple of 64\", ws_bytes);")
+    lines.append("  void *ws = alloc_workspace(ws_bytes);")
+    for copy, ws in [("a", "NULL"), ("b", "ws"), ("c", "ws")]:
+        outs = ["out%d_%s" % (i, copy) for i in range(len(iface["outputs"]))]
+        lines.append("  { int32_t s = %s; CHECK(s == %s_OK, \"run %s gave status %%d (%%s)\", (int)s, "
+                     "%s_status_string(s)); }" % (call(args, outs, ws), upper, copy, name))
+    for i, t in enumerate(iface["outputs"]):
+        ctype = dtype_info(t["dtype"])[0]
+        bytes_ = "n_out%d * sizeof(%s)" % (i, ctype)
+        lines.append("  CHECK(memcmp(out%d_a, out%d_b, %s) == 0, \"output %d differs with a caller workspace\");"
+                     % (i, i, bytes_, i))
+        lines.append("  CHECK(memcmp(out%d_a, out%d_c, %s) == 0, \"output %d differs with a reused workspace\");"
+                     % (i, i, bytes_, i))
+        if t["dtype"].startswith("f"):
+            lines.append("  { size_t bad = 0; for (size_t k = 0; k < n_out%d; ++k) if (!(out%d_a[k] == out%d_a[k])) "
+                         "++bad; CHECK(bad == 0, \"%%zu NaN elements in output %d\", bad); }" % (i, i, i, i))
+        lines.append("  write_all(\"%s.out%d.bin\", out%d_a, %s);" % (name, i, i, bytes_))
+    lines.append("  free(ws);")
+    lines.append("  if (failures == 0) printf(\"ok\\n\");")
+    lines.append("  return failures ? 1 : 0;")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+@case
+def null_and_status(ctx):
+    for name, batch in [("mlp", 3), ("gpt", 1)]:
+        ctx.weights(name)
+        obj, manifest = ctx.compile(ctx.example(name), ctx.tmp, name)
+        source = ctx.path("%s_status.c" % name)
+        with open(source, "w") as f:
+            f.write(status_program(name, manifest["interface"], batch))
+        app = ctx.cc([source], [obj], ctx.path("%s_status" % name))
+        r = run_command([app], ctx.tmp)
+        expect(r.returncode == 0 and r.stdout.splitlines()[-1:] == ["ok"],
+               "%s: the status/workspace checks failed (see stderr)" % name, r)
+        print("%s: %s" % (name, " | ".join(r.stdout.splitlines())))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--maxc", help="the maxc binary (required unless --list)")
+    parser.add_argument("--source-dir", help="the maxc source tree, for examples/ (required unless --list)")
+    parser.add_argument("--keep", action="store_true", help="keep each case's temporary directory (for debugging)")
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--case", help="the case to run")
+    group.add_argument("--list", action="store_true", help="print the case names")
+    group.add_argument("--list-known-bugs", action="store_true",
+                       help="print the cases that fail because of a known maxc bug (docstring 'Fails with maxc')")
+    group.add_argument("--all", action="store_true", help="run every case")
+    args = parser.parse_args()
+    if args.list:
+        print("\n".join(CASES))
+        return 0
+    if args.list_known_bugs:
+        print("\n".join(name for name, fn in CASES.items() if "Fails with maxc" in (fn.__doc__ or "")))
+        return 0
+    if not args.maxc or not args.source_dir:
+        parser.error("--maxc and --source-dir are required to run cases")
+    names = list(CASES) if args.all else [args.case]
+    for name in names:
+        if name not in CASES:
+            print("unknown case %r; cases: %s" % (name, ", ".join(CASES)), file=sys.stderr)
+            return 2
+    maxc = os.path.abspath(args.maxc)
+    source_dir = os.path.abspath(args.source_dir)
+    failed = []
+    for name in names:
+        tmp = tempfile.mkdtemp(prefix="maxc-e2e-")
+        start = time.time()
+        try:
+            CASES[name](Context(maxc, source_dir, tmp))
+            print("PASS %s (%.1f s)" % (name, time.time() - start))
+        except Failure as e:
+            print("FAIL %s (%.1f s)\n%s" % (name, time.time() - start, e))
+            doc = CASES[name].__doc__
+            if doc and "Fails with" in doc:
+                print("\n(known maxc bug, see the case's docstring:)\n" + doc.strip())
+            failed.append(name)
+        finally:
+            if args.keep:
+                print("kept %s" % tmp)
+            else:
+                shutil.rmtree(tmp, ignore_errors=True)
+        sys.stdout.flush()
+    if len(names) > 1:
+        print("%d/%d passed%s" % (len(names) - len(failed), len(names),
+                                  "; failed: " + ", ".join(failed) if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
