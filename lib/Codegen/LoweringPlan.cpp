@@ -61,7 +61,9 @@ LoweringPlan plan_lowering(const Graph &g) {
       bool fuse = false;
       if (is_elemental_op(node.op)) {
         if (is_cheap_op(node.op)) {
-          fuse = true;
+          // ...except into a call: its operands are passed as buffers.
+          fuse = std::none_of(consumers[v].begin(), consumers[v].end(),
+                              [&](size_t c) { return nodes[c].op == "call"; });
         } else if (consumers[v].size() == 1) {
           const Node &c = nodes[consumers[v][0]];
           // Fuse where every element is still computed once: into an

@@ -123,8 +123,13 @@ Value *emit_erf_f32(llvm::IRBuilder<> &b, Value *x) {
   return b.CreateSelect(is_nan(b, x), x, result);
 }
 
+// sigmoid: with e = exp(-|x|), 1/(1 + e) for x >= 0 and e/(1 + e) (=
+// e^x/(1 + e^x)) for x < 0, which keeps the denormal results of x < -87.3
+// that 1/(1 + exp(-x)) flushed to 0 once exp(-x) overflowed.
 Value *emit_sigmoid_f32(llvm::IRBuilder<> &b, Value *x) {
-  return b.CreateFDiv(f32(b, 1.0), b.CreateFAdd(f32(b, 1.0), emit_exp_f32(b, b.CreateFNeg(x))));
+  Value *e = emit_exp_f32(b, b.CreateFNeg(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x)));
+  Value *num = b.CreateSelect(b.CreateFCmpOLT(x, f32(b, 0.0)), e, f32(b, 1.0));
+  return b.CreateFDiv(num, b.CreateFAdd(f32(b, 1.0), e));
 }
 
 } // namespace maxc::codegen
