@@ -48,8 +48,6 @@ llvm::Type *memory_type(llvm::LLVMContext &c, DType d) {
   }
 }
 
-int64_t align64(int64_t n) { return (n + 63) & ~int64_t(63); }
-
 struct Module {
   llvm::Module &m;
   llvm::LLVMContext &ctx;

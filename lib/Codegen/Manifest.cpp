@@ -53,7 +53,8 @@ std::string emit_manifest(const CompiledModel &model, const ManifestInputs &info
                       {"outputs", outputs},
                       {"dims", m.symbols},
                       {"entry_points",
-                       {m.name + "_run", m.name + "_run_packed", m.name + "_workspace_size", m.name + "_status_string"}},
+                       {m.name + "_run", m.name + "_run_packed", m.name + "_workspace_size", m.name + "_status_string",
+                        m.name + "_set_parallel_for"}},
                       {"status_codes", {{"0", "ok"}, {"1", "null pointer"}, {"2", "invalid dim"}, {"3", "out of memory"}}}};
   out["memory"] = {{"workspace_bytes_max", info.workspace_bytes}, {"weights_bytes", m.constant_bytes},
                    {"weights_mode", "embed"}};

@@ -822,6 +822,286 @@ def ops(ctx):
         expect(op in names, "op %s is not listed" % op, r)
 
 
+# ---------------------------------------------------------------------------
+# SARIF diagnostics, targets, inspect, diff, test/bench harnesses
+
+
+def sarif_uri(path):
+    """The artifactLocation.uri maxc writes for `path` (file:// when absolute)."""
+    import urllib.parse
+    quoted = urllib.parse.quote(path, safe="/-._~")
+    return "file://" + quoted if path.startswith("/") else quoted
+
+
+def sarif_run(r):
+    doc = parse_json(r.stdout, "--diagnostics sarif output", r)
+    expect(doc.get("version") == "2.1.0", "SARIF version should be 2.1.0", r)
+    expect(isinstance(doc.get("runs"), list) and len(doc["runs"]) == 1, "expected exactly one run", r)
+    run = doc["runs"][0]
+    driver = run.get("tool", {}).get("driver", {})
+    expect(driver.get("name") == "maxc", "tool.driver.name should be maxc", r)
+    rules = driver.get("rules")
+    expect(isinstance(rules, list) and rules, "tool.driver.rules should list the codes", r)
+    for rule in rules:
+        expect(re.match(r"^E\d{4}$", rule.get("id", "")) is not None, "rule id %r is not a code" % rule.get("id"), r)
+        expect(rule.get("shortDescription", {}).get("text"), "rule %s has no shortDescription" % rule["id"], r)
+    ids = [rule["id"] for rule in rules]
+    expect(len(ids) == len(set(ids)), "rule ids repeat", r)
+    for result in run.get("results", []):
+        expect(result.get("ruleId") in ids, "result rule %r is not among the rules" % result.get("ruleId"), r)
+        if "ruleIndex" in result:
+            expect(rules[result["ruleIndex"]]["id"] == result["ruleId"], "ruleIndex does not match ruleId", r)
+        expect(result.get("level") in ("error", "warning", "note"), "bad level in %s" % json.dumps(result), r)
+        expect(result.get("message", {}).get("text"), "result without message.text", r)
+    return driver, run
+
+
+@case
+def diagnostics_sarif(ctx):
+    doc = load_example_json(ctx, "mlp")
+    doc["main"][1]["a1"][0] = "reluu"
+    doc["main"][2]["h2"][2] = "nope"
+    path = write_json(ctx.path("model.json"), doc)
+    r = ctx.run(["--diagnostics", "sarif", "check", path, "--no-weights"], rc=1)
+    driver, run = sarif_run(r)
+    expect(driver.get("version") == project_version(ctx.source_dir), "driver.version should be maxc's", r)
+    ids = [rule["id"] for rule in driver["rules"]]
+    for code in ["E0001", "E0101", "E0503", "E0507"]:
+        expect(code in ids, "rule %s missing (every documented code should be a rule)" % code, r)
+    by_rule = {res["ruleId"]: res for res in run["results"]}
+    for code, pointer, text in [("E0101", "/main/1/a1/0", "reluu"), ("E0503", "/main/2/h2/2", "nope")]:
+        expect(code in by_rule, "expected a %s result" % code, r)
+        res = by_rule[code]
+        expect(res["level"] == "error", "%s should be an error" % code, r)
+        expect(text in res["message"]["text"], "%s message should name %r" % (code, text), r)
+        loc = res["locations"][0]
+        expect(loc["physicalLocation"]["artifactLocation"]["uri"] == sarif_uri(path),
+               "uri should be %r: %s" % (sarif_uri(path), json.dumps(loc)), r)
+        expect([l.get("fullyQualifiedName") for l in loc.get("logicalLocations", [])] == [pointer],
+               "logicalLocations should hold the pointer %s: %s" % (pointer, json.dumps(loc)), r)
+    expect("error[" not in r.stderr, "SARIF goes to stdout, not as text to stderr", r)
+    # A warning is a warning-level result; a clean run has no results.
+    tensors, _ = read_safetensors(ctx.weights("mlp"))
+    out = {name: (shape, values.tolist()) for name, (_, shape, values) in tensors.items()}
+    out["extra.bias"] = ([2], [1.0, 2.0])
+    weights = write_safetensors(ctx.path("extra.safetensors"), out)
+    r = ctx.run(["--diagnostics", "sarif", "check", ctx.example("mlp"), "--weights", weights], rc=0)
+    _, run = sarif_run(r)
+    expect([(x["ruleId"], x["level"]) for x in run["results"]] == [("E0507", "warning")],
+           "expected one E0507 warning", r)
+    r = ctx.run(["--diagnostics", "sarif", "check", ctx.example("mlp")], rc=0)
+    _, run = sarif_run(r)
+    expect(run["results"] == [], "a clean check has no results", r)
+    # A relative path stays a relative URI reference.
+    shutil.copy(path, ctx.path("my model.json"))
+    r = ctx.run(["--diagnostics", "sarif", "check", "my model.json", "--no-weights"], rc=1)
+    _, run = sarif_run(r)
+    uris = {res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for res in run["results"]}
+    expect(uris == {"my%20model.json"}, "expected the relative, percent-encoded uri: %s" % uris, r)
+
+
+@case
+def targets(ctx):
+    r = ctx.run(["targets"], rc=0)
+    out = r.stdout
+    for word in ["x86_64-linux-gnu", "aarch64-linux-gnu", "znver4", "skylake-avx512", "x86-64-v3", "neoverse-v2"]:
+        expect(re.search(r"(^|\s)%s(\s|$)" % re.escape(word), out, re.M) is not None, "%s not listed" % word, r)
+    heading = "gpu (not yet supported by maxc compile)"
+    expect_in(heading, out, "targets", r)
+    gpu_part = out[out.index(heading):]
+    for chip, alias in [("gfx90a", "mi250x"), ("gfx942", "mi300x"), ("gfx1100", "rx7900xtx")]:
+        expect(chip in gpu_part and alias in gpu_part, "%s (%s) should be under the gpu heading" % (chip, alias), r)
+        expect(chip not in out[:out.index(heading)], "%s is listed among the supported targets" % chip, r)
+    r = ctx.run(["targets", "--json"], rc=0)
+    doc = parse_json(r.stdout, "targets --json", r)
+    arches = {c["arch"]: c for c in doc["cpu"]}
+    expect(set(arches) == {"x86_64", "aarch64"}, "expected x86_64 and aarch64: %s" % sorted(arches), r)
+    expect("znver4" in arches["x86_64"]["cpus"] and "x86_64-linux-gnu" in arches["x86_64"]["triples"],
+           "x86_64 should list znver4 and x86_64-linux-gnu", r)
+    expect("cortex-a72" in arches["aarch64"]["cpus"], "aarch64 should list cortex-a72", r)
+    expect(doc["gpu"]["supported"] is False, "gpu should say supported: false", r)
+    aliases = {t["chip"]: t["aliases"] for t in doc["gpu"]["targets"]}
+    expect(aliases == {"gfx90a": ["mi250x"], "gfx942": ["mi300x"], "gfx1100": ["rx7900xtx"]},
+           "unexpected gpu targets %s" % aliases, r)
+    expect(all(t["supported"] is False for t in doc["gpu"]["targets"]), "no gpu target is supported yet", r)
+    # A listed CPU is one compile accepts.
+    ctx.run(["-q", "compile", ctx.example("mlp"), "--cpu", "znver4", "-O0", "--emit", "header", "-o",
+             ctx.path("mlp.o")], rc=0)
+    # The new subcommands and exit code 3 are in --help.
+    r = ctx.run(["--help"], rc=0)
+    for sub in ["targets", "inspect", "diff"]:
+        expect(re.search(r"^\s+%s\s" % sub, r.stdout, re.M) is not None, "subcommand %s not listed" % sub, r)
+    expect(re.search(r"^\s+3\s+\S", r.stdout, re.M) is not None, "exit code 3 not explained", r)
+
+
+def compile_mlp(ctx, directory, model=None, extra=()):
+    """Compiles the MLP (or `model`, with the MLP's weights) into DIRECTORY/mlp.o; returns the manifest path."""
+    os.makedirs(ctx.path(directory), exist_ok=True)
+    args = ["-q", "compile", model or ctx.example("mlp"), "--weights", ctx.weights("mlp"),
+            "-o", ctx.path(directory, "mlp.o")] + list(extra)
+    ctx.run(args, rc=0)
+    return ctx.path(directory, "mlp.manifest.json")
+
+
+@case
+def inspect_artifacts(ctx):
+    manifest = compile_mlp(ctx, "out", extra=["--cpu", "x86-64-v3"])
+    header, obj = ctx.path("out", "mlp.h"), ctx.path("out", "mlp.o")
+    prototype = "int32_t mlp_run(const float *x, float *logits, int64_t batch, void *workspace)"
+    # Manifest.
+    r = ctx.run(["inspect", manifest], rc=0)
+    for text in ["mlp_run", "f32[batch,784]", "f32[batch,10]", "x86-64-v3", prototype, "mlp_workspace_size"]:
+        expect_in(text, r.stdout, "inspect manifest", r)
+    m = parse_json(ctx.run(["inspect", manifest, "--json"], rc=0).stdout, "inspect manifest --json")
+    expect(m["kind"] == "manifest" and m["name"] == "mlp", "kind/name: %s %s" % (m.get("kind"), m.get("name")))
+    expect(m["inputs"][0]["shape"] == ["batch", 784] and m["dims"] == ["batch"], "manifest inputs/dims")
+    expect(m["run_prototype"] == prototype, "manifest run_prototype: %r" % m["run_prototype"])
+    expect("mlp_run" in m["entry_points"] and m["weights_bytes"] > 2000000, "manifest entry points/weights")
+    # Header.
+    r = ctx.run(["inspect", header], rc=0)
+    for text in ["mlp_run", prototype, "f32[batch,784]", "mlp_status_string"]:
+        expect_in(text, r.stdout, "inspect header", r)
+    h = parse_json(ctx.run(["inspect", header, "--json"], rc=0).stdout, "inspect header --json")
+    expect(h["kind"] == "header" and h["name"] == "mlp", "header kind/name")
+    for key in ["inputs", "outputs", "dims", "run_prototype"]:
+        expect(h[key] == m[key], "header and manifest disagree on %s: %s vs %s" % (key, h[key], m[key]))
+    # Object.
+    r = ctx.run(["inspect", obj], rc=0)
+    for text in ["mlp_run", "mlp_run_packed", "mlp_workspace_size", "mlp_status_string", "x86_64", ".text",
+                 ".rodata"]:
+        expect_in(text, r.stdout, "inspect object", r)
+    o = parse_json(ctx.run(["inspect", obj, "--json"], rc=0).stdout, "inspect object --json")
+    expect(o["kind"] == "object" and o["arch"] == "x86_64", "object kind/arch")
+    expect([x["name"] for x in o["models"]] == ["mlp"], "object models: %s" % o["models"])
+    expect(o["models"][0]["entry_points"] == ["mlp_run", "mlp_run_packed", "mlp_workspace_size", "mlp_status_string",
+                                             "mlp_set_parallel_for"],
+           "object entry points: %s" % o["models"][0]["entry_points"])
+    expect(o["sizes"]["text"] > 0 and o["sizes"]["rodata"] >= m["weights_bytes"] * 0.99,
+           "object sizes: %s (weights %d)" % (o["sizes"], m["weights_bytes"]))
+    expect(o["models"][0].get("manifest", {}).get("lists_this_object") is True,
+           "the manifest next to the object lists it: %s" % o["models"][0])
+    # Not artifacts: exit 1 with a clear error.
+    garbage = ctx.path("garbage.bin")
+    with open(garbage, "wb") as f:
+        f.write(b"\x00\x01garbage" * 100)
+    r = ctx.run(["inspect", garbage], rc=1)
+    expect_diagnostic(r, garbage, "E0002", message="not a maxc artifact")
+    with open(ctx.path("bad.o"), "wb") as f:
+        f.write(b"\x7fELF" + b"\x00" * 20)
+    expect_diagnostic(ctx.run(["inspect", ctx.path("bad.o")], rc=1), ctx.path("bad.o"), "E0002")
+    other = write_json(ctx.path("other.json"), {"maxc": 1})
+    expect_diagnostic(ctx.run(["inspect", other], rc=1), other, "E0502", message="not a maxc manifest")
+    expect_diagnostic(ctx.run(["inspect", ctx.example("mlp")], rc=1), ctx.example("mlp"), "E0502")
+    expect_diagnostic(ctx.run(["inspect", ctx.path("missing.o")], rc=1), ctx.path("missing.o"), "E0401")
+    r = ctx.run(["--diagnostics", "json", "inspect", garbage], rc=1)
+    out = parse_json(r.stdout, "--diagnostics json inspect", r)
+    expect(out["errors"] == 1 and out["diagnostics"][0]["code"] == "E0002", "expected one E0002", r)
+
+
+@case
+def diff_manifests(ctx):
+    a = compile_mlp(ctx, "a")
+    # The same model with its input renamed: a breaking change.
+    doc = load_example_json(ctx, "mlp")
+    doc["inputs"][0]["name"] = "input"
+    doc["main"][0]["h1"][2] = "input"
+    b = compile_mlp(ctx, "b", model=write_json(ctx.path("renamed.json"), doc))
+    # A static batch: shapes and dims change.
+    doc = load_example_json(ctx, "mlp")
+    doc["inputs"][0]["shape"] = [4, 784]
+    s = compile_mlp(ctx, "s", model=write_json(ctx.path("static.json"), doc))
+    # Another CPU and -O: the interface stays.
+    c = compile_mlp(ctx, "c", extra=["--cpu", "x86-64", "-O1"])
+
+    r = ctx.run(["diff", a, a], rc=0)
+    expect_in("unchanged", r.stdout, "diff A A", r)
+    r = ctx.run(["diff", a, b], rc=3)
+    expect_in("breaking", r.stdout, "diff", r)
+    expect(re.search(r"input 'x' renamed to 'input'", r.stdout) is not None, "the rename should be reported", r)
+    d = parse_json(ctx.run(["diff", a, b, "--json"], rc=3).stdout, "diff --json")
+    expect(d["interface_changed"] is True, "interface_changed should be true")
+    expect([(x["kind"], x["before"], x["after"]) for x in d["breaking"]] == [("input_renamed", "x", "input")],
+           "breaking: %s" % d["breaking"])
+    r = ctx.run(["diff", a, s], rc=3)
+    d = parse_json(ctx.run(["diff", a, s, "--json"], rc=3).stdout, "diff --json")
+    kinds = {x["kind"] for x in d["breaking"]}
+    expect({"input_shape", "output_shape", "dims"} <= kinds, "static batch: %s" % kinds, r)
+    expect(any("symbolic" in x["message"] and "static" in x["message"] for x in d["breaking"]),
+           "symbolic -> static should be named: %s" % d["breaking"], r)
+    r = ctx.run(["diff", a, c], rc=0)
+    d = parse_json(ctx.run(["diff", a, c, "--json"], rc=0).stdout, "diff --json")
+    expect(d["interface_changed"] is False and d["breaking"] == [], "another CPU is not breaking: %s" % d)
+    kinds = {x["kind"] for x in d["non_breaking"]}
+    expect({"target_cpu", "opt_level"} <= kinds, "cpu/opt-level notes expected: %s" % kinds)
+    # Input problems: exit 1.
+    expect_diagnostic(ctx.run(["diff", a, ctx.path("missing.json")], rc=1), ctx.path("missing.json"), "E0401")
+    expect_diagnostic(ctx.run(["diff", a, ctx.path("a", "mlp.o")], rc=1), ctx.path("a", "mlp.o"), "E0501")
+    expect_diagnostic(ctx.run(["diff", ctx.example("mlp"), a], rc=1), ctx.example("mlp"), "E0502")
+
+
+def c_compiler():
+    for cc in [os.environ.get("CC"), "cc", "gcc", "clang"]:
+        if cc and shutil.which(cc):
+            return cc
+    raise Failure("no C compiler (cc, gcc or clang) to build the harnesses with")
+
+
+def run_program(cmd, cwd, rc=None):
+    try:
+        r = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    except subprocess.TimeoutExpired:
+        raise Failure("timed out: %s" % " ".join(cmd))
+    r.cmd = cmd
+    r.stdout = r.stdout.decode("utf-8", "replace")
+    r.stderr = r.stderr.decode("utf-8", "replace")
+    if rc is not None and r.returncode != rc:
+        raise Failure("expected exit %d, got %d\n%s" % (rc, r.returncode, describe(r)))
+    return r
+
+
+@case
+def compile_harness(ctx):
+    emit = "obj,header,test-harness,bench-harness"
+    r = ctx.run(["compile", ctx.example("mlp"), "-o", "mlp.o", "--emit", emit, "--print-outputs"], rc=0)
+    expect(r.stdout.split() == ["mlp.o", "mlp.h", "mlp_test.c", "mlp_bench.c"], "--print-outputs", r)
+    ctx.run(["-q", "compile", ctx.example("mlp"), "-o", "mlp.o", "--emit", emit], rc=0)
+    expect(listing(ctx.tmp) == ["mlp.h", "mlp.o", "mlp_bench.c", "mlp_test.c"], "files: %s" % listing(ctx.tmp))
+    cc = c_compiler()
+    for prog in ["mlp_test", "mlp_bench"]:
+        r = run_program([cc, "-O2", "-Wall", "-Wextra", prog + ".c", "mlp.o", "-lm", "-o", prog], ctx.tmp, rc=0)
+        expect("warning:" not in r.stderr, "%s.c should compile without warnings" % prog, r)
+    # Inputs and the reference interpreter's outputs as .npy.
+    write_npy(ctx.path("x.npy"), [3, 784], mlp_input(3))
+    ctx.run(["run", ctx.example("mlp"), "--device", "reference", "--input", "x=x.npy", "--output-dir", "ref"], rc=0)
+    r = run_program(["./mlp_test", "x.npy", "ref/logits.npy"], ctx.tmp, rc=0)
+    expect(re.search(r"^PASS\b", r.stdout, re.M) is not None, "the test harness should PASS", r)
+    expect_in("max abs error", r.stdout, "test harness output", r)
+    # Wrong expectations fail; a bad input is a usage problem (2).
+    _, shape, values = read_npy(ctx.path("ref", "logits.npy"))
+    write_npy(ctx.path("wrong.npy"), list(shape), [v * 1.01 + 0.1 for v in values])
+    r = run_program(["./mlp_test", "x.npy", "wrong.npy"], ctx.tmp, rc=1)
+    expect(re.search(r"^FAIL\b", r.stdout, re.M) is not None, "the test harness should FAIL", r)
+    run_program(["./mlp_test", "x.npy", "wrong.npy", "--rtol", "0.5", "--atol", "0.5"], ctx.tmp, rc=0)
+    write_npy(ctx.path("short.npy"), [3, 783], [0.5] * (3 * 783))
+    r = run_program(["./mlp_test", "short.npy", "ref/logits.npy"], ctx.tmp, rc=2)
+    expect_in("784", r.stderr, "stderr", r)
+    write_npy(ctx.path("f64.npy"), [3, 784], [0.5] * (3 * 784), "<f8")
+    r = run_program(["./mlp_test", "f64.npy", "ref/logits.npy"], ctx.tmp, rc=2)
+    expect_in("<f4", r.stderr, "stderr", r)
+    run_program(["./mlp_test", "x.npy"], ctx.tmp, rc=2)
+    # The benchmark.
+    r = run_program(["./mlp_bench", "-n", "5"], ctx.tmp, rc=0)
+    m = re.search(r"p50 ([0-9.]+)\s+p90 ([0-9.]+)\s+p99 ([0-9.]+)", r.stdout)
+    expect(m is not None, "the bench harness should print p50/p90/p99", r)
+    p50, p90, p99 = (float(x) for x in m.groups())
+    expect(0 < p50 <= p90 <= p99, "percentiles out of order: %s" % (m.groups(),), r)
+    expect(re.search(r"[0-9.]+ runs/s", r.stdout) is not None, "the bench harness should print runs/s", r)
+    r = run_program(["./mlp_bench", "-n", "3", "--warmup", "1", "--dim", "batch=4"], ctx.tmp, rc=0)
+    expect_in("batch=4", r.stdout, "bench output", r)
+    run_program(["./mlp_bench", "--dim", "seq=4"], ctx.tmp, rc=2)
+    run_program(["./mlp_bench", "-n", "0"], ctx.tmp, rc=2)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--maxc", help="the maxc binary (required unless --list)")

@@ -3,7 +3,8 @@
 //
 // Exit codes (documented in `maxc --help`, the README and docs/diagnostics.md):
 //   0 success, 1 a problem with the user's input (model, weights, data,
-//   command-line usage), 2 an internal error in maxc.
+//   command-line usage), 2 an internal error in maxc; `maxc diff` only:
+//   3 the two artifacts' interfaces differ.
 #pragma once
 
 #include <map>
@@ -12,9 +13,9 @@
 
 namespace maxc::cli {
 
-enum ExitCode : int { kSuccess = 0, kInputError = 1, kInternalError = 2 };
+enum ExitCode : int { kSuccess = 0, kInputError = 1, kInternalError = 2, kInterfaceChanged = 3 };
 
-enum class DiagnosticsFormat { text, json };
+enum class DiagnosticsFormat { text, json, sarif };
 
 struct GlobalOptions {
   bool quiet = false;
@@ -59,7 +60,7 @@ struct CompileCommandOptions {
   std::string target;          // triple
   std::string cpu = "native";
   int opt_level = 2;
-  std::vector<std::string> emit; // obj header manifest asm llvm-ir graph
+  std::vector<std::string> emit; // obj header manifest asm llvm-ir graph test-harness bench-harness
   std::string weights_mode = "embed";
   int threads = 1;
   bool time_passes = false;
@@ -78,6 +79,22 @@ struct InitWeightsOptions {
 int run_init_weights(const GlobalOptions &global, const InitWeightsOptions &options);
 
 int run_ops(const GlobalOptions &global, bool json);
+
+/// maxc targets: the CPU targets `maxc compile` accepts, and the planned GPU ones.
+int run_targets(const GlobalOptions &global, bool json);
+
+struct InspectOptions {
+  std::string file; // NAME.o, NAME.h or NAME.manifest.json
+  bool json = false;
+};
+int run_inspect(const GlobalOptions &global, const InspectOptions &options);
+
+struct DiffOptions {
+  std::string before, after; // two NAME.manifest.json files
+  bool json = false;
+};
+/// 0 same interface, 3 the interface changed, 1 a problem with the input.
+int run_diff(const GlobalOptions &global, const DiffOptions &options);
 int print_version(bool json);
 
 } // namespace maxc::cli

@@ -1,6 +1,7 @@
 // maxc compile: a model to an object file, a C header and a manifest.
 #include "Diagnose.h"
 
+#include "maxc/Codegen/HarnessEmitter.h"
 #include "maxc/Codegen/Manifest.h"
 #include "maxc/Codegen/ModelCompiler.h"
 #include "maxc/Frontend/ModelLoader.h"
@@ -8,9 +9,11 @@
 #include "maxc/Support/FileSystem.h"
 #include "maxc/Support/Sha256.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <iterator>
 #include <set>
 #include <unistd.h>
 
@@ -18,15 +21,13 @@ namespace maxc::cli {
 
 namespace {
 
+// Every --emit kind, in the order --print-outputs lists them.
+const char *const kEmitKinds[] = {"obj", "header", "manifest", "asm", "llvm-ir", "graph", "test-harness",
+                                  "bench-harness"};
+
 std::string directory_of(const std::string &path) {
   auto slash = path.find_last_of('/');
   return slash == std::string::npos ? "" : path.substr(0, slash + 1);
-}
-
-std::string strip_extension(const std::string &path) {
-  std::string base = base_name(path);
-  auto dot = base.find_last_of('.');
-  return directory_of(path) + (dot == std::string::npos || dot == 0 ? base : base.substr(0, dot));
 }
 
 // Progress on a terminal, silence when piped or --quiet.
@@ -63,9 +64,10 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
   if (emit.empty())
     emit = {"obj", "header", "manifest"};
   for (const std::string &e : emit)
-    if (e != "obj" && e != "header" && e != "manifest" && e != "asm" && e != "llvm-ir" && e != "graph")
+    if (std::find(std::begin(kEmitKinds), std::end(kEmitKinds), e) == std::end(kEmitKinds))
       diagnostics.error(ErrorCode::InvalidArgument, "", "--emit",
-                        "unknown artifact '" + e + "' (expected obj, header, manifest, asm, llvm-ir, graph)");
+                        "unknown artifact '" + e +
+                            "' (expected obj, header, manifest, asm, llvm-ir, graph, test-harness, bench-harness)");
   if (options.weights_mode != "embed")
     diagnostics.error(ErrorCode::InvalidArgument, "", "--weights-mode",
                       "'" + options.weights_mode + "' is not supported yet; weights are embedded (embed)");
@@ -102,10 +104,12 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
                                               {"manifest", stem + ".manifest.json"},
                                               {"asm", stem + ".s"},
                                               {"llvm-ir", stem + ".ll"},
-                                              {"graph", stem + ".graph.json"}};
+                                              {"graph", stem + ".graph.json"},
+                                              {"test-harness", stem + "_test.c"},
+                                              {"bench-harness", stem + "_bench.c"}};
   if (options.print_outputs) {
     progress.done();
-    for (const char *e : {"obj", "header", "manifest", "asm", "llvm-ir", "graph"})
+    for (const char *e : kEmitKinds)
       if (emit.count(e))
         std::cout << paths[e] << "\n";
     return finish(global, diagnostics);
@@ -152,6 +156,16 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
     contents["llvm-ir"] = compiled.llvm_ir;
   if (emit.count("graph"))
     contents["graph"] = graph_to_json(*model.graph, GraphJsonOptions{false, 2});
+  try {
+    if (emit.count("test-harness"))
+      contents["test-harness"] = emit_test_harness(compiled.interface);
+    if (emit.count("bench-harness"))
+      contents["bench-harness"] = emit_bench_harness(compiled.interface);
+  } catch (const Error &e) {
+    progress.done();
+    diagnostics.error(e, options.model, "");
+    return finish(global, diagnostics);
+  }
   if (emit.count("manifest")) {
     ManifestInputs info;
     info.options = compile;

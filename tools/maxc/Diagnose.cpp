@@ -1,6 +1,7 @@
 #include "Diagnose.h"
 
 #include "maxc/Support/FileSystem.h"
+#include "maxc/Support/Version.h"
 
 #include <cstdio>
 #include <iostream>
@@ -17,6 +18,8 @@ int exit_code_for(const DiagnosticEngine &diagnostics) {
 int finish(const GlobalOptions &global, const DiagnosticEngine &diagnostics) {
   if (global.diagnostics == DiagnosticsFormat::json) {
     std::cout << diagnostics.to_json() << std::flush;
+  } else if (global.diagnostics == DiagnosticsFormat::sarif) {
+    std::cout << diagnostics.to_sarif(maxc_version()) << std::flush;
   } else {
     for (const Diagnostic &d : diagnostics.diagnostics())
       if (!global.quiet || d.severity == Severity::error)

@@ -3,12 +3,15 @@
 
 #include "Commands.h"
 
+#include "maxc/Codegen/ModelCompiler.h"
 #include "maxc/Support/Diagnostics.h"
+
+#include <nlohmann/json_fwd.hpp>
 
 namespace maxc::cli {
 
-/// Prints the diagnostics (text to stderr, JSON to stdout) and returns the
-/// exit code they imply.
+/// Prints the diagnostics (text to stderr, JSON or SARIF to stdout) and
+/// returns the exit code they imply.
 int finish(const GlobalOptions &global, const DiagnosticEngine &diagnostics);
 
 /// Exit code for a set of diagnostics: 2 if any is internal, 1 if any error.
@@ -17,5 +20,12 @@ int exit_code_for(const DiagnosticEngine &diagnostics);
 /// Writes `text` to `path` atomically, or to stdout for "" / "-". Reports
 /// failures to `diagnostics`.
 void write_output(const std::string &path, const std::string &text, DiagnosticEngine &diagnostics);
+
+/// Parses the text of a NAME.manifest.json (`file` names it in diagnostics)
+/// into `doc` and the interface it describes. Reports malformed JSON (E0501)
+/// and missing or ill-typed fields (E0502, with a JSON pointer) and returns
+/// false. Defined in InspectCommand.cpp; `maxc diff` uses it too.
+bool parse_manifest(const std::string &text, const std::string &file, nlohmann::ordered_json &doc,
+                    ModelInterface &interface, DiagnosticEngine &diagnostics);
 
 } // namespace maxc::cli

@@ -18,6 +18,11 @@ static const char *kFooter = R"(Examples:
   maxc check examples/mlp/model.json
   maxc compile examples/mlp/model.json -o build/mlp.o     # + mlp.h, mlp.manifest.json
   maxc compile model.json -O3 --cpu znver4 --emit obj,header,manifest,asm
+  maxc compile examples/mlp/model.json -o mlp.o --emit obj,header,test-harness,bench-harness
+  maxc inspect mlp.o                                       # or mlp.h, mlp.manifest.json; --json
+  maxc diff old/mlp.manifest.json mlp.manifest.json        # exit 3: the interface changed
+  maxc targets                                             # CPUs and triples (--json)
+  maxc --diagnostics sarif check model.json > maxc.sarif   # for CI code scanning
   maxc trace examples/gpt/model.json --stats
   maxc trace examples/gpt/model.json --emit dot -o gpt.dot
   maxc run examples/mlp/model.json --input x=x.npy --output-dir out/
@@ -27,6 +32,7 @@ Exit codes:
   0  success
   1  a problem with the input: model, weights, data files or command line
   2  an internal error in maxc (please report it)
+  3  maxc diff only: the two manifests' interfaces differ
 
 Diagnostics read "FILE: JSON-POINTER: error[CODE]: message"; codes are
 listed in docs/diagnostics.md.)";
@@ -42,13 +48,14 @@ int main(int argc, char **argv) {
   int verbosity = 0;
   std::string log_level, diagnostics = "text";
   app.add_flag("--version", version, "Print the maxc and LLVM versions and the built targets");
-  app.add_flag("--json", version_json, "With --version or ops: print JSON");
+  app.add_flag("--json", version_json, "With --version, ops, targets, inspect or diff: print JSON");
   app.add_flag("-q,--quiet", global.quiet, "Print errors only");
   app.add_flag("-v,--verbose", verbosity, "More logging (repeat for more)");
   app.add_option("--log-level", log_level, "Logging level: trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
-  app.add_option("--diagnostics", diagnostics, "Diagnostics format: text (stderr) or json (stdout)")
-      ->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--diagnostics", diagnostics,
+                 "Diagnostics format: text (stderr), json or sarif (SARIF 2.1.0, for CI code scanning; stdout)")
+      ->check(CLI::IsMember({"text", "json", "sarif"}));
   app.add_flag("-W,--warnings-as-errors", global.warnings_as_errors, "Treat warnings as errors");
 
   CheckOptions check;
@@ -92,7 +99,9 @@ int main(int argc, char **argv) {
   compile_cmd->add_option("--target", compile.target, "Target triple: x86_64-linux-gnu (default), aarch64-linux-gnu");
   compile_cmd->add_option("--cpu", compile.cpu, "Target CPU: native (default), znver4, skylake-avx512, x86-64-v3, ...");
   compile_cmd->add_option("-O", compile.opt_level, "Optimization level 0-3 (default 2)");
-  compile_cmd->add_option("--emit", compile.emit, "Artifacts: obj,header,manifest (default), asm, llvm-ir, graph")
+  compile_cmd->add_option("--emit", compile.emit,
+                          "Artifacts: obj,header,manifest (default), asm, llvm-ir, graph, test-harness (NAME_test.c), "
+                          "bench-harness (NAME_bench.c)")
       ->delimiter(',');
   compile_cmd->add_option("--weights-mode", compile.weights_mode, "embed (default)");
   compile_cmd->add_option("--threads", compile.threads, "Threads in the generated code (1)");
@@ -103,6 +112,23 @@ int main(int argc, char **argv) {
   compile_cmd->add_option("--MF", compile.depfile_path, "(-MF FILE) Depfile path (implies -MD)");
 
   auto *ops_cmd = app.add_subcommand("ops", "List the ops this build knows, with attributes");
+
+  bool targets_json = false;
+  auto *targets_cmd = app.add_subcommand("targets", "List the CPU targets (triples, CPUs) and the planned GPU ones");
+  targets_cmd->add_flag("--json", targets_json, "Print JSON");
+
+  InspectOptions inspect;
+  auto *inspect_cmd =
+      app.add_subcommand("inspect", "Show what a compiled artifact (object, header or manifest) holds and how to call it");
+  inspect_cmd->add_option("file", inspect.file, "NAME.o, NAME.h or NAME.manifest.json")->required();
+  inspect_cmd->add_flag("--json", inspect.json, "Print JSON");
+
+  DiffOptions diff;
+  auto *diff_cmd = app.add_subcommand(
+      "diff", "Compare two manifests: interface changes (breaking, exit 3) and size/kernel/target changes");
+  diff_cmd->add_option("before", diff.before, "The old NAME.manifest.json")->required();
+  diff_cmd->add_option("after", diff.after, "The new NAME.manifest.json")->required();
+  diff_cmd->add_flag("--json", diff.json, "Print JSON");
 
   // Compiler habits: -MD / -MF are single-dash long options, which CLI11
   // does not have; spell them as --MD / --MF before parsing.
@@ -132,7 +158,11 @@ int main(int argc, char **argv) {
                                      : spdlog::level::warn);
   if (!log_level.empty())
     spdlog::set_level(spdlog::level::from_str(log_level));
-  global.diagnostics = diagnostics == "json" ? DiagnosticsFormat::json : DiagnosticsFormat::text;
+  global.diagnostics = diagnostics == "json"    ? DiagnosticsFormat::json
+                       : diagnostics == "sarif" ? DiagnosticsFormat::sarif
+                                                : DiagnosticsFormat::text;
+  inspect.json = inspect.json || version_json;
+  diff.json = diff.json || version_json;
   trace.emit_given = trace_cmd->count("--emit") > 0;
 
   try {
@@ -150,6 +180,12 @@ int main(int argc, char **argv) {
       return run_init_weights(global, init);
     if (*ops_cmd)
       return run_ops(global, version_json);
+    if (*targets_cmd)
+      return run_targets(global, targets_json || version_json);
+    if (*inspect_cmd)
+      return run_inspect(global, inspect);
+    if (*diff_cmd)
+      return run_diff(global, diff);
     std::cerr << app.help();
     return kInputError;
   } catch (const maxc::Error &e) {

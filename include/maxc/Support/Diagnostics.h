@@ -48,6 +48,13 @@ public:
   /// {"diagnostics": [{"severity","code","file","pointer","message"}...],
   ///  "errors": N, "warnings": M}
   std::string to_json() const;
+  /// SARIF 2.1.0 (for CI code scanning): one run whose tool.driver is maxc
+  /// `tool_version`, with a rule per documented error code (id "E0503",
+  /// name, shortDescription) and one result per diagnostic: ruleId, level,
+  /// message.text, the file as physicalLocation.artifactLocation.uri (a
+  /// relative URI reference, or file:// for an absolute path) and the
+  /// pointer as a logicalLocations[].fullyQualifiedName.
+  std::string to_sarif(const std::string &tool_version) const;
 
 private:
   std::vector<Diagnostic> diagnostics_;
@@ -57,5 +64,14 @@ private:
 };
 
 std::string_view severity_name(Severity severity);
+
+/// A documented error code: "E0503", its name ("UndefinedName") and meaning.
+struct ErrorCodeInfo {
+  ErrorCode code;
+  const char *name;
+  const char *description;
+};
+/// Every documented code (docs/diagnostics.md), in numeric order.
+const std::vector<ErrorCodeInfo> &error_code_table();
 
 } // namespace maxc
