@@ -1058,9 +1058,16 @@ private:
         Value *clamped = b_.CreateSelect(in_range, local_i, b_.getInt64(0));
         Index in = idx;
         in[axis] = clamped;
-        Value *e = extent_is_zero(xk, axis) ? nullptr : element(xk, in);
-        if (e)
+        if (extent_is_zero(xk, axis)) {
+          // nothing to read
+        } else if (g_.type_of(xk).shape[axis].is_static()) {
+          Value *e = element(xk, in);
           result_v = result_v ? b_.CreateSelect(in_range, e, result_v) : e;
+        } else {
+          // A symbolic extent may be 0 at run time: read only when in range.
+          Value *otherwise = result_v ? result_v : literal(g_.type_of(out).dtype, 0.0);
+          result_v = when(in_range, [&] { return element(xk, in); }, otherwise);
+        }
         offset = b_.CreateAdd(offset, extent);
       }
       return result_v ? result_v : literal(g_.type_of(out).dtype, 0.0); // every operand empty
@@ -1079,6 +1086,8 @@ private:
       DType d = g_.type_of(out).dtype;
       if (shape_numel(g_.type_of(x).shape) == Dim(0)) // nothing to read: all padding
         return literal(d, node.attrs.get_real("value"));
+      if (!shape_is_static(g_.type_of(x).shape)) // may be empty at run time: read only inside
+        return when(inside, [&] { return element(x, in); }, literal(d, node.attrs.get_real("value")));
       return b_.CreateSelect(inside, element(x, in), literal(d, node.attrs.get_real("value")));
     }
     if (op == "gather") {
@@ -1101,6 +1110,25 @@ private:
       return element(x, in);
     }
     return nullptr;
+  }
+
+  /// then() evaluated only when `cond` holds (it may read memory that does
+  /// not exist otherwise), else `otherwise` (which must already be defined).
+  Value *when(Value *cond, const std::function<Value *()> &then, Value *otherwise) {
+    llvm::Function *fn = b_.GetInsertBlock()->getParent();
+    auto *then_bb = llvm::BasicBlock::Create(mod_.ctx, "when", fn);
+    auto *merge = llvm::BasicBlock::Create(mod_.ctx, "when.end", fn);
+    llvm::BasicBlock *from = b_.GetInsertBlock();
+    b_.CreateCondBr(cond, then_bb, merge);
+    b_.SetInsertPoint(then_bb);
+    Value *v = then();
+    llvm::BasicBlock *then_end = b_.GetInsertBlock();
+    b_.CreateBr(merge);
+    b_.SetInsertPoint(merge);
+    llvm::PHINode *phi = b_.CreatePHI(v->getType(), 2);
+    phi->addIncoming(v, then_end);
+    phi->addIncoming(otherwise, from);
+    return phi;
   }
 
   bool extent_is_zero(ValueId v, int64_t axis) {
