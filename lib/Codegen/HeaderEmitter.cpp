@@ -1,6 +1,7 @@
 // The C header of a compiled model: plain C99, usable from C++, documenting
 // itself — shapes, dtypes, entry points, status codes.
 #include "maxc/Codegen/ModelCompiler.h"
+#include "maxc/Support/Sha256.h"
 #include "maxc/Support/Version.h"
 
 #include <cctype>
@@ -29,8 +30,8 @@ static std::string upper(const std::string &s) {
   return out;
 }
 
-// An ABI hash: FNV-1a over everything that decides how the entry points are
-// called. Changes exactly when a caller would have to change.
+// An ABI hash over everything that decides how the entry points are called:
+// changes exactly when a caller would have to change.
 static uint64_t abi_hash(const ModelInterface &m) {
   std::string text = m.name;
   for (const auto &t : m.inputs)
@@ -39,10 +40,9 @@ static uint64_t abi_hash(const ModelInterface &m) {
     text += "|out " + t.name + " " + t.type.to_string();
   for (const auto &s : m.symbols)
     text += "|dim " + s;
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text)
-    h = (h ^ c) * 1099511628211ull;
-  return h;
+  if (m.external_weights)
+    text += "|external-weights";
+  return fnv1a64(text);
 }
 
 std::string emit_c_header(const ModelInterface &m, const std::string &workspace_bound) {
@@ -85,7 +85,8 @@ std::string emit_c_header(const ModelInterface &m, const std::string &workspace_
   h += "#define " + N + "_ABI_VERSION 1\n#define " + N + "_ABI_HASH " + hash + "\n\n";
   h += "/* Status codes. */\n";
   h += "#define " + N + "_OK 0\n#define " + N + "_ERROR_NULL_POINTER 1\n#define " + N +
-       "_ERROR_INVALID_DIM 2\n#define " + N + "_ERROR_OUT_OF_MEMORY 3\n\n";
+       "_ERROR_INVALID_DIM 2\n#define " + N + "_ERROR_OUT_OF_MEMORY 3\n#define " + N +
+       "_ERROR_WEIGHTS_NOT_SET 4\n#define " + N + "_ERROR_WEIGHTS_MISMATCH 5\n\n";
   auto shape_macros = [&](const char *kind, const std::vector<ModelInterface::Tensor> &ts) {
     for (size_t i = 0; i < ts.size(); ++i) {
       const auto &t = ts[i];
@@ -135,6 +136,16 @@ std::string emit_c_header(const ModelInterface &m, const std::string &workspace_
   h += "typedef void (*" + m.name + "_task_fn)(void *ctx, int64_t i);\n";
   h += "typedef void (*" + m.name + "_parallel_for_fn)(void *ctx, int64_t count, " + m.name + "_task_fn task);\n";
   h += "void " + m.name + "_set_parallel_for(" + m.name + "_parallel_for_fn parallel_for);\n\n";
+  if (m.external_weights) {
+    char fnv[32];
+    std::snprintf(fnv, sizeof fnv, "0x%016llxull", static_cast<unsigned long long>(m.weights_blob_fnv1a));
+    h += "/* External weights (--weights-mode external): load " + m.name + ".weights.bin into\n"
+         " * 64-byte aligned memory (or mmap it) and pass it before the first run; it is\n"
+         " * checked by size, alignment and FNV-1a hash, and must stay alive and unchanged. */\n";
+    h += "#define " + N + "_WEIGHTS_BYTES " + std::to_string(m.weights_blob_bytes) + "ull\n";
+    h += "#define " + N + "_WEIGHTS_FNV1A " + fnv + "\n";
+    h += "int32_t " + m.name + "_set_weights(const void *weights, uint64_t size);\n\n";
+  }
   h += "/* A message for a status code. */\n";
   h += "const char *" + m.name + "_status_string(int32_t status);\n\n";
   h += "#ifdef __cplusplus\n} /* extern \"C\" */\n#endif\n\n#endif /* " + guard + " */\n";

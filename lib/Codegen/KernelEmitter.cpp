@@ -54,6 +54,7 @@ struct Module {
   std::string prefix;
   std::vector<std::string> symbols;
   unsigned lanes; // f32 vector width for the GEMM microkernel
+  const ExternalWeights *external; // null: constants are embedded globals
   std::map<const Graph *, EmittedGraph> functions;
   std::map<std::pair<const Graph *, std::string>, llvm::GlobalVariable *> constants;
 };
@@ -204,6 +205,17 @@ private:
     return mod_.constants[key] = gv;
   }
 
+  /// A constant inside the run-time weights blob: base + offset.
+  Value *external_constant(const std::string &name) {
+    auto key = std::make_pair(&g_, name);
+    if (auto it = external_pointers_.find(key); it != external_pointers_.end())
+      return it->second;
+    Value *base = entry_b_.CreateLoad(entry_b_.getPtrTy(), mod_.external->base);
+    Value *p = entry_b_.CreateGEP(entry_b_.getInt8Ty(), base,
+                                  entry_b_.getInt64(static_cast<int64_t>(mod_.external->offsets.at(key))));
+    return external_pointers_[key] = p;
+  }
+
   /// Where a stored value lives.
   Value *pointer_of(ValueId v) {
     const ValuePlan &p = plan_.values[v];
@@ -218,6 +230,8 @@ private:
     }
     case Storage::constant: {
       const Node &n = g_.nodes()[g_.value_info(v).producer];
+      if (mod_.external)
+        return external_constant(n.attrs.get_string("name"));
       return constant_global(n.attrs.get_string("name"));
     }
     case Storage::fused: break;
@@ -358,7 +372,7 @@ private:
     std::vector<llvm::Constant *> fixed;
     size_t constants = 0;
     for (ValueId v : buffers) {
-      bool is_const = plan_.values[v].storage == Storage::constant;
+      bool is_const = plan_.values[v].storage == Storage::constant && !mod_.external;
       fixed.push_back(is_const ? llvm::cast<llvm::Constant>(pointer_of(v))
                                : llvm::ConstantPointerNull::get(b_.getPtrTy()));
       constants += is_const;
@@ -371,7 +385,7 @@ private:
       b_.CreateMemCpy(table, llvm::MaybeAlign(8), tmpl, llvm::MaybeAlign(8), count * 8);
     }
     for (size_t i = 0; i < buffers.size(); ++i)
-      if (plan_.values[buffers[i]].storage != Storage::constant)
+      if (plan_.values[buffers[i]].storage != Storage::constant || mod_.external)
         b_.CreateStore(i < node.operands.size() ? stored_pointer(buffers[i]) : pointer_of(buffers[i]),
                        b_.CreateConstGEP1_64(b_.getPtrTy(), table, i));
     Value *callee_ws = b_.CreateGEP(b_.getInt8Ty(), workspace_, slots_end());
@@ -1282,6 +1296,7 @@ private:
   std::vector<Value *> slot_offsets_;
   Value *slots_end_ = nullptr;
   size_t call_counter_ = 0;
+  std::map<std::pair<const Graph *, std::string>, Value *> external_pointers_;
 };
 
 void collect(const Graph &g, std::set<std::string> &out) {
@@ -1308,8 +1323,9 @@ std::vector<std::string> collect_symbols(const Graph &graph) {
 }
 
 EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
-                                  const std::vector<std::string> &symbols, unsigned vector_lanes) {
-  Module mod{module, module.getContext(), prefix, symbols, vector_lanes, {}, {}};
+                                  const std::vector<std::string> &symbols, unsigned vector_lanes,
+                                  const ExternalWeights *external) {
+  Module mod{module, module.getContext(), prefix, symbols, vector_lanes, external, {}, {}};
   llvm::LLVMContext &c = mod.ctx;
   auto *ptr = llvm::PointerType::getUnqual(c);
   auto *run_type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr, ptr, ptr}, false);

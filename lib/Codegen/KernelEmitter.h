@@ -17,11 +17,13 @@
 
 #include "maxc/IR/Graph.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
 namespace llvm {
 class Function;
+class GlobalVariable;
 class Module;
 } // namespace llvm
 
@@ -32,8 +34,16 @@ struct EmittedGraph {
   llvm::Function *workspace_size = nullptr;
 };
 
+/// --weights-mode external: constants are read from a blob the program
+/// provides at run time (base pointer in `base`), at these byte offsets.
+struct ExternalWeights {
+  llvm::GlobalVariable *base = nullptr;
+  std::map<std::pair<const Graph *, std::string>, uint64_t> offsets;
+};
+
 EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
-                                  const std::vector<std::string> &symbols, unsigned vector_lanes = 16);
+                                  const std::vector<std::string> &symbols, unsigned vector_lanes = 16,
+                                  const ExternalWeights *external = nullptr);
 
 /// Every symbolic dim used anywhere in the graph or its subgraphs, sorted.
 std::vector<std::string> collect_symbols(const Graph &graph);

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
+
 namespace maxc {
 
 using json = nlohmann::ordered_json;
@@ -57,7 +59,14 @@ std::string emit_manifest(const CompiledModel &model, const ManifestInputs &info
                         m.name + "_set_parallel_for"}},
                       {"status_codes", {{"0", "ok"}, {"1", "null pointer"}, {"2", "invalid dim"}, {"3", "out of memory"}}}};
   out["memory"] = {{"workspace_bytes_max", info.workspace_bytes}, {"weights_bytes", m.constant_bytes},
-                   {"weights_mode", "embed"}};
+                   {"weights_mode", m.external_weights ? "external" : "embed"}};
+  if (m.external_weights) {
+    char fnv[32];
+    std::snprintf(fnv, sizeof fnv, "%016llx", static_cast<unsigned long long>(m.weights_blob_fnv1a));
+    out["memory"]["weights_blob_bytes"] = m.weights_blob_bytes;
+    out["memory"]["weights_blob_fnv1a"] = fnv;
+    out["interface"]["entry_points"].push_back(m.name + "_set_weights");
+  }
   out["subgraphs"] = {{"definitions", m.subgraph_definitions}, {"calls", m.subgraph_calls}};
   out["kernels"] = info.kernels;
   out["inputs"] = files_json(info.inputs);

@@ -4,6 +4,7 @@
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ObjectEmitter.h"
 #include "maxc/Support/Error.h"
+#include "maxc/Support/Sha256.h"
 #include "maxc/Transforms/Decompose.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -12,6 +13,7 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include <cctype>
+#include <string_view>
 #include <set>
 
 namespace maxc {
@@ -74,8 +76,43 @@ ModelInterface describe_interface(const Graph &graph, const std::string &name) {
 
 namespace {
 
+// Constants actually read by some node of `g` (decompose may leave the
+// originals of pre-transposed weights unread).
+std::set<std::string> read_constants(const Graph &g) {
+  std::vector<bool> used(g.num_values(), false);
+  for (const Node &n : g.nodes())
+    for (ValueId v : n.operands)
+      used[v] = true;
+  for (ValueId v : g.output_ids())
+    used[v] = true;
+  std::set<std::string> names;
+  for (const Node &n : g.nodes())
+    if (n.op == "constant" && used[n.results[0]])
+      names.insert(n.attrs.get_string("name"));
+  return names;
+}
+
+// The external weights blob: every read constant of the root graph, then of
+// each subgraph, in name order, each 64-byte aligned.
+std::string layout_weights(const Graph &lowered, codegen::ExternalWeights &external) {
+  std::string blob;
+  auto add = [&](const Graph &g) {
+    for (const std::string &name : read_constants(g)) {
+      blob.resize((blob.size() + 63) & ~size_t(63), '\0');
+      external.offsets[{&g, name}] = blob.size();
+      const HostTensor &data = g.constant(name);
+      blob.append(reinterpret_cast<const char *>(data.data()), data.nbytes());
+    }
+  };
+  add(lowered);
+  for (const auto &[name, sub] : lowered.subgraphs())
+    add(*sub);
+  return blob;
+}
+
 // The exported C entry points around the root graph function.
-void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::EmittedGraph root) {
+void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::EmittedGraph root,
+                       llvm::GlobalVariable *weights_base) {
   llvm::LLVMContext &c = module.getContext();
   llvm::IRBuilder<> b(c);
   llvm::Type *i32 = b.getInt32Ty(), *i64 = b.getInt64Ty(), *ptr = b.getPtrTy();
@@ -111,6 +148,9 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
         fail_if(b.CreateICmpUGT(d, b.getInt64(int64_t(1) << 40)), RunStatus::invalid_dim);
       }
     }
+    if (weights_base)
+      fail_if(b.CreateICmpEQ(b.CreateLoad(ptr, weights_base), llvm::ConstantPointerNull::get(b.getPtrTy())),
+              RunStatus::weights_not_set);
     auto *own = llvm::BasicBlock::Create(c, "own_workspace", packed);
     auto *given = llvm::BasicBlock::Create(c, "given_workspace", packed);
     b.CreateCondBr(b.CreateICmpEQ(ws, llvm::ConstantPointerNull::get(b.getPtrTy())), own, given);
@@ -172,16 +212,62 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
     b.CreateRetVoid();
   }
 
+  // NAME_set_weights(blob, size): external weights, checked by size,
+  // alignment (64) and FNV-1a hash before they are used.
+  if (weights_base) {
+    auto *fn = llvm::Function::Create(llvm::FunctionType::get(i32, {ptr, i64}, false),
+                                      llvm::GlobalValue::ExternalLinkage, m.name + "_set_weights", module);
+    b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", fn));
+    llvm::Value *blob = fn->getArg(0), *size = fn->getArg(1);
+    auto fail_if = [&](llvm::Value *cond, RunStatus status) {
+      auto *bad = llvm::BasicBlock::Create(c, "fail", fn);
+      auto *ok = llvm::BasicBlock::Create(c, "ok", fn);
+      b.CreateCondBr(cond, bad, ok);
+      b.SetInsertPoint(bad);
+      b.CreateRet(b.getInt32(static_cast<int32_t>(status)));
+      b.SetInsertPoint(ok);
+    };
+    fail_if(b.CreateICmpEQ(blob, llvm::ConstantPointerNull::get(b.getPtrTy())), RunStatus::null_pointer);
+    fail_if(b.CreateICmpNE(size, b.getInt64(static_cast<int64_t>(m.weights_blob_bytes))), RunStatus::weights_mismatch);
+    fail_if(b.CreateICmpNE(b.CreateAnd(b.CreatePtrToInt(blob, i64), b.getInt64(63)), b.getInt64(0)),
+            RunStatus::weights_mismatch);
+    // FNV-1a over the bytes.
+    auto *pre = b.GetInsertBlock();
+    auto *loop = llvm::BasicBlock::Create(c, "hash", fn);
+    auto *body = llvm::BasicBlock::Create(c, "hash.body", fn);
+    auto *done = llvm::BasicBlock::Create(c, "hash.done", fn);
+    b.CreateBr(loop);
+    b.SetInsertPoint(loop);
+    llvm::PHINode *i = b.CreatePHI(i64, 2), *h = b.CreatePHI(i64, 2);
+    i->addIncoming(b.getInt64(0), pre);
+    h->addIncoming(b.getInt64(static_cast<int64_t>(1469598103934665603ull)), pre);
+    b.CreateCondBr(b.CreateICmpULT(i, size), body, done);
+    b.SetInsertPoint(body);
+    llvm::Value *byte = b.CreateZExt(b.CreateLoad(b.getInt8Ty(), b.CreateGEP(b.getInt8Ty(), blob, i)), i64);
+    llvm::Value *next = b.CreateMul(b.CreateXor(h, byte), b.getInt64(static_cast<int64_t>(1099511628211ull)));
+    h->addIncoming(next, body);
+    i->addIncoming(b.CreateAdd(i, b.getInt64(1)), body);
+    b.CreateBr(loop);
+    b.SetInsertPoint(done);
+    fail_if(b.CreateICmpNE(h, b.getInt64(static_cast<int64_t>(m.weights_blob_fnv1a))), RunStatus::weights_mismatch);
+    b.CreateStore(blob, weights_base);
+    b.CreateRet(b.getInt32(0));
+  }
+
   // NAME_status_string(status)
   auto *status_fn = llvm::Function::Create(llvm::FunctionType::get(ptr, {i32}, false),
                                            llvm::GlobalValue::ExternalLinkage, m.name + "_status_string", module);
   {
     b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", status_fn));
     auto *unknown = llvm::BasicBlock::Create(c, "unknown", status_fn);
-    auto *sw = b.CreateSwitch(status_fn->getArg(0), unknown, 4);
-    const char *messages[] = {"ok", "a buffer pointer is null", "a dim value is negative or too large",
-                              "out of memory for the workspace"};
-    for (int32_t s = 0; s < 4; ++s) {
+    auto *sw = b.CreateSwitch(status_fn->getArg(0), unknown, 6);
+    const char *messages[] = {"ok",
+                              "a buffer pointer is null",
+                              "a dim value is negative or too large",
+                              "out of memory for the workspace",
+                              "weights are not set (call the model's _set_weights first)",
+                              "the weights do not match this build (size, alignment or hash)"};
+    for (int32_t s = 0; s < 6; ++s) {
       auto *bb = llvm::BasicBlock::Create(c, "status", status_fn);
       sw->addCase(b.getInt32(s), bb);
       b.SetInsertPoint(bb);
@@ -195,14 +281,27 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
 } // namespace
 
 std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::string &name,
-                                                 llvm::LLVMContext &context) {
+                                                 llvm::LLVMContext &context, std::string *external_weights_blob) {
   if (!is_c_identifier(name))
     throw Error(ErrorCode::InvalidArgument, "model name '" + name + "' is not a C identifier (use --name)");
   std::unique_ptr<Graph> lowered = decompose(graph);
   ModelInterface m = describe_interface(*lowered, name);
   auto module = std::make_unique<llvm::Module>(name, context);
-  codegen::EmittedGraph root = codegen::emit_graph_functions(*module, *lowered, name, m.symbols);
-  emit_entry_points(*module, m, root);
+  std::unique_ptr<codegen::ExternalWeights> external;
+  if (external_weights_blob) {
+    external = std::make_unique<codegen::ExternalWeights>();
+    *external_weights_blob = layout_weights(*lowered, *external);
+    external->base = new llvm::GlobalVariable(*module, llvm::PointerType::getUnqual(context), false,
+                                              llvm::GlobalValue::InternalLinkage,
+                                              llvm::ConstantPointerNull::get(llvm::PointerType::getUnqual(context)),
+                                              name + ".weights");
+    m.external_weights = true;
+    m.weights_blob_bytes = external_weights_blob->size();
+    m.weights_blob_fnv1a = fnv1a64(*external_weights_blob);
+  }
+  codegen::EmittedGraph root =
+      codegen::emit_graph_functions(*module, *lowered, name, m.symbols, 16, external.get());
+  emit_entry_points(*module, m, root, external ? external->base : nullptr);
   std::string problems;
   llvm::raw_string_ostream os(problems);
   if (llvm::verifyModule(*module, &os))
@@ -215,9 +314,15 @@ CompiledModel compile_model(const Graph &graph, const CompileOptions &options, c
   std::string name = options.name.empty() ? graph.name() : options.name;
   out.target = resolve_cpu_target(options.triple, options.cpu, options.opt_level);
   llvm::LLVMContext context;
-  std::unique_ptr<llvm::Module> module = build_model_module(graph, name, context);
+  std::unique_ptr<llvm::Module> module =
+      build_model_module(graph, name, context, options.external_weights ? &out.weights_blob : nullptr);
   optimize_module(*module, out.target);
   out.interface = describe_interface(graph, name);
+  if (options.external_weights) {
+    out.interface.external_weights = true;
+    out.interface.weights_blob_bytes = out.weights_blob.size();
+    out.interface.weights_blob_fnv1a = fnv1a64(out.weights_blob);
+  }
   if (emit.object)
     out.object = emit_module(*module, out.target, OutputKind::object);
   if (emit.assembly)

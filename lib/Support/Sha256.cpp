@@ -48,6 +48,13 @@ void compress(uint32_t h[8], const unsigned char *block) {
 
 } // namespace
 
+uint64_t fnv1a64(std::string_view data) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : data)
+    h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
 std::string sha256_hex(std::string_view data) {
   uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
   size_t full = data.size() / 64 * 64;

@@ -887,6 +887,61 @@ def null_and_status(ctx):
         print("%s: %s" % (name, " | ".join(r.stdout.splitlines())))
 
 
+EXTERNAL_WEIGHTS_PROGRAM = r"""
+#include "ext.h"
+#include "emb.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+  if (argc < 2) return 2;
+  FILE *f = fopen(argv[1], "rb");
+  if (!f) { fprintf(stderr, "cannot open %s\n", argv[1]); return 1; }
+  unsigned char *w = aligned_alloc(64, (EXT_WEIGHTS_BYTES + 63) / 64 * 64);
+  if (fread(w, 1, EXT_WEIGHTS_BYTES, f) != EXT_WEIGHTS_BYTES) { fprintf(stderr, "short read\n"); return 1; }
+  fclose(f);
+  static float x[3 * 784], y1[3 * 10], y2[3 * 10];
+  for (int i = 0; i < 3 * 784; ++i) x[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+  int s = ext_run(x, y1, 3, NULL);
+  if (s != EXT_ERROR_WEIGHTS_NOT_SET) { fprintf(stderr, "run before set_weights: status %d\n", s); return 1; }
+  if (ext_set_weights(w, EXT_WEIGHTS_BYTES - 4) != EXT_ERROR_WEIGHTS_MISMATCH) { fprintf(stderr, "size\n"); return 1; }
+  w[100] ^= 1;
+  if (ext_set_weights(w, EXT_WEIGHTS_BYTES) != EXT_ERROR_WEIGHTS_MISMATCH) { fprintf(stderr, "hash\n"); return 1; }
+  w[100] ^= 1;
+  if ((s = ext_set_weights(w, EXT_WEIGHTS_BYTES)) != EXT_OK) { fprintf(stderr, "set: %s\n", ext_status_string(s)); return 1; }
+  if ((s = ext_run(x, y1, 3, NULL)) != EXT_OK) { fprintf(stderr, "run: %s\n", ext_status_string(s)); return 1; }
+  if ((s = emb_run(x, y2, 3, NULL)) != EMB_OK) { fprintf(stderr, "emb: %s\n", emb_status_string(s)); return 1; }
+  if (memcmp(y1, y2, sizeof y1) != 0) { fprintf(stderr, "external and embedded weights disagree\n"); return 1; }
+  printf("ok\n");
+  return 0;
+}
+"""
+
+
+@case
+def external_weights(ctx):
+    """--weights-mode external: the object holds no weights; NAME.weights.bin is
+    checked (size, alignment, hash) by NAME_set_weights, a run before it fails
+    with status 4, and results equal the embedded build bit for bit."""
+    ctx.weights("mlp")
+    ext_obj, manifest = ctx.compile(ctx.example("mlp"), ctx.tmp, "ext", ["--weights-mode", "external"])
+    emb_obj, _ = ctx.compile(ctx.example("mlp"), ctx.tmp, "emb")
+    blob = ctx.path("ext.weights.bin")
+    expect(os.path.exists(blob), "ext.weights.bin was not written")
+    expect(manifest["memory"]["weights_mode"] == "external", "manifest weights_mode")
+    expect(os.path.getsize(ext_obj) < os.path.getsize(emb_obj) // 10, "the external object still holds the weights")
+    outputs = {o["role"]: o for o in manifest["outputs"]}
+    with open(blob, "rb") as f:
+        expect(outputs["weights"]["sha256"] == hashlib.sha256(f.read()).hexdigest(), "weights sha256 in the manifest")
+    source = ctx.path("external.c")
+    with open(source, "w") as f:
+        f.write(EXTERNAL_WEIGHTS_PROGRAM)
+    app = ctx.cc([source], [ext_obj, emb_obj], ctx.path("external"))
+    r = run_command([app, blob], ctx.tmp)
+    expect(r.returncode == 0 and r.stdout.strip() == "ok", "external weights program failed", r)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--maxc", help="the maxc binary (required unless --list)")

@@ -68,9 +68,9 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
       diagnostics.error(ErrorCode::InvalidArgument, "", "--emit",
                         "unknown artifact '" + e +
                             "' (expected obj, header, manifest, asm, llvm-ir, graph, test-harness, bench-harness)");
-  if (options.weights_mode != "embed")
+  if (options.weights_mode != "embed" && options.weights_mode != "external")
     diagnostics.error(ErrorCode::InvalidArgument, "", "--weights-mode",
-                      "'" + options.weights_mode + "' is not supported yet; weights are embedded (embed)");
+                      "unknown weights mode '" + options.weights_mode + "' (expected embed or external)");
   if (options.threads != 1)
     diagnostics.error(ErrorCode::InvalidArgument, "", "--threads",
                       "generated code is single-threaded in this version; use --threads 1");
@@ -105,6 +105,7 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
                                               {"asm", stem + ".s"},
                                               {"llvm-ir", stem + ".ll"},
                                               {"graph", stem + ".graph.json"},
+                                              {"weights", stem + ".weights.bin"},
                                               {"test-harness", stem + "_test.c"},
                                               {"bench-harness", stem + "_bench.c"}};
   if (options.print_outputs) {
@@ -112,6 +113,8 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
     for (const char *e : kEmitKinds)
       if (emit.count(e))
         std::cout << paths[e] << "\n";
+    if (options.weights_mode == "external")
+      std::cout << paths["weights"] << "\n";
     return finish(global, diagnostics);
   }
 
@@ -120,6 +123,7 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
   compile.triple = options.target;
   compile.cpu = options.cpu;
   compile.opt_level = options.opt_level;
+  compile.external_weights = options.weights_mode == "external";
   EmitRequest request;
   request.object = emit.count("obj") != 0;
   request.assembly = emit.count("asm") != 0;
@@ -156,6 +160,8 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
     contents["llvm-ir"] = compiled.llvm_ir;
   if (emit.count("graph"))
     contents["graph"] = graph_to_json(*model.graph, GraphJsonOptions{false, 2});
+  if (compile.external_weights)
+    contents["weights"] = compiled.weights_blob;
   try {
     if (emit.count("test-harness"))
       contents["test-harness"] = emit_test_harness(compiled.interface);

@@ -103,7 +103,8 @@ int main(int argc, char **argv) {
                           "Artifacts: obj,header,manifest (default), asm, llvm-ir, graph, test-harness (NAME_test.c), "
                           "bench-harness (NAME_bench.c)")
       ->delimiter(',');
-  compile_cmd->add_option("--weights-mode", compile.weights_mode, "embed (default)");
+  compile_cmd->add_option("--weights-mode", compile.weights_mode,
+                          "embed (default: weights in the object) or external (NAME.weights.bin, loaded at run time)");
   compile_cmd->add_option("--threads", compile.threads, "Threads in the generated code (1)");
   compile_cmd->add_flag("--time-passes", compile.time_passes, "Print where compile time went");
   compile_cmd->add_flag("--print-outputs", compile.print_outputs, "List the files a compile would write, and exit");

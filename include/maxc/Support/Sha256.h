@@ -1,6 +1,8 @@
-// SHA-256 (FIPS 180-4), for the content hashes in manifests.
+// Content hashes: SHA-256 (FIPS 180-4) for manifests, FNV-1a 64 where a
+// generated program checks data itself (cheap to emit in IR).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -8,5 +10,8 @@ namespace maxc {
 
 /// Lower-case hex digest of `data`.
 std::string sha256_hex(std::string_view data);
+
+/// FNV-1a, 64-bit.
+uint64_t fnv1a64(std::string_view data);
 
 } // namespace maxc
