@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdio>
 
 namespace maxc {
@@ -69,6 +70,12 @@ std::string emit_manifest(const CompiledModel &model, const ManifestInputs &info
   }
   out["subgraphs"] = {{"definitions", m.subgraph_definitions}, {"calls", m.subgraph_calls}};
   out["kernels"] = info.kernels;
+  if (!info.stage_ms.empty()) {
+    json stages = json::object();
+    for (const auto &[stage, ms] : info.stage_ms)
+      stages[stage] = std::round(ms * 10) / 10;
+    out["compile_time_ms"] = stages;
+  }
   out["inputs"] = files_json(info.inputs);
   out["outputs"] = files_json(info.outputs);
   return out.dump(2) + "\n";

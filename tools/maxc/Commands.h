@@ -66,6 +66,7 @@ struct CompileCommandOptions {
   bool time_passes = false;
   bool print_outputs = false;
   bool verify_reproducible = false;
+  bool manifest_timings = false; // per-stage compile times in the manifest (not reproducible)
   bool depfile = false;        // -MD
   std::string depfile_path;    // -MF (default: OUT.o.d)
 };

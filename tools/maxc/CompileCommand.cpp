@@ -10,6 +10,8 @@
 #include "maxc/Support/Sha256.h"
 
 #include <algorithm>
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -87,10 +89,14 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
   Progress progress{!global.quiet && ::isatty(2) != 0, 4};
 
   progress.stage("trace " + options.model);
+  spdlog::debug("compile: tracing {}", options.model);
   LoadOptions load;
   load.weights_path = options.weights;
   LoadedModel model = load_model(options.model, load, diagnostics);
   timer.lap("trace");
+  if (model.graph)
+    spdlog::debug("compile: traced {} nodes, {} subgraph definitions, {} weights in {:.1f} ms", model.graph->nodes().size(),
+                  model.graph->subgraphs().size(), model.params.size(), timer.stages.back().second);
   if (!model.graph) {
     progress.done();
     return finish(global, diagnostics);
@@ -133,6 +139,11 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
     progress.stage("generate code (" + std::to_string(model.graph->subgraphs().size()) + " subgraph definitions)");
     compiled = compile_model(*model.graph, compile, request);
     timer.lap("codegen");
+    spdlog::debug("compile: {} for {} ({}), -O{}, {:.1f} ms", compiled.target.triple, compiled.target.cpu,
+                  compiled.target.features.empty() ? "cpu defaults" : "host features", compiled.target.opt_level,
+                  timer.stages.back().second);
+    for (const std::string &k : compiled.kernels)
+      spdlog::debug("compile: {}", k);
     if (options.verify_reproducible) {
       progress.stage("compile again to verify reproducibility");
       CompiledModel again = compile_model(*model.graph, compile, request);
@@ -177,6 +188,8 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
     info.options = compile;
     info.workspace_bytes = compiled.workspace_bound;
     info.kernels = compiled.kernels;
+    if (options.manifest_timings)
+      info.stage_ms = timer.stages;
     for (size_t i = 0; i < model.files_read.size(); ++i) {
       std::string bytes;
       try {

@@ -107,6 +107,8 @@ int main(int argc, char **argv) {
                           "embed (default: weights in the object) or external (NAME.weights.bin, loaded at run time)");
   compile_cmd->add_option("--threads", compile.threads, "Threads in the generated code (1)");
   compile_cmd->add_flag("--time-passes", compile.time_passes, "Print where compile time went");
+  compile_cmd->add_flag("--manifest-timings", compile.manifest_timings,
+                        "Record per-stage compile times in the manifest (makes it differ between compiles)");
   compile_cmd->add_flag("--print-outputs", compile.print_outputs, "List the files a compile would write, and exit");
   compile_cmd->add_flag("--verify-reproducible", compile.verify_reproducible, "Compile twice; fail if artifacts differ");
   compile_cmd->add_flag("--MD", compile.depfile, "(-MD) Write a Make/Ninja depfile (OUT.o.d, or -MF FILE)");

@@ -23,6 +23,9 @@ struct ManifestInputs {
   std::vector<ManifestFile> inputs;  // files read
   std::vector<ManifestFile> outputs; // artifacts written (except the manifest)
   std::vector<std::string> kernels;  // per graph function: "main: 12 kernels", ...
+  /// Compile time per stage in ms, only with --manifest-timings: times make
+  /// the manifest differ between otherwise identical compiles.
+  std::vector<std::pair<std::string, double>> stage_ms;
 };
 
 std::string emit_manifest(const CompiledModel &model, const ManifestInputs &info);
