@@ -338,6 +338,9 @@ private:
       return emit_call(node);
     if (node.op == "matmul")
       return emit_matmul(node);
+    if (conv_uses_gemm(g_, node) && plan_.values[node.operands[0]].storage != Storage::fused &&
+        plan_.values[node.operands[1]].storage != Storage::fused)
+      return emit_conv_gemm(node);
     for (size_t r = 0; r < node.results.size(); ++r) {
       ValueId v = node.results[r];
       if (plan_.values[v].storage == Storage::fused)
@@ -508,6 +511,50 @@ private:
       GemmArgs args{b_.CreateGEP(b_.getFloatTy(), aptr, a_off), b_.CreateGEP(b_.getFloatTy(), bptr, b_off),
                     b_.CreateGEP(b_.getFloatTy(), cptr, c_off), m, n, k, k, n, n, mod_.lanes, mod_.prefix};
       emit_gemm_f32(b_, args);
+    });
+  }
+
+  // conv2d (f32, one group) as im2col + GEMM, per image: the transposed
+  // column matrix colsT[c*KH*KW + ky*KW + kx, oy*OW + ox] (zeros where the
+  // window hangs over the padding) goes to the scratch slot; then
+  // out[n] [O, OH*OW] = W [O, C*KH*KW] @ colsT — already NCHW — plus bias.
+  void emit_conv_gemm(const Node &node) {
+    ValueId x = node.operands[0], w = node.operands[1], out = node.results[0];
+    const Shape &xs = g_.type_of(x).shape, &ws = g_.type_of(w).shape, &os = g_.type_of(out).shape;
+    int64_t C = xs[1].value(), H = xs[2].value(), W = xs[3].value(), O = ws[0].value(), KH = ws[2].value(),
+            KW = ws[3].value(), OH = os[2].value(), OW = os[3].value();
+    std::vector<int64_t> stride = node.attrs.get_ints("stride"), dil = node.attrs.get_ints("dilation");
+    auto pad = padding4(node.attrs);
+    Value *cols = b_.CreateGEP(b_.getInt8Ty(), workspace_, slot_offset(plan_.scratch_slot));
+    Value *xptr = pointer_of(x), *wptr = pointer_of(w), *optr = pointer_of(out);
+    int64_t K = C * KH * KW, P = OH * OW;
+    loop(dim(xs[0]), [&](Value *n) {
+      loop_nest({b_.getInt64(C), b_.getInt64(KH), b_.getInt64(KW), b_.getInt64(OH)}, [&](const Index &q) {
+        Value *row = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(q[0], b_.getInt64(KH)), q[1]), b_.getInt64(KW)), q[2]);
+        Value *iy = b_.CreateAdd(b_.CreateSub(b_.CreateMul(q[3], b_.getInt64(stride[0])), b_.getInt64(pad[0])),
+                                 b_.CreateMul(q[1], b_.getInt64(dil[0])));
+        Value *y_ok = b_.CreateAnd(b_.CreateICmpSGE(iy, b_.getInt64(0)), b_.CreateICmpSLT(iy, b_.getInt64(H)));
+        loop(b_.getInt64(OW), [&](Value *ox) {
+          Value *ix = b_.CreateAdd(b_.CreateSub(b_.CreateMul(ox, b_.getInt64(stride[1])), b_.getInt64(pad[1])),
+                                   b_.CreateMul(q[2], b_.getInt64(dil[1])));
+          Value *ok = b_.CreateAnd(y_ok, b_.CreateAnd(b_.CreateICmpSGE(ix, b_.getInt64(0)), b_.CreateICmpSLT(ix, b_.getInt64(W))));
+          Value *src = linear_index({n, q[0], b_.CreateSelect(ok, iy, b_.getInt64(0)), b_.CreateSelect(ok, ix, b_.getInt64(0))},
+                                    {b_.getInt64(0) /*unused*/, b_.getInt64(C), b_.getInt64(H), b_.getInt64(W)});
+          Value *v = b_.CreateSelect(ok, load_element(DType::f32, xptr, src), llvm::ConstantFP::get(b_.getFloatTy(), 0.0));
+          Value *dst = b_.CreateAdd(b_.CreateMul(row, b_.getInt64(P)), b_.CreateAdd(b_.CreateMul(q[3], b_.getInt64(OW)), ox));
+          store_element(DType::f32, cols, dst, v);
+        });
+      });
+      Value *out_n = b_.CreateGEP(b_.getFloatTy(), optr, b_.CreateMul(n, b_.getInt64(O * P)));
+      GemmArgs args{wptr, cols, out_n, b_.getInt64(O), b_.getInt64(P), b_.getInt64(K),
+                    b_.getInt64(K), b_.getInt64(P), b_.getInt64(P), mod_.lanes, mod_.prefix};
+      emit_gemm_f32(b_, args);
+      if (node.operands.size() > 2)
+        loop_nest({b_.getInt64(O), b_.getInt64(P)}, [&](const Index &i) {
+          Value *at = b_.CreateAdd(b_.CreateMul(i[0], b_.getInt64(P)), i[1]);
+          Value *sum = b_.CreateFAdd(load_element(DType::f32, out_n, at), element(node.operands[2], {i[0]}));
+          store_element(DType::f32, out_n, at, sum);
+        });
     });
   }
 

@@ -140,7 +140,33 @@ LoweringPlan plan_lowering(const Graph &g) {
       live.push_back({slot, std::max(last_use[v], n)});
     }
   }
+  // Scratch for convolutions lowered to GEMM: one slot of the largest need.
+  int64_t scratch = 0;
+  for (size_t n : plan.kernels) {
+    int64_t bytes = 0;
+    if (conv_uses_gemm(g, nodes[n], &bytes))
+      scratch = std::max(scratch, bytes);
+  }
+  if (scratch > 0) {
+    plan.scratch_slot = plan.slots.size();
+    plan.slots.push_back({Dim(scratch)});
+  }
   return plan;
+}
+
+bool conv_uses_gemm(const Graph &g, const Node &node, int64_t *bytes) {
+  if (node.op != "conv2d" || node.attrs.get_int("groups") != 1)
+    return false;
+  const TensorType &x = g.type_of(node.operands[0]), &w = g.type_of(node.operands[1]);
+  const TensorType &out = g.type_of(node.results[0]);
+  if (x.dtype != DType::f32 || !shape_is_static({x.shape[1], x.shape[2], x.shape[3]}) ||
+      !shape_is_static(w.shape) || !shape_is_static({out.shape[2], out.shape[3]}))
+    return false;
+  // colsT: [C*KH*KW, OH*OW] f32
+  if (bytes)
+    *bytes = x.shape[1].value() * w.shape[2].value() * w.shape[3].value() * out.shape[2].value() *
+             out.shape[3].value() * 4;
+  return true;
 }
 
 static Dim own_slots_bound(const Graph &g) {

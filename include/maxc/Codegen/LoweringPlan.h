@@ -35,7 +35,15 @@ struct LoweringPlan {
   std::vector<std::pair<size_t, ValueId>> output_copies;
   /// Node indices whose results are computed by a kernel of their own, in order.
   std::vector<size_t> kernels;
+  /// A slot for kernels' private scratch (the im2col matrix of a convolution
+  /// lowered to GEMM); only one kernel runs at a time, so they share it.
+  /// npos when no kernel needs scratch.
+  size_t scratch_slot = static_cast<size_t>(-1);
 };
+
+/// True for a conv2d the code generator lowers as im2col + GEMM (f32, one
+/// group); its scratch bytes are returned in `bytes`.
+bool conv_uses_gemm(const Graph &graph, const Node &node, int64_t *bytes = nullptr);
 
 /// Ops that compute one output element from operand elements without inner
 /// loops: they fuse into their consumers.

@@ -84,3 +84,18 @@ TEST_CASE("slots are reused once their value is dead", "[codegen][plan]") {
   INFO(describe_plan(*g, plan));
   CHECK(plan.slots.size() == 2); // a and c share a slot; b lives across c
 }
+
+TEST_CASE("f32 convolutions reserve one shared im2col scratch slot", "[codegen][plan]") {
+  auto g = trace({TensorType(DType::f32, {Dim("n"), 3, 8, 8}), TensorType(DType::f32, {4, 3, 3, 3}),
+                  TensorType(DType::f32, {4, 4, 3, 3})},
+                 [](auto &in) {
+                   ops::Conv2dOptions same;
+                   same.padding = {1, 1, 1, 1};
+                   Tensor y = ops::conv2d(in[0], in[1], std::nullopt, same); // colsT 27 x 64 floats
+                   return std::vector<Tensor>{ops::conv2d(ops::relu(y), in[2])}; // colsT 36 x 36 floats
+                 });
+  LoweringPlan plan = plan_lowering(*g);
+  REQUIRE(plan.scratch_slot != static_cast<size_t>(-1));
+  CHECK(plan.slots[plan.scratch_slot].bytes == Dim(27 * 64 * 4));
+  CHECK(conv_uses_gemm(*g, g->nodes()[0]));
+}
