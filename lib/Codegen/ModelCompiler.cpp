@@ -110,6 +110,17 @@ std::string layout_weights(const Graph &lowered, codegen::ExternalWeights &exter
   return blob;
 }
 
+// if (cond) return status; — continuing after it otherwise.
+void return_status_if(llvm::IRBuilder<> &b, llvm::Value *cond, RunStatus status) {
+  llvm::Function *fn = b.GetInsertBlock()->getParent();
+  auto *bad = llvm::BasicBlock::Create(b.getContext(), "fail", fn);
+  auto *ok = llvm::BasicBlock::Create(b.getContext(), "ok", fn);
+  b.CreateCondBr(cond, bad, ok);
+  b.SetInsertPoint(bad);
+  b.CreateRet(b.getInt32(static_cast<int32_t>(status)));
+  b.SetInsertPoint(ok);
+}
+
 // The exported C entry points around the root graph function.
 void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::EmittedGraph root,
                        llvm::GlobalVariable *weights_base) {
@@ -127,14 +138,7 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
     auto *entry = llvm::BasicBlock::Create(c, "entry", packed);
     b.SetInsertPoint(entry);
     llvm::Value *buffers = packed->getArg(0), *dims = packed->getArg(1), *ws = packed->getArg(2);
-    auto fail_if = [&](llvm::Value *cond, RunStatus status) {
-      auto *bad = llvm::BasicBlock::Create(c, "fail", packed);
-      auto *ok = llvm::BasicBlock::Create(c, "ok", packed);
-      b.CreateCondBr(cond, bad, ok);
-      b.SetInsertPoint(bad);
-      b.CreateRet(b.getInt32(static_cast<int32_t>(status)));
-      b.SetInsertPoint(ok);
-    };
+    auto fail_if = [&](llvm::Value *cond, RunStatus status) { return_status_if(b, cond, status); };
     fail_if(b.CreateICmpEQ(buffers, llvm::ConstantPointerNull::get(b.getPtrTy())), RunStatus::null_pointer);
     for (size_t i = 0; i < nbuf; ++i) {
       llvm::Value *p = b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, buffers, i));
@@ -219,14 +223,7 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
                                       llvm::GlobalValue::ExternalLinkage, m.name + "_set_weights", module);
     b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", fn));
     llvm::Value *blob = fn->getArg(0), *size = fn->getArg(1);
-    auto fail_if = [&](llvm::Value *cond, RunStatus status) {
-      auto *bad = llvm::BasicBlock::Create(c, "fail", fn);
-      auto *ok = llvm::BasicBlock::Create(c, "ok", fn);
-      b.CreateCondBr(cond, bad, ok);
-      b.SetInsertPoint(bad);
-      b.CreateRet(b.getInt32(static_cast<int32_t>(status)));
-      b.SetInsertPoint(ok);
-    };
+    auto fail_if = [&](llvm::Value *cond, RunStatus status) { return_status_if(b, cond, status); };
     fail_if(b.CreateICmpEQ(blob, llvm::ConstantPointerNull::get(b.getPtrTy())), RunStatus::null_pointer);
     fail_if(b.CreateICmpNE(size, b.getInt64(static_cast<int64_t>(m.weights_blob_bytes))), RunStatus::weights_mismatch);
     fail_if(b.CreateICmpNE(b.CreateAnd(b.CreatePtrToInt(blob, i64), b.getInt64(63)), b.getInt64(0)),

@@ -69,27 +69,36 @@ inline std::string compare(const HostTensor &actual, const HostTensor &expected,
 
 using BuildFn = std::function<std::vector<Tensor>(const std::vector<Tensor> &inputs)>;
 
+/// A graph named "g" with inputs of `types` and the outputs `build` returns,
+/// traced in a GraphRealizationContext.
+inline std::unique_ptr<Graph> trace_graph(const std::vector<TensorType> &types, const BuildFn &build) {
+  auto graph = std::make_unique<Graph>("g", types);
+  GraphRealizationContext ctx(*graph);
+  std::vector<Tensor> args;
+  for (const Value &v : graph->inputs())
+    args.push_back(Tensor::from_graph_value(v));
+  std::vector<Value> outs;
+  for (const Tensor &t : build(args))
+    outs.push_back(t.value());
+  graph->output(outs);
+  return graph;
+}
+
+/// The tensor types of host tensors.
+inline std::vector<TensorType> types_of(const std::vector<HostTensor> &xs) {
+  std::vector<TensorType> types;
+  for (const HostTensor &x : xs)
+    types.emplace_back(x.dtype(), make_shape(x.shape()));
+  return types;
+}
+
 /// Traces `build` in a GraphRealizationContext over graph inputs typed like
 /// `inputs`, verifies the graph, runs it on the interpreter and returns the
 /// outputs. Also checks the eager context gives byte-identical results.
 inline std::vector<HostTensor> run_traced(const std::vector<HostTensor> &inputs, const BuildFn &build) {
-  std::vector<TensorType> types;
-  for (const HostTensor &x : inputs)
-    types.emplace_back(x.dtype(), make_shape(x.shape()));
-  Graph graph("test", types);
-  {
-    GraphRealizationContext ctx(graph);
-    std::vector<Tensor> args;
-    for (const Value &v : graph.inputs())
-      args.push_back(Tensor::from_graph_value(v));
-    std::vector<Tensor> outs = build(args);
-    std::vector<Value> values;
-    for (const Tensor &t : outs)
-      values.push_back(t.value());
-    graph.output(values);
-  }
-  graph.verify();
-  std::vector<HostTensor> result = Interpreter::run(graph, inputs);
+  std::unique_ptr<Graph> graph = trace_graph(types_of(inputs), build);
+  graph->verify();
+  std::vector<HostTensor> result = Interpreter::run(*graph, inputs);
 
   std::vector<Tensor> eager_outs;
   {

@@ -2,16 +2,12 @@
 // writing one .npy per output.
 #include "Diagnose.h"
 
-#include "maxc/Codegen/Jit.h"
-#include "maxc/Codegen/ModelCompiler.h"
+#include "maxc/Codegen/CompiledRun.h"
 #include "maxc/Frontend/ModelLoader.h"
 #include "maxc/Frontend/Npy.h"
 #include "maxc/Interpreter/Interpreter.h"
 
 #include <iostream>
-
-#include <llvm/IR/LLVMContext.h>
-#include <llvm/IR/Module.h>
 #include <sys/stat.h>
 
 namespace maxc::cli {
@@ -22,35 +18,6 @@ static std::pair<std::string, std::string> split_assignment(const std::string &t
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
     return {"", ""};
   return {text.substr(0, eq), text.substr(eq + 1)};
-}
-
-// Compiles the graph for the host CPU in-process (ORC JIT) and runs it.
-static std::vector<HostTensor> run_on_cpu(const Graph &graph, const std::vector<HostTensor> &inputs,
-                                          DimBindings dims) {
-  bind_input_dims(graph, inputs, dims);
-  auto context = std::make_unique<llvm::LLVMContext>();
-  auto module = build_model_module(graph, "maxc_run", *context);
-  JitModule jit(std::move(context), std::move(module), 2);
-  auto run = reinterpret_cast<int32_t (*)(void *const *, const int64_t *, void *)>(jit.lookup("maxc_run_run_packed"));
-  std::vector<HostTensor> outputs;
-  for (ValueId id : graph.output_ids())
-    outputs.emplace_back(graph.type_of(id).dtype, evaluate_shape(graph.type_of(id).shape, dims));
-  std::vector<void *> buffers;
-  for (const HostTensor &x : inputs)
-    buffers.push_back(const_cast<std::byte *>(x.data()));
-  for (HostTensor &y : outputs)
-    buffers.push_back(y.data());
-  std::vector<int64_t> dim_values;
-  for (const std::string &s : describe_interface(graph, "maxc_run").symbols) {
-    auto it = dims.find(s);
-    if (it == dims.end())
-      throw Error(ErrorCode::UnboundDim, "symbolic dim '" + s + "' has no value; pass --dim " + s + "=N");
-    dim_values.push_back(it->second);
-  }
-  int32_t status = run(buffers.data(), dim_values.data(), nullptr);
-  if (status != 0)
-    throw Error(ErrorCode::InputMismatch, "the compiled model returned status " + std::to_string(status));
-  return outputs;
 }
 
 int run_run(const GlobalOptions &global, const RunOptions &options) {
@@ -112,7 +79,7 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
 
   std::vector<HostTensor> outputs;
   try {
-    outputs = options.device == "cpu" ? run_on_cpu(graph, inputs, dims) : Interpreter::run(graph, inputs, dims);
+    outputs = options.device == "cpu" ? run_compiled_on_host(graph, inputs, dims) : Interpreter::run(graph, inputs, dims);
   } catch (const Error &e) {
     diagnostics.error(e, options.model, "");
     return finish(global, diagnostics);

@@ -8,20 +8,7 @@ using namespace maxc;
 using namespace maxc::test;
 
 namespace {
-
-std::unique_ptr<Graph> trace(const std::vector<TensorType> &types, const BuildFn &build) {
-  auto g = std::make_unique<Graph>("g", types);
-  GraphRealizationContext ctx(*g);
-  std::vector<Tensor> args;
-  for (const Value &v : g->inputs())
-    args.push_back(Tensor::from_graph_value(v));
-  std::vector<Value> outs;
-  for (const Tensor &t : build(args))
-    outs.push_back(t.value());
-  g->output(outs);
-  return g;
-}
-
+const auto &trace = trace_graph;
 } // namespace
 
 TEST_CASE("an elementwise chain fuses into one kernel", "[codegen][plan]") {

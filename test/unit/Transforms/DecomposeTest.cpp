@@ -10,20 +10,8 @@ using namespace maxc::test;
 namespace {
 
 void check_decomposition(const std::vector<HostTensor> &inputs, const BuildFn &build, double rtol, double atol) {
-  std::vector<TensorType> types;
-  for (const HostTensor &x : inputs)
-    types.emplace_back(x.dtype(), make_shape(x.shape()));
-  Graph graph("g", types);
-  {
-    GraphRealizationContext ctx(graph);
-    std::vector<Tensor> args;
-    for (const Value &v : graph.inputs())
-      args.push_back(Tensor::from_graph_value(v));
-    std::vector<Value> outs;
-    for (const Tensor &t : build(args))
-      outs.push_back(t.value());
-    graph.output(outs);
-  }
+  std::unique_ptr<Graph> traced = trace_graph(types_of(inputs), build);
+  const Graph &graph = *traced;
   auto lowered = decompose(graph);
   lowered->verify();
   for (const Node &n : lowered->nodes())
