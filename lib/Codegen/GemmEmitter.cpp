@@ -71,58 +71,63 @@ struct Emitter {
             b.CreateAlignedStore(x, packed_at(b.CreateSub(kk, k0), v), llvm::Align(64));
           }
         });
-        loop(b.getInt64(0), m_main, kRows, [&](Value *i0) {
-          llvm::Function *fn = b.GetInsertBlock()->getParent();
-          // Start from 0 on the first K block, else from C's partial sums.
-          Value *start[kRows][kVectors];
-          for (unsigned r = 0; r < kRows; ++r)
-            for (unsigned v = 0; v < kVectors; ++v) {
-              Value *c = b.CreateAlignedLoad(
-                  vec, at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes))),
-                  llvm::Align(4));
-              start[r][v] = b.CreateSelect(first, llvm::Constant::getNullValue(vec), c);
-            }
-          llvm::BasicBlock *pre = b.GetInsertBlock();
-          auto *header = llvm::BasicBlock::Create(ctx, "gemm.k", fn);
-          auto *body = llvm::BasicBlock::Create(ctx, "gemm.kbody", fn);
-          auto *exit = llvm::BasicBlock::Create(ctx, "gemm.kexit", fn);
-          b.CreateBr(header);
-          b.SetInsertPoint(header);
-          llvm::PHINode *k = b.CreatePHI(b.getInt64Ty(), 2);
-          k->addIncoming(k0, pre);
-          llvm::PHINode *acc[kRows][kVectors];
-          for (unsigned r = 0; r < kRows; ++r)
-            for (unsigned v = 0; v < kVectors; ++v) {
-              acc[r][v] = b.CreatePHI(vec, 2);
-              acc[r][v]->addIncoming(start[r][v], pre);
-            }
-          b.CreateCondBr(b.CreateICmpSLT(k, k_end), body, exit);
-          b.SetInsertPoint(body);
-          Value *bv[kVectors];
-          for (unsigned v = 0; v < kVectors; ++v)
-            bv[v] = b.CreateAlignedLoad(vec, packed_at(b.CreateSub(k, k0), v), llvm::Align(64));
-          Value *next[kRows][kVectors];
-          for (unsigned r = 0; r < kRows; ++r) {
-            Value *a = b.CreateLoad(b.getFloatTy(), at(g.a, b.CreateAdd(i0, b.getInt64(r)), g.lda, k));
-            Value *splat = b.CreateVectorSplat(lanes, a);
-            for (unsigned v = 0; v < kVectors; ++v)
-              next[r][v] = b.CreateCall(fma, {splat, bv[v], acc[r][v]});
-          }
-          llvm::BasicBlock *latch = b.GetInsertBlock();
-          for (unsigned r = 0; r < kRows; ++r)
-            for (unsigned v = 0; v < kVectors; ++v)
-              acc[r][v]->addIncoming(next[r][v], latch);
-          k->addIncoming(b.CreateAdd(k, b.getInt64(1), "", true, true), latch);
-          b.CreateBr(header);
-          b.SetInsertPoint(exit);
-          for (unsigned r = 0; r < kRows; ++r)
-            for (unsigned v = 0; v < kVectors; ++v)
-              b.CreateAlignedStore(acc[r][v],
-                                   at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes))),
-                                   llvm::Align(4));
-        });
+        loop(b.getInt64(0), m_main, kRows, [&](Value *i0) { tile(i0, kRows, j0, k0, k_end, first, vec, fma); });
+        // Leftover rows (M % 6) one at a time, still vectorized across the panel.
+        loop(m_main, g.m, 1, [&](Value *i) { tile(i, 1, j0, k0, k_end, first, vec, fma); });
       });
     }
+  }
+
+  // A rows x NR tile of C at (i0, j0) over k in [k0, k_end), accumulators in
+  // registers, starting from 0 on the first K block, else from C.
+  void tile(Value *i0, unsigned rows, Value *j0, Value *k0, Value *k_end, Value *first, llvm::FixedVectorType *vec,
+            llvm::Function *fma) {
+    unsigned lanes = g.lanes;
+    llvm::Function *fn = b.GetInsertBlock()->getParent();
+    Value *start[kRows][kVectors];
+    for (unsigned r = 0; r < rows; ++r)
+      for (unsigned v = 0; v < kVectors; ++v) {
+        Value *c = b.CreateAlignedLoad(
+            vec, at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes))), llvm::Align(4));
+        start[r][v] = b.CreateSelect(first, llvm::Constant::getNullValue(vec), c);
+      }
+    llvm::BasicBlock *pre = b.GetInsertBlock();
+    auto *header = llvm::BasicBlock::Create(ctx, "gemm.k", fn);
+    auto *body = llvm::BasicBlock::Create(ctx, "gemm.kbody", fn);
+    auto *exit = llvm::BasicBlock::Create(ctx, "gemm.kexit", fn);
+    b.CreateBr(header);
+    b.SetInsertPoint(header);
+    llvm::PHINode *k = b.CreatePHI(b.getInt64Ty(), 2);
+    k->addIncoming(k0, pre);
+    llvm::PHINode *acc[kRows][kVectors];
+    for (unsigned r = 0; r < rows; ++r)
+      for (unsigned v = 0; v < kVectors; ++v) {
+        acc[r][v] = b.CreatePHI(vec, 2);
+        acc[r][v]->addIncoming(start[r][v], pre);
+      }
+    b.CreateCondBr(b.CreateICmpSLT(k, k_end), body, exit);
+    b.SetInsertPoint(body);
+    Value *bv[kVectors];
+    for (unsigned v = 0; v < kVectors; ++v)
+      bv[v] = b.CreateAlignedLoad(vec, packed_at(b.CreateSub(k, k0), v), llvm::Align(64));
+    Value *next[kRows][kVectors];
+    for (unsigned r = 0; r < rows; ++r) {
+      Value *a = b.CreateLoad(b.getFloatTy(), at(g.a, b.CreateAdd(i0, b.getInt64(r)), g.lda, k));
+      Value *splat = b.CreateVectorSplat(lanes, a);
+      for (unsigned v = 0; v < kVectors; ++v)
+        next[r][v] = b.CreateCall(fma, {splat, bv[v], acc[r][v]});
+    }
+    llvm::BasicBlock *latch = b.GetInsertBlock();
+    for (unsigned r = 0; r < rows; ++r)
+      for (unsigned v = 0; v < kVectors; ++v)
+        acc[r][v]->addIncoming(next[r][v], latch);
+    k->addIncoming(b.CreateAdd(k, b.getInt64(1), "", true, true), latch);
+    b.CreateBr(header);
+    b.SetInsertPoint(exit);
+    for (unsigned r = 0; r < rows; ++r)
+      for (unsigned v = 0; v < kVectors; ++v)
+        b.CreateAlignedStore(acc[r][v], at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes))),
+                             llvm::Align(4));
   }
 
   // C[i, j] for a rectangle, one dot product per element.
@@ -231,8 +236,7 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
   b.CreateCall(pf_type, pf, {task_args, panels, task});
   b.CreateBr(join);
   b.SetInsertPoint(join);
-  e.scalar(b.getInt64(0), m_main, n_main, args.n); // right edge
-  e.scalar(m_main, args.m, b.getInt64(0), args.n); // bottom edge
+  e.scalar(b.getInt64(0), args.m, n_main, args.n); // right edge (rows left over are done in the panels)
 }
 
 } // namespace maxc::codegen
