@@ -75,7 +75,7 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
                       "unknown weights mode '" + options.weights_mode + "' (expected embed or external)");
   if (options.threads != 1)
     diagnostics.error(ErrorCode::InvalidArgument, "", "--threads",
-                      "generated code is single-threaded in this version; use --threads 1");
+                      "threads are chosen at run time (NAME_set_parallel_for in the header); use --threads 1");
   if (options.opt_level < 0 || options.opt_level > 3)
     diagnostics.error(ErrorCode::InvalidArgument, "", "-O", "optimization level must be 0 to 3");
   if (!options.name.empty() && !is_c_identifier(options.name))

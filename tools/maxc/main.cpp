@@ -105,7 +105,8 @@ int main(int argc, char **argv) {
       ->delimiter(',');
   compile_cmd->add_option("--weights-mode", compile.weights_mode,
                           "embed (default: weights in the object) or external (NAME.weights.bin, loaded at run time)");
-  compile_cmd->add_option("--threads", compile.threads, "Threads in the generated code (1)");
+  compile_cmd->add_option("--threads", compile.threads,
+                          "Must be 1: threads are chosen at run time through NAME_set_parallel_for");
   compile_cmd->add_flag("--time-passes", compile.time_passes, "Print where compile time went");
   compile_cmd->add_flag("--manifest-timings", compile.manifest_timings,
                         "Record per-stage compile times in the manifest (makes it differ between compiles)");
