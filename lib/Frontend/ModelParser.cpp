@@ -134,7 +134,8 @@ private:
 
   void check_keys(const json &obj, const std::string &pointer, std::initializer_list<const char *> allowed) {
     for (const auto &[key, value] : obj.items()) {
-      bool known = std::any_of(allowed.begin(), allowed.end(), [&](const char *a) { return key == a; });
+      const std::string &k = key; // lambdas cannot capture structured bindings in C++17
+      bool known = std::any_of(allowed.begin(), allowed.end(), [&](const char *a) { return k == a; });
       if (!known) {
         std::string list;
         for (const char *a : allowed)
@@ -473,7 +474,8 @@ private:
       // Attribute names can be checked now; values may depend on options.
       const OpDef &def = OpRegistry::instance().get(s.op);
       for (const auto &[name, v] : s.attrs.items()) {
-        bool known = std::any_of(def.attrs.begin(), def.attrs.end(), [&](const AttrSpec &a) { return a.name == name; });
+        const std::string &attr = name; // lambdas cannot capture structured bindings in C++17
+        bool known = std::any_of(def.attrs.begin(), def.attrs.end(), [&](const AttrSpec &a) { return a.name == attr; });
         if (!known) {
           std::string list;
           for (const AttrSpec &a : def.attrs)

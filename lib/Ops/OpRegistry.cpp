@@ -127,7 +127,8 @@ static std::optional<AttrValue> coerce(const AttrValue &value, AttrKind kind) {
 Attrs normalize_attrs(const OpDef &def, const Attrs &attrs) {
   Attrs out;
   for (const auto &[name, value] : attrs.values()) {
-    auto spec = std::find_if(def.attrs.begin(), def.attrs.end(), [&](const AttrSpec &s) { return s.name == name; });
+    const std::string &attr = name; // lambdas cannot capture structured bindings in C++17
+    auto spec = std::find_if(def.attrs.begin(), def.attrs.end(), [&](const AttrSpec &s) { return s.name == attr; });
     if (spec == def.attrs.end()) {
       std::string known;
       for (const AttrSpec &s : def.attrs)
