@@ -1,0 +1,48 @@
+// AMD GPU (AMDGPU/HSA) code generation groundwork: validating GPU
+// architecture names and code object versions before LLVM sees them (LLVM
+// aborts on an unknown processor), and turning an LLVM module of
+// amdgpu_kernel functions into a HSACO (a code object loadable by the ROCm
+// runtime). Not wired into the CLI yet.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace llvm {
+class Module;
+}
+
+namespace maxc {
+
+/// The gfx processor names LLVM's AMDGPU target knows ("gfx90a", "gfx942",
+/// "gfx1100", "gfx11-generic", ...), sorted and without duplicates.
+std::vector<std::string> known_amdgpu_arches();
+
+/// Resolves a comma-separated list of gfx names or product aliases
+/// (mi250x, mi250 → gfx90a; mi300x, mi300a → gfx942; rx7900xtx, w7900 →
+/// gfx1100; rx6900xt → gfx1030) into gfx names, deduplicated, first
+/// occurrence order kept. Spaces around names are ignored. Throws
+/// maxc::Error (InvalidArgument) for an empty list or an unknown name,
+/// listing the valid architectures and aliases.
+std::vector<std::string> resolve_gpu_arches(const std::string &list);
+
+/// The code object version as the "amdhsa_code_object_version" module flag
+/// wants it: 4 → 400, 5 → 500, 6 → 600. Throws maxc::Error
+/// (InvalidArgument) for anything else.
+int resolve_code_object_version(int version);
+
+/// Compiles `module` (its amdgpu_kernel functions) for the gfx architecture
+/// `arch` (a name from known_amdgpu_arches(), not an alias) and code object
+/// version `code_object_version` (4, 5 or 6) and links the result into a
+/// HSACO shared object with ld.lld (`ld.lld-19` on the PATH, else
+/// /usr/lib/llvm-19/bin/ld.lld); returns the HSACO's bytes. Works on a
+/// clone: `module` is not changed. Its triple must be empty or
+/// amdgcn-amd-amdhsa; it is set to amdgcn-amd-amdhsa, the data layout to the
+/// target's, and the module is optimized at O2. The same input gives the
+/// same bytes. Throws maxc::Error: InvalidArgument for a bad architecture,
+/// version or triple, Internal for invalid IR or a failed link (with the
+/// linker's message).
+std::string emit_amdgpu_code_object(const llvm::Module &module, const std::string &arch,
+                                    int code_object_version);
+
+} // namespace maxc

@@ -1,0 +1,358 @@
+// AMD GPU target: architecture names, code object versions, and module →
+// relocatable object → HSACO (linked by an ld.lld subprocess). Everything a
+// user can get wrong is checked before LLVM sees it (LLVM aborts on an
+// unknown processor). Includes PassBuilder (~10 s to compile): keep this the
+// only GPU translation unit that does.
+#include "maxc/Codegen/GpuTarget.h"
+
+#include "maxc/Codegen/Target.h"
+#include "maxc/Support/Error.h"
+
+#include <llvm/ADT/SmallVector.h>
+#include <llvm/ADT/StringRef.h>
+#include <llvm/Analysis/CGSCCPassManager.h>
+#include <llvm/Analysis/LoopAnalysisManager.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/PassManager.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/MCSubtargetInfo.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/OptimizationLevel.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/CodeGen.h>
+#include <llvm/Support/Program.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
+#include <llvm/TargetParser/Triple.h>
+#include <llvm/Transforms/Utils/Cloning.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <spawn.h>
+#include <sstream>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <utility>
+
+extern char **environ;
+
+namespace maxc {
+
+namespace {
+
+constexpr const char *kAmdgpuTriple = "amdgcn-amd-amdhsa";
+constexpr const char *kFallbackLinker = "/usr/lib/llvm-19/bin/ld.lld";
+
+struct Alias {
+  const char *name;
+  const char *arch;
+};
+constexpr Alias kAliases[] = {
+    {"mi250x", "gfx90a"},    {"mi250", "gfx90a"}, {"mi300x", "gfx942"},   {"mi300a", "gfx942"},
+    {"rx7900xtx", "gfx1100"}, {"w7900", "gfx1100"}, {"rx6900xt", "gfx1030"},
+};
+
+const llvm::Target &amdgpu_target() {
+  initialize_llvm_targets();
+  std::string message;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(kAmdgpuTriple, message);
+  if (!target)
+    throw Error(ErrorCode::Internal, std::string("LLVM has no target for ") + kAmdgpuTriple + ": " + message);
+  return *target;
+}
+
+std::string join(const std::vector<std::string> &names) {
+  std::string out;
+  for (const std::string &name : names) {
+    if (!out.empty())
+      out += ", ";
+    out += name;
+  }
+  return out;
+}
+
+std::string aliases_text() {
+  std::string out;
+  for (const Alias &alias : kAliases) {
+    if (!out.empty())
+      out += ", ";
+    out += std::string(alias.name) + " (" + alias.arch + ")";
+  }
+  return out;
+}
+
+/// Throws InvalidArgument unless `arch` is a gfx name LLVM knows.
+void check_arch(const std::string &arch) {
+  std::vector<std::string> known = known_amdgpu_arches();
+  if (std::binary_search(known.begin(), known.end(), arch))
+    return;
+  throw Error(ErrorCode::InvalidArgument, "unknown AMD GPU architecture '" + arch +
+                                              "'; valid architectures: " + join(known) +
+                                              "; aliases (resolve them first): " + aliases_text());
+}
+
+std::string trim(const std::string &s) {
+  size_t begin = s.find_first_not_of(" \t");
+  if (begin == std::string::npos)
+    return {};
+  size_t end = s.find_last_not_of(" \t");
+  return s.substr(begin, end - begin + 1);
+}
+
+std::string lowercase(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return s;
+}
+
+void verify(const llvm::Module &module, const char *when) {
+  std::string message;
+  llvm::raw_string_ostream os(message);
+  if (llvm::verifyModule(module, &os)) {
+    os.flush();
+    throw Error(ErrorCode::Internal, std::string("invalid LLVM IR ") + when + ": " + message);
+  }
+}
+
+void optimize_o2(llvm::Module &module, llvm::TargetMachine &tm) {
+  llvm::PipelineTuningOptions pto;
+  pto.LoopUnrolling = true;
+  pto.LoopInterleaving = true;
+  pto.LoopVectorization = true;
+  pto.SLPVectorization = true;
+
+  // Destroyed in reverse declaration order: loop analyses first.
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+
+  llvm::PassBuilder pb(&tm, pto);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
+  mpm.run(module, mam);
+}
+
+/// A mkdtemp directory whose known files are removed with it.
+class TempDir {
+public:
+  TempDir() {
+    const char *base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base && *base ? base : "/tmp") + "/maxc-hsaco-XXXXXX";
+    std::vector<char> buffer(pattern.begin(), pattern.end());
+    buffer.push_back('\0');
+    if (!::mkdtemp(buffer.data()))
+      throw Error(ErrorCode::FileWrite, "cannot create a temporary directory from '" + pattern +
+                                            "': " + std::strerror(errno));
+    path_ = buffer.data();
+  }
+  TempDir(const TempDir &) = delete;
+  TempDir &operator=(const TempDir &) = delete;
+  ~TempDir() {
+    for (const std::string &file : files_)
+      ::unlink(file.c_str());
+    ::rmdir(path_.c_str());
+  }
+  /// A path inside the directory, removed with it.
+  std::string file(const std::string &name) {
+    files_.push_back(path_ + "/" + name);
+    return files_.back();
+  }
+
+private:
+  std::string path_;
+  std::vector<std::string> files_;
+};
+
+void write_bytes(const std::string &path, const std::string &bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+  out.close();
+  if (!out)
+    throw Error(ErrorCode::FileWrite, "cannot write '" + path + "'");
+}
+
+std::string read_bytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Error(ErrorCode::FileNotReadable, "cannot read '" + path + "'");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::string find_linker() {
+  if (llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName("ld.lld-19"))
+    return *found;
+  if (::access(kFallbackLinker, X_OK) == 0)
+    return kFallbackLinker;
+  throw Error(ErrorCode::Internal, std::string("cannot find the AMDGPU linker: no ld.lld-19 on the PATH and no ") +
+                                       kFallbackLinker + " (install lld-19)");
+}
+
+/// Runs `argv` (argv[0] a full path) with stdout and stderr sent to
+/// `log_path`; returns the exit status, or throws when it cannot run.
+int run_process(const std::vector<std::string> &argv, const std::string &log_path) {
+  posix_spawn_file_actions_t actions;
+  if (posix_spawn_file_actions_init(&actions) != 0)
+    throw Error(ErrorCode::Internal, "posix_spawn_file_actions_init failed");
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+
+  std::vector<char *> args;
+  for (const std::string &arg : argv)
+    args.push_back(const_cast<char *>(arg.c_str()));
+  args.push_back(nullptr);
+
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0)
+    throw Error(ErrorCode::Internal, "cannot run '" + argv[0] + "': " + std::strerror(rc));
+
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR)
+      throw Error(ErrorCode::Internal, "waiting for '" + argv[0] + "' failed: " + std::strerror(errno));
+  }
+  if (WIFEXITED(status))
+    return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+std::string link_hsaco(const std::string &object, const std::string &arch) {
+  std::string linker = find_linker();
+  TempDir dir;
+  std::string object_path = dir.file("kernel.o");
+  std::string hsaco_path = dir.file("kernel.hsaco");
+  std::string log_path = dir.file("ld.log");
+  write_bytes(object_path, object);
+  int rc = run_process({linker, "-shared", "--no-undefined", object_path, "-o", hsaco_path}, log_path);
+  if (rc != 0) {
+    std::string log;
+    try {
+      log = trim(read_bytes(log_path));
+    } catch (const Error &) {
+    }
+    throw Error(ErrorCode::Internal, "linking the " + arch + " code object failed (" + linker + " exit " +
+                                         std::to_string(rc) + "): " + (log.empty() ? "no message" : log));
+  }
+  return read_bytes(hsaco_path);
+}
+
+} // namespace
+
+std::vector<std::string> known_amdgpu_arches() {
+  static const std::vector<std::string> arches = [] {
+    const llvm::Target &target = amdgpu_target();
+    std::unique_ptr<llvm::MCSubtargetInfo> sti(target.createMCSubtargetInfo(kAmdgpuTriple, "", ""));
+    if (!sti)
+      throw Error(ErrorCode::Internal, std::string("LLVM cannot describe the subtargets of ") + kAmdgpuTriple);
+    std::vector<std::string> names;
+    for (const llvm::SubtargetSubTypeKV &kv : sti->getAllProcessorDescriptions()) {
+      llvm::StringRef name(kv.Key);
+      if (name.starts_with("gfx"))
+        names.push_back(name.str());
+    }
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    return names;
+  }();
+  return arches;
+}
+
+std::vector<std::string> resolve_gpu_arches(const std::string &list) {
+  std::vector<std::string> known = known_amdgpu_arches();
+  std::vector<std::string> out;
+  std::stringstream stream(list);
+  std::string item;
+  bool any = false;
+  while (std::getline(stream, item, ',')) {
+    std::string name = trim(item);
+    if (name.empty())
+      continue;
+    any = true;
+    std::string key = lowercase(name);
+    std::string arch;
+    for (const Alias &alias : kAliases)
+      if (key == alias.name)
+        arch = alias.arch;
+    if (arch.empty() && std::binary_search(known.begin(), known.end(), key))
+      arch = key;
+    if (arch.empty())
+      throw Error(ErrorCode::InvalidArgument, "unknown AMD GPU architecture '" + name +
+                                                  "'; valid architectures: " + join(known) +
+                                                  "; aliases: " + aliases_text());
+    if (std::find(out.begin(), out.end(), arch) == out.end())
+      out.push_back(arch);
+  }
+  if (!any)
+    throw Error(ErrorCode::InvalidArgument, "no AMD GPU architecture given; valid architectures: " + join(known) +
+                                                "; aliases: " + aliases_text());
+  return out;
+}
+
+int resolve_code_object_version(int version) {
+  if (version == 4 || version == 5 || version == 6)
+    return version * 100;
+  throw Error(ErrorCode::InvalidArgument, "unsupported AMD GPU code object version " + std::to_string(version) +
+                                              "; valid versions: 4, 5, 6");
+}
+
+std::string emit_amdgpu_code_object(const llvm::Module &module, const std::string &arch,
+                                    int code_object_version) {
+  // Validate everything before LLVM sees it: it aborts on bad processors.
+  int flag_value = resolve_code_object_version(code_object_version);
+  check_arch(arch);
+  if (llvm::StringRef(arch).ends_with("-generic") && flag_value < 600)
+    throw Error(ErrorCode::InvalidArgument, "the generic AMD GPU architecture '" + arch +
+                                                "' needs code object version 6 (got " +
+                                                std::to_string(code_object_version) + ")");
+  const std::string &current = module.getTargetTriple();
+  if (!current.empty() && llvm::Triple::normalize(current) != llvm::Triple::normalize(kAmdgpuTriple))
+    throw Error(ErrorCode::InvalidArgument, "module '" + module.getName().str() + "' was built for " + current +
+                                                ", not " + kAmdgpuTriple);
+
+  const llvm::Target &target = amdgpu_target();
+  llvm::TargetOptions options;
+  std::unique_ptr<llvm::TargetMachine> tm(target.createTargetMachine(
+      kAmdgpuTriple, arch, "", options, llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOptLevel::Default));
+  if (!tm)
+    throw Error(ErrorCode::Internal, std::string("LLVM could not create a target machine for ") + kAmdgpuTriple +
+                                         " (" + arch + ")");
+
+  // Cloning, like LLVM's passes, may crash on invalid IR: check it first.
+  verify(module, "before optimization");
+  // Codegen mutates the module: work on a copy.
+  std::unique_ptr<llvm::Module> clone = llvm::CloneModule(module);
+  clone->setTargetTriple(kAmdgpuTriple);
+  clone->setDataLayout(tm->createDataLayout());
+  clone->setModuleFlag(llvm::Module::Error, "amdhsa_code_object_version", uint32_t(flag_value));
+  verify(*clone, "for the AMDGPU target");
+  optimize_o2(*clone, *tm);
+  verify(*clone, "after optimization");
+
+  llvm::SmallVector<char, 0> buffer;
+  {
+    llvm::raw_svector_ostream os(buffer);
+    llvm::legacy::PassManager pm;
+    if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+      throw Error(ErrorCode::Internal, "LLVM cannot emit objects for " + arch);
+    pm.run(*clone);
+  }
+  return link_hsaco(std::string(buffer.begin(), buffer.end()), arch);
+}
+
+} // namespace maxc
