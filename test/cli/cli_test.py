@@ -32,11 +32,10 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from maxc_testlib import Failure, describe, expect, expect_in, listing, tail  # noqa: E402
+
 EXAMPLES = ["mlp", "cnn", "gpt"]
-
-
-class Failure(Exception):
-    pass
 
 
 # ---------------------------------------------------------------------------
@@ -76,25 +75,6 @@ class Context:
         if rc is not None and r.returncode != rc:
             raise Failure("expected exit %d, got %d\n%s" % (rc, r.returncode, describe(r)))
         return r
-
-
-def describe(r):
-    out = r.stdout if isinstance(r.stdout, str) else "<%d bytes>" % len(r.stdout)
-    return "command: %s\nexit: %d\n--- stdout ---\n%s\n--- stderr ---\n%s" % (
-        " ".join(r.cmd), r.returncode, tail(out), tail(r.stderr))
-
-
-def tail(text, limit=4000):
-    return text if len(text) <= limit else "...\n" + text[-limit:]
-
-
-def expect(cond, message, r=None):
-    if not cond:
-        raise Failure(message + ("\n" + describe(r) if r is not None else ""))
-
-
-def expect_in(needle, haystack, what, r=None):
-    expect(needle in haystack, "expected %r in %s" % (needle, what), r)
 
 
 def expect_diagnostic(r, file, code, pointer=None, message=None):
@@ -145,10 +125,6 @@ def stats_of(text):
             raise Failure("stats line is not key=value: %r" % line)
         stats[m.group(1)] = m.group(2)
     return stats
-
-
-def listing(directory):
-    return sorted(os.listdir(directory))
 
 
 # ---------------------------------------------------------------------------

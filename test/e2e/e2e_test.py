@@ -36,6 +36,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from maxc_testlib import Failure, describe, expect, expect_in, listing, tail  # noqa: E402
+
 EXAMPLES = ["mlp", "cnn", "gpt"]
 
 # Compiled code accumulates in f32 (and in a different order: blocked GEMMs,
@@ -50,35 +53,8 @@ ATOL = 1e-5
 SEED = 20240601
 
 
-class Failure(Exception):
-    pass
-
-
 # ---------------------------------------------------------------------------
 # Running maxc and other tools
-
-
-def describe(r):
-    out = r.stdout if isinstance(r.stdout, str) else "<%d bytes>" % len(r.stdout)
-    return "command: %s\nexit: %d\n--- stdout ---\n%s\n--- stderr ---\n%s" % (
-        " ".join(r.cmd), r.returncode, tail(out), tail(r.stderr))
-
-
-def tail(text, limit=4000):
-    return text if len(text) <= limit else "...\n" + text[-limit:]
-
-
-def expect(cond, message, r=None):
-    if not cond:
-        raise Failure(message + ("\n" + describe(r) if r is not None else ""))
-
-
-def expect_in(needle, haystack, what, r=None):
-    expect(needle in haystack, "expected %r in %s" % (needle, what), r)
-
-
-def listing(directory):
-    return sorted(os.listdir(directory))
 
 
 def run_command(cmd, cwd, rc=None, timeout=120):
