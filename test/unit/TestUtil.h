@@ -7,6 +7,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <random>
 #include <sstream>
@@ -14,6 +17,40 @@
 #include <vector>
 
 namespace maxc::test {
+
+/// A fresh directory under /tmp, removed with everything in it.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/maxc-test-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  TempDir(const TempDir &) = delete;
+  TempDir &operator=(const TempDir &) = delete;
+  std::string file(const std::string &name) const { return path + "/" + name; }
+  /// Writes `bytes` to file(name) and returns its path.
+  std::string write(const std::string &name, const std::string &bytes) const {
+    std::ofstream out(file(name), std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    REQUIRE(out.good());
+    return file(name);
+  }
+};
+
+/// The whole file as bytes.
+inline std::string read_bytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+/// Writes `bytes` to `path`.
+inline void write_bytes(const std::string &path, const std::string &bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(out.good());
+}
 
 /// A fresh generator per call site, seeded from Catch's random seed so a
 /// failure is reproducible with --rng-seed.

@@ -15,19 +15,6 @@ using namespace maxc::test;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char buf[] = "/tmp/maxc-model-test-XXXXXX";
-    path = ::mkdtemp(buf);
-  }
-  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-  std::string write(const std::string &name, const std::string &text) const {
-    std::ofstream(path + "/" + name) << text;
-    return path + "/" + name;
-  }
-};
-
 LoadedModel load(const std::string &text, DiagnosticEngine &diags, bool synthesize = true,
                  const std::string &path = "m.json") {
   LoadOptions options;

@@ -1,7 +1,7 @@
 #include "maxc/Frontend/Npy.h"
 #include "maxc/Support/Error.h"
 
-#include <catch2/catch.hpp>
+#include "TestUtil.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -16,29 +16,9 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-struct NpyTempDir {
-  std::string path;
-  NpyTempDir() {
-    char tmpl[] = "/tmp/maxc-npy-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~NpyTempDir() { std::filesystem::remove_all(path); }
-  std::string file(const std::string &name) const { return path + "/" + name; }
-};
-
-void put_bytes(const std::string &path, const std::string &bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
-
-std::string get_bytes(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using NpyTempDir = maxc::test::TempDir;
+const auto &put_bytes = maxc::test::write_bytes;
+const auto &get_bytes = maxc::test::read_bytes;
 
 HostTensor random_npy_tensor(DType dtype, std::vector<int64_t> shape, std::mt19937 &rng) {
   HostTensor t(dtype, std::move(shape));

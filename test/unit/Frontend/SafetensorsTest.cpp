@@ -1,7 +1,7 @@
 #include "maxc/Frontend/Safetensors.h"
 #include "maxc/Support/Error.h"
 
-#include <catch2/catch.hpp>
+#include "TestUtil.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -17,30 +17,9 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// A fresh directory under /tmp, removed with everything in it.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/maxc-safetensors-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string file(const std::string &name) const { return path + "/" + name; }
-};
-
-void write_bytes(const std::string &path, const std::string &bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
-
-std::string read_bytes(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using maxc::test::read_bytes;
+using maxc::test::TempDir;
+using maxc::test::write_bytes;
 
 std::string le64(uint64_t n) {
   std::string s(8, '\0');
