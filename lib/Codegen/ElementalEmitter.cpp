@@ -1,0 +1,910 @@
+#include "ElementalEmitter.h"
+
+#include "MathEmitter.h"
+#include "maxc/Support/Error.h"
+
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace maxc::codegen {
+
+using llvm::Value;
+
+llvm::Type *compute_type(llvm::LLVMContext &c, DType d) {
+  switch (d) {
+  case DType::f16: case DType::bf16: case DType::f32: return llvm::Type::getFloatTy(c);
+  case DType::f64: return llvm::Type::getDoubleTy(c);
+  case DType::i8: return llvm::Type::getInt8Ty(c);
+  case DType::i32: return llvm::Type::getInt32Ty(c);
+  case DType::i64: return llvm::Type::getInt64Ty(c);
+  case DType::boolean: return llvm::Type::getInt1Ty(c);
+  }
+  return nullptr;
+}
+
+llvm::Type *memory_type(llvm::LLVMContext &c, DType d) {
+  switch (d) {
+  case DType::f16: return llvm::Type::getHalfTy(c);
+  case DType::bf16: return llvm::Type::getInt16Ty(c);
+  case DType::boolean: return llvm::Type::getInt8Ty(c);
+  default: return compute_type(c, d);
+  }
+}
+
+ElementalEmitter::ElementalEmitter(llvm::Module &module, const Graph &g, LoweringPlan plan,
+                                   const std::vector<std::string> &symbols)
+    : module_(module), ctx_(module.getContext()), g_(g), plan_(std::move(plan)), symbols_(symbols), b_(ctx_),
+      entry_b_(ctx_) {}
+
+Value *ElementalEmitter::symbol(const std::string &name) {
+  auto it = symbol_values_.find(name);
+  if (it != symbol_values_.end())
+    return it->second;
+  auto pos = std::find(symbols_.begin(), symbols_.end(), name);
+  size_t index = static_cast<size_t>(pos - symbols_.begin());
+  Value *ptr = entry_b_.CreateConstGEP1_64(entry_b_.getInt64Ty(), dims_, index);
+  return symbol_values_[name] = entry_b_.CreateLoad(entry_b_.getInt64Ty(), ptr, name);
+}
+
+Value *ElementalEmitter::dim(const Dim &d) {
+  if (d.is_static())
+    return b_.getInt64(d.value());
+  std::string key = d.to_string();
+  if (auto it = dim_values_.find(key); it != dim_values_.end())
+    return it->second;
+  // Evaluate the polynomial from its text form's terms: parse once more via
+  // Dim arithmetic is awkward, so walk symbols: d = sum of coeff * prod(symbols).
+  Value *v = emit_dim_polynomial(d);
+  return dim_values_[key] = v;
+}
+
+Value *ElementalEmitter::emit_dim_polynomial(const Dim &d) {
+  // Dim keeps its terms private; rebuild them by parsing the canonical text
+  // ("2*batch*seq+seq-3"), which is exactly what Dim::parse accepts.
+  std::string text = d.to_string();
+  Value *total = entry_b_.getInt64(0);
+  size_t pos = 0;
+  while (pos < text.size()) {
+    bool negative = false;
+    if (text[pos] == '+' || text[pos] == '-') {
+      negative = text[pos] == '-';
+      ++pos;
+    }
+    size_t end = text.find_first_of("+-", pos);
+    if (end == std::string::npos)
+      end = text.size();
+    std::string term = text.substr(pos, end - pos);
+    Value *product = entry_b_.getInt64(1);
+    size_t start = 0;
+    while (start <= term.size()) {
+      size_t star = term.find('*', start);
+      if (star == std::string::npos)
+        star = term.size();
+      std::string factor = term.substr(start, star - start);
+      Value *f = std::isdigit(static_cast<unsigned char>(factor[0])) ? entry_b_.getInt64(std::stoll(factor))
+                                                                      : symbol(factor);
+      product = entry_b_.CreateMul(product, f);
+      start = star + 1;
+    }
+    total = negative ? entry_b_.CreateSub(total, product) : entry_b_.CreateAdd(total, product);
+    pos = end;
+  }
+  return total;
+}
+
+std::vector<Value *> ElementalEmitter::dims_of(ValueId v) {
+  std::vector<Value *> out;
+  for (const Dim &d : g_.type_of(v).shape)
+    out.push_back(dim(d));
+  return out;
+}
+
+Value *ElementalEmitter::linear_index(const Index &idx, const std::vector<Value *> &dims) {
+  Value *lin = b_.getInt64(0);
+  for (size_t d = 0; d < idx.size(); ++d)
+    lin = b_.CreateAdd(b_.CreateMul(lin, dims[d]), idx[d]);
+  return lin;
+}
+
+Value *ElementalEmitter::load_element(DType dtype, Value *ptr, Value *linear) {
+  llvm::Type *mt = memory_type(ctx_, dtype);
+  Value *raw = b_.CreateLoad(mt, b_.CreateGEP(mt, ptr, linear));
+  switch (dtype) {
+  case DType::f16: return b_.CreateFPExt(raw, b_.getFloatTy());
+  case DType::bf16:
+    return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(raw, b_.getInt32Ty()), 16), b_.getFloatTy());
+  case DType::boolean: return b_.CreateICmpNE(raw, b_.getInt8(0));
+  default: return raw;
+  }
+}
+
+Value *ElementalEmitter::to_bf16_bits(Value *f) {
+  // Round to nearest even; NaN stays a (quiet) NaN.
+  Value *bits = b_.CreateBitCast(f, b_.getInt32Ty());
+  Value *lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), b_.getInt32(1));
+  Value *rounded = b_.CreateLShr(b_.CreateAdd(bits, b_.CreateAdd(b_.getInt32(0x7fff), lsb)), 16);
+  Value *nan = b_.CreateOr(b_.CreateLShr(bits, 16), b_.getInt32(0x40));
+  Value *out = b_.CreateSelect(b_.CreateFCmpUNO(f, f), nan, rounded);
+  return b_.CreateTrunc(out, b_.getInt16Ty());
+}
+
+void ElementalEmitter::store_element(DType dtype, Value *ptr, Value *linear, Value *v) {
+  llvm::Type *mt = memory_type(ctx_, dtype);
+  Value *raw = v;
+  switch (dtype) {
+  case DType::f16: raw = b_.CreateFPTrunc(v, mt); break;
+  case DType::bf16: raw = to_bf16_bits(v); break;
+  case DType::boolean: raw = b_.CreateZExt(v, mt); break;
+  default: break;
+  }
+  b_.CreateStore(raw, b_.CreateGEP(mt, ptr, linear));
+}
+
+Value *ElementalEmitter::round_to(DType dtype, Value *v) {
+  if (dtype == DType::f16)
+    return b_.CreateFPExt(b_.CreateFPTrunc(v, b_.getHalfTy()), b_.getFloatTy());
+  if (dtype == DType::bf16)
+    return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(to_bf16_bits(v), b_.getInt32Ty()), 16), b_.getFloatTy());
+  return v;
+}
+
+void ElementalEmitter::loop(Value *n, const std::function<void(Value *)> &body) {
+  llvm::Function *fn = b_.GetInsertBlock()->getParent();
+  llvm::BasicBlock *pre = b_.GetInsertBlock();
+  auto *header = llvm::BasicBlock::Create(ctx_, "loop", fn);
+  auto *bodyb = llvm::BasicBlock::Create(ctx_, "body", fn);
+  auto *exit = llvm::BasicBlock::Create(ctx_, "exit", fn);
+  b_.CreateBr(header);
+  b_.SetInsertPoint(header);
+  llvm::PHINode *i = b_.CreatePHI(b_.getInt64Ty(), 2, "i");
+  i->addIncoming(b_.getInt64(0), pre);
+  b_.CreateCondBr(b_.CreateICmpSLT(i, n), bodyb, exit);
+  b_.SetInsertPoint(bodyb);
+  body(i);
+  Value *next = b_.CreateAdd(i, b_.getInt64(1), "", /*HasNUW=*/true, /*HasNSW=*/true);
+  i->addIncoming(next, b_.GetInsertBlock());
+  b_.CreateBr(header);
+  b_.SetInsertPoint(exit);
+}
+
+void ElementalEmitter::loop_nest(const std::vector<Value *> &extents, const std::function<void(const Index &)> &body, Index prefix) {
+  if (prefix.size() == extents.size()) {
+    body(prefix);
+    return;
+  }
+  loop(extents[prefix.size()], [&](Value *i) {
+    Index next = prefix;
+    next.push_back(i);
+    loop_nest(extents, body, next);
+  });
+}
+
+Value *ElementalEmitter::local(llvm::Type *t) { return entry_b_.CreateAlloca(t); }
+
+Index ElementalEmitter::batch_index(const Shape &operand, const Shape &result, const Index &bidx) {
+  size_t ob = operand.size() - 2, rb = result.size() - 2;
+  Index idx;
+  for (size_t d = 0; d < ob; ++d) {
+    size_t rd = d + rb - ob;
+    bool broadcast = operand[d].is_static() && operand[d].value() == 1 &&
+                     !(result[rd].is_static() && result[rd].value() == 1);
+    idx.push_back(broadcast ? b_.getInt64(0) : bidx[rd]);
+  }
+  return idx;
+}
+
+Value *ElementalEmitter::widen(Value *v, DType dtype, llvm::Type *acc) {
+  if (v->getType() == acc)
+    return v;
+  if (is_float(dtype))
+    return b_.CreateFPExt(v, acc);
+  return b_.CreateSExt(v, acc);
+}
+
+Value *ElementalEmitter::narrow(Value *v, DType dtype, llvm::Type *acc) {
+  llvm::Type *t = compute_type(ctx_, dtype);
+  if (t == acc)
+    return v;
+  if (is_float(dtype))
+    return b_.CreateFPTrunc(v, t);
+  return b_.CreateTrunc(v, t);
+}
+
+Value *ElementalEmitter::element(ValueId v, const Index &idx) {
+  const ValuePlan &p = plan_.values[v];
+  if (p.storage != Storage::fused) {
+    std::vector<Value *> dims = dims_of(v);
+    return load_element(g_.type_of(v).dtype, pointer_of(v), linear_index(idx, dims));
+  }
+  const ValueInfo &info = g_.value_info(v);
+  return node_element(g_.nodes()[info.producer], info.index, idx);
+}
+
+Index ElementalEmitter::broadcast(ValueId operand, const Shape &out_shape, const Index &idx) {
+  const Shape &s = g_.type_of(operand).shape;
+  Index out;
+  size_t offset = out_shape.size() - s.size();
+  for (size_t d = 0; d < s.size(); ++d) {
+    const Dim &od = out_shape[d + offset];
+    bool zero = s[d].is_static() && s[d].value() == 1 && !(od.is_static() && od.value() == 1);
+    out.push_back(zero ? b_.getInt64(0) : idx[d + offset]);
+  }
+  return out;
+}
+
+Value *ElementalEmitter::fconst(DType d, double v) { return llvm::ConstantFP::get(compute_type(ctx_, d), v); }
+
+Value *ElementalEmitter::node_element(const Node &node, size_t result, const Index &idx) {
+  DType dtype = g_.type_of(node.results[result]).dtype;
+  Value *v = compute_element(node, result, idx);
+  return is_float(dtype) ? round_to(dtype, v) : v;
+}
+
+Value *ElementalEmitter::compute_element(const Node &node, size_t result, const Index &idx) {
+  const std::string &op = node.op;
+  const Shape &out_shape = g_.type_of(node.results[result]).shape;
+  auto operand = [&](size_t i) { return element(node.operands[i], broadcast(node.operands[i], out_shape, idx)); };
+  DType in_dtype = node.operands.empty() ? DType::f32 : g_.type_of(node.operands[0]).dtype;
+  DType out_dtype = g_.type_of(node.results[result]).dtype;
+
+  if (is_unary(op))
+    return unary(op, node, in_dtype, operand(0));
+  if (node.operands.size() == 2 && is_binary(op))
+    return binary(op, in_dtype, operand(0), operand(1));
+  if (op == "where")
+    return b_.CreateSelect(operand(0), operand(1), operand(2));
+  if (op == "cast")
+    return cast(operand(0), in_dtype, out_dtype);
+  if (op == "full")
+    return literal(out_dtype, node.attrs.get_real("value"));
+  if (op == "iota") {
+    int64_t axis = node.attrs.get_int("axis");
+    if (axis < 0)
+      axis += static_cast<int64_t>(out_shape.size());
+    return from_i64(idx[axis], out_dtype);
+  }
+  if (op == "range") {
+    Value *x = b_.CreateFAdd(b_.CreateFMul(b_.CreateSIToFP(idx[0], b_.getDoubleTy()),
+                                           llvm::ConstantFP::get(b_.getDoubleTy(), node.attrs.get_real("step"))),
+                             llvm::ConstantFP::get(b_.getDoubleTy(), node.attrs.get_real("start")));
+    return cast(x, DType::f64, out_dtype);
+  }
+  if (op == "allreduce_sum") {
+    int64_t shards = node.attrs.get_int("shards");
+    Value *acc = nullptr;
+    for (int64_t s = 0; s < shards; ++s) {
+      Value *x = element(node.operands[s], idx);
+      if (is_float(out_dtype)) {
+        x = b_.CreateFPExt(x, b_.getDoubleTy());
+        acc = acc ? b_.CreateFAdd(acc, x) : x;
+      } else {
+        acc = acc ? b_.CreateAdd(acc, x) : x;
+      }
+    }
+    return is_float(out_dtype) ? b_.CreateFPTrunc(acc, compute_type(ctx_, out_dtype)) : acc;
+  }
+  if (is_reduction_op(op))
+    return reduction(node, idx);
+  if (Value *s = shape_op(node, result, idx))
+    return s;
+  if (op == "conv2d" || op == "conv_transpose2d")
+    return convolution(node, idx);
+  if (op == "max_pool2d" || op == "avg_pool2d")
+    return pooling(node, idx);
+  throw Error(ErrorCode::Internal, "codegen: no lowering for op '" + op + "'");
+}
+
+Value *ElementalEmitter::unary(const std::string &op, const Node &node, DType d, Value *x) {
+  if (!x)
+    return nullptr;
+  bool fp = is_float(d);
+  bool f64 = d == DType::f64;
+  llvm::Type *t = compute_type(ctx_, d);
+  auto intrinsic = [&](llvm::Intrinsic::ID id) { return b_.CreateUnaryIntrinsic(id, x); };
+  auto libm_or_poly = [&](llvm::Intrinsic::ID id, Value *(*poly)(llvm::IRBuilder<> &, Value *)) {
+    return f64 ? intrinsic(id) : poly(b_, x);
+  };
+  if (op == "neg")
+    return fp ? b_.CreateFNeg(x) : b_.CreateSub(llvm::ConstantInt::get(t, 0), x);
+  if (op == "abs")
+    return fp ? intrinsic(llvm::Intrinsic::fabs) : b_.CreateSelect(b_.CreateICmpSLT(x, llvm::ConstantInt::get(t, 0)), b_.CreateSub(llvm::ConstantInt::get(t, 0), x), x);
+  if (op == "exp")
+    return libm_or_poly(llvm::Intrinsic::exp, emit_exp_f32);
+  if (op == "log")
+    return libm_or_poly(llvm::Intrinsic::log, emit_log_f32);
+  if (op == "sqrt")
+    return intrinsic(llvm::Intrinsic::sqrt);
+  if (op == "rsqrt")
+    return b_.CreateFDiv(llvm::ConstantFP::get(t, 1.0), intrinsic(llvm::Intrinsic::sqrt));
+  if (op == "tanh")
+    return f64 ? tanh_f64(x) : emit_tanh_f32(b_, x);
+  if (op == "sigmoid")
+    return f64 ? b_.CreateFDiv(fconst(d, 1), b_.CreateFAdd(fconst(d, 1), b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, b_.CreateFNeg(x))))
+               : emit_sigmoid_f32(b_, x);
+  if (op == "relu") {
+    if (fp)
+      return b_.CreateSelect(b_.CreateFCmpOGT(x, llvm::ConstantFP::get(t, 0.0)), x, llvm::ConstantFP::get(t, 0.0));
+    return b_.CreateSelect(b_.CreateICmpSGT(x, llvm::ConstantInt::get(t, 0)), x, llvm::ConstantInt::get(t, 0));
+  }
+  if (op == "silu")
+    return b_.CreateFMul(x, unary("sigmoid", node, d, x));
+  if (op == "erf")
+    return f64 ? erf_f64(x) : emit_erf_f32(b_, x);
+  if (op == "gelu") {
+    if (node.attrs.get_string("approximate") == "tanh") {
+      Value *inner = b_.CreateFMul(fconst(d, std::sqrt(2.0 / M_PI)),
+                                   b_.CreateFAdd(x, b_.CreateFMul(fconst(d, 0.044715), b_.CreateFMul(x, b_.CreateFMul(x, x)))));
+      Value *th = f64 ? tanh_f64(inner) : emit_tanh_f32(b_, inner);
+      return b_.CreateFMul(b_.CreateFMul(fconst(d, 0.5), x), b_.CreateFAdd(fconst(d, 1), th));
+    }
+    Value *arg = b_.CreateFMul(x, fconst(d, M_SQRT1_2));
+    Value *e = f64 ? erf_f64(arg) : emit_erf_f32(b_, arg);
+    return b_.CreateFMul(b_.CreateFMul(fconst(d, 0.5), x), b_.CreateFAdd(fconst(d, 1), e));
+  }
+  if (op == "sin")
+    return intrinsic(llvm::Intrinsic::sin);
+  if (op == "cos")
+    return intrinsic(llvm::Intrinsic::cos);
+  if (op == "floor")
+    return fp ? intrinsic(llvm::Intrinsic::floor) : x;
+  if (op == "ceil")
+    return fp ? intrinsic(llvm::Intrinsic::ceil) : x;
+  if (op == "round")
+    return fp ? intrinsic(llvm::Intrinsic::roundeven) : x;
+  if (op == "sign") {
+    if (fp) {
+      Value *pos = b_.CreateUIToFP(b_.CreateFCmpOGT(x, fconst(d, 0)), t);
+      Value *neg = b_.CreateUIToFP(b_.CreateFCmpOLT(x, fconst(d, 0)), t);
+      return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, b_.CreateFSub(pos, neg));
+    }
+    return b_.CreateSub(b_.CreateZExt(b_.CreateICmpSGT(x, llvm::ConstantInt::get(t, 0)), t),
+                        b_.CreateZExt(b_.CreateICmpSLT(x, llvm::ConstantInt::get(t, 0)), t));
+  }
+  if (op == "not")
+    return b_.CreateNot(x);
+  return nullptr;
+}
+
+bool ElementalEmitter::is_unary(const std::string &op) {
+  static const std::set<std::string> ops = {"neg",  "abs", "exp",  "log",  "sqrt",  "rsqrt", "tanh",
+                                            "sigmoid", "relu", "silu", "erf", "gelu", "sin", "cos",
+                                            "floor", "ceil", "round", "sign", "not"};
+  return ops.count(op) != 0;
+}
+
+Value *ElementalEmitter::tanh_f64(Value *x) {
+  llvm::FunctionCallee f = module_.getOrInsertFunction("tanh", b_.getDoubleTy(), b_.getDoubleTy());
+  return b_.CreateCall(f, {x});
+}
+
+Value *ElementalEmitter::erf_f64(Value *x) {
+  llvm::FunctionCallee f = module_.getOrInsertFunction("erf", b_.getDoubleTy(), b_.getDoubleTy());
+  return b_.CreateCall(f, {x});
+}
+
+bool ElementalEmitter::is_binary(const std::string &op) {
+  static const std::set<std::string> ops = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "mod",
+                                            "eq",  "ne",  "lt",  "le",  "gt",  "ge",      "and",     "or"};
+  return ops.count(op) != 0;
+}
+
+Value *ElementalEmitter::binary(const std::string &op, DType d, Value *x, Value *y) {
+  llvm::Type *t = compute_type(ctx_, d);
+  bool fp = is_float(d);
+  if (op == "and")
+    return b_.CreateAnd(x, y);
+  if (op == "or")
+    return b_.CreateOr(x, y);
+  if (op == "eq")
+    return fp ? b_.CreateFCmpOEQ(x, y) : b_.CreateICmpEQ(x, y);
+  if (op == "ne")
+    return fp ? b_.CreateFCmpUNE(x, y) : b_.CreateICmpNE(x, y);
+  if (op == "lt")
+    return fp ? b_.CreateFCmpOLT(x, y) : (d == DType::boolean ? b_.CreateICmpULT(x, y) : b_.CreateICmpSLT(x, y));
+  if (op == "le")
+    return fp ? b_.CreateFCmpOLE(x, y) : (d == DType::boolean ? b_.CreateICmpULE(x, y) : b_.CreateICmpSLE(x, y));
+  if (op == "gt")
+    return fp ? b_.CreateFCmpOGT(x, y) : (d == DType::boolean ? b_.CreateICmpUGT(x, y) : b_.CreateICmpSGT(x, y));
+  if (op == "ge")
+    return fp ? b_.CreateFCmpOGE(x, y) : (d == DType::boolean ? b_.CreateICmpUGE(x, y) : b_.CreateICmpSGE(x, y));
+  if (op == "add")
+    return fp ? b_.CreateFAdd(x, y) : b_.CreateAdd(x, y);
+  if (op == "sub")
+    return fp ? b_.CreateFSub(x, y) : b_.CreateSub(x, y);
+  if (op == "mul")
+    return fp ? b_.CreateFMul(x, y) : b_.CreateMul(x, y);
+  if (op == "pow")
+    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);
+  if (op == "maximum" || op == "minimum") {
+    bool max = op == "maximum";
+    if (fp) {
+      Value *better = max ? b_.CreateFCmpOGT(x, y) : b_.CreateFCmpOLT(x, y);
+      return b_.CreateSelect(b_.CreateOr(b_.CreateFCmpUNO(x, x), better), x, y);
+    }
+    return b_.CreateSelect(max ? b_.CreateICmpSGT(x, y) : b_.CreateICmpSLT(x, y), x, y);
+  }
+  Value *zero = fp ? static_cast<Value *>(llvm::ConstantFP::get(t, 0.0)) : llvm::ConstantInt::get(t, 0);
+  if (op == "div") {
+    if (fp)
+      return b_.CreateFDiv(x, y);
+    // x/0 = 0 and MIN/-1 wraps, with no UB: divide by a safe divisor.
+    Value *minus_one = b_.CreateICmpEQ(y, llvm::ConstantInt::get(t, -1, true));
+    Value *bad = b_.CreateOr(b_.CreateICmpEQ(y, zero), minus_one);
+    Value *q = b_.CreateSDiv(x, b_.CreateSelect(bad, llvm::ConstantInt::get(t, 1), y));
+    return b_.CreateSelect(b_.CreateICmpEQ(y, zero), zero, b_.CreateSelect(minus_one, b_.CreateSub(zero, x), q));
+  }
+  if (op == "mod") {
+    if (fp) {
+      Value *r = b_.CreateFRem(x, y);
+      Value *fix = b_.CreateAnd(b_.CreateFCmpUNE(r, zero),
+                                b_.CreateXor(b_.CreateFCmpOLT(r, zero), b_.CreateFCmpOLT(y, zero)));
+      return b_.CreateSelect(fix, b_.CreateFAdd(r, y), r);
+    }
+    Value *bad = b_.CreateOr(b_.CreateICmpEQ(y, zero), b_.CreateICmpEQ(y, llvm::ConstantInt::get(t, -1, true)));
+    Value *r = b_.CreateSRem(x, b_.CreateSelect(bad, llvm::ConstantInt::get(t, 1), y));
+    Value *fix = b_.CreateAnd(b_.CreateICmpNE(r, zero),
+                              b_.CreateXor(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(y, zero)));
+    return b_.CreateSelect(bad, zero, b_.CreateSelect(fix, b_.CreateAdd(r, y), r));
+  }
+  throw Error(ErrorCode::Internal, "codegen: unknown binary op " + op);
+}
+
+Value *ElementalEmitter::from_i64(Value *i, DType to) {
+  llvm::Type *t = compute_type(ctx_, to);
+  if (is_float(to))
+    return b_.CreateSIToFP(i, t);
+  if (to == DType::boolean)
+    return b_.CreateICmpNE(i, b_.getInt64(0));
+  return b_.CreateTrunc(i, t);
+}
+
+Value *ElementalEmitter::cast(Value *x, DType from, DType to) {
+  llvm::Type *t = compute_type(ctx_, to);
+  if (from == to)
+    return x;
+  if (from == DType::boolean)
+    return is_float(to) ? b_.CreateUIToFP(x, t) : b_.CreateZExt(x, t);
+  if (to == DType::boolean)
+    return is_float(from) ? b_.CreateFCmpUNE(x, llvm::ConstantFP::get(x->getType(), 0.0))
+                          : b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
+  if (is_float(from) && is_float(to)) {
+    if (x->getType() == t)
+      return x; // f16/bf16/f32 share float; round_to() applies the precision
+    return t->isDoubleTy() ? b_.CreateFPExt(x, t) : b_.CreateFPTrunc(x, t);
+  }
+  if (is_float(from)) {
+    // Truncate toward zero, saturate to i64 (NaN → 0), then wrap: as the reference.
+    Value *i = b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {b_.getInt64Ty(), x->getType()}, {x});
+    return to == DType::i64 ? i : b_.CreateTrunc(i, t);
+  }
+  if (is_float(to)) {
+    // i64 → f32/f16/bf16 rounds through double first, as the reference
+    // does (HostTensor::set_f64): past 2^53 a direct conversion can round
+    // the other way (2^62 + 2^38 + 1 → f32).
+    if (from == DType::i64 && !t->isDoubleTy())
+      return b_.CreateFPTrunc(b_.CreateSIToFP(x, b_.getDoubleTy()), t);
+    return b_.CreateSIToFP(x, t);
+  }
+  return b_.CreateSExtOrTrunc(x, t);
+}
+
+Value *ElementalEmitter::literal(DType d, double v) {
+  if (is_float(d)) {
+    HostTensor rounded = HostTensor::scalar(d, v);
+    return llvm::ConstantFP::get(compute_type(ctx_, d), rounded.get_f64(0));
+  }
+  HostTensor t = HostTensor::scalar(d, v);
+  if (d == DType::boolean)
+    return b_.getInt1(t.get_i64(0) != 0);
+  return llvm::ConstantInt::get(compute_type(ctx_, d), t.get_i64(0), true);
+}
+
+Value *ElementalEmitter::reduction(const Node &node, const Index &out_idx) {
+  const std::string &op = node.op;
+  ValueId x = node.operands[0];
+  const Shape &xs = g_.type_of(x).shape;
+  int64_t rank = static_cast<int64_t>(xs.size());
+  DType d = g_.type_of(x).dtype;
+  bool keep = node.attrs.get_bool("keepdims");
+  std::vector<bool> reduced(rank, false);
+  if (op == "argmax" || op == "argmin") {
+    int64_t axis = node.attrs.get_int("axis");
+    reduced[axis < 0 ? axis + rank : axis] = true;
+  } else {
+    std::vector<int64_t> axes = node.attrs.get_ints("axes");
+    if (axes.empty())
+      std::fill(reduced.begin(), reduced.end(), true);
+    for (int64_t a : axes)
+      reduced[a < 0 ? a + rank : a] = true;
+  }
+  std::vector<Value *> extents;
+  Value *count = b_.getInt64(1);
+  for (int64_t dd = 0; dd < rank; ++dd)
+    if (reduced[dd]) {
+      extents.push_back(dim(xs[dd]));
+      count = b_.CreateMul(count, extents.back());
+    }
+  // Operand index from the output index and the reduction loop indices.
+  auto operand_index = [&](const Index &inner) {
+    Index idx;
+    size_t o = 0, k = 0;
+    for (int64_t dd = 0; dd < rank; ++dd) {
+      if (reduced[dd]) {
+        idx.push_back(inner[k++]);
+        if (keep)
+          ++o;
+      } else {
+        idx.push_back(out_idx[o++]);
+      }
+    }
+    return idx;
+  };
+  bool fp = is_float(d);
+  if (op == "argmax" || op == "argmin") {
+    bool max = op == "argmax";
+    llvm::Type *t = compute_type(ctx_, d);
+    Value *best = local(t), *best_i = local(b_.getInt64Ty()), *first = local(b_.getInt1Ty());
+    b_.CreateStore(b_.getInt1(true), first);
+    b_.CreateStore(b_.getInt64(0), best_i);
+    b_.CreateStore(llvm::Constant::getNullValue(t), best);
+    loop_nest(extents, [&](const Index &inner) {
+      Value *v = element(x, operand_index(inner));
+      Value *bv = b_.CreateLoad(t, best);
+      Value *take;
+      if (fp) {
+        Value *better = max ? b_.CreateFCmpOGT(v, bv) : b_.CreateFCmpOLT(v, bv);
+        // The first NaN wins and stays.
+        take = b_.CreateAnd(b_.CreateNot(b_.CreateFCmpUNO(bv, bv)), b_.CreateOr(b_.CreateFCmpUNO(v, v), better));
+      } else {
+        take = max ? b_.CreateICmpSGT(v, bv) : b_.CreateICmpSLT(v, bv);
+      }
+      take = b_.CreateOr(take, b_.CreateLoad(b_.getInt1Ty(), first));
+      b_.CreateStore(b_.getInt1(false), first);
+      b_.CreateStore(b_.CreateSelect(take, v, bv), best);
+      b_.CreateStore(b_.CreateSelect(take, inner[0], b_.CreateLoad(b_.getInt64Ty(), best_i)), best_i);
+    });
+    return b_.CreateLoad(b_.getInt64Ty(), best_i);
+  }
+  if (op == "max" || op == "min") {
+    bool max = op == "max";
+    llvm::Type *t = compute_type(ctx_, d);
+    Value *acc = local(t), *first = local(b_.getInt1Ty());
+    b_.CreateStore(b_.getInt1(true), first);
+    b_.CreateStore(llvm::Constant::getNullValue(t), acc);
+    loop_nest(extents, [&](const Index &inner) {
+      Value *v = element(x, operand_index(inner));
+      Value *a = b_.CreateLoad(t, acc);
+      Value *take;
+      if (fp)
+        take = b_.CreateAnd(b_.CreateNot(b_.CreateFCmpUNO(a, a)),
+                            b_.CreateOr(b_.CreateFCmpUNO(v, v), max ? b_.CreateFCmpOGT(v, a) : b_.CreateFCmpOLT(v, a)));
+      else
+        take = max ? b_.CreateICmpSGT(v, a) : b_.CreateICmpSLT(v, a);
+      take = b_.CreateOr(take, b_.CreateLoad(b_.getInt1Ty(), first));
+      b_.CreateStore(b_.getInt1(false), first);
+      b_.CreateStore(b_.CreateSelect(take, v, a), acc);
+    });
+    return b_.CreateLoad(t, acc);
+  }
+  // sum, mean, prod: floats accumulate in double, integers in i64 (wrapping).
+  bool prod = op == "prod";
+  llvm::Type *acc_t = fp ? b_.getDoubleTy() : b_.getInt64Ty();
+  Value *acc = local(acc_t);
+  b_.CreateStore(fp ? static_cast<Value *>(llvm::ConstantFP::get(acc_t, prod ? 1.0 : 0.0))
+                    : b_.getInt64(prod ? 1 : 0),
+                 acc);
+  llvm::FastMathFlags fmf;
+  fmf.setAllowReassoc();
+  loop_nest(extents, [&](const Index &inner) {
+    Value *v = element(x, operand_index(inner));
+    Value *a = b_.CreateLoad(acc_t, acc);
+    Value *r;
+    if (fp) {
+      v = b_.CreateFPExt(v, acc_t);
+      r = prod ? b_.CreateFMul(a, v) : b_.CreateFAdd(a, v);
+      llvm::cast<llvm::Instruction>(r)->setFastMathFlags(fmf); // lets the loop vectorize
+    } else {
+      v = d == DType::boolean ? b_.CreateZExt(v, acc_t) : b_.CreateSExt(v, acc_t);
+      r = prod ? b_.CreateMul(a, v) : b_.CreateAdd(a, v);
+    }
+    b_.CreateStore(r, acc);
+  });
+  Value *result = b_.CreateLoad(acc_t, acc);
+  if (op == "mean")
+    result = b_.CreateFDiv(result, b_.CreateSIToFP(count, acc_t));
+  llvm::Type *t = compute_type(ctx_, g_.type_of(node.results[0]).dtype);
+  return fp ? b_.CreateFPTrunc(result, t) : b_.CreateTrunc(result, t);
+}
+
+Value *ElementalEmitter::shape_op(const Node &node, size_t result, const Index &idx) {
+  const std::string &op = node.op;
+  ValueId x = node.operands.empty() ? 0 : node.operands[0];
+  ValueId out = node.results[result];
+  const Shape &os = g_.type_of(out).shape;
+  if (op == "reshape") {
+    // Linearize in the output shape, unravel in the input shape.
+    Value *lin = linear_index(idx, dims_of(out));
+    std::vector<Value *> in_dims = dims_of(x);
+    Index in(in_dims.size());
+    for (size_t d = in_dims.size(); d-- > 0;) {
+      in[d] = b_.CreateURem(lin, in_dims[d]);
+      lin = b_.CreateUDiv(lin, in_dims[d]);
+    }
+    return element(x, in);
+  }
+  if (op == "squeeze" || op == "unsqueeze") {
+    // Drop (or skip) size-1 dims: map the remaining ones in order.
+    const Shape &xs = g_.type_of(x).shape;
+    Index in;
+    if (op == "unsqueeze") {
+      std::vector<int64_t> axes = node.attrs.get_ints("axes");
+      std::set<int64_t> inserted;
+      for (int64_t a : axes)
+        inserted.insert(a < 0 ? a + static_cast<int64_t>(os.size()) : a);
+      for (size_t d = 0; d < os.size(); ++d)
+        if (!inserted.count(static_cast<int64_t>(d)))
+          in.push_back(idx[d]);
+    } else {
+      std::vector<int64_t> axes = node.attrs.get_ints("axes");
+      std::set<int64_t> removed;
+      for (int64_t a : axes)
+        removed.insert(a < 0 ? a + static_cast<int64_t>(xs.size()) : a);
+      if (axes.empty())
+        for (size_t d = 0; d < xs.size(); ++d)
+          if (xs[d].is_static() && xs[d].value() == 1)
+            removed.insert(static_cast<int64_t>(d));
+      size_t o = 0;
+      for (size_t d = 0; d < xs.size(); ++d)
+        in.push_back(removed.count(static_cast<int64_t>(d)) ? b_.getInt64(0) : idx[o++]);
+    }
+    return element(x, in);
+  }
+  if (op == "transpose") {
+    std::vector<int64_t> perm = node.attrs.get_ints("perm");
+    size_t rank = os.size();
+    if (perm.empty())
+      for (size_t d = 0; d < rank; ++d)
+        perm.push_back(static_cast<int64_t>(rank - 1 - d));
+    Index in(rank);
+    for (size_t d = 0; d < rank; ++d)
+      in[perm[d] < 0 ? perm[d] + static_cast<int64_t>(rank) : perm[d]] = idx[d];
+    return element(x, in);
+  }
+  if (op == "broadcast_to")
+    return element(x, broadcast(x, os, idx));
+  if (op == "tile") {
+    std::vector<Value *> in_dims = dims_of(x);
+    Index in;
+    for (size_t d = 0; d < idx.size(); ++d)
+      in.push_back(b_.CreateURem(idx[d], in_dims[d]));
+    return element(x, in);
+  }
+  if (op == "slice") {
+    Index in = idx;
+    const Shape &xs = g_.type_of(x).shape;
+    std::vector<int64_t> starts = node.attrs.get_ints("starts"), ends = node.attrs.get_ints("ends"),
+                         axes = node.attrs.get_ints("axes"), steps = node.attrs.get_ints("steps");
+    for (size_t k = 0; k < starts.size(); ++k) {
+      int64_t axis = axes.empty() ? static_cast<int64_t>(k) : axes[k];
+      if (axis < 0)
+        axis += static_cast<int64_t>(xs.size());
+      int64_t step = steps.empty() ? 1 : steps[k];
+      if (!xs[axis].is_static())
+        continue; // only the full range is allowed on symbolic dims
+      int64_t n = xs[axis].value(), s = starts[k];
+      if (s < 0)
+        s += n;
+      s = step > 0 ? std::clamp<int64_t>(s, 0, n) : std::clamp<int64_t>(s, -1, n - 1);
+      in[axis] = b_.CreateAdd(b_.getInt64(s), b_.CreateMul(idx[axis], b_.getInt64(step)));
+    }
+    return element(x, in);
+  }
+  if (op == "split") {
+    int64_t axis = node.attrs.get_int("axis");
+    if (axis < 0)
+      axis += static_cast<int64_t>(os.size());
+    std::vector<int64_t> sizes = node.attrs.get_ints("sizes");
+    int64_t offset = 0;
+    for (size_t r = 0; r < result; ++r)
+      offset += sizes[r];
+    Index in = idx;
+    in[axis] = b_.CreateAdd(idx[axis], b_.getInt64(offset));
+    return element(x, in);
+  }
+  if (op == "concat") {
+    int64_t axis = node.attrs.get_int("axis");
+    if (axis < 0)
+      axis += static_cast<int64_t>(os.size());
+    // Every operand's element at a clamped (in-bounds) index, then select.
+    Value *offset = b_.getInt64(0);
+    Value *result_v = nullptr;
+    for (size_t k = 0; k < node.operands.size(); ++k) {
+      ValueId xk = node.operands[k];
+      Value *extent = dim(g_.type_of(xk).shape[axis]);
+      Value *local_i = b_.CreateSub(idx[axis], offset);
+      Value *in_range = b_.CreateAnd(b_.CreateICmpSGE(local_i, b_.getInt64(0)), b_.CreateICmpSLT(local_i, extent));
+      Value *clamped = b_.CreateSelect(in_range, local_i, b_.getInt64(0));
+      Index in = idx;
+      in[axis] = clamped;
+      if (extent_is_zero(xk, axis)) {
+        // nothing to read
+      } else if (g_.type_of(xk).shape[axis].is_static()) {
+        Value *e = element(xk, in);
+        result_v = result_v ? b_.CreateSelect(in_range, e, result_v) : e;
+      } else {
+        // A symbolic extent may be 0 at run time: read only when in range.
+        Value *otherwise = result_v ? result_v : literal(g_.type_of(out).dtype, 0.0);
+        result_v = when(in_range, [&] { return element(xk, in); }, otherwise);
+      }
+      offset = b_.CreateAdd(offset, extent);
+    }
+    return result_v ? result_v : literal(g_.type_of(out).dtype, 0.0); // every operand empty
+  }
+  if (op == "pad") {
+    std::vector<int64_t> pads = node.attrs.get_ints("pads");
+    std::vector<Value *> in_dims = dims_of(x);
+    Index in;
+    Value *inside = b_.getInt1(true);
+    for (size_t d = 0; d < idx.size(); ++d) {
+      Value *i = b_.CreateSub(idx[d], b_.getInt64(pads[2 * d]));
+      Value *ok = b_.CreateAnd(b_.CreateICmpSGE(i, b_.getInt64(0)), b_.CreateICmpSLT(i, in_dims[d]));
+      inside = b_.CreateAnd(inside, ok);
+      in.push_back(b_.CreateSelect(ok, i, b_.getInt64(0)));
+    }
+    DType d = g_.type_of(out).dtype;
+    if (shape_numel(g_.type_of(x).shape) == Dim(0)) // nothing to read: all padding
+      return literal(d, node.attrs.get_real("value"));
+    if (!shape_is_static(g_.type_of(x).shape)) // may be empty at run time: read only inside
+      return when(inside, [&] { return element(x, in); }, literal(d, node.attrs.get_real("value")));
+    return b_.CreateSelect(inside, element(x, in), literal(d, node.attrs.get_real("value")));
+  }
+  if (op == "gather") {
+    int64_t axis = node.attrs.get_int("axis");
+    const Shape &xs = g_.type_of(x).shape;
+    if (axis < 0)
+      axis += static_cast<int64_t>(xs.size());
+    ValueId ids = node.operands[1];
+    size_t id_rank = g_.type_of(ids).shape.size();
+    Index id_idx(idx.begin() + axis, idx.begin() + axis + static_cast<long>(id_rank));
+    Value *i = b_.CreateSExt(element(ids, id_idx), b_.getInt64Ty());
+    Value *n = dim(xs[axis]);
+    i = b_.CreateSelect(b_.CreateICmpSLT(i, b_.getInt64(0)), b_.CreateAdd(i, n), i);
+    // Out-of-range indices clamp (the interpreter reports them as errors).
+    i = b_.CreateSelect(b_.CreateICmpSLT(i, b_.getInt64(0)), b_.getInt64(0), i);
+    i = b_.CreateSelect(b_.CreateICmpSGE(i, n), b_.CreateSub(n, b_.getInt64(1)), i);
+    Index in(idx.begin(), idx.begin() + axis);
+    in.push_back(i);
+    in.insert(in.end(), idx.begin() + axis + static_cast<long>(id_rank), idx.end());
+    return element(x, in);
+  }
+  return nullptr;
+}
+
+Value *ElementalEmitter::when(Value *cond, const std::function<Value *()> &then, Value *otherwise) {
+  llvm::Function *fn = b_.GetInsertBlock()->getParent();
+  auto *then_bb = llvm::BasicBlock::Create(ctx_, "when", fn);
+  auto *merge = llvm::BasicBlock::Create(ctx_, "when.end", fn);
+  llvm::BasicBlock *from = b_.GetInsertBlock();
+  b_.CreateCondBr(cond, then_bb, merge);
+  b_.SetInsertPoint(then_bb);
+  Value *v = then();
+  llvm::BasicBlock *then_end = b_.GetInsertBlock();
+  b_.CreateBr(merge);
+  b_.SetInsertPoint(merge);
+  llvm::PHINode *phi = b_.CreatePHI(v->getType(), 2);
+  phi->addIncoming(v, then_end);
+  phi->addIncoming(otherwise, from);
+  return phi;
+}
+
+bool ElementalEmitter::extent_is_zero(ValueId v, int64_t axis) {
+  const Dim &d = g_.type_of(v).shape[axis];
+  return d.is_static() && d.value() == 0;
+}
+
+std::array<int64_t, 4> ElementalEmitter::padding4(const Attrs &a) {
+  std::vector<int64_t> p = a.get_ints("padding");
+  if (p.size() == 2)
+    return {p[0], p[1], p[0], p[1]};
+  return {p[0], p[1], p[2], p[3]};
+}
+
+Value *ElementalEmitter::convolution(const Node &node, const Index &idx) {
+  bool transposed = node.op == "conv_transpose2d";
+  ValueId x = node.operands[0], w = node.operands[1];
+  const Shape &xs = g_.type_of(x).shape, &ws = g_.type_of(w).shape;
+  std::vector<int64_t> stride = node.attrs.get_ints("stride"), dil = node.attrs.get_ints("dilation");
+  auto pad = padding4(node.attrs);
+  int64_t groups = node.attrs.get_int("groups");
+  int64_t C = xs[1].value(), H = xs[2].value(), W = xs[3].value(), KH = ws[2].value(), KW = ws[3].value();
+  int64_t out_channels = g_.type_of(node.results[0]).shape[1].value();
+  int64_t cin_g = C / groups, cout_g = out_channels / groups;
+  Value *acc = local(b_.getDoubleTy());
+  b_.CreateStore(llvm::ConstantFP::get(b_.getDoubleTy(), 0.0), acc);
+  Value *n = idx[0], *o = idx[1], *oy = idx[2], *ox = idx[3];
+  Value *group = b_.CreateUDiv(o, b_.getInt64(cout_g));
+  Value *o_in_group = b_.CreateURem(o, b_.getInt64(cout_g));
+  loop_nest({b_.getInt64(cin_g), b_.getInt64(KH), b_.getInt64(KW)}, [&](const Index &k) {
+    Value *c = b_.CreateAdd(b_.CreateMul(group, b_.getInt64(cin_g)), k[0]);
+    Value *iy, *ix, *ok;
+    if (!transposed) {
+      iy = b_.CreateAdd(b_.CreateSub(b_.CreateMul(oy, b_.getInt64(stride[0])), b_.getInt64(pad[0])),
+                        b_.CreateMul(k[1], b_.getInt64(dil[0])));
+      ix = b_.CreateAdd(b_.CreateSub(b_.CreateMul(ox, b_.getInt64(stride[1])), b_.getInt64(pad[1])),
+                        b_.CreateMul(k[2], b_.getInt64(dil[1])));
+      ok = in_bounds(iy, H, ix, W);
+    } else {
+      // out = in*stride - pad + k*dil  ⇒  in = (out + pad - k*dil) / stride when exact.
+      Value *ty = b_.CreateSub(b_.CreateAdd(oy, b_.getInt64(pad[0])), b_.CreateMul(k[1], b_.getInt64(dil[0])));
+      Value *tx = b_.CreateSub(b_.CreateAdd(ox, b_.getInt64(pad[1])), b_.CreateMul(k[2], b_.getInt64(dil[1])));
+      Value *exact = b_.CreateAnd(b_.CreateICmpEQ(b_.CreateSRem(ty, b_.getInt64(stride[0])), b_.getInt64(0)),
+                                  b_.CreateICmpEQ(b_.CreateSRem(tx, b_.getInt64(stride[1])), b_.getInt64(0)));
+      iy = b_.CreateSDiv(ty, b_.getInt64(stride[0]));
+      ix = b_.CreateSDiv(tx, b_.getInt64(stride[1]));
+      ok = b_.CreateAnd(exact, in_bounds(iy, H, ix, W));
+      // weight [C_in, O/groups, kh, kw]
+    }
+    Value *cy = b_.CreateSelect(ok, iy, b_.getInt64(0));
+    Value *cx = b_.CreateSelect(ok, ix, b_.getInt64(0));
+    Value *xv = element(x, {n, c, cy, cx});
+    Value *wv = transposed ? element(w, {c, o_in_group, k[1], k[2]}) : element(w, {o, k[0], k[1], k[2]});
+    Value *prod = b_.CreateFMul(b_.CreateFPExt(xv, b_.getDoubleTy()), b_.CreateFPExt(wv, b_.getDoubleTy()));
+    Value *a = b_.CreateLoad(b_.getDoubleTy(), acc);
+    b_.CreateStore(b_.CreateSelect(ok, b_.CreateFAdd(a, prod), a), acc);
+  });
+  Value *result = b_.CreateLoad(b_.getDoubleTy(), acc);
+  if (node.operands.size() > 2)
+    result = b_.CreateFAdd(result, b_.CreateFPExt(element(node.operands[2], {o}), b_.getDoubleTy()));
+  return b_.CreateFPTrunc(result, compute_type(ctx_, g_.type_of(node.results[0]).dtype));
+}
+
+Value *ElementalEmitter::in_bounds(Value *y, int64_t H, Value *x, int64_t W) {
+  return b_.CreateAnd(b_.CreateAnd(b_.CreateICmpSGE(y, b_.getInt64(0)), b_.CreateICmpSLT(y, b_.getInt64(H))),
+                      b_.CreateAnd(b_.CreateICmpSGE(x, b_.getInt64(0)), b_.CreateICmpSLT(x, b_.getInt64(W))));
+}
+
+Value *ElementalEmitter::pooling(const Node &node, const Index &idx) {
+  bool is_max = node.op == "max_pool2d";
+  ValueId x = node.operands[0];
+  const Shape &xs = g_.type_of(x).shape;
+  std::vector<int64_t> kernel = node.attrs.get_ints("kernel"), stride = node.attrs.get_ints("stride");
+  if (stride.empty())
+    stride = kernel;
+  auto pad = padding4(node.attrs);
+  int64_t H = xs[2].value(), W = xs[3].value();
+  bool include_pad = !is_max && node.attrs.get_bool("count_include_pad");
+  llvm::Type *dt = b_.getDoubleTy();
+  Value *acc = local(dt), *count = local(b_.getInt64Ty());
+  b_.CreateStore(llvm::ConstantFP::get(dt, is_max ? -INFINITY : 0.0), acc);
+  b_.CreateStore(b_.getInt64(0), count);
+  loop_nest({b_.getInt64(kernel[0]), b_.getInt64(kernel[1])}, [&](const Index &k) {
+    Value *iy = b_.CreateAdd(b_.CreateSub(b_.CreateMul(idx[2], b_.getInt64(stride[0])), b_.getInt64(pad[0])), k[0]);
+    Value *ix = b_.CreateAdd(b_.CreateSub(b_.CreateMul(idx[3], b_.getInt64(stride[1])), b_.getInt64(pad[1])), k[1]);
+    Value *ok = in_bounds(iy, H, ix, W);
+    Value *v = b_.CreateFPExt(element(x, {idx[0], idx[1], b_.CreateSelect(ok, iy, b_.getInt64(0)),
+                                          b_.CreateSelect(ok, ix, b_.getInt64(0))}),
+                              dt);
+    Value *a = b_.CreateLoad(dt, acc);
+    Value *next;
+    if (is_max) // NaN propagates: once NaN, stays NaN
+      next = b_.CreateSelect(b_.CreateOr(b_.CreateFCmpUNO(v, v), b_.CreateFCmpOGT(v, a)), v, a);
+    else
+      next = b_.CreateFAdd(a, v);
+    next = b_.CreateSelect(b_.CreateFCmpUNO(a, a), a, next);
+    b_.CreateStore(b_.CreateSelect(ok, next, a), acc);
+    b_.CreateStore(b_.CreateAdd(b_.CreateLoad(b_.getInt64Ty(), count), b_.CreateZExt(ok, b_.getInt64Ty())), count);
+  });
+  Value *result = b_.CreateLoad(dt, acc);
+  if (!is_max) {
+    Value *divisor = include_pad ? static_cast<Value *>(llvm::ConstantFP::get(dt, double(kernel[0] * kernel[1])))
+                                 : b_.CreateSIToFP(b_.CreateLoad(b_.getInt64Ty(), count), dt);
+    result = b_.CreateFDiv(result, divisor);
+  }
+  return b_.CreateFPTrunc(result, compute_type(ctx_, g_.type_of(node.results[0]).dtype));
+}
+
+} // namespace maxc::codegen

@@ -1,0 +1,158 @@
+// The elemental emitter: the LLVM value of one element of a graph value,
+// computed from its operands' elements (after XLA's elemental IR emitter).
+// Values the LoweringPlan stores are loaded; fused values are recomputed
+// inline. Shared by every code generator: the CPU FunctionEmitter drives it
+// from loop nests, the GPU kernel generator from work-item ids. Where stored
+// values live is the one thing a generator supplies (pointer_of).
+#pragma once
+
+#include "maxc/Codegen/LoweringPlan.h"
+#include "maxc/IR/Graph.h"
+
+#include <llvm/IR/IRBuilder.h>
+
+#include <array>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace maxc::codegen {
+
+using Index = std::vector<llvm::Value *>;
+
+/// Values are computed in a "compute type" (f16/bf16 as float, bool as i1)
+/// and stored in a "memory type" (f16 as half, bf16 as i16, bool as i8).
+llvm::Type *compute_type(llvm::LLVMContext &c, DType d);
+llvm::Type *memory_type(llvm::LLVMContext &c, DType d);
+
+class ElementalEmitter {
+public:
+  using Value = llvm::Value;
+
+  ElementalEmitter(llvm::Module &module, const Graph &g, LoweringPlan plan, const std::vector<std::string> &symbols);
+  virtual ~ElementalEmitter() = default;
+
+  const LoweringPlan &plan() const { return plan_; }
+
+protected:
+  /// Where a stored (non-fused) value's elements live.
+  virtual Value *pointer_of(ValueId v) = 0;
+
+  // ---- dims and addresses (computed once, in the entry block) ----
+
+  Value *symbol(const std::string &name);
+
+  Value *dim(const Dim &d);
+
+  Value *emit_dim_polynomial(const Dim &d);
+
+  std::vector<Value *> dims_of(ValueId v);
+
+  // ---- loads, stores, rounding ----
+
+  Value *linear_index(const Index &idx, const std::vector<Value *> &dims);
+
+  Value *load_element(DType dtype, Value *ptr, Value *linear);
+
+  Value *to_bf16_bits(Value *f);
+
+  void store_element(DType dtype, Value *ptr, Value *linear, Value *v);
+
+  /// Rounds a compute value to the precision of its dtype (f16/bf16 results
+  /// are rounded after every op, as the reference does).
+  Value *round_to(DType dtype, Value *v);
+
+  // ---- loops ----
+
+  /// for (i = 0; i < n; ++i) body(i), at the current insertion point.
+  void loop(Value *n, const std::function<void(Value *)> &body);
+
+  void loop_nest(const std::vector<Value *> &extents, const std::function<void(const Index &)> &body, Index prefix = {});
+
+  /// An accumulator variable in the entry block (SROA turns it into a register).
+  Value *local(llvm::Type *t);
+
+  // Operand batch index for a broadcast batch dim.
+  Index batch_index(const Shape &operand, const Shape &result, const Index &bidx);
+
+  Value *widen(Value *v, DType dtype, llvm::Type *acc);
+  Value *narrow(Value *v, DType dtype, llvm::Type *acc);
+
+  // ---- elemental emitters ----
+
+  /// Element `idx` of value v: loaded if stored, else recomputed.
+  Value *element(ValueId v, const Index &idx);
+
+  /// Operand index under NumPy broadcasting into `out_shape`.
+  Index broadcast(ValueId operand, const Shape &out_shape, const Index &idx);
+
+  Value *fconst(DType d, double v);
+
+  Value *node_element(const Node &node, size_t result, const Index &idx);
+
+  Value *compute_element(const Node &node, size_t result, const Index &idx);
+
+  // -- unary --
+
+  Value *unary(const std::string &op, const Node &node, DType d, Value *x);
+
+  static bool is_unary(const std::string &op);
+
+  // libm's tanh: the former (1 - e)/(1 + e), e = exp(-2|x|), lost up to
+  // 1e-8 relative precision for small |x| (1 - e cancels).
+  Value *tanh_f64(Value *x);
+
+  Value *erf_f64(Value *x);
+
+  // -- binary --
+
+  static bool is_binary(const std::string &op);
+
+  Value *binary(const std::string &op, DType d, Value *x, Value *y);
+
+  // -- conversions --
+
+  Value *from_i64(Value *i, DType to);
+
+  Value *cast(Value *x, DType from, DType to);
+
+  Value *literal(DType d, double v);
+
+  // -- reductions --
+
+  Value *reduction(const Node &node, const Index &out_idx);
+
+  // -- shape ops --
+
+  Value *shape_op(const Node &node, size_t result, const Index &idx);
+
+  /// then() evaluated only when `cond` holds (it may read memory that does
+  /// not exist otherwise), else `otherwise` (which must already be defined).
+  Value *when(Value *cond, const std::function<Value *()> &then, Value *otherwise);
+
+  bool extent_is_zero(ValueId v, int64_t axis);
+
+  // -- convolution and pooling (NCHW) --
+
+  static std::array<int64_t, 4> padding4(const Attrs &a);
+
+  Value *convolution(const Node &node, const Index &idx);
+
+  Value *in_bounds(Value *y, int64_t H, Value *x, int64_t W);
+
+  Value *pooling(const Node &node, const Index &idx);
+
+
+  llvm::Module &module_;
+  llvm::LLVMContext &ctx_;
+  const Graph &g_;
+  LoweringPlan plan_;
+  const std::vector<std::string> &symbols_; // dims_ holds one i64 per symbol, in this order
+  llvm::IRBuilder<> b_;       // the current insertion point
+  llvm::IRBuilder<> entry_b_; // the entry block: allocas, symbol loads, dim polynomials
+  Value *dims_ = nullptr;
+  std::map<std::string, Value *> symbol_values_, dim_values_;
+};
+
+} // namespace maxc::codegen
