@@ -215,6 +215,8 @@ Value *ElementalEmitter::narrow(Value *v, DType dtype, llvm::Type *acc) {
 }
 
 Value *ElementalEmitter::element(ValueId v, const Index &idx) {
+  if (auto it = element_overrides_.find(v); it != element_overrides_.end())
+    return it->second;
   const ValuePlan &p = plan_.values[v];
   if (p.storage != Storage::fused) {
     std::vector<Value *> dims = dims_of(v);

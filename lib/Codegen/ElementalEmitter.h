@@ -153,6 +153,11 @@ protected:
   llvm::IRBuilder<> entry_b_; // the entry block: allocas, symbol loads, dim polynomials
   Value *dims_ = nullptr;
   std::map<std::string, Value *> symbol_values_, dim_values_;
+  /// Epilogues: while a GEMM tile evaluates the elementwise chain that
+  /// consumes its result, element(v, idx) of the matmul value v is the
+  /// accumulator at the current index (set here), not a load. Only sound for
+  /// chains that read v at the output's own index (same shape, no remapping).
+  std::map<ValueId, Value *> element_overrides_;
 };
 
 } // namespace maxc::codegen
