@@ -1,5 +1,7 @@
 #include "maxc/Codegen/CompiledRun.h"
 
+#include "GpuEmulation.h"
+
 #include "maxc/Codegen/Jit.h"
 #include "maxc/Codegen/ModelCompiler.h"
 #include "maxc/Interpreter/Interpreter.h"
@@ -8,13 +10,20 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
+#include <functional>
+
 namespace maxc {
 
-std::vector<HostTensor> run_compiled_on_host(const Graph &graph, const std::vector<HostTensor> &inputs,
-                                             DimBindings dims, int opt_level) {
+namespace {
+
+using ModuleBuilder = std::function<std::unique_ptr<llvm::Module>(const Graph &, const std::string &, llvm::LLVMContext &)>;
+
+/// JIT-compiles the module `build` makes and calls its maxc_jit_run_packed.
+std::vector<HostTensor> run_jitted(const Graph &graph, const std::vector<HostTensor> &inputs, DimBindings dims,
+                                   int opt_level, const ModuleBuilder &build) {
   bind_input_dims(graph, inputs, dims);
   auto context = std::make_unique<llvm::LLVMContext>();
-  auto module = build_model_module(graph, "maxc_jit", *context);
+  auto module = build(graph, "maxc_jit", *context);
   JitModule jit(std::move(context), std::move(module), opt_level);
   auto run = reinterpret_cast<int32_t (*)(void *const *, const int64_t *, void *)>(jit.lookup("maxc_jit_run_packed"));
   std::vector<HostTensor> outputs;
@@ -36,6 +45,21 @@ std::vector<HostTensor> run_compiled_on_host(const Graph &graph, const std::vect
   if (status != 0)
     throw Error(ErrorCode::InputMismatch, "the compiled model returned status " + std::to_string(status));
   return outputs;
+}
+
+} // namespace
+
+std::vector<HostTensor> run_compiled_on_host(const Graph &graph, const std::vector<HostTensor> &inputs,
+                                             DimBindings dims, int opt_level) {
+  return run_jitted(graph, inputs, std::move(dims), opt_level,
+                    [](const Graph &g, const std::string &name, llvm::LLVMContext &c) {
+                      return build_model_module(g, name, c);
+                    });
+}
+
+std::vector<HostTensor> run_gpu_emulated(const Graph &graph, const std::vector<HostTensor> &inputs, DimBindings dims,
+                                         int opt_level) {
+  return run_jitted(graph, inputs, std::move(dims), opt_level, codegen::build_gpu_emulation_module);
 }
 
 } // namespace maxc

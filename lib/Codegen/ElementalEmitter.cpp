@@ -909,4 +909,54 @@ Value *ElementalEmitter::pooling(const Node &node, const Index &idx) {
   return b_.CreateFPTrunc(result, compute_type(ctx_, g_.type_of(node.results[0]).dtype));
 }
 
+Value *ElementalEmitter::workspace_slot_offset(size_t slot) {
+  if (slot_offsets_.empty()) {
+    Value *offset = entry_b_.getInt64(0);
+    for (const WorkspaceSlot &s : plan_.slots) {
+      slot_offsets_.push_back(offset);
+      offset = entry_b_.CreateAnd(entry_b_.CreateAdd(offset, entry_b_.CreateAdd(dim(s.bytes), entry_b_.getInt64(63))),
+                                  entry_b_.getInt64(~int64_t(63)));
+    }
+    slots_end_ = offset;
+  }
+  return slot_offsets_[slot];
+}
+
+Value *ElementalEmitter::workspace_slots_end() {
+  if (!slots_end_) {
+    if (plan_.slots.empty())
+      slots_end_ = entry_b_.getInt64(0);
+    else
+      workspace_slot_offset(0);
+  }
+  return slots_end_;
+}
+
+void ElementalEmitter::emit_workspace_size(llvm::Function *fn,
+                                           const std::function<llvm::Function *(const Graph *)> &callee_size) {
+  auto *bb = llvm::BasicBlock::Create(ctx_, "entry", fn);
+  // Reuse the entry-block machinery with a temporary builder state.
+  dims_ = fn->getArg(0);
+  entry_b_.SetInsertPoint(bb);
+  b_.SetInsertPoint(bb);
+  Value *total = entry_b_.getInt64(0);
+  for (const WorkspaceSlot &s : plan_.slots)
+    total = entry_b_.CreateAnd(entry_b_.CreateAdd(total, entry_b_.CreateAdd(dim(s.bytes), entry_b_.getInt64(63))),
+                               entry_b_.getInt64(~int64_t(63)));
+  Value *callees = entry_b_.getInt64(0);
+  std::set<const Graph *> seen;
+  for (const Node &n : g_.nodes())
+    if (n.op == "call") {
+      const Graph *callee = g_.find_subgraph(n.attrs.get_string("callee"));
+      if (!seen.insert(callee).second)
+        continue;
+      Value *need = entry_b_.CreateCall(callee_size(callee), {dims_});
+      callees = entry_b_.CreateSelect(entry_b_.CreateICmpUGT(need, callees), need, callees);
+    }
+  entry_b_.CreateRet(entry_b_.CreateAdd(total, callees));
+  // Reset caches that belong to the size function.
+  symbol_values_.clear();
+  dim_values_.clear();
+}
+
 } // namespace maxc::codegen

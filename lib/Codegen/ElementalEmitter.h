@@ -39,6 +39,17 @@ protected:
   /// Where a stored (non-fused) value's elements live.
   virtual Value *pointer_of(ValueId v) = 0;
 
+  // ---- the workspace layout (shared by every code generator's host side) ----
+
+  /// Byte offset of workspace slot `slot`: slots in plan order, each rounded
+  /// up to 64 bytes. Computed once, in the entry block.
+  Value *workspace_slot_offset(size_t slot);
+  /// Where the slots end: a callee's workspace starts there.
+  Value *workspace_slots_end();
+  /// Fills `fn` (i64 (ptr dims)): this graph's slots plus the largest need
+  /// of the subgraphs it calls (`callee_size` gives their size functions).
+  void emit_workspace_size(llvm::Function *fn, const std::function<llvm::Function *(const Graph *)> &callee_size);
+
   // ---- dims and addresses (computed once, in the entry block) ----
 
   Value *symbol(const std::string &name);
@@ -153,6 +164,8 @@ protected:
   llvm::IRBuilder<> entry_b_; // the entry block: allocas, symbol loads, dim polynomials
   Value *dims_ = nullptr;
   std::map<std::string, Value *> symbol_values_, dim_values_;
+  std::vector<Value *> slot_offsets_;
+  Value *slots_end_ = nullptr;
   /// Epilogues: while a GEMM tile evaluates the elementwise chain that
   /// consumes its result, element(v, idx) of the matmul value v is the
   /// accumulator at the current index (set here), not a load. Only sound for

@@ -66,36 +66,6 @@ public:
   }
 
 private:
-  Value *entry_dim(const Dim &d) {
-    // dim() inserts symbol loads in the entry block, constants need nothing;
-    // polynomials are emitted there too.
-    return dim(d);
-  }
-
-  Value *slot_offset(size_t slot) {
-    if (slot_offsets_.empty()) {
-      Value *offset = entry_b_.getInt64(0);
-      for (const WorkspaceSlot &s : plan_.slots) {
-        slot_offsets_.push_back(offset);
-        Value *bytes = entry_dim(s.bytes);
-        offset = entry_b_.CreateAnd(entry_b_.CreateAdd(offset, entry_b_.CreateAdd(bytes, entry_b_.getInt64(63))),
-                                    entry_b_.getInt64(~int64_t(63)));
-      }
-      slots_end_ = offset;
-    }
-    return slot_offsets_[slot];
-  }
-
-  Value *slots_end() {
-    if (!slots_end_) {
-      if (plan_.slots.empty())
-        slots_end_ = entry_b_.getInt64(0);
-      else
-        slot_offset(0);
-    }
-    return slots_end_;
-  }
-
   Value *buffer_arg(size_t index) {
     if (auto it = buffer_args_.find(index); it != buffer_args_.end())
       return it->second;
@@ -140,7 +110,7 @@ private:
     case Storage::temp: {
       if (auto it = temp_pointers_.find(v); it != temp_pointers_.end())
         return it->second;
-      Value *ptr = entry_b_.CreateGEP(entry_b_.getInt8Ty(), workspace_, slot_offset(p.index));
+      Value *ptr = entry_b_.CreateGEP(entry_b_.getInt8Ty(), workspace_, workspace_slot_offset(p.index));
       return temp_pointers_[v] = ptr;
     }
     case Storage::constant: {
@@ -216,7 +186,7 @@ private:
       if (plan_.values[buffers[i]].storage != Storage::constant || mod_.external)
         b_.CreateStore(i < node.operands.size() ? stored_pointer(buffers[i]) : pointer_of(buffers[i]),
                        b_.CreateConstGEP1_64(b_.getPtrTy(), table, i));
-    Value *callee_ws = b_.CreateGEP(b_.getInt8Ty(), workspace_, slots_end());
+    Value *callee_ws = b_.CreateGEP(b_.getInt8Ty(), workspace_, workspace_slots_end());
     b_.CreateCall(fns.run, {table, dims_, callee_ws});
   }
 
@@ -350,7 +320,7 @@ private:
             KW = ws[3].value(), OH = os[2].value(), OW = os[3].value();
     std::vector<int64_t> stride = node.attrs.get_ints("stride"), dil = node.attrs.get_ints("dilation");
     auto pad = padding4(node.attrs);
-    Value *cols = b_.CreateGEP(b_.getInt8Ty(), workspace_, slot_offset(plan_.scratch_slot));
+    Value *cols = b_.CreateGEP(b_.getInt8Ty(), workspace_, workspace_slot_offset(plan_.scratch_slot));
     Value *xptr = pointer_of(x), *wptr = pointer_of(w), *optr = pointer_of(out);
     int64_t K = C * KH * KW, P = OH * OW;
     loop(dim(xs[0]), [&](Value *n) {
@@ -387,30 +357,8 @@ private:
   // ---- workspace size ----
 
   void emit_workspace_size_function() {
-    llvm::Function *fn = fns_.workspace_size;
-    auto *bb = llvm::BasicBlock::Create(mod_.ctx, "entry", fn);
-    // Reuse the entry-block machinery with a temporary builder state.
-    dims_ = fn->getArg(0);
-    entry_b_.SetInsertPoint(bb);
-    b_.SetInsertPoint(bb);
-    Value *total = entry_b_.getInt64(0);
-    for (const WorkspaceSlot &s : plan_.slots)
-      total = entry_b_.CreateAnd(entry_b_.CreateAdd(total, entry_b_.CreateAdd(dim(s.bytes), entry_b_.getInt64(63))),
-                                 entry_b_.getInt64(~int64_t(63)));
-    Value *callees = entry_b_.getInt64(0);
-    std::set<const Graph *> seen;
-    for (const Node &n : g_.nodes())
-      if (n.op == "call") {
-        const Graph *callee = g_.find_subgraph(n.attrs.get_string("callee"));
-        if (!seen.insert(callee).second)
-          continue;
-        Value *need = entry_b_.CreateCall(mod_.functions.at(callee).workspace_size, {dims_});
-        callees = entry_b_.CreateSelect(entry_b_.CreateICmpUGT(need, callees), need, callees);
-      }
-    entry_b_.CreateRet(entry_b_.CreateAdd(total, callees));
-    // Reset caches that belong to the size function.
-    symbol_values_.clear();
-    dim_values_.clear();
+    emit_workspace_size(fns_.workspace_size,
+                        [&](const Graph *callee) { return mod_.functions.at(callee).workspace_size; });
   }
 
   Module &mod_;
@@ -419,8 +367,6 @@ private:
   Value *buffers_ = nullptr, *workspace_ = nullptr;
   std::map<size_t, Value *> buffer_args_;
   std::map<ValueId, Value *> temp_pointers_;
-  std::vector<Value *> slot_offsets_;
-  Value *slots_end_ = nullptr;
   size_t call_counter_ = 0;
   std::map<std::pair<const Graph *, std::string>, Value *> external_pointers_;
 };

@@ -74,11 +74,11 @@ ModelInterface describe_interface(const Graph &graph, const std::string &name) {
   return m;
 }
 
-namespace {
+namespace codegen {
 
 // Constants actually read by some node of `g` (decompose may leave the
 // originals of pre-transposed weights unread).
-std::set<std::string> read_constants(const Graph &g) {
+static std::set<std::string> read_constants(const Graph &g) {
   std::vector<bool> used(g.num_values(), false);
   for (const Node &n : g.nodes())
     for (ValueId v : n.operands)
@@ -94,12 +94,12 @@ std::set<std::string> read_constants(const Graph &g) {
 
 // The external weights blob: every read constant of the root graph, then of
 // each subgraph, in name order, each 64-byte aligned.
-std::string layout_weights(const Graph &lowered, codegen::ExternalWeights &external) {
+std::string layout_constants(const Graph &lowered, std::map<std::pair<const Graph *, std::string>, uint64_t> &offsets) {
   std::string blob;
   auto add = [&](const Graph &g) {
     for (const std::string &name : read_constants(g)) {
       blob.resize((blob.size() + 63) & ~size_t(63), '\0');
-      external.offsets[{&g, name}] = blob.size();
+      offsets[{&g, name}] = blob.size();
       const HostTensor &data = g.constant(name);
       blob.append(reinterpret_cast<const char *>(data.data()), data.nbytes());
     }
@@ -109,6 +109,10 @@ std::string layout_weights(const Graph &lowered, codegen::ExternalWeights &exter
     add(*sub);
   return blob;
 }
+
+} // namespace codegen
+
+namespace {
 
 // if (cond) return status; — continuing after it otherwise.
 void return_status_if(llvm::IRBuilder<> &b, llvm::Value *cond, RunStatus status) {
@@ -287,7 +291,7 @@ std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::
   std::unique_ptr<codegen::ExternalWeights> external;
   if (external_weights_blob) {
     external = std::make_unique<codegen::ExternalWeights>();
-    *external_weights_blob = layout_weights(*lowered, *external);
+    *external_weights_blob = codegen::layout_constants(*lowered, external->offsets);
     external->base = new llvm::GlobalVariable(*module, llvm::PointerType::getUnqual(context), false,
                                               llvm::GlobalValue::InternalLinkage,
                                               llvm::ConstantPointerNull::get(llvm::PointerType::getUnqual(context)),

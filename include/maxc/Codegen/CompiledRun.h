@@ -15,4 +15,10 @@ namespace maxc {
 std::vector<HostTensor> run_compiled_on_host(const Graph &graph, const std::vector<HostTensor> &inputs,
                                              DimBindings dims = {}, int opt_level = 2);
 
+/// The same through the GPU backend's kernels, executed by the host
+/// emulation of the GPU (every work-item of every workgroup, barriers and
+/// LDS honoured): `maxc run --device amdgpu-emu`.
+std::vector<HostTensor> run_gpu_emulated(const Graph &graph, const std::vector<HostTensor> &inputs,
+                                         DimBindings dims = {}, int opt_level = 2);
+
 } // namespace maxc

@@ -19,6 +19,14 @@
 //    sides compute differently (f32 vs double), bf16 ulp is 2^-8.
 #include "CompiledRunner.h"
 
+// Compiled by itself for the CPU backend, and included by
+// CompileOpsEmuTest.cpp for the GPU kernels under host emulation.
+#ifndef MAXC_COMPILED_RUN
+#define MAXC_COMPILED_RUN(graph, inputs) run_compiled(graph, inputs)
+#define MAXC_COMPILED_NAME(text) text
+#define MAXC_COMPILED_TAGS "[codegen][compile-ops]"
+#endif
+
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Transforms/Decompose.h"
 
@@ -84,7 +92,7 @@ void check_graph(const Graph &graph, const std::vector<HostTensor> &inputs, cons
                  const std::vector<Tol> &tols) {
   graph.verify();
   std::vector<HostTensor> expected = Interpreter::run(graph, inputs);
-  std::vector<HostTensor> actual = run_compiled(graph, inputs);
+  std::vector<HostTensor> actual = MAXC_COMPILED_RUN(graph, inputs);
   REQUIRE(actual.size() == expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     std::string m = mismatch(actual[i], expected[i], tols[i]);
@@ -202,7 +210,7 @@ std::vector<Case> unary_float_cases() {
 // ---------------------------------------------------------------------------
 // Elementwise
 
-TEST_CASE("compiled unary float ops match the interpreter (f32, f64)", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled unary float ops match the interpreter (f32, f64)"), MAXC_COMPILED_TAGS) {
   for (DType d : {DType::f32, DType::f64}) {
     INFO(dtype_name(d));
     HostTensor x = with_values(random_tensor(d, {3, 37}, -4, 4), kFloatSpecials);
@@ -214,7 +222,7 @@ TEST_CASE("compiled unary float ops match the interpreter (f32, f64)", "[codegen
   }
 }
 
-TEST_CASE("compiled unary ops on f16 and bf16", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled unary ops on f16 and bf16"), MAXC_COMPILED_TAGS) {
   for (DType d : {DType::f16, DType::bf16}) {
     INFO(dtype_name(d));
     HostTensor x = with_values(random_tensor(d, {2, 41}, -4, 4), {kNaN, kInf, -kInf, 0.0, -0.0, 0.5, 2.5, 1e-6});
@@ -223,7 +231,7 @@ TEST_CASE("compiled unary ops on f16 and bf16", "[codegen][compile-ops]") {
   }
 }
 
-TEST_CASE("compiled unary integer and bool ops", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled unary integer and bool ops"), MAXC_COMPILED_TAGS) {
   for (DType d : kIntTypes) {
     INFO(dtype_name(d));
     HostTensor x = with_ints(random_tensor(d, {4, 25}, -100, 100), {int_min(d), int_max(d), -1, 0, 1, int_min(d) + 1});
@@ -265,7 +273,7 @@ std::vector<Case> binary_cases() {
 }
 } // namespace
 
-TEST_CASE("compiled binary float ops with broadcasting", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled binary float ops with broadcasting"), MAXC_COMPILED_TAGS) {
   for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
     INFO(dtype_name(d));
     // Quantized so that comparisons see ties; specials on both sides.
@@ -281,7 +289,7 @@ TEST_CASE("compiled binary float ops with broadcasting", "[codegen][compile-ops]
   }
 }
 
-TEST_CASE("compiled binary integer ops: division by zero, negatives, MIN/-1", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled binary integer ops: division by zero, negatives, MIN/-1"), MAXC_COMPILED_TAGS) {
   for (DType d : kIntTypes) {
     INFO(dtype_name(d));
     HostTensor a = with_ints(random_tensor(d, {6, 1}, -20, 20), {int_min(d), int_max(d), -7, 7, 0, -1});
@@ -290,7 +298,7 @@ TEST_CASE("compiled binary integer ops: division by zero, negatives, MIN/-1", "[
   }
 }
 
-TEST_CASE("compiled comparisons, logical ops and where on bool", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled comparisons, logical ops and where on bool"), MAXC_COMPILED_TAGS) {
   HostTensor a = random_tensor(DType::boolean, {4, 1}), b = random_tensor(DType::boolean, {1, 5});
   a = with_ints(a, {0, 1, 0, 1});
   b = with_ints(b, {0, 0, 1, 1});
@@ -314,7 +322,7 @@ TEST_CASE("compiled comparisons, logical ops and where on bool", "[codegen][comp
   }
 }
 
-TEST_CASE("compiled cast between every pair of dtypes", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled cast between every pair of dtypes"), MAXC_COMPILED_TAGS) {
   const int64_t big = (int64_t(1) << 62) + (int64_t(1) << 38) + 1; // rounds differently via double
   for (DType from : kAllDTypes) {
     INFO("from " << dtype_name(from));
@@ -342,7 +350,7 @@ TEST_CASE("compiled cast between every pair of dtypes", "[codegen][compile-ops]"
   }
 }
 
-TEST_CASE("compiled full, iota and range", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled full, iota and range"), MAXC_COMPILED_TAGS) {
   HostTensor x = random_tensor(DType::f32, {2, 3});
   check_cases({x}, {{"full_f32", [](auto &) { return ops::full(3.7, DType::f32, {2, 3}); }},
                     {"full_i32", [](auto &) { return ops::full(-2.5, DType::i32, {4}); }},
@@ -404,7 +412,7 @@ std::vector<Case> reduction_cases(bool floats, bool all = true) {
 }
 } // namespace
 
-TEST_CASE("compiled reductions over floats (axes, keepdims, negative axes, NaN, ties)", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled reductions over floats (axes, keepdims, negative axes, NaN, ties)"), MAXC_COMPILED_TAGS) {
   for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
     INFO(dtype_name(d));
     // Small integers: lots of ties for max/argmax; prod stays finite.
@@ -424,7 +432,7 @@ TEST_CASE("compiled reductions over floats (axes, keepdims, negative axes, NaN, 
   }
 }
 
-TEST_CASE("compiled reductions over integers (wrapping sum/prod, ties)", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled reductions over integers (wrapping sum/prod, ties)"), MAXC_COMPILED_TAGS) {
   for (DType d : kIntTypes) {
     INFO(dtype_name(d));
     HostTensor x = with_ints(random_tensor(d, {3, 4, 5}, -5, 5), {int_max(d), int_max(d), int_min(d)});
@@ -437,7 +445,7 @@ TEST_CASE("compiled reductions over integers (wrapping sum/prod, ties)", "[codeg
   }
 }
 
-TEST_CASE("compiled softmax and normalizations (decomposed)", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled softmax and normalizations (decomposed)"), MAXC_COMPILED_TAGS) {
   for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
     INFO(dtype_name(d));
     Tol tol = d == DType::f32 ? kF32Math : d == DType::f64 ? kF64 : kLow;
@@ -467,7 +475,7 @@ TEST_CASE("compiled softmax and normalizations (decomposed)", "[codegen][compile
 // ---------------------------------------------------------------------------
 // Linear algebra, convolution, pooling
 
-TEST_CASE("compiled matmul: batched, broadcast batch dims, transposes, dtypes", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled matmul: batched, broadcast batch dims, transposes, dtypes"), MAXC_COMPILED_TAGS) {
   for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::i8}) {
     INFO(dtype_name(d));
     Tol tol = d == DType::f32 ? kF32Acc : d == DType::f64 ? kF64 : is_float(d) ? kLow : kExact;
@@ -490,7 +498,7 @@ TEST_CASE("compiled matmul: batched, broadcast batch dims, transposes, dtypes", 
   }
 }
 
-TEST_CASE("compiled f32 matmul at GEMM sizes (edges, K blocks, constants)", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled f32 matmul at GEMM sizes (edges, K blocks, constants)"), MAXC_COMPILED_TAGS) {
   // M not a multiple of 6, N not a multiple of the vector panel, K > 256.
   HostTensor a = random_tensor(DType::f32, {37, 300}, -1, 1), b = random_tensor(DType::f32, {300, 70}, -1, 1);
   HostTensor a3 = random_tensor(DType::f32, {2, 13, 65}, -1, 1), b2 = random_tensor(DType::f32, {65, 33}, -1, 1);
@@ -510,7 +518,7 @@ TEST_CASE("compiled f32 matmul at GEMM sizes (edges, K blocks, constants)", "[co
               tol);
 }
 
-TEST_CASE("compiled linear with and without bias, rank-1 and rank-3 input", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled linear with and without bias, rank-1 and rank-3 input"), MAXC_COMPILED_TAGS) {
   for (DType d : {DType::f32, DType::f16, DType::i32}) {
     INFO(dtype_name(d));
     Tol tol = d == DType::f32 ? kF32Acc : is_float(d) ? kLow : kExact;
@@ -529,7 +537,7 @@ TEST_CASE("compiled linear with and without bias, rank-1 and rank-3 input", "[co
   }
 }
 
-TEST_CASE("compiled conv2d: stride, padding, dilation, groups, depthwise, bias", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled conv2d: stride, padding, dilation, groups, depthwise, bias"), MAXC_COMPILED_TAGS) {
   for (DType d : {DType::f32, DType::f64, DType::f16}) {
     INFO(dtype_name(d));
     // Both sides accumulate in double in the same order; f32 differs only
@@ -563,7 +571,7 @@ TEST_CASE("compiled conv2d: stride, padding, dilation, groups, depthwise, bias",
   }
 }
 
-TEST_CASE("compiled conv_transpose2d", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled conv_transpose2d"), MAXC_COMPILED_TAGS) {
   for (DType d : {DType::f32, DType::f16}) {
     INFO(dtype_name(d));
     Tol tol = d == DType::f32 ? Tol{1e-5, 1e-6} : kLow;
@@ -588,7 +596,7 @@ TEST_CASE("compiled conv_transpose2d", "[codegen][compile-ops]") {
   }
 }
 
-TEST_CASE("compiled max/avg pooling and global average pooling", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled max/avg pooling and global average pooling"), MAXC_COMPILED_TAGS) {
   for (DType d : {DType::f32, DType::f64, DType::f16}) {
     INFO(dtype_name(d));
     Tol tol = d == DType::f32 ? Tol{1e-6, 1e-7} : d == DType::f64 ? kF64 : kLow;
@@ -683,7 +691,7 @@ std::vector<Case> shape_cases(DType d, const HostTensor &table) {
 }
 } // namespace
 
-TEST_CASE("compiled shape ops on every dtype", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled shape ops on every dtype"), MAXC_COMPILED_TAGS) {
   for (DType d : {DType::f32, DType::i64, DType::boolean, DType::f16, DType::i8}) {
     INFO(dtype_name(d));
     double lo = is_float(d) ? -2 : -100, hi = is_float(d) ? 2 : 100;
@@ -699,7 +707,7 @@ TEST_CASE("compiled shape ops on every dtype", "[codegen][compile-ops]") {
   }
 }
 
-TEST_CASE("compiled split as a multi-output node", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled split as a multi-output node"), MAXC_COMPILED_TAGS) {
   HostTensor x = random_tensor(DType::f32, {4, 9});
   check_multi({x}, "split", [](auto &in) { return ops::split(in[0], {2, 3, 4}, 1); });
   // All three pieces consumed by one more op each (fused into their readers).
@@ -713,7 +721,7 @@ TEST_CASE("compiled split as a multi-output node", "[codegen][compile-ops]") {
 // Graph-level situations: symbolic dims, empty tensors, shared values,
 // outputs that live elsewhere, subgraph calls.
 
-TEST_CASE("compiled graphs with symbolic dims run at several sizes", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled graphs with symbolic dims run at several sizes"), MAXC_COMPILED_TAGS) {
   HostTensor w = random_tensor(DType::f32, {5, 8}), b = random_tensor(DType::f32, {5});
   HostTensor ln = random_tensor(DType::f32, {8});
   // `crop` adds an output of dim batch-1, which needs batch >= 1.
@@ -764,7 +772,7 @@ TEST_CASE("compiled graphs with symbolic dims run at several sizes", "[codegen][
   run(false, {0});
 }
 
-TEST_CASE("compiled ops on rank-0 tensors", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled ops on rank-0 tensors"), MAXC_COMPILED_TAGS) {
   HostTensor x = random_tensor(DType::f32, {}), i = random_tensor(DType::i32, {}, -9, 9);
   check_cases({x, i}, {{"exp", [](auto &in) { return ops::exp(in[0]); }},
                        {"sum", [](auto &in) { return ops::sum(in[0], {}); }},
@@ -777,7 +785,7 @@ TEST_CASE("compiled ops on rank-0 tensors", "[codegen][compile-ops]") {
               kF32Math);
 }
 
-TEST_CASE("compiled ops on empty tensors (a 0-size batch)", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled ops on empty tensors (a 0-size batch)"), MAXC_COMPILED_TAGS) {
   HostTensor x = random_tensor(DType::f32, {0, 8}), y = random_tensor(DType::f32, {2, 8});
   HostTensor w = random_tensor(DType::f32, {8, 3});
   check_cases({x, y, w}, {{"exp", [](auto &in) { return ops::exp(in[0]); }},
@@ -797,7 +805,7 @@ TEST_CASE("compiled ops on empty tensors (a 0-size batch)", "[codegen][compile-o
               kF32Math);
 }
 
-TEST_CASE("compiled graph where one value is used twice (stored, not fused)", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled graph where one value is used twice (stored, not fused)"), MAXC_COMPILED_TAGS) {
   Graph graph("twice", {TensorType(DType::f32, {3, 16})});
   ValueId shared = 0;
   {
@@ -814,7 +822,7 @@ TEST_CASE("compiled graph where one value is used twice (stored, not fused)", "[
   check_graph(graph, {random_tensor(DType::f32, {3, 16})}, {"y*y+tanh(y)", "sum(y)"}, {kF32Math, kF32Math});
 }
 
-TEST_CASE("compiled outputs that are inputs, constants or the same value twice", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled outputs that are inputs, constants or the same value twice"), MAXC_COMPILED_TAGS) {
   Graph graph("outs", {TensorType(DType::f32, {2, 5}), TensorType(DType::i32, {4})});
   HostTensor k = random_tensor(DType::f32, {3, 2});
   {
@@ -830,7 +838,7 @@ TEST_CASE("compiled outputs that are inputs, constants or the same value twice",
               std::vector<Tol>(8, kExact));
 }
 
-TEST_CASE("compiled subgraph call chain with different weights", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled subgraph call chain with different weights"), MAXC_COMPILED_TAGS) {
   Graph graph("chain", {TensorType(DType::f32, {Dim("batch"), 8})});
   auto block = [](GraphRealizationContext &, const std::vector<Tensor> &args, const NamedTensors &p) {
     const Tensor &x = args[0];
@@ -876,7 +884,7 @@ TEST_CASE("compiled subgraph call chain with different weights", "[codegen][comp
   }
 }
 
-TEST_CASE("compiled fusion patterns (fused producers read at odd indices)", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled fusion patterns (fused producers read at odd indices)"), MAXC_COMPILED_TAGS) {
   HostTensor x = random_tensor(DType::f32, {2, 3, 4}), y = random_tensor(DType::f32, {3, 1});
   check_cases({x, y},
               {{"reshape(transpose(exp))", [](auto &in) { return ops::reshape(ops::transpose(ops::exp(in[0]), {2, 1, 0}), {6, -1}); }},
@@ -894,7 +902,7 @@ TEST_CASE("compiled fusion patterns (fused producers read at odd indices)", "[co
               kF32Math);
 }
 
-TEST_CASE("compiled DAG with many shared temporaries (workspace slot reuse)", "[codegen][compile-ops]") {
+TEST_CASE(MAXC_COMPILED_NAME("compiled DAG with many shared temporaries (workspace slot reuse)"), MAXC_COMPILED_TAGS) {
   Graph graph("dag", {TensorType(DType::f32, {Dim("n"), 16}), TensorType(DType::f32, {16})});
   {
     GraphRealizationContext ctx(graph);

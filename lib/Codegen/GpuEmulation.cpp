@@ -1,0 +1,87 @@
+#include "GpuEmulation.h"
+
+#include "GpuHostEmitter.h"
+#include "GpuLowering.h"
+#include "KernelEmitter.h"
+#include "maxc/Support/Error.h"
+#include "maxc/Transforms/Decompose.h"
+
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+
+namespace maxc::codegen {
+
+namespace {
+
+/// A launch is a call of the kernel's emulation entry point.
+class EmulationLauncher : public KernelLauncher {
+public:
+  explicit EmulationLauncher(llvm::Module &m) : m_(m) {}
+
+  llvm::Value *launch(llvm::IRBuilder<> &b, const GpuKernel &kernel, size_t, llvm::Value *grid,
+                      const std::vector<llvm::Value *> &buffers, llvm::Value *dims, llvm::Value *) override {
+    llvm::Value *table = b.CreateAlloca(b.getPtrTy(), b.getInt64(static_cast<int64_t>(std::max<size_t>(buffers.size(), 1))));
+    for (size_t i = 0; i < buffers.size(); ++i)
+      b.CreateStore(buffers[i], b.CreateConstGEP1_64(b.getPtrTy(), table, i));
+    b.CreateCall(m_.getFunction(emulation_entry_name(kernel)), {table, dims, grid});
+    return b.getInt32(0);
+  }
+
+private:
+  llvm::Module &m_;
+};
+
+} // namespace
+
+std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &graph, const std::string &name,
+                                                         llvm::LLVMContext &context) {
+  std::unique_ptr<Graph> lowered = decompose(graph);
+  std::vector<std::string> symbols = collect_symbols(*lowered);
+  auto module = std::make_unique<llvm::Module>(name, context);
+  ConstantOffsets offsets;
+  std::string blob = layout_constants(*lowered, offsets);
+
+  std::vector<GpuGraphProgram> programs = emit_gpu_kernels(*module, *lowered, name, symbols);
+  lower_gpu_kernels(*module, programs, GpuLoweringTarget::emulation, symbols.size());
+  EmulationLauncher launcher(*module);
+  GpuHostGraph root = emit_gpu_host(*module, programs, name, symbols, offsets, launcher);
+
+  // The weights, embedded; the context is just their address.
+  llvm::IRBuilder<> b(context);
+  auto *bytes = llvm::ConstantDataArray::getRaw(blob, blob.size(), b.getInt8Ty());
+  auto *weights = new llvm::GlobalVariable(*module, bytes->getType(), true, llvm::GlobalValue::InternalLinkage, bytes,
+                                           name + ".weights");
+  weights->setAlignment(llvm::Align(64));
+  llvm::Type *ptr = b.getPtrTy(), *i64 = b.getInt64Ty();
+  auto *fn = llvm::Function::Create(llvm::FunctionType::get(b.getInt32Ty(), {ptr, ptr, ptr}, false),
+                                    llvm::GlobalValue::ExternalLinkage, name + "_run_packed", *module);
+  b.SetInsertPoint(llvm::BasicBlock::Create(context, "entry", fn));
+  llvm::Value *context_struct = b.CreateAlloca(ptr);
+  b.CreateStore(weights, context_struct);
+  llvm::Value *ws = fn->getArg(2);
+  auto *own = llvm::BasicBlock::Create(context, "own_workspace", fn);
+  auto *given = llvm::BasicBlock::Create(context, "given_workspace", fn);
+  b.CreateCondBr(b.CreateICmpEQ(ws, llvm::ConstantPointerNull::get(b.getPtrTy())), own, given);
+  b.SetInsertPoint(given);
+  b.CreateRet(b.CreateCall(root.run, {fn->getArg(0), fn->getArg(1), ws, context_struct}));
+  b.SetInsertPoint(own);
+  llvm::FunctionCallee malloc_fn = module->getOrInsertFunction("malloc", ptr, i64);
+  llvm::FunctionCallee free_fn = module->getOrInsertFunction("free", b.getVoidTy(), ptr);
+  llvm::Value *size = b.CreateCall(root.workspace_size, {fn->getArg(1)});
+  llvm::Value *mem = b.CreateCall(malloc_fn, {b.CreateAdd(size, b.getInt64(64))});
+  llvm::Value *addr = b.CreatePtrToInt(mem, i64);
+  llvm::Value *aligned = b.CreateAnd(b.CreateAdd(addr, b.getInt64(63)), b.getInt64(~int64_t(63)));
+  llvm::Value *status = b.CreateCall(
+      root.run, {fn->getArg(0), fn->getArg(1), b.CreateGEP(b.getInt8Ty(), mem, b.CreateSub(aligned, addr)), context_struct});
+  b.CreateCall(free_fn, {mem});
+  b.CreateRet(status);
+
+  std::string problems;
+  llvm::raw_string_ostream os(problems);
+  if (llvm::verifyModule(*module, &os))
+    throw Error(ErrorCode::Internal, "generated GPU emulation IR is invalid: " + os.str());
+  return module;
+}
+
+} // namespace maxc::codegen

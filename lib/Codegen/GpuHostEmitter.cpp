@@ -1,0 +1,155 @@
+#include "GpuHostEmitter.h"
+
+#include "ElementalEmitter.h"
+#include "maxc/Support/Error.h"
+
+#include <llvm/IR/Module.h>
+
+namespace maxc::codegen {
+
+using llvm::Value;
+
+namespace {
+
+class HostGraphEmitter : public ElementalEmitter {
+public:
+  HostGraphEmitter(llvm::Module &module, const GpuGraphProgram &program, const std::vector<std::string> &symbols,
+                   const ConstantOffsets &offsets, KernelLauncher &launcher,
+                   const std::map<const Graph *, GpuHostGraph> &functions, size_t first_kernel)
+      : ElementalEmitter(module, *program.graph, program.plan, symbols), program_(program), offsets_(offsets),
+        launcher_(launcher), functions_(functions), first_kernel_(first_kernel) {}
+
+  void emit(GpuHostGraph fns) {
+    emit_workspace_size(fns.workspace_size, [&](const Graph *callee) { return functions_.at(callee).workspace_size; });
+    llvm::Function *fn = fns.run;
+    buffers_ = fn->getArg(0);
+    dims_ = fn->getArg(1);
+    workspace_ = fn->getArg(2);
+    context_ = fn->getArg(3);
+    auto *entry = llvm::BasicBlock::Create(ctx_, "entry", fn);
+    auto *body = llvm::BasicBlock::Create(ctx_, "body", fn);
+    entry_b_.SetInsertPoint(entry);
+    entry_b_.SetInsertPoint(entry_b_.CreateBr(body));
+    b_.SetInsertPoint(body);
+    for (const GpuGraphProgram::Item &item : program_.items) {
+      if (item.call)
+        fail_if_nonzero(emit_call(*item.call));
+      else
+        emit_launch(program_.kernels[item.kernel], first_kernel_ + item.kernel);
+    }
+    b_.CreateRet(b_.getInt32(0));
+  }
+
+protected:
+  Value *pointer_of(ValueId v) override {
+    const ValuePlan &p = plan_.values[v];
+    switch (p.storage) {
+    case Storage::input: return buffer_arg(p.index);
+    case Storage::output: return buffer_arg(g_.input_ids().size() + p.index);
+    case Storage::temp: return entry_b_.CreateGEP(entry_b_.getInt8Ty(), workspace_, workspace_slot_offset(p.index));
+    case Storage::constant: {
+      const Node &n = g_.nodes()[g_.value_info(v).producer];
+      auto it = offsets_.find({&g_, n.attrs.get_string("name")});
+      if (it == offsets_.end())
+        throw Error(ErrorCode::Internal, "gpu codegen: constant '" + n.attrs.get_string("name") + "' has no offset");
+      if (!weights_)
+        weights_ = entry_b_.CreateLoad(entry_b_.getPtrTy(), context_);
+      return entry_b_.CreateGEP(entry_b_.getInt8Ty(), weights_, entry_b_.getInt64(static_cast<int64_t>(it->second)));
+    }
+    case Storage::fused: break;
+    }
+    throw Error(ErrorCode::Internal, "gpu codegen: value %" + std::to_string(v) + " has no storage");
+  }
+
+private:
+  Value *buffer_arg(size_t index) {
+    if (auto it = buffer_args_.find(index); it != buffer_args_.end())
+      return it->second;
+    Value *at = entry_b_.CreateConstGEP1_64(entry_b_.getPtrTy(), buffers_, index);
+    return buffer_args_[index] = entry_b_.CreateLoad(entry_b_.getPtrTy(), at);
+  }
+
+  void fail_if_nonzero(Value *status) {
+    llvm::Function *fn = b_.GetInsertBlock()->getParent();
+    auto *bad = llvm::BasicBlock::Create(ctx_, "failed", fn);
+    auto *ok = llvm::BasicBlock::Create(ctx_, "ok", fn);
+    b_.CreateCondBr(b_.CreateICmpNE(status, b_.getInt32(0)), bad, ok);
+    b_.SetInsertPoint(bad);
+    b_.CreateRet(status);
+    b_.SetInsertPoint(ok);
+  }
+
+  void emit_launch(const GpuKernel &k, size_t index) {
+    Value *grid = b_.getInt64(1);
+    for (const GridFactor &f : k.grid) {
+      Value *e = dim(f.extent);
+      if (f.divisor != 1)
+        e = b_.CreateUDiv(b_.CreateAdd(e, b_.getInt64(f.divisor - 1)), b_.getInt64(f.divisor));
+      grid = b_.CreateMul(grid, e);
+    }
+    std::vector<Value *> pointers;
+    for (const KernelBuffer &buffer : k.buffers)
+      pointers.push_back(buffer.output >= 0 ? buffer_arg(g_.input_ids().size() + buffer.output)
+                                            : pointer_of(buffer.value));
+    // An empty tensor launches nothing (zero workgroups is an error in HIP).
+    llvm::Function *fn = b_.GetInsertBlock()->getParent();
+    auto *run = llvm::BasicBlock::Create(ctx_, "launch", fn);
+    auto *done = llvm::BasicBlock::Create(ctx_, "launched", fn);
+    b_.CreateCondBr(b_.CreateICmpEQ(grid, b_.getInt64(0)), done, run);
+    b_.SetInsertPoint(run);
+    fail_if_nonzero(launcher_.launch(b_, k, index, grid, pointers, dims_, context_));
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  }
+
+  Value *emit_call(const Node &node) {
+    const Graph *callee = g_.find_subgraph(node.attrs.get_string("callee"));
+    std::vector<ValueId> buffers(node.operands.begin(), node.operands.end());
+    buffers.insert(buffers.end(), node.results.begin(), node.results.end());
+    Value *table = entry_b_.CreateAlloca(b_.getPtrTy(), entry_b_.getInt64(static_cast<int64_t>(std::max<size_t>(buffers.size(), 1))));
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      if (plan_.values[buffers[i]].storage == Storage::fused)
+        throw Error(ErrorCode::Internal, "gpu codegen: call operand %" + std::to_string(buffers[i]) + " is not stored");
+      b_.CreateStore(pointer_of(buffers[i]), b_.CreateConstGEP1_64(b_.getPtrTy(), table, i));
+    }
+    Value *callee_ws = b_.CreateGEP(b_.getInt8Ty(), workspace_, workspace_slots_end());
+    return b_.CreateCall(functions_.at(callee).run, {table, dims_, callee_ws, context_});
+  }
+
+  const GpuGraphProgram &program_;
+  const ConstantOffsets &offsets_;
+  KernelLauncher &launcher_;
+  const std::map<const Graph *, GpuHostGraph> &functions_;
+  size_t first_kernel_;
+  Value *buffers_ = nullptr, *workspace_ = nullptr, *context_ = nullptr, *weights_ = nullptr;
+  std::map<size_t, Value *> buffer_args_;
+};
+
+} // namespace
+
+GpuHostGraph emit_gpu_host(llvm::Module &module, const std::vector<GpuGraphProgram> &programs,
+                           const std::string &prefix, const std::vector<std::string> &symbols,
+                           const ConstantOffsets &offsets, KernelLauncher &launcher) {
+  llvm::LLVMContext &c = module.getContext();
+  auto *ptr = llvm::PointerType::getUnqual(c);
+  auto *run_type = llvm::FunctionType::get(llvm::Type::getInt32Ty(c), {ptr, ptr, ptr, ptr}, false);
+  auto *size_type = llvm::FunctionType::get(llvm::Type::getInt64Ty(c), {ptr}, false);
+  std::map<const Graph *, GpuHostGraph> functions;
+  for (const GpuGraphProgram &p : programs) {
+    GpuHostGraph fns;
+    fns.run = llvm::Function::Create(run_type, llvm::GlobalValue::InternalLinkage, prefix + ".gpu." + p.tag, module);
+    fns.workspace_size = llvm::Function::Create(size_type, llvm::GlobalValue::InternalLinkage,
+                                                prefix + ".gpu.workspace." + p.tag, module);
+    fns.run->addFnAttr(llvm::Attribute::NoUnwind);
+    fns.workspace_size->addFnAttr(llvm::Attribute::NoUnwind);
+    functions[p.graph] = fns;
+  }
+  size_t first = 0;
+  for (const GpuGraphProgram &p : programs) {
+    HostGraphEmitter(module, p, symbols, offsets, launcher, functions, first).emit(functions.at(p.graph));
+    first += p.kernels.size();
+  }
+  return functions.at(programs.back().graph);
+}
+
+} // namespace maxc::codegen

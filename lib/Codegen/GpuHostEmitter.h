@@ -1,0 +1,52 @@
+// The host side of a GPU model: one function per graph definition that
+// launches the graph's kernels in order and calls its subgraphs (deduped
+// blocks stay shared: one launch sequence per unique block, its weights
+// passed as kernel arguments), plus its workspace size function.
+//
+//   i32 @<prefix>.gpu.<tag>(ptr buffers, ptr dims, ptr workspace, ptr context)
+//   i64 @<prefix>.gpu.workspace.<tag>(ptr dims)
+//
+// `buffers` holds device pointers (inputs, then outputs), `workspace` is
+// device memory laid out like the CPU backend's, and `context` starts with
+// the device address of the weights blob (every constant at its offset).
+// How a kernel is started is the KernelLauncher's business: HIP's
+// hipModuleLaunchKernel in artifacts, a direct call of the emulation entry
+// point in `maxc run --device amdgpu-emu`.
+#pragma once
+
+#include "GpuKernelEmitter.h"
+
+#include <llvm/IR/IRBuilder.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace maxc::codegen {
+
+/// Constants' byte offsets in the weights blob, by (graph, name).
+using ConstantOffsets = std::map<std::pair<const Graph *, std::string>, uint64_t>;
+
+class KernelLauncher {
+public:
+  virtual ~KernelLauncher() = default;
+  /// Emits the launch of `kernel` (number `index` over all programs) on
+  /// `grid` workgroups at the builder's insertion point; returns an i32
+  /// status (0: launched).
+  virtual llvm::Value *launch(llvm::IRBuilder<> &b, const GpuKernel &kernel, size_t index, llvm::Value *grid,
+                              const std::vector<llvm::Value *> &buffers, llvm::Value *dims,
+                              llvm::Value *context) = 0;
+};
+
+struct GpuHostGraph {
+  llvm::Function *run = nullptr;
+  llvm::Function *workspace_size = nullptr;
+};
+
+/// Emits the host functions of every program (subgraphs first, root last,
+/// as emit_gpu_kernels orders them); returns the root's.
+GpuHostGraph emit_gpu_host(llvm::Module &module, const std::vector<GpuGraphProgram> &programs,
+                           const std::string &prefix, const std::vector<std::string> &symbols,
+                           const ConstantOffsets &offsets, KernelLauncher &launcher);
+
+} // namespace maxc::codegen

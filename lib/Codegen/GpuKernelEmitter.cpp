@@ -1,0 +1,656 @@
+#include "GpuKernelEmitter.h"
+
+#include "ElementalEmitter.h"
+#include "maxc/Support/Error.h"
+
+#include <llvm/IR/Module.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace maxc::codegen {
+
+using llvm::Value;
+
+namespace {
+
+constexpr unsigned kElementwiseGroup = 256;
+constexpr int64_t kTile = 16; // matmul: 16 x 16 outputs per workgroup, K in steps of 16
+
+uint64_t next_pow2(uint64_t v) {
+  uint64_t p = 1;
+  while (p < v)
+    p <<= 1;
+  return p;
+}
+
+class KernelBuilder : public ElementalEmitter {
+public:
+  KernelBuilder(llvm::Module &module, const Graph &g, std::string prefix, std::string tag,
+                const std::vector<std::string> &symbols)
+      : ElementalEmitter(module, g, plan_lowering(g), symbols), prefix_(std::move(prefix)), tag_(std::move(tag)) {}
+
+  GpuGraphProgram build() {
+    GpuGraphProgram program;
+    program.graph = &g_;
+    program.tag = tag_;
+    for (size_t n : plan_.kernels) {
+      const Node &node = g_.nodes()[n];
+      if (node.op == "call") {
+        program.items.push_back({-1, &node});
+        continue;
+      }
+      for (GpuKernel &k : kernels_for(node)) {
+        program.items.push_back({static_cast<int>(program.kernels.size()), nullptr});
+        program.kernels.push_back(std::move(k));
+      }
+    }
+    for (const auto &[out, v] : plan_.output_copies) {
+      program.items.push_back({static_cast<int>(program.kernels.size()), nullptr});
+      program.kernels.push_back(copy_kernel(v, static_cast<int>(out)));
+    }
+    program.plan = plan_;
+    return program;
+  }
+
+protected:
+  Value *pointer_of(ValueId v) override { return buffer_pointer({v, -1}); }
+
+private:
+  // ---- kernels and phases ----
+
+  GpuKernel &begin_kernel(const std::string &kind, unsigned workgroup_size) {
+    kernel_ = GpuKernel{};
+    kernel_.name = prefix_ + "." + tag_ + ".k" + std::to_string(counter_++);
+    kernel_.kind = kind;
+    kernel_.workgroup_size = workgroup_size;
+    phases_ = 0;
+    return kernel_;
+  }
+
+  /// Starts a phase function; the elemental emitter's builders point into it.
+  llvm::Function *begin_phase() {
+    llvm::Type *ptr = b_.getPtrTy(), *i64 = b_.getInt64Ty();
+    auto *type = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, i64, i64, ptr, ptr, i64}, false);
+    auto *fn = llvm::Function::Create(type, llvm::GlobalValue::InternalLinkage,
+                                      kernel_.name + ".phase" + std::to_string(phases_++), module_);
+    fn->addFnAttr(llvm::Attribute::AlwaysInline);
+    fn->addFnAttr(llvm::Attribute::NoUnwind);
+    start_function(fn);
+    buffers_ = fn->getArg(0);
+    dims_ = fn->getArg(1);
+    workgroup_ = fn->getArg(2);
+    local_id_ = fn->getArg(3);
+    lds_ = fn->getArg(4);
+    state_ = fn->getArg(5);
+    iteration_ = fn->getArg(6);
+    return fn;
+  }
+
+  void start_function(llvm::Function *fn) {
+    auto *entry = llvm::BasicBlock::Create(ctx_, "entry", fn);
+    auto *body = llvm::BasicBlock::Create(ctx_, "body", fn);
+    entry_b_.SetInsertPoint(entry);
+    entry_b_.SetInsertPoint(entry_b_.CreateBr(body));
+    b_.SetInsertPoint(body);
+    symbol_values_.clear();
+    dim_values_.clear();
+    pointers_.clear();
+  }
+
+  KernelStep end_phase(llvm::Function *fn) {
+    b_.CreateRetVoid();
+    return KernelStep{fn, nullptr, {}};
+  }
+
+  /// A loop step whose trip count is `trips` (evaluated from the dims).
+  KernelStep loop_step(const Dim &extent, int64_t divisor, std::vector<KernelStep> body) {
+    llvm::Type *ptr = b_.getPtrTy();
+    auto *type = llvm::FunctionType::get(b_.getInt64Ty(), {ptr, ptr}, false);
+    auto *fn = llvm::Function::Create(type, llvm::GlobalValue::InternalLinkage,
+                                      kernel_.name + ".trips" + std::to_string(phases_++), module_);
+    fn->addFnAttr(llvm::Attribute::AlwaysInline);
+    fn->addFnAttr(llvm::Attribute::NoUnwind);
+    start_function(fn);
+    buffers_ = fn->getArg(0);
+    dims_ = fn->getArg(1);
+    b_.CreateRet(ceil_div(dim(extent), divisor));
+    return KernelStep{nullptr, fn, std::move(body)};
+  }
+
+  Value *ceil_div(Value *x, int64_t d) {
+    if (d == 1)
+      return x;
+    return b_.CreateUDiv(b_.CreateAdd(x, b_.getInt64(d - 1)), b_.getInt64(d));
+  }
+
+  /// The pointer of a kernel buffer: slot in the buffer table, loaded once
+  /// per phase in its entry block.
+  Value *buffer_pointer(const KernelBuffer &buffer) {
+    auto it = std::find(kernel_.buffers.begin(), kernel_.buffers.end(), buffer);
+    size_t slot = static_cast<size_t>(it - kernel_.buffers.begin());
+    if (it == kernel_.buffers.end())
+      kernel_.buffers.push_back(buffer);
+    if (auto p = pointers_.find(slot); p != pointers_.end())
+      return p->second;
+    Value *at = entry_b_.CreateConstGEP1_64(entry_b_.getPtrTy(), buffers_, slot);
+    return pointers_[slot] = entry_b_.CreateLoad(entry_b_.getPtrTy(), at);
+  }
+
+  /// if (cond) body(); at the current insertion point.
+  void if_then(Value *cond, const std::function<void()> &body) {
+    llvm::Function *fn = b_.GetInsertBlock()->getParent();
+    auto *then_bb = llvm::BasicBlock::Create(ctx_, "then", fn);
+    auto *merge = llvm::BasicBlock::Create(ctx_, "endif", fn);
+    b_.CreateCondBr(cond, then_bb, merge);
+    b_.SetInsertPoint(then_bb);
+    body();
+    b_.CreateBr(merge);
+    b_.SetInsertPoint(merge);
+  }
+
+  /// Row-major multi-index of linear position `lin` in `dims`.
+  Index unravel(Value *lin, const std::vector<Value *> &dims) {
+    Index idx(dims.size());
+    for (size_t d = dims.size(); d-- > 0;) {
+      idx[d] = b_.CreateURem(lin, dims[d]);
+      lin = b_.CreateUDiv(lin, dims[d]);
+    }
+    return idx;
+  }
+
+  Value *global_id() {
+    return b_.CreateAdd(b_.CreateMul(workgroup_, b_.getInt64(kernel_.workgroup_size)), local_id_);
+  }
+
+  std::vector<GpuKernel> kernels_for(const Node &node) {
+    std::vector<GpuKernel> out;
+    if (node.op == "matmul") {
+      out.push_back(matmul_kernel(node));
+      return out;
+    }
+    if (node.op == "conv2d") {
+      out.push_back(conv_kernel(node));
+      return out;
+    }
+    if (is_reduction_op(node.op) && node.op != "argmax" && node.op != "argmin") {
+      out.push_back(reduction_kernel(node));
+      return out;
+    }
+    for (size_t r = 0; r < node.results.size(); ++r)
+      if (plan_.values[node.results[r]].storage != Storage::fused)
+        out.push_back(elementwise_kernel(node, r));
+    return out;
+  }
+
+  // ---- one work-item per output element ----
+
+  /// Every elemental op, pooling, transposed convolution, argmax/argmin (a
+  /// sequential loop per element) and the shape ops.
+  GpuKernel elementwise_kernel(const Node &node, size_t r) {
+    ValueId v = node.results[r];
+    begin_kernel("elementwise", kElementwiseGroup);
+    Dim numel = shape_numel(g_.type_of(v).shape);
+    kernel_.grid = {{numel, kElementwiseGroup}};
+    llvm::Function *fn = begin_phase();
+    Value *gid = global_id();
+    if_then(b_.CreateICmpULT(gid, dim(numel)), [&] {
+      Index idx = unravel(gid, dims_of(v));
+      store_element(g_.type_of(v).dtype, pointer_of(v), gid, node_element(node, r, idx));
+    });
+    kernel_.steps.push_back(end_phase(fn));
+    return std::move(kernel_);
+  }
+
+  /// A graph output that lives elsewhere (an input, a constant, another
+  /// output): copied element by element into the caller's output buffer.
+  GpuKernel copy_kernel(ValueId v, int output) {
+    begin_kernel("copy", kElementwiseGroup);
+    Dim numel = shape_numel(g_.type_of(v).shape);
+    kernel_.grid = {{numel, kElementwiseGroup}};
+    llvm::Function *fn = begin_phase();
+    Value *gid = global_id();
+    if_then(b_.CreateICmpULT(gid, dim(numel)), [&] {
+      Index idx = unravel(gid, dims_of(v));
+      store_element(g_.type_of(v).dtype, buffer_pointer({0, output}), gid, element(v, idx));
+    });
+    kernel_.steps.push_back(end_phase(fn));
+    return std::move(kernel_);
+  }
+
+  // ---- reductions: one workgroup per output element ----
+
+  struct ReductionShape {
+    std::vector<bool> reduced;
+    std::vector<Dim> extents; // of the reduced dims, in order
+    Dim count{1};
+    bool keepdims = false;
+  };
+
+  ReductionShape reduction_shape(const Node &node) {
+    const Shape &xs = g_.type_of(node.operands[0]).shape;
+    int64_t rank = static_cast<int64_t>(xs.size());
+    ReductionShape s;
+    s.reduced.assign(rank, false);
+    s.keepdims = node.attrs.get_bool("keepdims");
+    std::vector<int64_t> axes = node.attrs.get_ints("axes");
+    if (axes.empty())
+      std::fill(s.reduced.begin(), s.reduced.end(), true);
+    for (int64_t a : axes)
+      s.reduced[a < 0 ? a + rank : a] = true;
+    for (int64_t d = 0; d < rank; ++d)
+      if (s.reduced[d]) {
+        s.extents.push_back(xs[d]);
+        s.count = s.count * xs[d];
+      }
+    return s;
+  }
+
+  /// The operand index for output index `out_idx` and reduced index `inner`.
+  Index reduction_operand_index(const ReductionShape &s, const Index &out_idx, const Index &inner) {
+    Index idx;
+    size_t o = 0, k = 0;
+    for (size_t d = 0; d < s.reduced.size(); ++d) {
+      if (s.reduced[d]) {
+        idx.push_back(inner[k++]);
+        if (s.keepdims)
+          ++o;
+      } else {
+        idx.push_back(out_idx[o++]);
+      }
+    }
+    return idx;
+  }
+
+  struct Combiner {
+    llvm::Type *type;
+    Value *identity;
+    std::function<Value *(Value *, Value *)> combine;
+  };
+
+  /// The accumulation of sum/mean/prod (floats in double, integers in i64,
+  /// as the CPU backend and the reference) and max/min (in the compute
+  /// type; NaN propagates, the identity is -inf/+inf or the integer extreme).
+  Combiner combiner(const std::string &op, DType d) {
+    bool fp = is_float(d);
+    if (op == "max" || op == "min") {
+      bool max = op == "max";
+      llvm::Type *t = compute_type(ctx_, d);
+      Value *identity;
+      if (fp)
+        identity = llvm::ConstantFP::getInfinity(t, max);
+      else
+        identity = llvm::ConstantInt::get(t, max ? llvm::APInt::getSignedMinValue(t->getIntegerBitWidth())
+                                                 : llvm::APInt::getSignedMaxValue(t->getIntegerBitWidth()));
+      return {t, identity, [this, fp, max](Value *a, Value *v) -> Value * {
+                if (!fp)
+                  return b_.CreateSelect(max ? b_.CreateICmpSGT(v, a) : b_.CreateICmpSLT(v, a), v, a);
+                Value *take = b_.CreateAnd(b_.CreateNot(b_.CreateFCmpUNO(a, a)),
+                                           b_.CreateOr(b_.CreateFCmpUNO(v, v),
+                                                       max ? b_.CreateFCmpOGT(v, a) : b_.CreateFCmpOLT(v, a)));
+                return b_.CreateSelect(take, v, a);
+              }};
+    }
+    bool prod = op == "prod";
+    llvm::Type *t = fp ? b_.getDoubleTy() : b_.getInt64Ty();
+    Value *identity = fp ? static_cast<Value *>(llvm::ConstantFP::get(t, prod ? 1.0 : 0.0))
+                         : llvm::ConstantInt::get(t, prod ? 1 : 0);
+    return {t, identity, [this, fp, prod](Value *a, Value *v) -> Value * {
+              if (fp)
+                return prod ? b_.CreateFMul(a, v) : b_.CreateFAdd(a, v);
+              return prod ? b_.CreateMul(a, v) : b_.CreateAdd(a, v);
+            }};
+  }
+
+  /// An operand element widened to the accumulation type.
+  Value *to_accumulator(const std::string &op, DType d, llvm::Type *acc, Value *v) {
+    if (op == "max" || op == "min")
+      return v;
+    if (is_float(d))
+      return b_.CreateFPExt(v, acc);
+    return d == DType::boolean ? b_.CreateZExt(v, acc) : b_.CreateSExt(v, acc);
+  }
+
+  GpuKernel reduction_kernel(const Node &node) {
+    ValueId x = node.operands[0], out = node.results[0];
+    DType d = g_.type_of(x).dtype, out_d = g_.type_of(out).dtype;
+    ReductionShape shape = reduction_shape(node);
+    unsigned group = kElementwiseGroup;
+    if (shape.count.is_static())
+      group = static_cast<unsigned>(std::clamp<uint64_t>(next_pow2(static_cast<uint64_t>(shape.count.value())), 1,
+                                                         kElementwiseGroup));
+    begin_kernel("reduction", group);
+    kernel_.grid = {{shape_numel(g_.type_of(out).shape), 1}};
+    kernel_.lds_bytes = uint64_t(group) * 8;
+    const std::string &op = node.op;
+
+    // Phase 1: each work-item folds elements lid, lid + group, ... into LDS.
+    {
+      llvm::Function *fn = begin_phase();
+      Combiner c = combiner(op, d);
+      Index out_idx = unravel(workgroup_, dims_of(out));
+      std::vector<Value *> extents;
+      for (const Dim &e : shape.extents)
+        extents.push_back(dim(e));
+      Value *count = dim(shape.count);
+      Value *trips = b_.CreateUDiv(b_.CreateSub(b_.CreateAdd(count, b_.getInt64(group)), b_.CreateAdd(local_id_, b_.getInt64(1))),
+                                   b_.getInt64(group));
+      Value *acc = local(c.type);
+      b_.CreateStore(c.identity, acc);
+      loop(trips, [&](Value *t) {
+        Value *i = b_.CreateAdd(local_id_, b_.CreateMul(t, b_.getInt64(group)));
+        Value *v = element(x, reduction_operand_index(shape, out_idx, unravel(i, extents)));
+        b_.CreateStore(c.combine(b_.CreateLoad(c.type, acc), to_accumulator(op, d, c.type, v)), acc);
+      });
+      b_.CreateStore(b_.CreateLoad(c.type, acc), b_.CreateGEP(c.type, lds_, local_id_));
+      kernel_.steps.push_back(end_phase(fn));
+    }
+    // A tree over LDS, one barrier-separated phase per level.
+    for (unsigned stride = group / 2; stride >= 1; stride /= 2) {
+      llvm::Function *fn = begin_phase();
+      Combiner c = combiner(op, d);
+      if_then(b_.CreateICmpULT(local_id_, b_.getInt64(stride)), [&] {
+        Value *mine = b_.CreateGEP(c.type, lds_, local_id_);
+        Value *other = b_.CreateGEP(c.type, lds_, b_.CreateAdd(local_id_, b_.getInt64(stride)));
+        b_.CreateStore(c.combine(b_.CreateLoad(c.type, mine), b_.CreateLoad(c.type, other)), mine);
+      });
+      kernel_.steps.push_back(end_phase(fn));
+    }
+    // Work-item 0 finishes (mean divides, narrowing, rounding) and stores.
+    {
+      llvm::Function *fn = begin_phase();
+      Combiner c = combiner(op, d);
+      if_then(b_.CreateICmpEQ(local_id_, b_.getInt64(0)), [&] {
+        Value *result = b_.CreateLoad(c.type, lds_);
+        Value *count = dim(shape.count);
+        llvm::Type *t = compute_type(ctx_, out_d);
+        if (op == "mean")
+          result = b_.CreateFDiv(result, b_.CreateSIToFP(count, c.type));
+        if (op == "max" || op == "min") // nothing to reduce: 0, as the CPU loop
+          result = b_.CreateSelect(b_.CreateICmpEQ(count, b_.getInt64(0)), llvm::Constant::getNullValue(t), result);
+        else if (is_float(d))
+          result = b_.CreateFPTrunc(result, t);
+        else
+          result = b_.CreateTrunc(result, t);
+        if (is_float(out_d))
+          result = round_to(out_d, result);
+        store_element(out_d, pointer_of(out), workgroup_, result);
+      });
+      kernel_.steps.push_back(end_phase(fn));
+    }
+    return std::move(kernel_);
+  }
+
+  // ---- tiled matmul (LDS), shared by matmul and conv2d (implicit GEMM) ----
+
+  /// C[b, i, j] = sum_k A(b, i, k) * B(b, k, j) over a batch of `batch`
+  /// M x N outputs: a 16 x 16 tile per workgroup, K in tiles of 16 staged
+  /// through LDS. The loaders are called only in bounds and return values
+  /// of the accumulation type; store gets the final accumulator.
+  struct TiledGemm {
+    Dim batch, m, n, k;
+    llvm::Type *acc_type;
+    std::function<Value *(Value *b, Value *i, Value *k)> load_a;
+    std::function<Value *(Value *b, Value *k, Value *j)> load_b;
+    std::function<void(Value *b, Value *i, Value *j, Value *acc)> store;
+  };
+
+  Value *zero_of(llvm::Type *t) { return llvm::Constant::getNullValue(t); }
+
+  Value *multiply_add(Value *acc, Value *x, Value *y) {
+    if (!acc->getType()->isFloatingPointTy())
+      return b_.CreateAdd(acc, b_.CreateMul(x, y));
+    return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {acc->getType()}, {x, y, acc});
+  }
+
+  void tiled_gemm(const TiledGemm &gm) {
+    kernel_.grid = {{gm.batch, 1}, {gm.m, kTile}, {gm.n, kTile}};
+    uint64_t elem = gm.acc_type->getPrimitiveSizeInBits() / 8;
+    kernel_.lds_bytes = 2 * kTile * kTile * elem;
+    kernel_.state_bytes = 8;
+    llvm::Type *t = gm.acc_type;
+    // Where this work-item's output is: batch, row, column.
+    auto coordinates = [&](Value *&batch, Value *&row, Value *&col) {
+      Value *tiles_n = ceil_div(dim(gm.n), kTile), *tiles_m = ceil_div(dim(gm.m), kTile);
+      Value *tn = b_.CreateURem(workgroup_, tiles_n);
+      Value *rest = b_.CreateUDiv(workgroup_, tiles_n);
+      Value *tm = b_.CreateURem(rest, tiles_m);
+      batch = b_.CreateUDiv(rest, tiles_m);
+      Value *ty = b_.CreateUDiv(local_id_, b_.getInt64(kTile)), *tx = b_.CreateURem(local_id_, b_.getInt64(kTile));
+      row = b_.CreateAdd(b_.CreateMul(tm, b_.getInt64(kTile)), ty);
+      col = b_.CreateAdd(b_.CreateMul(tn, b_.getInt64(kTile)), tx);
+    };
+    Value *unused = nullptr;
+    {
+      llvm::Function *fn = begin_phase();
+      b_.CreateStore(zero_of(t), state_);
+      kernel_.steps.push_back(end_phase(fn));
+    }
+    std::vector<KernelStep> body;
+    {
+      // Stage A[row, kt*16 + tx] and B[kt*16 + ty, col] (zeros outside).
+      llvm::Function *fn = begin_phase();
+      Value *batch, *row, *col;
+      coordinates(batch, row, col);
+      Value *ty = b_.CreateUDiv(local_id_, b_.getInt64(kTile)), *tx = b_.CreateURem(local_id_, b_.getInt64(kTile));
+      Value *k0 = b_.CreateMul(iteration_, b_.getInt64(kTile));
+      Value *ka = b_.CreateAdd(k0, tx), *kb = b_.CreateAdd(k0, ty);
+      Value *m = dim(gm.m), *n = dim(gm.n), *k = dim(gm.k);
+      Value *a_row = b_.CreateSub(row, tx); // the tile's first row, + ty below
+      (void)a_row;
+      Value *a_ok = b_.CreateAnd(b_.CreateICmpULT(row, m), b_.CreateICmpULT(ka, k));
+      Value *b_ok = b_.CreateAnd(b_.CreateICmpULT(kb, k), b_.CreateICmpULT(col, n));
+      Value *a = when(a_ok, [&] { return gm.load_a(batch, row, ka); }, zero_of(t));
+      Value *bv = when(b_ok, [&] { return gm.load_b(batch, kb, col); }, zero_of(t));
+      b_.CreateStore(a, b_.CreateGEP(t, lds_, local_id_));
+      b_.CreateStore(bv, b_.CreateGEP(t, lds_, b_.CreateAdd(local_id_, b_.getInt64(kTile * kTile))));
+      body.push_back(end_phase(fn));
+    }
+    {
+      llvm::Function *fn = begin_phase();
+      Value *ty = b_.CreateUDiv(local_id_, b_.getInt64(kTile)), *tx = b_.CreateURem(local_id_, b_.getInt64(kTile));
+      Value *acc = local(t);
+      b_.CreateStore(b_.CreateLoad(t, state_), acc);
+      loop(b_.getInt64(kTile), [&](Value *kk) {
+        Value *a = b_.CreateLoad(t, b_.CreateGEP(t, lds_, b_.CreateAdd(b_.CreateMul(ty, b_.getInt64(kTile)), kk)));
+        Value *bv = b_.CreateLoad(
+            t, b_.CreateGEP(t, lds_, b_.CreateAdd(b_.getInt64(kTile * kTile), b_.CreateAdd(b_.CreateMul(kk, b_.getInt64(kTile)), tx))));
+        b_.CreateStore(multiply_add(b_.CreateLoad(t, acc), a, bv), acc);
+      });
+      b_.CreateStore(b_.CreateLoad(t, acc), state_);
+      body.push_back(end_phase(fn));
+    }
+    kernel_.steps.push_back(loop_step(gm.k, kTile, std::move(body)));
+    {
+      llvm::Function *fn = begin_phase();
+      Value *batch, *row, *col;
+      coordinates(batch, row, col);
+      Value *ok = b_.CreateAnd(b_.CreateICmpULT(row, dim(gm.m)), b_.CreateICmpULT(col, dim(gm.n)));
+      ok = b_.CreateAnd(ok, b_.CreateICmpULT(batch, dim(gm.batch)));
+      if_then(ok, [&] { gm.store(batch, row, col, b_.CreateLoad(t, state_)); });
+      kernel_.steps.push_back(end_phase(fn));
+    }
+    (void)unused;
+  }
+
+  llvm::Type *accumulator_type(DType d) {
+    switch (d) {
+    case DType::f64: return b_.getDoubleTy();
+    case DType::f32: case DType::f16: case DType::bf16: return b_.getFloatTy();
+    default: return b_.getInt64Ty();
+    }
+  }
+
+  /// An accumulator back to the compute type of `d`, rounded like an op result.
+  Value *from_accumulator(Value *acc, DType d) {
+    llvm::Type *t = compute_type(ctx_, d);
+    Value *v = acc;
+    if (acc->getType() != t)
+      v = is_float(d) ? b_.CreateFPTrunc(acc, t) : b_.CreateTrunc(acc, t);
+    return is_float(d) ? round_to(d, v) : v;
+  }
+
+  Value *to_acc(Value *v, DType d, llvm::Type *acc) {
+    if (v->getType() == acc)
+      return v;
+    if (is_float(d))
+      return b_.CreateFPExt(v, acc);
+    return d == DType::boolean ? b_.CreateZExt(v, acc) : b_.CreateSExt(v, acc);
+  }
+
+  /// Linear batch index → the batch index of an operand (broadcast dims: 0).
+  Index operand_batch(const Shape &operand, const Shape &result, Value *batch_linear) {
+    std::vector<Value *> batch_dims;
+    for (size_t d = 0; d + 2 < result.size(); ++d)
+      batch_dims.push_back(dim(result[d]));
+    Index bidx = unravel(batch_linear, batch_dims);
+    return batch_index(operand, result, bidx);
+  }
+
+  GpuKernel matmul_kernel(const Node &node) {
+    ValueId a = node.operands[0], bm = node.operands[1], out = node.results[0];
+    bool ta = node.attrs.get_bool("transpose_a"), tb = node.attrs.get_bool("transpose_b");
+    const Shape &cs = g_.type_of(out).shape, &as = g_.type_of(a).shape, &bs = g_.type_of(bm).shape;
+    DType d = g_.type_of(out).dtype;
+    begin_kernel("matmul", kTile * kTile);
+    Dim batch(1);
+    for (size_t i = 0; i + 2 < cs.size(); ++i)
+      batch = batch * cs[i];
+    TiledGemm gm;
+    gm.batch = batch;
+    gm.m = cs[cs.size() - 2];
+    gm.n = cs.back();
+    gm.k = ta ? as[as.size() - 2] : as.back();
+    gm.acc_type = accumulator_type(d);
+    gm.load_a = [&](Value *bl, Value *i, Value *k) {
+      Index idx = operand_batch(as, cs, bl);
+      idx.push_back(ta ? k : i);
+      idx.push_back(ta ? i : k);
+      return to_acc(element(a, idx), d, gm.acc_type);
+    };
+    gm.load_b = [&](Value *bl, Value *k, Value *j) {
+      Index idx = operand_batch(bs, cs, bl);
+      idx.push_back(tb ? j : k);
+      idx.push_back(tb ? k : j);
+      return to_acc(element(bm, idx), d, gm.acc_type);
+    };
+    gm.store = [&](Value *bl, Value *i, Value *j, Value *acc) {
+      Value *m = dim(gm.m), *n = dim(gm.n);
+      Value *lin = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(bl, m), i), n), j);
+      store_element(d, pointer_of(out), lin, from_accumulator(acc, d));
+    };
+    tiled_gemm(gm);
+    return std::move(kernel_);
+  }
+
+  /// conv2d as an implicit GEMM per (image, group): out[o, p] = sum_q W[o, q]
+  /// * X(q, p) with q = (c, ky, kx) and p = (oy, ox), X read on the fly from
+  /// the input window (zeros in the padding) — no im2col buffer.
+  GpuKernel conv_kernel(const Node &node) {
+    ValueId x = node.operands[0], w = node.operands[1], out = node.results[0];
+    const Shape &xs = g_.type_of(x).shape, &ws = g_.type_of(w).shape, &os = g_.type_of(out).shape;
+    DType d = g_.type_of(out).dtype;
+    int64_t groups = node.attrs.get_int("groups");
+    int64_t C = xs[1].value(), H = xs[2].value(), W = xs[3].value(), KH = ws[2].value(), KW = ws[3].value();
+    int64_t O = os[1].value(), OH = os[2].value(), OW = os[3].value();
+    int64_t cin_g = C / groups, cout_g = O / groups;
+    std::vector<int64_t> stride = node.attrs.get_ints("stride"), dil = node.attrs.get_ints("dilation");
+    auto pad = padding4(node.attrs);
+    begin_kernel("conv2d", kTile * kTile);
+    TiledGemm gm;
+    gm.batch = xs[0] * Dim(groups);
+    gm.m = Dim(cout_g);
+    gm.n = Dim(OH * OW);
+    gm.k = Dim(cin_g * KH * KW);
+    gm.acc_type = accumulator_type(d);
+    auto window = [&](Value *q) {
+      Index cyx = unravel(q, {b_.getInt64(cin_g), b_.getInt64(KH), b_.getInt64(KW)});
+      return cyx;
+    };
+    gm.load_a = [&](Value *bl, Value *i, Value *q) {
+      Value *g = b_.CreateURem(bl, b_.getInt64(groups));
+      Value *o = b_.CreateAdd(b_.CreateMul(g, b_.getInt64(cout_g)), i);
+      Index cyx = window(q);
+      return to_acc(element(w, {o, cyx[0], cyx[1], cyx[2]}), d, gm.acc_type);
+    };
+    gm.load_b = [&](Value *bl, Value *q, Value *p) {
+      Value *n = b_.CreateUDiv(bl, b_.getInt64(groups)), *g = b_.CreateURem(bl, b_.getInt64(groups));
+      Index cyx = window(q);
+      Value *oy = b_.CreateUDiv(p, b_.getInt64(OW)), *ox = b_.CreateURem(p, b_.getInt64(OW));
+      Value *iy = b_.CreateAdd(b_.CreateSub(b_.CreateMul(oy, b_.getInt64(stride[0])), b_.getInt64(pad[0])),
+                               b_.CreateMul(cyx[1], b_.getInt64(dil[0])));
+      Value *ix = b_.CreateAdd(b_.CreateSub(b_.CreateMul(ox, b_.getInt64(stride[1])), b_.getInt64(pad[1])),
+                               b_.CreateMul(cyx[2], b_.getInt64(dil[1])));
+      Value *ok = in_bounds(iy, H, ix, W);
+      Value *c = b_.CreateAdd(b_.CreateMul(g, b_.getInt64(cin_g)), cyx[0]);
+      return when(ok, [&] { return to_acc(element(x, {n, c, iy, ix}), d, gm.acc_type); }, zero_of(gm.acc_type));
+    };
+    gm.store = [&](Value *bl, Value *i, Value *p, Value *acc) {
+      Value *n = b_.CreateUDiv(bl, b_.getInt64(groups)), *g = b_.CreateURem(bl, b_.getInt64(groups));
+      Value *o = b_.CreateAdd(b_.CreateMul(g, b_.getInt64(cout_g)), i);
+      if (node.operands.size() > 2)
+        acc = b_.CreateFAdd(acc, to_acc(element(node.operands[2], {o}), d, gm.acc_type));
+      Value *lin = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(n, b_.getInt64(O)), o), b_.getInt64(OH * OW)), p);
+      store_element(d, pointer_of(out), lin, from_accumulator(acc, d));
+    };
+    tiled_gemm(gm);
+    return std::move(kernel_);
+  }
+
+  std::string prefix_, tag_;
+  GpuKernel kernel_;
+  size_t counter_ = 0, phases_ = 0;
+  Value *buffers_ = nullptr, *workgroup_ = nullptr, *local_id_ = nullptr, *lds_ = nullptr, *state_ = nullptr,
+        *iteration_ = nullptr;
+  std::map<size_t, Value *> pointers_;
+};
+
+bool needs_device_libm(const Node &node, const Graph &g) {
+  static const std::set<std::string> transcendental = {"exp", "log", "tanh", "sigmoid", "silu", "erf",
+                                                       "gelu", "sin", "cos", "pow"};
+  if (!transcendental.count(node.op) || node.results.empty())
+    return false;
+  DType d = g.type_of(node.results[0]).dtype;
+  return d == DType::f64 || node.op == "pow";
+}
+
+} // namespace
+
+std::string GpuKernel::grid_text() const {
+  std::string out;
+  for (const GridFactor &f : grid) {
+    if (!out.empty())
+      out += " * ";
+    out += f.divisor == 1 ? f.extent.to_string()
+                          : "ceil((" + f.extent.to_string() + ")/" + std::to_string(f.divisor) + ")";
+  }
+  return out.empty() ? "1" : out;
+}
+
+std::vector<GpuGraphProgram> emit_gpu_kernels(llvm::Module &module, const Graph &root, const std::string &prefix,
+                                              const std::vector<std::string> &symbols) {
+  std::vector<GpuGraphProgram> programs;
+  for (const auto &[name, sub] : root.subgraphs())
+    programs.push_back(KernelBuilder(module, *sub, prefix, "sub." + name, symbols).build());
+  programs.push_back(KernelBuilder(module, root, prefix, "main", symbols).build());
+  return programs;
+}
+
+std::vector<std::string> gpu_unsupported_nodes(const Graph &root) {
+  std::vector<std::string> out;
+  auto scan = [&](const Graph &g, const std::string &where) {
+    for (size_t n = 0; n < g.nodes().size(); ++n) {
+      const Node &node = g.nodes()[n];
+      if (needs_device_libm(node, g))
+        out.push_back(where + "node " + std::to_string(n) + " '" + node.op + "' (" +
+                      std::string(dtype_name(g.type_of(node.results[0]).dtype)) + ")");
+    }
+  };
+  scan(root, "");
+  for (const auto &[name, sub] : root.subgraphs())
+    scan(*sub, "subgraph " + name + ": ");
+  return out;
+}
+
+} // namespace maxc::codegen

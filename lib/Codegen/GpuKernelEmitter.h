@@ -1,0 +1,93 @@
+// The GPU kernel generator: one kernel *body* per kernel of a graph's
+// LoweringPlan, written once and lowered three ways (GpuLowering.h): to
+// AMDGPU, to NVPTX, and to a host emulation that runs every work-item of
+// every workgroup on the CPU.
+//
+// A body is a short program of *phases* separated by workgroup barriers.
+// A phase is an internal LLVM function
+//   void phase(ptr buffers, ptr dims, i64 workgroup, i64 local_id,
+//              ptr lds, ptr state, i64 iteration)
+// run by every work-item of the workgroup: `buffers` holds the kernel's
+// buffer pointers (GpuKernel::buffers order), `dims` one i64 per symbolic
+// dim, `lds` the workgroup's shared tile, `state` the work-item's private
+// state (kept across phases), `iteration` the trip of the enclosing loop
+// step. A loop step repeats its body steps a uniform number of times (a
+// trip-count function of buffers and dims), so a K loop of a tiled matmul
+// is "load tile; barrier; accumulate; barrier" per trip.
+//
+// What one element is comes from the ElementalEmitter, shared with the CPU
+// backend; only the mapping of work to work-items is GPU-specific.
+#pragma once
+
+#include "maxc/Codegen/LoweringPlan.h"
+#include "maxc/IR/Graph.h"
+
+#include <string>
+#include <vector>
+
+namespace llvm {
+class Function;
+class Module;
+} // namespace llvm
+
+namespace maxc::codegen {
+
+/// grid (number of workgroups) = product over factors of ceil(extent / divisor).
+struct GridFactor {
+  Dim extent;
+  int64_t divisor = 1;
+};
+
+struct KernelStep {
+  llvm::Function *phase = nullptr;      // a phase, or (when null) a loop:
+  llvm::Function *trip_count = nullptr; //   i64 (ptr buffers, ptr dims)
+  std::vector<KernelStep> body;
+};
+
+/// A buffer a kernel reads or writes: a stored graph value, or the caller's
+/// output buffer `output` (copies of outputs that live elsewhere).
+struct KernelBuffer {
+  ValueId value = 0;
+  int output = -1; // >= 0: output buffer, value unused
+  bool operator==(const KernelBuffer &o) const { return value == o.value && output == o.output; }
+};
+
+struct GpuKernel {
+  std::string name; // the entry point's symbol
+  std::string kind; // elementwise, reduction, matmul, conv2d, copy
+  unsigned workgroup_size = 256;
+  uint64_t lds_bytes = 0;
+  uint64_t state_bytes = 0;
+  std::vector<GridFactor> grid;
+  std::vector<KernelBuffer> buffers;
+  std::vector<KernelStep> steps;
+  std::string grid_text() const; // "ceil(batch*16/256)" for manifests
+};
+
+/// The launch sequence of one graph: kernels and subgraph calls in order.
+struct GpuGraphProgram {
+  const Graph *graph = nullptr;
+  std::string tag; // "main" or "sub.<name>"
+  LoweringPlan plan;
+  struct Item {
+    int kernel = -1;            // index into kernels, or
+    const Node *call = nullptr; // a call of a subgraph
+  };
+  std::vector<Item> items;
+  std::vector<GpuKernel> kernels;
+};
+
+/// Emits the kernel bodies of `root` and of each subgraph definition into
+/// `module` (whose triple and data layout must already be set). Subgraphs
+/// come first, sorted by name; the root graph is last. Kernel names are
+/// `<prefix>.<tag>.k<N>`. The same inputs give the same kernels, buffers and
+/// order in every module, so a host module and device modules agree.
+std::vector<GpuGraphProgram> emit_gpu_kernels(llvm::Module &module, const Graph &root, const std::string &prefix,
+                                              const std::vector<std::string> &symbols);
+
+/// Ops the GPU backend cannot lower without libm on the device (f64
+/// transcendentals, pow): a list of "node %3 'tanh' (f64)" descriptions,
+/// empty when the graph (and its subgraphs) can be compiled for a GPU.
+std::vector<std::string> gpu_unsupported_nodes(const Graph &root);
+
+} // namespace maxc::codegen
