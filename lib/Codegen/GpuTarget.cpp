@@ -311,8 +311,10 @@ int resolve_code_object_version(int version) {
                                               "; valid versions: 4, 5, 6");
 }
 
-std::string emit_amdgpu_code_object(const llvm::Module &module, const std::string &arch,
-                                    int code_object_version) {
+namespace {
+
+std::string amdgpu_codegen(const llvm::Module &module, const std::string &arch, int code_object_version,
+                           llvm::CodeGenFileType file_type) {
   // Validate everything before LLVM sees it: it aborts on bad processors.
   int flag_value = resolve_code_object_version(code_object_version);
   check_arch(arch);
@@ -348,11 +350,32 @@ std::string emit_amdgpu_code_object(const llvm::Module &module, const std::strin
   {
     llvm::raw_svector_ostream os(buffer);
     llvm::legacy::PassManager pm;
-    if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
-      throw Error(ErrorCode::Internal, "LLVM cannot emit objects for " + arch);
+    if (tm->addPassesToEmitFile(pm, os, nullptr, file_type))
+      throw Error(ErrorCode::Internal, "LLVM cannot emit code for " + arch);
     pm.run(*clone);
   }
-  return link_hsaco(std::string(buffer.begin(), buffer.end()), arch);
+  return std::string(buffer.begin(), buffer.end());
+}
+
+} // namespace
+
+std::string emit_amdgpu_code_object(const llvm::Module &module, const std::string &arch,
+                                    int code_object_version) {
+  return link_hsaco(amdgpu_codegen(module, arch, code_object_version, llvm::CodeGenFileType::ObjectFile), arch);
+}
+
+std::string emit_amdgpu_assembly(const llvm::Module &module, const std::string &arch, int code_object_version) {
+  return amdgpu_codegen(module, arch, code_object_version, llvm::CodeGenFileType::AssemblyFile);
+}
+
+std::string amdgpu_data_layout(const std::string &arch) {
+  check_arch(arch);
+  llvm::TargetOptions options;
+  std::unique_ptr<llvm::TargetMachine> tm(amdgpu_target().createTargetMachine(
+      kAmdgpuTriple, arch, "", options, llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOptLevel::Default));
+  if (!tm)
+    throw Error(ErrorCode::Internal, "LLVM could not create a target machine for " + arch);
+  return tm->createDataLayout().getStringRepresentation();
 }
 
 } // namespace maxc

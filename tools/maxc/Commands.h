@@ -69,8 +69,12 @@ struct CompileCommandOptions {
   bool manifest_timings = false; // per-stage compile times in the manifest (not reproducible)
   bool depfile = false;        // -MD
   std::string depfile_path;    // -MF (default: OUT.o.d)
+  std::string gpu;             // --gpu gfx90a,gfx942: an AMD GPU artifact instead of a CPU one
+  int code_object_version = 5;
 };
 int run_compile(const GlobalOptions &global, const CompileCommandOptions &options);
+/// `maxc compile --gpu ...` (CompileGpuCommand.cpp).
+int run_compile_gpu(const GlobalOptions &global, const CompileCommandOptions &options);
 
 struct InitWeightsOptions {
   std::string model;

@@ -19,6 +19,8 @@ static const char *kFooter = R"(Examples:
   maxc compile examples/mlp/model.json -o build/mlp.o     # + mlp.h, mlp.manifest.json
   maxc compile model.json -O3 --cpu znver4 --emit obj,header,manifest,asm
   maxc compile examples/mlp/model.json -o mlp.o --emit obj,header,test-harness,bench-harness
+  maxc compile examples/mlp/model.json -o mlp_gpu.o --gpu gfx90a,gfx942,gfx1100   # + mlp.h (HIP; -lamdhip64)
+  maxc run examples/mlp/model.json --input x=x.npy --device amdgpu-emu             # GPU kernels, emulated on the CPU
   maxc inspect mlp.o                                       # or mlp.h, mlp.manifest.json; --json
   maxc diff old/mlp.manifest.json mlp.manifest.json        # exit 3: the interface changed
   maxc targets                                             # CPUs and triples (--json)
@@ -114,6 +116,11 @@ int main(int argc, char **argv) {
   compile_cmd->add_flag("--verify-reproducible", compile.verify_reproducible, "Compile twice; fail if artifacts differ");
   compile_cmd->add_flag("--MD", compile.depfile, "(-MD) Write a Make/Ninja depfile (OUT.o.d, or -MF FILE)");
   compile_cmd->add_option("--MF", compile.depfile_path, "(-MF FILE) Depfile path (implies -MD)");
+  compile_cmd->add_option("--gpu", compile.gpu,
+                          "AMD GPU architectures, comma-separated (gfx90a, gfx942, gfx1100, mi300x, ...): "
+                          "a HIP artifact (link -lamdhip64) instead of a CPU one");
+  compile_cmd->add_option("--code-object-version", compile.code_object_version,
+                          "AMDGPU code object version with --gpu: 4, 5 (default) or 6");
 
   auto *ops_cmd = app.add_subcommand("ops", "List the ops this build knows, with attributes");
 
@@ -179,7 +186,7 @@ int main(int argc, char **argv) {
     if (*run_cmd)
       return run_run(global, run);
     if (*compile_cmd)
-      return run_compile(global, compile);
+      return compile.gpu.empty() ? run_compile(global, compile) : run_compile_gpu(global, compile);
     if (*init_cmd)
       return run_init_weights(global, init);
     if (*ops_cmd)

@@ -45,4 +45,13 @@ int resolve_code_object_version(int version);
 std::string emit_amdgpu_code_object(const llvm::Module &module, const std::string &arch,
                                     int code_object_version);
 
+/// The same compile, as AMDGPU assembly (kernel resource comments
+/// included: "; NumVgprs:", "; NumSgprs:", "; ScratchSize:").
+std::string emit_amdgpu_assembly(const llvm::Module &module, const std::string &arch, int code_object_version);
+
+/// The data layout of amdgcn-amd-amdhsa for `arch` (set on a module before
+/// kernels are generated into it, so allocas land in the private address
+/// space).
+std::string amdgpu_data_layout(const std::string &arch);
+
 } // namespace maxc
