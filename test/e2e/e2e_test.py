@@ -498,29 +498,108 @@ def interface_of(ctx, name):
     return manifest["interface"]
 
 
-@case
-def run_device_cpu(ctx):
+def run_on_device(ctx, device, models):
+    """`maxc run --device DEVICE` against `--device reference` on random inputs."""
     rng = random.Random(SEED)
-    for name, batch in [("mlp", 4), ("gpt", 2)]:
+    for name, batch in models:
         model = ctx.example(name)
         ctx.weights(name)
         iface = interface_of(ctx, name)
         job = Job(ctx, name, iface, {d: batch for d in iface["dims"]}, rng, name)
-        cpu_dir, ref_dir = ctx.path(name + ".cpu"), ctx.path(name + ".reference")
+        cpu_dir, ref_dir = ctx.path(name + "." + device), ctx.path(name + ".reference")
         start = time.time()
-        ctx.run(job.maxc_run_args(model, cpu_dir, "cpu"), rc=0)
+        ctx.run(job.maxc_run_args(model, cpu_dir, device), rc=0)
         cpu_s = time.time() - start
         start = time.time()
         ctx.run(job.maxc_run_args(model, ref_dir, "reference"), rc=0)
         ref_s = time.time() - start
-        print("%s batch %d: --device cpu %.2f s, --device reference %.2f s" % (name, batch, cpu_s, ref_s))
+        print("%s batch %d: --device %s %.2f s, --device reference %.2f s" % (name, batch, device, cpu_s, ref_s))
         for spec in iface["outputs"]:
             d1, s1, got = read_npy(os.path.join(cpu_dir, spec["name"] + ".npy"))
             d2, s2, want = read_npy(os.path.join(ref_dir, spec["name"] + ".npy"))
-            expect(d1 == d2 and s1 == s2, "%s: --device cpu wrote %s %s, the reference %s %s"
-                   % (spec["name"], d1, s1, d2, s2))
-            worst = compare(got, want, "%s --device cpu output %s" % (name, spec["name"]))
+            expect(d1 == d2 and s1 == s2, "%s: --device %s wrote %s %s, the reference %s %s"
+                   % (spec["name"], device, d1, s1, d2, s2))
+            worst = compare(got, want, "%s --device %s output %s" % (name, device, spec["name"]))
             print("%s %s: max abs diff %.3g, max rel diff %.3g" % (name, spec["name"], worst[0], worst[1]))
+
+
+@case
+def run_device_cpu(ctx):
+    run_on_device(ctx, "cpu", [("mlp", 4), ("gpt", 2)])
+
+
+@case
+def run_device_amdgpu_emu(ctx):
+    """The GPU kernels of every example, executed by the host emulation."""
+    run_on_device(ctx, "amdgpu-emu", [("mlp", 3), ("cnn", 1), ("gpt", 2)])
+
+
+GPU_ARCHES = ["gfx90a", "gfx942", "gfx1100"]
+
+NO_DEVICE_PROGRAM = r"""
+#include "%(name)s.h"
+#include <stdio.h>
+int main(void) {
+  %(name)s_context *ctx = (%(name)s_context *)1;
+  int32_t s = %(name)s_init(&ctx);
+  printf("init: %%d (%%s)\n", (int)s, %(name)s_status_string(s));
+  if (ctx != NULL) { printf("context not cleared\n"); return 1; }
+  if (%(name)s_run_packed(NULL, NULL, NULL, NULL, NULL) != %(name)s_NULL_POINTER) { printf("null ctx\n"); return 1; }
+  %(name)s_destroy(NULL);
+  return s == %(name)s_NO_DEVICE ? 0 : 1;
+}
+"""
+
+
+@case
+def gpu_artifact(ctx):
+    """--gpu: a HSACO per arch (valid AMDGPU ELF with amdhsa notes naming the
+    manifest's kernels, disassembles for its arch) in a host object that links
+    with -lamdhip64 and, with no GPU here, returns the no-device status."""
+    require_tool("llvm-readelf-19", "reading the HSACO notes")
+    require_tool("llvm-objdump-19", "disassembling the HSACO")
+    for name in ["mlp", "gpt"]:
+        ctx.weights(name)
+        out = ctx.mkdir("gpu-" + name)
+        ctx.run(["-q", "compile", ctx.example(name), "-o", os.path.join(out, name + ".o"),
+                 "--gpu", ",".join(GPU_ARCHES), "--emit", "obj,header,manifest,hsaco"], rc=0, cwd=out)
+        manifest = json.load(open(os.path.join(out, name + ".manifest.json")))
+        expect([g["arch"] for g in manifest["gpu"]] == GPU_ARCHES, "manifest arches %s" % manifest["gpu"])
+        for g in manifest["gpu"]:
+            hsaco = os.path.join(out, "%s.%s.hsaco" % (name, g["arch"]))
+            expect(sha256_file(hsaco) == g["hsaco_sha256"], "%s: manifest hash differs" % hsaco)
+            notes = run_command(["llvm-readelf-19", "--notes", hsaco], out, rc=0).stdout
+            expect("amdhsa.target:   amdgcn-amd-amdhsa--" + g["arch"] in notes, "%s: no amdhsa.target" % hsaco)
+            for k in g["kernels"]:
+                expect(".name:           " + k["name"] + "\n" in notes, "%s: kernel %s not in the notes"
+                       % (hsaco, k["name"]))
+            dis = run_command(["llvm-objdump-19", "-d", "--mcpu=" + g["arch"], hsaco], out, rc=0).stdout
+            expect("s_endpgm" in dis, "%s: no kernel code in the disassembly" % hsaco)
+            print("%s %s: %d kernels, %d bytes" % (name, g["arch"], len(g["kernels"]), g["hsaco_bytes"]))
+        if name == "gpt":
+            expect(manifest["subgraphs"]["definitions"] == 1, "gpt: %s" % manifest["subgraphs"])
+        src = os.path.join(out, "app.c")
+        with open(src, "w") as f:
+            f.write(NO_DEVICE_PROGRAM % {"name": name})
+        app = os.path.join(out, "app")
+        run_command(["cc", "-I", out, src, os.path.join(out, name + ".o"), "-lamdhip64", "-o", app], out, rc=0)
+        r = run_command([app], out, rc=0)
+        print(r.stdout.strip())
+    # Byte-identical recompiles, hsaco included.
+    again = ctx.mkdir("gpu-mlp-again")
+    ctx.run(["-q", "compile", ctx.example("mlp"), "-o", os.path.join(again, "mlp.o"),
+             "--gpu", ",".join(GPU_ARCHES), "--emit", "obj,header,manifest,hsaco"], rc=0, cwd=again)
+    for f in listing(again):
+        expect(open(os.path.join(again, f), "rb").read() == open(os.path.join(ctx.path("gpu-mlp"), f), "rb").read(),
+               "%s differs between two GPU compiles" % f)
+    # Bad names fail before LLVM, with the valid list, and write nothing.
+    bad = ctx.mkdir("gpu-bad")
+    r = ctx.run(["compile", ctx.example("mlp"), "-o", os.path.join(bad, "mlp.o"), "--gpu", "gfx9999"], rc=1, cwd=bad)
+    expect("unknown AMD GPU architecture 'gfx9999'" in r.stderr and "gfx942" in r.stderr, "bad --gpu message", r)
+    r = ctx.run(["compile", ctx.example("mlp"), "-o", os.path.join(bad, "mlp.o"), "--gpu", "mi300x",
+                 "--code-object-version", "3"], rc=1, cwd=bad)
+    expect("code object version" in r.stderr, "bad --code-object-version message", r)
+    expect(listing(bad) == [], "a failed GPU compile left %s" % listing(bad))
 
 
 @case

@@ -22,9 +22,9 @@ static std::pair<std::string, std::string> split_assignment(const std::string &t
 
 int run_run(const GlobalOptions &global, const RunOptions &options) {
   DiagnosticEngine diagnostics;
-  if (options.device != "reference" && options.device != "cpu") {
+  if (options.device != "reference" && options.device != "cpu" && options.device != "amdgpu-emu") {
     diagnostics.error(ErrorCode::InvalidArgument, "", "--device",
-                      "unknown device '" + options.device + "' (expected reference or cpu)");
+                      "unknown device '" + options.device + "' (expected reference, cpu or amdgpu-emu)");
     return finish(global, diagnostics);
   }
   DimBindings dims;
@@ -79,7 +79,12 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
 
   std::vector<HostTensor> outputs;
   try {
-    outputs = options.device == "cpu" ? run_compiled_on_host(graph, inputs, dims) : Interpreter::run(graph, inputs, dims);
+    if (options.device == "cpu")
+      outputs = run_compiled_on_host(graph, inputs, dims);
+    else if (options.device == "amdgpu-emu") // the GPU kernels, every work-item emulated on the CPU
+      outputs = run_gpu_emulated(graph, inputs, dims);
+    else
+      outputs = Interpreter::run(graph, inputs, dims);
   } catch (const Error &e) {
     diagnostics.error(e, options.model, "");
     return finish(global, diagnostics);

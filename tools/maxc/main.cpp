@@ -84,7 +84,7 @@ int main(int argc, char **argv) {
   run_cmd->add_option("-i,--input", run.inputs, "Input data: NAME=FILE.npy (repeatable)");
   run_cmd->add_option("--dim", run.dims, "Value of a symbolic dim no input determines: NAME=N (repeatable)");
   run_cmd->add_option("--output-dir", run.output_dir, "Directory for the outputs, one NAME.npy each (default: .)");
-  run_cmd->add_option("--device", run.device, "Where to run: reference (the interpreter, default) or cpu (compiled, JIT)");
+  run_cmd->add_option("--device", run.device, "Where to run: reference (the interpreter, default), cpu (compiled, JIT) or amdgpu-emu (the GPU kernels, emulated on the CPU)");
 
   InitWeightsOptions init;
   auto *init_cmd = app.add_subcommand("init-weights", "Write deterministic random weights for a model");
