@@ -63,6 +63,7 @@ struct Emitter {
         Value *k_end = b.CreateSelect(b.CreateICmpSLT(b.CreateAdd(k0, b.getInt64(kKc)), g.k),
                                       b.CreateAdd(k0, b.getInt64(kKc)), g.k);
         Value *first = b.CreateICmpEQ(k0, b.getInt64(0));
+        Value *last = b.CreateICmpEQ(k_end, g.k);
         // Pack B[k0:k_end, j0:j0+NR] contiguously: the microkernel then reads
         // 2 cache lines per k instead of touching a new page per k.
         loop(k0, k_end, 1, [&](Value *kk) {
@@ -71,17 +72,30 @@ struct Emitter {
             b.CreateAlignedStore(x, packed_at(b.CreateSub(kk, k0), v), llvm::Align(64));
           }
         });
-        loop(b.getInt64(0), m_main, kRows, [&](Value *i0) { tile(i0, kRows, j0, k0, k_end, first, vec, fma); });
+        loop(b.getInt64(0), m_main, kRows, [&](Value *i0) { tile(i0, kRows, j0, k0, k_end, first, last, vec, fma); });
         // Leftover rows (M % 6) one at a time, still vectorized across the panel.
-        loop(m_main, g.m, 1, [&](Value *i) { tile(i, 1, j0, k0, k_end, first, vec, fma); });
+        loop(m_main, g.m, 1, [&](Value *i) { tile(i, 1, j0, k0, k_end, first, last, vec, fma); });
       });
     }
   }
 
+  // The epilogue over C[i_from:i_to, j_from:j_to], in place: a row loop
+  // around a contiguous column loop (for the loop vectorizer).
+  void epilogue(Value *i_from, Value *i_to, Value *j_from, Value *j_to) {
+    loop(i_from, i_to, 1, [&](Value *i) {
+      loop(j_from, j_to, 1, [&](Value *j) {
+        Value *p = at(g.c, i, g.ldc, j);
+        Value *acc = b.CreateAlignedLoad(b.getFloatTy(), p, llvm::Align(4));
+        b.CreateAlignedStore(g.epilogue->apply(b, acc, i, j), p, llvm::Align(4));
+      });
+    });
+  }
+
   // A rows x NR tile of C at (i0, j0) over k in [k0, k_end), accumulators in
-  // registers, starting from 0 on the first K block, else from C.
-  void tile(Value *i0, unsigned rows, Value *j0, Value *k0, Value *k_end, Value *first, llvm::FixedVectorType *vec,
-            llvm::Function *fma) {
+  // registers, starting from 0 on the first K block, else from C; after the
+  // last K block, the epilogue (if any) runs over the tile.
+  void tile(Value *i0, unsigned rows, Value *j0, Value *k0, Value *k_end, Value *first, Value *last,
+            llvm::FixedVectorType *vec, llvm::Function *fma) {
     unsigned lanes = g.lanes;
     llvm::Function *fn = b.GetInsertBlock()->getParent();
     Value *start[kRows][kVectors];
@@ -128,6 +142,15 @@ struct Emitter {
       for (unsigned v = 0; v < kVectors; ++v)
         b.CreateAlignedStore(acc[r][v], at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes))),
                              llvm::Align(4));
+    if (g.epilogue) {
+      auto *epi = llvm::BasicBlock::Create(ctx, "gemm.epilogue", fn);
+      auto *done = llvm::BasicBlock::Create(ctx, "gemm.epilogue.done", fn);
+      b.CreateCondBr(last, epi, done);
+      b.SetInsertPoint(epi);
+      epilogue(i0, b.CreateAdd(i0, b.getInt64(rows)), j0, b.CreateAdd(j0, b.getInt64(kVectors * lanes)));
+      b.CreateBr(done);
+      b.SetInsertPoint(done);
+    }
   }
 
   // C[i, j] for a rectangle, one dot product per element.
@@ -154,7 +177,7 @@ struct Emitter {
         k->addIncoming(b.CreateAdd(k, b.getInt64(1), "", true, true), b.GetInsertBlock());
         b.CreateBr(header);
         b.SetInsertPoint(exit);
-        b.CreateStore(acc, at(g.c, i, g.ldc, j));
+        b.CreateStore(g.epilogue ? g.epilogue->apply(b, acc, i, j) : static_cast<Value *>(acc), at(g.c, i, g.ldc, j));
       });
     });
   }
@@ -162,30 +185,50 @@ struct Emitter {
 
 } // namespace
 
-// The struct a panel task reads its arguments from.
-static llvm::StructType *task_args_type(llvm::LLVMContext &c) {
+// The struct a panel task reads its arguments from: a, b, c, m, n, k, lda,
+// ldb, ldc, then the epilogue's captures.
+static llvm::StructType *task_args_type(llvm::LLVMContext &c, const GemmEpilogue *epilogue) {
   auto *ptr = llvm::PointerType::getUnqual(c);
   auto *i64 = llvm::Type::getInt64Ty(c);
-  return llvm::StructType::get(c, {ptr, ptr, ptr, i64, i64, i64, i64, i64, i64});
+  std::vector<llvm::Type *> fields = {ptr, ptr, ptr, i64, i64, i64, i64, i64, i64};
+  if (epilogue)
+    for (Value *v : epilogue->captures)
+      fields.push_back(v->getType());
+  return llvm::StructType::get(c, fields);
 }
 
 // void <prefix>.gemm_panel(ptr args, i64 panel): one column panel, the unit
-// of work handed to the caller's parallel_for (or run in a loop).
-static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, unsigned lanes) {
-  std::string name = prefix + ".gemm_panel." + std::to_string(lanes);
-  if (llvm::Function *f = m.getFunction(name))
+// of work handed to the caller's parallel_for (or run in a loop). Shared by
+// every GEMM without an epilogue; one of its own for each with one.
+static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, unsigned lanes,
+                                  const GemmEpilogue *epilogue) {
+  std::string name = prefix + ".gemm_panel." + std::to_string(lanes) + (epilogue ? ".epilogue" : "");
+  if (llvm::Function *f = m.getFunction(name); f && !epilogue)
     return f;
   llvm::LLVMContext &c = m.getContext();
   auto *type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {llvm::PointerType::getUnqual(c), llvm::Type::getInt64Ty(c)}, false);
   auto *fn = llvm::Function::Create(type, llvm::GlobalValue::InternalLinkage, name, m);
   fn->addFnAttr(llvm::Attribute::NoUnwind);
-  llvm::IRBuilder<> b(llvm::BasicBlock::Create(c, "entry", fn));
-  llvm::StructType *st = task_args_type(c);
+  auto *entry_block = llvm::BasicBlock::Create(c, "entry", fn);
+  llvm::IRBuilder<> b(entry_block);
+  llvm::StructType *st = task_args_type(c, epilogue);
   Value *args = fn->getArg(0);
   auto field = [&](unsigned i, llvm::Type *t) { return b.CreateLoad(t, b.CreateStructGEP(st, args, i)); };
   GemmArgs g{field(0, b.getPtrTy()), field(1, b.getPtrTy()), field(2, b.getPtrTy()), field(3, b.getInt64Ty()),
              field(4, b.getInt64Ty()), field(5, b.getInt64Ty()), field(6, b.getInt64Ty()), field(7, b.getInt64Ty()),
-             field(8, b.getInt64Ty()), lanes, prefix};
+             field(8, b.getInt64Ty()), lanes, prefix, epilogue};
+  if (epilogue) {
+    // The epilogue's own entry code (its loads of buffers, dims...) goes
+    // before the branch to the body.
+    std::vector<Value *> captured;
+    for (unsigned i = 0; i < epilogue->captures.size(); ++i)
+      captured.push_back(field(9 + i, epilogue->captures[i]->getType()));
+    auto *body = llvm::BasicBlock::Create(c, "body", fn);
+    llvm::BranchInst *br = b.CreateBr(body);
+    llvm::IRBuilder<> entry(br);
+    epilogue->enter(entry, captured);
+    b.SetInsertPoint(body);
+  }
   Emitter e{b, g};
   auto *packed = b.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), kKc * kVectors * lanes));
   packed->setAlignment(llvm::Align(64));
@@ -193,6 +236,8 @@ static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, un
   Value *m_main = b.CreateMul(b.CreateSDiv(g.m, b.getInt64(kRows)), b.getInt64(kRows));
   e.panel(b.CreateMul(fn->getArg(1), b.getInt64(kVectors * lanes)), m_main);
   b.CreateRetVoid();
+  if (epilogue)
+    epilogue->leave();
   return fn;
 }
 
@@ -203,18 +248,19 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
   llvm::Module &m = *fn->getParent();
   llvm::LLVMContext &c = m.getContext();
   int64_t nr = kVectors * args.lanes;
-  Value *m_main = b.CreateMul(b.CreateSDiv(args.m, b.getInt64(kRows)), b.getInt64(kRows));
   Value *n_main = b.CreateMul(b.CreateSDiv(args.n, b.getInt64(nr)), b.getInt64(nr));
   Value *panels = b.CreateSDiv(args.n, b.getInt64(nr));
 
   // Arguments for the panel tasks, in an entry-block alloca.
   llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
-  llvm::StructType *st = task_args_type(c);
+  llvm::StructType *st = task_args_type(c, args.epilogue);
   Value *task_args = entry.CreateAlloca(st);
-  Value *fields[] = {args.a, args.b, args.c, args.m, args.n, args.k, args.lda, args.ldb, args.ldc};
-  for (unsigned i = 0; i < 9; ++i)
+  std::vector<Value *> fields = {args.a, args.b, args.c, args.m, args.n, args.k, args.lda, args.ldb, args.ldc};
+  if (args.epilogue)
+    fields.insert(fields.end(), args.epilogue->captures.begin(), args.epilogue->captures.end());
+  for (unsigned i = 0; i < fields.size(); ++i)
     b.CreateStore(fields[i], b.CreateStructGEP(st, task_args, i));
-  llvm::Function *task = panel_task(m, args.prefix, args.lanes);
+  llvm::Function *task = panel_task(m, args.prefix, args.lanes, args.epilogue);
 
   // The caller's parallel_for, if it set one (NAME_set_parallel_for), runs
   // the panels; else they run here, one after another.

@@ -9,13 +9,33 @@
 //
 // Column panels are independent tasks: when the caller has installed a
 // parallel_for (NAME_set_parallel_for), they run through it, else in a loop.
+// An optional epilogue (bias, activation, residual add...) rewrites each
+// tile once it is final, inside the panel's task.
 #pragma once
 
 #include <llvm/IR/IRBuilder.h>
 
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace maxc::codegen {
+
+/// An epilogue: once C[i, j] is final (after the last K block of its tile,
+/// while the tile is in cache), C[i, j] = apply(C[i, j], i, j), in a loop
+/// over the tile's rows and columns. Panels run in a task function of their
+/// own (one per GEMM with an epilogue), so apply() may be called in another
+/// function than the GEMM's caller: the values it needs from the caller go
+/// through `captures` (i64 or ptr), enter() is called when emission moves
+/// into the task (entry: a builder before the task entry block's terminator,
+/// captured: the captures there) and leave() when it moves back. apply()
+/// emits at `b`'s insertion point and leaves `b` after its code.
+struct GemmEpilogue {
+  std::vector<llvm::Value *> captures;
+  std::function<void(llvm::IRBuilder<> &entry, const std::vector<llvm::Value *> &captured)> enter;
+  std::function<void()> leave;
+  std::function<llvm::Value *(llvm::IRBuilder<> &b, llvm::Value *acc, llvm::Value *row, llvm::Value *col)> apply;
+};
 
 struct GemmArgs {
   llvm::Value *a, *b, *c;          // base pointers (f32)
@@ -23,6 +43,7 @@ struct GemmArgs {
   llvm::Value *lda, *ldb, *ldc;    // i64 row strides, in elements
   unsigned lanes = 16;
   std::string prefix;              // the model's symbol prefix (for helpers and the parallel_for hook)
+  const GemmEpilogue *epilogue = nullptr; // optional
 };
 
 void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args);

@@ -508,6 +508,24 @@ private:
     return batch_index(operand, result, bidx);
   }
 
+  /// Stores a matmul/conv result element — or, when the plan gives the node
+  /// a GEMM epilogue, the chain's value at that index (the matmul value is
+  /// the accumulator there), into the chain's stored value.
+  void store_gemm_result(const Node &node, const Index &idx, Value *linear, Value *value) {
+    ValueId out = node.results[0];
+    auto epilogue = plan_.epilogues.find(static_cast<size_t>(&node - g_.nodes().data()));
+    if (epilogue == plan_.epilogues.end()) {
+      store_element(g_.type_of(out).dtype, pointer_of(out), linear, value);
+      return;
+    }
+    ValueId r = epilogue->second;
+    element_overrides_[out] = value;
+    const ValueInfo &info = g_.value_info(r);
+    Value *v = node_element(g_.nodes()[info.producer], info.index, idx);
+    element_overrides_.erase(out);
+    store_element(g_.type_of(r).dtype, pointer_of(r), linear, v);
+  }
+
   GpuKernel matmul_kernel(const Node &node) {
     ValueId a = node.operands[0], bm = node.operands[1], out = node.results[0];
     bool ta = node.attrs.get_bool("transpose_a"), tb = node.attrs.get_bool("transpose_b");
@@ -538,7 +556,13 @@ private:
     gm.store = [&](Value *bl, Value *i, Value *j, Value *acc) {
       Value *m = dim(gm.m), *n = dim(gm.n);
       Value *lin = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(bl, m), i), n), j);
-      store_element(d, pointer_of(out), lin, from_accumulator(acc, d));
+      std::vector<Value *> batch_dims;
+      for (size_t k = 0; k + 2 < cs.size(); ++k)
+        batch_dims.push_back(dim(cs[k]));
+      Index idx = unravel(bl, batch_dims);
+      idx.push_back(i);
+      idx.push_back(j);
+      store_gemm_result(node, idx, lin, from_accumulator(acc, d));
     };
     tiled_gemm(gm);
     return std::move(kernel_);
@@ -592,7 +616,8 @@ private:
       if (node.operands.size() > 2)
         acc = b_.CreateFAdd(acc, to_acc(element(node.operands[2], {o}), d, gm.acc_type));
       Value *lin = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(n, b_.getInt64(O)), o), b_.getInt64(OH * OW)), p);
-      store_element(d, pointer_of(out), lin, from_accumulator(acc, d));
+      Index idx = {n, o, b_.CreateUDiv(p, b_.getInt64(OW)), b_.CreateURem(p, b_.getInt64(OW))};
+      store_gemm_result(node, idx, lin, from_accumulator(acc, d));
     };
     tiled_gemm(gm);
     return std::move(kernel_);

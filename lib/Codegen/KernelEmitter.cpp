@@ -15,6 +15,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 
 namespace maxc::codegen {
@@ -133,8 +134,7 @@ private:
       return emit_call(node);
     if (node.op == "matmul")
       return emit_matmul(node);
-    if (conv_uses_gemm(g_, node) && plan_.values[node.operands[0]].storage != Storage::fused &&
-        plan_.values[node.operands[1]].storage != Storage::fused)
+    if (node.op == "conv2d" && node_uses_gemm(g_, plan_, node))
       return emit_conv_gemm(node);
     for (size_t r = 0; r < node.results.size(); ++r) {
       ValueId v = node.results[r];
@@ -205,9 +205,7 @@ private:
   void emit_matmul(const Node &node) {
     ValueId out = node.results[0];
     bool ta = node.attrs.get_bool("transpose_a"), tb = node.attrs.get_bool("transpose_b");
-    if (!ta && !tb && g_.type_of(out).dtype == DType::f32 &&
-        plan_.values[node.operands[0]].storage != Storage::fused &&
-        plan_.values[node.operands[1]].storage != Storage::fused)
+    if (matmul_uses_gemm(g_, plan_, node))
       return emit_gemm(node);
     const Shape &cs = g_.type_of(out).shape;
     const Shape &as = g_.type_of(node.operands[0]).shape;
@@ -288,8 +286,105 @@ private:
     });
   }
 
+  // ---- GEMM epilogues ----
+
+  static constexpr ValueId kNoValue = ~ValueId(0);
+
+  /// The emitter's per-function state: what enter() swaps out when the
+  /// epilogue is emitted into a GEMM panel task (a function of its own).
+  struct FunctionState {
+    llvm::IRBuilderBase::InsertPoint ip, entry_ip;
+    Value *buffers = nullptr, *dims = nullptr, *workspace = nullptr;
+    std::map<size_t, Value *> buffer_args;
+    std::map<ValueId, Value *> temp_pointers;
+    std::vector<Value *> slot_offsets;
+    Value *slots_end = nullptr;
+    std::map<std::string, Value *> symbol_values, dim_values;
+    std::map<std::pair<const Graph *, std::string>, Value *> external_pointers;
+  };
+
+  void swap_state(FunctionState &s) {
+    llvm::IRBuilderBase::InsertPoint ip = b_.saveIP(), entry_ip = entry_b_.saveIP();
+    b_.restoreIP(s.ip);
+    entry_b_.restoreIP(s.entry_ip);
+    s.ip = ip;
+    s.entry_ip = entry_ip;
+    std::swap(buffers_, s.buffers);
+    std::swap(dims_, s.dims);
+    std::swap(workspace_, s.workspace);
+    std::swap(buffer_args_, s.buffer_args);
+    std::swap(temp_pointers_, s.temp_pointers);
+    std::swap(slot_offsets_, s.slot_offsets);
+    std::swap(slots_end_, s.slots_end);
+    std::swap(symbol_values_, s.symbol_values);
+    std::swap(dim_values_, s.dim_values);
+    std::swap(external_pointers_, s.external_pointers);
+  }
+
+  /// The epilogue of GEMM node `node` (bias: conv2d's per-row bias operand,
+  /// added first; then the plan's chain, if any). `index(prefix, row, col)`
+  /// maps a C element to the result's full index, `prefix` being the batch
+  /// index values where the code runs (the caller's `batch`, or their
+  /// copies inside the panel task). Null when there is nothing to do.
+  struct Epilogue {
+    GemmEpilogue gemm;
+    FunctionState saved;
+    Index batch, batch_here;
+  };
+  std::unique_ptr<Epilogue> make_epilogue(const Node &node, size_t n, const Index &batch, ValueId bias,
+                                          std::function<Index(const Index &, Value *, Value *)> index) {
+    auto it = plan_.epilogues.find(n);
+    if (it == plan_.epilogues.end() && bias == kNoValue)
+      return nullptr;
+    ValueId m = node.results[0];
+    ValueId r = it == plan_.epilogues.end() ? kNoValue : it->second;
+    auto e = std::make_unique<Epilogue>();
+    Epilogue *ep = e.get();
+    ep->batch = ep->batch_here = batch;
+    ep->gemm.captures = {buffers_, dims_, workspace_};
+    ep->gemm.captures.insert(ep->gemm.captures.end(), batch.begin(), batch.end());
+    ep->gemm.enter = [this, ep](llvm::IRBuilder<> &entry, const std::vector<Value *> &captured) {
+      ep->saved = FunctionState{};
+      ep->saved.ip = llvm::IRBuilderBase::InsertPoint(entry.GetInsertBlock(), entry.GetInsertPoint());
+      ep->saved.entry_ip = ep->saved.ip;
+      ep->saved.buffers = captured[0];
+      ep->saved.dims = captured[1];
+      ep->saved.workspace = captured[2];
+      swap_state(ep->saved);
+      ep->batch_here = Index(captured.begin() + 3, captured.end());
+    };
+    ep->gemm.leave = [this, ep] {
+      swap_state(ep->saved);
+      ep->batch_here = ep->batch;
+    };
+    ep->gemm.apply = [this, ep, m, r, bias, index](llvm::IRBuilder<> &at, Value *acc, Value *row, Value *col) {
+      b_.SetInsertPoint(at.GetInsertBlock());
+      Value *v = acc;
+      if (bias != kNoValue)
+        v = b_.CreateFAdd(v, element(bias, {row}));
+      if (r != kNoValue) {
+        element_overrides_[m] = v;
+        const ValueInfo &info = g_.value_info(r);
+        v = node_element(g_.nodes()[info.producer], info.index, index(ep->batch_here, row, col));
+        element_overrides_.erase(m);
+      }
+      at.SetInsertPoint(b_.GetInsertBlock());
+      return v;
+    };
+    return e;
+  }
+
+  /// Where a GEMM node's C lives: its epilogue's stored value, if any.
+  Value *gemm_output(size_t n, ValueId out) {
+    auto it = plan_.epilogues.find(n);
+    return pointer_of(it == plan_.epilogues.end() ? out : it->second);
+  }
+
+  size_t node_index(const Node &node) const { return static_cast<size_t>(&node - g_.nodes().data()); }
+
   // f32, row-major operands in memory: the register-blocked GEMM, once per
-  // batch (broadcast batch dims reuse the same operand matrix).
+  // batch (broadcast batch dims reuse the same operand matrix). With an
+  // epilogue, C is the buffer of the chain's stored value (same shape, f32).
   void emit_gemm(const Node &node) {
     ValueId out = node.results[0], a = node.operands[0], bm = node.operands[1];
     const Shape &cs = g_.type_of(out).shape, &as = g_.type_of(a).shape, &bs = g_.type_of(bm).shape;
@@ -298,13 +393,21 @@ private:
     Value *m = cdims[rank - 2], *n = cdims[rank - 1], *k = adims.back();
     std::vector<Value *> cbatch(cdims.begin(), cdims.end() - 2), abatch(adims.begin(), adims.end() - 2),
         bbatch(bdims.begin(), bdims.end() - 2);
-    Value *aptr = pointer_of(a), *bptr = pointer_of(bm), *cptr = pointer_of(out);
+    size_t n_index = node_index(node);
+    Value *aptr = pointer_of(a), *bptr = pointer_of(bm), *cptr = gemm_output(n_index, out);
     loop_nest(cbatch, [&](const Index &bidx) {
+      auto epi = make_epilogue(node, n_index, bidx, kNoValue, [](const Index &prefix, Value *row, Value *col) {
+        Index idx = prefix;
+        idx.push_back(row);
+        idx.push_back(col);
+        return idx;
+      });
       Value *a_off = b_.CreateMul(linear_index(batch_index(as, cs, bidx), abatch), b_.CreateMul(m, k));
       Value *b_off = b_.CreateMul(linear_index(batch_index(bs, cs, bidx), bbatch), b_.CreateMul(k, n));
       Value *c_off = b_.CreateMul(linear_index(bidx, cbatch), b_.CreateMul(m, n));
       GemmArgs args{b_.CreateGEP(b_.getFloatTy(), aptr, a_off), b_.CreateGEP(b_.getFloatTy(), bptr, b_off),
-                    b_.CreateGEP(b_.getFloatTy(), cptr, c_off), m, n, k, k, n, n, mod_.lanes, mod_.prefix};
+                    b_.CreateGEP(b_.getFloatTy(), cptr, c_off), m, n, k, k, n, n, mod_.lanes, mod_.prefix,
+                    epi ? &epi->gemm : nullptr};
       emit_gemm_f32(b_, args);
     });
   }
@@ -312,7 +415,8 @@ private:
   // conv2d (f32, one group) as im2col + GEMM, per image: the transposed
   // column matrix colsT[c*KH*KW + ky*KW + kx, oy*OW + ox] (zeros where the
   // window hangs over the padding) goes to the scratch slot; then
-  // out[n] [O, OH*OW] = W [O, C*KH*KW] @ colsT — already NCHW — plus bias.
+  // out[n] [O, OH*OW] = W [O, C*KH*KW] @ colsT — already NCHW — with bias
+  // and the plan's epilogue chain applied per finished tile.
   void emit_conv_gemm(const Node &node) {
     ValueId x = node.operands[0], w = node.operands[1], out = node.results[0];
     const Shape &xs = g_.type_of(x).shape, &ws = g_.type_of(w).shape, &os = g_.type_of(out).shape;
@@ -321,7 +425,8 @@ private:
     std::vector<int64_t> stride = node.attrs.get_ints("stride"), dil = node.attrs.get_ints("dilation");
     auto pad = padding4(node.attrs);
     Value *cols = b_.CreateGEP(b_.getInt8Ty(), workspace_, workspace_slot_offset(plan_.scratch_slot));
-    Value *xptr = pointer_of(x), *wptr = pointer_of(w), *optr = pointer_of(out);
+    size_t n_index = node_index(node);
+    Value *xptr = pointer_of(x), *wptr = pointer_of(w), *optr = gemm_output(n_index, out);
     int64_t K = C * KH * KW, P = OH * OW;
     loop(dim(xs[0]), [&](Value *n) {
       loop_nest({b_.getInt64(C), b_.getInt64(KH), b_.getInt64(KW), b_.getInt64(OH)}, [&](const Index &q) {
@@ -341,15 +446,17 @@ private:
         });
       });
       Value *out_n = b_.CreateGEP(b_.getFloatTy(), optr, b_.CreateMul(n, b_.getInt64(O * P)));
+      // The epilogue: bias (one per output channel, a row of C), then the
+      // plan's chain at (n, o, oy, ox).
+      ValueId bias = node.operands.size() > 2 ? node.operands[2] : kNoValue;
+      auto epi = make_epilogue(node, n_index, {n}, bias, [this, OW](const Index &prefix, Value *row, Value *col) {
+        Value *ow = b_.getInt64(OW);
+        return Index{prefix[0], row, b_.CreateUDiv(col, ow), b_.CreateURem(col, ow)};
+      });
       GemmArgs args{wptr, cols, out_n, b_.getInt64(O), b_.getInt64(P), b_.getInt64(K),
-                    b_.getInt64(K), b_.getInt64(P), b_.getInt64(P), mod_.lanes, mod_.prefix};
+                    b_.getInt64(K), b_.getInt64(P), b_.getInt64(P), mod_.lanes, mod_.prefix,
+                    epi ? &epi->gemm : nullptr};
       emit_gemm_f32(b_, args);
-      if (node.operands.size() > 2)
-        loop_nest({b_.getInt64(O), b_.getInt64(P)}, [&](const Index &i) {
-          Value *at = b_.CreateAdd(b_.CreateMul(i[0], b_.getInt64(P)), i[1]);
-          Value *sum = b_.CreateFAdd(load_element(DType::f32, out_n, at), element(node.operands[2], {i[0]}));
-          store_element(DType::f32, out_n, at, sum);
-        });
     });
   }
 

@@ -3,6 +3,7 @@
 #include "maxc/Support/Error.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace maxc {
@@ -19,6 +20,16 @@ bool is_elemental_op(const std::string &op) {
 bool is_reduction_op(const std::string &op) {
   return op == "sum" || op == "mean" || op == "max" || op == "min" || op == "prod" || op == "argmax" ||
          op == "argmin";
+}
+
+// Elementwise ops that read every operand at the output's own index (up to
+// broadcasting): the ops a GEMM epilogue chain may consist of.
+static bool is_epilogue_op(const std::string &op) {
+  static const std::set<std::string> ops = {
+      "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "silu", "erf", "sin",
+      "cos", "floor", "ceil", "round", "sign", "not", "cast", "add", "sub", "mul", "div", "pow", "maximum",
+      "minimum", "mod", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "where"};
+  return ops.count(op) != 0;
 }
 
 // Ops with no operands whose elements cost nothing to recompute.
@@ -77,25 +88,75 @@ LoweringPlan plan_lowering(const Graph &g) {
     }
   }
 
-  // The kernel that evaluates each node: its own if any result is stored,
-  // else its (single) consumer's.
+  // GEMM epilogues: a GEMM result m read by one node c of the elementwise
+  // chain ops, at c's own index (same shape), then c's result the same way
+  // while it is fused, up to the first stored value r. The GEMM kernel then
+  // evaluates the chain on each finished tile and writes r (f32, the same
+  // shape: the GEMM accumulates in r's buffer); m is never stored.
+  std::map<size_t, size_t> epilogue_at; // the node computing r -> its GEMM node
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const Node &node = nodes[n];
+    if (!node_uses_gemm(g, plan, node))
+      continue;
+    ValueId m = node.results[0];
+    if (plan.values[m].storage != Storage::temp)
+      continue; // a graph output stays stored
+    const Shape &shape = g.type_of(m).shape;
+    ValueId v = m;
+    bool ok = true;
+    while (ok) {
+      // Every use of v is by one node (x * x reads x twice, at one index).
+      const std::vector<size_t> &uses = consumers[v];
+      ok = !uses.empty() && std::all_of(uses.begin(), uses.end(), [&](size_t c) { return c == uses[0]; });
+      if (!ok)
+        break;
+      const Node &c = nodes[uses[0]];
+      ok = is_epilogue_op(c.op) && c.results.size() == 1 && g.type_of(c.results[0]).shape == shape &&
+           g.type_of(v).shape == shape;
+      if (!ok)
+        break;
+      v = c.results[0];
+      if (plan.values[v].storage != Storage::fused)
+        break;
+    }
+    Storage rs = plan.values[v].storage;
+    if (!ok || v == m || (rs != Storage::temp && rs != Storage::output) || g.type_of(v).dtype != DType::f32)
+      continue;
+    // Two GEMM results meeting in one chain (x@w1 + y@w2): the first GEMM
+    // takes the chain, the second stays stored and is read by it.
+    if (epilogue_at.count(static_cast<size_t>(g.value_info(v).producer)))
+      continue;
+    plan.values[m] = {Storage::fused, 0};
+    plan.epilogues[n] = v;
+    epilogue_at[static_cast<size_t>(g.value_info(v).producer)] = n;
+  }
+
+  // When each node's work happens (a kernel position, a node index): its own
+  // if any result is stored, else its latest consumer's; a GEMM with an
+  // epilogue runs where its epilogue's stored value is computed.
   std::vector<size_t> kernel_of(nodes.size());
+  std::vector<bool> stored(nodes.size());
   for (size_t n = nodes.size(); n-- > 0;) {
     const Node &node = nodes[n];
-    bool stored = node.results.empty();
+    stored[n] = node.results.empty();
     size_t k = n;
     for (ValueId v : node.results) {
       if (plan.values[v].storage != Storage::fused)
-        stored = true;
+        stored[n] = true;
       else
         for (size_t c : consumers[v])
           k = std::max(k, kernel_of[c]);
     }
-    kernel_of[n] = stored ? n : k;
-    if (stored && node.op != "constant")
+    if (auto it = plan.epilogues.find(n); it != plan.epilogues.end())
+      k = static_cast<size_t>(g.value_info(it->second).producer);
+    kernel_of[n] = stored[n] ? n : k;
+  }
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    if (auto it = epilogue_at.find(n); it != epilogue_at.end())
+      plan.kernels.push_back(it->second);
+    else if (stored[n] && nodes[n].op != "constant")
       plan.kernels.push_back(n);
   }
-  std::reverse(plan.kernels.begin(), plan.kernels.end());
 
   // Liveness: a stored value is read until the last kernel that reads it.
   std::vector<size_t> last_use(g.num_values(), 0);
@@ -154,6 +215,20 @@ LoweringPlan plan_lowering(const Graph &g) {
   return plan;
 }
 
+bool matmul_uses_gemm(const Graph &g, const LoweringPlan &plan, const Node &node) {
+  return node.op == "matmul" && !node.attrs.get_bool("transpose_a") && !node.attrs.get_bool("transpose_b") &&
+         g.type_of(node.results[0]).dtype == DType::f32 &&
+         plan.values[node.operands[0]].storage != Storage::fused &&
+         plan.values[node.operands[1]].storage != Storage::fused;
+}
+
+bool node_uses_gemm(const Graph &g, const LoweringPlan &plan, const Node &node) {
+  if (node.op == "matmul")
+    return matmul_uses_gemm(g, plan, node);
+  return conv_uses_gemm(g, node) && plan.values[node.operands[0]].storage != Storage::fused &&
+         plan.values[node.operands[1]].storage != Storage::fused;
+}
+
 bool conv_uses_gemm(const Graph &g, const Node &node, int64_t *bytes) {
   if (node.op != "conv2d" || node.attrs.get_int("groups") != 1)
     return false;
@@ -200,6 +275,8 @@ std::string describe_plan(const Graph &g, const LoweringPlan &plan) {
         out += " slot " + std::to_string(p.index) + " (" + plan.slots[p.index].bytes.to_string() + " bytes)";
       if (p.storage == Storage::output || p.storage == Storage::input)
         out += " " + std::to_string(p.index);
+      if (auto it = plan.epilogues.find(n); it != plan.epilogues.end() && v == g.nodes()[n].results[0])
+        out += " (GEMM epilogue -> %" + std::to_string(it->second) + ")";
       out += "\n";
     }
   return out;

@@ -5,6 +5,7 @@
 
 #include "maxc/IR/Graph.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,8 +34,16 @@ struct LoweringPlan {
   /// Graph outputs whose value lives elsewhere (an input, a constant or an
   /// earlier output): copied into output buffer `first` from value `second`.
   std::vector<std::pair<size_t, ValueId>> output_copies;
-  /// Node indices whose results are computed by a kernel of their own, in order.
+  /// Node indices whose results are computed by a kernel of their own, in
+  /// execution order. A GEMM node with an epilogue runs at the position of
+  /// the node that computes its epilogue's stored value (every operand of
+  /// the chain exists by then); that node gets no kernel of its own.
   std::vector<size_t> kernels;
+  /// GEMM epilogues: a GEMM node (a matmul_uses_gemm / conv_uses_gemm node)
+  /// whose result feeds a single-use chain of same-shape elementwise ops
+  /// ends with that chain: its result is fused, and the GEMM kernel computes
+  /// the chain tile by tile, writing the first stored value of the chain.
+  std::map<size_t, ValueId> epilogues; // GEMM node index -> the stored value its epilogue chain computes
   /// A slot for kernels' private scratch (the im2col matrix of a convolution
   /// lowered to GEMM); only one kernel runs at a time, so they share it.
   /// npos when no kernel needs scratch.
@@ -44,6 +53,14 @@ struct LoweringPlan {
 /// True for a conv2d the code generator lowers as im2col + GEMM (f32, one
 /// group); its scratch bytes are returned in `bytes`.
 bool conv_uses_gemm(const Graph &graph, const Node &node, int64_t *bytes = nullptr);
+
+/// True for a matmul the code generator lowers to the register-blocked GEMM
+/// (f32, no transposes, both operands stored under `plan`).
+bool matmul_uses_gemm(const Graph &graph, const LoweringPlan &plan, const Node &node);
+
+/// True for a node that runs as a GEMM kernel under `plan`: such a matmul,
+/// or a conv_uses_gemm conv2d whose input and weights are stored.
+bool node_uses_gemm(const Graph &graph, const LoweringPlan &plan, const Node &node);
 
 /// Ops that compute one output element from operand elements without inner
 /// loops: they fuse into their consumers.
@@ -58,7 +75,9 @@ LoweringPlan plan_lowering(const Graph &graph);
 /// 64 bytes, plus the largest callee's need (the sum when they are symbolic).
 Dim workspace_bound(const Graph &graph);
 
-/// "%3 temp slot 1", one line per value; for golden tests of fusion decisions.
+/// "%3 temp slot 1", one line per value; for golden tests of fusion
+/// decisions. A GEMM result with an epilogue reads "fused (GEMM epilogue ->
+/// %7)", %7 being the stored value its kernel writes.
 std::string describe_plan(const Graph &graph, const LoweringPlan &plan);
 
 } // namespace maxc

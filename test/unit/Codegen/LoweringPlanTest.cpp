@@ -4,6 +4,8 @@
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Transforms/Decompose.h"
 
+#include <algorithm>
+
 using namespace maxc;
 using namespace maxc::test;
 
@@ -55,9 +57,10 @@ TEST_CASE("matmul operands are stored; constant weights are pre-transposed", "[c
   CHECK(describe_plan(*lowered, plan) == "%1 constant: constant\n"
                                          "%2 gelu: temp slot 0 (32*n bytes)\n"
                                          "%3 constant: constant\n"
-                                         "%4 matmul: temp slot 1 (16*n bytes)\n"
+                                         "%4 matmul: fused (GEMM epilogue -> %5)\n"
                                          "%5 relu: output 0\n");
-  CHECK(workspace_bound(*lowered).to_string() == "48*n+126");
+  CHECK(plan.kernels == std::vector<size_t>{1, 3}); // gelu, then the GEMM with relu on its tiles
+  CHECK(workspace_bound(*lowered).to_string() == "32*n+63");
 }
 
 TEST_CASE("slots are reused once their value is dead", "[codegen][plan]") {
@@ -85,4 +88,96 @@ TEST_CASE("f32 convolutions reserve one shared im2col scratch slot", "[codegen][
   REQUIRE(plan.scratch_slot != static_cast<size_t>(-1));
   CHECK(plan.slots[plan.scratch_slot].bytes == Dim(27 * 64 * 4));
   CHECK(conv_uses_gemm(*g, g->nodes()[0]));
+}
+
+TEST_CASE("GEMM epilogues: linear + bias + relu runs in the GEMM kernel", "[codegen][plan][epilogue]") {
+  auto g = std::make_unique<Graph>("g", std::vector<TensorType>{TensorType(DType::f32, {Dim("n"), 8})});
+  {
+    GraphRealizationContext ctx(*g);
+    Tensor x = Tensor::from_graph_value(g->inputs()[0]);
+    Tensor w = ctx.add_source(Tensor::from_host(random_tensor(DType::f32, {4, 8})), "w");
+    Tensor b = ctx.add_source(Tensor::from_host(random_tensor(DType::f32, {4})), "b");
+    Tensor h = ops::relu(ops::linear(x, w, b));
+    g->output({ops::sigmoid(ops::linear(h, ctx.add_source(Tensor::from_host(random_tensor(DType::f32, {4, 4})), "w2"))) + 1.0});
+  }
+  auto lowered = decompose(*g);
+  LoweringPlan plan = plan_lowering(*lowered);
+  // Each matmul's result is never stored: the GEMM accumulates into the
+  // chain's stored value (relu's temp, the output) and finishes each tile
+  // with + bias, relu (+ 1.0 read from a fused full).
+  CHECK(describe_plan(*lowered, plan) == "%1 constant: constant\n"
+                                         "%2 constant: constant\n"
+                                         "%3 constant: constant\n"
+                                         "%4 matmul: fused (GEMM epilogue -> %6)\n"
+                                         "%5 add: fused\n"
+                                         "%6 relu: temp slot 0 (16*n bytes)\n"
+                                         "%7 constant: constant\n"
+                                         "%8 constant: constant\n"
+                                         "%9 matmul: fused (GEMM epilogue -> %12)\n"
+                                         "%10 sigmoid: fused\n"
+                                         "%11 full: fused\n"
+                                         "%12 add: output 0\n");
+  CHECK(plan.epilogues.size() == 2);
+  CHECK(plan.kernels.size() == 2);
+}
+
+TEST_CASE("GEMM epilogues: conv2d + bias + residual + relu", "[codegen][plan][epilogue]") {
+  auto g = trace({TensorType(DType::f32, {Dim("n"), 4, 8, 8}), TensorType(DType::f32, {4, 4, 3, 3}),
+                  TensorType(DType::f32, {4})},
+                 [](auto &in) {
+                   ops::Conv2dOptions same;
+                   same.padding = {1, 1, 1, 1};
+                   return std::vector<Tensor>{ops::relu(in[0] + ops::conv2d(in[0], in[1], in[2], same))};
+                 });
+  LoweringPlan plan = plan_lowering(*g);
+  CHECK(describe_plan(*g, plan) == "%3 conv2d: fused (GEMM epilogue -> %5)\n"
+                                   "%4 add: fused\n"
+                                   "%5 relu: output 0\n");
+  CHECK(plan.epilogues.size() == 1);
+  CHECK(plan.kernels == std::vector<size_t>{0}); // the conv, writing relu(x + conv) into the output
+  CHECK(plan.scratch_slot == 0);
+  CHECK(plan.slots.size() == 1); // only the im2col scratch
+}
+
+TEST_CASE("GEMM epilogues: where the chain does not fuse", "[codegen][plan][epilogue]") {
+  auto g = trace({TensorType(DType::f32, {6, 8}), TensorType(DType::f32, {8, 5}), TensorType(DType::f32, {2, 6, 5}),
+                  TensorType(DType::f32, {8, 6})},
+                 [](auto &in) {
+                   Tensor h = ops::matmul(in[0], in[1]);
+                   return std::vector<Tensor>{
+                       ops::relu(h) + h,                                       // %4: h read by two nodes
+                       ops::matmul(in[0], in[1]) + in[2],                      // broadcast: h at a remapped index
+                       ops::sum(ops::exp(ops::matmul(in[0], in[1])), {1}),     // exp fuses into the reduction
+                       ops::reshape(ops::tanh(ops::matmul(in[0], in[1])), {30}), // a shape op
+                       ops::cast(ops::matmul(in[0], in[1]), DType::f16),       // the stored value is not f32
+                       ops::matmul(in[0], in[1]) * ops::matmul(in[0], in[1]),  // two GEMMs meet: the first takes it
+                       ops::matmul(in[0], in[1], false, false),                // an output: stays stored
+                       ops::relu(ops::matmul(in[3], in[1], true, false))};     // transposed: no GEMM
+                 });
+  LoweringPlan plan = plan_lowering(*g);
+  CHECK(describe_plan(*g, plan) == "%4 matmul: temp slot 0 (120 bytes)\n"
+                                   "%5 relu: fused\n"
+                                   "%6 add: output 0\n"
+                                   "%7 matmul: temp slot 0 (120 bytes)\n"
+                                   "%8 add: output 1\n"
+                                   "%9 matmul: temp slot 0 (120 bytes)\n"
+                                   "%10 exp: fused\n"
+                                   "%11 sum: output 2\n"
+                                   "%12 matmul: temp slot 0 (120 bytes)\n"
+                                   "%13 tanh: fused\n"
+                                   "%14 reshape: output 3\n"
+                                   "%15 matmul: temp slot 0 (120 bytes)\n"
+                                   "%16 cast: output 4\n"
+                                   "%17 matmul: fused (GEMM epilogue -> %19)\n"
+                                   "%18 matmul: temp slot 0 (120 bytes)\n"
+                                   "%19 mul: output 5\n"
+                                   "%20 matmul: output 6\n"
+                                   "%21 matmul: temp slot 0 (120 bytes)\n"
+                                   "%22 relu: output 7\n");
+  // The GEMM of %17 runs where %19 is computed, after %18's GEMM.
+  std::vector<size_t> k = plan.kernels;
+  size_t gemm17 = static_cast<size_t>(g->value_info(17).producer), gemm18 = static_cast<size_t>(g->value_info(18).producer);
+  auto pos = [&](size_t n) { return std::find(k.begin(), k.end(), n) - k.begin(); };
+  CHECK(pos(gemm18) < pos(gemm17));
+  CHECK(std::find(k.begin(), k.end(), static_cast<size_t>(g->value_info(19).producer)) == k.end());
 }
