@@ -421,7 +421,6 @@ private:
       row = b_.CreateAdd(b_.CreateMul(tm, b_.getInt64(kTile)), ty);
       col = b_.CreateAdd(b_.CreateMul(tn, b_.getInt64(kTile)), tx);
     };
-    Value *unused = nullptr;
     {
       llvm::Function *fn = begin_phase();
       b_.CreateStore(zero_of(t), state_);
@@ -437,8 +436,6 @@ private:
       Value *k0 = b_.CreateMul(iteration_, b_.getInt64(kTile));
       Value *ka = b_.CreateAdd(k0, tx), *kb = b_.CreateAdd(k0, ty);
       Value *m = dim(gm.m), *n = dim(gm.n), *k = dim(gm.k);
-      Value *a_row = b_.CreateSub(row, tx); // the tile's first row, + ty below
-      (void)a_row;
       Value *a_ok = b_.CreateAnd(b_.CreateICmpULT(row, m), b_.CreateICmpULT(ka, k));
       Value *b_ok = b_.CreateAnd(b_.CreateICmpULT(kb, k), b_.CreateICmpULT(col, n));
       Value *a = when(a_ok, [&] { return gm.load_a(batch, row, ka); }, zero_of(t));
@@ -471,7 +468,6 @@ private:
       if_then(ok, [&] { gm.store(batch, row, col, b_.CreateLoad(t, state_)); });
       kernel_.steps.push_back(end_phase(fn));
     }
-    (void)unused;
   }
 
   llvm::Type *accumulator_type(DType d) {
@@ -588,10 +584,7 @@ private:
     gm.n = Dim(OH * OW);
     gm.k = Dim(cin_g * KH * KW);
     gm.acc_type = accumulator_type(d);
-    auto window = [&](Value *q) {
-      Index cyx = unravel(q, {b_.getInt64(cin_g), b_.getInt64(KH), b_.getInt64(KW)});
-      return cyx;
-    };
+    auto window = [&](Value *q) { return unravel(q, {b_.getInt64(cin_g), b_.getInt64(KH), b_.getInt64(KW)}); };
     gm.load_a = [&](Value *bl, Value *i, Value *q) {
       Value *g = b_.CreateURem(bl, b_.getInt64(groups));
       Value *o = b_.CreateAdd(b_.CreateMul(g, b_.getInt64(cout_g)), i);

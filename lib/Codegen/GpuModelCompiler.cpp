@@ -462,4 +462,19 @@ GpuCompiledModel compile_gpu_model(const Graph &graph, const GpuCompileOptions &
   return out;
 }
 
+std::string compile_gpu_kernels_ptx(const Graph &graph, const std::string &name, const std::string &sm) {
+  if (!is_c_identifier(name))
+    throw Error(ErrorCode::InvalidArgument, "model name '" + name + "' is not a C identifier (use --name)");
+  std::unique_ptr<Graph> lowered = decompose(graph);
+  std::vector<std::string> symbols = codegen::collect_symbols(*lowered);
+  llvm::LLVMContext context;
+  llvm::Module device(name + ".ptx", context);
+  device.setTargetTriple("nvptx64-nvidia-cuda");
+  device.setDataLayout(nvptx_data_layout(sm));
+  auto programs = codegen::emit_gpu_kernels(device, *lowered, name, symbols);
+  codegen::lower_gpu_kernels(device, programs, codegen::GpuLoweringTarget::nvptx, symbols.size());
+  verify(device, "NVPTX kernel");
+  return emit_nvptx_assembly(device, sm);
+}
+
 } // namespace maxc

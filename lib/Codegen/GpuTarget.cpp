@@ -71,6 +71,26 @@ const llvm::Target &amdgpu_target() {
   return *target;
 }
 
+constexpr const char *kNvptxTriple = "nvptx64-nvidia-cuda";
+
+/// A target machine for an NVIDIA GPU (sm_80, sm_90, ...), validated first.
+std::unique_ptr<llvm::TargetMachine> nvptx_machine(const std::string &sm) {
+  initialize_llvm_targets();
+  std::string message;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(kNvptxTriple, message);
+  if (!target)
+    throw Error(ErrorCode::Internal, std::string("LLVM has no target for ") + kNvptxTriple + ": " + message);
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(kNvptxTriple, "", ""));
+  if (!sti || !sti->isCPUStringValid(sm) || sm.rfind("sm_", 0) != 0)
+    throw Error(ErrorCode::InvalidArgument, "unknown NVIDIA GPU architecture '" + sm + "' (expected sm_70, sm_80, sm_90, ...)");
+  llvm::TargetOptions options;
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(kNvptxTriple, sm, "", options, std::nullopt,
+                                                                      std::nullopt, llvm::CodeGenOptLevel::Default));
+  if (!tm)
+    throw Error(ErrorCode::Internal, "LLVM could not create a target machine for " + sm);
+  return tm;
+}
+
 std::string join(const std::vector<std::string> &names) {
   std::string out;
   for (const std::string &name : names) {
@@ -376,6 +396,29 @@ std::string amdgpu_data_layout(const std::string &arch) {
   if (!tm)
     throw Error(ErrorCode::Internal, "LLVM could not create a target machine for " + arch);
   return tm->createDataLayout().getStringRepresentation();
+}
+
+std::string nvptx_data_layout(const std::string &sm) {
+  return nvptx_machine(sm)->createDataLayout().getStringRepresentation();
+}
+
+std::string emit_nvptx_assembly(const llvm::Module &module, const std::string &sm) {
+  std::unique_ptr<llvm::TargetMachine> tm = nvptx_machine(sm);
+  verify(module, "before optimization");
+  std::unique_ptr<llvm::Module> clone = llvm::CloneModule(module);
+  clone->setTargetTriple(kNvptxTriple);
+  clone->setDataLayout(tm->createDataLayout());
+  optimize_o2(*clone, *tm);
+  verify(*clone, "after optimization");
+  llvm::SmallVector<char, 0> buffer;
+  {
+    llvm::raw_svector_ostream os(buffer);
+    llvm::legacy::PassManager pm;
+    if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
+      throw Error(ErrorCode::Internal, "LLVM cannot emit PTX for " + sm);
+    pm.run(*clone);
+  }
+  return std::string(buffer.begin(), buffer.end());
 }
 
 } // namespace maxc

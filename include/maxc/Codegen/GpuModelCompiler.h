@@ -62,4 +62,9 @@ struct GpuCompiledModel {
 /// embeds. Throws maxc::Error.
 GpuCompiledModel compile_gpu_model(const Graph &graph, const GpuCompileOptions &options);
 
+/// The same kernels lowered to NVPTX: PTX text for `sm` with one .entry per
+/// kernel (the kernel ABI of the AMDGPU code objects). For checking the
+/// kernel generator on an NVIDIA GPU; no host launcher is generated.
+std::string compile_gpu_kernels_ptx(const Graph &graph, const std::string &name, const std::string &sm);
+
 } // namespace maxc

@@ -54,4 +54,11 @@ std::string emit_amdgpu_assembly(const llvm::Module &module, const std::string &
 /// space).
 std::string amdgpu_data_layout(const std::string &arch);
 
+/// NVIDIA GPUs (a real-GPU check of the same kernel generator where an AMD
+/// GPU cannot be had): the data layout of nvptx64-nvidia-cuda, and a module
+/// of PTX kernels compiled at O2 to PTX text for `sm` ("sm_90"). Throws
+/// maxc::Error (InvalidArgument) for an unknown sm.
+std::string nvptx_data_layout(const std::string &sm);
+std::string emit_nvptx_assembly(const llvm::Module &module, const std::string &sm);
+
 } // namespace maxc
