@@ -6,6 +6,7 @@
 #include <llvm/IR/Metadata.h>
 #include <llvm/IR/Module.h>
 
+#include <algorithm>
 #include <functional>
 
 namespace maxc::codegen {
@@ -104,8 +105,12 @@ private:
     llvm::Type *global_ptr = llvm::PointerType::get(ctx_, 1), *i64 = b_.getInt64Ty(), *ptr = b_.getPtrTy();
     std::vector<llvm::Type *> params(k.buffers.size(), global_ptr);
     params.insert(params.end(), num_symbols_, i64);
+    // PTX identifiers have no '.': NVPTX entries say '_' instead.
+    std::string name = k.name;
+    if (!amd)
+      std::replace(name.begin(), name.end(), '.', '_');
     auto *fn = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), params, false),
-                                      llvm::GlobalValue::ExternalLinkage, k.name, m_);
+                                      llvm::GlobalValue::ExternalLinkage, name, m_);
     fn->addFnAttr(llvm::Attribute::NoUnwind);
     if (amd) {
       fn->setCallingConv(llvm::CallingConv::AMDGPU_KERNEL);
