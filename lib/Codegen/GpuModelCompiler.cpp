@@ -16,6 +16,8 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <sstream>
+
 namespace maxc {
 
 
@@ -408,6 +410,48 @@ std::string gpu_header(const ModelInterface &m, const std::vector<std::string> &
   return h;
 }
 
+/// Register, scratch and LDS use per kernel from the amdhsa.kernels
+/// metadata block of AMDGPU assembly ("  - .args: ..." entries whose keys
+/// include .name, .sgpr_count, .vgpr_count and the segment sizes).
+std::vector<GpuKernelResources> kernel_resources(const std::string &assembly) {
+  std::vector<GpuKernelResources> out;
+  size_t start = assembly.find("amdhsa.kernels:");
+  if (start == std::string::npos)
+    return out;
+  size_t end = assembly.find("amdhsa.target:", start);
+  std::istringstream lines(assembly.substr(start, end == std::string::npos ? std::string::npos : end - start));
+  std::string line;
+  auto value = [](const std::string &l) {
+    size_t colon = l.find(':');
+    std::string v = l.substr(colon + 1);
+    v.erase(0, v.find_first_not_of(' '));
+    return v;
+  };
+  while (std::getline(lines, line)) {
+    if (line.rfind("  - ", 0) == 0)
+      out.emplace_back();
+    if (out.empty())
+      continue;
+    std::string key = line.substr(0, line.find(':'));
+    key.erase(0, key.find_first_not_of(" -"));
+    GpuKernelResources &r = out.back();
+    try {
+      if (key == ".name")
+        r.name = value(line);
+      else if (key == ".sgpr_count")
+        r.sgpr_count = std::stoll(value(line));
+      else if (key == ".vgpr_count")
+        r.vgpr_count = std::stoll(value(line));
+      else if (key == ".private_segment_fixed_size")
+        r.private_segment_bytes = std::stoll(value(line));
+      else if (key == ".group_segment_fixed_size")
+        r.group_segment_bytes = std::stoll(value(line));
+    } catch (const std::exception &) {
+    }
+  }
+  return out;
+}
+
 } // namespace
 
 GpuCompiledModel compile_gpu_model(const Graph &graph, const GpuCompileOptions &options) {
@@ -440,8 +484,10 @@ GpuCompiledModel compile_gpu_model(const Graph &graph, const GpuCompileOptions &
     codegen::lower_gpu_kernels(device, programs, codegen::GpuLoweringTarget::amdgpu, symbols.size());
     verify(device, "AMDGPU kernel");
     out.code_objects.emplace_back(arch, emit_amdgpu_code_object(device, arch, options.code_object_version));
+    std::string assembly = emit_amdgpu_assembly(device, arch, options.code_object_version);
+    out.resources.push_back(kernel_resources(assembly));
     if (options.gpu_assembly)
-      out.gpu_assembly.emplace_back(arch, emit_amdgpu_assembly(device, arch, options.code_object_version));
+      out.gpu_assembly.emplace_back(arch, std::move(assembly));
     if (out.kernels.empty())
       for (const auto &p : programs)
         for (const auto &k : p.kernels)

@@ -573,6 +573,8 @@ def gpu_artifact(ctx):
             for k in g["kernels"]:
                 expect(".name:           " + k["name"] + "\n" in notes, "%s: kernel %s not in the notes"
                        % (hsaco, k["name"]))
+                expect(k.get("vgpr_count", 0) > 0 and k.get("sgpr_count", 0) > 0,
+                       "%s: no register counts for %s in the manifest: %s" % (name, k["name"], k))
             dis = run_command(["llvm-objdump-19", "-d", "--mcpu=" + g["arch"], hsaco], out, rc=0).stdout
             expect("s_endpgm" in dis, "%s: no kernel code in the disassembly" % hsaco)
             print("%s %s: %d kernels, %d bytes" % (name, g["arch"], len(g["kernels"]), g["hsaco_bytes"]))

@@ -136,11 +136,20 @@ int run_compile_gpu(const GlobalOptions &global, const CompileCommandOptions &op
     m["subgraphs"] = {{"definitions", compiled.interface.subgraph_definitions},
                       {"calls", compiled.interface.subgraph_calls}};
     nlohmann::ordered_json arches = nlohmann::ordered_json::array();
-    for (const auto &[arch, bytes] : compiled.code_objects) {
+    for (size_t a = 0; a < compiled.code_objects.size(); ++a) {
+      const auto &[arch, bytes] = compiled.code_objects[a];
+      std::map<std::string, GpuKernelResources> used;
+      for (const GpuKernelResources &r : compiled.resources[a])
+        used[r.name] = r;
       nlohmann::ordered_json kernels = nlohmann::ordered_json::array();
-      for (const auto &k : compiled.kernels)
-        kernels.push_back({{"name", k.name}, {"kind", k.kind}, {"workgroup_size", k.workgroup_size},
-                           {"grid", k.grid}, {"lds_bytes", k.lds_bytes}});
+      for (const auto &k : compiled.kernels) {
+        nlohmann::ordered_json entry = {{"name", k.name}, {"kind", k.kind}, {"workgroup_size", k.workgroup_size},
+                                        {"grid", k.grid}, {"lds_bytes", k.lds_bytes}};
+        if (auto it = used.find(k.name); it != used.end())
+          entry.update({{"sgpr_count", it->second.sgpr_count}, {"vgpr_count", it->second.vgpr_count},
+                        {"scratch_bytes", it->second.private_segment_bytes}});
+        kernels.push_back(entry);
+      }
       arches.push_back({{"arch", arch}, {"hsaco_bytes", bytes.size()}, {"hsaco_sha256", sha256_hex(bytes)},
                         {"kernels", kernels}});
     }

@@ -46,6 +46,14 @@ struct GpuKernelSummary {
   uint64_t lds_bytes = 0;
 };
 
+/// What a kernel uses on one arch, from its code object's metadata.
+struct GpuKernelResources {
+  std::string name;
+  int64_t sgpr_count = -1, vgpr_count = -1;
+  int64_t private_segment_bytes = -1; // scratch per work-item
+  int64_t group_segment_bytes = -1;   // LDS per workgroup
+};
+
 struct GpuCompiledModel {
   CpuTarget host;
   ModelInterface interface;
@@ -54,6 +62,7 @@ struct GpuCompiledModel {
   std::vector<std::pair<std::string, std::string>> code_objects; // arch -> HSACO bytes
   std::vector<std::pair<std::string, std::string>> gpu_assembly; // arch -> text, when requested
   std::vector<GpuKernelSummary> kernels;
+  std::vector<std::vector<GpuKernelResources>> resources; // per code object, per kernel
   std::string workspace_bound;
 };
 
