@@ -59,7 +59,10 @@ struct Emitter {
     auto *vec = llvm::FixedVectorType::get(b.getFloatTy(), lanes);
     llvm::Function *fma = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(), llvm::Intrinsic::fma, {vec});
     {
-      loop(b.getInt64(0), g.k, kKc, [&](Value *k0) {
+      // At least one K block, so that K = 0 still writes C (zeros) and runs
+      // the epilogue.
+      Value *k_blocks = b.CreateSelect(b.CreateICmpSGT(g.k, b.getInt64(0)), g.k, b.getInt64(1));
+      loop(b.getInt64(0), k_blocks, kKc, [&](Value *k0) {
         Value *k_end = b.CreateSelect(b.CreateICmpSLT(b.CreateAdd(k0, b.getInt64(kKc)), g.k),
                                       b.CreateAdd(k0, b.getInt64(kKc)), g.k);
         Value *first = b.CreateICmpEQ(k0, b.getInt64(0));

@@ -213,3 +213,13 @@ TEST_CASE("epilogue: no fusion when the GEMM result is used twice or broadcast",
     check(*g, in, Tol{1e-4, 1e-4});
   }
 }
+
+TEST_CASE("epilogue: K = 0 (C is the chain of zeros)", "[codegen][epilogue]") {
+  // The GEMM runs one (empty) K block so its tiles are written and finished.
+  std::vector<HostTensor> in = {random_tensor(DType::f32, {7, 0}), random_tensor(DType::f32, {0, 40}),
+                                random_tensor(DType::f32, {40})};
+  auto g = trace(in, [](auto &x) {
+    return std::vector<Tensor>{ops::relu(ops::matmul(x[0], x[1]) + x[2]), ops::matmul(x[0], x[1])};
+  });
+  check(*g, in, kAcc);
+}
