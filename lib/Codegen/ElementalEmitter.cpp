@@ -1,6 +1,7 @@
 #include "ElementalEmitter.h"
 
 #include "MathEmitter.h"
+#include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Error.h"
 
 #include <llvm/IR/Intrinsics.h>
@@ -247,135 +248,228 @@ Value *ElementalEmitter::node_element(const Node &node, size_t result, const Ind
 }
 
 Value *ElementalEmitter::compute_element(const Node &node, size_t result, const Index &idx) {
-  const std::string &op = node.op;
+  auto lowering = element_lowerings().find(node.op);
+  if (lowering == element_lowerings().end())
+    throw Error(ErrorCode::Internal, "codegen: no lowering for op '" + node.op + "'");
+  return (this->*lowering->second)(node, result, idx);
+}
+
+Value *ElementalEmitter::formula_element(const Node &node, size_t result, const Index &idx) {
   const Shape &out_shape = g_.type_of(node.results[result]).shape;
-  auto operand = [&](size_t i) { return element(node.operands[i], broadcast(node.operands[i], out_shape, idx)); };
+  std::vector<Value *> x;
+  for (ValueId operand : node.operands)
+    x.push_back(element(operand, broadcast(operand, out_shape, idx)));
   DType in_dtype = node.operands.empty() ? DType::f32 : g_.type_of(node.operands[0]).dtype;
-  DType out_dtype = g_.type_of(node.results[result]).dtype;
-
-  if (is_unary(op))
-    return unary(op, node, in_dtype, operand(0));
-  if (node.operands.size() == 2 && is_binary(op))
-    return binary(op, in_dtype, operand(0), operand(1));
-  if (op == "where")
-    return b_.CreateSelect(operand(0), operand(1), operand(2));
-  if (op == "cast")
-    return cast(operand(0), in_dtype, out_dtype);
-  if (op == "full")
-    return literal(out_dtype, node.attrs.get_real("value"));
-  if (op == "iota") {
-    int64_t axis = node.attrs.get_int("axis");
-    if (axis < 0)
-      axis += static_cast<int64_t>(out_shape.size());
-    return from_i64(idx[axis], out_dtype);
-  }
-  if (op == "range") {
-    Value *x = b_.CreateFAdd(b_.CreateFMul(b_.CreateSIToFP(idx[0], b_.getDoubleTy()),
-                                           llvm::ConstantFP::get(b_.getDoubleTy(), node.attrs.get_real("step"))),
-                             llvm::ConstantFP::get(b_.getDoubleTy(), node.attrs.get_real("start")));
-    return cast(x, DType::f64, out_dtype);
-  }
-  if (op == "allreduce_sum") {
-    int64_t shards = node.attrs.get_int("shards");
-    Value *acc = nullptr;
-    for (int64_t s = 0; s < shards; ++s) {
-      Value *x = element(node.operands[s], idx);
-      if (is_float(out_dtype)) {
-        x = b_.CreateFPExt(x, b_.getDoubleTy());
-        acc = acc ? b_.CreateFAdd(acc, x) : x;
-      } else {
-        acc = acc ? b_.CreateAdd(acc, x) : x;
-      }
-    }
-    return is_float(out_dtype) ? b_.CreateFPTrunc(acc, compute_type(ctx_, out_dtype)) : acc;
-  }
-  if (is_reduction_op(op))
-    return reduction(node, idx);
-  if (Value *s = shape_op(node, result, idx))
-    return s;
-  if (op == "conv2d" || op == "conv_transpose2d")
-    return convolution(node, idx);
-  if (op == "max_pool2d" || op == "avg_pool2d")
-    return pooling(node, idx);
-  throw Error(ErrorCode::Internal, "codegen: no lowering for op '" + op + "'");
+  return element_formulas().at(node.op)(*this, ElementArgs{node, x, idx, in_dtype, g_.type_of(node.results[result]).dtype});
 }
 
-Value *ElementalEmitter::unary(const std::string &op, const Node &node, DType d, Value *x) {
-  if (!x)
-    return nullptr;
-  bool fp = is_float(d);
-  bool f64 = d == DType::f64;
-  llvm::Type *t = compute_type(ctx_, d);
-  auto intrinsic = [&](llvm::Intrinsic::ID id) { return b_.CreateUnaryIntrinsic(id, x); };
-  auto libm_or_poly = [&](llvm::Intrinsic::ID id, Value *(*poly)(llvm::IRBuilder<> &, Value *)) {
-    return f64 ? intrinsic(id) : poly(b_, x);
+Value *ElementalEmitter::reduction_element(const Node &node, size_t, const Index &idx) { return reduction(node, idx); }
+Value *ElementalEmitter::convolution_element(const Node &node, size_t, const Index &idx) { return convolution(node, idx); }
+Value *ElementalEmitter::pooling_element(const Node &node, size_t, const Index &idx) { return pooling(node, idx); }
+
+const std::map<std::string, ElementalEmitter::ElementLowering> &ElementalEmitter::element_lowerings() {
+  static const std::map<std::string, ElementLowering> lowerings = [] {
+    using E = ElementalEmitter;
+    std::map<std::string, ElementLowering> m = {
+        {"reshape", &E::reshape_element},
+        {"squeeze", &E::squeeze_element},
+        {"unsqueeze", &E::squeeze_element},
+        {"transpose", &E::transpose_element},
+        {"broadcast_to", &E::broadcast_to_element},
+        {"tile", &E::tile_element},
+        {"slice", &E::slice_element},
+        {"split", &E::split_element},
+        {"concat", &E::concat_element},
+        {"pad", &E::pad_element},
+        {"gather", &E::gather_element},
+        {"conv2d", &E::convolution_element},
+        {"conv_transpose2d", &E::convolution_element},
+        {"max_pool2d", &E::pooling_element},
+        {"avg_pool2d", &E::pooling_element},
+    };
+    for (const auto &[op, formula] : element_formulas())
+      m.emplace(op, &E::formula_element);
+    // Every reduction has one accumulator loop (reduction()).
+    for (const OpDef *def : OpRegistry::instance().all())
+      if (def->has(OpTrait::reduction))
+        m.emplace(def->name, &E::reduction_element);
+    return m;
+  }();
+  return lowerings;
+}
+
+bool has_elemental_lowering(const std::string &op) { return ElementalEmitter::element_lowerings().count(op) != 0; }
+
+// ---- element formulas: one per elementwise, generator and collective op ----
+
+bool has_element_formula(const std::string &op) { return ElementalEmitter::element_formulas().count(op) != 0; }
+
+Value *ElementalEmitter::intrinsic(llvm::Intrinsic::ID id, Value *x) { return b_.CreateUnaryIntrinsic(id, x); }
+
+Value *ElementalEmitter::sigmoid(DType d, Value *x) {
+  if (d != DType::f64)
+    return emit_sigmoid_f32(b_, x);
+  return b_.CreateFDiv(fconst(d, 1), b_.CreateFAdd(fconst(d, 1), intrinsic(llvm::Intrinsic::exp, b_.CreateFNeg(x))));
+}
+
+Value *ElementalEmitter::compare(const ElementArgs &a, llvm::CmpInst::Predicate fp, llvm::CmpInst::Predicate sint,
+                                 llvm::CmpInst::Predicate uint) {
+  Value *x = a.x[0], *y = a.x[1];
+  if (is_float(a.in))
+    return b_.CreateFCmp(fp, x, y);
+  return b_.CreateICmp(a.in == DType::boolean ? uint : sint, x, y);
+}
+
+const std::map<std::string, ElementFormula> &ElementalEmitter::element_formulas() {
+  using E = ElementalEmitter;
+  using A = ElementArgs;
+  using P = llvm::CmpInst;
+  // f32 polynomials (MathEmitter) or, for f64, libm through intrinsics.
+  static const auto libm_or_poly = [](E &e, const A &a, llvm::Intrinsic::ID id,
+                                      Value *(*poly)(llvm::IRBuilder<> &, Value *)) {
+    return a.in == DType::f64 ? e.intrinsic(id, a.x[0]) : poly(e.b_, a.x[0]);
   };
-  if (op == "neg")
-    return fp ? b_.CreateFNeg(x) : b_.CreateSub(llvm::ConstantInt::get(t, 0), x);
-  if (op == "abs")
-    return fp ? intrinsic(llvm::Intrinsic::fabs) : b_.CreateSelect(b_.CreateICmpSLT(x, llvm::ConstantInt::get(t, 0)), b_.CreateSub(llvm::ConstantInt::get(t, 0), x), x);
-  if (op == "exp")
-    return libm_or_poly(llvm::Intrinsic::exp, emit_exp_f32);
-  if (op == "log")
-    return libm_or_poly(llvm::Intrinsic::log, emit_log_f32);
-  if (op == "sqrt")
-    return intrinsic(llvm::Intrinsic::sqrt);
-  if (op == "rsqrt")
-    return b_.CreateFDiv(llvm::ConstantFP::get(t, 1.0), intrinsic(llvm::Intrinsic::sqrt));
-  if (op == "tanh")
-    return f64 ? tanh_f64(x) : emit_tanh_f32(b_, x);
-  if (op == "sigmoid")
-    return f64 ? b_.CreateFDiv(fconst(d, 1), b_.CreateFAdd(fconst(d, 1), b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, b_.CreateFNeg(x))))
-               : emit_sigmoid_f32(b_, x);
-  if (op == "relu") {
-    if (fp)
-      return b_.CreateSelect(b_.CreateFCmpOGT(x, llvm::ConstantFP::get(t, 0.0)), x, llvm::ConstantFP::get(t, 0.0));
-    return b_.CreateSelect(b_.CreateICmpSGT(x, llvm::ConstantInt::get(t, 0)), x, llvm::ConstantInt::get(t, 0));
-  }
-  if (op == "silu")
-    return b_.CreateFMul(x, unary("sigmoid", node, d, x));
-  if (op == "erf")
-    return f64 ? erf_f64(x) : emit_erf_f32(b_, x);
-  if (op == "gelu") {
-    if (node.attrs.get_string("approximate") == "tanh") {
-      Value *inner = b_.CreateFMul(fconst(d, std::sqrt(2.0 / M_PI)),
-                                   b_.CreateFAdd(x, b_.CreateFMul(fconst(d, 0.044715), b_.CreateFMul(x, b_.CreateFMul(x, x)))));
-      Value *th = f64 ? tanh_f64(inner) : emit_tanh_f32(b_, inner);
-      return b_.CreateFMul(b_.CreateFMul(fconst(d, 0.5), x), b_.CreateFAdd(fconst(d, 1), th));
-    }
-    Value *arg = b_.CreateFMul(x, fconst(d, M_SQRT1_2));
-    Value *e = f64 ? erf_f64(arg) : emit_erf_f32(b_, arg);
-    return b_.CreateFMul(b_.CreateFMul(fconst(d, 0.5), x), b_.CreateFAdd(fconst(d, 1), e));
-  }
-  if (op == "sin")
-    return intrinsic(llvm::Intrinsic::sin);
-  if (op == "cos")
-    return intrinsic(llvm::Intrinsic::cos);
-  if (op == "floor")
-    return fp ? intrinsic(llvm::Intrinsic::floor) : x;
-  if (op == "ceil")
-    return fp ? intrinsic(llvm::Intrinsic::ceil) : x;
-  if (op == "round")
-    return fp ? intrinsic(llvm::Intrinsic::roundeven) : x;
-  if (op == "sign") {
-    if (fp) {
-      Value *pos = b_.CreateUIToFP(b_.CreateFCmpOGT(x, fconst(d, 0)), t);
-      Value *neg = b_.CreateUIToFP(b_.CreateFCmpOLT(x, fconst(d, 0)), t);
-      return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, b_.CreateFSub(pos, neg));
-    }
-    return b_.CreateSub(b_.CreateZExt(b_.CreateICmpSGT(x, llvm::ConstantInt::get(t, 0)), t),
-                        b_.CreateZExt(b_.CreateICmpSLT(x, llvm::ConstantInt::get(t, 0)), t));
-  }
-  if (op == "not")
-    return b_.CreateNot(x);
-  return nullptr;
+  static const auto zero = [](E &e, DType d) -> Value * {
+    llvm::Type *t = compute_type(e.ctx_, d);
+    return is_float(d) ? static_cast<Value *>(llvm::ConstantFP::get(t, 0.0)) : llvm::ConstantInt::get(t, 0);
+  };
+  static const std::map<std::string, ElementFormula> formulas = {
+      // -- unary --
+      {"neg", [](E &e, const A &a) { return is_float(a.in) ? e.b_.CreateFNeg(a.x[0]) : e.b_.CreateSub(zero(e, a.in), a.x[0]); }},
+      {"abs", [](E &e, const A &a) -> Value * {
+         if (is_float(a.in))
+           return e.intrinsic(llvm::Intrinsic::fabs, a.x[0]);
+         Value *z = zero(e, a.in);
+         return e.b_.CreateSelect(e.b_.CreateICmpSLT(a.x[0], z), e.b_.CreateSub(z, a.x[0]), a.x[0]);
+       }},
+      {"exp", [](E &e, const A &a) { return libm_or_poly(e, a, llvm::Intrinsic::exp, emit_exp_f32); }},
+      {"log", [](E &e, const A &a) { return libm_or_poly(e, a, llvm::Intrinsic::log, emit_log_f32); }},
+      {"sqrt", [](E &e, const A &a) { return e.intrinsic(llvm::Intrinsic::sqrt, a.x[0]); }},
+      {"rsqrt", [](E &e, const A &a) { return e.b_.CreateFDiv(e.fconst(a.in, 1.0), e.intrinsic(llvm::Intrinsic::sqrt, a.x[0])); }},
+      {"tanh", [](E &e, const A &a) { return a.in == DType::f64 ? e.tanh_f64(a.x[0]) : emit_tanh_f32(e.b_, a.x[0]); }},
+      {"sigmoid", [](E &e, const A &a) { return e.sigmoid(a.in, a.x[0]); }},
+      {"relu", [](E &e, const A &a) {
+         Value *z = zero(e, a.in);
+         Value *positive = is_float(a.in) ? e.b_.CreateFCmpOGT(a.x[0], z) : e.b_.CreateICmpSGT(a.x[0], z);
+         return e.b_.CreateSelect(positive, a.x[0], z);
+       }},
+      {"silu", [](E &e, const A &a) { return e.b_.CreateFMul(a.x[0], e.sigmoid(a.in, a.x[0])); }},
+      {"erf", [](E &e, const A &a) { return a.in == DType::f64 ? e.erf_f64(a.x[0]) : emit_erf_f32(e.b_, a.x[0]); }},
+      {"gelu", [](E &e, const A &a) {
+         DType d = a.in;
+         Value *x = a.x[0];
+         bool f64 = d == DType::f64;
+         auto &b = e.b_;
+         if (a.node.attrs.get_string("approximate") == "tanh") {
+           Value *inner = b.CreateFMul(e.fconst(d, std::sqrt(2.0 / M_PI)),
+                                       b.CreateFAdd(x, b.CreateFMul(e.fconst(d, 0.044715), b.CreateFMul(x, b.CreateFMul(x, x)))));
+           Value *th = f64 ? e.tanh_f64(inner) : emit_tanh_f32(b, inner);
+           return b.CreateFMul(b.CreateFMul(e.fconst(d, 0.5), x), b.CreateFAdd(e.fconst(d, 1), th));
+         }
+         Value *arg = b.CreateFMul(x, e.fconst(d, M_SQRT1_2));
+         Value *erf = f64 ? e.erf_f64(arg) : emit_erf_f32(b, arg);
+         return b.CreateFMul(b.CreateFMul(e.fconst(d, 0.5), x), b.CreateFAdd(e.fconst(d, 1), erf));
+       }},
+      {"sin", [](E &e, const A &a) { return e.intrinsic(llvm::Intrinsic::sin, a.x[0]); }},
+      {"cos", [](E &e, const A &a) { return e.intrinsic(llvm::Intrinsic::cos, a.x[0]); }},
+      {"floor", [](E &e, const A &a) { return is_float(a.in) ? e.intrinsic(llvm::Intrinsic::floor, a.x[0]) : a.x[0]; }},
+      {"ceil", [](E &e, const A &a) { return is_float(a.in) ? e.intrinsic(llvm::Intrinsic::ceil, a.x[0]) : a.x[0]; }},
+      {"round", [](E &e, const A &a) { return is_float(a.in) ? e.intrinsic(llvm::Intrinsic::roundeven, a.x[0]) : a.x[0]; }},
+      {"sign", [](E &e, const A &a) -> Value * {
+         auto &b = e.b_;
+         Value *x = a.x[0], *z = zero(e, a.in);
+         llvm::Type *t = compute_type(e.ctx_, a.in);
+         if (is_float(a.in)) {
+           Value *pos = b.CreateUIToFP(b.CreateFCmpOGT(x, z), t);
+           Value *neg = b.CreateUIToFP(b.CreateFCmpOLT(x, z), t);
+           return b.CreateSelect(b.CreateFCmpUNO(x, x), x, b.CreateFSub(pos, neg));
+         }
+         return b.CreateSub(b.CreateZExt(b.CreateICmpSGT(x, z), t), b.CreateZExt(b.CreateICmpSLT(x, z), t));
+       }},
+      {"not", [](E &e, const A &a) { return e.b_.CreateNot(a.x[0]); }},
+      // -- binary --
+      {"and", [](E &e, const A &a) { return e.b_.CreateAnd(a.x[0], a.x[1]); }},
+      {"or", [](E &e, const A &a) { return e.b_.CreateOr(a.x[0], a.x[1]); }},
+      {"eq", [](E &e, const A &a) { return e.compare(a, P::FCMP_OEQ, P::ICMP_EQ, P::ICMP_EQ); }},
+      {"ne", [](E &e, const A &a) { return e.compare(a, P::FCMP_UNE, P::ICMP_NE, P::ICMP_NE); }},
+      {"lt", [](E &e, const A &a) { return e.compare(a, P::FCMP_OLT, P::ICMP_SLT, P::ICMP_ULT); }},
+      {"le", [](E &e, const A &a) { return e.compare(a, P::FCMP_OLE, P::ICMP_SLE, P::ICMP_ULE); }},
+      {"gt", [](E &e, const A &a) { return e.compare(a, P::FCMP_OGT, P::ICMP_SGT, P::ICMP_UGT); }},
+      {"ge", [](E &e, const A &a) { return e.compare(a, P::FCMP_OGE, P::ICMP_SGE, P::ICMP_UGE); }},
+      {"add", [](E &e, const A &a) { return is_float(a.in) ? e.b_.CreateFAdd(a.x[0], a.x[1]) : e.b_.CreateAdd(a.x[0], a.x[1]); }},
+      {"sub", [](E &e, const A &a) { return is_float(a.in) ? e.b_.CreateFSub(a.x[0], a.x[1]) : e.b_.CreateSub(a.x[0], a.x[1]); }},
+      {"mul", [](E &e, const A &a) { return is_float(a.in) ? e.b_.CreateFMul(a.x[0], a.x[1]) : e.b_.CreateMul(a.x[0], a.x[1]); }},
+      {"pow", [](E &e, const A &a) { return e.b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a.x[0], a.x[1]); }},
+      {"maximum", [](E &e, const A &a) { return e.min_max(a, true); }},
+      {"minimum", [](E &e, const A &a) { return e.min_max(a, false); }},
+      {"div", [](E &e, const A &a) -> Value * {
+         auto &b = e.b_;
+         Value *x = a.x[0], *y = a.x[1];
+         if (is_float(a.in))
+           return b.CreateFDiv(x, y);
+         // x/0 = 0 and MIN/-1 wraps, with no UB: divide by a safe divisor.
+         llvm::Type *t = compute_type(e.ctx_, a.in);
+         Value *z = zero(e, a.in);
+         Value *minus_one = b.CreateICmpEQ(y, llvm::ConstantInt::get(t, -1, true));
+         Value *bad = b.CreateOr(b.CreateICmpEQ(y, z), minus_one);
+         Value *q = b.CreateSDiv(x, b.CreateSelect(bad, llvm::ConstantInt::get(t, 1), y));
+         return b.CreateSelect(b.CreateICmpEQ(y, z), z, b.CreateSelect(minus_one, b.CreateSub(z, x), q));
+       }},
+      {"mod", [](E &e, const A &a) -> Value * {
+         auto &b = e.b_;
+         Value *x = a.x[0], *y = a.x[1], *z = zero(e, a.in);
+         if (is_float(a.in)) {
+           Value *r = b.CreateFRem(x, y);
+           Value *fix = b.CreateAnd(b.CreateFCmpUNE(r, z), b.CreateXor(b.CreateFCmpOLT(r, z), b.CreateFCmpOLT(y, z)));
+           return b.CreateSelect(fix, b.CreateFAdd(r, y), r);
+         }
+         llvm::Type *t = compute_type(e.ctx_, a.in);
+         Value *bad = b.CreateOr(b.CreateICmpEQ(y, z), b.CreateICmpEQ(y, llvm::ConstantInt::get(t, -1, true)));
+         Value *r = b.CreateSRem(x, b.CreateSelect(bad, llvm::ConstantInt::get(t, 1), y));
+         Value *fix = b.CreateAnd(b.CreateICmpNE(r, z), b.CreateXor(b.CreateICmpSLT(r, z), b.CreateICmpSLT(y, z)));
+         return b.CreateSelect(bad, z, b.CreateSelect(fix, b.CreateAdd(r, y), r));
+       }},
+      // -- other elementwise --
+      {"where", [](E &e, const A &a) { return e.b_.CreateSelect(a.x[0], a.x[1], a.x[2]); }},
+      {"cast", [](E &e, const A &a) { return e.cast(a.x[0], a.in, a.out); }},
+      // -- generators --
+      {"full", [](E &e, const A &a) { return e.literal(a.out, a.node.attrs.get_real("value")); }},
+      {"iota", [](E &e, const A &a) {
+         int64_t axis = a.node.attrs.get_int("axis");
+         if (axis < 0)
+           axis += static_cast<int64_t>(a.idx.size());
+         return e.from_i64(a.idx[axis], a.out);
+       }},
+      {"range", [](E &e, const A &a) {
+         auto &b = e.b_;
+         Value *x = b.CreateFAdd(b.CreateFMul(b.CreateSIToFP(a.idx[0], b.getDoubleTy()),
+                                              llvm::ConstantFP::get(b.getDoubleTy(), a.node.attrs.get_real("step"))),
+                                 llvm::ConstantFP::get(b.getDoubleTy(), a.node.attrs.get_real("start")));
+         return e.cast(x, DType::f64, a.out);
+       }},
+      // -- collectives --
+      {"allreduce_sum", [](E &e, const A &a) -> Value * {
+         auto &b = e.b_;
+         bool fp = is_float(a.out);
+         Value *acc = nullptr;
+         for (Value *x : a.x) {
+           if (fp)
+             x = b.CreateFPExt(x, b.getDoubleTy());
+           acc = !acc ? x : fp ? b.CreateFAdd(acc, x) : b.CreateAdd(acc, x);
+         }
+         return fp ? b.CreateFPTrunc(acc, compute_type(e.ctx_, a.out)) : acc;
+       }},
+  };
+  return formulas;
 }
 
-bool ElementalEmitter::is_unary(const std::string &op) {
-  static const std::set<std::string> ops = {"neg",  "abs", "exp",  "log",  "sqrt",  "rsqrt", "tanh",
-                                            "sigmoid", "relu", "silu", "erf", "gelu", "sin", "cos",
-                                            "floor", "ceil", "round", "sign", "not"};
-  return ops.count(op) != 0;
+Value *ElementalEmitter::min_max(const ElementArgs &a, bool max) {
+  Value *x = a.x[0], *y = a.x[1];
+  if (is_float(a.in)) {
+    Value *better = max ? b_.CreateFCmpOGT(x, y) : b_.CreateFCmpOLT(x, y);
+    return b_.CreateSelect(b_.CreateOr(b_.CreateFCmpUNO(x, x), better), x, y);
+  }
+  return b_.CreateSelect(max ? b_.CreateICmpSGT(x, y) : b_.CreateICmpSLT(x, y), x, y);
 }
 
 Value *ElementalEmitter::tanh_f64(Value *x) {
@@ -386,73 +480,6 @@ Value *ElementalEmitter::tanh_f64(Value *x) {
 Value *ElementalEmitter::erf_f64(Value *x) {
   llvm::FunctionCallee f = module_.getOrInsertFunction("erf", b_.getDoubleTy(), b_.getDoubleTy());
   return b_.CreateCall(f, {x});
-}
-
-bool ElementalEmitter::is_binary(const std::string &op) {
-  static const std::set<std::string> ops = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "mod",
-                                            "eq",  "ne",  "lt",  "le",  "gt",  "ge",      "and",     "or"};
-  return ops.count(op) != 0;
-}
-
-Value *ElementalEmitter::binary(const std::string &op, DType d, Value *x, Value *y) {
-  llvm::Type *t = compute_type(ctx_, d);
-  bool fp = is_float(d);
-  if (op == "and")
-    return b_.CreateAnd(x, y);
-  if (op == "or")
-    return b_.CreateOr(x, y);
-  if (op == "eq")
-    return fp ? b_.CreateFCmpOEQ(x, y) : b_.CreateICmpEQ(x, y);
-  if (op == "ne")
-    return fp ? b_.CreateFCmpUNE(x, y) : b_.CreateICmpNE(x, y);
-  if (op == "lt")
-    return fp ? b_.CreateFCmpOLT(x, y) : (d == DType::boolean ? b_.CreateICmpULT(x, y) : b_.CreateICmpSLT(x, y));
-  if (op == "le")
-    return fp ? b_.CreateFCmpOLE(x, y) : (d == DType::boolean ? b_.CreateICmpULE(x, y) : b_.CreateICmpSLE(x, y));
-  if (op == "gt")
-    return fp ? b_.CreateFCmpOGT(x, y) : (d == DType::boolean ? b_.CreateICmpUGT(x, y) : b_.CreateICmpSGT(x, y));
-  if (op == "ge")
-    return fp ? b_.CreateFCmpOGE(x, y) : (d == DType::boolean ? b_.CreateICmpUGE(x, y) : b_.CreateICmpSGE(x, y));
-  if (op == "add")
-    return fp ? b_.CreateFAdd(x, y) : b_.CreateAdd(x, y);
-  if (op == "sub")
-    return fp ? b_.CreateFSub(x, y) : b_.CreateSub(x, y);
-  if (op == "mul")
-    return fp ? b_.CreateFMul(x, y) : b_.CreateMul(x, y);
-  if (op == "pow")
-    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);
-  if (op == "maximum" || op == "minimum") {
-    bool max = op == "maximum";
-    if (fp) {
-      Value *better = max ? b_.CreateFCmpOGT(x, y) : b_.CreateFCmpOLT(x, y);
-      return b_.CreateSelect(b_.CreateOr(b_.CreateFCmpUNO(x, x), better), x, y);
-    }
-    return b_.CreateSelect(max ? b_.CreateICmpSGT(x, y) : b_.CreateICmpSLT(x, y), x, y);
-  }
-  Value *zero = fp ? static_cast<Value *>(llvm::ConstantFP::get(t, 0.0)) : llvm::ConstantInt::get(t, 0);
-  if (op == "div") {
-    if (fp)
-      return b_.CreateFDiv(x, y);
-    // x/0 = 0 and MIN/-1 wraps, with no UB: divide by a safe divisor.
-    Value *minus_one = b_.CreateICmpEQ(y, llvm::ConstantInt::get(t, -1, true));
-    Value *bad = b_.CreateOr(b_.CreateICmpEQ(y, zero), minus_one);
-    Value *q = b_.CreateSDiv(x, b_.CreateSelect(bad, llvm::ConstantInt::get(t, 1), y));
-    return b_.CreateSelect(b_.CreateICmpEQ(y, zero), zero, b_.CreateSelect(minus_one, b_.CreateSub(zero, x), q));
-  }
-  if (op == "mod") {
-    if (fp) {
-      Value *r = b_.CreateFRem(x, y);
-      Value *fix = b_.CreateAnd(b_.CreateFCmpUNE(r, zero),
-                                b_.CreateXor(b_.CreateFCmpOLT(r, zero), b_.CreateFCmpOLT(y, zero)));
-      return b_.CreateSelect(fix, b_.CreateFAdd(r, y), r);
-    }
-    Value *bad = b_.CreateOr(b_.CreateICmpEQ(y, zero), b_.CreateICmpEQ(y, llvm::ConstantInt::get(t, -1, true)));
-    Value *r = b_.CreateSRem(x, b_.CreateSelect(bad, llvm::ConstantInt::get(t, 1), y));
-    Value *fix = b_.CreateAnd(b_.CreateICmpNE(r, zero),
-                              b_.CreateXor(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(y, zero)));
-    return b_.CreateSelect(bad, zero, b_.CreateSelect(fix, b_.CreateAdd(r, y), r));
-  }
-  throw Error(ErrorCode::Internal, "codegen: unknown binary op " + op);
 }
 
 Value *ElementalEmitter::from_i64(Value *i, DType to) {
@@ -622,168 +649,201 @@ Value *ElementalEmitter::reduction(const Node &node, const Index &out_idx) {
   return fp ? b_.CreateFPTrunc(result, t) : b_.CreateTrunc(result, t);
 }
 
-Value *ElementalEmitter::shape_op(const Node &node, size_t result, const Index &idx) {
+Value *ElementalEmitter::reshape_element(const Node &node, size_t result, const Index &idx) {
+  ValueId x = node.operands[0];
+  ValueId out = node.results[result];
+  // Linearize in the output shape, unravel in the input shape.
+  Value *lin = linear_index(idx, dims_of(out));
+  std::vector<Value *> in_dims = dims_of(x);
+  Index in(in_dims.size());
+  for (size_t d = in_dims.size(); d-- > 0;) {
+    in[d] = b_.CreateURem(lin, in_dims[d]);
+    lin = b_.CreateUDiv(lin, in_dims[d]);
+  }
+  return element(x, in);
+
+}
+
+Value *ElementalEmitter::squeeze_element(const Node &node, size_t result, const Index &idx) {
   const std::string &op = node.op;
-  ValueId x = node.operands.empty() ? 0 : node.operands[0];
+  ValueId x = node.operands[0];
   ValueId out = node.results[result];
   const Shape &os = g_.type_of(out).shape;
-  if (op == "reshape") {
-    // Linearize in the output shape, unravel in the input shape.
-    Value *lin = linear_index(idx, dims_of(out));
-    std::vector<Value *> in_dims = dims_of(x);
-    Index in(in_dims.size());
-    for (size_t d = in_dims.size(); d-- > 0;) {
-      in[d] = b_.CreateURem(lin, in_dims[d]);
-      lin = b_.CreateUDiv(lin, in_dims[d]);
-    }
-    return element(x, in);
-  }
-  if (op == "squeeze" || op == "unsqueeze") {
-    // Drop (or skip) size-1 dims: map the remaining ones in order.
-    const Shape &xs = g_.type_of(x).shape;
-    Index in;
-    if (op == "unsqueeze") {
-      std::vector<int64_t> axes = node.attrs.get_ints("axes");
-      std::set<int64_t> inserted;
-      for (int64_t a : axes)
-        inserted.insert(a < 0 ? a + static_cast<int64_t>(os.size()) : a);
-      for (size_t d = 0; d < os.size(); ++d)
-        if (!inserted.count(static_cast<int64_t>(d)))
-          in.push_back(idx[d]);
-    } else {
-      std::vector<int64_t> axes = node.attrs.get_ints("axes");
-      std::set<int64_t> removed;
-      for (int64_t a : axes)
-        removed.insert(a < 0 ? a + static_cast<int64_t>(xs.size()) : a);
-      if (axes.empty())
-        for (size_t d = 0; d < xs.size(); ++d)
-          if (xs[d].is_static() && xs[d].value() == 1)
-            removed.insert(static_cast<int64_t>(d));
-      size_t o = 0;
+  // Drop (or skip) size-1 dims: map the remaining ones in order.
+  const Shape &xs = g_.type_of(x).shape;
+  Index in;
+  if (op == "unsqueeze") {
+    std::vector<int64_t> axes = node.attrs.get_ints("axes");
+    std::set<int64_t> inserted;
+    for (int64_t a : axes)
+      inserted.insert(a < 0 ? a + static_cast<int64_t>(os.size()) : a);
+    for (size_t d = 0; d < os.size(); ++d)
+      if (!inserted.count(static_cast<int64_t>(d)))
+        in.push_back(idx[d]);
+  } else {
+    std::vector<int64_t> axes = node.attrs.get_ints("axes");
+    std::set<int64_t> removed;
+    for (int64_t a : axes)
+      removed.insert(a < 0 ? a + static_cast<int64_t>(xs.size()) : a);
+    if (axes.empty())
       for (size_t d = 0; d < xs.size(); ++d)
-        in.push_back(removed.count(static_cast<int64_t>(d)) ? b_.getInt64(0) : idx[o++]);
-    }
-    return element(x, in);
+        if (xs[d].is_static() && xs[d].value() == 1)
+          removed.insert(static_cast<int64_t>(d));
+    size_t o = 0;
+    for (size_t d = 0; d < xs.size(); ++d)
+      in.push_back(removed.count(static_cast<int64_t>(d)) ? b_.getInt64(0) : idx[o++]);
   }
-  if (op == "transpose") {
-    std::vector<int64_t> perm = node.attrs.get_ints("perm");
-    size_t rank = os.size();
-    if (perm.empty())
-      for (size_t d = 0; d < rank; ++d)
-        perm.push_back(static_cast<int64_t>(rank - 1 - d));
-    Index in(rank);
+  return element(x, in);
+
+}
+
+Value *ElementalEmitter::transpose_element(const Node &node, size_t result, const Index &idx) {
+  ValueId x = node.operands[0];
+  ValueId out = node.results[result];
+  const Shape &os = g_.type_of(out).shape;
+  std::vector<int64_t> perm = node.attrs.get_ints("perm");
+  size_t rank = os.size();
+  if (perm.empty())
     for (size_t d = 0; d < rank; ++d)
-      in[perm[d] < 0 ? perm[d] + static_cast<int64_t>(rank) : perm[d]] = idx[d];
-    return element(x, in);
-  }
-  if (op == "broadcast_to")
-    return element(x, broadcast(x, os, idx));
-  if (op == "tile") {
-    std::vector<Value *> in_dims = dims_of(x);
-    Index in;
-    for (size_t d = 0; d < idx.size(); ++d)
-      in.push_back(b_.CreateURem(idx[d], in_dims[d]));
-    return element(x, in);
-  }
-  if (op == "slice") {
-    Index in = idx;
-    const Shape &xs = g_.type_of(x).shape;
-    std::vector<int64_t> starts = node.attrs.get_ints("starts"), ends = node.attrs.get_ints("ends"),
-                         axes = node.attrs.get_ints("axes"), steps = node.attrs.get_ints("steps");
-    for (size_t k = 0; k < starts.size(); ++k) {
-      int64_t axis = axes.empty() ? static_cast<int64_t>(k) : axes[k];
-      if (axis < 0)
-        axis += static_cast<int64_t>(xs.size());
-      int64_t step = steps.empty() ? 1 : steps[k];
-      if (!xs[axis].is_static())
-        continue; // only the full range is allowed on symbolic dims
-      int64_t n = xs[axis].value(), s = starts[k];
-      if (s < 0)
-        s += n;
-      s = step > 0 ? std::clamp<int64_t>(s, 0, n) : std::clamp<int64_t>(s, -1, n - 1);
-      in[axis] = b_.CreateAdd(b_.getInt64(s), b_.CreateMul(idx[axis], b_.getInt64(step)));
-    }
-    return element(x, in);
-  }
-  if (op == "split") {
-    int64_t axis = node.attrs.get_int("axis");
-    if (axis < 0)
-      axis += static_cast<int64_t>(os.size());
-    std::vector<int64_t> sizes = node.attrs.get_ints("sizes");
-    int64_t offset = 0;
-    for (size_t r = 0; r < result; ++r)
-      offset += sizes[r];
-    Index in = idx;
-    in[axis] = b_.CreateAdd(idx[axis], b_.getInt64(offset));
-    return element(x, in);
-  }
-  if (op == "concat") {
-    int64_t axis = node.attrs.get_int("axis");
-    if (axis < 0)
-      axis += static_cast<int64_t>(os.size());
-    // Every operand's element at a clamped (in-bounds) index, then select.
-    Value *offset = b_.getInt64(0);
-    Value *result_v = nullptr;
-    for (size_t k = 0; k < node.operands.size(); ++k) {
-      ValueId xk = node.operands[k];
-      Value *extent = dim(g_.type_of(xk).shape[axis]);
-      Value *local_i = b_.CreateSub(idx[axis], offset);
-      Value *in_range = b_.CreateAnd(b_.CreateICmpSGE(local_i, b_.getInt64(0)), b_.CreateICmpSLT(local_i, extent));
-      Value *clamped = b_.CreateSelect(in_range, local_i, b_.getInt64(0));
-      Index in = idx;
-      in[axis] = clamped;
-      if (extent_is_zero(xk, axis)) {
-        // nothing to read
-      } else if (g_.type_of(xk).shape[axis].is_static()) {
-        Value *e = element(xk, in);
-        result_v = result_v ? b_.CreateSelect(in_range, e, result_v) : e;
-      } else {
-        // A symbolic extent may be 0 at run time: read only when in range.
-        Value *otherwise = result_v ? result_v : literal(g_.type_of(out).dtype, 0.0);
-        result_v = when(in_range, [&] { return element(xk, in); }, otherwise);
-      }
-      offset = b_.CreateAdd(offset, extent);
-    }
-    return result_v ? result_v : literal(g_.type_of(out).dtype, 0.0); // every operand empty
-  }
-  if (op == "pad") {
-    std::vector<int64_t> pads = node.attrs.get_ints("pads");
-    std::vector<Value *> in_dims = dims_of(x);
-    Index in;
-    Value *inside = b_.getInt1(true);
-    for (size_t d = 0; d < idx.size(); ++d) {
-      Value *i = b_.CreateSub(idx[d], b_.getInt64(pads[2 * d]));
-      Value *ok = b_.CreateAnd(b_.CreateICmpSGE(i, b_.getInt64(0)), b_.CreateICmpSLT(i, in_dims[d]));
-      inside = b_.CreateAnd(inside, ok);
-      in.push_back(b_.CreateSelect(ok, i, b_.getInt64(0)));
-    }
-    DType d = g_.type_of(out).dtype;
-    if (shape_numel(g_.type_of(x).shape) == Dim(0)) // nothing to read: all padding
-      return literal(d, node.attrs.get_real("value"));
-    if (!shape_is_static(g_.type_of(x).shape)) // may be empty at run time: read only inside
-      return when(inside, [&] { return element(x, in); }, literal(d, node.attrs.get_real("value")));
-    return b_.CreateSelect(inside, element(x, in), literal(d, node.attrs.get_real("value")));
-  }
-  if (op == "gather") {
-    int64_t axis = node.attrs.get_int("axis");
-    const Shape &xs = g_.type_of(x).shape;
+      perm.push_back(static_cast<int64_t>(rank - 1 - d));
+  Index in(rank);
+  for (size_t d = 0; d < rank; ++d)
+    in[perm[d] < 0 ? perm[d] + static_cast<int64_t>(rank) : perm[d]] = idx[d];
+  return element(x, in);
+
+}
+
+Value *ElementalEmitter::broadcast_to_element(const Node &node, size_t result, const Index &idx) {
+  ValueId x = node.operands[0];
+  ValueId out = node.results[result];
+  const Shape &os = g_.type_of(out).shape;
+  return element(x, broadcast(x, os, idx));
+}
+
+Value *ElementalEmitter::tile_element(const Node &node, size_t result, const Index &idx) {
+  ValueId x = node.operands[0];
+  std::vector<Value *> in_dims = dims_of(x);
+  Index in;
+  for (size_t d = 0; d < idx.size(); ++d)
+    in.push_back(b_.CreateURem(idx[d], in_dims[d]));
+  return element(x, in);
+
+}
+
+Value *ElementalEmitter::slice_element(const Node &node, size_t result, const Index &idx) {
+  ValueId x = node.operands[0];
+  Index in = idx;
+  const Shape &xs = g_.type_of(x).shape;
+  std::vector<int64_t> starts = node.attrs.get_ints("starts"), ends = node.attrs.get_ints("ends"),
+                       axes = node.attrs.get_ints("axes"), steps = node.attrs.get_ints("steps");
+  for (size_t k = 0; k < starts.size(); ++k) {
+    int64_t axis = axes.empty() ? static_cast<int64_t>(k) : axes[k];
     if (axis < 0)
       axis += static_cast<int64_t>(xs.size());
-    ValueId ids = node.operands[1];
-    size_t id_rank = g_.type_of(ids).shape.size();
-    Index id_idx(idx.begin() + axis, idx.begin() + axis + static_cast<long>(id_rank));
-    Value *i = b_.CreateSExt(element(ids, id_idx), b_.getInt64Ty());
-    Value *n = dim(xs[axis]);
-    i = b_.CreateSelect(b_.CreateICmpSLT(i, b_.getInt64(0)), b_.CreateAdd(i, n), i);
-    // Out-of-range indices clamp (the interpreter reports them as errors).
-    i = b_.CreateSelect(b_.CreateICmpSLT(i, b_.getInt64(0)), b_.getInt64(0), i);
-    i = b_.CreateSelect(b_.CreateICmpSGE(i, n), b_.CreateSub(n, b_.getInt64(1)), i);
-    Index in(idx.begin(), idx.begin() + axis);
-    in.push_back(i);
-    in.insert(in.end(), idx.begin() + axis + static_cast<long>(id_rank), idx.end());
-    return element(x, in);
+    int64_t step = steps.empty() ? 1 : steps[k];
+    if (!xs[axis].is_static())
+      continue; // only the full range is allowed on symbolic dims
+    int64_t n = xs[axis].value(), s = starts[k];
+    if (s < 0)
+      s += n;
+    s = step > 0 ? std::clamp<int64_t>(s, 0, n) : std::clamp<int64_t>(s, -1, n - 1);
+    in[axis] = b_.CreateAdd(b_.getInt64(s), b_.CreateMul(idx[axis], b_.getInt64(step)));
   }
-  return nullptr;
+  return element(x, in);
+
+}
+
+Value *ElementalEmitter::split_element(const Node &node, size_t result, const Index &idx) {
+  ValueId x = node.operands[0];
+  ValueId out = node.results[result];
+  const Shape &os = g_.type_of(out).shape;
+  int64_t axis = node.attrs.get_int("axis");
+  if (axis < 0)
+    axis += static_cast<int64_t>(os.size());
+  std::vector<int64_t> sizes = node.attrs.get_ints("sizes");
+  int64_t offset = 0;
+  for (size_t r = 0; r < result; ++r)
+    offset += sizes[r];
+  Index in = idx;
+  in[axis] = b_.CreateAdd(idx[axis], b_.getInt64(offset));
+  return element(x, in);
+
+}
+
+Value *ElementalEmitter::concat_element(const Node &node, size_t result, const Index &idx) {
+  ValueId out = node.results[result];
+  const Shape &os = g_.type_of(out).shape;
+  int64_t axis = node.attrs.get_int("axis");
+  if (axis < 0)
+    axis += static_cast<int64_t>(os.size());
+  // Every operand's element at a clamped (in-bounds) index, then select.
+  Value *offset = b_.getInt64(0);
+  Value *result_v = nullptr;
+  for (size_t k = 0; k < node.operands.size(); ++k) {
+    ValueId xk = node.operands[k];
+    Value *extent = dim(g_.type_of(xk).shape[axis]);
+    Value *local_i = b_.CreateSub(idx[axis], offset);
+    Value *in_range = b_.CreateAnd(b_.CreateICmpSGE(local_i, b_.getInt64(0)), b_.CreateICmpSLT(local_i, extent));
+    Value *clamped = b_.CreateSelect(in_range, local_i, b_.getInt64(0));
+    Index in = idx;
+    in[axis] = clamped;
+    if (extent_is_zero(xk, axis)) {
+      // nothing to read
+    } else if (g_.type_of(xk).shape[axis].is_static()) {
+      Value *e = element(xk, in);
+      result_v = result_v ? b_.CreateSelect(in_range, e, result_v) : e;
+    } else {
+      // A symbolic extent may be 0 at run time: read only when in range.
+      Value *otherwise = result_v ? result_v : literal(g_.type_of(out).dtype, 0.0);
+      result_v = when(in_range, [&] { return element(xk, in); }, otherwise);
+    }
+    offset = b_.CreateAdd(offset, extent);
+  }
+  return result_v ? result_v : literal(g_.type_of(out).dtype, 0.0); // every operand empty
+
+}
+
+Value *ElementalEmitter::pad_element(const Node &node, size_t result, const Index &idx) {
+  ValueId x = node.operands[0];
+  ValueId out = node.results[result];
+  std::vector<int64_t> pads = node.attrs.get_ints("pads");
+  std::vector<Value *> in_dims = dims_of(x);
+  Index in;
+  Value *inside = b_.getInt1(true);
+  for (size_t d = 0; d < idx.size(); ++d) {
+    Value *i = b_.CreateSub(idx[d], b_.getInt64(pads[2 * d]));
+    Value *ok = b_.CreateAnd(b_.CreateICmpSGE(i, b_.getInt64(0)), b_.CreateICmpSLT(i, in_dims[d]));
+    inside = b_.CreateAnd(inside, ok);
+    in.push_back(b_.CreateSelect(ok, i, b_.getInt64(0)));
+  }
+  DType d = g_.type_of(out).dtype;
+  if (shape_numel(g_.type_of(x).shape) == Dim(0)) // nothing to read: all padding
+    return literal(d, node.attrs.get_real("value"));
+  if (!shape_is_static(g_.type_of(x).shape)) // may be empty at run time: read only inside
+    return when(inside, [&] { return element(x, in); }, literal(d, node.attrs.get_real("value")));
+  return b_.CreateSelect(inside, element(x, in), literal(d, node.attrs.get_real("value")));
+
+}
+
+Value *ElementalEmitter::gather_element(const Node &node, size_t result, const Index &idx) {
+  ValueId x = node.operands[0];
+  int64_t axis = node.attrs.get_int("axis");
+  const Shape &xs = g_.type_of(x).shape;
+  if (axis < 0)
+    axis += static_cast<int64_t>(xs.size());
+  ValueId ids = node.operands[1];
+  size_t id_rank = g_.type_of(ids).shape.size();
+  Index id_idx(idx.begin() + axis, idx.begin() + axis + static_cast<long>(id_rank));
+  Value *i = b_.CreateSExt(element(ids, id_idx), b_.getInt64Ty());
+  Value *n = dim(xs[axis]);
+  i = b_.CreateSelect(b_.CreateICmpSLT(i, b_.getInt64(0)), b_.CreateAdd(i, n), i);
+  // Out-of-range indices clamp (the interpreter reports them as errors).
+  i = b_.CreateSelect(b_.CreateICmpSLT(i, b_.getInt64(0)), b_.getInt64(0), i);
+  i = b_.CreateSelect(b_.CreateICmpSGE(i, n), b_.CreateSub(n, b_.getInt64(1)), i);
+  Index in(idx.begin(), idx.begin() + axis);
+  in.push_back(i);
+  in.insert(in.end(), idx.begin() + axis + static_cast<long>(id_rank), idx.end());
+  return element(x, in);
 }
 
 Value *ElementalEmitter::when(Value *cond, const std::function<Value *()> &then, Value *otherwise) {

@@ -10,6 +10,7 @@
 #include "maxc/IR/Graph.h"
 
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
 
 #include <array>
 #include <functional>
@@ -25,6 +26,21 @@ using Index = std::vector<llvm::Value *>;
 /// and stored in a "memory type" (f16 as half, bf16 as i16, bool as i8).
 llvm::Type *compute_type(llvm::LLVMContext &c, DType d);
 llvm::Type *memory_type(llvm::LLVMContext &c, DType d);
+
+class ElementalEmitter;
+
+/// What an element formula sees: its node, the operands' elements at the
+/// output index (broadcast), the output index and the dtypes.
+struct ElementArgs {
+  const Node &node;
+  const std::vector<llvm::Value *> &x;
+  const Index &idx;
+  DType in;  // operand 0's dtype (f32 for generators)
+  DType out; // the result's dtype
+};
+using ElementFormula = llvm::Value *(*)(ElementalEmitter &, const ElementArgs &);
+
+
 
 class ElementalEmitter {
 public:
@@ -104,23 +120,39 @@ protected:
 
   Value *compute_element(const Node &node, size_t result, const Index &idx);
 
-  // -- unary --
+public:
+  /// How one element of an op's result is computed, by op name: an element
+  /// formula, a view's index remapping, a reduction loop, a window loop.
+  using ElementLowering = Value *(ElementalEmitter::*)(const Node &, size_t result, const Index &);
+  static const std::map<std::string, ElementLowering> &element_lowerings();
 
-  Value *unary(const std::string &op, const Node &node, DType d, Value *x);
+protected:
+  Value *formula_element(const Node &node, size_t result, const Index &idx);
+  Value *reduction_element(const Node &node, size_t result, const Index &idx);
+  Value *convolution_element(const Node &node, size_t result, const Index &idx);
+  Value *pooling_element(const Node &node, size_t result, const Index &idx);
 
-  static bool is_unary(const std::string &op);
+  // -- element formulas (one per elementwise, generator and collective op) --
+
+public:
+  /// Every element formula, by op name: adding an elementwise op means one
+  /// entry here (and its OpDef with traits in lib/Ops).
+  static const std::map<std::string, ElementFormula> &element_formulas();
+
+protected:
+  Value *intrinsic(llvm::Intrinsic::ID id, Value *x);
+  Value *sigmoid(DType d, Value *x);
+  /// A comparison: `fp` for floats, `sint` for integers, `uint` for booleans.
+  Value *compare(const ElementArgs &a, llvm::CmpInst::Predicate fp, llvm::CmpInst::Predicate sint,
+                 llvm::CmpInst::Predicate uint);
+  /// maximum/minimum; a NaN in x wins (as the reference).
+  Value *min_max(const ElementArgs &a, bool max);
 
   // libm's tanh: the former (1 - e)/(1 + e), e = exp(-2|x|), lost up to
   // 1e-8 relative precision for small |x| (1 - e cancels).
   Value *tanh_f64(Value *x);
 
   Value *erf_f64(Value *x);
-
-  // -- binary --
-
-  static bool is_binary(const std::string &op);
-
-  Value *binary(const std::string &op, DType d, Value *x, Value *y);
 
   // -- conversions --
 
@@ -134,9 +166,18 @@ protected:
 
   Value *reduction(const Node &node, const Index &out_idx);
 
-  // -- shape ops --
+  // -- shape ops: one element function per op --
 
-  Value *shape_op(const Node &node, size_t result, const Index &idx);
+  Value *reshape_element(const Node &node, size_t result, const Index &idx);
+  Value *squeeze_element(const Node &node, size_t result, const Index &idx);
+  Value *transpose_element(const Node &node, size_t result, const Index &idx);
+  Value *broadcast_to_element(const Node &node, size_t result, const Index &idx);
+  Value *tile_element(const Node &node, size_t result, const Index &idx);
+  Value *slice_element(const Node &node, size_t result, const Index &idx);
+  Value *split_element(const Node &node, size_t result, const Index &idx);
+  Value *concat_element(const Node &node, size_t result, const Index &idx);
+  Value *pad_element(const Node &node, size_t result, const Index &idx);
+  Value *gather_element(const Node &node, size_t result, const Index &idx);
 
   /// then() evaluated only when `cond` holds (it may read memory that does
   /// not exist otherwise), else `otherwise` (which must already be defined).

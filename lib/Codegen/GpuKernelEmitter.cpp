@@ -1,6 +1,7 @@
 #include "GpuKernelEmitter.h"
 
 #include "ElementalEmitter.h"
+#include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Error.h"
 
 #include <llvm/IR/Module.h>
@@ -166,18 +167,21 @@ private:
 
   std::vector<GpuKernel> kernels_for(const Node &node) {
     std::vector<GpuKernel> out;
-    if (node.op == "matmul") {
+    std::string kind = gpu_kernel_kind(node.op);
+    if (kind == "matmul") {
       out.push_back(matmul_kernel(node));
       return out;
     }
-    if (node.op == "conv2d") {
+    if (kind == "conv2d") {
       out.push_back(conv_kernel(node));
       return out;
     }
-    if (is_reduction_op(node.op) && node.op != "argmax" && node.op != "argmin") {
+    if (kind == "reduction") {
       out.push_back(reduction_kernel(node));
       return out;
     }
+    if (kind != "elementwise")
+      throw Error(ErrorCode::Internal, "gpu: no kernel for op '" + node.op + "'");
     for (size_t r = 0; r < node.results.size(); ++r)
       if (plan_.values[node.results[r]].storage != Storage::fused)
         out.push_back(elementwise_kernel(node, r));
@@ -625,15 +629,27 @@ private:
 };
 
 bool needs_device_libm(const Node &node, const Graph &g) {
-  static const std::set<std::string> transcendental = {"exp", "log", "tanh", "sigmoid", "silu", "erf",
-                                                       "gelu", "sin", "cos", "pow"};
-  if (!transcendental.count(node.op) || node.results.empty())
+  OpTraits traits = op_traits(node.op);
+  if (node.results.empty() || !is_float(g.type_of(node.results[0]).dtype))
     return false;
-  DType d = g.type_of(node.results[0]).dtype;
-  return d == DType::f64 || node.op == "pow";
+  return traits.has(OpTrait::device_libm) ||
+         (traits.has(OpTrait::device_libm_f64) && g.type_of(node.results[0]).dtype == DType::f64);
 }
 
 } // namespace
+
+std::string gpu_kernel_kind(const std::string &op) {
+  OpTraits traits = op_traits(op);
+  if (op == "call" || op == "constant")
+    return op; // a host-side call of the subgraph's launches; a weight in the blob
+  if (op == "matmul" || op == "conv2d")
+    return op; // tiled GEMMs through LDS (conv2d as an implicit GEMM)
+  if (traits.has(OpTrait::reduction) && !traits.has(OpTrait::index_result))
+    return "reduction"; // one workgroup per output element
+  if (has_elemental_lowering(op))
+    return "elementwise"; // one work-item per output element
+  return "";
+}
 
 std::string GpuKernel::grid_text() const {
   std::string out;

@@ -130,12 +130,15 @@ private:
 
   void emit_kernel(size_t n) {
     const Node &node = g_.nodes()[n];
-    if (node.op == "call")
+    std::string lowering = cpu_lowering(node.op);
+    if (lowering == "call")
       return emit_call(node);
-    if (node.op == "matmul")
+    if (lowering == "matmul")
       return emit_matmul(node);
-    if (node.op == "conv2d" && node_uses_gemm(g_, plan_, node))
+    if (lowering == "conv2d" && node_uses_gemm(g_, plan_, node))
       return emit_conv_gemm(node);
+    if (lowering != "conv2d" && lowering != "elemental")
+      throw Error(ErrorCode::Internal, "codegen: no lowering for op '" + node.op + "'");
     for (size_t r = 0; r < node.results.size(); ++r) {
       ValueId v = node.results[r];
       if (plan_.values[v].storage == Storage::fused)
@@ -492,6 +495,18 @@ void collect(const Graph &g, std::set<std::string> &out) {
 }
 
 } // namespace
+
+std::string cpu_lowering(const std::string &op) {
+  if (op == "call" || op == "constant")
+    return op; // a call of the subgraph's function; a global (or the weights blob)
+  if (op == "matmul")
+    return op; // the register-blocked GEMM (f32) or dot-product loops
+  if (op == "conv2d")
+    return op; // im2col + GEMM (f32, one group) or the elemental window loop
+  if (has_elemental_lowering(op))
+    return "elemental"; // a loop nest over the output, one element at a time
+  return "";
+}
 
 std::vector<std::string> collect_symbols(const Graph &graph) {
   std::set<std::string> out;

@@ -1,5 +1,6 @@
 #include "maxc/Codegen/LoweringPlan.h"
 
+#include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Error.h"
 
 #include <algorithm>
@@ -8,32 +9,9 @@
 
 namespace maxc {
 
-bool is_elemental_op(const std::string &op) {
-  static const std::set<std::string> ops = {
-      "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "silu", "erf", "sin", "cos",
-      "floor", "ceil", "round", "sign", "not", "cast", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "mod",
-      "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "where", "full", "iota", "range", "reshape", "transpose",
-      "broadcast_to", "squeeze", "unsqueeze", "concat", "split", "slice", "gather", "pad", "tile", "allreduce_sum"};
-  return ops.count(op) != 0;
-}
+bool is_elemental_op(const std::string &op) { return op_traits(op).any(kElementalTraits); }
 
-bool is_reduction_op(const std::string &op) {
-  return op == "sum" || op == "mean" || op == "max" || op == "min" || op == "prod" || op == "argmax" ||
-         op == "argmin";
-}
-
-// Elementwise ops that read every operand at the output's own index (up to
-// broadcasting): the ops a GEMM epilogue chain may consist of.
-static bool is_epilogue_op(const std::string &op) {
-  static const std::set<std::string> ops = {
-      "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "silu", "erf", "sin",
-      "cos", "floor", "ceil", "round", "sign", "not", "cast", "add", "sub", "mul", "div", "pow", "maximum",
-      "minimum", "mod", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "where"};
-  return ops.count(op) != 0;
-}
-
-// Ops with no operands whose elements cost nothing to recompute.
-static bool is_cheap_op(const std::string &op) { return op == "full" || op == "iota" || op == "range"; }
+bool is_reduction_op(const std::string &op) { return op_traits(op).has(OpTrait::reduction); }
 
 LoweringPlan plan_lowering(const Graph &g) {
   LoweringPlan plan;
@@ -70,8 +48,9 @@ LoweringPlan plan_lowering(const Graph &g) {
         continue;
       }
       bool fuse = false;
-      if (is_elemental_op(node.op)) {
-        if (is_cheap_op(node.op)) {
+      OpTraits traits = op_traits(node.op);
+      if (traits.any(kElementalTraits)) {
+        if (traits.has(OpTrait::generator)) {
           // ...except into a call: its operands are passed as buffers.
           fuse = std::none_of(consumers[v].begin(), consumers[v].end(),
                               [&](size_t c) { return nodes[c].op == "call"; });
@@ -79,9 +58,10 @@ LoweringPlan plan_lowering(const Graph &g) {
           const Node &c = nodes[consumers[v][0]];
           // Fuse where every element is still computed once: into an
           // elemental consumer of the same size, or into a reduction.
-          fuse = (is_elemental_op(c.op) && c.op != "gather" &&
+          OpTraits ct = op_traits(c.op);
+          fuse = (ct.any(kElementalTraits) && !ct.has(OpTrait::indirect) &&
                   shape_numel(g.type_of(c.results[0]).shape) == shape_numel(g.type_of(v).shape)) ||
-                 (is_reduction_op(c.op) && c.operands[0] == v);
+                 (ct.has(OpTrait::reduction) && c.operands[0] == v);
         }
       }
       p = {fuse ? Storage::fused : Storage::temp, 0};
@@ -111,7 +91,7 @@ LoweringPlan plan_lowering(const Graph &g) {
       if (!ok)
         break;
       const Node &c = nodes[uses[0]];
-      ok = is_epilogue_op(c.op) && c.results.size() == 1 && g.type_of(c.results[0]).shape == shape &&
+      ok = op_traits(c.op).has(OpTrait::epilogue_safe) && c.results.size() == 1 && g.type_of(c.results[0]).shape == shape &&
            g.type_of(v).shape == shape;
       if (!ok)
         break;

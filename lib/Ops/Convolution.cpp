@@ -131,6 +131,7 @@ std::vector<double> bias_values(const ReferenceContext &c, int64_t out_channels)
 OpDef conv2d_op() {
   OpDef def;
   def.name = "conv2d";
+  def.traits = OpTrait::window | OpTrait::gemm_like;
   def.summary = "2-D convolution, x [N,C,H,W] * weight [O,C/groups,kh,kw] (+ bias [O])";
   def.min_operands = 2;
   def.max_operands = 3;
@@ -195,6 +196,7 @@ OpDef conv2d_op() {
 OpDef conv_transpose2d_op() {
   OpDef def;
   def.name = "conv_transpose2d";
+  def.traits = OpTrait::window;
   def.summary = "transposed 2-D convolution, x [N,C,H,W], weight [C,O/groups,kh,kw] (+ bias [O])";
   def.min_operands = 2;
   def.max_operands = 3;
@@ -287,6 +289,7 @@ PoolParams pool_params(const std::string &op, const Attrs &attrs) {
 OpDef pool_op(const std::string &name, const std::string &summary, bool is_max) {
   OpDef def;
   def.name = name;
+  def.traits = OpTrait::window;
   def.summary = summary;
   def.attrs = {{"kernel", AttrKind::ints, std::nullopt, "window (h, w)"},
                {"stride", AttrKind::ints, AttrValue(std::vector<int64_t>{}), "(h, w); [] = the kernel size"},
@@ -346,6 +349,7 @@ OpDef pool_op(const std::string &name, const std::string &summary, bool is_max) 
 OpDef global_avg_pool2d_op() {
   OpDef def;
   def.name = "global_avg_pool2d";
+  def.traits = OpTrait::composite;
   def.summary = "mean over H and W of [N,C,H,W], giving [N,C,1,1]";
   def.infer = [](const InferContext &c) {
     const TensorType &x = c.operands[0];

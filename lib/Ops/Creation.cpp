@@ -15,6 +15,7 @@ namespace {
 OpDef constant_op() {
   OpDef def;
   def.name = "constant";
+  def.traits = OpTrait::structural;
   def.summary = "reads a named constant of the graph (weights)";
   def.min_operands = def.max_operands = 0;
   def.attrs = {{"name", AttrKind::string, std::nullopt, "name in the graph's constant table"}};
@@ -36,6 +37,7 @@ OpDef constant_op() {
 OpDef full_op() {
   OpDef def;
   def.name = "full";
+  def.traits = OpTrait::generator;
   def.summary = "a tensor filled with one value";
   def.min_operands = def.max_operands = 0;
   def.attrs = {{"value", AttrKind::real, std::nullopt, "fill value"},
@@ -57,6 +59,7 @@ OpDef full_op() {
 OpDef iota_op() {
   OpDef def;
   def.name = "iota";
+  def.traits = OpTrait::generator;
   def.summary = "0, 1, 2, ... along one axis of a shape";
   def.min_operands = def.max_operands = 0;
   def.attrs = {{"shape", AttrKind::shape, std::nullopt, "result shape"},
@@ -91,6 +94,7 @@ int64_t range_length(double start, double stop, double step) {
 OpDef range_op() {
   OpDef def;
   def.name = "range";
+  def.traits = OpTrait::generator;
   def.summary = "start, start+step, ... below stop (1-D)";
   def.min_operands = def.max_operands = 0;
   def.attrs = {{"start", AttrKind::real, AttrValue(0.0), ""},

@@ -39,6 +39,7 @@ OpDef unary(const std::string &name, const std::string &summary, Domain domain, 
   def.name = name;
   def.summary = summary;
   def.attrs = std::move(attrs);
+  def.traits = OpTrait::elementwise | OpTrait::unary | OpTrait::epilogue_safe;
   def.infer = [name, domain](const InferContext &c) {
     check_domain(name, c.operands[0], domain);
     return std::vector<TensorType>{c.operands[0]};
@@ -87,6 +88,12 @@ double gelu_tanh(double v) {
   return 0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v)));
 }
 
+// Transcendental math: polynomials in f32 on every device, libm for f64.
+OpDef needs_libm(OpDef def, OpTraits traits = OpTrait::device_libm_f64) {
+  def.traits |= traits;
+  return def;
+}
+
 // Result dtype rule of a binary op.
 enum class BinaryResult { same, boolean };
 
@@ -99,6 +106,7 @@ OpDef binary(const std::string &name, const std::string &summary, Domain domain,
   def.name = name;
   def.summary = summary;
   def.min_operands = def.max_operands = 2;
+  def.traits = OpTrait::elementwise | OpTrait::binary | OpTrait::epilogue_safe;
   def.infer = [name, domain, result](const InferContext &c) {
     require_same_dtype(name, c.operands);
     require_same_device(name, c.operands);
@@ -129,6 +137,7 @@ OpDef where_op() {
   def.name = "where";
   def.summary = "cond ? a : b with broadcasting";
   def.min_operands = def.max_operands = 3;
+  def.traits = OpTrait::elementwise | OpTrait::epilogue_safe;
   def.infer = [](const InferContext &c) {
     require_dtype("where", c.operands[0], DType::boolean, "condition");
     require_same_dtype("where", {c.operands[1], c.operands[2]});
@@ -158,6 +167,7 @@ OpDef cast_op() {
   def.name = "cast";
   def.summary = "converts to another dtype (floats→ints truncate toward zero and saturate; ints wrap)";
   def.attrs = {{"dtype", AttrKind::dtype, std::nullopt, "target dtype"}};
+  def.traits = OpTrait::elementwise | OpTrait::epilogue_safe;
   def.infer = [](const InferContext &c) {
     TensorType t = c.operands[0];
     t.dtype = c.attrs.get_dtype("dtype");
@@ -187,18 +197,18 @@ void register_elementwise_ops(OpRegistry &r) {
   r.add(unary("neg", "-x", Domain::numbers, [](double v) { return -v; }, [](int64_t v) { return wrap_sub(0, v); }));
   r.add(unary("abs", "|x|", Domain::numbers, [](double v) { return std::fabs(v); },
               [](int64_t v) { return v < 0 ? wrap_sub(0, v) : v; }));
-  r.add(unary("exp", "e^x", Domain::floats, [](double v) { return std::exp(v); }));
-  r.add(unary("log", "natural logarithm", Domain::floats, [](double v) { return std::log(v); }));
+  r.add(needs_libm(unary("exp", "e^x", Domain::floats, [](double v) { return std::exp(v); })));
+  r.add(needs_libm(unary("log", "natural logarithm", Domain::floats, [](double v) { return std::log(v); })));
   r.add(unary("sqrt", "square root", Domain::floats, [](double v) { return std::sqrt(v); }));
   r.add(unary("rsqrt", "1/sqrt(x)", Domain::floats, [](double v) { return 1.0 / std::sqrt(v); }));
-  r.add(unary("tanh", "hyperbolic tangent", Domain::floats, [](double v) { return std::tanh(v); }));
-  r.add(unary("sigmoid", "1/(1+e^-x)", Domain::floats, [](double v) { return 1.0 / (1.0 + std::exp(-v)); }));
+  r.add(needs_libm(unary("tanh", "hyperbolic tangent", Domain::floats, [](double v) { return std::tanh(v); })));
+  r.add(needs_libm(unary("sigmoid", "1/(1+e^-x)", Domain::floats, [](double v) { return 1.0 / (1.0 + std::exp(-v)); })));
   r.add(unary("relu", "max(x, 0)", Domain::numbers, [](double v) { return v > 0 ? v : 0.0; },
               [](int64_t v) { return v > 0 ? v : int64_t{0}; }));
-  r.add(unary("silu", "x*sigmoid(x)", Domain::floats, [](double v) { return v / (1.0 + std::exp(-v)); }));
-  r.add(unary("erf", "error function", Domain::floats, [](double v) { return std::erf(v); }));
-  r.add(unary("sin", "sine", Domain::floats, [](double v) { return std::sin(v); }));
-  r.add(unary("cos", "cosine", Domain::floats, [](double v) { return std::cos(v); }));
+  r.add(needs_libm(unary("silu", "x*sigmoid(x)", Domain::floats, [](double v) { return v / (1.0 + std::exp(-v)); })));
+  r.add(needs_libm(unary("erf", "error function", Domain::floats, [](double v) { return std::erf(v); })));
+  r.add(needs_libm(unary("sin", "sine", Domain::floats, [](double v) { return std::sin(v); })));
+  r.add(needs_libm(unary("cos", "cosine", Domain::floats, [](double v) { return std::cos(v); })));
   r.add(unary("floor", "round down", Domain::numbers, [](double v) { return std::floor(v); }, [](int64_t v) { return v; }));
   r.add(unary("ceil", "round up", Domain::numbers, [](double v) { return std::ceil(v); }, [](int64_t v) { return v; }));
   r.add(unary("round", "round half to even", Domain::numbers, round_half_even, [](int64_t v) { return v; }));
@@ -223,7 +233,7 @@ void register_elementwise_ops(OpRegistry &r) {
       out.set_f64(i, f(c.operands[0].get_f64(i)));
     return std::vector<HostTensor>{out};
   };
-  r.add(std::move(gelu));
+  r.add(needs_libm(std::move(gelu)));
 
   // clang-format off
   r.add(binary("add", "a + b", Domain::numbers, BinaryResult::same, [](double a, double b) { return a + b; }, wrap_add));
@@ -231,7 +241,8 @@ void register_elementwise_ops(OpRegistry &r) {
   r.add(binary("mul", "a * b", Domain::numbers, BinaryResult::same, [](double a, double b) { return a * b; }, wrap_mul));
   r.add(binary("div", "a / b (integers truncate; x/0 = 0)", Domain::numbers, BinaryResult::same,
                [](double a, double b) { return a / b; }, int_div));
-  r.add(binary("pow", "a ^ b", Domain::floats, BinaryResult::same, [](double a, double b) { return std::pow(a, b); }, nullptr));
+  r.add(needs_libm(binary("pow", "a ^ b", Domain::floats, BinaryResult::same, [](double a, double b) { return std::pow(a, b); }, nullptr),
+                   OpTrait::device_libm | OpTrait::device_libm_f64));
   r.add(binary("maximum", "elementwise maximum", Domain::numbers, BinaryResult::same,
                [](double a, double b) { return std::isnan(a) || a > b ? a : b; }, [](int64_t a, int64_t b) { return a > b ? a : b; }));
   r.add(binary("minimum", "elementwise minimum", Domain::numbers, BinaryResult::same,

@@ -80,6 +80,7 @@ template <typename T> HostTensor matmul_kernel(const ReferenceContext &c) {
 OpDef matmul_op() {
   OpDef def;
   def.name = "matmul";
+  def.traits = OpTrait::gemm_like;
   def.summary = "batched matrix product with NumPy-broadcast batch dims";
   def.min_operands = def.max_operands = 2;
   def.attrs = {{"transpose_a", AttrKind::boolean, AttrValue(false), "use the lhs's last two dims swapped"},
@@ -139,6 +140,7 @@ template <typename T> HostTensor linear_kernel(const ReferenceContext &c) {
 OpDef linear_op() {
   OpDef def;
   def.name = "linear";
+  def.traits = OpTrait::composite;
   def.summary = "x @ weight^T + bias with weight [out, in] (PyTorch layout)";
   def.min_operands = 2;
   def.max_operands = 3;

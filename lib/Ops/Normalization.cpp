@@ -42,6 +42,7 @@ void check_trailing_norm(const std::string &op, const std::vector<TensorType> &o
 OpDef layer_norm_op() {
   OpDef def;
   def.name = "layer_norm";
+  def.traits = OpTrait::composite;
   def.summary = "(x - mean) / sqrt(var + eps) * weight + bias over the last weight.rank() dims";
   def.min_operands = 2;
   def.max_operands = 3;
@@ -82,6 +83,7 @@ OpDef layer_norm_op() {
 OpDef rms_norm_op() {
   OpDef def;
   def.name = "rms_norm";
+  def.traits = OpTrait::composite;
   def.summary = "x / sqrt(mean(x^2) + eps) * weight over the last weight.rank() dims";
   def.min_operands = def.max_operands = 2;
   def.attrs = {{"eps", AttrKind::real, AttrValue(1e-6), "added to the mean square"}};
@@ -114,6 +116,7 @@ OpDef rms_norm_op() {
 OpDef batch_norm_op() {
   OpDef def;
   def.name = "batch_norm";
+  def.traits = OpTrait::composite;
   def.summary = "inference batch norm over channel dim 1: (x - mean) / sqrt(var + eps) * scale + bias";
   def.min_operands = def.max_operands = 5;
   def.attrs = {{"eps", AttrKind::real, AttrValue(1e-5), "added to the variance"}};

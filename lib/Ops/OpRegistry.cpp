@@ -171,3 +171,23 @@ std::vector<TensorType> infer_result_types(const OpDef &def, const std::vector<T
 }
 
 } // namespace maxc
+
+namespace maxc {
+
+OpTraits op_traits(const std::string &name) {
+  const OpDef *def = OpRegistry::instance().find(name);
+  return def ? def->traits : OpTraits();
+}
+
+std::string op_traits_text(OpTraits t) {
+  static const char *names[] = {"elementwise", "unary",     "binary",   "reduction",  "shape",
+                                "generator",   "gemm_like", "epilogue_safe", "device_libm_f64", "device_libm",
+                                "indirect",    "window",    "composite", "collective", "structural", "index_result"};
+  std::string out;
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i)
+    if (t.bits() & (1u << i))
+      out += (out.empty() ? "" : " ") + std::string(names[i]);
+  return out;
+}
+
+} // namespace maxc

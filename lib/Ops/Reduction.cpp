@@ -92,6 +92,7 @@ struct AxisView {
 OpDef reduce_op(const std::string &name, const std::string &summary, Reduce kind) {
   OpDef def;
   def.name = name;
+  def.traits = OpTrait::reduction;
   def.summary = summary;
   def.attrs = {
       {"axes", AttrKind::ints, AttrValue(std::vector<int64_t>{}), "axes to reduce (may be negative); [] = all"},
@@ -184,6 +185,7 @@ OpDef reduce_op(const std::string &name, const std::string &summary, Reduce kind
 OpDef arg_op(const std::string &name, const std::string &summary, bool is_max) {
   OpDef def;
   def.name = name;
+  def.traits = OpTrait::reduction | OpTrait::index_result;
   def.summary = summary;
   def.attrs = {{"axis", AttrKind::integer, AttrValue(int64_t{-1}), "axis to search (may be negative)"},
                {"keepdims", AttrKind::boolean, AttrValue(false), "keep the searched axis as a size-1 dim"}};
@@ -232,6 +234,7 @@ OpDef arg_op(const std::string &name, const std::string &summary, bool is_max) {
 OpDef softmax_op(const std::string &name, const std::string &summary, bool log) {
   OpDef def;
   def.name = name;
+  def.traits = OpTrait::composite;
   def.summary = summary;
   def.attrs = {{"axis", AttrKind::integer, AttrValue(int64_t{-1}), "axis to normalise over (may be negative)"}};
   def.infer = [name](const InferContext &c) {

@@ -85,6 +85,7 @@ std::vector<TensorType> one(TensorType t) { return std::vector<TensorType>{std::
 OpDef reshape_op() {
   OpDef def;
   def.name = "reshape";
+  def.traits = OpTrait::shape;
   def.summary = "same elements in row-major order, new shape (one dim may be -1)";
   def.attrs = {{"shape", AttrKind::shape, std::nullopt, "target shape; one static -1 is inferred"}};
   def.infer = [](const InferContext &c) {
@@ -151,6 +152,7 @@ Sizes normalize_perm(const Sizes &perm_attr, int64_t rank) {
 OpDef transpose_op() {
   OpDef def;
   def.name = "transpose";
+  def.traits = OpTrait::shape;
   def.summary = "permutes dims (result dim i = input dim perm[i])";
   def.attrs = {{"perm", AttrKind::ints, AttrValue(Sizes{}), "permutation; empty reverses the dims"}};
   def.infer = [](const InferContext &c) {
@@ -177,6 +179,7 @@ OpDef transpose_op() {
 OpDef broadcast_to_op() {
   OpDef def;
   def.name = "broadcast_to";
+  def.traits = OpTrait::shape;
   def.summary = "broadcasts to a target shape with NumPy rules";
   def.attrs = {{"shape", AttrKind::shape, std::nullopt, "target shape"}};
   def.infer = [](const InferContext &c) {
@@ -215,6 +218,7 @@ OpDef broadcast_to_op() {
 OpDef squeeze_op() {
   OpDef def;
   def.name = "squeeze";
+  def.traits = OpTrait::shape;
   def.summary = "removes size-1 dims";
   def.attrs = {{"axes", AttrKind::ints, AttrValue(Sizes{}), "dims to remove; empty: every static size-1 dim"}};
   def.infer = [](const InferContext &c) {
@@ -249,6 +253,7 @@ OpDef squeeze_op() {
 OpDef unsqueeze_op() {
   OpDef def;
   def.name = "unsqueeze";
+  def.traits = OpTrait::shape;
   def.summary = "inserts size-1 dims at positions of the result";
   def.attrs = {{"axes", AttrKind::ints, std::nullopt, "positions in the result (negative counts from its end)"}};
   def.infer = [](const InferContext &c) {
@@ -273,6 +278,7 @@ OpDef unsqueeze_op() {
 OpDef concat_op() {
   OpDef def;
   def.name = "concat";
+  def.traits = OpTrait::shape;
   def.summary = "joins tensors along an axis";
   def.min_operands = 1;
   def.max_operands = -1;
@@ -320,6 +326,7 @@ OpDef concat_op() {
 OpDef split_op() {
   OpDef def;
   def.name = "split";
+  def.traits = OpTrait::shape;
   def.summary = "splits along an axis into pieces of given sizes (one result per piece)";
   def.attrs = {{"sizes", AttrKind::ints, std::nullopt, "piece sizes; must sum to the (static) axis size"},
                {"axis", AttrKind::integer, AttrValue(int64_t{0}), "split axis"}};
@@ -436,6 +443,7 @@ constexpr int64_t kSliceToEnd = std::numeric_limits<int64_t>::max() / 2;
 OpDef slice_op() {
   OpDef def;
   def.name = "slice";
+  def.traits = OpTrait::shape;
   def.summary = "Python-style strided slice along listed axes";
   def.attrs = {{"starts", AttrKind::ints, std::nullopt, "start per listed axis (negative counts from the end)"},
                {"ends", AttrKind::ints, std::nullopt, "exclusive end per axis; INT64_MAX means to the end"},
@@ -513,6 +521,7 @@ HostTensor take(const std::string &op, const HostTensor &x, const HostTensor &in
 OpDef gather_op() {
   OpDef def;
   def.name = "gather";
+  def.traits = OpTrait::shape | OpTrait::indirect;
   def.summary = "numpy.take: selects entries along an axis by integer indices";
   def.min_operands = def.max_operands = 2;
   def.attrs = {{"axis", AttrKind::integer, AttrValue(int64_t{0}), "indexed axis"}};
@@ -537,6 +546,7 @@ OpDef gather_op() {
 OpDef embedding_op() {
   OpDef def;
   def.name = "embedding";
+  def.traits = OpTrait::composite;
   def.summary = "row lookup: table [V, D], integer ids -> ids.shape + [D]";
   def.min_operands = def.max_operands = 2;
   def.infer = [](const InferContext &c) {
@@ -572,6 +582,7 @@ void check_pad_value(const TensorType &x, double v) {
 OpDef pad_op() {
   OpDef def;
   def.name = "pad";
+  def.traits = OpTrait::shape;
   def.summary = "constant padding (negative pads crop)";
   def.attrs = {{"pads", AttrKind::ints, std::nullopt, "[before_0, after_0, before_1, after_1, ...]"},
                {"value", AttrKind::real, AttrValue(0.0), "fill value"}};
@@ -632,6 +643,7 @@ OpDef pad_op() {
 OpDef tile_op() {
   OpDef def;
   def.name = "tile";
+  def.traits = OpTrait::shape;
   def.summary = "repeats the whole tensor along each dim";
   def.attrs = {{"repeats", AttrKind::ints, std::nullopt, "repeat count per dim (>= 0)"}};
   def.infer = [](const InferContext &c) {

@@ -13,6 +13,7 @@ namespace {
 OpDef call_op() {
   OpDef def;
   def.name = "call";
+  def.traits = OpTrait::structural;
   def.summary = "invokes a subgraph of the root graph";
   def.min_operands = 0;
   def.max_operands = -1;
@@ -46,6 +47,7 @@ OpDef call_op() {
 OpDef allreduce_op() {
   OpDef def;
   def.name = "allreduce_sum";
+  def.traits = OpTrait::collective;
   def.summary = "sum across the shards of a sharded tensor";
   def.min_operands = 1;
   def.max_operands = -1;

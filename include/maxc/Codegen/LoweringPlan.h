@@ -81,3 +81,25 @@ Dim workspace_bound(const Graph &graph);
 std::string describe_plan(const Graph &graph, const LoweringPlan &plan);
 
 } // namespace maxc
+
+namespace maxc::codegen {
+
+// ---- which lowering each backend has for an op (checked for every op of
+// the registry by test/unit/Codegen/OpLoweringTest.cpp) ----
+
+/// True when `op` has an element formula (ElementalEmitter.cpp): every
+/// elementwise, generator and collective op must have one.
+bool has_element_formula(const std::string &op);
+/// True when the elemental emitter can compute one element of `op`: an
+/// element formula, a view's index remapping, a reduction or window loop.
+bool has_elemental_lowering(const std::string &op);
+/// How the CPU backend (KernelEmitter) lowers `op`: "elemental" (a loop nest
+/// evaluating the elemental emitter), "matmul", "conv2d", "call",
+/// "constant"; empty when it has none (composite ops are decomposed first).
+std::string cpu_lowering(const std::string &op);
+/// The kernel the GPU generator (GpuKernelEmitter) makes for `op`:
+/// "elementwise", "reduction", "matmul", "conv2d", or "call"/"constant" (no
+/// kernel); empty when it has none.
+std::string gpu_kernel_kind(const std::string &op);
+
+} // namespace maxc::codegen

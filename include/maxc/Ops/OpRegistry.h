@@ -2,15 +2,18 @@
 // count, attributes, verifier + type inference, and reference kernel.
 //
 // Adding an op: write an OpDef in the lib/Ops/<Family>.cpp that fits it, add
-// it in that file's register_*_ops function, add a functional wrapper in
-// include/maxc/Ops/Ops.h, and tests in test/unit/Ops/. Later backends look up
-// their lowering by op name.
+// it in that file's register_*_ops function with its traits, add a functional
+// wrapper in include/maxc/Ops/Ops.h, and tests in test/unit/Ops/. What an op
+// *is* (elementwise, reduction, a view...) is declared once, as traits on its
+// OpDef; the planner and every code generator read the traits, never lists of
+// op names. docs/adding-an-op.md names every file.
 #pragma once
 
 #include "maxc/IR/Attribute.h"
 #include "maxc/IR/HostTensor.h"
 #include "maxc/IR/TensorType.h"
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -56,6 +59,75 @@ struct ReferenceContext {
   }
 };
 
+/// Op classes (after tinygrad's GroupOp), declared once on each OpDef and read
+/// by the lowering planner and the code generators.
+enum class OpTrait : uint32_t {
+  /// out[i] = f(operand elements at i, NumPy-broadcast): no inner loops.
+  elementwise = 1u << 0,
+  /// elementwise with one operand: an element formula of one value.
+  unary = 1u << 1,
+  /// elementwise with two operands of one dtype.
+  binary = 1u << 2,
+  /// Folds operand 0 over axes; its producers fuse into it (each operand
+  /// element is read once).
+  reduction = 1u << 3,
+  /// A view: reads its operands at a remapped index (reshape, slice, pad...).
+  shape = 1u << 4,
+  /// No operands; each element follows from its index: free to recompute.
+  generator = 1u << 5,
+  /// A contraction that may run as a GEMM kernel with a fused epilogue.
+  gemm_like = 1u << 6,
+  /// Reads every operand at the output's own index (up to broadcasting), so
+  /// it may be part of a GEMM epilogue chain.
+  epilogue_safe = 1u << 7,
+  /// Needs transcendental math (libm) on the device for f64 operands.
+  device_libm_f64 = 1u << 8,
+  /// Needs libm on the device for every float dtype (pow).
+  device_libm = 1u << 9,
+  /// Reads an operand at indices taken from another operand's values (gather):
+  /// a producer does not fuse into it.
+  indirect = 1u << 10,
+  /// A sliding window (convolution, pooling): inner loops per element.
+  window = 1u << 11,
+  /// Rewritten into primitive ops before code generation (Transforms/Decompose).
+  composite = 1u << 12,
+  /// Combines shards of one value (allreduce_sum).
+  collective = 1u << 13,
+  /// Graph structure, no arithmetic: constants, subgraph calls.
+  structural = 1u << 14,
+  /// A reduction whose result is the index of the element it picks
+  /// (argmax/argmin), not a value.
+  index_result = 1u << 15,
+};
+
+/// A set of OpTraits.
+class OpTraits {
+public:
+  constexpr OpTraits() = default;
+  constexpr OpTraits(OpTrait t) : bits_(static_cast<uint32_t>(t)) {}
+  constexpr OpTraits operator|(OpTraits o) const { return from_bits(bits_ | o.bits_); }
+  constexpr OpTraits &operator|=(OpTraits o) { bits_ |= o.bits_; return *this; }
+  /// True when every trait of `t` is set.
+  constexpr bool has(OpTraits t) const { return (bits_ & t.bits_) == t.bits_ && t.bits_ != 0; }
+  /// True when any trait of `t` is set.
+  constexpr bool any(OpTraits t) const { return (bits_ & t.bits_) != 0; }
+  constexpr uint32_t bits() const { return bits_; }
+  constexpr bool operator==(OpTraits o) const { return bits_ == o.bits_; }
+
+private:
+  static constexpr OpTraits from_bits(uint32_t b) { OpTraits t; t.bits_ = b; return t; }
+  uint32_t bits_ = 0;
+};
+constexpr OpTraits operator|(OpTrait a, OpTrait b) { return OpTraits(a) | OpTraits(b); }
+
+/// Ops that compute one output element without loops over other elements:
+/// they fuse into their consumers (elementwise, views, generators, collectives).
+constexpr OpTraits kElementalTraits =
+    OpTrait::elementwise | OpTrait::shape | OpTrait::generator | OpTrait::collective;
+
+/// Names of the traits in `t`, in declaration order ("elementwise unary ...").
+std::string op_traits_text(OpTraits t);
+
 using InferFn = std::function<std::vector<TensorType>(const InferContext &)>;
 using ReferenceFn = std::function<std::vector<HostTensor>(const ReferenceContext &)>;
 
@@ -70,7 +142,16 @@ struct OpDef {
   /// maxc::Error (ShapeMismatch, DTypeMismatch, InvalidAttribute) on bad input.
   InferFn infer;
   ReferenceFn reference;
+  /// What the op is; see OpTrait.
+  OpTraits traits;
+
+  bool has(OpTraits t) const { return traits.has(t); }
+  /// Fuses into its consumers (any of kElementalTraits).
+  bool is_elemental() const { return traits.any(kElementalTraits); }
 };
+
+/// The traits of op `name`; none for an unknown op.
+OpTraits op_traits(const std::string &name);
 
 class OpRegistry {
 public:
