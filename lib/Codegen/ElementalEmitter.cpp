@@ -223,8 +223,65 @@ Value *ElementalEmitter::element(ValueId v, const Index &idx) {
     std::vector<Value *> dims = dims_of(v);
     return load_element(g_.type_of(v).dtype, pointer_of(v), linear_index(idx, dims));
   }
-  const ValueInfo &info = g_.value_info(v);
-  return node_element(g_.nodes()[info.producer], info.index, idx);
+  return fused_element(v, idx);
+}
+
+bool ElementalEmitter::in_same_index_chain(ValueId operand, const Shape &shape) const {
+  if (plan_.values[operand].storage != Storage::fused || element_overrides_.count(operand) ||
+      g_.type_of(operand).shape != shape)
+    return false;
+  const ValueInfo &info = g_.value_info(operand);
+  auto lowering = element_lowerings().find(g_.nodes()[info.producer].op);
+  return lowering != element_lowerings().end() && lowering->second == &ElementalEmitter::formula_element;
+}
+
+// A fused value is computed from its operands' elements, which may be fused
+// too: chains of elementwise ops can be tens of thousands of nodes deep. The
+// operands an element formula reads at the same index (same shape) are
+// evaluated first, bottom-up from an explicit work stack, and handed to
+// their consumer as element overrides, so the C++ stack depth does not grow
+// with the length of the chain (other fused operands, e.g. views, recurse).
+Value *ElementalEmitter::fused_element(ValueId v, const Index &idx) {
+  struct Item {
+    ValueId value;
+    bool operands_pushed;
+  };
+  std::map<ValueId, Value *> done;
+  std::vector<Item> work{{v, false}};
+  while (!work.empty()) {
+    Item &item = work.back();
+    ValueId u = item.value;
+    const ValueInfo &info = g_.value_info(u);
+    const Node &node = g_.nodes()[info.producer];
+    if (done.count(u)) {
+      work.pop_back();
+      continue;
+    }
+    bool chain = u == v ? element_lowerings().count(node.op) &&
+                              element_lowerings().at(node.op) == &ElementalEmitter::formula_element
+                        : true;
+    if (!item.operands_pushed) {
+      item.operands_pushed = true;
+      if (chain)
+        for (ValueId operand : node.operands)
+          if (!done.count(operand) && in_same_index_chain(operand, g_.type_of(u).shape))
+            work.push_back({operand, false}); // invalidates `item`
+      continue;
+    }
+    // Every same-index operand is done: they are this node's elements.
+    std::vector<ValueId> set;
+    for (ValueId operand : node.operands)
+      if (auto it = done.find(operand); it != done.end() && !element_overrides_.count(operand)) {
+        element_overrides_[operand] = it->second;
+        set.push_back(operand);
+      }
+    Value *result = node_element(node, info.index, idx);
+    for (ValueId operand : set)
+      element_overrides_.erase(operand);
+    done[u] = result;
+    work.pop_back();
+  }
+  return done.at(v);
 }
 
 Index ElementalEmitter::broadcast(ValueId operand, const Shape &out_shape, const Index &idx) {

@@ -111,6 +111,13 @@ protected:
   /// Element `idx` of value v: loaded if stored, else recomputed.
   Value *element(ValueId v, const Index &idx);
 
+  /// Element `idx` of a fused value, without recursion along chains of
+  /// element formulas read at the same index (see the .cpp).
+  Value *fused_element(ValueId v, const Index &idx);
+  /// True for an operand of a node of shape `shape` that fused_element
+  /// evaluates from its work stack.
+  bool in_same_index_chain(ValueId operand, const Shape &shape) const;
+
   /// Operand index under NumPy broadcasting into `out_shape`.
   Index broadcast(ValueId operand, const Shape &out_shape, const Index &idx);
 
