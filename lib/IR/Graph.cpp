@@ -1,7 +1,6 @@
 #include "maxc/IR/Graph.h"
 
 #include "maxc/IR/Printer.h"
-#include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Error.h"
 
 namespace maxc {
@@ -48,15 +47,26 @@ void Graph::set_value_name(ValueId id, std::string name) {
   values_[id].name = std::move(name);
 }
 
+namespace {
+NodeInference node_inference = nullptr;
+
+std::vector<TensorType> infer_node(const std::string &op, const std::vector<TensorType> &operands, Attrs &attrs,
+                                   const Graph *graph) {
+  if (!node_inference)
+    throw Error(ErrorCode::Internal, "no op registry to check node '" + op + "' (link maxc's Ops component)");
+  return node_inference(op, operands, attrs, graph);
+}
+} // namespace
+
+void set_node_inference(NodeInference fn) { node_inference = fn; }
+
 std::vector<ValueId> Graph::add_node(const std::string &op, const std::vector<ValueId> &operands, Attrs attrs,
                                      std::string name) {
-  const OpDef &def = OpRegistry::instance().get(op);
   std::vector<TensorType> operand_types;
   for (ValueId id : operands)
     operand_types.push_back(value_info(id).type);
-  Attrs normalized = normalize_attrs(def, attrs);
-  std::vector<TensorType> result_types = infer_result_types(def, operand_types, normalized, this);
-  return append_node_unchecked(Node{op, operands, {}, std::move(normalized), std::move(name)}, result_types);
+  std::vector<TensorType> result_types = infer_node(op, operand_types, attrs, this);
+  return append_node_unchecked(Node{op, operands, {}, std::move(attrs), std::move(name)}, result_types);
 }
 
 std::vector<ValueId> Graph::append_node_unchecked(Node node, const std::vector<TensorType> &result_types) {
@@ -157,8 +167,8 @@ void Graph::verify() const {
     }
     std::vector<TensorType> inferred;
     try {
-      const OpDef &def = OpRegistry::instance().get(node.op);
-      inferred = infer_result_types(def, operand_types, normalize_attrs(def, node.attrs), this);
+      Attrs attrs = node.attrs;
+      inferred = infer_node(node.op, operand_types, attrs, this);
     } catch (const Error &e) {
       throw Error(e.code(), e.message(), describe_node(*this, i));
     }

@@ -1,11 +1,19 @@
 #include "maxc/Ops/OpRegistry.h"
 
 #include "Families.h"
+#include "maxc/IR/Graph.h"
 #include "maxc/Support/Error.h"
 
 #include <algorithm>
 
 namespace maxc {
+
+std::vector<TensorType> infer_node(const std::string &op, const std::vector<TensorType> &operands, Attrs &attrs,
+                                   const Graph *graph) {
+  const OpDef &def = OpRegistry::instance().get(op);
+  attrs = normalize_attrs(def, attrs);
+  return infer_result_types(def, operands, attrs, graph);
+}
 
 const OpRegistry &OpRegistry::instance() {
   static const OpRegistry registry = [] {

@@ -60,6 +60,15 @@ struct Node {
   std::string name;
 };
 
+class Graph;
+
+/// How a Graph checks a node: normalises `attrs` in place (defaults, kinds)
+/// and returns the result types, throwing maxc::Error for a bad node. The op
+/// registry (lib/Ops, a layer above IR) installs it; IR knows no op.
+using NodeInference = std::vector<TensorType> (*)(const std::string &op, const std::vector<TensorType> &operands,
+                                                  Attrs &attrs, const Graph *graph);
+void set_node_inference(NodeInference fn);
+
 class Graph {
 public:
   explicit Graph(std::string name, const std::vector<TensorType> &input_types = {});

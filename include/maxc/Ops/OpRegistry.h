@@ -175,6 +175,11 @@ private:
 /// rejects unknown or ill-typed attributes. Throws maxc::Error.
 Attrs normalize_attrs(const OpDef &def, const Attrs &attrs);
 
+/// Graph's NodeInference (IR/Graph.h) through this registry: normalises
+/// `attrs` and infers the result types. lib/Ops/InstallOps.cpp installs it.
+std::vector<TensorType> infer_node(const std::string &op, const std::vector<TensorType> &operands, Attrs &attrs,
+                                   const Graph *graph);
+
 /// Runs the op's operand-count check, attribute normalisation and inference.
 std::vector<TensorType> infer_result_types(const OpDef &def, const std::vector<TensorType> &operands,
                                            const Attrs &normalized_attrs, const Graph *graph);
