@@ -41,60 +41,31 @@ ElementalEmitter::ElementalEmitter(llvm::Module &module, const Graph &g, Lowerin
     : module_(module), ctx_(module.getContext()), g_(g), plan_(std::move(plan)), symbols_(symbols), b_(ctx_),
       entry_b_(ctx_) {}
 
-Value *ElementalEmitter::symbol(const std::string &name) {
-  auto it = symbol_values_.find(name);
-  if (it != symbol_values_.end())
-    return it->second;
-  auto pos = std::find(symbols_.begin(), symbols_.end(), name);
-  size_t index = static_cast<size_t>(pos - symbols_.begin());
-  Value *ptr = entry_b_.CreateConstGEP1_64(entry_b_.getInt64Ty(), dims_, index);
-  return symbol_values_[name] = entry_b_.CreateLoad(entry_b_.getInt64Ty(), ptr, name);
+void ElementalEmitter::begin_function(Value *dims) {
+  dims_ = dims;
+  dim_values_ = std::make_unique<DimValues>(entry_b_, dims, symbols_);
+}
+
+ElementalEmitter::FunctionScope::FunctionScope(ElementalEmitter &e, llvm::BasicBlock::iterator entry,
+                                               llvm::BasicBlock *entry_block, Value *dims)
+    : e_(e), ip_(e.b_.saveIP()), entry_ip_(e.entry_b_.saveIP()), dims_(e.dims_),
+      dim_values_(std::move(e.dim_values_)) {
+  e.entry_b_.SetInsertPoint(entry_block, entry);
+  e.b_.SetInsertPoint(entry_block, entry);
+  e.begin_function(dims);
+}
+
+ElementalEmitter::FunctionScope::~FunctionScope() {
+  e_.b_.restoreIP(ip_);
+  e_.entry_b_.restoreIP(entry_ip_);
+  e_.dims_ = dims_;
+  e_.dim_values_ = std::move(dim_values_);
 }
 
 Value *ElementalEmitter::dim(const Dim &d) {
   if (d.is_static())
     return b_.getInt64(d.value());
-  std::string key = d.to_string();
-  if (auto it = dim_values_.find(key); it != dim_values_.end())
-    return it->second;
-  // Evaluate the polynomial from its text form's terms: parse once more via
-  // Dim arithmetic is awkward, so walk symbols: d = sum of coeff * prod(symbols).
-  Value *v = emit_dim_polynomial(d);
-  return dim_values_[key] = v;
-}
-
-Value *ElementalEmitter::emit_dim_polynomial(const Dim &d) {
-  // Dim keeps its terms private; rebuild them by parsing the canonical text
-  // ("2*batch*seq+seq-3"), which is exactly what Dim::parse accepts.
-  std::string text = d.to_string();
-  Value *total = entry_b_.getInt64(0);
-  size_t pos = 0;
-  while (pos < text.size()) {
-    bool negative = false;
-    if (text[pos] == '+' || text[pos] == '-') {
-      negative = text[pos] == '-';
-      ++pos;
-    }
-    size_t end = text.find_first_of("+-", pos);
-    if (end == std::string::npos)
-      end = text.size();
-    std::string term = text.substr(pos, end - pos);
-    Value *product = entry_b_.getInt64(1);
-    size_t start = 0;
-    while (start <= term.size()) {
-      size_t star = term.find('*', start);
-      if (star == std::string::npos)
-        star = term.size();
-      std::string factor = term.substr(start, star - start);
-      Value *f = std::isdigit(static_cast<unsigned char>(factor[0])) ? entry_b_.getInt64(std::stoll(factor))
-                                                                      : symbol(factor);
-      product = entry_b_.CreateMul(product, f);
-      start = star + 1;
-    }
-    total = negative ? entry_b_.CreateSub(total, product) : entry_b_.CreateAdd(total, product);
-    pos = end;
-  }
-  return total;
+  return dim_values_->get(d);
 }
 
 std::vector<Value *> ElementalEmitter::dims_of(ValueId v) {
@@ -1024,56 +995,6 @@ Value *ElementalEmitter::pooling(const Node &node, const Index &idx) {
     result = b_.CreateFDiv(result, divisor);
   }
   return b_.CreateFPTrunc(result, compute_type(ctx_, g_.type_of(node.results[0]).dtype));
-}
-
-Value *ElementalEmitter::workspace_slot_offset(size_t slot) {
-  if (slot_offsets_.empty()) {
-    Value *offset = entry_b_.getInt64(0);
-    for (const WorkspaceSlot &s : plan_.slots) {
-      slot_offsets_.push_back(offset);
-      offset = entry_b_.CreateAnd(entry_b_.CreateAdd(offset, entry_b_.CreateAdd(dim(s.bytes), entry_b_.getInt64(63))),
-                                  entry_b_.getInt64(~int64_t(63)));
-    }
-    slots_end_ = offset;
-  }
-  return slot_offsets_[slot];
-}
-
-Value *ElementalEmitter::workspace_slots_end() {
-  if (!slots_end_) {
-    if (plan_.slots.empty())
-      slots_end_ = entry_b_.getInt64(0);
-    else
-      workspace_slot_offset(0);
-  }
-  return slots_end_;
-}
-
-void ElementalEmitter::emit_workspace_size(llvm::Function *fn,
-                                           const std::function<llvm::Function *(const Graph *)> &callee_size) {
-  auto *bb = llvm::BasicBlock::Create(ctx_, "entry", fn);
-  // Reuse the entry-block machinery with a temporary builder state.
-  dims_ = fn->getArg(0);
-  entry_b_.SetInsertPoint(bb);
-  b_.SetInsertPoint(bb);
-  Value *total = entry_b_.getInt64(0);
-  for (const WorkspaceSlot &s : plan_.slots)
-    total = entry_b_.CreateAnd(entry_b_.CreateAdd(total, entry_b_.CreateAdd(dim(s.bytes), entry_b_.getInt64(63))),
-                               entry_b_.getInt64(~int64_t(63)));
-  Value *callees = entry_b_.getInt64(0);
-  std::set<const Graph *> seen;
-  for (const Node &n : g_.nodes())
-    if (n.op == "call") {
-      const Graph *callee = g_.find_subgraph(n.attrs.get_string("callee"));
-      if (!seen.insert(callee).second)
-        continue;
-      Value *need = entry_b_.CreateCall(callee_size(callee), {dims_});
-      callees = entry_b_.CreateSelect(entry_b_.CreateICmpUGT(need, callees), need, callees);
-    }
-  entry_b_.CreateRet(entry_b_.CreateAdd(total, callees));
-  // Reset caches that belong to the size function.
-  symbol_values_.clear();
-  dim_values_.clear();
 }
 
 } // namespace maxc::codegen

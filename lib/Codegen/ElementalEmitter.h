@@ -6,6 +6,7 @@
 // values live is the one thing a generator supplies (pointer_of).
 #pragma once
 
+#include "WorkspaceLayout.h"
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/IR/Graph.h"
 
@@ -15,6 +16,7 @@
 #include <array>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,24 +57,34 @@ protected:
   /// Where a stored (non-fused) value's elements live.
   virtual Value *pointer_of(ValueId v) = 0;
 
-  // ---- the workspace layout (shared by every code generator's host side) ----
+  // ---- the function being emitted ----
 
-  /// Byte offset of workspace slot `slot`: slots in plan order, each rounded
-  /// up to 64 bytes. Computed once, in the entry block.
-  Value *workspace_slot_offset(size_t slot);
-  /// Where the slots end: a callee's workspace starts there.
-  Value *workspace_slots_end();
-  /// Fills `fn` (i64 (ptr dims)): this graph's slots plus the largest need
-  /// of the subgraphs it calls (`callee_size` gives their size functions).
-  void emit_workspace_size(llvm::Function *fn, const std::function<llvm::Function *(const Graph *)> &callee_size);
+  /// Emission starts in a new function whose dims array is `dims`; the
+  /// builders already point into it. Dim values are computed anew there.
+  void begin_function(Value *dims);
 
-  // ---- dims and addresses (computed once, in the entry block) ----
+  /// Emission moves into another function (a GEMM panel task) while this
+  /// object lives: the builders, the dims argument and the dim values are
+  /// that function's; the destructor restores the caller's.
+  class FunctionScope {
+  public:
+    /// `entry`: where the new function's entry-block code goes (also where
+    /// body code starts, until the caller moves b_).
+    FunctionScope(ElementalEmitter &e, llvm::BasicBlock::iterator entry, llvm::BasicBlock *entry_block, Value *dims);
+    ~FunctionScope();
+    FunctionScope(const FunctionScope &) = delete;
+    FunctionScope &operator=(const FunctionScope &) = delete;
 
-  Value *symbol(const std::string &name);
+  private:
+    ElementalEmitter &e_;
+    llvm::IRBuilderBase::InsertPoint ip_, entry_ip_;
+    Value *dims_;
+    std::unique_ptr<DimValues> dim_values_;
+  };
+
+  // ---- dims (computed once per function, in the entry block) ----
 
   Value *dim(const Dim &d);
-
-  Value *emit_dim_polynomial(const Dim &d);
 
   std::vector<Value *> dims_of(ValueId v);
 
@@ -210,10 +222,8 @@ protected:
   const std::vector<std::string> &symbols_; // dims_ holds one i64 per symbol, in this order
   llvm::IRBuilder<> b_;       // the current insertion point
   llvm::IRBuilder<> entry_b_; // the entry block: allocas, symbol loads, dim polynomials
-  Value *dims_ = nullptr;
-  std::map<std::string, Value *> symbol_values_, dim_values_;
-  std::vector<Value *> slot_offsets_;
-  Value *slots_end_ = nullptr;
+  Value *dims_ = nullptr;                 // the current function's dims array
+  std::unique_ptr<DimValues> dim_values_; // ...and its dim values
   /// Epilogues: while a GEMM tile evaluates the elementwise chain that
   /// consumes its result, element(v, idx) of the matmul value v is the
   /// accumulator at the current index (set here), not a load. Only sound for

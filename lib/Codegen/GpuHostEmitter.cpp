@@ -1,9 +1,11 @@
 #include "GpuHostEmitter.h"
 
-#include "ElementalEmitter.h"
+#include "WorkspaceLayout.h"
 #include "maxc/Support/Error.h"
 
 #include <llvm/IR/Module.h>
+
+#include <memory>
 
 namespace maxc::codegen {
 
@@ -11,16 +13,21 @@ using llvm::Value;
 
 namespace {
 
-class HostGraphEmitter : public ElementalEmitter {
+// The launch sequence of one graph. It asks the WorkspaceLayout where
+// temporaries live and DimValues what the dims are; what an element is
+// (ElementalEmitter) is the kernels' business, not the host's.
+class HostGraphEmitter {
 public:
   HostGraphEmitter(llvm::Module &module, const GpuGraphProgram &program, const std::vector<std::string> &symbols,
                    const ConstantOffsets &offsets, KernelLauncher &launcher,
                    const std::map<const Graph *, GpuHostGraph> &functions, size_t first_kernel)
-      : ElementalEmitter(module, *program.graph, program.plan, symbols), program_(program), offsets_(offsets),
-        launcher_(launcher), functions_(functions), first_kernel_(first_kernel) {}
+      : ctx_(module.getContext()), g_(*program.graph), plan_(program.plan), symbols_(symbols), b_(ctx_),
+        entry_b_(ctx_), program_(program), offsets_(offsets), launcher_(launcher), functions_(functions),
+        first_kernel_(first_kernel) {}
 
   void emit(GpuHostGraph fns) {
-    emit_workspace_size(fns.workspace_size, [&](const Graph *callee) { return functions_.at(callee).workspace_size; });
+    WorkspaceLayout::emit_size_function(fns.workspace_size, g_, plan_, symbols_,
+                                        [&](const Graph *callee) { return functions_.at(callee).workspace_size; });
     llvm::Function *fn = fns.run;
     buffers_ = fn->getArg(0);
     dims_ = fn->getArg(1);
@@ -31,6 +38,8 @@ public:
     entry_b_.SetInsertPoint(entry);
     entry_b_.SetInsertPoint(entry_b_.CreateBr(body));
     b_.SetInsertPoint(body);
+    dim_values_ = std::make_unique<DimValues>(entry_b_, dims_, symbols_);
+    layout_ = std::make_unique<WorkspaceLayout>(plan_, *dim_values_, entry_b_);
     for (const GpuGraphProgram::Item &item : program_.items) {
       if (item.call)
         fail_if_nonzero(emit_call(*item.call));
@@ -40,13 +49,15 @@ public:
     b_.CreateRet(b_.getInt32(0));
   }
 
-protected:
-  Value *pointer_of(ValueId v) override {
+private:
+  Value *dim(const Dim &d) { return d.is_static() ? b_.getInt64(d.value()) : dim_values_->get(d); }
+
+  Value *pointer_of(ValueId v) {
     const ValuePlan &p = plan_.values[v];
     switch (p.storage) {
     case Storage::input: return buffer_arg(p.index);
     case Storage::output: return buffer_arg(g_.input_ids().size() + p.index);
-    case Storage::temp: return entry_b_.CreateGEP(entry_b_.getInt8Ty(), workspace_, workspace_slot_offset(p.index));
+    case Storage::temp: return entry_b_.CreateGEP(entry_b_.getInt8Ty(), workspace_, layout_->slot_offset(p.index));
     case Storage::constant: {
       const Node &n = g_.nodes()[g_.value_info(v).producer];
       auto it = offsets_.find({&g_, n.attrs.get_string("name")});
@@ -61,7 +72,6 @@ protected:
     throw Error(ErrorCode::Internal, "gpu codegen: value %" + std::to_string(v) + " has no storage");
   }
 
-private:
   Value *buffer_arg(size_t index) {
     if (auto it = buffer_args_.find(index); it != buffer_args_.end())
       return it->second;
@@ -112,16 +122,23 @@ private:
         throw Error(ErrorCode::Internal, "gpu codegen: call operand %" + std::to_string(buffers[i]) + " is not stored");
       b_.CreateStore(pointer_of(buffers[i]), b_.CreateConstGEP1_64(b_.getPtrTy(), table, i));
     }
-    Value *callee_ws = b_.CreateGEP(b_.getInt8Ty(), workspace_, workspace_slots_end());
+    Value *callee_ws = b_.CreateGEP(b_.getInt8Ty(), workspace_, layout_->slots_end());
     return b_.CreateCall(functions_.at(callee).run, {table, dims_, callee_ws, context_});
   }
 
+  llvm::LLVMContext &ctx_;
+  const Graph &g_;
+  const LoweringPlan &plan_;
+  const std::vector<std::string> &symbols_;
+  llvm::IRBuilder<> b_, entry_b_; // the current insertion point; the entry block
   const GpuGraphProgram &program_;
   const ConstantOffsets &offsets_;
   KernelLauncher &launcher_;
   const std::map<const Graph *, GpuHostGraph> &functions_;
   size_t first_kernel_;
-  Value *buffers_ = nullptr, *workspace_ = nullptr, *context_ = nullptr, *weights_ = nullptr;
+  Value *buffers_ = nullptr, *dims_ = nullptr, *workspace_ = nullptr, *context_ = nullptr, *weights_ = nullptr;
+  std::unique_ptr<DimValues> dim_values_;
+  std::unique_ptr<WorkspaceLayout> layout_;
   std::map<size_t, Value *> buffer_args_;
 };
 

@@ -80,7 +80,7 @@ private:
     fn->addFnAttr(llvm::Attribute::NoUnwind);
     start_function(fn);
     buffers_ = fn->getArg(0);
-    dims_ = fn->getArg(1);
+    begin_function(fn->getArg(1));
     workgroup_ = fn->getArg(2);
     local_id_ = fn->getArg(3);
     lds_ = fn->getArg(4);
@@ -95,8 +95,6 @@ private:
     entry_b_.SetInsertPoint(entry);
     entry_b_.SetInsertPoint(entry_b_.CreateBr(body));
     b_.SetInsertPoint(body);
-    symbol_values_.clear();
-    dim_values_.clear();
     pointers_.clear();
   }
 
@@ -115,7 +113,7 @@ private:
     fn->addFnAttr(llvm::Attribute::NoUnwind);
     start_function(fn);
     buffers_ = fn->getArg(0);
-    dims_ = fn->getArg(1);
+    begin_function(fn->getArg(1));
     b_.CreateRet(ceil_div(dim(extent), divisor));
     return KernelStep{nullptr, fn, std::move(body)};
   }

@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 namespace maxc::codegen {
@@ -48,17 +49,17 @@ public:
       : ElementalEmitter(mod.m, g, plan_lowering(g), mod.symbols), mod_(mod), fns_(fns) {}
 
   void emit() {
-    emit_workspace_size_function();
+    WorkspaceLayout::emit_size_function(fns_.workspace_size, g_, plan_, symbols_,
+                                        [&](const Graph *callee) { return mod_.functions.at(callee).workspace_size; });
     llvm::Function *fn = fns_.run;
-    buffers_ = fn->getArg(0);
-    dims_ = fn->getArg(1);
-    workspace_ = fn->getArg(2);
     auto *entry = llvm::BasicBlock::Create(mod_.ctx, "entry", fn);
     auto *body = llvm::BasicBlock::Create(mod_.ctx, "body", fn);
     entry_b_.SetInsertPoint(entry);
     entry_br_ = entry_b_.CreateBr(body);
     entry_b_.SetInsertPoint(entry_br_);
     b_.SetInsertPoint(body);
+    begin_function(fn->getArg(1));
+    begin_pointers(fn->getArg(0), fn->getArg(2));
     for (size_t n : plan_.kernels)
       emit_kernel(n);
     for (const auto &[out, v] : plan_.output_copies)
@@ -67,11 +68,28 @@ public:
   }
 
 private:
+  /// Where the current function's buffers are: its arguments, the pointers
+  /// loaded from them, its workspace layout.
+  struct Pointers {
+    Value *buffers = nullptr, *workspace = nullptr;
+    std::map<size_t, Value *> buffer_args;
+    std::map<ValueId, Value *> temp_pointers;
+    std::map<std::pair<const Graph *, std::string>, Value *> external_pointers;
+    std::unique_ptr<WorkspaceLayout> layout;
+  };
+
+  void begin_pointers(Value *buffers, Value *workspace) {
+    fn_ = Pointers{};
+    fn_.buffers = buffers;
+    fn_.workspace = workspace;
+    fn_.layout = std::make_unique<WorkspaceLayout>(plan_, *dim_values_, entry_b_);
+  }
+
   Value *buffer_arg(size_t index) {
-    if (auto it = buffer_args_.find(index); it != buffer_args_.end())
+    if (auto it = fn_.buffer_args.find(index); it != fn_.buffer_args.end())
       return it->second;
-    Value *ptr = entry_b_.CreateConstGEP1_64(entry_b_.getPtrTy(), buffers_, index);
-    return buffer_args_[index] = entry_b_.CreateLoad(entry_b_.getPtrTy(), ptr);
+    Value *ptr = entry_b_.CreateConstGEP1_64(entry_b_.getPtrTy(), fn_.buffers, index);
+    return fn_.buffer_args[index] = entry_b_.CreateLoad(entry_b_.getPtrTy(), ptr);
   }
 
   Value *output_pointer(size_t out) { return buffer_arg(g_.input_ids().size() + out); }
@@ -94,12 +112,12 @@ private:
   /// A constant inside the run-time weights blob: base + offset.
   Value *external_constant(const std::string &name) {
     auto key = std::make_pair(&g_, name);
-    if (auto it = external_pointers_.find(key); it != external_pointers_.end())
+    if (auto it = fn_.external_pointers.find(key); it != fn_.external_pointers.end())
       return it->second;
     Value *base = entry_b_.CreateLoad(entry_b_.getPtrTy(), mod_.external->base);
     Value *p = entry_b_.CreateGEP(entry_b_.getInt8Ty(), base,
                                   entry_b_.getInt64(static_cast<int64_t>(mod_.external->offsets.at(key))));
-    return external_pointers_[key] = p;
+    return fn_.external_pointers[key] = p;
   }
 
   /// Where a stored value lives.
@@ -109,10 +127,10 @@ private:
     case Storage::input: return buffer_arg(p.index);
     case Storage::output: return output_pointer(p.index);
     case Storage::temp: {
-      if (auto it = temp_pointers_.find(v); it != temp_pointers_.end())
+      if (auto it = fn_.temp_pointers.find(v); it != fn_.temp_pointers.end())
         return it->second;
-      Value *ptr = entry_b_.CreateGEP(entry_b_.getInt8Ty(), workspace_, workspace_slot_offset(p.index));
-      return temp_pointers_[v] = ptr;
+      Value *ptr = entry_b_.CreateGEP(entry_b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(p.index));
+      return fn_.temp_pointers[v] = ptr;
     }
     case Storage::constant: {
       const Node &n = g_.nodes()[g_.value_info(v).producer];
@@ -189,7 +207,7 @@ private:
       if (plan_.values[buffers[i]].storage != Storage::constant || mod_.external)
         b_.CreateStore(i < node.operands.size() ? stored_pointer(buffers[i]) : pointer_of(buffers[i]),
                        b_.CreateConstGEP1_64(b_.getPtrTy(), table, i));
-    Value *callee_ws = b_.CreateGEP(b_.getInt8Ty(), workspace_, workspace_slots_end());
+    Value *callee_ws = b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slots_end());
     b_.CreateCall(fns.run, {table, dims_, callee_ws});
   }
 
@@ -293,36 +311,23 @@ private:
 
   static constexpr ValueId kNoValue = ~ValueId(0);
 
-  /// The emitter's per-function state: what enter() swaps out when the
-  /// epilogue is emitted into a GEMM panel task (a function of its own).
-  struct FunctionState {
-    llvm::IRBuilderBase::InsertPoint ip, entry_ip;
-    Value *buffers = nullptr, *dims = nullptr, *workspace = nullptr;
-    std::map<size_t, Value *> buffer_args;
-    std::map<ValueId, Value *> temp_pointers;
-    std::vector<Value *> slot_offsets;
-    Value *slots_end = nullptr;
-    std::map<std::string, Value *> symbol_values, dim_values;
-    std::map<std::pair<const Graph *, std::string>, Value *> external_pointers;
-  };
+  /// Emission inside a GEMM panel task (a function of its own) while this
+  /// lives: the elemental emitter's FunctionScope (builders, dims) plus this
+  /// emitter's pointers, fresh for the task; the caller's come back at the end.
+  class TaskScope {
+  public:
+    TaskScope(FunctionEmitter &e, llvm::IRBuilder<> &entry, const std::vector<Value *> &captured)
+        : e_(e), function_(e, entry.GetInsertPoint(), entry.GetInsertBlock(), captured[1]),
+          saved_(std::move(e.fn_)) {
+      e.begin_pointers(captured[0], captured[2]);
+    }
+    ~TaskScope() { e_.fn_ = std::move(saved_); }
 
-  void swap_state(FunctionState &s) {
-    llvm::IRBuilderBase::InsertPoint ip = b_.saveIP(), entry_ip = entry_b_.saveIP();
-    b_.restoreIP(s.ip);
-    entry_b_.restoreIP(s.entry_ip);
-    s.ip = ip;
-    s.entry_ip = entry_ip;
-    std::swap(buffers_, s.buffers);
-    std::swap(dims_, s.dims);
-    std::swap(workspace_, s.workspace);
-    std::swap(buffer_args_, s.buffer_args);
-    std::swap(temp_pointers_, s.temp_pointers);
-    std::swap(slot_offsets_, s.slot_offsets);
-    std::swap(slots_end_, s.slots_end);
-    std::swap(symbol_values_, s.symbol_values);
-    std::swap(dim_values_, s.dim_values);
-    std::swap(external_pointers_, s.external_pointers);
-  }
+  private:
+    FunctionEmitter &e_;
+    FunctionScope function_;
+    Pointers saved_;
+  };
 
   /// The epilogue of GEMM node `node` (bias: conv2d's per-row bias operand,
   /// added first; then the plan's chain, if any). `index(prefix, row, col)`
@@ -331,7 +336,7 @@ private:
   /// copies inside the panel task). Null when there is nothing to do.
   struct Epilogue {
     GemmEpilogue gemm;
-    FunctionState saved;
+    std::optional<TaskScope> task;
     Index batch, batch_here;
   };
   std::unique_ptr<Epilogue> make_epilogue(const Node &node, size_t n, const Index &batch, ValueId bias,
@@ -344,20 +349,14 @@ private:
     auto e = std::make_unique<Epilogue>();
     Epilogue *ep = e.get();
     ep->batch = ep->batch_here = batch;
-    ep->gemm.captures = {buffers_, dims_, workspace_};
+    ep->gemm.captures = {fn_.buffers, dims_, fn_.workspace};
     ep->gemm.captures.insert(ep->gemm.captures.end(), batch.begin(), batch.end());
     ep->gemm.enter = [this, ep](llvm::IRBuilder<> &entry, const std::vector<Value *> &captured) {
-      ep->saved = FunctionState{};
-      ep->saved.ip = llvm::IRBuilderBase::InsertPoint(entry.GetInsertBlock(), entry.GetInsertPoint());
-      ep->saved.entry_ip = ep->saved.ip;
-      ep->saved.buffers = captured[0];
-      ep->saved.dims = captured[1];
-      ep->saved.workspace = captured[2];
-      swap_state(ep->saved);
+      ep->task.emplace(*this, entry, captured);
       ep->batch_here = Index(captured.begin() + 3, captured.end());
     };
-    ep->gemm.leave = [this, ep] {
-      swap_state(ep->saved);
+    ep->gemm.leave = [ep] {
+      ep->task.reset();
       ep->batch_here = ep->batch;
     };
     ep->gemm.apply = [this, ep, m, r, bias, index](llvm::IRBuilder<> &at, Value *acc, Value *row, Value *col) {
@@ -427,7 +426,7 @@ private:
             KW = ws[3].value(), OH = os[2].value(), OW = os[3].value();
     std::vector<int64_t> stride = node.attrs.get_ints("stride"), dil = node.attrs.get_ints("dilation");
     auto pad = padding4(node.attrs);
-    Value *cols = b_.CreateGEP(b_.getInt8Ty(), workspace_, workspace_slot_offset(plan_.scratch_slot));
+    Value *cols = b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(plan_.scratch_slot));
     size_t n_index = node_index(node);
     Value *xptr = pointer_of(x), *wptr = pointer_of(w), *optr = gemm_output(n_index, out);
     int64_t K = C * KH * KW, P = OH * OW;
@@ -464,21 +463,11 @@ private:
   }
 
 
-  // ---- workspace size ----
-
-  void emit_workspace_size_function() {
-    emit_workspace_size(fns_.workspace_size,
-                        [&](const Graph *callee) { return mod_.functions.at(callee).workspace_size; });
-  }
-
   Module &mod_;
   EmittedGraph fns_;
   llvm::Instruction *entry_br_ = nullptr;
-  Value *buffers_ = nullptr, *workspace_ = nullptr;
-  std::map<size_t, Value *> buffer_args_;
-  std::map<ValueId, Value *> temp_pointers_;
+  Pointers fn_;
   size_t call_counter_ = 0;
-  std::map<std::pair<const Graph *, std::string>, Value *> external_pointers_;
 };
 
 void collect(const Graph &g, std::set<std::string> &out) {

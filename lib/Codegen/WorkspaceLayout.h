@@ -1,0 +1,62 @@
+// Where a graph's temporaries live, apart from what an element is (XLA's
+// buffer_assignment beside elemental_ir_emitter): the workspace layout of a
+// LoweringPlan as LLVM values, asked by every host-side emitter (the CPU
+// FunctionEmitter, the GPU HostGraphEmitter). And the run-time values of
+// symbolic dims both need.
+#pragma once
+
+#include "maxc/Codegen/LoweringPlan.h"
+
+#include <llvm/IR/IRBuilder.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace maxc::codegen {
+
+/// The values of symbolic dims in one function: each symbol loaded once
+/// from the function's dims array (one i64 per symbol, in `symbols` order),
+/// each polynomial computed once, in the entry block (`entry`).
+class DimValues {
+public:
+  DimValues(llvm::IRBuilder<> &entry, llvm::Value *dims, const std::vector<std::string> &symbols);
+  llvm::Value *dims() const { return dims_; }
+  llvm::Value *symbol(const std::string &name);
+  llvm::Value *get(const Dim &d);
+
+private:
+  llvm::IRBuilder<> &entry_;
+  llvm::Value *dims_;
+  const std::vector<std::string> &symbols_;
+  std::map<std::string, llvm::Value *> symbols_loaded_, polynomials_;
+};
+
+/// The workspace of one graph in one function: slots in plan order, each
+/// rounded up to 64 bytes; offsets computed once, in the entry block.
+class WorkspaceLayout {
+public:
+  WorkspaceLayout(const LoweringPlan &plan, DimValues &dims, llvm::IRBuilder<> &entry);
+  /// Byte offset of workspace slot `slot`.
+  llvm::Value *slot_offset(size_t slot);
+  /// Where the slots end: a callee's workspace starts there.
+  llvm::Value *slots_end();
+
+  /// Fills `fn` (i64 (ptr dims)): graph g's slots plus the largest need of
+  /// the subgraphs it calls (`callee_size` gives their size functions).
+  static void emit_size_function(llvm::Function *fn, const Graph &g, const LoweringPlan &plan,
+                                 const std::vector<std::string> &symbols,
+                                 const std::function<llvm::Function *(const Graph *)> &callee_size);
+
+private:
+  void lay_out();
+
+  const LoweringPlan &plan_;
+  DimValues &dims_;
+  llvm::IRBuilder<> &entry_;
+  std::vector<llvm::Value *> offsets_;
+  llvm::Value *end_ = nullptr;
+};
+
+} // namespace maxc::codegen
