@@ -7,7 +7,7 @@ cmake_minimum_required(VERSION 3.20)
 include(${CMAKE_CURRENT_LIST_DIR}/MaxcLayers.cmake)
 set(violations 0)
 foreach(component IN LISTS MAXC_COMPONENTS)
-  set(allowed ${component} ${MAXC_LAYER_${component}} ${MAXC_LAYER_CYCLE_${component}})
+  set(allowed ${component} ${MAXC_LAYER_${component}})
   file(GLOB_RECURSE files ${SOURCE_DIR}/lib/${component}/*.cpp ${SOURCE_DIR}/lib/${component}/*.h
        ${SOURCE_DIR}/include/maxc/${component}/*.h)
   foreach(file IN LISTS files)

@@ -1,9 +1,14 @@
 #include "maxc/Realization/EagerRealizationContext.h"
 
-#include "maxc/Interpreter/Interpreter.h"
 #include "maxc/Support/Error.h"
 
 namespace maxc {
+
+namespace {
+GraphExecutor eager_executor = nullptr;
+} // namespace
+
+void set_eager_executor(GraphExecutor executor) { eager_executor = executor; }
 
 EagerRealizationContext::EagerRealizationContext(std::string prefix)
     : graph_("eager"), prefix_(std::move(prefix)) {}
@@ -44,8 +49,10 @@ std::vector<Tensor> EagerRealizationContext::record(const std::string &op, const
 }
 
 void EagerRealizationContext::compute_pending() {
+  if (!eager_executor)
+    throw Error(ErrorCode::Internal, "no interpreter to realize tensors with (link maxc's Interpreter component)");
   DimBindings dims;
-  Interpreter::execute(graph_, computed_, dims, computed_nodes_);
+  eager_executor(graph_, computed_, dims, computed_nodes_);
   computed_nodes_ = graph_.nodes().size();
 }
 

@@ -51,4 +51,20 @@ std::vector<Tensor> record_op_multi(const std::string &op, const std::vector<Ten
   return RealizationContext::require_current(op).record(op, operands, attrs);
 }
 
+// Tensor members that need a realization context (Tensor sits below
+// Realization; see lib/Tensor/Tensor.cpp).
+
+Tensor Tensor::from_graph_value(const Value &value) {
+  RealizationContext &ctx = RealizationContext::require_current("Tensor::from_graph_value");
+  if (!value.valid())
+    throw Error(ErrorCode::InvalidArgument, "Tensor::from_graph_value: null value");
+  return make_unrealized(&ctx, {value});
+}
+
+const Tensor &Tensor::realize() const {
+  if (!is_realized())
+    context()->realize(*this);
+  return *this;
+}
+
 } // namespace maxc

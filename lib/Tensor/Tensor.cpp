@@ -1,12 +1,16 @@
 #include "maxc/Tensor/Tensor.h"
 
-#include "maxc/Ops/Ops.h"
-#include "maxc/Realization/RealizationContext.h"
 #include "maxc/Support/Error.h"
 
 #include <optional>
 
+// Tensor::from_graph_value and Tensor::realize need a realization context:
+// lib/Realization/RealizationContext.cpp. The arithmetic operators record
+// ops: lib/Ops/TensorOperators.cpp.
+
 namespace maxc {
+
+class RealizationContext;
 
 struct Tensor::Impl {
   // Realized state.
@@ -40,13 +44,6 @@ Tensor Tensor::from_f64(DType dtype, std::vector<int64_t> shape, const std::vect
 
 Tensor Tensor::from_i64(DType dtype, std::vector<int64_t> shape, const std::vector<int64_t> &values) {
   return from_host(HostTensor::from_i64(dtype, std::move(shape), values));
-}
-
-Tensor Tensor::from_graph_value(const Value &value) {
-  RealizationContext &ctx = RealizationContext::require_current("Tensor::from_graph_value");
-  if (!value.valid())
-    throw Error(ErrorCode::InvalidArgument, "Tensor::from_graph_value: null value");
-  return make_unrealized(&ctx, {value});
 }
 
 Tensor Tensor::make_unrealized(RealizationContext *context, std::vector<Value> values,
@@ -92,13 +89,6 @@ const HostTensor &Tensor::host() const {
   return *impl.data;
 }
 
-const Tensor &Tensor::realize() const {
-  const Impl &impl = require(impl_);
-  if (!impl.data)
-    impl.context->realize(*this);
-  return *this;
-}
-
 const std::vector<Value> &Tensor::values() const {
   const Impl &impl = require(impl_);
   if (impl.data)
@@ -122,21 +112,5 @@ Tensor &Tensor::set_name(std::string name) {
   impl_->name = std::move(name);
   return *this;
 }
-
-static Tensor scalar_like(const Tensor &t, double v) { return ops::scalar(v, t.dtype()); }
-
-Tensor operator+(const Tensor &a, const Tensor &b) { return ops::add(a, b); }
-Tensor operator-(const Tensor &a, const Tensor &b) { return ops::sub(a, b); }
-Tensor operator*(const Tensor &a, const Tensor &b) { return ops::mul(a, b); }
-Tensor operator/(const Tensor &a, const Tensor &b) { return ops::div(a, b); }
-Tensor operator+(const Tensor &a, double b) { return ops::add(a, scalar_like(a, b)); }
-Tensor operator-(const Tensor &a, double b) { return ops::sub(a, scalar_like(a, b)); }
-Tensor operator*(const Tensor &a, double b) { return ops::mul(a, scalar_like(a, b)); }
-Tensor operator/(const Tensor &a, double b) { return ops::div(a, scalar_like(a, b)); }
-Tensor operator+(double a, const Tensor &b) { return ops::add(scalar_like(b, a), b); }
-Tensor operator-(double a, const Tensor &b) { return ops::sub(scalar_like(b, a), b); }
-Tensor operator*(double a, const Tensor &b) { return ops::mul(scalar_like(b, a), b); }
-Tensor operator/(double a, const Tensor &b) { return ops::div(scalar_like(b, a), b); }
-Tensor operator-(const Tensor &a) { return ops::neg(a); }
 
 } // namespace maxc

@@ -13,6 +13,13 @@
 
 namespace maxc {
 
+/// Computes every node of `graph` from `first_node` on whose results are not
+/// in `env` yet. The reference interpreter (lib/Interpreter, a layer above
+/// Realization) installs itself here (lib/Interpreter/InstallInterpreter.cpp).
+using GraphExecutor = void (*)(const Graph &graph, std::vector<std::optional<HostTensor>> &env, DimBindings &dims,
+                               size_t first_node);
+void set_eager_executor(GraphExecutor executor);
+
 class EagerRealizationContext : public RealizationContext {
 public:
   explicit EagerRealizationContext(std::string prefix = {});
