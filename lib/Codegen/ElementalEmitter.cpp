@@ -568,7 +568,8 @@ Value *ElementalEmitter::reduction(const Node &node, const Index &out_idx) {
   DType d = g_.type_of(x).dtype;
   bool keep = node.attrs.get_bool("keepdims");
   std::vector<bool> reduced(rank, false);
-  if (op == "argmax" || op == "argmin") {
+  bool index_result = op_traits(op).has(OpTrait::index_result); // argmax-like: one axis, an i64 index
+  if (index_result) {
     int64_t axis = node.attrs.get_int("axis");
     reduced[axis < 0 ? axis + rank : axis] = true;
   } else {
@@ -601,7 +602,7 @@ Value *ElementalEmitter::reduction(const Node &node, const Index &out_idx) {
     return idx;
   };
   bool fp = is_float(d);
-  if (op == "argmax" || op == "argmin") {
+  if (index_result) {
     bool max = op == "argmax";
     llvm::Type *t = compute_type(ctx_, d);
     Value *best = local(t), *best_i = local(b_.getInt64Ty()), *first = local(b_.getInt1Ty());
