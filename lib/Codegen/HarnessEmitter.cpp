@@ -11,27 +11,16 @@
 
 namespace maxc {
 
-const char *c_element_type(DType d) {
-  switch (d) {
-  case DType::f16: return "uint16_t";
-  case DType::bf16: return "uint16_t";
-  case DType::f32: return "float";
-  case DType::f64: return "double";
-  case DType::i8: return "int8_t";
-  case DType::i32: return "int32_t";
-  case DType::i64: return "int64_t";
-  case DType::boolean: return "uint8_t";
-  }
-  return "void";
-}
-
 std::string c_run_prototype(const ModelInterface &m) {
   std::string params;
   for (const auto &t : m.inputs)
-    params += "const " + std::string(c_element_type(t.type.dtype)) + " *" + t.name + ", ";
+    params += "const " + std::string(c_type_name(t.type.dtype)) + " *" + t.name + ", ";
   for (const auto &t : m.outputs)
-    params += std::string(c_element_type(t.type.dtype)) + " *" + t.name + ", ";
-  for (const auto &s : m.symbols)
+    params += std::string(c_type_name(t.type.dtype)) + " *" + t.name + ", ";
+  // C parameter names (mangled); an interface read back from a manifest or
+  // header may only have the dims' names.
+  const auto &dims = m.symbol_params.size() == m.symbols.size() ? m.symbol_params : m.symbols;
+  for (const auto &s : dims)
     params += "int64_t " + s + ", ";
   return "int32_t " + m.name + "_run(" + params + "void *workspace)";
 }
@@ -114,9 +103,9 @@ std::string join(const std::vector<std::string> &parts, const std::string &sep) 
 std::string declarations(const ModelInterface &m) {
   std::vector<std::string> params;
   for (const auto &t : m.inputs)
-    params.push_back("const " + std::string(c_element_type(t.type.dtype)) + " *");
+    params.push_back("const " + std::string(c_type_name(t.type.dtype)) + " *");
   for (const auto &t : m.outputs)
-    params.push_back(std::string(c_element_type(t.type.dtype)) + " *");
+    params.push_back(std::string(c_type_name(t.type.dtype)) + " *");
   for (size_t i = 0; i < m.symbols.size(); ++i)
     params.push_back("int64_t");
   params.push_back("void *");
@@ -132,10 +121,10 @@ std::string declarations(const ModelInterface &m) {
 std::string run_call(const ModelInterface &m, const std::string &workspace) {
   std::vector<std::string> args;
   for (size_t i = 0; i < m.inputs.size(); ++i)
-    args.push_back("(const " + std::string(c_element_type(m.inputs[i].type.dtype)) + " *)in_data[" +
+    args.push_back("(const " + std::string(c_type_name(m.inputs[i].type.dtype)) + " *)in_data[" +
                    std::to_string(i) + "]");
   for (size_t i = 0; i < m.outputs.size(); ++i)
-    args.push_back("(" + std::string(c_element_type(m.outputs[i].type.dtype)) + " *)out_data[" + std::to_string(i) +
+    args.push_back("(" + std::string(c_type_name(m.outputs[i].type.dtype)) + " *)out_data[" + std::to_string(i) +
                    "]");
   for (size_t i = 0; i < m.symbols.size(); ++i)
     args.push_back("d[" + std::to_string(i) + "]");

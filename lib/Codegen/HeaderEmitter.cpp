@@ -1,6 +1,6 @@
 // The C header of a compiled model: plain C99, usable from C++, documenting
 // itself — shapes, dtypes, entry points, status codes.
-#include "maxc/Codegen/ModelCompiler.h"
+#include "maxc/Codegen/HeaderEmitter.h"
 #include "maxc/Support/Sha256.h"
 #include "maxc/Support/Version.h"
 
@@ -8,20 +8,6 @@
 #include <cstdio>
 
 namespace maxc {
-
-static const char *c_type(DType d) {
-  switch (d) {
-  case DType::f16: return "uint16_t"; // IEEE binary16 bits
-  case DType::bf16: return "uint16_t"; // bfloat16 bits
-  case DType::f32: return "float";
-  case DType::f64: return "double";
-  case DType::i8: return "int8_t";
-  case DType::i32: return "int32_t";
-  case DType::i64: return "int64_t";
-  case DType::boolean: return "uint8_t"; // 0 or 1
-  }
-  return "void";
-}
 
 static std::string upper(const std::string &s) {
   std::string out;
@@ -32,6 +18,21 @@ static std::string upper(const std::string &s) {
 
 // An ABI hash over everything that decides how the entry points are called:
 // changes exactly when a caller would have to change.
+// The status table as #defines: one convention for every backend.
+static std::string status_defines(const std::string &N, bool gpu) {
+  std::string h;
+  for (const StatusInfo &s : status_codes(gpu))
+    h += "#define " + N + "_" + s.macro + " " + std::to_string(static_cast<int32_t>(s.status)) + "\n";
+  return h;
+}
+
+static std::string shape_text(const TensorType &t) {
+  std::string s = "[";
+  for (size_t i = 0; i < t.shape.size(); ++i)
+    s += (i ? ", " : "") + t.shape[i].to_string();
+  return s + "]";
+}
+
 static uint64_t abi_hash(const ModelInterface &m) {
   std::string text = m.name;
   for (const auto &t : m.inputs)
@@ -54,10 +55,10 @@ std::string emit_c_header(const ModelInterface &m, const std::string &workspace_
        " * libc and libm only (for example: cc app.c " + m.name + ".o -lm).\n *\n";
   h += " * Inputs:\n";
   for (const auto &t : m.inputs)
-    h += " *   " + t.name + ": " + t.type.to_string() + "  (" + c_type(t.type.dtype) + ", row-major)\n";
+    h += " *   " + t.name + ": " + t.type.to_string() + "  (" + c_type_name(t.type.dtype) + ", row-major)\n";
   h += " * Outputs:\n";
   for (const auto &t : m.outputs)
-    h += " *   " + t.name + ": " + t.type.to_string() + "  (" + c_type(t.type.dtype) + ", row-major)\n";
+    h += " *   " + t.name + ": " + t.type.to_string() + "  (" + c_type_name(t.type.dtype) + ", row-major)\n";
   if (!m.symbols.empty()) {
     h += " * Symbolic dims, passed at run time:";
     for (const auto &s : m.symbols)
@@ -70,7 +71,7 @@ std::string emit_c_header(const ModelInterface &m, const std::string &workspace_
     args += t.name + ", ";
   for (const auto &t : m.outputs)
     args += t.name + ", ";
-  for (const auto &s : m.symbols)
+  for (const auto &s : m.symbol_params)
     args += s + ", ";
   h += args + "NULL);\n *   if (status != " + N + "_OK) fprintf(stderr, \"%s\\n\", " + m.name +
        "_status_string(status));\n";
@@ -83,10 +84,7 @@ std::string emit_c_header(const ModelInterface &m, const std::string &workspace_
   std::snprintf(hash, sizeof hash, "0x%016llxull", static_cast<unsigned long long>(abi_hash(m)));
   h += "/* Changes whenever the entry points' signatures or tensor types change. */\n";
   h += "#define " + N + "_ABI_VERSION 1\n#define " + N + "_ABI_HASH " + hash + "\n\n";
-  h += "/* Status codes. */\n";
-  h += "#define " + N + "_OK 0\n#define " + N + "_ERROR_NULL_POINTER 1\n#define " + N +
-       "_ERROR_INVALID_DIM 2\n#define " + N + "_ERROR_OUT_OF_MEMORY 3\n#define " + N +
-       "_ERROR_WEIGHTS_NOT_SET 4\n#define " + N + "_ERROR_WEIGHTS_MISMATCH 5\n\n";
+  h += "/* Status codes. */\n" + status_defines(N, false) + "\n";
   auto shape_macros = [&](const char *kind, const std::vector<ModelInterface::Tensor> &ts) {
     for (size_t i = 0; i < ts.size(); ++i) {
       const auto &t = ts[i];
@@ -115,14 +113,14 @@ std::string emit_c_header(const ModelInterface &m, const std::string &workspace_
 
   std::string params;
   for (const auto &t : m.inputs)
-    params += "const " + std::string(c_type(t.type.dtype)) + " *" + t.name + ", ";
+    params += "const " + std::string(c_type_name(t.type.dtype)) + " *" + t.name + ", ";
   for (const auto &t : m.outputs)
-    params += std::string(c_type(t.type.dtype)) + " *" + t.name + ", ";
-  for (const auto &s : m.symbols)
+    params += std::string(c_type_name(t.type.dtype)) + " *" + t.name + ", ";
+  for (const auto &s : m.symbol_params)
     params += "int64_t " + s + ", ";
   std::string dims_params;
-  for (size_t i = 0; i < m.symbols.size(); ++i)
-    dims_params += (i ? ", " : "") + std::string("int64_t ") + m.symbols[i];
+  for (size_t i = 0; i < m.symbol_params.size(); ++i)
+    dims_params += (i ? ", " : "") + std::string("int64_t ") + m.symbol_params[i];
   h += "/* Runs the model. Returns " + N + "_OK or an error status. */\n";
   h += "int32_t " + m.name + "_run(" + params + "void *workspace);\n\n";
   h += "/* The same with buffers[inputs..., outputs...] and dims[] arrays. */\n";
@@ -149,6 +147,53 @@ std::string emit_c_header(const ModelInterface &m, const std::string &workspace_
   h += "/* A message for a status code. */\n";
   h += "const char *" + m.name + "_status_string(int32_t status);\n\n";
   h += "#ifdef __cplusplus\n} /* extern \"C\" */\n#endif\n\n#endif /* " + guard + " */\n";
+  return h;
+}
+
+std::string emit_gpu_c_header(const ModelInterface &m, const std::vector<std::string> &arches,
+                              const std::string &bound) {
+  const std::string N = upper(m.name);
+  std::string guard = N + "_GPU_H";
+  std::string h;
+  h += "/* " + m.name + ": generated by maxc " + maxc_version() + " for AMD GPUs (";
+  for (size_t i = 0; i < arches.size(); ++i)
+    h += (i ? ", " : "") + arches[i];
+  h += ").\n *\n * Link: cc app.c " + m.name + ".o -lamdhip64 (ROCm HIP runtime; the object embeds one\n"
+       " * code object per architecture and picks the device's at NAME_init).\n"
+       " * All tensor pointers are device memory (hipMalloc); kernels are launched on\n"
+       " * `stream` (a hipStream_t; NULL = the default stream) and run asynchronously.\n"
+       " * A context is not thread-safe: use one per thread or stream.\n */\n";
+  h += "#ifndef " + guard + "\n#define " + guard + "\n\n#include <stdint.h>\n\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
+  h += "typedef struct " + m.name + "_context " + m.name + "_context;\n\n";
+  h += "/* Status codes. */\n" + status_defines(N, true) + "\n";
+  h += "/* Loads the code object for the current device and uploads the weights\n"
+       " * (" + std::to_string(m.constant_bytes) + " bytes). Returns " + N + "_ERROR_NO_DEVICE without a GPU. */\n";
+  h += "int32_t " + m.name + "_init(" + m.name + "_context **ctx);\n";
+  h += "void " + m.name + "_destroy(" + m.name + "_context *ctx);\n\n";
+  h += "/* Runs the model. workspace: NAME_workspace_size() bytes of device memory, or\n"
+       " * NULL to allocate one for this call (which then synchronizes the stream).\n";
+  for (const auto &t : m.inputs)
+    h += " *   in  " + t.name + ": " + std::string(dtype_name(t.type.dtype)) + " " + shape_text(t.type) + "\n";
+  for (const auto &t : m.outputs)
+    h += " *   out " + t.name + ": " + std::string(dtype_name(t.type.dtype)) + " " + shape_text(t.type) + "\n";
+  h += " */\nint32_t " + m.name + "_run(" + m.name + "_context *ctx";
+  for (const auto &t : m.inputs)
+    h += ", const " + std::string(c_type_name(t.type.dtype)) + " *" + t.name;
+  for (const auto &t : m.outputs)
+    h += ", " + std::string(c_type_name(t.type.dtype)) + " *" + t.name;
+  for (const auto &s : m.symbol_params)
+    h += ", int64_t " + s;
+  h += ", void *workspace, void *stream);\n";
+  h += "int32_t " + m.name + "_run_packed(" + m.name +
+       "_context *ctx, void *const *buffers, const int64_t *dims, void *workspace, void *stream);\n";
+  h += "/* At most " + bound + " bytes; -1 for dims " + m.name + "_run rejects. */\nint64_t " + m.name +
+       "_workspace_size(";
+  for (size_t i = 0; i < m.symbol_params.size(); ++i)
+    h += (i ? ", int64_t " : "int64_t ") + m.symbol_params[i];
+  h += std::string(m.symbol_params.empty() ? "void" : "") + ");\n";
+  h += "int32_t " + m.name + "_hip_error(const " + m.name + "_context *ctx);\n";
+  h += "const char *" + m.name + "_status_string(int32_t status);\n\n";
+  h += "#ifdef __cplusplus\n}\n#endif\n\n#endif\n";
   return h;
 }
 

@@ -882,12 +882,13 @@ def targets(ctx):
     out = r.stdout
     for word in ["x86_64-linux-gnu", "aarch64-linux-gnu", "znver4", "skylake-avx512", "x86-64-v3", "neoverse-v2"]:
         expect(re.search(r"(^|\s)%s(\s|$)" % re.escape(word), out, re.M) is not None, "%s not listed" % word, r)
-    heading = "gpu (not yet supported by maxc compile)"
+    heading = "amdgpu (maxc compile --gpu"
     expect_in(heading, out, "targets", r)
+    expect("planned" not in out and "not yet supported" not in out, "the GPU backend works: no 'planned' text", r)
     gpu_part = out[out.index(heading):]
     for chip, alias in [("gfx90a", "mi250x"), ("gfx942", "mi300x"), ("gfx1100", "rx7900xtx")]:
-        expect(chip in gpu_part and alias in gpu_part, "%s (%s) should be under the gpu heading" % (chip, alias), r)
-        expect(chip not in out[:out.index(heading)], "%s is listed among the supported targets" % chip, r)
+        expect(chip in gpu_part and alias in gpu_part, "%s (%s) should be under the amdgpu heading" % (chip, alias), r)
+    expect_in("amdgpu-emu", out, "targets lists every registered backend", r)
     r = ctx.run(["targets", "--json"], rc=0)
     doc = parse_json(r.stdout, "targets --json", r)
     arches = {c["arch"]: c for c in doc["cpu"]}
@@ -895,11 +896,15 @@ def targets(ctx):
     expect("znver4" in arches["x86_64"]["cpus"] and "x86_64-linux-gnu" in arches["x86_64"]["triples"],
            "x86_64 should list znver4 and x86_64-linux-gnu", r)
     expect("cortex-a72" in arches["aarch64"]["cpus"], "aarch64 should list cortex-a72", r)
-    expect(doc["gpu"]["supported"] is False, "gpu should say supported: false", r)
+    expect(doc["gpu"]["supported"] is True, "gpu should say supported: true", r)
     aliases = {t["chip"]: t["aliases"] for t in doc["gpu"]["targets"]}
     expect(aliases == {"gfx90a": ["mi250x"], "gfx942": ["mi300x"], "gfx1100": ["rx7900xtx"]},
            "unexpected gpu targets %s" % aliases, r)
-    expect(all(t["supported"] is False for t in doc["gpu"]["targets"]), "no gpu target is supported yet", r)
+    expect([b["name"] for b in doc["backends"]] == ["cpu", "amdgpu", "amdgpu-emu"],
+           "backends come from the registry: %s" % [b["name"] for b in doc["backends"]], r)
+    # A listed GPU is one compile accepts.
+    ctx.run(["-q", "compile", ctx.example("mlp"), "--gpu", "mi300x", "--emit", "header", "-o",
+             ctx.path("mlp_gpu.o")], rc=0)
     # A listed CPU is one compile accepts.
     ctx.run(["-q", "compile", ctx.example("mlp"), "--cpu", "znver4", "-O0", "--emit", "header", "-o",
              ctx.path("mlp.o")], rc=0)

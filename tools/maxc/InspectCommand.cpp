@@ -80,7 +80,7 @@ void print_tensors(const char *title, const std::vector<ModelInterface::Tensor> 
   for (const auto &t : ts)
     width = std::max(width, t.name.size());
   for (const auto &t : ts)
-    std::cout << "    " << pad(t.name, width + 2) << t.type.to_string() << "  (" << c_element_type(t.type.dtype)
+    std::cout << "    " << pad(t.name, width + 2) << t.type.to_string() << "  (" << c_type_name(t.type.dtype)
               << " *)\n";
 }
 
@@ -632,9 +632,9 @@ bool parse_manifest(const std::string &text, const std::string &file, json &doc,
   const json *version = r.get(doc, "", "manifest_version", json::value_t::number_unsigned, "an integer");
   if (!version)
     return false;
-  if (version->get<int64_t>() != 1) {
+  if (version->get<int64_t>() != 1 && version->get<int64_t>() != kManifestVersion) {
     r.fail("/manifest_version", "manifest_version " + std::to_string(version->get<int64_t>()) +
-                                    " is not one this maxc reads (1)");
+                                    " is not one this maxc reads (1, 2)");
     return false;
   }
   const json *name = r.get(doc, "", "name", json::value_t::string, "the model's C name");

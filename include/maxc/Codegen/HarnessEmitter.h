@@ -22,15 +22,11 @@
 // float32 expectations.
 #pragma once
 
-#include "maxc/Codegen/ModelCompiler.h"
+#include "maxc/Codegen/ModelAbi.h"
 
 #include <string>
 
 namespace maxc {
-
-/// The C element type the entry points use for a dtype: "float", "int64_t",
-/// "uint16_t" (f16 and bf16 bits), "uint8_t" (bool), ...
-const char *c_element_type(DType dtype);
 
 /// The C prototype of NAME_run, with parameter names:
 /// "int32_t mlp_run(const float *x, float *logits, int64_t batch, void *workspace)".
