@@ -1083,6 +1083,130 @@ def compile_harness(ctx):
     run_program(["./mlp_bench", "-n", "0"], ctx.tmp, rc=2)
 
 
+def snapshot(directory):
+    """{name: (bytes, mtime_ns)} of every file in DIRECTORY."""
+    out = {}
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                out[name] = (f.read(), os.stat(path).st_mtime_ns)
+    return out
+
+
+@case
+def compile_keeps_previous_outputs(ctx):
+    """A failing compile (bad -MF directory, a directory where the header goes,
+    an unwritable directory) leaves the previous good outputs as they were and
+    no temp files behind."""
+    out = ctx.path("out")
+    compile_mlp(ctx, "out")
+    before = snapshot(out)
+    expect(sorted(before) == ["mlp.h", "mlp.manifest.json", "mlp.o"], "first compile wrote %s" % sorted(before))
+    args = ["compile", ctx.example("mlp"), "--weights", ctx.weights("mlp"), "-o", os.path.join(out, "mlp.o"),
+            "--cpu", "x86-64"]  # another CPU: the new object would differ
+    r = ctx.run(args + ["-MF", ctx.path("missing", "mlp.d")], rc=1)
+    expect_in("E0407", r.stderr, "a bad -MF directory", r)
+    expect(snapshot(out) == before, "a failed compile changed the previous outputs: %s" % listing(out), r)
+    # The header path is a directory: nothing changes, nothing is deleted.
+    other = ctx.path("other")
+    os.makedirs(os.path.join(other, "mlp.h"))
+    compile_mlp(ctx, "other", extra=["--emit", "obj,manifest"])
+    before_other = snapshot(other)
+    r = ctx.run(["compile", ctx.example("mlp"), "--weights", ctx.weights("mlp"), "-o",
+                 os.path.join(other, "mlp.o"), "--cpu", "x86-64"], rc=1)
+    expect_in("is a directory", r.stderr, "a directory where the header goes", r)
+    expect(snapshot(other) == before_other and os.path.isdir(os.path.join(other, "mlp.h")),
+           "a failed compile changed %s" % listing(other), r)
+    # A read-only directory (root ignores permissions: checked as a user only).
+    if os.geteuid() != 0:
+        os.chmod(out, 0o555)
+        try:
+            r = ctx.run(args, rc=1)
+            expect_in("E0407", r.stderr, "a read-only directory", r)
+            expect(snapshot(out) == before, "a read-only directory's files changed", r)
+        finally:
+            os.chmod(out, 0o755)
+    # A good compile replaces them all.
+    ctx.run(args + ["-q"], rc=0)
+    after = snapshot(out)
+    expect(sorted(after) == sorted(before) and after["mlp.o"][0] != before["mlp.o"][0],
+           "the good compile should replace the object: %s" % listing(out))
+
+
+@case
+def compile_refuses_to_overwrite_inputs(ctx):
+    """-o naming the model, the weights or another output of the same command
+    is refused (by device and inode, so another spelling or a hard link is
+    caught too); -o "" is an error; init-weights -o MODEL is refused."""
+    model = ctx.path("model.json")
+    shutil.copy(ctx.example("mlp"), model)
+    weights = ctx.path("w.safetensors")
+    shutil.copy(ctx.weights("mlp"), weights)
+    original = snapshot(ctx.tmp)
+    base = ["compile", model, "--weights", weights]
+    for target in [model, "./model.json", weights, ctx.path(".", "w.safetensors")]:
+        r = ctx.run(base + ["-o", target, "--emit", "obj"], rc=1)
+        expect_in("would overwrite the input", r.stderr, "-o %s" % target, r)
+    os.link(model, ctx.path("alias.o"))
+    r = ctx.run(base + ["-o", "alias.o", "--emit", "obj"], rc=1)
+    expect_in("would overwrite the input", r.stderr, "a hard link to the model", r)
+    os.unlink(ctx.path("alias.o"))
+    # The object and the header would be the same file.
+    r = ctx.run(base + ["-o", "mlp.h"], rc=1)
+    expect_in("are the same file", r.stderr, "-o mlp.h", r)
+    r = ctx.run(base + ["-o", "mlp.o", "-MF", "mlp.h"], rc=1)
+    expect_in("are the same file", r.stderr, "-MF mlp.h", r)
+    r = ctx.run(base + ["-o", ""], rc=1)
+    expect_in("output path is empty", r.stderr, '-o ""', r)
+    r = ctx.run(["init-weights", model, "-o", model], rc=1)
+    expect_in("would overwrite the input", r.stderr, "init-weights -o MODEL", r)
+    expect(snapshot(ctx.tmp) == original, "a refused command changed files: %s" % listing(ctx.tmp))
+    # A character device is written through, never replaced.
+    ctx.run(base + ["-q", "-o", "/dev/null", "--emit", "obj"], rc=0)
+    expect(os.path.exists("/dev/null") and not os.path.isfile("/dev/null"), "/dev/null was replaced")
+    # A symlinked output: the file it points to is replaced, the link stays.
+    os.makedirs(ctx.path("real"))
+    os.symlink(ctx.path("real", "target.o"), ctx.path("link.o"))
+    with open(ctx.path("real", "target.o"), "w") as f:
+        f.write("old")
+    ctx.run(base + ["-q", "-o", "link.o", "--emit", "obj"], rc=0)
+    expect(os.path.islink(ctx.path("link.o")), "the symlink was replaced by a file")
+    with open(ctx.path("real", "target.o"), "rb") as f:
+        expect(f.read(4) == b"\x7fELF", "the symlink's target should hold the new object")
+
+
+@case
+def compile_flags_on_every_backend(ctx):
+    """Every compile flag works with --gpu too, or is refused with a clear
+    error: never silently ignored."""
+    model = ctx.path("my model.json")  # a space, for the depfile
+    shutil.copy(ctx.example("mlp"), model)
+    gpu = ["compile", model, "--weights", ctx.weights("mlp"), "--gpu", "gfx942", "--cpu", "x86-64"]
+    r = ctx.run(gpu + ["--weights-mode", "external"], rc=1)
+    expect_in("--weights-mode external is not supported with --gpu yet", r.stderr, "stderr", r)
+    r = ctx.run(gpu + ["--threads", "4"], rc=1)
+    expect_in("--threads", r.stderr, "stderr", r)
+    r = ctx.run(gpu + ["--emit", "obj,asm"], rc=1)
+    expect_in("unknown artifact 'asm' with the amdgpu backend", r.stderr, "stderr", r)
+    r = ctx.run(["compile", model, "--weights", ctx.weights("mlp"), "--code-object-version", "5"], rc=1)
+    expect_in("--code-object-version applies to --gpu only", r.stderr, "stderr", r)
+    r = ctx.run(gpu + ["-o", "g.o", "--emit", "obj,header,hsaco", "--print-outputs"], rc=0)
+    expect(r.stdout.split() == ["g.o", "mlp.h", "mlp.gfx942.hsaco"], "--print-outputs with --gpu", r)
+    expect(listing(ctx.tmp) == ["my model.json"], "--print-outputs wrote files: %s" % listing(ctx.tmp), r)
+    r = ctx.run(gpu + ["-o", "g.o", "--time-passes", "--verify-reproducible", "--manifest-timings", "-MD"], rc=0)
+    for step in ["load", "decompose", "plan", "backend", "verify-reproducible", "artifacts", "write",
+                 "hsaco gfx942", "total"]:
+        expect(re.search(r"^\s+%s\s+[0-9.]+ ms" % re.escape(step), r.stderr, re.M) is not None,
+               "--time-passes should time %r" % step, r)
+    manifest = parse_json(open(ctx.path("mlp.manifest.json")).read(), "the GPU manifest")
+    expect("backend" in manifest.get("compile_time_ms", {}), "--manifest-timings with --gpu: %s" % manifest.keys())
+    with open(ctx.path("g.o.d")) as f:
+        dep = f.read()
+    expect("my\\ model.json" in dep, "the depfile should escape the space: %r" % dep)
+
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--maxc", help="the maxc binary (required unless --list)")
