@@ -11,7 +11,7 @@
 
 namespace maxc {
 
-std::string c_run_prototype(const ModelInterface &m) {
+std::string c_run_prototype(const ModelInterface &m, bool gpu) {
   std::string params;
   for (const auto &t : m.inputs)
     params += "const " + std::string(c_type_name(t.type.dtype)) + " *" + t.name + ", ";
@@ -22,6 +22,8 @@ std::string c_run_prototype(const ModelInterface &m) {
   const auto &dims = m.symbol_params.size() == m.symbols.size() ? m.symbol_params : m.symbols;
   for (const auto &s : dims)
     params += "int64_t " + s + ", ";
+  if (gpu)
+    return "int32_t " + m.name + "_run(" + m.name + "_context *ctx, " + params + "void *workspace, void *stream)";
   return "int32_t " + m.name + "_run(" + params + "void *workspace)";
 }
 

@@ -1207,6 +1207,60 @@ def compile_flags_on_every_backend(ctx):
 
 
 
+def manifest_validator(ctx):
+    sys.path.insert(0, os.path.join(ctx.source_dir, "test", "schema"))
+    import validate_examples  # noqa: E402  (the standard-library JSON Schema subset validator)
+    with open(os.path.join(ctx.source_dir, "docs", "manifest.schema.json")) as f:
+        return validate_examples.Validator(json.load(f))
+
+
+@case
+def manifest_schema(ctx):
+    """Every backend's manifest matches docs/manifest.schema.json (one schema,
+    manifest_version 2); inspect and diff read the CPU and GPU ones alike."""
+    validator = manifest_validator(ctx)
+    cpu = compile_mlp(ctx, "cpu", extra=["--cpu", "x86-64"])
+    ext = compile_mlp(ctx, "ext", extra=["--cpu", "x86-64", "--weights-mode", "external", "--manifest-timings"])
+    gpu = compile_mlp(ctx, "gpu", extra=["--cpu", "x86-64", "--gpu", "gfx90a,gfx942"])
+    gpu1 = compile_mlp(ctx, "gpu1", extra=["--cpu", "x86-64", "--gpu", "gfx942"])
+    docs = {}
+    for path in [cpu, ext, gpu, gpu1]:
+        doc = parse_json(open(path).read(), path)
+        errors = validator.errors(doc)
+        expect(not errors, "%s does not match docs/manifest.schema.json: %s" % (path, errors))
+        expect(doc["manifest_version"] == 2, "manifest_version: %s" % doc["manifest_version"])
+        docs[path] = doc
+    expect(docs[cpu]["backend"] == "cpu" and docs[gpu]["backend"] == "amdgpu", "backends")
+    expect(docs[cpu]["kernels"] == docs[gpu]["kernels"], "one plan: the same kernels listed for both backends")
+    expect(docs[gpu]["interface"]["status_codes"]["6"] == "no device", "the GPU status codes come from one table")
+    # A broken manifest is caught by the schema (it can fail).
+    bad = dict(docs[gpu], backend="tpu")
+    expect(validator.errors(bad), "the schema should reject backend 'tpu'")
+    # inspect on the GPU manifest, header and object.
+    r = ctx.run(["inspect", gpu], rc=0)
+    for text in ["AMD GPU gfx90a gfx942", "mlp_init", "mlp_context *ctx", "-lamdhip64", "code object: gfx942"]:
+        expect_in(text, r.stdout, "inspect GPU manifest", r)
+    m = parse_json(ctx.run(["inspect", gpu, "--json"], rc=0).stdout, "inspect --json")
+    expect(m["backend"] == "amdgpu" and [g["arch"] for g in m["gpu"]] == ["gfx90a", "gfx942"], "inspect --json gpu")
+    h = parse_json(ctx.run(["inspect", ctx.path("gpu", "mlp.h"), "--json"], rc=0).stdout, "inspect header --json")
+    expect(h["backend"] == "amdgpu" and h["run_prototype"] == m["run_prototype"],
+           "GPU header and manifest agree: %s vs %s" % (h["run_prototype"], m["run_prototype"]))
+    expect("mlp_init" in h["entry_points"], "GPU header entry points: %s" % h["entry_points"])
+    o = parse_json(ctx.run(["inspect", ctx.path("gpu", "mlp.o"), "--json"], rc=0).stdout, "inspect object --json")
+    expect(o["models"][0]["backend"] == "amdgpu" and o["models"][0]["manifest"]["lists_this_object"] is True,
+           "GPU object: %s" % o["models"][0])
+    # diff: GPU vs GPU (an arch dropped is breaking), CPU vs GPU (another backend).
+    r = ctx.run(["diff", gpu, gpu], rc=0)
+    expect_in("unchanged", r.stdout, "diff GPU GPU", r)
+    d = parse_json(ctx.run(["diff", gpu, gpu1, "--json"], rc=3).stdout, "diff --json")
+    expect([(x["kind"], x["subject"]) for x in d["breaking"]] == [("gpu_arch_removed", "gfx90a")],
+           "dropping gfx90a: %s" % d["breaking"])
+    d = parse_json(ctx.run(["diff", gpu1, gpu, "--json"], rc=0).stdout, "diff --json")
+    expect(any(x["kind"] == "gpu_arch_added" for x in d["non_breaking"]), "adding gfx90a: %s" % d["non_breaking"])
+    d = parse_json(ctx.run(["diff", cpu, gpu, "--json"], rc=3).stdout, "diff --json")
+    expect(any(x["kind"] == "backend" for x in d["breaking"]), "cpu -> amdgpu is breaking: %s" % d["breaking"])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--maxc", help="the maxc binary (required unless --list)")
