@@ -22,6 +22,13 @@ void verify_module(const llvm::Module &module, const std::string &what);
 void return_if(llvm::IRBuilder<> &b, llvm::Value *cond, llvm::Value *status,
                const std::function<void()> &cleanup = {});
 
+/// i1, true when NAME_run must report INVALID_DIM for the dims in `dims`
+/// (an i64 per symbol): a dim negative or above 2^40, or the workspace
+/// bound `bound` (Dim::to_string() text, a polynomial in the symbols)
+/// overflowing int64. NAME_workspace_size returns -1 for the same dims.
+llvm::Value *dims_invalid(llvm::IRBuilder<> &b, llvm::Value *dims, const std::vector<std::string> &symbols,
+                          const std::string &bound);
+
 /// `mem` (from an allocator giving `size + 64` bytes) rounded up to 64.
 llvm::Value *align_to_64(llvm::IRBuilder<> &b, llvm::Value *mem);
 

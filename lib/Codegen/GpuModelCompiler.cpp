@@ -224,9 +224,7 @@ private:
                 b_.getInt32(kNullPointer));
       if (ndims) {
         fail_if(b_.CreateICmpEQ(dims, null()), b_.getInt32(kNullPointer));
-        for (size_t i = 0; i < ndims; ++i)
-          fail_if(b_.CreateICmpUGT(b_.CreateLoad(i64, b_.CreateConstGEP1_64(i64, dims, i)), b_.getInt64(int64_t(1) << 40)),
-                  b_.getInt32(kInvalidDim));
+        fail_if(codegen::dims_invalid(b_, dims, iface_.symbols, iface_.workspace_bound), b_.getInt32(kInvalidDim));
       }
       b_.CreateStore(stream, b_.CreateStructGEP(context_type_, ctx, kStream));
       auto *own = llvm::BasicBlock::Create(c_, "own_workspace", packed);
@@ -270,6 +268,8 @@ private:
     llvm::Value *dims = b_.CreateAlloca(i64, b_.getInt64(static_cast<int64_t>(std::max<size_t>(ndims, 1))));
     for (size_t i = 0; i < ndims; ++i)
       b_.CreateStore(fn->getArg(static_cast<unsigned>(i)), b_.CreateConstGEP1_64(i64, dims, i));
+    // -1 for the dims NAME_run rejects with INVALID_DIM.
+    fail_if(codegen::dims_invalid(b_, dims, iface_.symbols, iface_.workspace_bound), b_.getInt64(-1));
     b_.CreateRet(b_.CreateCall(root_.workspace_size, {dims}));
   }
 

@@ -125,7 +125,9 @@ std::string emit_c_header(const ModelInterface &m, const std::string &workspace_
   h += "int32_t " + m.name + "_run(" + params + "void *workspace);\n\n";
   h += "/* The same with buffers[inputs..., outputs...] and dims[] arrays. */\n";
   h += "int32_t " + m.name + "_run_packed(void *const *buffers, const int64_t *dims, void *workspace);\n\n";
-  h += "/* Bytes of workspace a run needs for these dims (64-byte aligned). */\n";
+  h += "/* Bytes of workspace a run needs for these dims (64-byte aligned); -1 for dims\n"
+       " * " + m.name + "_run rejects with " + N + "_ERROR_INVALID_DIM (negative, above 2^40, or\n"
+       " * a workspace size that overflows int64_t). */\n";
   h += "int64_t " + m.name + "_workspace_size(" + (dims_params.empty() ? "void" : dims_params) + ");\n\n";
   h += "/* Multithreading: the model runs single-threaded unless the program installs\n"
        " * a parallel-for. It must call task(ctx, i) for every i in [0, count), in any\n"

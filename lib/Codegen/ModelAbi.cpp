@@ -112,15 +112,22 @@ bool is_identifier(const std::string &name) {
 class CNameMangler {
 public:
   std::string mangle(const std::string &name, const std::string &fallback) {
+    // [A-Za-z0-9_] only, no "__" (reserved in C++, and the header's macros
+    // join names with '_'), no leading or trailing '_'.
     std::string out;
-    for (char c : name)
-      out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    for (char c : name) {
+      char k = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+      if (k != '_' || (!out.empty() && out.back() != '_'))
+        out += k;
+    }
+    while (!out.empty() && out.back() == '_')
+      out.pop_back();
     if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0])))
       out = fallback + (out.empty() ? "" : "_" + out);
     if (is_reserved_c_name(out))
-      out += "_";
+      out += "_v";
     std::string candidate = out;
-    for (int i = 2; used_.count(upper(candidate)); ++i)
+    for (int i = 2; used_.count(upper(candidate)) || is_reserved_c_name(candidate); ++i)
       candidate = out + "_" + std::to_string(i);
     used_.insert(upper(candidate));
     return candidate;

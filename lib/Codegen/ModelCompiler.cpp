@@ -45,11 +45,9 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
     }
     if (ndims) {
       fail_if(b.CreateICmpEQ(dims, llvm::ConstantPointerNull::get(b.getPtrTy())), RunStatus::null_pointer);
-      for (size_t i = 0; i < ndims; ++i) {
-        llvm::Value *d = b.CreateLoad(i64, b.CreateConstGEP1_64(i64, dims, i));
-        // Dims are sizes: negative or absurd (> 2^40) values are rejected.
-        fail_if(b.CreateICmpUGT(d, b.getInt64(int64_t(1) << 40)), RunStatus::invalid_dim);
-      }
+      // Dims are sizes: negative or absurd (> 2^40) values, and values for
+      // which the workspace size overflows, are rejected.
+      fail_if(codegen::dims_invalid(b, dims, m.symbols, m.workspace_bound), RunStatus::invalid_dim);
     }
     if (weights_base)
       fail_if(b.CreateICmpEQ(b.CreateLoad(ptr, weights_base), llvm::ConstantPointerNull::get(b.getPtrTy())),
@@ -95,6 +93,8 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
     llvm::Value *dims = b.CreateAlloca(i64, b.getInt64(static_cast<int64_t>(std::max<size_t>(ndims, 1))));
     for (size_t i = 0; i < ndims; ++i)
       b.CreateStore(size_fn->getArg(static_cast<unsigned>(i)), b.CreateConstGEP1_64(i64, dims, i));
+    // -1 for the dims NAME_run rejects with INVALID_DIM.
+    codegen::return_if(b, codegen::dims_invalid(b, dims, m.symbols, m.workspace_bound), b.getInt64(-1));
     b.CreateRet(b.CreateCall(root.workspace_size, {dims}));
   }
 
@@ -198,7 +198,9 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
 std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::string &name,
                                                  llvm::LLVMContext &context) {
   std::unique_ptr<Graph> lowered = decompose(graph);
-  return build_cpu_module(*lowered, describe_interface(*lowered, name), context);
+  ModelInterface abi = describe_interface(*lowered, name);
+  abi.workspace_bound = workspace_bound(*lowered).to_string();
+  return build_cpu_module(*lowered, abi, context);
 }
 
 CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &abi, const CpuTarget &target,

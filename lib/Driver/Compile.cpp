@@ -80,6 +80,7 @@ void plan(PlannedModel &p, const std::string &name) {
   for (const auto &[sub_name, sub] : p.lowered->subgraphs())
     p.kernels.push_back("sub." + sub_name + ": " + std::to_string(plan_lowering(*sub).kernels.size()) + " kernels");
   p.workspace_bound = workspace_bound(*p.lowered).to_string();
+  p.interface.workspace_bound = p.abi.workspace_bound = p.workspace_bound;
 }
 
 void validate(Compilation &c) {

@@ -1261,6 +1261,112 @@ def manifest_schema(ctx):
     expect(any(x["kind"] == "backend" for x in d["breaking"]), "cpu -> amdgpu is breaking: %s" % d["breaking"])
 
 
+ADVERSARIAL_NAMES = ["int", "NULL", "x", "X", "workspace", "batch", "errno", "ctx", "stream", "class", "_Reserved",
+                     "int64_t", "x_2", "stdin", "h.0", "h-0", "a__b", "b_", "template", "I", "EOF", "INT64_MAX"]
+
+
+def adversarial_model(ctx):
+    """A model whose inputs, outputs and dims are named like C/C++ keywords,
+    libc macros, maxc's own parameters, each other (x, X) and each other's dims."""
+    dims = ["int", "workspace", "stdin", "batch", "X"]
+    inputs = [{"name": n, "dtype": "f32", "shape": [dims[i % len(dims)], 4]} for i, n in enumerate(ADVERSARIAL_NAMES)]
+    outputs = ["stdout", "X_2", "delete", "assert", "main", "NULL_v"]
+    main = [{out: ["add", ADVERSARIAL_NAMES[i], ADVERSARIAL_NAMES[i]]} for i, out in enumerate(outputs)]
+    doc = {"maxc": 1, "name": "adv", "inputs": inputs, "outputs": outputs, "main": main}
+    return write_json(ctx.path("adv.json"), doc)
+
+
+HEADER_USER = """#include <stdio.h>
+#include <stdlib.h>
+#include <errno.h>
+#include <stdint.h>
+#include <math.h>
+#include "%s"
+int main(void) { return 0; }
+"""
+
+
+@case
+def generated_headers_compile(ctx):
+    """Every generated header (CPU and GPU) compiles with -std=c89 -pedantic
+    -Werror after the C library's headers, and as C++, whatever the model's
+    names; the manifest keeps the model's own names."""
+    model = adversarial_model(ctx)
+    ctx.run(["-q", "compile", model, "-o", ctx.path("adv.o")], rc=0)
+    os.makedirs(ctx.path("gpu"))
+    ctx.run(["-q", "compile", model, "-o", ctx.path("gpu", "adv.o"), "--gpu", "gfx942", "--emit", "header,manifest"],
+            rc=0)
+    cc = c_compiler()
+    cxx = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    for header in [ctx.path("adv.h"), ctx.path("gpu", "adv.h")]:
+        with open(ctx.path("use.c"), "w") as f:
+            f.write(HEADER_USER % header)
+        run_program([cc, "-std=c89", "-pedantic", "-Werror", "-Wall", "-Wextra", "-c", "use.c", "-o", "use.o"],
+                    ctx.tmp, rc=0)
+        if cxx:
+            shutil.copy(ctx.path("use.c"), ctx.path("use.cpp"))
+            run_program([cxx, "-std=c++17", "-pedantic", "-Werror", "-Wall", "-Wextra", "-c", "use.cpp", "-o",
+                         "use.o"], ctx.tmp, rc=0)
+    doc = parse_json(open(ctx.path("adv.manifest.json")).read(), "manifest")
+    names = [t["name"] for t in doc["interface"]["inputs"]]
+    expect(len(set(n.upper() for n in names)) == len(names), "C names must differ case-insensitively: %s" % names)
+    expect(all(re.match(r"^[A-Za-z][A-Za-z0-9_]*$", n) and "__" not in n and not n.endswith("_") for n in names),
+           "C names: %s" % names)
+    sources = [t.get("model_name", t["name"]) for t in doc["interface"]["inputs"]]
+    expect(sources == ADVERSARIAL_NAMES, "the manifest keeps the model's names: %s" % sources)
+    expect(set(doc["interface"]["dims"]) == {"int", "workspace", "stdin", "batch", "X"}, "dims keep their names")
+    params = doc["interface"]["dim_params"]
+    expect(not set(params) & set(names), "dim parameters must not collide with inputs: %s %s" % (params, names))
+    # Deterministic.
+    with open(ctx.path("adv.h")) as f:
+        first = f.read()
+    ctx.run(["-q", "compile", model, "-o", ctx.path("adv.o")], rc=0)
+    with open(ctx.path("adv.h")) as f:
+        expect(f.read() == first, "the mangled header differs between two compiles")
+
+
+WORKSPACE_PROGRAM = r"""
+#include "ws.h"
+#include <stdio.h>
+#include <stdint.h>
+static float x[4 * 4], y[4 * 4], s[4 * 4];
+int main(void) {
+  int64_t big = (int64_t)1 << 31, huge = INT64_MAX;
+  int bad = 0;
+  int64_t cases[][2] = {{big, big}, {huge, 1}, {-1, 1}, {(int64_t)1 << 41, 1}, {(int64_t)1 << 40, (int64_t)1 << 40}};
+  size_t i;
+  for (i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    int64_t size = ws_workspace_size(cases[i][0], cases[i][1]);
+    int32_t status = ws_run(x, y, s, cases[i][0], cases[i][1], NULL);
+    printf("a=%lld b=%lld: workspace_size %lld, run %d\n", (long long)cases[i][0], (long long)cases[i][1],
+           (long long)size, (int)status);
+    if (size != -1 || status != WS_ERROR_INVALID_DIM) bad = 1;
+  }
+  if (ws_workspace_size(4, 4) <= 0 || ws_run(x, y, s, 4, 4, NULL) != WS_OK) bad = 1;
+  return bad;
+}
+"""
+
+
+@case
+def workspace_size_rejects_what_run_rejects(ctx):
+    """NAME_workspace_size returns -1 exactly where NAME_run reports
+    INVALID_DIM: negative or huge dims, and dims whose workspace size
+    overflows int64 (2^31 x 2^31 for a*b terms)."""
+    doc = {"maxc": 1, "name": "ws",
+           "inputs": [{"name": "x", "dtype": "f32", "shape": ["a", 4]}, {"name": "y", "dtype": "f32", "shape": [4, "b"]}],
+           "outputs": ["s"], "main": [{"z": ["matmul", "x", "y"]}, {"s": ["softmax", "z", {"axis": -1}]}]}
+    model = write_json(ctx.path("ws.json"), doc)
+    ctx.run(["-q", "compile", model, "-o", ctx.path("ws.o")], rc=0)
+    with open(ctx.path("ws.h")) as f:
+        expect_in("-1 for dims", f.read(), "the header documents the error value")
+    with open(ctx.path("main.c"), "w") as f:
+        f.write(WORKSPACE_PROGRAM)
+    run_program([c_compiler(), "-std=c99", "-Wall", "main.c", "ws.o", "-lm", "-o", "main"], ctx.tmp, rc=0)
+    r = run_program([ctx.path("main")], ctx.tmp)
+    expect(r.returncode == 0, "workspace_size and run disagree", r)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--maxc", help="the maxc binary (required unless --list)")

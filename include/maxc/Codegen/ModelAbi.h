@@ -58,6 +58,9 @@ struct ModelInterface {
   std::vector<std::string> symbols; // symbolic dims, in argument order (the model's names)
   std::vector<std::string> symbol_params; // their C parameter names (mangled)
   uint64_t constant_bytes = 0;
+  /// Workspace bytes, at most: a polynomial in the symbols (Dim text; ""
+  /// when not planned). NAME_run rejects dims for which it overflows.
+  std::string workspace_bound;
   size_t subgraph_definitions = 0, subgraph_calls = 0;
   /// External weights: the blob's size and FNV-1a 64 hash (0 when embedded).
   bool external_weights = false;
