@@ -15,7 +15,7 @@ void verify_module(const llvm::Module &module, const std::string &what) {
   std::string problems;
   llvm::raw_string_ostream os(problems);
   if (llvm::verifyModule(module, &os))
-    throw Error(ErrorCode::Internal, "generated " + what + " IR is invalid: " + os.str());
+    throw Error(ErrorCode::Internal, "invalid LLVM IR (" + what + "): " + os.str());
 }
 
 void return_if(llvm::IRBuilder<> &b, llvm::Value *cond, llvm::Value *status, const std::function<void()> &cleanup) {

@@ -15,7 +15,8 @@ class Module;
 
 namespace maxc::codegen {
 
-/// Throws maxc::Error (Internal) naming `what` when `module` is invalid IR.
+/// Throws maxc::Error (Internal) naming `what` when `module` is invalid IR
+/// (invalid IR makes LLVM's passes crash or abort: check it first).
 void verify_module(const llvm::Module &module, const std::string &what);
 
 /// if (cond) { cleanup(); return status; } — continuing after it otherwise.

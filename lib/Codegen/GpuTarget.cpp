@@ -6,6 +6,7 @@
 #include "maxc/Codegen/GpuTarget.h"
 
 #include "maxc/Codegen/Target.h"
+#include "EntryPointUtil.h"
 #include "maxc/Support/Error.h"
 
 #include <llvm/ADT/SmallVector.h>
@@ -137,14 +138,6 @@ std::string lowercase(std::string s) {
   return s;
 }
 
-void verify(const llvm::Module &module, const char *when) {
-  std::string message;
-  llvm::raw_string_ostream os(message);
-  if (llvm::verifyModule(module, &os)) {
-    os.flush();
-    throw Error(ErrorCode::Internal, std::string("invalid LLVM IR ") + when + ": " + message);
-  }
-}
 
 void optimize_o2(llvm::Module &module, llvm::TargetMachine &tm) {
   llvm::PipelineTuningOptions pto;
@@ -359,15 +352,15 @@ std::string amdgpu_codegen(const llvm::Module &module, const std::string &arch, 
                                          " (" + arch + ")");
 
   // Cloning, like LLVM's passes, may crash on invalid IR: check it first.
-  verify(module, "before optimization");
+  codegen::verify_module(module, "before optimization");
   // Codegen mutates the module: work on a copy.
   std::unique_ptr<llvm::Module> clone = llvm::CloneModule(module);
   clone->setTargetTriple(kAmdgpuTriple);
   clone->setDataLayout(tm->createDataLayout());
   clone->setModuleFlag(llvm::Module::Error, "amdhsa_code_object_version", uint32_t(flag_value));
-  verify(*clone, "for the AMDGPU target");
+  codegen::verify_module(*clone, "for the AMDGPU target");
   optimize_o2(*clone, *tm);
-  verify(*clone, "after optimization");
+  codegen::verify_module(*clone, "after optimization");
 
   llvm::SmallVector<char, 0> buffer;
   {
@@ -407,12 +400,12 @@ std::string nvptx_data_layout(const std::string &sm) {
 
 std::string emit_nvptx_assembly(const llvm::Module &module, const std::string &sm) {
   std::unique_ptr<llvm::TargetMachine> tm = nvptx_machine(sm);
-  verify(module, "before optimization");
+  codegen::verify_module(module, "before optimization");
   std::unique_ptr<llvm::Module> clone = llvm::CloneModule(module);
   clone->setTargetTriple(kNvptxTriple);
   clone->setDataLayout(tm->createDataLayout());
   optimize_o2(*clone, *tm);
-  verify(*clone, "after optimization");
+  codegen::verify_module(*clone, "after optimization");
   llvm::SmallVector<char, 0> buffer;
   {
     llvm::raw_svector_ostream os(buffer);

@@ -191,7 +191,7 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
   }
   codegen::EmittedGraph root = codegen::emit_graph_functions(*module, lowered, name, m.symbols, 16, external.get());
   emit_entry_points(*module, m, root, external ? external->base : nullptr);
-  codegen::verify_module(*module, "LLVM");
+  codegen::verify_module(*module, "CPU model");
   return module;
 }
 

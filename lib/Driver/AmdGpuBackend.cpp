@@ -48,13 +48,13 @@ public:
 
   std::vector<std::string> artifact_kinds(const std::set<std::string> &emit, const BackendOptions &options) const override {
     std::vector<std::string> out;
-    for (const std::string &k : {"obj", "header", "manifest", "graph"})
+    for (const char *k : {"obj", "header", "manifest", "graph"})
       if (emit.count(k))
         out.push_back(k);
-    for (const std::string &k : {"hsaco", "gpu-asm"})
+    for (const char *k : {"hsaco", "gpu-asm"})
       if (emit.count(k))
         for (const std::string &arch : resolve_gpu_arches(options.gpu))
-          out.push_back(k + "." + arch);
+          out.push_back(std::string(k) + "." + arch);
     return out;
   }
 

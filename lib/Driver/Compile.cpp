@@ -17,7 +17,6 @@
 #include "maxc/Frontend/ModelLoader.h"
 #include "maxc/IR/GraphJson.h"
 #include "maxc/Support/Error.h"
-#include "maxc/Support/FileSystem.h"
 #include "maxc/Support/Sha256.h"
 #include "maxc/Transforms/Decompose.h"
 
@@ -57,6 +56,8 @@ std::string join(const std::vector<std::string> &items) {
 
 /// The state the steps pass along.
 struct Compilation {
+  Compilation(const CompileRequest &r, DiagnosticEngine &d, CompileResult &out)
+      : request(r), diagnostics(d), result(out) {}
   const CompileRequest &request;
   DiagnosticEngine &diagnostics;
   CompileResult &result;
@@ -166,13 +167,9 @@ void artifacts(Compilation &c) {
     info.workspace_bytes = c.planned.workspace_bound;
     info.kernels = c.planned.kernels;
     for (size_t i = 0; i < c.model.files_read.size(); ++i) {
-      std::string bytes;
-      try {
-        bytes = read_file(c.model.files_read[i]);
-      } catch (const Error &) {
-      }
-      info.inputs.push_back({i == 0 ? "model" : "weights", base_name(c.model.files_read[i]), sha256_hex(bytes),
-                             bytes.size()});
+      uint64_t size = 0;
+      std::string digest = sha256_file_hex(c.model.files_read[i], &size); // streamed, not read whole
+      info.inputs.push_back({i == 0 ? "model" : "weights", base_name(c.model.files_read[i]), digest, size});
     }
     for (const auto &[kind, text] : by_kind)
       info.outputs.push_back({kind, base_name(paths[kind]), sha256_hex(text), text.size()});
@@ -215,7 +212,7 @@ PlannedModel plan_model(const Graph &graph, const std::string &name) {
 
 bool compile(const CompileRequest &request, DiagnosticEngine &diagnostics, CompileResult &result,
              const std::function<void(const std::string &)> &on_step) {
-  Compilation c{request, diagnostics, result};
+  Compilation c(request, diagnostics, result);
   struct Step {
     const char *name;
     std::function<void()> run;

@@ -29,7 +29,7 @@ public:
 
   std::vector<std::string> artifact_kinds(const std::set<std::string> &emit, const BackendOptions &options) const override {
     std::vector<std::string> out;
-    for (const std::string &k : {"obj", "header", "manifest", "asm", "llvm-ir", "graph", "test-harness", "bench-harness"})
+    for (const char *k : {"obj", "header", "manifest", "asm", "llvm-ir", "graph", "test-harness", "bench-harness"})
       if (emit.count(k))
         out.push_back(k);
     if (options.external_weights)

@@ -4,6 +4,7 @@
 
 #include "maxc/Driver/ArtifactWriter.h"
 #include "maxc/Support/FileSystem.h"
+#include "maxc/Support/Sha256.h"
 
 #include <catch2/catch.hpp>
 
@@ -94,4 +95,17 @@ TEST_CASE("depfiles escape spaces, '#', '$' and backslashes", "[driver][artifact
   CHECK(depfile_text("out dir/m.o", {"my model.json", "w#1.safetensors", "$HOME/x", "a\\b"}) ==
         "out\\ dir/m.o: \\\n  my\\ model.json \\\n  w\\#1.safetensors \\\n  $$HOME/x \\\n  a\\\\b\n");
   CHECK_THROWS_AS(depfile_text("m.o", {"new\nline"}), Error);
+}
+
+TEST_CASE("sha256_file_hex streams a file and agrees with sha256_hex", "[driver][artifacts]") {
+  test::TempDir dir;
+  std::string big(3 * (1 << 20) + 17, 'a'); // several read chunks and a partial one
+  for (size_t i = 0; i < big.size(); ++i)
+    big[i] = static_cast<char>(i * 131 % 251);
+  std::string path = dir.write("big.bin", big);
+  uint64_t bytes = 0;
+  CHECK(sha256_file_hex(path, &bytes) == sha256_hex(big));
+  CHECK(bytes == big.size());
+  CHECK(sha256_file_hex(dir.write("empty", "")) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK_THROWS_AS(sha256_file_hex(dir.file("missing")), Error);
 }
