@@ -1296,9 +1296,14 @@ def generated_headers_compile(ctx):
     os.makedirs(ctx.path("gpu"))
     ctx.run(["-q", "compile", model, "-o", ctx.path("gpu", "adv.o"), "--gpu", "gfx942", "--emit", "header,manifest"],
             rc=0)
+    os.makedirs(ctx.path("ext"))
+    ctx.run(["-q", "compile", model, "-o", ctx.path("ext", "adv.o"), "--weights-mode", "external"], rc=0)
+    os.makedirs(ctx.path("mlp"))
+    ctx.run(["-q", "compile", ctx.example("mlp"), "--weights", ctx.weights("mlp"), "-o", ctx.path("mlp", "mlp.o"),
+             "--emit", "header"], rc=0)
     cc = c_compiler()
     cxx = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
-    for header in [ctx.path("adv.h"), ctx.path("gpu", "adv.h")]:
+    for header in [ctx.path("adv.h"), ctx.path("gpu", "adv.h"), ctx.path("ext", "adv.h"), ctx.path("mlp", "mlp.h")]:
         with open(ctx.path("use.c"), "w") as f:
             f.write(HEADER_USER % header)
         run_program([cc, "-std=c89", "-pedantic", "-Werror", "-Wall", "-Wextra", "-c", "use.c", "-o", "use.o"],
