@@ -11,6 +11,24 @@
 
 namespace maxc {
 
+namespace {
+
+// A template file's text between its MAXC_EMBED markers (see templates/*.c):
+// the raw string holds "\")\n#endif\n" + C + "#ifdef MAXC_EMBED\n\"" (the
+// quotes keep the markers valid C tokens when the file is compiled as C).
+std::string template_text(const char *raw) {
+  std::string text = raw;
+  const std::string head = "\")\n#endif\n", tail = "#ifdef MAXC_EMBED\n\"";
+  if (text.compare(0, head.size(), head) != 0 || text.size() < head.size() + tail.size() ||
+      text.compare(text.size() - tail.size(), tail.size(), tail) != 0)
+    throw Error(ErrorCode::Internal, "a harness template lost its MAXC_EMBED markers");
+  return text.substr(head.size(), text.size() - head.size() - tail.size());
+}
+
+} // namespace
+
+#define MAXC_EMBED
+
 std::string c_run_prototype(const ModelInterface &m, bool gpu) {
   std::string params;
   for (const auto &t : m.inputs)
@@ -195,408 +213,19 @@ std::string shape_statements(const std::vector<ModelInterface::Tensor> &ts, cons
 }
 
 // Shared C, first part: includes and dtype tables (before the model's tables).
-const char *kPrelude = R"C(#include <errno.h>
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#if defined(__GNUC__)
-#define MAXC_UNUSED __attribute__((unused))
-#else
-#define MAXC_UNUSED
-#endif
-
-/* Element types (maxc dtypes) and their storage in the entry points. */
-enum { T_F16, T_BF16, T_F32, T_F64, T_I8, T_I32, T_I64, T_BOOL };
-MAXC_UNUSED static const char *const type_names[] = {"f16", "bf16", "f32", "f64", "i8", "i32", "i64", "bool"};
-MAXC_UNUSED static const size_t type_sizes[] = {2, 2, 4, 8, 1, 4, 8, 1};
-
-)C";
+const std::string kPrelude = template_text(
+#include "templates/harness_prelude.c"
+);
 
 // Shared C, second part: conversions, aligned buffers, --dim, shapes.
-const char *kHelpers = R"C(MAXC_UNUSED static float f16_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h >> 15) << 31, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu, bits;
-  float f;
-  if (exponent == 0) {
-    f = ldexpf((float)mantissa, -24); /* zero or subnormal */
-    return (h & 0x8000u) ? -f : f;
-  }
-  if (exponent == 31)
-    bits = sign | 0x7f800000u | (mantissa << 13);
-  else
-    bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-/* Round to nearest even, like maxc's own conversions. */
-MAXC_UNUSED static uint16_t float_to_f16(float value) {
-  uint32_t x, sign, mantissa, half, rest, mid;
-  int exponent, shift;
-  memcpy(&x, &value, sizeof x);
-  sign = (x >> 16) & 0x8000u;
-  mantissa = x & 0x7fffffu;
-  if (((x >> 23) & 0xffu) == 0xffu)
-    return (uint16_t)(sign | 0x7c00u | (mantissa ? 0x200u : 0u));
-  exponent = (int)((x >> 23) & 0xffu) - 127 + 15;
-  if (exponent >= 31)
-    return (uint16_t)(sign | 0x7c00u);
-  if (exponent <= 0) {
-    if (exponent < -10)
-      return (uint16_t)sign;
-    mantissa |= 0x800000u;
-    shift = 14 - exponent;
-    half = mantissa >> shift;
-    rest = mantissa & ((1u << shift) - 1u);
-    mid = 1u << (shift - 1);
-    if (rest > mid || (rest == mid && (half & 1u)))
-      ++half;
-    return (uint16_t)(sign | half);
-  }
-  half = ((uint32_t)exponent << 10) | (mantissa >> 13);
-  rest = mantissa & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u)))
-    ++half; /* a carry into the exponent is still right */
-  return (uint16_t)(sign | half);
-}
-
-MAXC_UNUSED static float bf16_to_float(uint16_t h) {
-  uint32_t bits = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-MAXC_UNUSED static uint16_t float_to_bf16(float value) {
-  uint32_t x;
-  memcpy(&x, &value, sizeof x);
-  if ((x & 0x7fffffffu) > 0x7f800000u)
-    return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return (uint16_t)(x >> 16);
-}
-
-/* Element i of a buffer of type `type`, as a double. */
-MAXC_UNUSED static double value_at(const void *data, int type, int64_t i) {
-  switch (type) {
-  case T_F16: return f16_to_float(((const uint16_t *)data)[i]);
-  case T_BF16: return bf16_to_float(((const uint16_t *)data)[i]);
-  case T_F32: return ((const float *)data)[i];
-  case T_F64: return ((const double *)data)[i];
-  case T_I8: return ((const int8_t *)data)[i];
-  case T_I32: return ((const int32_t *)data)[i];
-  case T_I64: return (double)((const int64_t *)data)[i];
-  default: return ((const uint8_t *)data)[i];
-  }
-}
-
-/* 64-byte aligned buffers (the original pointer is kept just before). */
-MAXC_UNUSED static void *buffer_new(size_t bytes) {
-  unsigned char *raw = (unsigned char *)malloc(bytes + 64 + sizeof(void *)), *p;
-  if (!raw) {
-    fprintf(stderr, "error: out of memory (%zu bytes)\n", bytes);
-    exit(2);
-  }
-  p = raw + sizeof(void *);
-  p += (64 - (uintptr_t)p % 64) % 64;
-  memcpy(p - sizeof(void *), &raw, sizeof raw);
-  memset(p, 0, bytes);
-  return p;
-}
-
-MAXC_UNUSED static void buffer_free(void *p) {
-  void *raw;
-  if (!p)
-    return;
-  memcpy(&raw, (unsigned char *)p - sizeof(void *), sizeof raw);
-  free(raw);
-}
-
-/* --dim NAME=N: sets d[k] for the dim called NAME. Returns 0 or -1. */
-MAXC_UNUSED static int parse_dim(const char *text, int64_t *d, int *bound) {
-  const char *eq = strchr(text, '=');
-  char *end;
-  long long value;
-  int k;
-  if (!eq || eq == text || !eq[1]) {
-    fprintf(stderr, "error: --dim expects NAME=N, got '%s'\n", text);
-    return -1;
-  }
-  errno = 0;
-  value = strtoll(eq + 1, &end, 10);
-  if (*end || errno || value < 0) {
-    fprintf(stderr, "error: --dim expects NAME=N with N >= 0, got '%s'\n", text);
-    return -1;
-  }
-  for (k = 0; k < NUM_DIMS; ++k)
-    if (strlen(dim_names[k]) == (size_t)(eq - text) && strncmp(dim_names[k], text, (size_t)(eq - text)) == 0) {
-      d[k] = (int64_t)value;
-      bound[k] = 1;
-      return 0;
-    }
-  fprintf(stderr, "error: --dim %s: the model has no symbolic dim called '%.*s'%s", text, (int)(eq - text), text,
-          NUM_DIMS ? "; its dims:" : " (it has none)");
-  for (k = 0; k < NUM_DIMS; ++k)
-    fprintf(stderr, " %s", dim_names[k]);
-  fprintf(stderr, "\n");
-  return -1;
-}
-
-/* Product of a shape; -1 on a negative dim or overflow. */
-MAXC_UNUSED static int64_t numel(const int64_t *shape, int rank) {
-  int64_t n = 1;
-  int k;
-  for (k = 0; k < rank; ++k) {
-    if (shape[k] < 0 || (shape[k] > 0 && n > INT64_MAX / shape[k]))
-      return -1;
-    n *= shape[k];
-  }
-  return n;
-}
-
-MAXC_UNUSED static void print_shape(FILE *out, const int64_t *shape, int rank) {
-  int k;
-  fputc('[', out);
-  for (k = 0; k < rank; ++k)
-    fprintf(out, "%s%lld", k ? "," : "", (long long)shape[k]);
-  fputc(']', out);
-}
-
-)C";
+const std::string kHelpers = template_text(
+#include "templates/harness_helpers.c"
+);
 
 // The .npy reader and the comparison (test harness only).
-const char *kTestHelpers = R"C(/* .npy descr of each type; bf16 has none and is read from float32. */
-static const char *const type_descrs[] = {"<f2", "<f4", "<f4", "<f8", "|i1", "<i4", "<i8", "|b1"};
-
-typedef struct {
-  char descr[16];
-  int rank;
-  int64_t shape[32];
-  int64_t count;
-  void *data; /* count elements of the descr's size, 64-byte aligned */
-} npy_array;
-
-static int npy_error(const char *path, const char *what) {
-  fprintf(stderr, "%s: not a usable .npy file: %s\n", path, what);
-  return -1;
-}
-
-/* Reads a NumPy .npy file (format 1.0, 2.0 or 3.0, C order). Returns 0 or -1. */
-static int npy_read(const char *path, npy_array *a) {
-  FILE *f = fopen(path, "rb");
-  unsigned char *bytes = NULL;
-  size_t size = 0, capacity = 0, n, header_len, start, item = 0;
-  char *header, *p;
-  int fortran = 0, rc = -1;
-  memset(a, 0, sizeof *a);
-  if (!f) {
-    fprintf(stderr, "%s: cannot open: %s\n", path, strerror(errno));
-    return -1;
-  }
-  for (;;) {
-    if (size == capacity) {
-      unsigned char *grown;
-      capacity = capacity ? capacity * 2 : 65536;
-      grown = (unsigned char *)realloc(bytes, capacity);
-      if (!grown) {
-        free(bytes);
-        fclose(f);
-        fprintf(stderr, "%s: out of memory\n", path);
-        return -1;
-      }
-      bytes = grown;
-    }
-    n = fread(bytes + size, 1, capacity - size, f);
-    size += n;
-    if (n == 0)
-      break;
-  }
-  if (ferror(f)) {
-    fprintf(stderr, "%s: read error\n", path);
-    fclose(f);
-    free(bytes);
-    return -1;
-  }
-  fclose(f);
-  if (size < 10 || memcmp(bytes, "\x93NUMPY", 6) != 0) {
-    rc = npy_error(path, "no \\x93NUMPY magic");
-    goto done;
-  }
-  if (bytes[6] == 1) {
-    header_len = (size_t)bytes[8] | (size_t)bytes[9] << 8;
-    start = 10;
-  } else if ((bytes[6] == 2 || bytes[6] == 3) && size >= 12) {
-    header_len = (size_t)bytes[8] | (size_t)bytes[9] << 8 | (size_t)bytes[10] << 16 | (size_t)bytes[11] << 24;
-    start = 12;
-  } else {
-    rc = npy_error(path, "unsupported format version");
-    goto done;
-  }
-  if (header_len > size - start) {
-    rc = npy_error(path, "truncated header");
-    goto done;
-  }
-  header = (char *)malloc(header_len + 1);
-  if (!header) {
-    rc = npy_error(path, "out of memory");
-    goto done;
-  }
-  memcpy(header, bytes + start, header_len);
-  header[header_len] = 0;
-  /* 'descr': '<f4' */
-  p = strstr(header, "'descr'");
-  if (p && (p = strchr(p + 7, ':')) != NULL) {
-    char q;
-    size_t k = 0;
-    ++p;
-    while (*p == ' ')
-      ++p;
-    q = *p;
-    if (q == '\'' || q == '"') {
-      ++p;
-      while (*p && *p != q && k + 1 < sizeof a->descr)
-        a->descr[k++] = *p++;
-      a->descr[k] = 0;
-    }
-  }
-  if (!a->descr[0]) {
-    free(header);
-    rc = npy_error(path, "no 'descr' in the header");
-    goto done;
-  }
-  if (a->descr[0] == '=')
-    a->descr[0] = '<'; /* native order; this program checked it is little-endian */
-  p = strstr(header, "'fortran_order'");
-  if (p && (p = strchr(p, ':')) != NULL) {
-    ++p;
-    while (*p == ' ')
-      ++p;
-    fortran = strncmp(p, "True", 4) == 0;
-  }
-  p = strstr(header, "'shape'");
-  if (!p || !(p = strchr(p, '('))) {
-    free(header);
-    rc = npy_error(path, "no 'shape' in the header");
-    goto done;
-  }
-  ++p;
-  for (;;) {
-    char *end;
-    long long v;
-    while (*p == ' ' || *p == ',')
-      ++p;
-    if (*p == ')')
-      break;
-    errno = 0;
-    v = strtoll(p, &end, 10);
-    if (end == p || errno || v < 0 || a->rank == 32) {
-      free(header);
-      rc = npy_error(path, "malformed 'shape'");
-      goto done;
-    }
-    a->shape[a->rank++] = (int64_t)v;
-    p = end;
-    while (*p == 'L')
-      ++p;
-  }
-  free(header);
-  if (fortran && a->rank > 1) {
-    rc = npy_error(path, "Fortran-ordered arrays are not supported (save with np.ascontiguousarray)");
-    goto done;
-  }
-  if (a->descr[0] == '>' && strcmp(a->descr + 1, "i1") != 0 && strcmp(a->descr + 1, "b1") != 0) {
-    rc = npy_error(path, "big-endian data is not supported");
-    goto done;
-  }
-  item = (size_t)atoi(a->descr + 2);
-  if (item == 0 || (a->descr[1] != 'f' && a->descr[1] != 'i' && a->descr[1] != 'u' && a->descr[1] != 'b')) {
-    rc = npy_error(path, "unsupported dtype (expected a number or bool type)");
-    goto done;
-  }
-  a->count = numel(a->shape, a->rank);
-  if (a->count < 0 || (uint64_t)a->count > (uint64_t)(size - start - header_len) / item ||
-      (size_t)a->count * item != size - start - header_len) {
-    rc = npy_error(path, "the data size does not match the shape");
-    goto done;
-  }
-  a->data = buffer_new((size_t)a->count * item);
-  memcpy(a->data, bytes + start + header_len, (size_t)a->count * item);
-  rc = 0;
-done:
-  free(bytes);
-  return rc;
-}
-
-/* Checks an array's dtype and rank against a model tensor. Returns 0 or -1. */
-static int check_array(const char *path, const npy_array *a, const char *what, const char *name, int type, int rank,
-                       const char *shape) {
-  if (strcmp(a->descr, type_descrs[type]) != 0) {
-    fprintf(stderr, "%s: dtype '%s', but %s '%s' is %s and needs '%s'%s\n", path, a->descr, what, name, shape,
-            type_descrs[type], type == T_BF16 ? " (bf16 is read from float32)" : "");
-    return -1;
-  }
-  if (a->rank != rank) {
-    fprintf(stderr, "%s: rank %d, but %s '%s' is %s\n", path, a->rank, what, name, shape);
-    return -1;
-  }
-  return 0;
-}
-
-static void print_index(FILE *out, int64_t flat, const int64_t *shape, int rank) {
-  int64_t index[32];
-  int k;
-  for (k = rank - 1; k >= 0; --k) {
-    index[k] = shape[k] ? flat % shape[k] : 0;
-    flat = shape[k] ? flat / shape[k] : 0;
-  }
-  print_shape(out, index, rank);
-}
-
-/* Compares output j with the expected array; prints one line. Returns 1 if it passes. */
-static int compare(int j, const void *actual, const npy_array *expected, const int64_t *shape, int rank,
-                   double rtol, double atol) {
-  int type = output_types[j], expected_type = type == T_BF16 ? T_F32 : type;
-  int64_t i, count = expected->count, bad = 0, first = -1;
-  double max_abs = 0, max_rel = 0, first_a = 0, first_e = 0;
-  for (i = 0; i < count; ++i) {
-    double a = value_at(actual, type, i), e = value_at(expected->data, expected_type, i), err;
-    int ok;
-    if (isnan(a) || isnan(e)) {
-      ok = isnan(a) && isnan(e);
-      err = 0;
-    } else if (isinf(a) || isinf(e)) {
-      ok = a == e;
-      err = 0;
-    } else {
-      err = fabs(a - e);
-      ok = err <= atol + rtol * fabs(e);
-      if (err > max_abs)
-        max_abs = err;
-      if (e != 0 && err / fabs(e) > max_rel)
-        max_rel = err / fabs(e);
-    }
-    if (!ok && bad++ == 0) {
-      first = i;
-      first_a = a;
-      first_e = e;
-    }
-  }
-  printf("%s: %s ", output_names[j], type_names[type]);
-  print_shape(stdout, shape, rank);
-  printf(": max abs error %.3g, max rel error %.3g (rtol %g, atol %g)", max_abs, max_rel, rtol, atol);
-  if (!bad) {
-    printf(": ok\n");
-    return 1;
-  }
-  printf(": %lld of %lld elements differ; first at ", (long long)bad, (long long)count);
-  print_index(stdout, first, shape, rank);
-  printf(": got %.9g, expected %.9g\n", first_a, first_e);
-  return 0;
-}
-
-)C";
+const std::string kTestHelpers = template_text(
+#include "templates/harness_test_helpers.c"
+);
 
 std::string file_comment(const ModelInterface &m, const std::string &file, const std::string &what,
                          const std::string &usage) {
@@ -632,89 +261,14 @@ std::string bind_statements(const ModelInterface &m) {
 }
 
 // The test harness's binding of d[] from an input's shape, and defaults.
-const char *kTestBind = R"C(/* Binds dim k to axis `axis` of input `input`; they must agree. Returns 0 or -1. */
-MAXC_UNUSED static int bind(int64_t *d, int *bound, int k, int64_t value, int input, int axis) {
-  if (bound[k] && d[k] != value) {
-    fprintf(stderr, "error: input '%s' (%s) has %lld at axis %d, but dim '%s' is %lld\n", input_names[input],
-            input_shapes[input], (long long)value, axis, dim_names[k], (long long)d[k]);
-    return -1;
-  }
-  d[k] = value;
-  bound[k] = 1;
-  return 0;
-}
-
-static double default_rtol(int type) {
-  switch (type) {
-  case T_F16: return 1e-2;
-  case T_BF16: return 2e-2;
-  case T_F32: return 1e-4;
-  case T_F64: return 1e-9;
-  default: return 0;
-  }
-}
-
-static double default_atol(int type) {
-  switch (type) {
-  case T_F16: return 1e-3;
-  case T_BF16: return 1e-2;
-  case T_F32: return 1e-5;
-  case T_F64: return 1e-12;
-  default: return 0;
-  }
-}
-
-)C";
+const std::string kTestBind = template_text(
+#include "templates/harness_test_bind.c"
+);
 
 // The benchmark's inputs, clock and statistics.
-const char *kBenchHelpers = R"C(/* Deterministic pseudo-random inputs (xorshift64*): floats uniform in
- * [-1, 1), integers 0 (always a valid index), bools 0 or 1. */
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static double next_uniform(void) {
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return (double)((rng_state * 0x2545f4914f6cdd1dull) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static void fill(void *data, int type, int64_t n) {
-  int64_t i;
-  for (i = 0; i < n; ++i) {
-    double u = 2 * next_uniform() - 1;
-    switch (type) {
-    case T_F16: ((uint16_t *)data)[i] = float_to_f16((float)u); break;
-    case T_BF16: ((uint16_t *)data)[i] = float_to_bf16((float)u); break;
-    case T_F32: ((float *)data)[i] = (float)u; break;
-    case T_F64: ((double *)data)[i] = u; break;
-    case T_BOOL: ((uint8_t *)data)[i] = u < 0; break;
-    default: break; /* integers stay 0 */
-    }
-  }
-}
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
-static int by_value(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of sorted values. */
-static double percentile(const double *sorted, long n, double p) {
-  long rank = (long)ceil(p / 100.0 * (double)n);
-  if (rank < 1)
-    rank = 1;
-  if (rank > n)
-    rank = n;
-  return sorted[rank - 1];
-}
-
-)C";
+const std::string kBenchHelpers = template_text(
+#include "templates/harness_bench_helpers.c"
+);
 
 std::string dims_call(const ModelInterface &m) {
   std::vector<std::string> args;

@@ -1372,6 +1372,34 @@ def workspace_size_rejects_what_run_rejects(ctx):
     expect(r.returncode == 0, "workspace_size and run disagree", r)
 
 
+@case
+def harness_templates_are_c(ctx):
+    """The harnesses' C lives in lib/Codegen/templates/*.c (embedded at build
+    time): every template's text is in the generated harnesses, which compile
+    as C99 with -pedantic -Wall -Wextra -Werror; the prelude compiles alone."""
+    templates = os.path.join(ctx.source_dir, "lib", "Codegen", "templates")
+    names = sorted(f for f in os.listdir(templates) if f.endswith(".c"))
+    expect(len(names) >= 5, "expected the harness templates in %s: %s" % (templates, names))
+    cc = c_compiler()
+    generated = ""
+    for model in ["mlp", "gpt"]:
+        ctx.run(["-q", "compile", ctx.example(model), "--weights", ctx.weights(model), "-o", ctx.path(model + ".o"),
+                 "--emit", "test-harness,bench-harness"], rc=0)
+        for prog in [model + "_test.c", model + "_bench.c"]:
+            run_program([cc, "-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-c", prog, "-o", "x.o"],
+                        ctx.tmp, rc=0)
+            with open(ctx.path(prog)) as f:
+                generated += f.read()
+    for name in names:
+        with open(os.path.join(templates, name)) as f:
+            text = f.read()
+        start = text.index('R"maxc(")\n#endif\n') + len('R"maxc(")\n#endif\n')
+        end = text.index('#ifdef MAXC_EMBED\n")maxc"')
+        expect(text[start:end] in generated, "%s is not what the harnesses contain" % name)
+    run_program([cc, "-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
+                 os.path.join(templates, "harness_prelude.c")], ctx.tmp, rc=0)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--maxc", help="the maxc binary (required unless --list)")
