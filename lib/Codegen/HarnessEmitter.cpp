@@ -25,6 +25,19 @@ std::string template_text(const char *raw) {
   return text.substr(head.size(), text.size() - head.size() - tail.size());
 }
 
+/// `text` with each /*@KEY@*/ replaced by its value (every key exactly once).
+std::string fill_template(const std::string &text, const std::vector<std::pair<std::string, std::string>> &values) {
+  std::string out = text;
+  for (const auto &[key, value] : values) {
+    std::string marker = "/*@" + key + "@*/";
+    size_t at = out.find(marker);
+    if (at == std::string::npos || out.find(marker, at + 1) != std::string::npos)
+      throw Error(ErrorCode::Internal, "a harness template has no single " + marker);
+    out.replace(at, marker.size(), value);
+  }
+  return out;
+}
+
 } // namespace
 
 #define MAXC_EMBED
@@ -279,6 +292,14 @@ std::string dims_call(const ModelInterface &m) {
 
 } // namespace
 
+const std::string kTestMain = template_text(
+#include "templates/harness_test_main.c"
+);
+
+const std::string kBenchMain = template_text(
+#include "templates/harness_bench_main.c"
+);
+
 std::string emit_test_harness(const ModelInterface &m) {
   const std::string file = m.name + "_test.c", program = m.name + "_test";
   std::string files;
@@ -305,162 +326,17 @@ std::string emit_test_harness(const ModelInterface &m) {
   c += kTestBind;
   c += "static void usage(FILE *out) {\n  fprintf(out, \"usage: " + program + files +
        " [--rtol R] [--atol A] [--dim NAME=N]\\n\");\n}\n\n";
-  c += R"C(int main(int argc, char **argv) {
-  const char *paths[AT_LEAST_1(NUM_INPUTS + NUM_OUTPUTS)];
-  int npaths = 0, i, j, k, passed = 1;
-  double rtol = -1, atol = -1;
-  int64_t d[AT_LEAST_1(NUM_DIMS)] = {0};
-  int bound[AT_LEAST_1(NUM_DIMS)] = {0};
-  int64_t in_shape[AT_LEAST_1(NUM_INPUTS)][MAX_RANK], out_shape[AT_LEAST_1(NUM_OUTPUTS)][MAX_RANK];
-  npy_array in[AT_LEAST_1(NUM_INPUTS)], expected;
-  void *in_data[AT_LEAST_1(NUM_INPUTS)] = {0}, *out_data[AT_LEAST_1(NUM_OUTPUTS)] = {0};
-  int32_t status;
-  uint16_t one = 1;
-  if (*(unsigned char *)&one != 1) {
-    fprintf(stderr, "error: this harness reads little-endian .npy data on a little-endian machine only\n");
-    return 2;
-  }
-  for (i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      usage(stdout);
-      return 0;
-    }
-    if (!strcmp(argv[i], "--rtol") || !strcmp(argv[i], "--atol")) {
-      char *end;
-      double v;
-      if (i + 1 >= argc) {
-        fprintf(stderr, "error: %s needs a value\n", argv[i]);
-        return 2;
-      }
-      v = strtod(argv[i + 1], &end);
-      if (end == argv[i + 1] || *end || !(v >= 0)) {
-        fprintf(stderr, "error: %s expects a number >= 0, got '%s'\n", argv[i], argv[i + 1]);
-        return 2;
-      }
-      if (argv[i][2] == 'r')
-        rtol = v;
-      else
-        atol = v;
-      ++i;
-      continue;
-    }
-    if (!strcmp(argv[i], "--dim")) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "error: --dim needs NAME=N\n");
-        return 2;
-      }
-      if (parse_dim(argv[++i], d, bound) != 0)
-        return 2;
-      continue;
-    }
-    if (argv[i][0] == '-' && argv[i][1]) {
-      fprintf(stderr, "error: unknown option '%s'\n", argv[i]);
-      usage(stderr);
-      return 2;
-    }
-    if (npaths == NUM_INPUTS + NUM_OUTPUTS) {
-      fprintf(stderr, "error: too many files: expected %d inputs and %d expected outputs\n", NUM_INPUTS,
-              NUM_OUTPUTS);
-      usage(stderr);
-      return 2;
-    }
-    paths[npaths++] = argv[i];
-  }
-  if (npaths != NUM_INPUTS + NUM_OUTPUTS) {
-    fprintf(stderr, "error: expected %d input and %d expected-output .npy files, got %d\n", NUM_INPUTS, NUM_OUTPUTS,
-            npaths);
-    usage(stderr);
-    return 2;
-  }
-  for (i = 0; i < NUM_INPUTS; ++i)
-    if (npy_read(paths[i], &in[i]) != 0 ||
-        check_array(paths[i], &in[i], "input", input_names[i], input_types[i], input_ranks[i], input_shapes[i]) != 0)
-      return 2;
-
-  /* Symbolic dims from the inputs' shapes. */
-)C";
-  c += bind_statements(m);
-  c += R"C(  for (k = 0; k < NUM_DIMS; ++k)
-    if (!bound[k]) {
-      fprintf(stderr, "error: no input determines symbolic dim '%s': pass --dim %s=N\n", dim_names[k], dim_names[k]);
-      return 2;
-    }
-
-  /* Every input dim must be what the model says for these dims. */
-)C";
-  c += shape_statements(m.inputs, m.symbols, "in_shape", "  ");
-  c += R"C(  for (i = 0; i < NUM_INPUTS; ++i)
-    for (k = 0; k < input_ranks[i]; ++k)
-      if (in[i].shape[k] != in_shape[i][k]) {
-        fprintf(stderr, "%s: shape ", paths[i]);
-        print_shape(stderr, in[i].shape, in[i].rank);
-        fprintf(stderr, ", but input '%s' is %s, here ", input_names[i], input_shapes[i]);
-        print_shape(stderr, in_shape[i], input_ranks[i]);
-        fprintf(stderr, "\n");
-        return 2;
-      }
-  for (i = 0; i < NUM_INPUTS; ++i) {
-    if (input_types[i] == T_BF16) { /* read as float32 */
-      uint16_t *bits = (uint16_t *)buffer_new((size_t)in[i].count * 2);
-      int64_t e;
-      for (e = 0; e < in[i].count; ++e)
-        bits[e] = float_to_bf16(((const float *)in[i].data)[e]);
-      in_data[i] = bits;
-    } else {
-      in_data[i] = in[i].data;
-    }
-  }
-
-  /* Outputs. */
-)C";
-  c += shape_statements(m.outputs, m.symbols, "out_shape", "  ");
-  c += R"C(  for (j = 0; j < NUM_OUTPUTS; ++j) {
-    int64_t n = numel(out_shape[j], output_ranks[j]);
-    if (n < 0) {
-      fprintf(stderr, "error: output '%s' (%s) has an invalid shape for these dims\n", output_names[j],
-              output_shapes[j]);
-      return 2;
-    }
-    out_data[j] = buffer_new((size_t)n * type_sizes[output_types[j]]);
-  }
-
-)C";
-  c += "  status = " + run_call(m, "NULL") + ";\n";
-  c += "  if (status != 0) {\n    printf(\"FAIL: " + m.name + "_run returned %d: %s\\n\", (int)status, " + m.name +
-       "_status_string(status));\n    return 1;\n  }\n";
-  c += R"C(  for (j = 0; j < NUM_OUTPUTS; ++j) {
-    const char *path = paths[NUM_INPUTS + j];
-    int type = output_types[j];
-    if (npy_read(path, &expected) != 0 ||
-        check_array(path, &expected, "output", output_names[j], type, output_ranks[j], output_shapes[j]) != 0)
-      return 2;
-    for (k = 0; k < output_ranks[j]; ++k)
-      if (expected.shape[k] != out_shape[j][k])
-        break;
-    if (k < output_ranks[j]) {
-      printf("%s: the model's output is ", output_names[j]);
-      print_shape(stdout, out_shape[j], output_ranks[j]);
-      printf(", %s holds ", path);
-      print_shape(stdout, expected.shape, expected.rank);
-      printf("\n");
-      passed = 0;
-    } else if (!compare(j, out_data[j], &expected, out_shape[j], output_ranks[j],
-                        rtol >= 0 ? rtol : default_rtol(type), atol >= 0 ? atol : default_atol(type))) {
-      passed = 0;
-    }
-    buffer_free(expected.data);
-  }
-  for (i = 0; i < NUM_INPUTS; ++i) {
-    if (in_data[i] != in[i].data)
-      buffer_free(in_data[i]);
-    buffer_free(in[i].data);
-  }
-  for (j = 0; j < NUM_OUTPUTS; ++j)
-    buffer_free(out_data[j]);
-)C";
-  c += "  printf(\"%s: " + m.name + " (%d output%s)\\n\", passed ? \"PASS\" : \"FAIL\", NUM_OUTPUTS, "
-       "NUM_OUTPUTS == 1 ? \"\" : \"s\");\n";
-  c += "  return passed ? 0 : 1;\n}\n";
+  std::string run = "  status = " + run_call(m, "NULL") + ";\n";
+  run += "  if (status != 0) {\n    printf(\"FAIL: " + m.name + "_run returned %d: %s\\n\", (int)status, " + m.name +
+         "_status_string(status));\n    return 1;\n  }\n";
+  std::string summary = "  printf(\"%s: " + m.name +
+                        " (%d output%s)\\n\", passed ? \"PASS\" : \"FAIL\", NUM_OUTPUTS, "
+                        "NUM_OUTPUTS == 1 ? \"\" : \"s\");\n  return passed ? 0 : 1;\n}"; // the template adds "\n"
+  c += fill_template(kTestMain, {{"BIND_DIMS", bind_statements(m)},
+                                 {"INPUT_SHAPES", shape_statements(m.inputs, m.symbols, "in_shape", "  ")},
+                                 {"OUTPUT_SHAPES", shape_statements(m.outputs, m.symbols, "out_shape", "  ")},
+                                 {"RUN", run},
+                                 {"SUMMARY", summary}});
   return c;
 }
 
@@ -483,123 +359,15 @@ std::string emit_bench_harness(const ModelInterface &m) {
   c += kBenchHelpers;
   c += "static void usage(FILE *out) {\n  fprintf(out, \"usage: " + program +
        " [-n RUNS] [--warmup W] [--dim NAME=N]\\n\");\n}\n\n";
-  c += R"C(static int parse_count(const char *flag, const char *text, long minimum, long *out) {
-  char *end;
-  long v;
-  errno = 0;
-  v = strtol(text, &end, 10);
-  if (end == text || *end || errno || v < minimum) {
-    fprintf(stderr, "error: %s expects an integer >= %ld, got '%s'\n", flag, minimum, text);
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
-int main(int argc, char **argv) {
-  long runs = 100, warmup = 10, r;
-  int i, j, k;
-  int64_t d[AT_LEAST_1(NUM_DIMS)];
-  int bound[AT_LEAST_1(NUM_DIMS)] = {0};
-  int64_t in_shape[AT_LEAST_1(NUM_INPUTS)][MAX_RANK], out_shape[AT_LEAST_1(NUM_OUTPUTS)][MAX_RANK];
-  void *in_data[AT_LEAST_1(NUM_INPUTS)] = {0}, *out_data[AT_LEAST_1(NUM_OUTPUTS)] = {0}, *workspace;
-  int64_t workspace_bytes;
-  double *times, sum = 0, wall;
-  int32_t status;
-  for (k = 0; k < AT_LEAST_1(NUM_DIMS); ++k)
-    d[k] = 1;
-  for (i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      usage(stdout);
-      return 0;
-    }
-    if (i + 1 >= argc && (!strcmp(argv[i], "-n") || !strcmp(argv[i], "--warmup") || !strcmp(argv[i], "--dim"))) {
-      fprintf(stderr, "error: %s needs a value\n", argv[i]);
-      return 2;
-    }
-    if (!strcmp(argv[i], "-n")) {
-      if (parse_count("-n", argv[++i], 1, &runs) != 0)
-        return 2;
-    } else if (!strcmp(argv[i], "--warmup")) {
-      if (parse_count("--warmup", argv[++i], 0, &warmup) != 0)
-        return 2;
-    } else if (!strcmp(argv[i], "--dim")) {
-      if (parse_dim(argv[++i], d, bound) != 0)
-        return 2;
-    } else {
-      fprintf(stderr, "error: unexpected argument '%s'\n", argv[i]);
-      usage(stderr);
-      return 2;
-    }
-  }
-
-)C";
-  c += shape_statements(m.inputs, m.symbols, "in_shape", "  ");
-  c += shape_statements(m.outputs, m.symbols, "out_shape", "  ");
-  c += R"C(  for (i = 0; i < NUM_INPUTS; ++i) {
-    int64_t n = numel(in_shape[i], input_ranks[i]);
-    if (n < 0) {
-      fprintf(stderr, "error: input '%s' (%s) has an invalid shape for these dims\n", input_names[i],
-              input_shapes[i]);
-      return 2;
-    }
-    in_data[i] = buffer_new((size_t)n * type_sizes[input_types[i]]);
-    fill(in_data[i], input_types[i], n);
-  }
-  for (j = 0; j < NUM_OUTPUTS; ++j) {
-    int64_t n = numel(out_shape[j], output_ranks[j]);
-    if (n < 0) {
-      fprintf(stderr, "error: output '%s' (%s) has an invalid shape for these dims\n", output_names[j],
-              output_shapes[j]);
-      return 2;
-    }
-    out_data[j] = buffer_new((size_t)n * type_sizes[output_types[j]]);
-  }
-)C";
-  c += "  workspace_bytes = " + m.name + "_workspace_size(" + dims_call(m) + ");\n";
-  c += R"C(  if (workspace_bytes < 0) {
-    fprintf(stderr, "error: invalid dims (the workspace size is %lld)\n", (long long)workspace_bytes);
-    return 2;
-  }
-  workspace = buffer_new((size_t)workspace_bytes);
-  times = (double *)malloc((size_t)runs * sizeof *times);
-  if (!times) {
-    fprintf(stderr, "error: out of memory\n");
-    return 2;
-  }
-  wall = now_ms();
-  for (r = 0; r < warmup + runs; ++r) {
-    double start = now_ms();
-)C";
-  c += "    status = " + run_call(m, "workspace") + ";\n";
-  c += "    if (status != 0) {\n      fprintf(stderr, \"error: " + m.name + "_run returned %d: %s\\n\", (int)status, " +
-       m.name + "_status_string(status));\n      return 1;\n    }\n";
-  c += R"C(    if (r >= warmup)
-      times[r - warmup] = now_ms() - start;
-    else
-      wall = now_ms();
-  }
-  wall = now_ms() - wall;
-  for (r = 0; r < runs; ++r)
-    sum += times[r];
-  qsort(times, (size_t)runs, sizeof *times, by_value);
-)C";
-  c += "  printf(\"" + m.name + ": %ld runs after %ld warmup\", runs, warmup);\n";
-  c += R"C(  for (k = 0; k < NUM_DIMS; ++k)
-    printf("%s %s=%lld", k ? "," : ";", dim_names[k], (long long)d[k]);
-  printf("\n");
-  printf("latency ms: p50 %.4f  p90 %.4f  p99 %.4f  (min %.4f, mean %.4f, max %.4f)\n", percentile(times, runs, 50),
-         percentile(times, runs, 90), percentile(times, runs, 99), times[0], sum / (double)runs, times[runs - 1]);
-  printf("throughput: %.1f runs/s\n", wall > 0 ? (double)runs / (wall / 1e3) : 0.0);
-  for (i = 0; i < NUM_INPUTS; ++i)
-    buffer_free(in_data[i]);
-  for (j = 0; j < NUM_OUTPUTS; ++j)
-    buffer_free(out_data[j]);
-  buffer_free(workspace);
-  free(times);
-  return 0;
-}
-)C";
+  std::string run = "    status = " + run_call(m, "workspace") + ";\n";
+  run += "    if (status != 0) {\n      fprintf(stderr, \"error: " + m.name + "_run returned %d: %s\\n\", (int)status, " +
+         m.name + "_status_string(status));\n      return 1;\n    }\n";
+  c += fill_template(kBenchMain,
+                     {{"SHAPES", shape_statements(m.inputs, m.symbols, "in_shape", "  ") +
+                                     shape_statements(m.outputs, m.symbols, "out_shape", "  ")},
+                      {"WORKSPACE_SIZE", "  workspace_bytes = " + m.name + "_workspace_size(" + dims_call(m) + ");\n"},
+                      {"RUN", run},
+                      {"HEADLINE", "  printf(\"" + m.name + ": %ld runs after %ld warmup\", runs, warmup);\n"}});
   return c;
 }
 
