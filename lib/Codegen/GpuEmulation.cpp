@@ -1,14 +1,10 @@
 #include "GpuEmulation.h"
 
+#include "EntryPointUtil.h"
 #include "GpuHostEmitter.h"
 #include "GpuLowering.h"
 #include "KernelEmitter.h"
-#include "maxc/Support/Error.h"
-#include "maxc/Transforms/Decompose.h"
-
 #include <llvm/IR/Module.h>
-#include <llvm/IR/Verifier.h>
-#include <llvm/Support/raw_ostream.h>
 
 namespace maxc::codegen {
 
@@ -34,15 +30,14 @@ private:
 
 } // namespace
 
-std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &graph, const std::string &name,
+std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &lowered, const std::string &name,
                                                          llvm::LLVMContext &context) {
-  std::unique_ptr<Graph> lowered = decompose(graph);
-  std::vector<std::string> symbols = collect_symbols(*lowered);
+  std::vector<std::string> symbols = collect_symbols(lowered);
   auto module = std::make_unique<llvm::Module>(name, context);
   ConstantOffsets offsets;
-  std::string blob = layout_constants(*lowered, offsets);
+  std::string blob = layout_constants(lowered, offsets);
 
-  std::vector<GpuGraphProgram> programs = emit_gpu_kernels(*module, *lowered, name, symbols);
+  std::vector<GpuGraphProgram> programs = emit_gpu_kernels(*module, lowered, name, symbols);
   lower_gpu_kernels(*module, programs, GpuLoweringTarget::emulation, symbols.size());
   EmulationLauncher launcher(*module);
   GpuHostGraph root = emit_gpu_host(*module, programs, name, symbols, offsets, launcher);
@@ -70,17 +65,13 @@ std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &graph, con
   llvm::FunctionCallee free_fn = module->getOrInsertFunction("free", b.getVoidTy(), ptr);
   llvm::Value *size = b.CreateCall(root.workspace_size, {fn->getArg(1)});
   llvm::Value *mem = b.CreateCall(malloc_fn, {b.CreateAdd(size, b.getInt64(64))});
-  llvm::Value *addr = b.CreatePtrToInt(mem, i64);
-  llvm::Value *aligned = b.CreateAnd(b.CreateAdd(addr, b.getInt64(63)), b.getInt64(~int64_t(63)));
-  llvm::Value *status = b.CreateCall(
-      root.run, {fn->getArg(0), fn->getArg(1), b.CreateGEP(b.getInt8Ty(), mem, b.CreateSub(aligned, addr)), context_struct});
+  return_if(b, b.CreateICmpEQ(mem, llvm::ConstantPointerNull::get(b.getPtrTy())),
+            b.getInt32(static_cast<int32_t>(RunStatus::out_of_memory)));
+  llvm::Value *status = b.CreateCall(root.run, {fn->getArg(0), fn->getArg(1), align_to_64(b, mem), context_struct});
   b.CreateCall(free_fn, {mem});
   b.CreateRet(status);
 
-  std::string problems;
-  llvm::raw_string_ostream os(problems);
-  if (llvm::verifyModule(*module, &os))
-    throw Error(ErrorCode::Internal, "generated GPU emulation IR is invalid: " + os.str());
+  verify_module(*module, "GPU emulation");
   return module;
 }
 

@@ -1,5 +1,6 @@
 #include "maxc/Codegen/GpuModelCompiler.h"
 
+#include "EntryPointUtil.h"
 #include "GpuHostEmitter.h"
 #include "GpuKernelEmitter.h"
 #include "GpuLowering.h"
@@ -13,14 +14,8 @@
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
-#include <llvm/IR/Verifier.h>
-#include <llvm/Support/raw_ostream.h>
-
-#include <sstream>
 
 namespace maxc {
-
-
 
 namespace {
 
@@ -28,20 +23,13 @@ constexpr int32_t kOk = 0;
 constexpr int32_t kNullPointer = static_cast<int32_t>(RunStatus::null_pointer);
 constexpr int32_t kInvalidDim = static_cast<int32_t>(RunStatus::invalid_dim);
 constexpr int32_t kOutOfMemory = static_cast<int32_t>(RunStatus::out_of_memory);
-constexpr int32_t kNoDevice = static_cast<int32_t>(GpuRunStatus::no_device);
-constexpr int32_t kNoArch = static_cast<int32_t>(GpuRunStatus::no_matching_arch);
-constexpr int32_t kGpuError = static_cast<int32_t>(GpuRunStatus::gpu_error);
+constexpr int32_t kNoDevice = static_cast<int32_t>(RunStatus::no_device);
+constexpr int32_t kNoArch = static_cast<int32_t>(RunStatus::no_matching_arch);
+constexpr int32_t kGpuError = static_cast<int32_t>(RunStatus::gpu_error);
 
 // The context the host code keeps: field 0 must be the weights' device
 // address (GpuHostEmitter reads it there).
 enum ContextField : unsigned { kWeights = 0, kStream = 1, kHipError = 2, kModule = 3, kFunctions = 4 };
-
-void verify(const llvm::Module &m, const char *what) {
-  std::string problems;
-  llvm::raw_string_ostream os(problems);
-  if (llvm::verifyModule(m, &os))
-    throw Error(ErrorCode::Internal, std::string("generated ") + what + " IR is invalid: " + os.str());
-}
 
 class HipLauncher : public codegen::KernelLauncher {
 public:
@@ -129,15 +117,7 @@ private:
   }
 
   void fail_if(llvm::Value *cond, llvm::Value *status, const std::function<void()> &cleanup = {}) {
-    llvm::Function *fn = b_.GetInsertBlock()->getParent();
-    auto *bad = llvm::BasicBlock::Create(c_, "fail", fn);
-    auto *ok = llvm::BasicBlock::Create(c_, "ok", fn);
-    b_.CreateCondBr(cond, bad, ok);
-    b_.SetInsertPoint(bad);
-    if (cleanup)
-      cleanup();
-    b_.CreateRet(status);
-    b_.SetInsertPoint(ok);
+    codegen::return_if(b_, cond, status, cleanup);
   }
 
   llvm::Function *function(const std::string &suffix, llvm::Type *ret, std::vector<llvm::Type *> args) {
@@ -244,9 +224,7 @@ private:
                 b_.getInt32(kNullPointer));
       if (ndims) {
         fail_if(b_.CreateICmpEQ(dims, null()), b_.getInt32(kNullPointer));
-        for (size_t i = 0; i < ndims; ++i)
-          fail_if(b_.CreateICmpUGT(b_.CreateLoad(i64, b_.CreateConstGEP1_64(i64, dims, i)), b_.getInt64(int64_t(1) << 40)),
-                  b_.getInt32(kInvalidDim));
+        fail_if(codegen::dims_invalid(b_, dims, iface_.symbols, iface_.workspace_bound), b_.getInt32(kInvalidDim));
       }
       b_.CreateStore(stream, b_.CreateStructGEP(context_type_, ctx, kStream));
       auto *own = llvm::BasicBlock::Create(c_, "own_workspace", packed);
@@ -290,6 +268,8 @@ private:
     llvm::Value *dims = b_.CreateAlloca(i64, b_.getInt64(static_cast<int64_t>(std::max<size_t>(ndims, 1))));
     for (size_t i = 0; i < ndims; ++i)
       b_.CreateStore(fn->getArg(static_cast<unsigned>(i)), b_.CreateConstGEP1_64(i64, dims, i));
+    // -1 for the dims NAME_run rejects with INVALID_DIM.
+    fail_if(codegen::dims_invalid(b_, dims, iface_.symbols, iface_.workspace_bound), b_.getInt64(-1));
     b_.CreateRet(b_.CreateCall(root_.workspace_size, {dims}));
   }
 
@@ -306,26 +286,19 @@ private:
       b_.SetInsertPoint(some);
       b_.CreateRet(b_.CreateLoad(i32, b_.CreateStructGEP(context_type_, ctx, kHipError)));
     }
-    std::string hip_failed = "a HIP call failed (" + iface_.name + "_hip_error() gives its code)";
-    const std::vector<const char *> messages = {"ok",
-                                                "a pointer argument is null",
-                                                "a dim value is negative or too large",
-                                                "out of memory for the workspace",
-                                                "",
-                                                "",
-                                                "no GPU device is visible to the HIP runtime",
-                                                "the GPU's architecture has no code object in this build (recompile with --gpu ARCH)",
-                                                hip_failed.c_str()};
     llvm::Function *fn = function("_status_string", ptr, {i32});
     auto *unknown = llvm::BasicBlock::Create(c_, "unknown", fn);
-    auto *sw = b_.CreateSwitch(fn->getArg(0), unknown, static_cast<unsigned>(messages.size()));
-    for (size_t s = 0; s < messages.size(); ++s) {
-      if (!*messages[s])
-        continue;
+    std::vector<StatusInfo> codes = status_codes(true);
+    auto *sw = b_.CreateSwitch(fn->getArg(0), unknown, static_cast<unsigned>(codes.size()));
+    for (const StatusInfo &info : codes) {
+      int32_t s = static_cast<int32_t>(info.status);
+      std::string message = info.message;
+      if (size_t at = message.find("%s"); at != std::string::npos)
+        message.replace(at, 2, iface_.name);
       auto *bb = llvm::BasicBlock::Create(c_, "status", fn);
-      sw->addCase(b_.getInt32(static_cast<int32_t>(s)), bb);
+      sw->addCase(b_.getInt32(s), bb);
       b_.SetInsertPoint(bb);
-      b_.CreateRet(b_.CreateGlobalStringPtr(messages[s], iface_.name + ".status." + std::to_string(s), 0, &m_));
+      b_.CreateRet(b_.CreateGlobalStringPtr(message, iface_.name + ".status." + std::to_string(s), 0, &m_));
     }
     b_.SetInsertPoint(unknown);
     b_.CreateRet(b_.CreateGlobalStringPtr("unknown status", iface_.name + ".status.unknown", 0, &m_));
@@ -343,128 +316,18 @@ private:
   std::vector<std::string> kernel_names_;
 };
 
-std::string c_type_of(DType d) {
-  switch (d) {
-  case DType::f32: return "float";
-  case DType::f64: return "double";
-  case DType::f16: case DType::bf16: return "uint16_t";
-  case DType::i8: return "int8_t";
-  case DType::i32: return "int32_t";
-  case DType::i64: return "int64_t";
-  case DType::boolean: return "uint8_t";
-  }
-  return "void";
-}
-
-std::string gpu_header(const ModelInterface &m, const std::vector<std::string> &arches, const std::string &bound) {
-  std::string guard = m.name + "_GPU_H";
-  for (char &c : guard)
-    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  std::string h;
-  h += "/* " + m.name + ": generated by maxc for AMD GPUs (" ;
-  for (size_t i = 0; i < arches.size(); ++i)
-    h += (i ? ", " : "") + arches[i];
-  h += ").\n *\n * Link: cc app.c " + m.name + ".o -lamdhip64 (ROCm HIP runtime; the object embeds one\n"
-       " * code object per architecture and picks the device's at NAME_init).\n"
-       " * All tensor pointers are device memory (hipMalloc); kernels are launched on\n"
-       " * `stream` (a hipStream_t; NULL = the default stream) and run asynchronously.\n"
-       " * A context is not thread-safe: use one per thread or stream.\n */\n";
-  h += "#ifndef " + guard + "\n#define " + guard + "\n\n#include <stdint.h>\n\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
-  h += "typedef struct " + m.name + "_context " + m.name + "_context;\n\n";
-  h += "enum {\n  " + m.name + "_OK = 0,\n  " + m.name + "_NULL_POINTER = 1,\n  " + m.name + "_INVALID_DIM = 2,\n  " +
-       m.name + "_OUT_OF_MEMORY = 3,\n  " + m.name + "_NO_DEVICE = 6,\n  " + m.name + "_NO_MATCHING_ARCH = 7,\n  " +
-       m.name + "_GPU_ERROR = 8\n};\n\n";
-  auto shape_text = [](const TensorType &t) {
-    std::string s = "[";
-    for (size_t i = 0; i < t.shape.size(); ++i)
-      s += (i ? ", " : "") + t.shape[i].to_string();
-    return s + "]";
-  };
-  h += "/* Loads the code object for the current device and uploads the weights\n"
-       " * (" + std::to_string(m.constant_bytes) + " bytes). Returns NO_DEVICE without a GPU. */\n";
-  h += "int32_t " + m.name + "_init(" + m.name + "_context **ctx);\n";
-  h += "void " + m.name + "_destroy(" + m.name + "_context *ctx);\n\n";
-  h += "/* Runs the model. workspace: NAME_workspace_size() bytes of device memory, or\n"
-       " * NULL to allocate one for this call (which then synchronizes the stream).\n";
-  for (const auto &t : m.inputs)
-    h += " *   in  " + t.name + ": " + std::string(dtype_name(t.type.dtype)) + " " + shape_text(t.type) + "\n";
-  for (const auto &t : m.outputs)
-    h += " *   out " + t.name + ": " + std::string(dtype_name(t.type.dtype)) + " " + shape_text(t.type) + "\n";
-  h += " */\nint32_t " + m.name + "_run(" + m.name + "_context *ctx";
-  for (const auto &t : m.inputs)
-    h += ", const " + c_type_of(t.type.dtype) + " *" + t.name;
-  for (const auto &t : m.outputs)
-    h += ", " + c_type_of(t.type.dtype) + " *" + t.name;
-  for (const auto &s : m.symbols)
-    h += ", int64_t " + s;
-  h += ", void *workspace, void *stream);\n";
-  h += "int32_t " + m.name + "_run_packed(" + m.name +
-       "_context *ctx, void *const *buffers, const int64_t *dims, void *workspace, void *stream);\n";
-  h += "/* At most " + bound + " bytes. */\nint64_t " + m.name + "_workspace_size(";
-  for (size_t i = 0; i < m.symbols.size(); ++i)
-    h += (i ? ", int64_t " : "int64_t ") + m.symbols[i];
-  h += std::string(m.symbols.empty() ? "void" : "") + ");\n";
-  h += "int32_t " + m.name + "_hip_error(const " + m.name + "_context *ctx);\n";
-  h += "const char *" + m.name + "_status_string(int32_t status);\n\n";
-  h += "#ifdef __cplusplus\n}\n#endif\n\n#endif\n";
-  return h;
-}
-
-/// Register, scratch and LDS use per kernel from the amdhsa.kernels
-/// metadata block of AMDGPU assembly ("  - .args: ..." entries whose keys
-/// include .name, .sgpr_count, .vgpr_count and the segment sizes).
-std::vector<GpuKernelResources> kernel_resources(const std::string &assembly) {
-  std::vector<GpuKernelResources> out;
-  size_t start = assembly.find("amdhsa.kernels:");
-  if (start == std::string::npos)
-    return out;
-  size_t end = assembly.find("amdhsa.target:", start);
-  std::istringstream lines(assembly.substr(start, end == std::string::npos ? std::string::npos : end - start));
-  std::string line;
-  auto value = [](const std::string &l) {
-    size_t colon = l.find(':');
-    std::string v = l.substr(colon + 1);
-    v.erase(0, v.find_first_not_of(' '));
-    return v;
-  };
-  while (std::getline(lines, line)) {
-    if (line.rfind("  - ", 0) == 0)
-      out.emplace_back();
-    if (out.empty())
-      continue;
-    std::string key = line.substr(0, line.find(':'));
-    key.erase(0, key.find_first_not_of(" -"));
-    GpuKernelResources &r = out.back();
-    try {
-      if (key == ".name")
-        r.name = value(line);
-      else if (key == ".sgpr_count")
-        r.sgpr_count = std::stoll(value(line));
-      else if (key == ".vgpr_count")
-        r.vgpr_count = std::stoll(value(line));
-      else if (key == ".private_segment_fixed_size")
-        r.private_segment_bytes = std::stoll(value(line));
-      else if (key == ".group_segment_fixed_size")
-        r.group_segment_bytes = std::stoll(value(line));
-    } catch (const std::exception &) {
-    }
-  }
-  return out;
-}
-
 } // namespace
 
-GpuCompiledModel compile_gpu_model(const Graph &graph, const GpuCompileOptions &options) {
-  GpuCompiledModel out;
-  std::string name = options.name.empty() ? graph.name() : options.name;
+GpuCodegenResult compile_amdgpu(const Graph &lowered, const ModelInterface &abi, const CpuTarget &host,
+                                const GpuCompileOptions &options, PassTimer &timer) {
+  GpuCodegenResult out;
+  const std::string &name = abi.name;
   if (!is_c_identifier(name))
     throw Error(ErrorCode::InvalidArgument, "model name '" + name + "' is not a C identifier (use --name)");
   if (options.arches.empty())
     throw Error(ErrorCode::InvalidArgument, "no AMD GPU architecture given (--gpu gfx90a,...)");
   resolve_code_object_version(options.code_object_version);
-  out.host = resolve_cpu_target(options.triple, options.cpu, options.opt_level);
-  std::unique_ptr<Graph> lowered = decompose(graph);
-  std::vector<std::string> unsupported = codegen::gpu_unsupported_nodes(*lowered);
+  std::vector<std::string> unsupported = codegen::gpu_unsupported_nodes(lowered);
   if (!unsupported.empty()) {
     std::string list;
     for (const std::string &u : unsupported)
@@ -472,39 +335,51 @@ GpuCompiledModel compile_gpu_model(const Graph &graph, const GpuCompileOptions &
     throw Error(ErrorCode::InvalidArgument,
                 "the GPU backend has no device libm for f64 transcendentals and pow yet: " + list);
   }
-  out.interface = describe_interface(*lowered, name);
-  const std::vector<std::string> &symbols = out.interface.symbols;
+  const std::vector<std::string> &symbols = abi.symbols;
 
+  // The launch sequences the host module describes: the kernels' names,
+  // grids and buffers are the same in every device module (emit_gpu_kernels
+  // is deterministic), so the first arch's are kept, without their bodies.
+  std::vector<codegen::GpuGraphProgram> programs;
   for (const std::string &arch : options.arches) {
     llvm::LLVMContext context;
     llvm::Module device(name + "." + arch, context);
     device.setTargetTriple("amdgcn-amd-amdhsa");
     device.setDataLayout(amdgpu_data_layout(arch));
-    auto programs = codegen::emit_gpu_kernels(device, *lowered, name, symbols);
-    codegen::lower_gpu_kernels(device, programs, codegen::GpuLoweringTarget::amdgpu, symbols.size());
-    verify(device, "AMDGPU kernel");
-    out.code_objects.emplace_back(arch, emit_amdgpu_code_object(device, arch, options.code_object_version));
-    std::string assembly = emit_amdgpu_assembly(device, arch, options.code_object_version);
-    out.resources.push_back(kernel_resources(assembly));
+    auto device_programs = timer.run("kernels " + arch, [&] {
+      auto p = codegen::emit_gpu_kernels(device, lowered, name, symbols);
+      codegen::lower_gpu_kernels(device, p, codegen::GpuLoweringTarget::amdgpu, symbols.size());
+      codegen::verify_module(device, "AMDGPU kernel");
+      return p;
+    });
+    std::string hsaco = timer.run("hsaco " + arch, [&] {
+      return emit_amdgpu_code_object(device, arch, options.code_object_version);
+    });
+    out.resources.push_back(amdgpu_kernel_resources(hsaco));
+    out.code_objects.emplace_back(arch, std::move(hsaco));
     if (options.gpu_assembly)
-      out.gpu_assembly.emplace_back(arch, std::move(assembly));
-    if (out.kernels.empty())
-      for (const auto &p : programs)
-        for (const auto &k : p.kernels)
+      out.gpu_assembly.emplace_back(arch, timer.run("gpu-asm " + arch, [&] {
+        return emit_amdgpu_assembly(device, arch, options.code_object_version);
+      }));
+    if (programs.empty()) {
+      programs = std::move(device_programs);
+      for (auto &p : programs)
+        for (auto &k : p.kernels) {
+          k.steps.clear(); // their functions die with this context
           out.kernels.push_back({k.name, k.kind, k.grid_text(), k.workgroup_size, k.lds_bytes});
+        }
+    }
   }
 
   llvm::LLVMContext context;
-  llvm::Module scratch(name + ".kernels", context); // kernel bodies the host side only describes
-  auto programs = codegen::emit_gpu_kernels(scratch, *lowered, name, symbols);
-  auto host = std::make_unique<llvm::Module>(name, context);
-  HostModuleBuilder(*host, out.interface).build(*lowered, programs, out.code_objects);
-  verify(*host, "GPU host");
-  optimize_module(*host, out.host);
-  out.host_object = emit_module(*host, out.host, OutputKind::object);
-  out.workspace_bound = workspace_bound(*lowered).to_string();
-  out.interface = describe_interface(graph, name);
-  out.header = gpu_header(out.interface, options.arches, out.workspace_bound);
+  auto module = timer.run("host codegen", [&] {
+    auto host_module = std::make_unique<llvm::Module>(name, context);
+    HostModuleBuilder(*host_module, abi).build(lowered, programs, out.code_objects);
+    codegen::verify_module(*host_module, "GPU host");
+    return host_module;
+  });
+  timer.run("optimize", [&] { optimize_module(*module, host); });
+  out.host_object = timer.run("emit obj", [&] { return emit_module(*module, host, OutputKind::object); });
   return out;
 }
 
@@ -519,7 +394,7 @@ std::string compile_gpu_kernels_ptx(const Graph &graph, const std::string &name,
   device.setDataLayout(nvptx_data_layout(sm));
   auto programs = codegen::emit_gpu_kernels(device, *lowered, name, symbols);
   codegen::lower_gpu_kernels(device, programs, codegen::GpuLoweringTarget::nvptx, symbols.size());
-  verify(device, "NVPTX kernel");
+  codegen::verify_module(device, "NVPTX kernel");
   return emit_nvptx_assembly(device, sm);
 }
 

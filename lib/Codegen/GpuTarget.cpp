@@ -6,9 +6,13 @@
 #include "maxc/Codegen/GpuTarget.h"
 
 #include "maxc/Codegen/Target.h"
+#include "EntryPointUtil.h"
 #include "maxc/Support/Error.h"
 
 #include <llvm/ADT/SmallVector.h>
+#include <llvm/BinaryFormat/ELF.h>
+#include <llvm/BinaryFormat/MsgPackDocument.h>
+#include <llvm/Object/ELFObjectFile.h>
 #include <llvm/ADT/StringRef.h>
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
@@ -134,14 +138,6 @@ std::string lowercase(std::string s) {
   return s;
 }
 
-void verify(const llvm::Module &module, const char *when) {
-  std::string message;
-  llvm::raw_string_ostream os(message);
-  if (llvm::verifyModule(module, &os)) {
-    os.flush();
-    throw Error(ErrorCode::Internal, std::string("invalid LLVM IR ") + when + ": " + message);
-  }
-}
 
 void optimize_o2(llvm::Module &module, llvm::TargetMachine &tm) {
   llvm::PipelineTuningOptions pto;
@@ -356,15 +352,15 @@ std::string amdgpu_codegen(const llvm::Module &module, const std::string &arch, 
                                          " (" + arch + ")");
 
   // Cloning, like LLVM's passes, may crash on invalid IR: check it first.
-  verify(module, "before optimization");
+  codegen::verify_module(module, "before optimization");
   // Codegen mutates the module: work on a copy.
   std::unique_ptr<llvm::Module> clone = llvm::CloneModule(module);
   clone->setTargetTriple(kAmdgpuTriple);
   clone->setDataLayout(tm->createDataLayout());
   clone->setModuleFlag(llvm::Module::Error, "amdhsa_code_object_version", uint32_t(flag_value));
-  verify(*clone, "for the AMDGPU target");
+  codegen::verify_module(*clone, "for the AMDGPU target");
   optimize_o2(*clone, *tm);
-  verify(*clone, "after optimization");
+  codegen::verify_module(*clone, "after optimization");
 
   llvm::SmallVector<char, 0> buffer;
   {
@@ -404,12 +400,12 @@ std::string nvptx_data_layout(const std::string &sm) {
 
 std::string emit_nvptx_assembly(const llvm::Module &module, const std::string &sm) {
   std::unique_ptr<llvm::TargetMachine> tm = nvptx_machine(sm);
-  verify(module, "before optimization");
+  codegen::verify_module(module, "before optimization");
   std::unique_ptr<llvm::Module> clone = llvm::CloneModule(module);
   clone->setTargetTriple(kNvptxTriple);
   clone->setDataLayout(tm->createDataLayout());
   optimize_o2(*clone, *tm);
-  verify(*clone, "after optimization");
+  codegen::verify_module(*clone, "after optimization");
   llvm::SmallVector<char, 0> buffer;
   {
     llvm::raw_svector_ostream os(buffer);
@@ -419,6 +415,64 @@ std::string emit_nvptx_assembly(const llvm::Module &module, const std::string &s
     pm.run(*clone);
   }
   return std::string(buffer.begin(), buffer.end());
+}
+
+std::vector<GpuKernelResources> amdgpu_kernel_resources(const std::string &hsaco) {
+  auto buffer = llvm::MemoryBufferRef(llvm::StringRef(hsaco.data(), hsaco.size()), "hsaco");
+  auto file = llvm::object::ELF64LEObjectFile::create(buffer);
+  if (!file)
+    throw Error(ErrorCode::Internal, "a code object is not an ELF file: " + llvm::toString(file.takeError()));
+  const auto &elf = file->getELFFile();
+  auto headers = elf.program_headers();
+  if (!headers)
+    throw Error(ErrorCode::Internal, "a code object has no program headers: " + llvm::toString(headers.takeError()));
+  std::vector<GpuKernelResources> out;
+  for (const auto &phdr : *headers) {
+    if (phdr.p_type != llvm::ELF::PT_NOTE)
+      continue;
+    llvm::Error error = llvm::Error::success();
+    for (const auto &note : elf.notes(phdr, error)) {
+      if (note.getName() != "AMDGPU" || note.getType() != llvm::ELF::NT_AMDGPU_METADATA)
+        continue;
+      llvm::ArrayRef<uint8_t> desc = note.getDesc(phdr.p_align);
+      llvm::msgpack::Document doc;
+      if (!doc.readFromBlob(llvm::StringRef(reinterpret_cast<const char *>(desc.data()), desc.size()), false))
+        throw Error(ErrorCode::Internal, "a code object's AMDGPU metadata is not MessagePack");
+      llvm::msgpack::DocNode &root = doc.getRoot();
+      if (!root.isMap())
+        continue;
+      auto kernels = root.getMap().find(doc.getNode("amdhsa.kernels"));
+      if (kernels == root.getMap().end() || !kernels->second.isArray())
+        continue;
+      for (llvm::msgpack::DocNode &k : kernels->second.getArray()) {
+        if (!k.isMap())
+          continue;
+        GpuKernelResources r;
+        auto field = [&](const char *key) -> const llvm::msgpack::DocNode * {
+          auto it = k.getMap().find(doc.getNode(key));
+          return it == k.getMap().end() ? nullptr : &it->second;
+        };
+        auto integer = [&](const char *key, int64_t &dst) {
+          if (const llvm::msgpack::DocNode *n = field(key)) {
+            if (n->getKind() == llvm::msgpack::Type::UInt)
+              dst = static_cast<int64_t>(n->getUInt());
+            else if (n->getKind() == llvm::msgpack::Type::Int)
+              dst = n->getInt();
+          }
+        };
+        if (const llvm::msgpack::DocNode *n = field(".name"); n && n->getKind() == llvm::msgpack::Type::String)
+          r.name = n->getString().str();
+        integer(".sgpr_count", r.sgpr_count);
+        integer(".vgpr_count", r.vgpr_count);
+        integer(".private_segment_fixed_size", r.private_segment_bytes);
+        integer(".group_segment_fixed_size", r.group_segment_bytes);
+        out.push_back(r);
+      }
+    }
+    if (error)
+      throw Error(ErrorCode::Internal, "a code object's notes are malformed: " + llvm::toString(std::move(error)));
+  }
+  return out;
 }
 
 } // namespace maxc

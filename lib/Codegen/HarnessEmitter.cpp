@@ -11,28 +11,50 @@
 
 namespace maxc {
 
-const char *c_element_type(DType d) {
-  switch (d) {
-  case DType::f16: return "uint16_t";
-  case DType::bf16: return "uint16_t";
-  case DType::f32: return "float";
-  case DType::f64: return "double";
-  case DType::i8: return "int8_t";
-  case DType::i32: return "int32_t";
-  case DType::i64: return "int64_t";
-  case DType::boolean: return "uint8_t";
-  }
-  return "void";
+namespace {
+
+// A template file's text between its MAXC_EMBED markers (see templates/*.c):
+// the raw string holds "\")\n#endif\n" + C + "#ifdef MAXC_EMBED\n\"" (the
+// quotes keep the markers valid C tokens when the file is compiled as C).
+std::string template_text(const char *raw) {
+  std::string text = raw;
+  const std::string head = "\")\n#endif\n", tail = "#ifdef MAXC_EMBED\n\"";
+  if (text.compare(0, head.size(), head) != 0 || text.size() < head.size() + tail.size() ||
+      text.compare(text.size() - tail.size(), tail.size(), tail) != 0)
+    throw Error(ErrorCode::Internal, "a harness template lost its MAXC_EMBED markers");
+  return text.substr(head.size(), text.size() - head.size() - tail.size());
 }
 
-std::string c_run_prototype(const ModelInterface &m) {
+/// `text` with each /*@KEY@*/ replaced by its value (every key exactly once).
+std::string fill_template(const std::string &text, const std::vector<std::pair<std::string, std::string>> &values) {
+  std::string out = text;
+  for (const auto &[key, value] : values) {
+    std::string marker = "/*@" + key + "@*/";
+    size_t at = out.find(marker);
+    if (at == std::string::npos || out.find(marker, at + 1) != std::string::npos)
+      throw Error(ErrorCode::Internal, "a harness template has no single " + marker);
+    out.replace(at, marker.size(), value);
+  }
+  return out;
+}
+
+} // namespace
+
+#define MAXC_EMBED
+
+std::string c_run_prototype(const ModelInterface &m, bool gpu) {
   std::string params;
   for (const auto &t : m.inputs)
-    params += "const " + std::string(c_element_type(t.type.dtype)) + " *" + t.name + ", ";
+    params += "const " + std::string(c_type_name(t.type.dtype)) + " *" + t.name + ", ";
   for (const auto &t : m.outputs)
-    params += std::string(c_element_type(t.type.dtype)) + " *" + t.name + ", ";
-  for (const auto &s : m.symbols)
+    params += std::string(c_type_name(t.type.dtype)) + " *" + t.name + ", ";
+  // C parameter names (mangled); an interface read back from a manifest or
+  // header may only have the dims' names.
+  const auto &dims = m.symbol_params.size() == m.symbols.size() ? m.symbol_params : m.symbols;
+  for (const auto &s : dims)
     params += "int64_t " + s + ", ";
+  if (gpu)
+    return "int32_t " + m.name + "_run(" + m.name + "_context *ctx, " + params + "void *workspace, void *stream)";
   return "int32_t " + m.name + "_run(" + params + "void *workspace)";
 }
 
@@ -114,9 +136,9 @@ std::string join(const std::vector<std::string> &parts, const std::string &sep) 
 std::string declarations(const ModelInterface &m) {
   std::vector<std::string> params;
   for (const auto &t : m.inputs)
-    params.push_back("const " + std::string(c_element_type(t.type.dtype)) + " *");
+    params.push_back("const " + std::string(c_type_name(t.type.dtype)) + " *");
   for (const auto &t : m.outputs)
-    params.push_back(std::string(c_element_type(t.type.dtype)) + " *");
+    params.push_back(std::string(c_type_name(t.type.dtype)) + " *");
   for (size_t i = 0; i < m.symbols.size(); ++i)
     params.push_back("int64_t");
   params.push_back("void *");
@@ -132,10 +154,10 @@ std::string declarations(const ModelInterface &m) {
 std::string run_call(const ModelInterface &m, const std::string &workspace) {
   std::vector<std::string> args;
   for (size_t i = 0; i < m.inputs.size(); ++i)
-    args.push_back("(const " + std::string(c_element_type(m.inputs[i].type.dtype)) + " *)in_data[" +
+    args.push_back("(const " + std::string(c_type_name(m.inputs[i].type.dtype)) + " *)in_data[" +
                    std::to_string(i) + "]");
   for (size_t i = 0; i < m.outputs.size(); ++i)
-    args.push_back("(" + std::string(c_element_type(m.outputs[i].type.dtype)) + " *)out_data[" + std::to_string(i) +
+    args.push_back("(" + std::string(c_type_name(m.outputs[i].type.dtype)) + " *)out_data[" + std::to_string(i) +
                    "]");
   for (size_t i = 0; i < m.symbols.size(); ++i)
     args.push_back("d[" + std::to_string(i) + "]");
@@ -204,408 +226,19 @@ std::string shape_statements(const std::vector<ModelInterface::Tensor> &ts, cons
 }
 
 // Shared C, first part: includes and dtype tables (before the model's tables).
-const char *kPrelude = R"C(#include <errno.h>
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#if defined(__GNUC__)
-#define MAXC_UNUSED __attribute__((unused))
-#else
-#define MAXC_UNUSED
-#endif
-
-/* Element types (maxc dtypes) and their storage in the entry points. */
-enum { T_F16, T_BF16, T_F32, T_F64, T_I8, T_I32, T_I64, T_BOOL };
-MAXC_UNUSED static const char *const type_names[] = {"f16", "bf16", "f32", "f64", "i8", "i32", "i64", "bool"};
-MAXC_UNUSED static const size_t type_sizes[] = {2, 2, 4, 8, 1, 4, 8, 1};
-
-)C";
+const std::string kPrelude = template_text(
+#include "templates/harness_prelude.c"
+);
 
 // Shared C, second part: conversions, aligned buffers, --dim, shapes.
-const char *kHelpers = R"C(MAXC_UNUSED static float f16_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h >> 15) << 31, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu, bits;
-  float f;
-  if (exponent == 0) {
-    f = ldexpf((float)mantissa, -24); /* zero or subnormal */
-    return (h & 0x8000u) ? -f : f;
-  }
-  if (exponent == 31)
-    bits = sign | 0x7f800000u | (mantissa << 13);
-  else
-    bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-/* Round to nearest even, like maxc's own conversions. */
-MAXC_UNUSED static uint16_t float_to_f16(float value) {
-  uint32_t x, sign, mantissa, half, rest, mid;
-  int exponent, shift;
-  memcpy(&x, &value, sizeof x);
-  sign = (x >> 16) & 0x8000u;
-  mantissa = x & 0x7fffffu;
-  if (((x >> 23) & 0xffu) == 0xffu)
-    return (uint16_t)(sign | 0x7c00u | (mantissa ? 0x200u : 0u));
-  exponent = (int)((x >> 23) & 0xffu) - 127 + 15;
-  if (exponent >= 31)
-    return (uint16_t)(sign | 0x7c00u);
-  if (exponent <= 0) {
-    if (exponent < -10)
-      return (uint16_t)sign;
-    mantissa |= 0x800000u;
-    shift = 14 - exponent;
-    half = mantissa >> shift;
-    rest = mantissa & ((1u << shift) - 1u);
-    mid = 1u << (shift - 1);
-    if (rest > mid || (rest == mid && (half & 1u)))
-      ++half;
-    return (uint16_t)(sign | half);
-  }
-  half = ((uint32_t)exponent << 10) | (mantissa >> 13);
-  rest = mantissa & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u)))
-    ++half; /* a carry into the exponent is still right */
-  return (uint16_t)(sign | half);
-}
-
-MAXC_UNUSED static float bf16_to_float(uint16_t h) {
-  uint32_t bits = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-MAXC_UNUSED static uint16_t float_to_bf16(float value) {
-  uint32_t x;
-  memcpy(&x, &value, sizeof x);
-  if ((x & 0x7fffffffu) > 0x7f800000u)
-    return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return (uint16_t)(x >> 16);
-}
-
-/* Element i of a buffer of type `type`, as a double. */
-MAXC_UNUSED static double value_at(const void *data, int type, int64_t i) {
-  switch (type) {
-  case T_F16: return f16_to_float(((const uint16_t *)data)[i]);
-  case T_BF16: return bf16_to_float(((const uint16_t *)data)[i]);
-  case T_F32: return ((const float *)data)[i];
-  case T_F64: return ((const double *)data)[i];
-  case T_I8: return ((const int8_t *)data)[i];
-  case T_I32: return ((const int32_t *)data)[i];
-  case T_I64: return (double)((const int64_t *)data)[i];
-  default: return ((const uint8_t *)data)[i];
-  }
-}
-
-/* 64-byte aligned buffers (the original pointer is kept just before). */
-MAXC_UNUSED static void *buffer_new(size_t bytes) {
-  unsigned char *raw = (unsigned char *)malloc(bytes + 64 + sizeof(void *)), *p;
-  if (!raw) {
-    fprintf(stderr, "error: out of memory (%zu bytes)\n", bytes);
-    exit(2);
-  }
-  p = raw + sizeof(void *);
-  p += (64 - (uintptr_t)p % 64) % 64;
-  memcpy(p - sizeof(void *), &raw, sizeof raw);
-  memset(p, 0, bytes);
-  return p;
-}
-
-MAXC_UNUSED static void buffer_free(void *p) {
-  void *raw;
-  if (!p)
-    return;
-  memcpy(&raw, (unsigned char *)p - sizeof(void *), sizeof raw);
-  free(raw);
-}
-
-/* --dim NAME=N: sets d[k] for the dim called NAME. Returns 0 or -1. */
-MAXC_UNUSED static int parse_dim(const char *text, int64_t *d, int *bound) {
-  const char *eq = strchr(text, '=');
-  char *end;
-  long long value;
-  int k;
-  if (!eq || eq == text || !eq[1]) {
-    fprintf(stderr, "error: --dim expects NAME=N, got '%s'\n", text);
-    return -1;
-  }
-  errno = 0;
-  value = strtoll(eq + 1, &end, 10);
-  if (*end || errno || value < 0) {
-    fprintf(stderr, "error: --dim expects NAME=N with N >= 0, got '%s'\n", text);
-    return -1;
-  }
-  for (k = 0; k < NUM_DIMS; ++k)
-    if (strlen(dim_names[k]) == (size_t)(eq - text) && strncmp(dim_names[k], text, (size_t)(eq - text)) == 0) {
-      d[k] = (int64_t)value;
-      bound[k] = 1;
-      return 0;
-    }
-  fprintf(stderr, "error: --dim %s: the model has no symbolic dim called '%.*s'%s", text, (int)(eq - text), text,
-          NUM_DIMS ? "; its dims:" : " (it has none)");
-  for (k = 0; k < NUM_DIMS; ++k)
-    fprintf(stderr, " %s", dim_names[k]);
-  fprintf(stderr, "\n");
-  return -1;
-}
-
-/* Product of a shape; -1 on a negative dim or overflow. */
-MAXC_UNUSED static int64_t numel(const int64_t *shape, int rank) {
-  int64_t n = 1;
-  int k;
-  for (k = 0; k < rank; ++k) {
-    if (shape[k] < 0 || (shape[k] > 0 && n > INT64_MAX / shape[k]))
-      return -1;
-    n *= shape[k];
-  }
-  return n;
-}
-
-MAXC_UNUSED static void print_shape(FILE *out, const int64_t *shape, int rank) {
-  int k;
-  fputc('[', out);
-  for (k = 0; k < rank; ++k)
-    fprintf(out, "%s%lld", k ? "," : "", (long long)shape[k]);
-  fputc(']', out);
-}
-
-)C";
+const std::string kHelpers = template_text(
+#include "templates/harness_helpers.c"
+);
 
 // The .npy reader and the comparison (test harness only).
-const char *kTestHelpers = R"C(/* .npy descr of each type; bf16 has none and is read from float32. */
-static const char *const type_descrs[] = {"<f2", "<f4", "<f4", "<f8", "|i1", "<i4", "<i8", "|b1"};
-
-typedef struct {
-  char descr[16];
-  int rank;
-  int64_t shape[32];
-  int64_t count;
-  void *data; /* count elements of the descr's size, 64-byte aligned */
-} npy_array;
-
-static int npy_error(const char *path, const char *what) {
-  fprintf(stderr, "%s: not a usable .npy file: %s\n", path, what);
-  return -1;
-}
-
-/* Reads a NumPy .npy file (format 1.0, 2.0 or 3.0, C order). Returns 0 or -1. */
-static int npy_read(const char *path, npy_array *a) {
-  FILE *f = fopen(path, "rb");
-  unsigned char *bytes = NULL;
-  size_t size = 0, capacity = 0, n, header_len, start, item = 0;
-  char *header, *p;
-  int fortran = 0, rc = -1;
-  memset(a, 0, sizeof *a);
-  if (!f) {
-    fprintf(stderr, "%s: cannot open: %s\n", path, strerror(errno));
-    return -1;
-  }
-  for (;;) {
-    if (size == capacity) {
-      unsigned char *grown;
-      capacity = capacity ? capacity * 2 : 65536;
-      grown = (unsigned char *)realloc(bytes, capacity);
-      if (!grown) {
-        free(bytes);
-        fclose(f);
-        fprintf(stderr, "%s: out of memory\n", path);
-        return -1;
-      }
-      bytes = grown;
-    }
-    n = fread(bytes + size, 1, capacity - size, f);
-    size += n;
-    if (n == 0)
-      break;
-  }
-  if (ferror(f)) {
-    fprintf(stderr, "%s: read error\n", path);
-    fclose(f);
-    free(bytes);
-    return -1;
-  }
-  fclose(f);
-  if (size < 10 || memcmp(bytes, "\x93NUMPY", 6) != 0) {
-    rc = npy_error(path, "no \\x93NUMPY magic");
-    goto done;
-  }
-  if (bytes[6] == 1) {
-    header_len = (size_t)bytes[8] | (size_t)bytes[9] << 8;
-    start = 10;
-  } else if ((bytes[6] == 2 || bytes[6] == 3) && size >= 12) {
-    header_len = (size_t)bytes[8] | (size_t)bytes[9] << 8 | (size_t)bytes[10] << 16 | (size_t)bytes[11] << 24;
-    start = 12;
-  } else {
-    rc = npy_error(path, "unsupported format version");
-    goto done;
-  }
-  if (header_len > size - start) {
-    rc = npy_error(path, "truncated header");
-    goto done;
-  }
-  header = (char *)malloc(header_len + 1);
-  if (!header) {
-    rc = npy_error(path, "out of memory");
-    goto done;
-  }
-  memcpy(header, bytes + start, header_len);
-  header[header_len] = 0;
-  /* 'descr': '<f4' */
-  p = strstr(header, "'descr'");
-  if (p && (p = strchr(p + 7, ':')) != NULL) {
-    char q;
-    size_t k = 0;
-    ++p;
-    while (*p == ' ')
-      ++p;
-    q = *p;
-    if (q == '\'' || q == '"') {
-      ++p;
-      while (*p && *p != q && k + 1 < sizeof a->descr)
-        a->descr[k++] = *p++;
-      a->descr[k] = 0;
-    }
-  }
-  if (!a->descr[0]) {
-    free(header);
-    rc = npy_error(path, "no 'descr' in the header");
-    goto done;
-  }
-  if (a->descr[0] == '=')
-    a->descr[0] = '<'; /* native order; this program checked it is little-endian */
-  p = strstr(header, "'fortran_order'");
-  if (p && (p = strchr(p, ':')) != NULL) {
-    ++p;
-    while (*p == ' ')
-      ++p;
-    fortran = strncmp(p, "True", 4) == 0;
-  }
-  p = strstr(header, "'shape'");
-  if (!p || !(p = strchr(p, '('))) {
-    free(header);
-    rc = npy_error(path, "no 'shape' in the header");
-    goto done;
-  }
-  ++p;
-  for (;;) {
-    char *end;
-    long long v;
-    while (*p == ' ' || *p == ',')
-      ++p;
-    if (*p == ')')
-      break;
-    errno = 0;
-    v = strtoll(p, &end, 10);
-    if (end == p || errno || v < 0 || a->rank == 32) {
-      free(header);
-      rc = npy_error(path, "malformed 'shape'");
-      goto done;
-    }
-    a->shape[a->rank++] = (int64_t)v;
-    p = end;
-    while (*p == 'L')
-      ++p;
-  }
-  free(header);
-  if (fortran && a->rank > 1) {
-    rc = npy_error(path, "Fortran-ordered arrays are not supported (save with np.ascontiguousarray)");
-    goto done;
-  }
-  if (a->descr[0] == '>' && strcmp(a->descr + 1, "i1") != 0 && strcmp(a->descr + 1, "b1") != 0) {
-    rc = npy_error(path, "big-endian data is not supported");
-    goto done;
-  }
-  item = (size_t)atoi(a->descr + 2);
-  if (item == 0 || (a->descr[1] != 'f' && a->descr[1] != 'i' && a->descr[1] != 'u' && a->descr[1] != 'b')) {
-    rc = npy_error(path, "unsupported dtype (expected a number or bool type)");
-    goto done;
-  }
-  a->count = numel(a->shape, a->rank);
-  if (a->count < 0 || (uint64_t)a->count > (uint64_t)(size - start - header_len) / item ||
-      (size_t)a->count * item != size - start - header_len) {
-    rc = npy_error(path, "the data size does not match the shape");
-    goto done;
-  }
-  a->data = buffer_new((size_t)a->count * item);
-  memcpy(a->data, bytes + start + header_len, (size_t)a->count * item);
-  rc = 0;
-done:
-  free(bytes);
-  return rc;
-}
-
-/* Checks an array's dtype and rank against a model tensor. Returns 0 or -1. */
-static int check_array(const char *path, const npy_array *a, const char *what, const char *name, int type, int rank,
-                       const char *shape) {
-  if (strcmp(a->descr, type_descrs[type]) != 0) {
-    fprintf(stderr, "%s: dtype '%s', but %s '%s' is %s and needs '%s'%s\n", path, a->descr, what, name, shape,
-            type_descrs[type], type == T_BF16 ? " (bf16 is read from float32)" : "");
-    return -1;
-  }
-  if (a->rank != rank) {
-    fprintf(stderr, "%s: rank %d, but %s '%s' is %s\n", path, a->rank, what, name, shape);
-    return -1;
-  }
-  return 0;
-}
-
-static void print_index(FILE *out, int64_t flat, const int64_t *shape, int rank) {
-  int64_t index[32];
-  int k;
-  for (k = rank - 1; k >= 0; --k) {
-    index[k] = shape[k] ? flat % shape[k] : 0;
-    flat = shape[k] ? flat / shape[k] : 0;
-  }
-  print_shape(out, index, rank);
-}
-
-/* Compares output j with the expected array; prints one line. Returns 1 if it passes. */
-static int compare(int j, const void *actual, const npy_array *expected, const int64_t *shape, int rank,
-                   double rtol, double atol) {
-  int type = output_types[j], expected_type = type == T_BF16 ? T_F32 : type;
-  int64_t i, count = expected->count, bad = 0, first = -1;
-  double max_abs = 0, max_rel = 0, first_a = 0, first_e = 0;
-  for (i = 0; i < count; ++i) {
-    double a = value_at(actual, type, i), e = value_at(expected->data, expected_type, i), err;
-    int ok;
-    if (isnan(a) || isnan(e)) {
-      ok = isnan(a) && isnan(e);
-      err = 0;
-    } else if (isinf(a) || isinf(e)) {
-      ok = a == e;
-      err = 0;
-    } else {
-      err = fabs(a - e);
-      ok = err <= atol + rtol * fabs(e);
-      if (err > max_abs)
-        max_abs = err;
-      if (e != 0 && err / fabs(e) > max_rel)
-        max_rel = err / fabs(e);
-    }
-    if (!ok && bad++ == 0) {
-      first = i;
-      first_a = a;
-      first_e = e;
-    }
-  }
-  printf("%s: %s ", output_names[j], type_names[type]);
-  print_shape(stdout, shape, rank);
-  printf(": max abs error %.3g, max rel error %.3g (rtol %g, atol %g)", max_abs, max_rel, rtol, atol);
-  if (!bad) {
-    printf(": ok\n");
-    return 1;
-  }
-  printf(": %lld of %lld elements differ; first at ", (long long)bad, (long long)count);
-  print_index(stdout, first, shape, rank);
-  printf(": got %.9g, expected %.9g\n", first_a, first_e);
-  return 0;
-}
-
-)C";
+const std::string kTestHelpers = template_text(
+#include "templates/harness_test_helpers.c"
+);
 
 std::string file_comment(const ModelInterface &m, const std::string &file, const std::string &what,
                          const std::string &usage) {
@@ -641,89 +274,14 @@ std::string bind_statements(const ModelInterface &m) {
 }
 
 // The test harness's binding of d[] from an input's shape, and defaults.
-const char *kTestBind = R"C(/* Binds dim k to axis `axis` of input `input`; they must agree. Returns 0 or -1. */
-MAXC_UNUSED static int bind(int64_t *d, int *bound, int k, int64_t value, int input, int axis) {
-  if (bound[k] && d[k] != value) {
-    fprintf(stderr, "error: input '%s' (%s) has %lld at axis %d, but dim '%s' is %lld\n", input_names[input],
-            input_shapes[input], (long long)value, axis, dim_names[k], (long long)d[k]);
-    return -1;
-  }
-  d[k] = value;
-  bound[k] = 1;
-  return 0;
-}
-
-static double default_rtol(int type) {
-  switch (type) {
-  case T_F16: return 1e-2;
-  case T_BF16: return 2e-2;
-  case T_F32: return 1e-4;
-  case T_F64: return 1e-9;
-  default: return 0;
-  }
-}
-
-static double default_atol(int type) {
-  switch (type) {
-  case T_F16: return 1e-3;
-  case T_BF16: return 1e-2;
-  case T_F32: return 1e-5;
-  case T_F64: return 1e-12;
-  default: return 0;
-  }
-}
-
-)C";
+const std::string kTestBind = template_text(
+#include "templates/harness_test_bind.c"
+);
 
 // The benchmark's inputs, clock and statistics.
-const char *kBenchHelpers = R"C(/* Deterministic pseudo-random inputs (xorshift64*): floats uniform in
- * [-1, 1), integers 0 (always a valid index), bools 0 or 1. */
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static double next_uniform(void) {
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return (double)((rng_state * 0x2545f4914f6cdd1dull) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static void fill(void *data, int type, int64_t n) {
-  int64_t i;
-  for (i = 0; i < n; ++i) {
-    double u = 2 * next_uniform() - 1;
-    switch (type) {
-    case T_F16: ((uint16_t *)data)[i] = float_to_f16((float)u); break;
-    case T_BF16: ((uint16_t *)data)[i] = float_to_bf16((float)u); break;
-    case T_F32: ((float *)data)[i] = (float)u; break;
-    case T_F64: ((double *)data)[i] = u; break;
-    case T_BOOL: ((uint8_t *)data)[i] = u < 0; break;
-    default: break; /* integers stay 0 */
-    }
-  }
-}
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
-static int by_value(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of sorted values. */
-static double percentile(const double *sorted, long n, double p) {
-  long rank = (long)ceil(p / 100.0 * (double)n);
-  if (rank < 1)
-    rank = 1;
-  if (rank > n)
-    rank = n;
-  return sorted[rank - 1];
-}
-
-)C";
+const std::string kBenchHelpers = template_text(
+#include "templates/harness_bench_helpers.c"
+);
 
 std::string dims_call(const ModelInterface &m) {
   std::vector<std::string> args;
@@ -733,6 +291,14 @@ std::string dims_call(const ModelInterface &m) {
 }
 
 } // namespace
+
+const std::string kTestMain = template_text(
+#include "templates/harness_test_main.c"
+);
+
+const std::string kBenchMain = template_text(
+#include "templates/harness_bench_main.c"
+);
 
 std::string emit_test_harness(const ModelInterface &m) {
   const std::string file = m.name + "_test.c", program = m.name + "_test";
@@ -760,162 +326,17 @@ std::string emit_test_harness(const ModelInterface &m) {
   c += kTestBind;
   c += "static void usage(FILE *out) {\n  fprintf(out, \"usage: " + program + files +
        " [--rtol R] [--atol A] [--dim NAME=N]\\n\");\n}\n\n";
-  c += R"C(int main(int argc, char **argv) {
-  const char *paths[AT_LEAST_1(NUM_INPUTS + NUM_OUTPUTS)];
-  int npaths = 0, i, j, k, passed = 1;
-  double rtol = -1, atol = -1;
-  int64_t d[AT_LEAST_1(NUM_DIMS)] = {0};
-  int bound[AT_LEAST_1(NUM_DIMS)] = {0};
-  int64_t in_shape[AT_LEAST_1(NUM_INPUTS)][MAX_RANK], out_shape[AT_LEAST_1(NUM_OUTPUTS)][MAX_RANK];
-  npy_array in[AT_LEAST_1(NUM_INPUTS)], expected;
-  void *in_data[AT_LEAST_1(NUM_INPUTS)] = {0}, *out_data[AT_LEAST_1(NUM_OUTPUTS)] = {0};
-  int32_t status;
-  uint16_t one = 1;
-  if (*(unsigned char *)&one != 1) {
-    fprintf(stderr, "error: this harness reads little-endian .npy data on a little-endian machine only\n");
-    return 2;
-  }
-  for (i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      usage(stdout);
-      return 0;
-    }
-    if (!strcmp(argv[i], "--rtol") || !strcmp(argv[i], "--atol")) {
-      char *end;
-      double v;
-      if (i + 1 >= argc) {
-        fprintf(stderr, "error: %s needs a value\n", argv[i]);
-        return 2;
-      }
-      v = strtod(argv[i + 1], &end);
-      if (end == argv[i + 1] || *end || !(v >= 0)) {
-        fprintf(stderr, "error: %s expects a number >= 0, got '%s'\n", argv[i], argv[i + 1]);
-        return 2;
-      }
-      if (argv[i][2] == 'r')
-        rtol = v;
-      else
-        atol = v;
-      ++i;
-      continue;
-    }
-    if (!strcmp(argv[i], "--dim")) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "error: --dim needs NAME=N\n");
-        return 2;
-      }
-      if (parse_dim(argv[++i], d, bound) != 0)
-        return 2;
-      continue;
-    }
-    if (argv[i][0] == '-' && argv[i][1]) {
-      fprintf(stderr, "error: unknown option '%s'\n", argv[i]);
-      usage(stderr);
-      return 2;
-    }
-    if (npaths == NUM_INPUTS + NUM_OUTPUTS) {
-      fprintf(stderr, "error: too many files: expected %d inputs and %d expected outputs\n", NUM_INPUTS,
-              NUM_OUTPUTS);
-      usage(stderr);
-      return 2;
-    }
-    paths[npaths++] = argv[i];
-  }
-  if (npaths != NUM_INPUTS + NUM_OUTPUTS) {
-    fprintf(stderr, "error: expected %d input and %d expected-output .npy files, got %d\n", NUM_INPUTS, NUM_OUTPUTS,
-            npaths);
-    usage(stderr);
-    return 2;
-  }
-  for (i = 0; i < NUM_INPUTS; ++i)
-    if (npy_read(paths[i], &in[i]) != 0 ||
-        check_array(paths[i], &in[i], "input", input_names[i], input_types[i], input_ranks[i], input_shapes[i]) != 0)
-      return 2;
-
-  /* Symbolic dims from the inputs' shapes. */
-)C";
-  c += bind_statements(m);
-  c += R"C(  for (k = 0; k < NUM_DIMS; ++k)
-    if (!bound[k]) {
-      fprintf(stderr, "error: no input determines symbolic dim '%s': pass --dim %s=N\n", dim_names[k], dim_names[k]);
-      return 2;
-    }
-
-  /* Every input dim must be what the model says for these dims. */
-)C";
-  c += shape_statements(m.inputs, m.symbols, "in_shape", "  ");
-  c += R"C(  for (i = 0; i < NUM_INPUTS; ++i)
-    for (k = 0; k < input_ranks[i]; ++k)
-      if (in[i].shape[k] != in_shape[i][k]) {
-        fprintf(stderr, "%s: shape ", paths[i]);
-        print_shape(stderr, in[i].shape, in[i].rank);
-        fprintf(stderr, ", but input '%s' is %s, here ", input_names[i], input_shapes[i]);
-        print_shape(stderr, in_shape[i], input_ranks[i]);
-        fprintf(stderr, "\n");
-        return 2;
-      }
-  for (i = 0; i < NUM_INPUTS; ++i) {
-    if (input_types[i] == T_BF16) { /* read as float32 */
-      uint16_t *bits = (uint16_t *)buffer_new((size_t)in[i].count * 2);
-      int64_t e;
-      for (e = 0; e < in[i].count; ++e)
-        bits[e] = float_to_bf16(((const float *)in[i].data)[e]);
-      in_data[i] = bits;
-    } else {
-      in_data[i] = in[i].data;
-    }
-  }
-
-  /* Outputs. */
-)C";
-  c += shape_statements(m.outputs, m.symbols, "out_shape", "  ");
-  c += R"C(  for (j = 0; j < NUM_OUTPUTS; ++j) {
-    int64_t n = numel(out_shape[j], output_ranks[j]);
-    if (n < 0) {
-      fprintf(stderr, "error: output '%s' (%s) has an invalid shape for these dims\n", output_names[j],
-              output_shapes[j]);
-      return 2;
-    }
-    out_data[j] = buffer_new((size_t)n * type_sizes[output_types[j]]);
-  }
-
-)C";
-  c += "  status = " + run_call(m, "NULL") + ";\n";
-  c += "  if (status != 0) {\n    printf(\"FAIL: " + m.name + "_run returned %d: %s\\n\", (int)status, " + m.name +
-       "_status_string(status));\n    return 1;\n  }\n";
-  c += R"C(  for (j = 0; j < NUM_OUTPUTS; ++j) {
-    const char *path = paths[NUM_INPUTS + j];
-    int type = output_types[j];
-    if (npy_read(path, &expected) != 0 ||
-        check_array(path, &expected, "output", output_names[j], type, output_ranks[j], output_shapes[j]) != 0)
-      return 2;
-    for (k = 0; k < output_ranks[j]; ++k)
-      if (expected.shape[k] != out_shape[j][k])
-        break;
-    if (k < output_ranks[j]) {
-      printf("%s: the model's output is ", output_names[j]);
-      print_shape(stdout, out_shape[j], output_ranks[j]);
-      printf(", %s holds ", path);
-      print_shape(stdout, expected.shape, expected.rank);
-      printf("\n");
-      passed = 0;
-    } else if (!compare(j, out_data[j], &expected, out_shape[j], output_ranks[j],
-                        rtol >= 0 ? rtol : default_rtol(type), atol >= 0 ? atol : default_atol(type))) {
-      passed = 0;
-    }
-    buffer_free(expected.data);
-  }
-  for (i = 0; i < NUM_INPUTS; ++i) {
-    if (in_data[i] != in[i].data)
-      buffer_free(in_data[i]);
-    buffer_free(in[i].data);
-  }
-  for (j = 0; j < NUM_OUTPUTS; ++j)
-    buffer_free(out_data[j]);
-)C";
-  c += "  printf(\"%s: " + m.name + " (%d output%s)\\n\", passed ? \"PASS\" : \"FAIL\", NUM_OUTPUTS, "
-       "NUM_OUTPUTS == 1 ? \"\" : \"s\");\n";
-  c += "  return passed ? 0 : 1;\n}\n";
+  std::string run = "  status = " + run_call(m, "NULL") + ";\n";
+  run += "  if (status != 0) {\n    printf(\"FAIL: " + m.name + "_run returned %d: %s\\n\", (int)status, " + m.name +
+         "_status_string(status));\n    return 1;\n  }\n";
+  std::string summary = "  printf(\"%s: " + m.name +
+                        " (%d output%s)\\n\", passed ? \"PASS\" : \"FAIL\", NUM_OUTPUTS, "
+                        "NUM_OUTPUTS == 1 ? \"\" : \"s\");\n  return passed ? 0 : 1;\n}"; // the template adds "\n"
+  c += fill_template(kTestMain, {{"BIND_DIMS", bind_statements(m)},
+                                 {"INPUT_SHAPES", shape_statements(m.inputs, m.symbols, "in_shape", "  ")},
+                                 {"OUTPUT_SHAPES", shape_statements(m.outputs, m.symbols, "out_shape", "  ")},
+                                 {"RUN", run},
+                                 {"SUMMARY", summary}});
   return c;
 }
 
@@ -938,123 +359,15 @@ std::string emit_bench_harness(const ModelInterface &m) {
   c += kBenchHelpers;
   c += "static void usage(FILE *out) {\n  fprintf(out, \"usage: " + program +
        " [-n RUNS] [--warmup W] [--dim NAME=N]\\n\");\n}\n\n";
-  c += R"C(static int parse_count(const char *flag, const char *text, long minimum, long *out) {
-  char *end;
-  long v;
-  errno = 0;
-  v = strtol(text, &end, 10);
-  if (end == text || *end || errno || v < minimum) {
-    fprintf(stderr, "error: %s expects an integer >= %ld, got '%s'\n", flag, minimum, text);
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
-int main(int argc, char **argv) {
-  long runs = 100, warmup = 10, r;
-  int i, j, k;
-  int64_t d[AT_LEAST_1(NUM_DIMS)];
-  int bound[AT_LEAST_1(NUM_DIMS)] = {0};
-  int64_t in_shape[AT_LEAST_1(NUM_INPUTS)][MAX_RANK], out_shape[AT_LEAST_1(NUM_OUTPUTS)][MAX_RANK];
-  void *in_data[AT_LEAST_1(NUM_INPUTS)] = {0}, *out_data[AT_LEAST_1(NUM_OUTPUTS)] = {0}, *workspace;
-  int64_t workspace_bytes;
-  double *times, sum = 0, wall;
-  int32_t status;
-  for (k = 0; k < AT_LEAST_1(NUM_DIMS); ++k)
-    d[k] = 1;
-  for (i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      usage(stdout);
-      return 0;
-    }
-    if (i + 1 >= argc && (!strcmp(argv[i], "-n") || !strcmp(argv[i], "--warmup") || !strcmp(argv[i], "--dim"))) {
-      fprintf(stderr, "error: %s needs a value\n", argv[i]);
-      return 2;
-    }
-    if (!strcmp(argv[i], "-n")) {
-      if (parse_count("-n", argv[++i], 1, &runs) != 0)
-        return 2;
-    } else if (!strcmp(argv[i], "--warmup")) {
-      if (parse_count("--warmup", argv[++i], 0, &warmup) != 0)
-        return 2;
-    } else if (!strcmp(argv[i], "--dim")) {
-      if (parse_dim(argv[++i], d, bound) != 0)
-        return 2;
-    } else {
-      fprintf(stderr, "error: unexpected argument '%s'\n", argv[i]);
-      usage(stderr);
-      return 2;
-    }
-  }
-
-)C";
-  c += shape_statements(m.inputs, m.symbols, "in_shape", "  ");
-  c += shape_statements(m.outputs, m.symbols, "out_shape", "  ");
-  c += R"C(  for (i = 0; i < NUM_INPUTS; ++i) {
-    int64_t n = numel(in_shape[i], input_ranks[i]);
-    if (n < 0) {
-      fprintf(stderr, "error: input '%s' (%s) has an invalid shape for these dims\n", input_names[i],
-              input_shapes[i]);
-      return 2;
-    }
-    in_data[i] = buffer_new((size_t)n * type_sizes[input_types[i]]);
-    fill(in_data[i], input_types[i], n);
-  }
-  for (j = 0; j < NUM_OUTPUTS; ++j) {
-    int64_t n = numel(out_shape[j], output_ranks[j]);
-    if (n < 0) {
-      fprintf(stderr, "error: output '%s' (%s) has an invalid shape for these dims\n", output_names[j],
-              output_shapes[j]);
-      return 2;
-    }
-    out_data[j] = buffer_new((size_t)n * type_sizes[output_types[j]]);
-  }
-)C";
-  c += "  workspace_bytes = " + m.name + "_workspace_size(" + dims_call(m) + ");\n";
-  c += R"C(  if (workspace_bytes < 0) {
-    fprintf(stderr, "error: invalid dims (the workspace size is %lld)\n", (long long)workspace_bytes);
-    return 2;
-  }
-  workspace = buffer_new((size_t)workspace_bytes);
-  times = (double *)malloc((size_t)runs * sizeof *times);
-  if (!times) {
-    fprintf(stderr, "error: out of memory\n");
-    return 2;
-  }
-  wall = now_ms();
-  for (r = 0; r < warmup + runs; ++r) {
-    double start = now_ms();
-)C";
-  c += "    status = " + run_call(m, "workspace") + ";\n";
-  c += "    if (status != 0) {\n      fprintf(stderr, \"error: " + m.name + "_run returned %d: %s\\n\", (int)status, " +
-       m.name + "_status_string(status));\n      return 1;\n    }\n";
-  c += R"C(    if (r >= warmup)
-      times[r - warmup] = now_ms() - start;
-    else
-      wall = now_ms();
-  }
-  wall = now_ms() - wall;
-  for (r = 0; r < runs; ++r)
-    sum += times[r];
-  qsort(times, (size_t)runs, sizeof *times, by_value);
-)C";
-  c += "  printf(\"" + m.name + ": %ld runs after %ld warmup\", runs, warmup);\n";
-  c += R"C(  for (k = 0; k < NUM_DIMS; ++k)
-    printf("%s %s=%lld", k ? "," : ";", dim_names[k], (long long)d[k]);
-  printf("\n");
-  printf("latency ms: p50 %.4f  p90 %.4f  p99 %.4f  (min %.4f, mean %.4f, max %.4f)\n", percentile(times, runs, 50),
-         percentile(times, runs, 90), percentile(times, runs, 99), times[0], sum / (double)runs, times[runs - 1]);
-  printf("throughput: %.1f runs/s\n", wall > 0 ? (double)runs / (wall / 1e3) : 0.0);
-  for (i = 0; i < NUM_INPUTS; ++i)
-    buffer_free(in_data[i]);
-  for (j = 0; j < NUM_OUTPUTS; ++j)
-    buffer_free(out_data[j]);
-  buffer_free(workspace);
-  free(times);
-  return 0;
-}
-)C";
+  std::string run = "    status = " + run_call(m, "workspace") + ";\n";
+  run += "    if (status != 0) {\n      fprintf(stderr, \"error: " + m.name + "_run returned %d: %s\\n\", (int)status, " +
+         m.name + "_status_string(status));\n      return 1;\n    }\n";
+  c += fill_template(kBenchMain,
+                     {{"SHAPES", shape_statements(m.inputs, m.symbols, "in_shape", "  ") +
+                                     shape_statements(m.outputs, m.symbols, "out_shape", "  ")},
+                      {"WORKSPACE_SIZE", "  workspace_bytes = " + m.name + "_workspace_size(" + dims_call(m) + ");\n"},
+                      {"RUN", run},
+                      {"HEADLINE", "  printf(\"" + m.name + ": %ld runs after %ld warmup\", runs, warmup);\n"}});
   return c;
 }
 

@@ -24,7 +24,10 @@ static json tensor_json(const ModelInterface::Tensor &t) {
     else
       shape.push_back(d.to_string());
   }
-  return json{{"name", t.name}, {"dtype", std::string(dtype_name(t.type.dtype))}, {"shape", shape}};
+  json out{{"name", t.name}, {"dtype", std::string(dtype_name(t.type.dtype))}, {"shape", shape}};
+  if (!t.source_name.empty() && t.source_name != t.name)
+    out["model_name"] = t.source_name; // the model's own name, before C mangling
+  return out;
 }
 
 static json files_json(const std::vector<ManifestFile> &files) {
@@ -34,31 +37,29 @@ static json files_json(const std::vector<ManifestFile> &files) {
   return out;
 }
 
-std::string emit_manifest(const CompiledModel &model, const ManifestInputs &info) {
-  const ModelInterface &m = model.interface;
+std::string emit_manifest(const ModelInterface &m, const ManifestInputs &info) {
+  const ManifestSection &s = info.section;
   json inputs = json::array(), outputs = json::array();
   for (const auto &t : m.inputs)
     inputs.push_back(tensor_json(t));
   for (const auto &t : m.outputs)
     outputs.push_back(tensor_json(t));
+  json status = json::object();
+  for (const StatusInfo &row : status_codes(s.gpu_status_codes))
+    status[std::to_string(static_cast<int32_t>(row.status))] = row.summary;
   json out;
-  out["manifest_version"] = 1;
+  out["manifest_version"] = kManifestVersion;
   out["name"] = m.name;
+  out["backend"] = s.backend;
   out["maxc_version"] = maxc_version();
   out["llvm_version"] = llvm_version();
-  out["target"] = {{"kind", "cpu"},
-                   {"triple", model.target.triple},
-                   {"cpu", model.target.cpu},
-                   {"cpu_requested", info.options.cpu},
-                   {"features", model.target.features},
-                   {"opt_level", model.target.opt_level}};
-  out["interface"] = {{"inputs", inputs},
-                      {"outputs", outputs},
-                      {"dims", m.symbols},
-                      {"entry_points",
-                       {m.name + "_run", m.name + "_run_packed", m.name + "_workspace_size", m.name + "_status_string",
-                        m.name + "_set_parallel_for"}},
-                      {"status_codes", {{"0", "ok"}, {"1", "null pointer"}, {"2", "invalid dim"}, {"3", "out of memory"}}}};
+  out["target"] = json::parse(s.target_json);
+  out["link"] = s.link;
+  out["interface"] = {{"inputs", inputs}, {"outputs", outputs}, {"dims", m.symbols}};
+  if (m.symbol_params != m.symbols)
+    out["interface"]["dim_params"] = m.symbol_params;
+  out["interface"]["entry_points"] = s.entry_points;
+  out["interface"]["status_codes"] = status;
   out["memory"] = {{"workspace_bytes_max", info.workspace_bytes}, {"weights_bytes", m.constant_bytes},
                    {"weights_mode", m.external_weights ? "external" : "embed"}};
   if (m.external_weights) {
@@ -66,10 +67,11 @@ std::string emit_manifest(const CompiledModel &model, const ManifestInputs &info
     std::snprintf(fnv, sizeof fnv, "%016llx", static_cast<unsigned long long>(m.weights_blob_fnv1a));
     out["memory"]["weights_blob_bytes"] = m.weights_blob_bytes;
     out["memory"]["weights_blob_fnv1a"] = fnv;
-    out["interface"]["entry_points"].push_back(m.name + "_set_weights");
   }
   out["subgraphs"] = {{"definitions", m.subgraph_definitions}, {"calls", m.subgraph_calls}};
   out["kernels"] = info.kernels;
+  if (!s.extra_key.empty())
+    out[s.extra_key] = json::parse(s.extra_json);
   if (!info.stage_ms.empty()) {
     json stages = json::object();
     for (const auto &[stage, ms] : info.stage_ms)

@@ -2,6 +2,7 @@
 // compile): the optimization pipeline and object/assembly/IR emission.
 #include "maxc/Codegen/ObjectEmitter.h"
 
+#include "EntryPointUtil.h"
 #include "maxc/Support/Error.h"
 
 #include <llvm/ADT/SmallVector.h>
@@ -23,15 +24,6 @@ namespace maxc {
 
 namespace {
 
-/// Invalid IR makes LLVM's passes crash or abort: check it first.
-void verify(const llvm::Module &module, const char *when) {
-  std::string message;
-  llvm::raw_string_ostream os(message);
-  if (llvm::verifyModule(module, &os)) {
-    os.flush();
-    throw Error(ErrorCode::Internal, std::string("invalid LLVM IR ") + when + ": " + message);
-  }
-}
 
 /// Sets the module's triple and data layout to the target's, or checks that
 /// they already are (a module optimized for one target must not be emitted
@@ -64,7 +56,7 @@ llvm::OptimizationLevel optimization_level(int opt_level) {
 void optimize_module(llvm::Module &module, const CpuTarget &target) {
   std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(target);
   bind_to_target(module, *tm);
-  verify(module, "before optimization");
+  codegen::verify_module(module, "before optimization");
 
   llvm::PipelineTuningOptions pto;
   pto.LoopUnrolling = target.opt_level >= 1;
@@ -98,7 +90,7 @@ std::string emit_module(const llvm::Module &module, const CpuTarget &target, Out
   // Codegen mutates the module: work on a copy so `module` stays usable.
   std::unique_ptr<llvm::Module> clone = llvm::CloneModule(module);
   bind_to_target(*clone, *tm);
-  verify(*clone, "before emission");
+  codegen::verify_module(*clone, "before emission");
 
   if (kind == OutputKind::llvm_ir) {
     std::string text;

@@ -1,78 +1,85 @@
+// SHA-256 through OpenSSL's EVP interface (libcrypto picks SHA-NI or AVX2
+// code where the CPU has them: several times the speed of a portable
+// implementation, and maintained).
 #include "maxc/Support/Sha256.h"
 
-#include <cstdint>
+#include "maxc/Support/Error.h"
+
+#include <openssl/evp.h>
+
+#include <cerrno>
 #include <cstdio>
-#include <vector>
+#include <cstring>
+#include <fcntl.h>
+#include <memory>
+#include <unistd.h>
 
 namespace maxc {
 
 namespace {
 
-constexpr uint32_t kRound[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-void compress(uint32_t h[8], const unsigned char *block) {
-  uint32_t w[64];
-  for (int i = 0; i < 16; ++i)
-    w[i] = uint32_t(block[4 * i]) << 24 | uint32_t(block[4 * i + 1]) << 16 | uint32_t(block[4 * i + 2]) << 8 |
-           uint32_t(block[4 * i + 3]);
-  for (int i = 16; i < 64; ++i) {
-    uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-    uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+struct DigestContext {
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX *)> ctx{EVP_MD_CTX_new(), EVP_MD_CTX_free};
+  DigestContext() {
+    if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
+      throw Error(ErrorCode::Internal, "libcrypto cannot start a SHA-256 digest");
   }
-  uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
-  for (int i = 0; i < 64; ++i) {
-    uint32_t t1 = k + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kRound[i] + w[i];
-    uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-    k = g;
-    g = f;
-    f = e;
-    e = d + t1;
-    d = c;
-    c = b;
-    b = a;
-    a = t1 + t2;
+  void update(const void *data, size_t size) {
+    if (size && EVP_DigestUpdate(ctx.get(), data, size) != 1)
+      throw Error(ErrorCode::Internal, "libcrypto SHA-256 update failed");
   }
-  h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += k;
-}
+  std::string hex() {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int length = 0;
+    if (EVP_DigestFinal_ex(ctx.get(), digest, &length) != 1)
+      throw Error(ErrorCode::Internal, "libcrypto SHA-256 final failed");
+    char out[2 * EVP_MAX_MD_SIZE + 1];
+    for (unsigned i = 0; i < length; ++i)
+      std::snprintf(out + 2 * i, 3, "%02x", digest[i]);
+    return std::string(out, 2 * length);
+  }
+};
 
 } // namespace
+
+std::string sha256_hex(std::string_view data) {
+  DigestContext d;
+  d.update(data.data(), data.size());
+  return d.hex();
+}
+
+std::string sha256_file_hex(const std::string &path, uint64_t *bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    throw Error(ErrorCode::FileNotReadable, std::string("cannot open: ") + std::strerror(errno), path);
+  DigestContext d;
+  std::unique_ptr<char[]> buffer(new char[1 << 20]);
+  uint64_t total = 0;
+  for (;;) {
+    ssize_t n = ::read(fd, buffer.get(), 1 << 20);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      throw Error(ErrorCode::FileNotReadable, std::string("cannot read: ") + std::strerror(e), path);
+    }
+    if (n == 0)
+      break;
+    d.update(buffer.get(), static_cast<size_t>(n));
+    total += static_cast<uint64_t>(n);
+  }
+  ::close(fd);
+  if (bytes)
+    *bytes = total;
+  return d.hex();
+}
 
 uint64_t fnv1a64(std::string_view data) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : data)
     h = (h ^ c) * 1099511628211ull;
   return h;
-}
-
-std::string sha256_hex(std::string_view data) {
-  uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  size_t full = data.size() / 64 * 64;
-  for (size_t i = 0; i < full; i += 64)
-    compress(h, reinterpret_cast<const unsigned char *>(data.data()) + i);
-  std::vector<unsigned char> tail(data.begin() + static_cast<long>(full), data.end());
-  tail.push_back(0x80);
-  while (tail.size() % 64 != 56)
-    tail.push_back(0);
-  uint64_t bits = static_cast<uint64_t>(data.size()) * 8;
-  for (int i = 7; i >= 0; --i)
-    tail.push_back(static_cast<unsigned char>(bits >> (8 * i)));
-  for (size_t i = 0; i < tail.size(); i += 64)
-    compress(h, tail.data() + i);
-  char out[65];
-  for (int i = 0; i < 8; ++i)
-    std::snprintf(out + 8 * i, 9, "%08x", h[i]);
-  return std::string(out, 64);
 }
 
 } // namespace maxc

@@ -882,12 +882,13 @@ def targets(ctx):
     out = r.stdout
     for word in ["x86_64-linux-gnu", "aarch64-linux-gnu", "znver4", "skylake-avx512", "x86-64-v3", "neoverse-v2"]:
         expect(re.search(r"(^|\s)%s(\s|$)" % re.escape(word), out, re.M) is not None, "%s not listed" % word, r)
-    heading = "gpu (not yet supported by maxc compile)"
+    heading = "amdgpu (maxc compile --gpu"
     expect_in(heading, out, "targets", r)
+    expect("planned" not in out and "not yet supported" not in out, "the GPU backend works: no 'planned' text", r)
     gpu_part = out[out.index(heading):]
     for chip, alias in [("gfx90a", "mi250x"), ("gfx942", "mi300x"), ("gfx1100", "rx7900xtx")]:
-        expect(chip in gpu_part and alias in gpu_part, "%s (%s) should be under the gpu heading" % (chip, alias), r)
-        expect(chip not in out[:out.index(heading)], "%s is listed among the supported targets" % chip, r)
+        expect(chip in gpu_part and alias in gpu_part, "%s (%s) should be under the amdgpu heading" % (chip, alias), r)
+    expect_in("amdgpu-emu", out, "targets lists every registered backend", r)
     r = ctx.run(["targets", "--json"], rc=0)
     doc = parse_json(r.stdout, "targets --json", r)
     arches = {c["arch"]: c for c in doc["cpu"]}
@@ -895,11 +896,15 @@ def targets(ctx):
     expect("znver4" in arches["x86_64"]["cpus"] and "x86_64-linux-gnu" in arches["x86_64"]["triples"],
            "x86_64 should list znver4 and x86_64-linux-gnu", r)
     expect("cortex-a72" in arches["aarch64"]["cpus"], "aarch64 should list cortex-a72", r)
-    expect(doc["gpu"]["supported"] is False, "gpu should say supported: false", r)
+    expect(doc["gpu"]["supported"] is True, "gpu should say supported: true", r)
     aliases = {t["chip"]: t["aliases"] for t in doc["gpu"]["targets"]}
     expect(aliases == {"gfx90a": ["mi250x"], "gfx942": ["mi300x"], "gfx1100": ["rx7900xtx"]},
            "unexpected gpu targets %s" % aliases, r)
-    expect(all(t["supported"] is False for t in doc["gpu"]["targets"]), "no gpu target is supported yet", r)
+    expect([b["name"] for b in doc["backends"]] == ["cpu", "amdgpu", "amdgpu-emu"],
+           "backends come from the registry: %s" % [b["name"] for b in doc["backends"]], r)
+    # A listed GPU is one compile accepts.
+    ctx.run(["-q", "compile", ctx.example("mlp"), "--gpu", "mi300x", "--emit", "header", "-o",
+             ctx.path("mlp_gpu.o")], rc=0)
     # A listed CPU is one compile accepts.
     ctx.run(["-q", "compile", ctx.example("mlp"), "--cpu", "znver4", "-O0", "--emit", "header", "-o",
              ctx.path("mlp.o")], rc=0)
@@ -1076,6 +1081,325 @@ def compile_harness(ctx):
     expect_in("batch=4", r.stdout, "bench output", r)
     run_program(["./mlp_bench", "--dim", "seq=4"], ctx.tmp, rc=2)
     run_program(["./mlp_bench", "-n", "0"], ctx.tmp, rc=2)
+
+
+def snapshot(directory):
+    """{name: (bytes, mtime_ns)} of every file in DIRECTORY."""
+    out = {}
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                out[name] = (f.read(), os.stat(path).st_mtime_ns)
+    return out
+
+
+@case
+def compile_keeps_previous_outputs(ctx):
+    """A failing compile (bad -MF directory, a directory where the header goes,
+    an unwritable directory) leaves the previous good outputs as they were and
+    no temp files behind."""
+    out = ctx.path("out")
+    compile_mlp(ctx, "out")
+    before = snapshot(out)
+    expect(sorted(before) == ["mlp.h", "mlp.manifest.json", "mlp.o"], "first compile wrote %s" % sorted(before))
+    args = ["compile", ctx.example("mlp"), "--weights", ctx.weights("mlp"), "-o", os.path.join(out, "mlp.o"),
+            "--cpu", "x86-64"]  # another CPU: the new object would differ
+    r = ctx.run(args + ["-MF", ctx.path("missing", "mlp.d")], rc=1)
+    expect_in("E0407", r.stderr, "a bad -MF directory", r)
+    expect(snapshot(out) == before, "a failed compile changed the previous outputs: %s" % listing(out), r)
+    # The header path is a directory: nothing changes, nothing is deleted.
+    other = ctx.path("other")
+    os.makedirs(os.path.join(other, "mlp.h"))
+    compile_mlp(ctx, "other", extra=["--emit", "obj,manifest"])
+    before_other = snapshot(other)
+    r = ctx.run(["compile", ctx.example("mlp"), "--weights", ctx.weights("mlp"), "-o",
+                 os.path.join(other, "mlp.o"), "--cpu", "x86-64"], rc=1)
+    expect_in("is a directory", r.stderr, "a directory where the header goes", r)
+    expect(snapshot(other) == before_other and os.path.isdir(os.path.join(other, "mlp.h")),
+           "a failed compile changed %s" % listing(other), r)
+    # A read-only directory (root ignores permissions: checked as a user only).
+    if os.geteuid() != 0:
+        os.chmod(out, 0o555)
+        try:
+            r = ctx.run(args, rc=1)
+            expect_in("E0407", r.stderr, "a read-only directory", r)
+            expect(snapshot(out) == before, "a read-only directory's files changed", r)
+        finally:
+            os.chmod(out, 0o755)
+    # A good compile replaces them all.
+    ctx.run(args + ["-q"], rc=0)
+    after = snapshot(out)
+    expect(sorted(after) == sorted(before) and after["mlp.o"][0] != before["mlp.o"][0],
+           "the good compile should replace the object: %s" % listing(out))
+
+
+@case
+def compile_refuses_to_overwrite_inputs(ctx):
+    """-o naming the model, the weights or another output of the same command
+    is refused (by device and inode, so another spelling or a hard link is
+    caught too); -o "" is an error; init-weights -o MODEL is refused."""
+    model = ctx.path("model.json")
+    shutil.copy(ctx.example("mlp"), model)
+    weights = ctx.path("w.safetensors")
+    shutil.copy(ctx.weights("mlp"), weights)
+    original = snapshot(ctx.tmp)
+    base = ["compile", model, "--weights", weights]
+    for target in [model, "./model.json", weights, ctx.path(".", "w.safetensors")]:
+        r = ctx.run(base + ["-o", target, "--emit", "obj"], rc=1)
+        expect_in("would overwrite the input", r.stderr, "-o %s" % target, r)
+    os.link(model, ctx.path("alias.o"))
+    r = ctx.run(base + ["-o", "alias.o", "--emit", "obj"], rc=1)
+    expect_in("would overwrite the input", r.stderr, "a hard link to the model", r)
+    os.unlink(ctx.path("alias.o"))
+    # The object and the header would be the same file.
+    r = ctx.run(base + ["-o", "mlp.h"], rc=1)
+    expect_in("are the same file", r.stderr, "-o mlp.h", r)
+    r = ctx.run(base + ["-o", "mlp.o", "-MF", "mlp.h"], rc=1)
+    expect_in("are the same file", r.stderr, "-MF mlp.h", r)
+    r = ctx.run(base + ["-o", ""], rc=1)
+    expect_in("output path is empty", r.stderr, '-o ""', r)
+    r = ctx.run(["init-weights", model, "-o", model], rc=1)
+    expect_in("would overwrite the input", r.stderr, "init-weights -o MODEL", r)
+    expect(snapshot(ctx.tmp) == original, "a refused command changed files: %s" % listing(ctx.tmp))
+    # A character device is written through, never replaced.
+    ctx.run(base + ["-q", "-o", "/dev/null", "--emit", "obj"], rc=0)
+    expect(os.path.exists("/dev/null") and not os.path.isfile("/dev/null"), "/dev/null was replaced")
+    # A symlinked output: the file it points to is replaced, the link stays.
+    os.makedirs(ctx.path("real"))
+    os.symlink(ctx.path("real", "target.o"), ctx.path("link.o"))
+    with open(ctx.path("real", "target.o"), "w") as f:
+        f.write("old")
+    ctx.run(base + ["-q", "-o", "link.o", "--emit", "obj"], rc=0)
+    expect(os.path.islink(ctx.path("link.o")), "the symlink was replaced by a file")
+    with open(ctx.path("real", "target.o"), "rb") as f:
+        expect(f.read(4) == b"\x7fELF", "the symlink's target should hold the new object")
+
+
+@case
+def compile_flags_on_every_backend(ctx):
+    """Every compile flag works with --gpu too, or is refused with a clear
+    error: never silently ignored."""
+    model = ctx.path("my model.json")  # a space, for the depfile
+    shutil.copy(ctx.example("mlp"), model)
+    gpu = ["compile", model, "--weights", ctx.weights("mlp"), "--gpu", "gfx942", "--cpu", "x86-64"]
+    r = ctx.run(gpu + ["--weights-mode", "external"], rc=1)
+    expect_in("--weights-mode external is not supported with --gpu yet", r.stderr, "stderr", r)
+    r = ctx.run(gpu + ["--threads", "4"], rc=1)
+    expect_in("--threads", r.stderr, "stderr", r)
+    r = ctx.run(gpu + ["--emit", "obj,asm"], rc=1)
+    expect_in("unknown artifact 'asm' with the amdgpu backend", r.stderr, "stderr", r)
+    r = ctx.run(["compile", model, "--weights", ctx.weights("mlp"), "--code-object-version", "5"], rc=1)
+    expect_in("--code-object-version applies to --gpu only", r.stderr, "stderr", r)
+    r = ctx.run(gpu + ["-o", "g.o", "--emit", "obj,header,hsaco", "--print-outputs"], rc=0)
+    expect(r.stdout.split() == ["g.o", "mlp.h", "mlp.gfx942.hsaco"], "--print-outputs with --gpu", r)
+    expect(listing(ctx.tmp) == ["my model.json"], "--print-outputs wrote files: %s" % listing(ctx.tmp), r)
+    r = ctx.run(gpu + ["-o", "g.o", "--time-passes", "--verify-reproducible", "--manifest-timings", "-MD"], rc=0)
+    for step in ["load", "decompose", "plan", "backend", "verify-reproducible", "artifacts", "write",
+                 "hsaco gfx942", "total"]:
+        expect(re.search(r"^\s+%s\s+[0-9.]+ ms" % re.escape(step), r.stderr, re.M) is not None,
+               "--time-passes should time %r" % step, r)
+    manifest = parse_json(open(ctx.path("mlp.manifest.json")).read(), "the GPU manifest")
+    expect("backend" in manifest.get("compile_time_ms", {}), "--manifest-timings with --gpu: %s" % manifest.keys())
+    with open(ctx.path("g.o.d")) as f:
+        dep = f.read()
+    expect("my\\ model.json" in dep, "the depfile should escape the space: %r" % dep)
+
+
+
+def manifest_validator(ctx):
+    sys.path.insert(0, os.path.join(ctx.source_dir, "test", "schema"))
+    import validate_examples  # noqa: E402  (the standard-library JSON Schema subset validator)
+    with open(os.path.join(ctx.source_dir, "docs", "manifest.schema.json")) as f:
+        return validate_examples.Validator(json.load(f))
+
+
+@case
+def manifest_schema(ctx):
+    """Every backend's manifest matches docs/manifest.schema.json (one schema,
+    manifest_version 2); inspect and diff read the CPU and GPU ones alike."""
+    validator = manifest_validator(ctx)
+    cpu = compile_mlp(ctx, "cpu", extra=["--cpu", "x86-64"])
+    ext = compile_mlp(ctx, "ext", extra=["--cpu", "x86-64", "--weights-mode", "external", "--manifest-timings"])
+    gpu = compile_mlp(ctx, "gpu", extra=["--cpu", "x86-64", "--gpu", "gfx90a,gfx942"])
+    gpu1 = compile_mlp(ctx, "gpu1", extra=["--cpu", "x86-64", "--gpu", "gfx942"])
+    docs = {}
+    for path in [cpu, ext, gpu, gpu1]:
+        doc = parse_json(open(path).read(), path)
+        errors = validator.errors(doc)
+        expect(not errors, "%s does not match docs/manifest.schema.json: %s" % (path, errors))
+        expect(doc["manifest_version"] == 2, "manifest_version: %s" % doc["manifest_version"])
+        docs[path] = doc
+    expect(docs[cpu]["backend"] == "cpu" and docs[gpu]["backend"] == "amdgpu", "backends")
+    expect(docs[cpu]["kernels"] == docs[gpu]["kernels"], "one plan: the same kernels listed for both backends")
+    expect(docs[gpu]["interface"]["status_codes"]["6"] == "no device", "the GPU status codes come from one table")
+    # A broken manifest is caught by the schema (it can fail).
+    bad = dict(docs[gpu], backend="tpu")
+    expect(validator.errors(bad), "the schema should reject backend 'tpu'")
+    # inspect on the GPU manifest, header and object.
+    r = ctx.run(["inspect", gpu], rc=0)
+    for text in ["AMD GPU gfx90a gfx942", "mlp_init", "mlp_context *ctx", "-lamdhip64", "code object: gfx942"]:
+        expect_in(text, r.stdout, "inspect GPU manifest", r)
+    m = parse_json(ctx.run(["inspect", gpu, "--json"], rc=0).stdout, "inspect --json")
+    expect(m["backend"] == "amdgpu" and [g["arch"] for g in m["gpu"]] == ["gfx90a", "gfx942"], "inspect --json gpu")
+    h = parse_json(ctx.run(["inspect", ctx.path("gpu", "mlp.h"), "--json"], rc=0).stdout, "inspect header --json")
+    expect(h["backend"] == "amdgpu" and h["run_prototype"] == m["run_prototype"],
+           "GPU header and manifest agree: %s vs %s" % (h["run_prototype"], m["run_prototype"]))
+    expect("mlp_init" in h["entry_points"], "GPU header entry points: %s" % h["entry_points"])
+    o = parse_json(ctx.run(["inspect", ctx.path("gpu", "mlp.o"), "--json"], rc=0).stdout, "inspect object --json")
+    expect(o["models"][0]["backend"] == "amdgpu" and o["models"][0]["manifest"]["lists_this_object"] is True,
+           "GPU object: %s" % o["models"][0])
+    # diff: GPU vs GPU (an arch dropped is breaking), CPU vs GPU (another backend).
+    r = ctx.run(["diff", gpu, gpu], rc=0)
+    expect_in("unchanged", r.stdout, "diff GPU GPU", r)
+    d = parse_json(ctx.run(["diff", gpu, gpu1, "--json"], rc=3).stdout, "diff --json")
+    expect([(x["kind"], x["subject"]) for x in d["breaking"]] == [("gpu_arch_removed", "gfx90a")],
+           "dropping gfx90a: %s" % d["breaking"])
+    d = parse_json(ctx.run(["diff", gpu1, gpu, "--json"], rc=0).stdout, "diff --json")
+    expect(any(x["kind"] == "gpu_arch_added" for x in d["non_breaking"]), "adding gfx90a: %s" % d["non_breaking"])
+    d = parse_json(ctx.run(["diff", cpu, gpu, "--json"], rc=3).stdout, "diff --json")
+    expect(any(x["kind"] == "backend" for x in d["breaking"]), "cpu -> amdgpu is breaking: %s" % d["breaking"])
+
+
+ADVERSARIAL_NAMES = ["int", "NULL", "x", "X", "workspace", "batch", "errno", "ctx", "stream", "class", "_Reserved",
+                     "int64_t", "x_2", "stdin", "h.0", "h-0", "a__b", "b_", "template", "I", "EOF", "INT64_MAX"]
+
+
+def adversarial_model(ctx):
+    """A model whose inputs, outputs and dims are named like C/C++ keywords,
+    libc macros, maxc's own parameters, each other (x, X) and each other's dims."""
+    dims = ["int", "workspace", "stdin", "batch", "X"]
+    inputs = [{"name": n, "dtype": "f32", "shape": [dims[i % len(dims)], 4]} for i, n in enumerate(ADVERSARIAL_NAMES)]
+    outputs = ["stdout", "X_2", "delete", "assert", "main", "NULL_v"]
+    main = [{out: ["add", ADVERSARIAL_NAMES[i], ADVERSARIAL_NAMES[i]]} for i, out in enumerate(outputs)]
+    doc = {"maxc": 1, "name": "adv", "inputs": inputs, "outputs": outputs, "main": main}
+    return write_json(ctx.path("adv.json"), doc)
+
+
+HEADER_USER = """#include <stdio.h>
+#include <stdlib.h>
+#include <errno.h>
+#include <stdint.h>
+#include <math.h>
+#include "%s"
+int main(void) { return 0; }
+"""
+
+
+@case
+def generated_headers_compile(ctx):
+    """Every generated header (CPU and GPU) compiles with -std=c89 -pedantic
+    -Werror after the C library's headers, and as C++, whatever the model's
+    names; the manifest keeps the model's own names."""
+    model = adversarial_model(ctx)
+    ctx.run(["-q", "compile", model, "-o", ctx.path("adv.o")], rc=0)
+    os.makedirs(ctx.path("gpu"))
+    ctx.run(["-q", "compile", model, "-o", ctx.path("gpu", "adv.o"), "--gpu", "gfx942", "--emit", "header,manifest"],
+            rc=0)
+    os.makedirs(ctx.path("ext"))
+    ctx.run(["-q", "compile", model, "-o", ctx.path("ext", "adv.o"), "--weights-mode", "external"], rc=0)
+    os.makedirs(ctx.path("mlp"))
+    ctx.run(["-q", "compile", ctx.example("mlp"), "--weights", ctx.weights("mlp"), "-o", ctx.path("mlp", "mlp.o"),
+             "--emit", "header"], rc=0)
+    cc = c_compiler()
+    cxx = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    for header in [ctx.path("adv.h"), ctx.path("gpu", "adv.h"), ctx.path("ext", "adv.h"), ctx.path("mlp", "mlp.h")]:
+        with open(ctx.path("use.c"), "w") as f:
+            f.write(HEADER_USER % header)
+        run_program([cc, "-std=c89", "-pedantic", "-Werror", "-Wall", "-Wextra", "-c", "use.c", "-o", "use.o"],
+                    ctx.tmp, rc=0)
+        if cxx:
+            shutil.copy(ctx.path("use.c"), ctx.path("use.cpp"))
+            run_program([cxx, "-std=c++17", "-pedantic", "-Werror", "-Wall", "-Wextra", "-c", "use.cpp", "-o",
+                         "use.o"], ctx.tmp, rc=0)
+    doc = parse_json(open(ctx.path("adv.manifest.json")).read(), "manifest")
+    names = [t["name"] for t in doc["interface"]["inputs"]]
+    expect(len(set(n.upper() for n in names)) == len(names), "C names must differ case-insensitively: %s" % names)
+    expect(all(re.match(r"^[A-Za-z][A-Za-z0-9_]*$", n) and "__" not in n and not n.endswith("_") for n in names),
+           "C names: %s" % names)
+    sources = [t.get("model_name", t["name"]) for t in doc["interface"]["inputs"]]
+    expect(sources == ADVERSARIAL_NAMES, "the manifest keeps the model's names: %s" % sources)
+    expect(set(doc["interface"]["dims"]) == {"int", "workspace", "stdin", "batch", "X"}, "dims keep their names")
+    params = doc["interface"]["dim_params"]
+    expect(not set(params) & set(names), "dim parameters must not collide with inputs: %s %s" % (params, names))
+    # Deterministic.
+    with open(ctx.path("adv.h")) as f:
+        first = f.read()
+    ctx.run(["-q", "compile", model, "-o", ctx.path("adv.o")], rc=0)
+    with open(ctx.path("adv.h")) as f:
+        expect(f.read() == first, "the mangled header differs between two compiles")
+
+
+WORKSPACE_PROGRAM = r"""
+#include "ws.h"
+#include <stdio.h>
+#include <stdint.h>
+static float x[4 * 4], y[4 * 4], s[4 * 4];
+int main(void) {
+  int64_t big = (int64_t)1 << 31, huge = INT64_MAX;
+  int bad = 0;
+  int64_t cases[][2] = {{big, big}, {huge, 1}, {-1, 1}, {(int64_t)1 << 41, 1}, {(int64_t)1 << 40, (int64_t)1 << 40}};
+  size_t i;
+  for (i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    int64_t size = ws_workspace_size(cases[i][0], cases[i][1]);
+    int32_t status = ws_run(x, y, s, cases[i][0], cases[i][1], NULL);
+    printf("a=%lld b=%lld: workspace_size %lld, run %d\n", (long long)cases[i][0], (long long)cases[i][1],
+           (long long)size, (int)status);
+    if (size != -1 || status != WS_ERROR_INVALID_DIM) bad = 1;
+  }
+  if (ws_workspace_size(4, 4) <= 0 || ws_run(x, y, s, 4, 4, NULL) != WS_OK) bad = 1;
+  return bad;
+}
+"""
+
+
+@case
+def workspace_size_rejects_what_run_rejects(ctx):
+    """NAME_workspace_size returns -1 exactly where NAME_run reports
+    INVALID_DIM: negative or huge dims, and dims whose workspace size
+    overflows int64 (2^31 x 2^31 for a*b terms)."""
+    doc = {"maxc": 1, "name": "ws",
+           "inputs": [{"name": "x", "dtype": "f32", "shape": ["a", 4]}, {"name": "y", "dtype": "f32", "shape": [4, "b"]}],
+           "outputs": ["s"], "main": [{"z": ["matmul", "x", "y"]}, {"s": ["softmax", "z", {"axis": -1}]}]}
+    model = write_json(ctx.path("ws.json"), doc)
+    ctx.run(["-q", "compile", model, "-o", ctx.path("ws.o")], rc=0)
+    with open(ctx.path("ws.h")) as f:
+        expect_in("-1 for dims", f.read(), "the header documents the error value")
+    with open(ctx.path("main.c"), "w") as f:
+        f.write(WORKSPACE_PROGRAM)
+    run_program([c_compiler(), "-std=c99", "-Wall", "main.c", "ws.o", "-lm", "-o", "main"], ctx.tmp, rc=0)
+    r = run_program([ctx.path("main")], ctx.tmp)
+    expect(r.returncode == 0, "workspace_size and run disagree", r)
+
+
+@case
+def harness_templates_are_c(ctx):
+    """The harnesses' C lives in lib/Codegen/templates/*.c (embedded at build
+    time): every template's text is in the generated harnesses, which compile
+    as C99 with -pedantic -Wall -Wextra -Werror; the prelude compiles alone."""
+    templates = os.path.join(ctx.source_dir, "lib", "Codegen", "templates")
+    names = sorted(f for f in os.listdir(templates) if f.endswith(".c"))
+    expect(len(names) >= 7, "expected the harness templates in %s: %s" % (templates, names))
+    cc = c_compiler()
+    generated = ""
+    for model in ["mlp", "gpt"]:
+        ctx.run(["-q", "compile", ctx.example(model), "--weights", ctx.weights(model), "-o", ctx.path(model + ".o"),
+                 "--emit", "test-harness,bench-harness"], rc=0)
+        for prog in [model + "_test.c", model + "_bench.c"]:
+            run_program([cc, "-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-c", prog, "-o", "x.o"],
+                        ctx.tmp, rc=0)
+            with open(ctx.path(prog)) as f:
+                generated += f.read()
+    for name in names:
+        with open(os.path.join(templates, name)) as f:
+            text = f.read()
+        start = text.index('R"maxc(")\n#endif\n') + len('R"maxc(")\n#endif\n')
+        end = text.index('#ifdef MAXC_EMBED\n")maxc"')
+        # main() templates have /*@KEY@*/ where model-specific statements go.
+        for part in re.split(r"/\*@[A-Z_]+@\*/", text[start:end]):
+            expect(part.strip("\n") in generated, "%s is not what the harnesses contain" % name)
+    run_program([cc, "-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
+                 os.path.join(templates, "harness_prelude.c")], ctx.tmp, rc=0)
 
 
 def main():

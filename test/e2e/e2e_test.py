@@ -544,9 +544,9 @@ int main(void) {
   int32_t s = %(name)s_init(&ctx);
   printf("init: %%d (%%s)\n", (int)s, %(name)s_status_string(s));
   if (ctx != NULL) { printf("context not cleared\n"); return 1; }
-  if (%(name)s_run_packed(NULL, NULL, NULL, NULL, NULL) != %(name)s_NULL_POINTER) { printf("null ctx\n"); return 1; }
+  if (%(name)s_run_packed(NULL, NULL, NULL, NULL, NULL) != %(NAME)s_ERROR_NULL_POINTER) { printf("null ctx\n"); return 1; }
   %(name)s_destroy(NULL);
-  return s == %(name)s_NO_DEVICE ? 0 : 1;
+  return s == %(NAME)s_ERROR_NO_DEVICE ? 0 : 1;
 }
 """
 
@@ -582,7 +582,7 @@ def gpu_artifact(ctx):
             expect(manifest["subgraphs"]["definitions"] == 1, "gpt: %s" % manifest["subgraphs"])
         src = os.path.join(out, "app.c")
         with open(src, "w") as f:
-            f.write(NO_DEVICE_PROGRAM % {"name": name})
+            f.write(NO_DEVICE_PROGRAM % {"name": name, "NAME": name.upper()})
         app = os.path.join(out, "app")
         run_command(["cc", "-I", out, src, os.path.join(out, name + ".o"), "-lamdhip64", "-o", app], out, rc=0)
         r = run_command([app], out, rc=0)

@@ -56,6 +56,7 @@ struct CompileCommandOptions {
   std::string model;
   std::string weights;
   std::string output;          // OUT.o
+  bool output_given = false;   // -o given (-o "" is an error)
   std::string name;            // C symbol prefix; default: the model's name
   std::string target;          // triple
   std::string cpu = "native";
@@ -70,11 +71,10 @@ struct CompileCommandOptions {
   bool depfile = false;        // -MD
   std::string depfile_path;    // -MF (default: OUT.o.d)
   std::string gpu;             // --gpu gfx90a,gfx942: an AMD GPU artifact instead of a CPU one
-  int code_object_version = 5;
+  int code_object_version = 0; // 0 = not given (5 with --gpu)
 };
+/// `maxc compile`, with or without --gpu: the lib/Driver pipeline.
 int run_compile(const GlobalOptions &global, const CompileCommandOptions &options);
-/// `maxc compile --gpu ...` (CompileGpuCommand.cpp).
-int run_compile_gpu(const GlobalOptions &global, const CompileCommandOptions &options);
 
 struct InitWeightsOptions {
   std::string model;
@@ -85,7 +85,7 @@ int run_init_weights(const GlobalOptions &global, const InitWeightsOptions &opti
 
 int run_ops(const GlobalOptions &global, bool json);
 
-/// maxc targets: the CPU targets `maxc compile` accepts, and the planned GPU ones.
+/// maxc targets: every registered backend's targets (lib/Driver).
 int run_targets(const GlobalOptions &global, bool json);
 
 struct InspectOptions {

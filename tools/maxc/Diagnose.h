@@ -3,7 +3,7 @@
 
 #include "Commands.h"
 
-#include "maxc/Codegen/ModelCompiler.h"
+#include "maxc/Codegen/ModelAbi.h"
 #include "maxc/Support/Diagnostics.h"
 
 #include <nlohmann/json_fwd.hpp>

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <set>
 
 namespace maxc::cli {
 
@@ -215,7 +216,28 @@ Report compare(const json &da, const ModelInterface &a, const json &db, const Mo
                                "symbolic dims " + join(a.symbols) + " -> " + join(b.symbols) +
                                    " (the run's int64_t arguments change)"});
 
+  // The backend decides the calling convention (host or device pointers, a
+  // context): changing it breaks every caller. A GPU arch dropped breaks
+  // the programs running on it; one added does not.
+  std::string backend_a = da.value("backend", std::string("cpu")), backend_b = db.value("backend", std::string("cpu"));
+  if (backend_a != backend_b)
+    report.breaking.push_back({"backend", "backend", backend_a, backend_b,
+                               "backend " + backend_a + " -> " + backend_b + " (another calling convention)"});
   const json ta = at(da, "target"), tb = at(db, "target");
+  {
+    std::set<std::string> arches_a, arches_b;
+    for (const auto &[arches, t] : {std::pair<std::set<std::string> *, json>{&arches_a, ta}, {&arches_b, tb}})
+      if (t.is_object() && t.contains("arches") && t["arches"].is_array())
+        for (const json &x : t["arches"])
+          if (x.is_string())
+            arches->insert(x.get<std::string>());
+    for (const std::string &x : arches_a)
+      if (!arches_b.count(x))
+        report.breaking.push_back({"gpu_arch_removed", x, x, "", "GPU architecture " + x + " removed"});
+    for (const std::string &x : arches_b)
+      if (!arches_a.count(x))
+        report.notes.push_back({"gpu_arch_added", x, "", x, "GPU architecture " + x + " added"});
+  }
   note_field(report, at(ta, "triple"), at(tb, "triple"), "target_triple", "triple",
              "target triple (objects for different triples do not link together)");
   note_field(report, at(ta, "cpu"), at(tb, "cpu"), "target_cpu", "cpu", "target cpu");

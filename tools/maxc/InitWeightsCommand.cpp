@@ -3,6 +3,8 @@
 // seed and its qualified name, so adding a layer does not change the others.
 #include "Diagnose.h"
 
+#include "maxc/Driver/ArtifactWriter.h"
+
 #include "maxc/Frontend/ModelLoader.h"
 #include "maxc/Frontend/Safetensors.h"
 
@@ -72,9 +74,16 @@ int run_init_weights(const GlobalOptions &global, const InitWeightsOptions &opti
     bytes += tensors.at(spec.name).nbytes();
   }
   try {
-    write_safetensors(options.output, tensors,
-                      {{"generator", "maxc init-weights"}, {"seed", std::to_string(options.seed)},
-                       {"model", model.graph->name()}});
+    // Never over the model (or anything else it read): ArtifactWriter checks.
+    driver::ArtifactWriter writer;
+    writer.add_input(options.model);
+    for (const std::string &f : model.files_read)
+      writer.add_input(f);
+    writer.add("weights", options.output,
+               serialize_safetensors(tensors, {{"generator", "maxc init-weights"},
+                                               {"seed", std::to_string(options.seed)},
+                                               {"model", model.graph->name()}}));
+    writer.commit();
   } catch (const Error &e) {
     diagnostics.error(e, options.output, "");
   }

@@ -33,7 +33,9 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-const char *const kEntrySuffixes[] = {"_run", "_run_packed", "_workspace_size", "_status_string", "_set_parallel_for"};
+const char *const kEntrySuffixes[] = {"_init",          "_run",          "_run_packed",       "_workspace_size",
+                                      "_status_string", "_set_parallel_for", "_set_weights", "_hip_error",
+                                      "_destroy"};
 
 std::string human_bytes(uint64_t bytes) {
   char buf[64];
@@ -80,17 +82,22 @@ void print_tensors(const char *title, const std::vector<ModelInterface::Tensor> 
   for (const auto &t : ts)
     width = std::max(width, t.name.size());
   for (const auto &t : ts)
-    std::cout << "    " << pad(t.name, width + 2) << t.type.to_string() << "  (" << c_element_type(t.type.dtype)
+    std::cout << "    " << pad(t.name, width + 2) << t.type.to_string() << "  (" << c_type_name(t.type.dtype)
               << " *)\n";
 }
 
-void print_call(const ModelInterface &m) {
-  std::cout << "  call:\n    " << c_run_prototype(m) << ";\n";
+void print_call(const ModelInterface &m, bool gpu) {
+  if (gpu)
+    std::cout << "  call:\n    int32_t " << m.name << "_init(" << m.name << "_context **ctx);\n    "
+              << c_run_prototype(m, true) << ";\n";
+  else
+    std::cout << "  call:\n    " << c_run_prototype(m) << ";\n";
   std::cout << "    (a NULL workspace makes the run allocate its own; " << m.name << "_workspace_size(";
   for (size_t i = 0; i < m.symbols.size(); ++i)
     std::cout << (i ? ", " : "") << m.symbols[i];
   std::cout << ") bytes avoid that)\n";
-  std::cout << "  link:      cc app.c " << m.name << ".o -lm   (#include \"" << m.name << ".h\")\n";
+  std::cout << "  link:      cc app.c " << m.name << ".o " << (gpu ? "-lamdhip64" : "-lm") << "   (#include \""
+            << m.name << ".h\")\n";
 }
 
 // ---------------------------------------------------------------------------
@@ -170,9 +177,19 @@ struct ManifestReader {
   }
 };
 
+bool is_gpu_manifest(const json &doc) { return doc.value("backend", std::string("cpu")) == "amdgpu"; }
+
 std::string target_text(const json &doc) {
   const json &t = doc.value("target", json::object());
-  std::string out = t.value("triple", std::string("?")) + ", cpu " + t.value("cpu", std::string("?"));
+  std::string out;
+  if (is_gpu_manifest(doc) && t.contains("arches") && t["arches"].is_array()) {
+    out = "AMD GPU";
+    for (const json &a : t["arches"])
+      if (a.is_string())
+        out += " " + a.get<std::string>();
+    out += " (code object v" + std::to_string(t.value("code_object_version", 0)) + "); host ";
+  }
+  out += t.value("triple", std::string("?")) + ", cpu " + t.value("cpu", std::string("?"));
   std::string requested = t.value("cpu_requested", std::string());
   if (!requested.empty() && requested != t.value("cpu", std::string()))
     out += " (requested " + requested + ")";
@@ -192,7 +209,8 @@ int inspect_manifest(const GlobalOptions &global, const InspectOptions &options,
   const json interface = doc.value("interface", json::object());
   std::vector<std::string> entry_points = interface.value("entry_points", std::vector<std::string>{});
   if (options.json) {
-    json out{{"file", options.file}, {"kind", "manifest"}, {"name", m.name}};
+    json out{{"file", options.file}, {"kind", "manifest"}, {"name", m.name},
+             {"backend", doc.value("backend", std::string("cpu"))}};
     out["maxc_version"] = doc.value("maxc_version", std::string());
     out["llvm_version"] = doc.value("llvm_version", std::string());
     out["target"] = doc.value("target", json::object());
@@ -200,8 +218,10 @@ int inspect_manifest(const GlobalOptions &global, const InspectOptions &options,
     for (auto &[k, v] : parts.items())
       out[k] = v;
     out["entry_points"] = entry_points;
-    out["run_prototype"] = c_run_prototype(m);
+    out["run_prototype"] = c_run_prototype(m, is_gpu_manifest(doc));
     out["weights_bytes"] = m.constant_bytes;
+    if (doc.contains("gpu"))
+      out["gpu"] = doc["gpu"];
     out["workspace_bytes_max"] = memory.value("workspace_bytes_max", std::string());
     out["subgraphs"] = subgraphs;
     out["kernels"] = doc.value("kernels", json::array());
@@ -225,7 +245,13 @@ int inspect_manifest(const GlobalOptions &global, const InspectOptions &options,
   for (const std::string &e : entry_points)
     std::cout << " " << e;
   std::cout << "\n";
-  print_call(m);
+  print_call(m, is_gpu_manifest(doc));
+  if (is_gpu_manifest(doc) && doc.contains("gpu") && doc["gpu"].is_array())
+    for (const json &g : doc["gpu"])
+      if (g.is_object())
+        std::cout << "  code object: " << g.value("arch", std::string("?")) << ", " << g.value("hsaco_bytes", 0)
+                  << " bytes, " << (g.contains("kernels") && g["kernels"].is_array() ? g["kernels"].size() : 0)
+                  << " kernels\n";
   std::string mode = memory.value("weights_mode", std::string("embed"));
   std::cout << "  weights:   " << human_bytes(m.constant_bytes) << ", "
             << (mode == "embed" ? std::string("embedded in the object") : "weights mode " + mode) << "\n";
@@ -343,6 +369,7 @@ int inspect_header(const GlobalOptions &global, const InspectOptions &options, c
   }
   if (diagnostics.has_errors())
     return finish(global, diagnostics);
+  bool gpu = text.find("typedef struct " + m.name + "_context ") != std::string::npos;
   std::string upper;
   for (char c : m.name)
     upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -365,11 +392,17 @@ int inspect_header(const GlobalOptions &global, const InspectOptions &options, c
     for (auto &[k, v] : parts.items())
       out[k] = v;
     json entries = json::array();
-    for (const char *suffix : kEntrySuffixes)
-      entries.push_back(m.name + suffix);
+    for (const std::string &p : prototypes) {
+      size_t open = p.find('('), start = p.rfind(' ', open);
+      std::string fn = p.substr(start + 1, open - start - 1);
+      if (!fn.empty() && fn[0] == '*')
+        fn.erase(0, 1);
+      entries.push_back(fn);
+    }
     out["entry_points"] = entries;
+    out["backend"] = gpu ? "amdgpu" : "cpu";
     out["prototypes"] = prototypes;
-    out["run_prototype"] = c_run_prototype(m);
+    out["run_prototype"] = c_run_prototype(m, gpu);
     out["abi_hash"] = strip_ull(abi_hash);
     out["weights_bytes"] = strip_ull(constant_bytes);
     out["workspace_bytes_max"] = strip_ull(workspace);
@@ -392,7 +425,7 @@ int inspect_header(const GlobalOptions &global, const InspectOptions &options, c
     std::cout << "  weights:   " << strip_ull(constant_bytes) << " bytes\n";
   if (!workspace.empty())
     std::cout << "  workspace: at most " << strip_ull(workspace) << " bytes\n";
-  print_call(m);
+  print_call(m, gpu);
   return kSuccess;
 }
 
@@ -521,7 +554,8 @@ int inspect_object(const GlobalOptions &global, const InspectOptions &options, c
   if (options.json) {
     json list = json::array();
     for (const auto &[prefix, entries] : models) {
-      json model{{"name", prefix}, {"entry_points", entries}};
+      bool gpu = exported.count(prefix + "_init") && exported.count(prefix + "_hip_error");
+      json model{{"name", prefix}, {"entry_points", entries}, {"backend", gpu ? "amdgpu" : "cpu"}};
       auto it = constants.find(prefix);
       if (it != constants.end())
         model["constants"] = {{"count", it->second.first}, {"bytes", it->second.second}};
@@ -574,7 +608,9 @@ int inspect_object(const GlobalOptions &global, const InspectOptions &options, c
     if (::stat(header.c_str(), &st) == 0)
       std::cout << " (maxc inspect " << header << ")";
     std::cout << "\n";
-    std::cout << "  link:      cc app.c " << base_name(options.file) << " -lm\n";
+    bool gpu = exported.count(prefix + "_init") && exported.count(prefix + "_hip_error");
+    std::cout << "  backend:   " << (gpu ? "amdgpu (HIP host object, code objects embedded)" : "cpu") << "\n";
+    std::cout << "  link:      cc app.c " << base_name(options.file) << (gpu ? " -lamdhip64\n" : " -lm\n");
   }
   if (!others.empty()) {
     std::cout << "  other exported symbols:";
@@ -582,7 +618,7 @@ int inspect_object(const GlobalOptions &global, const InspectOptions &options, c
       std::cout << " " << s;
     std::cout << "\n";
   }
-  std::cout << "  undefined (from libc/libm at link time):";
+  std::cout << "  undefined (from the libraries it links with):";
   for (const std::string &s : undefined)
     std::cout << " " << s;
   std::cout << (undefined.empty() ? " none\n" : "\n");
@@ -632,9 +668,9 @@ bool parse_manifest(const std::string &text, const std::string &file, json &doc,
   const json *version = r.get(doc, "", "manifest_version", json::value_t::number_unsigned, "an integer");
   if (!version)
     return false;
-  if (version->get<int64_t>() != 1) {
+  if (version->get<int64_t>() != 1 && version->get<int64_t>() != kManifestVersion) {
     r.fail("/manifest_version", "manifest_version " + std::to_string(version->get<int64_t>()) +
-                                    " is not one this maxc reads (1)");
+                                    " is not one this maxc reads (1, 2)");
     return false;
   }
   const json *name = r.get(doc, "", "name", json::value_t::string, "the model's C name");

@@ -2,13 +2,14 @@
 // writing one .npy per output.
 #include "Diagnose.h"
 
-#include "maxc/Codegen/CompiledRun.h"
+#include "maxc/Driver/Compile.h"
 #include "maxc/Frontend/ModelLoader.h"
 #include "maxc/Frontend/Npy.h"
 #include "maxc/Interpreter/Interpreter.h"
 
 #include <iostream>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace maxc::cli {
 
@@ -22,6 +23,7 @@ static std::pair<std::string, std::string> split_assignment(const std::string &t
 
 int run_run(const GlobalOptions &global, const RunOptions &options) {
   DiagnosticEngine diagnostics;
+  // Devices: the interpreter, or a registered backend whose code runs here.
   if (options.device != "reference" && options.device != "cpu" && options.device != "amdgpu-emu") {
     diagnostics.error(ErrorCode::InvalidArgument, "", "--device",
                       "unknown device '" + options.device + "' (expected reference, cpu or amdgpu-emu)");
@@ -79,17 +81,16 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
 
   std::vector<HostTensor> outputs;
   try {
-    if (options.device == "cpu")
-      outputs = run_compiled_on_host(graph, inputs, dims);
-    else if (options.device == "amdgpu-emu") // the GPU kernels, every work-item emulated on the CPU
-      outputs = run_gpu_emulated(graph, inputs, dims);
-    else
+    if (options.device == "reference")
       outputs = Interpreter::run(graph, inputs, dims);
+    else // "cpu", or "amdgpu-emu": the GPU kernels, every work-item emulated on the CPU
+      outputs = driver::run_on_host(options.device, graph, inputs, dims);
   } catch (const Error &e) {
     diagnostics.error(e, options.model, "");
     return finish(global, diagnostics);
   }
-  ::mkdir(options.output_dir.c_str(), 0777); // fine if it exists; write errors report otherwise
+  // Created when missing (and removed again if no output could be written).
+  bool created = ::mkdir(options.output_dir.c_str(), 0777) == 0;
   for (size_t i = 0; i < outputs.size(); ++i) {
     std::string name = i < graph.output_names().size() && !graph.output_names()[i].empty() ? graph.output_names()[i]
                                                                                            : "output" + std::to_string(i);
@@ -102,6 +103,8 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
       diagnostics.error(e, path, "");
     }
   }
+  if (created && diagnostics.has_errors())
+    ::rmdir(options.output_dir.c_str()); // only succeeds when nothing was written
   return finish(global, diagnostics);
 }
 

@@ -1,9 +1,8 @@
-// maxc targets: what `maxc compile --target/--cpu` accepts, and the GPU
-// targets that are planned but not compiled yet (listed under their own
-// heading so nobody takes them for working ones).
+// maxc targets: what each registered backend compiles for (lib/Driver's
+// registry: the same backends `maxc compile` and `maxc run` use).
 #include "Commands.h"
 
-#include "maxc/Codegen/Target.h"
+#include "maxc/Driver/Backend.h"
 
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
@@ -14,35 +13,6 @@
 namespace maxc::cli {
 
 namespace {
-
-struct CpuArch {
-  const char *arch;
-  const char *probe_triple; // what known_cpus() is asked
-  std::vector<const char *> triples;
-  const char *baseline; // the CPU an empty --cpu means
-};
-
-const std::vector<CpuArch> &cpu_archs() {
-  static const std::vector<CpuArch> archs = {
-      {"x86_64", "x86_64-linux-gnu", {"x86_64-linux-gnu", "x86_64-unknown-linux-gnu"}, "x86-64"},
-      {"aarch64", "aarch64-linux-gnu", {"aarch64-linux-gnu", "aarch64-unknown-linux-gnu"}, "generic"},
-  };
-  return archs;
-}
-
-struct GpuTarget {
-  const char *chip;
-  const char *alias;
-  const char *product;
-};
-
-constexpr const char *kGpuTriple = "amdgcn-amd-amdhsa";
-const GpuTarget kGpuTargets[] = {
-    {"gfx90a", "mi250x", "AMD Instinct MI250X (CDNA2)"},
-    {"gfx942", "mi300x", "AMD Instinct MI300X (CDNA3)"},
-    {"gfx1100", "rx7900xtx", "AMD Radeon RX 7900 XTX (RDNA3)"},
-};
-constexpr const char *kGpuNote = "planned: maxc compile does not generate GPU code yet";
 
 // Words wrapped at `width` columns after `indent`.
 std::string wrap(const std::vector<std::string> &words, const std::string &indent, size_t width = 100) {
@@ -57,57 +27,78 @@ std::string wrap(const std::vector<std::string> &words, const std::string &inden
   return out + line + "\n";
 }
 
+std::string padded(const std::string &s, size_t width) {
+  return s + std::string(s.size() < width ? width - s.size() : 1, ' ');
+}
+
 } // namespace
 
 int run_targets(const GlobalOptions &, bool json) {
   llvm::Triple host(llvm::sys::getProcessTriple());
   std::string host_cpu = llvm::sys::getHostCPUName().str();
+  const driver::Backend *cpu = driver::find_backend("cpu");
+  const driver::Backend *gpu = driver::find_backend("amdgpu");
   if (json) {
-    nlohmann::ordered_json cpu = nlohmann::ordered_json::array();
-    for (const CpuArch &a : cpu_archs()) {
-      bool is_host = host.getArchName() == a.arch;
-      cpu.push_back({{"arch", a.arch},
-                     {"triples", a.triples},
-                     {"default", std::string(a.arch) == "x86_64"},
-                     {"baseline_cpu", a.baseline},
-                     {"native", is_host ? nlohmann::ordered_json(host_cpu) : nlohmann::ordered_json(nullptr)},
-                     {"cpus", known_cpus(a.probe_triple)}});
+    using ojson = nlohmann::ordered_json;
+    auto target_json = [](const driver::TargetInfo &t) {
+      ojson out{{"arch", t.arch}, {"triples", t.triples}};
+      if (!t.cpus.empty() || !t.baseline.empty()) {
+        out["default"] = t.is_default;
+        out["baseline_cpu"] = t.baseline;
+        out["native"] = t.native.empty() ? ojson(nullptr) : ojson(t.native);
+        out["cpus"] = t.cpus;
+      }
+      if (!t.product.empty()) {
+        out["aliases"] = t.aliases;
+        out["product"] = t.product;
+      }
+      return out;
+    };
+    ojson backends = ojson::array();
+    for (const auto &b : driver::backends()) {
+      ojson targets = ojson::array();
+      for (const driver::TargetInfo &t : b->targets())
+        targets.push_back(target_json(t));
+      backends.push_back({{"name", b->name()}, {"description", b->description()}, {"targets", targets}});
     }
-    nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
-    for (const GpuTarget &g : kGpuTargets)
+    ojson cpus = ojson::array(), gpus = ojson::array();
+    for (const driver::TargetInfo &t : cpu->targets())
+      cpus.push_back(target_json(t));
+    for (const driver::TargetInfo &t : gpu->targets())
       gpus.push_back({{"arch", "amdgcn"},
-                      {"triple", kGpuTriple},
-                      {"chip", g.chip},
-                      {"aliases", {g.alias}},
-                      {"product", g.product},
-                      {"supported", false}});
-    nlohmann::ordered_json out{{"cpu", cpu},
-                               {"default_triple", "x86_64-unknown-linux-gnu"},
-                               {"host", {{"triple", host.str()}, {"cpu", host_cpu}}},
-                               {"gpu", {{"supported", false}, {"note", kGpuNote}, {"targets", gpus}}}};
+                      {"triple", t.triples.empty() ? "" : t.triples[0]},
+                      {"chip", t.arch},
+                      {"aliases", t.aliases},
+                      {"product", t.product},
+                      {"supported", true}});
+    ojson out{{"backends", backends},
+              {"cpu", cpus},
+              {"default_triple", "x86_64-unknown-linux-gnu"},
+              {"host", {{"triple", host.str()}, {"cpu", host_cpu}}},
+              {"gpu", {{"supported", true}, {"backend", "amdgpu"}, {"targets", gpus}}}};
     std::cout << out.dump(2) << "\n";
     return kSuccess;
   }
   std::cout << "cpu (maxc compile --target TRIPLE --cpu NAME):\n";
-  for (const CpuArch &a : cpu_archs()) {
-    bool is_default = std::string(a.arch) == "x86_64";
-    std::cout << "  " << a.arch << (is_default ? " (default)" : "") << "\n    triples:";
-    for (const char *t : a.triples)
+  for (const driver::TargetInfo &a : cpu->targets()) {
+    std::cout << "  " << a.arch << (a.is_default ? " (default)" : "") << "\n    triples:";
+    for (const std::string &t : a.triples)
       std::cout << " " << t;
     std::cout << "\n    --cpu native: ";
-    if (host.getArchName() == a.arch)
-      std::cout << "this host (" << host_cpu << "), the default\n";
+    if (!a.native.empty())
+      std::cout << "this host (" << a.native << "), the default\n";
     else
       std::cout << "not available (the host is " << host.getArchName().str() << ")\n";
     std::cout << "    --cpu \"\": " << a.baseline << " (the architecture's baseline)\n";
-    std::vector<std::string> cpus = known_cpus(a.probe_triple);
-    std::cout << "    cpus (" << cpus.size() << "):\n" << wrap(cpus, "      ");
+    std::cout << "    cpus (" << a.cpus.size() << "):\n" << wrap(a.cpus, "      ");
   }
-  std::cout << "gpu (not yet supported by maxc compile):\n";
-  std::cout << "  " << kGpuNote << "\n";
-  for (const GpuTarget &g : kGpuTargets)
-    std::cout << "  " << kGpuTriple << "  " << g.chip << std::string(8 - std::string(g.chip).size(), ' ')
-              << "alias " << g.alias << std::string(10 - std::string(g.alias).size(), ' ') << g.product << "\n";
+  std::cout << "amdgpu (maxc compile --gpu ARCH,...: a HIP artifact, link -lamdhip64; any gfx name LLVM knows):\n";
+  for (const driver::TargetInfo &g : gpu->targets())
+    std::cout << "  " << g.triples[0] << "  " << padded(g.arch, 8) << "alias " << padded(g.aliases[0], 10)
+              << g.product << "\n";
+  for (const auto &b : driver::backends())
+    if (b->name() != "cpu" && b->name() != "amdgpu")
+      std::cout << b->name() << ": " << b->description() << "\n";
   return kSuccess;
 }
 

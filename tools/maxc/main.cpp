@@ -23,7 +23,7 @@ static const char *kFooter = R"(Examples:
   maxc run examples/mlp/model.json --input x=x.npy --device amdgpu-emu             # GPU kernels, emulated on the CPU
   maxc inspect mlp.o                                       # or mlp.h, mlp.manifest.json; --json
   maxc diff old/mlp.manifest.json mlp.manifest.json        # exit 3: the interface changed
-  maxc targets                                             # CPUs and triples (--json)
+  maxc targets                                             # CPUs, triples and GPUs (--json)
   maxc --diagnostics sarif check model.json > maxc.sarif   # for CI code scanning
   maxc trace examples/gpt/model.json --stats
   maxc trace examples/gpt/model.json --emit dot -o gpt.dot
@@ -125,7 +125,7 @@ int main(int argc, char **argv) {
   auto *ops_cmd = app.add_subcommand("ops", "List the ops this build knows, with attributes");
 
   bool targets_json = false;
-  auto *targets_cmd = app.add_subcommand("targets", "List the CPU targets (triples, CPUs) and the planned GPU ones");
+  auto *targets_cmd = app.add_subcommand("targets", "List every backend's targets: CPUs and triples (cpu), GPU architectures (amdgpu)");
   targets_cmd->add_flag("--json", targets_json, "Print JSON");
 
   InspectOptions inspect;
@@ -175,6 +175,7 @@ int main(int argc, char **argv) {
   inspect.json = inspect.json || version_json;
   diff.json = diff.json || version_json;
   trace.emit_given = trace_cmd->count("--emit") > 0;
+  compile.output_given = compile_cmd->count("--output") > 0;
 
   try {
     if (version)
@@ -186,7 +187,7 @@ int main(int argc, char **argv) {
     if (*run_cmd)
       return run_run(global, run);
     if (*compile_cmd)
-      return compile.gpu.empty() ? run_compile(global, compile) : run_compile_gpu(global, compile);
+      return run_compile(global, compile);
     if (*init_cmd)
       return run_init_weights(global, init);
     if (*ops_cmd)

@@ -2,9 +2,10 @@
 // architecture names and code object versions before LLVM sees them (LLVM
 // aborts on an unknown processor), and turning an LLVM module of
 // amdgpu_kernel functions into a HSACO (a code object loadable by the ROCm
-// runtime). Not wired into the CLI yet.
+// runtime). Used by the "amdgpu" backend (maxc compile --gpu).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,21 @@ std::string emit_amdgpu_code_object(const llvm::Module &module, const std::strin
 /// The same compile, as AMDGPU assembly (kernel resource comments
 /// included: "; NumVgprs:", "; NumSgprs:", "; ScratchSize:").
 std::string emit_amdgpu_assembly(const llvm::Module &module, const std::string &arch, int code_object_version);
+
+/// What a kernel uses on one arch, from its code object's metadata.
+struct GpuKernelResources {
+  std::string name;
+  int64_t sgpr_count = -1, vgpr_count = -1;
+  int64_t private_segment_bytes = -1; // scratch per work-item
+  int64_t group_segment_bytes = -1;   // LDS per workgroup
+};
+
+/// Register, scratch and LDS use per kernel, read from a HSACO's
+/// amdhsa.kernels metadata (the NT_AMDGPU_METADATA note, MessagePack), so
+/// nobody has to compile to assembly just to learn them. Empty when the
+/// code object has no such note. Throws maxc::Error (Internal) for bytes
+/// that are not an ELF object.
+std::vector<GpuKernelResources> amdgpu_kernel_resources(const std::string &hsaco);
 
 /// The data layout of amdgcn-amd-amdhsa for `arch` (set on a module before
 /// kernels are generated into it, so allocas land in the private address

@@ -22,19 +22,16 @@
 // float32 expectations.
 #pragma once
 
-#include "maxc/Codegen/ModelCompiler.h"
+#include "maxc/Codegen/ModelAbi.h"
 
 #include <string>
 
 namespace maxc {
 
-/// The C element type the entry points use for a dtype: "float", "int64_t",
-/// "uint16_t" (f16 and bf16 bits), "uint8_t" (bool), ...
-const char *c_element_type(DType dtype);
-
 /// The C prototype of NAME_run, with parameter names:
 /// "int32_t mlp_run(const float *x, float *logits, int64_t batch, void *workspace)".
-std::string c_run_prototype(const ModelInterface &interface);
+/// With `gpu`, the amdgpu backend's: "int32_t mlp_run(mlp_context *ctx, ..., void *workspace, void *stream)".
+std::string c_run_prototype(const ModelInterface &interface, bool gpu = false);
 
 /// NAME_test.c. Throws maxc::Error (Internal) for an interface it cannot
 /// describe (a shape using a symbol that is not one of the interface's dims).

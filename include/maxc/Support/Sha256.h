@@ -8,8 +8,12 @@
 
 namespace maxc {
 
-/// Lower-case hex digest of `data`.
+/// Lower-case hex digest of `data` (OpenSSL libcrypto).
 std::string sha256_hex(std::string_view data);
+
+/// The digest of a file, read in 1 MiB chunks (never whole into memory);
+/// its size in `bytes`. Throws maxc::Error (FileNotReadable).
+std::string sha256_file_hex(const std::string &path, uint64_t *bytes = nullptr);
 
 /// FNV-1a, 64-bit.
 uint64_t fnv1a64(std::string_view data);

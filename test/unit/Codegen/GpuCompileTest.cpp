@@ -1,8 +1,9 @@
-// compile_gpu_model: multi-arch artifacts, kernel kinds, determinism and
-// the ops the device cannot run yet.
+// The amdgpu backend: multi-arch artifacts, kernel kinds, register counts
+// from the code objects, determinism and the ops the device cannot run yet.
 #include "TestUtil.h"
 
 #include "maxc/Codegen/GpuModelCompiler.h"
+#include "maxc/Driver/Compile.h"
 
 #include <catch2/catch.hpp>
 
@@ -22,46 +23,70 @@ std::unique_ptr<Graph> small_model(DType d) {
 
 } // namespace
 
+driver::BackendOutput compile_gpu(const Graph &graph, const std::vector<std::string> &arches,
+                                  std::set<std::string> emit = {"obj", "header", "hsaco"}) {
+  driver::BackendOptions options;
+  for (const std::string &a : arches)
+    options.gpu += (options.gpu.empty() ? "" : ",") + a;
+  options.cpu = "";
+  PassTimer timer;
+  return driver::find_backend("amdgpu")->compile(driver::plan_model(graph, "small"), options, emit, timer);
+}
+
+std::string artifact(const driver::BackendOutput &out, const std::string &kind) {
+  for (const auto &[k, bytes] : out.artifacts)
+    if (k == kind)
+      return bytes;
+  FAIL("no artifact " << kind);
+  return "";
+}
+
 TEST_CASE("a GPU model compiles for several architectures at once", "[codegen][gpu]") {
   auto graph = small_model(DType::f32);
-  GpuCompileOptions options;
-  options.name = "small";
-  options.arches = {"gfx90a", "gfx942", "gfx1100"};
-  GpuCompiledModel m = compile_gpu_model(*graph, options);
-  REQUIRE(m.code_objects.size() == 3);
-  for (size_t i = 0; i < 3; ++i) {
-    CHECK(m.code_objects[i].first == options.arches[i]);
-    CHECK(m.code_objects[i].second.substr(0, 4) == "\x7f" "ELF");
+  std::vector<std::string> arches = {"gfx90a", "gfx942", "gfx1100"};
+  driver::BackendOutput m = compile_gpu(*graph, arches);
+  for (const std::string &arch : arches) {
+    std::string hsaco = artifact(m, "hsaco." + arch);
+    CHECK(hsaco.substr(0, 4) == "\x7f" "ELF");
+    // Register counts come from the code object's metadata note.
+    std::vector<GpuKernelResources> used = amdgpu_kernel_resources(hsaco);
+    REQUIRE(!used.empty());
+    for (const GpuKernelResources &r : used) {
+      CHECK(r.name.rfind("small.", 0) == 0);
+      CHECK(r.sgpr_count > 0);
+      CHECK(r.vgpr_count > 0);
+      CHECK(r.private_segment_bytes >= 0);
+    }
   }
-  std::set<std::string> kinds;
-  for (const GpuKernelSummary &k : m.kernels) {
-    kinds.insert(k.kind);
-    CHECK(k.workgroup_size >= 1);
-    CHECK(k.workgroup_size <= 256);
-  }
-  CHECK(kinds.count("matmul") == 1);
-  CHECK(kinds.count("reduction") == 1);
-  CHECK(m.header.find("int32_t small_init(small_context **ctx);") != std::string::npos);
-  CHECK(m.header.find("int64_t batch, void *workspace, void *stream") != std::string::npos);
+  std::string header = artifact(m, "header");
+  CHECK(header.find("int32_t small_init(small_context **ctx);") != std::string::npos);
+  CHECK(header.find("int64_t batch, void *workspace, void *stream") != std::string::npos);
+  // One status convention for every backend's header.
+  CHECK(header.find("#define SMALL_OK 0") != std::string::npos);
+  CHECK(header.find("#define SMALL_ERROR_NO_DEVICE 6") != std::string::npos);
+  CHECK(m.manifest.extra_json.find("\"sgpr_count\"") != std::string::npos);
+  CHECK(m.manifest.extra_json.find("\"kind\":\"matmul\"") != std::string::npos);
+  CHECK(m.manifest.extra_json.find("\"kind\":\"reduction\"") != std::string::npos);
   // Same inputs, same bytes.
-  GpuCompiledModel again = compile_gpu_model(*graph, options);
-  CHECK(again.host_object == m.host_object);
-  CHECK(again.code_objects == m.code_objects);
+  driver::BackendOutput again = compile_gpu(*graph, arches);
+  CHECK(again.artifacts == m.artifacts);
 }
 
 TEST_CASE("GPU compiles reject f64 transcendentals, naming the node", "[codegen][gpu]") {
   auto graph = small_model(DType::f64);
-  GpuCompileOptions options;
-  options.arches = {"gfx942"};
   try {
-    compile_gpu_model(*graph, options);
+    compile_gpu(*graph, {"gfx942"});
     FAIL("expected an error");
   } catch (const Error &e) {
     CHECK(e.code() == ErrorCode::InvalidArgument);
     CHECK_THAT(e.what(), Catch::Contains("'tanh' (f64)"));
   }
-  options.arches = {};
-  CHECK_THROWS_AS(compile_gpu_model(*small_model(DType::f32), options), Error);
+  driver::BackendOptions options; // no --gpu
+  CHECK_THROWS_AS(driver::find_backend("amdgpu")->validate(options), Error);
+  options.gpu = "gfx942";
+  options.external_weights = true;
+  CHECK_THROWS_WITH(driver::find_backend("amdgpu")->validate(options),
+                    Catch::Contains("--weights-mode external is not supported with --gpu yet"));
 }
 
 TEST_CASE("the same kernels lower to NVPTX (PTX entries with barriers and shared memory)", "[codegen][gpu]") {

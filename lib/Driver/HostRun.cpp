@@ -1,29 +1,28 @@
+// In-process runs through a backend's host module (ORC JIT): `maxc run
+// --device cpu|amdgpu-emu` and the tests that compare compiled kernels with
+// the reference interpreter. The same load → decompose → plan as a compile.
 #include "maxc/Codegen/CompiledRun.h"
-
-#include "GpuEmulation.h"
-
 #include "maxc/Codegen/Jit.h"
-#include "maxc/Codegen/ModelCompiler.h"
+#include "maxc/Driver/Compile.h"
 #include "maxc/Interpreter/Interpreter.h"
 #include "maxc/Support/Error.h"
 
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
-#include <functional>
+namespace maxc::driver {
 
-namespace maxc {
-
-namespace {
-
-using ModuleBuilder = std::function<std::unique_ptr<llvm::Module>(const Graph &, const std::string &, llvm::LLVMContext &)>;
-
-/// JIT-compiles the module `build` makes and calls its maxc_jit_run_packed.
-std::vector<HostTensor> run_jitted(const Graph &graph, const std::vector<HostTensor> &inputs, DimBindings dims,
-                                   int opt_level, const ModuleBuilder &build) {
+std::vector<HostTensor> run_on_host(const std::string &backend_name, const Graph &graph,
+                                    const std::vector<HostTensor> &inputs, DimBindings dims, int opt_level) {
+  const Backend *backend = find_backend(backend_name);
+  if (!backend)
+    throw Error(ErrorCode::InvalidArgument, "unknown backend '" + backend_name + "' (expected " + backend_names() + ")");
   bind_input_dims(graph, inputs, dims);
+  PlannedModel planned = plan_model(graph, "maxc_jit");
   auto context = std::make_unique<llvm::LLVMContext>();
-  auto module = build(graph, "maxc_jit", *context);
+  std::unique_ptr<llvm::Module> module = backend->build_host_module(planned, *context);
+  if (!module)
+    throw Error(ErrorCode::InvalidArgument, "the " + backend_name + " backend's code cannot run on this machine");
   JitModule jit(std::move(context), std::move(module), opt_level);
   auto run = reinterpret_cast<int32_t (*)(void *const *, const int64_t *, void *)>(jit.lookup("maxc_jit_run_packed"));
   std::vector<HostTensor> outputs;
@@ -35,7 +34,7 @@ std::vector<HostTensor> run_jitted(const Graph &graph, const std::vector<HostTen
   for (HostTensor &y : outputs)
     buffers.push_back(y.data());
   std::vector<int64_t> dim_values;
-  for (const std::string &s : describe_interface(graph, "maxc_jit").symbols) {
+  for (const std::string &s : planned.abi.symbols) {
     auto it = dims.find(s);
     if (it == dims.end())
       throw Error(ErrorCode::UnboundDim, "symbolic dim '" + s + "' has no value; pass --dim " + s + "=N");
@@ -47,19 +46,18 @@ std::vector<HostTensor> run_jitted(const Graph &graph, const std::vector<HostTen
   return outputs;
 }
 
-} // namespace
+} // namespace maxc::driver
+
+namespace maxc {
 
 std::vector<HostTensor> run_compiled_on_host(const Graph &graph, const std::vector<HostTensor> &inputs,
                                              DimBindings dims, int opt_level) {
-  return run_jitted(graph, inputs, std::move(dims), opt_level,
-                    [](const Graph &g, const std::string &name, llvm::LLVMContext &c) {
-                      return build_model_module(g, name, c);
-                    });
+  return driver::run_on_host("cpu", graph, inputs, std::move(dims), opt_level);
 }
 
 std::vector<HostTensor> run_gpu_emulated(const Graph &graph, const std::vector<HostTensor> &inputs, DimBindings dims,
                                          int opt_level) {
-  return run_jitted(graph, inputs, std::move(dims), opt_level, codegen::build_gpu_emulation_module);
+  return driver::run_on_host("amdgpu-emu", graph, inputs, std::move(dims), opt_level);
 }
 
 } // namespace maxc

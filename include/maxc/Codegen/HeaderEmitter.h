@@ -1,0 +1,22 @@
+// The C header of a compiled model, for every backend: plain C89/C99,
+// usable from C++, documenting itself (shapes, dtypes, entry points), with
+// one status-code table (ModelAbi's) emitted the same way everywhere:
+// `#define NAME_OK 0`, `#define NAME_ERROR_...` (NAME upper-cased).
+#pragma once
+
+#include "maxc/Codegen/ModelAbi.h"
+
+#include <string>
+#include <vector>
+
+namespace maxc {
+
+/// The CPU backend's header (NAME_run with host pointers).
+std::string emit_c_header(const ModelInterface &interface, const std::string &workspace_bound);
+
+/// The AMDGPU backend's header (NAME_init/NAME_run with a context, device
+/// pointers and a stream) for the given gfx architectures.
+std::string emit_gpu_c_header(const ModelInterface &interface, const std::vector<std::string> &arches,
+                              const std::string &workspace_bound);
+
+} // namespace maxc

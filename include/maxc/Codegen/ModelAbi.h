@@ -1,0 +1,81 @@
+// The model ABI every backend shares: what an artifact looks like from C
+// (interface, C names, status codes, the C type of each dtype) and the
+// weights blob layout. Backend-neutral: the CPU, AMDGPU and emulator
+// backends, the header and the manifest all read it from here.
+#pragma once
+
+#include "maxc/IR/Graph.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace maxc {
+
+/// Status codes returned by the generated entry points (every backend).
+enum class RunStatus : int32_t {
+  ok = 0,
+  null_pointer = 1,
+  invalid_dim = 2,
+  out_of_memory = 3,
+  weights_not_set = 4,  // external weights: NAME_set_weights was not called
+  weights_mismatch = 5, // external weights: wrong size, hash or alignment
+  no_device = 6,        // GPU: no device visible to the HIP runtime
+  no_matching_arch = 7, // GPU: the device's architecture has no code object
+  gpu_error = 8,        // GPU: a HIP call failed; NAME_hip_error() has its code
+};
+
+/// One row of the status table: the code, its header constant's suffix
+/// (NAME_<suffix>), its manifest text and NAME_status_string's message.
+struct StatusInfo {
+  RunStatus status;
+  const char *macro;   // "OK", "ERROR_NULL_POINTER", ...
+  const char *summary; // "null pointer" (manifest)
+  const char *message; // NAME_status_string (may contain %s: the model name)
+  bool cpu;            // returned by the CPU backend
+  bool gpu;            // returned by the GPU backend
+};
+
+/// The one status table (header constants, manifest, status strings).
+const std::vector<StatusInfo> &status_table();
+
+/// The rows a backend returns ("cpu" or "gpu" column).
+std::vector<StatusInfo> status_codes(bool gpu);
+
+/// The C type of a dtype's elements in the generated headers ("float",
+/// "uint16_t" for f16/bf16 bits, "uint8_t" for bool, ...).
+const char *c_type_name(DType dtype);
+
+/// What the artifact looks like from C, shared by the header and manifest.
+struct ModelInterface {
+  struct Tensor {
+    std::string name;   // C identifier (mangled; see c_name below)
+    TensorType type;
+    std::string source_name; // the model's own name ("h.0"), shown in comments and manifests
+  };
+  std::string name;
+  std::vector<Tensor> inputs, outputs;
+  std::vector<std::string> symbols; // symbolic dims, in argument order (the model's names)
+  std::vector<std::string> symbol_params; // their C parameter names (mangled)
+  uint64_t constant_bytes = 0;
+  /// Workspace bytes, at most: a polynomial in the symbols (Dim text; ""
+  /// when not planned). NAME_run rejects dims for which it overflows.
+  std::string workspace_bound;
+  size_t subgraph_definitions = 0, subgraph_calls = 0;
+  /// External weights: the blob's size and FNV-1a 64 hash (0 when embedded).
+  bool external_weights = false;
+  uint64_t weights_blob_bytes = 0;
+  uint64_t weights_blob_fnv1a = 0;
+};
+
+ModelInterface describe_interface(const Graph &graph, const std::string &name);
+
+/// True for a valid C identifier that is not a C or C++ keyword.
+bool is_c_identifier(const std::string &name);
+
+/// True when `name` cannot be used as a C name in a generated header: a C
+/// or C++ keyword, a reserved identifier (_X..., __...), a name the C
+/// library defines as a macro or object (NULL, errno, stdin, ...).
+bool is_reserved_c_name(const std::string &name);
+
+} // namespace maxc

@@ -1,0 +1,56 @@
+// Writing a command's outputs so that a failure never destroys a file:
+//   - every output is first written to a temp file beside it, then all are
+//     renamed into place; on any failure only the temps are removed, so the
+//     previous good outputs stay intact;
+//   - an output may not be one of the command's inputs (model, weights) or
+//     another of its outputs: compared by device and inode where the file
+//     exists, else by normalized absolute path;
+//   - an empty path is an error;
+//   - an existing character device (/dev/null) is written through, never
+//     renamed over; a FIFO, socket, block device or directory is refused;
+//   - a symlink is followed: the file it points to is replaced (the link
+//     stays); a dangling symlink is refused.
+// Errors are maxc::Error (FileWrite, or InvalidArgument for a path that
+// must not be written) with the path as location.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace maxc::driver {
+
+class ArtifactWriter {
+public:
+  /// A file the command reads: no output may be it.
+  void add_input(const std::string &path);
+  /// Checks `path` (see above) and queues `bytes` for it. Throws maxc::Error.
+  void add(const std::string &kind, const std::string &path, std::string bytes);
+  /// Writes everything (temps, then renames). Throws maxc::Error naming
+  /// the path that failed; nothing is changed then.
+  void commit();
+
+  struct Output {
+    std::string kind, path, target, bytes; // target: where the bytes go (symlinks resolved)
+    bool write_through = false;           // a character device
+  };
+  const std::vector<Output> &outputs() const { return outputs_; }
+
+private:
+  struct Identity {
+    bool exists = false;
+    unsigned long long dev = 0, ino = 0;
+    std::string normalized;
+  };
+  static Identity identify(const std::string &path);
+  bool same(const Identity &a, const Identity &b) const;
+
+  std::vector<std::pair<std::string, Identity>> inputs_;
+  std::vector<Identity> output_ids_;
+  std::vector<Output> outputs_;
+};
+
+/// A Make/Ninja depfile line "target: dep dep ..." with spaces, '#', '$'
+/// and backslashes escaped. Throws maxc::Error for a newline in a path.
+std::string depfile_text(const std::string &target, const std::vector<std::string> &dependencies);
+
+} // namespace maxc::driver

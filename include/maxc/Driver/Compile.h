@@ -1,0 +1,53 @@
+// The compile pipeline (lib/Driver/Compile.cpp): one ordered list of named
+// steps — load, decompose, plan, backend, artifacts, write — each run once
+// and timed, whatever the backend. `maxc compile` and the tests call it.
+#pragma once
+
+#include "maxc/Driver/Backend.h"
+#include "maxc/Support/Diagnostics.h"
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace maxc::driver {
+
+struct CompileRequest {
+  std::string model, weights;
+  std::string backend = "cpu";
+  BackendOptions options;
+  std::string name;       // C symbol prefix; "" = the model's name
+  std::string output;     // the object's path; other artifacts go next to it
+  bool output_given = false; // -o given (so -o "" is an error, not the default)
+  std::vector<std::string> emit; // "" = obj, header, manifest
+  int threads = 1;
+  bool print_outputs = false;
+  bool verify_reproducible = false;
+  bool manifest_timings = false;
+  bool depfile = false;
+  std::string depfile_path; // "" = OUT.o.d
+};
+
+struct CompileResult {
+  std::vector<std::pair<std::string, std::string>> outputs; // kind, path; --print-outputs order
+  PassTimer timer;
+  std::string object_path, summary;
+};
+
+/// Runs the pipeline. Problems go to `diagnostics`; returns false when a
+/// step failed (then no output was changed). `on_step` is told each step's
+/// name before it runs (progress display).
+bool compile(const CompileRequest &request, DiagnosticEngine &diagnostics, CompileResult &result,
+             const std::function<void(const std::string &)> &on_step = {});
+
+/// Load, decompose and plan for `name` (the steps compile() starts with).
+PlannedModel plan_model(const Graph &graph, const std::string &name);
+
+/// Outputs of `graph` on `inputs`, compiled in-process by `backend` ("cpu"
+/// or "amdgpu-emu") and run once. Symbolic dims bind from the inputs and
+/// `dims`; throws maxc::Error for an unbound dim or a non-zero run status.
+std::vector<HostTensor> run_on_host(const std::string &backend, const Graph &graph,
+                                    const std::vector<HostTensor> &inputs, DimBindings dims = {}, int opt_level = 2);
+
+} // namespace maxc::driver

@@ -1,0 +1,36 @@
+// IR helpers every backend's entry points share: verifying a generated
+// module, returning a status early, and the "no workspace given: allocate
+// one, aligned to 64" sequence.
+#pragma once
+
+#include "maxc/Codegen/ModelAbi.h"
+
+#include <llvm/IR/IRBuilder.h>
+
+#include <functional>
+
+namespace llvm {
+class Module;
+}
+
+namespace maxc::codegen {
+
+/// Throws maxc::Error (Internal) naming `what` when `module` is invalid IR
+/// (invalid IR makes LLVM's passes crash or abort: check it first).
+void verify_module(const llvm::Module &module, const std::string &what);
+
+/// if (cond) { cleanup(); return status; } — continuing after it otherwise.
+void return_if(llvm::IRBuilder<> &b, llvm::Value *cond, llvm::Value *status,
+               const std::function<void()> &cleanup = {});
+
+/// i1, true when NAME_run must report INVALID_DIM for the dims in `dims`
+/// (an i64 per symbol): a dim negative or above 2^40, or the workspace
+/// bound `bound` (Dim::to_string() text, a polynomial in the symbols)
+/// overflowing int64. NAME_workspace_size returns -1 for the same dims.
+llvm::Value *dims_invalid(llvm::IRBuilder<> &b, llvm::Value *dims, const std::vector<std::string> &symbols,
+                          const std::string &bound);
+
+/// `mem` (from an allocator giving `size + 64` bytes) rounded up to 64.
+llvm::Value *align_to_64(llvm::IRBuilder<> &b, llvm::Value *mem);
+
+} // namespace maxc::codegen

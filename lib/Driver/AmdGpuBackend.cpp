@@ -1,0 +1,188 @@
+// Backend "amdgpu": a host object with one HSACO per gfx architecture
+// embedded (lib/Codegen/GpuModelCompiler.cpp), its header, and on request
+// the raw code objects and AMDGPU assembly. Backend "amdgpu-emu": the same
+// kernels run on the host, every work-item emulated (maxc run).
+#include "Backends.h"
+
+#include "maxc/Codegen/GpuModelCompiler.h"
+#include "maxc/Codegen/GpuTarget.h"
+#include "maxc/Codegen/HeaderEmitter.h"
+#include "maxc/Support/Error.h"
+#include "maxc/Support/Sha256.h"
+
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <nlohmann/json.hpp>
+
+#include <map>
+
+namespace maxc::driver {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr int kDefaultCodeObjectVersion = 5;
+
+struct GpuProduct {
+  const char *chip, *alias, *product;
+};
+// The architectures maxc is tested for; --gpu accepts every gfx name LLVM
+// knows (known_amdgpu_arches), these are the ones `maxc targets` shows.
+constexpr GpuProduct kProducts[] = {
+    {"gfx90a", "mi250x", "AMD Instinct MI250X (CDNA2)"},
+    {"gfx942", "mi300x", "AMD Instinct MI300X (CDNA3)"},
+    {"gfx1100", "rx7900xtx", "AMD Radeon RX 7900 XTX (RDNA3)"},
+};
+
+int code_object_version(const BackendOptions &options) {
+  return options.code_object_version ? options.code_object_version : kDefaultCodeObjectVersion;
+}
+
+class AmdGpuBackend : public Backend {
+public:
+  std::string name() const override { return "amdgpu"; }
+  std::string description() const override { return "AMD GPUs through HIP (maxc compile --gpu ARCH,...)"; }
+
+  std::vector<std::string> emit_kinds() const override { return {"obj", "header", "hsaco", "gpu-asm"}; }
+
+  std::vector<std::string> artifact_kinds(const std::set<std::string> &emit, const BackendOptions &options) const override {
+    std::vector<std::string> out;
+    for (const char *k : {"obj", "header", "manifest", "graph"})
+      if (emit.count(k))
+        out.push_back(k);
+    for (const char *k : {"hsaco", "gpu-asm"})
+      if (emit.count(k))
+        for (const std::string &arch : resolve_gpu_arches(options.gpu))
+          out.push_back(std::string(k) + "." + arch);
+    return out;
+  }
+
+  void validate(const BackendOptions &options) const override {
+    if (options.external_weights)
+      throw Error(ErrorCode::InvalidArgument,
+                  "--weights-mode external is not supported with --gpu yet (the host object embeds the weights and "
+                  "NAME_init uploads them)",
+                  "--weights-mode");
+    try {
+      resolve_gpu_arches(options.gpu);
+    } catch (const Error &e) {
+      throw Error(e.code(), e.message(), "--gpu");
+    }
+    try {
+      resolve_code_object_version(code_object_version(options));
+    } catch (const Error &e) {
+      throw Error(e.code(), e.message(), "--code-object-version");
+    }
+    resolve_cpu_target(options.triple, options.cpu, options.opt_level);
+  }
+
+  std::vector<TargetInfo> targets() const override {
+    std::vector<TargetInfo> out;
+    for (const GpuProduct &p : kProducts) {
+      TargetInfo t;
+      t.arch = p.chip;
+      t.triples = {"amdgcn-amd-amdhsa"};
+      t.aliases = {p.alias};
+      t.product = p.product;
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+
+  BackendOutput compile(const PlannedModel &model, const BackendOptions &options, const std::set<std::string> &emit,
+                        PassTimer &timer) const override {
+    BackendOutput out;
+    CpuTarget host = resolve_cpu_target(options.triple, options.cpu, options.opt_level);
+    GpuCompileOptions gpu;
+    gpu.arches = resolve_gpu_arches(options.gpu);
+    gpu.code_object_version = code_object_version(options);
+    gpu.gpu_assembly = emit.count("gpu-asm") != 0;
+    GpuCodegenResult code = compile_amdgpu(*model.lowered, model.abi, host, gpu, timer);
+
+    if (emit.count("obj"))
+      out.artifacts.emplace_back("obj", code.host_object);
+    if (emit.count("header"))
+      out.artifacts.emplace_back("header", timer.run("header", [&] {
+        return emit_gpu_c_header(model.interface, gpu.arches, model.workspace_bound);
+      }));
+    if (emit.count("hsaco"))
+      for (const auto &[arch, bytes] : code.code_objects)
+        out.artifacts.emplace_back("hsaco." + arch, bytes);
+    for (const auto &[arch, text] : code.gpu_assembly)
+      out.artifacts.emplace_back("gpu-asm." + arch, text);
+
+    const std::string &n = model.interface.name;
+    out.manifest.backend = "amdgpu";
+    out.manifest.target_json = json{{"kind", "amdgpu"},
+                                    {"triple", host.triple},
+                                    {"cpu", host.cpu},
+                                    {"cpu_requested", options.cpu},
+                                    {"features", host.features},
+                                    {"opt_level", host.opt_level},
+                                    {"device_triple", "amdgcn-amd-amdhsa"},
+                                    {"arches", gpu.arches},
+                                    {"code_object_version", gpu.code_object_version}}
+                                   .dump();
+    out.manifest.entry_points = {n + "_init",        n + "_run",       n + "_run_packed",   n + "_workspace_size",
+                                 n + "_hip_error",   n + "_destroy",   n + "_status_string"};
+    out.manifest.link = {"-lamdhip64"};
+    out.manifest.gpu_status_codes = true;
+    json arches = json::array();
+    for (size_t a = 0; a < code.code_objects.size(); ++a) {
+      const auto &[arch, bytes] = code.code_objects[a];
+      std::map<std::string, GpuKernelResources> used;
+      for (const GpuKernelResources &r : code.resources[a])
+        used[r.name] = r;
+      json kernels = json::array();
+      for (const auto &k : code.kernels) {
+        json entry = {{"name", k.name}, {"kind", k.kind}, {"workgroup_size", k.workgroup_size},
+                      {"grid", k.grid}, {"lds_bytes", k.lds_bytes}};
+        if (auto it = used.find(k.name); it != used.end())
+          entry.update({{"sgpr_count", it->second.sgpr_count}, {"vgpr_count", it->second.vgpr_count},
+                        {"scratch_bytes", it->second.private_segment_bytes}});
+        kernels.push_back(entry);
+      }
+      arches.push_back({{"arch", arch}, {"hsaco_bytes", bytes.size()}, {"hsaco_sha256", sha256_hex(bytes)},
+                        {"kernels", kernels}});
+    }
+    out.manifest.extra_key = "gpu";
+    out.manifest.extra_json = arches.dump();
+    out.summary = "HIP host " + host.triple + "; GPU";
+    for (const std::string &arch : gpu.arches)
+      out.summary += " " + arch;
+    return out;
+  }
+};
+
+class AmdGpuEmulatorBackend : public Backend {
+public:
+  std::string name() const override { return "amdgpu-emu"; }
+  std::string description() const override {
+    return "the amdgpu backend's kernels run on this CPU, every work-item emulated (maxc run --device amdgpu-emu)";
+  }
+  std::vector<std::string> emit_kinds() const override { return {}; }
+  std::vector<std::string> artifact_kinds(const std::set<std::string> &, const BackendOptions &) const override {
+    return {};
+  }
+  void validate(const BackendOptions &) const override {
+    throw Error(ErrorCode::InvalidArgument,
+                "the amdgpu-emu backend runs in process only (maxc run --device amdgpu-emu); it writes no artifacts");
+  }
+  std::vector<TargetInfo> targets() const override { return {}; }
+  BackendOutput compile(const PlannedModel &, const BackendOptions &options, const std::set<std::string> &,
+                        PassTimer &) const override {
+    validate(options);
+    return {};
+  }
+  std::unique_ptr<llvm::Module> build_host_module(const PlannedModel &model, llvm::LLVMContext &context) const override {
+    return codegen::build_gpu_emulation_module(*model.lowered, model.abi.name, context);
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Backend> make_amdgpu_backend() { return std::make_unique<AmdGpuBackend>(); }
+std::unique_ptr<Backend> make_amdgpu_emulator_backend() { return std::make_unique<AmdGpuEmulatorBackend>(); }
+
+} // namespace maxc::driver

@@ -1,0 +1,194 @@
+#include "maxc/Driver/ArtifactWriter.h"
+
+#include "maxc/Support/Error.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace maxc::driver {
+
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+std::string directory_of(const std::string &path) {
+  auto slash = path.find_last_of('/');
+  if (slash == std::string::npos)
+    return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// "a/./b/../c" → "/cwd/a/c" (lexically; for files that do not exist yet,
+// with the directory resolved when it exists).
+std::string normalize(const std::string &path) {
+  std::string dir = directory_of(path), base = path.substr(path.find_last_of('/') + 1);
+  if (path.find('/') == std::string::npos)
+    base = path;
+  char resolved[PATH_MAX];
+  std::string prefix;
+  if (::realpath(dir.c_str(), resolved))
+    prefix = resolved;
+  else {
+    char cwd[PATH_MAX];
+    prefix = (path[0] == '/' || !::getcwd(cwd, sizeof cwd)) ? dir : std::string(cwd) + "/" + dir;
+  }
+  return prefix + "/" + base;
+}
+
+void write_all(int fd, const std::string &bytes, const std::string &path) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      throw Error(ErrorCode::FileWrite, "cannot write: " + errno_text(), path);
+    done += static_cast<size_t>(n);
+  }
+}
+
+} // namespace
+
+ArtifactWriter::Identity ArtifactWriter::identify(const std::string &path) {
+  Identity id;
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    id.exists = true;
+    id.dev = st.st_dev;
+    id.ino = st.st_ino;
+  }
+  id.normalized = normalize(path);
+  return id;
+}
+
+bool ArtifactWriter::same(const Identity &a, const Identity &b) const {
+  if (a.exists && b.exists)
+    return a.dev == b.dev && a.ino == b.ino;
+  return a.normalized == b.normalized;
+}
+
+void ArtifactWriter::add_input(const std::string &path) { inputs_.emplace_back(path, identify(path)); }
+
+void ArtifactWriter::add(const std::string &kind, const std::string &path, std::string bytes) {
+  if (path.empty())
+    throw Error(ErrorCode::InvalidArgument, "an empty output path (" + kind + ")", "-o");
+  Output out{kind, path, path, std::move(bytes), false};
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    char resolved[PATH_MAX];
+    if (!::realpath(path.c_str(), resolved))
+      throw Error(ErrorCode::InvalidArgument,
+                  "the output is a symlink to a file that cannot be resolved (" + errno_text() + ")", path);
+    out.target = resolved;
+  }
+  if (::stat(out.target.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode))
+      throw Error(ErrorCode::FileWrite, "the output path is a directory", path);
+    if (S_ISCHR(st.st_mode))
+      out.write_through = true;
+    else if (!S_ISREG(st.st_mode))
+      throw Error(ErrorCode::InvalidArgument,
+                  "the output path is a FIFO, socket or block device; maxc writes regular files (or character "
+                  "devices such as /dev/null)",
+                  path);
+  }
+  Identity id = identify(out.target);
+  for (const auto &[input, input_id] : inputs_)
+    if (same(id, input_id))
+      throw Error(ErrorCode::InvalidArgument,
+                  "the " + kind + " output would overwrite the input " + input + "; choose another output path",
+                  path);
+  // Character devices (/dev/null) may take several outputs.
+  if (!out.write_through)
+    for (size_t i = 0; i < output_ids_.size(); ++i)
+      if (same(id, output_ids_[i]))
+        throw Error(ErrorCode::InvalidArgument,
+                    "the " + kind + " output and the " + outputs_[i].kind + " output are the same file", path);
+  output_ids_.push_back(id);
+  outputs_.push_back(std::move(out));
+}
+
+void ArtifactWriter::commit() {
+  std::vector<std::string> temps(outputs_.size());
+  auto remove_temps = [&] {
+    for (const std::string &t : temps)
+      if (!t.empty())
+        ::unlink(t.c_str());
+  };
+  try {
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      const Output &o = outputs_[i];
+      if (o.write_through)
+        continue;
+      std::string tmpl = o.target + ".tmp.XXXXXX";
+      int fd = ::mkstemp(tmpl.data());
+      if (fd < 0)
+        throw Error(ErrorCode::FileWrite, "cannot create a file in " + directory_of(o.target) + ": " + errno_text(),
+                    o.path);
+      temps[i] = tmpl;
+      try {
+        write_all(fd, o.bytes, o.path);
+      } catch (...) {
+        ::close(fd);
+        throw;
+      }
+      // Temps are 0600; outputs get the usual 0666 & ~umask.
+      mode_t mask = ::umask(0);
+      ::umask(mask);
+      if (::fchmod(fd, 0666 & ~mask) != 0 || ::close(fd) != 0)
+        throw Error(ErrorCode::FileWrite, "cannot write: " + errno_text(), o.path);
+    }
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      const Output &o = outputs_[i];
+      if (o.write_through)
+        continue;
+      if (::rename(temps[i].c_str(), o.target.c_str()) != 0)
+        throw Error(ErrorCode::FileWrite, "cannot replace the file: " + errno_text(), o.path);
+      temps[i].clear();
+    }
+  } catch (...) {
+    remove_temps();
+    throw;
+  }
+  for (const Output &o : outputs_) {
+    if (!o.write_through)
+      continue;
+    int fd = ::open(o.target.c_str(), O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+      throw Error(ErrorCode::FileWrite, "cannot open: " + errno_text(), o.path);
+    try {
+      write_all(fd, o.bytes, o.path);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+  }
+}
+
+std::string depfile_text(const std::string &target, const std::vector<std::string> &dependencies) {
+  auto escape = [](const std::string &path) {
+    if (path.find('\n') != std::string::npos)
+      throw Error(ErrorCode::InvalidArgument, "a path with a newline cannot be written to a depfile", path);
+    std::string out;
+    for (char c : path) {
+      if (c == ' ' || c == '#' || c == '\\')
+        out += '\\';
+      if (c == '$')
+        out += '$';
+      out += c;
+    }
+    return out;
+  };
+  std::string dep = escape(target) + ":";
+  for (const std::string &f : dependencies)
+    dep += " \\\n  " + escape(f);
+  return dep + "\n";
+}
+
+} // namespace maxc::driver

@@ -1,0 +1,255 @@
+// The compile pipeline, after Halide's lower_impl: one ordered list of
+// named steps, each run once per compile and timed (maxc compile
+// --time-passes prints them all, whatever the backend):
+//
+//   validate   options, --emit kinds, the backend's own checks
+//   load       parse and trace the model (Frontend)
+//   decompose  composite ops to primitives (Transforms)
+//   plan       interface, kernels, workspace bound (Codegen/LoweringPlan)
+//   backend    the backend's code generation (its own sub-steps are timed too)
+//   artifacts  graph, manifest and depfile beside the backend's artifacts
+//   write      every output to a temp, then all renamed (ArtifactWriter)
+#include "maxc/Driver/Compile.h"
+
+#include "maxc/Codegen/LoweringPlan.h"
+#include "maxc/Codegen/Manifest.h"
+#include "maxc/Driver/ArtifactWriter.h"
+#include "maxc/Frontend/ModelLoader.h"
+#include "maxc/IR/GraphJson.h"
+#include "maxc/Support/Error.h"
+#include "maxc/Support/Sha256.h"
+#include "maxc/Transforms/Decompose.h"
+
+#include <algorithm>
+#include <map>
+
+namespace maxc::driver {
+
+namespace {
+
+std::string directory_of(const std::string &path) {
+  auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash + 1);
+}
+
+/// Where an artifact of `kind` goes: the object at OUT, the rest beside it.
+std::string artifact_path(const std::string &kind, const std::string &object_path, const std::string &stem) {
+  static const std::map<std::string, std::string> suffixes = {
+      {"header", ".h"},        {"manifest", ".manifest.json"}, {"asm", ".s"},
+      {"llvm-ir", ".ll"},      {"graph", ".graph.json"},       {"weights", ".weights.bin"},
+      {"test-harness", "_test.c"}, {"bench-harness", "_bench.c"}};
+  if (kind == "obj")
+    return object_path;
+  if (auto it = suffixes.find(kind); it != suffixes.end())
+    return stem + it->second;
+  auto dot = kind.find('.'); // hsaco.gfx90a, gpu-asm.gfx90a
+  std::string family = kind.substr(0, dot), arch = dot == std::string::npos ? "" : kind.substr(dot + 1);
+  return stem + "." + arch + (family == "hsaco" ? ".hsaco" : ".s");
+}
+
+std::string join(const std::vector<std::string> &items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i)
+    out += (i ? ", " : "") + items[i];
+  return out;
+}
+
+/// The state the steps pass along.
+struct Compilation {
+  Compilation(const CompileRequest &r, DiagnosticEngine &d, CompileResult &out)
+      : request(r), diagnostics(d), result(out) {}
+  const CompileRequest &request;
+  DiagnosticEngine &diagnostics;
+  CompileResult &result;
+  const Backend *backend = nullptr;
+  std::set<std::string> emit;
+  LoadedModel model;
+  std::string name, stem;
+  std::vector<std::string> kinds; // artifact kinds written, in order
+  PlannedModel planned;
+  BackendOutput output;
+  std::vector<std::pair<std::string, std::string>> contents; // kind, bytes
+};
+
+// --- the steps ------------------------------------------------------------
+
+/// Interfaces, kernel counts and the workspace bound of a decomposed model.
+void plan(PlannedModel &p, const std::string &name) {
+  p.interface = describe_interface(*p.source, name);
+  p.abi = describe_interface(*p.lowered, name);
+  p.kernels.push_back("main: " + std::to_string(plan_lowering(*p.lowered).kernels.size()) + " kernels");
+  for (const auto &[sub_name, sub] : p.lowered->subgraphs())
+    p.kernels.push_back("sub." + sub_name + ": " + std::to_string(plan_lowering(*sub).kernels.size()) + " kernels");
+  p.workspace_bound = workspace_bound(*p.lowered).to_string();
+  p.interface.workspace_bound = p.abi.workspace_bound = p.workspace_bound;
+}
+
+void validate(Compilation &c) {
+  const CompileRequest &r = c.request;
+  c.backend = find_backend(r.backend);
+  if (!c.backend) {
+    c.diagnostics.error(ErrorCode::InvalidArgument, "", "--backend",
+                        "unknown backend '" + r.backend + "' (expected " + backend_names() + ")");
+    return;
+  }
+  std::vector<std::string> accepted = c.backend->emit_kinds();
+  accepted.insert(accepted.begin() + std::min<size_t>(2, accepted.size()), "manifest");
+  accepted.push_back("graph");
+  c.emit.insert(r.emit.begin(), r.emit.end());
+  if (c.emit.empty())
+    c.emit = {"obj", "header", "manifest"};
+  std::string with = r.backend == "cpu" ? "" : " with the " + r.backend + " backend";
+  for (const std::string &e : c.emit)
+    if (std::find(accepted.begin(), accepted.end(), e) == accepted.end())
+      c.diagnostics.error(ErrorCode::InvalidArgument, "", "--emit",
+                          "unknown artifact '" + e + "'" + with + " (expected " + join(accepted) + ")");
+  if (r.threads != 1)
+    c.diagnostics.error(ErrorCode::InvalidArgument, "", "--threads",
+                        "threads are chosen at run time (NAME_set_parallel_for in the CPU header; the GPU runs "
+                        "its own); use --threads 1");
+  if (r.options.opt_level < 0 || r.options.opt_level > 3)
+    c.diagnostics.error(ErrorCode::InvalidArgument, "", "-O", "optimization level must be 0 to 3");
+  if (!r.name.empty() && !is_c_identifier(r.name))
+    c.diagnostics.error(ErrorCode::InvalidArgument, "", "--name", "'" + r.name + "' is not a C identifier");
+  if (r.output_given && r.output.empty())
+    c.diagnostics.error(ErrorCode::InvalidArgument, "", "-o", "the output path is empty");
+  if (r.options.opt_level >= 0 && r.options.opt_level <= 3)
+    try {
+      c.backend->validate(r.options);
+    } catch (const Error &e) {
+      c.diagnostics.error(e, "", "");
+    }
+}
+
+void load(Compilation &c) {
+  LoadOptions options;
+  options.weights_path = c.request.weights;
+  c.model = load_model(c.request.model, options, c.diagnostics);
+  if (!c.model.graph)
+    return;
+  c.name = c.request.name.empty() ? c.model.graph->name() : c.request.name;
+  if (!is_c_identifier(c.name)) {
+    c.diagnostics.error(ErrorCode::InvalidArgument, c.request.model, "",
+                        "model name '" + c.name + "' is not a C identifier (use --name)");
+    return;
+  }
+  c.result.object_path = c.request.output_given ? c.request.output : c.name + ".o";
+  c.stem = directory_of(c.result.object_path) + c.name;
+  c.kinds = c.backend->artifact_kinds(c.emit, c.request.options);
+  for (const std::string &kind : c.kinds)
+    c.result.outputs.emplace_back(kind, artifact_path(kind, c.result.object_path, c.stem));
+  if (c.request.depfile || !c.request.depfile_path.empty())
+    c.result.outputs.emplace_back("depfile", c.request.depfile_path.empty() ? c.result.object_path + ".d"
+                                                                            : c.request.depfile_path);
+}
+
+void run_backend(Compilation &c) {
+  c.output = c.backend->compile(c.planned, c.request.options, c.emit, c.result.timer);
+  c.result.summary = c.output.summary;
+}
+
+void verify_reproducible(Compilation &c) {
+  PassTimer again_timer;
+  BackendOutput again = c.backend->compile(c.planned, c.request.options, c.emit, again_timer);
+  if (again.artifacts != c.output.artifacts)
+    c.diagnostics.error(ErrorCode::Internal, c.request.model, "",
+                        "two compiles with the same inputs produced different artifacts");
+}
+
+void artifacts(Compilation &c) {
+  std::map<std::string, std::string> by_kind(c.output.artifacts.begin(), c.output.artifacts.end());
+  if (c.emit.count("graph"))
+    by_kind["graph"] = graph_to_json(*c.model.graph, GraphJsonOptions{false, 2});
+  std::map<std::string, std::string> paths(c.result.outputs.begin(), c.result.outputs.end());
+  if (c.emit.count("manifest")) {
+    ManifestInputs info;
+    info.section = c.output.manifest;
+    info.workspace_bytes = c.planned.workspace_bound;
+    info.kernels = c.planned.kernels;
+    for (size_t i = 0; i < c.model.files_read.size(); ++i) {
+      uint64_t size = 0;
+      std::string digest = sha256_file_hex(c.model.files_read[i], &size); // streamed, not read whole
+      info.inputs.push_back({i == 0 ? "model" : "weights", base_name(c.model.files_read[i]), digest, size});
+    }
+    for (const auto &[kind, text] : by_kind)
+      info.outputs.push_back({kind, base_name(paths[kind]), sha256_hex(text), text.size()});
+    if (c.request.manifest_timings)
+      info.stage_ms = c.result.timer.passes();
+    ModelInterface interface = c.planned.interface;
+    if (c.request.options.external_weights) {
+      interface.external_weights = true;
+      interface.weights_blob_bytes = c.output.weights_blob_bytes;
+      interface.weights_blob_fnv1a = c.output.weights_blob_fnv1a;
+    }
+    by_kind["manifest"] = emit_manifest(interface, info);
+  }
+  for (const std::string &kind : c.kinds)
+    c.contents.emplace_back(kind, std::move(by_kind[kind]));
+  if (paths.count("depfile"))
+    c.contents.emplace_back("depfile", depfile_text(c.result.object_path, c.model.files_read));
+}
+
+void write(Compilation &c) {
+  ArtifactWriter writer;
+  for (const std::string &f : c.model.files_read)
+    writer.add_input(f);
+  writer.add_input(c.request.model);
+  std::map<std::string, std::string> paths(c.result.outputs.begin(), c.result.outputs.end());
+  for (auto &[kind, bytes] : c.contents)
+    writer.add(kind, paths[kind], std::move(bytes));
+  writer.commit();
+}
+
+} // namespace
+
+PlannedModel plan_model(const Graph &graph, const std::string &name) {
+  PlannedModel p;
+  p.source = &graph;
+  p.lowered = decompose(graph);
+  plan(p, name);
+  return p;
+}
+
+bool compile(const CompileRequest &request, DiagnosticEngine &diagnostics, CompileResult &result,
+             const std::function<void(const std::string &)> &on_step) {
+  Compilation c(request, diagnostics, result);
+  struct Step {
+    const char *name;
+    std::function<void()> run;
+    bool enabled = true;
+  };
+  // The pipeline. Each step runs once, in this order; a step that reports
+  // an error ends the compile before anything is written.
+  const std::vector<Step> steps = {
+      {"validate", [&] { validate(c); }},
+      {"load", [&] { load(c); }},
+      {"decompose", [&] {
+         c.planned.source = c.model.graph.get();
+         c.planned.lowered = decompose(*c.model.graph);
+       }},
+      {"plan", [&] { plan(c.planned, c.name); }},
+      {"backend", [&] { run_backend(c); }},
+      {"verify-reproducible", [&] { verify_reproducible(c); }, request.verify_reproducible},
+      {"artifacts", [&] { artifacts(c); }},
+      {"write", [&] { write(c); }},
+  };
+  for (const Step &step : steps) {
+    if (!step.enabled)
+      continue;
+    if (on_step)
+      on_step(step.name);
+    try {
+      result.timer.run(step.name, step.run);
+    } catch (const Error &e) {
+      diagnostics.error(e, e.code() == ErrorCode::FileWrite || step.name == std::string("write") ? "" : request.model,
+                        "");
+    }
+    if (diagnostics.has_errors())
+      return false;
+    if (request.print_outputs && step.name == std::string("load"))
+      return true; // the paths are known: --print-outputs compiles nothing
+  }
+  return true;
+}
+
+} // namespace maxc::driver

@@ -1,0 +1,133 @@
+// Backend "cpu": x86-64 and aarch64 Linux objects with the model's C entry
+// points (lib/Codegen/ModelCompiler.cpp), their header and C harnesses.
+#include "Backends.h"
+
+#include "maxc/Codegen/HarnessEmitter.h"
+#include "maxc/Codegen/HeaderEmitter.h"
+#include "maxc/Codegen/ModelCompiler.h"
+#include "maxc/Codegen/Target.h"
+#include "maxc/Support/Error.h"
+
+#include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/Triple.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <nlohmann/json.hpp>
+
+namespace maxc::driver {
+
+namespace {
+
+class CpuBackend : public Backend {
+public:
+  std::string name() const override { return "cpu"; }
+  std::string description() const override { return "x86-64 and aarch64 Linux objects (maxc compile)"; }
+
+  std::vector<std::string> emit_kinds() const override {
+    return {"obj", "header", "asm", "llvm-ir", "test-harness", "bench-harness"};
+  }
+
+  std::vector<std::string> artifact_kinds(const std::set<std::string> &emit, const BackendOptions &options) const override {
+    std::vector<std::string> out;
+    for (const char *k : {"obj", "header", "manifest", "asm", "llvm-ir", "graph", "test-harness", "bench-harness"})
+      if (emit.count(k))
+        out.push_back(k);
+    if (options.external_weights)
+      out.push_back("weights");
+    return out;
+  }
+
+  void validate(const BackendOptions &options) const override {
+    if (!options.gpu.empty())
+      throw Error(ErrorCode::InvalidArgument, "--gpu selects the amdgpu backend, not cpu", "--gpu");
+    if (options.code_object_version != 0)
+      throw Error(ErrorCode::InvalidArgument, "--code-object-version applies to --gpu only", "--code-object-version");
+    resolve_cpu_target(options.triple, options.cpu, options.opt_level);
+  }
+
+  std::vector<TargetInfo> targets() const override { return cpu_targets(); }
+
+  BackendOutput compile(const PlannedModel &model, const BackendOptions &options, const std::set<std::string> &emit,
+                        PassTimer &timer) const override {
+    BackendOutput out;
+    CpuTarget target = resolve_cpu_target(options.triple, options.cpu, options.opt_level);
+    CpuCodegenRequest request;
+    request.object = emit.count("obj") != 0;
+    request.assembly = emit.count("asm") != 0;
+    request.llvm_ir = emit.count("llvm-ir") != 0;
+    request.external_weights = options.external_weights;
+    CpuCodegenResult code = compile_cpu_module(*model.lowered, model.abi, target, request, timer);
+    ModelInterface interface = model.interface;
+    if (options.external_weights) {
+      interface.external_weights = true;
+      interface.weights_blob_bytes = out.weights_blob_bytes = code.weights_blob.size();
+      interface.weights_blob_fnv1a = out.weights_blob_fnv1a = code.weights_blob_fnv1a;
+    }
+    if (request.object)
+      out.artifacts.emplace_back("obj", std::move(code.object));
+    if (emit.count("header"))
+      out.artifacts.emplace_back("header", timer.run("header", [&] { return emit_c_header(interface, model.workspace_bound); }));
+    if (request.assembly)
+      out.artifacts.emplace_back("asm", std::move(code.assembly));
+    if (request.llvm_ir)
+      out.artifacts.emplace_back("llvm-ir", std::move(code.llvm_ir));
+    if (emit.count("test-harness"))
+      out.artifacts.emplace_back("test-harness", timer.run("test-harness", [&] { return emit_test_harness(interface); }));
+    if (emit.count("bench-harness"))
+      out.artifacts.emplace_back("bench-harness", timer.run("bench-harness", [&] { return emit_bench_harness(interface); }));
+    if (options.external_weights)
+      out.artifacts.emplace_back("weights", std::move(code.weights_blob));
+
+    const std::string &n = interface.name;
+    out.manifest.backend = "cpu";
+    out.manifest.target_json = nlohmann::ordered_json{{"kind", "cpu"},
+                                                      {"triple", target.triple},
+                                                      {"cpu", target.cpu},
+                                                      {"cpu_requested", options.cpu},
+                                                      {"features", target.features},
+                                                      {"opt_level", target.opt_level}}
+                                   .dump();
+    out.manifest.entry_points = {n + "_run", n + "_run_packed", n + "_workspace_size", n + "_status_string",
+                                 n + "_set_parallel_for"};
+    if (options.external_weights)
+      out.manifest.entry_points.push_back(n + "_set_weights");
+    out.manifest.link = {"-lm"};
+    out.summary = target.triple + ", " + target.cpu;
+    return out;
+  }
+
+  std::unique_ptr<llvm::Module> build_host_module(const PlannedModel &model, llvm::LLVMContext &context) const override {
+    return build_cpu_module(*model.lowered, model.abi, context);
+  }
+};
+
+} // namespace
+
+std::vector<TargetInfo> cpu_targets() {
+  llvm::Triple host(llvm::sys::getProcessTriple());
+  std::string host_cpu = llvm::sys::getHostCPUName().str();
+  struct Arch {
+    const char *arch, *probe, *baseline;
+    std::vector<std::string> triples;
+  };
+  const Arch archs[] = {
+      {"x86_64", "x86_64-linux-gnu", "x86-64", {"x86_64-linux-gnu", "x86_64-unknown-linux-gnu"}},
+      {"aarch64", "aarch64-linux-gnu", "generic", {"aarch64-linux-gnu", "aarch64-unknown-linux-gnu"}},
+  };
+  std::vector<TargetInfo> out;
+  for (const Arch &a : archs) {
+    TargetInfo t;
+    t.arch = a.arch;
+    t.triples = a.triples;
+    t.baseline = a.baseline;
+    t.native = host.getArchName() == a.arch ? host_cpu : "";
+    t.cpus = known_cpus(a.probe);
+    t.is_default = t.arch == "x86_64";
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+} // namespace maxc::driver
