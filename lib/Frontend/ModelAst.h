@@ -74,9 +74,17 @@ struct ModelAst {
   Module main; // args = input names
 };
 
+/// The deepest nesting of module calls (main calling A calling B is 2).
+constexpr size_t kMaxModuleDepth = 256;
+
 /// Parses and statically validates a model file's JSON; every problem goes to
 /// `diagnostics`. Returns nullopt when the JSON cannot be used at all.
 std::optional<ModelAst> parse_model(const std::string &text, const std::string &file, DiagnosticEngine &diagnostics);
+
+/// Throws maxc::Error (DimOverflow, at `pointer`) when a tensor of `type`
+/// would exceed kMaxTensorBytes even with every symbolic dim 1. `what` names
+/// it ("input 'x'", "the result").
+void check_byte_size(const TensorType &type, const std::string &pointer, const std::string &what);
 
 /// RFC 6901 escaping of one reference token ("a/b" → "a~1b").
 std::string pointer_escape(const std::string &token);

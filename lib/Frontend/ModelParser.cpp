@@ -4,27 +4,17 @@
 // goes on after an error wherever the rest still makes sense.
 #include "ModelAst.h"
 
+#include "maxc/Frontend/ModelLoader.h"
 #include "maxc/Ops/OpRegistry.h"
+#include "maxc/Support/JsonCheck.h"
 
 #include <algorithm>
 #include <cctype>
-#include <functional>
 #include <set>
 
 namespace maxc::frontend {
 
-std::string pointer_escape(const std::string &token) {
-  std::string out;
-  for (char c : token) {
-    if (c == '~')
-      out += "~0";
-    else if (c == '/')
-      out += "~1";
-    else
-      out += c;
-  }
-  return out;
-}
+std::string pointer_escape(const std::string &token) { return json_pointer_escape(token); }
 
 namespace {
 
@@ -123,7 +113,7 @@ public:
     for (auto &[name, module] : ast.modules)
       check_scopes(module, ast);
     check_scopes(ast.main, ast);
-    check_cycles(ast);
+    check_calls(ast);
     return ast;
   }
 
@@ -230,8 +220,14 @@ private:
           if (!(*shape)[d].is_static() && !(*shape)[d].is_symbol())
             schema(p + "/shape/" + std::to_string(d),
                    "input dims must be integers or plain symbols (\"batch\"), not expressions: maxc binds them from the input at run time");
-      if (!name.empty() && dtype && shape)
+      if (!name.empty() && dtype && shape) {
+        try {
+          check_byte_size(TensorType(*dtype, *shape), p + "/shape", "input '" + name + "'");
+        } catch (const Error &e) {
+          diags_.error(e.code(), file_, e.location(), e.message()); // kept, so its uses do not cascade
+        }
         ast.inputs.emplace_back(name, TensorType(*dtype, *shape));
+      }
     }
   }
 
@@ -260,6 +256,13 @@ private:
         continue;
       }
       try {
+        check_byte_size(TensorType(*dtype, *shape), p + "/shape", "constant '" + name + "'");
+        uint64_t bytes = *tensor_byte_size(*dtype, static_sizes(*shape));
+        if (bytes > default_max_memory())
+          throw Error(ErrorCode::MemoryBudget,
+                      "constant '" + name + "' needs " + std::to_string(bytes) + " bytes, more than this machine's " +
+                          std::to_string(default_max_memory()) + " bytes of memory",
+                      p + "/shape");
         HostTensor t(*dtype, static_sizes(*shape));
         if (def.contains("value") == def.contains("values")) {
           schema(p, "give exactly one of 'value' (fills the shape) or 'values' (every element)");
@@ -298,7 +301,7 @@ private:
         }
         ast.constants.emplace(name, t);
       } catch (const Error &e) {
-        diags_.error(e.code(), file_, p, e.message());
+        diags_.error(e.code(), file_, e.location().empty() ? p : e.location(), e.message());
       }
     }
   }
@@ -627,35 +630,88 @@ private:
       schema(s.key_pointer, "repeat needs 'times'");
   }
 
-  void check_cycles(const ModelAst &ast) {
+  // Cycles among module calls, and how deep calls nest: an iterative DFS (a
+  // long chain of modules must not overflow this stack), then the longest
+  // chain from main against kMaxModuleDepth (it bounds the tracer's
+  // recursion).
+  void check_calls(const ModelAst &ast) {
+    auto callee_of = [&](const Statement &s) -> const Module * {
+      if (s.op != "call" && s.op != "repeat")
+        return nullptr;
+      auto it = ast.modules.find(s.callee);
+      return it == ast.modules.end() ? nullptr : &it->second;
+    };
     // 0 = unvisited, 1 = on the DFS stack, 2 = done.
-    std::map<std::string, int> state;
-    std::vector<std::string> stack;
-    std::function<void(const Module &)> visit = [&](const Module &m) {
-      state[m.name] = 1;
-      stack.push_back(m.name);
-      for (const Statement &s : m.body) {
-        if (s.op != "call" && s.op != "repeat")
+    std::map<const Module *, int> state;
+    std::map<const Module *, size_t> height; // call levels below a module (0: it calls nothing)
+    struct Item {
+      const Module *module;
+      size_t next; // the next statement to look at
+    };
+    std::vector<Item> stack;
+    bool cycles = false;
+    auto visit = [&](const Module &root) {
+      state[&root] = 1;
+      stack.push_back({&root, 0});
+      while (!stack.empty()) {
+        if (stack.back().next == stack.back().module->body.size()) {
+          const Module *m = stack.back().module;
+          size_t h = 0;
+          for (const Statement &s : m->body)
+            if (const Module *c = callee_of(s); c && state[c] == 2)
+              h = std::max(h, height[c] + 1);
+          height[m] = h;
+          state[m] = 2;
+          stack.pop_back();
           continue;
-        auto it = ast.modules.find(s.callee);
-        if (it == ast.modules.end())
+        }
+        const Statement &s = stack.back().module->body[stack.back().next++];
+        const Module *c = callee_of(s);
+        if (!c)
           continue;
-        if (state[s.callee] == 1) {
+        if (state[c] == 1) {
           std::string cycle;
-          auto from = std::find(stack.begin(), stack.end(), s.callee);
+          auto from = std::find_if(stack.begin(), stack.end(), [&](const Item &i) { return i.module == c; });
           for (auto i = from; i != stack.end(); ++i)
-            cycle += *i + " → ";
-          diags_.error(ErrorCode::ModuleCycle, file_, s.pointer, "modules call each other in a cycle: " + cycle + s.callee);
-        } else if (state[s.callee] == 0) {
-          visit(it->second);
+            cycle += i->module->name + " → ";
+          diags_.error(ErrorCode::ModuleCycle, file_, s.pointer, "modules call each other in a cycle: " + cycle + c->name);
+          cycles = true;
+        } else if (state[c] == 0) {
+          state[c] = 1;
+          stack.push_back({c, 0});
         }
       }
-      stack.pop_back();
-      state[m.name] = 2;
     };
     for (const auto &[name, m] : ast.modules)
-      if (state[name] == 0)
+      if (state[&m] == 0)
         visit(m);
+    visit(ast.main);
+    if (cycles || height[&ast.main] <= kMaxModuleDepth)
+      return;
+    // Follow the deepest chain from main to the call one level too deep.
+    std::vector<std::string> chain{"main"};
+    const Module *m = &ast.main;
+    const Statement *at = nullptr;
+    for (size_t level = 0; level <= kMaxModuleDepth; ++level) {
+      for (const Statement &s : m->body)
+        if (const Module *c = callee_of(s); c && height[c] + 1 == height[m]) {
+          at = &s;
+          m = c;
+          break;
+        }
+      chain.push_back(m->name);
+    }
+    std::string shown;
+    for (size_t i = 0; i < chain.size(); ++i) {
+      if (i == 3 && chain.size() > 6) {
+        shown += " → …";
+        i = chain.size() - 3;
+      }
+      shown += (i ? " → " : "") + chain[i];
+    }
+    diags_.error(ErrorCode::ModuleDepth, file_, at->pointer,
+                 "module calls nest " + std::to_string(height[&ast.main]) + " levels deep, more than the limit of " +
+                     std::to_string(kMaxModuleDepth) + " (" + shown + ")");
   }
 
   const std::string &file_;

@@ -13,11 +13,12 @@
 #include "maxc/IR/GraphJson.h"
 #include "maxc/Ops/Ops.h"
 #include "maxc/Realization/GraphRealizationContext.h"
+#include "maxc/Support/FileSystem.h"
+#include "maxc/Support/JsonCheck.h"
 
 #include <chrono>
 #include <cmath>
 #include <sys/mman.h>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -59,6 +60,31 @@ HostTensor zero_tensor(DType dtype, const std::vector<int64_t> &shape) {
   std::shared_ptr<std::byte> data(static_cast<std::byte *>(p), [length](std::byte *q) { ::munmap(q, length); });
   return HostTensor(dtype, shape, std::move(data));
 }
+
+} // namespace
+
+void frontend::check_byte_size(const TensorType &type, const std::string &pointer, const std::string &what) {
+  // Symbolic dims count as 1: a shape too large even then is too large for any binding but 0.
+  std::vector<int64_t> sizes;
+  for (const Dim &d : type.shape) {
+    DimBindings ones;
+    for (const std::string &sym : d.symbols())
+      ones[sym] = 1;
+    try {
+      sizes.push_back(d.evaluate(ones));
+    } catch (const Error &) {
+      sizes.push_back(-1); // overflows already
+    }
+  }
+  if (!tensor_byte_size(type.dtype, sizes))
+    throw Error(ErrorCode::DimOverflow,
+                what + " would be " + type.to_string() + ", whose byte size " +
+                    (shape_is_static(type.shape) ? "" : "(with its symbolic dims 1) ") +
+                    "overflows the 2^62-byte limit of a tensor",
+                pointer);
+}
+
+namespace {
 
 /// A parameter a module instance reads, relative to that instance.
 struct ParamRef {
@@ -475,6 +501,9 @@ private:
       }
     }
     std::vector<Tensor> results = frame.ctx->record(s.op, tensors, attrs);
+    for (size_t r = 0; r < results.size(); ++r)
+      check_byte_size(results[r].type(), s.key_pointer,
+                      results.size() == 1 ? std::string("the result") : "result " + std::to_string(r));
     if (results.size() != s.results.size())
       throw Error(ErrorCode::ModelSchema,
                   s.op + " produces " + std::to_string(results.size()) + " result(s), the statement names " +
@@ -594,18 +623,14 @@ void fill_stats(const Graph &graph, TraceStats &stats) {
 } // namespace
 
 LoadedModel load_model(const std::string &path, const LoadOptions &options, DiagnosticEngine &diagnostics) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    diagnostics.error(ErrorCode::FileNotReadable, path, "", "cannot open the model file");
+  std::string text;
+  try {
+    text = read_file(path, "the model file");
+  } catch (const Error &e) {
+    diagnostics.error(e.code(), path, "", e.message());
     return {};
   }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) {
-    diagnostics.error(ErrorCode::FileNotReadable, path, "", "cannot read the model file");
-    return {};
-  }
-  return load_model_text(buffer.str(), path, options, diagnostics);
+  return load_model_text(text, path, options, diagnostics);
 }
 
 LoadedModel load_model_text(const std::string &text, const std::string &path, const LoadOptions &options,
@@ -613,6 +638,17 @@ LoadedModel load_model_text(const std::string &text, const std::string &path, co
   LoadedModel out;
   auto start = std::chrono::steady_clock::now();
   out.files_read.push_back(path);
+
+  // Nesting depth and duplicate keys, checked before any JSON document is
+  // built (a deep document would overflow the stack of recursive copies).
+  bool structure_ok = true;
+  for (const JsonIssue &issue : check_json_structure(text)) {
+    diagnostics.error(issue.kind == JsonIssue::Kind::too_deep ? ErrorCode::JsonDepth : ErrorCode::DuplicateKey, path,
+                      issue.pointer(), issue.message);
+    structure_ok = false;
+  }
+  if (!structure_ok)
+    return out;
 
   try {
     if (looks_like_graph_json(text)) {
