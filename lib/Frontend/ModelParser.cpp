@@ -6,15 +6,62 @@
 
 #include "maxc/Frontend/ModelLoader.h"
 #include "maxc/Ops/OpRegistry.h"
+#include "maxc/Support/Float16.h"
 #include "maxc/Support/JsonCheck.h"
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <limits>
 #include <set>
 
 namespace maxc::frontend {
 
 std::string pointer_escape(const std::string &token) { return json_pointer_escape(token); }
+
+std::optional<double> json_number(const json &v) {
+  if (v.is_boolean())
+    return v.get<bool>() ? 1.0 : 0.0;
+  if (v.is_number())
+    return v.get<double>();
+  if (v.is_string()) {
+    const std::string &t = v.get_ref<const std::string &>();
+    if (t == "inf" || t == "+inf")
+      return std::numeric_limits<double>::infinity();
+    if (t == "-inf")
+      return -std::numeric_limits<double>::infinity();
+    if (t == "nan")
+      return std::numeric_limits<double>::quiet_NaN();
+  }
+  return std::nullopt;
+}
+
+std::string not_representable(double v, DType dtype) {
+  std::string shown = json(v).dump();
+  if (std::isnan(v) || std::isinf(v)) {
+    if (is_float(dtype))
+      return "";
+    return std::string(std::isnan(v) ? "nan" : "an infinity") + " is not representable in " +
+           std::string(dtype_name(dtype));
+  }
+  if (is_bool(dtype))
+    return v == 0 || v == 1 ? "" : shown + " is not a bool (0 or 1)";
+  if (is_integer(dtype)) {
+    double lo = dtype == DType::i8 ? -128.0 : dtype == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
+    double hi = -lo; // exclusive
+    if (v != std::floor(v))
+      return shown + " is not an integer, as " + std::string(dtype_name(dtype)) + " needs";
+    if (v < lo || v >= hi)
+      return shown + " is outside the range of " + std::string(dtype_name(dtype));
+    return "";
+  }
+  bool finite = dtype == DType::f16    ? std::isfinite(half_bits_to_float(float_to_half_bits(static_cast<float>(v))))
+                : dtype == DType::bf16 ? std::isfinite(bfloat16_bits_to_float(float_to_bfloat16_bits(static_cast<float>(v))))
+                : dtype == DType::f32  ? std::isfinite(static_cast<float>(v))
+                                       : true;
+  return finite ? "" : shown + " is outside the finite range of " + std::string(dtype_name(dtype)) +
+                           " (write \"inf\" or \"-inf\" for an infinity)";
+}
 
 namespace {
 
@@ -268,14 +315,32 @@ private:
           schema(p, "give exactly one of 'value' (fills the shape) or 'values' (every element)");
           continue;
         }
-        if (def.contains("value")) {
-          if (!def["value"].is_number() && !def["value"].is_boolean()) {
-            schema(p + "/value", "expected a number");
-            continue;
+        // Every element through one check: in range for the dtype, and inf,
+        // -inf and nan written as strings.
+        auto store = [&](int64_t i, const json &v, const std::string &vp) {
+          std::optional<double> x = json_number(v);
+          if (!x) {
+            schema(vp, "expected a number, true/false, or \"inf\", \"-inf\", \"nan\"; got " + v.dump());
+            return false;
           }
-          double v = def["value"].is_boolean() ? double(def["value"].get<bool>()) : def["value"].get<double>();
-          for (int64_t i = 0; i < t.numel(); ++i)
-            t.set_f64(i, v);
+          if (std::string why = not_representable(*x, *dtype); !why.empty()) {
+            diags_.error(ErrorCode::DTypeMismatch, file_, vp, why);
+            return false;
+          }
+          if (v.is_number_integer())
+            t.set_i64(i, v.get<int64_t>()); // exact for large i64
+          else
+            t.set_f64(i, *x);
+          return true;
+        };
+        if (def.contains("value")) {
+          if (t.numel() > 0 ? !store(0, def["value"], p + "/value") : !json_number(def["value"]))
+            continue;
+          for (int64_t i = 1; i < t.numel(); ++i)
+            if (is_float(*dtype))
+              t.set_f64(i, t.get_f64(0));
+            else
+              t.set_i64(i, t.get_i64(0));
         } else {
           const json &values = def["values"];
           if (!values.is_array() || static_cast<int64_t>(values.size()) != t.numel()) {
@@ -283,19 +348,8 @@ private:
             continue;
           }
           bool ok = true;
-          for (size_t i = 0; i < values.size(); ++i) {
-            if (values[i].is_number_integer())
-              t.set_i64(static_cast<int64_t>(i), values[i].get<int64_t>());
-            else if (values[i].is_number())
-              t.set_f64(static_cast<int64_t>(i), values[i].get<double>());
-            else if (values[i].is_boolean())
-              t.set_i64(static_cast<int64_t>(i), values[i].get<bool>());
-            else {
-              schema(p + "/values/" + std::to_string(i), "expected a number");
-              ok = false;
-              break;
-            }
-          }
+          for (size_t i = 0; i < values.size() && ok; ++i)
+            ok = store(static_cast<int64_t>(i), values[i], p + "/values/" + std::to_string(i));
           if (!ok)
             continue;
         }
@@ -578,11 +632,13 @@ private:
             diags_.error(ErrorCode::ModelSchema, file_, cp,
                          "module " + s.callee + " takes " + std::to_string(callee.args.size()) + " argument(s), " +
                              std::to_string(s.operands.size()) + " given");
-          if (s.op == "repeat" && callee.returns.size() != callee.args.size())
+          if (s.op == "repeat" && callee.returns.size() > callee.args.size())
             diags_.error(ErrorCode::ModelSchema, file_, cp,
-                         "repeat needs a module whose results feed its arguments: " + s.callee + " takes " +
-                             std::to_string(callee.args.size()) + " and returns " + std::to_string(callee.returns.size()));
-          size_t results = s.op == "repeat" ? callee.args.size() : callee.returns.size();
+                         "repeat feeds a module's results to its first arguments (the rest are passed unchanged to "
+                         "every iteration), so it cannot return more values than it takes: " +
+                             s.callee + " takes " + std::to_string(callee.args.size()) + " and returns " +
+                             std::to_string(callee.returns.size()));
+          size_t results = callee.returns.size();
           if (results != s.results.size())
             diags_.error(ErrorCode::ModelSchema, file_, s.pointer,
                          "statement names " + std::to_string(s.results.size()) + " result(s), module " + s.callee +

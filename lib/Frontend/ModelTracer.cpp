@@ -11,6 +11,7 @@
 #include "maxc/Frontend/ModelLoader.h"
 #include "maxc/Frontend/Safetensors.h"
 #include "maxc/IR/GraphJson.h"
+#include "maxc/Ops/OpRegistry.h"
 #include "maxc/Ops/Ops.h"
 #include "maxc/Realization/GraphRealizationContext.h"
 #include "maxc/Support/FileSystem.h"
@@ -282,6 +283,46 @@ private:
     return value;
   }
 
+  /// "x.shape[1]" (a whole string, anywhere in an attribute value) → dim 1
+  /// of the value x in scope: an integer, or its symbolic text. Lets a
+  /// module reshape by its arguments' dims without knowing the caller's
+  /// symbol names.
+  json resolve_dims(const json &v, const Scope &scope, const std::string &pointer) {
+    if (v.is_array()) {
+      json out = json::array();
+      for (const json &e : v)
+        out.push_back(resolve_dims(e, scope, pointer));
+      return out;
+    }
+    if (!v.is_string())
+      return v;
+    const std::string &text = v.get_ref<const std::string &>();
+    size_t pos = text.rfind(".shape[");
+    if (pos == std::string::npos || pos == 0 || text.back() != ']')
+      return v;
+    std::string name = text.substr(0, pos), index = text.substr(pos + 7, text.size() - pos - 8);
+    char *end = nullptr;
+    long long i = std::strtoll(index.c_str(), &end, 10);
+    if (index.empty() || *end != '\0')
+      throw Error(ErrorCode::InvalidAttribute, "\"" + text + "\": expected NAME.shape[INDEX] with an integer index",
+                  pointer);
+    auto it = scope.find(name);
+    if (it == scope.end())
+      throw Error(ErrorCode::UndefinedName, "'" + name + "' (in \"" + text + "\") is not defined here", pointer);
+    if (!it->second)
+      throw Error(ErrorCode::UndefinedName, "'" + name + "' (in \"" + text + "\") has no value after an earlier error",
+                  pointer);
+    const Shape &shape = it->second->shape();
+    long long rank = static_cast<long long>(shape.size());
+    if (i < -rank || i >= rank)
+      throw Error(ErrorCode::InvalidAttribute,
+                  "\"" + text + "\": '" + name + "' has rank " + std::to_string(rank) + ", so the index must be in [" +
+                      std::to_string(-rank) + ", " + std::to_string(rank) + ")",
+                  pointer);
+    const Dim &d = shape[static_cast<size_t>(i < 0 ? i + rank : i)];
+    return d.is_static() ? json(d.value()) : json(d.to_string());
+  }
+
   static AttrValue attr_from_json(const std::string &name, const json &v) {
     if (v.is_boolean())
       return v.get<bool>();
@@ -478,10 +519,9 @@ private:
         continue;
       double v = s.operands[i].number;
       DType d = literal_dtype.value_or(DType::f32);
-      if ((is_integer(d) && v != std::floor(v)) || (is_bool(d) && v != 0 && v != 1))
+      if (std::string why = not_representable(v, d); !why.empty())
         throw Error(ErrorCode::DTypeMismatch,
-                    "the number " + json(v).dump() + " is not representable in " + std::string(dtype_name(d)) +
-                        ", the dtype of this statement's tensors (cast them, or use a \"full\" tensor)",
+                    why + ", the dtype of this statement's tensors (cast them, or use a \"full\" tensor)",
                     s.operands[i].pointer);
     }
 
@@ -492,10 +532,16 @@ private:
     for (size_t i = 0; i < operands.size(); ++i)
       tensors.push_back(operands[i] ? *operands[i] : ops::scalar(s.operands[i].number, literal_dtype.value_or(DType::f32)));
     Attrs attrs;
+    const OpDef &def = OpRegistry::instance().get(s.op);
     for (const auto &[key, value] : s.attrs.items()) {
       std::string p = s.attrs_pointer + "/" + pointer_escape(key);
       try {
-        attrs.set(key, attr_from_json(key, substitute(value, frame.options, p)));
+        json v = resolve_dims(substitute(value, frame.options, p), scope, p);
+        auto spec = std::find_if(def.attrs.begin(), def.attrs.end(), [&](const AttrSpec &a) { return a.name == key; });
+        if (spec != def.attrs.end() && spec->kind == AttrKind::real && v.is_string())
+          if (std::optional<double> x = json_number(v)) // "inf", "-inf", "nan"
+            v = *x;
+        attrs.set(key, attr_from_json(key, v));
       } catch (const Error &e) {
         throw Error(e.code(), e.message(), e.location().empty() ? p : e.location());
       }
@@ -528,12 +574,21 @@ private:
   std::vector<MaybeTensor> run_call(const Statement &s, const Frame &frame, std::vector<MaybeTensor> args) {
     const Module &callee = ast_.modules.at(s.callee);
     Options callee_options = call_options(s, callee, frame.options);
+    // A call returns the module's results. A repeat feeds each iteration's
+    // results to the first arguments of the next; the arguments after those
+    // (rotary tables, masks) are loop-invariant: passed unchanged to every
+    // iteration.
+    const size_t carried = callee.returns.size();
     for (const std::string &instance : call_instances(s, frame.options)) {
-      args = call_module(callee, callee_options, instance, s, frame, args);
-      for (const MaybeTensor &a : args)
-        if (!a)
+      std::vector<MaybeTensor> results = call_module(callee, callee_options, instance, s, frame, args);
+      for (const MaybeTensor &r : results)
+        if (!r)
           return std::vector<MaybeTensor>(s.results.size(), std::nullopt);
+      if (s.op == "call")
+        return results;
+      std::copy(results.begin(), results.end(), args.begin());
     }
+    args.resize(std::min(carried, args.size()));
     return args;
   }
 
