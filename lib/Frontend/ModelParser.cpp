@@ -37,30 +37,25 @@ std::optional<double> json_number(const json &v) {
 }
 
 std::string not_representable(double v, DType dtype) {
-  std::string shown = json(v).dump();
-  if (std::isnan(v) || std::isinf(v)) {
-    if (is_float(dtype))
-      return "";
-    return std::string(std::isnan(v) ? "nan" : "an infinity") + " is not representable in " +
-           std::string(dtype_name(dtype));
-  }
+  const std::string head = "the number " + json(v).dump() + " is not representable in " + std::string(dtype_name(dtype));
+  if (std::isnan(v) || std::isinf(v))
+    return is_float(dtype) ? "" : (std::isnan(v) ? "nan" : "an infinity") + std::string(" is not representable in ") +
+                                      std::string(dtype_name(dtype));
   if (is_bool(dtype))
-    return v == 0 || v == 1 ? "" : shown + " is not a bool (0 or 1)";
+    return v == 0 || v == 1 ? "" : head + " (a bool is 0 or 1)";
   if (is_integer(dtype)) {
     double lo = dtype == DType::i8 ? -128.0 : dtype == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
-    double hi = -lo; // exclusive
     if (v != std::floor(v))
-      return shown + " is not an integer, as " + std::string(dtype_name(dtype)) + " needs";
-    if (v < lo || v >= hi)
-      return shown + " is outside the range of " + std::string(dtype_name(dtype));
+      return head + " (not an integer)";
+    if (v < lo || v >= -lo)
+      return head + " (out of range)";
     return "";
   }
   bool finite = dtype == DType::f16    ? std::isfinite(half_bits_to_float(float_to_half_bits(static_cast<float>(v))))
                 : dtype == DType::bf16 ? std::isfinite(bfloat16_bits_to_float(float_to_bfloat16_bits(static_cast<float>(v))))
                 : dtype == DType::f32  ? std::isfinite(static_cast<float>(v))
                                        : true;
-  return finite ? "" : shown + " is outside the finite range of " + std::string(dtype_name(dtype)) +
-                           " (write \"inf\" or \"-inf\" for an infinity)";
+  return finite ? "" : head + " (outside its finite range; write \"inf\" or \"-inf\" for an infinity)";
 }
 
 namespace {
