@@ -1309,6 +1309,18 @@ def harden_module_dims(ctx):
 
 
 @case
+def harden_ops_signatures(ctx):
+    """maxc ops shows operand order and dtypes (the same text as docs/ops.md)."""
+    r = ctx.run(["ops"], rc=0)
+    expect_in("embedding(table: T[V, D], ids: I[...]) -> T[..., D]   T: any dtype; I: i8 i32 i64", r.stdout, "ops", r)
+    with open(os.path.join(ctx.source_dir, "docs", "ops.md")) as f:
+        expect_in("    embedding(table: T[V, D], ids: I[...]) -> T[..., D]", f.read(), "docs/ops.md")
+    ops = parse_json(ctx.run(["ops", "--json"], rc=0).stdout, "ops --json")
+    where = [op for op in ops if op["name"] == "where"][0]
+    expect(where["signature"].startswith("where(cond: bool[...], a: T[...], b: T[...])"), "where: %s" % where)
+
+
+@case
 def harden_trace_json_inline_constants(ctx):
     """trace --emit json of a model with inline constants loads back."""
     model = write_json(ctx.path("m.json"), tiny_model(
