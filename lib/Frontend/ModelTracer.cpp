@@ -655,6 +655,21 @@ private:
   std::map<std::string, Tensor> root_params_;
 };
 
+// The byte-size rule of check_byte_size for a graph read from graph JSON,
+// located by the JSON pointer of the value's node.
+void check_graph_byte_sizes(const Graph &graph, const std::string &path, const std::string &pointer = "") {
+  for (size_t i = 0; i < graph.nodes().size(); ++i)
+    for (ValueId id : graph.nodes()[i].results)
+      check_byte_size(graph.type_of(id), path + ": " + pointer + "/nodes/" + std::to_string(i),
+                      "%" + std::to_string(id) + " (" + graph.nodes()[i].op + ")");
+  for (size_t i = 0; i < graph.input_ids().size(); ++i)
+    check_byte_size(graph.type_of(graph.input_ids()[i]), path + ": " + pointer + "/inputs/" + std::to_string(i),
+                    "input %" + std::to_string(graph.input_ids()[i]));
+  size_t k = 0;
+  for (const auto &[name, sub] : graph.subgraphs())
+    check_graph_byte_sizes(*sub, path, "/subgraphs/" + std::to_string(k++));
+}
+
 void fill_stats(const Graph &graph, TraceStats &stats) {
   stats.nodes = graph.nodes().size();
   stats.subgraph_definitions = graph.subgraphs().size();
@@ -725,6 +740,8 @@ LoadedModel load_model_text(const std::string &text, const std::string &path, co
           return zero_tensor(dtype, shape);
         };
       out.graph = graph_from_json(text, path, resolver);
+      if (out.graph)
+        check_graph_byte_sizes(*out.graph, path);
       if (out.graph)
         for (const auto &[name, data] : out.graph->constants())
           out.params.push_back(ParamSpec{name, data.dtype(), data.shape(), ""});

@@ -1216,6 +1216,14 @@ def harden_byte_size_rule(ctx):
         expect_diagnostic(r, big_input, "E0107", "/inputs/0/shape", message="input 'x'")
         r = ctx.run([cmd, symbolic], rc=1)
         expect_diagnostic(r, symbolic, "E0107", "/main/0/y", message="symbolic dims 1")
+    # Graph JSON: the same rule, located at the node.
+    small = write_json(ctx.path("small.json"), tiny_model([{"y": ["iota", {"shape": [2, 4], "dtype": "i64"}]}]))
+    doc = parse_json(ctx.run(["trace", small, "--emit", "json"], rc=0).stdout, "graph JSON")
+    doc["nodes"][0]["results"][0]["type"] = "i64[%d,4]" % 2 ** 62
+    doc["nodes"][0]["attrs"]["shape"]["shape"] = [2 ** 62, 4]
+    graph = write_json(ctx.path("big.graph.json"), doc)
+    r = ctx.run(["check", graph], rc=1)
+    expect_diagnostic(r, graph, "E0107", "/nodes/0", message="iota")
 
 
 @case
