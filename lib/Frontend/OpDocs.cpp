@@ -223,7 +223,7 @@ std::string ops_markdown() {
   std::string out =
       "# maxc ops\n\n"
       "<!-- Generated from the op registry by ops_markdown() (lib/Frontend/OpDocs.cpp); do not edit.\n"
-      "     Regenerate: MAXC_UPDATE_DOCS=1 build/test/maxc-unit-tests \"docs/ops.md*\" -->\n\n"
+      "     Regenerate: MAXC_UPDATE_DOCS=1 build/test/maxc-unit-tests \"[docs]\" -->\n\n"
       "Every op a model can use, as `[\"op\", operands..., {attributes}]` in a statement\n"
       "(see [model-format.md](model-format.md)); `maxc ops` prints the same signatures.\n"
       "Operands are listed in order; `[name: ...]` is optional, `name: ...` with `...` after\n"
