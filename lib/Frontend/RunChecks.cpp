@@ -105,10 +105,20 @@ void check_dim_names(const Graph &graph, const DimBindings &dims) {
   }
 }
 
-void check_run_memory(const Graph &graph, const std::vector<HostTensor> &inputs, DimBindings dims,
-                      uint64_t max_bytes) {
-  bind_input_dims(graph, inputs, dims);
+namespace {
+
+// Checks every value of `graph` against the limits and returns their total
+// bytes plus the largest total of a subgraph body (the reference interpreter
+// holds one body's values at a time, besides all of the caller's).
+uint64_t graph_bytes(const Graph &graph, const DimBindings &dims, uint64_t max_bytes, const std::string &where) {
   uint64_t total = 0;
+  auto add = [&](uint64_t bytes, const std::string &what) {
+    total += bytes; // no overflow: each term is at most 2^62 and the sum stays under 2 * max_bytes
+    if (total > max_bytes)
+      throw Error(ErrorCode::MemoryBudget, "the run needs more than " + std::to_string(max_bytes) +
+                                               " bytes (--max-memory) for its tensors together; " + what + " adds " +
+                                               std::to_string(bytes));
+  };
   for (size_t i = 0; i < graph.num_values(); ++i) {
     ValueId id = static_cast<ValueId>(i);
     const TensorType &type = graph.type_of(id);
@@ -119,7 +129,7 @@ void check_run_memory(const Graph &graph, const std::vector<HostTensor> &inputs,
       continue; // an unbound dim: the run reports it
     }
     std::optional<uint64_t> bytes = tensor_byte_size(type.dtype, shape);
-    std::string what = describe_value(graph, id) + ", " + std::string(dtype_name(type.dtype)) +
+    std::string what = describe_value(graph, id) + where + ", " + std::string(dtype_name(type.dtype)) +
                        shape_to_string(make_shape(shape));
     if (!bytes)
       throw Error(ErrorCode::MemoryBudget, what + ", would need more than 2^62 bytes");
@@ -127,12 +137,28 @@ void check_run_memory(const Graph &graph, const std::vector<HostTensor> &inputs,
       throw Error(ErrorCode::MemoryBudget, what + ", needs " + std::to_string(*bytes) +
                                                 " bytes, more than the memory budget of " + std::to_string(max_bytes) +
                                                 " bytes (--max-memory)");
-    total += *bytes; // no overflow: each term is at most 2^62 and the sum stays under 2 * max_bytes
-    if (total > max_bytes)
-      throw Error(ErrorCode::MemoryBudget, "the run needs more than " + std::to_string(max_bytes) +
-                                               " bytes (--max-memory) for its tensors together; " + what + " adds " +
-                                               std::to_string(*bytes));
+    add(*bytes, what);
   }
+  uint64_t largest_body = 0;
+  std::string largest;
+  for (const auto &[name, sub] : graph.subgraphs()) {
+    uint64_t body = graph_bytes(*sub, dims, max_bytes, " in subgraph '" + name + "'");
+    if (body > largest_body) {
+      largest_body = body;
+      largest = "subgraph '" + name + "'";
+    }
+  }
+  if (largest_body)
+    add(largest_body, "a call of " + largest);
+  return total;
+}
+
+} // namespace
+
+void check_run_memory(const Graph &graph, const std::vector<HostTensor> &inputs, DimBindings dims,
+                      uint64_t max_bytes) {
+  bind_input_dims(graph, inputs, dims);
+  graph_bytes(graph, dims, max_bytes, "");
 }
 
 } // namespace maxc
