@@ -79,7 +79,10 @@ constexpr size_t kMaxModuleDepth = 256;
 
 /// Parses and statically validates a model file's JSON; every problem goes to
 /// `diagnostics`. Returns nullopt when the JSON cannot be used at all.
-std::optional<ModelAst> parse_model(const std::string &text, const std::string &file, DiagnosticEngine &diagnostics);
+/// `max_statements`: refuse a model whose repeats and calls would make the
+/// tracer execute more statements (LoadOptions::max_statements).
+std::optional<ModelAst> parse_model(const std::string &text, const std::string &file, DiagnosticEngine &diagnostics,
+                                    uint64_t max_statements = UINT64_MAX);
 
 /// Throws maxc::Error (DimOverflow, at `pointer`) when a tensor of `type`
 /// would exceed kMaxTensorBytes even with every symbolic dim 1. `what` names

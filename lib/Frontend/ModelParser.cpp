@@ -91,7 +91,8 @@ const char *json_kind(const json &v) {
 
 class Parser {
 public:
-  Parser(const std::string &file, DiagnosticEngine &diags) : file_(file), diags_(diags) {}
+  Parser(const std::string &file, DiagnosticEngine &diags, uint64_t max_statements)
+      : file_(file), diags_(diags), max_statements_(max_statements) {}
 
   std::optional<ModelAst> parse(const std::string &text) {
     json root;
@@ -681,11 +682,42 @@ private:
       schema(s.key_pointer, "repeat needs 'times'");
   }
 
+  static uint64_t sat_add(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
+  static uint64_t sat_mul(uint64_t a, uint64_t b) { return b && a > UINT64_MAX / b ? UINT64_MAX : a * b; }
+
+  // Statements one execution of `s` costs the tracer, from the costs of the
+  // modules it calls (done ones only: a cycle is reported elsewhere). A lower
+  // bound: "$opt" repeat counts count as 1, and a keyed subgraph's body is
+  // traced once whatever the count.
+  uint64_t statement_cost(const Statement &s, const std::map<const Module *, uint64_t> &cost,
+                          std::map<const Module *, int> &state) const {
+    uint64_t n = 1;
+    if (s.op != "call" && s.op != "repeat")
+      return n;
+    auto it = ast_modules_->find(s.callee);
+    if (it == ast_modules_->end() || state[&it->second] != 2)
+      return n;
+    uint64_t body = cost.at(&it->second), times = 1;
+    if (s.op == "repeat" && s.attrs.contains("times") && s.attrs["times"].is_number_unsigned())
+      times = s.attrs["times"].get<uint64_t>();
+    if (!it->second.subgraph_key.empty())
+      times = std::min<uint64_t>(times, 1);
+    return sat_add(n, sat_mul(times, body));
+  }
+  uint64_t statement_cost(const Module &m, const std::map<const Module *, uint64_t> &cost,
+                          std::map<const Module *, int> &state) const {
+    uint64_t total = 0;
+    for (const Statement &s : m.body)
+      total = sat_add(total, statement_cost(s, cost, state));
+    return total;
+  }
+
   // Cycles among module calls, and how deep calls nest: an iterative DFS (a
   // long chain of modules must not overflow this stack), then the longest
   // chain from main against kMaxModuleDepth (it bounds the tracer's
   // recursion).
   void check_calls(const ModelAst &ast) {
+    ast_modules_ = &ast.modules;
     auto callee_of = [&](const Statement &s) -> const Module * {
       if (s.op != "call" && s.op != "repeat")
         return nullptr;
@@ -695,6 +727,7 @@ private:
     // 0 = unvisited, 1 = on the DFS stack, 2 = done.
     std::map<const Module *, int> state;
     std::map<const Module *, size_t> height; // call levels below a module (0: it calls nothing)
+    std::map<const Module *, uint64_t> cost; // statements one call of it executes (a lower bound)
     struct Item {
       const Module *module;
       size_t next; // the next statement to look at
@@ -712,6 +745,7 @@ private:
             if (const Module *c = callee_of(s); c && state[c] == 2)
               h = std::max(h, height[c] + 1);
           height[m] = h;
+          cost[m] = statement_cost(*m, cost, state);
           state[m] = 2;
           stack.pop_back();
           continue;
@@ -737,7 +771,25 @@ private:
       if (state[&m] == 0)
         visit(m);
     visit(ast.main);
-    if (cycles || height[&ast.main] <= kMaxModuleDepth)
+    if (cycles)
+      return;
+    // Repeats multiply: refuse before tracing what the tracer would only
+    // stop after max_statements (seconds and gigabytes later).
+    if (cost[&ast.main] > max_statements_) {
+      uint64_t so_far = 0;
+      for (const Statement &s : ast.main.body) {
+        so_far = sat_add(so_far, statement_cost(s, cost, state));
+        if (so_far > max_statements_) {
+          diags_.error(ErrorCode::ModelSchema, file_, s.pointer,
+                       "tracing the model would execute more than " + std::to_string(max_statements_) +
+                           " statements (at least " + std::to_string(cost[&ast.main]) +
+                           ": repeats and calls multiply; check repeat counts)");
+          break;
+        }
+      }
+      return;
+    }
+    if (height[&ast.main] <= kMaxModuleDepth)
       return;
     // Follow the deepest chain from main to the call one level too deep.
     std::vector<std::string> chain{"main"};
@@ -767,12 +819,15 @@ private:
 
   const std::string &file_;
   DiagnosticEngine &diags_;
+  uint64_t max_statements_ = UINT64_MAX;
+  const std::map<std::string, Module> *ast_modules_ = nullptr;
 };
 
 } // namespace
 
-std::optional<ModelAst> parse_model(const std::string &text, const std::string &file, DiagnosticEngine &diagnostics) {
-  return Parser(file, diagnostics).parse(text);
+std::optional<ModelAst> parse_model(const std::string &text, const std::string &file, DiagnosticEngine &diagnostics,
+                                    uint64_t max_statements) {
+  return Parser(file, diagnostics, max_statements).parse(text);
 }
 
 } // namespace maxc::frontend

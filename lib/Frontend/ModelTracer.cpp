@@ -746,7 +746,7 @@ LoadedModel load_model_text(const std::string &text, const std::string &path, co
         for (const auto &[name, data] : out.graph->constants())
           out.params.push_back(ParamSpec{name, data.dtype(), data.shape(), ""});
     } else {
-      std::optional<ModelAst> ast = parse_model(text, path, diagnostics);
+      std::optional<ModelAst> ast = parse_model(text, path, diagnostics, options.max_statements);
       if (!ast || diagnostics.has_errors())
         return out;
       out.graph = Tracer(*ast, options, diagnostics, out).trace();

@@ -1150,6 +1150,14 @@ def harden_module_chain(ctx):
     model = write_json(ctx.path("chain256.json"), tiny_model([{"y": ["call", "M0", "x"]}], modules))
     ctx.run(["check", model], rc=0)
 
+    # Nested repeats multiply: refused before tracing, not after 2M statements.
+    inner = {"args": ["a"], "body": [{"b": ["relu", "a"]}], "return": "b"}
+    outer = {"args": ["a"], "body": [{"b": ["repeat", "R", "a", {"times": 100, "prefix": "q{i}"}]}], "return": "b"}
+    model = write_json(ctx.path("bomb.json"), tiny_model(
+        [{"y": ["repeat", "Outer", "x", {"times": 100000, "prefix": "o{i}"}]}], {"R": inner, "Outer": outer}))
+    r = ctx.run(["check", model], rc=1)
+    expect_diagnostic(r, model, "E0502", "/main/0", message="more than 2000000 statements \\(at least 10100001")
+
 
 @case
 def harden_deep_safetensors_metadata(ctx):

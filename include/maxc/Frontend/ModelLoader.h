@@ -27,8 +27,11 @@ struct LoadOptions {
   /// before weights exist). Undeclared params are errors in this mode.
   bool synthesize_weights = false;
   /// Upper bound on statements executed while tracing (repeats and calls
-  /// multiply), so a hostile model cannot make the tracer run forever.
-  uint64_t max_statements = 50'000'000;
+  /// multiply), so a hostile model cannot make the tracer run forever or
+  /// fill memory: each traced statement costs about 1 KB and 15 µs, so the
+  /// default bounds a trace near 2 GB and half a minute, hundreds of times
+  /// what the largest real models need.
+  uint64_t max_statements = 2'000'000;
 };
 
 struct TraceStats {
