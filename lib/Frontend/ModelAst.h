@@ -74,9 +74,31 @@ struct ModelAst {
   Module main; // args = input names
 };
 
+/// The deepest nesting of module calls (main calling A calling B is 2).
+constexpr size_t kMaxModuleDepth = 256;
+
 /// Parses and statically validates a model file's JSON; every problem goes to
 /// `diagnostics`. Returns nullopt when the JSON cannot be used at all.
-std::optional<ModelAst> parse_model(const std::string &text, const std::string &file, DiagnosticEngine &diagnostics);
+/// `max_statements`: refuse a model whose repeats and calls would make the
+/// tracer execute more statements (LoadOptions::max_statements).
+std::optional<ModelAst> parse_model(const std::string &text, const std::string &file, DiagnosticEngine &diagnostics,
+                                    uint64_t max_statements = UINT64_MAX);
+
+/// Throws maxc::Error (DimOverflow, at `pointer`) when a tensor of `type`
+/// would exceed kMaxTensorBytes even with every symbolic dim 1. `what` names
+/// it ("input 'x'", "the result").
+void check_byte_size(const TensorType &type, const std::string &pointer, const std::string &what);
+
+/// The number a JSON value stands for in a numeric position: a JSON number,
+/// a boolean, or one of the strings "inf", "+inf", "-inf", "nan" (JSON has
+/// no spelling for them). nullopt for anything else.
+std::optional<double> json_number(const json &v);
+
+/// Why `v` cannot be stored in `dtype` ("" when it can): integer dtypes need
+/// an integer in range, bool 0 or 1, floating dtypes a value within their
+/// finite range (it is rounded to the nearest representable one) or
+/// inf/nan.
+std::string not_representable(double v, DType dtype);
 
 /// RFC 6901 escaping of one reference token ("a/b" → "a~1b").
 std::string pointer_escape(const std::string &token);

@@ -4,26 +4,58 @@
 // goes on after an error wherever the rest still makes sense.
 #include "ModelAst.h"
 
+#include "maxc/Frontend/ModelLoader.h"
 #include "maxc/Ops/OpRegistry.h"
+#include "maxc/Support/Float16.h"
+#include "maxc/Support/JsonCheck.h"
 
 #include <algorithm>
 #include <cctype>
-#include <functional>
+#include <cmath>
+#include <limits>
 #include <set>
 
 namespace maxc::frontend {
 
-std::string pointer_escape(const std::string &token) {
-  std::string out;
-  for (char c : token) {
-    if (c == '~')
-      out += "~0";
-    else if (c == '/')
-      out += "~1";
-    else
-      out += c;
+std::string pointer_escape(const std::string &token) { return json_pointer_escape(token); }
+
+std::optional<double> json_number(const json &v) {
+  if (v.is_boolean())
+    return v.get<bool>() ? 1.0 : 0.0;
+  if (v.is_number())
+    return v.get<double>();
+  if (v.is_string()) {
+    const std::string &t = v.get_ref<const std::string &>();
+    if (t == "inf" || t == "+inf")
+      return std::numeric_limits<double>::infinity();
+    if (t == "-inf")
+      return -std::numeric_limits<double>::infinity();
+    if (t == "nan")
+      return std::numeric_limits<double>::quiet_NaN();
   }
-  return out;
+  return std::nullopt;
+}
+
+std::string not_representable(double v, DType dtype) {
+  const std::string head = "the number " + json(v).dump() + " is not representable in " + std::string(dtype_name(dtype));
+  if (std::isnan(v) || std::isinf(v))
+    return is_float(dtype) ? "" : (std::isnan(v) ? "nan" : "an infinity") + std::string(" is not representable in ") +
+                                      std::string(dtype_name(dtype));
+  if (is_bool(dtype))
+    return v == 0 || v == 1 ? "" : head + " (a bool is 0 or 1)";
+  if (is_integer(dtype)) {
+    double lo = dtype == DType::i8 ? -128.0 : dtype == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
+    if (v != std::floor(v))
+      return head + " (not an integer)";
+    if (v < lo || v >= -lo)
+      return head + " (out of range)";
+    return "";
+  }
+  bool finite = dtype == DType::f16    ? std::isfinite(half_bits_to_float(float_to_half_bits(static_cast<float>(v))))
+                : dtype == DType::bf16 ? std::isfinite(bfloat16_bits_to_float(float_to_bfloat16_bits(static_cast<float>(v))))
+                : dtype == DType::f32  ? std::isfinite(static_cast<float>(v))
+                                       : true;
+  return finite ? "" : head + " (outside its finite range; write \"inf\" or \"-inf\" for an infinity)";
 }
 
 namespace {
@@ -59,7 +91,8 @@ const char *json_kind(const json &v) {
 
 class Parser {
 public:
-  Parser(const std::string &file, DiagnosticEngine &diags) : file_(file), diags_(diags) {}
+  Parser(const std::string &file, DiagnosticEngine &diags, uint64_t max_statements)
+      : file_(file), diags_(diags), max_statements_(max_statements) {}
 
   std::optional<ModelAst> parse(const std::string &text) {
     json root;
@@ -123,7 +156,7 @@ public:
     for (auto &[name, module] : ast.modules)
       check_scopes(module, ast);
     check_scopes(ast.main, ast);
-    check_cycles(ast);
+    check_calls(ast);
     return ast;
   }
 
@@ -230,8 +263,14 @@ private:
           if (!(*shape)[d].is_static() && !(*shape)[d].is_symbol())
             schema(p + "/shape/" + std::to_string(d),
                    "input dims must be integers or plain symbols (\"batch\"), not expressions: maxc binds them from the input at run time");
-      if (!name.empty() && dtype && shape)
+      if (!name.empty() && dtype && shape) {
+        try {
+          check_byte_size(TensorType(*dtype, *shape), p + "/shape", "input '" + name + "'");
+        } catch (const Error &e) {
+          diags_.error(e.code(), file_, e.location(), e.message()); // kept, so its uses do not cascade
+        }
         ast.inputs.emplace_back(name, TensorType(*dtype, *shape));
+      }
     }
   }
 
@@ -260,19 +299,44 @@ private:
         continue;
       }
       try {
+        check_byte_size(TensorType(*dtype, *shape), p + "/shape", "constant '" + name + "'");
+        uint64_t bytes = *tensor_byte_size(*dtype, static_sizes(*shape));
+        if (bytes > default_max_memory())
+          throw Error(ErrorCode::MemoryBudget,
+                      "constant '" + name + "' needs " + std::to_string(bytes) + " bytes, more than this machine's " +
+                          std::to_string(default_max_memory()) + " bytes of memory",
+                      p + "/shape");
         HostTensor t(*dtype, static_sizes(*shape));
         if (def.contains("value") == def.contains("values")) {
           schema(p, "give exactly one of 'value' (fills the shape) or 'values' (every element)");
           continue;
         }
-        if (def.contains("value")) {
-          if (!def["value"].is_number() && !def["value"].is_boolean()) {
-            schema(p + "/value", "expected a number");
-            continue;
+        // Every element through one check: in range for the dtype, and inf,
+        // -inf and nan written as strings.
+        auto store = [&](int64_t i, const json &v, const std::string &vp) {
+          std::optional<double> x = json_number(v);
+          if (!x) {
+            schema(vp, "expected a number, true/false, or \"inf\", \"-inf\", \"nan\"; got " + v.dump());
+            return false;
           }
-          double v = def["value"].is_boolean() ? double(def["value"].get<bool>()) : def["value"].get<double>();
-          for (int64_t i = 0; i < t.numel(); ++i)
-            t.set_f64(i, v);
+          if (std::string why = not_representable(*x, *dtype); !why.empty()) {
+            diags_.error(ErrorCode::DTypeMismatch, file_, vp, why);
+            return false;
+          }
+          if (v.is_number_integer())
+            t.set_i64(i, v.get<int64_t>()); // exact for large i64
+          else
+            t.set_f64(i, *x);
+          return true;
+        };
+        if (def.contains("value")) {
+          if (t.numel() > 0 ? !store(0, def["value"], p + "/value") : !json_number(def["value"]))
+            continue;
+          for (int64_t i = 1; i < t.numel(); ++i)
+            if (is_float(*dtype))
+              t.set_f64(i, t.get_f64(0));
+            else
+              t.set_i64(i, t.get_i64(0));
         } else {
           const json &values = def["values"];
           if (!values.is_array() || static_cast<int64_t>(values.size()) != t.numel()) {
@@ -280,25 +344,14 @@ private:
             continue;
           }
           bool ok = true;
-          for (size_t i = 0; i < values.size(); ++i) {
-            if (values[i].is_number_integer())
-              t.set_i64(static_cast<int64_t>(i), values[i].get<int64_t>());
-            else if (values[i].is_number())
-              t.set_f64(static_cast<int64_t>(i), values[i].get<double>());
-            else if (values[i].is_boolean())
-              t.set_i64(static_cast<int64_t>(i), values[i].get<bool>());
-            else {
-              schema(p + "/values/" + std::to_string(i), "expected a number");
-              ok = false;
-              break;
-            }
-          }
+          for (size_t i = 0; i < values.size() && ok; ++i)
+            ok = store(static_cast<int64_t>(i), values[i], p + "/values/" + std::to_string(i));
           if (!ok)
             continue;
         }
         ast.constants.emplace(name, t);
       } catch (const Error &e) {
-        diags_.error(e.code(), file_, p, e.message());
+        diags_.error(e.code(), file_, e.location().empty() ? p : e.location(), e.message());
       }
     }
   }
@@ -575,11 +628,13 @@ private:
             diags_.error(ErrorCode::ModelSchema, file_, cp,
                          "module " + s.callee + " takes " + std::to_string(callee.args.size()) + " argument(s), " +
                              std::to_string(s.operands.size()) + " given");
-          if (s.op == "repeat" && callee.returns.size() != callee.args.size())
+          if (s.op == "repeat" && callee.returns.size() > callee.args.size())
             diags_.error(ErrorCode::ModelSchema, file_, cp,
-                         "repeat needs a module whose results feed its arguments: " + s.callee + " takes " +
-                             std::to_string(callee.args.size()) + " and returns " + std::to_string(callee.returns.size()));
-          size_t results = s.op == "repeat" ? callee.args.size() : callee.returns.size();
+                         "repeat feeds a module's results to its first arguments (the rest are passed unchanged to "
+                         "every iteration), so it cannot return more values than it takes: " +
+                             s.callee + " takes " + std::to_string(callee.args.size()) + " and returns " +
+                             std::to_string(callee.returns.size()));
+          size_t results = callee.returns.size();
           if (results != s.results.size())
             diags_.error(ErrorCode::ModelSchema, file_, s.pointer,
                          "statement names " + std::to_string(s.results.size()) + " result(s), module " + s.callee +
@@ -627,45 +682,152 @@ private:
       schema(s.key_pointer, "repeat needs 'times'");
   }
 
-  void check_cycles(const ModelAst &ast) {
+  static uint64_t sat_add(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
+  static uint64_t sat_mul(uint64_t a, uint64_t b) { return b && a > UINT64_MAX / b ? UINT64_MAX : a * b; }
+
+  // Statements one execution of `s` costs the tracer, from the costs of the
+  // modules it calls (done ones only: a cycle is reported elsewhere). A lower
+  // bound: "$opt" repeat counts count as 1, and a keyed subgraph's body is
+  // traced once whatever the count.
+  uint64_t statement_cost(const Statement &s, const std::map<const Module *, uint64_t> &cost,
+                          std::map<const Module *, int> &state) const {
+    uint64_t n = 1;
+    if (s.op != "call" && s.op != "repeat")
+      return n;
+    auto it = ast_modules_->find(s.callee);
+    if (it == ast_modules_->end() || state[&it->second] != 2)
+      return n;
+    uint64_t body = cost.at(&it->second), times = 1;
+    if (s.op == "repeat" && s.attrs.contains("times") && s.attrs["times"].is_number_unsigned())
+      times = s.attrs["times"].get<uint64_t>();
+    if (!it->second.subgraph_key.empty())
+      times = std::min<uint64_t>(times, 1);
+    return sat_add(n, sat_mul(times, body));
+  }
+  uint64_t statement_cost(const Module &m, const std::map<const Module *, uint64_t> &cost,
+                          std::map<const Module *, int> &state) const {
+    uint64_t total = 0;
+    for (const Statement &s : m.body)
+      total = sat_add(total, statement_cost(s, cost, state));
+    return total;
+  }
+
+  // Cycles among module calls, and how deep calls nest: an iterative DFS (a
+  // long chain of modules must not overflow this stack), then the longest
+  // chain from main against kMaxModuleDepth (it bounds the tracer's
+  // recursion).
+  void check_calls(const ModelAst &ast) {
+    ast_modules_ = &ast.modules;
+    auto callee_of = [&](const Statement &s) -> const Module * {
+      if (s.op != "call" && s.op != "repeat")
+        return nullptr;
+      auto it = ast.modules.find(s.callee);
+      return it == ast.modules.end() ? nullptr : &it->second;
+    };
     // 0 = unvisited, 1 = on the DFS stack, 2 = done.
-    std::map<std::string, int> state;
-    std::vector<std::string> stack;
-    std::function<void(const Module &)> visit = [&](const Module &m) {
-      state[m.name] = 1;
-      stack.push_back(m.name);
-      for (const Statement &s : m.body) {
-        if (s.op != "call" && s.op != "repeat")
+    std::map<const Module *, int> state;
+    std::map<const Module *, size_t> height; // call levels below a module (0: it calls nothing)
+    std::map<const Module *, uint64_t> cost; // statements one call of it executes (a lower bound)
+    struct Item {
+      const Module *module;
+      size_t next; // the next statement to look at
+    };
+    std::vector<Item> stack;
+    bool cycles = false;
+    auto visit = [&](const Module &root) {
+      state[&root] = 1;
+      stack.push_back({&root, 0});
+      while (!stack.empty()) {
+        if (stack.back().next == stack.back().module->body.size()) {
+          const Module *m = stack.back().module;
+          size_t h = 0;
+          for (const Statement &s : m->body)
+            if (const Module *c = callee_of(s); c && state[c] == 2)
+              h = std::max(h, height[c] + 1);
+          height[m] = h;
+          cost[m] = statement_cost(*m, cost, state);
+          state[m] = 2;
+          stack.pop_back();
           continue;
-        auto it = ast.modules.find(s.callee);
-        if (it == ast.modules.end())
+        }
+        const Statement &s = stack.back().module->body[stack.back().next++];
+        const Module *c = callee_of(s);
+        if (!c)
           continue;
-        if (state[s.callee] == 1) {
+        if (state[c] == 1) {
           std::string cycle;
-          auto from = std::find(stack.begin(), stack.end(), s.callee);
+          auto from = std::find_if(stack.begin(), stack.end(), [&](const Item &i) { return i.module == c; });
           for (auto i = from; i != stack.end(); ++i)
-            cycle += *i + " → ";
-          diags_.error(ErrorCode::ModuleCycle, file_, s.pointer, "modules call each other in a cycle: " + cycle + s.callee);
-        } else if (state[s.callee] == 0) {
-          visit(it->second);
+            cycle += i->module->name + " → ";
+          diags_.error(ErrorCode::ModuleCycle, file_, s.pointer, "modules call each other in a cycle: " + cycle + c->name);
+          cycles = true;
+        } else if (state[c] == 0) {
+          state[c] = 1;
+          stack.push_back({c, 0});
         }
       }
-      stack.pop_back();
-      state[m.name] = 2;
     };
     for (const auto &[name, m] : ast.modules)
-      if (state[name] == 0)
+      if (state[&m] == 0)
         visit(m);
+    visit(ast.main);
+    if (cycles)
+      return;
+    // Repeats multiply: refuse before tracing what the tracer would only
+    // stop after max_statements (seconds and gigabytes later).
+    if (cost[&ast.main] > max_statements_) {
+      uint64_t so_far = 0;
+      for (const Statement &s : ast.main.body) {
+        so_far = sat_add(so_far, statement_cost(s, cost, state));
+        if (so_far > max_statements_) {
+          diags_.error(ErrorCode::ModelSchema, file_, s.pointer,
+                       "tracing the model would execute more than " + std::to_string(max_statements_) +
+                           " statements (at least " + std::to_string(cost[&ast.main]) +
+                           ": repeats and calls multiply; check repeat counts)");
+          break;
+        }
+      }
+      return;
+    }
+    if (height[&ast.main] <= kMaxModuleDepth)
+      return;
+    // Follow the deepest chain from main to the call one level too deep.
+    std::vector<std::string> chain{"main"};
+    const Module *m = &ast.main;
+    const Statement *at = nullptr;
+    for (size_t level = 0; level <= kMaxModuleDepth; ++level) {
+      for (const Statement &s : m->body)
+        if (const Module *c = callee_of(s); c && height[c] + 1 == height[m]) {
+          at = &s;
+          m = c;
+          break;
+        }
+      chain.push_back(m->name);
+    }
+    std::string shown;
+    for (size_t i = 0; i < chain.size(); ++i) {
+      if (i == 3 && chain.size() > 6) {
+        shown += " → …";
+        i = chain.size() - 3;
+      }
+      shown += (i ? " → " : "") + chain[i];
+    }
+    diags_.error(ErrorCode::ModuleDepth, file_, at->pointer,
+                 "module calls nest " + std::to_string(height[&ast.main]) + " levels deep, more than the limit of " +
+                     std::to_string(kMaxModuleDepth) + " (" + shown + ")");
   }
 
   const std::string &file_;
   DiagnosticEngine &diags_;
+  uint64_t max_statements_ = UINT64_MAX;
+  const std::map<std::string, Module> *ast_modules_ = nullptr;
 };
 
 } // namespace
 
-std::optional<ModelAst> parse_model(const std::string &text, const std::string &file, DiagnosticEngine &diagnostics) {
-  return Parser(file, diagnostics).parse(text);
+std::optional<ModelAst> parse_model(const std::string &text, const std::string &file, DiagnosticEngine &diagnostics,
+                                    uint64_t max_statements) {
+  return Parser(file, diagnostics, max_statements).parse(text);
 }
 
 } // namespace maxc::frontend

@@ -11,13 +11,15 @@
 #include "maxc/Frontend/ModelLoader.h"
 #include "maxc/Frontend/Safetensors.h"
 #include "maxc/IR/GraphJson.h"
+#include "maxc/Ops/OpRegistry.h"
 #include "maxc/Ops/Ops.h"
 #include "maxc/Realization/GraphRealizationContext.h"
+#include "maxc/Support/FileSystem.h"
+#include "maxc/Support/JsonCheck.h"
 
 #include <chrono>
 #include <cmath>
 #include <sys/mman.h>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -59,6 +61,31 @@ HostTensor zero_tensor(DType dtype, const std::vector<int64_t> &shape) {
   std::shared_ptr<std::byte> data(static_cast<std::byte *>(p), [length](std::byte *q) { ::munmap(q, length); });
   return HostTensor(dtype, shape, std::move(data));
 }
+
+} // namespace
+
+void frontend::check_byte_size(const TensorType &type, const std::string &pointer, const std::string &what) {
+  // Symbolic dims count as 1: a shape too large even then is too large for any binding but 0.
+  std::vector<int64_t> sizes;
+  for (const Dim &d : type.shape) {
+    DimBindings ones;
+    for (const std::string &sym : d.symbols())
+      ones[sym] = 1;
+    try {
+      sizes.push_back(d.evaluate(ones));
+    } catch (const Error &) {
+      sizes.push_back(-1); // overflows already
+    }
+  }
+  if (!tensor_byte_size(type.dtype, sizes))
+    throw Error(ErrorCode::DimOverflow,
+                what + " would be " + type.to_string() + ", whose byte size " +
+                    (shape_is_static(type.shape) ? "" : "(with its symbolic dims 1) ") +
+                    "overflows the 2^62-byte limit of a tensor",
+                pointer);
+}
+
+namespace {
 
 /// A parameter a module instance reads, relative to that instance.
 struct ParamRef {
@@ -254,6 +281,46 @@ private:
       return out;
     }
     return value;
+  }
+
+  /// "x.shape[1]" (a whole string, anywhere in an attribute value) → dim 1
+  /// of the value x in scope: an integer, or its symbolic text. Lets a
+  /// module reshape by its arguments' dims without knowing the caller's
+  /// symbol names.
+  json resolve_dims(const json &v, const Scope &scope, const std::string &pointer) {
+    if (v.is_array()) {
+      json out = json::array();
+      for (const json &e : v)
+        out.push_back(resolve_dims(e, scope, pointer));
+      return out;
+    }
+    if (!v.is_string())
+      return v;
+    const std::string &text = v.get_ref<const std::string &>();
+    size_t pos = text.rfind(".shape[");
+    if (pos == std::string::npos || pos == 0 || text.back() != ']')
+      return v;
+    std::string name = text.substr(0, pos), index = text.substr(pos + 7, text.size() - pos - 8);
+    char *end = nullptr;
+    long long i = std::strtoll(index.c_str(), &end, 10);
+    if (index.empty() || *end != '\0')
+      throw Error(ErrorCode::InvalidAttribute, "\"" + text + "\": expected NAME.shape[INDEX] with an integer index",
+                  pointer);
+    auto it = scope.find(name);
+    if (it == scope.end())
+      throw Error(ErrorCode::UndefinedName, "'" + name + "' (in \"" + text + "\") is not defined here", pointer);
+    if (!it->second)
+      throw Error(ErrorCode::UndefinedName, "'" + name + "' (in \"" + text + "\") has no value after an earlier error",
+                  pointer);
+    const Shape &shape = it->second->shape();
+    long long rank = static_cast<long long>(shape.size());
+    if (i < -rank || i >= rank)
+      throw Error(ErrorCode::InvalidAttribute,
+                  "\"" + text + "\": '" + name + "' has rank " + std::to_string(rank) + ", so the index must be in [" +
+                      std::to_string(-rank) + ", " + std::to_string(rank) + ")",
+                  pointer);
+    const Dim &d = shape[static_cast<size_t>(i < 0 ? i + rank : i)];
+    return d.is_static() ? json(d.value()) : json(d.to_string());
   }
 
   static AttrValue attr_from_json(const std::string &name, const json &v) {
@@ -452,10 +519,9 @@ private:
         continue;
       double v = s.operands[i].number;
       DType d = literal_dtype.value_or(DType::f32);
-      if ((is_integer(d) && v != std::floor(v)) || (is_bool(d) && v != 0 && v != 1))
+      if (std::string why = not_representable(v, d); !why.empty())
         throw Error(ErrorCode::DTypeMismatch,
-                    "the number " + json(v).dump() + " is not representable in " + std::string(dtype_name(d)) +
-                        ", the dtype of this statement's tensors (cast them, or use a \"full\" tensor)",
+                    why + ", the dtype of this statement's tensors (cast them, or use a \"full\" tensor)",
                     s.operands[i].pointer);
     }
 
@@ -466,15 +532,24 @@ private:
     for (size_t i = 0; i < operands.size(); ++i)
       tensors.push_back(operands[i] ? *operands[i] : ops::scalar(s.operands[i].number, literal_dtype.value_or(DType::f32)));
     Attrs attrs;
+    const OpDef &def = OpRegistry::instance().get(s.op);
     for (const auto &[key, value] : s.attrs.items()) {
       std::string p = s.attrs_pointer + "/" + pointer_escape(key);
       try {
-        attrs.set(key, attr_from_json(key, substitute(value, frame.options, p)));
+        json v = resolve_dims(substitute(value, frame.options, p), scope, p);
+        auto spec = std::find_if(def.attrs.begin(), def.attrs.end(), [&](const AttrSpec &a) { return a.name == key; });
+        if (spec != def.attrs.end() && spec->kind == AttrKind::real && v.is_string())
+          if (std::optional<double> x = json_number(v)) // "inf", "-inf", "nan"
+            v = *x;
+        attrs.set(key, attr_from_json(key, v));
       } catch (const Error &e) {
         throw Error(e.code(), e.message(), e.location().empty() ? p : e.location());
       }
     }
     std::vector<Tensor> results = frame.ctx->record(s.op, tensors, attrs);
+    for (size_t r = 0; r < results.size(); ++r)
+      check_byte_size(results[r].type(), s.key_pointer,
+                      results.size() == 1 ? std::string("the result") : "result " + std::to_string(r));
     if (results.size() != s.results.size())
       throw Error(ErrorCode::ModelSchema,
                   s.op + " produces " + std::to_string(results.size()) + " result(s), the statement names " +
@@ -499,12 +574,21 @@ private:
   std::vector<MaybeTensor> run_call(const Statement &s, const Frame &frame, std::vector<MaybeTensor> args) {
     const Module &callee = ast_.modules.at(s.callee);
     Options callee_options = call_options(s, callee, frame.options);
+    // A call returns the module's results. A repeat feeds each iteration's
+    // results to the first arguments of the next; the arguments after those
+    // (rotary tables, masks) are loop-invariant: passed unchanged to every
+    // iteration.
+    const size_t carried = callee.returns.size();
     for (const std::string &instance : call_instances(s, frame.options)) {
-      args = call_module(callee, callee_options, instance, s, frame, args);
-      for (const MaybeTensor &a : args)
-        if (!a)
+      std::vector<MaybeTensor> results = call_module(callee, callee_options, instance, s, frame, args);
+      for (const MaybeTensor &r : results)
+        if (!r)
           return std::vector<MaybeTensor>(s.results.size(), std::nullopt);
+      if (s.op == "call")
+        return results;
+      std::copy(results.begin(), results.end(), args.begin());
     }
+    args.resize(std::min(carried, args.size()));
     return args;
   }
 
@@ -571,6 +655,21 @@ private:
   std::map<std::string, Tensor> root_params_;
 };
 
+// The byte-size rule of check_byte_size for a graph read from graph JSON,
+// located by the JSON pointer of the value's node.
+void check_graph_byte_sizes(const Graph &graph, const std::string &path, const std::string &pointer = "") {
+  for (size_t i = 0; i < graph.nodes().size(); ++i)
+    for (ValueId id : graph.nodes()[i].results)
+      check_byte_size(graph.type_of(id), path + ": " + pointer + "/nodes/" + std::to_string(i),
+                      "%" + std::to_string(id) + " (" + graph.nodes()[i].op + ")");
+  for (size_t i = 0; i < graph.input_ids().size(); ++i)
+    check_byte_size(graph.type_of(graph.input_ids()[i]), path + ": " + pointer + "/inputs/" + std::to_string(i),
+                    "input %" + std::to_string(graph.input_ids()[i]));
+  size_t k = 0;
+  for (const auto &[name, sub] : graph.subgraphs())
+    check_graph_byte_sizes(*sub, path, "/subgraphs/" + std::to_string(k++));
+}
+
 void fill_stats(const Graph &graph, TraceStats &stats) {
   stats.nodes = graph.nodes().size();
   stats.subgraph_definitions = graph.subgraphs().size();
@@ -594,18 +693,14 @@ void fill_stats(const Graph &graph, TraceStats &stats) {
 } // namespace
 
 LoadedModel load_model(const std::string &path, const LoadOptions &options, DiagnosticEngine &diagnostics) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    diagnostics.error(ErrorCode::FileNotReadable, path, "", "cannot open the model file");
+  std::string text;
+  try {
+    text = read_file(path, "the model file");
+  } catch (const Error &e) {
+    diagnostics.error(e.code(), path, "", e.message());
     return {};
   }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) {
-    diagnostics.error(ErrorCode::FileNotReadable, path, "", "cannot read the model file");
-    return {};
-  }
-  return load_model_text(buffer.str(), path, options, diagnostics);
+  return load_model_text(text, path, options, diagnostics);
 }
 
 LoadedModel load_model_text(const std::string &text, const std::string &path, const LoadOptions &options,
@@ -613,6 +708,17 @@ LoadedModel load_model_text(const std::string &text, const std::string &path, co
   LoadedModel out;
   auto start = std::chrono::steady_clock::now();
   out.files_read.push_back(path);
+
+  // Nesting depth and duplicate keys, checked before any JSON document is
+  // built (a deep document would overflow the stack of recursive copies).
+  bool structure_ok = true;
+  for (const JsonIssue &issue : check_json_structure(text)) {
+    diagnostics.error(issue.kind == JsonIssue::Kind::too_deep ? ErrorCode::JsonDepth : ErrorCode::DuplicateKey, path,
+                      issue.pointer(), issue.message);
+    structure_ok = false;
+  }
+  if (!structure_ok)
+    return out;
 
   try {
     if (looks_like_graph_json(text)) {
@@ -635,10 +741,12 @@ LoadedModel load_model_text(const std::string &text, const std::string &path, co
         };
       out.graph = graph_from_json(text, path, resolver);
       if (out.graph)
+        check_graph_byte_sizes(*out.graph, path);
+      if (out.graph)
         for (const auto &[name, data] : out.graph->constants())
           out.params.push_back(ParamSpec{name, data.dtype(), data.shape(), ""});
     } else {
-      std::optional<ModelAst> ast = parse_model(text, path, diagnostics);
+      std::optional<ModelAst> ast = parse_model(text, path, diagnostics, options.max_statements);
       if (!ast || diagnostics.has_errors())
         return out;
       out.graph = Tracer(*ast, options, diagnostics, out).trace();

@@ -341,32 +341,6 @@ std::string npy_header(const HostTensor &t) {
 }
 
 
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-};
-
-// Reads exactly n bytes at `offset`; FileNotReadable on error or early EOF.
-void read_exact(int fd, void *dst, size_t n, uint64_t offset, const std::string &path) {
-  char *p = static_cast<char *>(dst);
-  while (n > 0) {
-    ssize_t r = ::pread(fd, p, std::min<size_t>(n, size_t(1) << 30), static_cast<off_t>(offset));
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      throw Error(ErrorCode::FileNotReadable,
-                  r < 0 ? std::string("cannot read .npy file: ") + std::strerror(errno)
-                        : std::string("file shrank while being read"),
-                  path);
-    p += r;
-    n -= static_cast<size_t>(r);
-    offset += static_cast<uint64_t>(r);
-  }
-}
-
 } // namespace
 
 HostTensor parse_npy(const std::string &bytes, const std::string &name_for_errors) {
@@ -382,26 +356,18 @@ HostTensor parse_npy(const std::string &bytes, const std::string &name_for_error
 
 HostTensor read_npy(const std::string &path) {
   // Reads the header, then the data straight into the tensor (one copy).
-  Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f.fd < 0)
-    throw Error(ErrorCode::FileNotReadable, std::string("cannot open .npy file: ") + std::strerror(errno), path);
-  struct stat st;
-  if (::fstat(f.fd, &st) != 0)
-    throw Error(ErrorCode::FileNotReadable, std::string("cannot stat .npy file: ") + std::strerror(errno), path);
-  if (!S_ISREG(st.st_mode))
-    throw Error(ErrorCode::FileNotReadable, "not a regular file", path);
-  uint64_t size = static_cast<uint64_t>(st.st_size);
+  InputFile f = open_for_reading(path, ".npy file");
+  uint64_t size = f.size();
   char head[12] = {};
   size_t head_len = static_cast<size_t>(std::min<uint64_t>(size, sizeof head));
-  read_exact(f.fd, head, head_len, 0, path);
+  read_exactly(f.fd(), head, head_len, 0, path);
   Prefix pre = parse_prefix(head, head_len, size, path);
   std::string text(static_cast<size_t>(pre.header_len), '\0');
-  read_exact(f.fd, text.data(), text.size(), pre.header_begin, path);
+  read_exactly(f.fd(), text.data(), text.size(), pre.header_begin, path);
   uint64_t header_end = pre.header_begin + pre.header_len;
   Header h = parse_header(text, size - header_end, path);
   HostTensor t(h.dtype, h.shape);
-  read_exact(f.fd, t.data(), t.nbytes(), header_end, path);
+  read_exactly(f.fd(), t.data(), t.nbytes(), header_end, path);
   return t;
 }
 

@@ -2,6 +2,7 @@
 
 #include "maxc/Support/Error.h"
 #include "maxc/Support/FileSystem.h"
+#include "maxc/Support/JsonCheck.h"
 
 #include <nlohmann/json.hpp>
 
@@ -52,49 +53,6 @@ std::string strip_json_prefix(const std::string &what) {
   }
   return what;
 }
-
-// Records the first key that repeats inside one JSON object. nlohmann keeps
-// the last of duplicate keys silently, which would hide a second tensor of
-// the same name, so the parser callback watches every key event.
-struct DuplicateKeyFinder {
-  struct Frame {
-    bool is_object = false;
-    std::set<std::string> keys;
-    std::string last_key;
-  };
-  std::vector<Frame> stack;
-  bool found = false;
-  std::string top_key; // the top-level entry the duplicate is in (or the duplicate itself)
-  std::string key;     // the repeated key
-  bool at_top = false;
-
-  bool operator()(int, json::parse_event_t event, json &parsed) {
-    switch (event) {
-    case json::parse_event_t::object_start: stack.push_back({true, {}, {}}); break;
-    case json::parse_event_t::array_start: stack.push_back({false, {}, {}}); break;
-    case json::parse_event_t::object_end:
-    case json::parse_event_t::array_end:
-      if (!stack.empty())
-        stack.pop_back();
-      break;
-    case json::parse_event_t::key:
-      if (!stack.empty() && parsed.is_string()) {
-        Frame &f = stack.back();
-        const std::string &k = parsed.get_ref<const std::string &>();
-        if (!f.keys.insert(k).second && !found) {
-          found = true;
-          at_top = stack.size() == 1;
-          top_key = at_top ? k : stack.front().last_key;
-          key = k;
-        }
-        f.last_key = k;
-      }
-      break;
-    case json::parse_event_t::value: break;
-    }
-    return true;
-  }
-};
 
 // A JSON integer as a non-negative int64, or nullopt.
 std::optional<int64_t> as_nonneg_i64(const json &v) {
@@ -293,25 +251,29 @@ SafetensorsFile SafetensorsFile::parse(std::shared_ptr<const std::byte> owner, c
                        std::to_string(kMaxHeaderSize) + "-byte limit");
 
   const char *text = reinterpret_cast<const char *>(data + 8);
-  DuplicateKeyFinder dups;
+  // Duplicate keys (nlohmann keeps the last silently, which would hide a
+  // second tensor of the same name) and nesting depth, before any DOM.
+  for (const JsonIssue &issue : check_json_structure(std::string_view(text, static_cast<size_t>(n)))) {
+    if (issue.kind == JsonIssue::Kind::too_deep)
+      throw header_error("header " + issue.message + " (at " + issue.pointer() + ")");
+    const std::string &key = issue.path.back();
+    if (issue.path.size() == 1)
+      throw Error(ErrorCode::DuplicateTensorName,
+                  (key == "__metadata__" ? std::string("'__metadata__'") : "tensor '" + key + "'") +
+                      " appears more than once in the header",
+                  name);
+    const std::string &top_key = issue.path.front();
+    throw header_error((top_key == "__metadata__" ? std::string("__metadata__: ") : tensor_prefix(top_key)) +
+                       "key '" + key + "' appears more than once");
+  }
   json header;
   try {
-    header = json::parse(text, text + n, std::ref(dups), /*allow_exceptions=*/true);
+    header = json::parse(text, text + n);
   } catch (const json::exception &e) {
     throw header_error("header is not valid JSON: " + strip_json_prefix(e.what()));
   }
   if (!header.is_object())
     throw header_error("header must be a JSON object, got " + std::string(header.type_name()));
-  if (dups.found) {
-    if (dups.at_top)
-      throw Error(ErrorCode::DuplicateTensorName,
-                  (dups.key == "__metadata__" ? std::string("'__metadata__'") : "tensor '" + dups.key + "'") +
-                      " appears more than once in the header",
-                  name);
-    throw header_error((dups.top_key == "__metadata__" ? std::string("__metadata__: ")
-                                                       : tensor_prefix(dups.top_key)) +
-                       "key '" + dups.key + "' appears more than once");
-  }
 
   SafetensorsFile f;
   f.path_ = std::move(name);
@@ -363,31 +325,15 @@ SafetensorsFile SafetensorsFile::parse(std::shared_ptr<const std::byte> owner, c
 }
 
 SafetensorsFile SafetensorsFile::open(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw Error(ErrorCode::FileNotReadable, std::string("cannot open safetensors file: ") + std::strerror(errno),
-                path);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    throw Error(ErrorCode::FileNotReadable, std::string("cannot stat safetensors file: ") + std::strerror(err),
-                path);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error(ErrorCode::FileNotReadable, "not a regular file", path);
-  }
-  size_t size = static_cast<size_t>(st.st_size);
+  InputFile file = open_for_reading(path, "safetensors file");
+  size_t size = static_cast<size_t>(file.size());
   if (size < 8) {
-    ::close(fd);
     // Nothing to map (mmap refuses length 0); parse() words the error.
     static const std::byte empty[8] = {};
     return parse(nullptr, empty, size, path);
   }
-  void *m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  int err = errno;
-  ::close(fd); // the mapping keeps the file open
+  void *m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+  int err = errno; // the mapping keeps the file open after `file` closes it
   if (m == MAP_FAILED)
     throw Error(ErrorCode::FileNotReadable, std::string("cannot map safetensors file: ") + std::strerror(err),
                 path);

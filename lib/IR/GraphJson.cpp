@@ -60,7 +60,7 @@ json graph_object(const Graph &g, const GraphJsonOptions &options) {
   json constants = json::array();
   for (const auto &[name, data] : g.constants()) {
     json c{{"name", name}, {"dtype", std::string(dtype_name(data.dtype()))}, {"shape", data.shape()}};
-    if (options.embed_constants)
+    if (options.embed_constants || (options.is_weight && !options.is_weight(name)))
       c["data"] = base64_encode(std::string_view(reinterpret_cast<const char *>(data.data()), data.nbytes()));
     constants.push_back(c);
   }

@@ -56,6 +56,8 @@ const std::vector<ErrorCodeInfo> &error_code_table() {
       {ErrorCode::DuplicateTensorName, "DuplicateTensorName", "A tensor name appears twice."},
       {ErrorCode::NpyFormat, "NpyFormat", "Malformed or unsupported .npy file."},
       {ErrorCode::FileWrite, "FileWrite", "An output cannot be written (nothing partial is left)."},
+      {ErrorCode::MemoryBudget, "MemoryBudget",
+       "A tensor, or all of a run's tensors together, would need more memory than --max-memory allows."},
       {ErrorCode::ModelSyntax, "ModelSyntax", "The model is not valid JSON."},
       {ErrorCode::ModelSchema, "ModelSchema", "A field is missing, unknown or of the wrong type."},
       {ErrorCode::UndefinedName, "UndefinedName", "A value, module or constant that does not exist."},
@@ -64,6 +66,9 @@ const std::vector<ErrorCodeInfo> &error_code_table() {
       {ErrorCode::WeightMismatch, "WeightMismatch", "A weight's shape or dtype differs from its declaration."},
       {ErrorCode::UnusedWeight, "UnusedWeight", "A weight the model never reads."},
       {ErrorCode::UnknownOption, "UnknownOption", "A module option that the module does not declare."},
+      {ErrorCode::ModuleDepth, "ModuleDepth", "Module calls nest deeper than the limit."},
+      {ErrorCode::JsonDepth, "JsonDepth", "JSON nested deeper than the limit."},
+      {ErrorCode::DuplicateKey, "DuplicateKey", "A key appears twice in one JSON object."},
   };
   return table;
 }

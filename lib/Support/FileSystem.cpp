@@ -6,8 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
-#include <fstream>
-#include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace maxc {
@@ -54,15 +53,85 @@ void write_file_atomically(const std::string &path, const std::string &contents)
   write_file_atomically(path, {{contents.data(), contents.size()}});
 }
 
-std::string read_file(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error(ErrorCode::FileNotReadable, std::string("cannot open: ") + std::strerror(errno), path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad())
-    throw Error(ErrorCode::FileNotReadable, "cannot read", path);
-  return buffer.str();
+InputFile &InputFile::operator=(InputFile &&other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0)
+      ::close(fd_);
+    fd_ = other.fd_;
+    size_ = other.size_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+InputFile::~InputFile() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+namespace {
+
+const char *file_kind(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISFIFO(mode))
+    return "a FIFO (named pipe)";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  return "something else";
+}
+
+} // namespace
+
+InputFile open_for_reading(const std::string &path, const std::string &what) {
+  if (path.empty())
+    throw Error(ErrorCode::FileNotReadable, "cannot open " + what + ": the path is empty", path);
+  InputFile f;
+  // O_NONBLOCK: opening a FIFO without a writer would otherwise block forever.
+  f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (f.fd_ < 0)
+    throw Error(ErrorCode::FileNotReadable, "cannot open " + what + ": " + std::strerror(errno), path);
+  struct stat st;
+  if (::fstat(f.fd_, &st) != 0)
+    throw Error(ErrorCode::FileNotReadable, "cannot stat " + what + ": " + std::strerror(errno), path);
+  if (!S_ISREG(st.st_mode)) {
+    std::string kind = file_kind(st.st_mode);
+    throw Error(ErrorCode::FileNotReadable,
+                "cannot read " + what + ": the path is " + kind + ", not a regular file", path);
+  }
+  int flags = ::fcntl(f.fd_, F_GETFL);
+  if (flags < 0 || ::fcntl(f.fd_, F_SETFL, flags & ~O_NONBLOCK) != 0)
+    throw Error(ErrorCode::FileNotReadable, "cannot set up " + what + ": " + std::strerror(errno), path);
+  f.size_ = static_cast<uint64_t>(st.st_size);
+  return f;
+}
+
+void read_exactly(int fd, void *data, uint64_t size, uint64_t offset, const std::string &path) {
+  char *p = static_cast<char *>(data);
+  while (size > 0) {
+    ssize_t n = ::pread(fd, p, static_cast<size_t>(std::min<uint64_t>(size, uint64_t(1) << 30)),
+                        static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      throw Error(ErrorCode::FileNotReadable, std::string("cannot read: ") + std::strerror(errno), path);
+    if (n == 0)
+      throw Error(ErrorCode::FileNotReadable, "the file ends early (was it truncated while being read?)", path);
+    p += n;
+    size -= static_cast<uint64_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+}
+
+std::string read_file(const std::string &path, const std::string &what) {
+  InputFile f = open_for_reading(path, what);
+  std::string out(static_cast<size_t>(f.size()), '\0');
+  read_exactly(f.fd(), out.data(), out.size(), 0, path);
+  return out;
 }
 
 } // namespace maxc

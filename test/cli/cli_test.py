@@ -1402,6 +1402,277 @@ def harness_templates_are_c(ctx):
                  os.path.join(templates, "harness_prelude.c")], ctx.tmp, rc=0)
 
 
+# ---------------------------------------------------------------------------
+# Hardening (issue #14): bad input never crashes, hangs or allocates blindly.
+
+
+def tiny_model(main, modules=None, inputs=None, outputs=("y",), **extra):
+    doc = {"maxc": 1, "name": "t",
+           "inputs": inputs or [{"name": "x", "dtype": "f32", "shape": [4]}],
+           "outputs": list(outputs), "modules": modules or {}, "main": main}
+    doc.update(extra)
+    return doc
+
+
+def expect_no_crash(r):
+    expect(r.returncode == 1, "bad input is exit 1 (not a crash or an internal error)", r)
+    expect("internal error" not in r.stderr, "no internal error", r)
+
+
+@case
+def harden_deep_json(ctx):
+    # 200k-deep nesting used to overflow the stack while copying JSON.
+    for depth in (65, 200000):
+        text = json.dumps(tiny_model([{"y": ["relu", "x"]}]))
+        text = text.replace('"main"', '"zzz": %s, "main"' % ("[" * depth + "]" * depth), 1)
+        model = ctx.path("deep.json")
+        with open(model, "w") as f:
+            f.write(text)
+        r = ctx.run(["check", model])
+        expect_no_crash(r)
+        expect_diagnostic(r, model, "E0510", "/zzz" + "/0" * 63, message="deeper than 64")
+    # 64 levels are fine (it fails later, for the unknown field, not the depth).
+    text = json.dumps(tiny_model([{"y": ["relu", "x"]}])).replace(
+        '"main"', '"zzz": %s, "main"' % ("[" * 63 + "]" * 63), 1)
+    with open(model, "w") as f:
+        f.write(text)
+    r = ctx.run(["check", model], rc=1)
+    expect("E0510" not in r.stderr, "63 nested arrays under the root are within the limit", r)
+    # Graph JSON goes through the same check.
+    graph = ctx.path("deep.graph.json")
+    with open(graph, "w") as f:
+        f.write('{"format": "maxc-graph", "version": 1, "x": %s}' % ("[" * 100000 + "]" * 100000))
+    expect_no_crash(ctx.run(["check", graph]))
+
+
+@case
+def harden_duplicate_keys(ctx):
+    model = ctx.path("dup.json")
+    with open(model, "w") as f:
+        f.write('{"maxc": 1, "name": "t", "inputs": [{"name": "x", "dtype": "f32", "shape": [4], "dtype": "i64"}],'
+                ' "outputs": ["y"], "main": [{"y": ["relu", "x"]}], "name": "u"}')
+    r = ctx.run(["check", model], rc=1)
+    expect_diagnostic(r, model, "E0511", "/inputs/0/dtype", message="duplicate key 'dtype'")
+    expect_diagnostic(r, model, "E0511", "/name", message="duplicate key 'name'")
+
+
+@case
+def harden_module_chain(ctx):
+    # 5000 nested module calls used to overflow the tracer's stack.
+    n = 5000
+    modules = {"M%d" % i: {"args": ["a"], "return": "b",
+                           "body": [{"b": ["call", "M%d" % (i + 1), "a"] if i + 1 < n else ["relu", "a"]}]}
+               for i in range(n)}
+    model = write_json(ctx.path("chain.json"), tiny_model([{"y": ["call", "M0", "x"]}], modules))
+    r = ctx.run(["check", model])
+    expect_no_crash(r)
+    expect_diagnostic(r, model, "E0509", "/modules/M255/body/0", message="5000 levels deep.*limit of 256")
+    # 256 levels are fine.
+    modules = {"M%d" % i: {"args": ["a"], "return": "b",
+                           "body": [{"b": ["call", "M%d" % (i + 1), "a"] if i + 1 < 256 else ["relu", "a"]}]}
+               for i in range(256)}
+    model = write_json(ctx.path("chain256.json"), tiny_model([{"y": ["call", "M0", "x"]}], modules))
+    ctx.run(["check", model], rc=0)
+
+    # Nested repeats multiply: refused before tracing, not after 2M statements.
+    inner = {"args": ["a"], "body": [{"b": ["relu", "a"]}], "return": "b"}
+    outer = {"args": ["a"], "body": [{"b": ["repeat", "R", "a", {"times": 100, "prefix": "q{i}"}]}], "return": "b"}
+    model = write_json(ctx.path("bomb.json"), tiny_model(
+        [{"y": ["repeat", "Outer", "x", {"times": 100000, "prefix": "o{i}"}]}], {"R": inner, "Outer": outer}))
+    r = ctx.run(["check", model], rc=1)
+    expect_diagnostic(r, model, "E0502", "/main/0", message="more than 2000000 statements \\(at least 10100001")
+
+
+@case
+def harden_deep_safetensors_metadata(ctx):
+    # A __metadata__ value nested 100k deep used to crash the JSON printer.
+    header = ('{"__metadata__": {"k": %s}}' % ("[" * 100000 + "]" * 100000)).encode()
+    weights = ctx.path("deep.safetensors")
+    with open(weights, "wb") as f:
+        f.write(struct.pack("<Q", len(header)) + header)
+    r = ctx.run(["check", ctx.example("mlp"), "--weights", weights])
+    expect_no_crash(r)
+    expect_diagnostic(r, weights, "E0402", message="deeper than 64")
+
+
+@case
+def harden_special_files(ctx):
+    """FIFOs, directories and devices as inputs: a clear error, never a hang."""
+    fifo = ctx.path("fifo")
+    os.mkfifo(fifo)
+    os.mkdir(ctx.path("dir"))
+    write_npy(ctx.path("x.npy"), [4], [1, 2, 3, 4])
+    model = write_json(ctx.path("m.json"), tiny_model([{"y": ["relu", "x"]}]))
+    for path, kind in ((fifo, r"FIFO \(named pipe\)"), (ctx.path("dir"), "directory"),
+                       ("/dev/null", "character device")):
+        for args in (["check", path], ["check", ctx.example("mlp"), "--weights", path],
+                     ["run", model, "--input", "x=" + path]):
+            r = ctx.run(args, rc=1)
+            expect_diagnostic(r, path, "E0401", message=kind + ", not a regular file")
+    r = ctx.run(["trace", ctx.path("dir")], rc=1)
+    expect("malformed JSON" not in r.stderr, "a directory is not reported as malformed JSON", r)
+
+
+@case
+def harden_memory_budget(ctx):
+    model = write_json(ctx.path("m.json"), tiny_model([{"y": ["iota", {"shape": ["n"], "dtype": "f32"}]}]))
+    write_npy(ctx.path("x.npy"), [4], [1, 2, 3, 4])
+    base = ["run", model, "--input", "x=x.npy"]
+    # 4e11 bytes: over the default budget (physical memory) on any test machine.
+    r = ctx.run(base + ["--dim", "n=100000000000"])
+    expect_no_crash(r)
+    expect_diagnostic(r, model, "E0408", message=r"f32\[100000000000\], needs 400000000000 bytes")
+    r = ctx.run(base + ["--dim", "n=1000", "--max-memory", "1K"], rc=1)
+    expect_diagnostic(r, model, "E0408", message="needs 4000 bytes, more than the memory budget of 1024 bytes")
+    ctx.run(base + ["--dim", "n=100", "--max-memory", "1M", "--output-dir", "out"], rc=0)
+    r = ctx.run(base + ["--dim", "n=100", "--max-memory", "lots"], rc=1)
+    expect_in("--max-memory", r.stderr, "stderr", r)
+    # --dim naming a symbol the model does not have.
+    r = ctx.run(base + ["--dim", "n=4", "--dim", "m=3"], rc=1)
+    expect_in("--dim: error[E0002]: model 't' has no symbolic dim named 'm' (its dims: n)", r.stderr, "stderr", r)
+
+
+@case
+def harden_byte_size_rule(ctx):
+    """Tensors over 2^62 bytes are rejected by check (with a location), like run."""
+    iota = write_json(ctx.path("iota.json"), tiny_model(
+        [{"y": ["iota", {"shape": [2 ** 31, 2 ** 31], "dtype": "i64"}]}]))
+    big_input = write_json(ctx.path("input.json"), tiny_model(
+        [{"y": ["relu", "x"]}], inputs=[{"name": "x", "dtype": "f32", "shape": [2 ** 62, 4]}]))
+    symbolic = write_json(ctx.path("sym.json"), tiny_model(
+        [{"y": ["iota", {"shape": ["n", 2 ** 40, 2 ** 40], "dtype": "f32"}]}]))
+    for cmd in ("check", "trace", "compile"):
+        r = ctx.run([cmd, iota], rc=1)
+        expect_diagnostic(r, iota, "E0107", "/main/0/y", message=r"i64\[2147483648,2147483648\].*2\^62")
+        r = ctx.run([cmd, big_input], rc=1)
+        expect_diagnostic(r, big_input, "E0107", "/inputs/0/shape", message="input 'x'")
+        r = ctx.run([cmd, symbolic], rc=1)
+        expect_diagnostic(r, symbolic, "E0107", "/main/0/y", message="symbolic dims 1")
+    # Graph JSON: the same rule, located at the node.
+    small = write_json(ctx.path("small.json"), tiny_model([{"y": ["iota", {"shape": [2, 4], "dtype": "i64"}]}]))
+    doc = parse_json(ctx.run(["trace", small, "--emit", "json"], rc=0).stdout, "graph JSON")
+    doc["nodes"][0]["results"][0]["type"] = "i64[%d,4]" % 2 ** 62
+    doc["nodes"][0]["attrs"]["shape"]["shape"] = [2 ** 62, 4]
+    graph = write_json(ctx.path("big.graph.json"), doc)
+    r = ctx.run(["check", graph], rc=1)
+    expect_diagnostic(r, graph, "E0107", "/nodes/0", message="iota")
+
+
+@case
+def harden_gather_out_of_range(ctx):
+    """Out-of-range indices: negatives wrap once, the rest clamp, on every device."""
+    model = write_json(ctx.path("m.json"), tiny_model(
+        [{"y": ["embedding", "table", "ids"]}, {"z": ["gather", "table", "ids", {"axis": 0}]}],
+        inputs=[{"name": "table", "dtype": "f32", "shape": [4, 2]}, {"name": "ids", "dtype": "i64", "shape": [6]}],
+        outputs=("y", "z")))
+    write_npy(ctx.path("table.npy"), [4, 2], [0, 1, 10, 11, 20, 21, 30, 31])
+    write_npy(ctx.path("ids.npy"), [6], [0, -1, 4, -5, 100, -100], descr="<i8")
+    expected = [0, 1, 30, 31, 30, 31, 0, 1, 30, 31, 0, 1]
+    for device in ("reference", "cpu", "amdgpu-emu"):
+        ctx.run(["run", model, "--input", "table=table.npy", "--input", "ids=ids.npy", "--device", device,
+                 "--output-dir", device], rc=0)
+        for out in ("y", "z"):
+            _, shape, values = read_npy(ctx.path(device, out + ".npy"))
+            expect(shape == (6, 2) and values == expected,
+                   "%s on %s: got %s %s, expected %s" % (out, device, shape, values, expected))
+
+
+@case
+def harden_special_constants(ctx):
+    model = write_json(ctx.path("m.json"), tiny_model(
+        [{"a": ["add", "x", "#c"]}, {"y": ["maximum", "a", "#floor"]}],
+        constants={"c": {"dtype": "f32", "shape": [4], "values": [1, "inf", "-inf", "nan"]},
+                   "floor": {"dtype": "f32", "shape": [], "value": "-inf"}}))
+    write_npy(ctx.path("x.npy"), [4], [1, 2, 3, 4])
+    ctx.run(["run", model, "--input", "x=x.npy"], rc=0)
+    _, _, values = read_npy(ctx.path("y.npy"))
+    expect(values[0] == 2 and values[1] == float("inf") and values[2] == float("-inf") and values[3] != values[3],
+           "constants inf/-inf/nan: got %s" % values)
+    # "-inf" for a real attribute too.
+    model = write_json(ctx.path("full.json"), tiny_model(
+        [{"f": ["full", {"value": "-inf", "dtype": "f32", "shape": [4]}]}, {"y": ["add", "x", "f"]}]))
+    ctx.run(["run", model, "--input", "x=x.npy", "--output-dir", "full"], rc=0)
+    _, _, values = read_npy(ctx.path("full", "y.npy"))
+    expect(values == [float("-inf")] * 4, "full -inf: got %s" % values)
+    # Out of range for the dtype: an error, not a silent inf.
+    for dtype, value in (("f32", -1e39), ("f16", 70000), ("i8", 128), ("i32", 0.5), ("i64", "inf")):
+        model = write_json(ctx.path("bad.json"), tiny_model(
+            [{"y": ["add", "x", "#c"]}], constants={"c": {"dtype": dtype, "shape": [], "value": value}}))
+        r = ctx.run(["check", model], rc=1)
+        expect_diagnostic(r, model, "E0103", "/constants/c/value", message="not representable in " + dtype)
+    model = write_json(ctx.path("lit.json"), tiny_model([{"y": ["mul", "x", -1e39]}]))
+    r = ctx.run(["check", model], rc=1)
+    expect_diagnostic(r, model, "E0103", "/main/0/y/2", message="not representable in f32")
+
+
+@case
+def harden_repeat_invariant_args(ctx):
+    """repeat passes the arguments after the carried ones unchanged to every iteration."""
+    block = {"args": ["h", "bias"], "body": [{"o": ["add", "h", "bias"]}], "return": "o"}
+    model = write_json(ctx.path("m.json"), tiny_model(
+        [{"y": ["repeat", "Block", "x", "b", {"times": 3, "prefix": "l{i}"}]}], {"Block": block},
+        inputs=[{"name": "x", "dtype": "f32", "shape": [4]}, {"name": "b", "dtype": "f32", "shape": [4]}]))
+    write_npy(ctx.path("x.npy"), [4], [1, 2, 3, 4])
+    write_npy(ctx.path("b.npy"), [4], [10, 20, 30, 40])
+    ctx.run(["run", model, "--input", "x=x.npy", "--input", "b=b.npy"], rc=0)
+    _, _, values = read_npy(ctx.path("y.npy"))
+    expect(values == [31, 62, 93, 124], "three iterations of h + b: got %s" % values)
+    # The wrong number of results names the module's real count.
+    model = write_json(ctx.path("bad.json"), tiny_model(
+        [{"y,z": ["repeat", "Block", "x", "x", {"times": 2, "prefix": "l{i}"}]}], {"Block": block},
+        outputs=("y",)))
+    r = ctx.run(["check", model], rc=1)
+    expect_diagnostic(r, model, "E0502", "/main/0", message="names 2 result\\(s\\), module Block returns 1")
+    two = {"args": ["h"], "body": [{"o": ["relu", "h"]}], "return": ["o", "o"]}
+    model = write_json(ctx.path("bad2.json"), tiny_model(
+        [{"y,z": ["repeat", "Two", "x", {"times": 2, "prefix": "l{i}"}]}], {"Two": two}))
+    r = ctx.run(["check", model], rc=1)
+    expect_diagnostic(r, model, "E0502", "/main/0/y,z/1", message="takes 1 and returns 2")
+
+
+@case
+def harden_module_dims(ctx):
+    """A module reshapes by its argument's dims ("x.shape[0]"), whatever the caller calls them."""
+    heads = {"args": ["h"], "return": "o", "body": [
+        {"r": ["reshape", "h", {"shape": ["h.shape[0]", 2, 4]}]},
+        {"o": ["reshape", "r", {"shape": ["h.shape[0]", "h.shape[-1]"]}]}]}
+    model = write_json(ctx.path("m.json"), tiny_model(
+        [{"y": ["call", "Heads", "x"]}], {"Heads": heads},
+        inputs=[{"name": "x", "dtype": "f32", "shape": ["tokens", 8]}]))
+    r = ctx.run(["trace", model], rc=0)
+    expect_in("shape = shape[tokens,2,4]", r.stdout, "trace", r)
+    expect_in("shape = shape[tokens,8]", r.stdout, "trace", r)
+    bad = {"args": ["h"], "return": "o", "body": [{"o": ["reshape", "h", {"shape": ["h.shape[2]"]}]}]}
+    model = write_json(ctx.path("bad.json"), tiny_model([{"y": ["call", "Bad", "x"]}], {"Bad": bad}))
+    r = ctx.run(["check", model], rc=1)
+    expect_diagnostic(r, model, "E0105", "/modules/Bad/body/0/o/2/shape", message="rank 1")
+
+
+@case
+def harden_ops_signatures(ctx):
+    """maxc ops shows operand order and dtypes (the same text as docs/ops.md)."""
+    r = ctx.run(["ops"], rc=0)
+    expect_in("embedding(table: T[V, D], ids: I[...]) -> T[..., D]   T: any dtype; I: i8 i32 i64", r.stdout, "ops", r)
+    with open(os.path.join(ctx.source_dir, "docs", "ops.md")) as f:
+        expect_in("    embedding(table: T[V, D], ids: I[...]) -> T[..., D]", f.read(), "docs/ops.md")
+    ops = parse_json(ctx.run(["ops", "--json"], rc=0).stdout, "ops --json")
+    where = [op for op in ops if op["name"] == "where"][0]
+    expect(where["signature"].startswith("where(cond: bool[...], a: T[...], b: T[...])"), "where: %s" % where)
+
+
+@case
+def harden_trace_json_inline_constants(ctx):
+    """trace --emit json of a model with inline constants loads back."""
+    model = write_json(ctx.path("m.json"), tiny_model(
+        [{"y": ["add", "x", "#c"]}], constants={"c": {"dtype": "f32", "shape": [4], "values": [1, 2, 3, 4]}}))
+    ctx.run(["trace", model, "--emit", "json", "-o", "g.json"], rc=0)
+    ctx.run(["check", "g.json"], rc=0)
+    write_npy(ctx.path("x.npy"), [4], [1, 1, 1, 1])
+    ctx.run(["run", "g.json", "--input", "x=x.npy"], rc=0)
+    _, _, values = read_npy(ctx.path("y.npy"))
+    expect(values == [2, 3, 4, 5], "got %s" % values)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--maxc", help="the maxc binary (required unless --list)")

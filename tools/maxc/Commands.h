@@ -49,6 +49,7 @@ struct RunOptions {
   std::vector<std::string> dims;   // NAME=N
   std::string output_dir = ".";
   std::string device = "reference";
+  std::string max_memory; // --max-memory: "8G", bytes; default: physical memory
 };
 int run_run(const GlobalOptions &global, const RunOptions &options);
 

@@ -1,6 +1,7 @@
 // maxc ops and maxc --version: what this build knows.
 #include "Commands.h"
 
+#include "maxc/Frontend/OpDocs.h"
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Version.h"
 
@@ -36,7 +37,8 @@ int run_ops(const GlobalOptions &, bool json) {
                          {"kind", std::string(attr_kind_name(a.kind))},
                          {"default", a.default_value ? attr_to_string(*a.default_value) : std::string()},
                          {"required", !a.default_value.has_value()}});
-      list.push_back({{"name", def->name}, {"summary", def->summary}, {"min_operands", def->min_operands},
+      list.push_back({{"name", def->name}, {"summary", def->summary}, {"signature", op_signature(def->name)},
+                      {"min_operands", def->min_operands},
                       {"max_operands", def->max_operands}, {"attrs", attrs}});
     }
     std::cout << list.dump(2) << "\n";
@@ -47,6 +49,8 @@ int run_ops(const GlobalOptions &, bool json) {
     for (const AttrSpec &a : def->attrs)
       std::cout << " " << a.name << "=" << (a.default_value ? attr_to_string(*a.default_value) : "<required>");
     std::cout << "\n    " << def->summary << "\n";
+    if (std::string sig = op_signature(def->name); !sig.empty()) // operand order and dtypes (docs/ops.md)
+      std::cout << "    " << sig << "\n";
   }
   return kSuccess;
 }

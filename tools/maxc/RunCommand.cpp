@@ -47,6 +47,14 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
     else if (!input_files.emplace(name, file).second)
       diagnostics.error(ErrorCode::InvalidArgument, "", "--input", "input '" + name + "' is given twice");
   }
+  uint64_t max_memory = default_max_memory();
+  if (!options.max_memory.empty()) {
+    if (auto bytes = parse_byte_size(options.max_memory))
+      max_memory = *bytes;
+    else
+      diagnostics.error(ErrorCode::InvalidArgument, "", "--max-memory",
+                        "expected a byte count such as 1073741824, 512M or 8G, got '" + options.max_memory + "'");
+  }
   if (diagnostics.has_errors())
     return finish(global, diagnostics);
 
@@ -56,6 +64,11 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
   if (!model.graph)
     return finish(global, diagnostics);
   const Graph &graph = *model.graph;
+  try {
+    check_dim_names(graph, dims);
+  } catch (const Error &e) {
+    diagnostics.error(e);
+  }
 
   std::vector<HostTensor> inputs;
   for (ValueId id : graph.input_ids()) {
@@ -81,6 +94,7 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
 
   std::vector<HostTensor> outputs;
   try {
+    check_run_memory(graph, inputs, dims, max_memory);
     if (options.device == "reference")
       outputs = Interpreter::run(graph, inputs, dims);
     else // "cpu", or "amdgpu-emu": the GPU kernels, every work-item emulated on the CPU

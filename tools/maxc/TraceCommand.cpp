@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <set>
 
 namespace maxc::cli {
 
@@ -47,6 +48,10 @@ int run_trace(const GlobalOptions &global, const TraceOptions &options) {
     } else if (options.emit == "json") {
       GraphJsonOptions json;
       json.embed_constants = options.embed_constants;
+      std::set<std::string> weights; // inline constants are embedded, so the JSON loads back
+      for (const ParamSpec &p : model.params)
+        weights.insert(p.name);
+      json.is_weight = [&](const std::string &name) { return weights.count(name) != 0; };
       text = graph_to_json(*model.graph, json);
     } else {
       text = print_graph_dot(*model.graph);

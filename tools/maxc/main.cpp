@@ -84,6 +84,9 @@ int main(int argc, char **argv) {
   run_cmd->add_option("-i,--input", run.inputs, "Input data: NAME=FILE.npy (repeatable)");
   run_cmd->add_option("--dim", run.dims, "Value of a symbolic dim no input determines: NAME=N (repeatable)");
   run_cmd->add_option("--output-dir", run.output_dir, "Directory for the outputs, one NAME.npy each (default: .)");
+  run_cmd->add_option("--max-memory", run.max_memory,
+                      "Memory budget for the run's tensors, checked before allocating: bytes or 512M, 8G "
+                      "(default: the machine's physical memory)");
   run_cmd->add_option("--device", run.device, "Where to run: reference (the interpreter, default), cpu (compiled, JIT) or amdgpu-emu (the GPU kernels, emulated on the CPU)");
 
   InitWeightsOptions init;

@@ -8,9 +8,12 @@
 #pragma once
 
 #include "maxc/IR/Graph.h"
+#include "maxc/IR/HostTensor.h"
 #include "maxc/Support/Diagnostics.h"
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,8 +27,11 @@ struct LoadOptions {
   /// before weights exist). Undeclared params are errors in this mode.
   bool synthesize_weights = false;
   /// Upper bound on statements executed while tracing (repeats and calls
-  /// multiply), so a hostile model cannot make the tracer run forever.
-  uint64_t max_statements = 50'000'000;
+  /// multiply), so a hostile model cannot make the tracer run forever or
+  /// fill memory: each traced statement costs about 1 KB and 15 µs, so the
+  /// default bounds a trace near 2 GB and half a minute, hundreds of times
+  /// what the largest real models need.
+  uint64_t max_statements = 2'000'000;
 };
 
 struct TraceStats {
@@ -57,6 +63,39 @@ struct LoadedModel {
   std::string weights_path;
   std::vector<std::string> files_read;
 };
+
+/// The largest byte size (element count × dtype size) of any one tensor:
+/// 2^62, so sums and offsets of a few tensors still fit int64. The same rule
+/// applies everywhere: `check`/`trace`/`compile` reject a static shape over
+/// it at the statement that makes it, and `run` a shape over it once its
+/// symbolic dims are bound.
+constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 62;
+
+/// numel(shape) × dtype_size(dtype), or nullopt when the product overflows
+/// or exceeds kMaxTensorBytes.
+std::optional<uint64_t> tensor_byte_size(DType dtype, const std::vector<int64_t> &shape);
+
+/// The default memory budget of `maxc run` (--max-memory): the machine's
+/// physical memory.
+uint64_t default_max_memory();
+
+/// "8G", "512M", "1048576", "64K" (powers of 1024; T, G, M, K, optional
+/// trailing "B" or "iB"); nullopt when malformed or over 2^62.
+std::optional<uint64_t> parse_byte_size(const std::string &text);
+
+/// Checks `maxc run --dim NAME=N` values against `graph`: every NAME must be
+/// a symbolic dim the graph uses. Throws maxc::Error (InvalidArgument)
+/// naming the unknown symbol and listing the graph's.
+void check_dim_names(const Graph &graph, const DimBindings &dims);
+
+/// Before a run allocates anything: binds the symbolic dims from `inputs`
+/// (and `dims`), then checks that every tensor of the graph fits
+/// kMaxTensorBytes and `max_bytes`, and that all of them together (what the
+/// reference interpreter holds at its peak) fit `max_bytes`. Throws
+/// maxc::Error (MemoryBudget) naming the tensor and the byte count; shapes
+/// that cannot be evaluated yet are left to the run, which reports them.
+void check_run_memory(const Graph &graph, const std::vector<HostTensor> &inputs, DimBindings dims,
+                      uint64_t max_bytes);
 
 LoadedModel load_model(const std::string &path, const LoadOptions &options, DiagnosticEngine &diagnostics);
 /// Same, for a model already in memory; `path` names it in diagnostics and

@@ -19,6 +19,10 @@ struct GraphJsonOptions {
   bool embed_constants = true;
   /// Pretty-print with this indent (-1: compact).
   int indent = 2;
+  /// With embed_constants false: the constants that are weights, written
+  /// without bytes (read back from a weights file); every other constant
+  /// (a model's inline constants) is embedded. Null: all are weights.
+  std::function<bool(const std::string &name)> is_weight;
 };
 
 std::string graph_to_json(const Graph &graph, const GraphJsonOptions &options = {});

@@ -40,6 +40,7 @@ enum class ErrorCode : int {
   DuplicateTensorName = 405,
   NpyFormat = 406,
   FileWrite = 407,
+  MemoryBudget = 408,    // a tensor or a run needs more memory than --max-memory allows
   // Model files (05xx)
   ModelSyntax = 501,     // malformed JSON
   ModelSchema = 502,     // a field has the wrong type, is missing or unknown
@@ -49,6 +50,9 @@ enum class ErrorCode : int {
   WeightMismatch = 506,  // a weight's shape/dtype differs from its declaration
   UnusedWeight = 507,    // a weight the model never reads (warning)
   UnknownOption = 508,   // a module option that the module does not declare
+  ModuleDepth = 509,     // module calls nest deeper than the limit
+  JsonDepth = 510,       // JSON (model, graph, safetensors header) nested deeper than the limit
+  DuplicateKey = 511,    // a key appears twice in one JSON object
 };
 
 /// "E0104"-style code text.

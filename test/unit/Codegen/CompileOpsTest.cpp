@@ -681,6 +681,13 @@ std::vector<Case> shape_cases(DType d, const HostTensor &table) {
        }},
       {"embedding", [table](auto &) {
          return ops::embedding(Tensor::from_host(table), Tensor::from_i64(DType::i32, {2, 3}, {0, 9, 3, -1, 5, 5}));
+       }},
+      // Out of range: negatives wrap once, the rest clamps (docs/ops.md).
+      {"gather_out_of_range", [](auto &in) {
+         return ops::gather(in[0], Tensor::from_i64(DType::i64, {6}, {4, -5, 100, -100, INT64_MIN, INT64_MAX}), -1);
+       }},
+      {"embedding_out_of_range", [table](auto &) {
+         return ops::embedding(Tensor::from_host(table), Tensor::from_i64(DType::i32, {4}, {10, -11, 1000, INT32_MIN}));
        }}};
   for (int piece = 0; piece < 3; ++piece) {
     cases.push_back({"split_axis-1." + std::to_string(piece),
