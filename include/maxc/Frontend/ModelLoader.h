@@ -10,6 +10,7 @@
 #include "maxc/IR/Graph.h"
 #include "maxc/Support/Diagnostics.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,12 @@ struct LoadOptions {
   /// Upper bound on statements executed while tracing (repeats and calls
   /// multiply), so a hostile model cannot make the tracer run forever.
   uint64_t max_statements = 50'000'000;
+  /// ONNX: symbolic dims (dim_param names, or their mangled C names) pinned
+  /// to static sizes (`--dim NAME=VALUE`).
+  std::map<std::string, int64_t> dims;
+  /// ONNX: find repeated layers and trace each unique block once as a
+  /// subgraph definition (`--no-dedup` turns it off).
+  bool dedup = true;
 };
 
 struct TraceStats {

@@ -1,0 +1,563 @@
+// The ONNX importer: reads a ModelProto, folds shape computations on
+// symbolic dims and traces every other node through the Tensor API inside a
+// GraphRealizationContext (docs/ONNX.md).
+//
+// Each ONNX value is one of
+//   known   — data at import time (initializers, Constant, folded results),
+//   sym     — an integer scalar/vector whose elements are Dim polynomials
+//             (Shape of a tensor with symbolic dims, and arithmetic on it),
+//   traced  — a value of the graph being recorded.
+// A node whose inputs are all known and small is evaluated at import time
+// (the same op mapping, run in an EagerRealizationContext); a node reading a
+// sym value either folds it (Gather, Concat, Add, ... on dims) or uses it as
+// a shape (Reshape, Expand, ConstantOfShape, Range); anything else that
+// needs a value known only at run time is an error naming the node.
+#include "OnnxOps.h"
+#include "OnnxTensor.h"
+
+#include "maxc/Frontend/OnnxLoader.h"
+#include "maxc/Ops/Ops.h"
+#include "maxc/Realization/EagerRealizationContext.h"
+#include "maxc/Realization/GraphRealizationContext.h"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <set>
+
+namespace maxc {
+
+bool looks_like_onnx(const std::string &bytes) {
+  for (char c : bytes) {
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
+      continue;
+    return c != '{' && c != '[';
+  }
+  return false;
+}
+
+std::string mangle_onnx_name(const std::string &name, std::map<std::string, int> &taken) {
+  std::string out;
+  for (char c : name)
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  size_t first = out.find_first_not_of('_');
+  out = first == std::string::npos ? std::string() : out.substr(first);
+  while (!out.empty() && out.back() == '_')
+    out.pop_back();
+  if (out.empty())
+    out = "v";
+  else if (std::isdigit(static_cast<unsigned char>(out[0])))
+    out = "v_" + out;
+  int &count = taken[out];
+  std::string result = count == 0 ? out : out + "_" + std::to_string(count);
+  ++count;
+  while (result != out && taken.count(result)) // "a_1" taken by a real name "a_1"
+    result = out + "_" + std::to_string(++count);
+  if (result != out)
+    taken[result] = 1;
+  return result;
+}
+
+namespace onnx_import {
+
+namespace {
+
+constexpr int64_t kMaxOpset = 17;
+/// Nodes whose known inputs hold at most this many elements in all are
+/// evaluated at import time.
+constexpr int64_t kFoldLimit = 1 << 16;
+
+class Importer : public NodeHost {
+public:
+  Importer(const onnx::ModelProto &model, const std::string &path, const LoadOptions &options,
+           DiagnosticEngine &diags, const OnnxImportOptions &onnx, OnnxImportInfo &info, LoadedModel &out)
+      : model_(model), graph_proto_(model.graph()), path_(path), options_(options), diags_(diags), onnx_(onnx),
+        info_(info), out_(out) {
+    dir_ = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+  }
+
+  std::unique_ptr<Graph> run() {
+    read_opsets();
+    if (diags_.has_errors())
+      return nullptr;
+    std::string graph_name = mangle_onnx_name(graph_proto_.name().empty() ? "model" : graph_proto_.name(), names_);
+    names_.clear();
+    auto graph = std::make_unique<Graph>(graph_name);
+    std::vector<Val> outputs;
+    {
+      GraphRealizationContext ctx(*graph);
+      root_ = &ctx;
+      read_initializers();
+      read_inputs(*graph);
+      std::vector<int> order = topological_order();
+      if (diags_.has_errors())
+        return nullptr;
+      for (int i : order)
+        run_node(graph_proto_.node(i));
+      for (const auto &o : graph_proto_.output()) {
+        auto it = values_.find(o.name());
+        if (it == values_.end()) {
+          if (!poisoned_.count(o.name()))
+            diags_.error(ErrorCode::OnnxGraph, path_, "graph output '" + o.name() + "'",
+                         "no node or input produces it");
+          outputs.emplace_back();
+          continue;
+        }
+        outputs.push_back(it->second);
+      }
+      if (!diags_.has_errors()) {
+        std::vector<ValueId> ids;
+        std::vector<std::string> names;
+        for (size_t i = 0; i < outputs.size(); ++i) {
+          const std::string &onnx_name = graph_proto_.output(i).name();
+          try {
+            Tensor t = output_tensor(outputs[i], onnx_name);
+            ids.push_back(t.value().id());
+          } catch (const Error &e) {
+            diags_.error(e.code(), path_, "graph output '" + onnx_name + "'", e.message());
+            continue;
+          }
+          names.push_back(mangle_onnx_name(onnx_name, names_));
+          info_.output_names.push_back(onnx_name);
+        }
+        if (!diags_.has_errors())
+          graph->set_outputs(ids, names);
+      }
+      root_ = nullptr;
+    }
+    if (diags_.has_errors())
+      return nullptr;
+    return graph;
+  }
+
+  // ---- NodeHost ----
+
+  Tensor tensor_of(const Val &v, const OnnxNode &n, size_t index) override {
+    switch (v.kind) {
+    case Val::Kind::traced:
+      return v.tensor;
+    case Val::Kind::known:
+      if (!v.initializer.empty() && root_ && mode_ == Mode::graph) {
+        auto it = initializer_tensors_.find(v.initializer);
+        if (it != initializer_tensors_.end())
+          return it->second;
+        Tensor t = root_->add_source(Tensor::from_host(v.data), mangle_onnx_name(v.initializer, constant_names_));
+        initializer_tensors_.emplace(v.initializer, t);
+        return t;
+      }
+      return Tensor::from_host(v.data);
+    case Val::Kind::sym:
+      throw Error(ErrorCode::OnnxNotFoldable,
+                  "input " + std::to_string(index) + " ('" + n.input_name(index) + "') holds the shape values " +
+                      shape_to_string(v.dims) +
+                      " with symbolic elements; maxc folds such values only into shapes (Reshape, Expand, "
+                      "ConstantOfShape, Range, ...), not into run-time tensors (pin the dim with --dim)");
+    case Val::Kind::missing:
+      break;
+    }
+    throw Error(ErrorCode::OnnxGraph, "input " + std::to_string(index) + " is missing");
+  }
+
+  void needs_value(const Val &v, const OnnxNode &n, size_t index) override {
+    if (!v.graph_input.empty()) {
+      if (std::find(info_.needs_value.begin(), info_.needs_value.end(), v.graph_input) == info_.needs_value.end())
+        info_.needs_value.push_back(v.graph_input);
+      throw Error(ErrorCode::OnnxNotFoldable,
+                  "input " + std::to_string(index) + " is the graph input '" + v.graph_input +
+                      "', whose value this node needs at compile time (make it an initializer or a Constant)");
+    }
+    throw Error(ErrorCode::OnnxNotFoldable, "input " + std::to_string(index) + " ('" + n.input_name(index) +
+                                                "') is computed at run time, but this node needs its value at "
+                                                "compile time");
+  }
+
+private:
+  enum class Mode { graph, eager };
+
+  // ---- model-level reading ----
+
+  void read_opsets() {
+    for (const auto &o : model_.opset_import()) {
+      if (o.domain().empty() || o.domain() == "ai.onnx") {
+        opset_ = o.version();
+        if (o.version() > kMaxOpset)
+          diags_.error(ErrorCode::OnnxUnsupportedOp, path_, "opset_import",
+                       "the model uses ai.onnx opset " + std::to_string(o.version()) + "; maxc supports opsets up to " +
+                           std::to_string(kMaxOpset) + " (ONNX 1.12)");
+        else if (o.version() < 1)
+          diags_.error(ErrorCode::OnnxFormat, path_, "opset_import", "invalid ai.onnx opset version");
+      } else {
+        domains_.insert(o.domain());
+      }
+    }
+    if (!graph_proto_.sparse_initializer().empty())
+      diags_.error(ErrorCode::OnnxUnsupportedType, path_, "graph", "sparse initializers are not supported");
+  }
+
+  bool define(const std::string &name, const std::string &what) {
+    if (name.empty())
+      return false;
+    if (!defined_.insert(name).second) {
+      diags_.error(ErrorCode::OnnxGraph, path_, what, "the name '" + name + "' is defined more than once");
+      return false;
+    }
+    return true;
+  }
+
+  void read_initializers() {
+    for (const auto &t : graph_proto_.initializer()) {
+      if (!define(t.name(), "initializer '" + t.name() + "'"))
+        continue;
+      try {
+        Val v;
+        v.kind = Val::Kind::known;
+        v.data = tensor_from_proto(t, dir_, &out_.files_read);
+        v.initializer = t.name();
+        out_.params.push_back(ParamSpec{t.name(), v.data.dtype(), v.data.shape(), ""});
+        values_[t.name()] = std::move(v);
+      } catch (const Error &e) {
+        diags_.error(e.code(), path_, "initializer '" + t.name() + "'", e.message());
+        poisoned_.insert(t.name());
+      }
+    }
+  }
+
+  void read_inputs(Graph &graph) {
+    std::map<std::string, std::string> dim_symbols; // dim_param → symbol
+    for (const auto &in : graph_proto_.input()) {
+      if (values_.count(in.name()) || poisoned_.count(in.name()))
+        continue; // an initializer listed as input (IR < 4): a weight with a default
+      std::string where = "graph input '" + in.name() + "'";
+      if (!define(in.name(), where))
+        continue;
+      info_.declared_inputs.push_back(in.name());
+      if (auto pin = onnx_.pinned_inputs.find(in.name()); pin != onnx_.pinned_inputs.end()) {
+        Val v;
+        v.kind = Val::Kind::known;
+        v.data = pin->second;
+        values_[in.name()] = v;
+        continue;
+      }
+      try {
+        if (!in.type().has_tensor_type())
+          throw Error(ErrorCode::OnnxUnsupportedType,
+                      "only tensor inputs are supported (sequence, map and optional values are not)");
+        const auto &tt = in.type().tensor_type();
+        std::optional<DType> dtype = dtype_from_onnx(tt.elem_type());
+        if (!dtype)
+          throw Error(ErrorCode::OnnxUnsupportedType,
+                      "has element type " + onnx_dtype_name(tt.elem_type()) + ", which maxc does not support");
+        if (!tt.has_shape())
+          throw Error(ErrorCode::OnnxUnsupportedType, "has no shape (its rank must be known)");
+        Shape shape;
+        for (int i = 0; i < tt.shape().dim_size(); ++i) {
+          const auto &d = tt.shape().dim(i);
+          std::string param = d.has_dim_param() && !d.dim_param().empty()
+                                  ? d.dim_param()
+                                  : (d.has_dim_value() ? "" : in.name() + "_dim" + std::to_string(i));
+          if (param.empty()) {
+            if (d.dim_value() < 0)
+              throw Error(ErrorCode::OnnxTensorData, "dim " + std::to_string(i) + " is negative");
+            shape.emplace_back(d.dim_value());
+            continue;
+          }
+          auto it = dim_symbols.find(param);
+          if (it == dim_symbols.end()) {
+            std::map<std::string, int> taken = dim_names_;
+            it = dim_symbols.emplace(param, mangle_onnx_name(param, dim_names_)).first;
+          }
+          const std::string &sym = it->second;
+          auto pinned = options_.dims.find(sym);
+          if (pinned == options_.dims.end())
+            pinned = options_.dims.find(param);
+          if (pinned != options_.dims.end())
+            shape.emplace_back(pinned->second);
+          else
+            shape.emplace_back(sym);
+        }
+        checked_numel_shape(shape, *dtype, where);
+        std::string cname = mangle_onnx_name(in.name(), names_);
+        ValueId id = graph.add_input(TensorType(*dtype, shape), cname);
+        Val v;
+        v.kind = Val::Kind::traced;
+        v.tensor = Tensor::from_graph_value(graph.value(id));
+        v.graph_input = in.name();
+        values_[in.name()] = v;
+        info_.input_names.push_back(in.name());
+      } catch (const Error &e) {
+        diags_.error(e.code(), path_, where, e.message());
+        poisoned_.insert(in.name());
+      }
+    }
+  }
+
+  static void checked_numel_shape(const Shape &shape, DType dtype, const std::string &what) {
+    std::vector<int64_t> sizes;
+    for (const Dim &d : shape)
+      if (d.is_static())
+        sizes.push_back(d.value());
+    checked_numel(sizes, dtype, what);
+  }
+
+  /// Node indices in an order where every input is defined first (ONNX
+  /// requires sorted graphs, but exporters do not always comply). Reports
+  /// undefined inputs and cycles.
+  std::vector<int> topological_order() {
+    std::map<std::string, int> producer;
+    int n = graph_proto_.node_size();
+    for (int i = 0; i < n; ++i)
+      if (std::find(info_.op_types.begin(), info_.op_types.end(), graph_proto_.node(i).op_type()) ==
+          info_.op_types.end())
+        info_.op_types.push_back(graph_proto_.node(i).op_type());
+    for (int i = 0; i < n; ++i)
+      for (const std::string &o : graph_proto_.node(i).output())
+        if (!o.empty()) {
+          if (values_.count(o) || poisoned_.count(o) || producer.count(o) || defined_.count(o))
+            diags_.error(ErrorCode::OnnxGraph, path_, describe_node(graph_proto_.node(i)),
+                         "the name '" + o + "' is defined more than once");
+          producer[o] = i;
+        }
+    std::vector<int> pending(n, 0);
+    std::vector<std::vector<int>> users(n);
+    for (int i = 0; i < n; ++i) {
+      const auto &node = graph_proto_.node(i);
+      std::set<int> deps;
+      for (const std::string &in : node.input()) {
+        if (in.empty() || values_.count(in) || poisoned_.count(in))
+          continue;
+        auto p = producer.find(in);
+        if (p == producer.end()) {
+          diags_.error(ErrorCode::OnnxGraph, path_, describe_node(node),
+                       "input '" + in + "' is not a graph input, an initializer or any node's output");
+          continue;
+        }
+        deps.insert(p->second);
+      }
+      pending[i] = static_cast<int>(deps.size());
+      for (int d : deps)
+        users[d].push_back(i);
+    }
+    std::vector<int> order;
+    std::deque<int> ready;
+    for (int i = 0; i < n; ++i)
+      if (pending[i] == 0)
+        ready.push_back(i);
+    while (!ready.empty()) {
+      int i = ready.front();
+      ready.pop_front();
+      order.push_back(i);
+      for (int u : users[i])
+        if (--pending[u] == 0)
+          ready.push_back(u);
+    }
+    if (static_cast<int>(order.size()) != n && !diags_.has_errors())
+      for (int i = 0; i < n; ++i)
+        if (pending[i] > 0) {
+          diags_.error(ErrorCode::OnnxGraph, path_, describe_node(graph_proto_.node(i)),
+                       "the graph has a cycle through this node");
+          break;
+        }
+    return order;
+  }
+
+  std::string describe_node(const onnx::NodeProto &node) const {
+    std::string name = node.name().empty() ? (node.output_size() ? node.output(0) : std::string("?")) : node.name();
+    std::string domain = node.domain().empty() || node.domain() == "ai.onnx" ? "" : node.domain() + ".";
+    return "node '" + name + "' (" + domain + node.op_type() + ", opset " + std::to_string(opset_) + ")";
+  }
+
+  // ---- nodes ----
+
+  void run_node(const onnx::NodeProto &proto) {
+    std::vector<const Val *> inputs;
+    for (const std::string &in : proto.input()) {
+      if (in.empty()) {
+        inputs.push_back(nullptr);
+        continue;
+      }
+      if (poisoned_.count(in)) { // reported where it failed
+        poison(proto);
+        return;
+      }
+      inputs.push_back(&values_.at(in));
+    }
+    OnnxNode node(proto, opset_, inputs, *this);
+    std::vector<Val> results;
+    try {
+      if (!proto.domain().empty() && proto.domain() != "ai.onnx")
+        throw Error(ErrorCode::OnnxUnsupportedOp, "the domain '" + proto.domain() + "' is not supported");
+      if (opset_ == 0)
+        throw Error(ErrorCode::OnnxFormat, "the model imports no ai.onnx opset");
+      results = evaluate(node);
+    } catch (const Error &e) {
+      diags_.error(e.code(), path_, describe_node(proto), e.message());
+      if (e.code() == ErrorCode::OnnxUnsupportedOp &&
+          std::find(info_.unsupported_ops.begin(), info_.unsupported_ops.end(), proto.op_type()) ==
+              info_.unsupported_ops.end())
+        info_.unsupported_ops.push_back(proto.op_type());
+      poison(proto);
+      return;
+    }
+    for (int i = 0; i < proto.output_size(); ++i) {
+      const std::string &name = proto.output(i);
+      if (name.empty())
+        continue;
+      if (static_cast<size_t>(i) >= results.size() || results[i].kind == Val::Kind::missing) {
+        diags_.error(ErrorCode::OnnxUnsupportedOp, path_, describe_node(proto),
+                     "output " + std::to_string(i) + " ('" + name + "') is not supported");
+        poisoned_.insert(name);
+        continue;
+      }
+      values_[name] = std::move(results[i]);
+    }
+  }
+
+  void poison(const onnx::NodeProto &proto) {
+    for (const std::string &o : proto.output())
+      if (!o.empty())
+        poisoned_.insert(o);
+  }
+
+  std::vector<Val> evaluate(OnnxNode &node) {
+    const std::string &op = node.op();
+    if (!is_supported_op(op))
+      throw Error(ErrorCode::OnnxUnsupportedOp, "the op " + op + " is not supported");
+    // Ops on shapes alone, and folding on symbolic dims.
+    if (std::optional<std::vector<Val>> folded = fold_shape_op(node))
+      return *folded;
+    bool any_sym = false, all_known = true;
+    int64_t known_elements = 0;
+    for (size_t i = 0; i < node.num_inputs(); ++i) {
+      if (!node.has(i))
+        continue;
+      const Val &v = node.val(i);
+      any_sym = any_sym || v.kind == Val::Kind::sym;
+      all_known = all_known && v.kind == Val::Kind::known;
+      if (v.kind == Val::Kind::known)
+        known_elements += v.data.numel();
+    }
+    if (any_sym)
+      if (std::optional<std::vector<Val>> folded = fold_symbolic(node))
+        return *folded;
+    if (all_known && known_elements <= kFoldLimit && is_deterministic(op)) {
+      // Evaluate at import time with the same op mapping.
+      Mode saved = mode_;
+      mode_ = Mode::eager;
+      std::vector<Val> out;
+      try {
+        EagerRealizationContext eager;
+        for (const Tensor &t : map_node(node)) {
+          Val v;
+          if (!t.is_null()) {
+            v.kind = Val::Kind::known;
+            v.data = t.realize().host();
+          }
+          out.push_back(std::move(v));
+        }
+      } catch (...) {
+        mode_ = saved;
+        throw;
+      }
+      mode_ = saved;
+      return out;
+    }
+    std::vector<Val> out;
+    for (const Tensor &t : map_node(node)) {
+      Val v;
+      if (!t.is_null()) {
+        v.kind = Val::Kind::traced;
+        v.tensor = t;
+      }
+      out.push_back(std::move(v));
+    }
+    return out;
+  }
+
+  Tensor output_tensor(const Val &v, const std::string &name) {
+    OnnxNode dummy_node(graph_proto_.node_size() ? graph_proto_.node(0) : onnx::NodeProto::default_instance(), opset_,
+                    {}, *this);
+    if (v.kind == Val::Kind::traced && !v.graph_input.empty())
+      return ops::reshape(v.tensor, v.tensor.shape()); // an input passed straight through: its own buffer
+    if (v.kind == Val::Kind::traced)
+      return v.tensor;
+    if (v.kind == Val::Kind::known) {
+      Tensor t = tensor_of(v, dummy_node, 0);
+      return ops::reshape(t, t.shape()); // a constant output still needs a node writing it
+    }
+    if (v.kind == Val::Kind::sym)
+      throw Error(ErrorCode::OnnxNotFoldable, "holds the shape values " + shape_to_string(v.dims) +
+                                                  " with symbolic elements, which maxc cannot output as a tensor");
+    throw Error(ErrorCode::OnnxGraph, "is not computed");
+  }
+
+  const onnx::ModelProto &model_;
+  const onnx::GraphProto &graph_proto_;
+  std::string path_, dir_;
+  const LoadOptions &options_;
+  DiagnosticEngine &diags_;
+  const OnnxImportOptions &onnx_;
+  OnnxImportInfo &info_;
+  LoadedModel &out_;
+  int64_t opset_ = 0;
+  std::set<std::string> domains_;
+  std::set<std::string> defined_, poisoned_;
+  std::map<std::string, Val> values_;
+  std::map<std::string, int> names_, dim_names_, constant_names_;
+  std::map<std::string, Tensor> initializer_tensors_;
+  GraphRealizationContext *root_ = nullptr;
+  Mode mode_ = Mode::graph;
+};
+
+} // namespace
+
+} // namespace onnx_import
+
+LoadedModel load_onnx_model(const std::string &bytes, const std::string &path, const LoadOptions &options,
+                            DiagnosticEngine &diagnostics, const OnnxImportOptions &onnx, OnnxImportInfo *info) {
+  LoadedModel out;
+  auto start = std::chrono::steady_clock::now();
+  out.files_read.push_back(path);
+  OnnxImportInfo local_info;
+  OnnxImportInfo &inf = info ? *info : local_info;
+  ::onnx::ModelProto model;
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) || !model.ParseFromString(bytes)) {
+    diagnostics.error(ErrorCode::OnnxFormat, path, "",
+                      "not a readable ONNX model (a truncated or corrupt protobuf, or not an ONNX file at all)");
+    return out;
+  }
+  if (!model.has_graph()) {
+    diagnostics.error(ErrorCode::OnnxFormat, path, "", "the ONNX model has no graph");
+    return out;
+  }
+  try {
+    out.graph = onnx_import::Importer(model, path, options, diagnostics, onnx, inf, out).run();
+    if (out.graph)
+      out.graph->verify();
+  } catch (const Error &e) {
+    diagnostics.report(Diagnostic{Severity::error, e.code(), path, e.location(), e.message()});
+    out.graph.reset();
+  }
+  if (out.graph) {
+    const Graph &g = *out.graph;
+    out.stats.nodes = g.nodes().size();
+    out.stats.subgraph_definitions = g.subgraphs().size();
+    for (const Node &n : g.nodes())
+      out.stats.subgraph_calls += n.op == "call";
+    for (const auto &[name, data] : g.constants()) {
+      ++out.stats.constants;
+      out.stats.constant_bytes += data.nbytes();
+    }
+    for (const auto &[name, sub] : g.subgraphs()) {
+      out.stats.subgraph_nodes += sub->nodes().size();
+      for (const auto &[cname, data] : sub->constants()) {
+        ++out.stats.constants;
+        out.stats.constant_bytes += data.nbytes();
+      }
+    }
+  }
+  out.stats.weights_read = out.params.size();
+  out.stats.trace_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+} // namespace maxc
