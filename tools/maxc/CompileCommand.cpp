@@ -91,6 +91,8 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
   progress.stage("trace " + options.model);
   spdlog::debug("compile: tracing {}", options.model);
   LoadOptions load;
+  load.dims = global.onnx_dims; // ONNX: --dim pins, --no-dedup
+  load.dedup = !global.no_dedup;
   load.weights_path = options.weights;
   LoadedModel model = load_model(options.model, load, diagnostics);
   timer.lap("trace");

@@ -64,6 +64,8 @@ int run_compile_gpu(const GlobalOptions &global, const CompileCommandOptions &op
     return finish(global, diagnostics);
 
   LoadOptions load;
+  load.dims = global.onnx_dims; // ONNX: --dim pins, --no-dedup
+  load.dedup = !global.no_dedup;
   load.weights_path = options.weights;
   LoadedModel model = load_model(options.model, load, diagnostics);
   if (!model.graph)

@@ -21,6 +21,7 @@
 #include "maxc/Realization/GraphRealizationContext.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <deque>
 #include <set>
@@ -92,8 +93,24 @@ public:
       std::vector<int> order = topological_order();
       if (diags_.has_errors())
         return nullptr;
-      for (int i : order)
-        run_node(graph_proto_.node(i));
+      if (options_.dedup)
+        find_blocks(order);
+      for (int i : order) {
+        auto b = block_of_.find(i);
+        if (b == block_of_.end() || blocks_[b->second].state == Block::State::inline_nodes) {
+          run_node(graph_proto_.node(i));
+          continue;
+        }
+        Block &block = blocks_[b->second];
+        if (block.state == Block::State::done)
+          continue;
+        if (block_ready(block))
+          run_block(block);
+        else { // an input is produced later (unusual order): trace its nodes inline
+          block.state = Block::State::inline_nodes;
+          run_node(graph_proto_.node(i));
+        }
+      }
       for (const auto &o : graph_proto_.output()) {
         auto it = values_.find(o.name());
         if (it == values_.end()) {
@@ -137,7 +154,7 @@ public:
     case Val::Kind::traced:
       return v.tensor;
     case Val::Kind::known:
-      if (!v.initializer.empty() && root_ && mode_ == Mode::graph) {
+      if (!v.initializer.empty() && root_ && mode_ == Mode::graph && !in_body_) {
         auto it = initializer_tensors_.find(v.initializer);
         if (it != initializer_tensors_.end())
           return it->second;
@@ -366,6 +383,219 @@ private:
     return "node '" + name + "' (" + domain + node.op_type() + ", opset " + std::to_string(opset_) + ")";
   }
 
+  // ---- repeated layers ----
+  //
+  // Node-name scopes such as "/model/layers.3/..." or "/encoder/layer.3/..."
+  // propose candidate blocks (a prefix with a number, at least two numbers
+  // seen); each block is traced as a subgraph call whose parameters are its
+  // float initializers, and GraphRealizationContext's structural key decides
+  // which blocks share a definition — the structure decides, the names only
+  // propose.
+
+  struct Block {
+    enum class State { pending, inline_nodes, done } state = State::pending;
+    std::string scope;            // "/model/layers.3/"
+    std::vector<int> nodes;       // in traced order
+    std::vector<std::string> inputs;  // external non-parameter inputs, first-use order
+    std::vector<std::string> params;  // float initializers read, first-use order
+    std::vector<std::string> outputs; // values used after the block
+  };
+
+  static bool block_scope(const std::string &name, std::string &prefix, std::string &scope) {
+    // The first path component "<word>[._]<digits>" followed by '/' or '.'.
+    for (size_t i = 0; i < name.size(); ++i) {
+      if (!std::isdigit(static_cast<unsigned char>(name[i])) || i == 0)
+        continue;
+      char sep = name[i - 1];
+      if (sep != '.' && sep != '_' && sep != '/')
+        continue;
+      size_t j = i;
+      while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j])))
+        ++j;
+      if (j >= name.size() || (name[j] != '/' && name[j] != '.'))
+        continue;
+      if (i < 2)
+        continue;
+      prefix = name.substr(0, i);
+      scope = name.substr(0, j + 1);
+      return true;
+    }
+    return false;
+  }
+
+  void find_blocks(const std::vector<int> &order) {
+    std::map<std::string, std::map<std::string, std::vector<int>>> by_prefix; // prefix → scope → nodes
+    std::map<std::string, std::string> scope_of_node;
+    for (int i : order) {
+      const auto &node = graph_proto_.node(i);
+      if (node.op_type() == "Constant" && node.name().empty())
+        continue;
+      std::string name = !node.name().empty() ? node.name() : node.output_size() ? node.output(0) : "";
+      std::string prefix, scope;
+      if (!block_scope(name, prefix, scope))
+        continue;
+      by_prefix[prefix][scope].push_back(i);
+    }
+    std::set<std::string> graph_outputs;
+    for (const auto &o : graph_proto_.output())
+      graph_outputs.insert(o.name());
+    std::map<std::string, std::vector<int>> consumers;
+    for (int i : order)
+      for (const std::string &in : graph_proto_.node(i).input())
+        consumers[in].push_back(i);
+    for (auto &[prefix, scopes] : by_prefix) {
+      if (scopes.size() < 2)
+        continue;
+      for (auto &[scope, nodes] : scopes) {
+        Block block;
+        block.scope = scope;
+        block.nodes = nodes;
+        std::set<int> members(nodes.begin(), nodes.end());
+        std::set<std::string> produced, seen_in;
+        for (int i : nodes)
+          for (const std::string &o : graph_proto_.node(i).output())
+            produced.insert(o);
+        for (int i : nodes)
+          for (const std::string &in : graph_proto_.node(i).input()) {
+            if (in.empty() || produced.count(in) || !seen_in.insert(in).second)
+              continue;
+            auto v = values_.find(in);
+            bool param = v != values_.end() && !v->second.initializer.empty() && is_float(v->second.data.dtype());
+            (param ? block.params : block.inputs).push_back(in);
+          }
+        for (int i : nodes)
+          for (const std::string &o : graph_proto_.node(i).output()) {
+            bool outside = graph_outputs.count(o) != 0;
+            for (int c : consumers[o])
+              outside = outside || !members.count(c);
+            if (outside && !o.empty())
+              block.outputs.push_back(o);
+          }
+        if (block.outputs.empty() || block.nodes.size() < 2)
+          continue;
+        size_t id = blocks_.size();
+        for (int i : nodes)
+          block_of_[i] = id;
+        blocks_.push_back(std::move(block));
+      }
+    }
+  }
+
+  bool block_ready(const Block &block) const {
+    for (const std::string &in : block.inputs)
+      if (!values_.count(in) && !poisoned_.count(in))
+        return false;
+    return true;
+  }
+
+  struct BodyFailed {};
+
+  void run_block(Block &block) {
+    block.state = Block::State::done;
+    for (const std::string &in : block.inputs)
+      if (poisoned_.count(in)) {
+        for (int i : block.nodes)
+          poison(graph_proto_.node(i));
+        return;
+      }
+    // Traced inputs are call arguments; known and sym inputs bake into the body.
+    std::vector<Tensor> args;
+    std::vector<std::string> arg_names;
+    for (const std::string &in : block.inputs)
+      if (values_.at(in).kind == Val::Kind::traced) {
+        args.push_back(values_.at(in).tensor);
+        arg_names.push_back(in);
+      }
+    NamedTensors params;
+    std::vector<std::string> param_names;
+    for (size_t i = 0; i < block.params.size(); ++i) {
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "p%03zu", i);
+      param_names.push_back(buf);
+      params.emplace(buf, Tensor::from_host(values_.at(block.params[i]).data));
+    }
+    std::vector<std::string> traced_outputs;
+    std::map<std::string, Val> folded_outputs;
+    SubgraphBody body = [&](GraphRealizationContext &ctx, const std::vector<Tensor> &body_args,
+                            const NamedTensors &body_params) {
+      std::map<std::string, Val> saved;
+      auto shadow = [&](const std::string &name, Val v) {
+        if (!saved.count(name))
+          saved[name] = values_.count(name) ? values_.at(name) : Val{};
+        values_[name] = std::move(v);
+      };
+      for (size_t i = 0; i < arg_names.size(); ++i) {
+        Val v;
+        v.kind = Val::Kind::traced;
+        v.tensor = body_args[i];
+        shadow(arg_names[i], v);
+      }
+      for (size_t i = 0; i < block.params.size(); ++i) {
+        Val v;
+        v.kind = Val::Kind::traced;
+        v.tensor = body_params.at(param_names[i]);
+        shadow(block.params[i], v);
+      }
+      ++in_body_;
+      size_t errors = diags_.error_count();
+      for (int i : block.nodes)
+        run_node(graph_proto_.node(i));
+      --in_body_;
+      std::vector<TensorTree> leaves;
+      bool failed = diags_.error_count() != errors;
+      traced_outputs.clear();
+      folded_outputs.clear();
+      for (const std::string &o : block.outputs) {
+        auto it = values_.find(o);
+        if (it == values_.end()) {
+          failed = true;
+          continue;
+        }
+        if (it->second.kind == Val::Kind::traced) {
+          leaves.emplace_back(it->second.tensor);
+          traced_outputs.push_back(o);
+        } else {
+          folded_outputs[o] = it->second;
+        }
+      }
+      // Body values must not outlive the body.
+      for (int i : block.nodes)
+        for (const std::string &o : graph_proto_.node(i).output())
+          values_.erase(o);
+      for (auto &[name, v] : saved) {
+        if (v.kind == Val::Kind::missing)
+          values_.erase(name);
+        else
+          values_[name] = v;
+      }
+      if (failed)
+        throw BodyFailed{};
+      return TensorTree::list(std::move(leaves));
+    };
+    CallOptions call;
+    std::string scope = block.scope;
+    while (!scope.empty() && (scope.back() == '/' || scope.back() == '.'))
+      scope.pop_back();
+    call.instance = mangle_onnx_name(scope, instance_names_);
+    call.name = "block";
+    try {
+      std::vector<Tensor> results = root_->call(call, body, args, params).flatten();
+      for (size_t i = 0; i < traced_outputs.size(); ++i) {
+        Val v;
+        v.kind = Val::Kind::traced;
+        v.tensor = results.at(i);
+        values_[traced_outputs[i]] = v;
+      }
+      for (auto &[name, v] : folded_outputs)
+        values_[name] = v;
+      for (const std::string &p : block.params)
+        used_params_.insert(p);
+    } catch (const BodyFailed &) {
+      for (int i : block.nodes)
+        poison(graph_proto_.node(i));
+    }
+  }
+
   // ---- nodes ----
 
   void run_node(const onnx::NodeProto &proto) {
@@ -506,6 +736,11 @@ private:
   std::map<std::string, Tensor> initializer_tensors_;
   GraphRealizationContext *root_ = nullptr;
   Mode mode_ = Mode::graph;
+  int in_body_ = 0;
+  std::vector<Block> blocks_;
+  std::map<int, size_t> block_of_;
+  std::map<std::string, int> instance_names_;
+  std::set<std::string> used_params_;
 };
 
 } // namespace
