@@ -138,6 +138,26 @@ def case_run_paths(c):
         assert np.allclose(got, want, rtol=1e-4, atol=1e-6), (device, np.abs(got - want).max())
 
 
+def text_size(obj):
+    r = subprocess.run(["llvm-size-19", "-A", obj], capture_output=True, text=True, check=True)
+    return int(next(l.split()[1] for l in r.stdout.splitlines() if l.startswith(".text ")))
+
+
+def case_text_size_flat(c):
+    """With dedup, .text grows per layer only by a call site (the block is compiled once);
+    without it every layer adds its own kernels."""
+    sizes = {}
+    for layers in [2, 24]:
+        p = c.save(encoder(layers), f"enc{layers}.onnx")
+        for mode in ["dedup", "no-dedup"]:
+            o = c.path(f"enc{layers}-{mode}.o")
+            c.run("compile", p, "-o", o, *(["--no-dedup"] if mode == "no-dedup" else []))
+            sizes[layers, mode] = text_size(o)
+    grow = {m: sizes[24, m] - sizes[2, m] for m in ["dedup", "no-dedup"]}
+    print("text sizes", sizes)
+    assert grow["dedup"] * 4 < grow["no-dedup"], sizes
+
+
 def case_dim_pin(c):
     """--dim pins a dim_param; the compiled header keeps the static size."""
     p = c.save(encoder(2), "enc2.onnx")

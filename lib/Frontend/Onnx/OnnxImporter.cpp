@@ -506,13 +506,30 @@ private:
         args.push_back(values_.at(in).tensor);
         arg_names.push_back(in);
       }
+    // The instance is the scope in dotted form ("/encoder/layer.3/" →
+    // "encoder.layer.3"); a parameter named "<instance>.<rest>" (torch's
+    // initializer names) keeps <rest>, so its constant keeps the ONNX name.
+    std::string instance;
+    for (char ch : block.scope)
+      instance += ch == '/' ? '.' : ch;
+    while (!instance.empty() && instance.front() == '.')
+      instance.erase(instance.begin());
+    while (!instance.empty() && instance.back() == '.')
+      instance.pop_back();
     NamedTensors params;
     std::vector<std::string> param_names;
     for (size_t i = 0; i < block.params.size(); ++i) {
-      char buf[16];
-      std::snprintf(buf, sizeof buf, "p%03zu", i);
-      param_names.push_back(buf);
-      params.emplace(buf, Tensor::from_host(values_.at(block.params[i]).data));
+      const std::string &init = block.params[i];
+      std::string rel;
+      if (init.size() > instance.size() + 1 && init.compare(0, instance.size() + 1, instance + ".") == 0)
+        rel = init.substr(instance.size() + 1);
+      if (rel.empty() || params.count(rel)) {
+        char buf[16];
+        std::snprintf(buf, sizeof buf, "p%03zu", i);
+        rel = buf;
+      }
+      param_names.push_back(rel);
+      params.emplace(rel, Tensor::from_host(values_.at(init).data));
     }
     std::vector<std::string> traced_outputs;
     std::map<std::string, Val> folded_outputs;
@@ -573,10 +590,7 @@ private:
       return TensorTree::list(std::move(leaves));
     };
     CallOptions call;
-    std::string scope = block.scope;
-    while (!scope.empty() && (scope.back() == '/' || scope.back() == '.'))
-      scope.pop_back();
-    call.instance = mangle_onnx_name(scope, instance_names_);
+    call.instance = instance;
     call.name = "block";
     try {
       std::vector<Tensor> results = root_->call(call, body, args, params).flatten();
@@ -739,7 +753,6 @@ private:
   int in_body_ = 0;
   std::vector<Block> blocks_;
   std::map<int, size_t> block_of_;
-  std::map<std::string, int> instance_names_;
   std::set<std::string> used_params_;
 };
 
