@@ -683,7 +683,7 @@ private:
     if (any_sym)
       if (std::optional<std::vector<Val>> folded = fold_symbolic(node))
         return *folded;
-    if (all_known && known_elements <= kFoldLimit && is_deterministic(op)) {
+    if (all_known && known_elements <= kFoldLimit && is_deterministic(op) && small_results(node)) {
       // Evaluate at import time with the same op mapping.
       Mode saved = mode_;
       mode_ = Mode::eager;
@@ -715,6 +715,38 @@ private:
       out.push_back(std::move(v));
     }
     return out;
+  }
+
+  /// Whether every value the node's mapping makes is static and at most
+  /// kMaxFoldedElements elements: a dry run into a scratch graph, so that
+  /// folding ConstantOfShape([1e9, 1e9]) never allocates.
+  bool small_results(OnnxNode &node) {
+    constexpr int64_t kMaxFoldedElements = int64_t(1) << 24;
+    Graph scratch("fold");
+    Mode saved = mode_;
+    mode_ = Mode::eager; // known values become scratch constants, not weights
+    bool ok = true;
+    try {
+      GraphRealizationContext ctx(scratch);
+      map_node(node);
+    } catch (const Error &) {
+      ok = true; // the real evaluation reports it
+    }
+    mode_ = saved;
+    for (const maxc::Node &n : scratch.nodes())
+      for (ValueId id : n.results) {
+        const Shape &shape = scratch.type_of(id).shape;
+        if (!shape_is_static(shape)) {
+          ok = false;
+          continue;
+        }
+        int64_t numel = 1;
+        for (const Dim &d : shape)
+          if (__builtin_mul_overflow(numel, d.value(), &numel))
+            numel = INT64_MAX;
+        ok = ok && numel <= kMaxFoldedElements;
+      }
+    return ok;
   }
 
   Tensor output_tensor(const Val &v, const std::string &name) {
