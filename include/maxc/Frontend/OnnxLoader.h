@@ -14,8 +14,9 @@
 
 namespace maxc {
 
-/// True when `bytes` is not JSON (first non-blank byte not '{' or '['), so
-/// the loader treats it as an ONNX protobuf.
+/// True when `bytes` starts with a binary byte (not printable ASCII or
+/// whitespace; ONNX files start with the tag 0x08), so the loader treats it
+/// as an ONNX protobuf rather than JSON.
 bool looks_like_onnx(const std::string &bytes);
 
 struct OnnxImportOptions {

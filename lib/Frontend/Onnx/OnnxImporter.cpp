@@ -29,12 +29,12 @@
 namespace maxc {
 
 bool looks_like_onnx(const std::string &bytes) {
-  for (char c : bytes) {
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
-      continue;
-    return c != '{' && c != '[';
-  }
-  return false;
+  // JSON is text; an ONNX ModelProto starts with a binary field tag (0x08,
+  // ir_version, in every exporter's output). A UTF-8 byte order mark is text.
+  if (bytes.empty() || bytes.rfind("\xEF\xBB\xBF", 0) == 0)
+    return false;
+  unsigned char c = static_cast<unsigned char>(bytes[0]);
+  return (c < 0x20 && c != ' ' && c != '\t' && c != '\n' && c != '\r') || c >= 0x7f;
 }
 
 std::string mangle_onnx_name(const std::string &name, std::map<std::string, int> &taken) {
