@@ -93,22 +93,21 @@ public:
       std::vector<int> order = topological_order();
       if (diags_.has_errors())
         return nullptr;
+      alias_initializers(order);
       if (options_.dedup)
         find_blocks(order);
-      for (int i : order) {
-        auto b = block_of_.find(i);
-        if (b == block_of_.end() || blocks_[b->second].state == Block::State::inline_nodes) {
-          run_node(graph_proto_.node(i));
+      for (int unit : schedule_units(order)) {
+        if (unit >= 0) {
+          run_node(graph_proto_.node(unit));
           continue;
         }
-        Block &block = blocks_[b->second];
-        if (block.state == Block::State::done)
-          continue;
+        Block &block = blocks_[static_cast<size_t>(-unit - 1)];
         if (block_ready(block))
           run_block(block);
-        else { // an input is produced later (unusual order): trace its nodes inline
+        else { // cannot happen after scheduling; trace its nodes inline to be safe
           block.state = Block::State::inline_nodes;
-          run_node(graph_proto_.node(i));
+          for (int i : block.nodes)
+            run_node(graph_proto_.node(i));
         }
       }
       for (const auto &o : graph_proto_.output()) {
@@ -479,6 +478,82 @@ private:
         blocks_.push_back(std::move(block));
       }
     }
+  }
+
+  /// torch.onnx.export stores identical initializers once and names the
+  /// others through Identity nodes ("layers.3.norm2.bias" = Identity of a
+  /// shared tensor): those become initializers of their own name, so every
+  /// layer reads its weights the same way.
+  void alias_initializers(std::vector<int> &order) {
+    std::vector<int> kept;
+    for (int i : order) {
+      const auto &node = graph_proto_.node(i);
+      if (node.op_type() == "Identity" && node.domain().empty() && node.input_size() == 1 &&
+          node.output_size() == 1 && !node.output(0).empty()) {
+        auto it = values_.find(node.input(0));
+        if (it != values_.end() && it->second.kind == Val::Kind::known && !it->second.initializer.empty()) {
+          Val v = it->second;
+          v.initializer = node.output(0);
+          values_[node.output(0)] = v;
+          continue;
+        }
+      }
+      kept.push_back(i);
+    }
+    order = kept;
+  }
+
+  /// The order to trace in: node indices (>= 0) and blocks (-1 - id), each
+  /// block as one unit after everything its inputs come from. If contracting
+  /// the blocks would make a cycle, blocks are dropped and nodes run alone.
+  std::vector<int> schedule_units(const std::vector<int> &order) {
+    if (blocks_.empty())
+      return order;
+    auto unit_of = [&](int node) {
+      auto b = block_of_.find(node);
+      return b == block_of_.end() ? node : -1 - static_cast<int>(b->second);
+    };
+    std::map<std::string, int> producer;
+    for (int i : order)
+      for (const std::string &o : graph_proto_.node(i).output())
+        producer[o] = unit_of(i);
+    std::vector<int> units;
+    std::set<int> seen;
+    for (int i : order)
+      if (seen.insert(unit_of(i)).second)
+        units.push_back(unit_of(i));
+    std::map<int, std::set<int>> deps;
+    std::map<int, std::vector<int>> users;
+    for (int i : order) {
+      int u = unit_of(i);
+      for (const std::string &in : graph_proto_.node(i).input()) {
+        auto p = producer.find(in);
+        if (p != producer.end() && p->second != u && deps[u].insert(p->second).second)
+          users[p->second].push_back(u);
+      }
+    }
+    std::map<int, size_t> pending;
+    std::deque<int> ready;
+    for (int u : units) {
+      pending[u] = deps[u].size();
+      if (pending[u] == 0)
+        ready.push_back(u);
+    }
+    std::vector<int> out;
+    while (!ready.empty()) {
+      int u = ready.front();
+      ready.pop_front();
+      out.push_back(u);
+      for (int v : users[u])
+        if (--pending[v] == 0)
+          ready.push_back(v);
+    }
+    if (out.size() != units.size()) { // a cycle through a block: no dedup
+      blocks_.clear();
+      block_of_.clear();
+      return order;
+    }
+    return out;
   }
 
   bool block_ready(const Block &block) const {
