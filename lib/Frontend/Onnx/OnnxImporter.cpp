@@ -315,6 +315,27 @@ private:
     checked_numel(sizes, dtype, what);
   }
 
+  /// Kahn's algorithm: `units` in an order where each comes after the ones
+  /// it depends on (`pending` counts them, `users` inverts them), first-come
+  /// first-served; units on a cycle are left out.
+  static std::vector<int> kahn_order(const std::vector<int> &units, std::map<int, size_t> pending,
+                                     std::map<int, std::vector<int>> &users) {
+    std::deque<int> ready;
+    for (int u : units)
+      if (pending[u] == 0)
+        ready.push_back(u);
+    std::vector<int> out;
+    while (!ready.empty()) {
+      int u = ready.front();
+      ready.pop_front();
+      out.push_back(u);
+      for (int v : users[u])
+        if (--pending[v] == 0)
+          ready.push_back(v);
+    }
+    return out;
+  }
+
   /// Node indices in an order where every input is defined first (ONNX
   /// requires sorted graphs, but exporters do not always comply). Reports
   /// undefined inputs and cycles.
@@ -333,8 +354,8 @@ private:
                          "the name '" + o + "' is defined more than once");
           producer[o] = i;
         }
-    std::vector<int> pending(n, 0);
-    std::vector<std::vector<int>> users(n);
+    std::map<int, size_t> pending;
+    std::map<int, std::vector<int>> users;
     for (int i = 0; i < n; ++i) {
       const auto &node = graph_proto_.node(i);
       std::set<int> deps;
@@ -349,26 +370,18 @@ private:
         }
         deps.insert(p->second);
       }
-      pending[i] = static_cast<int>(deps.size());
+      pending[i] = deps.size();
       for (int d : deps)
         users[d].push_back(i);
     }
-    std::vector<int> order;
-    std::deque<int> ready;
+    std::vector<int> all(n);
     for (int i = 0; i < n; ++i)
-      if (pending[i] == 0)
-        ready.push_back(i);
-    while (!ready.empty()) {
-      int i = ready.front();
-      ready.pop_front();
-      order.push_back(i);
-      for (int u : users[i])
-        if (--pending[u] == 0)
-          ready.push_back(u);
-    }
+      all[i] = i;
+    std::vector<int> order = kahn_order(all, pending, users);
+    std::set<int> placed(order.begin(), order.end());
     if (static_cast<int>(order.size()) != n && !diags_.has_errors())
       for (int i = 0; i < n; ++i)
-        if (pending[i] > 0) {
+        if (!placed.count(i)) { // on a cycle, or downstream of one
           diags_.error(ErrorCode::OnnxGraph, path_, describe_node(graph_proto_.node(i)),
                        "the graph has a cycle through this node");
           break;
@@ -533,21 +546,9 @@ private:
       }
     }
     std::map<int, size_t> pending;
-    std::deque<int> ready;
-    for (int u : units) {
+    for (int u : units)
       pending[u] = deps[u].size();
-      if (pending[u] == 0)
-        ready.push_back(u);
-    }
-    std::vector<int> out;
-    while (!ready.empty()) {
-      int u = ready.front();
-      ready.pop_front();
-      out.push_back(u);
-      for (int v : users[u])
-        if (--pending[v] == 0)
-          ready.push_back(v);
-    }
+    std::vector<int> out = kahn_order(units, pending, users);
     if (out.size() != units.size()) { // a cycle through a block: no dedup
       blocks_.clear();
       block_of_.clear();

@@ -685,16 +685,28 @@ Spatial spatial_for(const Tensor &x, const std::string &op) {
   return Spatial{false};
 }
 
+/// Kernel, strides and dilations of a Conv/ConvTranspose node.
+struct ConvGeometry {
+  Tensor x, w;
+  Spatial sp;
+  size_t n;
+  std::vector<int64_t> kernel, strides, dil;
+  ConvGeometry(const OnnxNode &node) : x(node.in(0)), w(node.in(1)), sp(spatial_for(x, node.op())) {
+    n = sp.one_d ? 1 : 2;
+    kernel = node.attr_ints("kernel_shape");
+    if (kernel.empty())
+      for (size_t i = 0; i < n; ++i)
+        kernel.push_back(static_dim(w.shape()[2 + i], "the kernel size"));
+    strides = node.attr_ints("strides", std::vector<int64_t>(n, 1));
+    dil = node.attr_ints("dilations", std::vector<int64_t>(n, 1));
+  }
+};
+
 Outs conv(const OnnxNode &node) {
-  Tensor x = node.in(0), w = node.in(1);
-  Spatial sp = spatial_for(x, "Conv");
-  size_t n = sp.one_d ? 1 : 2;
-  std::vector<int64_t> kernel = node.attr_ints("kernel_shape");
-  if (kernel.empty())
-    for (size_t i = 0; i < n; ++i)
-      kernel.push_back(static_dim(w.shape()[2 + i], "the kernel size"));
-  std::vector<int64_t> strides = node.attr_ints("strides", std::vector<int64_t>(n, 1));
-  std::vector<int64_t> dil = node.attr_ints("dilations", std::vector<int64_t>(n, 1));
+  ConvGeometry g(node);
+  const Tensor &x = g.x, &w = g.w;
+  const Spatial &sp = g.sp;
+  const std::vector<int64_t> &kernel = g.kernel, &strides = g.strides, &dil = g.dil;
   ops::Conv2dOptions o;
   o.stride = sp.two(strides, 1);
   o.dilation = sp.two(dil, 1);
@@ -707,15 +719,11 @@ Outs conv(const OnnxNode &node) {
 }
 
 Outs conv_transpose(const OnnxNode &node) {
-  Tensor x = node.in(0), w = node.in(1);
-  Spatial sp = spatial_for(x, "ConvTranspose");
-  size_t n = sp.one_d ? 1 : 2;
-  std::vector<int64_t> kernel = node.attr_ints("kernel_shape");
-  if (kernel.empty())
-    for (size_t i = 0; i < n; ++i)
-      kernel.push_back(static_dim(w.shape()[2 + i], "the kernel size"));
-  std::vector<int64_t> strides = node.attr_ints("strides", std::vector<int64_t>(n, 1));
-  std::vector<int64_t> dil = node.attr_ints("dilations", std::vector<int64_t>(n, 1));
+  ConvGeometry g(node);
+  const Tensor &x = g.x, &w = g.w;
+  const Spatial &sp = g.sp;
+  size_t n = g.n;
+  const std::vector<int64_t> &kernel = g.kernel, &strides = g.strides, &dil = g.dil;
   std::vector<int64_t> out_pad = node.attr_ints("output_padding", std::vector<int64_t>(n, 0));
   std::vector<int64_t> pads = node.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
   std::vector<int64_t> output_shape = node.attr_ints("output_shape");

@@ -154,24 +154,21 @@ HostTensor tensor_from_proto(const TensorProto &t, const std::string &model_dir,
       std::memcpy(out.data(), t.raw_data().data(), nbytes);
     return out;
   }
+  auto copy_field = [&](const auto &field) { // a typed field of the tensor's own element type
+    if (field.size() != numel)
+      throw count_error(static_cast<size_t>(field.size()));
+    if (numel)
+      std::memcpy(out.data(), field.data(), nbytes);
+  };
   switch (*dtype) {
   case DType::f32:
-    if (t.float_data_size() != numel)
-      throw count_error(t.float_data_size());
-    if (numel)
-      std::memcpy(out.data(), t.float_data().data(), nbytes);
+    copy_field(t.float_data());
     break;
   case DType::f64:
-    if (t.double_data_size() != numel)
-      throw count_error(t.double_data_size());
-    if (numel)
-      std::memcpy(out.data(), t.double_data().data(), nbytes);
+    copy_field(t.double_data());
     break;
   case DType::i64:
-    if (t.int64_data_size() != numel)
-      throw count_error(t.int64_data_size());
-    if (numel)
-      std::memcpy(out.data(), t.int64_data().data(), nbytes);
+    copy_field(t.int64_data());
     break;
   case DType::f16:
   case DType::bf16:
