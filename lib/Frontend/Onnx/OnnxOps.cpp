@@ -173,7 +173,7 @@ HostTensor tensor_attr(const OnnxNode &node, const onnx::AttributeProto &a) {
 const std::set<std::string> kSupported = {
     "Abs", "Add", "And", "ArgMax", "ArgMin", "AveragePool", "BatchNormalization", "Cast", "CastLike", "Ceil",
     "Celu", "Clip", "Concat", "Constant", "ConstantOfShape", "Conv", "ConvTranspose", "Cos", "Cosh", "CumSum",
-    "DepthToSpace", "Div", "Dropout", "Elu", "Equal", "Erf", "Exp", "Expand", "EyeLike", "Flatten", "Floor", "Gather",
+    "DepthToSpace", "Div", "Dropout", "Einsum", "Elu", "Equal", "Erf", "Exp", "Expand", "EyeLike", "Flatten", "Floor", "Gather",
     "GatherElements", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "Greater", "GreaterOrEqual", "HardSigmoid",
     "HardSwish", "Hardmax", "Identity", "InstanceNormalization", "IsInf", "IsNaN", "LayerNormalization", "LeakyRelu",
     "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "MeanVarianceNormalization", "Min",
@@ -287,6 +287,9 @@ std::optional<Val> sym_binary(const OnnxNode &node) {
     }
   }
   bool scalar = as && bs;
+  auto dtype_of = [](const Val &v) { return v.kind == Val::Kind::sym ? v.dtype : v.data.dtype(); };
+  if (op == "Div" && (is_float(dtype_of(node.val(0))) || is_float(dtype_of(node.val(1)))))
+    return std::nullopt; // float division of dims is not integer division
   if (compare) {
     std::vector<int64_t> shape;
     if (!scalar)
@@ -318,7 +321,9 @@ std::optional<std::vector<Val>> fold_symbolic(const OnnxNode &node) {
                                                                       : node.val(1).kind == Val::Kind::known
                                                                             ? node.val(1).data.dtype()
                                                                             : node.val(1).dtype);
-    if (x.kind != Val::Kind::sym || !to || !is_integer(*to))
+    // To a float type too (torch.arange(seq, dtype=float) is Range over Cast(seq)): the
+    // elements stay whole numbers, which only Range and exact arithmetic consume.
+    if (x.kind != Val::Kind::sym || !to || is_bool(*to))
       return std::nullopt;
     return std::vector<Val>{make_sym(x.dims, x.scalar, *to)};
   }
@@ -1236,12 +1241,15 @@ Outs range(const OnnxNode &node) {
   }
   // A symbolic limit: start and delta must be static integers.
   std::vector<Dim> lim = node.dims(1);
-  int64_t s = node.ints(0).at(0), d = node.ints(2).at(0);
-  if (lim.size() != 1 || (d != 1 && d != -1))
-    unsupported("Range with a symbolic limit needs delta 1");
+  HostTensor start = node.known(0);
+  double sd = start.get_f64(0), dd = node.reals(2).at(0);
+  if (lim.size() != 1 || (dd != 1 && dd != -1) || sd != std::floor(sd))
+    unsupported("Range with a symbolic limit needs a whole-number start and delta 1 or -1");
+  int64_t s = static_cast<int64_t>(sd), d = static_cast<int64_t>(dd);
+  DType dtype = start.dtype();
   Dim n = d == 1 ? lim[0] - Dim(s) : Dim(s) - lim[0];
-  Tensor i = ops::iota({n}, 0, DType::i64);
-  return {ops::add(ops::mul(i, sc(double(d), DType::i64)), sc(double(s), DType::i64))};
+  Tensor i = ops::iota({n}, 0, dtype);
+  return {ops::add(ops::mul(i, sc(double(d), dtype)), sc(double(s), dtype))};
 }
 
 Outs trilu(const OnnxNode &node) {
@@ -1323,6 +1331,109 @@ Outs top_k(const OnnxNode &node) {
   Tensor pos = ops::iota({Dim(n), Dim(1)}, 0, DType::i64);
   Tensor indices = ops::sum(ops::where(hit, pos, sc(0, DType::i64)), {r - 1}, false);
   return {ops::transpose(values, inverse), ops::transpose(indices, inverse)};
+}
+
+/// Einsum without repeated labels in one operand: each operand is permuted
+/// to a common label order with size-1 dims for labels it lacks, the
+/// operands are multiplied (broadcasting), the labels missing from the
+/// output summed. Exact; intermediate size is the product of all label sizes.
+Outs einsum(const OnnxNode &node) {
+  std::string eq;
+  for (char c : node.attr_string("equation", ""))
+    if (c != ' ')
+      eq += c;
+  std::vector<Tensor> xs;
+  for (size_t i = 0; i < node.num_inputs(); ++i)
+    xs.push_back(node.in(i));
+  size_t arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms;
+  for (size_t start = 0;;) {
+    size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  if (terms.size() != xs.size())
+    unsupported("Einsum equation '" + eq + "' does not match its " + std::to_string(xs.size()) + " inputs");
+  // "..." becomes the labels 0, 1, ... (right-aligned, like NumPy).
+  size_t ellipsis_rank = 0;
+  for (size_t i = 0; i < terms.size(); ++i)
+    if (terms[i].find("...") != std::string::npos)
+      ellipsis_rank = std::max(ellipsis_rank, size_t(xs[i].rank()) - (terms[i].size() - 3));
+  auto expand = [&](std::string t, size_t rank) {
+    size_t e = t.find("...");
+    if (e == std::string::npos)
+      return t;
+    std::string labels;
+    for (size_t k = ellipsis_rank - rank; k < ellipsis_rank; ++k)
+      labels += static_cast<char>('0' + k);
+    return t.replace(e, 3, labels);
+  };
+  std::string all;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    size_t explicit_labels = terms[i].size() - (terms[i].find("...") != std::string::npos ? 3 : 0);
+    terms[i] = expand(terms[i], size_t(xs[i].rank()) - explicit_labels);
+    if (terms[i].size() != size_t(xs[i].rank()))
+      unsupported("Einsum term '" + terms[i] + "' does not match a rank-" + std::to_string(xs[i].rank()) + " input");
+    for (char c : terms[i]) {
+      if (std::count(terms[i].begin(), terms[i].end(), c) > 1)
+        unsupported("Einsum with a repeated label in one operand (a diagonal) is not supported");
+      if (all.find(c) == std::string::npos)
+        all += c;
+    }
+  }
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = expand(eq.substr(arrow + 2), ellipsis_rank);
+  } else { // implicit: ellipsis labels, then labels seen once, alphabetically
+    std::string once;
+    for (char c : all) {
+      int n = 0;
+      for (const std::string &t : terms)
+        n += static_cast<int>(std::count(t.begin(), t.end(), c));
+      if (c >= 'A' && n == 1)
+        once += c;
+    }
+    std::sort(once.begin(), once.end());
+    for (size_t k = 0; k < ellipsis_rank; ++k)
+      out += static_cast<char>('0' + k);
+    out += once;
+  }
+  Tensor acc;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    std::vector<int64_t> perm;
+    Shape shape;
+    for (char c : all) {
+      size_t p = terms[i].find(c);
+      if (p != std::string::npos) {
+        perm.push_back(static_cast<int64_t>(p));
+        shape.push_back(xs[i].shape()[p]);
+      } else {
+        shape.emplace_back(1);
+      }
+    }
+    Tensor t = ops::reshape(ops::transpose(xs[i], perm), shape);
+    acc = i == 0 ? t : ops::mul(acc, t);
+  }
+  std::vector<int64_t> reduce;
+  std::string kept;
+  for (size_t k = 0; k < all.size(); ++k)
+    if (out.find(all[k]) == std::string::npos)
+      reduce.push_back(static_cast<int64_t>(k));
+    else
+      kept += all[k];
+  if (!reduce.empty())
+    acc = ops::sum(acc, reduce, false);
+  std::vector<int64_t> perm;
+  for (char c : out) {
+    size_t p = kept.find(c);
+    if (p == std::string::npos)
+      unsupported("Einsum output label '" + std::string(1, c) + "' is not an input label");
+    perm.push_back(static_cast<int64_t>(p));
+  }
+  return {perm.empty() ? acc : ops::transpose(acc, perm)};
 }
 
 Tensor cast_to(const OnnxNode &node, const Tensor &x, int32_t to) {
@@ -1545,6 +1656,7 @@ std::vector<Tensor> map_node(const OnnxNode &node) {
   if (op == "ArgMax" || op == "ArgMin") return arg_reduce(node);
   if (op == "DepthToSpace" || op == "SpaceToDepth") return depth_space(node);
   if (op == "TopK") return top_k(node);
+  if (op == "Einsum") return einsum(node);
   if (op == "Shape" || op == "Size" || op == "Constant")
     throw Error(ErrorCode::Internal, op + " should have been folded");
   throw Error(ErrorCode::OnnxUnsupportedOp, "the op " + op + " is not supported");
