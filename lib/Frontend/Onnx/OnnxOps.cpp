@@ -96,8 +96,13 @@ namespace {
 
 [[noreturn]] void unsupported(const std::string &what) { throw Error(ErrorCode::OnnxAttribute, what); }
 
+void require(bool ok, const std::string &what) {
+  if (!ok)
+    throw Error(ErrorCode::OnnxAttribute, what);
+}
+
 int64_t norm_axis(int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+  if (axis < -rank || axis >= rank)
     throw Error(ErrorCode::OnnxAttribute,
                 "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   return axis < 0 ? axis + rank : axis;
@@ -424,6 +429,8 @@ std::optional<std::vector<Val>> fold_symbolic(const OnnxNode &node) {
     if (cond.rank() > 1 || !as_dims(node.val(1), a, as) || !as_dims(node.val(2), b, bs))
       return std::nullopt;
     size_t n = std::max({size_t(cond.numel()), a.size(), b.size()});
+    if (cond.numel() != 1 && size_t(cond.numel()) != n)
+      return std::nullopt;
     std::vector<Dim> out;
     for (size_t i = 0; i < n; ++i) {
       bool c = cond.get_i64(cond.numel() == 1 ? 0 : int64_t(i)) != 0;
@@ -698,12 +705,15 @@ struct ConvGeometry {
   std::vector<int64_t> kernel, strides, dil;
   ConvGeometry(const OnnxNode &node) : x(node.in(0)), w(node.in(1)), sp(spatial_for(x, node.op())) {
     n = sp.one_d ? 1 : 2;
+    require(w.rank() == x.rank(), "the weight's rank must equal the input's");
     kernel = node.attr_ints("kernel_shape");
     if (kernel.empty())
       for (size_t i = 0; i < n; ++i)
         kernel.push_back(static_dim(w.shape()[2 + i], "the kernel size"));
     strides = node.attr_ints("strides", std::vector<int64_t>(n, 1));
     dil = node.attr_ints("dilations", std::vector<int64_t>(n, 1));
+    require(kernel.size() == n && strides.size() == n && dil.size() == n,
+            "kernel_shape, strides and dilations need one value per spatial dim");
   }
 };
 
@@ -732,6 +742,8 @@ Outs conv_transpose(const OnnxNode &node) {
   std::vector<int64_t> out_pad = node.attr_ints("output_padding", std::vector<int64_t>(n, 0));
   std::vector<int64_t> pads = node.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
   std::vector<int64_t> output_shape = node.attr_ints("output_shape");
+  require(out_pad.size() == n && pads.size() == 2 * n && (output_shape.empty() || output_shape.size() >= n),
+          "output_padding, pads or output_shape have the wrong length");
   std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
   if (!output_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     for (size_t i = 0; i < n; ++i) {
@@ -771,6 +783,7 @@ Outs pool(const OnnxNode &node) {
     unsupported("kernel_shape must have " + std::to_string(n) + " values");
   std::vector<int64_t> strides = node.attr_ints("strides", std::vector<int64_t>(n, 1));
   std::vector<int64_t> dil = node.attr_ints("dilations", std::vector<int64_t>(n, 1));
+  require(strides.size() == n && dil.size() == n, "strides and dilations need one value per spatial dim");
   for (int64_t d : dil)
     if (d != 1)
       unsupported("pooling with dilations is not supported");
@@ -1139,6 +1152,7 @@ Outs layer_norm(const OnnxNode &node) {
 Outs instance_norm(const OnnxNode &node) {
   Tensor x = node.in(0), scale = node.in(1), bias = node.in(2);
   double eps = node.attr_float("epsilon", 1e-5);
+  require(x.rank() >= 3, "InstanceNormalization needs a rank >= 3 input");
   std::vector<int64_t> axes;
   for (int64_t i = 2; i < x.rank(); ++i)
     axes.push_back(i);
@@ -1157,6 +1171,7 @@ Outs batch_norm(const OnnxNode &node) {
     unsupported("BatchNormalization in training mode is not supported (inference only)");
   Tensor x = node.in(0);
   double eps = node.attr_float("epsilon", 1e-5);
+  require(x.rank() >= 2, "BatchNormalization needs a rank >= 2 input");
   if (x.rank() == 4 || x.rank() == 2)
     return {ops::batch_norm(x, node.in(1), node.in(2), node.in(3), node.in(4), eps)};
   Shape cshape(x.rank(), Dim(1));
@@ -1199,6 +1214,7 @@ Outs gather_elements(const OnnxNode &node) {
   // axis, exact (one non-zero term per output).
   Tensor x = node.in(0), idx = node.in(1);
   int64_t axis = norm_axis(node.attr_int("axis", 0), x.rank());
+  require(idx.rank() == x.rank(), "GatherElements indices must have the data's rank");
   int64_t n = static_dim(x.shape()[axis], "the GatherElements dim");
   Tensor i64 = ops::cast(idx, DType::i64);
   i64 = ops::where(ops::less(i64, sc(0, DType::i64)), ops::add(i64, sc(n, DType::i64)), i64);
@@ -1256,6 +1272,7 @@ Outs trilu(const OnnxNode &node) {
   Tensor x = node.in(0);
   int64_t k = node.has(1) ? node.ints(1).at(0) : 0;
   bool upper = node.attr_int("upper", 1) != 0;
+  require(x.rank() >= 2, "Trilu needs a rank >= 2 input");
   Shape s = x.shape();
   Shape m{s[s.size() - 2], s[s.size() - 1]};
   Tensor rows = ops::iota(m, 0, DType::i64), cols = ops::iota(m, 1, DType::i64);
@@ -1546,6 +1563,7 @@ std::vector<Tensor> map_node(const OnnxNode &node) {
   if (op == "Flatten") {
     Tensor x = node.in(0);
     int64_t axis = node.attr_int("axis", 1);
+    require(axis >= -x.rank() && axis <= x.rank(), "Flatten axis is out of range");
     axis = axis < 0 ? axis + x.rank() : axis;
     Dim outer = 1, inner = 1;
     for (int64_t i = 0; i < x.rank(); ++i)
