@@ -436,7 +436,7 @@ int main(int argc, char **argv) {
     std::ofstream(opt.table) << table.str();
   }
   std::cout << "onnx-conformance: " << total.pass << " passed, " << total.fail << " failed, " << total.unsupported
-            << " unsupported of " << results.size() << " (" << paths << ") in " << std::setprecision(1) << seconds
+            << " unsupported of " << results.size() << " (" << paths << ") in " << std::fixed << std::setprecision(1) << seconds
             << " s; in scope " << scope.pass << "/" << scope_n << "\n";
   if (!opt.list_passing.empty()) {
     std::ofstream out(opt.list_passing);
