@@ -124,6 +124,8 @@ void validate(Compilation &c) {
 void load(Compilation &c) {
   LoadOptions options;
   options.weights_path = c.request.weights;
+  options.dims = c.request.dims;
+  options.dedup = c.request.dedup;
   c.model = load_model(c.request.model, options, c.diagnostics);
   if (!c.model.graph)
     return;

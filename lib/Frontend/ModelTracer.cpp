@@ -9,6 +9,7 @@
 #include "ModelAst.h"
 
 #include "maxc/Frontend/ModelLoader.h"
+#include "maxc/Frontend/OnnxLoader.h"
 #include "maxc/Frontend/Safetensors.h"
 #include "maxc/IR/GraphJson.h"
 #include "maxc/Ops/OpRegistry.h"
@@ -705,6 +706,8 @@ LoadedModel load_model(const std::string &path, const LoadOptions &options, Diag
 
 LoadedModel load_model_text(const std::string &text, const std::string &path, const LoadOptions &options,
                             DiagnosticEngine &diagnostics) {
+  if (looks_like_onnx(text)) // a protobuf, not JSON: the ONNX front end
+    return load_onnx_model(text, path, options, diagnostics);
   LoadedModel out;
   auto start = std::chrono::steady_clock::now();
   out.files_read.push_back(path);

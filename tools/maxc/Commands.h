@@ -21,6 +21,9 @@ struct GlobalOptions {
   bool quiet = false;
   DiagnosticsFormat diagnostics = DiagnosticsFormat::text;
   bool warnings_as_errors = false;
+  // ONNX models (docs/ONNX.md): --dim NAME=VALUE pins, --no-dedup.
+  std::map<std::string, int64_t> onnx_dims;
+  bool no_dedup = false;
 };
 
 struct CheckOptions {

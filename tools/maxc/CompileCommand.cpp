@@ -25,6 +25,8 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
   driver::CompileRequest request;
   request.model = options.model;
   request.weights = options.weights;
+  request.dims = global.onnx_dims; // ONNX: --dim pins, --no-dedup
+  request.dedup = !global.no_dedup;
   request.backend = options.gpu.empty() ? "cpu" : "amdgpu";
   request.options.triple = options.target;
   request.options.cpu = options.cpu;

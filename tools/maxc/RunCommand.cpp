@@ -59,6 +59,8 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
     return finish(global, diagnostics);
 
   LoadOptions load;
+  load.dims = global.onnx_dims; // ONNX: --dim pins, --no-dedup
+  load.dedup = !global.no_dedup;
   load.weights_path = options.weights;
   LoadedModel model = load_model(options.model, load, diagnostics);
   if (!model.graph)

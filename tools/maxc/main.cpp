@@ -59,6 +59,9 @@ int main(int argc, char **argv) {
                  "Diagnostics format: text (stderr), json or sarif (SARIF 2.1.0, for CI code scanning; stdout)")
       ->check(CLI::IsMember({"text", "json", "sarif"}));
   app.add_flag("-W,--warnings-as-errors", global.warnings_as_errors, "Treat warnings as errors");
+  std::vector<std::string> onnx_dims;
+  app.add_option("--dim", onnx_dims, "ONNX models: pin a symbolic dim (dim_param) at compile time, NAME=N (repeatable)");
+  app.add_flag("--no-dedup", global.no_dedup, "ONNX models: do not trace repeated layers as shared subgraphs");
 
   CheckOptions check;
   auto *check_cmd = app.add_subcommand("check", "Validate a model and its weights; report every problem");
@@ -175,6 +178,16 @@ int main(int argc, char **argv) {
   global.diagnostics = diagnostics == "json"    ? DiagnosticsFormat::json
                        : diagnostics == "sarif" ? DiagnosticsFormat::sarif
                                                 : DiagnosticsFormat::text;
+  for (const std::string &d : onnx_dims) {
+    size_t eq = d.find('=');
+    char *end = nullptr;
+    long long n = eq == std::string::npos ? -1 : std::strtoll(d.c_str() + eq + 1, &end, 10);
+    if (eq == std::string::npos || eq == 0 || *end != '\0' || n < 0) {
+      std::cerr << "maxc: error[E0002]: --dim: expected NAME=N with N >= 0, got '" << d << "'\n";
+      return 1;
+    }
+    global.onnx_dims[d.substr(0, eq)] = n;
+  }
   inspect.json = inspect.json || version_json;
   diff.json = diff.json || version_json;
   trace.emit_given = trace_cmd->count("--emit") > 0;

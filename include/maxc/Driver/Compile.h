@@ -7,6 +7,7 @@
 #include "maxc/Support/Diagnostics.h"
 
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,8 @@ namespace maxc::driver {
 
 struct CompileRequest {
   std::string model, weights;
+  std::map<std::string, int64_t> dims; // ONNX: --dim NAME=VALUE pins a symbolic dim
+  bool dedup = true;                   // ONNX: trace repeated blocks as shared subgraphs
   std::string backend = "cpu";
   BackendOptions options;
   std::string name;       // C symbol prefix; "" = the model's name

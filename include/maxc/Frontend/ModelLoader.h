@@ -12,6 +12,7 @@
 #include "maxc/Support/Diagnostics.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,6 +33,12 @@ struct LoadOptions {
   /// default bounds a trace near 2 GB and half a minute, hundreds of times
   /// what the largest real models need.
   uint64_t max_statements = 2'000'000;
+  /// ONNX: symbolic dims (dim_param names, or their mangled C names) pinned
+  /// to static sizes (`--dim NAME=VALUE`).
+  std::map<std::string, int64_t> dims;
+  /// ONNX: find repeated layers and trace each unique block once as a
+  /// subgraph definition (`--no-dedup` turns it off).
+  bool dedup = true;
 };
 
 struct TraceStats {

@@ -53,6 +53,15 @@ enum class ErrorCode : int {
   ModuleDepth = 509,     // module calls nest deeper than the limit
   JsonDepth = 510,       // JSON (model, graph, safetensors header) nested deeper than the limit
   DuplicateKey = 511,    // a key appears twice in one JSON object
+  // ONNX models (06xx; lib/Frontend/Onnx)
+  OnnxFormat = 601,        // not a readable ONNX protobuf (truncated, wrong magic)
+  OnnxGraph = 602,         // a cycle, an undefined or duplicate name, a missing input
+  OnnxTensorData = 603,    // tensor data disagrees with its shape, or its dims overflow
+  OnnxExternalData = 604,  // external data out of range or outside the model's folder
+  OnnxUnsupportedOp = 605, // an op, domain or opset maxc does not implement
+  OnnxUnsupportedType = 606, // a dtype or value kind maxc has no counterpart for
+  OnnxAttribute = 607,     // an attribute or operand value maxc does not support
+  OnnxNotFoldable = 608,   // a shape computation needs tensor values known only at run time
 };
 
 /// "E0104"-style code text.

@@ -1,0 +1,919 @@
+// The ONNX importer: reads a ModelProto, folds shape computations on
+// symbolic dims and traces every other node through the Tensor API inside a
+// GraphRealizationContext (docs/ONNX.md).
+//
+// Each ONNX value is one of
+//   known   — data at import time (initializers, Constant, folded results),
+//   sym     — an integer scalar/vector whose elements are Dim polynomials
+//             (Shape of a tensor with symbolic dims, and arithmetic on it),
+//   traced  — a value of the graph being recorded.
+// A node whose inputs are all known and small is evaluated at import time
+// (the same op mapping, run in an EagerRealizationContext); a node reading a
+// sym value either folds it (Gather, Concat, Add, ... on dims) or uses it as
+// a shape (Reshape, Expand, ConstantOfShape, Range); anything else that
+// needs a value known only at run time is an error naming the node.
+#include "OnnxOps.h"
+#include "OnnxTensor.h"
+
+#include "maxc/Frontend/OnnxLoader.h"
+#include "maxc/Ops/Ops.h"
+#include "maxc/Realization/EagerRealizationContext.h"
+#include "maxc/Realization/GraphRealizationContext.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <chrono>
+#include <deque>
+#include <set>
+
+namespace maxc {
+
+bool looks_like_onnx(const std::string &bytes) {
+  // JSON is text; an ONNX ModelProto starts with a binary field tag (0x08,
+  // ir_version, in every exporter's output). A UTF-8 byte order mark is text.
+  if (bytes.empty() || bytes.rfind("\xEF\xBB\xBF", 0) == 0)
+    return false;
+  unsigned char c = static_cast<unsigned char>(bytes[0]);
+  return (c < 0x20 && c != ' ' && c != '\t' && c != '\n' && c != '\r') || c >= 0x7f;
+}
+
+std::string mangle_onnx_name(const std::string &name, std::map<std::string, int> &taken) {
+  std::string out;
+  for (char c : name)
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  size_t first = out.find_first_not_of('_');
+  out = first == std::string::npos ? std::string() : out.substr(first);
+  while (!out.empty() && out.back() == '_')
+    out.pop_back();
+  if (out.empty())
+    out = "v";
+  else if (std::isdigit(static_cast<unsigned char>(out[0])))
+    out = "v_" + out;
+  int &count = taken[out];
+  std::string result = count == 0 ? out : out + "_" + std::to_string(count);
+  ++count;
+  while (result != out && taken.count(result)) // "a_1" taken by a real name "a_1"
+    result = out + "_" + std::to_string(++count);
+  if (result != out)
+    taken[result] = 1;
+  return result;
+}
+
+namespace onnx_import {
+
+namespace {
+
+constexpr int64_t kMaxOpset = 17;
+/// Nodes whose known inputs hold at most this many elements in all are
+/// evaluated at import time.
+constexpr int64_t kFoldLimit = 1 << 16;
+
+class Importer : public NodeHost {
+public:
+  Importer(const onnx::ModelProto &model, const std::string &path, const LoadOptions &options,
+           DiagnosticEngine &diags, const OnnxImportOptions &onnx, OnnxImportInfo &info, LoadedModel &out)
+      : model_(model), graph_proto_(model.graph()), path_(path), options_(options), diags_(diags), onnx_(onnx),
+        info_(info), out_(out) {
+    dir_ = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+  }
+
+  std::unique_ptr<Graph> run() {
+    read_opsets();
+    if (diags_.has_errors())
+      return nullptr;
+    std::string graph_name = mangle_onnx_name(graph_proto_.name().empty() ? "model" : graph_proto_.name(), names_);
+    names_.clear();
+    auto graph = std::make_unique<Graph>(graph_name);
+    std::vector<Val> outputs;
+    {
+      GraphRealizationContext ctx(*graph);
+      root_ = &ctx;
+      read_initializers();
+      read_inputs(*graph);
+      std::vector<int> order = topological_order();
+      if (diags_.has_errors())
+        return nullptr;
+      alias_initializers(order);
+      if (options_.dedup)
+        find_blocks(order);
+      for (int unit : schedule_units(order)) {
+        if (unit >= 0) {
+          run_node(graph_proto_.node(unit));
+          continue;
+        }
+        Block &block = blocks_[static_cast<size_t>(-unit - 1)];
+        if (block_ready(block))
+          run_block(block);
+        else { // cannot happen after scheduling; trace its nodes inline to be safe
+          block.state = Block::State::inline_nodes;
+          for (int i : block.nodes)
+            run_node(graph_proto_.node(i));
+        }
+      }
+      for (const auto &o : graph_proto_.output()) {
+        auto it = values_.find(o.name());
+        if (it == values_.end()) {
+          if (!poisoned_.count(o.name()))
+            diags_.error(ErrorCode::OnnxGraph, path_, "graph output '" + o.name() + "'",
+                         "no node or input produces it");
+          outputs.emplace_back();
+          continue;
+        }
+        outputs.push_back(it->second);
+      }
+      if (!diags_.has_errors()) {
+        std::vector<ValueId> ids;
+        std::vector<std::string> names;
+        for (size_t i = 0; i < outputs.size(); ++i) {
+          const std::string &onnx_name = graph_proto_.output(i).name();
+          try {
+            Tensor t = output_tensor(outputs[i], onnx_name);
+            ids.push_back(t.value().id());
+          } catch (const Error &e) {
+            diags_.error(e.code(), path_, "graph output '" + onnx_name + "'", e.message());
+            continue;
+          }
+          names.push_back(mangle_onnx_name(onnx_name, names_));
+          info_.output_names.push_back(onnx_name);
+        }
+        if (!diags_.has_errors())
+          graph->set_outputs(ids, names);
+      }
+      root_ = nullptr;
+    }
+    if (diags_.has_errors())
+      return nullptr;
+    return graph;
+  }
+
+  // ---- NodeHost ----
+
+  Tensor tensor_of(const Val &v, const OnnxNode &n, size_t index) override {
+    switch (v.kind) {
+    case Val::Kind::traced:
+      return v.tensor;
+    case Val::Kind::known:
+      if (!v.initializer.empty() && root_ && mode_ == Mode::graph && !in_body_) {
+        auto it = initializer_tensors_.find(v.initializer);
+        if (it != initializer_tensors_.end())
+          return it->second;
+        Tensor t = root_->add_source(Tensor::from_host(v.data), mangle_onnx_name(v.initializer, constant_names_));
+        initializer_tensors_.emplace(v.initializer, t);
+        return t;
+      }
+      return Tensor::from_host(v.data);
+    case Val::Kind::sym:
+      throw Error(ErrorCode::OnnxNotFoldable,
+                  "input " + std::to_string(index) + " ('" + n.input_name(index) + "') holds the shape values " +
+                      shape_to_string(v.dims) +
+                      " with symbolic elements; maxc folds such values only into shapes (Reshape, Expand, "
+                      "ConstantOfShape, Range, ...), not into run-time tensors (pin the dim with --dim)");
+    case Val::Kind::missing:
+      break;
+    }
+    throw Error(ErrorCode::OnnxGraph, "input " + std::to_string(index) + " is missing");
+  }
+
+  void needs_value(const Val &v, const OnnxNode &n, size_t index) override {
+    if (!v.graph_input.empty()) {
+      if (std::find(info_.needs_value.begin(), info_.needs_value.end(), v.graph_input) == info_.needs_value.end())
+        info_.needs_value.push_back(v.graph_input);
+      throw Error(ErrorCode::OnnxNotFoldable,
+                  "input " + std::to_string(index) + " is the graph input '" + v.graph_input +
+                      "', whose value this node needs at compile time (make it an initializer or a Constant)");
+    }
+    throw Error(ErrorCode::OnnxNotFoldable, "input " + std::to_string(index) + " ('" + n.input_name(index) +
+                                                "') is computed at run time, but this node needs its value at "
+                                                "compile time");
+  }
+
+private:
+  enum class Mode { graph, eager };
+
+  // ---- model-level reading ----
+
+  void read_opsets() {
+    for (const auto &o : model_.opset_import()) {
+      if (o.domain().empty() || o.domain() == "ai.onnx") {
+        opset_ = o.version();
+        if (o.version() > kMaxOpset)
+          diags_.error(ErrorCode::OnnxUnsupportedOp, path_, "opset_import",
+                       "the model uses ai.onnx opset " + std::to_string(o.version()) + "; maxc supports opsets up to " +
+                           std::to_string(kMaxOpset) + " (ONNX 1.12)");
+        else if (o.version() < 1)
+          diags_.error(ErrorCode::OnnxFormat, path_, "opset_import", "invalid ai.onnx opset version");
+      } else {
+        domains_.insert(o.domain());
+      }
+    }
+    if (!graph_proto_.sparse_initializer().empty())
+      diags_.error(ErrorCode::OnnxUnsupportedType, path_, "graph", "sparse initializers are not supported");
+  }
+
+  bool define(const std::string &name, const std::string &what) {
+    if (name.empty())
+      return false;
+    if (!defined_.insert(name).second) {
+      diags_.error(ErrorCode::OnnxGraph, path_, what, "the name '" + name + "' is defined more than once");
+      return false;
+    }
+    return true;
+  }
+
+  void read_initializers() {
+    for (const auto &t : graph_proto_.initializer()) {
+      if (!define(t.name(), "initializer '" + t.name() + "'"))
+        continue;
+      try {
+        Val v;
+        v.kind = Val::Kind::known;
+        v.data = tensor_from_proto(t, dir_, &out_.files_read);
+        v.initializer = t.name();
+        out_.params.push_back(ParamSpec{t.name(), v.data.dtype(), v.data.shape(), ""});
+        values_[t.name()] = std::move(v);
+      } catch (const Error &e) {
+        diags_.error(e.code(), path_, "initializer '" + t.name() + "'", e.message());
+        poisoned_.insert(t.name());
+      }
+    }
+  }
+
+  void read_inputs(Graph &graph) {
+    std::map<std::string, std::string> dim_symbols; // dim_param → symbol
+    for (const auto &in : graph_proto_.input()) {
+      if (values_.count(in.name()) || poisoned_.count(in.name()))
+        continue; // an initializer listed as input (IR < 4): a weight with a default
+      std::string where = "graph input '" + in.name() + "'";
+      if (!define(in.name(), where))
+        continue;
+      info_.declared_inputs.push_back(in.name());
+      if (auto pin = onnx_.pinned_inputs.find(in.name()); pin != onnx_.pinned_inputs.end()) {
+        Val v;
+        v.kind = Val::Kind::known;
+        v.data = pin->second;
+        values_[in.name()] = v;
+        continue;
+      }
+      try {
+        if (!in.type().has_tensor_type())
+          throw Error(ErrorCode::OnnxUnsupportedType,
+                      "only tensor inputs are supported (sequence, map and optional values are not)");
+        const auto &tt = in.type().tensor_type();
+        std::optional<DType> dtype = dtype_from_onnx(tt.elem_type());
+        if (!dtype)
+          throw Error(ErrorCode::OnnxUnsupportedType,
+                      "has element type " + onnx_dtype_name(tt.elem_type()) + ", which maxc does not support");
+        if (!tt.has_shape())
+          throw Error(ErrorCode::OnnxUnsupportedType, "has no shape (its rank must be known)");
+        Shape shape;
+        for (int i = 0; i < tt.shape().dim_size(); ++i) {
+          const auto &d = tt.shape().dim(i);
+          std::string param = d.has_dim_param() && !d.dim_param().empty()
+                                  ? d.dim_param()
+                                  : (d.has_dim_value() ? "" : in.name() + "_dim" + std::to_string(i));
+          if (param.empty()) {
+            if (d.dim_value() < 0)
+              throw Error(ErrorCode::OnnxTensorData, "dim " + std::to_string(i) + " is negative");
+            shape.emplace_back(d.dim_value());
+            continue;
+          }
+          auto it = dim_symbols.find(param);
+          if (it == dim_symbols.end()) {
+            std::map<std::string, int> taken = dim_names_;
+            it = dim_symbols.emplace(param, mangle_onnx_name(param, dim_names_)).first;
+          }
+          const std::string &sym = it->second;
+          auto pinned = options_.dims.find(sym);
+          if (pinned == options_.dims.end())
+            pinned = options_.dims.find(param);
+          if (pinned != options_.dims.end())
+            shape.emplace_back(pinned->second);
+          else
+            shape.emplace_back(sym);
+        }
+        checked_numel_shape(shape, *dtype, where);
+        std::string cname = mangle_onnx_name(in.name(), names_);
+        ValueId id = graph.add_input(TensorType(*dtype, shape), cname);
+        Val v;
+        v.kind = Val::Kind::traced;
+        v.tensor = Tensor::from_graph_value(graph.value(id));
+        v.graph_input = in.name();
+        values_[in.name()] = v;
+        info_.input_names.push_back(in.name());
+      } catch (const Error &e) {
+        diags_.error(e.code(), path_, where, e.message());
+        poisoned_.insert(in.name());
+      }
+    }
+  }
+
+  static void checked_numel_shape(const Shape &shape, DType dtype, const std::string &what) {
+    std::vector<int64_t> sizes;
+    for (const Dim &d : shape)
+      if (d.is_static())
+        sizes.push_back(d.value());
+    checked_numel(sizes, dtype, what);
+  }
+
+  /// Kahn's algorithm: `units` in an order where each comes after the ones
+  /// it depends on (`pending` counts them, `users` inverts them), first-come
+  /// first-served; units on a cycle are left out.
+  static std::vector<int> kahn_order(const std::vector<int> &units, std::map<int, size_t> pending,
+                                     std::map<int, std::vector<int>> &users) {
+    std::deque<int> ready;
+    for (int u : units)
+      if (pending[u] == 0)
+        ready.push_back(u);
+    std::vector<int> out;
+    while (!ready.empty()) {
+      int u = ready.front();
+      ready.pop_front();
+      out.push_back(u);
+      for (int v : users[u])
+        if (--pending[v] == 0)
+          ready.push_back(v);
+    }
+    return out;
+  }
+
+  /// Node indices in an order where every input is defined first (ONNX
+  /// requires sorted graphs, but exporters do not always comply). Reports
+  /// undefined inputs and cycles.
+  std::vector<int> topological_order() {
+    std::map<std::string, int> producer;
+    int n = graph_proto_.node_size();
+    for (int i = 0; i < n; ++i)
+      if (std::find(info_.op_types.begin(), info_.op_types.end(), graph_proto_.node(i).op_type()) ==
+          info_.op_types.end())
+        info_.op_types.push_back(graph_proto_.node(i).op_type());
+    for (int i = 0; i < n; ++i)
+      for (const std::string &o : graph_proto_.node(i).output())
+        if (!o.empty()) {
+          if (values_.count(o) || poisoned_.count(o) || producer.count(o) || defined_.count(o))
+            diags_.error(ErrorCode::OnnxGraph, path_, describe_node(graph_proto_.node(i)),
+                         "the name '" + o + "' is defined more than once");
+          producer[o] = i;
+        }
+    std::map<int, size_t> pending;
+    std::map<int, std::vector<int>> users;
+    for (int i = 0; i < n; ++i) {
+      const auto &node = graph_proto_.node(i);
+      std::set<int> deps;
+      for (const std::string &in : node.input()) {
+        if (in.empty() || values_.count(in) || poisoned_.count(in))
+          continue;
+        auto p = producer.find(in);
+        if (p == producer.end()) {
+          diags_.error(ErrorCode::OnnxGraph, path_, describe_node(node),
+                       "input '" + in + "' is not a graph input, an initializer or any node's output");
+          continue;
+        }
+        deps.insert(p->second);
+      }
+      pending[i] = deps.size();
+      for (int d : deps)
+        users[d].push_back(i);
+    }
+    std::vector<int> all(n);
+    for (int i = 0; i < n; ++i)
+      all[i] = i;
+    std::vector<int> order = kahn_order(all, pending, users);
+    std::set<int> placed(order.begin(), order.end());
+    if (static_cast<int>(order.size()) != n && !diags_.has_errors())
+      for (int i = 0; i < n; ++i)
+        if (!placed.count(i)) { // on a cycle, or downstream of one
+          diags_.error(ErrorCode::OnnxGraph, path_, describe_node(graph_proto_.node(i)),
+                       "the graph has a cycle through this node");
+          break;
+        }
+    return order;
+  }
+
+  std::string describe_node(const onnx::NodeProto &node) const {
+    std::string name = node.name().empty() ? (node.output_size() ? node.output(0) : std::string("?")) : node.name();
+    std::string domain = node.domain().empty() || node.domain() == "ai.onnx" ? "" : node.domain() + ".";
+    return "node '" + name + "' (" + domain + node.op_type() + ", opset " + std::to_string(opset_) + ")";
+  }
+
+  // ---- repeated layers ----
+  //
+  // Node-name scopes such as "/model/layers.3/..." or "/encoder/layer.3/..."
+  // propose candidate blocks (a prefix with a number, at least two numbers
+  // seen); each block is traced as a subgraph call whose parameters are its
+  // float initializers, and GraphRealizationContext's structural key decides
+  // which blocks share a definition — the structure decides, the names only
+  // propose.
+
+  struct Block {
+    enum class State { pending, inline_nodes, done } state = State::pending;
+    std::string scope;            // "/model/layers.3/"
+    std::vector<int> nodes;       // in traced order
+    std::vector<std::string> inputs;  // external non-parameter inputs, first-use order
+    std::vector<std::string> params;  // float initializers read, first-use order
+    std::vector<std::string> outputs; // values used after the block
+  };
+
+  static bool block_scope(const std::string &name, std::string &prefix, std::string &scope) {
+    // The first path component "<word>[._]<digits>" followed by '/' or '.'.
+    for (size_t i = 0; i < name.size(); ++i) {
+      if (!std::isdigit(static_cast<unsigned char>(name[i])) || i == 0)
+        continue;
+      char sep = name[i - 1];
+      if (sep != '.' && sep != '_' && sep != '/')
+        continue;
+      size_t j = i;
+      while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j])))
+        ++j;
+      if (j >= name.size() || (name[j] != '/' && name[j] != '.'))
+        continue;
+      if (i < 2)
+        continue;
+      prefix = name.substr(0, i);
+      scope = name.substr(0, j + 1);
+      return true;
+    }
+    return false;
+  }
+
+  void find_blocks(const std::vector<int> &order) {
+    std::map<std::string, std::map<std::string, std::vector<int>>> by_prefix; // prefix → scope → nodes
+    std::map<std::string, std::string> scope_of_node;
+    for (int i : order) {
+      const auto &node = graph_proto_.node(i);
+      if (node.op_type() == "Constant" && node.name().empty())
+        continue;
+      std::string name = !node.name().empty() ? node.name() : node.output_size() ? node.output(0) : "";
+      std::string prefix, scope;
+      if (!block_scope(name, prefix, scope))
+        continue;
+      by_prefix[prefix][scope].push_back(i);
+    }
+    std::set<std::string> graph_outputs;
+    for (const auto &o : graph_proto_.output())
+      graph_outputs.insert(o.name());
+    std::map<std::string, std::vector<int>> consumers;
+    for (int i : order)
+      for (const std::string &in : graph_proto_.node(i).input())
+        consumers[in].push_back(i);
+    for (auto &[prefix, scopes] : by_prefix) {
+      if (scopes.size() < 2)
+        continue;
+      for (auto &[scope, nodes] : scopes) {
+        Block block;
+        block.scope = scope;
+        block.nodes = nodes;
+        std::set<int> members(nodes.begin(), nodes.end());
+        std::set<std::string> produced, seen_in;
+        for (int i : nodes)
+          for (const std::string &o : graph_proto_.node(i).output())
+            produced.insert(o);
+        for (int i : nodes)
+          for (const std::string &in : graph_proto_.node(i).input()) {
+            if (in.empty() || produced.count(in) || !seen_in.insert(in).second)
+              continue;
+            auto v = values_.find(in);
+            bool param = v != values_.end() && !v->second.initializer.empty() && is_float(v->second.data.dtype());
+            (param ? block.params : block.inputs).push_back(in);
+          }
+        for (int i : nodes)
+          for (const std::string &o : graph_proto_.node(i).output()) {
+            bool outside = graph_outputs.count(o) != 0;
+            for (int c : consumers[o])
+              outside = outside || !members.count(c);
+            if (outside && !o.empty())
+              block.outputs.push_back(o);
+          }
+        if (block.outputs.empty() || block.nodes.size() < 2)
+          continue;
+        size_t id = blocks_.size();
+        for (int i : nodes)
+          block_of_[i] = id;
+        blocks_.push_back(std::move(block));
+      }
+    }
+  }
+
+  /// torch.onnx.export stores identical initializers once and names the
+  /// others through Identity nodes ("layers.3.norm2.bias" = Identity of a
+  /// shared tensor): those become initializers of their own name, so every
+  /// layer reads its weights the same way.
+  void alias_initializers(std::vector<int> &order) {
+    std::vector<int> kept;
+    for (int i : order) {
+      const auto &node = graph_proto_.node(i);
+      if (node.op_type() == "Identity" && node.domain().empty() && node.input_size() == 1 &&
+          node.output_size() == 1 && !node.output(0).empty()) {
+        auto it = values_.find(node.input(0));
+        if (it != values_.end() && it->second.kind == Val::Kind::known && !it->second.initializer.empty()) {
+          Val v = it->second;
+          v.initializer = node.output(0);
+          values_[node.output(0)] = v;
+          continue;
+        }
+      }
+      kept.push_back(i);
+    }
+    order = kept;
+  }
+
+  /// The order to trace in: node indices (>= 0) and blocks (-1 - id), each
+  /// block as one unit after everything its inputs come from. If contracting
+  /// the blocks would make a cycle, blocks are dropped and nodes run alone.
+  std::vector<int> schedule_units(const std::vector<int> &order) {
+    if (blocks_.empty())
+      return order;
+    auto unit_of = [&](int node) {
+      auto b = block_of_.find(node);
+      return b == block_of_.end() ? node : -1 - static_cast<int>(b->second);
+    };
+    std::map<std::string, int> producer;
+    for (int i : order)
+      for (const std::string &o : graph_proto_.node(i).output())
+        producer[o] = unit_of(i);
+    std::vector<int> units;
+    std::set<int> seen;
+    for (int i : order)
+      if (seen.insert(unit_of(i)).second)
+        units.push_back(unit_of(i));
+    std::map<int, std::set<int>> deps;
+    std::map<int, std::vector<int>> users;
+    for (int i : order) {
+      int u = unit_of(i);
+      for (const std::string &in : graph_proto_.node(i).input()) {
+        auto p = producer.find(in);
+        if (p != producer.end() && p->second != u && deps[u].insert(p->second).second)
+          users[p->second].push_back(u);
+      }
+    }
+    std::map<int, size_t> pending;
+    for (int u : units)
+      pending[u] = deps[u].size();
+    std::vector<int> out = kahn_order(units, pending, users);
+    if (out.size() != units.size()) { // a cycle through a block: no dedup
+      blocks_.clear();
+      block_of_.clear();
+      return order;
+    }
+    return out;
+  }
+
+  bool block_ready(const Block &block) const {
+    for (const std::string &in : block.inputs)
+      if (!values_.count(in) && !poisoned_.count(in))
+        return false;
+    return true;
+  }
+
+  struct BodyFailed {};
+
+  void run_block(Block &block) {
+    block.state = Block::State::done;
+    for (const std::string &in : block.inputs)
+      if (poisoned_.count(in)) {
+        for (int i : block.nodes)
+          poison(graph_proto_.node(i));
+        return;
+      }
+    // Traced inputs are call arguments; known and sym inputs bake into the body.
+    std::vector<Tensor> args;
+    std::vector<std::string> arg_names;
+    for (const std::string &in : block.inputs)
+      if (values_.at(in).kind == Val::Kind::traced) {
+        args.push_back(values_.at(in).tensor);
+        arg_names.push_back(in);
+      }
+    // The instance is the scope in dotted form ("/encoder/layer.3/" →
+    // "encoder.layer.3"); a parameter named "<instance>.<rest>" (torch's
+    // initializer names) keeps <rest>, so its constant keeps the ONNX name.
+    std::string instance;
+    for (char ch : block.scope)
+      instance += ch == '/' ? '.' : ch;
+    while (!instance.empty() && instance.front() == '.')
+      instance.erase(instance.begin());
+    while (!instance.empty() && instance.back() == '.')
+      instance.pop_back();
+    NamedTensors params;
+    std::vector<std::string> param_names;
+    for (size_t i = 0; i < block.params.size(); ++i) {
+      const std::string &init = block.params[i];
+      std::string rel;
+      if (init.size() > instance.size() + 1 && init.compare(0, instance.size() + 1, instance + ".") == 0)
+        rel = init.substr(instance.size() + 1);
+      if (rel.empty() || params.count(rel)) {
+        char buf[16];
+        std::snprintf(buf, sizeof buf, "p%03zu", i);
+        rel = buf;
+      }
+      param_names.push_back(rel);
+      params.emplace(rel, Tensor::from_host(values_.at(init).data));
+    }
+    std::vector<std::string> traced_outputs;
+    std::map<std::string, Val> folded_outputs;
+    SubgraphBody body = [&](GraphRealizationContext &ctx, const std::vector<Tensor> &body_args,
+                            const NamedTensors &body_params) {
+      std::map<std::string, Val> saved;
+      auto shadow = [&](const std::string &name, Val v) {
+        if (!saved.count(name))
+          saved[name] = values_.count(name) ? values_.at(name) : Val{};
+        values_[name] = std::move(v);
+      };
+      for (size_t i = 0; i < arg_names.size(); ++i) {
+        Val v;
+        v.kind = Val::Kind::traced;
+        v.tensor = body_args[i];
+        shadow(arg_names[i], v);
+      }
+      for (size_t i = 0; i < block.params.size(); ++i) {
+        Val v;
+        v.kind = Val::Kind::traced;
+        v.tensor = body_params.at(param_names[i]);
+        shadow(block.params[i], v);
+      }
+      ++in_body_;
+      size_t errors = diags_.error_count();
+      for (int i : block.nodes)
+        run_node(graph_proto_.node(i));
+      --in_body_;
+      std::vector<TensorTree> leaves;
+      bool failed = diags_.error_count() != errors;
+      traced_outputs.clear();
+      folded_outputs.clear();
+      for (const std::string &o : block.outputs) {
+        auto it = values_.find(o);
+        if (it == values_.end()) {
+          failed = true;
+          continue;
+        }
+        if (it->second.kind == Val::Kind::traced) {
+          leaves.emplace_back(it->second.tensor);
+          traced_outputs.push_back(o);
+        } else {
+          folded_outputs[o] = it->second;
+        }
+      }
+      // Body values must not outlive the body.
+      for (int i : block.nodes)
+        for (const std::string &o : graph_proto_.node(i).output())
+          values_.erase(o);
+      for (auto &[name, v] : saved) {
+        if (v.kind == Val::Kind::missing)
+          values_.erase(name);
+        else
+          values_[name] = v;
+      }
+      if (failed)
+        throw BodyFailed{};
+      return TensorTree::list(std::move(leaves));
+    };
+    CallOptions call;
+    call.instance = instance;
+    call.name = "block";
+    try {
+      std::vector<Tensor> results = root_->call(call, body, args, params).flatten();
+      for (size_t i = 0; i < traced_outputs.size(); ++i) {
+        Val v;
+        v.kind = Val::Kind::traced;
+        v.tensor = results.at(i);
+        values_[traced_outputs[i]] = v;
+      }
+      for (auto &[name, v] : folded_outputs)
+        values_[name] = v;
+      for (const std::string &p : block.params)
+        used_params_.insert(p);
+    } catch (const BodyFailed &) {
+      for (int i : block.nodes)
+        poison(graph_proto_.node(i));
+    }
+  }
+
+  // ---- nodes ----
+
+  void run_node(const onnx::NodeProto &proto) {
+    std::vector<const Val *> inputs;
+    for (const std::string &in : proto.input()) {
+      if (in.empty()) {
+        inputs.push_back(nullptr);
+        continue;
+      }
+      if (poisoned_.count(in)) { // reported where it failed
+        poison(proto);
+        return;
+      }
+      inputs.push_back(&values_.at(in));
+    }
+    OnnxNode node(proto, opset_, inputs, *this);
+    std::vector<Val> results;
+    try {
+      if (!proto.domain().empty() && proto.domain() != "ai.onnx")
+        throw Error(ErrorCode::OnnxUnsupportedOp, "the domain '" + proto.domain() + "' is not supported");
+      if (opset_ == 0)
+        throw Error(ErrorCode::OnnxFormat, "the model imports no ai.onnx opset");
+      results = evaluate(node);
+    } catch (const Error &e) {
+      diags_.error(e.code(), path_, describe_node(proto), e.message());
+      if (e.code() == ErrorCode::OnnxUnsupportedOp &&
+          std::find(info_.unsupported_ops.begin(), info_.unsupported_ops.end(), proto.op_type()) ==
+              info_.unsupported_ops.end())
+        info_.unsupported_ops.push_back(proto.op_type());
+      poison(proto);
+      return;
+    }
+    for (int i = 0; i < proto.output_size(); ++i) {
+      const std::string &name = proto.output(i);
+      if (name.empty())
+        continue;
+      if (static_cast<size_t>(i) >= results.size() || results[i].kind == Val::Kind::missing) {
+        diags_.error(ErrorCode::OnnxUnsupportedOp, path_, describe_node(proto),
+                     "output " + std::to_string(i) + " ('" + name + "') is not supported");
+        poisoned_.insert(name);
+        continue;
+      }
+      values_[name] = std::move(results[i]);
+    }
+  }
+
+  void poison(const onnx::NodeProto &proto) {
+    for (const std::string &o : proto.output())
+      if (!o.empty())
+        poisoned_.insert(o);
+  }
+
+  std::vector<Val> evaluate(OnnxNode &node) {
+    const std::string &op = node.op();
+    if (!is_supported_op(op))
+      throw Error(ErrorCode::OnnxUnsupportedOp, "the op " + op + " is not supported");
+    // Ops on shapes alone, and folding on symbolic dims.
+    if (std::optional<std::vector<Val>> folded = fold_shape_op(node))
+      return *folded;
+    bool any_sym = false, all_known = true;
+    int64_t known_elements = 0;
+    for (size_t i = 0; i < node.num_inputs(); ++i) {
+      if (!node.has(i))
+        continue;
+      const Val &v = node.val(i);
+      any_sym = any_sym || v.kind == Val::Kind::sym;
+      all_known = all_known && v.kind == Val::Kind::known;
+      if (v.kind == Val::Kind::known)
+        known_elements += v.data.numel();
+    }
+    if (any_sym)
+      if (std::optional<std::vector<Val>> folded = fold_symbolic(node))
+        return *folded;
+    if (all_known && known_elements <= kFoldLimit && is_deterministic(op) && small_results(node)) {
+      // Evaluate at import time with the same op mapping.
+      Mode saved = mode_;
+      mode_ = Mode::eager;
+      std::vector<Val> out;
+      try {
+        EagerRealizationContext eager;
+        for (const Tensor &t : map_node(node)) {
+          Val v;
+          if (!t.is_null()) {
+            v.kind = Val::Kind::known;
+            v.data = t.realize().host();
+          }
+          out.push_back(std::move(v));
+        }
+      } catch (...) {
+        mode_ = saved;
+        throw;
+      }
+      mode_ = saved;
+      return out;
+    }
+    std::vector<Val> out;
+    for (const Tensor &t : map_node(node)) {
+      Val v;
+      if (!t.is_null()) {
+        v.kind = Val::Kind::traced;
+        v.tensor = t;
+      }
+      out.push_back(std::move(v));
+    }
+    return out;
+  }
+
+  /// Whether every value the node's mapping makes is static and at most
+  /// kMaxFoldedElements elements: a dry run into a scratch graph, so that
+  /// folding ConstantOfShape([1e9, 1e9]) never allocates.
+  bool small_results(OnnxNode &node) {
+    constexpr int64_t kMaxFoldedElements = int64_t(1) << 24;
+    Graph scratch("fold");
+    Mode saved = mode_;
+    mode_ = Mode::eager; // known values become scratch constants, not weights
+    bool ok = true;
+    try {
+      GraphRealizationContext ctx(scratch);
+      map_node(node);
+    } catch (const Error &) {
+      ok = true; // the real evaluation reports it
+    }
+    mode_ = saved;
+    for (const maxc::Node &n : scratch.nodes())
+      for (ValueId id : n.results) {
+        const Shape &shape = scratch.type_of(id).shape;
+        if (!shape_is_static(shape)) {
+          ok = false;
+          continue;
+        }
+        int64_t numel = 1;
+        for (const Dim &d : shape)
+          if (__builtin_mul_overflow(numel, d.value(), &numel))
+            numel = INT64_MAX;
+        ok = ok && numel <= kMaxFoldedElements;
+      }
+    return ok;
+  }
+
+  Tensor output_tensor(const Val &v, const std::string &name) {
+    OnnxNode dummy_node(graph_proto_.node_size() ? graph_proto_.node(0) : onnx::NodeProto::default_instance(), opset_,
+                    {}, *this);
+    if (v.kind == Val::Kind::traced && !v.graph_input.empty())
+      return ops::reshape(v.tensor, v.tensor.shape()); // an input passed straight through: its own buffer
+    if (v.kind == Val::Kind::traced)
+      return v.tensor;
+    if (v.kind == Val::Kind::known) {
+      Tensor t = tensor_of(v, dummy_node, 0);
+      return ops::reshape(t, t.shape()); // a constant output still needs a node writing it
+    }
+    if (v.kind == Val::Kind::sym)
+      throw Error(ErrorCode::OnnxNotFoldable, "holds the shape values " + shape_to_string(v.dims) +
+                                                  " with symbolic elements, which maxc cannot output as a tensor");
+    throw Error(ErrorCode::OnnxGraph, "is not computed");
+  }
+
+  const onnx::ModelProto &model_;
+  const onnx::GraphProto &graph_proto_;
+  std::string path_, dir_;
+  const LoadOptions &options_;
+  DiagnosticEngine &diags_;
+  const OnnxImportOptions &onnx_;
+  OnnxImportInfo &info_;
+  LoadedModel &out_;
+  int64_t opset_ = 0;
+  std::set<std::string> domains_;
+  std::set<std::string> defined_, poisoned_;
+  std::map<std::string, Val> values_;
+  std::map<std::string, int> names_, dim_names_, constant_names_;
+  std::map<std::string, Tensor> initializer_tensors_;
+  GraphRealizationContext *root_ = nullptr;
+  Mode mode_ = Mode::graph;
+  int in_body_ = 0;
+  std::vector<Block> blocks_;
+  std::map<int, size_t> block_of_;
+  std::set<std::string> used_params_;
+};
+
+} // namespace
+
+} // namespace onnx_import
+
+LoadedModel load_onnx_model(const std::string &bytes, const std::string &path, const LoadOptions &options,
+                            DiagnosticEngine &diagnostics, const OnnxImportOptions &onnx, OnnxImportInfo *info) {
+  LoadedModel out;
+  auto start = std::chrono::steady_clock::now();
+  out.files_read.push_back(path);
+  OnnxImportInfo local_info;
+  OnnxImportInfo &inf = info ? *info : local_info;
+  ::onnx::ModelProto model;
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) || !model.ParseFromString(bytes)) {
+    diagnostics.error(ErrorCode::OnnxFormat, path, "",
+                      "not a readable ONNX model (a truncated or corrupt protobuf, or not an ONNX file at all)");
+    return out;
+  }
+  if (!model.has_graph()) {
+    diagnostics.error(ErrorCode::OnnxFormat, path, "", "the ONNX model has no graph");
+    return out;
+  }
+  try {
+    out.graph = onnx_import::Importer(model, path, options, diagnostics, onnx, inf, out).run();
+    if (out.graph)
+      out.graph->verify();
+  } catch (const Error &e) {
+    diagnostics.report(Diagnostic{Severity::error, e.code(), path, e.location(), e.message()});
+    out.graph.reset();
+  }
+  if (out.graph) {
+    const Graph &g = *out.graph;
+    out.stats.nodes = g.nodes().size();
+    out.stats.subgraph_definitions = g.subgraphs().size();
+    for (const Node &n : g.nodes())
+      out.stats.subgraph_calls += n.op == "call";
+    for (const auto &[name, data] : g.constants()) {
+      ++out.stats.constants;
+      out.stats.constant_bytes += data.nbytes();
+    }
+    for (const auto &[name, sub] : g.subgraphs()) {
+      out.stats.subgraph_nodes += sub->nodes().size();
+      for (const auto &[cname, data] : sub->constants()) {
+        ++out.stats.constants;
+        out.stats.constant_bytes += data.nbytes();
+      }
+    }
+  }
+  out.stats.weights_read = out.params.size();
+  out.stats.trace_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+} // namespace maxc

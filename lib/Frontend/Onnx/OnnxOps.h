@@ -1,0 +1,100 @@
+// Internal to the ONNX front end: values, node access, and the op mapping
+// (ONNX op → maxc ops). See OnnxImporter.cpp for how they are used.
+#pragma once
+
+#include "maxc/IR/Dim.h"
+#include "maxc/IR/HostTensor.h"
+#include "maxc/Tensor/Tensor.h"
+
+#include "onnx.pb.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace maxc::onnx_import {
+
+/// An ONNX value during import.
+struct Val {
+  enum class Kind { missing, traced, known, sym } kind = Kind::missing;
+  Tensor tensor;             // traced
+  HostTensor data;           // known
+  std::vector<Dim> dims;     // sym: the elements (integer values)
+  bool scalar = false;       // sym: rank 0 (else rank 1)
+  DType dtype = DType::i64;  // sym: its integer dtype
+  std::string initializer;   // known: the initializer it is (a named weight)
+  std::string graph_input;   // traced: the graph input it is
+};
+
+class OnnxNode;
+
+/// What the op mapping needs from the importer.
+class NodeHost {
+public:
+  virtual ~NodeHost() = default;
+  /// The value as a tensor of the current context (throws for a sym value
+  /// with symbolic elements).
+  virtual Tensor tensor_of(const Val &v, const OnnxNode &n, size_t index) = 0;
+  /// Throws OnnxNotFoldable: this node needs input `index`'s value, which is
+  /// only known at run time (recording graph inputs that could be pinned).
+  [[noreturn]] virtual void needs_value(const Val &v, const OnnxNode &n, size_t index) = 0;
+};
+
+/// One node: inputs, attributes, typed accessors.
+class OnnxNode {
+public:
+  OnnxNode(const onnx::NodeProto &proto, int64_t opset, std::vector<const Val *> inputs, NodeHost &host)
+      : proto_(proto), opset_(opset), inputs_(std::move(inputs)), host_(host) {}
+  const std::string &op() const { return proto_.op_type(); }
+  int64_t opset() const { return opset_; }
+  const onnx::NodeProto &proto() const { return proto_; }
+  size_t num_inputs() const { return inputs_.size(); }
+  size_t num_outputs() const { return static_cast<size_t>(proto_.output_size()); }
+  /// Output i is requested (present and named).
+  bool wants_output(size_t i) const { return i < num_outputs() && !proto_.output(static_cast<int>(i)).empty(); }
+  bool has(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
+  const Val &val(size_t i) const;
+  std::string input_name(size_t i) const {
+    return i < static_cast<size_t>(proto_.input_size()) ? proto_.input(static_cast<int>(i)) : std::string();
+  }
+  /// Input i as a tensor (required).
+  Tensor in(size_t i) const;
+  /// Input i's data at import time (known or fully static sym).
+  HostTensor known(size_t i) const;
+  std::vector<int64_t> ints(size_t i) const;
+  std::vector<double> reals(size_t i) const;
+  /// Input i as dims (integer known or sym values), e.g. a Reshape target.
+  std::vector<Dim> dims(size_t i) const;
+
+  const onnx::AttributeProto *attr(const std::string &name) const;
+  bool has_attr(const std::string &name) const { return attr(name) != nullptr; }
+  int64_t attr_int(const std::string &name, int64_t fallback) const;
+  double attr_float(const std::string &name, double fallback) const;
+  std::string attr_string(const std::string &name, const std::string &fallback) const;
+  std::vector<int64_t> attr_ints(const std::string &name, std::vector<int64_t> fallback = {}) const;
+  std::vector<double> attr_floats(const std::string &name) const;
+
+private:
+  const onnx::NodeProto &proto_;
+  int64_t opset_;
+  std::vector<const Val *> inputs_;
+  NodeHost &host_;
+};
+
+bool is_supported_op(const std::string &op);
+/// Ops that may be evaluated at import time when their inputs are known.
+bool is_deterministic(const std::string &op);
+/// Every op is_supported_op accepts, sorted (for docs and the runner).
+std::vector<std::string> supported_ops();
+
+/// Ops computed from shapes alone (Shape, Size, Constant, ...): their
+/// results as known or sym values; nullopt for other ops.
+std::optional<std::vector<Val>> fold_shape_op(const OnnxNode &node);
+/// Arithmetic on sym values (Gather, Concat, Add, Equal, ... on dims);
+/// nullopt when the node is not such a computation.
+std::optional<std::vector<Val>> fold_symbolic(const OnnxNode &node);
+/// Records the node through maxc ops in the current context: one tensor per
+/// output (null tensors for outputs it does not compute).
+std::vector<Tensor> map_node(const OnnxNode &node);
+
+} // namespace maxc::onnx_import

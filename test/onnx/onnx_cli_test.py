@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""ONNX models built with onnx.helper (Debian's python3-onnx), run through the
+maxc CLI: layer dedup, symbolic shapes, --dim, reference vs compiled, and bad
+input (exit 1 with a stable code).
+
+    onnx_cli_test.py --maxc PATH [--case NAME] [--list]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = [helper.make_opsetid("", 17)]
+
+
+def encoder(layers, hidden=16, ffn=32, seed=0):
+    """A transformer-encoder-shaped stack with torch-style names and shape
+    arithmetic: x [batch, seq, hidden] → per layer LayerNorm, a feed-forward
+    block through a [batch*seq, hidden] reshape computed from Shape, residual."""
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+    x = "input"
+    for i in range(layers):
+        s = f"/encoder/layer.{i}/"
+        def init(name, arr):
+            full = f"encoder.layer.{i}.{name}"
+            inits.append(numpy_helper.from_array(arr.astype(np.float32), full))
+            return full
+        g, b = init("ln.weight", rng.standard_normal(hidden) * 0.1 + 1), init("ln.bias", rng.standard_normal(hidden) * 0.1)
+        w1, b1 = init("fc1.weight", rng.standard_normal((hidden, ffn)) * 0.2), init("fc1.bias", rng.standard_normal(ffn) * 0.1)
+        w2, b2 = init("fc2.weight", rng.standard_normal((ffn, hidden)) * 0.2), init("fc2.bias", rng.standard_normal(hidden) * 0.1)
+        nodes += [
+            helper.make_node("LayerNormalization", [x, g, b], [s + "ln_out"], name=s + "ln/LayerNormalization", axis=-1, epsilon=1e-5),
+            helper.make_node("Shape", [x], [s + "shape"], name=s + "Shape"),
+            helper.make_node("Constant", [], [s + "c0"], name=s + "Constant", value=numpy_helper.from_array(np.array(0, np.int64))),
+            helper.make_node("Constant", [], [s + "c1"], name=s + "Constant_1", value=numpy_helper.from_array(np.array(1, np.int64))),
+            helper.make_node("Gather", [s + "shape", s + "c0"], [s + "batch"], name=s + "Gather", axis=0),
+            helper.make_node("Gather", [s + "shape", s + "c1"], [s + "seq"], name=s + "Gather_1", axis=0),
+            helper.make_node("Mul", [s + "batch", s + "seq"], [s + "rows"], name=s + "Mul"),
+            helper.make_node("Unsqueeze", [s + "rows", s + "axes0"], [s + "rows1"], name=s + "Unsqueeze"),
+            helper.make_node("Constant", [], [s + "axes0"], name=s + "Constant_2", value=numpy_helper.from_array(np.array([0], np.int64))),
+            helper.make_node("Constant", [], [s + "hid"], name=s + "Constant_3", value=numpy_helper.from_array(np.array([hidden], np.int64))),
+            helper.make_node("Concat", [s + "rows1", s + "hid"], [s + "flat_shape"], name=s + "Concat", axis=0),
+            helper.make_node("Reshape", [s + "ln_out", s + "flat_shape"], [s + "flat"], name=s + "Reshape"),
+            helper.make_node("MatMul", [s + "flat", w1], [s + "h1"], name=s + "fc1/MatMul"),
+            helper.make_node("Add", [s + "h1", b1], [s + "h1b"], name=s + "fc1/Add"),
+            helper.make_node("Relu", [s + "h1b"], [s + "act"], name=s + "act/Relu"),
+            helper.make_node("MatMul", [s + "act", w2], [s + "h2"], name=s + "fc2/MatMul"),
+            helper.make_node("Add", [s + "h2", b2], [s + "h2b"], name=s + "fc2/Add"),
+            helper.make_node("Reshape", [s + "h2b", s + "shape"], [s + "back"], name=s + "Reshape_1"),
+            helper.make_node("Add", [x, s + "back"], [s + "out"], name=s + "Add"),
+        ]
+        x = s + "out"
+    nodes.append(helper.make_node("Softmax", [x], ["logits"], name="/head/Softmax", axis=-1))
+    # Constants after their first use: the importer sorts topologically.
+    graph = helper.make_graph(
+        nodes, "encoder",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", "seq", hidden])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "seq", hidden])], inits)
+    return helper.make_model(graph, opset_imports=OPSET)
+
+
+def raw_tensor(name, dims, floats):
+    """A FLOAT TensorProto built by hand (onnx.helper refuses inconsistent ones)."""
+    t = TensorProto()
+    t.name, t.data_type = name, TensorProto.FLOAT
+    t.dims.extend(dims)
+    t.float_data.extend(floats)
+    return t
+
+
+def small(op="Relu", **kw):
+    graph = helper.make_graph([helper.make_node(op, ["x"], ["y"], name="/n/" + op, **kw)], "small",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    return helper.make_model(graph, opset_imports=OPSET)
+
+
+class Ctx:
+    def __init__(self, maxc, tmp):
+        self.maxc, self.tmp = maxc, tmp
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def save(self, model, name):
+        p = self.path(name)
+        onnx.save(model, p)
+        return p
+
+    def run(self, *args, expect=0):
+        r = subprocess.run([self.maxc, *args], capture_output=True, text=True, timeout=300)
+        if r.returncode != expect:
+            raise AssertionError(f"maxc {' '.join(args)}: exit {r.returncode}, expected {expect}\n{r.stdout}\n{r.stderr}")
+        return r
+
+    def stats(self, *args):
+        out = self.run("trace", *args, "--stats").stdout
+        return dict(line.split("=", 1) for line in out.split() if "=" in line)
+
+
+def case_dedup(c):
+    """A 12-layer encoder traces to one definition called 12 times."""
+    p = c.save(encoder(12), "enc12.onnx")
+    s = c.stats(p)
+    assert s["subgraph_definitions"] == "1" and s["subgraph_calls"] == "12", s
+    s = c.stats(p, "--no-dedup")
+    assert s["subgraph_definitions"] == "0" and s["subgraph_calls"] == "0", s
+
+
+def case_run_paths(c):
+    """Reference, compiled CPU and GPU emulator agree with numpy on the encoder (symbolic batch/seq)."""
+    m = encoder(3)
+    p = c.save(m, "enc3.onnx")
+    x = np.random.default_rng(1).standard_normal((2, 5, 16)).astype(np.float32)
+    np.save(c.path("x.npy"), x)
+    # numpy reference
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    h = x
+    for i in range(3):
+        k = lambda n: inits[f"encoder.layer.{i}.{n}"]
+        mu, var = h.mean(-1, keepdims=True), h.var(-1, keepdims=True)
+        ln = (h - mu) / np.sqrt(var + 1e-5) * k("ln.weight") + k("ln.bias")
+        f = np.maximum(ln.reshape(-1, 16) @ k("fc1.weight") + k("fc1.bias"), 0) @ k("fc2.weight") + k("fc2.bias")
+        h = h + f.reshape(h.shape)
+    e = np.exp(h - h.max(-1, keepdims=True))
+    want = e / e.sum(-1, keepdims=True)
+    for device in ["reference", "cpu", "amdgpu-emu"]:
+        out = c.path("out-" + device)
+        c.run("run", p, "--input", f"input={c.path('x.npy')}", "--device", device, "--output-dir", out)
+        got = np.load(os.path.join(out, "logits.npy"))
+        assert np.allclose(got, want, rtol=1e-4, atol=1e-6), (device, np.abs(got - want).max())
+
+
+def text_size(obj):
+    r = subprocess.run(["llvm-size-19", "-A", obj], capture_output=True, text=True, check=True)
+    return int(next(l.split()[1] for l in r.stdout.splitlines() if l.startswith(".text ")))
+
+
+def case_text_size_flat(c):
+    """With dedup, .text grows per layer only by a call site (the block is compiled once);
+    without it every layer adds its own kernels."""
+    sizes = {}
+    for layers in [2, 24]:
+        p = c.save(encoder(layers), f"enc{layers}.onnx")
+        for mode in ["dedup", "no-dedup"]:
+            o = c.path(f"enc{layers}-{mode}.o")
+            c.run("compile", p, "-o", o, *(["--no-dedup"] if mode == "no-dedup" else []))
+            sizes[layers, mode] = text_size(o)
+    grow = {m: sizes[24, m] - sizes[2, m] for m in ["dedup", "no-dedup"]}
+    print("text sizes", sizes)
+    assert grow["dedup"] * 4 < grow["no-dedup"], sizes
+
+
+def case_dim_pin(c):
+    """--dim pins a dim_param; the compiled header keeps the static size."""
+    p = c.save(encoder(2), "enc2.onnx")
+    out = c.run("trace", p, "--dim", "batch=4").stdout
+    assert "f32[4,seq,16]" in out, out
+    c.run("compile", p, "-o", c.path("enc2.o"), "--dim", "seq=8")
+    assert os.path.exists(c.path("enc2.o"))
+
+
+def case_emit_json(c):
+    """--emit json writes the traced graph in maxc's format, accepted back as a model."""
+    p = c.save(encoder(2), "enc2j.onnx")
+    j = c.path("enc2.json")
+    c.run("trace", p, "--emit", "json", "-o", j)
+    c.run("check", j, "--no-weights")  # the constants are named; their data stays in the .onnx
+
+
+def expect_code(c, path, code):
+    r = c.run("check", path, expect=1)
+    assert f"error[{code}]" in r.stderr, r.stderr
+    return r.stderr
+
+
+def case_bad_truncated(c):
+    """A truncated protobuf: E0601."""
+    data = encoder(1).SerializeToString()
+    p = c.path("trunc.onnx")
+    open(p, "wb").write(data[: len(data) // 2])
+    expect_code(c, p, "E0601")
+
+
+def case_bad_magic(c):
+    """Bytes that are neither JSON nor a protobuf: E0601."""
+    p = c.path("magic.onnx")
+    open(p, "wb").write(b"\xff\xff\xff\xffnot a model")
+    expect_code(c, p, "E0601")
+
+
+def case_bad_cycle(c):
+    """A cycle: E0602 naming a node."""
+    g = helper.make_graph([helper.make_node("Relu", ["b"], ["a"], name="r1"), helper.make_node("Relu", ["a"], ["b"], name="r2")],
+                          "cyc", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2])])
+    err = expect_code(c, c.save(helper.make_model(g, opset_imports=OPSET), "cycle.onnx"), "E0602")
+    assert "cycle" in err, err
+
+
+def case_bad_initializer_length(c):
+    """An initializer whose data disagrees with its shape: E0603."""
+    t = raw_tensor("w", [4], [1.0, 2.0])
+    g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"], name="add")], "bad",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [t])
+    expect_code(c, c.save(helper.make_model(g, opset_imports=OPSET), "len.onnx"), "E0603")
+
+
+def case_bad_overflow_dims(c):
+    """Dims whose product overflows: E0603, no allocation."""
+    t = raw_tensor("w", [2**40, 2**40], [])
+    g = helper.make_graph([helper.make_node("Relu", ["w"], ["y"], name="r")], "bad", [],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [t])
+    expect_code(c, c.save(helper.make_model(g, opset_imports=OPSET), "overflow.onnx"), "E0603")
+
+
+def external_model(c, location, offset=0, length=16):
+    t = raw_tensor("w", [4], [])
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in [("location", location), ("offset", str(offset)), ("length", str(length))]:
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"], name="add")], "ext",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [t])
+    return helper.make_model(g, opset_imports=OPSET)
+
+
+def case_external_data(c):
+    """External data is read relative to the model; out of range and escaping locations are E0604."""
+    np.arange(8, dtype=np.float32).tofile(c.path("w.bin"))
+    ok = c.save(external_model(c, "w.bin", 16), "ext.onnx")
+    x = np.ones(4, np.float32)
+    np.save(c.path("x4.npy"), x)
+    out = c.path("ext-out")
+    c.run("run", ok, "--input", f"x={c.path('x4.npy')}", "--output-dir", out)
+    assert np.array_equal(np.load(os.path.join(out, "y.npy")), x + np.arange(4, 8, dtype=np.float32))
+    expect_code(c, c.save(external_model(c, "w.bin", 24), "ext-range.onnx"), "E0604")
+    expect_code(c, c.save(external_model(c, "../w.bin"), "ext-up.onnx"), "E0604")
+    expect_code(c, c.save(external_model(c, "/etc/passwd"), "ext-abs.onnx"), "E0604")
+
+
+def case_bad_duplicate(c):
+    """A name defined twice: E0602."""
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="a"), helper.make_node("Neg", ["x"], ["y"], name="b")],
+                          "dup", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    expect_code(c, c.save(helper.make_model(g, opset_imports=OPSET), "dup.onnx"), "E0602")
+
+
+def case_bad_domain(c):
+    """A node of an unknown domain: E0605 naming the node."""
+    g = helper.make_graph([helper.make_node("Foo", ["x"], ["y"], name="/l/Foo", domain="com.example")], "dom",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    m = helper.make_model(g, opset_imports=OPSET + [helper.make_opsetid("com.example", 1)])
+    err = expect_code(c, c.save(m, "domain.onnx"), "E0605")
+    assert "node '/l/Foo' (com.example.Foo, opset 17)" in err, err
+
+
+def case_bad_opset(c):
+    """An opset newer than 17: E0605."""
+    m = small()
+    m.opset_import[0].version = 18
+    expect_code(c, c.save(m, "opset.onnx"), "E0605")
+
+
+def case_unsupported_op(c):
+    """An op maxc lacks is named with its node: E0605."""
+    err = expect_code(c, c.save(small("Acos"), "acos.onnx"), "E0605")
+    assert "node '/n/Acos' (Acos, opset 17)" in err, err
+
+
+def case_not_foldable(c):
+    """A shape that depends on run-time values: E0608 naming the node."""
+    g = helper.make_graph([helper.make_node("Reshape", ["x", "s"], ["y"], name="/m/Reshape")], "nf",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6]),
+                           helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    err = expect_code(c, c.save(helper.make_model(g, opset_imports=OPSET), "nf.onnx"), "E0608")
+    assert "node '/m/Reshape' (Reshape, opset 17)" in err, err
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--maxc")
+    ap.add_argument("--case")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--list-known-bugs", action="store_true")
+    ap.add_argument("--source-dir")
+    a = ap.parse_args()
+    if a.list:
+        print("\n".join(CASES))
+        return 0
+    if a.list_known_bugs:
+        return 0
+    names = [a.case] if a.case else list(CASES)
+    failed = 0
+    for n in names:
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                CASES[n](Ctx(a.maxc, tmp))
+                print("PASS", n)
+            except Exception as e:  # report and continue
+                failed += 1
+                print("FAIL", n, e)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
