@@ -39,8 +39,15 @@ struct Emitter {
     b.SetInsertPoint(exit);
   }
 
-  // The packed panel of B: kKc rows of NR floats, on the stack (32 KiB).
+  // Where the microkernel reads B: the packed panel (kKc rows of NR floats
+  // on the stack, 32 KiB), or, for small M (packing would cost as much as
+  // the product), B itself. Row k of the panel is at bsrc + k * bstride.
   Value *packed = nullptr;
+  Value *bsrc = nullptr, *bstride = nullptr;
+  // Masks of the panel's vectors when it is the last, partial one (null
+  // for full panels): lane l of vector v is column j0 + v * lanes + l < n.
+  Value *mask[kVectors] = {};
+
   Value *packed_at(Value *row, unsigned vector) {
     return b.CreateGEP(b.getFloatTy(), packed,
                        b.CreateAdd(b.CreateMul(row, b.getInt64(kVectors * g.lanes)), b.getInt64(vector * g.lanes)));
@@ -50,36 +57,55 @@ struct Emitter {
     return b.CreateGEP(b.getFloatTy(), base, b.CreateAdd(b.CreateMul(row, ld), col));
   }
 
-  // One column panel of the main tiles: rows [0, m_main) in steps of 6,
-  // columns [j0, j0 + NR). K is split in blocks of kKc so that B's kKc x NR panel
-  // stays in L1 while every row block of A streams past it; partial sums
-  // go through C.
-  void panel(Value *j0, Value *m_main) {
+  Value *load(llvm::FixedVectorType *vec, Value *p, unsigned v, llvm::Align align = llvm::Align(4)) {
+    if (!mask[v])
+      return b.CreateAlignedLoad(vec, p, align);
+    return b.CreateMaskedLoad(vec, p, align, mask[v], llvm::Constant::getNullValue(vec));
+  }
+  void store(Value *x, Value *p, unsigned v) {
+    if (!mask[v])
+      b.CreateAlignedStore(x, p, llvm::Align(4));
+    else
+      b.CreateMaskedStore(x, p, llvm::Align(4), mask[v]);
+  }
+
+  // One column panel: columns [j0, j0 + NR) (the last panel: [j0, n), its
+  // vectors masked), rows [0, m_main) in tiles of 6 and the rest one row at
+  // a time, still vectorized across the panel. K is split in blocks of kKc
+  // so that B's kKc x NR panel stays in L1 while every row block of A
+  // streams past it; partial sums go through C. `direct`: read B in place
+  // (small M), else pack each block of the panel first.
+  void panel(Value *j0, Value *j_end, Value *m_main, bool direct) {
     unsigned lanes = g.lanes;
     auto *vec = llvm::FixedVectorType::get(b.getFloatTy(), lanes);
     llvm::Function *fma = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(), llvm::Intrinsic::fma, {vec});
-    {
-      // At least one K block, so that K = 0 still writes C (zeros) and runs
-      // the epilogue.
-      Value *k_blocks = b.CreateSelect(b.CreateICmpSGT(g.k, b.getInt64(0)), g.k, b.getInt64(1));
-      loop(b.getInt64(0), k_blocks, kKc, [&](Value *k0) {
-        Value *k_end = b.CreateSelect(b.CreateICmpSLT(b.CreateAdd(k0, b.getInt64(kKc)), g.k),
-                                      b.CreateAdd(k0, b.getInt64(kKc)), g.k);
-        Value *first = b.CreateICmpEQ(k0, b.getInt64(0));
-        Value *last = b.CreateICmpEQ(k_end, g.k);
-        // Pack B[k0:k_end, j0:j0+NR] contiguously: the microkernel then reads
-        // 2 cache lines per k instead of touching a new page per k.
+    // At least one K block, so that K = 0 still writes C (zeros) and runs
+    // the epilogue.
+    Value *k_blocks = b.CreateSelect(b.CreateICmpSGT(g.k, b.getInt64(0)), g.k, b.getInt64(1));
+    loop(b.getInt64(0), k_blocks, kKc, [&](Value *k0) {
+      Value *k_end = b.CreateSelect(b.CreateICmpSLT(b.CreateAdd(k0, b.getInt64(kKc)), g.k),
+                                    b.CreateAdd(k0, b.getInt64(kKc)), g.k);
+      Value *first = b.CreateICmpEQ(k0, b.getInt64(0));
+      Value *last = b.CreateICmpEQ(k_end, g.k);
+      if (direct) {
+        bsrc = b.CreateGEP(b.getFloatTy(), g.b, j0);
+        bstride = g.ldb;
+      } else {
+        // Pack B[k0:k_end, j0:j0+NR] contiguously (zeros past n): the
+        // microkernel then reads 2 cache lines per k instead of touching a
+        // new page per k.
         loop(k0, k_end, 1, [&](Value *kk) {
           for (unsigned v = 0; v < kVectors; ++v) {
-            Value *x = b.CreateAlignedLoad(vec, at(g.b, kk, g.ldb, b.CreateAdd(j0, b.getInt64(v * lanes))), llvm::Align(4));
+            Value *x = load(vec, at(g.b, kk, g.ldb, b.CreateAdd(j0, b.getInt64(v * lanes))), v);
             b.CreateAlignedStore(x, packed_at(b.CreateSub(kk, k0), v), llvm::Align(64));
           }
         });
-        loop(b.getInt64(0), m_main, kRows, [&](Value *i0) { tile(i0, kRows, j0, k0, k_end, first, last, vec, fma); });
-        // Leftover rows (M % 6) one at a time, still vectorized across the panel.
-        loop(m_main, g.m, 1, [&](Value *i) { tile(i, 1, j0, k0, k_end, first, last, vec, fma); });
-      });
-    }
+        bsrc = b.CreateGEP(b.getFloatTy(), packed, b.CreateMul(b.CreateNeg(k0), b.getInt64(kVectors * lanes)));
+        bstride = b.getInt64(kVectors * lanes);
+      }
+      loop(b.getInt64(0), m_main, kRows, [&](Value *i0) { tile(i0, kRows, j0, j_end, k0, k_end, first, last, vec, fma); });
+      loop(m_main, g.m, 1, [&](Value *i) { tile(i, 1, j0, j_end, k0, k_end, first, last, vec, fma); });
+    });
   }
 
   // The epilogue over C[i_from:i_to, j_from:j_to], in place: a row loop
@@ -96,16 +122,16 @@ struct Emitter {
 
   // A rows x NR tile of C at (i0, j0) over k in [k0, k_end), accumulators in
   // registers, starting from 0 on the first K block, else from C; after the
-  // last K block, the epilogue (if any) runs over the tile.
-  void tile(Value *i0, unsigned rows, Value *j0, Value *k0, Value *k_end, Value *first, Value *last,
+  // last K block, the epilogue (if any) runs over the tile's columns
+  // [j0, j_end).
+  void tile(Value *i0, unsigned rows, Value *j0, Value *j_end, Value *k0, Value *k_end, Value *first, Value *last,
             llvm::FixedVectorType *vec, llvm::Function *fma) {
     unsigned lanes = g.lanes;
     llvm::Function *fn = b.GetInsertBlock()->getParent();
     Value *start[kRows][kVectors];
     for (unsigned r = 0; r < rows; ++r)
       for (unsigned v = 0; v < kVectors; ++v) {
-        Value *c = b.CreateAlignedLoad(
-            vec, at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes))), llvm::Align(4));
+        Value *c = load(vec, at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes))), v);
         start[r][v] = b.CreateSelect(first, llvm::Constant::getNullValue(vec), c);
       }
     llvm::BasicBlock *pre = b.GetInsertBlock();
@@ -126,7 +152,7 @@ struct Emitter {
     b.SetInsertPoint(body);
     Value *bv[kVectors];
     for (unsigned v = 0; v < kVectors; ++v)
-      bv[v] = b.CreateAlignedLoad(vec, packed_at(b.CreateSub(k, k0), v), llvm::Align(64));
+      bv[v] = load(vec, at(bsrc, k, bstride, b.getInt64(v * lanes)), v);
     Value *next[kRows][kVectors];
     for (unsigned r = 0; r < rows; ++r) {
       Value *a = b.CreateLoad(b.getFloatTy(), at(g.a, b.CreateAdd(i0, b.getInt64(r)), g.lda, k));
@@ -143,46 +169,16 @@ struct Emitter {
     b.SetInsertPoint(exit);
     for (unsigned r = 0; r < rows; ++r)
       for (unsigned v = 0; v < kVectors; ++v)
-        b.CreateAlignedStore(acc[r][v], at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes))),
-                             llvm::Align(4));
+        store(acc[r][v], at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes))), v);
     if (g.epilogue) {
       auto *epi = llvm::BasicBlock::Create(ctx, "gemm.epilogue", fn);
       auto *done = llvm::BasicBlock::Create(ctx, "gemm.epilogue.done", fn);
       b.CreateCondBr(last, epi, done);
       b.SetInsertPoint(epi);
-      epilogue(i0, b.CreateAdd(i0, b.getInt64(rows)), j0, b.CreateAdd(j0, b.getInt64(kVectors * lanes)));
+      epilogue(i0, b.CreateAdd(i0, b.getInt64(rows)), j0, j_end);
       b.CreateBr(done);
       b.SetInsertPoint(done);
     }
-  }
-
-  // C[i, j] for a rectangle, one dot product per element.
-  void scalar(Value *i_from, Value *i_to, Value *j_from, Value *j_to) {
-    loop(i_from, i_to, 1, [&](Value *i) {
-      loop(j_from, j_to, 1, [&](Value *j) {
-        llvm::Function *fn = b.GetInsertBlock()->getParent();
-        llvm::BasicBlock *pre = b.GetInsertBlock();
-        auto *header = llvm::BasicBlock::Create(ctx, "gemm.sk", fn);
-        auto *body = llvm::BasicBlock::Create(ctx, "gemm.skbody", fn);
-        auto *exit = llvm::BasicBlock::Create(ctx, "gemm.skexit", fn);
-        b.CreateBr(header);
-        b.SetInsertPoint(header);
-        llvm::PHINode *k = b.CreatePHI(b.getInt64Ty(), 2);
-        llvm::PHINode *acc = b.CreatePHI(b.getFloatTy(), 2);
-        k->addIncoming(b.getInt64(0), pre);
-        acc->addIncoming(llvm::ConstantFP::get(b.getFloatTy(), 0.0), pre);
-        b.CreateCondBr(b.CreateICmpSLT(k, g.k), body, exit);
-        b.SetInsertPoint(body);
-        Value *x = b.CreateLoad(b.getFloatTy(), at(g.a, i, g.lda, k));
-        Value *y = b.CreateLoad(b.getFloatTy(), at(g.b, k, g.ldb, j));
-        Value *sum = b.CreateIntrinsic(llvm::Intrinsic::fma, {b.getFloatTy()}, {x, y, acc});
-        acc->addIncoming(sum, b.GetInsertBlock());
-        k->addIncoming(b.CreateAdd(k, b.getInt64(1), "", true, true), b.GetInsertBlock());
-        b.CreateBr(header);
-        b.SetInsertPoint(exit);
-        b.CreateStore(g.epilogue ? g.epilogue->apply(b, acc, i, j) : static_cast<Value *>(acc), at(g.c, i, g.ldc, j));
-      });
-    });
   }
 };
 
@@ -200,7 +196,8 @@ static llvm::StructType *task_args_type(llvm::LLVMContext &c, const GemmEpilogue
   return llvm::StructType::get(c, fields);
 }
 
-// void <prefix>.gemm_panel(ptr args, i64 panel): one column panel, the unit
+// void <prefix>.gemm_panel(ptr args, i64 panel): one column panel (the last
+// one masked where it passes N), the unit
 // of work handed to the caller's parallel_for (or run in a loop). Shared by
 // every GEMM without an epilogue; one of its own for each with one.
 static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, unsigned lanes,
@@ -236,8 +233,43 @@ static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, un
   auto *packed = b.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), kKc * kVectors * lanes));
   packed->setAlignment(llvm::Align(64));
   e.packed = packed;
+  int64_t nr = kVectors * lanes;
   Value *m_main = b.CreateMul(b.CreateSDiv(g.m, b.getInt64(kRows)), b.getInt64(kRows));
-  e.panel(b.CreateMul(fn->getArg(1), b.getInt64(kVectors * lanes)), m_main);
+  Value *j0 = b.CreateMul(fn->getArg(1), b.getInt64(nr));
+  Value *j_end = b.CreateSelect(b.CreateICmpSLT(b.CreateAdd(j0, b.getInt64(nr)), g.n), b.CreateAdd(j0, b.getInt64(nr)), g.n);
+  // Four variants of the panel: full or partial (masked, the last panel),
+  // B packed or read in place (M below one tile of rows).
+  Value *partial = b.CreateICmpSLT(b.CreateSub(j_end, j0), b.getInt64(nr));
+  Value *direct = b.CreateICmpSLT(g.m, b.getInt64(kRows));
+  auto *ret = llvm::BasicBlock::Create(c, "ret", fn);
+  llvm::BasicBlock *variant[2][2];
+  for (int p = 0; p < 2; ++p)
+    for (int d = 0; d < 2; ++d)
+      variant[p][d] = llvm::BasicBlock::Create(c, std::string("gemm.") + (p ? "partial" : "full") + (d ? ".direct" : ""), fn);
+  auto *pick_full = llvm::BasicBlock::Create(c, "gemm.pick.full", fn);
+  auto *pick_partial = llvm::BasicBlock::Create(c, "gemm.pick.partial", fn);
+  b.CreateCondBr(partial, pick_partial, pick_full);
+  b.SetInsertPoint(pick_full);
+  b.CreateCondBr(direct, variant[0][1], variant[0][0]);
+  b.SetInsertPoint(pick_partial);
+  b.CreateCondBr(direct, variant[1][1], variant[1][0]);
+  for (int p = 0; p < 2; ++p)
+    for (int d = 0; d < 2; ++d) {
+      b.SetInsertPoint(variant[p][d]);
+      for (unsigned v = 0; v < kVectors; ++v) {
+        e.mask[v] = nullptr;
+        if (p) { // lane l of vector v: j0 + v * lanes + l < j_end
+          Value *left = b.CreateSub(j_end, b.CreateAdd(j0, b.getInt64(v * lanes)));
+          std::vector<llvm::Constant *> iota;
+          for (unsigned l = 0; l < lanes; ++l)
+            iota.push_back(b.getInt64(l));
+          e.mask[v] = b.CreateICmpSLT(llvm::ConstantVector::get(iota), b.CreateVectorSplat(lanes, left));
+        }
+      }
+      e.panel(j0, j_end, m_main, d != 0);
+      b.CreateBr(ret);
+    }
+  b.SetInsertPoint(ret);
   b.CreateRetVoid();
   if (epilogue)
     epilogue->leave();
@@ -251,8 +283,7 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
   llvm::Module &m = *fn->getParent();
   llvm::LLVMContext &c = m.getContext();
   int64_t nr = kVectors * args.lanes;
-  Value *n_main = b.CreateMul(b.CreateSDiv(args.n, b.getInt64(nr)), b.getInt64(nr));
-  Value *panels = b.CreateSDiv(args.n, b.getInt64(nr));
+  Value *panels = b.CreateSDiv(b.CreateAdd(args.n, b.getInt64(nr - 1)), b.getInt64(nr)); // the last one may be partial
 
   // Arguments for the panel tasks, in an entry-block alloca.
   llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
@@ -285,7 +316,6 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
   b.CreateCall(pf_type, pf, {task_args, panels, task});
   b.CreateBr(join);
   b.SetInsertPoint(join);
-  e.scalar(b.getInt64(0), args.m, n_main, args.n); // right edge (rows left over are done in the panels)
 }
 
 } // namespace maxc::codegen
