@@ -3,6 +3,7 @@
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
+#include <algorithm>
 #include <functional>
 
 namespace maxc::codegen {
@@ -13,7 +14,14 @@ namespace {
 
 constexpr unsigned kRows = 6;    // MR
 constexpr unsigned kVectors = 2; // NR = kVectors * lanes
-constexpr int64_t kKc = 256;     // K block: a 256 x NR panel of B is 32 KiB
+// K blocks: B's kc x NR micro-panel is sized to the L1 data cache (default
+// 32 KiB: kc = 256 at NR = 32 floats), re-read from L1 by every 6-row tile
+// of the task. (Smaller blocks, half of L1, and row blocks keeping A's rows
+// in L2 across panels measured no faster here: the second re-packs B once
+// per row block. See docs/PERFORMANCE.md.)
+constexpr int64_t kL1Bytes = 32 * 1024;
+
+int64_t k_block(unsigned lanes) { return std::min<int64_t>(256, kL1Bytes / (kVectors * lanes * 4)); }
 
 struct Emitter {
   llvm::IRBuilder<> &b;
@@ -39,19 +47,17 @@ struct Emitter {
     b.SetInsertPoint(exit);
   }
 
-  // Where the microkernel reads B: the packed panel (kKc rows of NR floats
-  // on the stack, 32 KiB), or, for small M (packing would cost as much as
-  // the product), B itself. Row k of the panel is at bsrc + k * bstride.
-  Value *packed = nullptr;
+  Value *min(Value *x, Value *y) { return b.CreateSelect(b.CreateICmpSLT(x, y), x, y); }
+
+  // B's packed micro-panel (on the stack): kc rows of NR floats.
+  Value *bpack = nullptr;
+  int64_t kc = 0;
+  // Where the microkernel reads B: row k of the panel at bsrc + k * bstride
+  // (the packed micro-panel, or B itself for small M).
   Value *bsrc = nullptr, *bstride = nullptr;
   // Masks of the panel's vectors when it is the last, partial one (null
   // for full panels): lane l of vector v is column j0 + v * lanes + l < n.
   Value *mask[kVectors] = {};
-
-  Value *packed_at(Value *row, unsigned vector) {
-    return b.CreateGEP(b.getFloatTy(), packed,
-                       b.CreateAdd(b.CreateMul(row, b.getInt64(kVectors * g.lanes)), b.getInt64(vector * g.lanes)));
-  }
 
   Value *at(Value *base, Value *row, Value *ld, Value *col) {
     return b.CreateGEP(b.getFloatTy(), base, b.CreateAdd(b.CreateMul(row, ld), col));
@@ -69,42 +75,44 @@ struct Emitter {
       b.CreateMaskedStore(x, p, llvm::Align(4), mask[v]);
   }
 
-  // One column panel: columns [j0, j0 + NR) (the last panel: [j0, n), its
-  // vectors masked), rows [0, m_main) in tiles of 6 and the rest one row at
-  // a time, still vectorized across the panel. K is split in blocks of kKc
-  // so that B's kKc x NR panel stays in L1 while every row block of A
-  // streams past it; partial sums go through C. `direct`: read B in place
-  // (small M), else pack each block of the panel first.
-  void panel(Value *j0, Value *j_end, Value *m_main, bool direct) {
+  // One task: rows [i_begin, i_end) of one column panel, columns [j0, j0 +
+  // NR) (the last panel: [j0, n), its vectors masked). K runs in blocks of
+  // kc: B's kc x NR micro-panel is packed (zeros past n) and stays in L1
+  // while the task's rows of A stream past it; partial sums go through C.
+  // Rows past the last 6-row tile run the vector tile one row at a time.
+  // `direct` (M < MR, GEMV-like, bandwidth-bound): B is read in place.
+  void block(Value *i_begin, Value *i_end, Value *j0, Value *j_end, bool direct) {
     unsigned lanes = g.lanes;
     auto *vec = llvm::FixedVectorType::get(b.getFloatTy(), lanes);
     llvm::Function *fma = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(), llvm::Intrinsic::fma, {vec});
+    Value *rows = b.CreateSub(i_end, i_begin);
+    Value *i_main = b.CreateAdd(i_begin, b.CreateMul(b.CreateSDiv(rows, b.getInt64(kRows)), b.getInt64(kRows)));
     // At least one K block, so that K = 0 still writes C (zeros) and runs
     // the epilogue.
     Value *k_blocks = b.CreateSelect(b.CreateICmpSGT(g.k, b.getInt64(0)), g.k, b.getInt64(1));
-    loop(b.getInt64(0), k_blocks, kKc, [&](Value *k0) {
-      Value *k_end = b.CreateSelect(b.CreateICmpSLT(b.CreateAdd(k0, b.getInt64(kKc)), g.k),
-                                    b.CreateAdd(k0, b.getInt64(kKc)), g.k);
+    loop(b.getInt64(0), k_blocks, kc, [&](Value *k0) {
+      Value *k_end = min(b.CreateAdd(k0, b.getInt64(kc)), g.k);
       Value *first = b.CreateICmpEQ(k0, b.getInt64(0));
       Value *last = b.CreateICmpEQ(k_end, g.k);
       if (direct) {
         bsrc = b.CreateGEP(b.getFloatTy(), g.b, j0);
         bstride = g.ldb;
       } else {
-        // Pack B[k0:k_end, j0:j0+NR] contiguously (zeros past n): the
-        // microkernel then reads 2 cache lines per k instead of touching a
-        // new page per k.
-        loop(k0, k_end, 1, [&](Value *kk) {
+        loop(k0, k_end, 1, [&](Value *k) {
           for (unsigned v = 0; v < kVectors; ++v) {
-            Value *x = load(vec, at(g.b, kk, g.ldb, b.CreateAdd(j0, b.getInt64(v * lanes))), v);
-            b.CreateAlignedStore(x, packed_at(b.CreateSub(kk, k0), v), llvm::Align(64));
+            Value *x = load(vec, at(g.b, k, g.ldb, b.CreateAdd(j0, b.getInt64(v * lanes))), v);
+            b.CreateAlignedStore(x, at(bpack, b.CreateSub(k, k0), b.getInt64(kVectors * lanes), b.getInt64(v * lanes)),
+                                 llvm::Align(64));
           }
         });
-        bsrc = b.CreateGEP(b.getFloatTy(), packed, b.CreateMul(b.CreateNeg(k0), b.getInt64(kVectors * lanes)));
+        bsrc = b.CreateGEP(b.getFloatTy(), bpack, b.CreateMul(b.CreateNeg(k0), b.getInt64(kVectors * lanes)));
         bstride = b.getInt64(kVectors * lanes);
       }
-      loop(b.getInt64(0), m_main, kRows, [&](Value *i0) { tile(i0, kRows, j0, j_end, k0, k_end, first, last, vec, fma); });
-      loop(m_main, g.m, 1, [&](Value *i) { tile(i, 1, j0, j_end, k0, k_end, first, last, vec, fma); });
+      // A is read in place: six rows lda apart, one broadcast each per k
+      // (packing A per task measured 3x slower: at NR = 32 the copy costs
+      // as much as the tile's FMAs).
+      loop(i_begin, i_main, kRows, [&](Value *i0) { tile(i0, kRows, j0, j_end, k0, k_end, first, last, vec, fma); });
+      loop(i_main, i_end, 1, [&](Value *i) { tile(i, 1, j0, j_end, k0, k_end, first, last, vec, fma); });
     });
   }
 
@@ -184,6 +192,11 @@ struct Emitter {
 
 } // namespace
 
+// Column panels of nr floats (the last one may be partial).
+static Value *panel_count(llvm::IRBuilder<> &b, Value *n, int64_t nr) {
+  return b.CreateSDiv(b.CreateAdd(n, b.getInt64(nr - 1)), b.getInt64(nr));
+}
+
 // The struct a panel task reads its arguments from: a, b, c, m, n, k, lda,
 // ldb, ldc, then the epilogue's captures.
 static llvm::StructType *task_args_type(llvm::LLVMContext &c, const GemmEpilogue *epilogue) {
@@ -197,8 +210,8 @@ static llvm::StructType *task_args_type(llvm::LLVMContext &c, const GemmEpilogue
 }
 
 // void <prefix>.gemm_panel(ptr args, i64 panel): one column panel (the last
-// one masked where it passes N), the unit
-// of work handed to the caller's parallel_for (or run in a loop). Shared by
+// one masked where it passes N), the unit of work handed to the caller's
+// parallel_for (or run in a loop). Shared by
 // every GEMM without an epilogue; one of its own for each with one.
 static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, unsigned lanes,
                                   const GemmEpilogue *epilogue) {
@@ -230,15 +243,17 @@ static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, un
     b.SetInsertPoint(body);
   }
   Emitter e{b, g};
-  auto *packed = b.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), kKc * kVectors * lanes));
-  packed->setAlignment(llvm::Align(64));
-  e.packed = packed;
+  e.kc = k_block(lanes);
+  auto *bpack = b.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), e.kc * kVectors * lanes));
+  bpack->setAlignment(llvm::Align(64));
+  e.bpack = bpack;
+  // Task t: column panel t, all rows.
   int64_t nr = kVectors * lanes;
-  Value *m_main = b.CreateMul(b.CreateSDiv(g.m, b.getInt64(kRows)), b.getInt64(kRows));
+  Value *i_begin = b.getInt64(0), *i_end = g.m;
   Value *j0 = b.CreateMul(fn->getArg(1), b.getInt64(nr));
-  Value *j_end = b.CreateSelect(b.CreateICmpSLT(b.CreateAdd(j0, b.getInt64(nr)), g.n), b.CreateAdd(j0, b.getInt64(nr)), g.n);
-  // Four variants of the panel: full or partial (masked, the last panel),
-  // B packed or read in place (M below one tile of rows).
+  Value *j_end = e.min(b.CreateAdd(j0, b.getInt64(nr)), g.n);
+  // Four variants: full or partial panel (masked, the last one), packed or
+  // direct (M below one micro-panel of rows).
   Value *partial = b.CreateICmpSLT(b.CreateSub(j_end, j0), b.getInt64(nr));
   Value *direct = b.CreateICmpSLT(g.m, b.getInt64(kRows));
   auto *ret = llvm::BasicBlock::Create(c, "ret", fn);
@@ -266,7 +281,7 @@ static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, un
           e.mask[v] = b.CreateICmpSLT(llvm::ConstantVector::get(iota), b.CreateVectorSplat(lanes, left));
         }
       }
-      e.panel(j0, j_end, m_main, d != 0);
+      e.block(i_begin, i_end, j0, j_end, d != 0);
       b.CreateBr(ret);
     }
   b.SetInsertPoint(ret);
@@ -282,8 +297,7 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
   llvm::Function *fn = b.GetInsertBlock()->getParent();
   llvm::Module &m = *fn->getParent();
   llvm::LLVMContext &c = m.getContext();
-  int64_t nr = kVectors * args.lanes;
-  Value *panels = b.CreateSDiv(b.CreateAdd(args.n, b.getInt64(nr - 1)), b.getInt64(nr)); // the last one may be partial
+  Value *tasks = panel_count(b, args.n, kVectors * args.lanes);
 
   // Arguments for the panel tasks, in an entry-block alloca.
   llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
@@ -309,11 +323,11 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
   auto *join = llvm::BasicBlock::Create(c, "gemm.join", fn);
   b.CreateCondBr(b.CreateICmpEQ(pf, llvm::ConstantPointerNull::get(b.getPtrTy())), serial, parallel);
   b.SetInsertPoint(serial);
-  e.loop(b.getInt64(0), panels, 1, [&](Value *p) { b.CreateCall(task, {task_args, p}); });
+  e.loop(b.getInt64(0), tasks, 1, [&](Value *p) { b.CreateCall(task, {task_args, p}); });
   b.CreateBr(join);
   b.SetInsertPoint(parallel);
   auto *pf_type = llvm::FunctionType::get(b.getVoidTy(), {b.getPtrTy(), b.getInt64Ty(), b.getPtrTy()}, false);
-  b.CreateCall(pf_type, pf, {task_args, panels, task});
+  b.CreateCall(pf_type, pf, {task_args, tasks, task});
   b.CreateBr(join);
   b.SetInsertPoint(join);
 }
