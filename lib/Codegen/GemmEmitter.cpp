@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <tuple>
 
 namespace maxc::codegen {
 
@@ -48,6 +49,39 @@ struct Emitter {
   }
 
   Value *min(Value *x, Value *y) { return b.CreateSelect(b.CreateICmpSLT(x, y), x, y); }
+
+  /// for (k = from; k < to; k += step) acc = body(k, acc), with `acc` in
+  /// registers (phis); returns k and acc after the loop.
+  using Accs = std::vector<Value *>;
+  std::pair<Value *, Accs> k_loop(Value *from, Value *to, int64_t step, const Accs &init,
+                                  const std::function<Accs(Value *, const Accs &)> &body) {
+    llvm::Function *fn = b.GetInsertBlock()->getParent();
+    llvm::BasicBlock *pre = b.GetInsertBlock();
+    auto *header = llvm::BasicBlock::Create(ctx, "gemm.k", fn);
+    auto *bodyb = llvm::BasicBlock::Create(ctx, "gemm.kbody", fn);
+    auto *exit = llvm::BasicBlock::Create(ctx, "gemm.kexit", fn);
+    b.CreateBr(header);
+    b.SetInsertPoint(header);
+    llvm::PHINode *k = b.CreatePHI(b.getInt64Ty(), 2);
+    k->addIncoming(from, pre);
+    std::vector<llvm::PHINode *> phis;
+    Accs cur;
+    for (Value *v : init) {
+      phis.push_back(b.CreatePHI(v->getType(), 2));
+      phis.back()->addIncoming(v, pre);
+      cur.push_back(phis.back());
+    }
+    b.CreateCondBr(b.CreateICmpSLT(k, to), bodyb, exit);
+    b.SetInsertPoint(bodyb);
+    Accs next = body(k, cur);
+    llvm::BasicBlock *latch = b.GetInsertBlock();
+    for (size_t i = 0; i < phis.size(); ++i)
+      phis[i]->addIncoming(next[i], latch);
+    k->addIncoming(b.CreateAdd(k, b.getInt64(step), "", true, true), latch);
+    b.CreateBr(header);
+    b.SetInsertPoint(exit);
+    return {k, cur};
+  }
 
   // B's packed micro-panel (on the stack): kc rows of NR floats.
   Value *bpack = nullptr;
@@ -136,48 +170,54 @@ struct Emitter {
             llvm::FixedVectorType *vec, llvm::Function *fma) {
     unsigned lanes = g.lanes;
     llvm::Function *fn = b.GetInsertBlock()->getParent();
-    Value *start[kRows][kVectors];
+    auto c_at = [&](unsigned r, unsigned v) {
+      return at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes)));
+    };
+    // Accumulators: rows x kVectors, row-major.
+    Accs acc;
     for (unsigned r = 0; r < rows; ++r)
-      for (unsigned v = 0; v < kVectors; ++v) {
-        Value *c = load(vec, at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes))), v);
-        start[r][v] = b.CreateSelect(first, llvm::Constant::getNullValue(vec), c);
-      }
-    llvm::BasicBlock *pre = b.GetInsertBlock();
-    auto *header = llvm::BasicBlock::Create(ctx, "gemm.k", fn);
-    auto *body = llvm::BasicBlock::Create(ctx, "gemm.kbody", fn);
-    auto *exit = llvm::BasicBlock::Create(ctx, "gemm.kexit", fn);
-    b.CreateBr(header);
-    b.SetInsertPoint(header);
-    llvm::PHINode *k = b.CreatePHI(b.getInt64Ty(), 2);
-    k->addIncoming(k0, pre);
-    llvm::PHINode *acc[kRows][kVectors];
-    for (unsigned r = 0; r < rows; ++r)
-      for (unsigned v = 0; v < kVectors; ++v) {
-        acc[r][v] = b.CreatePHI(vec, 2);
-        acc[r][v]->addIncoming(start[r][v], pre);
-      }
-    b.CreateCondBr(b.CreateICmpSLT(k, k_end), body, exit);
-    b.SetInsertPoint(body);
-    Value *bv[kVectors];
-    for (unsigned v = 0; v < kVectors; ++v)
-      bv[v] = load(vec, at(bsrc, k, bstride, b.getInt64(v * lanes)), v);
-    Value *next[kRows][kVectors];
-    for (unsigned r = 0; r < rows; ++r) {
-      Value *a = b.CreateLoad(b.getFloatTy(), at(g.a, b.CreateAdd(i0, b.getInt64(r)), g.lda, k));
-      Value *splat = b.CreateVectorSplat(lanes, a);
       for (unsigned v = 0; v < kVectors; ++v)
-        next[r][v] = b.CreateCall(fma, {splat, bv[v], acc[r][v]});
+        acc.push_back(b.CreateSelect(first, llvm::Constant::getNullValue(vec), load(vec, c_at(r, v), v)));
+    // One k step of an accumulator set.
+    auto step = [&](Value *k, const Accs &acc) {
+      Value *bv[kVectors];
+      for (unsigned v = 0; v < kVectors; ++v)
+        bv[v] = load(vec, at(bsrc, k, bstride, b.getInt64(v * lanes)), v);
+      Accs next;
+      for (unsigned r = 0; r < rows; ++r) {
+        Value *a = b.CreateLoad(b.getFloatTy(), at(g.a, b.CreateAdd(i0, b.getInt64(r)), g.lda, k));
+        Value *splat = b.CreateVectorSplat(lanes, a);
+        for (unsigned v = 0; v < kVectors; ++v)
+          next.push_back(b.CreateCall(fma, {splat, bv[v], acc[r * kVectors + v]}));
+      }
+      return next;
+    };
+    Value *k = k0;
+    if (rows == 1) {
+      // One row (GEMV-like): one FMA chain per vector would wait on the FMA
+      // latency every k, so kUnroll interleaved accumulator sets over
+      // consecutive k, summed after the block.
+      constexpr unsigned kUnroll = 4; // (the sum below adds four sets)
+      size_t n = acc.size();
+      Accs sets = acc;
+      sets.resize(kUnroll * n, llvm::Constant::getNullValue(vec));
+      std::tie(k, sets) = k_loop(k0, b.CreateSub(k_end, b.getInt64(kUnroll - 1)), kUnroll, sets,
+                                 [&](Value *k, const Accs &cur) {
+                                   Accs next;
+                                   for (unsigned u = 0; u < kUnroll; ++u) {
+                                     Accs part(cur.begin() + u * n, cur.begin() + (u + 1) * n);
+                                     part = step(b.CreateAdd(k, b.getInt64(u)), part);
+                                     next.insert(next.end(), part.begin(), part.end());
+                                   }
+                                   return next;
+                                 });
+      for (size_t i = 0; i < n; ++i)
+        acc[i] = b.CreateFAdd(b.CreateFAdd(sets[i], sets[n + i]), b.CreateFAdd(sets[2 * n + i], sets[3 * n + i]));
     }
-    llvm::BasicBlock *latch = b.GetInsertBlock();
+    acc = k_loop(k, k_end, 1, acc, step).second;
     for (unsigned r = 0; r < rows; ++r)
       for (unsigned v = 0; v < kVectors; ++v)
-        acc[r][v]->addIncoming(next[r][v], latch);
-    k->addIncoming(b.CreateAdd(k, b.getInt64(1), "", true, true), latch);
-    b.CreateBr(header);
-    b.SetInsertPoint(exit);
-    for (unsigned r = 0; r < rows; ++r)
-      for (unsigned v = 0; v < kVectors; ++v)
-        store(acc[r][v], at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes))), v);
+        store(acc[r * kVectors + v], c_at(r, v), v);
     if (g.epilogue) {
       auto *epi = llvm::BasicBlock::Create(ctx, "gemm.epilogue", fn);
       auto *done = llvm::BasicBlock::Create(ctx, "gemm.epilogue.done", fn);
