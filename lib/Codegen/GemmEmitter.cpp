@@ -29,37 +29,19 @@ struct Emitter {
   const GemmArgs &g;
   llvm::LLVMContext &ctx = b.getContext();
 
-  /// for (i = from; i < to; i += step) body(i)
-  void loop(Value *from, Value *to, int64_t step, const std::function<void(Value *)> &body) {
-    llvm::Function *fn = b.GetInsertBlock()->getParent();
-    llvm::BasicBlock *pre = b.GetInsertBlock();
-    auto *header = llvm::BasicBlock::Create(ctx, "gemm.loop", fn);
-    auto *bodyb = llvm::BasicBlock::Create(ctx, "gemm.body", fn);
-    auto *exit = llvm::BasicBlock::Create(ctx, "gemm.exit", fn);
-    b.CreateBr(header);
-    b.SetInsertPoint(header);
-    llvm::PHINode *i = b.CreatePHI(b.getInt64Ty(), 2);
-    i->addIncoming(from, pre);
-    b.CreateCondBr(b.CreateICmpSLT(i, to), bodyb, exit);
-    b.SetInsertPoint(bodyb);
-    body(i);
-    i->addIncoming(b.CreateAdd(i, b.getInt64(step), "", true, true), b.GetInsertBlock());
-    b.CreateBr(header);
-    b.SetInsertPoint(exit);
-  }
-
   Value *min(Value *x, Value *y) { return b.CreateSelect(b.CreateICmpSLT(x, y), x, y); }
 
   /// for (k = from; k < to; k += step) acc = body(k, acc), with `acc` in
-  /// registers (phis); returns k and acc after the loop.
+  /// registers (phis); returns k and acc after the loop. (No body for
+  /// k >= to: callers stepping by more than 1 pass to - (step - 1).)
   using Accs = std::vector<Value *>;
   std::pair<Value *, Accs> k_loop(Value *from, Value *to, int64_t step, const Accs &init,
                                   const std::function<Accs(Value *, const Accs &)> &body) {
     llvm::Function *fn = b.GetInsertBlock()->getParent();
     llvm::BasicBlock *pre = b.GetInsertBlock();
-    auto *header = llvm::BasicBlock::Create(ctx, "gemm.k", fn);
-    auto *bodyb = llvm::BasicBlock::Create(ctx, "gemm.kbody", fn);
-    auto *exit = llvm::BasicBlock::Create(ctx, "gemm.kexit", fn);
+    auto *header = llvm::BasicBlock::Create(ctx, "gemm.loop", fn);
+    auto *bodyb = llvm::BasicBlock::Create(ctx, "gemm.body", fn);
+    auto *exit = llvm::BasicBlock::Create(ctx, "gemm.exit", fn);
     b.CreateBr(header);
     b.SetInsertPoint(header);
     llvm::PHINode *k = b.CreatePHI(b.getInt64Ty(), 2);
@@ -81,6 +63,14 @@ struct Emitter {
     b.CreateBr(header);
     b.SetInsertPoint(exit);
     return {k, cur};
+  }
+
+  /// for (i = from; i < to; i += step) body(i)
+  void loop(Value *from, Value *to, int64_t step, const std::function<void(Value *)> &body) {
+    k_loop(from, to, step, {}, [&](Value *i, const Accs &) {
+      body(i);
+      return Accs{};
+    });
   }
 
   // B's packed micro-panel (on the stack): kc rows of NR floats.
