@@ -244,7 +244,7 @@ static llvm::StructType *task_args_type(llvm::LLVMContext &c, const GemmEpilogue
 // parallel_for (or run in a loop). Shared by
 // every GEMM without an epilogue; one of its own for each with one.
 static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, unsigned lanes,
-                                  const GemmEpilogue *epilogue) {
+                                  const GemmEpilogue *epilogue, const bool (&needed)[2][2]) {
   std::string name = prefix + ".gemm_panel." + std::to_string(lanes) + (epilogue ? ".epilogue" : "");
   if (llvm::Function *f = m.getFunction(name); f && !epilogue)
     return f;
@@ -283,7 +283,8 @@ static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, un
   Value *j0 = b.CreateMul(fn->getArg(1), b.getInt64(nr));
   Value *j_end = e.min(b.CreateAdd(j0, b.getInt64(nr)), g.n);
   // Four variants: full or partial panel (masked, the last one), packed or
-  // direct (M below one micro-panel of rows).
+  // direct (M below one tile of rows); those that cannot occur are not
+  // emitted (their blocks just return).
   Value *partial = b.CreateICmpSLT(b.CreateSub(j_end, j0), b.getInt64(nr));
   Value *direct = b.CreateICmpSLT(g.m, b.getInt64(kRows));
   auto *ret = llvm::BasicBlock::Create(c, "ret", fn);
@@ -301,6 +302,10 @@ static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, un
   for (int p = 0; p < 2; ++p)
     for (int d = 0; d < 2; ++d) {
       b.SetInsertPoint(variant[p][d]);
+      if (!needed[p][d]) {
+        b.CreateBr(ret);
+        continue;
+      }
       for (unsigned v = 0; v < kVectors; ++v) {
         e.mask[v] = nullptr;
         if (p) { // lane l of vector v: j0 + v * lanes + l < j_end
@@ -338,7 +343,23 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
     fields.insert(fields.end(), args.epilogue->captures.begin(), args.epilogue->captures.end());
   for (unsigned i = 0; i < fields.size(); ++i)
     b.CreateStore(fields[i], b.CreateStructGEP(st, task_args, i));
-  llvm::Function *task = panel_task(m, args.prefix, args.lanes, args.epilogue);
+  // The panel variants this GEMM can need: all, unless M or N is a
+  // constant (a GEMM with an epilogue has a task function of its own; the
+  // one without is shared, so it keeps all four).
+  bool needed[2][2] = {{true, true}, {true, true}};
+  if (args.epilogue) {
+    int64_t nr = kVectors * args.lanes;
+    if (auto *n = llvm::dyn_cast<llvm::ConstantInt>(args.n)) {
+      needed[0][0] = needed[0][1] = n->getSExtValue() >= nr;
+      needed[1][0] = needed[1][1] = n->getSExtValue() % nr != 0;
+    }
+    if (auto *mc = llvm::dyn_cast<llvm::ConstantInt>(args.m))
+      for (int p = 0; p < 2; ++p) {
+        needed[p][0] = needed[p][0] && mc->getSExtValue() >= kRows;
+        needed[p][1] = needed[p][1] && mc->getSExtValue() < kRows;
+      }
+  }
+  llvm::Function *task = panel_task(m, args.prefix, args.lanes, args.epilogue, needed);
 
   // The caller's parallel_for, if it set one (NAME_set_parallel_for), runs
   // the panels; else they run here, one after another.
