@@ -1,6 +1,7 @@
 #include "maxc/Transforms/Decompose.h"
 
 #include "maxc/Ops/Ops.h"
+#include "maxc/Transforms/FoldBatchNorm.h"
 #include "maxc/Transforms/MatmulLayout.h"
 #include "maxc/Realization/GraphRealizationContext.h"
 
@@ -119,10 +120,27 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
     layout.set_pretransposed(from.input_ids()[p.index],
                              Tensor::from_graph_value(to.inputs()[p.replaces ? p.index : appended++]));
 
-  for (const Node &node : from.nodes()) {
+  // Readers of each value (-1: a graph output), for batch-norm folding.
+  std::vector<std::vector<int64_t>> consumers(from.num_values());
+  for (size_t n = 0; n < from.nodes().size(); ++n)
+    for (ValueId id : from.nodes()[n].operands)
+      consumers[id].push_back(static_cast<int64_t>(n));
+  for (ValueId id : from.output_ids())
+    consumers[id].push_back(-1);
+  std::vector<bool> folded(from.nodes().size(), false);
+
+  for (size_t n = 0; n < from.nodes().size(); ++n) {
+    const Node &node = from.nodes()[n];
+    if (folded[n])
+      continue; // a batch_norm folded into its conv2d, whose result it got
     std::vector<Tensor> operands;
     for (ValueId id : node.operands)
       operands.push_back(values[id]);
+    if (int64_t bn = foldable_batch_norm(from, n, consumers); bn >= 0) {
+      folded[bn] = true;
+      values[from.nodes()[bn].results[0]] = fold_batch_norm(from, node, from.nodes()[bn], operands[0], ctx);
+      continue;
+    }
     std::vector<Tensor> results = is_composite_op(node.op) ? rewrite(node, operands, layout)
                                   : node.op == "call"      ? layout.rewrite_call(node, operands, calls)
                                                            : layout.rewrite_matmul(node, operands);
