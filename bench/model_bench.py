@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Model latency, maxc vs ONNX Runtime, side by side in one run (run by scripts/bench).
 
-    /usr/bin/python3 bench/model_bench.py [--models mlp:1,mlp:64,gpt:1] [--rounds 7]
+    /usr/bin/python3 bench/model_bench.py [--models mlp:1,mlp:64,gpt:1,gpt_flat:1] [--rounds 7]
                                           [--block-seconds 0.2] [--threads 1]
 
 For each model it writes an ONNX graph equivalent to examples/<m>/model.json
@@ -13,6 +13,12 @@ same input (exit status 1 past 1e-4 relative), then alternates timing
 blocks between them for --rounds rounds (which side goes first alternates
 too). A block runs the model repeatedly for about --block-seconds; its median
 is one sample and the table shows the median of the samples per side.
+--threads gives both sides the same thread count: ORT's intraOpNumThreads,
+and maxc's GEMM tasks on the server's thread pool (bench/pool.h).
+
+gpt_flat is the GPT example compiled with "subgraph": false (every block
+inlined; scripts/bench writes build/bench/gpt_flat/model.json), against the
+same ONNX graph: with gpt, it measures what subgraph dedup costs at run time.
 
 Needs numpy and onnx (Debian's python3-onnx, hence /usr/bin/python3); scripts/bench
 builds the servers and installs onnxruntime-node under build/bench/ort.
@@ -33,6 +39,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORK = os.path.join(ROOT, "build", "bench")
 OPSET = 17
 TOLERANCE = 1e-4  # max|diff| / max|ORT output|
+EXAMPLE_OF = {"gpt_flat": "gpt"}  # variants: the example whose weights, ONNX graph and reference they share
 
 SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np.int64, "I32": np.int32}
 
@@ -187,7 +194,7 @@ def bench_config(maxc, ort, name, input_name, output_name, batch, x, out_elems, 
     os.makedirs(npy_dir, exist_ok=True)
     np.save(os.path.join(npy_dir, "input.npy"), x)
     subprocess.run([os.path.join(ROOT, "build", "bin", "maxc"), "run", "-q",
-                    os.path.join(ROOT, "examples", name, "model.json"), "--input",
+                    os.path.join(ROOT, "examples", EXAMPLE_OF.get(name, name), "model.json"), "--input",
                     "%s=%s" % (input_name, os.path.join(npy_dir, "input.npy")), "--output-dir", npy_dir], check=True)
     outs["reference"] = np.load(os.path.join(npy_dir, output_name + ".npy")).ravel()
     scale = max(float(np.max(np.abs(outs["ort"]))), 1e-30)
@@ -219,10 +226,10 @@ def bench_config(maxc, ort, name, input_name, output_name, batch, x, out_elems, 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--models", default="mlp:1,mlp:64,gpt:1", help="MODEL:BATCH,... (mlp, gpt)")
+    ap.add_argument("--models", default="mlp:1,mlp:64,gpt:1", help="MODEL:BATCH,... (mlp, gpt, gpt_flat)")
     ap.add_argument("--rounds", type=int, default=7, help="alternating rounds per configuration")
     ap.add_argument("--block-seconds", type=float, default=0.2, help="length of one timing block")
-    ap.add_argument("--threads", type=int, default=1, help="ORT intraOpNumThreads (maxc runs single-threaded)")
+    ap.add_argument("--threads", type=int, default=1, help="threads per side (ORT intraOpNumThreads, maxc's pool)")
     args = ap.parse_args()
 
     configs = []
@@ -233,22 +240,23 @@ def main():
     rng = np.random.default_rng(0)
     rows, failed = [], False
     for name in dict.fromkeys(n for n, _ in configs):
-        w = read_safetensors(os.path.join(ROOT, "examples", name, name + ".safetensors"))
+        example = EXAMPLE_OF.get(name, name)
+        w = read_safetensors(os.path.join(ROOT, "examples", example, example + ".safetensors"))
         onnx_path = os.path.join(WORK, name + ".onnx")
-        input_name = "x" if name == "mlp" else "tokens"
-        if name == "mlp":
+        input_name = "x" if example == "mlp" else "tokens"
+        if example == "mlp":
             build_mlp(w, onnx_path)
             in_dims, in_type = [w["fc1.weight"].shape[1]], "float32"
             out_per_batch = w["fc3.weight"].shape[0]
             make_input = lambda b: rng.standard_normal((b, in_dims[0])).astype(np.float32)
-        elif name == "gpt":
+        elif example == "gpt":
             seq, vocab = build_gpt(w, onnx_path, os.path.join(ROOT, "examples", "gpt", "model.json"))
             in_dims, in_type = [seq], "int64"
             out_per_batch = seq * vocab
             make_input = lambda b: rng.integers(0, vocab, (b, seq), dtype=np.int64)
         else:
-            sys.exit("model_bench: unknown model %r (mlp, gpt)" % name)
-        maxc = Server([os.path.join(WORK, name + "_bench")])
+            sys.exit("model_bench: unknown model %r (mlp, gpt, gpt_flat)" % name)
+        maxc = Server([os.path.join(WORK, name + "_bench"), str(args.threads)])
         ort = Server(["node", os.path.join(ROOT, "bench", "ort_bench.js"), onnx_path,
                       input_name, in_type, str(args.threads)] + [str(d) for d in in_dims],
                      env=env)
@@ -270,8 +278,8 @@ def main():
             ort.close()
 
     print()
-    print("| model | batch | maxc ms | ORT ms (%d thr) | ORT/maxc | max abs diff | rel diff | reference rel diff |"
-          % args.threads)
+    print("| model | batch | maxc ms (%d thr) | ORT ms (%d thr) | ORT/maxc | max abs diff | rel diff | reference rel diff |"
+          % (args.threads, args.threads))
     print("|---|---|---|---|---|---|---|---|")
     for name, batch, r, ok in rows:
         print("| %s | %d | %.3f | %.3f | %.2f | %.1e | %.1e | %.1e%s |"
@@ -280,6 +288,16 @@ def main():
     print("(medians of %d alternating rounds; ORT/maxc > 1: maxc faster. Diffs are maxc's compiled output vs ORT's "
           "on the same input; rel = max|diff| / max|ORT output|; the last column is `maxc run --device reference` "
           "vs ORT; tolerance %.0e)" % (args.rounds, TOLERANCE))
+    by = {(name, batch): r for name, batch, r, _ in rows}
+    for (name, batch), r in by.items():
+        if name == "gpt" and ("gpt_flat", batch) in by:
+            flat = by[("gpt_flat", batch)]
+            # Also normalized by each configuration's own ORT samples (taken
+            # alternating with it), which cancels slow drifts of the load.
+            print("subgraph dedup at run time, batch %d: gpt (one Block function) %.3f ms, gpt_flat (inlined) %.3f ms: "
+                  "flat/dedup %.2f, normalized by ORT %.2f (>= 1: dedup at least as fast)"
+                  % (batch, r["maxc"], flat["maxc"], flat["maxc"] / r["maxc"],
+                     (flat["maxc"] / flat["ort"]) / (r["maxc"] / r["ort"])))
     return 1 if failed else 0
 
 

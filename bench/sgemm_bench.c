@@ -1,10 +1,11 @@
 /* Side-by-side SGEMM: maxc's generated kernel vs OpenBLAS's cblas_sgemm,
  * alternating runs, medians, at 1 thread and at 2 threads (maxc through a
- * small pthread parallel_for installed with sgemm_set_parallel_for).
+ * small persistent thread pool, bench/pool.h, installed with
+ * sgemm_set_parallel_for).
  * Built by scripts/bench. */
 #include "sgemm.h"
+#include "pool.h"
 #include <cblas.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -21,24 +22,9 @@ static int cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* A two-thread parallel_for: tasks split in halves. */
-struct half { void *ctx; int64_t begin, end; sgemm_task_fn task; };
-static void *run_half(void *p) {
-  struct half *h = p;
-  for (int64_t i = h->begin; i < h->end; ++i) h->task(h->ctx, i);
-  return NULL;
-}
-static void parallel_for_2(void *ctx, int64_t count, sgemm_task_fn task) {
-  struct half a = {ctx, 0, count / 2, task}, b = {ctx, count / 2, count, task};
-  pthread_t t;
-  pthread_create(&t, NULL, run_half, &b);
-  run_half(&a);
-  pthread_join(t, NULL);
-}
-
 static void measure(int threads, int reps, const float *a, const float *b, float *c1, float *c2, void *ws, int n) {
   double tm[64], tb[64];
-  sgemm_set_parallel_for(threads > 1 ? parallel_for_2 : NULL);
+  sgemm_set_parallel_for(threads > 1 ? bench_parallel_for : NULL);
   openblas_set_num_threads(threads);
   for (int r = 0; r < reps; ++r) {
     double t0 = now();
@@ -73,6 +59,7 @@ int main(int argc, char **argv) {
     b[i] = (float)((i * 104729) % 1000) / 1000.0f - 0.5f;
   }
   void *ws = aligned_alloc(64, (size_t)sgemm_workspace_size() + 64);
+  bench_pool_start(2);
   measure(1, reps, a, b, c1, c2, ws, n);
   measure(2, reps, a, b, c1, c2, ws, n);
   return 0;

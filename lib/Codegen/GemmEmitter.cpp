@@ -3,7 +3,9 @@
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
+#include <algorithm>
 #include <functional>
+#include <tuple>
 
 namespace maxc::codegen {
 
@@ -13,15 +15,28 @@ namespace {
 
 constexpr unsigned kRows = 6;    // MR
 constexpr unsigned kVectors = 2; // NR = kVectors * lanes
-constexpr int64_t kKc = 256;     // K block: a 256 x NR panel of B is 32 KiB
+// K blocks: B's kc x NR micro-panel is sized to the L1 data cache (default
+// 32 KiB: kc = 256 at NR = 32 floats), re-read from L1 by every 6-row tile
+// of the task. (Smaller blocks, half of L1, and row blocks keeping A's rows
+// in L2 across panels measured no faster here: the second re-packs B once
+// per row block. See docs/PERFORMANCE.md.)
+constexpr int64_t kL1Bytes = 32 * 1024;
+
+int64_t k_block(unsigned lanes) { return std::min<int64_t>(256, kL1Bytes / (kVectors * lanes * 4)); }
 
 struct Emitter {
   llvm::IRBuilder<> &b;
   const GemmArgs &g;
   llvm::LLVMContext &ctx = b.getContext();
 
-  /// for (i = from; i < to; i += step) body(i)
-  void loop(Value *from, Value *to, int64_t step, const std::function<void(Value *)> &body) {
+  Value *min(Value *x, Value *y) { return b.CreateSelect(b.CreateICmpSLT(x, y), x, y); }
+
+  /// for (k = from; k < to; k += step) acc = body(k, acc), with `acc` in
+  /// registers (phis); returns k and acc after the loop. (No body for
+  /// k >= to: callers stepping by more than 1 pass to - (step - 1).)
+  using Accs = std::vector<Value *>;
+  std::pair<Value *, Accs> k_loop(Value *from, Value *to, int64_t step, const Accs &init,
+                                  const std::function<Accs(Value *, const Accs &)> &body) {
     llvm::Function *fn = b.GetInsertBlock()->getParent();
     llvm::BasicBlock *pre = b.GetInsertBlock();
     auto *header = llvm::BasicBlock::Create(ctx, "gemm.loop", fn);
@@ -29,57 +44,100 @@ struct Emitter {
     auto *exit = llvm::BasicBlock::Create(ctx, "gemm.exit", fn);
     b.CreateBr(header);
     b.SetInsertPoint(header);
-    llvm::PHINode *i = b.CreatePHI(b.getInt64Ty(), 2);
-    i->addIncoming(from, pre);
-    b.CreateCondBr(b.CreateICmpSLT(i, to), bodyb, exit);
+    llvm::PHINode *k = b.CreatePHI(b.getInt64Ty(), 2);
+    k->addIncoming(from, pre);
+    std::vector<llvm::PHINode *> phis;
+    Accs cur;
+    for (Value *v : init) {
+      phis.push_back(b.CreatePHI(v->getType(), 2));
+      phis.back()->addIncoming(v, pre);
+      cur.push_back(phis.back());
+    }
+    b.CreateCondBr(b.CreateICmpSLT(k, to), bodyb, exit);
     b.SetInsertPoint(bodyb);
-    body(i);
-    i->addIncoming(b.CreateAdd(i, b.getInt64(step), "", true, true), b.GetInsertBlock());
+    Accs next = body(k, cur);
+    llvm::BasicBlock *latch = b.GetInsertBlock();
+    for (size_t i = 0; i < phis.size(); ++i)
+      phis[i]->addIncoming(next[i], latch);
+    k->addIncoming(b.CreateAdd(k, b.getInt64(step), "", true, true), latch);
     b.CreateBr(header);
     b.SetInsertPoint(exit);
+    return {k, cur};
   }
 
-  // The packed panel of B: kKc rows of NR floats, on the stack (32 KiB).
-  Value *packed = nullptr;
-  Value *packed_at(Value *row, unsigned vector) {
-    return b.CreateGEP(b.getFloatTy(), packed,
-                       b.CreateAdd(b.CreateMul(row, b.getInt64(kVectors * g.lanes)), b.getInt64(vector * g.lanes)));
+  /// for (i = from; i < to; i += step) body(i)
+  void loop(Value *from, Value *to, int64_t step, const std::function<void(Value *)> &body) {
+    k_loop(from, to, step, {}, [&](Value *i, const Accs &) {
+      body(i);
+      return Accs{};
+    });
   }
+
+  // B's packed micro-panel (on the stack): kc rows of NR floats.
+  Value *bpack = nullptr;
+  int64_t kc = 0;
+  // Where the microkernel reads B: row k of the panel at bsrc + k * bstride
+  // (the packed micro-panel, or B itself for small M).
+  Value *bsrc = nullptr, *bstride = nullptr;
+  // Masks of the panel's vectors when it is the last, partial one (null
+  // for full panels): lane l of vector v is column j0 + v * lanes + l < n.
+  Value *mask[kVectors] = {};
 
   Value *at(Value *base, Value *row, Value *ld, Value *col) {
     return b.CreateGEP(b.getFloatTy(), base, b.CreateAdd(b.CreateMul(row, ld), col));
   }
 
-  // One column panel of the main tiles: rows [0, m_main) in steps of 6,
-  // columns [j0, j0 + NR). K is split in blocks of kKc so that B's kKc x NR panel
-  // stays in L1 while every row block of A streams past it; partial sums
-  // go through C.
-  void panel(Value *j0, Value *m_main) {
+  Value *load(llvm::FixedVectorType *vec, Value *p, unsigned v, llvm::Align align = llvm::Align(4)) {
+    if (!mask[v])
+      return b.CreateAlignedLoad(vec, p, align);
+    return b.CreateMaskedLoad(vec, p, align, mask[v], llvm::Constant::getNullValue(vec));
+  }
+  void store(Value *x, Value *p, unsigned v) {
+    if (!mask[v])
+      b.CreateAlignedStore(x, p, llvm::Align(4));
+    else
+      b.CreateMaskedStore(x, p, llvm::Align(4), mask[v]);
+  }
+
+  // One task: rows [i_begin, i_end) of one column panel, columns [j0, j0 +
+  // NR) (the last panel: [j0, n), its vectors masked). K runs in blocks of
+  // kc: B's kc x NR micro-panel is packed (zeros past n) and stays in L1
+  // while the task's rows of A stream past it; partial sums go through C.
+  // Rows past the last 6-row tile run the vector tile one row at a time.
+  // `direct` (M < MR, GEMV-like, bandwidth-bound): B is read in place.
+  void block(Value *i_begin, Value *i_end, Value *j0, Value *j_end, bool direct) {
     unsigned lanes = g.lanes;
     auto *vec = llvm::FixedVectorType::get(b.getFloatTy(), lanes);
     llvm::Function *fma = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(), llvm::Intrinsic::fma, {vec});
-    {
-      // At least one K block, so that K = 0 still writes C (zeros) and runs
-      // the epilogue.
-      Value *k_blocks = b.CreateSelect(b.CreateICmpSGT(g.k, b.getInt64(0)), g.k, b.getInt64(1));
-      loop(b.getInt64(0), k_blocks, kKc, [&](Value *k0) {
-        Value *k_end = b.CreateSelect(b.CreateICmpSLT(b.CreateAdd(k0, b.getInt64(kKc)), g.k),
-                                      b.CreateAdd(k0, b.getInt64(kKc)), g.k);
-        Value *first = b.CreateICmpEQ(k0, b.getInt64(0));
-        Value *last = b.CreateICmpEQ(k_end, g.k);
-        // Pack B[k0:k_end, j0:j0+NR] contiguously: the microkernel then reads
-        // 2 cache lines per k instead of touching a new page per k.
-        loop(k0, k_end, 1, [&](Value *kk) {
+    Value *rows = b.CreateSub(i_end, i_begin);
+    Value *i_main = b.CreateAdd(i_begin, b.CreateMul(b.CreateSDiv(rows, b.getInt64(kRows)), b.getInt64(kRows)));
+    // At least one K block, so that K = 0 still writes C (zeros) and runs
+    // the epilogue.
+    Value *k_blocks = b.CreateSelect(b.CreateICmpSGT(g.k, b.getInt64(0)), g.k, b.getInt64(1));
+    loop(b.getInt64(0), k_blocks, kc, [&](Value *k0) {
+      Value *k_end = min(b.CreateAdd(k0, b.getInt64(kc)), g.k);
+      Value *first = b.CreateICmpEQ(k0, b.getInt64(0));
+      Value *last = b.CreateICmpEQ(k_end, g.k);
+      if (direct) {
+        bsrc = b.CreateGEP(b.getFloatTy(), g.b, j0);
+        bstride = g.ldb;
+      } else {
+        loop(k0, k_end, 1, [&](Value *k) {
           for (unsigned v = 0; v < kVectors; ++v) {
-            Value *x = b.CreateAlignedLoad(vec, at(g.b, kk, g.ldb, b.CreateAdd(j0, b.getInt64(v * lanes))), llvm::Align(4));
-            b.CreateAlignedStore(x, packed_at(b.CreateSub(kk, k0), v), llvm::Align(64));
+            Value *x = load(vec, at(g.b, k, g.ldb, b.CreateAdd(j0, b.getInt64(v * lanes))), v);
+            b.CreateAlignedStore(x, at(bpack, b.CreateSub(k, k0), b.getInt64(kVectors * lanes), b.getInt64(v * lanes)),
+                                 llvm::Align(64));
           }
         });
-        loop(b.getInt64(0), m_main, kRows, [&](Value *i0) { tile(i0, kRows, j0, k0, k_end, first, last, vec, fma); });
-        // Leftover rows (M % 6) one at a time, still vectorized across the panel.
-        loop(m_main, g.m, 1, [&](Value *i) { tile(i, 1, j0, k0, k_end, first, last, vec, fma); });
-      });
-    }
+        bsrc = b.CreateGEP(b.getFloatTy(), bpack, b.CreateMul(b.CreateNeg(k0), b.getInt64(kVectors * lanes)));
+        bstride = b.getInt64(kVectors * lanes);
+      }
+      // A is read in place: six rows lda apart, one broadcast each per k
+      // (packing A per task measured 3x slower: at NR = 32 the copy costs
+      // as much as the tile's FMAs).
+      loop(i_begin, i_main, kRows, [&](Value *i0) { tile(i0, kRows, j0, j_end, k0, k_end, first, last, vec, fma); });
+      loop(i_main, i_end, 1, [&](Value *i) { tile(i, 1, j0, j_end, k0, k_end, first, last, vec, fma); });
+    });
   }
 
   // The epilogue over C[i_from:i_to, j_from:j_to], in place: a row loop
@@ -96,97 +154,78 @@ struct Emitter {
 
   // A rows x NR tile of C at (i0, j0) over k in [k0, k_end), accumulators in
   // registers, starting from 0 on the first K block, else from C; after the
-  // last K block, the epilogue (if any) runs over the tile.
-  void tile(Value *i0, unsigned rows, Value *j0, Value *k0, Value *k_end, Value *first, Value *last,
+  // last K block, the epilogue (if any) runs over the tile's columns
+  // [j0, j_end).
+  void tile(Value *i0, unsigned rows, Value *j0, Value *j_end, Value *k0, Value *k_end, Value *first, Value *last,
             llvm::FixedVectorType *vec, llvm::Function *fma) {
     unsigned lanes = g.lanes;
     llvm::Function *fn = b.GetInsertBlock()->getParent();
-    Value *start[kRows][kVectors];
+    auto c_at = [&](unsigned r, unsigned v) {
+      return at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes)));
+    };
+    // Accumulators: rows x kVectors, row-major.
+    Accs acc;
     for (unsigned r = 0; r < rows; ++r)
-      for (unsigned v = 0; v < kVectors; ++v) {
-        Value *c = b.CreateAlignedLoad(
-            vec, at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes))), llvm::Align(4));
-        start[r][v] = b.CreateSelect(first, llvm::Constant::getNullValue(vec), c);
-      }
-    llvm::BasicBlock *pre = b.GetInsertBlock();
-    auto *header = llvm::BasicBlock::Create(ctx, "gemm.k", fn);
-    auto *body = llvm::BasicBlock::Create(ctx, "gemm.kbody", fn);
-    auto *exit = llvm::BasicBlock::Create(ctx, "gemm.kexit", fn);
-    b.CreateBr(header);
-    b.SetInsertPoint(header);
-    llvm::PHINode *k = b.CreatePHI(b.getInt64Ty(), 2);
-    k->addIncoming(k0, pre);
-    llvm::PHINode *acc[kRows][kVectors];
-    for (unsigned r = 0; r < rows; ++r)
-      for (unsigned v = 0; v < kVectors; ++v) {
-        acc[r][v] = b.CreatePHI(vec, 2);
-        acc[r][v]->addIncoming(start[r][v], pre);
-      }
-    b.CreateCondBr(b.CreateICmpSLT(k, k_end), body, exit);
-    b.SetInsertPoint(body);
-    Value *bv[kVectors];
-    for (unsigned v = 0; v < kVectors; ++v)
-      bv[v] = b.CreateAlignedLoad(vec, packed_at(b.CreateSub(k, k0), v), llvm::Align(64));
-    Value *next[kRows][kVectors];
-    for (unsigned r = 0; r < rows; ++r) {
-      Value *a = b.CreateLoad(b.getFloatTy(), at(g.a, b.CreateAdd(i0, b.getInt64(r)), g.lda, k));
-      Value *splat = b.CreateVectorSplat(lanes, a);
       for (unsigned v = 0; v < kVectors; ++v)
-        next[r][v] = b.CreateCall(fma, {splat, bv[v], acc[r][v]});
+        acc.push_back(b.CreateSelect(first, llvm::Constant::getNullValue(vec), load(vec, c_at(r, v), v)));
+    // One k step of an accumulator set.
+    auto step = [&](Value *k, const Accs &acc) {
+      Value *bv[kVectors];
+      for (unsigned v = 0; v < kVectors; ++v)
+        bv[v] = load(vec, at(bsrc, k, bstride, b.getInt64(v * lanes)), v);
+      Accs next;
+      for (unsigned r = 0; r < rows; ++r) {
+        Value *a = b.CreateLoad(b.getFloatTy(), at(g.a, b.CreateAdd(i0, b.getInt64(r)), g.lda, k));
+        Value *splat = b.CreateVectorSplat(lanes, a);
+        for (unsigned v = 0; v < kVectors; ++v)
+          next.push_back(b.CreateCall(fma, {splat, bv[v], acc[r * kVectors + v]}));
+      }
+      return next;
+    };
+    Value *k = k0;
+    if (rows == 1) {
+      // One row (GEMV-like): one FMA chain per vector would wait on the FMA
+      // latency every k, so kUnroll interleaved accumulator sets over
+      // consecutive k, summed after the block.
+      constexpr unsigned kUnroll = 4; // (the sum below adds four sets)
+      size_t n = acc.size();
+      Accs sets = acc;
+      sets.resize(kUnroll * n, llvm::Constant::getNullValue(vec));
+      std::tie(k, sets) = k_loop(k0, b.CreateSub(k_end, b.getInt64(kUnroll - 1)), kUnroll, sets,
+                                 [&](Value *k, const Accs &cur) {
+                                   Accs next;
+                                   for (unsigned u = 0; u < kUnroll; ++u) {
+                                     Accs part(cur.begin() + u * n, cur.begin() + (u + 1) * n);
+                                     part = step(b.CreateAdd(k, b.getInt64(u)), part);
+                                     next.insert(next.end(), part.begin(), part.end());
+                                   }
+                                   return next;
+                                 });
+      for (size_t i = 0; i < n; ++i)
+        acc[i] = b.CreateFAdd(b.CreateFAdd(sets[i], sets[n + i]), b.CreateFAdd(sets[2 * n + i], sets[3 * n + i]));
     }
-    llvm::BasicBlock *latch = b.GetInsertBlock();
+    acc = k_loop(k, k_end, 1, acc, step).second;
     for (unsigned r = 0; r < rows; ++r)
       for (unsigned v = 0; v < kVectors; ++v)
-        acc[r][v]->addIncoming(next[r][v], latch);
-    k->addIncoming(b.CreateAdd(k, b.getInt64(1), "", true, true), latch);
-    b.CreateBr(header);
-    b.SetInsertPoint(exit);
-    for (unsigned r = 0; r < rows; ++r)
-      for (unsigned v = 0; v < kVectors; ++v)
-        b.CreateAlignedStore(acc[r][v], at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes))),
-                             llvm::Align(4));
+        store(acc[r * kVectors + v], c_at(r, v), v);
     if (g.epilogue) {
       auto *epi = llvm::BasicBlock::Create(ctx, "gemm.epilogue", fn);
       auto *done = llvm::BasicBlock::Create(ctx, "gemm.epilogue.done", fn);
       b.CreateCondBr(last, epi, done);
       b.SetInsertPoint(epi);
-      epilogue(i0, b.CreateAdd(i0, b.getInt64(rows)), j0, b.CreateAdd(j0, b.getInt64(kVectors * lanes)));
+      epilogue(i0, b.CreateAdd(i0, b.getInt64(rows)), j0, j_end);
       b.CreateBr(done);
       b.SetInsertPoint(done);
     }
   }
-
-  // C[i, j] for a rectangle, one dot product per element.
-  void scalar(Value *i_from, Value *i_to, Value *j_from, Value *j_to) {
-    loop(i_from, i_to, 1, [&](Value *i) {
-      loop(j_from, j_to, 1, [&](Value *j) {
-        llvm::Function *fn = b.GetInsertBlock()->getParent();
-        llvm::BasicBlock *pre = b.GetInsertBlock();
-        auto *header = llvm::BasicBlock::Create(ctx, "gemm.sk", fn);
-        auto *body = llvm::BasicBlock::Create(ctx, "gemm.skbody", fn);
-        auto *exit = llvm::BasicBlock::Create(ctx, "gemm.skexit", fn);
-        b.CreateBr(header);
-        b.SetInsertPoint(header);
-        llvm::PHINode *k = b.CreatePHI(b.getInt64Ty(), 2);
-        llvm::PHINode *acc = b.CreatePHI(b.getFloatTy(), 2);
-        k->addIncoming(b.getInt64(0), pre);
-        acc->addIncoming(llvm::ConstantFP::get(b.getFloatTy(), 0.0), pre);
-        b.CreateCondBr(b.CreateICmpSLT(k, g.k), body, exit);
-        b.SetInsertPoint(body);
-        Value *x = b.CreateLoad(b.getFloatTy(), at(g.a, i, g.lda, k));
-        Value *y = b.CreateLoad(b.getFloatTy(), at(g.b, k, g.ldb, j));
-        Value *sum = b.CreateIntrinsic(llvm::Intrinsic::fma, {b.getFloatTy()}, {x, y, acc});
-        acc->addIncoming(sum, b.GetInsertBlock());
-        k->addIncoming(b.CreateAdd(k, b.getInt64(1), "", true, true), b.GetInsertBlock());
-        b.CreateBr(header);
-        b.SetInsertPoint(exit);
-        b.CreateStore(g.epilogue ? g.epilogue->apply(b, acc, i, j) : static_cast<Value *>(acc), at(g.c, i, g.ldc, j));
-      });
-    });
-  }
 };
 
 } // namespace
+
+// Column panels of nr floats (the last one may be partial).
+static Value *panel_count(llvm::IRBuilder<> &b, Value *n, int64_t nr) {
+  return b.CreateSDiv(b.CreateAdd(n, b.getInt64(nr - 1)), b.getInt64(nr));
+}
 
 // The struct a panel task reads its arguments from: a, b, c, m, n, k, lda,
 // ldb, ldc, then the epilogue's captures.
@@ -200,11 +239,12 @@ static llvm::StructType *task_args_type(llvm::LLVMContext &c, const GemmEpilogue
   return llvm::StructType::get(c, fields);
 }
 
-// void <prefix>.gemm_panel(ptr args, i64 panel): one column panel, the unit
-// of work handed to the caller's parallel_for (or run in a loop). Shared by
+// void <prefix>.gemm_panel(ptr args, i64 panel): one column panel (the last
+// one masked where it passes N), the unit of work handed to the caller's
+// parallel_for (or run in a loop). Shared by
 // every GEMM without an epilogue; one of its own for each with one.
 static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, unsigned lanes,
-                                  const GemmEpilogue *epilogue) {
+                                  const GemmEpilogue *epilogue, const bool (&needed)[2][2]) {
   std::string name = prefix + ".gemm_panel." + std::to_string(lanes) + (epilogue ? ".epilogue" : "");
   if (llvm::Function *f = m.getFunction(name); f && !epilogue)
     return f;
@@ -233,11 +273,53 @@ static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, un
     b.SetInsertPoint(body);
   }
   Emitter e{b, g};
-  auto *packed = b.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), kKc * kVectors * lanes));
-  packed->setAlignment(llvm::Align(64));
-  e.packed = packed;
-  Value *m_main = b.CreateMul(b.CreateSDiv(g.m, b.getInt64(kRows)), b.getInt64(kRows));
-  e.panel(b.CreateMul(fn->getArg(1), b.getInt64(kVectors * lanes)), m_main);
+  e.kc = k_block(lanes);
+  auto *bpack = b.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), e.kc * kVectors * lanes));
+  bpack->setAlignment(llvm::Align(64));
+  e.bpack = bpack;
+  // Task t: column panel t, all rows.
+  int64_t nr = kVectors * lanes;
+  Value *i_begin = b.getInt64(0), *i_end = g.m;
+  Value *j0 = b.CreateMul(fn->getArg(1), b.getInt64(nr));
+  Value *j_end = e.min(b.CreateAdd(j0, b.getInt64(nr)), g.n);
+  // Four variants: full or partial panel (masked, the last one), packed or
+  // direct (M below one tile of rows); those that cannot occur are not
+  // emitted (their blocks just return).
+  Value *partial = b.CreateICmpSLT(b.CreateSub(j_end, j0), b.getInt64(nr));
+  Value *direct = b.CreateICmpSLT(g.m, b.getInt64(kRows));
+  auto *ret = llvm::BasicBlock::Create(c, "ret", fn);
+  llvm::BasicBlock *variant[2][2];
+  for (int p = 0; p < 2; ++p)
+    for (int d = 0; d < 2; ++d)
+      variant[p][d] = llvm::BasicBlock::Create(c, std::string("gemm.") + (p ? "partial" : "full") + (d ? ".direct" : ""), fn);
+  auto *pick_full = llvm::BasicBlock::Create(c, "gemm.pick.full", fn);
+  auto *pick_partial = llvm::BasicBlock::Create(c, "gemm.pick.partial", fn);
+  b.CreateCondBr(partial, pick_partial, pick_full);
+  b.SetInsertPoint(pick_full);
+  b.CreateCondBr(direct, variant[0][1], variant[0][0]);
+  b.SetInsertPoint(pick_partial);
+  b.CreateCondBr(direct, variant[1][1], variant[1][0]);
+  for (int p = 0; p < 2; ++p)
+    for (int d = 0; d < 2; ++d) {
+      b.SetInsertPoint(variant[p][d]);
+      if (!needed[p][d]) {
+        b.CreateBr(ret);
+        continue;
+      }
+      for (unsigned v = 0; v < kVectors; ++v) {
+        e.mask[v] = nullptr;
+        if (p) { // lane l of vector v: j0 + v * lanes + l < j_end
+          Value *left = b.CreateSub(j_end, b.CreateAdd(j0, b.getInt64(v * lanes)));
+          std::vector<llvm::Constant *> iota;
+          for (unsigned l = 0; l < lanes; ++l)
+            iota.push_back(b.getInt64(l));
+          e.mask[v] = b.CreateICmpSLT(llvm::ConstantVector::get(iota), b.CreateVectorSplat(lanes, left));
+        }
+      }
+      e.block(i_begin, i_end, j0, j_end, d != 0);
+      b.CreateBr(ret);
+    }
+  b.SetInsertPoint(ret);
   b.CreateRetVoid();
   if (epilogue)
     epilogue->leave();
@@ -250,9 +332,7 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
   llvm::Function *fn = b.GetInsertBlock()->getParent();
   llvm::Module &m = *fn->getParent();
   llvm::LLVMContext &c = m.getContext();
-  int64_t nr = kVectors * args.lanes;
-  Value *n_main = b.CreateMul(b.CreateSDiv(args.n, b.getInt64(nr)), b.getInt64(nr));
-  Value *panels = b.CreateSDiv(args.n, b.getInt64(nr));
+  Value *tasks = panel_count(b, args.n, kVectors * args.lanes);
 
   // Arguments for the panel tasks, in an entry-block alloca.
   llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
@@ -263,7 +343,23 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
     fields.insert(fields.end(), args.epilogue->captures.begin(), args.epilogue->captures.end());
   for (unsigned i = 0; i < fields.size(); ++i)
     b.CreateStore(fields[i], b.CreateStructGEP(st, task_args, i));
-  llvm::Function *task = panel_task(m, args.prefix, args.lanes, args.epilogue);
+  // The panel variants this GEMM can need: all, unless M or N is a
+  // constant (a GEMM with an epilogue has a task function of its own; the
+  // one without is shared, so it keeps all four).
+  bool needed[2][2] = {{true, true}, {true, true}};
+  if (args.epilogue) {
+    int64_t nr = kVectors * args.lanes;
+    if (auto *n = llvm::dyn_cast<llvm::ConstantInt>(args.n)) {
+      needed[0][0] = needed[0][1] = n->getSExtValue() >= nr;
+      needed[1][0] = needed[1][1] = n->getSExtValue() % nr != 0;
+    }
+    if (auto *mc = llvm::dyn_cast<llvm::ConstantInt>(args.m))
+      for (int p = 0; p < 2; ++p) {
+        needed[p][0] = needed[p][0] && mc->getSExtValue() >= kRows;
+        needed[p][1] = needed[p][1] && mc->getSExtValue() < kRows;
+      }
+  }
+  llvm::Function *task = panel_task(m, args.prefix, args.lanes, args.epilogue, needed);
 
   // The caller's parallel_for, if it set one (NAME_set_parallel_for), runs
   // the panels; else they run here, one after another.
@@ -278,14 +374,13 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
   auto *join = llvm::BasicBlock::Create(c, "gemm.join", fn);
   b.CreateCondBr(b.CreateICmpEQ(pf, llvm::ConstantPointerNull::get(b.getPtrTy())), serial, parallel);
   b.SetInsertPoint(serial);
-  e.loop(b.getInt64(0), panels, 1, [&](Value *p) { b.CreateCall(task, {task_args, p}); });
+  e.loop(b.getInt64(0), tasks, 1, [&](Value *p) { b.CreateCall(task, {task_args, p}); });
   b.CreateBr(join);
   b.SetInsertPoint(parallel);
   auto *pf_type = llvm::FunctionType::get(b.getVoidTy(), {b.getPtrTy(), b.getInt64Ty(), b.getPtrTy()}, false);
-  b.CreateCall(pf_type, pf, {task_args, panels, task});
+  b.CreateCall(pf_type, pf, {task_args, tasks, task});
   b.CreateBr(join);
   b.SetInsertPoint(join);
-  e.scalar(b.getInt64(0), args.m, n_main, args.n); // right edge (rows left over are done in the panels)
 }
 
 } // namespace maxc::codegen

@@ -3,9 +3,12 @@
 //
 // The microkernel keeps a 6 x (2 vectors) tile of C in registers and, for
 // each k, broadcasts one A element per row and loads two vectors of B's row
-// k: 12 FMAs per 2 loads + 6 broadcasts (the BLIS shape). Rows and columns
-// left over at the edges go through a scalar dot-product loop. `lanes` is
-// the vector width in floats (16 for AVX-512, 8 for AVX2, 4 for NEON).
+// k: 12 FMAs per 2 loads + 6 broadcasts (the BLIS shape). Rows left over
+// (M % 6) run the same vector tile one row at a time; the last column panel,
+// where N is not a multiple of the panel width, runs with masked vector loads
+// and stores (no scalar edge loops). For M < 6 (GEMV-like, bandwidth-bound)
+// the tiles read B in place instead of packing it. `lanes` is the vector
+// width in floats (16 for AVX-512, 8 for AVX2, 4 for NEON).
 //
 // Column panels are independent tasks: when the caller has installed a
 // parallel_for (NAME_set_parallel_for), they run through it, else in a loop.

@@ -1,6 +1,7 @@
 #include "maxc/Transforms/Decompose.h"
 
 #include "maxc/Ops/Ops.h"
+#include "maxc/Transforms/FoldBatchNorm.h"
 #include "maxc/Transforms/MatmulLayout.h"
 #include "maxc/Realization/GraphRealizationContext.h"
 
@@ -28,8 +29,7 @@ std::vector<int64_t> trailing_axes(int64_t rank, int64_t count) {
   return axes;
 }
 
-std::vector<Tensor> rewrite(const Graph &from, const Node &node, const std::vector<Tensor> &in,
-                            GraphRealizationContext &ctx) {
+std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, MatmulLayout &layout) {
   const Attrs &a = node.attrs;
   const std::string &op = node.op;
   if (op == "softmax" || op == "log_softmax") {
@@ -71,13 +71,10 @@ std::vector<Tensor> rewrite(const Graph &from, const Node &node, const std::vect
     bool vector = x.rank() == 1;
     if (vector)
       x = ops::unsqueeze(x, {0});
-    // x @ w^T as a row-major matmul: constant weights are transposed once,
-    // at compile time (see MatmulLayout.h).
-    const ValueInfo &w = from.value_info(node.operands[1]);
-    Tensor wt = w.producer >= 0 && from.nodes()[w.producer].op == "constant"
-                    ? transposed_constant(from, from.nodes()[w.producer].attrs.get_string("name"), ctx)
-                    : ops::transpose(in[1], {1, 0});
-    Tensor y = ops::matmul(x, wt);
+    // x @ w^T as a row-major matmul: constant weights (and subgraph
+    // parameters bound to constants) are transposed once, at compile time
+    // (see MatmulLayout.h).
+    Tensor y = ops::matmul(x, layout.transposed(node.operands[1], in[1]));
     if (in.size() > 2)
       y = y + in[2];
     return {vector ? ops::squeeze(y, {0}) : y};
@@ -89,18 +86,64 @@ std::vector<Tensor> rewrite(const Graph &from, const Node &node, const std::vect
   return {};
 }
 
-void rebuild(const Graph &from, Graph &to);
+// Rebuilds `from` into the empty graph `to`. `pretransposed`: the inputs of
+// `from` (a subgraph) that arrive transposed; `calls`: the same for the
+// subgraphs that `from`'s call nodes invoke.
+void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput> &pretransposed,
+             const CallSiteLayout &calls) {
+  std::vector<bool> replaced(from.input_ids().size(), false);
+  for (const PretransposedInput &p : pretransposed)
+    replaced[p.index] = p.replaces;
+  for (size_t i = 0; i < from.input_ids().size(); ++i) {
+    const ValueInfo &info = from.value_info(from.input_ids()[i]);
+    if (replaced[i])
+      to.add_input(transposed_type(info.type), info.name + ".T");
+    else
+      to.add_input(info.type, info.name);
+  }
+  for (const PretransposedInput &p : pretransposed)
+    if (!p.replaces) {
+      const ValueInfo &info = from.value_info(from.input_ids()[p.index]);
+      to.add_input(transposed_type(info.type), info.name + ".T");
+    }
+  for (const auto &[name, data] : from.constants())
+    to.add_constant(name, data);
 
-void copy_body(const Graph &from, Graph &to, GraphRealizationContext &ctx) {
+  GraphRealizationContext ctx(to);
+  MatmulLayout layout(from, ctx);
   std::vector<Tensor> values(from.num_values());
-  for (ValueId id : from.input_ids())
-    values[id] = Tensor::from_graph_value(to.value(to.input_ids()[from.value_info(id).index]));
-  for (const Node &node : from.nodes()) {
+  for (size_t i = 0; i < from.input_ids().size(); ++i)
+    if (!replaced[i]) // a replaced input has no row-major value: only its transposed uses read it
+      values[from.input_ids()[i]] = Tensor::from_graph_value(to.inputs()[i]);
+  size_t appended = from.input_ids().size();
+  for (const PretransposedInput &p : pretransposed)
+    layout.set_pretransposed(from.input_ids()[p.index],
+                             Tensor::from_graph_value(to.inputs()[p.replaces ? p.index : appended++]));
+
+  // Readers of each value (-1: a graph output), for batch-norm folding.
+  std::vector<std::vector<int64_t>> consumers(from.num_values());
+  for (size_t n = 0; n < from.nodes().size(); ++n)
+    for (ValueId id : from.nodes()[n].operands)
+      consumers[id].push_back(static_cast<int64_t>(n));
+  for (ValueId id : from.output_ids())
+    consumers[id].push_back(-1);
+  std::vector<bool> folded(from.nodes().size(), false);
+
+  for (size_t n = 0; n < from.nodes().size(); ++n) {
+    const Node &node = from.nodes()[n];
+    if (folded[n])
+      continue; // a batch_norm folded into its conv2d, whose result it got
     std::vector<Tensor> operands;
     for (ValueId id : node.operands)
       operands.push_back(values[id]);
-    std::vector<Tensor> results = is_composite_op(node.op) ? rewrite(from, node, operands, ctx)
-                                                           : rewrite_matmul_layout(from, node, operands, ctx);
+    if (int64_t bn = foldable_batch_norm(from, n, consumers); bn >= 0) {
+      folded[bn] = true;
+      values[from.nodes()[bn].results[0]] = fold_batch_norm(from, node, from.nodes()[bn], operands[0], ctx);
+      continue;
+    }
+    std::vector<Tensor> results = is_composite_op(node.op) ? rewrite(node, operands, layout)
+                                  : node.op == "call"      ? layout.rewrite_call(node, operands, calls)
+                                                           : layout.rewrite_matmul(node, operands);
     if (results.empty())
       results = ctx.record(node.op, operands, node.attrs);
     for (size_t r = 0; r < results.size(); ++r)
@@ -112,15 +155,6 @@ void copy_body(const Graph &from, Graph &to, GraphRealizationContext &ctx) {
   to.set_outputs(outputs, from.output_names());
 }
 
-void rebuild(const Graph &from, Graph &to) {
-  for (ValueId id : from.input_ids())
-    to.add_input(from.type_of(id), from.value_info(id).name);
-  for (const auto &[name, data] : from.constants())
-    to.add_constant(name, data);
-  GraphRealizationContext ctx(to);
-  copy_body(from, to, ctx);
-}
-
 } // namespace
 
 bool is_composite_op(const std::string &op) {
@@ -129,13 +163,15 @@ bool is_composite_op(const std::string &op) {
 }
 
 std::unique_ptr<Graph> decompose(const Graph &graph) {
+  CallSiteLayout calls = plan_call_site_layout(graph);
   auto out = std::make_unique<Graph>(graph.name());
   for (const auto &[name, sub] : graph.subgraphs()) {
     auto body = std::make_shared<Graph>(name);
     out->add_subgraph(body);
-    rebuild(*sub, *body);
+    auto it = calls.inputs.find(name);
+    rebuild(*sub, *body, it != calls.inputs.end() ? it->second : std::vector<PretransposedInput>{}, calls);
   }
-  rebuild(graph, *out);
+  rebuild(graph, *out, {}, calls);
   return out;
 }
 

@@ -3,11 +3,34 @@
 #include "maxc/Ops/Ops.h"
 
 #include <cstring>
+#include <set>
+#include <string_view>
 
 namespace maxc {
 
-Tensor transposed_constant(const Graph &from, const std::string &name, GraphRealizationContext &ctx) {
-  const HostTensor &w = from.constant(name);
+namespace {
+
+const Node *producer(const Graph &g, ValueId id) {
+  const ValueInfo &info = g.value_info(id);
+  return info.producer >= 0 ? &g.nodes()[info.producer] : nullptr;
+}
+
+bool is_constant(const Graph &g, ValueId id) {
+  const Node *p = producer(g, id);
+  return p && p->op == "constant";
+}
+
+/// Operand `slot` of `node` is read transposed (and rewritten to a row-major
+/// matmul by decompose()).
+bool transposed_use(const Node &node, size_t slot) {
+  if (node.op == "linear")
+    return slot == 1;
+  if (node.op == "matmul")
+    return (slot == 0 && node.attrs.get_bool("transpose_a")) || (slot == 1 && node.attrs.get_bool("transpose_b"));
+  return false;
+}
+
+HostTensor transpose_host(const HostTensor &w) {
   std::vector<int64_t> shape = w.shape();
   size_t r = shape.size();
   std::swap(shape[r - 1], shape[r - 2]);
@@ -18,32 +41,116 @@ Tensor transposed_constant(const Graph &from, const std::string &name, GraphReal
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j)
         std::memcpy(t.data() + ((b * cols + j) * rows + i) * es, w.data() + ((b * rows + i) * cols + j) * es, es);
-  return ctx.add_source(Tensor::from_host(t), name + ".T");
+  return t;
 }
 
-std::vector<Tensor> rewrite_matmul_layout(const Graph &from, const Node &node, const std::vector<Tensor> &operands,
-                                          GraphRealizationContext &ctx) {
+} // namespace
+
+TensorType transposed_type(const TensorType &type) {
+  TensorType t = type;
+  std::swap(t.shape[t.shape.size() - 1], t.shape[t.shape.size() - 2]);
+  return t;
+}
+
+CallSiteLayout plan_call_site_layout(const Graph &root) {
+  // Per subgraph: which inputs every call binds to a constant.
+  std::map<std::string, std::vector<bool>> bound;
+  std::set<std::string> excluded; // called from a subgraph body: its operands are not root constants
+  for (const Node &n : root.nodes()) {
+    if (n.op != "call")
+      continue;
+    const std::string &callee = n.attrs.get_string("callee");
+    auto [it, fresh] = bound.try_emplace(callee, n.operands.size(), true);
+    if (it->second.size() != n.operands.size()) { // a malformed graph: leave it alone
+      excluded.insert(callee);
+      continue;
+    }
+    for (size_t i = 0; i < n.operands.size(); ++i)
+      it->second[i] = it->second[i] && is_constant(root, n.operands[i]);
+  }
+  for (const auto &[name, sub] : root.subgraphs())
+    for (const Node &n : sub->nodes())
+      if (n.op == "call")
+        excluded.insert(n.attrs.get_string("callee"));
+
+  CallSiteLayout layout;
+  for (const auto &[name, sub] : root.subgraphs()) {
+    auto it = bound.find(name);
+    if (it == bound.end() || excluded.count(name) || it->second.size() != sub->input_ids().size())
+      continue;
+    std::set<ValueId> outputs(sub->output_ids().begin(), sub->output_ids().end());
+    for (size_t i = 0; i < sub->input_ids().size(); ++i) {
+      ValueId id = sub->input_ids()[i];
+      if (!it->second[i] || sub->type_of(id).rank() < 2)
+        continue;
+      bool transposed = false, other = outputs.count(id) != 0;
+      for (const Node &n : sub->nodes())
+        for (size_t s = 0; s < n.operands.size(); ++s)
+          if (n.operands[s] == id)
+            (transposed_use(n, s) ? transposed : other) = true;
+      if (transposed)
+        layout.inputs[name].push_back({i, !other});
+    }
+  }
+  return layout;
+}
+
+Tensor MatmulLayout::transposed(ValueId id, const Tensor &operand) {
+  if (auto it = pretransposed_.find(id); it != pretransposed_.end())
+    return it->second;
+  if (const Node *p = producer(from_, id); p && p->op == "constant") {
+    const std::string &name = p->attrs.get_string("name");
+    if (auto it = constants_.find(name); it != constants_.end())
+      return it->second;
+    // Constants with identical bytes (a tied weight passed to several
+    // instances) share one transposed copy.
+    const HostTensor &w = from_.constant(name);
+    size_t hash = std::hash<std::string_view>()(std::string_view(reinterpret_cast<const char *>(w.data()), w.nbytes()));
+    for (auto [it, end] = by_bytes_.equal_range(hash); it != end; ++it) {
+      const HostTensor &o = *it->second.first;
+      if (o.dtype() == w.dtype() && o.shape() == w.shape() && std::memcmp(o.data(), w.data(), w.nbytes()) == 0)
+        return constants_[name] = it->second.second;
+    }
+    Tensor t = ctx_.add_source(Tensor::from_host(transpose_host(w)), name + ".T");
+    by_bytes_.emplace(hash, std::make_pair(&w, t));
+    return constants_[name] = t;
+  }
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < operand.rank(); ++d)
+    perm.push_back(d);
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  return ops::transpose(operand, perm);
+}
+
+std::vector<Tensor> MatmulLayout::rewrite_matmul(const Node &node, const std::vector<Tensor> &operands) {
   if (node.op != "matmul")
     return {};
   bool flags[2] = {node.attrs.get_bool("transpose_a"), node.attrs.get_bool("transpose_b")};
   if (!flags[0] && !flags[1])
     return {};
   Tensor in[2] = {operands[0], operands[1]};
-  for (int i = 0; i < 2; ++i) {
-    if (!flags[i])
-      continue;
-    const ValueInfo &info = from.value_info(node.operands[i]);
-    if (info.producer >= 0 && from.nodes()[info.producer].op == "constant") {
-      in[i] = transposed_constant(from, from.nodes()[info.producer].attrs.get_string("name"), ctx);
-      continue;
-    }
-    std::vector<int64_t> perm;
-    for (int64_t d = 0; d < in[i].rank(); ++d)
-      perm.push_back(d);
-    std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
-    in[i] = ops::transpose(in[i], perm);
-  }
+  for (int i = 0; i < 2; ++i)
+    if (flags[i])
+      in[i] = transposed(node.operands[i], operands[i]);
   return {ops::matmul(in[0], in[1])};
+}
+
+std::vector<Tensor> MatmulLayout::rewrite_call(const Node &node, const std::vector<Tensor> &operands,
+                                               const CallSiteLayout &layout) {
+  if (node.op != "call")
+    return {};
+  auto it = layout.inputs.find(node.attrs.get_string("callee"));
+  if (it == layout.inputs.end())
+    return {};
+  std::vector<Tensor> in = operands;
+  for (const PretransposedInput &p : it->second) {
+    Tensor t = transposed(node.operands[p.index], operands[p.index]);
+    if (p.replaces)
+      in[p.index] = t;
+    else
+      in.push_back(t);
+  }
+  return ctx_.record("call", in, node.attrs);
 }
 
 } // namespace maxc

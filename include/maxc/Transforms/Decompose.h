@@ -3,7 +3,10 @@
 // matmul + add; embedding → gather; global_avg_pool2d → mean). f16/bf16
 // normalizations compute in f32 and cast back, as the reference does in
 // higher precision. Subgraphs are decomposed too, keeping their names, so
-// dedup survives.
+// dedup survives; their parameters bound to constants at every call site get
+// the compile-time weight layout of root constants (MatmulLayout.h). A
+// batch_norm of a constant-weight conv2d folds into the conv's weights
+// (FoldBatchNorm.h).
 #pragma once
 
 #include "maxc/IR/Graph.h"

@@ -9,15 +9,8 @@
 // the GEMM sums in f32 over K = C*KH*KW = 36.
 #include "CompiledRunner.h"
 
-#include "maxc/Codegen/Jit.h"
 #include "maxc/Codegen/LoweringPlan.h"
-#include "maxc/Codegen/ModelCompiler.h"
 #include "maxc/Transforms/Decompose.h"
-
-#include <llvm/IR/LLVMContext.h>
-#include <llvm/IR/Module.h>
-
-#include <thread>
 
 using namespace maxc;
 using namespace maxc::test;
@@ -41,49 +34,12 @@ Planned plan_of(const Graph &g) {
   return p;
 }
 
-/// Runs `graph` compiled, its GEMM panels through a two-thread
-/// parallel_for installed with maxc_jit_set_parallel_for.
-using TaskFn = void (*)(void *, int64_t);
-void two_threads(void *ctx, int64_t count, TaskFn task) {
-  std::thread other([&] {
-    for (int64_t i = 1; i < count; i += 2)
-      task(ctx, i);
-  });
-  for (int64_t i = 0; i < count; i += 2)
-    task(ctx, i);
-  other.join();
-}
-
-std::vector<HostTensor> run_parallel(const Graph &graph, const std::vector<HostTensor> &inputs) {
-  DimBindings dims;
-  bind_input_dims(graph, inputs, dims);
-  auto context = std::make_unique<llvm::LLVMContext>();
-  auto module = build_model_module(graph, "maxc_jit", *context);
-  JitModule jit(std::move(context), std::move(module), 2);
-  auto set_pf = reinterpret_cast<void (*)(void (*)(void *, int64_t, TaskFn))>(jit.lookup("maxc_jit_set_parallel_for"));
-  auto run = reinterpret_cast<int32_t (*)(void *const *, const int64_t *, void *)>(jit.lookup("maxc_jit_run_packed"));
-  set_pf(two_threads);
-  std::vector<HostTensor> outputs;
-  for (ValueId id : graph.output_ids())
-    outputs.emplace_back(graph.type_of(id).dtype, evaluate_shape(graph.type_of(id).shape, dims));
-  std::vector<void *> buffers;
-  for (const HostTensor &x : inputs)
-    buffers.push_back(const_cast<std::byte *>(x.data()));
-  for (HostTensor &y : outputs)
-    buffers.push_back(y.data());
-  std::vector<int64_t> dim_values;
-  for (const std::string &s : describe_interface(graph, "maxc_jit").symbols)
-    dim_values.push_back(dims.at(s));
-  REQUIRE(run(buffers.data(), dim_values.data(), nullptr) == 0);
-  return outputs;
-}
-
 /// Compiled (serial, and with two threads) vs the interpreter.
 void check(const Graph &graph, const std::vector<HostTensor> &inputs, Tol tol) {
   graph.verify();
   std::vector<HostTensor> expected = Interpreter::run(graph, inputs);
   std::vector<HostTensor> serial = run_compiled(graph, inputs);
-  std::vector<HostTensor> parallel = run_parallel(graph, inputs);
+  std::vector<HostTensor> parallel = run_compiled_two_threads(graph, inputs);
   REQUIRE(serial.size() == expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     std::string m = compare(serial[i], expected[i], tol.rtol, tol.atol);
@@ -105,7 +61,7 @@ std::unique_ptr<Graph> trace(const std::vector<HostTensor> &inputs, const BuildF
 } // namespace
 
 TEST_CASE("epilogue: linear + bias + relu (constant weights, edges, K blocks)", "[codegen][epilogue]") {
-  // M = 37 (6-row tiles + 1 leftover row), N = 70 (2 panels + a scalar right
+  // M = 37 (6-row tiles + 1 leftover row), N = 70 (2 panels + a masked partial
   // edge), K = 300 (two K blocks: the epilogue must wait for the last).
   HostTensor w = random_tensor(DType::f32, {70, 300}, -1, 1), bias = random_tensor(DType::f32, {70});
   std::vector<HostTensor> in = {random_tensor(DType::f32, {37, 300}, -1, 1)};
@@ -164,7 +120,7 @@ TEST_CASE("epilogue: batched matmul + bias (batch dims in the chain's index)", "
 
 TEST_CASE("epilogue: conv2d + bias + relu, conv2d + residual", "[codegen][epilogue]") {
   // O = 16 rows (two 6-row tiles + 4 leftover), P = 9*10 = 90 columns (two
-  // panels + a scalar edge), K = 4*3*3 = 36.
+  // panels + a masked partial one), K = 4*3*3 = 36.
   ops::Conv2dOptions same;
   same.padding = {1, 1, 1, 1};
   std::vector<HostTensor> in = {random_tensor(DType::f32, {2, 4, 9, 10}), random_tensor(DType::f32, {16, 4, 3, 3}),

@@ -1,0 +1,83 @@
+// The f32 GEMM kernel (lib/Codegen/GemmEmitter.cpp) against the reference
+// interpreter at odd sizes: every combination of M, N, K in {1, 5, 17, 33,
+// 100, 257} (full and partial 6-row tiles, the GEMV-like M < 6 path, masked
+// last column panels, one or two K blocks), with and without an epilogue,
+// on one thread and with the column panels on two. The graph has symbolic
+// dims, so it is compiled once and run at every size.
+//
+// Tolerance (rtol 1e-4, atol 1e-4): f32 accumulation over K <= 257 of
+// products of values in [-1, 1] vs the reference's double.
+#include "CompiledRunner.h"
+
+#include "maxc/Codegen/LoweringPlan.h"
+#include "maxc/Transforms/Decompose.h"
+
+using namespace maxc;
+using namespace maxc::test;
+
+TEST_CASE("GEMM at odd sizes: tiles, masked edges, small M, K blocks, epilogue, 1 and 2 threads",
+          "[codegen][gemm]") {
+  Dim m("m"), n("n"), k("k");
+  auto graph = trace_graph({TensorType(DType::f32, {m, k}), TensorType(DType::f32, {k, n}), TensorType(DType::f32, {m, n})},
+                           [](auto &x) {
+                             return std::vector<Tensor>{ops::matmul(x[0], x[1]),                     // plain
+                                                        ops::relu(ops::matmul(x[0], x[1]) + x[2])}; // epilogue
+                           });
+  REQUIRE(plan_lowering(*decompose(*graph)).epilogues.size() == 1);
+  JitCompiledGraph compiled(*graph);
+  const int64_t sizes[] = {1, 5, 17, 33, 100, 257};
+  for (int64_t M : sizes)
+    for (int64_t N : sizes)
+      for (int64_t K : sizes) {
+        std::vector<HostTensor> in = {random_tensor(DType::f32, {M, K}, -1, 1), random_tensor(DType::f32, {K, N}, -1, 1),
+                                      random_tensor(DType::f32, {M, N}, -1, 1)};
+        std::vector<HostTensor> expected = Interpreter::run(*graph, in);
+        for (bool two : {false, true}) {
+          std::vector<HostTensor> actual = compiled.run(in, two);
+          for (size_t i = 0; i < expected.size(); ++i) {
+            std::string mismatch = compare(actual[i], expected[i], 1e-4, 1e-4);
+            INFO("M " << M << " N " << N << " K " << K << (two ? ", 2 threads" : ", 1 thread") << ", output " << i
+                      << ": " << mismatch);
+            REQUIRE(mismatch.empty());
+          }
+        }
+      }
+}
+
+TEST_CASE("GEMM with K = 0 writes zeros and runs the epilogue", "[codegen][gemm]") {
+  auto graph = trace_graph({TensorType(DType::f32, {Dim("m"), Dim("k")}), TensorType(DType::f32, {Dim("k"), 40}),
+                            TensorType(DType::f32, {40})},
+                           [](auto &x) {
+                             return std::vector<Tensor>{ops::matmul(x[0], x[1]), ops::matmul(x[0], x[1]) + x[2]};
+                           });
+  JitCompiledGraph compiled(*graph);
+  for (int64_t M : {1, 7}) {
+    std::vector<HostTensor> in = {HostTensor(DType::f32, {M, 0}), HostTensor(DType::f32, {0, 40}),
+                                  random_tensor(DType::f32, {40})};
+    std::vector<HostTensor> expected = Interpreter::run(*graph, in);
+    for (bool two : {false, true}) {
+      std::vector<HostTensor> actual = compiled.run(in, two);
+      for (size_t i = 0; i < expected.size(); ++i)
+        MAXC_REQUIRE_CLOSE(actual[i], expected[i], 0, 0);
+    }
+  }
+}
+
+TEST_CASE("GEMM with an epilogue at constant sizes emits only the panel variants it needs", "[codegen][gemm]") {
+  // Constant M and N: a GEMM with an epilogue gets only the full/partial and
+  // packed/direct panel variants its sizes reach; each combination here
+  // needs a different subset.
+  for (auto [M, N] : std::vector<std::pair<int64_t, int64_t>>{{1, 10}, {1, 64}, {1, 70}, {7, 10}, {7, 64}, {7, 70}}) {
+    INFO("M " << M << " N " << N);
+    std::vector<HostTensor> in = {random_tensor(DType::f32, {M, 33}, -1, 1), random_tensor(DType::f32, {33, N}, -1, 1),
+                                  random_tensor(DType::f32, {N}, -1, 1)};
+    auto graph = trace_graph(types_of(in), [](auto &x) {
+      return std::vector<Tensor>{ops::relu(ops::matmul(x[0], x[1]) + x[2])};
+    });
+    REQUIRE(plan_lowering(*decompose(*graph)).epilogues.size() == 1);
+    std::vector<HostTensor> expected = Interpreter::run(*graph, in);
+    JitCompiledGraph compiled(*graph);
+    for (bool two : {false, true})
+      MAXC_REQUIRE_CLOSE(compiled.run(in, two)[0], expected[0], 1e-4, 1e-4);
+  }
+}
