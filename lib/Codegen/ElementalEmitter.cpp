@@ -872,7 +872,12 @@ Value *ElementalEmitter::gather_element(const Node &node, size_t result, const I
   Index in(idx.begin(), idx.begin() + axis);
   in.push_back(i);
   in.insert(in.end(), idx.begin() + axis + static_cast<long>(id_rank), idx.end());
-  return element(x, in);
+  // An axis of size 0 has nothing to select: the element is 0 (docs/ops.md),
+  // and the operand is never read.
+  if (xs[axis].is_static())
+    return xs[axis].value() == 0 ? llvm::Constant::getNullValue(compute_type(ctx_, g_.type_of(x).dtype)) : element(x, in);
+  llvm::Type *t = compute_type(ctx_, g_.type_of(x).dtype);
+  return when(b_.CreateICmpSGT(n, b_.getInt64(0)), [&] { return element(x, in); }, llvm::Constant::getNullValue(t));
 }
 
 Value *ElementalEmitter::when(Value *cond, const std::function<Value *()> &then, Value *otherwise) {

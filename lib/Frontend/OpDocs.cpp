@@ -235,10 +235,9 @@ std::string ops_markdown() {
       "(`-1` is the last entry). Any index still out of range after that one wrap is\n"
       "clamped to `[0, n-1]` (so `n + 5` reads the last entry and `-n - 5` the first). The\n"
       "reference interpreter, compiled CPU code and GPU kernels (`--device amdgpu-emu`) all\n"
-      "do this; it is never an error and never reads out of bounds. The one exception:\n"
-      "gathering from an axis of size 0 with a non-empty index tensor has nothing to select;\n"
-      "the reference interpreter reports it as an error, while compiled code does not check\n"
-      "it yet (a known bug: it reads outside the operand), so do not rely on it.\n\n"
+      "do this; it is never an error and never reads out of bounds. Gathering from an axis\n"
+      "of size 0 has nothing to select: every element of the result is 0 (on every device;\n"
+      "the operand is never read).\n\n"
       "## Ops\n\n";
   for (const OpDef *def : OpRegistry::instance().all()) {
     out += "### " + def->name + "\n\n" + def->summary + "\n\n";

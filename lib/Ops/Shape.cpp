@@ -499,10 +499,10 @@ HostTensor take(const std::string &op, const HostTensor &x, const HostTensor &in
   // Indices in [-n, n) select as in ONNX Gather (negatives count from the
   // end); anything still out of range clamps to [0, n-1], exactly as the
   // compiled CPU and GPU code does (docs/ops.md, "Out-of-range indices").
-  if (n == 0 && m > 0)
-    throw Error(ErrorCode::InvalidArgument, op + ": axis " + std::to_string(axis) +
-                                                " has size 0, so there is nothing to select (" + std::to_string(m) +
-                                                " indices given)");
+  if (n == 0) { // nothing to select: every element is 0 (docs/ops.md), as in compiled code
+    std::memset(out.data(), 0, static_cast<size_t>(out.numel()) * dtype_size(out.dtype()));
+    return out;
+  }
   for (int64_t j = 0; j < m; ++j) {
     int64_t k = indices.get_i64(j);
     int64_t w = k < 0 ? k + n : k; // k >= INT64_MIN + 0, n > 0: no overflow

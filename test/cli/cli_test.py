@@ -1575,6 +1575,19 @@ def harden_gather_out_of_range(ctx):
             _, shape, values = read_npy(ctx.path(device, out + ".npy"))
             expect(shape == (6, 2) and values == expected,
                    "%s on %s: got %s %s, expected %s" % (out, device, shape, values, expected))
+    # An empty table (a symbolic dim bound to 0 at run time): nothing to
+    # select, zeros on every device, the table never read.
+    model = write_json(ctx.path("e.json"), tiny_model(
+        [{"y": ["embedding", "table", "ids"]}],
+        inputs=[{"name": "table", "dtype": "f32", "shape": ["n", 2]}, {"name": "ids", "dtype": "i64", "shape": [3]}],
+        outputs=("y",)))
+    write_npy(ctx.path("empty.npy"), [0, 2], [])
+    write_npy(ctx.path("ids3.npy"), [3], [0, 1, 2], descr="<i8")
+    for device in ("reference", "cpu", "amdgpu-emu"):
+        ctx.run(["run", model, "--input", "table=empty.npy", "--input", "ids=ids3.npy", "--device", device,
+                 "--output-dir", "e-" + device], rc=0)
+        _, shape, values = read_npy(ctx.path("e-" + device, "y.npy"))
+        expect(shape == (3, 2) and values == [0] * 6, "empty table on %s: got %s %s" % (device, shape, values))
 
 
 @case

@@ -688,6 +688,10 @@ std::vector<Case> shape_cases(DType d, const HostTensor &table) {
        }},
       {"embedding_out_of_range", [table](auto &) {
          return ops::embedding(Tensor::from_host(table), Tensor::from_i64(DType::i32, {4}, {10, -11, 1000, INT32_MIN}));
+       }},
+      // An axis of size 0: nothing to select, every element 0 (docs/ops.md).
+      {"gather_empty_axis", [](auto &) {
+         return ops::gather(Tensor::from_host(HostTensor(DType::f32, {3, 0})), Tensor::from_i64(DType::i64, {2}, {0, 5}), 1);
        }}};
   for (int piece = 0; piece < 3; ++piece) {
     cases.push_back({"split_axis-1." + std::to_string(piece),

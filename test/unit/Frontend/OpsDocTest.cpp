@@ -12,9 +12,7 @@
 using namespace maxc;
 
 TEST_CASE("docs/ops.md matches the op registry", "[frontend][docs]") {
-  // MAXC_TEST_DATA_DIR is <source>/test/data (which need not exist).
-  std::string source = MAXC_TEST_DATA_DIR;
-  source = source.substr(0, source.rfind("/test/data"));
+  const std::string source = MAXC_SOURCE_DIR;
   const std::string path = source + "/docs/ops.md";
   const std::string expected = ops_markdown();
   if (const char *update = std::getenv("MAXC_UPDATE_DOCS"); update && std::string(update) == "1")

@@ -39,9 +39,7 @@ TEST_CASE("the GPT example's block has no weight transposes after decompose", "[
   LoadOptions options;
   options.synthesize_weights = true; // structure only
   DiagnosticEngine diagnostics;
-  // MAXC_TEST_DATA_DIR is <source>/test/data (which need not exist).
-  std::string source = MAXC_TEST_DATA_DIR;
-  source = source.substr(0, source.rfind("/test/data"));
+  const std::string source = MAXC_SOURCE_DIR;
   LoadedModel model = load_model(source + "/examples/gpt/model.json", options, diagnostics);
   INFO(diagnostics.to_text());
   REQUIRE(model.graph);
