@@ -36,7 +36,13 @@ LoweringPlan plan_lowering(const Graph &g) {
     is_output[v] = true;
   }
 
-  // Fusion decisions, node by node.
+  // Fusion decisions, node by node. `chain[v]` counts the fused non-
+  // elementwise values (views: reshape, transpose, slice, ...) an element of v
+  // is computed through; past kMaxFusedChain v is stored, so the emitters'
+  // per-element recursion stays bounded however long a model's chain of views
+  // is (a stored value every 256 views costs nothing measurable).
+  constexpr int kMaxFusedChain = 256;
+  std::vector<int> chain(plan.values.size(), 0);
   for (size_t n = 0; n < nodes.size(); ++n) {
     const Node &node = nodes[n];
     for (ValueId v : node.results) {
@@ -63,6 +69,16 @@ LoweringPlan plan_lowering(const Graph &g) {
                   shape_numel(g.type_of(c.results[0]).shape) == shape_numel(g.type_of(v).shape)) ||
                  (ct.has(OpTrait::reduction) && c.operands[0] == v);
         }
+      }
+      if (fuse) {
+        int depth = 0;
+        for (ValueId o : node.operands)
+          if (plan.values[o].storage == Storage::fused)
+            depth = std::max(depth, chain[o]);
+        // Elementwise steps are walked iteratively (fused_element); every
+        // other fused op (views, generators) is one level of recursion.
+        chain[v] = depth + (traits.has(OpTrait::elementwise) ? 0 : 1);
+        fuse = chain[v] < kMaxFusedChain;
       }
       p = {fuse ? Storage::fused : Storage::temp, 0};
     }

@@ -49,3 +49,35 @@ TEST_CASE("a 30000-op fused elementwise chain compiles (CPU, GPU emulation) like
     MAXC_REQUIRE_CLOSE(run_gpu_emulated(*g, inputs)[0], expected[0], 1e-5, 1e-6);
   }
 }
+
+TEST_CASE("a 20000-op chain of fused views compiles (CPU, GPU emulation) like the interpreter",
+          "[codegen][deep-chain]") {
+  // reshape [4,6] → [6,4] → transpose → [4,6] ..., with a neg every third
+  // step: views recurse per element, so the planner stores one value every
+  // 256 views (LoweringPlan kMaxFusedChain) instead of overflowing the stack.
+  TensorType t(DType::f32, make_shape({4, 6}));
+  auto g = std::make_unique<Graph>("views", std::vector<TensorType>{t});
+  ValueId x = g->input_ids()[0];
+  for (int i = 0; i < 20000; ++i) {
+    if (i % 3 == 2) {
+      x = g->add_node("neg", {x})[0];
+      continue;
+    }
+    x = g->add_node("reshape", {x}, {{"shape", AttrValue(make_shape({6, 4}))}})[0];
+    x = g->add_node("transpose", {x}, {{"perm", AttrValue(std::vector<int64_t>{1, 0})}})[0];
+  }
+  g->set_outputs({x});
+  LoweringPlan plan = plan_lowering(*g);
+  CHECK(plan.kernels.size() > 1);
+  CHECK(plan.kernels.size() < 200);
+  std::vector<HostTensor> inputs = {random_tensor(DType::f32, {4, 6}, 0.999, 1.001)};
+  std::vector<HostTensor> expected = Interpreter::run(*g, inputs);
+  {
+    INFO("CPU");
+    MAXC_REQUIRE_CLOSE(run_compiled(*g, inputs, 0)[0], expected[0], 1e-5, 1e-6);
+  }
+  {
+    INFO("GPU kernels, emulated");
+    MAXC_REQUIRE_CLOSE(run_gpu_emulated(*g, inputs)[0], expected[0], 1e-5, 1e-6);
+  }
+}
