@@ -1686,6 +1686,41 @@ def harden_trace_json_inline_constants(ctx):
     expect(values == [2, 3, 4, 5], "got %s" % values)
 
 
+@case
+def full_disk_keeps_previous_outputs(ctx):
+    """On a full file system (a small tmpfs, where this runs as root and may
+    mount one) a compile fails with E0407 and leaves the previous outputs as
+    they were and no temp files; a run leaves no --output-dir behind."""
+    full = ctx.path("full")
+    os.makedirs(full)
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", full],
+                                           capture_output=True).returncode != 0:
+        print("skipped: cannot mount a small tmpfs here")
+        return
+    try:
+        compile_mlp(ctx, "full")  # ~2.7 MB of weights: fits once, not twice
+        before = snapshot(full)
+        r = ctx.run(["compile", ctx.example("mlp"), "--weights", ctx.weights("mlp"), "-o",
+                     os.path.join(full, "mlp.o"), "--cpu", "x86-64"], rc=1)
+        expect_in("E0407", r.stderr, "a compile onto a full disk", r)
+        expect(snapshot(full) == before and sorted(os.listdir(full)) == sorted(before),
+               "a compile onto a full disk changed the previous outputs or left temps: %s" % listing(full), r)
+        # Fill what is left, then run: no output directory is left behind.
+        with open(os.path.join(full, "filler"), "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        model = write_json(ctx.path("neg.json"), tiny_model([{"y": ["neg", "x"]}]))
+        write_npy(ctx.path("x.npy"), [4], [1.0, 2.0, 3.0, 4.0], descr="<f4")
+        r = ctx.run(["run", model, "--input", "x=x.npy", "--output-dir", os.path.join(full, "out")], rc=1)
+        expect(not os.path.exists(os.path.join(full, "out")), "a failed run left its --output-dir behind", r)
+    finally:
+        subprocess.run(["umount", full], capture_output=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--maxc", help="the maxc binary (required unless --list)")
