@@ -26,15 +26,42 @@ static std::string status_defines(const std::string &N, bool gpu) {
   return h;
 }
 
+// A model's own name inside a C comment: printable ASCII only (other bytes
+// as \xNN), and never a comment end.
+static std::string comment_text(const std::string &name) {
+  std::string out;
+  char hex[8];
+  for (unsigned char ch : name) {
+    if (ch < 0x20 || ch >= 0x7f || ch == '\\') {
+      std::snprintf(hex, sizeof hex, "\\x%02x", ch);
+      out += hex;
+    } else if ((ch == '/' && !out.empty() && out.back() == '*') || (ch == '*' && !out.empty() && out.back() == '/')) {
+      out += ch == '/' ? "\\x2f" : "\\x2a"; // neither "*/" nor "/*" inside the comment
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  return out;
+}
+
+// One tensor's line of the leading comment; the model's own name follows
+// when the C name differs (a mangled ONNX name, a C keyword).
+static std::string tensor_line(const ModelInterface::Tensor &t) {
+  std::string h = " *   " + t.name + ": " + t.type.to_string() + "  (" + c_type_name(t.type.dtype) + ", row-major)";
+  if (!t.source_name.empty() && t.source_name != t.name)
+    h += "  model name \"" + comment_text(t.source_name) + "\"";
+  return h + "\n";
+}
+
 // The tensors and dims, in the comment every header starts with (maxc
 // inspect reads them back).
 static std::string tensor_comment(const ModelInterface &m) {
   std::string h = " * Inputs:\n";
   for (const auto &t : m.inputs)
-    h += " *   " + t.name + ": " + t.type.to_string() + "  (" + c_type_name(t.type.dtype) + ", row-major)\n";
+    h += tensor_line(t);
   h += " * Outputs:\n";
   for (const auto &t : m.outputs)
-    h += " *   " + t.name + ": " + t.type.to_string() + "  (" + c_type_name(t.type.dtype) + ", row-major)\n";
+    h += tensor_line(t);
   if (!m.symbols.empty()) {
     h += " * Symbolic dims, passed at run time:";
     for (const auto &s : m.symbol_params)

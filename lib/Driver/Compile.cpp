@@ -84,6 +84,16 @@ void plan(PlannedModel &p, const std::string &name) {
   p.interface.workspace_bound = p.abi.workspace_bound = p.workspace_bound;
 }
 
+/// Headers and manifests name each input/output as the source model did
+/// (ONNX "input.1", "/logits") next to its C name.
+void use_source_names(PlannedModel &p, const std::map<std::string, std::string> &source_names) {
+  for (ModelInterface *m : {&p.interface, &p.abi})
+    for (auto *list : {&m->inputs, &m->outputs})
+      for (ModelInterface::Tensor &t : *list)
+        if (auto it = source_names.find(t.source_name); it != source_names.end())
+          t.source_name = it->second;
+}
+
 void validate(Compilation &c) {
   const CompileRequest &r = c.request;
   c.backend = find_backend(r.backend);
@@ -229,7 +239,10 @@ bool compile(const CompileRequest &request, DiagnosticEngine &diagnostics, Compi
          c.planned.source = c.model.graph.get();
          c.planned.lowered = decompose(*c.model.graph);
        }},
-      {"plan", [&] { plan(c.planned, c.name); }},
+      {"plan", [&] {
+         plan(c.planned, c.name);
+         use_source_names(c.planned, c.model.source_names);
+       }},
       {"backend", [&] { run_backend(c); }},
       {"verify-reproducible", [&] { verify_reproducible(c); }, request.verify_reproducible},
       {"artifacts", [&] { artifacts(c); }},

@@ -138,6 +138,28 @@ def case_run_paths(c):
         assert np.allclose(got, want, rtol=1e-4, atol=1e-6), (device, np.abs(got - want).max())
 
 
+def case_source_names(c):
+    """Header and manifest keep the ONNX names beside the mangled C names, and the header still compiles."""
+    g = helper.make_graph([helper.make_node("Relu", ["input.1"], ["/out/Relu_output_0"], name="/n/Relu")], "names",
+                          [helper.make_tensor_value_info("input.1", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("/out/Relu_output_0", TensorProto.FLOAT, [2, 3])])
+    p = c.save(helper.make_model(g, opset_imports=OPSET), "names.onnx")
+    obj = c.path("names.o")
+    c.run("compile", p, "-o", obj, "--name", "names", "-q")
+    header = open(c.path("names.h")).read()
+    assert 'input_1: f32[2,3]' in header and 'model name "input.1"' in header, header[:1500]
+    assert 'model name "/out/Relu_output_0"' in header, header[:1500]
+    manifest = json.load(open(c.path("names.manifest.json")))
+    text = json.dumps(manifest)
+    assert '"model_name": "input.1"' in text and '"model_name": "/out/Relu_output_0"' in text, text[:2000]
+    src = c.path("use.c")
+    with open(src, "w") as f:
+        f.write('#include "names.h"\nint main(void) { return 0; }\n')
+    r = subprocess.run(["cc", "-std=c89", "-pedantic", "-Wall", "-Werror", "-fsyntax-only", "-I", c.tmp, src],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
 def text_size(obj):
     r = subprocess.run(["llvm-size-19", "-A", obj], capture_output=True, text=True, check=True)
     return int(next(l.split()[1] for l in r.stdout.splitlines() if l.startswith(".text ")))

@@ -69,6 +69,10 @@ struct LoadedModel {
   /// The weights file used ("" if none), and every file read (for depfiles).
   std::string weights_path;
   std::vector<std::string> files_read;
+  /// Graph input/output name → the name the source model gave it, where
+  /// they differ (ONNX names are mangled to C identifiers for the graph);
+  /// headers and manifests show the source names.
+  std::map<std::string, std::string> source_names;
 };
 
 /// The largest byte size (element count × dtype size) of any one tensor:

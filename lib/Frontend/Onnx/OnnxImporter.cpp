@@ -135,6 +135,8 @@ public:
           }
           names.push_back(mangle_onnx_name(onnx_name, names_));
           info_.output_names.push_back(onnx_name);
+          if (names.back() != onnx_name)
+            out_.source_names[names.back()] = onnx_name;
         }
         if (!diags_.has_errors())
           graph->set_outputs(ids, names);
@@ -300,6 +302,8 @@ private:
         v.graph_input = in.name();
         values_[in.name()] = v;
         info_.input_names.push_back(in.name());
+        if (cname != in.name())
+          out_.source_names[cname] = in.name();
       } catch (const Error &e) {
         diags_.error(e.code(), path_, where, e.message());
         poisoned_.insert(in.name());
