@@ -147,6 +147,8 @@ std::string declarations(const ModelInterface &m) {
   out += "int32_t " + m.name + "_run(" + join(params, ", ") + ");\n";
   out += "int64_t " + m.name + "_workspace_size(" + (dims.empty() ? "void" : join(dims, ", ")) + ");\n";
   out += "const char *" + m.name + "_status_string(int32_t);\n";
+  if (m.external_weights)
+    out += "int32_t " + m.name + "_set_weights(const void *, uint64_t);\n";
   return out;
 }
 
@@ -300,6 +302,37 @@ const std::string kBenchMain = template_text(
 #include "templates/harness_bench_main.c"
 );
 
+// External weights (--weights-mode external): load NAME.weights.bin (or the
+// file named by the NAME_WEIGHTS environment variable) into 64-byte aligned
+// memory and hand it to NAME_set_weights before the first run.
+static std::string load_weights_statements(const ModelInterface &m) {
+  if (!m.external_weights)
+    return "";
+  const std::string env = m.name + "_WEIGHTS", file = m.name + ".weights.bin";
+  return "  {\n"
+         "    const char *wpath = getenv(\"" + env + "\") ? getenv(\"" + env + "\") : \"" + file + "\";\n"
+         "    FILE *wf = fopen(wpath, \"rb\");\n"
+         "    long wbytes;\n"
+         "    void *weights;\n"
+         "    int32_t wstatus;\n"
+         "    if (!wf || fseek(wf, 0, SEEK_END) != 0 || (wbytes = ftell(wf)) < 0 || fseek(wf, 0, SEEK_SET) != 0) {\n"
+         "      fprintf(stderr, \"error: cannot read the weights file %s (set " + env + " to its path)\\n\", wpath);\n"
+         "      return 2;\n"
+         "    }\n"
+         "    weights = buffer_new((size_t)wbytes);\n"
+         "    if (fread(weights, 1, (size_t)wbytes, wf) != (size_t)wbytes) {\n"
+         "      fprintf(stderr, \"error: cannot read the weights file %s\\n\", wpath);\n"
+         "      return 2;\n"
+         "    }\n"
+         "    fclose(wf);\n"
+         "    wstatus = " + m.name + "_set_weights(weights, (uint64_t)wbytes);\n"
+         "    if (wstatus != 0) {\n"
+         "      fprintf(stderr, \"error: %s: %s\\n\", wpath, " + m.name + "_status_string(wstatus));\n"
+         "      return 2;\n"
+         "    }\n"
+         "  }\n";
+}
+
 std::string emit_test_harness(const ModelInterface &m) {
   const std::string file = m.name + "_test.c", program = m.name + "_test";
   std::string files;
@@ -315,7 +348,10 @@ std::string emit_test_harness(const ModelInterface &m) {
                       " * f32 rtol 1e-4 atol 1e-5, f64 1e-9/1e-12, f16 1e-2/1e-3, bf16 2e-2/1e-2,\n"
                       " * integers and bool exact. Symbolic dims come from the inputs' shapes\n"
                       " * (--dim for one that no input has). bf16 tensors are read as float32.\n"
-                      " * Exit status: 0 PASS, 1 FAIL, 2 usage or file problem.\n";
+                      " * Exit status: 0 PASS, 1 FAIL, 2 usage or file problem.\n" +
+                      (m.external_weights ? " * External weights: reads " + m.name + ".weights.bin from the current\n"
+                                            " * directory, or the file named by $" + m.name + "_WEIGHTS.\n"
+                                          : std::string());
   std::string c = file_comment(m, file, "Test harness: runs the compiled model on .npy inputs and checks its outputs.",
                                usage);
   c += kPrelude;
@@ -326,7 +362,7 @@ std::string emit_test_harness(const ModelInterface &m) {
   c += kTestBind;
   c += "static void usage(FILE *out) {\n  fprintf(out, \"usage: " + program + files +
        " [--rtol R] [--atol A] [--dim NAME=N]\\n\");\n}\n\n";
-  std::string run = "  status = " + run_call(m, "NULL") + ";\n";
+  std::string run = load_weights_statements(m) + "  status = " + run_call(m, "NULL") + ";\n";
   run += "  if (status != 0) {\n    printf(\"FAIL: " + m.name + "_run returned %d: %s\\n\", (int)status, " + m.name +
          "_status_string(status));\n    return 1;\n  }\n";
   std::string summary = "  printf(\"%s: " + m.name +
@@ -365,7 +401,8 @@ std::string emit_bench_harness(const ModelInterface &m) {
   c += fill_template(kBenchMain,
                      {{"SHAPES", shape_statements(m.inputs, m.symbols, "in_shape", "  ") +
                                      shape_statements(m.outputs, m.symbols, "out_shape", "  ")},
-                      {"WORKSPACE_SIZE", "  workspace_bytes = " + m.name + "_workspace_size(" + dims_call(m) + ");\n"},
+                      {"WORKSPACE_SIZE", load_weights_statements(m) + "  workspace_bytes = " + m.name +
+                                             "_workspace_size(" + dims_call(m) + ");\n"},
                       {"RUN", run},
                       {"HEADLINE", "  printf(\"" + m.name + ": %ld runs after %ld warmup\", runs, warmup);\n"}});
   return c;

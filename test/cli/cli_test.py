@@ -1721,6 +1721,31 @@ def full_disk_keeps_previous_outputs(ctx):
         subprocess.run(["umount", full], capture_output=True)
 
 
+@case
+def compile_harness_external_weights(ctx):
+    """With --weights-mode external the harnesses load NAME.weights.bin (or $NAME_WEIGHTS) before running."""
+    emit = "obj,header,test-harness,bench-harness"
+    os.makedirs(ctx.path("build"))
+    ctx.run(["-q", "compile", ctx.example("mlp"), "-o", ctx.path("build", "mlp.o"), "--emit", emit,
+             "--weights-mode", "external"], rc=0)
+    cc = c_compiler()
+    for prog in ["mlp_test", "mlp_bench"]:
+        r = run_program([cc, "-O2", "-Wall", "-Wextra", prog + ".c", "mlp.o", "-lm", "-o", prog], ctx.path("build"), rc=0)
+        expect("warning:" not in r.stderr, "%s.c should compile without warnings" % prog, r)
+    write_npy(ctx.path("x.npy"), [3, 784], mlp_input(3))
+    ctx.run(["run", ctx.example("mlp"), "--device", "reference", "--input", "x=x.npy", "--output-dir", "ref"], rc=0)
+    r = run_program(["./mlp_test", "../x.npy", "../ref/logits.npy"], ctx.path("build"), rc=0)
+    expect(re.search(r"^PASS\b", r.stdout, re.M) is not None, "the test harness should PASS", r)
+    run_program(["./mlp_bench", "-n", "2"], ctx.path("build"), rc=0)
+    # From another directory: not found, unless mlp_WEIGHTS names the file.
+    r = run_program(["build/mlp_test", "x.npy", "ref/logits.npy"], ctx.tmp, rc=2)
+    expect_in("mlp_WEIGHTS", r.stderr, "a missing weights file names the variable", r)
+    env = dict(os.environ, mlp_WEIGHTS=ctx.path("build", "mlp.weights.bin"))
+    r = subprocess.run(["build/mlp_test", "x.npy", "ref/logits.npy"], cwd=ctx.tmp, env=env, capture_output=True,
+                       text=True)
+    expect(r.returncode == 0 and "PASS" in r.stdout, "mlp_WEIGHTS should be used: %s %s" % (r.stdout, r.stderr))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--maxc", help="the maxc binary (required unless --list)")
