@@ -123,4 +123,55 @@ plan
 expect_in_plan "maxc: compiling model cnn"
 expect_not_in_plan "maxc: compiling model mlp"
 
+step "an ONNX model through maxc_add_model (external data tracked by the depfile)"
+if /usr/bin/python3 -c "import onnx" 2>/dev/null; then
+  ONNXAPP=$TMP/onnxapp
+  mkdir -p "$ONNXAPP/src" "$MODELS/onnx"
+  /usr/bin/python3 - "$MODELS/onnx" <<'PY'
+import struct, sys, onnx
+from onnx import TensorProto, helper
+d = sys.argv[1]
+w = helper.make_tensor("w", TensorProto.FLOAT, [2, 3], struct.pack("<6f", 1, -2, 3, -4, 5, -6), raw=True)
+g = helper.make_graph([helper.make_node("Add", ["input.1", "w"], ["s"], name="/l/Add"),
+                       helper.make_node("Relu", ["s"], ["/out/y"], name="/l/Relu")], "relu_add",
+                      [helper.make_tensor_value_info("input.1", TensorProto.FLOAT, [2, 3])],
+                      [helper.make_tensor_value_info("/out/y", TensorProto.FLOAT, [2, 3])], [w])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+onnx.save(m, d + "/relu.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+          location="relu.data", size_threshold=0)
+PY
+  cat > "$ONNXAPP/src/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.20)
+project(onnx_app C)
+find_package(maxc CONFIG REQUIRED)
+maxc_add_model(relu_model MODEL "$MODELS/onnx/relu.onnx" NAME relu)
+add_executable(onnx_app main.c)
+target_link_libraries(onnx_app PRIVATE relu_model)
+CMAKE
+  cat > "$ONNXAPP/src/main.c" <<'C'
+#include "relu.h"
+#include <stdio.h>
+int main(void) {
+  const float x[6] = {0, 0, 0, 0, 0, 0};
+  float y[6];
+  int i, bad = 0;
+  int32_t status = relu_run(x, y, NULL);
+  for (i = 0; i < 6; ++i)
+    bad |= y[i] != (i % 2 ? 0.0f : (float)(i + 1));
+  printf("onnx_app: %s\n", status == RELU_OK && !bad ? "OK" : "FAIL");
+  return status == RELU_OK && !bad ? 0 : 1;
+}
+C
+  "$CMAKE" -S "$ONNXAPP/src" -B "$ONNXAPP/build" -G Ninja -DCMAKE_MAKE_PROGRAM="$NINJA" \
+    -DCMAKE_PREFIX_PATH="$PREFIX" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+  "$CMAKE" --build "$ONNXAPP/build" -j1
+  "$ONNXAPP/build/onnx_app" | tee "$TMP/onnx_run.txt"
+  grep -q "^onnx_app: OK$" "$TMP/onnx_run.txt" || fail "onnx_app did not print OK"
+  grep -qF "$MODELS/onnx/relu.data" "$ONNXAPP/build/maxc_models/relu_model/relu.o.d" || fail "depfile lacks the external data"
+  bump "$MODELS/onnx/relu.data"
+  "$NINJA" -C "$ONNXAPP/build" -n | grep -qF "maxc: compiling model relu" || fail "touching the external data does not recompile"
+else
+  echo "SKIP: no python3-onnx (the ONNX step)"
+fi
+
 echo "cmake-app: OK"
