@@ -195,6 +195,14 @@ def case_emit_json(c):
     j = c.path("enc2.json")
     c.run("trace", p, "--emit", "json", "-o", j)
     c.run("check", j, "--no-weights")  # the constants are named; their data stays in the .onnx
+    # With --embed-constants the JSON carries the weights: converted once, it runs on its own, exactly.
+    je = c.path("enc2e.json")
+    c.run("trace", p, "--emit", "json", "--embed-constants", "-o", je)
+    np.save(c.path("xj.npy"), np.random.default_rng(2).standard_normal((2, 5, 16)).astype(np.float32))
+    for model, out in ((p, "from-onnx"), (je, "from-json")):
+        c.run("run", model, "--input", f"input={c.path('xj.npy')}", "--output-dir", c.path(out))
+    a, b = (np.load(os.path.join(c.path(o), "logits.npy")) for o in ("from-onnx", "from-json"))
+    assert np.array_equal(a, b), np.abs(a - b).max()
 
 
 def expect_code(c, path, code):
