@@ -28,6 +28,11 @@
 #define WORKSPACE_SIZE CAT(MODEL, _workspace_size)
 #define STATUS_STRING CAT(MODEL, _status_string)
 #define SET_PARALLEL_FOR CAT(MODEL, _set_parallel_for)
+/* -DWORKSPACE_ARGS= for a model whose dims are all pinned (maxc compile --dim),
+ * whose NAME_workspace_size takes no arguments. */
+#ifndef WORKSPACE_ARGS
+#define WORKSPACE_ARGS batch
+#endif
 
 static double now(void) {
   struct timespec t;
@@ -70,7 +75,7 @@ int main(int argc, char **argv) {
     void *in = read_file(in_path, &in_size);
     float *out = aligned_alloc(64, ((size_t)out_elems * sizeof(float) + 63) / 64 * 64);
     int64_t dims[1] = {batch};
-    void *ws = aligned_alloc(64, ((size_t)WORKSPACE_SIZE(batch) + 63) / 64 * 64 + 64);
+    void *ws = aligned_alloc(64, ((size_t)WORKSPACE_SIZE(WORKSPACE_ARGS) + 63) / 64 * 64 + 64);
     double *t = malloc(sizeof(double) * (size_t)iters);
     if (!in || !out || !ws || !t) {
       printf("error cannot read %s or allocate\n", in_path);

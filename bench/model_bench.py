@@ -236,7 +236,7 @@ def main():
     for item in args.models.split(","):
         name, _, batch = item.partition(":")
         configs.append((name, int(batch or 1)))
-    env = dict(os.environ, NODE_PATH=os.path.join(WORK, "ort", "node_modules"))
+    env = dict(os.environ, NODE_PATH=os.path.join(os.environ.get("ORT_DIR", os.path.join(WORK, "ort")), "node_modules"))
     rng = np.random.default_rng(0)
     rows, failed = [], False
     for name in dict.fromkeys(n for n, _ in configs):
