@@ -4,6 +4,7 @@
 #include "GemmEmitter.h"
 #include "MathEmitter.h"
 #include "maxc/Codegen/LoweringPlan.h"
+#include "maxc/IR/GraphSymbols.h"
 #include "maxc/Support/Error.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -470,19 +471,6 @@ private:
   size_t call_counter_ = 0;
 };
 
-void collect(const Graph &g, std::set<std::string> &out) {
-  for (size_t v = 0; v < g.num_values(); ++v)
-    for (const Dim &d : g.type_of(static_cast<ValueId>(v)).shape)
-      for (const std::string &s : d.symbols())
-        out.insert(s);
-  for (const Node &n : g.nodes())
-    if (const AttrValue *a = n.attrs.find("shape"))
-      if (auto *shape = std::get_if<Shape>(a))
-        for (const Dim &d : *shape)
-          for (const std::string &s : d.symbols())
-            out.insert(s);
-}
-
 } // namespace
 
 std::string cpu_lowering(const std::string &op) {
@@ -497,13 +485,7 @@ std::string cpu_lowering(const std::string &op) {
   return "";
 }
 
-std::vector<std::string> collect_symbols(const Graph &graph) {
-  std::set<std::string> out;
-  collect(graph, out);
-  for (const auto &[name, sub] : graph.subgraphs())
-    collect(*sub, out);
-  return {out.begin(), out.end()};
-}
+std::vector<std::string> collect_symbols(const Graph &graph) { return dim_symbols(graph); }
 
 EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
                                   const std::vector<std::string> &symbols, unsigned vector_lanes,

@@ -1,6 +1,7 @@
 // Checks on a run request made before anything is allocated: --dim names,
 // tensor byte sizes and the memory budget (--max-memory).
 #include "maxc/Frontend/ModelLoader.h"
+#include "maxc/IR/GraphSymbols.h"
 #include "maxc/Interpreter/Interpreter.h"
 
 #include <set>
@@ -60,21 +61,6 @@ std::optional<uint64_t> parse_byte_size(const std::string &text) {
 
 namespace {
 
-void collect_symbols(const Graph &graph, std::set<std::string> &out) {
-  for (size_t id = 0; id < graph.num_values(); ++id)
-    for (const Dim &d : graph.type_of(static_cast<ValueId>(id)).shape)
-      for (const std::string &s : d.symbols())
-        out.insert(s);
-  for (const Node &n : graph.nodes())
-    for (const auto &[name, value] : n.attrs.values())
-      if (const Shape *shape = std::get_if<Shape>(&value))
-        for (const Dim &d : *shape)
-          for (const std::string &s : d.symbols())
-            out.insert(s);
-  for (const auto &[name, sub] : graph.subgraphs())
-    collect_symbols(*sub, out);
-}
-
 std::string describe_value(const Graph &graph, ValueId id) {
   const ValueInfo &info = graph.value_info(id);
   std::string out = "%" + std::to_string(id);
@@ -90,8 +76,8 @@ std::string describe_value(const Graph &graph, ValueId id) {
 } // namespace
 
 void check_dim_names(const Graph &graph, const DimBindings &dims) {
-  std::set<std::string> symbols;
-  collect_symbols(graph, symbols);
+  const std::vector<std::string> symbol_list = dim_symbols(graph);
+  const std::set<std::string> symbols(symbol_list.begin(), symbol_list.end());
   for (const auto &[name, value] : dims) {
     if (symbols.count(name))
       continue;
