@@ -2,7 +2,7 @@
 // status table, C types, and the weights blob layout.
 #include "maxc/Codegen/ModelAbi.h"
 
-#include "KernelEmitter.h"
+#include "maxc/IR/GraphSymbols.h"
 
 #include <cctype>
 #include <set>
@@ -164,7 +164,7 @@ ModelInterface describe_interface(const Graph &graph, const std::string &name) {
     m.outputs.push_back({names.mangle(source, "output" + std::to_string(i)), graph.type_of(graph.output_ids()[i]),
                          source});
   }
-  m.symbols = codegen::collect_symbols(graph);
+  m.symbols = dim_symbols(graph);
   for (size_t i = 0; i < m.symbols.size(); ++i)
     m.symbol_params.push_back(names.mangle(m.symbols[i], "dim" + std::to_string(i)));
   for (const auto &[cname, data] : graph.constants())

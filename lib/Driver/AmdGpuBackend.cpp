@@ -1,5 +1,5 @@
 // Backend "amdgpu": a host object with one HSACO per gfx architecture
-// embedded (lib/Codegen/GpuModelCompiler.cpp), its header, and on request
+// embedded (lib/Codegen/AmdGpu/GpuModelCompiler.cpp), its header, and on request
 // the raw code objects and AMDGPU assembly. Backend "amdgpu-emu": the same
 // kernels run on the host, every work-item emulated (maxc run).
 #include "Backends.h"

@@ -1,5 +1,5 @@
 // Backend "cpu": x86-64 and aarch64 Linux objects with the model's C entry
-// points (lib/Codegen/ModelCompiler.cpp), their header and C harnesses.
+// points (lib/Codegen/Cpu/ModelCompiler.cpp), their header and C harnesses.
 #include "Backends.h"
 
 #include "maxc/Codegen/HarnessEmitter.h"

@@ -697,7 +697,7 @@ def text_size_flat(ctx):
     must stay within 10 % of a 2-layer one. The margin is thin: the Block
     function itself is the same size at 2 and 24 layers, but every call site
     in <name>.graph.main fills its own pointer table (FunctionEmitter::
-    emit_call, lib/Codegen/KernelEmitter.cpp), about 225 bytes of x86 code
+    emit_call, lib/Codegen/Cpu/KernelEmitter.cpp), about 225 bytes of x86 code
     per layer, so the result depends on the Block's size: +8.9 % to +11.1 %
     at 24 layers across the builds of 2026-12-02 (.text 44.4-55.6 kB)."""
     require_tool("llvm-size-19", "measure the .text section")

@@ -7,7 +7,9 @@
 #include "maxc/IR/Graph.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace maxc {
@@ -77,5 +79,14 @@ bool is_c_identifier(const std::string &name);
 /// or C++ keyword, a reserved identifier (_X..., __...), a name the C
 /// library defines as a macro or object (NULL, errno, stdin, ...).
 bool is_reserved_c_name(const std::string &name);
+
+namespace codegen {
+
+/// The weights blob: every constant read by the root graph, then by each
+/// subgraph (name order), each 64-byte aligned; `offsets` gets their byte
+/// offsets. Used by --weights-mode external and by the GPU backends.
+std::string layout_constants(const Graph &lowered, std::map<std::pair<const Graph *, std::string>, uint64_t> &offsets);
+
+} // namespace codegen
 
 } // namespace maxc

@@ -1,4 +1,4 @@
-// The f32 GEMM kernel (lib/Codegen/GemmEmitter.cpp) against the reference
+// The f32 GEMM kernel (lib/Codegen/Cpu/GemmEmitter.cpp) against the reference
 // interpreter at odd sizes: every combination of M, N, K in {1, 5, 17, 33,
 // 100, 257} (full and partial 6-row tiles, the GEMV-like M < 6 path, masked
 // last column panels, one or two K blocks), with and without an epilogue,

@@ -14,7 +14,7 @@
 // point in `maxc run --device amdgpu-emu`.
 #pragma once
 
-#include "GpuKernelEmitter.h"
+#include "Gpu/GpuKernelEmitter.h"
 
 #include <llvm/IR/IRBuilder.h>
 

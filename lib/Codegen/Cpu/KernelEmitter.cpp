@@ -1,7 +1,7 @@
-#include "KernelEmitter.h"
+#include "Cpu/KernelEmitter.h"
 
 #include "ElementalEmitter.h"
-#include "GemmEmitter.h"
+#include "Cpu/GemmEmitter.h"
 #include "MathEmitter.h"
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/IR/GraphSymbols.h"
@@ -484,8 +484,6 @@ std::string cpu_lowering(const std::string &op) {
     return "elemental"; // a loop nest over the output, one element at a time
   return "";
 }
-
-std::vector<std::string> collect_symbols(const Graph &graph) { return dim_symbols(graph); }
 
 EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
                                   const std::vector<std::string> &symbols, unsigned vector_lanes,

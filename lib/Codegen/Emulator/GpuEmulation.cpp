@@ -1,9 +1,9 @@
-#include "GpuEmulation.h"
+#include "Emulator/GpuEmulation.h"
 
 #include "EntryPointUtil.h"
-#include "GpuHostEmitter.h"
-#include "GpuLowering.h"
-#include "KernelEmitter.h"
+#include "Gpu/GpuHostEmitter.h"
+#include "Gpu/GpuLowering.h"
+#include "maxc/IR/GraphSymbols.h"
 #include <llvm/IR/Module.h>
 
 namespace maxc::codegen {
@@ -32,7 +32,7 @@ private:
 
 std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &lowered, const std::string &name,
                                                          llvm::LLVMContext &context) {
-  std::vector<std::string> symbols = collect_symbols(lowered);
+  std::vector<std::string> symbols = dim_symbols(lowered);
   auto module = std::make_unique<llvm::Module>(name, context);
   ConstantOffsets offsets;
   std::string blob = layout_constants(lowered, offsets);

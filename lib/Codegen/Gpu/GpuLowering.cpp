@@ -1,4 +1,4 @@
-#include "GpuLowering.h"
+#include "Gpu/GpuLowering.h"
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/IntrinsicsAMDGPU.h>

@@ -1,11 +1,11 @@
 #include "maxc/Codegen/GpuModelCompiler.h"
 
 #include "EntryPointUtil.h"
-#include "GpuHostEmitter.h"
-#include "GpuKernelEmitter.h"
-#include "GpuLowering.h"
-#include "HipAbi.h"
-#include "KernelEmitter.h"
+#include "Gpu/GpuHostEmitter.h"
+#include "Gpu/GpuKernelEmitter.h"
+#include "Gpu/GpuLowering.h"
+#include "AmdGpu/HipAbi.h"
+#include "maxc/IR/GraphSymbols.h"
 #include "maxc/Codegen/GpuTarget.h"
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ObjectEmitter.h"
@@ -387,7 +387,7 @@ std::string compile_gpu_kernels_ptx(const Graph &graph, const std::string &name,
   if (!is_c_identifier(name))
     throw Error(ErrorCode::InvalidArgument, "model name '" + name + "' is not a C identifier (use --name)");
   std::unique_ptr<Graph> lowered = decompose(graph);
-  std::vector<std::string> symbols = codegen::collect_symbols(*lowered);
+  std::vector<std::string> symbols = dim_symbols(*lowered);
   llvm::LLVMContext context;
   llvm::Module device(name + ".ptx", context);
   device.setTargetTriple("nvptx64-nvidia-cuda");

@@ -14,7 +14,7 @@
 //    barriers and LDS use included, on the CPU.
 #pragma once
 
-#include "GpuKernelEmitter.h"
+#include "Gpu/GpuKernelEmitter.h"
 
 #include <string>
 #include <vector>

@@ -1,7 +1,7 @@
 #include "maxc/Codegen/ModelCompiler.h"
 
 #include "EntryPointUtil.h"
-#include "KernelEmitter.h"
+#include "Cpu/KernelEmitter.h"
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ObjectEmitter.h"
 #include "maxc/Support/Error.h"

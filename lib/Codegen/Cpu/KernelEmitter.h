@@ -15,6 +15,7 @@
 // after XLA's elemental IR emitter).
 #pragma once
 
+#include "maxc/Codegen/ModelAbi.h"
 #include "maxc/IR/Graph.h"
 
 #include <map>
@@ -44,13 +45,5 @@ struct ExternalWeights {
 EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
                                   const std::vector<std::string> &symbols, unsigned vector_lanes = 16,
                                   const ExternalWeights *external = nullptr);
-
-/// The weights blob: every constant read by the root graph, then by each
-/// subgraph (name order), each 64-byte aligned; `offsets` gets their byte
-/// offsets. Used by --weights-mode external and by the GPU backend.
-std::string layout_constants(const Graph &lowered, std::map<std::pair<const Graph *, std::string>, uint64_t> &offsets);
-
-/// Every symbolic dim used anywhere in the graph or its subgraphs, sorted.
-std::vector<std::string> collect_symbols(const Graph &graph);
 
 } // namespace maxc::codegen

@@ -1,4 +1,4 @@
-#include "HipAbi.h"
+#include "AmdGpu/HipAbi.h"
 
 #define __HIP_PLATFORM_AMD__ 1
 #include <hip/hip_runtime_api.h>

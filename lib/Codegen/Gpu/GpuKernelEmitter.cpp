@@ -1,4 +1,4 @@
-#include "GpuKernelEmitter.h"
+#include "Gpu/GpuKernelEmitter.h"
 
 #include "ElementalEmitter.h"
 #include "maxc/Ops/OpRegistry.h"

@@ -1,4 +1,4 @@
-#include "GemmEmitter.h"
+#include "Cpu/GemmEmitter.h"
 
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>

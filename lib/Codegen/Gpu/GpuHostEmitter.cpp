@@ -1,4 +1,4 @@
-#include "GpuHostEmitter.h"
+#include "Gpu/GpuHostEmitter.h"
 
 #include "WorkspaceLayout.h"
 #include "maxc/Support/Error.h"
