@@ -66,6 +66,37 @@ def encoder(layers, hidden=16, ffn=32, seed=0):
     return helper.make_model(graph, opset_imports=OPSET)
 
 
+def anonymous_stack(layers, hidden=8, ffn=16, seed=0):
+    """A residual feed-forward stack whose node and weight names carry no
+    layer numbers ("n17", "w5"): the repeated layers can only be found by
+    structure. A gate computed once from the input is read by every layer,
+    and every layer has an unnamed Constant of its own."""
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+    def node(op, ins, **kw):
+        out = "v%d" % len(nodes)
+        nodes.append(helper.make_node(op, ins, [out], name="n%d" % len(nodes), **kw))
+        return out
+    def init(arr):
+        name = "w%d" % len(inits)
+        inits.append(numpy_helper.from_array(arr.astype(np.float32), name))
+        return name
+    gate = node("Tanh", ["input"])
+    x = node("Relu", ["input"])
+    for _ in range(layers):
+        w1, b1 = init(rng.standard_normal((hidden, ffn)) * 0.3), init(rng.standard_normal(ffn) * 0.1)
+        w2 = init(rng.standard_normal((ffn, hidden)) * 0.3)
+        h = node("Relu", [node("Add", [node("MatMul", [x, w1]), b1])])
+        half = "c%d" % len(nodes)
+        nodes.append(helper.make_node("Constant", [], [half], value=numpy_helper.from_array(np.array(0.5, np.float32))))
+        h = node("Mul", [node("Mul", [node("MatMul", [h, w2]), gate]), half])
+        x = node("Add", [x, h])
+    nodes.append(helper.make_node("Identity", [x], ["output"], name="n_out"))
+    graph = helper.make_graph(nodes, "anon", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", hidden])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", hidden])], inits)
+    return helper.make_model(graph, opset_imports=OPSET)
+
+
 def raw_tensor(name, dims, floats):
     """A FLOAT TensorProto built by hand (onnx.helper refuses inconsistent ones)."""
     t = TensorProto()
@@ -112,6 +143,29 @@ def case_dedup(c):
     assert s["subgraph_definitions"] == "1" and s["subgraph_calls"] == "12", s
     s = c.stats(p, "--no-dedup")
     assert s["subgraph_definitions"] == "0" and s["subgraph_calls"] == "0", s
+
+
+def case_dedup_by_structure(c):
+    """Layers whose node names carry no scope are found by structure: 6 layers trace to
+    one definition called 6 times, and every path still agrees with numpy."""
+    m = anonymous_stack(6)
+    p = c.save(m, "anon6.onnx")
+    s = c.stats(p)
+    assert s["subgraph_definitions"] == "1" and s["subgraph_calls"] == "6", s
+    s = c.stats(p, "--no-dedup")
+    assert s["subgraph_definitions"] == "0" and s["subgraph_calls"] == "0", s
+    w = [numpy_helper.to_array(t) for t in m.graph.initializer]
+    x = np.random.default_rng(3).standard_normal((3, 8)).astype(np.float32)
+    np.save(c.path("xa.npy"), x)
+    gate, h = np.tanh(x), np.maximum(x, 0)
+    for i in range(6):
+        w1, b1, w2 = w[3 * i: 3 * i + 3]
+        h = h + (np.maximum(h @ w1 + b1, 0) @ w2) * gate * 0.5
+    for device in ["reference", "cpu", "amdgpu-emu"]:
+        out = c.path("anon-" + device)
+        c.run("run", p, "--input", f"input={c.path('xa.npy')}", "--device", device, "--output-dir", out)
+        got = np.load(os.path.join(out, "output.npy"))
+        assert np.allclose(got, h, rtol=1e-4, atol=1e-6), (device, np.abs(got - h).max())
 
 
 def case_run_paths(c):

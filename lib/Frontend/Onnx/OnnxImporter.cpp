@@ -410,7 +410,8 @@ private:
 
   struct Block {
     enum class State { pending, inline_nodes, done } state = State::pending;
-    std::string scope;            // "/model/layers.3/"
+    std::string scope;            // "/model/layers.3/" (found by name)
+    std::string instance;         // "repeat0.3" (found by structure)
     std::vector<int> nodes;       // in traced order
     std::vector<std::string> inputs;  // external non-parameter inputs, first-use order
     std::vector<std::string> params;  // float initializers read, first-use order
@@ -441,7 +442,6 @@ private:
 
   void find_blocks(const std::vector<int> &order) {
     std::map<std::string, std::map<std::string, std::vector<int>>> by_prefix; // prefix → scope → nodes
-    std::map<std::string, std::string> scope_of_node;
     for (int i : order) {
       const auto &node = graph_proto_.node(i);
       if (node.op_type() == "Constant" && node.name().empty())
@@ -452,13 +452,11 @@ private:
         continue;
       by_prefix[prefix][scope].push_back(i);
     }
-    std::set<std::string> graph_outputs;
     for (const auto &o : graph_proto_.output())
-      graph_outputs.insert(o.name());
-    std::map<std::string, std::vector<int>> consumers;
+      graph_outputs_.insert(o.name());
     for (int i : order)
       for (const std::string &in : graph_proto_.node(i).input())
-        consumers[in].push_back(i);
+        consumers_[in].push_back(i);
     for (auto &[prefix, scopes] : by_prefix) {
       if (scopes.size() < 2)
         continue;
@@ -466,34 +464,216 @@ private:
         Block block;
         block.scope = scope;
         block.nodes = nodes;
-        std::set<int> members(nodes.begin(), nodes.end());
-        std::set<std::string> produced, seen_in;
-        for (int i : nodes)
-          for (const std::string &o : graph_proto_.node(i).output())
-            produced.insert(o);
-        for (int i : nodes)
-          for (const std::string &in : graph_proto_.node(i).input()) {
-            if (in.empty() || produced.count(in) || !seen_in.insert(in).second)
-              continue;
-            auto v = values_.find(in);
-            bool param = v != values_.end() && !v->second.initializer.empty() && is_float(v->second.data.dtype());
-            (param ? block.params : block.inputs).push_back(in);
-          }
-        for (int i : nodes)
-          for (const std::string &o : graph_proto_.node(i).output()) {
-            bool outside = graph_outputs.count(o) != 0;
-            for (int c : consumers[o])
-              outside = outside || !members.count(c);
-            if (outside && !o.empty())
-              block.outputs.push_back(o);
-          }
-        if (block.outputs.empty() || block.nodes.size() < 2)
-          continue;
-        size_t id = blocks_.size();
-        for (int i : nodes)
-          block_of_[i] = id;
-        blocks_.push_back(std::move(block));
+        add_block(std::move(block));
       }
+    }
+    find_structural_blocks(order);
+  }
+
+  /// Completes a block's inputs, parameters and outputs from its nodes and
+  /// records it (unless it has no output or fewer than two nodes).
+  bool add_block(Block block) {
+    std::set<int> members(block.nodes.begin(), block.nodes.end());
+    std::set<std::string> produced, seen_in;
+    for (int i : block.nodes)
+      for (const std::string &o : graph_proto_.node(i).output())
+        produced.insert(o);
+    for (int i : block.nodes)
+      for (const std::string &in : graph_proto_.node(i).input()) {
+        if (in.empty() || produced.count(in) || !seen_in.insert(in).second)
+          continue;
+        auto v = values_.find(in);
+        bool param = v != values_.end() && !v->second.initializer.empty() && is_float(v->second.data.dtype());
+        (param ? block.params : block.inputs).push_back(in);
+      }
+    for (int i : block.nodes)
+      for (const std::string &o : graph_proto_.node(i).output()) {
+        bool outside = graph_outputs_.count(o) != 0;
+        for (int c : consumers_[o])
+          outside = outside || !members.count(c);
+        if (outside && !o.empty())
+          block.outputs.push_back(o);
+      }
+    if (block.outputs.empty() || block.nodes.size() < 2)
+      return false;
+    size_t id = blocks_.size();
+    for (int i : block.nodes)
+      block_of_[i] = id;
+    blocks_.push_back(std::move(block));
+    return true;
+  }
+
+  /// The dotted prefix all of `params` share ("layers.3" for
+  /// "layers.3.fc1.weight", "layers.3.ln.bias"), or "".
+  static std::string param_prefix(const std::vector<std::string> &params) {
+    if (params.empty())
+      return "";
+    std::string prefix = params[0];
+    for (const std::string &p : params) {
+      size_t k = 0;
+      while (k < prefix.size() && k < p.size() && prefix[k] == p[k])
+        ++k;
+      prefix.resize(k);
+    }
+    size_t dot = prefix.rfind('.');
+    prefix = dot == std::string::npos ? "" : prefix.substr(0, dot);
+    for (const std::string &p : params)
+      if (p.size() <= prefix.size() + 1) // a parameter named just the prefix
+        return "";
+    return prefix;
+  }
+
+  /// Repeated blocks by structure alone, for nodes no name scope claimed
+  /// (anonymized or numbered names like "MatMul_12"): runs of k >= 2
+  /// consecutive copies of a node sequence in the graph's order, matched
+  /// node by node — op, domain and attributes equal, and each input either
+  /// produced exactly one copy later in the sequence (inside the copy, or the
+  /// previous copy's result), the same value (a mask or table computed once),
+  /// or an initializer/constant of the same type and shape. A contiguous
+  /// range of a topological order cannot make a cycle. Among overlapping
+  /// runs the one covering most nodes wins (then the shorter copy, then the
+  /// earlier start). Whether copies share a definition is decided afterwards,
+  /// as for named blocks, by the traced bodies' structural keys.
+  void find_structural_blocks(const std::vector<int> &order) {
+    // The file's order when it is topological (exporters keep a layer's nodes
+    // together), else the computed one; Constant nodes are values, not steps.
+    std::map<std::string, int> producer;
+    for (int i = 0; i < graph_proto_.node_size(); ++i)
+      for (const std::string &o : graph_proto_.node(i).output())
+        producer[o] = i;
+    std::vector<int> sorted(order);
+    std::sort(sorted.begin(), sorted.end());
+    bool file_order = true;
+    for (int i : sorted)
+      for (const std::string &in : graph_proto_.node(i).input()) {
+        auto p = producer.find(in);
+        file_order = file_order && (p == producer.end() || p->second < i);
+      }
+    std::vector<int> seq;
+    for (int i : file_order ? sorted : order) {
+      const auto &node = graph_proto_.node(i);
+      if (!(node.op_type() == "Constant" && node.input_size() == 0))
+        seq.push_back(i);
+    }
+    const int n = static_cast<int>(seq.size());
+    if (n < 4)
+      return;
+    std::map<std::string, int> pos; // value → position of its producer in seq
+    for (int k = 0; k < n; ++k)
+      for (const std::string &o : graph_proto_.node(seq[k]).output())
+        if (!o.empty())
+          pos[o] = k;
+    // Per position: a signature id (op, domain, attributes, arity), and per
+    // input its producer's position (-1: not a node in seq) or a type id.
+    std::map<std::string, int> ids;
+    auto id_of = [&](const std::string &key) { return ids.emplace(key, static_cast<int>(ids.size())).first->second; };
+    std::vector<int> sig(n);
+    std::vector<std::vector<int>> in_pos(n), in_type(n);
+    std::vector<char> barrier(n);
+    for (int k = 0; k < n; ++k) {
+      const auto &node = graph_proto_.node(seq[k]);
+      barrier[k] = block_of_.count(seq[k]) != 0;
+      std::string key = node.domain() + "\x1f" + node.op_type() + "\x1f" + std::to_string(node.input_size()) + "/" +
+                        std::to_string(node.output_size());
+      for (const auto &a : node.attribute())
+        key += "\x1f" + a.SerializeAsString();
+      sig[k] = id_of(key);
+      for (const std::string &in : node.input()) {
+        auto p = pos.find(in);
+        in_pos[k].push_back(p == pos.end() ? -1 : p->second);
+        std::string type = "-";
+        if (auto v = values_.find(in); v != values_.end() && v->second.kind == Val::Kind::known)
+        {
+          type = "k" + std::string(dtype_name(v->second.data.dtype()));
+          for (int64_t d : v->second.data.shape())
+            type += "," + std::to_string(d);
+        }
+        else if (v != values_.end())
+          type = "t" + in; // a traced graph input: only the same one matches
+        in_type[k].push_back(in.empty() ? -1 : id_of(type));
+      }
+    }
+    auto same = [&](int a, int b, int p) {
+      if (barrier[a] || barrier[b] || sig[a] != sig[b])
+        return false;
+      const auto &na = graph_proto_.node(seq[a]), &nb = graph_proto_.node(seq[b]);
+      for (size_t j = 0; j < in_pos[a].size(); ++j) {
+        if (na.input(static_cast<int>(j)) == nb.input(static_cast<int>(j)))
+          continue;
+        int pa = in_pos[a][j], pb = in_pos[b][j];
+        if (pa >= 0 || pb >= 0) {
+          if (pa < 0 || pb < 0 || pb - pa != p)
+            return false;
+        } else if (in_type[a][j] != in_type[b][j] || in_type[a][j] < 0) {
+          return false;
+        }
+      }
+      return true;
+    };
+    constexpr int kMinCopy = 3; // nodes per copy
+    struct Run {
+      int start, period, copies;
+    };
+    std::vector<Run> runs;
+    for (int i = 0; i + 2 * kMinCopy <= n; ++i) {
+      Run best{i, 0, 0};
+      std::vector<int> found;
+      for (int p = kMinCopy; i + 2 * p <= n; ++p) {
+        if (sig[i] != sig[i + p] || barrier[i])
+          continue;
+        bool multiple = false;
+        for (int f : found)
+          multiple = multiple || p % f == 0;
+        if (multiple) // dominated: fewer, longer copies of the same run
+          continue;
+        int copies = 1;
+        while (i + (copies + 1) * p <= n) {
+          int j = 0;
+          while (j < p && same(i + (copies - 1) * p + j, i + copies * p + j, p))
+            ++j;
+          if (j < p)
+            break;
+          ++copies;
+        }
+        if (copies < 2)
+          continue;
+        found.push_back(p);
+        if (copies * p > best.copies * best.period)
+          best = Run{i, p, copies};
+      }
+      if (best.copies >= 2)
+        runs.push_back(best);
+    }
+    std::stable_sort(runs.begin(), runs.end(), [](const Run &a, const Run &b) {
+      if (a.copies * a.period != b.copies * b.period)
+        return a.copies * a.period > b.copies * b.period;
+      return a.period < b.period;
+    });
+    std::vector<char> taken(n);
+    int run_id = 0;
+    for (const Run &r : runs) {
+      int end = r.start + r.copies * r.period;
+      if (std::any_of(taken.begin() + r.start, taken.begin() + end, [](char t) { return t != 0; }))
+        continue;
+      std::fill(taken.begin() + r.start, taken.begin() + end, 1);
+      std::vector<size_t> added;
+      for (int c = 0; c < r.copies; ++c) {
+        Block block;
+        block.instance = "repeat" + std::to_string(run_id) + "." + std::to_string(c);
+        for (int k = r.start + c * r.period; k < r.start + (c + 1) * r.period; ++k)
+          block.nodes.push_back(seq[k]);
+        if (add_block(std::move(block)))
+          added.push_back(blocks_.size() - 1);
+      }
+      // Weights named like torch's ("layers.3.fc1.weight") name the instance
+      // ("layers.3"), when every copy's prefix is distinct.
+      std::set<std::string> prefixes;
+      for (size_t b : added)
+        prefixes.insert(param_prefix(blocks_[b].params));
+      if (prefixes.size() == added.size() && !prefixes.count(""))
+        for (size_t b : added)
+          blocks_[b].instance = param_prefix(blocks_[b].params);
+      ++run_id;
     }
   }
 
@@ -589,7 +769,7 @@ private:
     // The instance is the scope in dotted form ("/encoder/layer.3/" →
     // "encoder.layer.3"); a parameter named "<instance>.<rest>" (torch's
     // initializer names) keeps <rest>, so its constant keeps the ONNX name.
-    std::string instance;
+    std::string instance = block.instance;
     for (char ch : block.scope)
       instance += ch == '/' ? '.' : ch;
     while (!instance.empty() && instance.front() == '.')
@@ -865,6 +1045,8 @@ private:
   int in_body_ = 0;
   std::vector<Block> blocks_;
   std::map<int, size_t> block_of_;
+  std::set<std::string> graph_outputs_;
+  std::map<std::string, std::vector<int>> consumers_;
   std::set<std::string> used_params_;
 };
 
