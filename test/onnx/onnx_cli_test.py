@@ -214,6 +214,29 @@ def case_source_names(c):
     assert r.returncode == 0, r.stderr
 
 
+def case_one_mangler(c):
+    """ONNX names get their C names once, by the code generators' mangler: the names `maxc run`
+    takes are the header's (x and X differ only in case, int is a keyword, a..b would give a__b)."""
+    names = ["x", "X", "int", "a..b"]
+    nodes = [helper.make_node("Add", ["x", "X"], ["s1"], name="n0"), helper.make_node("Add", ["int", "a..b"], ["s2"], name="n1"),
+             helper.make_node("Mul", ["s1", "s2"], ["9out"], name="n2")]
+    g = helper.make_graph(nodes, "torch_jit", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in names],
+                          [helper.make_tensor_value_info("9out", TensorProto.FLOAT, [2])])
+    p = c.save(helper.make_model(g, opset_imports=OPSET), "mangle-me.onnx")
+    c.run("compile", p, "-o", c.path("mangle.o"), "-q")
+    header = open(c.path("mangle_me.h")).read()  # the file's stem names the model, not "torch_jit"
+    cnames = ["x", "X_2", "int_v", "a_b", "output0_9out"]
+    for cname, onnx_name in zip(cnames, names + ["9out"]):
+        assert f'{cname}: f32[2]' in header, (cname, header[:1500])
+        assert cname == onnx_name or f'model name "{onnx_name}"' in header, (onnx_name, header[:1500])
+    args = []
+    for i, cname in enumerate(cnames[:4]):
+        np.save(c.path(f"m{i}.npy"), np.full(2, i + 1, np.float32))
+        args += ["--input", f"{cname}={c.path(f'm{i}.npy')}"]
+    c.run("run", p, *args, "--output-dir", c.path("mangle-out"))
+    assert np.array_equal(np.load(c.path("mangle-out/output0_9out.npy")), np.full(2, 21, np.float32))
+
+
 def text_size(obj):
     r = subprocess.run(["llvm-size-19", "-A", obj], capture_output=True, text=True, check=True)
     return int(next(l.split()[1] for l in r.stdout.splitlines() if l.startswith(".text ")))
@@ -330,6 +353,34 @@ def case_external_data(c):
     expect_code(c, c.save(external_model(c, "w.bin", 24), "ext-range.onnx"), "E0604")
     expect_code(c, c.save(external_model(c, "../w.bin"), "ext-up.onnx"), "E0604")
     expect_code(c, c.save(external_model(c, "/etc/passwd"), "ext-abs.onnx"), "E0604")
+
+
+def case_compile_artifacts(c):
+    """Everything a JSON model gets, an ONNX model gets: every --emit kind, --weights-mode external,
+    -MD -MF (the depfile names the .onnx and its external data), --gpu, inspect and diff."""
+    np.arange(8, dtype=np.float32).tofile(c.path("wa.bin"))
+    p = c.save(external_model(c, "wa.bin", 16), "arts.onnx")
+    obj, dep = c.path("arts.o"), c.path("arts.d")
+    args = ["compile", p, "-o", obj, "--name", "arts", "--emit",
+            "obj,header,manifest,asm,llvm-ir,graph,test-harness,bench-harness", "--weights-mode", "external"]
+    files = c.run(*args, "--print-outputs").stdout.split()
+    assert len(files) >= 9 and any(f.endswith("arts.weights.bin") for f in files), files
+    c.run(*args, "-MD", "-MF", dep, "-q")
+    for f in files:
+        assert os.path.getsize(f if os.path.isabs(f) else os.path.join(c.tmp, os.path.basename(f))) > 0, f
+    deps = open(dep).read()
+    assert "arts.onnx" in deps and "wa.bin" in deps, deps
+    header = open(c.path("arts.h")).read()
+    assert "arts_set_weights" in header, header[:2000]
+    manifest = c.path("arts.manifest.json")
+    assert "arts" in c.run("inspect", manifest).stdout
+    c.run("diff", manifest, manifest)
+    other = c.save(small("Relu"), "other.onnx")
+    os.makedirs(c.path("other"))
+    c.run("compile", other, "-o", c.path("other/arts.o"), "--name", "arts", "-q")
+    c.run("diff", manifest, c.path("other/arts.manifest.json"), expect=3)  # the interface changed
+    c.run("compile", p, "-o", c.path("arts_gpu.o"), "--name", "arts_gpu", "--gpu", "gfx942", "-q")
+    assert os.path.getsize(c.path("arts_gpu.o")) > 0
 
 
 def case_bad_duplicate(c):

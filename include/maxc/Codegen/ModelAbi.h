@@ -5,6 +5,7 @@
 #pragma once
 
 #include "maxc/IR/Graph.h"
+#include "maxc/Support/CNames.h" // is_c_identifier, is_reserved_c_name
 
 #include <cstdint>
 #include <map>
@@ -71,14 +72,6 @@ struct ModelInterface {
 };
 
 ModelInterface describe_interface(const Graph &graph, const std::string &name);
-
-/// True for a valid C identifier that is not a C or C++ keyword.
-bool is_c_identifier(const std::string &name);
-
-/// True when `name` cannot be used as a C name in a generated header: a C
-/// or C++ keyword, a reserved identifier (_X..., __...), a name the C
-/// library defines as a macro or object (NULL, errno, stdin, ...).
-bool is_reserved_c_name(const std::string &name);
 
 namespace codegen {
 

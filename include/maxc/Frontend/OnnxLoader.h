@@ -52,8 +52,4 @@ LoadedModel load_onnx_model(const std::string &bytes, const std::string &path, c
 /// output_N.pb). Throws maxc::Error.
 HostTensor read_onnx_tensor_file(const std::string &path);
 
-/// The C identifier an ONNX value name is mangled to ("input.1" → "input_1",
-/// "/x/y" → "x_y", a leading digit gets "v_"); `taken` keeps them unique.
-std::string mangle_onnx_name(const std::string &name, std::map<std::string, int> &taken);
-
 } // namespace maxc

@@ -19,6 +19,7 @@
 #include "maxc/Ops/Ops.h"
 #include "maxc/Realization/EagerRealizationContext.h"
 #include "maxc/Realization/GraphRealizationContext.h"
+#include "maxc/Support/CNames.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -35,28 +36,6 @@ bool looks_like_onnx(const std::string &bytes) {
     return false;
   unsigned char c = static_cast<unsigned char>(bytes[0]);
   return (c < 0x20 && c != ' ' && c != '\t' && c != '\n' && c != '\r') || c >= 0x7f;
-}
-
-std::string mangle_onnx_name(const std::string &name, std::map<std::string, int> &taken) {
-  std::string out;
-  for (char c : name)
-    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
-  size_t first = out.find_first_not_of('_');
-  out = first == std::string::npos ? std::string() : out.substr(first);
-  while (!out.empty() && out.back() == '_')
-    out.pop_back();
-  if (out.empty())
-    out = "v";
-  else if (std::isdigit(static_cast<unsigned char>(out[0])))
-    out = "v_" + out;
-  int &count = taken[out];
-  std::string result = count == 0 ? out : out + "_" + std::to_string(count);
-  ++count;
-  while (result != out && taken.count(result)) // "a_1" taken by a real name "a_1"
-    result = out + "_" + std::to_string(++count);
-  if (result != out)
-    taken[result] = 1;
-  return result;
 }
 
 namespace onnx_import {
@@ -81,8 +60,12 @@ public:
     read_opsets();
     if (diags_.has_errors())
       return nullptr;
-    std::string graph_name = mangle_onnx_name(graph_proto_.name().empty() ? "model" : graph_proto_.name(), names_);
-    names_.clear();
+    // The model's name (the default C prefix and header name) is the file's
+    // stem: ONNX graph names are exporter constants ("torch_jit",
+    // "main_graph"), so two exported models would clash on them.
+    std::string stem = path_.substr(path_.rfind('/') == std::string::npos ? 0 : path_.rfind('/') + 1);
+    stem = stem.substr(0, stem.rfind('.'));
+    std::string graph_name = CNameMangler().mangle(stem, "model");
     auto graph = std::make_unique<Graph>(graph_name);
     std::vector<Val> outputs;
     {
@@ -133,7 +116,7 @@ public:
             diags_.error(e.code(), path_, "graph output '" + onnx_name + "'", e.message());
             continue;
           }
-          names.push_back(mangle_onnx_name(onnx_name, names_));
+          names.push_back(names_.mangle(onnx_name, "output" + std::to_string(i)));
           info_.output_names.push_back(onnx_name);
           if (names.back() != onnx_name)
             out_.source_names[names.back()] = onnx_name;
@@ -159,7 +142,7 @@ public:
         auto it = initializer_tensors_.find(v.initializer);
         if (it != initializer_tensors_.end())
           return it->second;
-        Tensor t = root_->add_source(Tensor::from_host(v.data), mangle_onnx_name(v.initializer, constant_names_));
+        Tensor t = root_->add_source(Tensor::from_host(v.data), constant_names_.mangle(v.initializer, "w"));
         initializer_tensors_.emplace(v.initializer, t);
         return t;
       }
@@ -280,10 +263,9 @@ private:
             continue;
           }
           auto it = dim_symbols.find(param);
-          if (it == dim_symbols.end()) {
-            std::map<std::string, int> taken = dim_names_;
-            it = dim_symbols.emplace(param, mangle_onnx_name(param, dim_names_)).first;
-          }
+          if (it == dim_symbols.end())
+            it = dim_symbols.emplace(param, dim_names_.mangle(param, "dim" + std::to_string(dim_symbols.size())))
+                     .first;
           const std::string &sym = it->second;
           auto pinned = options_.dims.find(sym);
           if (pinned == options_.dims.end())
@@ -294,7 +276,7 @@ private:
             shape.emplace_back(sym);
         }
         checked_numel_shape(shape, *dtype, where);
-        std::string cname = mangle_onnx_name(in.name(), names_);
+        std::string cname = names_.mangle(in.name(), "input" + std::to_string(graph.input_ids().size()));
         ValueId id = graph.add_input(TensorType(*dtype, shape), cname);
         Val v;
         v.kind = Val::Kind::traced;
@@ -1038,7 +1020,9 @@ private:
   std::set<std::string> domains_;
   std::set<std::string> defined_, poisoned_;
   std::map<std::string, Val> values_;
-  std::map<std::string, int> names_, dim_names_, constant_names_;
+  // Inputs and outputs are named through the one C-name mangler, in the
+  // order describe_interface names them, so its second pass changes nothing.
+  CNameMangler names_, dim_names_, constant_names_;
   std::map<std::string, Tensor> initializer_tensors_;
   GraphRealizationContext *root_ = nullptr;
   Mode mode_ = Mode::graph;
