@@ -717,7 +717,50 @@ struct ConvGeometry {
   }
 };
 
+/// 3-D convolution as a sum over the kernel's depth of 2-D convolutions,
+/// the output depths folded into the batch:
+/// Y[:, :, od] = sum over kd of conv2d(Xpad[:, :, od*sd + kd*dd], W[:, :, kd]).
+Outs conv3d(const OnnxNode &node) {
+  Tensor x = node.in(0), w = node.in(1);
+  require(w.rank() == 5, "the weight's rank must equal the input's");
+  std::vector<int64_t> kernel = node.attr_ints("kernel_shape");
+  if (kernel.empty())
+    for (size_t i = 0; i < 3; ++i)
+      kernel.push_back(static_dim(w.shape()[2 + i], "the kernel size"));
+  std::vector<int64_t> strides = node.attr_ints("strides", {1, 1, 1});
+  std::vector<int64_t> dil = node.attr_ints("dilations", {1, 1, 1});
+  require(kernel.size() == 3 && strides.size() == 3 && dil.size() == 3,
+          "kernel_shape, strides and dilations need one value per spatial dim");
+  std::vector<int64_t> pads = spatial_pads(node, x.shape(), kernel, strides, dil);
+  Shape s = x.shape();
+  int64_t depth = static_dim(s[2], "the input's depth") + pads[0] + pads[3];
+  int64_t od = (depth - dil[0] * (kernel[0] - 1) - 1) / strides[0] + 1;
+  require(od >= 1, "the kernel is deeper than the padded input");
+  Tensor xp = pads[0] || pads[3] ? ops::pad(x, {0, 0, 0, 0, pads[0], pads[3], 0, 0, 0, 0}) : x;
+  ops::Conv2dOptions o;
+  o.stride = {strides[1], strides[2]};
+  o.dilation = {dil[1], dil[2]};
+  o.padding = {pads[1], pads[2], pads[4], pads[5]};
+  o.groups = node.attr_int("group", 1);
+  std::optional<Tensor> sum;
+  for (int64_t kd = 0; kd < kernel[0]; ++kd) {
+    int64_t start = kd * dil[0];
+    Tensor xs = ops::slice(xp, {start}, {start + (od - 1) * strides[0] + 1}, {2}, {strides[0]}); // [N,C,OD,H,W]
+    Tensor xb = ops::reshape(ops::permute(xs, {0, 2, 1, 3, 4}), {s[0] * Dim(od), s[1], s[3], s[4]});
+    Tensor wk = ops::squeeze(ops::slice(w, {kd}, {kd + 1}, {2}), {2}); // [M, C/group, KH, KW]
+    std::optional<Tensor> bias;
+    if (kd == 0 && node.has(2))
+      bias = node.in(2);
+    Tensor y = ops::conv2d(xb, wk, bias, o); // [N*OD, M, OH, OW]
+    sum = sum ? ops::add(*sum, y) : y;
+  }
+  Shape ys = sum->shape();
+  return {ops::permute(ops::reshape(*sum, {s[0], Dim(od), ys[1], ys[2], ys[3]}), {0, 2, 1, 3, 4})};
+}
+
 Outs conv(const OnnxNode &node) {
+  if (node.in(0).rank() == 5)
+    return conv3d(node);
   ConvGeometry g(node);
   const Tensor &x = g.x, &w = g.w;
   const Spatial &sp = g.sp;
@@ -776,8 +819,9 @@ Outs conv_transpose(const OnnxNode &node) {
 Outs pool(const OnnxNode &node) {
   Tensor x = node.in(0);
   bool is_max = node.op() == "MaxPool";
-  Spatial sp = spatial_for(x, node.op());
-  size_t n = sp.one_d ? 1 : 2;
+  bool three_d = x.rank() == 5;
+  Spatial sp = three_d ? Spatial{false} : spatial_for(x, node.op());
+  size_t n = three_d ? 3 : sp.one_d ? 1 : 2;
   std::vector<int64_t> kernel = node.attr_ints("kernel_shape");
   if (kernel.size() != n)
     unsupported("kernel_shape must have " + std::to_string(n) + " values");
@@ -808,12 +852,29 @@ Outs pool(const OnnxNode &node) {
     }
   }
   ops::Pool2dOptions o;
+  o.count_include_pad = include_pad;
+  auto pool2d = [&](const Tensor &t) { return is_max ? ops::max_pool2d(t, o) : ops::avg_pool2d(t, o); };
+  if (three_d) {
+    // Box windows are separable: pool H and W with D folded into the
+    // channels, then D with H*W as the last axis. Max: the max of maxes; average:
+    // the H-W divisor does not depend on D, so the two divisors multiply to
+    // the 3-D one (with or without the padding counted).
+    Shape s = x.shape();
+    o.kernel = {kernel[1], kernel[2]};
+    o.stride = {strides[1], strides[2]};
+    o.padding = {pads[1], pads[2], pads[4], pads[5]};
+    Tensor hw = pool2d(ops::reshape(x, {s[0], s[1] * s[2], s[3], s[4]}));
+    Dim oh = hw.shape()[2], ow = hw.shape()[3];
+    o.kernel = {kernel[0], 1};
+    o.stride = {strides[0], 1};
+    o.padding = {pads[0], 0, pads[3], 0};
+    Tensor d = pool2d(ops::reshape(hw, {s[0], s[1], s[2], oh * ow}));
+    return {ops::reshape(d, {s[0], s[1], d.shape()[2], oh, ow})};
+  }
   o.kernel = sp.two(kernel, 1);
   o.stride = sp.two(strides, 1);
   o.padding = sp.pads2(pads);
-  o.count_include_pad = include_pad;
-  Tensor y = is_max ? ops::max_pool2d(sp.lift(x), o) : ops::avg_pool2d(sp.lift(x), o);
-  return {sp.lower(y)};
+  return {sp.lower(pool2d(sp.lift(x)))};
 }
 
 Outs gemm(const OnnxNode &node) {
