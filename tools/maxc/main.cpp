@@ -65,13 +65,13 @@ int main(int argc, char **argv) {
 
   CheckOptions check;
   auto *check_cmd = app.add_subcommand("check", "Validate a model and its weights; report every problem");
-  check_cmd->add_option("model", check.model, "Model file (.json)")->required();
+  check_cmd->add_option("model", check.model, "Model file (.json or .onnx, told apart by content)")->required();
   check_cmd->add_option("--weights", check.weights, "Weights file (.safetensors); overrides the model's");
   check_cmd->add_flag("--no-weights", check.no_weights, "Check against declared param shapes, without weights");
 
   TraceOptions trace;
   auto *trace_cmd = app.add_subcommand("trace", "Trace a model and print its graph");
-  trace_cmd->add_option("model", trace.model, "Model file (.json)")->required();
+  trace_cmd->add_option("model", trace.model, "Model file (.json or .onnx, told apart by content)")->required();
   trace_cmd->add_option("--weights", trace.weights, "Weights file (.safetensors); overrides the model's");
   trace_cmd->add_flag("--no-weights", trace.no_weights, "Trace with zero tensors of the declared param shapes");
   trace_cmd->add_option("--emit", trace.emit, "Output form: text, json or dot (Graphviz)")
@@ -82,7 +82,7 @@ int main(int argc, char **argv) {
 
   RunOptions run;
   auto *run_cmd = app.add_subcommand("run", "Run a model: reference interpreter or compiled for this CPU");
-  run_cmd->add_option("model", run.model, "Model file (.json)")->required();
+  run_cmd->add_option("model", run.model, "Model file (.json or .onnx, told apart by content)")->required();
   run_cmd->add_option("--weights", run.weights, "Weights file (.safetensors); overrides the model's");
   run_cmd->add_option("-i,--input", run.inputs, "Input data: NAME=FILE.npy (repeatable)");
   run_cmd->add_option("--dim", run.dims, "Value of a symbolic dim no input determines: NAME=N (repeatable)");
@@ -100,7 +100,7 @@ int main(int argc, char **argv) {
 
   CompileCommandOptions compile;
   auto *compile_cmd = app.add_subcommand("compile", "Compile a model to an object file, a C header and a manifest");
-  compile_cmd->add_option("model", compile.model, "Model file (.json)")->required();
+  compile_cmd->add_option("model", compile.model, "Model file (.json or .onnx, told apart by content)")->required();
   compile_cmd->add_option("--weights", compile.weights, "Weights file (.safetensors); overrides the model's");
   compile_cmd->add_option("-o,--output", compile.output, "Object file to write (default: NAME.o); other artifacts go next to it");
   compile_cmd->add_option("--name", compile.name, "C symbol prefix (default: the model's name)");
