@@ -593,14 +593,19 @@ private:
       return true;
     };
     constexpr int kMinCopy = 3; // nodes per copy
+    // A bound on node comparisons, so that a hostile graph (thousands of
+    // identical nodes) cannot make the search quadratic in time: past it,
+    // the runs found so far are used. Counted, not timed: deterministic.
+    int64_t budget = int64_t(1) << 25;
     struct Run {
       int start, period, copies;
     };
     std::vector<Run> runs;
-    for (int i = 0; i + 2 * kMinCopy <= n; ++i) {
+    for (int i = 0; i + 2 * kMinCopy <= n && budget > 0; ++i) {
       Run best{i, 0, 0};
       std::vector<int> found;
-      for (int p = kMinCopy; i + 2 * p <= n; ++p) {
+      for (int p = kMinCopy; i + 2 * p <= n && budget > 0; ++p) {
+        --budget;
         if (sig[i] != sig[i + p] || barrier[i])
           continue;
         bool multiple = false;
@@ -613,6 +618,7 @@ private:
           int j = 0;
           while (j < p && same(i + (copies - 1) * p + j, i + copies * p + j, p))
             ++j;
+          budget -= j + 1;
           if (j < p)
             break;
           ++copies;
