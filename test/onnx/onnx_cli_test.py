@@ -237,6 +237,45 @@ def case_one_mangler(c):
     assert np.array_equal(np.load(c.path("mangle-out/output0_9out.npy")), np.full(2, 21, np.float32))
 
 
+def case_3d_conv_transpose_pool(c):
+    """3-D ConvTranspose (strides, pads, output_padding, dilations, groups) and 3-D AveragePool
+    (ceil_mode, padding not counted) on all three paths against a direct numpy loop."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 4, 3, 4, 3)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 2, 2)).astype(np.float32)  # [C, M/group, KD, KH, KW], group 2
+    b = rng.standard_normal(6).astype(np.float32)
+    st, pb, pe, op, dl = (2, 1, 2), (1, 0, 1), (0, 1, 0), (1, 0, 1), (1, 2, 1)
+    full = [(x.shape[2 + i] - 1) * st[i] + (w.shape[2 + i] - 1) * dl[i] + 1 + op[i] for i in range(3)]
+    y = np.zeros((1, 6) + tuple(full), np.float64)
+    for ci, d, h, ww, m, kd, kh, kw in np.ndindex(4, 3, 4, 3, 3, 3, 2, 2):
+        g = ci // 2
+        y[0, g * 3 + m, d * st[0] + kd * dl[0], h * st[1] + kh * dl[1], ww * st[2] + kw * dl[2]] += x[0, ci, d, h, ww] * w[ci, m, kd, kh, kw]
+    y = y[:, :, pb[0]:full[0] - pe[0], pb[1]:full[1] - pe[1], pb[2]:full[2] - pe[2]] + b.reshape(6, 1, 1, 1)
+    # AveragePool 3-D over y: kernel 2x3x2, strides 2, pads 1 at the start, ceil_mode, padding not counted.
+    k, s2 = (2, 3, 2), (2, 2, 2)
+    pad = np.pad(y, ((0, 0), (0, 0), (1, 3), (1, 3), (1, 3)), constant_values=np.nan)
+    out = [-(-(y.shape[2 + i] + 1 - k[i]) // s2[i]) + 1 for i in range(3)]
+    out = [o - 1 if (o - 1) * s2[i] >= y.shape[2 + i] + 1 else o for i, o in enumerate(out)]
+    want = np.zeros((1, 6) + tuple(out))
+    for ch, a, bb, cc in np.ndindex(6, *out):
+        win = pad[0, ch, a * 2:a * 2 + k[0], bb * 2:bb * 2 + k[1], cc * 2:cc * 2 + k[2]]
+        want[0, ch, a, bb, cc] = np.nanmean(win)
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["t"], name="ct", strides=list(st), pads=list(pb + pe),
+                              output_padding=list(op), dilations=list(dl), group=2),
+             helper.make_node("AveragePool", ["t"], ["y"], name="ap", kernel_shape=list(k), strides=list(s2),
+                              pads=[1, 1, 1, 0, 0, 0], ceil_mode=1, count_include_pad=0)]
+    g = helper.make_graph(nodes, "t3d", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    p = c.save(helper.make_model(g, opset_imports=OPSET), "t3d.onnx")
+    np.save(c.path("x3d.npy"), x)
+    for device in ["reference", "cpu", "amdgpu-emu"]:
+        out_dir = c.path("t3d-" + device)
+        c.run("run", p, "--input", f"x={c.path('x3d.npy')}", "--device", device, "--output-dir", out_dir)
+        got = np.load(os.path.join(out_dir, "y.npy"))
+        assert got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-5), (device, got.shape, want.shape)
+
+
 def text_size(obj):
     r = subprocess.run(["llvm-size-19", "-A", obj], capture_output=True, text=True, check=True)
     return int(next(l.split()[1] for l in r.stdout.splitlines() if l.startswith(".text ")))

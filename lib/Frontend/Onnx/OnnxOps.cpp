@@ -703,8 +703,9 @@ struct ConvGeometry {
   Spatial sp;
   size_t n;
   std::vector<int64_t> kernel, strides, dil;
-  ConvGeometry(const OnnxNode &node) : x(node.in(0)), w(node.in(1)), sp(spatial_for(x, node.op())) {
-    n = sp.one_d ? 1 : 2;
+  ConvGeometry(const OnnxNode &node)
+      : x(node.in(0)), w(node.in(1)), sp(x.rank() == 5 ? Spatial{false} : spatial_for(x, node.op())) {
+    n = x.rank() == 5 ? 3 : sp.one_d ? 1 : 2; // 3-D: conv3d, conv_transpose3d
     require(w.rank() == x.rank(), "the weight's rank must equal the input's");
     kernel = node.attr_ints("kernel_shape");
     if (kernel.empty())
@@ -721,16 +722,9 @@ struct ConvGeometry {
 /// the output depths folded into the batch:
 /// Y[:, :, od] = sum over kd of conv2d(Xpad[:, :, od*sd + kd*dd], W[:, :, kd]).
 Outs conv3d(const OnnxNode &node) {
-  Tensor x = node.in(0), w = node.in(1);
-  require(w.rank() == 5, "the weight's rank must equal the input's");
-  std::vector<int64_t> kernel = node.attr_ints("kernel_shape");
-  if (kernel.empty())
-    for (size_t i = 0; i < 3; ++i)
-      kernel.push_back(static_dim(w.shape()[2 + i], "the kernel size"));
-  std::vector<int64_t> strides = node.attr_ints("strides", {1, 1, 1});
-  std::vector<int64_t> dil = node.attr_ints("dilations", {1, 1, 1});
-  require(kernel.size() == 3 && strides.size() == 3 && dil.size() == 3,
-          "kernel_shape, strides and dilations need one value per spatial dim");
+  ConvGeometry g(node);
+  const Tensor &x = g.x, &w = g.w;
+  const std::vector<int64_t> &kernel = g.kernel, &strides = g.strides, &dil = g.dil;
   std::vector<int64_t> pads = spatial_pads(node, x.shape(), kernel, strides, dil);
   Shape s = x.shape();
   int64_t depth = static_dim(s[2], "the input's depth") + pads[0] + pads[3];
@@ -776,6 +770,46 @@ Outs conv(const OnnxNode &node) {
   return {sp.lower(ops::conv2d(sp.lift(x), sp.lift(w), bias, o))};
 }
 
+/// 3-D transposed convolution: for each kernel depth kd, a 2-D transposed
+/// convolution of every input depth (folded into the batch) with W[:, :, kd],
+/// placed at output depths d*sd + kd*dd (zeros between, by pad + reshape) and
+/// summed; then the depth padding is cropped. pads: [db, hb, wb, de, he, we].
+Tensor conv_transpose3d(const ConvGeometry &g, const std::vector<int64_t> &pads, const std::vector<int64_t> &out_pad,
+                        int64_t groups, const std::optional<Tensor> &bias) {
+  const Tensor &x = g.x, &w = g.w;
+  const std::vector<int64_t> &kernel = g.kernel, &strides = g.strides, &dil = g.dil;
+  Shape s = x.shape();
+  int64_t depth = static_dim(s[2], "the input's depth");
+  int64_t full = (depth - 1) * strides[0] + (kernel[0] - 1) * dil[0] + 1 + out_pad[0];
+  int64_t od = full - pads[0] - pads[3];
+  require(od >= 1, "the depth padding removes the whole output");
+  ops::ConvTranspose2dOptions o;
+  o.stride = {strides[1], strides[2]};
+  o.dilation = {dil[1], dil[2]};
+  o.padding = {pads[1], pads[2], pads[4], pads[5]};
+  o.output_padding = {out_pad[1], out_pad[2]};
+  o.groups = groups;
+  Tensor xb = ops::reshape(ops::permute(x, {0, 2, 1, 3, 4}), {s[0] * Dim(depth), s[1], s[3], s[4]});
+  std::optional<Tensor> sum;
+  for (int64_t kd = 0; kd < kernel[0]; ++kd) {
+    Tensor wk = ops::squeeze(ops::slice(w, {kd}, {kd + 1}, {2}), {2}); // [C, M/group, KH, KW]
+    Tensor z = ops::conv_transpose2d(xb, wk, std::nullopt, o);    // [N*D, M, OH, OW]
+    Shape zs = z.shape();
+    z = ops::reshape(z, {s[0], Dim(depth), zs[1], zs[2], zs[3]});
+    if (strides[0] > 1) // depth d to d*sd: sd-1 zero planes after each
+      z = ops::slice(ops::reshape(ops::pad(ops::unsqueeze(z, {2}), {0, 0, 0, 0, 0, strides[0] - 1, 0, 0, 0, 0, 0, 0}),
+                                  {s[0], Dim(depth * strides[0]), zs[1], zs[2], zs[3]}),
+                     {0}, {(depth - 1) * strides[0] + 1}, {1});
+    int64_t before = kd * dil[0], after = full - before - ((depth - 1) * strides[0] + 1);
+    z = ops::pad(z, {0, 0, before, after, 0, 0, 0, 0, 0, 0});
+    sum = sum ? ops::add(*sum, z) : z;
+  }
+  Tensor y = ops::permute(ops::slice(*sum, {pads[0]}, {pads[0] + od}, {1}), {0, 2, 1, 3, 4}); // [N, M, OD, OH, OW]
+  if (bias)
+    y = ops::add(y, ops::reshape(*bias, {bias->shape()[0], Dim(1), Dim(1), Dim(1)}));
+  return y;
+}
+
 Outs conv_transpose(const OnnxNode &node) {
   ConvGeometry g(node);
   const Tensor &x = g.x, &w = g.w;
@@ -804,15 +838,17 @@ Outs conv_transpose(const OnnxNode &node) {
   } else if (auto_pad == "VALID") {
     std::fill(pads.begin(), pads.end(), 0);
   }
+  std::optional<Tensor> bias;
+  if (node.has(2))
+    bias = node.in(2);
+  if (n == 3)
+    return {conv_transpose3d(g, pads, out_pad, node.attr_int("group", 1), bias)};
   ops::ConvTranspose2dOptions o;
   o.stride = sp.two(strides, 1);
   o.dilation = sp.two(dil, 1);
   o.padding = sp.pads2(pads);
   o.output_padding = sp.two(out_pad, 0);
   o.groups = node.attr_int("group", 1);
-  std::optional<Tensor> bias;
-  if (node.has(2))
-    bias = node.in(2);
   return {sp.lower(ops::conv_transpose2d(sp.lift(x), sp.lift(w), bias, o))};
 }
 
