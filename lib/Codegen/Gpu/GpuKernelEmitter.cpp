@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <set>
 
 namespace maxc::codegen {
@@ -667,6 +668,24 @@ std::vector<GpuGraphProgram> emit_gpu_kernels(llvm::Module &module, const Graph 
     programs.push_back(KernelBuilder(module, *sub, prefix, "sub." + name, symbols).build());
   programs.push_back(KernelBuilder(module, root, prefix, "main", symbols).build());
   return programs;
+}
+
+uint64_t gpu_launch_count(const std::vector<GpuGraphProgram> &programs) {
+  std::function<uint64_t(const GpuGraphProgram &)> count = [&](const GpuGraphProgram &p) {
+    uint64_t n = 0;
+    for (const GpuGraphProgram::Item &item : p.items) {
+      if (!item.call) {
+        ++n;
+        continue;
+      }
+      std::string tag = "sub." + item.call->attrs.get_string("callee");
+      for (const GpuGraphProgram &callee : programs)
+        if (callee.tag == tag)
+          n += count(callee);
+    }
+    return n;
+  };
+  return programs.empty() ? 0 : count(programs.back());
 }
 
 std::vector<std::string> gpu_unsupported_nodes(const Graph &root) {

@@ -85,6 +85,11 @@ struct GpuGraphProgram {
 std::vector<GpuGraphProgram> emit_gpu_kernels(llvm::Module &module, const Graph &root, const std::string &prefix,
                                               const std::vector<std::string> &symbols);
 
+/// Kernel launches of one run of the root graph (the last program): its
+/// kernels plus, per call, the callee's launches (grids that turn out empty
+/// at run time are skipped by the host and still counted here).
+uint64_t gpu_launch_count(const std::vector<GpuGraphProgram> &programs);
+
 /// Ops the GPU backend cannot lower without libm on the device (f64
 /// transcendentals, pow): a list of "node %3 'tanh' (f64)" descriptions,
 /// empty when the graph (and its subgraphs) can be compiled for a GPU.
