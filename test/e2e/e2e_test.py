@@ -554,8 +554,9 @@ int main(void) {
 # The register budget every generated kernel keeps (docs/PERFORMANCE.md):
 # no spills, at most 128 VGPRs (AGPRs apart), no scratch.
 GPU_MAX_VGPRS = 128
-# Kernel launches of one GPT forward (4 blocks): issue #13's bar is 4*8+8.
-GPT_MAX_LAUNCHES = {"gpt": 108, "gpt16": 155}
+# Kernel launches of one GPT forward (4 blocks), as built now (issue #13 asks
+# for 4*8+8 = 40; docs/PERFORMANCE.md).
+GPT_MAX_LAUNCHES = {"gpt": 48, "gpt16": 107}
 
 
 def check_gpu_kernel_budget(name, arch_entry):
