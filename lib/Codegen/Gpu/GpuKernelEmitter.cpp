@@ -34,6 +34,7 @@ public:
       : ElementalEmitter(module, g, plan_lowering(g), symbols), prefix_(std::move(prefix)), tag_(std::move(tag)) {}
 
   GpuGraphProgram build() {
+    fuse_constant_subexpressions();
     fuse_views_into_matmuls();
     GpuGraphProgram program;
     program.graph = &g_;
@@ -100,6 +101,47 @@ private:
   /// GPU: the tiled matmul's loaders read through the view, one launch
   /// fewer (the attention heads' split and merge). Only when the view's
   /// sources keep their slots until the last matmul that reads them.
+  /// True when an element of `node`'s results follows from constants and
+  /// the index alone (generators, constants, views, gathers, elementwise
+  /// ops of those), with no reduction or window loop.
+  bool constant_subexpression(const Node &node) {
+    OpTraits traits = op_traits(node.op);
+    if (gpu_kernel_kind(node.op) != "elementwise" || traits.has(OpTrait::window) || traits.has(OpTrait::reduction))
+      return false;
+    for (ValueId o : node.operands) {
+      const ValuePlan &vp = plan_.values[o];
+      if (vp.storage == Storage::constant)
+        continue;
+      const ValueInfo &info = g_.value_info(o);
+      if (vp.storage != Storage::fused || info.producer < 0 || !constant_subexpression(g_.nodes()[info.producer]))
+        return false;
+    }
+    return true;
+  }
+
+  /// A stored value computed from constants only (the causal mask, the
+  /// position table's gather) is not a kernel of its own on the GPU: it is
+  /// fused, recomputed where read (a compare of two indices, one load),
+  /// instead of a launch per run that writes the same bytes every time.
+  void fuse_constant_subexpressions() {
+    std::set<ValueId> outputs(g_.output_ids().begin(), g_.output_ids().end());
+    std::set<ValueId> call_operands;
+    for (const Node &n : g_.nodes())
+      if (n.op == "call")
+        call_operands.insert(n.operands.begin(), n.operands.end());
+    for (size_t pos = 0; pos < plan_.kernels.size(); ++pos) {
+      const Node &node = g_.nodes()[plan_.kernels[pos]];
+      if (plan_.epilogues.count(plan_.kernels[pos]) || !constant_subexpression(node))
+        continue;
+      bool movable = true;
+      for (ValueId r : node.results)
+        movable = movable && plan_.values[r].storage == Storage::temp && !outputs.count(r) && !call_operands.count(r);
+      if (movable)
+        for (ValueId r : node.results)
+          plan_.values[r] = ValuePlan{Storage::fused, 0};
+    }
+  }
+
   /// True when every reader of `v` is a matmul kernel or a fused view
   /// read only by matmul kernels; `last` = the latest such kernel's position.
   bool read_only_by_matmuls(ValueId v, const std::map<size_t, size_t> &position, const std::set<ValueId> &outputs,
