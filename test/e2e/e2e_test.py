@@ -554,9 +554,9 @@ int main(void) {
 # The register budget every generated kernel keeps (docs/PERFORMANCE.md):
 # no spills, at most 128 VGPRs (AGPRs apart), no scratch.
 GPU_MAX_VGPRS = 128
-# Kernel launches of one GPT forward (4 blocks), as built now (issue #13 asks
-# for 4*8+8 = 40; docs/PERFORMANCE.md).
-GPT_MAX_LAUNCHES = {"gpt": 43, "gpt16": 88}
+# Kernel launches of one GPT forward (4 blocks): issue #13's bar 4*8+8 = 40
+# (39 now); the f16 variant as built now (its f32 casts are launches too).
+GPT_MAX_LAUNCHES = {"gpt": 40, "gpt16": 84}
 
 
 def check_gpu_kernel_budget(name, arch_entry):

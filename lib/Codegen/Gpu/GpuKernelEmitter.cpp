@@ -36,6 +36,7 @@ public:
   GpuGraphProgram build() {
     fuse_constant_subexpressions();
     fuse_views_into_matmuls();
+    store_matmuls_through_views();
     GpuGraphProgram program;
     program.graph = &g_;
     program.tag = tag_;
@@ -164,6 +165,88 @@ private:
           return false;
     }
     return true;
+  }
+
+  /// Temp slots the kernel at plan position `pos` reads (through fused
+  /// values too, its GEMM epilogue chain included).
+  std::set<size_t> slots_read(size_t pos) {
+    std::vector<ValueId> sources;
+    size_t n = plan_.kernels[pos];
+    for (ValueId o : g_.nodes()[n].operands)
+      stored_sources(o, sources);
+    if (auto e = plan_.epilogues.find(n); e != plan_.epilogues.end()) {
+      const ValueInfo &info = g_.value_info(e->second);
+      for (ValueId o : g_.nodes()[info.producer].operands)
+        stored_sources(o, sources);
+    }
+    std::set<size_t> out;
+    for (ValueId v : sources)
+      out.insert(plan_.values[v].index);
+    return out;
+  }
+
+  /// The single node reading `v`, or null.
+  const Node *only_reader(ValueId v) {
+    const Node *reader = nullptr;
+    for (const Node &c : g_.nodes())
+      if (std::find(c.operands.begin(), c.operands.end(), v) != c.operands.end()) {
+        if (reader)
+          return nullptr;
+        reader = &c;
+      }
+    return reader;
+  }
+
+  /// A matmul whose result only feeds a chain of transposes/reshapes ending
+  /// in a stored value u (the attention heads' merge) stores straight into
+  /// u at the permuted position: the copy kernel goes. Only when u's slot is
+  /// neither read nor written between the matmul and the copy it replaces.
+  void store_matmuls_through_views() {
+    std::map<size_t, size_t> position;
+    for (size_t i = 0; i < plan_.kernels.size(); ++i)
+      position[plan_.kernels[i]] = i;
+    std::set<ValueId> outputs(g_.output_ids().begin(), g_.output_ids().end());
+    for (size_t p = 0; p < plan_.kernels.size(); ++p) {
+      size_t m = plan_.kernels[p];
+      const Node &mm = g_.nodes()[m];
+      if (mm.op != "matmul" || plan_.epilogues.count(m) || plan_.values[mm.results[0]].storage != Storage::temp ||
+          outputs.count(mm.results[0]))
+        continue;
+      std::vector<const Node *> views;
+      ValueId v = mm.results[0], u = 0;
+      while (const Node *c = only_reader(v)) {
+        if ((c->op != "transpose" && c->op != "reshape") || outputs.count(c->results[0]))
+          break;
+        views.push_back(c);
+        v = c->results[0];
+        if (plan_.values[v].storage != Storage::fused) {
+          u = v;
+          break;
+        }
+      }
+      if (!u || plan_.values[u].storage != Storage::temp || !only_reader(u) || only_reader(u)->op == "call")
+        continue;
+      auto q = position.find(static_cast<size_t>(views.back() - g_.nodes().data()));
+      if (q == position.end() || q->second <= p)
+        continue;
+      size_t slot = plan_.values[u].index;
+      bool free = true;
+      for (size_t i = p; i < q->second && free; ++i) {
+        free = !slots_read(i).count(slot);
+        if (i > p)
+          for (size_t w : slots_written(i))
+            free = free && w != slot;
+      }
+      if (!free)
+        continue;
+      plan_.values[mm.results[0]] = ValuePlan{Storage::fused, 0};
+      for (const Node *c : views)
+        for (ValueId r : c->results)
+          if (r != u)
+            plan_.values[r] = ValuePlan{Storage::fused, 0};
+      stored_through_[m] = views;
+      made_by_matmul_.insert(u);
+    }
   }
 
   void fuse_views_into_matmuls() {
@@ -317,7 +400,7 @@ private:
     if (kind != "elementwise")
       throw Error(ErrorCode::Internal, "gpu: no kernel for op '" + node.op + "'");
     for (size_t r = 0; r < node.results.size(); ++r)
-      if (plan_.values[node.results[r]].storage != Storage::fused)
+      if (plan_.values[node.results[r]].storage != Storage::fused && !made_by_matmul_.count(node.results[r]))
         out.push_back(elementwise_kernel(node, r));
     return out;
   }
@@ -821,6 +904,30 @@ private:
   /// the accumulator there), into the chain's stored value.
   void store_gemm_result(const Node &node, const Index &idx, Value *linear, Value *value) {
     ValueId out = node.results[0];
+    if (auto views = stored_through_.find(static_cast<size_t>(&node - g_.nodes().data()));
+        views != stored_through_.end()) {
+      // The element's index through the views: a transpose permutes it, a
+      // reshape keeps the row-major linear position.
+      Index at = idx;
+      ValueId v = out;
+      for (const Node *c : views->second) {
+        if (c->op == "transpose") {
+          std::vector<int64_t> perm = c->attrs.get_ints("perm");
+          if (perm.empty()) // no perm: reversed
+            for (size_t d = 0; d < at.size(); ++d)
+              perm.push_back(static_cast<int64_t>(at.size() - 1 - d));
+          Index moved;
+          for (int64_t k : perm)
+            moved.push_back(at[static_cast<size_t>(k < 0 ? k + static_cast<int64_t>(at.size()) : k)]);
+          at = moved;
+        } else {
+          at = unravel(linear_index(at, dims_of(v)), dims_of(c->results[0]));
+        }
+        v = c->results[0];
+      }
+      store_element(g_.type_of(v).dtype, pointer_of(v), linear_index(at, dims_of(v)), value);
+      return;
+    }
     auto epilogue = plan_.epilogues.find(static_cast<size_t>(&node - g_.nodes().data()));
     if (epilogue == plan_.epilogues.end()) {
       store_element(g_.type_of(out).dtype, pointer_of(out), linear, value);
@@ -934,6 +1041,8 @@ private:
   Value *buffers_ = nullptr, *workgroup_ = nullptr, *local_id_ = nullptr, *lds_ = nullptr, *state_ = nullptr,
         *iteration_ = nullptr;
   std::map<size_t, Value *> pointers_;
+  std::map<size_t, std::vector<const Node *>> stored_through_; // matmul node -> views it stores through
+  std::set<ValueId> made_by_matmul_;                           // the stored ends of those views
 };
 
 bool needs_device_libm(const Node &node, const Graph &g) {

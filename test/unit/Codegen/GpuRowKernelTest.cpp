@@ -64,3 +64,38 @@ TEST_CASE("norms and softmax run as one row kernel each, equal to the reference"
     }
   }
 }
+
+TEST_CASE("attention on the GPU: head views read and written by the matmuls, the mask recomputed", "[codegen][gpu]") {
+  // x: [batch, 6, 8], two heads of 4: the split and merge views become
+  // matmul loader / store index math, the causal mask (constants only) no
+  // launch of its own, the softmax one row kernel.
+  std::vector<TensorType> types = {TensorType(DType::f32, {Dim("batch"), 6, 8}), TensorType(DType::f32, {8, 8}),
+                                   TensorType(DType::f32, {8, 8}), TensorType(DType::f32, {8, 8}),
+                                   TensorType(DType::f32, {8, 8})};
+  auto graph = trace_graph(types, [](const std::vector<Tensor> &in) {
+    auto heads = [&](const Tensor &w) {
+      return ops::transpose(ops::reshape(ops::matmul(in[0], w), {Dim("batch"), 6, 2, 4}), {0, 2, 1, 3});
+    };
+    Tensor scores = ops::matmul(heads(in[1]), heads(in[2]), false, true);
+    Tensor causal = ops::greater_equal(ops::iota({6, 6}, 0), ops::iota({6, 6}, 1));
+    scores = ops::where(causal, scores, ops::full(-1e9, DType::f32));
+    Tensor o = ops::matmul(ops::softmax(scores, -1), heads(in[3]));
+    o = ops::reshape(ops::transpose(o, {0, 2, 1, 3}), {Dim("batch"), 6, 8});
+    return std::vector<Tensor>{ops::add(ops::matmul(o, in[4]), in[0])};
+  });
+  std::string manifest = gpu_manifest(*graph);
+  INFO(manifest);
+  CHECK(count(manifest, "\"kind\":\"row\"") == 1);
+  CHECK(count(manifest, "\"kind\":\"elementwise\"") == 0);
+  CHECK(count(manifest, "\"launches\":7,") == 1); // q, k, v, QK, softmax, PV, output
+  for (int64_t batch : {1, 2}) {
+    INFO("batch " << batch);
+    std::vector<HostTensor> inputs = {random_tensor(DType::f32, {batch, 6, 8})};
+    for (int i = 0; i < 4; ++i)
+      inputs.push_back(random_tensor(DType::f32, {8, 8}));
+    auto expected = Interpreter::run(*graph, inputs);
+    auto actual = run_gpu_emulated(*graph, inputs);
+    REQUIRE(actual.size() == 1);
+    MAXC_REQUIRE_CLOSE(actual[0], expected[0], 1e-4, 1e-5);
+  }
+}
