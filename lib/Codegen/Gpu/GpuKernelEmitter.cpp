@@ -61,6 +61,8 @@ public:
       program.items.push_back({static_cast<int>(program.kernels.size()), nullptr});
       program.kernels.push_back(copy_kernel(v, static_cast<int>(out)));
     }
+    for (GpuKernel &k : program.kernels)
+      annotate_buffers(k);
     program.plan = plan_;
     return program;
   }
@@ -69,6 +71,20 @@ protected:
   Value *pointer_of(ValueId v) override { return buffer_pointer({v, -1}); }
 
 private:
+  /// noalias and alignment of a kernel's buffers from where they live.
+  void annotate_buffers(GpuKernel &k) {
+    std::map<size_t, int> slot_uses;
+    for (const KernelBuffer &b : k.buffers)
+      if (b.output < 0 && plan_.values[b.value].storage == Storage::temp)
+        ++slot_uses[plan_.values[b.value].index];
+    for (const KernelBuffer &b : k.buffers) {
+      Storage where = b.output >= 0 ? Storage::output : plan_.values[b.value].storage;
+      bool temp = where == Storage::temp, weight = where == Storage::constant;
+      k.buffer_noalias.push_back(weight || (temp && slot_uses[plan_.values[b.value].index] == 1));
+      k.buffer_align.push_back(temp || weight ? 16 : 0);
+    }
+  }
+
   // ---- GPU-only fusion decisions on top of the shared plan ----
 
   /// Temp slots the kernel at plan position `pos` writes.

@@ -60,6 +60,12 @@ struct GpuKernel {
   uint64_t state_bytes = 0;
   std::vector<GridFactor> grid;
   std::vector<KernelBuffer> buffers;
+  /// Per buffer: the pointer is noalias (a workspace slot no other buffer
+  /// of the kernel uses, or a read-only weight) and its alignment in bytes
+  /// (16 for workspace slots and weights, which are 64-byte aligned; 0: the
+  /// caller's input/output buffers, element alignment only).
+  std::vector<bool> buffer_noalias;
+  std::vector<unsigned> buffer_align;
   std::vector<KernelStep> steps;
   std::string grid_text() const; // "ceil(batch*16/256)" for manifests
 };

@@ -134,8 +134,13 @@ private:
                                    llvm::ValueAsMetadata::get(b_.getInt32(k.workgroup_size))};
       m_.getOrInsertNamedMetadata("nvvm.annotations")->addOperand(llvm::MDNode::get(ctx_, maxntid));
     }
-    for (size_t i = 0; i < k.buffers.size(); ++i)
+    for (size_t i = 0; i < k.buffers.size(); ++i) {
       fn->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoUndef);
+      if (i < k.buffer_noalias.size() && k.buffer_noalias[i])
+        fn->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoAlias);
+      if (i < k.buffer_align.size() && k.buffer_align[i])
+        fn->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::getWithAlignment(ctx_, llvm::Align(k.buffer_align[i])));
+    }
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
     // Private tables of the kernel's arguments, as the phases take them
     // (SROA folds them back into the arguments after inlining).
