@@ -163,10 +163,8 @@ private:
   /// read only by matmul kernels; `last` = the latest such kernel's position.
   bool read_only_by_matmuls(ValueId v, const std::map<size_t, size_t> &position, const std::set<ValueId> &outputs,
                             size_t &last) {
-    for (size_t n = 0; n < g_.nodes().size(); ++n) {
+    for (size_t n : readers(v)) {
       const Node &c = g_.nodes()[n];
-      if (std::find(c.operands.begin(), c.operands.end(), v) == c.operands.end())
-        continue;
       if (auto at = position.find(n); at != position.end()) {
         if (c.op != "matmul")
           return false;
@@ -201,16 +199,22 @@ private:
     return out;
   }
 
+  /// The nodes reading `v` (each once), by node index.
+  const std::vector<size_t> &readers(ValueId v) {
+    if (readers_.empty()) {
+      readers_.resize(g_.num_values());
+      for (size_t n = 0; n < g_.nodes().size(); ++n)
+        for (ValueId o : g_.nodes()[n].operands)
+          if (readers_[o].empty() || readers_[o].back() != n)
+            readers_[o].push_back(n);
+    }
+    return readers_[v];
+  }
+
   /// The single node reading `v`, or null.
   const Node *only_reader(ValueId v) {
-    const Node *reader = nullptr;
-    for (const Node &c : g_.nodes())
-      if (std::find(c.operands.begin(), c.operands.end(), v) != c.operands.end()) {
-        if (reader)
-          return nullptr;
-        reader = &c;
-      }
-    return reader;
+    const std::vector<size_t> &r = readers(v);
+    return r.size() == 1 ? &g_.nodes()[r[0]] : nullptr;
   }
 
   /// A matmul whose result only feeds a chain of transposes/reshapes ending
@@ -1057,6 +1061,7 @@ private:
   Value *buffers_ = nullptr, *workgroup_ = nullptr, *local_id_ = nullptr, *lds_ = nullptr, *state_ = nullptr,
         *iteration_ = nullptr;
   std::map<size_t, Value *> pointers_;
+  std::vector<std::vector<size_t>> readers_;                   // by value: reading nodes (lazy)
   std::map<size_t, std::vector<const Node *>> stored_through_; // matmul node -> views it stores through
   std::set<ValueId> made_by_matmul_;                           // the stored ends of those views
 };

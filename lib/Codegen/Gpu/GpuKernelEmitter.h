@@ -54,7 +54,7 @@ struct KernelBuffer {
 
 struct GpuKernel {
   std::string name; // the entry point's symbol
-  std::string kind; // elementwise, reduction, matmul, conv2d, copy
+  std::string kind; // elementwise, reduction, row, matmul, conv2d, copy
   unsigned workgroup_size = 256;
   uint64_t lds_bytes = 0;
   uint64_t state_bytes = 0;
