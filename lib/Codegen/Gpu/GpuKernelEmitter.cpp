@@ -388,13 +388,18 @@ private:
     b_.SetInsertPoint(merge);
   }
 
-  /// Row-major multi-index of linear position `lin` in `dims`.
+  /// Row-major multi-index of linear position `lin` in `dims`. Every
+  /// caller passes an in-bounds position (lin < product of dims), so the
+  /// outermost index is what is left: no division by the outermost dim
+  /// (often the dynamic batch, a 64-bit division on the GPU).
   Index unravel(Value *lin, const std::vector<Value *> &dims) {
     Index idx(dims.size());
-    for (size_t d = dims.size(); d-- > 0;) {
+    for (size_t d = dims.size(); d-- > 1;) {
       idx[d] = b_.CreateURem(lin, dims[d]);
       lin = b_.CreateUDiv(lin, dims[d]);
     }
+    if (!dims.empty())
+      idx[0] = lin;
     return idx;
   }
 
