@@ -139,12 +139,19 @@ public:
         json entry = {{"name", k.name}, {"kind", k.kind}, {"workgroup_size", k.workgroup_size},
                       {"grid", k.grid}, {"lds_bytes", k.lds_bytes}};
         if (auto it = used.find(k.name); it != used.end())
-          entry.update({{"sgpr_count", it->second.sgpr_count}, {"vgpr_count", it->second.vgpr_count},
-                        {"scratch_bytes", it->second.private_segment_bytes}});
+          entry.update({{"sgpr_count", it->second.sgpr_count},
+                        {"vgpr_count", it->second.vgpr_count},
+                        {"agpr_count", it->second.agpr_count},
+                        {"vgpr_spill_count", it->second.vgpr_spill_count},
+                        {"sgpr_spill_count", it->second.sgpr_spill_count},
+                        {"scratch_bytes", it->second.private_segment_bytes},
+                        {"group_segment_bytes", it->second.group_segment_bytes},
+                        {"wavefront_size", it->second.wavefront_size},
+                        {"waves_per_simd", amdgpu_waves_per_simd(arch, it->second)}});
         kernels.push_back(entry);
       }
       arches.push_back({{"arch", arch}, {"hsaco_bytes", bytes.size()}, {"hsaco_sha256", sha256_hex(bytes)},
-                        {"kernels", kernels}});
+                        {"launches", code.launches}, {"kernels", kernels}});
     }
     out.manifest.extra_key = "gpu";
     out.manifest.extra_json = arches.dump();

@@ -51,6 +51,7 @@ struct GpuCodegenResult {
   std::vector<std::pair<std::string, std::string>> gpu_assembly; // arch -> text, when requested
   std::vector<GpuKernelSummary> kernels;
   std::vector<std::vector<GpuKernelResources>> resources; // per code object, per kernel
+  uint64_t launches = 0; // kernel launches per run (subgraph calls expanded)
 };
 
 /// Validates the name, arches and ops of a decomposed graph (f64

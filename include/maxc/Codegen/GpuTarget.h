@@ -53,10 +53,20 @@ std::string emit_amdgpu_assembly(const llvm::Module &module, const std::string &
 /// What a kernel uses on one arch, from its code object's metadata.
 struct GpuKernelResources {
   std::string name;
-  int64_t sgpr_count = -1, vgpr_count = -1;
+  int64_t sgpr_count = -1, vgpr_count = -1; // vgpr_count: VGPRs + AGPRs on gfx90a/gfx94x (one file)
+  int64_t agpr_count = -1;                  // accumulation VGPRs (gfx908+; 0 elsewhere)
+  int64_t vgpr_spill_count = -1, sgpr_spill_count = -1;
   int64_t private_segment_bytes = -1; // scratch per work-item
   int64_t group_segment_bytes = -1;   // LDS per workgroup
+  int64_t wavefront_size = -1;        // 64 or 32
+  int64_t max_flat_workgroup_size = -1;
 };
+
+/// Waves per SIMD a kernel with `r` reaches on `arch` (the smallest of the
+/// arch's wave limit and what its VGPR/AGPR, SGPR and LDS use leave room
+/// for), from the register-file and LDS sizes of the arch's generation (as
+/// LLVM's AMDGPU occupancy model). 0 when `r` lacks the counts.
+int64_t amdgpu_waves_per_simd(const std::string &arch, const GpuKernelResources &r);
 
 /// Register, scratch and LDS use per kernel, read from a HSACO's
 /// amdhsa.kernels metadata (the NT_AMDGPU_METADATA note, MessagePack), so

@@ -362,6 +362,7 @@ GpuCodegenResult compile_amdgpu(const Graph &lowered, const ModelInterface &abi,
         return emit_amdgpu_assembly(device, arch, options.code_object_version);
       }));
     if (programs.empty()) {
+      out.launches = codegen::gpu_launch_count(device_programs);
       programs = std::move(device_programs);
       for (auto &p : programs)
         for (auto &k : p.kernels) {

@@ -33,6 +33,7 @@
 #include <llvm/Transforms/Utils/Cloning.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -131,6 +132,63 @@ std::string trim(const std::string &s) {
     return {};
   size_t end = s.find_last_not_of(" \t");
   return s.substr(begin, end - begin + 1);
+}
+
+/// The register files and LDS of an arch's generation, as LLVM's AMDGPU
+/// occupancy model has them (AMDGPUBaseInfo: getTotalNumVGPRs,
+/// getVGPRAllocGranule, getMaxWavesPerEU), for the arch's default wave
+/// size (64 on gfx9, 32 on gfx10+); halved for wave64 on gfx10+.
+struct ArchModel {
+  int64_t vgprs = 256;        // per SIMD lane, wave32 on gfx10+ (VGPRs + AGPRs where unified)
+  int64_t vgpr_granule = 4;   // allocation granule, wave32 on gfx10+
+  bool separate_agprs = false; // gfx908: AGPRs are a second file of the same size
+  int64_t max_waves = 10;     // per SIMD
+  int64_t sgprs = 800;        // per SIMD (0: SGPRs never limit, gfx10+)
+  int64_t lds_bytes = 65536;  // per CU (gfx9) or WGP (gfx10+, WGP mode)
+  int64_t simds = 4;          // sharing that LDS
+  bool wave32 = false;
+};
+
+ArchModel arch_model(const std::string &arch) {
+  ArchModel m;
+  auto is = [&](std::initializer_list<const char *> names) {
+    return std::any_of(names.begin(), names.end(), [&](const char *n) { return arch == n; });
+  };
+  if (arch.rfind("gfx9", 0) == 0 && arch.size() <= 6) {
+    if (is({"gfx90a", "gfx940", "gfx941", "gfx942", "gfx950", "gfx9-4-generic"})) {
+      m.vgprs = 512; // one file: VGPRs (aligned to 4) then AGPRs
+      m.vgpr_granule = 8;
+      m.max_waves = 8;
+      if (arch == "gfx950")
+        m.lds_bytes = 163840;
+    } else if (arch == "gfx908") {
+      m.separate_agprs = true;
+    }
+    return m;
+  }
+  // gfx10+: wave32, WGP mode (two CUs, four SIMD32s, 128 KiB LDS).
+  m.wave32 = true;
+  m.sgprs = 0;
+  m.lds_bytes = 131072;
+  bool gfx103_plus = arch.rfind("gfx101", 0) != 0 && arch != "gfx10-1-generic";
+  m.vgprs = 1024;
+  m.vgpr_granule = gfx103_plus ? 16 : 8;
+  m.max_waves = gfx103_plus ? 16 : 20;
+  if (is({"gfx1100", "gfx1101", "gfx1151", "gfx1152"})) {
+    m.vgprs = 1536;
+    m.vgpr_granule = 24;
+  }
+  return m;
+}
+
+int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+/// amdgpu-waves-per-eu for a budget of 128 VGPRs per work-item (the
+/// manifest's bar): LLVM then keeps every kernel at or under it, spilling
+/// instead of growing, so a kernel that needs more shows up as spills.
+int64_t waves_for_vgpr_budget(const std::string &arch, int64_t budget) {
+  ArchModel m = arch_model(arch);
+  return std::clamp<int64_t>(m.vgprs / budget, 1, m.max_waves);
 }
 
 std::string lowercase(std::string s) {
@@ -359,6 +417,11 @@ std::string amdgpu_codegen(const llvm::Module &module, const std::string &arch, 
   clone->setDataLayout(tm->createDataLayout());
   clone->setModuleFlag(llvm::Module::Error, "amdhsa_code_object_version", uint32_t(flag_value));
   codegen::verify_module(*clone, "for the AMDGPU target");
+  // Occupancy bound: at most 128 VGPRs per kernel unless it asks otherwise.
+  std::string waves = std::to_string(waves_for_vgpr_budget(arch, 128));
+  for (llvm::Function &f : *clone)
+    if (f.getCallingConv() == llvm::CallingConv::AMDGPU_KERNEL && !f.hasFnAttribute("amdgpu-waves-per-eu"))
+      f.addFnAttr("amdgpu-waves-per-eu", waves);
   optimize_o2(*clone, *tm);
   codegen::verify_module(*clone, "after optimization");
 
@@ -464,8 +527,15 @@ std::vector<GpuKernelResources> amdgpu_kernel_resources(const std::string &hsaco
           r.name = n->getString().str();
         integer(".sgpr_count", r.sgpr_count);
         integer(".vgpr_count", r.vgpr_count);
+        integer(".agpr_count", r.agpr_count);
+        integer(".vgpr_spill_count", r.vgpr_spill_count);
+        integer(".sgpr_spill_count", r.sgpr_spill_count);
         integer(".private_segment_fixed_size", r.private_segment_bytes);
         integer(".group_segment_fixed_size", r.group_segment_bytes);
+        integer(".wavefront_size", r.wavefront_size);
+        integer(".max_flat_workgroup_size", r.max_flat_workgroup_size);
+        if (r.agpr_count < 0 && r.vgpr_count >= 0)
+          r.agpr_count = 0; // no AGPRs before gfx908 and on gfx10+
         out.push_back(r);
       }
     }
@@ -473,6 +543,29 @@ std::vector<GpuKernelResources> amdgpu_kernel_resources(const std::string &hsaco
       throw Error(ErrorCode::Internal, "a code object's notes are malformed: " + llvm::toString(std::move(error)));
   }
   return out;
+}
+
+int64_t amdgpu_waves_per_simd(const std::string &arch, const GpuKernelResources &r) {
+  if (r.vgpr_count < 0 || r.sgpr_count < 0 || r.group_segment_bytes < 0 || r.wavefront_size <= 0)
+    return 0;
+  ArchModel m = arch_model(arch);
+  int64_t vgprs = m.vgprs, granule = m.vgpr_granule;
+  if (m.wave32 && r.wavefront_size == 64) {
+    vgprs /= 2;
+    granule /= 2;
+  }
+  int64_t waves = std::min(m.max_waves, vgprs / align_up(std::max<int64_t>(r.vgpr_count, 1), granule));
+  if (m.separate_agprs && r.agpr_count > 0)
+    waves = std::min(waves, vgprs / align_up(r.agpr_count, granule));
+  if (m.sgprs > 0)
+    waves = std::min(waves, m.sgprs / align_up(std::max<int64_t>(r.sgpr_count, 1), 16));
+  if (r.group_segment_bytes > 0) {
+    int64_t group = r.max_flat_workgroup_size > 0 ? r.max_flat_workgroup_size : 256;
+    int64_t waves_per_group = (group + r.wavefront_size - 1) / r.wavefront_size;
+    int64_t groups = m.lds_bytes / r.group_segment_bytes;
+    waves = std::min(waves, groups * waves_per_group / m.simds);
+  }
+  return std::max<int64_t>(waves, 0);
 }
 
 } // namespace maxc

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <set>
 
 namespace maxc::codegen {
@@ -33,13 +34,22 @@ public:
       : ElementalEmitter(module, g, plan_lowering(g), symbols), prefix_(std::move(prefix)), tag_(std::move(tag)) {}
 
   GpuGraphProgram build() {
+    fuse_constant_subexpressions();
+    fuse_views_into_matmuls();
+    store_matmuls_through_views();
     GpuGraphProgram program;
     program.graph = &g_;
     program.tag = tag_;
-    for (size_t n : plan_.kernels) {
-      const Node &node = g_.nodes()[n];
+    for (size_t i = 0; i < plan_.kernels.size(); ++i) {
+      const Node &node = g_.nodes()[plan_.kernels[i]];
       if (node.op == "call") {
         program.items.push_back({-1, &node});
+        continue;
+      }
+      if (std::vector<const Node *> group = row_group(i); group.size() > 1) {
+        program.items.push_back({static_cast<int>(program.kernels.size()), nullptr});
+        program.kernels.push_back(row_kernel(group));
+        i += group.size() - 1;
         continue;
       }
       for (GpuKernel &k : kernels_for(node)) {
@@ -51,6 +61,8 @@ public:
       program.items.push_back({static_cast<int>(program.kernels.size()), nullptr});
       program.kernels.push_back(copy_kernel(v, static_cast<int>(out)));
     }
+    for (GpuKernel &k : program.kernels)
+      annotate_buffers(k);
     program.plan = plan_;
     return program;
   }
@@ -59,6 +71,233 @@ protected:
   Value *pointer_of(ValueId v) override { return buffer_pointer({v, -1}); }
 
 private:
+  /// noalias and alignment of a kernel's buffers from where they live.
+  void annotate_buffers(GpuKernel &k) {
+    std::map<size_t, int> slot_uses;
+    for (const KernelBuffer &b : k.buffers)
+      if (b.output < 0 && plan_.values[b.value].storage == Storage::temp)
+        ++slot_uses[plan_.values[b.value].index];
+    for (const KernelBuffer &b : k.buffers) {
+      Storage where = b.output >= 0 ? Storage::output : plan_.values[b.value].storage;
+      bool temp = where == Storage::temp, weight = where == Storage::constant;
+      k.buffer_noalias.push_back(weight || (temp && slot_uses[plan_.values[b.value].index] == 1));
+      k.buffer_align.push_back(temp || weight ? 16 : 0);
+    }
+  }
+
+  // ---- GPU-only fusion decisions on top of the shared plan ----
+
+  /// Temp slots the kernel at plan position `pos` writes.
+  std::vector<size_t> slots_written(size_t pos) {
+    std::vector<size_t> out;
+    const Node &node = g_.nodes()[plan_.kernels[pos]];
+    for (ValueId r : node.results)
+      if (plan_.values[r].storage == Storage::temp)
+        out.push_back(plan_.values[r].index);
+    if (auto e = plan_.epilogues.find(plan_.kernels[pos]); e != plan_.epilogues.end())
+      if (plan_.values[e->second].storage == Storage::temp)
+        out.push_back(plan_.values[e->second].index);
+    return out;
+  }
+
+  /// The stored temps a fused evaluation of `v` reads.
+  void stored_sources(ValueId v, std::vector<ValueId> &out) {
+    if (plan_.values[v].storage != Storage::fused) {
+      if (plan_.values[v].storage == Storage::temp)
+        out.push_back(v);
+      return;
+    }
+    const ValueInfo &info = g_.value_info(v);
+    if (info.producer >= 0)
+      for (ValueId o : g_.nodes()[info.producer].operands)
+        stored_sources(o, out);
+  }
+
+  /// A view (reshape, transpose, split, ...) stored only because matmuls
+  /// read it (the CPU's GEMM wants its operands in memory) is fused on the
+  /// GPU: the tiled matmul's loaders read through the view, one launch
+  /// fewer (the attention heads' split and merge). Only when the view's
+  /// sources keep their slots until the last matmul that reads them.
+  /// True when an element of `node`'s results follows from constants and
+  /// the index alone (generators, constants, views, gathers, elementwise
+  /// ops of those), with no reduction or window loop.
+  bool constant_subexpression(const Node &node) {
+    OpTraits traits = op_traits(node.op);
+    if (gpu_kernel_kind(node.op) != "elementwise" || traits.has(OpTrait::window) || traits.has(OpTrait::reduction))
+      return false;
+    for (ValueId o : node.operands) {
+      const ValuePlan &vp = plan_.values[o];
+      if (vp.storage == Storage::constant)
+        continue;
+      const ValueInfo &info = g_.value_info(o);
+      if (vp.storage != Storage::fused || info.producer < 0 || !constant_subexpression(g_.nodes()[info.producer]))
+        return false;
+    }
+    return true;
+  }
+
+  /// A stored value computed from constants only (the causal mask, the
+  /// position table's gather) is not a kernel of its own on the GPU: it is
+  /// fused, recomputed where read (a compare of two indices, one load),
+  /// instead of a launch per run that writes the same bytes every time.
+  void fuse_constant_subexpressions() {
+    std::set<ValueId> outputs(g_.output_ids().begin(), g_.output_ids().end());
+    std::set<ValueId> call_operands;
+    for (const Node &n : g_.nodes())
+      if (n.op == "call")
+        call_operands.insert(n.operands.begin(), n.operands.end());
+    for (size_t pos = 0; pos < plan_.kernels.size(); ++pos) {
+      const Node &node = g_.nodes()[plan_.kernels[pos]];
+      if (plan_.epilogues.count(plan_.kernels[pos]) || !constant_subexpression(node))
+        continue;
+      bool movable = true;
+      for (ValueId r : node.results)
+        movable = movable && plan_.values[r].storage == Storage::temp && !outputs.count(r) && !call_operands.count(r);
+      if (movable)
+        for (ValueId r : node.results)
+          plan_.values[r] = ValuePlan{Storage::fused, 0};
+    }
+  }
+
+  /// True when every reader of `v` is a matmul kernel or a fused view
+  /// read only by matmul kernels; `last` = the latest such kernel's position.
+  bool read_only_by_matmuls(ValueId v, const std::map<size_t, size_t> &position, const std::set<ValueId> &outputs,
+                            size_t &last) {
+    for (size_t n : readers(v)) {
+      const Node &c = g_.nodes()[n];
+      if (auto at = position.find(n); at != position.end()) {
+        if (c.op != "matmul")
+          return false;
+        last = std::max(last, at->second);
+        continue;
+      }
+      if (!op_traits(c.op).has(OpTrait::shape))
+        return false;
+      for (ValueId r : c.results)
+        if (plan_.values[r].storage != Storage::fused || outputs.count(r) ||
+            !read_only_by_matmuls(r, position, outputs, last))
+          return false;
+    }
+    return true;
+  }
+
+  /// Temp slots the kernel at plan position `pos` reads (through fused
+  /// values too, its GEMM epilogue chain included).
+  std::set<size_t> slots_read(size_t pos) {
+    std::vector<ValueId> sources;
+    size_t n = plan_.kernels[pos];
+    for (ValueId o : g_.nodes()[n].operands)
+      stored_sources(o, sources);
+    if (auto e = plan_.epilogues.find(n); e != plan_.epilogues.end()) {
+      const ValueInfo &info = g_.value_info(e->second);
+      for (ValueId o : g_.nodes()[info.producer].operands)
+        stored_sources(o, sources);
+    }
+    std::set<size_t> out;
+    for (ValueId v : sources)
+      out.insert(plan_.values[v].index);
+    return out;
+  }
+
+  /// The nodes reading `v` (each once), by node index.
+  const std::vector<size_t> &readers(ValueId v) {
+    if (readers_.empty()) {
+      readers_.resize(g_.num_values());
+      for (size_t n = 0; n < g_.nodes().size(); ++n)
+        for (ValueId o : g_.nodes()[n].operands)
+          if (readers_[o].empty() || readers_[o].back() != n)
+            readers_[o].push_back(n);
+    }
+    return readers_[v];
+  }
+
+  /// The single node reading `v`, or null.
+  const Node *only_reader(ValueId v) {
+    const std::vector<size_t> &r = readers(v);
+    return r.size() == 1 ? &g_.nodes()[r[0]] : nullptr;
+  }
+
+  /// A matmul whose result only feeds a chain of transposes/reshapes ending
+  /// in a stored value u (the attention heads' merge) stores straight into
+  /// u at the permuted position: the copy kernel goes. Only when u's slot is
+  /// neither read nor written between the matmul and the copy it replaces.
+  void store_matmuls_through_views() {
+    std::map<size_t, size_t> position;
+    for (size_t i = 0; i < plan_.kernels.size(); ++i)
+      position[plan_.kernels[i]] = i;
+    std::set<ValueId> outputs(g_.output_ids().begin(), g_.output_ids().end());
+    for (size_t p = 0; p < plan_.kernels.size(); ++p) {
+      size_t m = plan_.kernels[p];
+      const Node &mm = g_.nodes()[m];
+      if (mm.op != "matmul" || plan_.epilogues.count(m) || plan_.values[mm.results[0]].storage != Storage::temp ||
+          outputs.count(mm.results[0]))
+        continue;
+      std::vector<const Node *> views;
+      ValueId v = mm.results[0], u = 0;
+      while (const Node *c = only_reader(v)) {
+        if ((c->op != "transpose" && c->op != "reshape") || outputs.count(c->results[0]))
+          break;
+        views.push_back(c);
+        v = c->results[0];
+        if (plan_.values[v].storage != Storage::fused) {
+          u = v;
+          break;
+        }
+      }
+      if (!u || plan_.values[u].storage != Storage::temp || !only_reader(u) || only_reader(u)->op == "call")
+        continue;
+      auto q = position.find(static_cast<size_t>(views.back() - g_.nodes().data()));
+      if (q == position.end() || q->second <= p)
+        continue;
+      size_t slot = plan_.values[u].index;
+      bool free = true;
+      for (size_t i = p; i < q->second && free; ++i) {
+        free = !slots_read(i).count(slot);
+        if (i > p)
+          for (size_t w : slots_written(i))
+            free = free && w != slot;
+      }
+      if (!free)
+        continue;
+      plan_.values[mm.results[0]] = ValuePlan{Storage::fused, 0};
+      for (const Node *c : views)
+        for (ValueId r : c->results)
+          if (r != u)
+            plan_.values[r] = ValuePlan{Storage::fused, 0};
+      stored_through_[m] = views;
+      made_by_matmul_.insert(u);
+    }
+  }
+
+  void fuse_views_into_matmuls() {
+    std::map<size_t, size_t> position; // node index -> plan position
+    for (size_t i = 0; i < plan_.kernels.size(); ++i)
+      position[plan_.kernels[i]] = i;
+    std::set<ValueId> outputs(g_.output_ids().begin(), g_.output_ids().end());
+    for (size_t pos = 0; pos < plan_.kernels.size(); ++pos) {
+      const Node &view = g_.nodes()[plan_.kernels[pos]];
+      if (!op_traits(view.op).has(OpTrait::shape) || gpu_kernel_kind(view.op) != "elementwise")
+        continue;
+      for (ValueId u : view.results) {
+        if (plan_.values[u].storage != Storage::temp || outputs.count(u))
+          continue;
+        size_t last = pos;
+        if (!read_only_by_matmuls(u, position, outputs, last) || last == pos)
+          continue;
+        std::vector<ValueId> sources;
+        for (ValueId o : view.operands)
+          stored_sources(o, sources);
+        bool kept = true;
+        for (size_t i = pos + 1; i <= last && kept; ++i)
+          for (size_t slot : slots_written(i))
+            for (ValueId src : sources)
+              kept = kept && plan_.values[src].index != slot;
+        if (kept)
+          plan_.values[u] = ValuePlan{Storage::fused, 0};
+      }
+    }
+  }
+
   // ---- kernels and phases ----
 
   GpuKernel &begin_kernel(const std::string &kind, unsigned workgroup_size) {
@@ -149,13 +388,18 @@ private:
     b_.SetInsertPoint(merge);
   }
 
-  /// Row-major multi-index of linear position `lin` in `dims`.
+  /// Row-major multi-index of linear position `lin` in `dims`. Every
+  /// caller passes an in-bounds position (lin < product of dims), so the
+  /// outermost index is what is left: no division by the outermost dim
+  /// (often the dynamic batch, a 64-bit division on the GPU).
   Index unravel(Value *lin, const std::vector<Value *> &dims) {
     Index idx(dims.size());
-    for (size_t d = dims.size(); d-- > 0;) {
+    for (size_t d = dims.size(); d-- > 1;) {
       idx[d] = b_.CreateURem(lin, dims[d]);
       lin = b_.CreateUDiv(lin, dims[d]);
     }
+    if (!dims.empty())
+      idx[0] = lin;
     return idx;
   }
 
@@ -181,7 +425,7 @@ private:
     if (kind != "elementwise")
       throw Error(ErrorCode::Internal, "gpu: no kernel for op '" + node.op + "'");
     for (size_t r = 0; r < node.results.size(); ++r)
-      if (plan_.values[node.results[r]].storage != Storage::fused)
+      if (plan_.values[node.results[r]].storage != Storage::fused && !made_by_matmul_.count(node.results[r]))
         out.push_back(elementwise_kernel(node, r));
     return out;
   }
@@ -314,17 +558,30 @@ private:
     return d == DType::boolean ? b_.CreateZExt(v, acc) : b_.CreateSExt(v, acc);
   }
 
+  /// Work-items per workgroup of a reduction over `count` elements.
+  static unsigned reduction_group(const Dim &count) {
+    if (!count.is_static())
+      return kElementwiseGroup;
+    return static_cast<unsigned>(
+        std::clamp<uint64_t>(next_pow2(static_cast<uint64_t>(count.value())), 1, kElementwiseGroup));
+  }
+
   GpuKernel reduction_kernel(const Node &node) {
+    ReductionShape shape = reduction_shape(node);
+    begin_kernel("reduction", reduction_group(shape.count));
+    kernel_.grid = {{shape_numel(g_.type_of(node.results[0]).shape), 1}};
+    reduction_phases(node);
+    return std::move(kernel_);
+  }
+
+  /// The phases of a reduction whose output element is the workgroup's
+  /// number: strided partials into LDS, a tree, work-item 0 stores.
+  void reduction_phases(const Node &node) {
     ValueId x = node.operands[0], out = node.results[0];
     DType d = g_.type_of(x).dtype, out_d = g_.type_of(out).dtype;
     ReductionShape shape = reduction_shape(node);
-    unsigned group = kElementwiseGroup;
-    if (shape.count.is_static())
-      group = static_cast<unsigned>(std::clamp<uint64_t>(next_pow2(static_cast<uint64_t>(shape.count.value())), 1,
-                                                         kElementwiseGroup));
-    begin_kernel("reduction", group);
-    kernel_.grid = {{shape_numel(g_.type_of(out).shape), 1}};
-    kernel_.lds_bytes = uint64_t(group) * 8;
+    unsigned group = kernel_.workgroup_size;
+    kernel_.lds_bytes = std::max<uint64_t>(kernel_.lds_bytes, uint64_t(group) * 8);
     const std::string &op = node.op;
 
     // Phase 1: each work-item folds elements lid, lid + group, ... into LDS.
@@ -379,6 +636,167 @@ private:
           result = round_to(out_d, result);
         store_element(out_d, pointer_of(out), workgroup_, result);
       });
+      kernel_.steps.push_back(end_phase(fn));
+    }
+  }
+
+  // ---- row kernels: a last-axis reduction and what follows it per row ----
+
+  /// The rows of a row group: shape [outer..., L] reduced over its last axis.
+  struct Rows {
+    Shape outer;
+    Dim length{1};
+    Shape full() const {
+      Shape s = outer;
+      s.push_back(length);
+      return s;
+    }
+    /// [outer...] or [outer..., 1]: one element per row.
+    bool per_row(const Shape &s) const {
+      if (s == outer)
+        return true;
+      Shape kept = outer;
+      kept.push_back(Dim(1));
+      return s == kept;
+    }
+  };
+
+  /// A reduction over the last axis only of a rank >= 1 operand.
+  bool last_axis_reduction(const Node &node, Rows *rows) {
+    if (gpu_kernel_kind(node.op) != "reduction" || node.results.size() != 1)
+      return false;
+    const Shape &xs = g_.type_of(node.operands[0]).shape;
+    ReductionShape s = reduction_shape(node);
+    if (xs.empty() || !s.reduced.back() || std::count(s.reduced.begin(), s.reduced.end(), true) != 1)
+      return false;
+    rows->outer.assign(xs.begin(), xs.end() - 1);
+    rows->length = xs.back();
+    return true;
+  }
+
+  /// How a row group touches stored values: which temp slots it writes
+  /// (with the value's shape) and the temps of other kernels it reads.
+  struct RowAccess {
+    std::set<ValueId> members; // values the group's nodes store
+    std::map<size_t, Shape> written; // slot -> shape
+    bool ok = true;
+    std::vector<std::pair<ValueId, bool>> reads; // other temps; true: read at the reader's own index
+  };
+
+  /// Checks that `node`, evaluated at index idx of a value of shape `at`,
+  /// reads the group's members only at their own row (same shape, or one
+  /// element per row broadcast along it) and records other temps it reads.
+  /// A row reduction (`along_row`) reads its operand at the row's elements.
+  void row_reads(const Node &node, const Shape &at, const Rows &rows, bool aligned, RowAccess &acc,
+                 bool along_row = false) {
+    OpTraits traits = op_traits(node.op);
+    bool same_index = along_row || traits.has(OpTrait::epilogue_safe) || traits.has(OpTrait::generator);
+    for (ValueId o : node.operands) {
+      const Shape &os = g_.type_of(o).shape;
+      bool here = aligned && same_index && (os == at || (rows.per_row(os) && at == rows.full()));
+      const ValuePlan &vp = plan_.values[o];
+      if (vp.storage == Storage::fused) {
+        const ValueInfo &info = g_.value_info(o);
+        if (info.producer >= 0)
+          row_reads(g_.nodes()[info.producer], os, rows, here && (os == rows.full() || rows.per_row(os)), acc);
+        continue;
+      }
+      if (acc.members.count(o)) {
+        acc.ok = acc.ok && here;
+      } else if (vp.storage == Storage::temp) {
+        acc.reads.push_back({o, here && os == at});
+      }
+    }
+  }
+
+  /// The kernels from plan position `first` on that run as one row kernel:
+  /// a last-axis reduction, then every following reduction over the same
+  /// rows and every elementwise node computing one row (or one element per
+  /// row) that reads the group's values only at its own row. Such a chain
+  /// (LayerNorm, RMSNorm, softmax after decomposition) is one launch with
+  /// one workgroup per row. Fewer than two nodes: no group.
+  std::vector<const Node *> row_group(size_t first) {
+    std::vector<const Node *> group;
+    Rows rows;
+    if (!last_axis_reduction(g_.nodes()[plan_.kernels[first]], &rows))
+      return group;
+    for (size_t i = first; i < plan_.kernels.size(); ++i) {
+      const Node &node = g_.nodes()[plan_.kernels[i]];
+      if (node.results.size() != 1 || plan_.values[node.results[0]].storage == Storage::fused ||
+          plan_.epilogues.count(plan_.kernels[i]))
+        break;
+      const Shape &shape = g_.type_of(node.results[0]).shape;
+      Rows mine;
+      bool reduction = last_axis_reduction(node, &mine);
+      if (reduction ? !(mine.outer == rows.outer && mine.length == rows.length)
+                    : (gpu_kernel_kind(node.op) != "elementwise" || !(shape == rows.full() || rows.per_row(shape))))
+        break;
+      group.push_back(&node);
+      if (!row_access_ok(group, rows)) {
+        group.pop_back();
+        break;
+      }
+    }
+    return group;
+  }
+
+  bool row_access_ok(const std::vector<const Node *> &group, const Rows &rows) {
+    RowAccess acc;
+    for (const Node *n : group) {
+      ValueId v = n->results[0];
+      bool reduction = gpu_kernel_kind(n->op) == "reduction";
+      // A reduction reads its operand along the row: as an elementwise
+      // node of the full row shape would.
+      row_reads(*n, reduction ? rows.full() : g_.type_of(v).shape, rows, true, acc, reduction);
+      acc.members.insert(v);
+      const ValuePlan &vp = plan_.values[v];
+      if (vp.storage != Storage::temp)
+        continue;
+      auto [it, fresh] = acc.written.emplace(vp.index, g_.type_of(v).shape);
+      if (!fresh && it->second != g_.type_of(v).shape)
+        return false; // one slot, two row layouts: rows of other workgroups would collide
+    }
+    // Another kernel's temp in a slot the group writes: only if read at the
+    // writer's own element positions (same shape, own index).
+    for (const auto &[o, own_index] : acc.reads) {
+      auto it = acc.written.find(plan_.values[o].index);
+      if (it != acc.written.end() && !(own_index && it->second == g_.type_of(o).shape))
+        return false;
+    }
+    return acc.ok;
+  }
+
+  /// One workgroup per row: each node of `group` in turn, barriers between
+  /// (a node reads what the group's earlier nodes stored for this row).
+  GpuKernel row_kernel(const std::vector<const Node *> &group) {
+    Rows rows;
+    last_axis_reduction(*group.front(), &rows);
+    begin_kernel("row", reduction_group(rows.length));
+    kernel_.grid = {{shape_numel(rows.outer), 1}};
+    unsigned size = kernel_.workgroup_size;
+    for (const Node *node : group) {
+      if (gpu_kernel_kind(node->op) == "reduction") {
+        reduction_phases(*node);
+        continue;
+      }
+      ValueId v = node->results[0];
+      DType d = g_.type_of(v).dtype;
+      llvm::Function *fn = begin_phase();
+      if (rows.per_row(g_.type_of(v).shape) && !(g_.type_of(v).shape == rows.full())) {
+        if_then(b_.CreateICmpEQ(local_id_, b_.getInt64(0)), [&] {
+          store_element(d, pointer_of(v), workgroup_, node_element(*node, 0, unravel(workgroup_, dims_of(v))));
+        });
+      } else {
+        Value *length = dim(rows.length);
+        Value *trips = b_.CreateUDiv(b_.CreateSub(b_.CreateAdd(length, b_.getInt64(size)),
+                                                  b_.CreateAdd(local_id_, b_.getInt64(1))),
+                                     b_.getInt64(size));
+        loop(trips, [&](Value *t) {
+          Value *j = b_.CreateAdd(local_id_, b_.CreateMul(t, b_.getInt64(size)));
+          Value *lin = b_.CreateAdd(b_.CreateMul(workgroup_, length), j);
+          store_element(d, pointer_of(v), lin, node_element(*node, 0, unravel(lin, dims_of(v))));
+        });
+      }
       kernel_.steps.push_back(end_phase(fn));
     }
     return std::move(kernel_);
@@ -511,6 +929,30 @@ private:
   /// the accumulator there), into the chain's stored value.
   void store_gemm_result(const Node &node, const Index &idx, Value *linear, Value *value) {
     ValueId out = node.results[0];
+    if (auto views = stored_through_.find(static_cast<size_t>(&node - g_.nodes().data()));
+        views != stored_through_.end()) {
+      // The element's index through the views: a transpose permutes it, a
+      // reshape keeps the row-major linear position.
+      Index at = idx;
+      ValueId v = out;
+      for (const Node *c : views->second) {
+        if (c->op == "transpose") {
+          std::vector<int64_t> perm = c->attrs.get_ints("perm");
+          if (perm.empty()) // no perm: reversed
+            for (size_t d = 0; d < at.size(); ++d)
+              perm.push_back(static_cast<int64_t>(at.size() - 1 - d));
+          Index moved;
+          for (int64_t k : perm)
+            moved.push_back(at[static_cast<size_t>(k < 0 ? k + static_cast<int64_t>(at.size()) : k)]);
+          at = moved;
+        } else {
+          at = unravel(linear_index(at, dims_of(v)), dims_of(c->results[0]));
+        }
+        v = c->results[0];
+      }
+      store_element(g_.type_of(v).dtype, pointer_of(v), linear_index(at, dims_of(v)), value);
+      return;
+    }
     auto epilogue = plan_.epilogues.find(static_cast<size_t>(&node - g_.nodes().data()));
     if (epilogue == plan_.epilogues.end()) {
       store_element(g_.type_of(out).dtype, pointer_of(out), linear, value);
@@ -624,6 +1066,9 @@ private:
   Value *buffers_ = nullptr, *workgroup_ = nullptr, *local_id_ = nullptr, *lds_ = nullptr, *state_ = nullptr,
         *iteration_ = nullptr;
   std::map<size_t, Value *> pointers_;
+  std::vector<std::vector<size_t>> readers_;                   // by value: reading nodes (lazy)
+  std::map<size_t, std::vector<const Node *>> stored_through_; // matmul node -> views it stores through
+  std::set<ValueId> made_by_matmul_;                           // the stored ends of those views
 };
 
 bool needs_device_libm(const Node &node, const Graph &g) {
@@ -667,6 +1112,24 @@ std::vector<GpuGraphProgram> emit_gpu_kernels(llvm::Module &module, const Graph 
     programs.push_back(KernelBuilder(module, *sub, prefix, "sub." + name, symbols).build());
   programs.push_back(KernelBuilder(module, root, prefix, "main", symbols).build());
   return programs;
+}
+
+uint64_t gpu_launch_count(const std::vector<GpuGraphProgram> &programs) {
+  std::function<uint64_t(const GpuGraphProgram &)> count = [&](const GpuGraphProgram &p) {
+    uint64_t n = 0;
+    for (const GpuGraphProgram::Item &item : p.items) {
+      if (!item.call) {
+        ++n;
+        continue;
+      }
+      std::string tag = "sub." + item.call->attrs.get_string("callee");
+      for (const GpuGraphProgram &callee : programs)
+        if (callee.tag == tag)
+          n += count(callee);
+    }
+    return n;
+  };
+  return programs.empty() ? 0 : count(programs.back());
 }
 
 std::vector<std::string> gpu_unsupported_nodes(const Graph &root) {

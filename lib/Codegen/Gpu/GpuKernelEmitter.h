@@ -54,12 +54,18 @@ struct KernelBuffer {
 
 struct GpuKernel {
   std::string name; // the entry point's symbol
-  std::string kind; // elementwise, reduction, matmul, conv2d, copy
+  std::string kind; // elementwise, reduction, row, matmul, conv2d, copy
   unsigned workgroup_size = 256;
   uint64_t lds_bytes = 0;
   uint64_t state_bytes = 0;
   std::vector<GridFactor> grid;
   std::vector<KernelBuffer> buffers;
+  /// Per buffer: the pointer is noalias (a workspace slot no other buffer
+  /// of the kernel uses, or a read-only weight) and its alignment in bytes
+  /// (16 for workspace slots and weights, which are 64-byte aligned; 0: the
+  /// caller's input/output buffers, element alignment only).
+  std::vector<bool> buffer_noalias;
+  std::vector<unsigned> buffer_align;
   std::vector<KernelStep> steps;
   std::string grid_text() const; // "ceil(batch*16/256)" for manifests
 };
@@ -84,6 +90,11 @@ struct GpuGraphProgram {
 /// order in every module, so a host module and device modules agree.
 std::vector<GpuGraphProgram> emit_gpu_kernels(llvm::Module &module, const Graph &root, const std::string &prefix,
                                               const std::vector<std::string> &symbols);
+
+/// Kernel launches of one run of the root graph (the last program): its
+/// kernels plus, per call, the callee's launches (grids that turn out empty
+/// at run time are skipped by the host and still counted here).
+uint64_t gpu_launch_count(const std::vector<GpuGraphProgram> &programs);
 
 /// Ops the GPU backend cannot lower without libm on the device (f64
 /// transcendentals, pow): a list of "node %3 'tanh' (f64)" descriptions,

@@ -28,8 +28,10 @@ public:
   }
 
 private:
-  /// for (i = 0; i < n; ++i) body(i)
-  void loop(Value *n, const std::function<void(Value *)> &body) {
+  /// for (i = 0; i < n; ++i) body(i). `keep_rolled`: the back edge says
+  /// llvm.loop.unroll.disable (a kernel's K loop: unrolled in full, its
+  /// phases' registers pile up until the kernel spills).
+  void loop(Value *n, const std::function<void(Value *)> &body, bool keep_rolled = false) {
     llvm::Function *fn = b_.GetInsertBlock()->getParent();
     llvm::BasicBlock *pre = b_.GetInsertBlock();
     auto *header = llvm::BasicBlock::Create(ctx_, "loop", fn);
@@ -43,7 +45,14 @@ private:
     b_.SetInsertPoint(bodyb);
     body(i);
     i->addIncoming(b_.CreateAdd(i, b_.getInt64(1)), b_.GetInsertBlock());
-    b_.CreateBr(header);
+    llvm::BranchInst *back = b_.CreateBr(header);
+    if (keep_rolled) {
+      llvm::Metadata *disable[] = {llvm::MDString::get(ctx_, "llvm.loop.unroll.disable")};
+      llvm::Metadata *ops[] = {nullptr, llvm::MDNode::get(ctx_, disable)};
+      llvm::MDNode *md = llvm::MDNode::getDistinct(ctx_, ops);
+      md->replaceOperandWith(0, md);
+      back->setMetadata(llvm::LLVMContext::MD_loop, md);
+    }
     b_.SetInsertPoint(exit);
   }
 
@@ -62,7 +71,8 @@ private:
       }
       Value *trips = b_.CreateCall(s.trip_count, {buffers, dims});
       first = false; // every trip's first phase waits for what ran before it
-      loop(trips, [&](Value *it) { run_steps(s.body, buffers, dims, it, run_phase, barrier, first); });
+      loop(trips, [&](Value *it) { run_steps(s.body, buffers, dims, it, run_phase, barrier, first); },
+           target_ != GpuLoweringTarget::emulation);
       // The loop's first phase of the next trip must wait for the last of
       // this one, and whatever follows the loop for its last trip.
       first = false;
@@ -124,8 +134,13 @@ private:
                                    llvm::ValueAsMetadata::get(b_.getInt32(k.workgroup_size))};
       m_.getOrInsertNamedMetadata("nvvm.annotations")->addOperand(llvm::MDNode::get(ctx_, maxntid));
     }
-    for (size_t i = 0; i < k.buffers.size(); ++i)
+    for (size_t i = 0; i < k.buffers.size(); ++i) {
       fn->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoUndef);
+      if (i < k.buffer_noalias.size() && k.buffer_noalias[i])
+        fn->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoAlias);
+      if (i < k.buffer_align.size() && k.buffer_align[i])
+        fn->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::getWithAlignment(ctx_, llvm::Align(k.buffer_align[i])));
+    }
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
     // Private tables of the kernel's arguments, as the phases take them
     // (SROA folds them back into the arguments after inlining).

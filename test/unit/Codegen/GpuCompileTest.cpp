@@ -55,7 +55,14 @@ TEST_CASE("a GPU model compiles for several architectures at once", "[codegen][g
       CHECK(r.name.rfind("small.", 0) == 0);
       CHECK(r.sgpr_count > 0);
       CHECK(r.vgpr_count > 0);
-      CHECK(r.private_segment_bytes >= 0);
+      CHECK(r.private_segment_bytes == 0);
+      CHECK(r.vgpr_spill_count == 0);
+      CHECK(r.sgpr_spill_count == 0);
+      CHECK(r.agpr_count == 0);
+      CHECK(r.wavefront_size == (arch == "gfx1100" ? 32 : 64));
+      CHECK(r.max_flat_workgroup_size > 0);
+      CHECK(r.vgpr_count <= 128);
+      CHECK(amdgpu_waves_per_simd(arch, r) >= 4);
     }
   }
   std::string header = artifact(m, "header");
@@ -65,6 +72,9 @@ TEST_CASE("a GPU model compiles for several architectures at once", "[codegen][g
   CHECK(header.find("#define SMALL_OK 0") != std::string::npos);
   CHECK(header.find("#define SMALL_ERROR_NO_DEVICE 6") != std::string::npos);
   CHECK(m.manifest.extra_json.find("\"sgpr_count\"") != std::string::npos);
+  CHECK(m.manifest.extra_json.find("\"vgpr_spill_count\":0") != std::string::npos);
+  CHECK(m.manifest.extra_json.find("\"waves_per_simd\"") != std::string::npos);
+  CHECK(m.manifest.extra_json.find("\"launches\":") != std::string::npos);
   CHECK(m.manifest.extra_json.find("\"kind\":\"matmul\"") != std::string::npos);
   CHECK(m.manifest.extra_json.find("\"kind\":\"reduction\"") != std::string::npos);
   // Same inputs, same bytes.
@@ -105,4 +115,34 @@ TEST_CASE("the same kernels lower to NVPTX (PTX entries with barriers and shared
     std::ofstream(path) << ptx;
     CHECK(std::system(("ptxas -arch=sm_90 " + path + " -o " + dir.path + "/small.cubin").c_str()) == 0);
   }
+}
+
+TEST_CASE("occupancy follows the arch's register files and LDS", "[codegen][gpu]") {
+  GpuKernelResources r;
+  r.sgpr_count = 20;
+  r.vgpr_count = 36;
+  r.agpr_count = 0;
+  r.group_segment_bytes = 0;
+  r.wavefront_size = 64;
+  r.max_flat_workgroup_size = 256;
+  CHECK(amdgpu_waves_per_simd("gfx90a", r) == 8); // the wave limit (512 / 40 = 12)
+  r.vgpr_count = 128;
+  CHECK(amdgpu_waves_per_simd("gfx942", r) == 4); // 512 / 128
+  r.vgpr_count = 36;
+  r.sgpr_count = 100;
+  CHECK(amdgpu_waves_per_simd("gfx90a", r) == 7); // 800 SGPRs / 112
+  r.sgpr_count = 20;
+  r.group_segment_bytes = 65536; // one workgroup of 4 waves per CU of 4 SIMDs
+  CHECK(amdgpu_waves_per_simd("gfx90a", r) == 1);
+  r.group_segment_bytes = 2048;
+  CHECK(amdgpu_waves_per_simd("gfx90a", r) == 8);
+  // gfx1100: wave32, 1536 VGPRs per lane in granules of 24, 16 waves.
+  r.wavefront_size = 32;
+  r.vgpr_count = 27;
+  r.sgpr_count = 200; // SGPRs do not limit gfx10+
+  CHECK(amdgpu_waves_per_simd("gfx1100", r) == 16);
+  r.vgpr_count = 128;
+  CHECK(amdgpu_waves_per_simd("gfx1100", r) == 10); // 1536 / 144
+  r.vgpr_count = -1; // unknown
+  CHECK(amdgpu_waves_per_simd("gfx1100", r) == 0);
 }
