@@ -98,6 +98,12 @@ Coord d_element(llvm::IRBuilder<> &b, const MatrixCore &mc, Value *lane, Value *
   return {b.CreateAdd(b.CreateMul(r, b.getInt64(2)), half), j};
 }
 
+// State slots are only element-aligned (lanes' states are packed): vector
+// loads and stores say so, not the vector's ABI alignment.
+llvm::Align slot_align(llvm::Type *t) { return llvm::Align(t->getScalarSizeInBits() / 8); }
+llvm::Value *load_slot(llvm::IRBuilder<> &b, llvm::Type *t, llvm::Value *p) { return b.CreateAlignedLoad(t, p, slot_align(t)); }
+void store_slot(llvm::IRBuilder<> &b, llvm::Value *v, llvm::Value *p) { b.CreateAlignedStore(v, p, slot_align(v->getType())); }
+
 /// for (i = 0; i < n; ++i) body(i)
 void ir_loop(llvm::IRBuilder<> &b, Value *n, const std::function<void(Value *)> &body) {
   llvm::LLVMContext &ctx = b.getContext();
@@ -223,7 +229,7 @@ public:
       llvm::Function *fn = kb_.gemm_begin_phase();
       if (mc_)
         for (unsigned s = 0; s < blocks_m_ * blocks_n_; ++s)
-          b_.CreateStore(llvm::Constant::getNullValue(result_type(ctx_, mc_)), state_at(c_slot(s / blocks_n_, s % blocks_n_)));
+          store_slot(b_, llvm::Constant::getNullValue(result_type(ctx_, mc_)), state_at(c_slot(s / blocks_n_, s % blocks_n_)));
       else
         for (unsigned s = 0; s < 16; ++s)
           b_.CreateStore(llvm::ConstantFP::get(b_.getFloatTy(), 0.0), state_at(4 * s));
@@ -338,9 +344,9 @@ private:
     };
     for (unsigned s = 0; s < ksteps_; ++s) {
       for (unsigned bm = 0; bm < blocks_m_; ++bm)
-        b_.CreateStore(gather(true, bm, s), state_at(a_slot(bm, s)));
+        store_slot(b_, gather(true, bm, s), state_at(a_slot(bm, s)));
       for (unsigned bn = 0; bn < blocks_n_; ++bn)
-        b_.CreateStore(gather(false, bn, s), state_at(b_slot(bn, s)));
+        store_slot(b_, gather(false, bn, s), state_at(b_slot(bn, s)));
     }
     return kb_.gemm_end_phase(fn);
   }
@@ -384,7 +390,7 @@ private:
       wave_position(lane, wrow, wcol);
       for (unsigned bm = 0; bm < blocks_m_; ++bm)
         for (unsigned bn = 0; bn < blocks_n_; ++bn) {
-          Value *d = b_.CreateLoad(result_type(ctx_, mc_), state_at(c_slot(bm, bn)));
+          Value *d = load_slot(b_, result_type(ctx_, mc_), state_at(c_slot(bm, bn)));
           for (unsigned r = 0; r < mc_.results; ++r) {
             Coord c = d_element(b_, mc_, lane, c64(r));
             Value *row = b_.CreateAdd(row0, b_.CreateAdd(wrow, b_.CreateAdd(c64(bm * kBlock), c.row)));
@@ -462,7 +468,7 @@ void emit_device_wave_mma(llvm::IRBuilder<> &b, const WaveMma &op, Value *state)
   llvm::LLVMContext &ctx = b.getContext();
   llvm::Type *ot = operand_type(ctx, mc), *rt = result_type(ctx, mc);
   auto at = [&](uint64_t offset) { return b.CreateConstGEP1_64(b.getInt8Ty(), state, offset); };
-  Value *x = b.CreateLoad(ot, at(op.a)), *y = b.CreateLoad(ot, at(op.b)), *c = b.CreateLoad(rt, at(op.c));
+  Value *x = load_slot(b, ot, at(op.a)), *y = load_slot(b, ot, at(op.b)), *c = load_slot(b, rt, at(op.c));
   Value *d;
   llvm::Module *m = b.GetInsertBlock()->getModule();
   auto mfma = [&](llvm::Intrinsic::ID id) {
@@ -480,7 +486,7 @@ void emit_device_wave_mma(llvm::IRBuilder<> &b, const WaveMma &op, Value *state)
     break;
   default: throw Error(ErrorCode::Internal, "gpu: unknown matrix instruction");
   }
-  b.CreateStore(d, at(op.c));
+  store_slot(b, d, at(op.c));
 }
 
 void emulate_wave_mma(llvm::IRBuilder<> &b, const WaveMma &op, Value *lane_states, uint64_t state_bytes) {
