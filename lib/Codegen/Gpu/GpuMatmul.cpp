@@ -296,18 +296,48 @@ private:
     Value *bk = b_.CreateUDiv(lid, c64(16)), *bc = b_.CreateMul(b_.CreateURem(lid, c64(16)), c64(4));
     Value *row = b_.CreateAdd(row0, ar), *krow = b_.CreateAdd(k0, bk);
     Value *row_ok = b_.CreateICmpULT(row, m), *krow_ok = b_.CreateICmpULT(krow, kk);
-    for (int64_t q = 0; q < 4; ++q) {
-      Value *k = b_.CreateAdd(k0, b_.CreateAdd(ak, c64(q)));
-      Value *ok = b_.CreateAnd(row_ok, b_.CreateICmpULT(k, kk));
-      Value *v = kb_.gemm_when(ok, [&] { return gm_.load_a(batch, row, k); }, zero);
-      b_.CreateStore(from_f32(b_, v, op_), lds_a(ar, b_.CreateAdd(ak, c64(q))));
-    }
-    for (int64_t q = 0; q < 4; ++q) {
-      Value *col = b_.CreateAdd(col0, b_.CreateAdd(bc, c64(q)));
-      Value *ok = b_.CreateAnd(krow_ok, b_.CreateICmpULT(col, n));
-      Value *v = kb_.gemm_when(ok, [&] { return gm_.load_b(batch, krow, col); }, zero);
-      b_.CreateStore(from_f32(b_, v, op_), lds_b(bk, b_.CreateAdd(bc, c64(q))));
-    }
+    // Four consecutive elements per operand; when all four are inside the
+    // matrix they are loaded without per-element masks (adjacent loads the
+    // backend merges into one 128-bit load where the operand is contiguous).
+    auto quad = [&](Value *all_ok, const std::function<Value *(int64_t)> &in_bounds,
+                    const std::function<Value *(int64_t)> &load, const std::function<Value *(int64_t)> &at) {
+      llvm::Function *f = b_.GetInsertBlock()->getParent();
+      auto *fast = llvm::BasicBlock::Create(ctx_, "stage.full", f);
+      auto *edge = llvm::BasicBlock::Create(ctx_, "stage.edge", f);
+      auto *done = llvm::BasicBlock::Create(ctx_, "stage.done", f);
+      b_.CreateCondBr(all_ok, fast, edge);
+      b_.SetInsertPoint(fast);
+      std::vector<Value *> full;
+      for (int64_t q = 0; q < 4; ++q)
+        full.push_back(load(q));
+      llvm::BasicBlock *fast_end = b_.GetInsertBlock();
+      b_.CreateBr(done);
+      b_.SetInsertPoint(edge);
+      std::vector<Value *> masked;
+      for (int64_t q = 0; q < 4; ++q)
+        masked.push_back(kb_.gemm_when(in_bounds(q), [&] { return load(q); }, zero));
+      llvm::BasicBlock *edge_end = b_.GetInsertBlock();
+      b_.CreateBr(done);
+      b_.SetInsertPoint(done);
+      std::vector<Value *> v;
+      for (int64_t q = 0; q < 4; ++q) {
+        llvm::PHINode *phi = b_.CreatePHI(gm_.acc_type, 2);
+        phi->addIncoming(full[q], fast_end);
+        phi->addIncoming(masked[q], edge_end);
+        v.push_back(phi);
+      }
+      for (int64_t q = 0; q < 4; ++q)
+        b_.CreateStore(from_f32(b_, v[q], op_), at(q));
+    };
+    Value *ka = b_.CreateAdd(k0, ak), *cb = b_.CreateAdd(col0, bc);
+    quad(b_.CreateAnd(row_ok, b_.CreateICmpULT(b_.CreateAdd(ka, c64(3)), kk)),
+         [&](int64_t q) { return b_.CreateAnd(row_ok, b_.CreateICmpULT(b_.CreateAdd(ka, c64(q)), kk)); },
+         [&](int64_t q) { return gm_.load_a(batch, row, b_.CreateAdd(ka, c64(q))); },
+         [&](int64_t q) { return lds_a(ar, b_.CreateAdd(ak, c64(q))); });
+    quad(b_.CreateAnd(krow_ok, b_.CreateICmpULT(b_.CreateAdd(cb, c64(3)), n)),
+         [&](int64_t q) { return b_.CreateAnd(krow_ok, b_.CreateICmpULT(b_.CreateAdd(cb, c64(q)), n)); },
+         [&](int64_t q) { return gm_.load_b(batch, krow, b_.CreateAdd(cb, c64(q))); },
+         [&](int64_t q) { return lds_b(bk, b_.CreateAdd(bc, c64(q))); });
     return kb_.gemm_end_phase(fn);
   }
 
