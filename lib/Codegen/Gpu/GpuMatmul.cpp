@@ -15,6 +15,7 @@ constexpr int64_t kMacro = 64;     // output rows and columns per workgroup
 constexpr int64_t kDepth = 16;     // K per LDS tile
 constexpr unsigned kGroup = 256;   // work-items per workgroup
 constexpr int64_t kBlock = 16;     // a matrix instruction's output block is 16 x 16
+constexpr int64_t kBuffer = 2 * kMacro * kDepth; // elements of one LDS buffer: A tile, then B tile
 constexpr unsigned kWavesPerEu = 4; // at most 128 VGPRs (+ AGPRs): occupancy without spills
 
 bool starts_with(const std::string &s, const char *p) { return s.rfind(p, 0) == 0; }
@@ -223,10 +224,12 @@ public:
     k.workgroup_size = kGroup;
     k.waves_per_eu = kWavesPerEu;
     k.grid = {{gm_.batch, 1}, {gm_.m, kMacro}, {gm_.n, kMacro}};
-    k.lds_bytes = 2 * kMacro * kDepth * esz_;
+    k.lds_bytes = 2 * kBuffer * esz_; // double-buffered
     k.state_bytes = (acc_bytes_ + a_bytes_ + b_bytes_ + 15) / 16 * 16;
     {
+      // Prologue: zero accumulators, stage K-tile 0 into buffer 0.
       llvm::Function *fn = kb_.gemm_begin_phase();
+      stage(c64(0), c64(0));
       if (mc_)
         for (unsigned s = 0; s < blocks_m_ * blocks_n_; ++s)
           store_slot(b_, llvm::Constant::getNullValue(result_type(ctx_, mc_)), state_at(c_slot(s / blocks_n_, s % blocks_n_)));
@@ -235,18 +238,28 @@ public:
           b_.CreateStore(llvm::ConstantFP::get(b_.getFloatTy(), 0.0), state_at(4 * s));
       k.steps.push_back(kb_.gemm_end_phase(fn));
     }
+    // Trip t: stage K-tile t + 1 into buffer (t + 1) % 2 while reading tile t
+    // from buffer t % 2 (no barrier between them), then the wave's matrix ops;
+    // one barrier per trip (before its phase).
     std::vector<KernelStep> body;
-    body.push_back(stage());
+    {
+      llvm::Function *fn = kb_.gemm_begin_phase();
+      Value *t = kb_.gemm_iteration();
+      Value *current = b_.CreateAnd(t, c64(1));
+      stage(b_.CreateAdd(t, c64(1)), b_.CreateXor(current, c64(1)));
+      if (mc_)
+        fragments(current);
+      else
+        scalar_tile(current);
+      body.push_back(kb_.gemm_end_phase(fn));
+    }
     if (mc_) {
-      body.push_back(fragments());
       KernelStep ops;
       for (unsigned s = 0; s < ksteps_; ++s)
         for (unsigned bm = 0; bm < blocks_m_; ++bm)
           for (unsigned bn = 0; bn < blocks_n_; ++bn)
             ops.wave_ops.push_back({static_cast<int>(mc_.instruction), a_slot(bm, s), b_slot(bn, s), c_slot(bm, bn)});
       body.push_back(std::move(ops));
-    } else {
-      body.push_back(scalar_tile());
     }
     KernelStep loop = kb_.gemm_loop_step(gm_.k, kDepth, std::move(body));
     loop.unroll = 1; // one barrier pair per K-tile; full unrolling only grows registers
@@ -275,21 +288,23 @@ private:
   Value *ceil_div(Value *x) { return b_.CreateUDiv(b_.CreateAdd(x, c64(kMacro - 1)), c64(kMacro)); }
 
   /// LDS: A tile [64][16] then B tile [16][64], in the operand type.
-  Value *lds_a(Value *i, Value *k) {
-    return b_.CreateGEP(element_type(ctx_, op_), kb_.gemm_lds(), b_.CreateAdd(b_.CreateMul(i, c64(kDepth)), k));
+  /// (Two buffers of kBuffer elements, `buf` 0 or 1.)
+  Value *lds_a(Value *buf, Value *i, Value *k) {
+    Value *at = b_.CreateAdd(b_.CreateMul(buf, c64(kBuffer)), b_.CreateAdd(b_.CreateMul(i, c64(kDepth)), k));
+    return b_.CreateGEP(element_type(ctx_, op_), kb_.gemm_lds(), at);
   }
-  Value *lds_b(Value *k, Value *j) {
-    return b_.CreateGEP(element_type(ctx_, op_), kb_.gemm_lds(),
-                        b_.CreateAdd(c64(kMacro * kDepth), b_.CreateAdd(b_.CreateMul(k, c64(kMacro)), j)));
+  Value *lds_b(Value *buf, Value *k, Value *j) {
+    Value *at = b_.CreateAdd(b_.CreateMul(buf, c64(kBuffer)),
+                             b_.CreateAdd(c64(kMacro * kDepth), b_.CreateAdd(b_.CreateMul(k, c64(kMacro)), j)));
+    return b_.CreateGEP(element_type(ctx_, op_), kb_.gemm_lds(), at);
   }
 
   /// Global → LDS: each work-item 4 consecutive k of one A row and 4
   /// consecutive columns of one B row; zeros outside the matrices.
-  KernelStep stage() {
-    llvm::Function *fn = kb_.gemm_begin_phase();
+  void stage(Value *tile, Value *buf) {
     Value *batch, *row0, *col0;
     origin(batch, row0, col0);
-    Value *lid = kb_.gemm_local_id(), *k0 = b_.CreateMul(kb_.gemm_iteration(), c64(kDepth));
+    Value *lid = kb_.gemm_local_id(), *k0 = b_.CreateMul(tile, c64(kDepth));
     Value *m = kb_.gemm_dim(gm_.m), *n = kb_.gemm_dim(gm_.n), *kk = kb_.gemm_dim(gm_.k);
     Value *zero = llvm::ConstantFP::get(gm_.acc_type, 0.0);
     Value *ar = b_.CreateUDiv(lid, c64(4)), *ak = b_.CreateMul(b_.CreateURem(lid, c64(4)), c64(4));
@@ -333,12 +348,11 @@ private:
     quad(b_.CreateAnd(row_ok, b_.CreateICmpULT(b_.CreateAdd(ka, c64(3)), kk)),
          [&](int64_t q) { return b_.CreateAnd(row_ok, b_.CreateICmpULT(b_.CreateAdd(ka, c64(q)), kk)); },
          [&](int64_t q) { return gm_.load_a(batch, row, b_.CreateAdd(ka, c64(q))); },
-         [&](int64_t q) { return lds_a(ar, b_.CreateAdd(ak, c64(q))); });
+         [&](int64_t q) { return lds_a(buf, ar, b_.CreateAdd(ak, c64(q))); });
     quad(b_.CreateAnd(krow_ok, b_.CreateICmpULT(b_.CreateAdd(cb, c64(3)), n)),
          [&](int64_t q) { return b_.CreateAnd(krow_ok, b_.CreateICmpULT(b_.CreateAdd(cb, c64(q)), n)); },
          [&](int64_t q) { return gm_.load_b(batch, krow, b_.CreateAdd(cb, c64(q))); },
-         [&](int64_t q) { return lds_b(bk, b_.CreateAdd(bc, c64(q))); });
-    return kb_.gemm_end_phase(fn);
+         [&](int64_t q) { return lds_b(buf, bk, b_.CreateAdd(bc, c64(q))); });
   }
 
   void wave_position(Value *&lane, Value *&wrow, Value *&wcol) {
@@ -350,8 +364,7 @@ private:
   }
 
   /// LDS → this lane's A and B operands, in the instruction's lane layout.
-  KernelStep fragments() {
-    llvm::Function *fn = kb_.gemm_begin_phase();
+  void fragments(Value *buf) {
     Value *lane, *wrow, *wcol;
     wave_position(lane, wrow, wcol);
     llvm::Type *et = element_type(ctx_, op_), *ot = operand_type(ctx_, mc_);
@@ -362,11 +375,11 @@ private:
         if (is_a) {
           Coord c = a_element(b_, mc_, lane, e);
           Value *i = b_.CreateAdd(wrow, b_.CreateAdd(c64(block * kBlock), c.row));
-          x = b_.CreateLoad(et, lds_a(i, b_.CreateAdd(c64(s * mc_.k), c.col)));
+          x = b_.CreateLoad(et, lds_a(buf, i, b_.CreateAdd(c64(s * mc_.k), c.col)));
         } else {
           Coord c = b_element(b_, mc_, lane, e);
           Value *j = b_.CreateAdd(wcol, b_.CreateAdd(c64(block * kBlock), c.col));
-          x = b_.CreateLoad(et, lds_b(b_.CreateAdd(c64(s * mc_.k), c.row), j));
+          x = b_.CreateLoad(et, lds_b(buf, b_.CreateAdd(c64(s * mc_.k), c.row), j));
         }
         v = mc_.elements == 1 ? x : b_.CreateInsertElement(v, x, uint64_t(e));
       }
@@ -378,13 +391,11 @@ private:
       for (unsigned bn = 0; bn < blocks_n_; ++bn)
         store_slot(b_, gather(false, bn, s), state_at(b_slot(bn, s)));
     }
-    return kb_.gemm_end_phase(fn);
   }
 
   /// No matrix instruction: a 4 x 4 register micro-tile per work-item, rows
   /// ty + 16 r and columns tx + 16 c of the macro-tile.
-  KernelStep scalar_tile() {
-    llvm::Function *fn = kb_.gemm_begin_phase();
+  void scalar_tile(Value *buf) {
     Value *lid = kb_.gemm_local_id();
     Value *ty = b_.CreateUDiv(lid, c64(16)), *tx = b_.CreateURem(lid, c64(16));
     llvm::Type *f32 = b_.getFloatTy();
@@ -394,15 +405,14 @@ private:
     for (int64_t k = 0; k < kDepth; ++k) {
       Value *a[4], *bv[4];
       for (int64_t r = 0; r < 4; ++r) {
-        a[r] = b_.CreateLoad(f32, lds_a(b_.CreateAdd(ty, c64(16 * r)), c64(k)));
-        bv[r] = b_.CreateLoad(f32, lds_b(c64(k), b_.CreateAdd(tx, c64(16 * r))));
+        a[r] = b_.CreateLoad(f32, lds_a(buf, b_.CreateAdd(ty, c64(16 * r)), c64(k)));
+        bv[r] = b_.CreateLoad(f32, lds_b(buf, c64(k), b_.CreateAdd(tx, c64(16 * r))));
       }
       for (unsigned s = 0; s < 16; ++s)
         acc[s] = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {f32}, {a[s / 4], bv[s % 4], acc[s]});
     }
     for (unsigned s = 0; s < 16; ++s)
       b_.CreateStore(acc[s], state_at(4 * s));
-    return kb_.gemm_end_phase(fn);
   }
 
   KernelStep store() {

@@ -4,8 +4,8 @@
 // instructions take; every other GEMM keeps the scalar LDS-tiled kernel.
 //
 // Kernel: a 64 x 64 output macro-tile per workgroup of 256 work-items,
-// K in tiles of 16 staged through LDS (zeros outside the matrix, so edge
-// tiles need no second kernel; stores are masked). The workgroup's waves
+// K in tiles of 16 staged through double-buffered LDS (zeros outside the
+// matrix, so edge tiles need no second kernel; stores are masked). The workgroup's waves
 // split the macro-tile (gfx9: 4 waves of 64 lanes, 2 x 2, each 32 x 32 =
 // 2 x 2 blocks; gfx11: 8 waves of 32 lanes, 4 x 2, each 16 x 32 = 1 x 2
 // blocks), one 16 x 16 f32 accumulator block per instruction:
@@ -14,8 +14,9 @@
 //   bf16 gfx9   v_mfma_f32_16x16x16bf16_1k   (K 16, 4 bf16 per lane)
 //   f16  gfx11  v_wmma_f32_16x16x16_f16      (K 16, 16 halves per lane)
 //   bf16 gfx11  v_wmma_f32_16x16x16_bf16     (K 16, 16 bf16 per lane)
-// Per K-tile: stage (global → LDS) | barrier | fragments (LDS → each lane's
-// operand registers in the instruction's lane layout) | the wave's matrix
+// Per K-tile t, after a barrier: stage tile t + 1 (global → the other LDS
+// buffer) and fragments of tile t (LDS → each lane's operand registers in
+// the instruction's lane layout) in one phase, then the wave's matrix
 // instructions (a KernelStep with wave_ops, no barrier). The lane operands
 // and accumulators live at fixed offsets of the work-item's private state
 // (one vector type per slot, so SROA keeps them in registers/AGPRs).
