@@ -262,7 +262,7 @@ public:
       body.push_back(std::move(ops));
     }
     KernelStep loop = kb_.gemm_loop_step(gm_.k, kDepth, std::move(body));
-    loop.unroll = 1; // one barrier pair per K-tile; full unrolling only grows registers
+    loop.unroll = 1; // one barrier per K-tile; unrolling only grows code and registers
     k.steps.push_back(std::move(loop));
     k.steps.push_back(store());
   }
