@@ -12,10 +12,9 @@ using llvm::Value;
 namespace {
 
 constexpr int64_t kMacro = 64;     // output rows and columns per workgroup
-constexpr int64_t kDepth = 16;     // K per LDS tile
+constexpr int64_t kDepth = 16;     // K per LDS tile (32 for 16-bit operands)
 constexpr unsigned kGroup = 256;   // work-items per workgroup
 constexpr int64_t kBlock = 16;     // a matrix instruction's output block is 16 x 16
-constexpr int64_t kBuffer = 2 * kMacro * kDepth; // elements of one LDS buffer: A tile, then B tile
 constexpr unsigned kWavesPerEu = 4; // at most 128 VGPRs (+ AGPRs): occupancy without spills
 
 bool starts_with(const std::string &s, const char *p) { return s.rfind(p, 0) == 0; }
@@ -203,13 +202,18 @@ public:
       : kb_(kb), gm_(gm), mc_(mc), b_(kb.gemm_builder()), ctx_(b_.getContext()) {
     op_ = mc_ ? mc_.operand : DType::f32;
     esz_ = element_bytes(op_);
+    // 16 bytes of consecutive elements per work-item and operand per
+    // K-tile: 4 f32 (K-tile 16) or 8 f16/bf16 (K-tile 32).
+    vec_ = 16 / static_cast<int64_t>(esz_);
+    depth_ = kDepth * vec_ / 4;
+    buffer_ = 2 * kMacro * depth_;
     if (mc_) {
       waves_ = kGroup / mc_.wave;
       waves_n_ = 2;
       waves_m_ = waves_ / waves_n_;
       blocks_m_ = kMacro / kBlock / waves_m_;
       blocks_n_ = kMacro / kBlock / waves_n_;
-      ksteps_ = kDepth / mc_.k;
+      ksteps_ = static_cast<unsigned>(depth_ / mc_.k);
       acc_bytes_ = uint64_t(blocks_m_ * blocks_n_ * mc_.results) * 4;
       frag_bytes_ = mc_.elements * esz_;
       a_bytes_ = blocks_m_ * ksteps_ * frag_bytes_;
@@ -224,7 +228,7 @@ public:
     k.workgroup_size = kGroup;
     k.waves_per_eu = kWavesPerEu;
     k.grid = {{gm_.batch, 1}, {gm_.m, kMacro}, {gm_.n, kMacro}};
-    k.lds_bytes = 2 * kBuffer * esz_; // double-buffered
+    k.lds_bytes = 2 * buffer_ * esz_; // double-buffered
     k.state_bytes = (acc_bytes_ + a_bytes_ + b_bytes_ + 15) / 16 * 16;
     {
       // Prologue: zero accumulators, stage K-tile 0 into buffer 0.
@@ -261,7 +265,7 @@ public:
             ops.wave_ops.push_back({static_cast<int>(mc_.instruction), a_slot(bm, s), b_slot(bn, s), c_slot(bm, bn)});
       body.push_back(std::move(ops));
     }
-    KernelStep loop = kb_.gemm_loop_step(gm_.k, kDepth, std::move(body));
+    KernelStep loop = kb_.gemm_loop_step(gm_.k, depth_, std::move(body));
     loop.unroll = 1; // one barrier per K-tile; unrolling only grows code and registers
     k.steps.push_back(std::move(loop));
     k.steps.push_back(store());
@@ -288,14 +292,14 @@ private:
   Value *ceil_div(Value *x) { return b_.CreateUDiv(b_.CreateAdd(x, c64(kMacro - 1)), c64(kMacro)); }
 
   /// LDS: A tile [64][16] then B tile [16][64], in the operand type.
-  /// (Two buffers of kBuffer elements, `buf` 0 or 1.)
+  /// (Two buffers of buffer_ elements, `buf` 0 or 1.)
   Value *lds_a(Value *buf, Value *i, Value *k) {
-    Value *at = b_.CreateAdd(b_.CreateMul(buf, c64(kBuffer)), b_.CreateAdd(b_.CreateMul(i, c64(kDepth)), k));
+    Value *at = b_.CreateAdd(b_.CreateMul(buf, c64(buffer_)), b_.CreateAdd(b_.CreateMul(i, c64(depth_)), k));
     return b_.CreateGEP(element_type(ctx_, op_), kb_.gemm_lds(), at);
   }
   Value *lds_b(Value *buf, Value *k, Value *j) {
-    Value *at = b_.CreateAdd(b_.CreateMul(buf, c64(kBuffer)),
-                             b_.CreateAdd(c64(kMacro * kDepth), b_.CreateAdd(b_.CreateMul(k, c64(kMacro)), j)));
+    Value *at = b_.CreateAdd(b_.CreateMul(buf, c64(buffer_)),
+                             b_.CreateAdd(c64(kMacro * depth_), b_.CreateAdd(b_.CreateMul(k, c64(kMacro)), j)));
     return b_.CreateGEP(element_type(ctx_, op_), kb_.gemm_lds(), at);
   }
 
@@ -304,17 +308,18 @@ private:
   void stage(Value *tile, Value *buf) {
     Value *batch, *row0, *col0;
     origin(batch, row0, col0);
-    Value *lid = kb_.gemm_local_id(), *k0 = b_.CreateMul(tile, c64(kDepth));
+    Value *lid = kb_.gemm_local_id(), *k0 = b_.CreateMul(tile, c64(depth_));
     Value *m = kb_.gemm_dim(gm_.m), *n = kb_.gemm_dim(gm_.n), *kk = kb_.gemm_dim(gm_.k);
     Value *zero = llvm::ConstantFP::get(gm_.acc_type, 0.0);
-    Value *ar = b_.CreateUDiv(lid, c64(4)), *ak = b_.CreateMul(b_.CreateURem(lid, c64(4)), c64(4));
-    Value *bk = b_.CreateUDiv(lid, c64(16)), *bc = b_.CreateMul(b_.CreateURem(lid, c64(16)), c64(4));
+    int64_t a_items = depth_ / vec_, b_items = kMacro / vec_; // work-items per A row, per B row
+    Value *ar = b_.CreateUDiv(lid, c64(a_items)), *ak = b_.CreateMul(b_.CreateURem(lid, c64(a_items)), c64(vec_));
+    Value *bk = b_.CreateUDiv(lid, c64(b_items)), *bc = b_.CreateMul(b_.CreateURem(lid, c64(b_items)), c64(vec_));
     Value *row = b_.CreateAdd(row0, ar), *krow = b_.CreateAdd(k0, bk);
     Value *row_ok = b_.CreateICmpULT(row, m), *krow_ok = b_.CreateICmpULT(krow, kk);
-    // Four consecutive elements per operand; when all four are inside the
-    // matrix they are loaded without per-element masks (adjacent loads the
-    // backend merges into one 128-bit load where the operand is contiguous).
-    auto quad = [&](Value *all_ok, const std::function<Value *(int64_t)> &in_bounds,
+    // vec_ consecutive elements per operand; when all are inside the matrix
+    // they are loaded without per-element masks (adjacent loads the backend
+    // merges into one 128-bit load where the operand is contiguous).
+    auto stage_run = [&](Value *all_ok, const std::function<Value *(int64_t)> &in_bounds,
                     const std::function<Value *(int64_t)> &load, const std::function<Value *(int64_t)> &at) {
       llvm::Function *f = b_.GetInsertBlock()->getParent();
       auto *fast = llvm::BasicBlock::Create(ctx_, "stage.full", f);
@@ -323,33 +328,33 @@ private:
       b_.CreateCondBr(all_ok, fast, edge);
       b_.SetInsertPoint(fast);
       std::vector<Value *> full;
-      for (int64_t q = 0; q < 4; ++q)
+      for (int64_t q = 0; q < vec_; ++q)
         full.push_back(load(q));
       llvm::BasicBlock *fast_end = b_.GetInsertBlock();
       b_.CreateBr(done);
       b_.SetInsertPoint(edge);
       std::vector<Value *> masked;
-      for (int64_t q = 0; q < 4; ++q)
+      for (int64_t q = 0; q < vec_; ++q)
         masked.push_back(kb_.gemm_when(in_bounds(q), [&] { return load(q); }, zero));
       llvm::BasicBlock *edge_end = b_.GetInsertBlock();
       b_.CreateBr(done);
       b_.SetInsertPoint(done);
       std::vector<Value *> v;
-      for (int64_t q = 0; q < 4; ++q) {
+      for (int64_t q = 0; q < vec_; ++q) {
         llvm::PHINode *phi = b_.CreatePHI(gm_.acc_type, 2);
         phi->addIncoming(full[q], fast_end);
         phi->addIncoming(masked[q], edge_end);
         v.push_back(phi);
       }
-      for (int64_t q = 0; q < 4; ++q)
+      for (int64_t q = 0; q < vec_; ++q)
         b_.CreateStore(from_f32(b_, v[q], op_), at(q));
     };
     Value *ka = b_.CreateAdd(k0, ak), *cb = b_.CreateAdd(col0, bc);
-    quad(b_.CreateAnd(row_ok, b_.CreateICmpULT(b_.CreateAdd(ka, c64(3)), kk)),
+    stage_run(b_.CreateAnd(row_ok, b_.CreateICmpULT(b_.CreateAdd(ka, c64(vec_ - 1)), kk)),
          [&](int64_t q) { return b_.CreateAnd(row_ok, b_.CreateICmpULT(b_.CreateAdd(ka, c64(q)), kk)); },
          [&](int64_t q) { return gm_.load_a(batch, row, b_.CreateAdd(ka, c64(q))); },
          [&](int64_t q) { return lds_a(buf, ar, b_.CreateAdd(ak, c64(q))); });
-    quad(b_.CreateAnd(krow_ok, b_.CreateICmpULT(b_.CreateAdd(cb, c64(3)), n)),
+    stage_run(b_.CreateAnd(krow_ok, b_.CreateICmpULT(b_.CreateAdd(cb, c64(vec_ - 1)), n)),
          [&](int64_t q) { return b_.CreateAnd(krow_ok, b_.CreateICmpULT(b_.CreateAdd(cb, c64(q)), n)); },
          [&](int64_t q) { return gm_.load_b(batch, krow, b_.CreateAdd(cb, c64(q))); },
          [&](int64_t q) { return lds_b(buf, bk, b_.CreateAdd(bc, c64(q))); });
@@ -402,7 +407,7 @@ private:
     std::vector<Value *> acc(16);
     for (unsigned s = 0; s < 16; ++s)
       acc[s] = b_.CreateLoad(f32, state_at(4 * s));
-    for (int64_t k = 0; k < kDepth; ++k) {
+    for (int64_t k = 0; k < depth_; ++k) {
       Value *a[4], *bv[4];
       for (int64_t r = 0; r < 4; ++r) {
         a[r] = b_.CreateLoad(f32, lds_a(buf, b_.CreateAdd(ty, c64(16 * r)), c64(k)));
@@ -457,6 +462,7 @@ private:
   llvm::LLVMContext &ctx_;
   DType op_ = DType::f32;
   uint64_t esz_ = 4;
+  int64_t vec_ = 4, depth_ = kDepth, buffer_ = 2 * kMacro * kDepth;
   unsigned waves_ = 0, waves_m_ = 0, waves_n_ = 0, blocks_m_ = 0, blocks_n_ = 0, ksteps_ = 0;
   uint64_t acc_bytes_ = 0, frag_bytes_ = 0, a_bytes_ = 0, b_bytes_ = 0;
 };

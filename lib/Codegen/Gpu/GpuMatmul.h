@@ -4,8 +4,10 @@
 // instructions take; every other GEMM keeps the scalar LDS-tiled kernel.
 //
 // Kernel: a 64 x 64 output macro-tile per workgroup of 256 work-items,
-// K in tiles of 16 staged through double-buffered LDS (zeros outside the
-// matrix, so edge tiles need no second kernel; stores are masked). The workgroup's waves
+// K in tiles of 16 (f32) or 32 (f16/bf16: 16 bytes per work-item and
+// operand either way, one 128-bit load where contiguous) staged through
+// double-buffered LDS (zeros outside the matrix, so edge tiles need no
+// second kernel; stores are masked). The workgroup's waves
 // split the macro-tile (gfx9: 4 waves of 64 lanes, 2 x 2, each 32 x 32 =
 // 2 x 2 blocks; gfx11: 8 waves of 32 lanes, 4 x 2, each 16 x 32 = 1 x 2
 // blocks), one 16 x 16 f32 accumulator block per instruction:
