@@ -72,9 +72,12 @@ namespace codegen {
 /// decomposed graph exporting
 ///   int32_t NAME_run_packed(void *const *buffers, const int64_t *dims, void *workspace)
 /// (a null workspace is allocated), with the weights embedded; the kernels
-/// are lowered to the emulation target (GpuEmulation.cpp).
+/// are lowered to the emulation target (GpuEmulation.cpp). The kernels are
+/// those generated for `arch` (the default: gfx942, whose matmuls run on
+/// MFMA; "gfx1100": WMMA; "": the arch-neutral kernels of the PTX path).
 std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &lowered, const std::string &name,
-                                                         llvm::LLVMContext &context);
+                                                         llvm::LLVMContext &context,
+                                                         const std::string &arch = "gfx942");
 } // namespace codegen
 
 } // namespace maxc

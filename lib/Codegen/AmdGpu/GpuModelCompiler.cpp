@@ -347,7 +347,7 @@ GpuCodegenResult compile_amdgpu(const Graph &lowered, const ModelInterface &abi,
     device.setTargetTriple("amdgcn-amd-amdhsa");
     device.setDataLayout(amdgpu_data_layout(arch));
     auto device_programs = timer.run("kernels " + arch, [&] {
-      auto p = codegen::emit_gpu_kernels(device, lowered, name, symbols);
+      auto p = codegen::emit_gpu_kernels(device, lowered, name, symbols, arch);
       codegen::lower_gpu_kernels(device, p, codegen::GpuLoweringTarget::amdgpu, symbols.size());
       codegen::verify_module(device, "AMDGPU kernel");
       return p;

@@ -31,13 +31,13 @@ private:
 } // namespace
 
 std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &lowered, const std::string &name,
-                                                         llvm::LLVMContext &context) {
+                                                         llvm::LLVMContext &context, const std::string &arch) {
   std::vector<std::string> symbols = dim_symbols(lowered);
   auto module = std::make_unique<llvm::Module>(name, context);
   ConstantOffsets offsets;
   std::string blob = layout_constants(lowered, offsets);
 
-  std::vector<GpuGraphProgram> programs = emit_gpu_kernels(*module, lowered, name, symbols);
+  std::vector<GpuGraphProgram> programs = emit_gpu_kernels(*module, lowered, name, symbols, arch);
   lower_gpu_kernels(*module, programs, GpuLoweringTarget::emulation, symbols.size());
   EmulationLauncher launcher(*module);
   GpuHostGraph root = emit_gpu_host(*module, programs, name, symbols, offsets, launcher);

@@ -1,6 +1,7 @@
 #include "Gpu/GpuKernelEmitter.h"
 
 #include "ElementalEmitter.h"
+#include "Gpu/GpuMatmul.h"
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Error.h"
 
@@ -27,11 +28,12 @@ uint64_t next_pow2(uint64_t v) {
   return p;
 }
 
-class KernelBuilder : public ElementalEmitter {
+class KernelBuilder : public ElementalEmitter, private GemmPhaseBuilder {
 public:
   KernelBuilder(llvm::Module &module, const Graph &g, std::string prefix, std::string tag,
-                const std::vector<std::string> &symbols)
-      : ElementalEmitter(module, g, plan_lowering(g), symbols), prefix_(std::move(prefix)), tag_(std::move(tag)) {}
+                const std::vector<std::string> &symbols, std::string arch)
+      : ElementalEmitter(module, g, plan_lowering(g), symbols), prefix_(std::move(prefix)), tag_(std::move(tag)),
+        arch_(std::move(arch)) {}
 
   GpuGraphProgram build() {
     fuse_constant_subexpressions();
@@ -808,13 +810,26 @@ private:
   /// M x N outputs: a 16 x 16 tile per workgroup, K in tiles of 16 staged
   /// through LDS. The loaders are called only in bounds and return values
   /// of the accumulation type; store gets the final accumulator.
-  struct TiledGemm {
-    Dim batch, m, n, k;
-    llvm::Type *acc_type;
-    std::function<Value *(Value *b, Value *i, Value *k)> load_a;
-    std::function<Value *(Value *b, Value *k, Value *j)> load_b;
-    std::function<void(Value *b, Value *i, Value *j, Value *acc)> store;
-  };
+  using TiledGemm = GemmSpec;
+
+  // GemmPhaseBuilder: the matrix-core GEMM's access to this kernel (GpuMatmul.cpp).
+  llvm::IRBuilder<> &gemm_builder() override { return b_; }
+  GpuKernel &gemm_kernel() override { return kernel_; }
+  llvm::Function *gemm_begin_phase() override { return begin_phase(); }
+  KernelStep gemm_end_phase(llvm::Function *fn) override { return end_phase(fn); }
+  KernelStep gemm_loop_step(const Dim &extent, int64_t divisor, std::vector<KernelStep> body) override {
+    return loop_step(extent, divisor, std::move(body));
+  }
+  Value *gemm_dim(const Dim &d) override { return dim(d); }
+  Value *gemm_workgroup() override { return workgroup_; }
+  Value *gemm_local_id() override { return local_id_; }
+  Value *gemm_lds() override { return lds_; }
+  Value *gemm_state() override { return state_; }
+  Value *gemm_iteration() override { return iteration_; }
+  Value *gemm_when(Value *cond, const std::function<Value *()> &then, Value *otherwise) override {
+    return when(cond, then, otherwise);
+  }
+  void gemm_if(Value *cond, const std::function<void()> &then) override { if_then(cond, then); }
 
   Value *zero_of(llvm::Type *t) { return llvm::Constant::getNullValue(t); }
 
@@ -825,6 +840,10 @@ private:
   }
 
   void tiled_gemm(const TiledGemm &gm) {
+    // AMD GPUs: 64 x 64 macro-tiles, on matrix cores where the arch has an
+    // instruction for the dtype (the same grid on every arch of a build).
+    if (starts_with_gfx(arch_) && (gm.dtype == DType::f32 || gm.dtype == DType::f16 || gm.dtype == DType::bf16))
+      return emit_matrix_core_gemm(*this, gm, matrix_core_for(arch_, gm.dtype));
     kernel_.grid = {{gm.batch, 1}, {gm.m, kTile}, {gm.n, kTile}};
     uint64_t elem = gm.acc_type->getPrimitiveSizeInBits() / 8;
     kernel_.lds_bytes = 2 * kTile * kTile * elem;
@@ -980,6 +999,7 @@ private:
     gm.m = cs[cs.size() - 2];
     gm.n = cs.back();
     gm.k = ta ? as[as.size() - 2] : as.back();
+    gm.dtype = d;
     gm.acc_type = accumulator_type(d);
     gm.load_a = [&](Value *bl, Value *i, Value *k) {
       Index idx = operand_batch(as, cs, bl);
@@ -1027,6 +1047,7 @@ private:
     gm.m = Dim(cout_g);
     gm.n = Dim(OH * OW);
     gm.k = Dim(cin_g * KH * KW);
+    gm.dtype = d;
     gm.acc_type = accumulator_type(d);
     auto window = [&](Value *q) { return unravel(q, {b_.getInt64(cin_g), b_.getInt64(KH), b_.getInt64(KW)}); };
     gm.load_a = [&](Value *bl, Value *i, Value *q) {
@@ -1060,7 +1081,9 @@ private:
     return std::move(kernel_);
   }
 
-  std::string prefix_, tag_;
+  static bool starts_with_gfx(const std::string &arch) { return arch.rfind("gfx", 0) == 0; }
+
+  std::string prefix_, tag_, arch_;
   GpuKernel kernel_;
   size_t counter_ = 0, phases_ = 0;
   Value *buffers_ = nullptr, *workgroup_ = nullptr, *local_id_ = nullptr, *lds_ = nullptr, *state_ = nullptr,
@@ -1106,11 +1129,11 @@ std::string GpuKernel::grid_text() const {
 }
 
 std::vector<GpuGraphProgram> emit_gpu_kernels(llvm::Module &module, const Graph &root, const std::string &prefix,
-                                              const std::vector<std::string> &symbols) {
+                                              const std::vector<std::string> &symbols, const std::string &arch) {
   std::vector<GpuGraphProgram> programs;
   for (const auto &[name, sub] : root.subgraphs())
-    programs.push_back(KernelBuilder(module, *sub, prefix, "sub." + name, symbols).build());
-  programs.push_back(KernelBuilder(module, root, prefix, "main", symbols).build());
+    programs.push_back(KernelBuilder(module, *sub, prefix, "sub." + name, symbols, arch).build());
+  programs.push_back(KernelBuilder(module, root, prefix, "main", symbols, arch).build());
   return programs;
 }
 

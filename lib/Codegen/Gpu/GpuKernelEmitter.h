@@ -38,10 +38,19 @@ struct GridFactor {
   int64_t divisor = 1;
 };
 
+/// A wave-level matrix multiply-accumulate (Gpu/GpuMatmul.h): each lane's
+/// A and B operands and f32 accumulators at byte offsets of its private state.
+struct WaveMma {
+  int instruction = 0; // MatrixInstruction
+  uint64_t a = 0, b = 0, c = 0;
+};
+
 struct KernelStep {
   llvm::Function *phase = nullptr;      // a phase, or (when null) a loop:
   llvm::Function *trip_count = nullptr; //   i64 (ptr buffers, ptr dims)
   std::vector<KernelStep> body;
+  unsigned unroll = 0;                  // loop: llvm.loop.unroll.count on device (0: kept rolled, unroll.disable)
+  std::vector<WaveMma> wave_ops;        // no phase, no trip count: matrix ops of every wave, no barrier
 };
 
 /// A buffer a kernel reads or writes: a stored graph value, or the caller's
@@ -58,6 +67,7 @@ struct GpuKernel {
   unsigned workgroup_size = 256;
   uint64_t lds_bytes = 0;
   uint64_t state_bytes = 0;
+  unsigned waves_per_eu = 0; // AMDGPU: amdgpu-waves-per-eu minimum (0: none) and an exact work-group size
   std::vector<GridFactor> grid;
   std::vector<KernelBuffer> buffers;
   /// Per buffer: the pointer is noalias (a workspace slot no other buffer
@@ -88,8 +98,11 @@ struct GpuGraphProgram {
 /// come first, sorted by name; the root graph is last. Kernel names are
 /// `<prefix>.<tag>.k<N>`. The same inputs give the same kernels, buffers and
 /// order in every module, so a host module and device modules agree.
+/// `arch` (a gfx name, "" for none) selects the matrix-core GEMM kernels
+/// (Gpu/GpuMatmul.h) where the arch has them; grids and buffers may differ
+/// between arches, so host and device must be built for the same family.
 std::vector<GpuGraphProgram> emit_gpu_kernels(llvm::Module &module, const Graph &root, const std::string &prefix,
-                                              const std::vector<std::string> &symbols);
+                                              const std::vector<std::string> &symbols, const std::string &arch = "");
 
 /// Kernel launches of one run of the root graph (the last program): its
 /// kernels plus, per call, the callee's launches (grids that turn out empty

@@ -1,10 +1,14 @@
 #include "Gpu/GpuLowering.h"
 
+#include "Gpu/GpuMatmul.h"
+
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/IntrinsicsAMDGPU.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Metadata.h>
 #include <llvm/IR/Module.h>
+
+#include "maxc/Support/Error.h"
 
 #include <algorithm>
 #include <functional>
@@ -28,10 +32,9 @@ public:
   }
 
 private:
-  /// for (i = 0; i < n; ++i) body(i). `keep_rolled`: the back edge says
-  /// llvm.loop.unroll.disable (a kernel's K loop: unrolled in full, its
-  /// phases' registers pile up until the kernel spills).
-  void loop(Value *n, const std::function<void(Value *)> &body, bool keep_rolled = false) {
+  /// for (i = 0; i < n; ++i) body(i); `unroll` > 0: llvm.loop.unroll.count
+  /// (1: llvm.loop.unroll.disable) on the latch.
+  void loop(Value *n, const std::function<void(Value *)> &body, unsigned unroll = 0) {
     llvm::Function *fn = b_.GetInsertBlock()->getParent();
     llvm::BasicBlock *pre = b_.GetInsertBlock();
     auto *header = llvm::BasicBlock::Create(ctx_, "loop", fn);
@@ -45,23 +48,34 @@ private:
     b_.SetInsertPoint(bodyb);
     body(i);
     i->addIncoming(b_.CreateAdd(i, b_.getInt64(1)), b_.GetInsertBlock());
-    llvm::BranchInst *back = b_.CreateBr(header);
-    if (keep_rolled) {
-      llvm::Metadata *disable[] = {llvm::MDString::get(ctx_, "llvm.loop.unroll.disable")};
-      llvm::Metadata *ops[] = {nullptr, llvm::MDNode::get(ctx_, disable)};
-      llvm::MDNode *md = llvm::MDNode::getDistinct(ctx_, ops);
-      md->replaceOperandWith(0, md);
-      back->setMetadata(llvm::LLVMContext::MD_loop, md);
+    llvm::BranchInst *latch = b_.CreateBr(header);
+    if (unroll > 0) {
+      llvm::Metadata *hint = unroll == 1
+                                 ? llvm::MDNode::get(ctx_, llvm::MDString::get(ctx_, "llvm.loop.unroll.disable"))
+                                 : llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.count"),
+                                                            llvm::ConstantAsMetadata::get(b_.getInt32(unroll))});
+      llvm::TempMDTuple temp = llvm::MDNode::getTemporary(ctx_, {});
+      llvm::Metadata *ops[] = {temp.get(), hint};
+      llvm::MDNode *id = llvm::MDNode::get(ctx_, ops);
+      id->replaceOperandWith(0, id);
+      latch->setMetadata(llvm::LLVMContext::MD_loop, id);
     }
     b_.SetInsertPoint(exit);
   }
 
-  /// Runs `steps`: run_phase(phase, iteration) for each phase, loops repeated
-  /// by their trip counts; `barrier` between consecutive phases.
+  /// Runs `steps`: run_phase(phase, iteration) for each phase, run_wave for
+  /// wave-level matrix ops (no barrier around them: a wave runs them in
+  /// step), loops repeated by their trip counts; `barrier` between
+  /// consecutive phases.
   void run_steps(const std::vector<KernelStep> &steps, Value *buffers, Value *dims, Value *iteration,
                  const std::function<void(llvm::Function *, Value *)> &run_phase,
-                 const std::function<void()> &barrier, bool &first) {
+                 const std::function<void()> &barrier, bool &first,
+                 const std::function<void(const KernelStep &)> &run_wave) {
     for (const KernelStep &s : steps) {
+      if (!s.phase && !s.trip_count) {
+        run_wave(s);
+        continue;
+      }
       if (s.phase) {
         if (!first)
           barrier();
@@ -71,8 +85,10 @@ private:
       }
       Value *trips = b_.CreateCall(s.trip_count, {buffers, dims});
       first = false; // every trip's first phase waits for what ran before it
-      loop(trips, [&](Value *it) { run_steps(s.body, buffers, dims, it, run_phase, barrier, first); },
-           target_ != GpuLoweringTarget::emulation);
+      loop(trips, [&](Value *it) { run_steps(s.body, buffers, dims, it, run_phase, barrier, first, run_wave); },
+           target_ == GpuLoweringTarget::emulation ? 0 : (s.unroll ? s.unroll : 1));
+      // (a trip loop is kept rolled unless its step asks for a count: unrolled in
+      // full, its phases' registers pile up until the kernel spills)
       // The loop's first phase of the next trip must wait for the last of
       // this one, and whatever follows the loop for its last trip.
       first = false;
@@ -103,7 +119,16 @@ private:
               b_.CreateCall(phase, {buffers, dims, wg, lid, lds, state, iteration});
             });
           },
-          [] {}, first);
+          [] {}, first,
+          [&](const KernelStep &s) {
+            // Each wave's lanes execute a matrix op together.
+            for (const WaveMma &op : s.wave_ops) {
+              uint64_t lanes = matrix_core_of(op.instruction).wave;
+              for (uint64_t w = 0; w < k.workgroup_size / lanes; ++w)
+                emulate_wave_mma(b_, op, b_.CreateConstGEP1_64(b_.getInt8Ty(), states, w * lanes * state_bytes),
+                                 state_bytes);
+            }
+          });
     });
     b_.CreateRetVoid();
   }
@@ -124,7 +149,10 @@ private:
     fn->addFnAttr(llvm::Attribute::NoUnwind);
     if (amd) {
       fn->setCallingConv(llvm::CallingConv::AMDGPU_KERNEL);
-      fn->addFnAttr("amdgpu-flat-work-group-size", "1," + std::to_string(k.workgroup_size));
+      std::string size = std::to_string(k.workgroup_size);
+      fn->addFnAttr("amdgpu-flat-work-group-size", (k.waves_per_eu ? size : "1") + "," + size);
+      if (k.waves_per_eu)
+        fn->addFnAttr("amdgpu-waves-per-eu", std::to_string(k.waves_per_eu));
     } else {
       fn->setCallingConv(llvm::CallingConv::PTX_Kernel);
       llvm::Metadata *md[] = {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx_, "kernel"),
@@ -188,7 +216,13 @@ private:
         [&](llvm::Function *phase, Value *iteration) {
           b_.CreateCall(phase, {buffers, dims, wg, lid, lds, state, iteration});
         },
-        barrier, first);
+        barrier, first,
+        [&](const KernelStep &s) {
+          if (!amd)
+            throw Error(ErrorCode::Internal, "gpu: matrix instructions in an NVPTX kernel");
+          for (const WaveMma &op : s.wave_ops)
+            emit_device_wave_mma(b_, op, state);
+        });
     b_.CreateRetVoid();
   }
 
