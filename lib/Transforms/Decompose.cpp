@@ -1,5 +1,6 @@
 #include "maxc/Transforms/Decompose.h"
 
+#include "maxc/Ops/OpRegistry.h"
 #include "maxc/Ops/Ops.h"
 #include "maxc/Transforms/FoldBatchNorm.h"
 #include "maxc/Transforms/MatmulLayout.h"
@@ -90,7 +91,7 @@ std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, Mat
 // `from` (a subgraph) that arrive transposed; `calls`: the same for the
 // subgraphs that `from`'s call nodes invoke.
 void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput> &pretransposed,
-             const CallSiteLayout &calls) {
+             const CallSiteLayout &calls, const DecomposeOptions &options) {
   std::vector<bool> replaced(from.input_ids().size(), false);
   for (const PretransposedInput &p : pretransposed)
     replaced[p.index] = p.replaces;
@@ -141,7 +142,9 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
       values[from.nodes()[bn].results[0]] = fold_batch_norm(from, node, from.nodes()[bn], operands[0], ctx);
       continue;
     }
-    std::vector<Tensor> results = is_composite_op(node.op) ? rewrite(node, operands, layout)
+    bool whole = options.keep_rowwise && keeps_row_kernel(from, node);
+    std::vector<Tensor> results = whole                      ? std::vector<Tensor>{}
+                                  : is_composite_op(node.op) ? rewrite(node, operands, layout)
                                   : node.op == "call"      ? layout.rewrite_call(node, operands, calls)
                                                            : layout.rewrite_matmul(node, operands);
     if (results.empty())
@@ -162,16 +165,29 @@ bool is_composite_op(const std::string &op) {
          op == "linear" || op == "embedding" || op == "global_avg_pool2d";
 }
 
-std::unique_ptr<Graph> decompose(const Graph &graph) {
+bool keeps_row_kernel(const Graph &graph, const Node &node) {
+  if (!op_traits(node.op).has(OpTrait::rowwise))
+    return false;
+  const TensorType &x = graph.type_of(node.operands[0]);
+  if (x.dtype != DType::f32 || x.rank() == 0)
+    return false;
+  if (node.attrs.has("axis")) { // softmax, log_softmax: rows along the last axis
+    int64_t axis = node.attrs.get_int("axis");
+    return axis == -1 || axis == x.rank() - 1;
+  }
+  return true; // the norms: rows over the trailing weight.rank() dims
+}
+
+std::unique_ptr<Graph> decompose(const Graph &graph, const DecomposeOptions &options) {
   CallSiteLayout calls = plan_call_site_layout(graph);
   auto out = std::make_unique<Graph>(graph.name());
   for (const auto &[name, sub] : graph.subgraphs()) {
     auto body = std::make_shared<Graph>(name);
     out->add_subgraph(body);
     auto it = calls.inputs.find(name);
-    rebuild(*sub, *body, it != calls.inputs.end() ? it->second : std::vector<PretransposedInput>{}, calls);
+    rebuild(*sub, *body, it != calls.inputs.end() ? it->second : std::vector<PretransposedInput>{}, calls, options);
   }
-  rebuild(graph, *out, {}, calls);
+  rebuild(graph, *out, {}, calls, options);
   return out;
 }
 

@@ -2,9 +2,11 @@
 
 #include "ElementalEmitter.h"
 #include "Cpu/GemmEmitter.h"
+#include "Cpu/NormEmitter.h"
 #include "MathEmitter.h"
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/IR/GraphSymbols.h"
+#include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Error.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -154,6 +156,8 @@ private:
       return emit_call(node);
     if (lowering == "matmul")
       return emit_matmul(node);
+    if (lowering == "rows")
+      return emit_rows(node);
     if (lowering == "conv2d" && node_uses_gemm(g_, plan_, node))
       return emit_conv_gemm(node);
     if (lowering != "conv2d" && lowering != "elemental")
@@ -169,6 +173,47 @@ private:
         store_element(dtype, ptr, linear_index(idx, dims), node_element(node, r, idx));
       });
     }
+  }
+
+  // softmax / log_softmax (last axis), layer_norm / rms_norm (trailing
+  // weight.rank() axes): one row kernel (Cpu/NormEmitter.h) per outer index.
+  void emit_rows(const Node &node) {
+    ValueId x = node.operands[0], out = node.results[0];
+    size_t inner = node.attrs.has("axis") ? 1 : static_cast<size_t>(g_.type_of(node.operands[1]).rank());
+    std::vector<Value *> dims = dims_of(out);
+    std::vector<Value *> outer(dims.begin(), dims.end() - inner), tail(dims.end() - inner, dims.end());
+    Value *cols = b_.getInt64(1);
+    for (Value *d : tail)
+      cols = b_.CreateMul(cols, d);
+    auto unflatten = [&](Value *col) { // col -> the index in the trailing dims
+      Index idx(inner);
+      for (size_t i = inner; i-- > 0;) {
+        idx[i] = i == 0 ? col : b_.CreateURem(col, tail[i]);
+        col = i == 0 ? col : b_.CreateUDiv(col, tail[i]);
+      }
+      return idx;
+    };
+    Value *ptr = pointer_of(out);
+    loop_nest(outer, [&](const Index &row) {
+      Value *base = b_.CreateMul(outer.empty() ? b_.getInt64(0) : linear_index(row, outer), cols);
+      RowKernel r;
+      r.op = node.op;
+      r.cols = cols;
+      r.eps = node.attrs.has("eps") ? node.attrs.get_real("eps") : 0.0;
+      r.x = [&](Value *col) {
+        Index idx = row, t = unflatten(col);
+        idx.insert(idx.end(), t.begin(), t.end());
+        return element(x, idx);
+      };
+      if (node.operands.size() > 1)
+        r.weight = [&](Value *col) { return element(node.operands[1], unflatten(col)); };
+      if (node.operands.size() > 2)
+        r.bias = [&](Value *col) { return element(node.operands[2], unflatten(col)); };
+      r.store = [&](Value *col, Value *y) { store_element(DType::f32, ptr, b_.CreateAdd(base, col), y); };
+      r.loop = [&](Value *n, const std::function<void(Value *)> &body) { loop(n, body); };
+      r.local = [&](llvm::Type *t) { return local(t); };
+      emit_row_kernel(b_, r);
+    });
   }
 
   void emit_copy(ValueId v, Value *dst) {
@@ -480,6 +525,8 @@ std::string cpu_lowering(const std::string &op) {
     return op; // the register-blocked GEMM (f32) or dot-product loops
   if (op == "conv2d")
     return op; // im2col + GEMM (f32, one group) or the elemental window loop
+  if (op_traits(op).has(OpTrait::rowwise))
+    return "rows"; // softmax, norms kept whole (f32): one row kernel (NormEmitter)
   if (has_elemental_lowering(op))
     return "elemental"; // a loop nest over the output, one element at a time
   return "";
