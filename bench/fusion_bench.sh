@@ -15,16 +15,17 @@ work=build/bench/fusion
 mkdir -p "$work"
 for side in before after; do
   bin=${!side}
-  "$bin" compile "examples/$model/model.json" -o "$work/$side.o" --emit obj,header,manifest --name "$model" -O3 --cpu "${CPU:-native}" -q
-  cc -O2 -DMODEL="$model" -include "$work/$side.h" -Ibench bench/model_bench.c "$work/$side.o" -o "$work/$side" -lm -lpthread
-  grep -o '"sub.Block: [0-9]* kernels"' "$work/$side.manifest.json" 2>/dev/null | sed "s/^/$side: /" || true
+  mkdir -p "$work/$side"
+  "$bin" compile "examples/$model/model.json" -o "$work/$side/$model.o" --emit obj,header,manifest -O3 --cpu "${CPU:-native}" -q
+  cc -O2 -DMODEL="$model" -include "$work/$side/$model.h" -Ibench bench/model_bench.c "$work/$side/$model.o" -o "$work/$side/server" -lm -lpthread
+  grep -o '"sub.Block: [0-9]* kernels"' "$work/$side/$model.manifest.json" 2>/dev/null | sed "s/^/$side: /" || true
 done
 # Input: batch 1 of tokens 0..127 (i64).
 /usr/bin/python3 -c "import struct,sys; sys.stdout.buffer.write(struct.pack('<128q', *[(i*7)%1024 for i in range(128)]))" >"$work/in.bin"
 out=$(/usr/bin/python3 - "$work" "$rounds" "$iters" <<'PY'
 import statistics, subprocess, sys
 work, rounds, iters = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-procs = {s: subprocess.Popen([f"{work}/{s}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for s in ("before", "after")}
+procs = {s: subprocess.Popen([f"{work}/{s}/server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for s in ("before", "after")}
 def block(s, outfile="-"):
     p = procs[s]
     p.stdin.write(f"{work}/in.bin 1 {128*1024} {iters} 3 {outfile}\n"); p.stdin.flush()

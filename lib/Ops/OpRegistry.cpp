@@ -26,6 +26,7 @@ const OpRegistry &OpRegistry::instance() {
     register_convolution_ops(r);
     register_shape_ops(r);
     register_structural_ops(r);
+    register_attention_ops(r);
     return r;
   }();
   return registry;

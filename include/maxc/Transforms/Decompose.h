@@ -22,6 +22,10 @@ struct DecomposeOptions {
   /// each as one row kernel (the CPU: Codegen/Cpu/NormEmitter). Others, and
   /// every other dtype, are decomposed as usual.
   bool keep_rowwise = false;
+  /// Recognize scaled dot-product attention (Transforms/FuseAttention.h)
+  /// and keep `attention` nodes (f32, static head dims) whole: the backend
+  /// lowers them as one kernel (the CPU: Codegen/Cpu/AttentionEmitter).
+  bool fuse_attention = false;
 };
 
 std::unique_ptr<Graph> decompose(const Graph &graph, const DecomposeOptions &options = {});
@@ -32,5 +36,7 @@ bool is_composite_op(const std::string &op);
 
 /// True for a node that DecomposeOptions::keep_rowwise keeps whole.
 bool keeps_row_kernel(const Graph &graph, const Node &node);
+/// True for an attention node that DecomposeOptions::fuse_attention keeps.
+bool keeps_attention(const Graph &graph, const Node &node);
 
 } // namespace maxc

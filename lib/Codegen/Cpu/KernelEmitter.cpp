@@ -1,6 +1,7 @@
 #include "Cpu/KernelEmitter.h"
 
 #include "ElementalEmitter.h"
+#include "Cpu/AttentionEmitter.h"
 #include "Cpu/GemmEmitter.h"
 #include "Cpu/NormEmitter.h"
 #include "MathEmitter.h"
@@ -158,6 +159,8 @@ private:
       return emit_matmul(node);
     if (lowering == "rows")
       return emit_rows(node);
+    if (lowering == "attention")
+      return emit_attention(node);
     if (lowering == "conv2d" && node_uses_gemm(g_, plan_, node))
       return emit_conv_gemm(node);
     if (lowering != "conv2d" && lowering != "elemental")
@@ -213,6 +216,44 @@ private:
       r.loop = [&](Value *n, const std::function<void(Value *)> &body) { loop(n, body); };
       r.local = [&](llvm::Type *t) { return local(t); };
       emit_row_kernel(b_, r);
+    });
+  }
+
+  // attention (f32, static head dims): one flash-style kernel per batch
+  // entry (Cpu/AttentionEmitter.h); q, k, v, mask read through the
+  // elemental emitter, so a fused producer works too.
+  void emit_attention(const Node &node) {
+    ValueId out = node.results[0];
+    const Shape &qs = g_.type_of(node.operands[0]).shape, &ks = g_.type_of(node.operands[1]).shape;
+    size_t r = qs.size();
+    std::vector<Value *> od = dims_of(out);
+    std::vector<Value *> batch(od.begin(), od.end() - 2);
+    Shape scores(qs.begin(), qs.end() - 1);
+    scores.push_back(ks[r - 2]);
+    Value *ptr = pointer_of(out);
+    loop_nest(batch, [&](const Index &bidx) {
+      auto at = [&](Value *row, Value *col) {
+        Index idx = bidx;
+        idx.push_back(row);
+        idx.push_back(col);
+        return idx;
+      };
+      AttentionKernel a;
+      a.sq = od[r - 2];
+      a.sk = dim(ks[r - 2]);
+      a.d = qs[r - 1].value();
+      a.dv = g_.type_of(out).shape[r - 1].value();
+      a.scale = node.attrs.get_real("scale");
+      a.fill = node.attrs.get_real("fill");
+      a.q = [&](Value *i, Value *e) { return element(node.operands[0], at(i, e)); };
+      a.k = [&](Value *j, Value *e) { return element(node.operands[1], at(j, e)); };
+      a.v = [&](Value *j, Value *e) { return element(node.operands[2], at(j, e)); };
+      if (node.operands.size() > 3)
+        a.mask = [&](Value *i, Value *j) { return element(node.operands[3], broadcast(node.operands[3], scores, at(i, j))); };
+      a.store = [&](Value *i, Value *e, Value *y) { store_element(DType::f32, ptr, linear_index(at(i, e), od), y); };
+      a.loop = [&](Value *n, const std::function<void(Value *)> &body) { loop(n, body); };
+      a.local = [&](llvm::Type *t) { return local(t); };
+      emit_attention_kernel(b_, a);
     });
   }
 
@@ -525,6 +566,8 @@ std::string cpu_lowering(const std::string &op) {
     return op; // the register-blocked GEMM (f32) or dot-product loops
   if (op == "conv2d")
     return op; // im2col + GEMM (f32, one group) or the elemental window loop
+  if (op == "attention")
+    return op; // kept whole for f32 (DecomposeOptions::fuse_attention): Cpu/AttentionEmitter
   if (op_traits(op).has(OpTrait::rowwise))
     return "rows"; // softmax, norms kept whole (f32): one row kernel (NormEmitter)
   if (has_elemental_lowering(op))

@@ -80,33 +80,67 @@ void emit_norm(llvm::IRBuilder<> &b, const RowKernel &r, bool centered) {
   });
 }
 
-// Online softmax statistics: after each element, m = max so far and
-// s = sum of exp(x - m) so far. m starts at -inf and s at 0; -inf while m
-// is -inf adds 1 (x - m would be NaN; a later finite max rescales it to 0,
-// an all -inf row ends NaN as the reference), a larger element rescales s
-// by exp(m - x) and adds exp(x - x) (NaN for +inf: the reference's sum is
-// NaN then). A NaN makes s NaN (every result NaN, as the reference).
+// Online softmax statistics (Milakov & Gimelshein): after each element,
+// m = max so far and s = sum of exp(x - m) so far. m starts at -inf and s
+// at 0; -inf while m is -inf adds 1 (x - m would be NaN; a later finite max
+// rescales it to 0, an all -inf row ends NaN as the reference), a larger
+// element rescales s by exp(m - x) and adds exp(x - x) (NaN for +inf: the
+// reference's sum is NaN then). A NaN makes s NaN (every result NaN).
+void online_step(llvm::IRBuilder<> &b, Value *x, Value *m_ptr, Value *s_ptr) {
+  Value *m = b.CreateLoad(b.getFloatTy(), m_ptr), *s = b.CreateLoad(b.getFloatTy(), s_ptr);
+  Value *d = b.CreateFSub(x, m);
+  Value *grows = b.CreateFCmpOGT(d, f32(b, 0.0));
+  Value *e = emit_exp_f32(b, b.CreateFNeg(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, d)));
+  Value *both_neg_inf = b.CreateAnd(b.CreateFCmpOEQ(x, f32(b, -INFINITY)), b.CreateFCmpOEQ(m, f32(b, -INFINITY)));
+  e = b.CreateSelect(both_neg_inf, f32(b, 1.0), e);
+  Value *self = b.CreateFAdd(f32(b, 1.0), b.CreateFSub(x, x));
+  Value *rescaled = b.CreateFAdd(b.CreateFMul(s, e), self);
+  b.CreateStore(b.CreateSelect(grows, rescaled, b.CreateFAdd(s, e)), s_ptr);
+  b.CreateStore(b.CreateSelect(grows, x, m), m_ptr);
+}
+
+// The statistics run in kLanes independent lanes (element c goes to lane
+// c % kLanes, the row's tail to lane 0), so the loop over a chunk of lanes
+// vectorizes; the lanes are then merged: M = max m[l], S = sum s[l] *
+// exp(m[l] - M) (a lane still at -inf adds 0, unless M is -inf too).
+// Sums are f32: at most cols / kLanes + 1 terms of at most 1 per lane.
+constexpr int64_t kLanes = 16;
+
 void emit_softmax(llvm::IRBuilder<> &b, const RowKernel &r, bool log) {
-  Value *m_var = r.local(b.getFloatTy()), *s_var = r.local(b.getDoubleTy());
-  b.CreateStore(f32(b, -INFINITY), m_var);
-  b.CreateStore(f64(b, 0.0), s_var);
-  r.loop(r.cols, [&](Value *col) {
-    Value *x = r.x(col);
-    Value *m = b.CreateLoad(b.getFloatTy(), m_var), *s = b.CreateLoad(b.getDoubleTy(), s_var);
-    Value *d = b.CreateFSub(x, m);
-    Value *grows = b.CreateFCmpOGT(d, f32(b, 0.0));
-    Value *e = emit_exp_f32(b, b.CreateFNeg(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, d)));
-    Value *both_neg_inf = b.CreateAnd(b.CreateFCmpOEQ(x, f32(b, -INFINITY)), b.CreateFCmpOEQ(m, f32(b, -INFINITY)));
-    e = b.CreateFPExt(b.CreateSelect(both_neg_inf, f32(b, 1.0), e), b.getDoubleTy());
-    // A new max adds exp(x - x): 1, or NaN for x = +inf (as the reference).
-    Value *self = b.CreateFPExt(b.CreateFAdd(f32(b, 1.0), b.CreateFSub(x, x)), b.getDoubleTy());
-    Value *rescaled = b.CreateFAdd(b.CreateFMul(s, e), self);
-    b.CreateStore(b.CreateSelect(grows, rescaled, b.CreateFAdd(s, e)), s_var);
-    b.CreateStore(b.CreateSelect(grows, x, m), m_var);
+  auto *lanes_t = llvm::ArrayType::get(b.getFloatTy(), kLanes);
+  Value *ms = r.local(lanes_t), *ss = r.local(lanes_t);
+  auto lane = [&](Value *arr, Value *l) { return b.CreateInBoundsGEP(lanes_t, arr, {b.getInt64(0), l}); };
+  Value *lanes = b.getInt64(kLanes);
+  r.loop(lanes, [&](Value *l) {
+    b.CreateStore(f32(b, -INFINITY), lane(ms, l));
+    b.CreateStore(f32(b, 0.0), lane(ss, l));
   });
-  Value *m = b.CreateLoad(b.getFloatTy(), m_var), *s = b.CreateLoad(b.getDoubleTy(), s_var);
-  Value *scale = log ? emit_log_f32(b, b.CreateFPTrunc(s, b.getFloatTy()))
-                     : b.CreateFPTrunc(b.CreateFDiv(f64(b, 1.0), s), b.getFloatTy());
+  Value *chunks = b.CreateUDiv(r.cols, lanes);
+  r.loop(chunks, [&](Value *c) {
+    Value *base = b.CreateMul(c, lanes);
+    r.loop(lanes, [&](Value *l) { online_step(b, r.x(b.CreateAdd(base, l)), lane(ms, l), lane(ss, l)); });
+  });
+  Value *done = b.CreateMul(chunks, lanes);
+  Value *zero = b.getInt64(0);
+  r.loop(b.CreateSub(r.cols, done), [&](Value *t) { online_step(b, r.x(b.CreateAdd(done, t)), lane(ms, zero), lane(ss, zero)); });
+  // Merge the lanes.
+  Value *m_var = r.local(b.getFloatTy()), *s_var = r.local(b.getFloatTy());
+  b.CreateStore(f32(b, -INFINITY), m_var);
+  r.loop(lanes, [&](Value *l) {
+    Value *m = b.CreateLoad(b.getFloatTy(), m_var), *x = b.CreateLoad(b.getFloatTy(), lane(ms, l));
+    Value *bigger = b.CreateOr(b.CreateFCmpOGT(x, m), b.CreateFCmpUNO(x, x));
+    b.CreateStore(b.CreateSelect(bigger, x, m), m_var);
+  });
+  Value *m = b.CreateLoad(b.getFloatTy(), m_var);
+  b.CreateStore(f32(b, 0.0), s_var);
+  r.loop(lanes, [&](Value *l) {
+    Value *ml = b.CreateLoad(b.getFloatTy(), lane(ms, l)), *sl = b.CreateLoad(b.getFloatTy(), lane(ss, l));
+    Value *both_neg_inf = b.CreateAnd(b.CreateFCmpOEQ(ml, f32(b, -INFINITY)), b.CreateFCmpOEQ(m, f32(b, -INFINITY)));
+    Value *w = b.CreateSelect(both_neg_inf, f32(b, 1.0), emit_exp_f32(b, b.CreateFSub(ml, m)));
+    b.CreateStore(b.CreateFAdd(b.CreateLoad(b.getFloatTy(), s_var), b.CreateFMul(sl, w)), s_var);
+  });
+  Value *s = b.CreateLoad(b.getFloatTy(), s_var);
+  Value *scale = log ? emit_log_f32(b, s) : b.CreateFDiv(f32(b, 1.0), s);
   r.loop(r.cols, [&](Value *col) {
     Value *shifted = b.CreateFSub(r.x(col), m);
     r.store(col, log ? b.CreateFSub(shifted, scale) : b.CreateFMul(emit_exp_f32(b, shifted), scale));

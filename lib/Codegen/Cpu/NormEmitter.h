@@ -10,9 +10,11 @@
 //       below 2^10 and never worse than f32 up to 2^14.
 //     rms_norm: the sum of squares in double.
 //     softmax / log_softmax: online max and sum (Milakov & Gimelshein
-//       2018): m = running max, s = sum of exp(x - m) in double, rescaled
-//       by exp(m_old - m_new) when the max grows; one f32 exp per element.
-//   normalize   one read and one write: layer_norm (x - mean) * rstd * w + b,
+//       2018): m = running max, s = sum of exp(x - m), rescaled by
+//       exp(m_old - m_new) when the max grows; one f32 exp per element, in
+//       16 independent lanes (so the loop vectorizes) merged at the end.
+//   normalize   one read and one write: layer_norm (x - mean) * rstd * w + b
+//     (the mean as an f32 pair hi + lo, so x - mean keeps its precision),
 //     rms_norm x * rstd * w, softmax exp(x - m) / s, log_softmax
 //     (x - m) - log(s), in f32 (rstd, 1/s, log s computed once per row).
 //
