@@ -27,7 +27,7 @@ OpDef attention_op() {
   OpDef def;
   def.name = "attention";
   def.traits = OpTrait::composite;
-  def.summary = "softmax(where/add(mask, scale * q @ k^T)) @ v over the last axis";
+  def.summary = "softmax(scale * q @ k^T, masked) @ v: a bool mask puts fill where false, a float mask is added";
   def.min_operands = 3;
   def.max_operands = 4;
   def.attrs = {{"scale", AttrKind::real, AttrValue(1.0), "multiplies q @ k^T"},
