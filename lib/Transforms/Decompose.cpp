@@ -159,7 +159,8 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
       operands.push_back(values[id]);
     if (auto it = attention.find(n); it != attention.end()) {
       const AttentionMatch &m = it->second;
-      std::vector<Tensor> qkv = {values[m.q], values[m.k], values[m.v]};
+      Tensor k = m.k_perm.empty() ? values[m.k] : ops::transpose(values[m.k], m.k_perm);
+      std::vector<Tensor> qkv = {values[m.q], k, values[m.v]};
       if (m.mask)
         qkv.push_back(values[*m.mask]);
       values[node.results[0]] = ctx.record("attention", qkv, {{"scale", m.scale}, {"fill", m.fill}})[0];

@@ -45,11 +45,18 @@ struct Matcher {
     const Node *tr = producer(m.k);
     if (!tr || tr->op != "transpose" || !single_use(m.k))
       return false;
+    // k^T = transpose(x, perm), so k = transpose(x, perm with its last two
+    // entries swapped): torch exports transpose [b, s, h, d] straight to
+    // [b, h, d, s] (perm 0 2 3 1), then k = x permuted by 0 2 1 3.
     std::vector<int64_t> perm = tr->attrs.get_ints("perm");
     size_t r = perm.size();
+    if (r < 2)
+      return false;
+    std::swap(perm[r - 2], perm[r - 1]);
+    bool identity = true;
     for (size_t i = 0; i < r; ++i)
-      if (perm[i] != static_cast<int64_t>(i < r - 2 ? i : i == r - 2 ? r - 1 : r - 2))
-        return false;
+      identity = identity && perm[i] == static_cast<int64_t>(i);
+    m.k_perm = identity ? std::vector<int64_t>{} : perm;
     m.k = tr->operands[0];
     m.inner.push_back(index(tr));
     return true;
@@ -124,7 +131,14 @@ struct Matcher {
     if (!masked(sm->operands[0], m))
       return std::nullopt;
     // One batch shape for q, k, v (no broadcasting), static head dims.
-    const Shape &qs = g.type_of(m.q).shape, &ks = g.type_of(m.k).shape, &vs = g.type_of(m.v).shape;
+    Shape ks = g.type_of(m.k).shape;
+    if (!m.k_perm.empty()) {
+      Shape permuted;
+      for (int64_t p : m.k_perm)
+        permuted.push_back(ks[static_cast<size_t>(p)]);
+      ks = permuted;
+    }
+    const Shape &qs = g.type_of(m.q).shape, &vs = g.type_of(m.v).shape;
     size_t r = qs.size();
     if (r < 2 || ks.size() != r || vs.size() != r || !f32(m.q) || !f32(m.k) || !f32(m.v) ||
         !qs[r - 1].is_static() || !vs[r - 1].is_static() || ks[r - 1] != qs[r - 1] || vs[r - 2] != ks[r - 2])

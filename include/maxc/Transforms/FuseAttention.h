@@ -3,7 +3,8 @@
 // spelled-out scaled dot-product attention
 //
 //   t = matmul(q, k, transpose_b)        JSON models (examples/gpt)
-//     | matmul(q, transpose(k, ..., -1, -2))   ONNX torch exports (MatMul of a Transpose)
+//     | matmul(q, transpose(x, perm))     ONNX torch exports (MatMul of a Transpose;
+//                                         k = x permuted by perm with its last two swapped)
 //   s = t * c | c * t | t / c            optional, c a scalar constant or full
 //   x = where(mask, s, f) | s + mask | mask + s     optional, f a scalar
 //   p = softmax(x, axis = -1)
@@ -26,6 +27,8 @@ namespace maxc {
 struct AttentionMatch {
   ValueId q, k, v;
   std::optional<ValueId> mask;
+  /// k is k_source permuted by this (empty: k_source itself).
+  std::vector<int64_t> k_perm;
   double scale = 1.0, fill = 0.0;
   std::vector<size_t> inner; // the pattern's other nodes (not rebuilt)
 };

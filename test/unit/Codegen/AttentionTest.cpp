@@ -71,6 +71,12 @@ TEST_CASE("attention: the ONNX spelling (transpose, div, additive mask) and no m
   check_fused(in, [](auto &x) {
     return std::vector<Tensor>{ops::matmul(ops::softmax(ops::matmul(x[0], x[1], false, true), -1), x[2])};
   });
+  // torch's export: k [b, s, h, d] transposed straight to [b, h, d, s].
+  HostTensor kx = random_tensor(DType::f32, {b, s, h, d}, -3, 3);
+  check_fused({in[0], kx, in[2]}, [](auto &x) {
+    Tensor scores = ops::matmul(x[0], ops::transpose(x[1], {0, 2, 3, 1})) * ops::full(0.4, DType::f32);
+    return std::vector<Tensor>{ops::matmul(ops::softmax(scores, -1), x[2])};
+  });
 }
 
 TEST_CASE("attention: a score used twice is not fused", "[codegen][attention]") {
