@@ -65,9 +65,11 @@ LoweringPlan plan_lowering(const Graph &g) {
           // Fuse where every element is still computed once: into an
           // elemental consumer of the same size, or into a reduction.
           OpTraits ct = op_traits(c.op);
+          // A row kernel (a rowwise composite kept whole) reads its input
+          // twice, statistics then normalize: cheap to recompute.
           fuse = (ct.any(kElementalTraits) && !ct.has(OpTrait::indirect) &&
                   shape_numel(g.type_of(c.results[0]).shape) == shape_numel(g.type_of(v).shape)) ||
-                 (ct.has(OpTrait::reduction) && c.operands[0] == v);
+                 (ct.any(OpTrait::reduction | OpTrait::rowwise) && c.operands[0] == v);
         }
       }
       if (fuse) {

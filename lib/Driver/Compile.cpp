@@ -214,10 +214,10 @@ void write(Compilation &c) {
 
 } // namespace
 
-PlannedModel plan_model(const Graph &graph, const std::string &name) {
+PlannedModel plan_model(const Graph &graph, const std::string &name, const DecomposeOptions &options) {
   PlannedModel p;
   p.source = &graph;
-  p.lowered = decompose(graph);
+  p.lowered = decompose(graph, options);
   plan(p, name);
   return p;
 }
@@ -237,7 +237,7 @@ bool compile(const CompileRequest &request, DiagnosticEngine &diagnostics, Compi
       {"load", [&] { load(c); }},
       {"decompose", [&] {
          c.planned.source = c.model.graph.get();
-         c.planned.lowered = decompose(*c.model.graph);
+         c.planned.lowered = decompose(*c.model.graph, c.backend->decompose_options());
        }},
       {"plan", [&] {
          plan(c.planned, c.name);

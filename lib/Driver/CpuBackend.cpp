@@ -21,6 +21,9 @@ namespace {
 class CpuBackend : public Backend {
 public:
   std::string name() const override { return "cpu"; }
+  // Softmax and the norms run as one row kernel each (Cpu/NormEmitter),
+  // attention as one kernel (Cpu/AttentionEmitter).
+  DecomposeOptions decompose_options() const override { return {true, true}; }
   std::string description() const override { return "x86-64 and aarch64 Linux objects (maxc compile)"; }
 
   std::vector<std::string> emit_kinds() const override {

@@ -68,6 +68,9 @@ const std::map<std::string, OpDoc> &docs() {
                         x("mean", "[C]", "[2]"), x("var", "[C]", "[2]")},
                        "[B, C, ...]", {}};
     t["matmul"] = {{x("a", "[..., M, K]", "[2,3]"), x("b", "[..., K, N]", "[3,4]")}, "[..., M, N]", {}};
+    t["attention"] = {{x("q", "[..., M, D]", "[2,3,4]"), x("k", "[..., S, D]", "[2,5,4]"), x("v", "[..., S, E]", "[2,5,3]"),
+                       OperandDoc{"mask", "[..., M, S]", "T", "[3,5]", true}},
+                      "[..., M, E]", {}};
     t["linear"] = {{x("x", "[..., IN]", "[2,3]"), x("weight", "[OUT, IN]", "[4,3]"),
                     OperandDoc{"bias", "[OUT]", "T", "[4]", true}},
                    "[..., OUT]", {}};

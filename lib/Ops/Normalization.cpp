@@ -42,7 +42,7 @@ void check_trailing_norm(const std::string &op, const std::vector<TensorType> &o
 OpDef layer_norm_op() {
   OpDef def;
   def.name = "layer_norm";
-  def.traits = OpTrait::composite;
+  def.traits = OpTrait::composite | OpTrait::rowwise;
   def.summary = "(x - mean) / sqrt(var + eps) * weight + bias over the last weight.rank() dims";
   def.min_operands = 2;
   def.max_operands = 3;
@@ -83,7 +83,7 @@ OpDef layer_norm_op() {
 OpDef rms_norm_op() {
   OpDef def;
   def.name = "rms_norm";
-  def.traits = OpTrait::composite;
+  def.traits = OpTrait::composite | OpTrait::rowwise;
   def.summary = "x / sqrt(mean(x^2) + eps) * weight over the last weight.rank() dims";
   def.min_operands = def.max_operands = 2;
   def.attrs = {{"eps", AttrKind::real, AttrValue(1e-6), "added to the mean square"}};

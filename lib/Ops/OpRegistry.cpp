@@ -26,6 +26,7 @@ const OpRegistry &OpRegistry::instance() {
     register_convolution_ops(r);
     register_shape_ops(r);
     register_structural_ops(r);
+    register_attention_ops(r);
     return r;
   }();
   return registry;
@@ -190,7 +191,8 @@ OpTraits op_traits(const std::string &name) {
 std::string op_traits_text(OpTraits t) {
   static const char *names[] = {"elementwise", "unary",     "binary",   "reduction",  "shape",
                                 "generator",   "gemm_like", "epilogue_safe", "device_libm_f64", "device_libm",
-                                "indirect",    "window",    "composite", "collective", "structural", "index_result"};
+                                "indirect",    "window",    "composite", "collective", "structural", "index_result",
+                                "rowwise"};
   std::string out;
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i)
     if (t.bits() & (1u << i))

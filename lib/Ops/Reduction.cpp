@@ -234,7 +234,7 @@ OpDef arg_op(const std::string &name, const std::string &summary, bool is_max) {
 OpDef softmax_op(const std::string &name, const std::string &summary, bool log) {
   OpDef def;
   def.name = name;
-  def.traits = OpTrait::composite;
+  def.traits = OpTrait::composite | OpTrait::rowwise;
   def.summary = summary;
   def.attrs = {{"axis", AttrKind::integer, AttrValue(int64_t{-1}), "axis to normalise over (may be negative)"}};
   def.infer = [name](const InferContext &c) {

@@ -1,7 +1,9 @@
 #include "maxc/Transforms/Decompose.h"
 
+#include "maxc/Ops/OpRegistry.h"
 #include "maxc/Ops/Ops.h"
 #include "maxc/Transforms/FoldBatchNorm.h"
+#include "maxc/Transforms/FuseAttention.h"
 #include "maxc/Transforms/MatmulLayout.h"
 #include "maxc/Realization/GraphRealizationContext.h"
 
@@ -29,16 +31,28 @@ std::vector<int64_t> trailing_axes(int64_t rank, int64_t count) {
   return axes;
 }
 
+Tensor softmax_primitives(const Tensor &x, int64_t axis, bool log) {
+  Tensor shifted = x - ops::max(x, {axis}, true);
+  Tensor sum = ops::sum(ops::exp(shifted), {axis}, true);
+  return log ? shifted - ops::log(sum) : ops::exp(shifted) / sum;
+}
+
 std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, MatmulLayout &layout) {
   const Attrs &a = node.attrs;
   const std::string &op = node.op;
   if (op == "softmax" || op == "log_softmax") {
     int64_t axis = a.get_int("axis");
-    return {in_f32(in, [&](const std::vector<Tensor> &x) {
-      Tensor shifted = x[0] - ops::max(x[0], {axis}, true);
-      Tensor sum = ops::sum(ops::exp(shifted), {axis}, true);
-      return op == "softmax" ? ops::exp(shifted) / sum : shifted - ops::log(sum);
-    })};
+    return {in_f32(in, [&](const std::vector<Tensor> &x) { return softmax_primitives(x[0], axis, op == "log_softmax"); })};
+  }
+  if (op == "attention") { // the pattern FuseAttention.h recognizes, row-major matmuls
+    std::vector<int64_t> perm;
+    for (int64_t i = 0; i < in[1].rank(); ++i)
+      perm.push_back(i < in[1].rank() - 2 ? i : i == in[1].rank() - 2 ? i + 1 : i - 1);
+    Tensor s = ops::matmul(in[0], ops::transpose(in[1], perm)) * ops::full(a.get_real("scale"), in[0].dtype());
+    if (in.size() > 3)
+      s = in[3].dtype() == DType::boolean ? ops::where(in[3], s, ops::full(a.get_real("fill"), s.dtype())) : s + in[3];
+    Tensor p = in_f32({s}, [&](const std::vector<Tensor> &x) { return softmax_primitives(x[0], -1, false); });
+    return {ops::matmul(p, in[2])};
   }
   if (op == "layer_norm") {
     return {in_f32(in, [&](const std::vector<Tensor> &x) {
@@ -90,7 +104,7 @@ std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, Mat
 // `from` (a subgraph) that arrive transposed; `calls`: the same for the
 // subgraphs that `from`'s call nodes invoke.
 void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput> &pretransposed,
-             const CallSiteLayout &calls) {
+             const CallSiteLayout &calls, const DecomposeOptions &options) {
   std::vector<bool> replaced(from.input_ids().size(), false);
   for (const PretransposedInput &p : pretransposed)
     replaced[p.index] = p.replaces;
@@ -128,6 +142,13 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
   for (ValueId id : from.output_ids())
     consumers[id].push_back(-1);
   std::vector<bool> folded(from.nodes().size(), false);
+  // Attention patterns become one attention node; their inner nodes go.
+  std::map<size_t, AttentionMatch> attention;
+  if (options.fuse_attention)
+    attention = match_attention(from, consumers);
+  for (const auto &[n, m] : attention)
+    for (size_t inner : m.inner)
+      folded[inner] = true;
 
   for (size_t n = 0; n < from.nodes().size(); ++n) {
     const Node &node = from.nodes()[n];
@@ -136,12 +157,24 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
     std::vector<Tensor> operands;
     for (ValueId id : node.operands)
       operands.push_back(values[id]);
+    if (auto it = attention.find(n); it != attention.end()) {
+      const AttentionMatch &m = it->second;
+      Tensor k = m.k_perm.empty() ? values[m.k] : ops::transpose(values[m.k], m.k_perm);
+      std::vector<Tensor> qkv = {values[m.q], k, values[m.v]};
+      if (m.mask)
+        qkv.push_back(values[*m.mask]);
+      values[node.results[0]] = ctx.record("attention", qkv, {{"scale", m.scale}, {"fill", m.fill}})[0];
+      continue;
+    }
     if (int64_t bn = foldable_batch_norm(from, n, consumers); bn >= 0) {
       folded[bn] = true;
       values[from.nodes()[bn].results[0]] = fold_batch_norm(from, node, from.nodes()[bn], operands[0], ctx);
       continue;
     }
-    std::vector<Tensor> results = is_composite_op(node.op) ? rewrite(node, operands, layout)
+    bool whole = (options.keep_rowwise && keeps_row_kernel(from, node)) ||
+                 (options.fuse_attention && node.op == "attention" && keeps_attention(from, node));
+    std::vector<Tensor> results = whole                      ? std::vector<Tensor>{}
+                                  : is_composite_op(node.op) ? rewrite(node, operands, layout)
                                   : node.op == "call"      ? layout.rewrite_call(node, operands, calls)
                                                            : layout.rewrite_matmul(node, operands);
     if (results.empty())
@@ -159,19 +192,37 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
 
 bool is_composite_op(const std::string &op) {
   return op == "softmax" || op == "log_softmax" || op == "layer_norm" || op == "rms_norm" || op == "batch_norm" ||
-         op == "linear" || op == "embedding" || op == "global_avg_pool2d";
+         op == "linear" || op == "embedding" || op == "global_avg_pool2d" || op == "attention";
 }
 
-std::unique_ptr<Graph> decompose(const Graph &graph) {
+bool keeps_attention(const Graph &graph, const Node &node) {
+  const Shape &q = graph.type_of(node.operands[0]).shape, &v = graph.type_of(node.operands[2]).shape;
+  return graph.type_of(node.operands[0]).dtype == DType::f32 && q.back().is_static() && v.back().is_static();
+}
+
+bool keeps_row_kernel(const Graph &graph, const Node &node) {
+  if (!op_traits(node.op).has(OpTrait::rowwise))
+    return false;
+  const TensorType &x = graph.type_of(node.operands[0]);
+  if (x.dtype != DType::f32 || x.rank() == 0)
+    return false;
+  if (node.attrs.has("axis")) { // softmax, log_softmax: rows along the last axis
+    int64_t axis = node.attrs.get_int("axis");
+    return axis == -1 || axis == x.rank() - 1;
+  }
+  return true; // the norms: rows over the trailing weight.rank() dims
+}
+
+std::unique_ptr<Graph> decompose(const Graph &graph, const DecomposeOptions &options) {
   CallSiteLayout calls = plan_call_site_layout(graph);
   auto out = std::make_unique<Graph>(graph.name());
   for (const auto &[name, sub] : graph.subgraphs()) {
     auto body = std::make_shared<Graph>(name);
     out->add_subgraph(body);
     auto it = calls.inputs.find(name);
-    rebuild(*sub, *body, it != calls.inputs.end() ? it->second : std::vector<PretransposedInput>{}, calls);
+    rebuild(*sub, *body, it != calls.inputs.end() ? it->second : std::vector<PretransposedInput>{}, calls, options);
   }
-  rebuild(graph, *out, {}, calls);
+  rebuild(graph, *out, {}, calls, options);
   return out;
 }
 

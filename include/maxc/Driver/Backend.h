@@ -10,6 +10,7 @@
 #include "maxc/Codegen/ModelAbi.h"
 #include "maxc/Codegen/PassTimer.h"
 #include "maxc/IR/Graph.h"
+#include "maxc/Transforms/Decompose.h"
 
 #include <memory>
 #include <set>
@@ -89,6 +90,8 @@ public:
   /// NAME_run_packed(buffers, dims, workspace); null when the backend's code
   /// cannot run on this host.
   virtual std::unique_ptr<llvm::Module> build_host_module(const PlannedModel &model, llvm::LLVMContext &context) const;
+  /// The composites it lowers whole (decompose step); default: none.
+  virtual DecomposeOptions decompose_options() const { return {}; }
 };
 
 /// The registered backends, in registration order (cpu, amdgpu, amdgpu-emu).

@@ -44,8 +44,9 @@ struct CompileResult {
 bool compile(const CompileRequest &request, DiagnosticEngine &diagnostics, CompileResult &result,
              const std::function<void(const std::string &)> &on_step = {});
 
-/// Load, decompose and plan for `name` (the steps compile() starts with).
-PlannedModel plan_model(const Graph &graph, const std::string &name);
+/// Load, decompose and plan for `name` (the steps compile() starts with),
+/// keeping whole what the backend lowers whole (Backend::decompose_options).
+PlannedModel plan_model(const Graph &graph, const std::string &name, const DecomposeOptions &options = {});
 
 /// Outputs of `graph` on `inputs`, compiled in-process by `backend` ("cpu"
 /// or "amdgpu-emu") and run once. Symbolic dims bind from the inputs and

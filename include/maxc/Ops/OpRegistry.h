@@ -98,6 +98,11 @@ enum class OpTrait : uint32_t {
   /// A reduction whose result is the index of the element it picks
   /// (argmax/argmin), not a value.
   index_result = 1u << 15,
+  /// A composite that computes each row (its trailing axes) from that row
+  /// alone (softmax, log_softmax, layer_norm, rms_norm): a backend that lowers
+  /// it as one row kernel keeps it whole (DecomposeOptions::keep_rowwise);
+  /// every other backend gets it decomposed.
+  rowwise = 1u << 16,
 };
 
 /// A set of OpTraits.

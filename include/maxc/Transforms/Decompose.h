@@ -15,9 +15,28 @@
 
 namespace maxc {
 
-std::unique_ptr<Graph> decompose(const Graph &graph);
+/// What a backend lowers whole instead of getting it decomposed.
+struct DecomposeOptions {
+  /// Keep the rowwise composites (softmax and log_softmax over the last
+  /// axis, layer_norm, rms_norm) of f32 values whole: the backend computes
+  /// each as one row kernel (the CPU: Codegen/Cpu/NormEmitter). Others, and
+  /// every other dtype, are decomposed as usual.
+  bool keep_rowwise = false;
+  /// Recognize scaled dot-product attention (Transforms/FuseAttention.h)
+  /// and keep `attention` nodes (f32, static head dims) whole: the backend
+  /// lowers them as one kernel (the CPU: Codegen/Cpu/AttentionEmitter).
+  bool fuse_attention = false;
+};
 
-/// True for ops decompose() rewrites (code generators never see them).
+std::unique_ptr<Graph> decompose(const Graph &graph, const DecomposeOptions &options = {});
+
+/// True for ops decompose() rewrites (code generators never see them, except
+/// the rowwise ones a backend asks to keep, see DecomposeOptions).
 bool is_composite_op(const std::string &op);
+
+/// True for a node that DecomposeOptions::keep_rowwise keeps whole.
+bool keeps_row_kernel(const Graph &graph, const Node &node);
+/// True for an attention node that DecomposeOptions::fuse_attention keeps.
+bool keeps_attention(const Graph &graph, const Node &node);
 
 } // namespace maxc

@@ -1,10 +1,13 @@
 #include "Cpu/KernelEmitter.h"
 
 #include "ElementalEmitter.h"
+#include "Cpu/AttentionEmitter.h"
 #include "Cpu/GemmEmitter.h"
+#include "Cpu/NormEmitter.h"
 #include "MathEmitter.h"
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/IR/GraphSymbols.h"
+#include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Error.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -154,6 +157,10 @@ private:
       return emit_call(node);
     if (lowering == "matmul")
       return emit_matmul(node);
+    if (lowering == "rows")
+      return emit_rows(node);
+    if (lowering == "attention")
+      return emit_attention(node);
     if (lowering == "conv2d" && node_uses_gemm(g_, plan_, node))
       return emit_conv_gemm(node);
     if (lowering != "conv2d" && lowering != "elemental")
@@ -169,6 +176,85 @@ private:
         store_element(dtype, ptr, linear_index(idx, dims), node_element(node, r, idx));
       });
     }
+  }
+
+  // softmax / log_softmax (last axis), layer_norm / rms_norm (trailing
+  // weight.rank() axes): one row kernel (Cpu/NormEmitter.h) per outer index.
+  void emit_rows(const Node &node) {
+    ValueId x = node.operands[0], out = node.results[0];
+    size_t inner = node.attrs.has("axis") ? 1 : static_cast<size_t>(g_.type_of(node.operands[1]).rank());
+    std::vector<Value *> dims = dims_of(out);
+    std::vector<Value *> outer(dims.begin(), dims.end() - inner), tail(dims.end() - inner, dims.end());
+    Value *cols = b_.getInt64(1);
+    for (Value *d : tail)
+      cols = b_.CreateMul(cols, d);
+    auto unflatten = [&](Value *col) { // col -> the index in the trailing dims
+      Index idx(inner);
+      for (size_t i = inner; i-- > 0;) {
+        idx[i] = i == 0 ? col : b_.CreateURem(col, tail[i]);
+        col = i == 0 ? col : b_.CreateUDiv(col, tail[i]);
+      }
+      return idx;
+    };
+    Value *ptr = pointer_of(out);
+    loop_nest(outer, [&](const Index &row) {
+      Value *base = b_.CreateMul(outer.empty() ? b_.getInt64(0) : linear_index(row, outer), cols);
+      RowKernel r;
+      r.op = node.op;
+      r.cols = cols;
+      r.eps = node.attrs.has("eps") ? node.attrs.get_real("eps") : 0.0;
+      r.x = [&](Value *col) {
+        Index idx = row, t = unflatten(col);
+        idx.insert(idx.end(), t.begin(), t.end());
+        return element(x, idx);
+      };
+      if (node.operands.size() > 1)
+        r.weight = [&](Value *col) { return element(node.operands[1], unflatten(col)); };
+      if (node.operands.size() > 2)
+        r.bias = [&](Value *col) { return element(node.operands[2], unflatten(col)); };
+      r.store = [&](Value *col, Value *y) { store_element(DType::f32, ptr, b_.CreateAdd(base, col), y); };
+      r.loop = [&](Value *n, const std::function<void(Value *)> &body) { loop(n, body); };
+      r.local = [&](llvm::Type *t) { return local(t); };
+      emit_row_kernel(b_, r);
+    });
+  }
+
+  // attention (f32, static head dims): one flash-style kernel per batch
+  // entry (Cpu/AttentionEmitter.h); q, k, v, mask read through the
+  // elemental emitter, so a fused producer works too.
+  void emit_attention(const Node &node) {
+    ValueId out = node.results[0];
+    const Shape &qs = g_.type_of(node.operands[0]).shape, &ks = g_.type_of(node.operands[1]).shape;
+    size_t r = qs.size();
+    std::vector<Value *> od = dims_of(out);
+    std::vector<Value *> batch(od.begin(), od.end() - 2);
+    Shape scores(qs.begin(), qs.end() - 1);
+    scores.push_back(ks[r - 2]);
+    Value *ptr = pointer_of(out);
+    loop_nest(batch, [&](const Index &bidx) {
+      auto at = [&](Value *row, Value *col) {
+        Index idx = bidx;
+        idx.push_back(row);
+        idx.push_back(col);
+        return idx;
+      };
+      AttentionKernel a;
+      a.sq = od[r - 2];
+      a.sk = dim(ks[r - 2]);
+      a.d = qs[r - 1].value();
+      a.dv = g_.type_of(out).shape[r - 1].value();
+      a.scale = node.attrs.get_real("scale");
+      a.fill = node.attrs.get_real("fill");
+      a.q = [&](Value *i, Value *e) { return element(node.operands[0], at(i, e)); };
+      a.k = [&](Value *j, Value *e) { return element(node.operands[1], at(j, e)); };
+      a.v = [&](Value *j, Value *e) { return element(node.operands[2], at(j, e)); };
+      if (node.operands.size() > 3)
+        a.mask = [&](Value *i, Value *j) { return element(node.operands[3], broadcast(node.operands[3], scores, at(i, j))); };
+      a.store = [&](Value *i, Value *e, Value *y) { store_element(DType::f32, ptr, linear_index(at(i, e), od), y); };
+      a.loop = [&](Value *n, const std::function<void(Value *)> &body) { loop(n, body); };
+      a.local = [&](llvm::Type *t) { return local(t); };
+      emit_attention_kernel(b_, a);
+    });
   }
 
   void emit_copy(ValueId v, Value *dst) {
@@ -480,6 +566,10 @@ std::string cpu_lowering(const std::string &op) {
     return op; // the register-blocked GEMM (f32) or dot-product loops
   if (op == "conv2d")
     return op; // im2col + GEMM (f32, one group) or the elemental window loop
+  if (op == "attention")
+    return op; // kept whole for f32 (DecomposeOptions::fuse_attention): Cpu/AttentionEmitter
+  if (op_traits(op).has(OpTrait::rowwise))
+    return "rows"; // softmax, norms kept whole (f32): one row kernel (NormEmitter)
   if (has_elemental_lowering(op))
     return "elemental"; // a loop nest over the output, one element at a time
   return "";

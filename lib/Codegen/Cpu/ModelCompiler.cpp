@@ -197,7 +197,7 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
 
 std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::string &name,
                                                  llvm::LLVMContext &context) {
-  std::unique_ptr<Graph> lowered = decompose(graph);
+  std::unique_ptr<Graph> lowered = decompose(graph, {/*keep_rowwise=*/true, /*fuse_attention=*/true});
   ModelInterface abi = describe_interface(*lowered, name);
   abi.workspace_bound = workspace_bound(*lowered).to_string();
   return build_cpu_module(*lowered, abi, context);

@@ -1,0 +1,40 @@
+// Attention recognition, applied during decompose() for backends that lower
+// the `attention` op whole (DecomposeOptions::fuse_attention, the CPU): the
+// spelled-out scaled dot-product attention
+//
+//   t = matmul(q, k, transpose_b)        JSON models (examples/gpt)
+//     | matmul(q, transpose(x, perm))     ONNX torch exports (MatMul of a Transpose;
+//                                         k = x permuted by perm with its last two swapped)
+//   s = t * c | c * t | t / c            optional, c a scalar constant or full
+//   x = where(mask, s, f) | s + mask | mask + s     optional, f a scalar
+//   p = softmax(x, axis = -1)
+//   o = matmul(p, v)
+//
+// becomes o = attention(q, k, v[, mask]) {scale, fill}: every intermediate
+// used once, f32, q, k and v with the same batch dims, the head dims D and
+// Dv static. The intermediates (and a transpose of k read only there) are
+// dropped, so no [Sq, Sk] scores are ever stored.
+#pragma once
+
+#include "maxc/IR/Graph.h"
+
+#include <map>
+#include <optional>
+#include <vector>
+
+namespace maxc {
+
+struct AttentionMatch {
+  ValueId q, k, v;
+  std::optional<ValueId> mask;
+  /// k is k_source permuted by this (empty: k_source itself).
+  std::vector<int64_t> k_perm;
+  double scale = 1.0, fill = 0.0;
+  std::vector<size_t> inner; // the pattern's other nodes (not rebuilt)
+};
+
+/// The attention patterns of `g`, by the index of their final matmul.
+/// `consumers[v]`: the nodes reading value v (-1: a graph output).
+std::map<size_t, AttentionMatch> match_attention(const Graph &g, const std::vector<std::vector<int64_t>> &consumers);
+
+} // namespace maxc

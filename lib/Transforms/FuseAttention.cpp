@@ -1,0 +1,164 @@
+#include "maxc/Transforms/FuseAttention.h"
+
+#include <cmath>
+
+namespace maxc {
+
+namespace {
+
+struct Matcher {
+  const Graph &g;
+  const std::vector<std::vector<int64_t>> &consumers;
+
+  const Node *producer(ValueId v) const {
+    int64_t p = g.value_info(v).producer;
+    return p < 0 ? nullptr : &g.nodes()[static_cast<size_t>(p)];
+  }
+  size_t index(const Node *n) const { return static_cast<size_t>(n - g.nodes().data()); }
+  /// v is read by exactly one node (and is no graph output).
+  bool single_use(ValueId v) const { return consumers[v].size() == 1 && consumers[v][0] >= 0; }
+  bool f32(ValueId v) const { return g.type_of(v).dtype == DType::f32; }
+
+  /// The value of a one-element f32 constant or full, if v is one.
+  std::optional<double> scalar(ValueId v) const {
+    const Node *n = producer(v);
+    if (!n || !f32(v) || shape_numel(g.type_of(v).shape) != Dim(1))
+      return std::nullopt;
+    if (n->op == "full")
+      return n->attrs.get_real("value");
+    if (n->op == "constant")
+      return g.constant(n->attrs.get_string("name")).get_f64(0);
+    return std::nullopt;
+  }
+
+  /// t = q @ k^T (transpose_b, or an explicit transpose of k's last two
+  /// dims used only here): fills q, k and the inner nodes.
+  bool scores(ValueId t, AttentionMatch &m) const {
+    const Node *n = producer(t);
+    if (!n || n->op != "matmul" || !single_use(t) || n->attrs.get_bool("transpose_a"))
+      return false;
+    m.q = n->operands[0];
+    m.k = n->operands[1];
+    m.inner.push_back(index(n));
+    if (n->attrs.get_bool("transpose_b"))
+      return true;
+    const Node *tr = producer(m.k);
+    if (!tr || tr->op != "transpose" || !single_use(m.k))
+      return false;
+    // k^T = transpose(x, perm), so k = transpose(x, perm with its last two
+    // entries swapped): torch exports transpose [b, s, h, d] straight to
+    // [b, h, d, s] (perm 0 2 3 1), then k = x permuted by 0 2 1 3.
+    std::vector<int64_t> perm = tr->attrs.get_ints("perm");
+    size_t r = perm.size();
+    if (r < 2)
+      return false;
+    std::swap(perm[r - 2], perm[r - 1]);
+    bool identity = true;
+    for (size_t i = 0; i < r; ++i)
+      identity = identity && perm[i] == static_cast<int64_t>(i);
+    m.k_perm = identity ? std::vector<int64_t>{} : perm;
+    m.k = tr->operands[0];
+    m.inner.push_back(index(tr));
+    return true;
+  }
+
+  /// s = t, or t scaled by a scalar.
+  bool scaled(ValueId s, AttentionMatch &m) const {
+    const Node *n = producer(s);
+    if (n && single_use(s) && (n->op == "mul" || n->op == "div")) {
+      for (size_t side = 0; side < 2; ++side) {
+        if (n->op == "div" && side == 1)
+          break;
+        std::optional<double> c = scalar(n->operands[1 - side]);
+        if (!c || (n->op == "div" && *c == 0))
+          continue;
+        AttentionMatch tried = m;
+        if (scores(n->operands[side], tried)) {
+          m = tried;
+          m.scale = n->op == "div" ? 1.0 / *c : *c;
+          m.inner.push_back(index(n));
+          return true;
+        }
+      }
+    }
+    return scores(s, m);
+  }
+
+  /// x = s, where(mask, s, fill), or s + mask.
+  bool masked(ValueId x, AttentionMatch &m) const {
+    const Node *n = producer(x);
+    if (n && single_use(x) && n->op == "where" && g.type_of(n->operands[0]).dtype == DType::boolean) {
+      std::optional<double> fill = scalar(n->operands[2]);
+      AttentionMatch tried = m;
+      if (fill && g.type_of(n->operands[1]).shape == g.type_of(x).shape && scaled(n->operands[1], tried)) {
+        m = tried;
+        m.mask = n->operands[0];
+        m.fill = *fill;
+        m.inner.push_back(index(n));
+        return true;
+      }
+    }
+    if (n && single_use(x) && n->op == "add") {
+      for (size_t side = 0; side < 2; ++side) {
+        AttentionMatch tried = m;
+        ValueId s = n->operands[side], mask = n->operands[1 - side];
+        if (g.type_of(s).shape == g.type_of(x).shape && f32(mask) && scaled(s, tried)) {
+          m = tried;
+          m.mask = mask;
+          m.inner.push_back(index(n));
+          return true;
+        }
+      }
+    }
+    return scaled(x, m);
+  }
+
+  std::optional<AttentionMatch> match(const Node &out) const {
+    if (out.op != "matmul" || out.attrs.get_bool("transpose_a") || out.attrs.get_bool("transpose_b") ||
+        !f32(out.results[0]))
+      return std::nullopt;
+    ValueId p = out.operands[0];
+    const Node *sm = producer(p);
+    if (!sm || sm->op != "softmax" || !single_use(p))
+      return std::nullopt;
+    const Shape &ps = g.type_of(p).shape;
+    int64_t axis = sm->attrs.get_int("axis");
+    if (axis != -1 && axis != static_cast<int64_t>(ps.size()) - 1)
+      return std::nullopt;
+    AttentionMatch m;
+    m.v = out.operands[1];
+    m.inner.push_back(index(sm));
+    if (!masked(sm->operands[0], m))
+      return std::nullopt;
+    // One batch shape for q, k, v (no broadcasting), static head dims.
+    Shape ks = g.type_of(m.k).shape;
+    if (!m.k_perm.empty()) {
+      Shape permuted;
+      for (int64_t p : m.k_perm)
+        permuted.push_back(ks[static_cast<size_t>(p)]);
+      ks = permuted;
+    }
+    const Shape &qs = g.type_of(m.q).shape, &vs = g.type_of(m.v).shape;
+    size_t r = qs.size();
+    if (r < 2 || ks.size() != r || vs.size() != r || !f32(m.q) || !f32(m.k) || !f32(m.v) ||
+        !qs[r - 1].is_static() || !vs[r - 1].is_static() || ks[r - 1] != qs[r - 1] || vs[r - 2] != ks[r - 2])
+      return std::nullopt;
+    for (size_t i = 0; i + 2 < r; ++i)
+      if (ks[i] != qs[i] || vs[i] != qs[i])
+        return std::nullopt;
+    return m;
+  }
+};
+
+} // namespace
+
+std::map<size_t, AttentionMatch> match_attention(const Graph &g, const std::vector<std::vector<int64_t>> &consumers) {
+  std::map<size_t, AttentionMatch> out;
+  Matcher matcher{g, consumers};
+  for (size_t n = 0; n < g.nodes().size(); ++n)
+    if (auto m = matcher.match(g.nodes()[n]))
+      out[n] = *m;
+  return out;
+}
+
+} // namespace maxc

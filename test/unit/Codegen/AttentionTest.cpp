@@ -1,0 +1,133 @@
+// Fused attention: Transforms/FuseAttention recognizes the JSON (matmul
+// transpose_b, mul by a scalar, where with a causal mask) and ONNX (matmul
+// of a transpose, div by a scalar, additive mask) spellings; the CPU runs
+// the `attention` op as one flash-style kernel (Cpu/AttentionEmitter) and
+// must match the interpreter on the traced pattern (rtol 1e-4, atol 1e-5:
+// f32 dot products and exp vs double); the op's reference kernel and its
+// decomposition (what GPU backends get) must agree, also under GPU
+// emulation.
+#include "CompiledRunner.h"
+
+#include "maxc/Codegen/CompiledRun.h"
+#include "maxc/Codegen/LoweringPlan.h"
+#include "maxc/Frontend/ModelLoader.h"
+#include "maxc/Transforms/Decompose.h"
+
+using namespace maxc;
+using namespace maxc::test;
+
+namespace {
+
+constexpr double kRtol = 1e-4, kAtol = 1e-5;
+
+size_t count_op(const Graph &g, const std::string &op) {
+  size_t n = 0;
+  for (const Node &node : g.nodes())
+    n += node.op == op;
+  return n;
+}
+
+/// Traces `build`, requires one attention node and no softmax after the
+/// CPU's decompose, and compiled == interpreter.
+void check_fused(const std::vector<HostTensor> &inputs, const BuildFn &build) {
+  std::unique_ptr<Graph> traced = trace_graph(types_of(inputs), build);
+  auto lowered = decompose(*traced, {true, true});
+  lowered->verify();
+  CHECK(count_op(*lowered, "attention") == 1);
+  CHECK(count_op(*lowered, "softmax") == 0);
+  check_compiled(inputs, build, kRtol, kAtol);
+}
+
+// JSON spelling (examples/gpt): causal where-mask, scale by mul.
+std::vector<Tensor> json_attention(const std::vector<Tensor> &in, int64_t sq, int64_t sk) {
+  Tensor s = ops::matmul(in[0], in[1], false, true) * ops::full(0.125, DType::f32);
+  Tensor rows = ops::iota({sq, sk}, 0), cols = ops::iota({sq, sk}, 1);
+  Tensor masked = ops::where(ops::greater_equal(rows, cols), s, ops::full(-1e9, DType::f32));
+  return {ops::matmul(ops::softmax(masked, -1), in[2])};
+}
+
+} // namespace
+
+TEST_CASE("attention: the JSON spelling fuses and matches the interpreter", "[codegen][attention]") {
+  for (auto [b, h, sq, sk, d, dv] : std::vector<std::array<int64_t, 6>>{{2, 3, 5, 5, 7, 3}, {1, 1, 1, 1, 1, 1}, {1, 2, 4, 9, 16, 5}, {1, 1, 3, 37, 8, 4}}) {
+    INFO("b " << b << " h " << h << " sq " << sq << " sk " << sk << " d " << d << " dv " << dv);
+    std::vector<HostTensor> in = {random_tensor(DType::f32, {b, h, sq, d}, -3, 3),
+                                  random_tensor(DType::f32, {b, h, sk, d}, -3, 3),
+                                  random_tensor(DType::f32, {b, h, sk, dv})};
+    check_fused(in, [sq = sq, sk = sk](auto &x) { return json_attention(x, sq, sk); });
+  }
+}
+
+TEST_CASE("attention: the ONNX spelling (transpose, div, additive mask) and no mask", "[codegen][attention]") {
+  int64_t b = 2, h = 2, s = 6, d = 5;
+  std::vector<HostTensor> in = {random_tensor(DType::f32, {b, h, s, d}, -3, 3),
+                                random_tensor(DType::f32, {b, h, s, d}, -3, 3),
+                                random_tensor(DType::f32, {b, h, s, d}),
+                                random_tensor(DType::f32, {b, 1, 1, s}, -10000, 0)};
+  check_fused(in, [](auto &x) {
+    Tensor s = ops::div(ops::matmul(x[0], ops::transpose(x[1], {0, 1, 3, 2})), ops::full(2.2360679, DType::f32));
+    return std::vector<Tensor>{ops::matmul(ops::softmax(s + x[3], 3), x[2])};
+  });
+  check_fused(in, [](auto &x) {
+    return std::vector<Tensor>{ops::matmul(ops::softmax(ops::matmul(x[0], x[1], false, true), -1), x[2])};
+  });
+  // torch's export: k [b, s, h, d] transposed straight to [b, h, d, s].
+  HostTensor kx = random_tensor(DType::f32, {b, s, h, d}, -3, 3);
+  check_fused({in[0], kx, in[2]}, [](auto &x) {
+    Tensor scores = ops::matmul(x[0], ops::transpose(x[1], {0, 2, 3, 1})) * ops::full(0.4, DType::f32);
+    return std::vector<Tensor>{ops::matmul(ops::softmax(scores, -1), x[2])};
+  });
+}
+
+TEST_CASE("attention: a score used twice is not fused", "[codegen][attention]") {
+  auto g = trace_graph({TensorType(DType::f32, {2, 4, 3}), TensorType(DType::f32, {2, 4, 3})}, [](auto &x) {
+    Tensor s = ops::matmul(x[0], x[1], false, true);
+    return std::vector<Tensor>{ops::matmul(ops::softmax(s, -1), x[1]), s};
+  });
+  CHECK(count_op(*decompose(*g, {true, true}), "attention") == 0);
+}
+
+TEST_CASE("attention: reference, decomposition and GPU emulation agree", "[codegen][attention]") {
+  auto g = std::make_unique<Graph>("g", std::vector<TensorType>{TensorType(DType::f32, {2, 3, 4}),
+                                                                 TensorType(DType::f32, {2, 5, 4}),
+                                                                 TensorType(DType::f32, {2, 5, 3}),
+                                                                 TensorType(DType::boolean, {3, 5})});
+  std::vector<ValueId> in = g->input_ids();
+  Attrs attrs;
+  attrs.set("scale", 0.5);
+  attrs.set("fill", -1e9);
+  ValueId out = g->add_node("attention", in, attrs)[0];
+  g->set_outputs({out}, {"o"});
+  CHECK(g->type_of(out).shape == make_shape({2, 3, 3}));
+  HostTensor mask = random_tensor(DType::boolean, {3, 5});
+  for (int64_t i = 0; i < 3; ++i)
+    mask.set_i64(i * 5, 1); // every row keeps a key
+  std::vector<HostTensor> inputs = {random_tensor(DType::f32, {2, 3, 4}), random_tensor(DType::f32, {2, 5, 4}),
+                                    random_tensor(DType::f32, {2, 5, 3}), mask};
+  auto expected = Interpreter::run(*g, inputs);
+  auto lowered = decompose(*g);
+  CHECK(count_op(*lowered, "attention") == 0);
+  MAXC_REQUIRE_CLOSE(Interpreter::run(*lowered, inputs)[0], expected[0], kRtol, kAtol);
+  MAXC_REQUIRE_CLOSE(run_compiled(*g, inputs)[0], expected[0], kRtol, kAtol);
+  MAXC_REQUIRE_CLOSE(run_gpu_emulated(*g, inputs)[0], expected[0], kRtol, kAtol);
+  // The verifier: k's last dim must be q's.
+  Graph bad("bad", {TensorType(DType::f32, {2, 3, 4}), TensorType(DType::f32, {2, 5, 3}), TensorType(DType::f32, {2, 5, 3})});
+  CHECK_THROWS_WITH(bad.add_node("attention", bad.input_ids()), Catch::Matchers::Contains("must have q's last dim"));
+}
+
+TEST_CASE("attention: the GPT example's block has no seq x seq buffer", "[codegen][attention][plan]") {
+  LoadOptions options;
+  options.synthesize_weights = true;
+  DiagnosticEngine diagnostics;
+  LoadedModel model = load_model(std::string(MAXC_SOURCE_DIR) + "/examples/gpt/model.json", options, diagnostics);
+  REQUIRE(model.graph);
+  auto lowered = decompose(*model.graph, {true, true});
+  lowered->verify();
+  const Graph &block = *lowered->subgraphs().begin()->second;
+  CHECK(count_op(block, "attention") == 1);
+  LoweringPlan plan = plan_lowering(block);
+  INFO(describe_plan(block, plan));
+  CHECK(plan.kernels.size() == 12); // 25 decomposed; 14 with row kernels; attention also drops the k transpose
+  for (const WorkspaceSlot &s : plan.slots)
+    CHECK(s.bytes != Dim("batch") * Dim(4 * 128 * 128 * 4)); // the f32 scores of 4 heads
+}
