@@ -242,24 +242,32 @@ bool conv_uses_gemm(const Graph &g, const Node &node, int64_t *bytes) {
   return true;
 }
 
-static Dim own_slots_bound(const Graph &g) {
+LoweringPlans plan_lowering_all(const Graph &root) {
+  LoweringPlans plans;
+  plans.emplace(&root, plan_lowering(root));
+  for (const auto &[name, sub] : root.subgraphs())
+    plans.emplace(sub.get(), plan_lowering(*sub));
+  return plans;
+}
+
+static Dim own_slots_bound(const Graph &g, const LoweringPlans *plans) {
   Dim total(0);
-  for (const WorkspaceSlot &s : plan_lowering(g).slots)
+  for (const WorkspaceSlot &s : (plans ? plans->at(&g) : plan_lowering(g)).slots)
     total = total + s.bytes + Dim(63);
   return total;
 }
 
-Dim workspace_bound(const Graph &graph) {
+Dim workspace_bound(const Graph &graph, const LoweringPlans *plans) {
   Dim callees(0);
   bool all_static = true;
   std::vector<Dim> needs;
   for (const auto &[name, sub] : graph.subgraphs()) {
-    needs.push_back(own_slots_bound(*sub));
+    needs.push_back(own_slots_bound(*sub, plans));
     all_static = all_static && needs.back().is_static();
   }
   for (const Dim &d : needs)
     callees = all_static ? Dim(std::max(callees.value(), d.value())) : callees + d;
-  return own_slots_bound(graph) + callees;
+  return own_slots_bound(graph, plans) + callees;
 }
 
 std::string describe_plan(const Graph &g, const LoweringPlan &plan) {

@@ -3,6 +3,7 @@
 // status table, C types, and the weights blob layout.
 #include "maxc/Codegen/ModelAbi.h"
 
+#include "maxc/Codegen/WeightsSection.h"
 #include "maxc/IR/GraphSymbols.h"
 #include "maxc/Support/CNames.h"
 
@@ -83,38 +84,8 @@ ModelInterface describe_interface(const Graph &graph, const std::string &name) {
 
 namespace codegen {
 
-// Constants actually read by some node of `g` (decompose may leave the
-// originals of pre-transposed weights unread).
-static std::set<std::string> read_constants(const Graph &g) {
-  std::vector<bool> used(g.num_values(), false);
-  for (const Node &n : g.nodes())
-    for (ValueId v : n.operands)
-      used[v] = true;
-  for (ValueId v : g.output_ids())
-    used[v] = true;
-  std::set<std::string> names;
-  for (const Node &n : g.nodes())
-    if (n.op == "constant" && used[n.results[0]])
-      names.insert(n.attrs.get_string("name"));
-  return names;
-}
-
-// The weights blob: every read constant of the root graph, then of each
-// subgraph, in name order, each 64-byte aligned.
 std::string layout_constants(const Graph &lowered, std::map<std::pair<const Graph *, std::string>, uint64_t> &offsets) {
-  std::string blob;
-  auto add = [&](const Graph &g) {
-    for (const std::string &name : read_constants(g)) {
-      blob.resize((blob.size() + 63) & ~size_t(63), '\0');
-      offsets[{&g, name}] = blob.size();
-      const HostTensor &data = g.constant(name);
-      blob.append(reinterpret_cast<const char *>(data.data()), data.nbytes());
-    }
-  };
-  add(lowered);
-  for (const auto &[name, sub] : lowered.subgraphs())
-    add(*sub);
-  return blob;
+  return weights_blob(lowered, offsets).str();
 }
 
 } // namespace codegen

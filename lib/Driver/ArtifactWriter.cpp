@@ -1,6 +1,7 @@
 #include "maxc/Driver/ArtifactWriter.h"
 
 #include "maxc/Support/Error.h"
+#include "maxc/Support/Sha256.h"
 
 #include <cerrno>
 #include <climits>
@@ -40,16 +41,28 @@ std::string normalize(const std::string &path) {
   return prefix + "/" + base;
 }
 
-void write_all(int fd, const std::string &bytes, const std::string &path) {
+void write_all(int fd, const char *data, size_t size, const std::string &path) {
   size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+  while (done < size) {
+    ssize_t n = ::write(fd, data + done, size - done);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0)
       throw Error(ErrorCode::FileWrite, "cannot write: " + errno_text(), path);
     done += static_cast<size_t>(n);
   }
+}
+
+/// Writes `bytes` to fd (fd < 0: writes nothing) piece by piece, hashing
+/// them on the way; returns the digest.
+std::string write_hashed(int fd, const ByteChunks &bytes, const std::string &path) {
+  Sha256Stream digest;
+  bytes.for_each([&](const char *data, size_t size) {
+    digest.update(data, size);
+    if (fd >= 0)
+      write_all(fd, data, size, path);
+  });
+  return digest.hex();
 }
 
 } // namespace
@@ -74,10 +87,14 @@ bool ArtifactWriter::same(const Identity &a, const Identity &b) const {
 
 void ArtifactWriter::add_input(const std::string &path) { inputs_.emplace_back(path, identify(path)); }
 
-void ArtifactWriter::add(const std::string &kind, const std::string &path, std::string bytes) {
+void ArtifactWriter::add(const std::string &kind, const std::string &path, ByteChunks bytes) {
   if (path.empty())
     throw Error(ErrorCode::InvalidArgument, "an empty output path (" + kind + ")", "-o");
-  Output out{kind, path, path, std::move(bytes), false};
+  Output out;
+  out.kind = kind;
+  out.path = out.target = path;
+  out.size = bytes.size();
+  out.bytes = std::move(bytes);
   struct stat st;
   if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
     char resolved[PATH_MAX];
@@ -113,26 +130,30 @@ void ArtifactWriter::add(const std::string &kind, const std::string &path, std::
   outputs_.push_back(std::move(out));
 }
 
-void ArtifactWriter::commit() {
-  std::vector<std::string> temps(outputs_.size());
-  auto remove_temps = [&] {
-    for (const std::string &t : temps)
-      if (!t.empty())
-        ::unlink(t.c_str());
-  };
+ArtifactWriter::~ArtifactWriter() {
+  for (const Output &o : outputs_)
+    if (!o.temp.empty())
+      ::unlink(o.temp.c_str());
+}
+
+void ArtifactWriter::stage() {
   try {
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      const Output &o = outputs_[i];
-      if (o.write_through)
+    for (Output &o : outputs_) {
+      if (o.staged)
         continue;
+      if (o.write_through) { // written at commit; hashed now
+        o.sha256 = write_hashed(-1, o.bytes, o.path);
+        o.staged = true;
+        continue;
+      }
       std::string tmpl = o.target + ".tmp.XXXXXX";
       int fd = ::mkstemp(tmpl.data());
       if (fd < 0)
         throw Error(ErrorCode::FileWrite, "cannot create a file in " + directory_of(o.target) + ": " + errno_text(),
                     o.path);
-      temps[i] = tmpl;
+      o.temp = tmpl;
       try {
-        write_all(fd, o.bytes, o.path);
+        o.sha256 = write_hashed(fd, o.bytes, o.path);
       } catch (...) {
         ::close(fd);
         throw;
@@ -142,17 +163,35 @@ void ArtifactWriter::commit() {
       ::umask(mask);
       if (::fchmod(fd, 0666 & ~mask) != 0 || ::close(fd) != 0)
         throw Error(ErrorCode::FileWrite, "cannot write: " + errno_text(), o.path);
-    }
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      const Output &o = outputs_[i];
-      if (o.write_through)
-        continue;
-      if (::rename(temps[i].c_str(), o.target.c_str()) != 0)
-        throw Error(ErrorCode::FileWrite, "cannot replace the file: " + errno_text(), o.path);
-      temps[i].clear();
+      o.staged = true;
     }
   } catch (...) {
-    remove_temps();
+    for (Output &o : outputs_)
+      if (!o.temp.empty()) {
+        ::unlink(o.temp.c_str());
+        o.temp.clear();
+        o.staged = false;
+      }
+    throw;
+  }
+}
+
+void ArtifactWriter::commit() {
+  stage();
+  try {
+    for (Output &o : outputs_) {
+      if (o.write_through)
+        continue;
+      if (::rename(o.temp.c_str(), o.target.c_str()) != 0)
+        throw Error(ErrorCode::FileWrite, "cannot replace the file: " + errno_text(), o.path);
+      o.temp.clear();
+    }
+  } catch (...) {
+    for (Output &o : outputs_)
+      if (!o.temp.empty()) {
+        ::unlink(o.temp.c_str());
+        o.temp.clear();
+      }
     throw;
   }
   for (const Output &o : outputs_) {
@@ -162,7 +201,7 @@ void ArtifactWriter::commit() {
     if (fd < 0)
       throw Error(ErrorCode::FileWrite, "cannot open: " + errno_text(), o.path);
     try {
-      write_all(fd, o.bytes, o.path);
+      write_hashed(fd, o.bytes, o.path);
     } catch (...) {
       ::close(fd);
       throw;

@@ -68,7 +68,7 @@ struct Compilation {
   std::vector<std::string> kinds; // artifact kinds written, in order
   PlannedModel planned;
   BackendOutput output;
-  std::vector<std::pair<std::string, std::string>> contents; // kind, bytes
+  std::vector<std::pair<std::string, ByteChunks>> contents; // kind, bytes (all but the manifest)
 };
 
 // --- the steps ------------------------------------------------------------
@@ -77,10 +77,11 @@ struct Compilation {
 void plan(PlannedModel &p, const std::string &name) {
   p.interface = describe_interface(*p.source, name);
   p.abi = describe_interface(*p.lowered, name);
-  p.kernels.push_back("main: " + std::to_string(plan_lowering(*p.lowered).kernels.size()) + " kernels");
+  p.plans = plan_lowering_all(*p.lowered);
+  p.kernels.push_back("main: " + std::to_string(p.plans.at(p.lowered.get()).kernels.size()) + " kernels");
   for (const auto &[sub_name, sub] : p.lowered->subgraphs())
-    p.kernels.push_back("sub." + sub_name + ": " + std::to_string(plan_lowering(*sub).kernels.size()) + " kernels");
-  p.workspace_bound = workspace_bound(*p.lowered).to_string();
+    p.kernels.push_back("sub." + sub_name + ": " + std::to_string(p.plans.at(sub.get()).kernels.size()) + " kernels");
+  p.workspace_bound = workspace_bound(*p.lowered, &p.plans).to_string();
   p.interface.workspace_bound = p.abi.workspace_bound = p.workspace_bound;
 }
 
@@ -169,36 +170,44 @@ void verify_reproducible(Compilation &c) {
 }
 
 void artifacts(Compilation &c) {
-  std::map<std::string, std::string> by_kind(c.output.artifacts.begin(), c.output.artifacts.end());
+  std::map<std::string, ByteChunks> by_kind(c.output.artifacts.begin(), c.output.artifacts.end());
   if (c.emit.count("graph"))
     by_kind["graph"] = graph_to_json(*c.model.graph, GraphJsonOptions{false, 2});
-  std::map<std::string, std::string> paths(c.result.outputs.begin(), c.result.outputs.end());
-  if (c.emit.count("manifest")) {
-    ManifestInputs info;
-    info.section = c.output.manifest;
-    info.workspace_bytes = c.planned.workspace_bound;
-    info.kernels = c.planned.kernels;
-    for (size_t i = 0; i < c.model.files_read.size(); ++i) {
-      uint64_t size = 0;
-      std::string digest = sha256_file_hex(c.model.files_read[i], &size); // streamed, not read whole
-      info.inputs.push_back({i == 0 ? "model" : "weights", base_name(c.model.files_read[i]), digest, size});
-    }
-    for (const auto &[kind, text] : by_kind)
-      info.outputs.push_back({kind, base_name(paths[kind]), sha256_hex(text), text.size()});
-    if (c.request.manifest_timings)
-      info.stage_ms = c.result.timer.passes();
-    ModelInterface interface = c.planned.interface;
-    if (c.request.options.external_weights) {
-      interface.external_weights = true;
-      interface.weights_blob_bytes = c.output.weights_blob_bytes;
-      interface.weights_blob_fnv1a = c.output.weights_blob_fnv1a;
-    }
-    by_kind["manifest"] = emit_manifest(interface, info);
-  }
   for (const std::string &kind : c.kinds)
-    c.contents.emplace_back(kind, std::move(by_kind[kind]));
-  if (paths.count("depfile"))
+    if (kind != "manifest")
+      c.contents.emplace_back(kind, std::move(by_kind[kind]));
+  if (std::any_of(c.result.outputs.begin(), c.result.outputs.end(), [](const auto &o) { return o.first == "depfile"; }))
     c.contents.emplace_back("depfile", depfile_text(c.result.object_path, c.model.files_read));
+}
+
+/// The manifest, from the hashes the writer computed while writing the
+/// other artifacts (nothing written is read back).
+std::string manifest(Compilation &c, const ArtifactWriter &writer) {
+  ManifestInputs info;
+  info.section = c.output.manifest;
+  info.workspace_bytes = c.planned.workspace_bound;
+  info.kernels = c.planned.kernels;
+  for (size_t i = 0; i < c.model.files_read.size(); ++i) {
+    uint64_t size = 0;
+    std::string digest = sha256_file_hex(c.model.files_read[i], &size); // streamed, not read whole
+    info.inputs.push_back({i == 0 ? "model" : "weights", base_name(c.model.files_read[i]), digest, size});
+  }
+  std::vector<const ArtifactWriter::Output *> written;
+  for (const ArtifactWriter::Output &o : writer.outputs())
+    if (o.kind != "depfile")
+      written.push_back(&o);
+  std::sort(written.begin(), written.end(), [](auto *a, auto *b) { return a->kind < b->kind; });
+  for (const ArtifactWriter::Output *o : written)
+    info.outputs.push_back({o->kind, base_name(o->path), o->sha256, o->size});
+  if (c.request.manifest_timings)
+    info.stage_ms = c.result.timer.passes();
+  ModelInterface interface = c.planned.interface;
+  if (c.request.options.external_weights) {
+    interface.external_weights = true;
+    interface.weights_blob_bytes = c.output.weights_blob_bytes;
+    interface.weights_blob_fnv1a = c.output.weights_blob_fnv1a;
+  }
+  return emit_manifest(interface, info);
 }
 
 void write(Compilation &c) {
@@ -209,6 +218,10 @@ void write(Compilation &c) {
   std::map<std::string, std::string> paths(c.result.outputs.begin(), c.result.outputs.end());
   for (auto &[kind, bytes] : c.contents)
     writer.add(kind, paths[kind], std::move(bytes));
+  if (c.emit.count("manifest")) {
+    writer.stage();
+    writer.add("manifest", paths["manifest"], manifest(c, writer));
+  }
   writer.commit();
 }
 

@@ -59,7 +59,7 @@ public:
     request.assembly = emit.count("asm") != 0;
     request.llvm_ir = emit.count("llvm-ir") != 0;
     request.external_weights = options.external_weights;
-    CpuCodegenResult code = compile_cpu_module(*model.lowered, model.abi, target, request, timer);
+    CpuCodegenResult code = compile_cpu_module(*model.lowered, model.abi, target, request, timer, &model.plans);
     ModelInterface interface = model.interface;
     if (options.external_weights) {
       interface.external_weights = true;
@@ -100,7 +100,7 @@ public:
   }
 
   std::unique_ptr<llvm::Module> build_host_module(const PlannedModel &model, llvm::LLVMContext &context) const override {
-    return build_cpu_module(*model.lowered, model.abi, context);
+    return build_cpu_module(*model.lowered, model.abi, context, WeightsPlacement::ir, nullptr, &model.plans);
   }
 };
 

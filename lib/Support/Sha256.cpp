@@ -42,6 +42,12 @@ struct DigestContext {
 
 } // namespace
 
+struct Sha256Stream::Context : DigestContext {};
+Sha256Stream::Sha256Stream() : context_(std::make_unique<Context>()) {}
+Sha256Stream::~Sha256Stream() = default;
+void Sha256Stream::update(const void *data, size_t size) { context_->update(data, size); }
+std::string Sha256Stream::hex() { return context_->hex(); }
+
 std::string sha256_hex(std::string_view data) {
   DigestContext d;
   d.update(data.data(), data.size());

@@ -21,6 +21,7 @@
 #include "maxc/Codegen/ModelAbi.h"
 #include "maxc/Codegen/PassTimer.h"
 #include "maxc/Codegen/Target.h"
+#include "maxc/Codegen/WeightsSection.h"
 
 #include <memory>
 #include <string>
@@ -46,7 +47,7 @@ struct GpuKernelSummary {
 };
 
 struct GpuCodegenResult {
-  std::string host_object;
+  ByteChunks host_object; // the weights streamed in (WeightsSection.h)
   std::vector<std::pair<std::string, std::string>> code_objects; // arch -> HSACO bytes
   std::vector<std::pair<std::string, std::string>> gpu_assembly; // arch -> text, when requested
   std::vector<GpuKernelSummary> kernels;

@@ -70,10 +70,16 @@ bool is_reduction_op(const std::string &op);
 
 LoweringPlan plan_lowering(const Graph &graph);
 
+/// The plans of a graph and of each of its subgraphs, by graph: the
+/// compile pipeline plans once and hands these to the emitters.
+using LoweringPlans = std::map<const Graph *, LoweringPlan>;
+LoweringPlans plan_lowering_all(const Graph &root);
+
 /// Bytes of workspace a run of `graph` (decomposed, with its subgraphs)
 /// needs at most, as a polynomial in the symbolic dims: slots rounded up to
 /// 64 bytes, plus the largest callee's need (the sum when they are symbolic).
-Dim workspace_bound(const Graph &graph);
+/// With `plans` (plan_lowering_all), nothing is planned again.
+Dim workspace_bound(const Graph &graph, const LoweringPlans *plans = nullptr);
 
 /// "%3 temp slot 1", one line per value; for golden tests of fusion
 /// decisions. A GEMM result with an epilogue reads "fused (GEMM epilogue ->

@@ -77,7 +77,8 @@ namespace codegen {
 
 /// The weights blob: every constant read by the root graph, then by each
 /// subgraph (name order), each 64-byte aligned; `offsets` gets their byte
-/// offsets. Used by --weights-mode external and by the GPU backends.
+/// offsets. A copy of the bytes: weights_blob (WeightsSection.h) gives them
+/// as views, which the writers stream.
 std::string layout_constants(const Graph &lowered, std::map<std::pair<const Graph *, std::string>, uint64_t> &offsets);
 
 } // namespace codegen

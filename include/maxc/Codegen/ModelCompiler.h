@@ -11,9 +11,11 @@
 // A null workspace makes the run allocate (malloc) and free its own.
 #pragma once
 
+#include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ModelAbi.h"
 #include "maxc/Codegen/PassTimer.h"
 #include "maxc/Codegen/Target.h"
+#include "maxc/Codegen/WeightsSection.h"
 #include "maxc/IR/Graph.h"
 
 #include <memory>
@@ -27,13 +29,23 @@ class Module;
 
 namespace maxc {
 
+/// Where the weights (the graph's constants) go.
+enum class WeightsPlacement {
+  ir,             // LLVM constants (the in-process JIT)
+  object_section, // LLVM sees a symbol, NAME.weights.data; the object writer
+                  // (append_weights_section) defines it and streams the weights
+  run_time,       // --weights-mode external: the blob passed to NAME_set_weights
+};
+
 /// Builds the (unoptimized, verified) LLVM module of a decomposed graph.
-/// `abi` is describe_interface(lowered, name). With `external_weights_blob`,
-/// constants are not embedded: the blob the program must pass to
-/// NAME_set_weights is returned there (64-byte aligned entries).
+/// `abi` is describe_interface(lowered, name). Unless the weights are in the
+/// IR, `weights` gets the weights blob (views of the constants, 64-byte
+/// aligned entries): the object's weights section or the external blob.
 std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const ModelInterface &abi,
                                                llvm::LLVMContext &context,
-                                               std::string *external_weights_blob = nullptr);
+                                               WeightsPlacement placement = WeightsPlacement::ir,
+                                               ByteChunks *weights = nullptr,
+                                               const LoweringPlans *plans = nullptr); // null: planned here
 
 /// Decomposes `graph` and builds its module (for tests that JIT a graph).
 std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::string &name,
@@ -47,14 +59,16 @@ struct CpuCodegenRequest {
 };
 
 struct CpuCodegenResult {
-  std::string object, assembly, llvm_ir; // as requested
-  std::string weights_blob;              // external weights: NAME.weights.bin
+  ByteChunks object;                     // as requested; the weights streamed in
+  std::string assembly, llvm_ir;         // as requested (the weights as a symbol)
+  ByteChunks weights_blob;               // external weights: NAME.weights.bin
   uint64_t weights_blob_fnv1a = 0;
 };
 
 /// Builds, optimizes and emits the module of a decomposed graph for
 /// `target`, timing "codegen", "optimize" and one "emit <kind>" step each.
 CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &abi, const CpuTarget &target,
-                                    const CpuCodegenRequest &request, PassTimer &timer);
+                                    const CpuCodegenRequest &request, PassTimer &timer,
+                                    const LoweringPlans *plans = nullptr);
 
 } // namespace maxc

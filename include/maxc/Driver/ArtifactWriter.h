@@ -14,6 +14,8 @@
 // must not be written) with the path as location.
 #pragma once
 
+#include "maxc/Codegen/WeightsSection.h"
+
 #include <string>
 #include <vector>
 
@@ -21,17 +23,31 @@ namespace maxc::driver {
 
 class ArtifactWriter {
 public:
+  ArtifactWriter() = default;
+  ArtifactWriter(const ArtifactWriter &) = delete;
+  ArtifactWriter &operator=(const ArtifactWriter &) = delete;
+  ~ArtifactWriter(); // removes the temps of an uncommitted write
+
   /// A file the command reads: no output may be it.
   void add_input(const std::string &path);
   /// Checks `path` (see above) and queues `bytes` for it. Throws maxc::Error.
-  void add(const std::string &kind, const std::string &path, std::string bytes);
-  /// Writes everything (temps, then renames). Throws maxc::Error naming
-  /// the path that failed; nothing is changed then.
+  void add(const std::string &kind, const std::string &path, ByteChunks bytes);
+  /// Writes the queued outputs to their temps, hashing each while it is
+  /// written (Output::sha256); outputs added later are staged by the next
+  /// call. Throws maxc::Error; the temps are removed then.
+  void stage();
+  /// Stages what is left, then renames every temp into place. Throws
+  /// maxc::Error naming the path that failed; nothing is changed then.
   void commit();
 
   struct Output {
-    std::string kind, path, target, bytes; // target: where the bytes go (symlinks resolved)
-    bool write_through = false;           // a character device
+    std::string kind, path, target; // target: where the bytes go (symlinks resolved)
+    ByteChunks bytes;
+    uint64_t size = 0;
+    std::string sha256;             // set by stage()
+    std::string temp;               // the staged temp file
+    bool staged = false;
+    bool write_through = false; // a character device
   };
   const std::vector<Output> &outputs() const { return outputs_; }
 

@@ -6,9 +6,11 @@
 // host; `maxc run --device amdgpu-emu`). docs/adding-a-backend.md.
 #pragma once
 
+#include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/Manifest.h"
 #include "maxc/Codegen/ModelAbi.h"
 #include "maxc/Codegen/PassTimer.h"
+#include "maxc/Codegen/WeightsSection.h"
 #include "maxc/IR/Graph.h"
 #include "maxc/Transforms/Decompose.h"
 
@@ -55,12 +57,13 @@ struct PlannedModel {
   ModelInterface abi;             // of the lowered graph (code generation)
   std::vector<std::string> kernels; // "main: 9 kernels", "sub.Block: 14 kernels"
   std::string workspace_bound;      // bytes, polynomial in the dims
+  LoweringPlans plans;              // of `lowered` and its subgraphs (planned once)
 };
 
 /// What a backend produced: artifacts by kind ("obj", "header", "asm",
 /// "hsaco.gfx90a", ...) and its manifest section.
 struct BackendOutput {
-  std::vector<std::pair<std::string, std::string>> artifacts;
+  std::vector<std::pair<std::string, ByteChunks>> artifacts; // the weights as views, streamed by the writer
   ManifestSection manifest;
   std::string summary; // "x86_64-unknown-linux-gnu, znver4" for "maxc: wrote ..."
   uint64_t weights_blob_fnv1a = 0; // external weights

@@ -9,6 +9,7 @@
 #include "maxc/Codegen/GpuTarget.h"
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ObjectEmitter.h"
+#include "maxc/Codegen/WeightsSection.h"
 #include "maxc/Support/Error.h"
 #include "maxc/Transforms/Decompose.h"
 
@@ -81,7 +82,7 @@ public:
   void build(const Graph &lowered, const std::vector<codegen::GpuGraphProgram> &programs,
              const std::vector<std::pair<std::string, std::string>> &code_objects) {
     codegen::ConstantOffsets offsets;
-    std::string blob = codegen::layout_constants(lowered, offsets);
+    weights_blob_ = codegen::weights_blob(lowered, offsets);
     size_t total_kernels = 0;
     for (const auto &p : programs)
       total_kernels += p.kernels.size();
@@ -90,8 +91,13 @@ public:
         c_, {ptr, ptr, b_.getInt32Ty(), ptr, llvm::ArrayType::get(ptr, total_kernels)}, iface_.name + ".context");
     HipLauncher launcher(m_, context_type_, iface_.symbols.size());
     root_ = codegen::emit_gpu_host(m_, programs, iface_.name, iface_.symbols, offsets, launcher);
-    weights_ = bytes_global(blob, iface_.name + ".weights");
-    weights_size_ = blob.size();
+    // Only a symbol: append_weights_section defines it in the object.
+    weights_ = new llvm::GlobalVariable(m_, llvm::ArrayType::get(b_.getInt8Ty(), weights_blob_.size()), true,
+                                        llvm::GlobalValue::ExternalLinkage, nullptr, weights_symbol());
+    weights_->setVisibility(llvm::GlobalValue::HiddenVisibility);
+    weights_->setDSOLocal(true);
+    weights_->setAlignment(llvm::Align(64));
+    weights_size_ = weights_blob_.size();
     for (const auto &[arch, image] : code_objects)
       images_.push_back({arch, bytes_global(image, iface_.name + ".hsaco." + arch)});
     for (const auto &p : programs)
@@ -103,6 +109,9 @@ public:
     emit_workspace_size();
     emit_small_functions();
   }
+
+  const ByteChunks &weights() const { return weights_blob_; }
+  std::string weights_symbol() const { return iface_.name + ".weights"; }
 
 private:
   llvm::GlobalVariable *bytes_global(const std::string &bytes, const std::string &name) {
@@ -312,6 +321,7 @@ private:
   codegen::GpuHostGraph root_;
   llvm::GlobalVariable *weights_ = nullptr;
   uint64_t weights_size_ = 0;
+  ByteChunks weights_blob_; // views of the constants
   std::vector<std::pair<std::string, llvm::GlobalVariable *>> images_;
   std::vector<std::string> kernel_names_;
 };
@@ -373,14 +383,21 @@ GpuCodegenResult compile_amdgpu(const Graph &lowered, const ModelInterface &abi,
   }
 
   llvm::LLVMContext context;
+  ByteChunks weights;
+  std::string weights_symbol;
   auto module = timer.run("host codegen", [&] {
     auto host_module = std::make_unique<llvm::Module>(name, context);
-    HostModuleBuilder(*host_module, abi).build(lowered, programs, out.code_objects);
+    HostModuleBuilder builder(*host_module, abi);
+    builder.build(lowered, programs, out.code_objects);
+    weights = builder.weights();
+    weights_symbol = builder.weights_symbol();
     codegen::verify_module(*host_module, "GPU host");
     return host_module;
   });
   timer.run("optimize", [&] { optimize_module(*module, host); });
-  out.host_object = timer.run("emit obj", [&] { return emit_module(*module, host, OutputKind::object); });
+  out.host_object = timer.run("emit obj", [&] {
+    return codegen::append_weights_section(emit_module(*module, host, OutputKind::object), weights_symbol, weights);
+  });
   return out;
 }
 

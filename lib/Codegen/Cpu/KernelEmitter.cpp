@@ -41,6 +41,7 @@ struct Module {
   std::vector<std::string> symbols;
   unsigned lanes; // f32 vector width for the GEMM microkernel
   const ExternalWeights *external; // null: constants are embedded globals
+  const LoweringPlans *plans;      // the driver's; null: plan here
   std::map<const Graph *, EmittedGraph> functions;
   std::map<std::pair<const Graph *, std::string>, llvm::GlobalVariable *> constants;
 };
@@ -50,7 +51,8 @@ struct Module {
 class FunctionEmitter : public ElementalEmitter {
 public:
   FunctionEmitter(Module &mod, const Graph &g, EmittedGraph fns)
-      : ElementalEmitter(mod.m, g, plan_lowering(g), mod.symbols), mod_(mod), fns_(fns) {}
+      : ElementalEmitter(mod.m, g, mod.plans ? mod.plans->at(&g) : plan_lowering(g), mod.symbols), mod_(mod),
+        fns_(fns) {}
 
   void emit() {
     WorkspaceLayout::emit_size_function(fns_.workspace_size, g_, plan_, symbols_,
@@ -113,6 +115,8 @@ private:
     return mod_.constants[key] = gv;
   }
 
+  bool run_time_weights() const { return mod_.external && !mod_.external->symbol; }
+
   /// A constant inside the run-time weights blob: base + offset.
   Value *external_constant(const std::string &name) {
     auto key = std::make_pair(&g_, name);
@@ -138,6 +142,10 @@ private:
     }
     case Storage::constant: {
       const Node &n = g_.nodes()[g_.value_info(v).producer];
+      if (mod_.external && mod_.external->symbol)
+        return llvm::ConstantExpr::getGetElementPtr(
+            entry_b_.getInt8Ty(), mod_.external->symbol,
+            entry_b_.getInt64(static_cast<int64_t>(mod_.external->offsets.at({&g_, n.attrs.get_string("name")}))));
       if (mod_.external)
         return external_constant(n.attrs.get_string("name"));
       return constant_global(n.attrs.get_string("name"));
@@ -278,7 +286,7 @@ private:
     std::vector<llvm::Constant *> fixed;
     size_t constants = 0;
     for (ValueId v : buffers) {
-      bool is_const = plan_.values[v].storage == Storage::constant && !mod_.external;
+      bool is_const = plan_.values[v].storage == Storage::constant && !run_time_weights();
       fixed.push_back(is_const ? llvm::cast<llvm::Constant>(pointer_of(v))
                                : llvm::ConstantPointerNull::get(b_.getPtrTy()));
       constants += is_const;
@@ -291,7 +299,7 @@ private:
       b_.CreateMemCpy(table, llvm::MaybeAlign(8), tmpl, llvm::MaybeAlign(8), count * 8);
     }
     for (size_t i = 0; i < buffers.size(); ++i)
-      if (plan_.values[buffers[i]].storage != Storage::constant || mod_.external)
+      if (plan_.values[buffers[i]].storage != Storage::constant || run_time_weights())
         b_.CreateStore(i < node.operands.size() ? stored_pointer(buffers[i]) : pointer_of(buffers[i]),
                        b_.CreateConstGEP1_64(b_.getPtrTy(), table, i));
     Value *callee_ws = b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slots_end());
@@ -577,8 +585,8 @@ std::string cpu_lowering(const std::string &op) {
 
 EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
                                   const std::vector<std::string> &symbols, unsigned vector_lanes,
-                                  const ExternalWeights *external) {
-  Module mod{module, module.getContext(), prefix, symbols, vector_lanes, external, {}, {}};
+                                  const ExternalWeights *external, const LoweringPlans *plans) {
+  Module mod{module, module.getContext(), prefix, symbols, vector_lanes, external, plans, {}, {}};
   llvm::LLVMContext &c = mod.ctx;
   auto *ptr = llvm::PointerType::getUnqual(c);
   auto *run_type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr, ptr, ptr}, false);

@@ -15,6 +15,7 @@
 // after XLA's elemental IR emitter).
 #pragma once
 
+#include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ModelAbi.h"
 #include "maxc/IR/Graph.h"
 
@@ -35,15 +36,19 @@ struct EmittedGraph {
   llvm::Function *workspace_size = nullptr;
 };
 
-/// --weights-mode external: constants are read from a blob the program
-/// provides at run time (base pointer in `base`), at these byte offsets.
+/// Constants outside the IR, at these byte offsets of the weights blob:
+/// --weights-mode external, a blob the program provides at run time (its
+/// base pointer in `base`); or, with `symbol` set, the object's weights
+/// section, which the object writer defines `symbol` at (WeightsSection.h).
 struct ExternalWeights {
   llvm::GlobalVariable *base = nullptr;
+  llvm::GlobalVariable *symbol = nullptr;
   std::map<std::pair<const Graph *, std::string>, uint64_t> offsets;
 };
 
 EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
                                   const std::vector<std::string> &symbols, unsigned vector_lanes = 16,
-                                  const ExternalWeights *external = nullptr);
+                                  const ExternalWeights *external = nullptr,
+                                  const LoweringPlans *plans = nullptr); // null: planned here
 
 } // namespace maxc::codegen

@@ -4,6 +4,7 @@
 #include "Cpu/KernelEmitter.h"
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ObjectEmitter.h"
+#include "maxc/Codegen/WeightsSection.h"
 #include "maxc/Support/Error.h"
 #include "maxc/Support/Sha256.h"
 #include "maxc/Transforms/Decompose.h"
@@ -171,25 +172,38 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
 } // namespace
 
 std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const ModelInterface &abi,
-                                               llvm::LLVMContext &context, std::string *external_weights_blob) {
+                                               llvm::LLVMContext &context, WeightsPlacement placement,
+                                               ByteChunks *weights, const LoweringPlans *plans) {
   const std::string &name = abi.name;
   if (!is_c_identifier(name))
     throw Error(ErrorCode::InvalidArgument, "model name '" + name + "' is not a C identifier (use --name)");
   ModelInterface m = abi;
   auto module = std::make_unique<llvm::Module>(name, context);
   std::unique_ptr<codegen::ExternalWeights> external;
-  if (external_weights_blob) {
+  if (placement != WeightsPlacement::ir) {
     external = std::make_unique<codegen::ExternalWeights>();
-    *external_weights_blob = codegen::layout_constants(lowered, external->offsets);
-    external->base = new llvm::GlobalVariable(*module, llvm::PointerType::getUnqual(context), false,
-                                              llvm::GlobalValue::InternalLinkage,
-                                              llvm::ConstantPointerNull::get(llvm::PointerType::getUnqual(context)),
-                                              name + ".weights");
-    m.external_weights = true;
-    m.weights_blob_bytes = external_weights_blob->size();
-    m.weights_blob_fnv1a = fnv1a64(*external_weights_blob);
+    ByteChunks blob = codegen::weights_blob(lowered, external->offsets);
+    llvm::Type *ptr = llvm::PointerType::getUnqual(context);
+    if (placement == WeightsPlacement::object_section) {
+      // Only a symbol: append_weights_section defines it in the object.
+      external->symbol = new llvm::GlobalVariable(
+          *module, llvm::ArrayType::get(llvm::Type::getInt8Ty(context), blob.size()), true,
+          llvm::GlobalValue::ExternalLinkage, nullptr, name + ".weights.data");
+      external->symbol->setVisibility(llvm::GlobalValue::HiddenVisibility);
+      external->symbol->setDSOLocal(true);
+      external->symbol->setAlignment(llvm::Align(64));
+    } else {
+      external->base = new llvm::GlobalVariable(*module, ptr, false, llvm::GlobalValue::InternalLinkage,
+                                                llvm::ConstantPointerNull::get(llvm::PointerType::getUnqual(context)),
+                                                name + ".weights");
+      m.external_weights = true;
+      m.weights_blob_bytes = blob.size();
+      m.weights_blob_fnv1a = fnv1a64(blob);
+    }
+    if (weights)
+      *weights = std::move(blob);
   }
-  codegen::EmittedGraph root = codegen::emit_graph_functions(*module, lowered, name, m.symbols, 16, external.get());
+  codegen::EmittedGraph root = codegen::emit_graph_functions(*module, lowered, name, m.symbols, 16, external.get(), plans);
   emit_entry_points(*module, m, root, external ? external->base : nullptr);
   codegen::verify_module(*module, "CPU model");
   return module;
@@ -204,22 +218,33 @@ std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::
 }
 
 CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &abi, const CpuTarget &target,
-                                    const CpuCodegenRequest &request, PassTimer &timer) {
+                                    const CpuCodegenRequest &request, PassTimer &timer,
+                                    const LoweringPlans *plans) {
   CpuCodegenResult out;
   llvm::LLVMContext context;
+  ByteChunks weights;
   std::unique_ptr<llvm::Module> module = timer.run("codegen", [&] {
-    auto built = build_cpu_module(lowered, abi, context, request.external_weights ? &out.weights_blob : nullptr);
+    auto built = build_cpu_module(lowered, abi, context,
+                                  request.external_weights ? WeightsPlacement::run_time : WeightsPlacement::object_section,
+                                  &weights, plans);
     if (request.external_weights)
-      out.weights_blob_fnv1a = fnv1a64(out.weights_blob);
+      out.weights_blob_fnv1a = fnv1a64(weights);
     return built;
   });
   timer.run("optimize", [&] { optimize_module(*module, target); });
   if (request.object)
-    out.object = timer.run("emit obj", [&] { return emit_module(*module, target, OutputKind::object); });
+    out.object = timer.run("emit obj", [&] {
+      std::string code = emit_module(*module, target, OutputKind::object);
+      return request.external_weights ? ByteChunks(std::move(code))
+                                      : codegen::append_weights_section(std::move(code), abi.name + ".weights.data",
+                                                                        weights);
+    });
   if (request.assembly)
     out.assembly = timer.run("emit asm", [&] { return emit_module(*module, target, OutputKind::assembly); });
   if (request.llvm_ir)
     out.llvm_ir = timer.run("emit llvm-ir", [&] { return emit_module(*module, target, OutputKind::llvm_ir); });
+  if (request.external_weights)
+    out.weights_blob = std::move(weights);
   return out;
 }
 

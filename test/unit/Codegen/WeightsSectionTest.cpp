@@ -1,0 +1,159 @@
+// Weights outside LLVM: ByteChunks, the ELF weights section the object
+// writer appends (defined symbol, the weights' bytes), byte-identical
+// objects, and manifest hashes that match the files written.
+#include "TestUtil.h"
+
+#include "maxc/Codegen/WeightsSection.h"
+#include "maxc/Driver/Compile.h"
+#include "maxc/Frontend/Safetensors.h"
+#include "maxc/Support/FileSystem.h"
+#include "maxc/Support/Sha256.h"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <elf.h>
+
+using namespace maxc;
+
+namespace {
+
+const char *kModel = R"({
+  "maxc": 1, "name": "wsec", "weights": "w.safetensors",
+  "inputs": [{"name": "x", "dtype": "f32", "shape": ["n", 8]}],
+  "outputs": ["y"],
+  "modules": {"Linear": {"args": ["x"], "options": {"in": 8, "out": 4},
+                         "params": {"weight": ["$out", "$in"], "bias": ["$out"]},
+                         "body": [{"y": ["linear", "x", "@weight", "@bias"]}], "return": "y"}},
+  "main": [{"h": ["call", "Linear", "x", {"instance": "fc"}]}, {"y": ["tanh", "h"]}]
+})";
+
+HostTensor ramp(std::vector<int64_t> shape, float start) {
+  HostTensor t(DType::f32, shape);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data_as<float>()[i] = start + 0.25f * static_cast<float>(i);
+  return t;
+}
+
+struct Section {
+  std::string name, bytes;
+  uint64_t flags = 0, align = 0;
+};
+
+/// The sections of an ELF64 object, and where `symbol` is defined (section index, size).
+std::vector<Section> sections_of(const std::string &elf, const std::string &symbol, int *symbol_section,
+                                 uint64_t *symbol_size) {
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, elf.data(), sizeof eh);
+  std::vector<Elf64_Shdr> sh(eh.e_shnum);
+  std::memcpy(sh.data(), elf.data() + eh.e_shoff, sh.size() * sizeof(Elf64_Shdr));
+  std::vector<Section> out;
+  for (const Elf64_Shdr &s : sh)
+    out.push_back({elf.data() + sh[eh.e_shstrndx].sh_offset + s.sh_name,
+                   s.sh_type == SHT_NOBITS ? "" : elf.substr(s.sh_offset, s.sh_size), s.sh_flags, s.sh_addralign});
+  *symbol_section = -1;
+  for (const Elf64_Shdr &s : sh)
+    if (s.sh_type == SHT_SYMTAB)
+      for (uint64_t off = s.sh_offset; off < s.sh_offset + s.sh_size; off += sizeof(Elf64_Sym)) {
+        Elf64_Sym sym;
+        std::memcpy(&sym, elf.data() + off, sizeof sym);
+        if (symbol == elf.data() + sh[s.sh_link].sh_offset + sym.st_name) {
+          *symbol_section = sym.st_shndx;
+          *symbol_size = sym.st_size;
+        }
+      }
+  return out;
+}
+
+driver::CompileRequest request_for(const test::TempDir &dir, const std::string &model, const std::string &out) {
+  driver::CompileRequest r;
+  r.model = model;
+  r.options.cpu = "";
+  r.output = dir.file(out);
+  r.output_given = true;
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("ByteChunks joins owned pieces, views and zeros", "[codegen][weights]") {
+  auto storage = std::make_shared<std::string>("weights!");
+  ByteChunks a("head");
+  a.append_zeros(3);
+  a.append_view(storage->data(), storage->size(), storage);
+  a.append(std::string("tail"));
+  std::string flat = std::string("head") + std::string(3, '\0') + "weights!tail";
+  CHECK(a.size() == flat.size());
+  CHECK(a.str() == flat);
+  CHECK(fnv1a64(a) == fnv1a64(std::string_view(flat)));
+  ByteChunks b(flat.substr(0, 5));
+  b.append(flat.substr(5));
+  CHECK(a == b);
+  b = ByteChunks(flat.substr(0, flat.size() - 1) + "!");
+  CHECK(a != b);
+}
+
+TEST_CASE("embedded weights are a section the object writer appends, byte-identical", "[codegen][weights]") {
+  test::TempDir dir;
+  HostTensor weight = ramp({4, 8}, 1), bias = ramp({4}, 100);
+  write_safetensors(dir.file("w.safetensors"), {{"fc.weight", weight}, {"fc.bias", bias}});
+  std::string model = dir.write("wsec.json", kModel);
+  std::string objects[2];
+  for (int i = 0; i < 2; ++i) {
+    driver::CompileRequest r = request_for(dir, model, "wsec" + std::to_string(i) + ".o");
+    DiagnosticEngine diagnostics;
+    driver::CompileResult result;
+    REQUIRE(driver::compile(r, diagnostics, result));
+    objects[i] = read_file(r.output);
+  }
+  CHECK(objects[0] == objects[1]);
+
+  int symbol_section = -1;
+  uint64_t symbol_size = 0;
+  std::vector<Section> sections = sections_of(objects[0], "wsec.weights.data", &symbol_section, &symbol_size);
+  REQUIRE(symbol_section > 0);
+  REQUIRE(symbol_section < static_cast<int>(sections.size()));
+  const Section &s = sections[symbol_section];
+  CHECK(s.name == ".rodata.maxc.weights");
+  CHECK(s.flags == SHF_ALLOC);
+  CHECK(s.align == 64);
+  CHECK(symbol_size == s.bytes.size());
+  // The bias as it was in the safetensors file (the weight may be stored transposed).
+  CHECK(s.bytes.find(std::string(reinterpret_cast<const char *>(bias.data()), bias.nbytes())) != std::string::npos);
+  for (const Section &other : sections) // no other copy of the weights
+    if (&other != &s)
+      CHECK(other.bytes.find(std::string(reinterpret_cast<const char *>(bias.data()), bias.nbytes())) ==
+            std::string::npos);
+
+  // The manifest's hashes are those of the files written.
+  auto manifest = nlohmann::json::parse(read_file(dir.file("wsec.manifest.json")));
+  for (const auto &o : manifest["outputs"])
+    CHECK(o["sha256"] == sha256_hex(read_file(dir.file(o["path"].get<std::string>()))));
+}
+
+TEST_CASE("external weights: the blob streamed from the weights, hashed as written", "[codegen][weights]") {
+  test::TempDir dir;
+  HostTensor weight = ramp({4, 8}, 1), bias = ramp({4}, 100);
+  write_safetensors(dir.file("w.safetensors"), {{"fc.weight", weight}, {"fc.bias", bias}});
+  driver::CompileRequest r = request_for(dir, dir.write("wsec.json", kModel), "wsec.o");
+  r.options.external_weights = true;
+  DiagnosticEngine diagnostics;
+  driver::CompileResult result;
+  REQUIRE(driver::compile(r, diagnostics, result));
+  std::string blob = read_file(dir.file("wsec.weights.bin"));
+  CHECK(blob.find(std::string(reinterpret_cast<const char *>(bias.data()), bias.nbytes())) != std::string::npos);
+  auto manifest = nlohmann::json::parse(read_file(dir.file("wsec.manifest.json")));
+  CHECK(manifest["memory"]["weights_blob_bytes"] == blob.size());
+  bool listed = false;
+  for (const auto &o : manifest["outputs"])
+    if (o["role"] == "weights") {
+      listed = true;
+      CHECK(o["sha256"] == sha256_hex(blob));
+    }
+  CHECK(listed);
+  int symbol_section = -1;
+  uint64_t symbol_size = 0;
+  sections_of(read_file(r.output), "wsec.weights.data", &symbol_section, &symbol_size);
+  CHECK(symbol_section == -1); // no weights section
+}
