@@ -38,14 +38,14 @@ constexpr GpuProduct kProducts[] = {
 
 /// libcuda.so.1, loaded into the process once (RTLD_GLOBAL: the JIT
 /// resolves the host module's cu* calls through the process), and the
-/// device's sm; throws E0302 without a driver or device.
+/// device's sm; throws E0002 ("no CUDA driver" / "no CUDA device") otherwise.
 std::string cuda_device_sm() {
   static void *handle = nullptr;
   if (!handle) {
     handle = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     if (!handle) {
       const char *why = ::dlerror();
-      throw Error(ErrorCode::NoGpuDriver, std::string("no CUDA driver: libcuda.so.1 cannot be loaded (") +
+      throw Error(ErrorCode::InvalidArgument, std::string("no CUDA driver: libcuda.so.1 cannot be loaded (") +
                                               (why ? why : "not found") +
                                               "); --device cuda needs an NVIDIA GPU with its driver installed");
     }
@@ -54,14 +54,14 @@ std::string cuda_device_sm() {
   auto get = reinterpret_cast<int (*)(int *, int)>(::dlsym(handle, "cuDeviceGet"));
   auto attribute = reinterpret_cast<int (*)(int *, int, int)>(::dlsym(handle, "cuDeviceGetAttribute"));
   if (!init || !get || !attribute)
-    throw Error(ErrorCode::NoGpuDriver, "no CUDA driver: libcuda.so.1 lacks cuInit/cuDeviceGet/cuDeviceGetAttribute");
+    throw Error(ErrorCode::InvalidArgument, "no CUDA driver: libcuda.so.1 lacks cuInit/cuDeviceGet/cuDeviceGetAttribute");
   int device = 0, major = 0, minor = 0;
   if (int rc = init(0); rc != 0)
-    throw Error(ErrorCode::NoGpuDriver, "no CUDA device: cuInit returned " + std::to_string(rc));
+    throw Error(ErrorCode::InvalidArgument, "no CUDA device: cuInit returned " + std::to_string(rc));
   constexpr int kComputeCapabilityMajor = 75, kComputeCapabilityMinor = 76; // CUdevice_attribute
   if (get(&device, 0) != 0 || attribute(&major, kComputeCapabilityMajor, device) != 0 ||
       attribute(&minor, kComputeCapabilityMinor, device) != 0)
-    throw Error(ErrorCode::NoGpuDriver, "no CUDA device: cannot read device 0's compute capability");
+    throw Error(ErrorCode::InvalidArgument, "no CUDA device: cannot read device 0's compute capability");
   // The device's own sm where LLVM knows it, else the newest LLVM knows
   // below it (its PTX is JIT-compiled forward by the driver).
   for (int cc = major * 10 + minor; cc >= 30; --cc) {
@@ -70,7 +70,7 @@ std::string cuda_device_sm() {
     } catch (const Error &) {
     }
   }
-  throw Error(ErrorCode::NoGpuDriver, "the CUDA device's compute capability " + std::to_string(major) + "." +
+  throw Error(ErrorCode::InvalidArgument, "the CUDA device's compute capability " + std::to_string(major) + "." +
                                           std::to_string(minor) + " has no PTX target in LLVM");
 }
 
@@ -84,23 +84,11 @@ public:
   std::vector<std::string> emit_kinds() const override { return {"obj", "header", "ptx", "cubin"}; }
 
   std::vector<std::string> artifact_kinds(const std::set<std::string> &emit, const BackendOptions &options) const override {
-    std::vector<std::string> out;
-    for (const char *k : {"obj", "header", "manifest", "graph"})
-      if (emit.count(k))
-        out.push_back(k);
-    for (const char *k : {"ptx", "cubin"})
-      if (emit.count(k))
-        for (const std::string &sm : resolve_cuda_arches(options.gpu))
-          out.push_back(std::string(k) + "." + sm);
-    return out;
+    return gpu_artifact_kinds(emit, {"ptx", "cubin"}, resolve_cuda_arches(options.gpu));
   }
 
   void validate(const BackendOptions &options) const override {
-    if (options.external_weights)
-      throw Error(ErrorCode::InvalidArgument,
-                  "--weights-mode external is not supported with --gpu yet (the host object embeds the weights and "
-                  "NAME_init uploads them)",
-                  "--weights-mode");
+    reject_gpu_unsupported_options(options);
     if (options.code_object_version)
       throw Error(ErrorCode::InvalidArgument, "--code-object-version applies to AMD GPUs only", "--code-object-version");
     try {
@@ -155,16 +143,9 @@ public:
 
     const std::string &n = model.interface.name;
     out.manifest.backend = "cuda";
-    out.manifest.target_json = json{{"kind", "cuda"},
-                                    {"triple", host.triple},
-                                    {"cpu", host.cpu},
-                                    {"cpu_requested", options.cpu},
-                                    {"features", host.features},
-                                    {"opt_level", host.opt_level},
-                                    {"device_triple", "nvptx64-nvidia-cuda"},
-                                    {"arches", cuda.sms},
-                                    {"ptxas", code.ptxas_version.empty() ? json(nullptr) : json(code.ptxas_version)}}
-                                   .dump();
+    out.manifest.target_json = gpu_target_json(
+        "cuda", host, options, "nvptx64-nvidia-cuda", cuda.sms,
+        json{{"ptxas", code.ptxas_version.empty() ? json(nullptr) : json(code.ptxas_version)}}.dump());
     out.manifest.entry_points = {n + "_init",       n + "_run",     n + "_run_packed",   n + "_workspace_size",
                                  n + "_cuda_error", n + "_destroy", n + "_status_string"};
     out.manifest.link = {"-lcuda"};

@@ -32,7 +32,6 @@ enum class ErrorCode : int {
   ForeignValue = 203,
   // Runtime (03xx)
   InputMismatch = 301,
-  NoGpuDriver = 302,     // maxc run --device cuda: no CUDA driver (libcuda.so.1) or no device
   // Weights and data files (04xx)
   FileNotReadable = 401,
   SafetensorsHeader = 402,

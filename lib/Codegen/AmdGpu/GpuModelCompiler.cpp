@@ -58,14 +58,8 @@ GpuCodegenResult compile_amdgpu(const Graph &lowered, const ModelInterface &abi,
   images.bundle = timer.run("offload bundle", [&] { return make_offload_bundle(out.code_objects, host.triple); });
   images.images = out.code_objects;
 
-  llvm::LLVMContext context;
-  auto module = timer.run("host codegen", [&] {
-    auto host_module = std::make_unique<llvm::Module>(name, context);
-    codegen::build_gpu_runtime_host(*host_module, abi, lowered, programs, images, codegen::hip_runtime_api());
-    return host_module;
-  });
-  timer.run("optimize", [&] { optimize_module(*module, host); });
-  out.host_object = timer.run("emit obj", [&] { return emit_module(*module, host, OutputKind::object); });
+  out.host_object =
+      codegen::emit_gpu_runtime_host_object(abi, lowered, programs, images, codegen::hip_runtime_api(), host, timer);
   return out;
 }
 

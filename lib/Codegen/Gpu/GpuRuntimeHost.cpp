@@ -6,9 +6,11 @@
 #include "WorkspaceLayout.h"
 #include "maxc/Codegen/GpuTarget.h"
 #include "maxc/Codegen/LoweringPlan.h"
+#include "maxc/Codegen/ObjectEmitter.h"
 #include "maxc/Support/Error.h"
 
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
 #include <algorithm>
@@ -535,6 +537,19 @@ void build_gpu_runtime_host(llvm::Module &module, const ModelInterface &iface, c
                             const GpuRuntimeApi &api, bool host_copy_entry) {
   HostModuleBuilder(module, iface, api).build(lowered, programs, images, host_copy_entry);
   verify_module(module, "GPU host");
+}
+
+std::string emit_gpu_runtime_host_object(const ModelInterface &iface, const Graph &lowered,
+                                         const std::vector<GpuGraphProgram> &programs, const GpuImages &images,
+                                         const GpuRuntimeApi &api, const CpuTarget &host, PassTimer &timer) {
+  llvm::LLVMContext context;
+  auto module = timer.run("host codegen", [&] {
+    auto m = std::make_unique<llvm::Module>(iface.name, context);
+    build_gpu_runtime_host(*m, iface, lowered, programs, images, api);
+    return m;
+  });
+  timer.run("optimize", [&] { optimize_module(*module, host); });
+  return timer.run("emit obj", [&] { return emit_module(*module, host, OutputKind::object); });
 }
 
 void check_gpu_model(const Graph &lowered, const std::string &name) {

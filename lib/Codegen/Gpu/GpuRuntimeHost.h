@@ -11,6 +11,8 @@
 #include "Gpu/GpuKernelEmitter.h"
 #include "maxc/Codegen/GpuModelCompiler.h"
 #include "maxc/Codegen/ModelAbi.h"
+#include "maxc/Codegen/PassTimer.h"
+#include "maxc/Codegen/Target.h"
 
 #include <string>
 #include <vector>
@@ -57,6 +59,12 @@ struct GpuImages {
 void build_gpu_runtime_host(llvm::Module &module, const ModelInterface &iface, const Graph &lowered,
                             const std::vector<GpuGraphProgram> &programs, const GpuImages &images,
                             const GpuRuntimeApi &api, bool host_copy_entry = false);
+
+/// build_gpu_runtime_host into a new module, optimized and emitted as an
+/// object for `host` (steps "host codegen", "optimize", "emit obj").
+std::string emit_gpu_runtime_host_object(const ModelInterface &iface, const Graph &lowered,
+                                         const std::vector<GpuGraphProgram> &programs, const GpuImages &images,
+                                         const GpuRuntimeApi &api, const CpuTarget &host, PassTimer &timer);
 
 /// The checks every GPU backend makes before generating kernels: a C name,
 /// and no op the device cannot run yet (f64 transcendentals, pow). Throws

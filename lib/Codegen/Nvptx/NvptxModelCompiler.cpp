@@ -168,14 +168,8 @@ CudaCodegenResult compile_cuda(const Graph &lowered, const ModelInterface &abi, 
   });
   for (const auto &[sm, text] : ptx)
     images.images.emplace_back(sm + ".ptx", text + std::string(1, '\0'));
-  llvm::LLVMContext context;
-  auto module = timer.run("host codegen", [&] {
-    auto host_module = std::make_unique<llvm::Module>(name, context);
-    codegen::build_gpu_runtime_host(*host_module, abi, lowered, programs, images, codegen::cuda_runtime_api());
-    return host_module;
-  });
-  timer.run("optimize", [&] { optimize_module(*module, host); });
-  out.host_object = timer.run("emit obj", [&] { return emit_module(*module, host, OutputKind::object); });
+  out.host_object =
+      codegen::emit_gpu_runtime_host_object(abi, lowered, programs, images, codegen::cuda_runtime_api(), host, timer);
   return out;
 }
 
