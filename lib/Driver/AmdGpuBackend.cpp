@@ -52,29 +52,15 @@ public:
 
   void validate(const BackendOptions &options) const override {
     reject_gpu_unsupported_options(options);
-    try {
-      resolve_gpu_arches(options.gpu);
-    } catch (const Error &e) {
-      throw Error(e.code(), e.message(), "--gpu");
-    }
-    try {
-      resolve_code_object_version(code_object_version(options));
-    } catch (const Error &e) {
-      throw Error(e.code(), e.message(), "--code-object-version");
-    }
+    at_flag("--gpu", [&] { resolve_gpu_arches(options.gpu); });
+    at_flag("--code-object-version", [&] { resolve_code_object_version(code_object_version(options)); });
     resolve_cpu_target(options.triple, options.cpu, options.opt_level);
   }
 
   std::vector<TargetInfo> targets() const override {
     std::vector<TargetInfo> out;
-    for (const GpuProduct &p : kProducts) {
-      TargetInfo t;
-      t.arch = p.chip;
-      t.triples = {"amdgcn-amd-amdhsa"};
-      t.aliases = {p.alias};
-      t.product = p.product;
-      out.push_back(std::move(t));
-    }
+    for (const GpuProduct &p : kProducts)
+      out.push_back(gpu_target_info(p.chip, "amdgcn-amd-amdhsa", p.alias, p.product));
     return out;
   }
 

@@ -4,6 +4,7 @@
 #include "maxc/Codegen/Target.h"
 #include "maxc/Driver/Backend.h"
 
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,6 +23,11 @@ std::vector<std::string> gpu_artifact_kinds(const std::set<std::string> &emit, c
 /// Throws maxc::Error (InvalidArgument) for the options no GPU backend
 /// supports yet (--weights-mode external).
 void reject_gpu_unsupported_options(const BackendOptions &options);
+/// Runs `check`, rethrowing its maxc::Error located at `flag` ("--gpu").
+void at_flag(const char *flag, const std::function<void()> &check);
+/// A GPU backend's row of `maxc targets` (alias may be null).
+TargetInfo gpu_target_info(const std::string &arch, const std::string &device_triple, const char *alias,
+                           const std::string &product);
 /// The manifest "target" of a GPU artifact: the host object's CPU target,
 /// the device triple and arches, then the fields of `extra_json` (an object).
 std::string gpu_target_json(const std::string &kind, const CpuTarget &host, const BackendOptions &options,

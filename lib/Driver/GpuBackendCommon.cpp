@@ -30,6 +30,25 @@ void reject_gpu_unsupported_options(const BackendOptions &options) {
                 "--weights-mode");
 }
 
+void at_flag(const char *flag, const std::function<void()> &check) {
+  try {
+    check();
+  } catch (const Error &e) {
+    throw Error(e.code(), e.message(), flag);
+  }
+}
+
+TargetInfo gpu_target_info(const std::string &arch, const std::string &device_triple, const char *alias,
+                           const std::string &product) {
+  TargetInfo t;
+  t.arch = arch;
+  t.triples = {device_triple};
+  if (alias)
+    t.aliases = {alias};
+  t.product = product;
+  return t;
+}
+
 std::string gpu_target_json(const std::string &kind, const CpuTarget &host, const BackendOptions &options,
                             const std::string &device_triple, const std::vector<std::string> &arches,
                             const std::string &extra_json) {

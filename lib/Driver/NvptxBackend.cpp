@@ -91,23 +91,14 @@ public:
     reject_gpu_unsupported_options(options);
     if (options.code_object_version)
       throw Error(ErrorCode::InvalidArgument, "--code-object-version applies to AMD GPUs only", "--code-object-version");
-    try {
-      resolve_cuda_arches(options.gpu);
-    } catch (const Error &e) {
-      throw Error(e.code(), e.message(), "--gpu");
-    }
+    at_flag("--gpu", [&] { resolve_cuda_arches(options.gpu); });
     resolve_cpu_target(options.triple, options.cpu, options.opt_level);
   }
 
   std::vector<TargetInfo> targets() const override {
     std::vector<TargetInfo> out;
-    for (const GpuProduct &p : kProducts) {
-      TargetInfo t;
-      t.arch = p.sm;
-      t.triples = {"nvptx64-nvidia-cuda"};
-      t.product = p.product;
-      out.push_back(std::move(t));
-    }
+    for (const GpuProduct &p : kProducts)
+      out.push_back(gpu_target_info(p.sm, "nvptx64-nvidia-cuda", nullptr, p.product));
     return out;
   }
 
