@@ -1,9 +1,12 @@
 // The AMDGPU backend's code generation: one HSACO code object per
 // requested gfx architecture (kernels from the GPU kernel generator,
-// lowered to AMDGPU and linked with ld.lld) embedded in a host object whose
-// C entry points load the code object matching the device, upload the
-// weights once and launch the kernels with hipModuleLaunchKernel. Links with
-// -lamdhip64. The pipeline that drives it is lib/Driver (backend "amdgpu").
+// lowered to AMDGPU and linked with ld.lld) embedded in a host object, as
+// one clang offload bundle plus the objects themselves, whose C entry
+// points load the object for the device (the runtime's pick from the
+// bundle, else the launcher's arch match, else each in turn: docs/GPU.md),
+// upload the weights once and launch the kernels with
+// hipModuleLaunchKernel. Links with -lamdhip64. The pipeline that drives it
+// is lib/Driver (backend "amdgpu"); the NVIDIA counterpart is below.
 //
 // Entry points (NAME = the model's C name; pointers to device memory):
 //   int32_t NAME_init(NAME_context **ctx);
