@@ -47,46 +47,20 @@ public:
   std::vector<std::string> emit_kinds() const override { return {"obj", "header", "hsaco", "gpu-asm"}; }
 
   std::vector<std::string> artifact_kinds(const std::set<std::string> &emit, const BackendOptions &options) const override {
-    std::vector<std::string> out;
-    for (const char *k : {"obj", "header", "manifest", "graph"})
-      if (emit.count(k))
-        out.push_back(k);
-    for (const char *k : {"hsaco", "gpu-asm"})
-      if (emit.count(k))
-        for (const std::string &arch : resolve_gpu_arches(options.gpu))
-          out.push_back(std::string(k) + "." + arch);
-    return out;
+    return gpu_artifact_kinds(emit, {"hsaco", "gpu-asm"}, resolve_gpu_arches(options.gpu));
   }
 
   void validate(const BackendOptions &options) const override {
-    if (options.external_weights)
-      throw Error(ErrorCode::InvalidArgument,
-                  "--weights-mode external is not supported with --gpu yet (the host object embeds the weights and "
-                  "NAME_init uploads them)",
-                  "--weights-mode");
-    try {
-      resolve_gpu_arches(options.gpu);
-    } catch (const Error &e) {
-      throw Error(e.code(), e.message(), "--gpu");
-    }
-    try {
-      resolve_code_object_version(code_object_version(options));
-    } catch (const Error &e) {
-      throw Error(e.code(), e.message(), "--code-object-version");
-    }
+    reject_gpu_unsupported_options(options);
+    at_flag("--gpu", [&] { resolve_gpu_arches(options.gpu); });
+    at_flag("--code-object-version", [&] { resolve_code_object_version(code_object_version(options)); });
     resolve_cpu_target(options.triple, options.cpu, options.opt_level);
   }
 
   std::vector<TargetInfo> targets() const override {
     std::vector<TargetInfo> out;
-    for (const GpuProduct &p : kProducts) {
-      TargetInfo t;
-      t.arch = p.chip;
-      t.triples = {"amdgcn-amd-amdhsa"};
-      t.aliases = {p.alias};
-      t.product = p.product;
-      out.push_back(std::move(t));
-    }
+    for (const GpuProduct &p : kProducts)
+      out.push_back(gpu_target_info(p.chip, "amdgcn-amd-amdhsa", p.alias, p.product));
     return out;
   }
 
@@ -114,16 +88,9 @@ public:
 
     const std::string &n = model.interface.name;
     out.manifest.backend = "amdgpu";
-    out.manifest.target_json = json{{"kind", "amdgpu"},
-                                    {"triple", host.triple},
-                                    {"cpu", host.cpu},
-                                    {"cpu_requested", options.cpu},
-                                    {"features", host.features},
-                                    {"opt_level", host.opt_level},
-                                    {"device_triple", "amdgcn-amd-amdhsa"},
-                                    {"arches", gpu.arches},
-                                    {"code_object_version", gpu.code_object_version}}
-                                   .dump();
+    out.manifest.target_json =
+        gpu_target_json("amdgpu", host, options, "amdgcn-amd-amdhsa", gpu.arches,
+                        json{{"code_object_version", gpu.code_object_version}}.dump());
     out.manifest.entry_points = {n + "_init",        n + "_run",       n + "_run_packed",   n + "_workspace_size",
                                  n + "_hip_error",   n + "_destroy",   n + "_status_string"};
     out.manifest.link = {"-lamdhip64"};

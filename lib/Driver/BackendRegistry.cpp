@@ -17,6 +17,7 @@ const std::vector<std::unique_ptr<Backend>> &backends() {
     r.push_back(make_cpu_backend());
     r.push_back(make_amdgpu_backend());
     r.push_back(make_amdgpu_emulator_backend());
+    r.push_back(make_cuda_backend());
     return r;
   }();
   return registry;

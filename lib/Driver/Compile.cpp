@@ -42,9 +42,9 @@ std::string artifact_path(const std::string &kind, const std::string &object_pat
     return object_path;
   if (auto it = suffixes.find(kind); it != suffixes.end())
     return stem + it->second;
-  auto dot = kind.find('.'); // hsaco.gfx90a, gpu-asm.gfx90a
+  auto dot = kind.find('.'); // hsaco.gfx90a, gpu-asm.gfx90a, ptx.sm_80, cubin.sm_80
   std::string family = kind.substr(0, dot), arch = dot == std::string::npos ? "" : kind.substr(dot + 1);
-  return stem + "." + arch + (family == "hsaco" ? ".hsaco" : ".s");
+  return stem + "." + arch + (family == "gpu-asm" ? ".s" : "." + family);
 }
 
 std::string join(const std::vector<std::string> &items) {

@@ -889,6 +889,8 @@ def targets(ctx):
     for chip, alias in [("gfx90a", "mi250x"), ("gfx942", "mi300x"), ("gfx1100", "rx7900xtx")]:
         expect(chip in gpu_part and alias in gpu_part, "%s (%s) should be under the amdgpu heading" % (chip, alias), r)
     expect_in("amdgpu-emu", out, "targets lists every registered backend", r)
+    expect(re.search(r"^cuda: .*\n(  .*\n)*  nvptx64-nvidia-cuda  sm_90 ", out, re.M) is not None,
+           "cuda and its sm targets listed", r)
     r = ctx.run(["targets", "--json"], rc=0)
     doc = parse_json(r.stdout, "targets --json", r)
     arches = {c["arch"]: c for c in doc["cpu"]}
@@ -900,8 +902,14 @@ def targets(ctx):
     aliases = {t["chip"]: t["aliases"] for t in doc["gpu"]["targets"]}
     expect(aliases == {"gfx90a": ["mi250x"], "gfx942": ["mi300x"], "gfx1100": ["rx7900xtx"]},
            "unexpected gpu targets %s" % aliases, r)
-    expect([b["name"] for b in doc["backends"]] == ["cpu", "amdgpu", "amdgpu-emu"],
+    expect([b["name"] for b in doc["backends"]] == ["cpu", "amdgpu", "amdgpu-emu", "cuda"],
            "backends come from the registry: %s" % [b["name"] for b in doc["backends"]], r)
+    cuda = [b for b in doc["backends"] if b["name"] == "cuda"][0]
+    expect({"sm_80", "sm_90"} <= {t["arch"] for t in cuda["targets"]}, "cuda targets: %s" % cuda["targets"], r)
+    # A listed NVIDIA GPU is one compile accepts (backend "cuda").
+    ctx.run(["-q", "compile", ctx.example("mlp"), "--gpu", "sm_80", "--emit", "header", "-o",
+             ctx.path("mlp_cuda.o")], rc=0)
+    expect("_cuda_error(" in open(ctx.path("mlp.h")).read(), "--gpu sm_80 writes the CUDA header", r)
     # A listed GPU is one compile accepts.
     ctx.run(["-q", "compile", ctx.example("mlp"), "--gpu", "mi300x", "--emit", "header", "-o",
              ctx.path("mlp_gpu.o")], rc=0)

@@ -534,6 +534,65 @@ def run_device_amdgpu_emu(ctx):
     run_on_device(ctx, "amdgpu-emu", [("mlp", 3), ("cnn", 1), ("gpt", 2)])
 
 
+CUDA_STUB = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int cuInit(unsigned f) { return 0; }
+int cuDeviceGetCount(int *n) { *n = 1; return 0; }
+int cuCtxGetDevice(int *d) { return 201; }
+int cuDeviceGet(int *d, int o) { *d = o; return 0; }
+int cuDeviceGetAttribute(int *v, int a, int d) { *v = a == 75 ? 8 : 0; return 0; } /* compute capability 8.0 */
+int cuDevicePrimaryCtxRetain(void **c, int d) { *c = (void *)0x1000; return 0; }
+int cuDevicePrimaryCtxRelease_v2(int d) { fprintf(stderr, "stub: release\n"); return 0; }
+int cuCtxSetCurrent(void *c) { return 0; }
+int cuModuleLoadData(void **m, const void *image) {
+  const char *t = strstr((const char *)image, ".target ");
+  fprintf(stderr, "stub: load %.13s\n", t ? t : "?");
+  *m = (void *)1; return 0;
+}
+int cuModuleGetFunction(void **f, void *m, const char *name) { *f = (void *)name; return 0; }
+int cuModuleUnload(void *m) { return 0; }
+int cuMemAlloc_v2(unsigned long long *p, size_t n) { *p = (unsigned long long)calloc(1, n); return 0; }
+int cuMemFree_v2(unsigned long long p) { free((void *)p); return 0; }
+int cuMemcpyHtoD_v2(unsigned long long d, const void *s, size_t n) { memcpy((void *)d, s, n); return 0; }
+int cuMemcpyDtoH_v2(void *h, unsigned long long d, size_t n) { memcpy(h, (void *)d, n); return 0; }
+int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                   unsigned sh, void *st, void **params, void **extra) { fprintf(stderr, "stub: launch %s\n", (const char *)f); return 0; }
+int cuStreamSynchronize(void *s) { return 0; }
+int cuCtxSynchronize(void) { return 0; }
+"""
+
+
+@case
+def run_device_cuda_stub(ctx):
+    """`maxc run --device cuda` end to end against a stub libcuda.so.1 (no
+    GPU here: the stub launches nothing): dlopen, the device's sm, the JIT's
+    driver calls, copies in and out, cleanup. Without a driver: E0002."""
+    require_tool("cc", "building the stub driver")
+    model = ctx.example("mlp")
+    ctx.weights("mlp")
+    stub_dir = ctx.mkdir("cuda-stub")
+    with open(os.path.join(stub_dir, "stub.c"), "w") as f:
+        f.write(CUDA_STUB)
+    run_command(["cc", "-shared", "-fPIC", "-o", os.path.join(stub_dir, "libcuda.so.1"),
+                 os.path.join(stub_dir, "stub.c")], stub_dir, rc=0)
+    write_npy_raw(ctx.path("x.npy"), "<f4", [2, 784], bytes(4 * 2 * 784))
+    args = ["run", model, "--input", "x=" + ctx.path("x.npy"), "--output-dir", ctx.path("cuda-out"), "--device", "cuda"]
+    env = dict(os.environ, LD_LIBRARY_PATH=stub_dir)
+    r = subprocess.run([ctx.maxc] + args, cwd=ctx.tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True, timeout=120)
+    expect(r.returncode == 0, "--device cuda with the stub driver failed: %s" % r.stderr)
+    expect("stub: load .target sm_80" in r.stderr, "PTX for the device's sm_80: %s" % r.stderr)
+    expect("stub: launch maxc_jit_main_k0" in r.stderr, "kernels launched by their PTX names: %s" % r.stderr)
+    expect(r.stderr.rstrip().endswith("stub: release"), "context released last: %s" % r.stderr)
+    _, shape, _ = read_npy(ctx.path("cuda-out", "logits.npy"))
+    expect(shape == (2, 10), "logits shape %s" % (shape,))
+    if not any(os.path.exists(p) for p in ["/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1"]):
+        r = ctx.run(args, rc=1)
+        expect("error[E0002]: no CUDA driver" in r.stderr, "no-driver message", r)
+
+
 GPU_ARCHES = ["gfx90a", "gfx942", "gfx1100"]
 
 NO_DEVICE_PROGRAM = r"""

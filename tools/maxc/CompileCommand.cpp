@@ -27,7 +27,8 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
   request.weights = options.weights;
   request.dims = global.onnx_dims; // ONNX: --dim pins, --no-dedup
   request.dedup = !global.no_dedup;
-  request.backend = options.gpu.empty() ? "cpu" : "amdgpu";
+  // --gpu sm_80,...: NVIDIA (backend "cuda"); gfx names and AMD aliases: "amdgpu".
+  request.backend = options.gpu.empty() ? "cpu" : options.gpu.find("sm_") != std::string::npos ? "cuda" : "amdgpu";
   request.options.triple = options.target;
   request.options.cpu = options.cpu;
   request.options.opt_level = options.opt_level;

@@ -35,7 +35,7 @@ namespace {
 
 const char *const kEntrySuffixes[] = {"_init",          "_run",          "_run_packed",       "_workspace_size",
                                       "_status_string", "_set_parallel_for", "_set_weights", "_hip_error",
-                                      "_destroy"};
+                                      "_cuda_error",    "_destroy"};
 
 std::string human_bytes(uint64_t bytes) {
   char buf[64];
@@ -86,7 +86,8 @@ void print_tensors(const char *title, const std::vector<ModelInterface::Tensor> 
               << " *)\n";
 }
 
-void print_call(const ModelInterface &m, bool gpu) {
+// `cuda`: a CUDA artifact (link -lcuda), else HIP when `gpu`.
+void print_call(const ModelInterface &m, bool gpu, bool cuda = false) {
   if (gpu)
     std::cout << "  call:\n    int32_t " << m.name << "_init(" << m.name << "_context **ctx);\n    "
               << c_run_prototype(m, true) << ";\n";
@@ -96,7 +97,7 @@ void print_call(const ModelInterface &m, bool gpu) {
   for (size_t i = 0; i < m.symbols.size(); ++i)
     std::cout << (i ? ", " : "") << m.symbols[i];
   std::cout << ") bytes avoid that)\n";
-  std::cout << "  link:      cc app.c " << m.name << ".o " << (gpu ? "-lamdhip64" : "-lm") << "   (#include \""
+  std::cout << "  link:      cc app.c " << m.name << ".o " << (cuda ? "-lcuda" : gpu ? "-lamdhip64" : "-lm") << "   (#include \""
             << m.name << ".h\")\n";
 }
 
@@ -177,7 +178,10 @@ struct ManifestReader {
   }
 };
 
-bool is_gpu_manifest(const json &doc) { return doc.value("backend", std::string("cpu")) == "amdgpu"; }
+bool is_cuda_manifest(const json &doc) { return doc.value("backend", std::string("cpu")) == "cuda"; }
+bool is_gpu_manifest(const json &doc) {
+  return doc.value("backend", std::string("cpu")) == "amdgpu" || is_cuda_manifest(doc);
+}
 
 std::string target_text(const json &doc) {
   const json &t = doc.value("target", json::object());
@@ -245,11 +249,12 @@ int inspect_manifest(const GlobalOptions &global, const InspectOptions &options,
   for (const std::string &e : entry_points)
     std::cout << " " << e;
   std::cout << "\n";
-  print_call(m, is_gpu_manifest(doc));
+  print_call(m, is_gpu_manifest(doc), is_cuda_manifest(doc));
   if (is_gpu_manifest(doc) && doc.contains("gpu") && doc["gpu"].is_array())
     for (const json &g : doc["gpu"])
       if (g.is_object())
-        std::cout << "  code object: " << g.value("arch", std::string("?")) << ", " << g.value("hsaco_bytes", 0)
+        std::cout << "  code object: " << g.value("arch", std::string("?")) << ", "
+                  << g.value(is_cuda_manifest(doc) ? "ptx_bytes" : "hsaco_bytes", 0)
                   << " bytes, " << (g.contains("kernels") && g["kernels"].is_array() ? g["kernels"].size() : 0)
                   << " kernels\n";
   std::string mode = memory.value("weights_mode", std::string("embed"));
@@ -425,7 +430,7 @@ int inspect_header(const GlobalOptions &global, const InspectOptions &options, c
     std::cout << "  weights:   " << strip_ull(constant_bytes) << " bytes\n";
   if (!workspace.empty())
     std::cout << "  workspace: at most " << strip_ull(workspace) << " bytes\n";
-  print_call(m, gpu);
+  print_call(m, gpu, text.find("_cuda_error(") != std::string::npos);
   return kSuccess;
 }
 
@@ -554,8 +559,9 @@ int inspect_object(const GlobalOptions &global, const InspectOptions &options, c
   if (options.json) {
     json list = json::array();
     for (const auto &[prefix, entries] : models) {
+      bool cuda = exported.count(prefix + "_init") && exported.count(prefix + "_cuda_error");
       bool gpu = exported.count(prefix + "_init") && exported.count(prefix + "_hip_error");
-      json model{{"name", prefix}, {"entry_points", entries}, {"backend", gpu ? "amdgpu" : "cpu"}};
+      json model{{"name", prefix}, {"entry_points", entries}, {"backend", cuda ? "cuda" : gpu ? "amdgpu" : "cpu"}};
       auto it = constants.find(prefix);
       if (it != constants.end())
         model["constants"] = {{"count", it->second.first}, {"bytes", it->second.second}};
@@ -608,9 +614,14 @@ int inspect_object(const GlobalOptions &global, const InspectOptions &options, c
     if (::stat(header.c_str(), &st) == 0)
       std::cout << " (maxc inspect " << header << ")";
     std::cout << "\n";
+    bool cuda = exported.count(prefix + "_init") && exported.count(prefix + "_cuda_error");
     bool gpu = exported.count(prefix + "_init") && exported.count(prefix + "_hip_error");
-    std::cout << "  backend:   " << (gpu ? "amdgpu (HIP host object, code objects embedded)" : "cpu") << "\n";
-    std::cout << "  link:      cc app.c " << base_name(options.file) << (gpu ? " -lamdhip64\n" : " -lm\n");
+    std::cout << "  backend:   "
+              << (cuda  ? "cuda (CUDA driver API host object, PTX/cubins embedded)"
+                  : gpu ? "amdgpu (HIP host object, code objects embedded)"
+                        : "cpu")
+              << "\n";
+    std::cout << "  link:      cc app.c " << base_name(options.file) << (cuda ? " -lcuda\n" : gpu ? " -lamdhip64\n" : " -lm\n");
   }
   if (!others.empty()) {
     std::cout << "  other exported symbols:";

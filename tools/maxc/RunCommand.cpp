@@ -24,9 +24,10 @@ static std::pair<std::string, std::string> split_assignment(const std::string &t
 int run_run(const GlobalOptions &global, const RunOptions &options) {
   DiagnosticEngine diagnostics;
   // Devices: the interpreter, or a registered backend whose code runs here.
-  if (options.device != "reference" && options.device != "cpu" && options.device != "amdgpu-emu") {
+  if (options.device != "reference" && options.device != "cpu" && options.device != "amdgpu-emu" &&
+      options.device != "cuda") {
     diagnostics.error(ErrorCode::InvalidArgument, "", "--device",
-                      "unknown device '" + options.device + "' (expected reference, cpu or amdgpu-emu)");
+                      "unknown device '" + options.device + "' (expected reference, cpu, amdgpu-emu or cuda)");
     return finish(global, diagnostics);
   }
   DimBindings dims;
@@ -99,7 +100,7 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
     check_run_memory(graph, inputs, dims, max_memory);
     if (options.device == "reference")
       outputs = Interpreter::run(graph, inputs, dims);
-    else // "cpu", or "amdgpu-emu": the GPU kernels, every work-item emulated on the CPU
+    else // "cpu"; "amdgpu-emu": the GPU kernels, every work-item emulated on the CPU; "cuda": on an NVIDIA GPU
       outputs = driver::run_on_host(options.device, graph, inputs, dims);
   } catch (const Error &e) {
     diagnostics.error(e, options.model, "");

@@ -97,8 +97,11 @@ int run_targets(const GlobalOptions &, bool json) {
     std::cout << "  " << g.triples[0] << "  " << padded(g.arch, 8) << "alias " << padded(g.aliases[0], 10)
               << g.product << "\n";
   for (const auto &b : driver::backends())
-    if (b->name() != "cpu" && b->name() != "amdgpu")
+    if (b->name() != "cpu" && b->name() != "amdgpu") {
       std::cout << b->name() << ": " << b->description() << "\n";
+      for (const driver::TargetInfo &t : b->targets()) // cuda: sm_80, ...
+        std::cout << "  " << (t.triples.empty() ? "" : t.triples[0]) << "  " << padded(t.arch, 8) << t.product << "\n";
+    }
   return kSuccess;
 }
 

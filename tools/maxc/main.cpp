@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
   run_cmd->add_option("--max-memory", run.max_memory,
                       "Memory budget for the run's tensors, checked before allocating: bytes or 512M, 8G "
                       "(default: the machine's physical memory)");
-  run_cmd->add_option("--device", run.device, "Where to run: reference (the interpreter, default), cpu (compiled, JIT) or amdgpu-emu (the GPU kernels, emulated on the CPU)");
+  run_cmd->add_option("--device", run.device, "Where to run: reference (the interpreter, default), cpu (compiled, JIT), amdgpu-emu (the GPU kernels, emulated on the CPU) or cuda (an NVIDIA GPU through libcuda.so.1)");
 
   InitWeightsOptions init;
   auto *init_cmd = app.add_subcommand("init-weights", "Write deterministic random weights for a model");
@@ -123,8 +123,9 @@ int main(int argc, char **argv) {
   compile_cmd->add_flag("--MD", compile.depfile, "(-MD) Write a Make/Ninja depfile (OUT.o.d, or -MF FILE)");
   compile_cmd->add_option("--MF", compile.depfile_path, "(-MF FILE) Depfile path (implies -MD)");
   compile_cmd->add_option("--gpu", compile.gpu,
-                          "AMD GPU architectures, comma-separated (gfx90a, gfx942, gfx1100, mi300x, ...): "
-                          "a HIP artifact (link -lamdhip64) instead of a CPU one");
+                          "GPU architectures, comma-separated: AMD (gfx90a, gfx942, gfx1100, mi300x, ...: a HIP "
+                          "artifact, link -lamdhip64) or NVIDIA (sm_80, sm_90, ...: a CUDA artifact, link -lcuda) "
+                          "instead of a CPU one");
   compile_cmd->add_option("--code-object-version", compile.code_object_version,
                           "AMDGPU code object version with --gpu: 4, 5 (default) or 6");
 

@@ -1,9 +1,12 @@
 // The AMDGPU backend's code generation: one HSACO code object per
 // requested gfx architecture (kernels from the GPU kernel generator,
-// lowered to AMDGPU and linked with ld.lld) embedded in a host object whose
-// C entry points load the code object matching the device, upload the
-// weights once and launch the kernels with hipModuleLaunchKernel. Links with
-// -lamdhip64. The pipeline that drives it is lib/Driver (backend "amdgpu").
+// lowered to AMDGPU and linked with ld.lld) embedded in a host object, as
+// one clang offload bundle plus the objects themselves, whose C entry
+// points load the object for the device (the runtime's pick from the
+// bundle, else the launcher's arch match, else each in turn: docs/GPU.md),
+// upload the weights once and launch the kernels with
+// hipModuleLaunchKernel. Links with -lamdhip64. The pipeline that drives it
+// is lib/Driver (backend "amdgpu"); the NVIDIA counterpart is below.
 //
 // Entry points (NAME = the model's C name; pointers to device memory):
 //   int32_t NAME_init(NAME_context **ctx);
@@ -64,9 +67,53 @@ GpuCodegenResult compile_amdgpu(const Graph &lowered, const ModelInterface &abi,
                                 const GpuCompileOptions &options, PassTimer &timer);
 
 /// The same kernels lowered to NVPTX: PTX text for `sm` with one .entry per
-/// kernel (the kernel ABI of the AMDGPU code objects). For checking the
-/// kernel generator on an NVIDIA GPU; no host launcher is generated.
+/// kernel (the kernel ABI of the AMDGPU code objects), from an undecomposed
+/// graph.
 std::string compile_gpu_kernels_ptx(const Graph &graph, const std::string &name, const std::string &sm);
+
+// ---- NVIDIA (backend "cuda", lib/Codegen/Nvptx/NvptxModelCompiler.cpp) ----
+//
+// The same kernel generator lowered to NVPTX; a host object with the PTX
+// of every sm (and a cubin per sm where ptxas was found at compile time)
+// whose entry points are the HIP artifact's (NAME_init/run/run_packed/
+// workspace_size/destroy/status_string, same status codes) with
+// NAME_cuda_error(ctx) giving the last CUresult. Launches through the CUDA
+// driver API: links with -lcuda.
+
+struct CudaCompileOptions {
+  std::vector<std::string> sms; // "sm_80", ... (resolve_cuda_arches)
+  std::string ptxas;            // ptxas to build cubins with; "" = PTX only (the driver JIT-compiles it)
+};
+
+struct CudaCodegenResult {
+  ByteChunks host_object; // the weights streamed in (WeightsSection.h)
+  std::vector<std::pair<std::string, std::string>> ptx;    // sm -> PTX text
+  std::vector<std::pair<std::string, std::string>> cubins; // sm -> cubin, for the sms ptxas accepted
+  std::vector<std::pair<std::string, std::string>> ptxas_errors; // sm -> ptxas' message, where it refused
+  std::string ptxas_version; // its last --version line; "" without ptxas
+  std::vector<GpuKernelSummary> kernels;
+};
+
+/// "sm_80,sm_90" → {"sm_80", "sm_90"}: deduplicated, each an sm LLVM's
+/// NVPTX target knows. Throws maxc::Error (InvalidArgument) otherwise.
+std::vector<std::string> resolve_cuda_arches(const std::string &list);
+
+/// The ptxas to use at compile time: $MAXC_PTXAS when set ("" or "none":
+/// none), else ptxas on the PATH, else /usr/local/cuda/bin/ptxas; "" when
+/// there is none.
+std::string find_ptxas();
+
+/// Validates as compile_amdgpu does, generates PTX per sm, cubins through
+/// `options.ptxas`, and the host object. Throws maxc::Error.
+CudaCodegenResult compile_cuda(const Graph &lowered, const ModelInterface &abi, const CpuTarget &host,
+                               const CudaCompileOptions &options, PassTimer &timer);
+
+/// For `maxc run --device cuda`: the host module of the artifact (PTX for
+/// `sm` only) whose NAME_run_packed(buffers, dims, workspace) takes host
+/// buffers (the backends' in-process convention), for the ORC JIT; libcuda
+/// must be loaded into the process.
+std::unique_ptr<llvm::Module> build_cuda_host_run_module(const Graph &lowered, const ModelInterface &abi,
+                                                         const std::string &sm, llvm::LLVMContext &context);
 
 namespace codegen {
 /// The GPU backend executed on the host ("amdgpu-emu"): a host module of a

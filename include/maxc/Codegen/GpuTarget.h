@@ -80,6 +80,35 @@ std::vector<GpuKernelResources> amdgpu_kernel_resources(const std::string &hsaco
 /// space).
 std::string amdgpu_data_layout(const std::string &arch);
 
+/// What a code object built for an AMDGPU target ID ("gfx90a",
+/// "gfx90a:xnack+", "gfx11-generic") needs of a device: its processor among
+/// `processors` (a generic target lists its family) and every feature of
+/// `features` ("xnack+", "sramecc-") set that way on the device.
+struct AmdGpuTargetRequirements {
+  std::vector<std::string> processors;
+  std::vector<std::string> features;
+};
+/// Throws maxc::Error (InvalidArgument) for a malformed feature.
+AmdGpuTargetRequirements amdgpu_target_requirements(const std::string &target);
+
+/// Whether a code object for `target` runs on a device whose gcnArchName is
+/// `device_arch` ("gfx90a:sramecc+:xnack-", "gfx1101"): the launcher's
+/// fallback when the runtime cannot pick from the offload bundle.
+bool amdgpu_target_matches(const std::string &device_arch, const std::string &target);
+
+/// A clang offload bundle ("__CLANG_OFFLOAD_BUNDLE__", the layout clang's
+/// HIP toolchain writes: an empty host entry for `host_triple`, then one
+/// "hipv4-amdgcn-amd-amdhsa--TARGET" entry per code object, every entry
+/// 4096-aligned), which hipModuleLoadData accepts: the runtime picks the
+/// object for the device, target features and generic targets included.
+std::string make_offload_bundle(const std::vector<std::pair<std::string, std::string>> &code_objects,
+                                const std::string &host_triple);
+/// "hipv4-amdgcn-amd-amdhsa--" + target.
+std::string offload_bundle_id(const std::string &target);
+/// The entries of a bundle as (ID, bytes), in order. Throws maxc::Error
+/// (InvalidArgument) for bytes that are not one.
+std::vector<std::pair<std::string, std::string>> read_offload_bundle(const std::string &bundle);
+
 /// NVIDIA GPUs (a real-GPU check of the same kernel generator where an AMD
 /// GPU cannot be had): the data layout of nvptx64-nvidia-cuda, and a module
 /// of PTX kernels compiled at O2 to PTX text for `sm` ("sm_90"). Throws

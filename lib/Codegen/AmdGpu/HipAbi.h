@@ -1,15 +1,17 @@
-// The two facts of the HIP runtime's ABI the generated host code needs,
-// read from the ROCm headers maxc is built with: hipGetDeviceProperties()
-// fills a hipDeviceProp_t (the pre-R0600 layout, which ROCm 6 keeps under
-// that symbol), whose gcnArchName ("gfx90a:sramecc+:xnack-") picks the
-// code object.
+// The one fact of the HIP runtime's ABI the generated host code needs
+// besides function signatures: where hipGetDeviceProperties() puts
+// gcnArchName ("gfx90a:sramecc+:xnack-"). The exported symbol fills the
+// pre-R0600 hipDeviceProp_t (792 bytes) in ROCm 5, 6 and 7; ROCm 6+
+// headers redefine the call to hipGetDevicePropertiesR0600 with another
+// layout, so the offset is pinned here, not read from whatever headers
+// maxc is built with (HipAbi.cpp checks it against ROCm 5 headers).
 #pragma once
 
 #include <cstddef>
 
 namespace maxc::codegen {
 
-size_t hip_device_prop_size();
-size_t hip_gcn_arch_name_offset();
+constexpr size_t kHipDevicePropR0000Bytes = 792;
+constexpr size_t kHipGcnArchNameOffsetR0000 = 396;
 
 } // namespace maxc::codegen
