@@ -88,9 +88,11 @@ std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, Mat
 
 // Rebuilds `from` into the empty graph `to`. `pretransposed`: the inputs of
 // `from` (a subgraph) that arrive transposed; `calls`: the same for the
-// subgraphs that `from`'s call nodes invoke.
+// subgraphs that `from`'s call nodes invoke. `own_folds`: `from`'s batch
+// norms folded per call site; `call_folds`: those of every subgraph.
 void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput> &pretransposed,
-             const CallSiteLayout &calls) {
+             const CallSiteLayout &calls, const std::vector<CallSiteBatchNorm> &own_folds,
+             const CallSiteBatchNorms &call_folds) {
   std::vector<bool> replaced(from.input_ids().size(), false);
   for (const PretransposedInput &p : pretransposed)
     replaced[p.index] = p.replaces;
@@ -128,6 +130,9 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
   for (ValueId id : from.output_ids())
     consumers[id].push_back(-1);
   std::vector<bool> folded(from.nodes().size(), false);
+  std::map<size_t, const CallSiteBatchNorm *> fold_at; // conv node -> its per-call-site fold
+  for (const CallSiteBatchNorm &f : own_folds)
+    fold_at[f.conv] = &f;
 
   for (size_t n = 0; n < from.nodes().size(); ++n) {
     const Node &node = from.nodes()[n];
@@ -136,6 +141,17 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
     std::vector<Tensor> operands;
     for (ValueId id : node.operands)
       operands.push_back(values[id]);
+    if (auto it = fold_at.find(n); it != fold_at.end()) { // W' and b' arrive as parameters
+      const CallSiteBatchNorm &f = *it->second;
+      folded[f.batch_norm] = true;
+      values[from.nodes()[f.batch_norm].results[0]] =
+          ctx.record("conv2d", {operands[0], values[from.input_ids()[f.weight]], values[from.input_ids()[f.bias]]},
+                     node.attrs)[0];
+      continue;
+    }
+    if (node.op == "call")
+      if (auto it = call_folds.find(node.attrs.get_string("callee")); it != call_folds.end())
+        operands = fold_call_site_batch_norms(from, node, *from.find_subgraph(it->first), it->second, operands, ctx);
     if (int64_t bn = foldable_batch_norm(from, n, consumers); bn >= 0) {
       folded[bn] = true;
       values[from.nodes()[bn].results[0]] = fold_batch_norm(from, node, from.nodes()[bn], operands[0], ctx);
@@ -164,14 +180,17 @@ bool is_composite_op(const std::string &op) {
 
 std::unique_ptr<Graph> decompose(const Graph &graph) {
   CallSiteLayout calls = plan_call_site_layout(graph);
+  CallSiteBatchNorms folds = plan_call_site_batch_norms(graph);
   auto out = std::make_unique<Graph>(graph.name());
   for (const auto &[name, sub] : graph.subgraphs()) {
     auto body = std::make_shared<Graph>(name);
     out->add_subgraph(body);
     auto it = calls.inputs.find(name);
-    rebuild(*sub, *body, it != calls.inputs.end() ? it->second : std::vector<PretransposedInput>{}, calls);
+    auto f = folds.find(name);
+    rebuild(*sub, *body, it != calls.inputs.end() ? it->second : std::vector<PretransposedInput>{}, calls,
+            f != folds.end() ? f->second : std::vector<CallSiteBatchNorm>{}, {});
   }
-  rebuild(graph, *out, {}, calls);
+  rebuild(graph, *out, {}, calls, {}, folds);
   return out;
 }
 
