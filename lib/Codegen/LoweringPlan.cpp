@@ -240,11 +240,19 @@ bool conv_uses_gemm(const Graph &g, const Node &node, int64_t *bytes) {
     return false;
   const TensorType &x = g.type_of(node.operands[0]), &w = g.type_of(node.operands[1]);
   const TensorType &out = g.type_of(node.results[0]);
-  // colsT: [C*KH*KW, OH*OW] f32
+  // colsT: [C*KH*KW, OH*OW] f32 (none for a pointwise conv: x is colsT)
   if (bytes)
-    *bytes = x.shape[1].value() * w.shape[2].value() * w.shape[3].value() * out.shape[2].value() *
-             out.shape[3].value() * 4;
+    *bytes = conv_is_pointwise(g, node) ? 0
+                                        : x.shape[1].value() * w.shape[2].value() * w.shape[3].value() *
+                                              out.shape[2].value() * out.shape[3].value() * 4;
   return true;
+}
+
+bool conv_is_pointwise(const Graph &g, const Node &node) {
+  const Shape &w = g.type_of(node.operands[1]).shape;
+  std::vector<int64_t> stride = node.attrs.get_ints("stride"), pad = node.attrs.get_ints("padding");
+  return w[2] == Dim(1) && w[3] == Dim(1) && stride == std::vector<int64_t>{1, 1} &&
+         std::all_of(pad.begin(), pad.end(), [](int64_t p) { return p == 0; });
 }
 
 std::array<int64_t, 2> conv_direct_plane(const Graph &g, const Node &node) {

@@ -55,6 +55,10 @@ struct LoweringPlan {
 /// group); its scratch bytes are returned in `bytes`.
 bool conv_uses_gemm(const Graph &graph, const Node &node, int64_t *bytes = nullptr);
 
+/// A 1x1 conv2d with stride 1 and no padding: each image [C, H*W] is
+/// already the GEMM's B operand (no im2col, no scratch).
+bool conv_is_pointwise(const Graph &graph, const Node &node);
+
 /// True for a conv2d the CPU code generator lowers as a direct vectorized
 /// window loop (f32, groups > 1: depthwise and grouped convolutions; see
 /// Cpu/ConvEmitter.cpp); its scratch (one zero-padded input plane) is

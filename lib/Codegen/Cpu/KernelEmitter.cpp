@@ -420,13 +420,16 @@ private:
   // column matrix colsT[c*KH*KW + ky*KW + kx, oy*OW + ox] (zeros where the
   // window hangs over the padding) goes to the scratch slot; then
   // out[n] [O, OH*OW] = W [O, C*KH*KW] @ colsT — already NCHW — with bias
-  // and the plan's epilogue chain applied per finished tile. Grouped and
+  // and the plan's epilogue chain applied per finished tile (a pointwise
+  // conv multiplies x[n] [C, H*W] in place, no colsT). Grouped and
   // depthwise convs: the direct kernel (Cpu/ConvEmitter.cpp).
   void emit_conv_gemm(const Node &node) {
     ValueId x = node.operands[0], w = node.operands[1], out = node.results[0];
     ConvShape s = conv_shape(node);
     bool direct = conv_uses_direct(g_, node);
-    Value *scratch = b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(plan_.scratch_slot));
+    bool pointwise = !direct && conv_is_pointwise(g_, node);
+    Value *scratch = pointwise ? nullptr
+                               : b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(plan_.scratch_slot));
     size_t n_index = node_index(node);
     Value *xptr = pointer_of(x), *wptr = pointer_of(w), *optr = gemm_output(n_index, out);
     int64_t K = s.C / s.groups * s.KH * s.KW, P = s.OH * s.OW;
@@ -450,8 +453,9 @@ private:
                                   mod_.lanes, apply});
         return;
       }
-      emit_im2col_f32(b_, s, x_n, scratch);
-      GemmArgs args{wptr, scratch, out_n, b_.getInt64(s.O), b_.getInt64(P), b_.getInt64(K),
+      if (!pointwise)
+        emit_im2col_f32(b_, s, x_n, scratch);
+      GemmArgs args{wptr, pointwise ? x_n : scratch, out_n, b_.getInt64(s.O), b_.getInt64(P), b_.getInt64(K),
                     b_.getInt64(K), b_.getInt64(P), b_.getInt64(P), mod_.lanes, mod_.prefix,
                     epi ? &epi->gemm : nullptr};
       emit_gemm_f32(b_, args);
