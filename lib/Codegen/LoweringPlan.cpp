@@ -203,7 +203,7 @@ LoweringPlan plan_lowering(const Graph &g) {
   int64_t scratch = 0;
   for (size_t n : plan.kernels) {
     int64_t bytes = 0;
-    if (conv_uses_gemm(g, nodes[n], &bytes))
+    if (conv_uses_gemm(g, nodes[n], &bytes) || conv_uses_direct(g, nodes[n], &bytes))
       scratch = std::max(scratch, bytes);
   }
   if (scratch > 0) {
@@ -223,22 +223,60 @@ bool matmul_uses_gemm(const Graph &g, const LoweringPlan &plan, const Node &node
 bool node_uses_gemm(const Graph &g, const LoweringPlan &plan, const Node &node) {
   if (node.op == "matmul")
     return matmul_uses_gemm(g, plan, node);
-  return conv_uses_gemm(g, node) && plan.values[node.operands[0]].storage != Storage::fused &&
+  return (conv_uses_gemm(g, node) || conv_uses_direct(g, node)) &&
+         plan.values[node.operands[0]].storage != Storage::fused &&
          plan.values[node.operands[1]].storage != Storage::fused;
 }
 
-bool conv_uses_gemm(const Graph &g, const Node &node, int64_t *bytes) {
-  if (node.op != "conv2d" || node.attrs.get_int("groups") != 1)
+static bool conv_is_static_f32(const Graph &g, const Node &node) {
+  if (node.op != "conv2d")
     return false;
   const TensorType &x = g.type_of(node.operands[0]), &w = g.type_of(node.operands[1]);
   const TensorType &out = g.type_of(node.results[0]);
-  if (x.dtype != DType::f32 || !shape_is_static({x.shape[1], x.shape[2], x.shape[3]}) ||
-      !shape_is_static(w.shape) || !shape_is_static({out.shape[2], out.shape[3]}))
+  return x.dtype == DType::f32 && shape_is_static({x.shape[1], x.shape[2], x.shape[3]}) && shape_is_static(w.shape) &&
+         shape_is_static({out.shape[2], out.shape[3]});
+}
+
+bool conv_uses_gemm(const Graph &g, const Node &node, int64_t *bytes) {
+  if (!conv_is_static_f32(g, node) || node.attrs.get_int("groups") != 1)
     return false;
-  // colsT: [C*KH*KW, OH*OW] f32
+  const TensorType &x = g.type_of(node.operands[0]), &w = g.type_of(node.operands[1]);
+  const TensorType &out = g.type_of(node.results[0]);
+  // colsT: [C*KH*KW, OH*OW] f32 (none for a pointwise conv: x is colsT)
   if (bytes)
-    *bytes = x.shape[1].value() * w.shape[2].value() * w.shape[3].value() * out.shape[2].value() *
-             out.shape[3].value() * 4;
+    *bytes = conv_is_pointwise(g, node) ? 0
+                                        : x.shape[1].value() * w.shape[2].value() * w.shape[3].value() *
+                                              out.shape[2].value() * out.shape[3].value() * 4;
+  return true;
+}
+
+bool conv_is_pointwise(const Graph &g, const Node &node) {
+  const Shape &w = g.type_of(node.operands[1]).shape;
+  std::vector<int64_t> stride = node.attrs.get_ints("stride"), pad = node.attrs.get_ints("padding");
+  return w[2] == Dim(1) && w[3] == Dim(1) && stride == std::vector<int64_t>{1, 1} &&
+         std::all_of(pad.begin(), pad.end(), [](int64_t p) { return p == 0; });
+}
+
+std::array<int64_t, 2> conv_direct_plane(const Graph &g, const Node &node) {
+  const Shape &x = g.type_of(node.operands[0]).shape, &w = g.type_of(node.operands[1]).shape;
+  const Shape &out = g.type_of(node.results[0]).shape;
+  std::vector<int64_t> stride = node.attrs.get_ints("stride"), dil = node.attrs.get_ints("dilation");
+  std::vector<int64_t> pad = node.attrs.get_ints("padding");
+  if (pad.size() == 2)
+    pad = {pad[0], pad[1], pad[0], pad[1]};
+  int64_t ow_vectors = (out[3].value() + kConvDirectMaxLanes - 1) / kConvDirectMaxLanes * kConvDirectMaxLanes;
+  int64_t hp = x[2].value() + pad[0] + pad[2];
+  int64_t wp = std::max(x[3].value() + pad[1] + pad[3], ow_vectors * stride[1] + (w[3].value() - 1) * dil[1]);
+  return {hp, wp};
+}
+
+bool conv_uses_direct(const Graph &g, const Node &node, int64_t *bytes) {
+  if (!conv_is_static_f32(g, node) || node.attrs.get_int("groups") == 1)
+    return false;
+  // The zero-padded plane of one input channel, f32.
+  auto [hp, wp] = conv_direct_plane(g, node);
+  if (bytes)
+    *bytes = hp * wp * 4;
   return true;
 }
 

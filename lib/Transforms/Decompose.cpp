@@ -102,9 +102,11 @@ std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, Mat
 
 // Rebuilds `from` into the empty graph `to`. `pretransposed`: the inputs of
 // `from` (a subgraph) that arrive transposed; `calls`: the same for the
-// subgraphs that `from`'s call nodes invoke.
+// subgraphs that `from`'s call nodes invoke. `own_folds`: `from`'s batch
+// norms folded per call site; `call_folds`: those of every subgraph.
 void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput> &pretransposed,
-             const CallSiteLayout &calls, const DecomposeOptions &options) {
+             const CallSiteLayout &calls, const std::vector<CallSiteBatchNorm> &own_folds,
+             const CallSiteBatchNorms &call_folds, const DecomposeOptions &options) {
   std::vector<bool> replaced(from.input_ids().size(), false);
   for (const PretransposedInput &p : pretransposed)
     replaced[p.index] = p.replaces;
@@ -149,6 +151,9 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
   for (const auto &[n, m] : attention)
     for (size_t inner : m.inner)
       folded[inner] = true;
+  std::map<size_t, const CallSiteBatchNorm *> fold_at; // conv node -> its per-call-site fold
+  for (const CallSiteBatchNorm &f : own_folds)
+    fold_at[f.conv] = &f;
 
   for (size_t n = 0; n < from.nodes().size(); ++n) {
     const Node &node = from.nodes()[n];
@@ -166,6 +171,17 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
       values[node.results[0]] = ctx.record("attention", qkv, {{"scale", m.scale}, {"fill", m.fill}})[0];
       continue;
     }
+    if (auto it = fold_at.find(n); it != fold_at.end()) { // W' and b' arrive as parameters
+      const CallSiteBatchNorm &f = *it->second;
+      folded[f.batch_norm] = true;
+      values[from.nodes()[f.batch_norm].results[0]] =
+          ctx.record("conv2d", {operands[0], values[from.input_ids()[f.weight]], values[from.input_ids()[f.bias]]},
+                     node.attrs)[0];
+      continue;
+    }
+    if (node.op == "call")
+      if (auto it = call_folds.find(node.attrs.get_string("callee")); it != call_folds.end())
+        operands = fold_call_site_batch_norms(from, node, *from.find_subgraph(it->first), it->second, operands, ctx);
     if (int64_t bn = foldable_batch_norm(from, n, consumers); bn >= 0) {
       folded[bn] = true;
       values[from.nodes()[bn].results[0]] = fold_batch_norm(from, node, from.nodes()[bn], operands[0], ctx);
@@ -215,14 +231,17 @@ bool keeps_row_kernel(const Graph &graph, const Node &node) {
 
 std::unique_ptr<Graph> decompose(const Graph &graph, const DecomposeOptions &options) {
   CallSiteLayout calls = plan_call_site_layout(graph);
+  CallSiteBatchNorms folds = plan_call_site_batch_norms(graph);
   auto out = std::make_unique<Graph>(graph.name());
   for (const auto &[name, sub] : graph.subgraphs()) {
     auto body = std::make_shared<Graph>(name);
     out->add_subgraph(body);
     auto it = calls.inputs.find(name);
-    rebuild(*sub, *body, it != calls.inputs.end() ? it->second : std::vector<PretransposedInput>{}, calls, options);
+    auto f = folds.find(name);
+    rebuild(*sub, *body, it != calls.inputs.end() ? it->second : std::vector<PretransposedInput>{}, calls,
+            f != folds.end() ? f->second : std::vector<CallSiteBatchNorm>{}, {}, options);
   }
-  rebuild(graph, *out, {}, calls, options);
+  rebuild(graph, *out, {}, calls, {}, folds, options);
   return out;
 }
 

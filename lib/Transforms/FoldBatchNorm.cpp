@@ -1,5 +1,7 @@
 #include "maxc/Transforms/FoldBatchNorm.h"
 
+#include "maxc/Transforms/MatmulLayout.h"
+
 #include <cmath>
 
 namespace maxc {
@@ -41,13 +43,13 @@ int64_t foldable_batch_norm(const Graph &from, size_t conv, const std::vector<st
   return readers[0];
 }
 
-Tensor fold_batch_norm(const Graph &from, const Node &conv, const Node &batch_norm, const Tensor &x,
-                       GraphRealizationContext &ctx) {
-  const HostTensor &w = *constant_of(from, conv.operands[1]);
-  const HostTensor *bias = conv.operands.size() > 2 ? constant_of(from, conv.operands[2]) : nullptr;
-  const HostTensor &gamma = *constant_of(from, batch_norm.operands[1]), &beta = *constant_of(from, batch_norm.operands[2]);
-  const HostTensor &mean = *constant_of(from, batch_norm.operands[3]), &var = *constant_of(from, batch_norm.operands[4]);
-  double eps = batch_norm.attrs.get_real("eps");
+namespace {
+
+/// W' and b' from the conv's weight (and bias, may be null) and the norm's
+/// parameters, computed in double, stored in the weight's dtype.
+std::pair<HostTensor, HostTensor> folded_parameters(const HostTensor &w, const HostTensor *bias, const HostTensor &gamma,
+                                                    const HostTensor &beta, const HostTensor &mean,
+                                                    const HostTensor &var, double eps) {
   int64_t out = w.shape()[0], per_out = out > 0 ? w.numel() / out : 0;
   HostTensor wf(w.dtype(), w.shape()), bf(w.dtype(), {out});
   for (int64_t o = 0; o < out; ++o) {
@@ -56,10 +58,98 @@ Tensor fold_batch_norm(const Graph &from, const Node &conv, const Node &batch_no
       wf.set_f64(o * per_out + i, w.get_f64(o * per_out + i) * s);
     bf.set_f64(o, ((bias ? bias->get_f64(o) : 0.0) - mean.get_f64(o)) * s + beta.get_f64(o));
   }
+  return {std::move(wf), std::move(bf)};
+}
+
+} // namespace
+
+Tensor fold_batch_norm(const Graph &from, const Node &conv, const Node &batch_norm, const Tensor &x,
+                       GraphRealizationContext &ctx) {
+  const HostTensor *bias = conv.operands.size() > 2 ? constant_of(from, conv.operands[2]) : nullptr;
+  auto [wf, bf] = folded_parameters(*constant_of(from, conv.operands[1]), bias, *constant_of(from, batch_norm.operands[1]),
+                                    *constant_of(from, batch_norm.operands[2]), *constant_of(from, batch_norm.operands[3]),
+                                    *constant_of(from, batch_norm.operands[4]), batch_norm.attrs.get_real("eps"));
   std::string wname = constant_name(from, conv.operands[1]), bname = constant_name(from, batch_norm.operands[2]);
   Tensor wt = ctx.add_source(Tensor::from_host(wf), wname + ".bn_folded");
   Tensor bt = ctx.add_source(Tensor::from_host(bf), bname + ".bn_folded");
   return ctx.record("conv2d", {x, wt, bt}, conv.attrs)[0];
+}
+
+CallSiteBatchNorms plan_call_site_batch_norms(const Graph &root) {
+  CallSiteBatchNorms plan;
+  std::map<std::string, std::vector<bool>> bound = constant_bound_inputs(root);
+  for (const auto &[name, sub] : root.subgraphs()) {
+    auto it = bound.find(name);
+    if (it == bound.end())
+      continue;
+    const Graph &g = *sub;
+    // Uses of each value (a graph output counts as one, -1).
+    std::vector<std::vector<int64_t>> consumers(g.num_values());
+    for (size_t n = 0; n < g.nodes().size(); ++n)
+      for (ValueId id : g.nodes()[n].operands)
+        consumers[id].push_back(static_cast<int64_t>(n));
+    for (ValueId id : g.output_ids())
+      consumers[id].push_back(-1);
+    auto input_index = [&](ValueId id) -> int64_t {
+      const ValueInfo &info = g.value_info(id);
+      return info.producer < 0 ? static_cast<int64_t>(info.index) : -1;
+    };
+    // A constant value at every call: a constant of the body, or an input
+    // every call binds to a constant.
+    auto constant_everywhere = [&](ValueId id) {
+      int64_t i = input_index(id);
+      return i >= 0 ? static_cast<bool>(it->second[static_cast<size_t>(i)]) : constant_of(g, id) != nullptr;
+    };
+    // An input bound to constants that only `node` reads, once: replaceable
+    // by a per-call value.
+    auto own_parameter = [&](ValueId id, size_t node) {
+      int64_t i = input_index(id);
+      return i >= 0 && it->second[static_cast<size_t>(i)] && consumers[id] == std::vector<int64_t>{static_cast<int64_t>(node)};
+    };
+    for (size_t c = 0; c < g.nodes().size(); ++c) {
+      const Node &conv = g.nodes()[c];
+      if (conv.op != "conv2d")
+        continue;
+      const std::vector<int64_t> &readers = consumers[conv.results[0]];
+      if (readers.size() != 1 || readers[0] < 0)
+        continue;
+      size_t n = static_cast<size_t>(readers[0]);
+      const Node &bn = g.nodes()[n];
+      DType d = g.type_of(conv.results[0]).dtype;
+      if (bn.op != "batch_norm" || bn.operands[0] != conv.results[0] || (d != DType::f32 && d != DType::f64))
+        continue;
+      bool has_bias = conv.operands.size() > 2;
+      ValueId bias = has_bias ? conv.operands[2] : bn.operands[2];
+      bool ok = own_parameter(conv.operands[1], c) && own_parameter(bias, has_bias ? c : n);
+      for (size_t i = 1; i < bn.operands.size(); ++i)
+        ok = ok && constant_everywhere(bn.operands[i]);
+      if (ok)
+        plan[name].push_back({c, n, static_cast<size_t>(input_index(conv.operands[1])),
+                              static_cast<size_t>(input_index(bias))});
+    }
+  }
+  return plan;
+}
+
+std::vector<Tensor> fold_call_site_batch_norms(const Graph &root, const Node &call, const Graph &callee,
+                                               const std::vector<CallSiteBatchNorm> &folds,
+                                               std::vector<Tensor> operands, GraphRealizationContext &ctx) {
+  // A parameter's value at this call: the bound root constant, or the body's.
+  auto value = [&](ValueId id) -> const HostTensor & {
+    const ValueInfo &info = callee.value_info(id);
+    if (info.producer < 0)
+      return *constant_of(root, call.operands[info.index]);
+    return *constant_of(callee, id);
+  };
+  for (const CallSiteBatchNorm &f : folds) {
+    const Node &conv = callee.nodes()[f.conv], &bn = callee.nodes()[f.batch_norm];
+    const HostTensor *bias = conv.operands.size() > 2 ? &value(conv.operands[2]) : nullptr;
+    auto [wf, bf] = folded_parameters(value(conv.operands[1]), bias, value(bn.operands[1]), value(bn.operands[2]),
+                                      value(bn.operands[3]), value(bn.operands[4]), bn.attrs.get_real("eps"));
+    operands[f.weight] = ctx.add_source(Tensor::from_host(wf), constant_name(root, call.operands[f.weight]) + ".bn_folded");
+    operands[f.bias] = ctx.add_source(Tensor::from_host(bf), constant_name(root, call.operands[f.bias]) + ".bn_folded");
+  }
+  return operands;
 }
 
 } // namespace maxc

@@ -52,7 +52,7 @@ TensorType transposed_type(const TensorType &type) {
   return t;
 }
 
-CallSiteLayout plan_call_site_layout(const Graph &root) {
+std::map<std::string, std::vector<bool>> constant_bound_inputs(const Graph &root) {
   // Per subgraph: which inputs every call binds to a constant.
   std::map<std::string, std::vector<bool>> bound;
   std::set<std::string> excluded; // called from a subgraph body: its operands are not root constants
@@ -72,11 +72,20 @@ CallSiteLayout plan_call_site_layout(const Graph &root) {
     for (const Node &n : sub->nodes())
       if (n.op == "call")
         excluded.insert(n.attrs.get_string("callee"));
+  for (const auto &[name, sub] : root.subgraphs())
+    if (auto it = bound.find(name); it != bound.end() && it->second.size() != sub->input_ids().size())
+      excluded.insert(name);
+  for (const std::string &name : excluded)
+    bound.erase(name);
+  return bound;
+}
 
+CallSiteLayout plan_call_site_layout(const Graph &root) {
+  std::map<std::string, std::vector<bool>> bound = constant_bound_inputs(root);
   CallSiteLayout layout;
   for (const auto &[name, sub] : root.subgraphs()) {
     auto it = bound.find(name);
-    if (it == bound.end() || excluded.count(name) || it->second.size() != sub->input_ids().size())
+    if (it == bound.end())
       continue;
     std::set<ValueId> outputs(sub->output_ids().begin(), sub->output_ids().end());
     for (size_t i = 0; i < sub->input_ids().size(); ++i) {

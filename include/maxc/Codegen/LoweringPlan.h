@@ -5,6 +5,7 @@
 
 #include "maxc/IR/Graph.h"
 
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -54,12 +55,27 @@ struct LoweringPlan {
 /// group); its scratch bytes are returned in `bytes`.
 bool conv_uses_gemm(const Graph &graph, const Node &node, int64_t *bytes = nullptr);
 
+/// A 1x1 conv2d with stride 1 and no padding: each image [C, H*W] is
+/// already the GEMM's B operand (no im2col, no scratch).
+bool conv_is_pointwise(const Graph &graph, const Node &node);
+
+/// True for a conv2d the CPU code generator lowers as a direct vectorized
+/// window loop (f32, groups > 1: depthwise and grouped convolutions; see
+/// Cpu/ConvEmitter.cpp); its scratch (one zero-padded input plane) is
+/// returned in `bytes`.
+bool conv_uses_direct(const Graph &graph, const Node &node, int64_t *bytes = nullptr);
+/// The direct kernel's padded input plane {rows, columns}: wide enough for
+/// vector loads of up to kConvDirectMaxLanes output columns past the edge.
+constexpr int64_t kConvDirectMaxLanes = 16;
+std::array<int64_t, 2> conv_direct_plane(const Graph &graph, const Node &node);
+
 /// True for a matmul the code generator lowers to the register-blocked GEMM
 /// (f32, no transposes, both operands stored under `plan`).
 bool matmul_uses_gemm(const Graph &graph, const LoweringPlan &plan, const Node &node);
 
 /// True for a node that runs as a GEMM kernel under `plan`: such a matmul,
-/// or a conv_uses_gemm conv2d whose input and weights are stored.
+/// or a conv_uses_gemm / conv_uses_direct conv2d whose input and weights are
+/// stored (both take the plan's epilogues).
 bool node_uses_gemm(const Graph &graph, const LoweringPlan &plan, const Node &node);
 
 /// Ops that compute one output element from operand elements without inner

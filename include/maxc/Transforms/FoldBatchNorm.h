@@ -7,11 +7,22 @@
 // whatever elementwise chain follows, e.g. relu); the norm's pass over the
 // feature map disappears. Rounding: W' and b' are rounded once each, where
 // the reference normalizes the conv's f32 output in double.
+//
+// Through subgraph calls: in a deduplicated block, a conv2d + batch_norm
+// whose weight (and conv bias, else the norm's beta) are parameters of the
+// block that only they read, and whose other norm parameters are constant at
+// every call (bound to root constants, or constants of the block), folds per
+// call site: each call passes its own W' and b' (computed from its
+// constants, named "<constant>.bn_folded") in place of the weight and bias
+// parameters, and the definition, still one function, runs conv2d(x, W', b')
+// with no norm. The other norm parameters stay (unread) parameters.
 #pragma once
 
 #include "maxc/IR/Graph.h"
 #include "maxc/Realization/GraphRealizationContext.h"
 
+#include <map>
+#include <string>
 #include <vector>
 
 namespace maxc {
@@ -25,5 +36,24 @@ int64_t foldable_batch_norm(const Graph &from, size_t conv, const std::vector<st
 /// the batch_norm's result.
 Tensor fold_batch_norm(const Graph &from, const Node &conv, const Node &batch_norm, const Tensor &x,
                        GraphRealizationContext &ctx);
+
+/// A conv2d + batch_norm of a subgraph definition folded per call site.
+struct CallSiteBatchNorm {
+  size_t conv = 0, batch_norm = 0; // node indices in the definition
+  size_t weight = 0;               // the input that carries W' (the conv's weight parameter)
+  size_t bias = 0;                 // the input that carries b' (the conv's bias parameter, else the norm's beta)
+};
+using CallSiteBatchNorms = std::map<std::string, std::vector<CallSiteBatchNorm>>; // by subgraph name
+
+/// The folds of every subgraph definition of `root` (called from the root
+/// graph only, see constant_bound_inputs).
+CallSiteBatchNorms plan_call_site_batch_norms(const Graph &root);
+
+/// `operands` of call node `call` of `root` (of `callee`, with `folds`),
+/// with each fold's W' and b', computed from this call's constants, in place
+/// of the weight and bias parameters (as new sources of `ctx`).
+std::vector<Tensor> fold_call_site_batch_norms(const Graph &root, const Node &call, const Graph &callee,
+                                               const std::vector<CallSiteBatchNorm> &folds,
+                                               std::vector<Tensor> operands, GraphRealizationContext &ctx);
 
 } // namespace maxc

@@ -2,6 +2,7 @@
 
 #include "ElementalEmitter.h"
 #include "Cpu/AttentionEmitter.h"
+#include "Cpu/ConvEmitter.h"
 #include "Cpu/GemmEmitter.h"
 #include "Cpu/NormEmitter.h"
 #include "MathEmitter.h"
@@ -513,50 +514,56 @@ private:
   // column matrix colsT[c*KH*KW + ky*KW + kx, oy*OW + ox] (zeros where the
   // window hangs over the padding) goes to the scratch slot; then
   // out[n] [O, OH*OW] = W [O, C*KH*KW] @ colsT — already NCHW — with bias
-  // and the plan's epilogue chain applied per finished tile.
+  // and the plan's epilogue chain applied per finished tile (a pointwise
+  // conv multiplies x[n] [C, H*W] in place, no colsT). Grouped and
+  // depthwise convs: the direct kernel (Cpu/ConvEmitter.cpp).
   void emit_conv_gemm(const Node &node) {
     ValueId x = node.operands[0], w = node.operands[1], out = node.results[0];
-    const Shape &xs = g_.type_of(x).shape, &ws = g_.type_of(w).shape, &os = g_.type_of(out).shape;
-    int64_t C = xs[1].value(), H = xs[2].value(), W = xs[3].value(), O = ws[0].value(), KH = ws[2].value(),
-            KW = ws[3].value(), OH = os[2].value(), OW = os[3].value();
-    std::vector<int64_t> stride = node.attrs.get_ints("stride"), dil = node.attrs.get_ints("dilation");
-    auto pad = padding4(node.attrs);
-    Value *cols = b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(plan_.scratch_slot));
+    ConvShape s = conv_shape(node);
+    bool direct = conv_uses_direct(g_, node);
+    bool pointwise = !direct && conv_is_pointwise(g_, node);
+    Value *scratch = pointwise ? nullptr
+                               : b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(plan_.scratch_slot));
     size_t n_index = node_index(node);
     Value *xptr = pointer_of(x), *wptr = pointer_of(w), *optr = gemm_output(n_index, out);
-    int64_t K = C * KH * KW, P = OH * OW;
-    loop(dim(xs[0]), [&](Value *n) {
-      loop_nest({b_.getInt64(C), b_.getInt64(KH), b_.getInt64(KW), b_.getInt64(OH)}, [&](const Index &q) {
-        Value *row = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(q[0], b_.getInt64(KH)), q[1]), b_.getInt64(KW)), q[2]);
-        Value *iy = b_.CreateAdd(b_.CreateSub(b_.CreateMul(q[3], b_.getInt64(stride[0])), b_.getInt64(pad[0])),
-                                 b_.CreateMul(q[1], b_.getInt64(dil[0])));
-        Value *y_ok = b_.CreateAnd(b_.CreateICmpSGE(iy, b_.getInt64(0)), b_.CreateICmpSLT(iy, b_.getInt64(H)));
-        loop(b_.getInt64(OW), [&](Value *ox) {
-          Value *ix = b_.CreateAdd(b_.CreateSub(b_.CreateMul(ox, b_.getInt64(stride[1])), b_.getInt64(pad[1])),
-                                   b_.CreateMul(q[2], b_.getInt64(dil[1])));
-          Value *ok = b_.CreateAnd(y_ok, b_.CreateAnd(b_.CreateICmpSGE(ix, b_.getInt64(0)), b_.CreateICmpSLT(ix, b_.getInt64(W))));
-          Value *src = linear_index({n, q[0], b_.CreateSelect(ok, iy, b_.getInt64(0)), b_.CreateSelect(ok, ix, b_.getInt64(0))},
-                                    {b_.getInt64(0) /*unused*/, b_.getInt64(C), b_.getInt64(H), b_.getInt64(W)});
-          Value *v = b_.CreateSelect(ok, load_element(DType::f32, xptr, src), llvm::ConstantFP::get(b_.getFloatTy(), 0.0));
-          Value *dst = b_.CreateAdd(b_.CreateMul(row, b_.getInt64(P)), b_.CreateAdd(b_.CreateMul(q[3], b_.getInt64(OW)), ox));
-          store_element(DType::f32, cols, dst, v);
-        });
-      });
-      Value *out_n = b_.CreateGEP(b_.getFloatTy(), optr, b_.CreateMul(n, b_.getInt64(O * P)));
+    int64_t K = s.C / s.groups * s.KH * s.KW, P = s.OH * s.OW;
+    ValueId bias = node.operands.size() > 2 ? node.operands[2] : kNoValue;
+    loop(dim(g_.type_of(x).shape[0]), [&](Value *n) {
+      Value *x_n = b_.CreateGEP(b_.getFloatTy(), xptr, b_.CreateMul(n, b_.getInt64(s.C * s.H * s.W)));
+      Value *out_n = b_.CreateGEP(b_.getFloatTy(), optr, b_.CreateMul(n, b_.getInt64(s.O * P)));
       // The epilogue: bias (one per output channel, a row of C), then the
-      // plan's chain at (n, o, oy, ox).
-      ValueId bias = node.operands.size() > 2 ? node.operands[2] : kNoValue;
-      auto epi = make_epilogue(node, n_index, {n}, bias, [this, OW](const Index &prefix, Value *row, Value *col) {
-        Value *ow = b_.getInt64(OW);
-        return Index{prefix[0], row, b_.CreateUDiv(col, ow), b_.CreateURem(col, ow)};
-      });
-      GemmArgs args{wptr, cols, out_n, b_.getInt64(O), b_.getInt64(P), b_.getInt64(K),
+      // plan's chain at (n, o, oy, ox). The direct kernel adds the bias itself.
+      auto epi = make_epilogue(node, n_index, {n}, direct ? kNoValue : bias,
+                               [this, s](const Index &prefix, Value *row, Value *col) {
+                                 Value *ow = b_.getInt64(s.OW);
+                                 return Index{prefix[0], row, b_.CreateUDiv(col, ow), b_.CreateURem(col, ow)};
+                               });
+      if (direct) {
+        auto [ph, pw] = conv_direct_plane(g_, node);
+        ConvEpilogue apply;
+        if (epi)
+          apply = [&](llvm::IRBuilder<> &at, Value *acc, Value *o, Value *col) { return epi->gemm.apply(at, acc, o, col); };
+        emit_conv_direct_f32(b_, {s, x_n, wptr, bias == kNoValue ? nullptr : pointer_of(bias), out_n, scratch, ph, pw,
+                                  mod_.lanes, apply});
+        return;
+      }
+      if (!pointwise)
+        emit_im2col_f32(b_, s, x_n, scratch);
+      GemmArgs args{wptr, pointwise ? x_n : scratch, out_n, b_.getInt64(s.O), b_.getInt64(P), b_.getInt64(K),
                     b_.getInt64(K), b_.getInt64(P), b_.getInt64(P), mod_.lanes, mod_.prefix,
                     epi ? &epi->gemm : nullptr};
       emit_gemm_f32(b_, args);
     });
   }
 
+  ConvShape conv_shape(const Node &node) {
+    const Shape &xs = g_.type_of(node.operands[0]).shape, &ws = g_.type_of(node.operands[1]).shape,
+                &os = g_.type_of(node.results[0]).shape;
+    std::vector<int64_t> stride = node.attrs.get_ints("stride"), dil = node.attrs.get_ints("dilation");
+    return {xs[1].value(), xs[2].value(), xs[3].value(), ws[0].value(), ws[2].value(), ws[3].value(),
+            os[2].value(), os[3].value(), node.attrs.get_int("groups"), {stride[0], stride[1]}, {dil[0], dil[1]},
+            padding4(node.attrs)};
+  }
 
   Module &mod_;
   EmittedGraph fns_;
@@ -573,7 +580,7 @@ std::string cpu_lowering(const std::string &op) {
   if (op == "matmul")
     return op; // the register-blocked GEMM (f32) or dot-product loops
   if (op == "conv2d")
-    return op; // im2col + GEMM (f32, one group) or the elemental window loop
+    return op; // im2col + GEMM (f32, one group), the direct kernel (f32, groups), or the elemental window loop
   if (op == "attention")
     return op; // kept whole for f32 (DecomposeOptions::fuse_attention): Cpu/AttentionEmitter
   if (op_traits(op).has(OpTrait::rowwise))

@@ -81,3 +81,65 @@ TEST_CASE("batch_norm stays when the conv2d result is used twice or a parameter 
   for (size_t i = 0; i < expected.size(); ++i)
     MAXC_REQUIRE_CLOSE(actual[i], expected[i], 1e-5, 1e-5);
 }
+
+TEST_CASE("batch_norm in a deduplicated block folds per call site", "[transforms][fold-bn]") {
+  // conv (with bias) + norm + relu, then a bias-less depthwise conv + norm:
+  // three calls, each with its own constants. In the second run the last
+  // call binds one gamma to a graph input: that norm stays, in the body.
+  auto block = [](GraphRealizationContext &, const std::vector<Tensor> &args, const NamedTensors &p) {
+    ops::Conv2dOptions same;
+    same.padding = {1, 1, 1, 1};
+    ops::Conv2dOptions depthwise = same;
+    depthwise.groups = 4;
+    Tensor h = ops::relu(ops::batch_norm(ops::conv2d(args[0], p.at("w1"), p.at("b1"), same), p.at("g1"), p.at("beta1"),
+                                         p.at("m1"), p.at("v1"), 1e-5));
+    return TensorTree(ops::batch_norm(ops::conv2d(h, p.at("w2"), std::nullopt, depthwise), p.at("g2"), p.at("beta2"),
+                                      p.at("m2"), p.at("v2"), 1e-3) + args[0]);
+  };
+  for (bool all_constant : {true, false}) {
+    INFO("all call sites constant: " << all_constant);
+    Graph graph("g", {TensorType(DType::f32, {Dim("n"), 4, 7, 9}), TensorType(DType::f32, {4})});
+    {
+      GraphRealizationContext ctx(graph);
+      Tensor x = Tensor::from_graph_value(graph.inputs()[0]);
+      for (int i = 0; i < 3; ++i) {
+        CallOptions options;
+        options.instance = "layers." + std::to_string(i);
+        options.name = "Block";
+        Tensor g2 = !all_constant && i == 2 ? Tensor::from_graph_value(graph.inputs()[1]) : constant({4}, 0.5, 2);
+        x = ctx.call(options, block, {x},
+                     {{"w1", constant({4, 4, 3, 3})}, {"b1", constant({4})}, {"g1", constant({4}, 0.5, 2)},
+                      {"beta1", constant({4})}, {"m1", constant({4})}, {"v1", constant({4}, 0.1, 2)},
+                      {"w2", constant({4, 1, 3, 3})}, {"g2", g2}, {"beta2", constant({4})}, {"m2", constant({4})},
+                      {"v2", constant({4}, 0.1, 2)}})
+                .tensor();
+      }
+      graph.output({x});
+    }
+    REQUIRE(graph.subgraphs().size() == 1);
+    auto lowered = decompose(graph);
+    lowered->verify();
+    const Graph &body = *lowered->subgraphs().begin()->second;
+    CHECK(count_op(body, "conv2d") == 2);
+    CHECK(count_op(body, "rsqrt") == (all_constant ? 0 : 1));
+    size_t folded_operands = 0;
+    for (const Node &n : lowered->nodes())
+      if (n.op == "call")
+        for (ValueId id : n.operands) {
+          const ValueInfo &info = lowered->value_info(id);
+          if (info.producer >= 0 && lowered->nodes()[info.producer].op == "constant") {
+            const std::string &name = lowered->nodes()[info.producer].attrs.get_string("name");
+            folded_operands += name.find(".bn_folded") != std::string::npos;
+          }
+        }
+    CHECK(folded_operands == (all_constant ? 12u : 6u)); // W' and b' per fold per call
+    for (int64_t n : {2, 1}) {
+      INFO("n = " << n);
+      std::vector<HostTensor> inputs = {random_tensor(DType::f32, {n, 4, 7, 9}), random_tensor(DType::f32, {4}, 0.5, 2)};
+      HostTensor expected = Interpreter::run(graph, inputs)[0];
+      // Six folded convs in a chain, each with W' rounded once: 1e-4.
+      MAXC_REQUIRE_CLOSE(Interpreter::run(*lowered, inputs)[0], expected, 1e-4, 1e-4);
+      MAXC_REQUIRE_CLOSE(run_compiled(graph, inputs)[0], expected, 1e-4, 1e-4);
+    }
+  }
+}

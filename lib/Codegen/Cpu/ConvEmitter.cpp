@@ -1,0 +1,218 @@
+#include "Cpu/ConvEmitter.h"
+
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace maxc::codegen {
+
+using llvm::Value;
+
+namespace {
+
+/// for (i = from; i < to; ++i) body(i), i64.
+void for_range(llvm::IRBuilder<> &b, Value *from, Value *to, const std::function<void(Value *)> &body) {
+  llvm::LLVMContext &ctx = b.getContext();
+  llvm::Function *fn = b.GetInsertBlock()->getParent();
+  llvm::BasicBlock *pre = b.GetInsertBlock();
+  auto *header = llvm::BasicBlock::Create(ctx, "conv.loop", fn);
+  auto *bodyb = llvm::BasicBlock::Create(ctx, "conv.body", fn);
+  auto *exit = llvm::BasicBlock::Create(ctx, "conv.exit", fn);
+  b.CreateBr(header);
+  b.SetInsertPoint(header);
+  llvm::PHINode *i = b.CreatePHI(b.getInt64Ty(), 2);
+  i->addIncoming(from, pre);
+  b.CreateCondBr(b.CreateICmpSLT(i, to), bodyb, exit);
+  b.SetInsertPoint(bodyb);
+  body(i);
+  i->addIncoming(b.CreateAdd(i, b.getInt64(1), "", true, true), b.GetInsertBlock());
+  b.CreateBr(header);
+  b.SetInsertPoint(exit);
+}
+
+void for_count(llvm::IRBuilder<> &b, int64_t n, const std::function<void(Value *)> &body) {
+  for_range(b, b.getInt64(0), b.getInt64(n), body);
+}
+
+/// if (cond) then();
+void if_then(llvm::IRBuilder<> &b, Value *cond, const std::function<void()> &then) {
+  llvm::Function *fn = b.GetInsertBlock()->getParent();
+  auto *yes = llvm::BasicBlock::Create(b.getContext(), "conv.then", fn);
+  auto *done = llvm::BasicBlock::Create(b.getContext(), "conv.endif", fn);
+  b.CreateCondBr(cond, yes, done);
+  b.SetInsertPoint(yes);
+  then();
+  b.CreateBr(done);
+  b.SetInsertPoint(done);
+}
+
+Value *f32_at(llvm::IRBuilder<> &b, Value *base, Value *index) { return b.CreateGEP(b.getFloatTy(), base, index); }
+
+Value *mul(llvm::IRBuilder<> &b, Value *x, int64_t c) { return b.CreateMul(x, b.getInt64(c), "", false, true); }
+Value *add(llvm::IRBuilder<> &b, Value *x, Value *y) { return b.CreateAdd(x, y, "", false, true); }
+Value *add(llvm::IRBuilder<> &b, Value *x, int64_t c) { return b.CreateAdd(x, b.getInt64(c), "", false, true); }
+
+/// Zeroes n floats at base + from (n > 0 only).
+void zero_floats(llvm::IRBuilder<> &b, Value *base, Value *from, int64_t n) {
+  if (n > 0)
+    b.CreateMemSet(f32_at(b, base, from), b.getInt8(0), b.getInt64(n * 4), llvm::Align(4));
+}
+
+int64_t ceil_div(int64_t a, int64_t d) { return a >= 0 ? (a + d - 1) / d : -((-a) / d); }
+int64_t floor_div(int64_t a, int64_t d) { return a >= 0 ? a / d : -((-a + d - 1) / d); }
+
+} // namespace
+
+void emit_im2col_f32(llvm::IRBuilder<> &b, const ConvShape &s, Value *x, Value *cols) {
+  int64_t sy = s.stride[0], sx = s.stride[1], dy = s.dilation[0], dx = s.dilation[1];
+  int64_t P = s.OH * s.OW;
+  for_count(b, s.C, [&](Value *c) {
+    for_count(b, s.KH, [&](Value *ky) {
+      // Row (c*KH + ky)*KW + kx of cols, per kx (unrolled: its valid ox
+      // range [lo, hi) is a constant).
+      Value *row0 = mul(b, add(b, mul(b, c, s.KH), ky), s.KW);
+      for (int64_t kx = 0; kx < s.KW; ++kx) {
+        int64_t off = kx * dx - s.pad[1]; // ix = ox * sx + off
+        int64_t lo = std::clamp<int64_t>(ceil_div(-off, sx), 0, s.OW);
+        int64_t hi = std::clamp<int64_t>(floor_div(s.W - 1 - off, sx) + 1, lo, s.OW);
+        Value *row = mul(b, add(b, row0, kx), P);
+        for_count(b, s.OH, [&](Value *oy) {
+          Value *dst = add(b, row, mul(b, oy, s.OW));
+          Value *iy = add(b, mul(b, oy, sy), add(b, mul(b, ky, dy), -s.pad[0]));
+          Value *y_ok = b.CreateICmpULT(iy, b.getInt64(s.H)); // 0 <= iy < H
+          llvm::Function *fn = b.GetInsertBlock()->getParent();
+          auto *copy = llvm::BasicBlock::Create(b.getContext(), "im2col.copy", fn);
+          auto *zero = llvm::BasicBlock::Create(b.getContext(), "im2col.zero", fn);
+          auto *done = llvm::BasicBlock::Create(b.getContext(), "im2col.done", fn);
+          b.CreateCondBr(y_ok, copy, zero);
+          b.SetInsertPoint(copy);
+          zero_floats(b, cols, dst, lo);
+          Value *src = add(b, mul(b, add(b, mul(b, c, s.H), iy), s.W), lo * sx + off);
+          if (hi > lo) {
+            if (sx == 1) {
+              b.CreateMemCpy(f32_at(b, cols, add(b, dst, lo)), llvm::Align(4), f32_at(b, x, src), llvm::Align(4),
+                             b.getInt64((hi - lo) * 4));
+            } else {
+              for_count(b, hi - lo, [&](Value *i) {
+                Value *v = b.CreateLoad(b.getFloatTy(), f32_at(b, x, add(b, src, mul(b, i, sx))));
+                b.CreateStore(v, f32_at(b, cols, add(b, dst, add(b, i, lo))));
+              });
+            }
+          }
+          zero_floats(b, cols, add(b, dst, hi), s.OW - hi);
+          b.CreateBr(done);
+          b.SetInsertPoint(zero);
+          zero_floats(b, cols, dst, s.OW);
+          b.CreateBr(done);
+          b.SetInsertPoint(done);
+        });
+      }
+    });
+  });
+}
+
+void emit_conv_direct_f32(llvm::IRBuilder<> &b, const DirectConvArgs &a) {
+  const ConvShape &s = a.shape;
+  llvm::Type *f32 = b.getFloatTy();
+  int64_t Cg = s.C / s.groups, Og = s.O / s.groups, taps = s.KH * s.KW;
+  int64_t sy = s.stride[0], sx = s.stride[1], dy = s.dilation[0], dx = s.dilation[1], Wp = a.plane_w;
+  // Vector width: the target's, halved while a row fits in half (7x7
+  // planes: 8 lanes, not 16 mostly masked); never above the plane's margin.
+  int64_t vl = std::min<int64_t>(a.lanes, 16);
+  while (vl > 4 && s.OW <= vl / 2)
+    vl /= 2;
+  int64_t chunks = (s.OW + vl - 1) / vl, tail = s.OW % vl;
+  auto *vec = llvm::FixedVectorType::get(f32, static_cast<unsigned>(vl));
+  auto *wide = llvm::FixedVectorType::get(f32, static_cast<unsigned>(vl * sx));
+  llvm::Module *m = b.GetInsertBlock()->getModule();
+  llvm::Function *fma = llvm::Intrinsic::getDeclaration(m, llvm::Intrinsic::fma, {vec});
+  Value *tail_mask = nullptr;
+  if (tail) {
+    std::vector<llvm::Constant *> bits;
+    for (int64_t l = 0; l < vl; ++l)
+      bits.push_back(b.getInt1(l < tail));
+    tail_mask = llvm::ConstantVector::get(bits);
+  }
+  std::vector<int> every_s;
+  for (int64_t l = 0; l < vl; ++l)
+    every_s.push_back(static_cast<int>(l * sx));
+  auto load_out = [&](Value *p, bool partial) -> Value * {
+    if (partial)
+      return b.CreateMaskedLoad(vec, p, llvm::Align(4), tail_mask, llvm::Constant::getNullValue(vec));
+    return b.CreateAlignedLoad(vec, p, llvm::Align(4));
+  };
+  auto store_out = [&](Value *v, Value *p, bool partial) {
+    if (partial)
+      b.CreateMaskedStore(v, p, llvm::Align(4), tail_mask);
+    else
+      b.CreateAlignedStore(v, p, llvm::Align(4));
+  };
+
+  // The plane's border stays zero: each channel's copy rewrites the interior.
+  b.CreateMemSet(a.plane, b.getInt8(0), b.getInt64(a.plane_h * Wp * 4), llvm::Align(4));
+  for_count(b, s.groups, [&](Value *g) {
+    for_count(b, Cg, [&](Value *ci) {
+      Value *c = add(b, mul(b, g, Cg), ci);
+      for_count(b, s.H, [&](Value *y) {
+        Value *dst = f32_at(b, a.plane, add(b, mul(b, add(b, y, s.pad[0]), Wp), s.pad[1]));
+        Value *src = f32_at(b, a.x, mul(b, add(b, mul(b, c, s.H), y), s.W));
+        b.CreateMemCpy(dst, llvm::Align(4), src, llvm::Align(4), b.getInt64(s.W * 4));
+      });
+      Value *first = b.CreateICmpEQ(ci, b.getInt64(0));
+      Value *last = b.CreateICmpEQ(ci, b.getInt64(Cg - 1));
+      for_count(b, Og, [&](Value *oo) {
+        Value *o = add(b, mul(b, g, Og), oo);
+        Value *wbase = mul(b, add(b, mul(b, o, Cg), ci), taps);
+        std::vector<Value *> tap(static_cast<size_t>(taps));
+        for (int64_t t = 0; t < taps; ++t)
+          tap[t] = b.CreateVectorSplat(static_cast<unsigned>(vl), b.CreateLoad(f32, f32_at(b, a.w, add(b, wbase, t))));
+        Value *init = llvm::Constant::getNullValue(vec);
+        if (a.bias)
+          init = b.CreateVectorSplat(static_cast<unsigned>(vl), b.CreateLoad(f32, f32_at(b, a.bias, o)));
+        for_count(b, s.OH, [&](Value *oy) {
+          Value *orow = mul(b, add(b, mul(b, o, s.OH), oy), s.OW);
+          // Blocks of up to 8 vectors of output columns, each an independent
+          // FMA chain over the taps.
+          for (int64_t j0 = 0; j0 < chunks; j0 += 8) {
+            int64_t j1 = std::min<int64_t>(chunks, j0 + 8);
+            std::vector<Value *> acc;
+            for (int64_t j = j0; j < j1; ++j) {
+              Value *p = f32_at(b, a.out, add(b, orow, j * vl));
+              acc.push_back(Cg == 1 ? init : b.CreateSelect(first, init, load_out(p, tail && j == chunks - 1)));
+            }
+            for (int64_t ky = 0; ky < s.KH; ++ky) {
+              Value *prow = mul(b, add(b, mul(b, oy, sy), ky * dy), Wp);
+              for (int64_t kx = 0; kx < s.KW; ++kx)
+                for (int64_t j = j0; j < j1; ++j) {
+                  Value *p = f32_at(b, a.plane, add(b, prow, j * vl * sx + kx * dx));
+                  Value *v = b.CreateAlignedLoad(wide, p, llvm::Align(4));
+                  if (sx > 1)
+                    v = b.CreateShuffleVector(v, every_s);
+                  acc[j - j0] = b.CreateCall(fma, {tap[ky * s.KW + kx], v, acc[j - j0]});
+                }
+            }
+            for (int64_t j = j0; j < j1; ++j)
+              store_out(acc[j - j0], f32_at(b, a.out, add(b, orow, j * vl)), tail && j == chunks - 1);
+          }
+          if (a.epilogue) {
+            auto finish = [&] {
+              for_count(b, s.OW, [&](Value *ox) {
+                Value *p = f32_at(b, a.out, add(b, orow, ox));
+                Value *col = add(b, mul(b, oy, s.OW), ox);
+                b.CreateStore(a.epilogue(b, b.CreateLoad(f32, p), o, col), p);
+              });
+            };
+            if (Cg == 1)
+              finish();
+            else
+              if_then(b, last, finish);
+          }
+        });
+      });
+    });
+  });
+}
+
+} // namespace maxc::codegen

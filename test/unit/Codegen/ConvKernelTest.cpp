@@ -1,0 +1,102 @@
+// The CPU convolution kernels (f32) against the reference interpreter on
+// fresh random inputs: im2col + GEMM (one group) and the direct kernel of
+// Cpu/ConvEmitter.cpp (depthwise and grouped), over odd sizes, asymmetric
+// padding, strides 1-3, dilations, channel multipliers, 1x1 and batch > 1,
+// with and without bias and an epilogue chain; serial and on two threads.
+//
+// Tolerance (|a-e| <= atol + rtol*|e|): rtol 1e-5, atol 1e-5: both kernels
+// sum in f32 over at most C/groups*KH*KW = 45 products, the reference in
+// double.
+#include "CompiledRunner.h"
+
+#include "maxc/Codegen/LoweringPlan.h"
+#include "maxc/Transforms/Decompose.h"
+
+using namespace maxc;
+using namespace maxc::test;
+
+namespace {
+
+constexpr double kRtol = 1e-5, kAtol = 1e-5;
+
+struct Case {
+  const char *name;
+  std::vector<int64_t> x, w; // [N, C, H, W], [O, C/groups, KH, KW]
+  ops::Conv2dOptions o;
+  bool bias, chain; // an epilogue chain after the conv: relu(conv * 0.5 - 0.1)
+};
+
+ops::Conv2dOptions opts(std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation,
+                        int64_t groups) {
+  ops::Conv2dOptions o;
+  o.stride = stride;
+  o.padding = padding;
+  o.dilation = dilation;
+  o.groups = groups;
+  return o;
+}
+
+void check_case(const Case &c) {
+  INFO(c.name);
+  std::vector<HostTensor> in = {random_tensor(DType::f32, c.x), random_tensor(DType::f32, c.w),
+                                random_tensor(DType::f32, {c.w[0]})};
+  auto g = trace_graph(types_of(in), [&](auto &t) {
+    Tensor y = ops::conv2d(t[0], t[1], c.bias ? std::optional<Tensor>(t[2]) : std::nullopt, c.o);
+    if (c.chain)
+      y = ops::relu(y * 0.5 - 0.1);
+    return std::vector<Tensor>{y};
+  });
+  auto lowered = decompose(*g);
+  const Node *conv = nullptr;
+  for (const Node &n : lowered->nodes())
+    if (n.op == "conv2d")
+      conv = &n;
+  REQUIRE(conv);
+  CHECK((c.o.groups == 1 ? conv_uses_gemm(*lowered, *conv) : conv_uses_direct(*lowered, *conv)));
+  CHECK(plan_lowering(*lowered).epilogues.size() == (c.chain ? 1u : 0u));
+  std::vector<HostTensor> expected = Interpreter::run(*g, in);
+  std::vector<HostTensor> serial = run_compiled(*g, in);
+  std::vector<HostTensor> parallel = run_compiled_two_threads(*g, in);
+  std::string m = compare(serial[0], expected[0], kRtol, kAtol);
+  INFO(m);
+  CHECK(m.empty());
+  m = compare(parallel[0], serial[0], 0, 0);
+  INFO("two threads vs one: " << m);
+  CHECK(m.empty());
+}
+
+} // namespace
+
+TEST_CASE("conv kernels: direct depthwise and grouped convolutions vs the interpreter", "[codegen][conv]") {
+  const Case cases[] = {
+      {"depthwise 3x3 s1 p1, odd plane", {1, 5, 9, 11}, {5, 1, 3, 3}, opts({1, 1}, {1, 1, 1, 1}, {1, 1}, 5), true, true},
+      {"depthwise 3x3 s2 p1, batch 2", {2, 4, 13, 17}, {4, 1, 3, 3}, opts({2, 2}, {1, 1, 1, 1}, {1, 1}, 4), true, false},
+      {"depthwise 5x5 s3, asymmetric pad, dilation", {1, 3, 19, 23}, {3, 1, 5, 5}, opts({3, 2}, {0, 2, 3, 1}, {2, 1}, 3),
+       false, true},
+      {"depthwise x2 multiplier, wide row (40 > 2 vectors)", {2, 2, 5, 40}, {4, 1, 3, 3}, opts({1, 1}, {1, 1}, {1, 1}, 2),
+       true, true},
+      {"depthwise 1x1, 1 column", {1, 3, 4, 1}, {3, 1, 1, 1}, opts({1, 1}, {0, 0}, {1, 1}, 3), true, false},
+      {"grouped 2 x (3 -> 2), 3x2 kernel", {2, 6, 7, 9}, {4, 3, 3, 2}, opts({1, 2}, {1, 0, 2, 1}, {1, 2}, 2), true, true},
+      {"grouped 3 x (5 -> 3), 3x3 s2, > 8 vectors per row", {1, 15, 6, 260}, {9, 5, 3, 3},
+       opts({2, 2}, {1, 1}, {1, 1}, 3), true, true},
+  };
+  for (const Case &c : cases)
+    check_case(c);
+}
+
+TEST_CASE("conv kernels: im2col + GEMM vs the interpreter", "[codegen][conv]") {
+  const Case cases[] = {
+      {"3x3 s1 p1, batch 3", {3, 3, 11, 13}, {7, 3, 3, 3}, opts({1, 1}, {1, 1}, {1, 1}, 1), true, true},
+      {"7x7 s2 p3 (ResNet stem, small)", {1, 3, 21, 19}, {8, 3, 7, 7}, opts({2, 2}, {3, 3}, {1, 1}, 1), false, true},
+      {"1x1 s2 (downsample)", {2, 5, 9, 9}, {6, 5, 1, 1}, opts({2, 2}, {0, 0}, {1, 1}, 1), true, false},
+      {"1x1 s1 pointwise (x is the GEMM's B), batch 2", {2, 7, 5, 9}, {13, 7, 1, 1}, opts({1, 1}, {0, 0}, {1, 1}, 1),
+       true, true},
+      {"1x1 s1 pointwise without bias", {1, 3, 1, 33}, {8, 3, 1, 1}, opts({1, 1}, {0, 0}, {2, 2}, 1), false, false},
+      {"3x3 s3, dilation 2, asymmetric pad", {1, 4, 17, 16}, {5, 4, 3, 3}, opts({3, 1}, {2, 0, 1, 3}, {2, 2}, 1), true,
+       true},
+      {"window wider than the input (all padding at the edges)", {1, 2, 3, 2}, {3, 2, 5, 5},
+       opts({1, 1}, {2, 2}, {1, 1}, 1), true, false},
+  };
+  for (const Case &c : cases)
+    check_case(c);
+}
