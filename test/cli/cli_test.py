@@ -955,7 +955,7 @@ def inspect_artifacts(ctx):
     expect(o["kind"] == "object" and o["arch"] == "x86_64", "object kind/arch")
     expect([x["name"] for x in o["models"]] == ["mlp"], "object models: %s" % o["models"])
     expect(o["models"][0]["entry_points"] == ["mlp_run", "mlp_run_packed", "mlp_workspace_size", "mlp_status_string",
-                                             "mlp_set_parallel_for"],
+                                             "mlp_set_parallel_for", "mlp_set_num_threads"],
            "object entry points: %s" % o["models"][0]["entry_points"])
     expect(o["sizes"]["text"] > 0 and o["sizes"]["rodata"] >= m["weights_bytes"] * 0.99,
            "object sizes: %s (weights %d)" % (o["sizes"], m["weights_bytes"]))
