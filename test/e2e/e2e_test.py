@@ -502,8 +502,8 @@ def interface_of(ctx, name):
     return manifest["interface"]
 
 
-def run_on_device(ctx, device, models):
-    """`maxc run --device DEVICE` against `--device reference` on random inputs."""
+def run_on_device(ctx, device, models, extra=()):
+    """`maxc run --device DEVICE [EXTRA...]` against `--device reference` on random inputs."""
     rng = random.Random(SEED)
     for name, batch in models:
         model = ctx.example(name)
@@ -512,7 +512,7 @@ def run_on_device(ctx, device, models):
         job = Job(ctx, name, iface, {d: batch for d in iface["dims"]}, rng, name)
         cpu_dir, ref_dir = ctx.path(name + "." + device), ctx.path(name + ".reference")
         start = time.time()
-        ctx.run(job.maxc_run_args(model, cpu_dir, device), rc=0)
+        ctx.run(job.maxc_run_args(model, cpu_dir, device) + list(extra), rc=0)
         cpu_s = time.time() - start
         start = time.time()
         ctx.run(job.maxc_run_args(model, ref_dir, "reference"), rc=0)
@@ -530,6 +530,7 @@ def run_on_device(ctx, device, models):
 @case
 def run_device_cpu(ctx):
     run_on_device(ctx, "cpu", [("mlp", 4), ("gpt", 2)])
+    run_on_device(ctx, "cpu", [("gpt", 2)], ["--threads", "2"])  # the artifact's pool in the JIT
 
 
 @case

@@ -29,6 +29,11 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
                       "unknown device '" + options.device + "' (expected reference, cpu or amdgpu-emu)");
     return finish(global, diagnostics);
   }
+  if (options.threads < 1 || (options.threads != 1 && options.device != "cpu")) {
+    diagnostics.error(ErrorCode::InvalidArgument, "", "--threads",
+                      "--threads takes a count >= 1, and only with --device cpu");
+    return finish(global, diagnostics);
+  }
   DimBindings dims;
   for (const std::string &d : options.dims) {
     auto [name, value] = split_assignment(d);
@@ -100,7 +105,7 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
     if (options.device == "reference")
       outputs = Interpreter::run(graph, inputs, dims);
     else // "cpu", or "amdgpu-emu": the GPU kernels, every work-item emulated on the CPU
-      outputs = driver::run_on_host(options.device, graph, inputs, dims);
+      outputs = driver::run_on_host(options.device, graph, inputs, dims, 2, options.threads);
   } catch (const Error &e) {
     diagnostics.error(e, options.model, "");
     return finish(global, diagnostics);
