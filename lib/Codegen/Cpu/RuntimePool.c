@@ -27,7 +27,9 @@
  *
  * Waiting threads spin a bounded number of iterations (a model's next
  * parallel kernel is usually microseconds away), then sleep on a condition
- * variable: an idle pool costs no CPU. Workers start at the first parallel
+ * variable: an idle pool costs no CPU. A call waits for its tasks, not for
+ * the workers: one that wakes late (descheduled on a busy machine) finds
+ * the job closed and goes back to waiting. Workers start at the first parallel
  * call after NAME_set_num_threads(n > 1) and are joined by
  * NAME_set_num_threads(1) (or any change of n). */
 #include <stdatomic.h>
@@ -54,9 +56,14 @@ typedef struct {
   _Alignas(16) unsigned char bytes[64];
 } maxc_rt_sync;
 
+int sched_yield(void);
+
 #define MAXC_RT_MAX_THREADS 256
 /* Spin iterations before sleeping: ~10-50 us of polling. */
 #define MAXC_RT_SPIN 4096
+/* The job's state word: this bit once the job takes no more workers, the
+ * low bits count the workers inside it. */
+#define MAXC_RT_CLOSED (1ull << 63)
 
 static struct {
   maxc_rt_sync mutex, wake, done;
@@ -67,23 +74,34 @@ static struct {
   atomic_int busy; /* a call is running on the pool */
   atomic_int stop;
   atomic_uint_fast64_t generation; /* bumped for each job (and to stop) */
+  atomic_uint_fast64_t state;      /* MAXC_RT_CLOSED | workers inside the job */
   atomic_int_fast64_t next;        /* the job's next index */
-  atomic_int pending;              /* workers still in the job */
+  atomic_int_fast64_t finished;    /* the job's tasks done */
   void *ctx;
   int64_t count;
   maxc_rt_task_fn task;
-} maxc_rt_pool;
+} maxc_rt_pool = {.state = MAXC_RT_CLOSED};
 
 static maxc_rt_parallel_for_fn maxc_rt_user_parallel_for;
 
-static void maxc_rt_drain(void) {
+/* Runs the job's tasks until none is left; returns whether this thread
+ * finished the last one. */
+static int maxc_rt_drain(void) {
   void *ctx = maxc_rt_pool.ctx;
   int64_t count = maxc_rt_pool.count;
   maxc_rt_task_fn task = maxc_rt_pool.task;
-  for (int64_t i; (i = atomic_fetch_add(&maxc_rt_pool.next, 1)) < count;)
+  int64_t mine = 0;
+  for (int64_t i; (i = atomic_fetch_add(&maxc_rt_pool.next, 1)) < count;) {
     task(ctx, i);
+    ++mine;
+  }
+  return mine > 0 && atomic_fetch_add(&maxc_rt_pool.finished, mine) + mine == count;
 }
 
+/* A worker waits for a job, joins it unless it is closed (its tasks all
+ * taken: a worker that wakes late never holds the caller up), helps drain
+ * it and leaves. The caller publishes the next job only once the last one
+ * is closed and empty, so a joined worker reads stable job fields. */
 static void *maxc_rt_worker(void *arg) {
   uint_fast64_t seen = (uint_fast64_t)(uintptr_t)arg;
   for (;;) {
@@ -99,12 +117,17 @@ static void *maxc_rt_worker(void *arg) {
     if (atomic_load(&maxc_rt_pool.stop))
       return 0;
     seen = g;
-    maxc_rt_drain();
-    if (atomic_fetch_sub(&maxc_rt_pool.pending, 1) == 1) {
+    uint_fast64_t s = atomic_load(&maxc_rt_pool.state);
+    while (!(s & MAXC_RT_CLOSED) && !atomic_compare_exchange_weak(&maxc_rt_pool.state, &s, s + 1)) {
+    }
+    if (s & MAXC_RT_CLOSED)
+      continue;
+    if (maxc_rt_drain()) {
       pthread_mutex_lock(&maxc_rt_pool.mutex);
       pthread_cond_signal(&maxc_rt_pool.done);
       pthread_mutex_unlock(&maxc_rt_pool.mutex);
     }
+    atomic_fetch_sub(&maxc_rt_pool.state, 1);
   }
 }
 
@@ -175,23 +198,32 @@ void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task) {
       task(ctx, i);
     return;
   }
+  /* Publish: the fields, then open the job (state 0), then wake. */
   maxc_rt_pool.ctx = ctx;
   maxc_rt_pool.count = count;
   maxc_rt_pool.task = task;
   atomic_store(&maxc_rt_pool.next, 0);
-  atomic_store(&maxc_rt_pool.pending, maxc_rt_pool.workers);
+  atomic_store(&maxc_rt_pool.finished, 0);
+  atomic_store(&maxc_rt_pool.state, 0);
   pthread_mutex_lock(&maxc_rt_pool.mutex);
   atomic_fetch_add(&maxc_rt_pool.generation, 1);
   pthread_cond_broadcast(&maxc_rt_pool.wake);
   pthread_mutex_unlock(&maxc_rt_pool.mutex);
   maxc_rt_drain();
-  for (int spin = 0; atomic_load(&maxc_rt_pool.pending) > 0 && spin < MAXC_RT_SPIN; ++spin) {
+  /* Every task done (those workers took too)... */
+  for (int spin = 0; atomic_load(&maxc_rt_pool.finished) < count && spin < MAXC_RT_SPIN; ++spin) {
   }
-  if (atomic_load(&maxc_rt_pool.pending) > 0) {
+  if (atomic_load(&maxc_rt_pool.finished) < count) {
     pthread_mutex_lock(&maxc_rt_pool.mutex);
-    while (atomic_load(&maxc_rt_pool.pending) > 0)
+    while (atomic_load(&maxc_rt_pool.finished) < count)
       pthread_cond_wait(&maxc_rt_pool.done, &maxc_rt_pool.mutex);
     pthread_mutex_unlock(&maxc_rt_pool.mutex);
   }
+  /* ...then close the job and let the workers inside it leave (they find
+   * no task left). Workers still asleep or late are not waited for. */
+  atomic_fetch_or(&maxc_rt_pool.state, MAXC_RT_CLOSED);
+  for (int spin = 0; atomic_load(&maxc_rt_pool.state) != MAXC_RT_CLOSED; ++spin)
+    if (spin >= MAXC_RT_SPIN)
+      sched_yield();
   atomic_store(&maxc_rt_pool.busy, 0);
 }

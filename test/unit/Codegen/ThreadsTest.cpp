@@ -112,6 +112,9 @@ TEST_CASE("threads: the pool starts, changes size and stops between runs", "[cod
     INFO(threads << " threads");
     REQUIRE(bitwise_mismatch(compiled.run_threads({x}, threads), one).empty());
   }
+  for (int i = 0; i < 300; ++i) // many jobs in a row: no lost wake-up, no stale worker
+    REQUIRE(bitwise_mismatch(compiled.run_threads({x}, 3), one).empty());
+  compiled.run_threads({x}, 2);
   // Two runs at once on one pool: the second runs its tasks itself.
   std::vector<HostTensor> other;
   std::thread t([&] { other = compiled.run_threads({x}, 2); });
