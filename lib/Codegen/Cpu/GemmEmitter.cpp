@@ -29,6 +29,9 @@ constexpr int64_t kL1Bytes = 32 * 1024;
 // column panels. A GEMM below kParallelMacs multiply-adds runs as one task.
 constexpr int64_t kRowBlock = 8 * kRows;
 constexpr int64_t kParallelMacs = 1 << 16;
+// Column panels enough to share out without row blocks (which re-pack B's
+// panel once per block).
+constexpr int64_t kEnoughPanels = 8;
 
 int64_t k_block(unsigned lanes) { return std::min<int64_t>(256, kL1Bytes / (kVectors * lanes * 4)); }
 
@@ -346,13 +349,14 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
   llvm::Function *fn = b.GetInsertBlock()->getParent();
   llvm::Module &m = *fn->getParent();
   llvm::LLVMContext &c = m.getContext();
-  // Row blocks: one for a GEMM below kParallelMacs or GEMV-like (M < MR:
-  // B is read in place, once), else ceil(M / kRowBlock); tasks: row blocks
-  // times column panels, or one.
+  // Row blocks: one for a GEMM below kParallelMacs, GEMV-like (M < MR: B
+  // is read in place, once) or with kEnoughPanels column panels, else
+  // ceil(M / kRowBlock); tasks: row blocks times column panels.
   Value *panels = panel_count(b, args.n, kVectors * args.lanes);
   Value *macs = b.CreateMul(b.CreateMul(args.m, args.n), args.k);
   Value *small = b.CreateICmpSLT(macs, b.getInt64(kParallelMacs));
-  Value *whole = b.CreateOr(small, b.CreateICmpSLT(args.m, b.getInt64(kRows)));
+  Value *whole = b.CreateOr(b.CreateOr(small, b.CreateICmpSLT(args.m, b.getInt64(kRows))),
+                            b.CreateICmpSGE(panels, b.getInt64(kEnoughPanels)));
   Value *row_blocks = b.CreateSelect(whole, b.getInt64(1),
                                      b.CreateSDiv(b.CreateAdd(args.m, b.getInt64(kRowBlock - 1)), b.getInt64(kRowBlock)));
   Value *tasks = b.CreateMul(row_blocks, panels);
