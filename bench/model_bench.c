@@ -5,9 +5,8 @@
  * Built by scripts/bench, once per model:
  *   cc -O2 -DMODEL=mlp -include build/bench/mlp.h bench/model_bench.c build/bench/mlp.o -lm -lpthread
  *
- * Usage: mlp_bench [THREADS]: with THREADS > 1 the model's parallel tasks
- * (GEMM column panels) run on a persistent pool of that many threads
- * (bench/pool.h, installed with NAME_set_parallel_for); default 1.
+ * Usage: mlp_bench [THREADS]: the model runs on THREADS threads of its own
+ * pool (NAME_set_num_threads); default 1.
  *
  * Protocol: one request per stdin line,
  *   INPUT.bin BATCH OUT_ELEMS ITERS WARMUP OUT.bin|-
@@ -15,7 +14,6 @@
  * WARMUP untimed then ITERS timed times on it (preallocated
  * workspace), writes the output (OUT_ELEMS floats) to OUT.bin unless "-", and
  * answers one line: the ITERS run times in ms, space separated, or "error ...". */
-#include "pool.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +25,7 @@
 #define RUN_PACKED CAT(MODEL, _run_packed)
 #define WORKSPACE_SIZE CAT(MODEL, _workspace_size)
 #define STATUS_STRING CAT(MODEL, _status_string)
-#define SET_PARALLEL_FOR CAT(MODEL, _set_parallel_for)
+#define SET_NUM_THREADS CAT(MODEL, _set_num_threads)
 /* -DWORKSPACE_ARGS= for a model whose dims are all pinned (maxc compile --dim),
  * whose NAME_workspace_size takes no arguments. */
 #ifndef WORKSPACE_ARGS
@@ -58,10 +56,7 @@ static void *read_file(const char *path, long *size) {
 int main(int argc, char **argv) {
   char line[4096], in_path[2048], out_path[2048];
   int threads = argc > 1 ? atoi(argv[1]) : 1;
-  if (threads > 1) {
-    bench_pool_start(threads);
-    SET_PARALLEL_FOR(bench_parallel_for);
-  }
+  SET_NUM_THREADS(threads);
   long long batch, out_elems;
   int iters, warmup;
   setvbuf(stdout, NULL, _IOLBF, 0);

@@ -14,7 +14,7 @@ blocks between them for --rounds rounds (which side goes first alternates
 too). A block runs the model repeatedly for about --block-seconds; its median
 is one sample and the table shows the median of the samples per side.
 --threads gives both sides the same thread count: ORT's intraOpNumThreads,
-and maxc's GEMM tasks on the server's thread pool (bench/pool.h).
+and maxc's own pool (NAME_set_num_threads, in the server).
 
 gpt_flat is the GPT example compiled with "subgraph": false (every block
 inlined; scripts/bench writes build/bench/gpt_flat/model.json), against the

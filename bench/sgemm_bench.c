@@ -1,10 +1,8 @@
 /* Side-by-side SGEMM: maxc's generated kernel vs OpenBLAS's cblas_sgemm,
- * alternating runs, medians, at 1 thread and at 2 threads (maxc through a
- * small persistent thread pool, bench/pool.h, installed with
- * sgemm_set_parallel_for).
+ * alternating runs, medians, at 1 thread and at 2 threads (maxc on its own
+ * pool, sgemm_set_num_threads).
  * Built by scripts/bench. */
 #include "sgemm.h"
-#include "pool.h"
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +22,7 @@ static int cmp(const void *a, const void *b) {
 
 static void measure(int threads, int reps, const float *a, const float *b, float *c1, float *c2, void *ws, int n) {
   double tm[64], tb[64];
-  sgemm_set_parallel_for(threads > 1 ? bench_parallel_for : NULL);
+  sgemm_set_num_threads(threads);
   openblas_set_num_threads(threads);
   for (int r = 0; r < reps; ++r) {
     double t0 = now();
@@ -59,7 +57,6 @@ int main(int argc, char **argv) {
     b[i] = (float)((i * 104729) % 1000) / 1000.0f - 0.5f;
   }
   void *ws = aligned_alloc(64, (size_t)sgemm_workspace_size() + 64);
-  bench_pool_start(2);
   measure(1, reps, a, b, c1, c2, ws, n);
   measure(2, reps, a, b, c1, c2, ws, n);
   return 0;

@@ -116,7 +116,7 @@ void validate(Compilation &c) {
                           "unknown artifact '" + e + "'" + with + " (expected " + join(accepted) + ")");
   if (r.threads != 1)
     c.diagnostics.error(ErrorCode::InvalidArgument, "", "--threads",
-                        "threads are chosen at run time (NAME_set_parallel_for in the CPU header; the GPU runs "
+                        "threads are chosen at run time (NAME_set_num_threads or NAME_set_parallel_for in the CPU header; the GPU runs "
                         "its own); use --threads 1");
   if (r.options.opt_level < 0 || r.options.opt_level > 3)
     c.diagnostics.error(ErrorCode::InvalidArgument, "", "-O", "optimization level must be 0 to 3");

@@ -91,7 +91,7 @@ public:
                                                       {"opt_level", target.opt_level}}
                                    .dump();
     out.manifest.entry_points = {n + "_run", n + "_run_packed", n + "_workspace_size", n + "_status_string",
-                                 n + "_set_parallel_for"};
+                                 n + "_set_parallel_for", n + "_set_num_threads"};
     if (options.external_weights)
       out.manifest.entry_points.push_back(n + "_set_weights");
     out.manifest.link = {"-lm"};

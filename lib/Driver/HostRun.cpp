@@ -13,7 +13,8 @@
 namespace maxc::driver {
 
 std::vector<HostTensor> run_on_host(const std::string &backend_name, const Graph &graph,
-                                    const std::vector<HostTensor> &inputs, DimBindings dims, int opt_level) {
+                                    const std::vector<HostTensor> &inputs, DimBindings dims, int opt_level,
+                                    int threads) {
   const Backend *backend = find_backend(backend_name);
   if (!backend)
     throw Error(ErrorCode::InvalidArgument, "unknown backend '" + backend_name + "' (expected " + backend_names() + ")");
@@ -40,7 +41,15 @@ std::vector<HostTensor> run_on_host(const std::string &backend_name, const Graph
       throw Error(ErrorCode::UnboundDim, "symbolic dim '" + s + "' has no value; pass --dim " + s + "=N");
     dim_values.push_back(it->second);
   }
+  // The CPU artifact's pool; its workers are joined before the JIT goes.
+  void (*set_threads)(int32_t) = nullptr;
+  if (backend_name == "cpu")
+    set_threads = reinterpret_cast<void (*)(int32_t)>(jit.lookup("maxc_jit_set_num_threads"));
+  if (set_threads)
+    set_threads(threads);
   int32_t status = run(buffers.data(), dim_values.data(), nullptr);
+  if (set_threads)
+    set_threads(1);
   if (status != 0)
     throw Error(ErrorCode::InputMismatch, "the compiled model returned status " + std::to_string(status));
   return outputs;

@@ -963,7 +963,7 @@ def inspect_artifacts(ctx):
     expect(o["kind"] == "object" and o["arch"] == "x86_64", "object kind/arch")
     expect([x["name"] for x in o["models"]] == ["mlp"], "object models: %s" % o["models"])
     expect(o["models"][0]["entry_points"] == ["mlp_run", "mlp_run_packed", "mlp_workspace_size", "mlp_status_string",
-                                             "mlp_set_parallel_for"],
+                                             "mlp_set_parallel_for", "mlp_set_num_threads"],
            "object entry points: %s" % o["models"][0]["entry_points"])
     expect(o["sizes"]["text"] > 0 and o["sizes"]["rodata"] >= m["weights_bytes"] * 0.99,
            "object sizes: %s (weights %d)" % (o["sizes"], m["weights_bytes"]))
@@ -1085,8 +1085,9 @@ def compile_harness(ctx):
     p50, p90, p99 = (float(x) for x in m.groups())
     expect(0 < p50 <= p90 <= p99, "percentiles out of order: %s" % (m.groups(),), r)
     expect(re.search(r"[0-9.]+ runs/s", r.stdout) is not None, "the bench harness should print runs/s", r)
-    r = run_program(["./mlp_bench", "-n", "3", "--warmup", "1", "--dim", "batch=4"], ctx.tmp, rc=0)
+    r = run_program(["./mlp_bench", "-n", "3", "--warmup", "1", "--dim", "batch=4", "--threads", "2"], ctx.tmp, rc=0)
     expect_in("batch=4", r.stdout, "bench output", r)
+    expect_in("2 thread(s)", r.stdout, "bench output", r)
     run_program(["./mlp_bench", "--dim", "seq=4"], ctx.tmp, rc=2)
     run_program(["./mlp_bench", "-n", "0"], ctx.tmp, rc=2)
 

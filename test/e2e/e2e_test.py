@@ -357,6 +357,7 @@ def harness_runner(name, iface):
         lines.append("  %s *out%d = (%s *)alloc_poisoned(n_out%d * sizeof(%s));" % (ctype, i, ctype, i, ctype))
         call.append("out%d" % i)
     dim_args = ", ".join("d_%s" % d for d in dims)
+    lines.append("  if (threads > 0) %s_set_num_threads(threads);" % name)
     lines.append("  void *ws = caller_ws ? alloc_workspace(%s_workspace_size(%s)) : NULL;" % (name, dim_args))
     call += ["d_%s" % d for d in dims] + ["ws"]
     lines.append("  int32_t status = %s_run(%s);" % (name, ", ".join(call)))
@@ -381,13 +382,16 @@ def harness_runner(name, iface):
 def write_harness(ctx, models, path="harness.c"):
     """A C program that runs any of `models` ({name: interface}).
 
-    Usage: app [--workspace] NAME DIMS... INPUTS... OUTPUTS... [NAME ...]
-    --workspace passes a caller-allocated workspace instead of NULL."""
+    Usage: app [--workspace] [--threads N] NAME DIMS... INPUTS... OUTPUTS... [NAME ...]
+    --workspace passes a caller-allocated workspace instead of NULL; --threads N
+    calls NAME_set_num_threads(N) before the runs that follow."""
     parts = [C_PRELUDE]
     parts += ['#include "%s.h"\n' % name for name in models]
+    parts.append("static int threads = 0; /* --threads N: NAME_set_num_threads(N) before each run */\n")
     parts += [harness_runner(name, iface) for name, iface in models.items()]
     main = ["int main(int argc, char **argv) {", "  int caller_ws = 0;", "  int i = 1;", "  while (i < argc) {",
-            "    if (strcmp(argv[i], \"--workspace\") == 0) { caller_ws = 1; ++i; continue; }"]
+            "    if (strcmp(argv[i], \"--workspace\") == 0) { caller_ws = 1; ++i; continue; }",
+            "    if (strcmp(argv[i], \"--threads\") == 0 && i + 1 < argc) { threads = atoi(argv[i + 1]); i += 2; continue; }"]
     for name, iface in models.items():
         n = len(iface["dims"]) + len(iface["inputs"]) + len(iface["outputs"])
         main += ["    if (strcmp(argv[i], \"%s\") == 0) {" % name,
@@ -498,8 +502,8 @@ def interface_of(ctx, name):
     return manifest["interface"]
 
 
-def run_on_device(ctx, device, models):
-    """`maxc run --device DEVICE` against `--device reference` on random inputs."""
+def run_on_device(ctx, device, models, extra=()):
+    """`maxc run --device DEVICE [EXTRA...]` against `--device reference` on random inputs."""
     rng = random.Random(SEED)
     for name, batch in models:
         model = ctx.example(name)
@@ -508,7 +512,7 @@ def run_on_device(ctx, device, models):
         job = Job(ctx, name, iface, {d: batch for d in iface["dims"]}, rng, name)
         cpu_dir, ref_dir = ctx.path(name + "." + device), ctx.path(name + ".reference")
         start = time.time()
-        ctx.run(job.maxc_run_args(model, cpu_dir, device), rc=0)
+        ctx.run(job.maxc_run_args(model, cpu_dir, device) + list(extra), rc=0)
         cpu_s = time.time() - start
         start = time.time()
         ctx.run(job.maxc_run_args(model, ref_dir, "reference"), rc=0)
@@ -526,6 +530,7 @@ def run_on_device(ctx, device, models):
 @case
 def run_device_cpu(ctx):
     run_on_device(ctx, "cpu", [("mlp", 4), ("gpt", 2)])
+    run_on_device(ctx, "cpu", [("gpt", 2)], ["--threads", "2"])  # the artifact's pool in the JIT
 
 
 @case
@@ -736,6 +741,31 @@ def two_models_one_program(ctx):
     run_command([app] + jobs[0].harness_args() + jobs[1].harness_args() + again.harness_args(), ctx.tmp, rc=0)
     for job in jobs + [again]:
         job.check_against(ctx, ctx.example(job.name), "%s in a two-model program (%s)" % (job.name, job.tag))
+
+
+@case
+def threads_pool(ctx):
+    """NAME_set_num_threads: two models in one program, each on its own pool of 2 threads, at sizes
+    whose kernels split into tasks; outputs match the reference and are the same bits as on 1 thread."""
+    models, objects = {}, []
+    for name in ["mlp", "cnn"]:
+        ctx.weights(name)
+        obj, manifest = ctx.compile(ctx.example(name), ctx.tmp, name)
+        models[name] = manifest["interface"]
+        objects.append(obj)
+    app = ctx.cc([write_harness(ctx, models)], objects, ctx.path("app"))
+    rng = random.Random(SEED)
+    jobs = [Job(ctx, "mlp", models["mlp"], {"batch": 64}, rng, "mlp"),
+            Job(ctx, "cnn", models["cnn"], {"batch": 4}, rng, "cnn")]
+    args = jobs[0].harness_args() + jobs[1].harness_args()
+    run_command([app, "--threads", "1"] + args, ctx.tmp, rc=0)
+    one = {p: open(p, "rb").read() for job in jobs for _, _, p in job.outputs}
+    for threads in ["2", "3"]:
+        run_command([app, "--threads", threads] + args, ctx.tmp, rc=0)
+        for p in one:
+            expect(open(p, "rb").read() == one[p], "%s: %s threads and 1 thread give different bits" % (p, threads))
+    for job in jobs:
+        job.check_against(ctx, ctx.example(job.name), "%s on the artifact's pool" % job.name)
 
 
 @case

@@ -52,6 +52,7 @@ struct RunOptions {
   std::vector<std::string> dims;   // NAME=N
   std::string output_dir = ".";
   std::string device = "reference";
+  int threads = 1;        // --threads: the cpu device's pool
   std::string max_memory; // --max-memory: "8G", bytes; default: physical memory
 };
 int run_run(const GlobalOptions &global, const RunOptions &options);

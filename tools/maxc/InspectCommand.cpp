@@ -34,7 +34,7 @@ using json = nlohmann::ordered_json;
 namespace {
 
 const char *const kEntrySuffixes[] = {"_init",          "_run",          "_run_packed",       "_workspace_size",
-                                      "_status_string", "_set_parallel_for", "_set_weights", "_hip_error",
+                                      "_status_string", "_set_parallel_for", "_set_num_threads", "_set_weights", "_hip_error",
                                       "_cuda_error",    "_destroy"};
 
 std::string human_bytes(uint64_t bytes) {

@@ -30,6 +30,11 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
                       "unknown device '" + options.device + "' (expected reference, cpu, amdgpu-emu or cuda)");
     return finish(global, diagnostics);
   }
+  if (options.threads < 1 || (options.threads != 1 && options.device != "cpu")) {
+    diagnostics.error(ErrorCode::InvalidArgument, "", "--threads",
+                      "--threads takes a count >= 1, and only with --device cpu");
+    return finish(global, diagnostics);
+  }
   DimBindings dims;
   for (const std::string &d : options.dims) {
     auto [name, value] = split_assignment(d);
@@ -101,7 +106,7 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
     if (options.device == "reference")
       outputs = Interpreter::run(graph, inputs, dims);
     else // "cpu"; "amdgpu-emu": the GPU kernels, every work-item emulated on the CPU; "cuda": on an NVIDIA GPU
-      outputs = driver::run_on_host(options.device, graph, inputs, dims);
+      outputs = driver::run_on_host(options.device, graph, inputs, dims, 2, options.threads);
   } catch (const Error &e) {
     diagnostics.error(e, options.model, "");
     return finish(global, diagnostics);

@@ -90,6 +90,8 @@ int main(int argc, char **argv) {
   run_cmd->add_option("--max-memory", run.max_memory,
                       "Memory budget for the run's tensors, checked before allocating: bytes or 512M, 8G "
                       "(default: the machine's physical memory)");
+  run_cmd->add_option("--threads", run.threads,
+                      "With --device cpu: threads of the compiled model's pool (NAME_set_num_threads; default 1)");
   run_cmd->add_option("--device", run.device, "Where to run: reference (the interpreter, default), cpu (compiled, JIT), amdgpu-emu (the GPU kernels, emulated on the CPU) or cuda (an NVIDIA GPU through libcuda.so.1)");
 
   InitWeightsOptions init;
@@ -114,7 +116,7 @@ int main(int argc, char **argv) {
   compile_cmd->add_option("--weights-mode", compile.weights_mode,
                           "embed (default: weights in the object) or external (NAME.weights.bin, loaded at run time)");
   compile_cmd->add_option("--threads", compile.threads,
-                          "Must be 1: threads are chosen at run time through NAME_set_parallel_for");
+                          "Must be 1: threads are chosen at run time (NAME_set_num_threads or NAME_set_parallel_for)");
   compile_cmd->add_flag("--time-passes", compile.time_passes, "Print where compile time went");
   compile_cmd->add_flag("--manifest-timings", compile.manifest_timings,
                         "Record per-stage compile times in the manifest (makes it differ between compiles)");

@@ -51,7 +51,9 @@ PlannedModel plan_model(const Graph &graph, const std::string &name, const Decom
 /// Outputs of `graph` on `inputs`, compiled in-process by `backend` ("cpu"
 /// or "amdgpu-emu") and run once. Symbolic dims bind from the inputs and
 /// `dims`; throws maxc::Error for an unbound dim or a non-zero run status.
+/// `threads`: the "cpu" artifact's pool size (NAME_set_num_threads).
 std::vector<HostTensor> run_on_host(const std::string &backend, const Graph &graph,
-                                    const std::vector<HostTensor> &inputs, DimBindings dims = {}, int opt_level = 2);
+                                    const std::vector<HostTensor> &inputs, DimBindings dims = {}, int opt_level = 2,
+                                    int threads = 1);
 
 } // namespace maxc::driver

@@ -1,5 +1,7 @@
 #include "Cpu/GemmEmitter.h"
 
+#include "Cpu/Runtime.h"
+
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
@@ -21,6 +23,15 @@ constexpr unsigned kVectors = 2; // NR = kVectors * lanes
 // in L2 across panels measured no faster here: the second re-packs B once
 // per row block. See docs/PERFORMANCE.md.)
 constexpr int64_t kL1Bytes = 32 * 1024;
+
+// Tasks: row blocks of kRowBlock rows (a multiple of MR, so that a row's
+// tile, and with it its summation order, does not depend on the split) times
+// column panels. A GEMM below kParallelMacs multiply-adds runs as one task.
+constexpr int64_t kRowBlock = 8 * kRows;
+constexpr int64_t kParallelMacs = 1 << 16;
+// Column panels enough to share out without row blocks (which re-pack B's
+// panel once per block).
+constexpr int64_t kEnoughPanels = 8;
 
 int64_t k_block(unsigned lanes) { return std::min<int64_t>(256, kL1Bytes / (kVectors * lanes * 4)); }
 
@@ -228,20 +239,21 @@ static Value *panel_count(llvm::IRBuilder<> &b, Value *n, int64_t nr) {
 }
 
 // The struct a panel task reads its arguments from: a, b, c, m, n, k, lda,
-// ldb, ldc, then the epilogue's captures.
+// ldb, ldc, whether a panel is one task for all rows (i1), then the
+// epilogue's captures.
 static llvm::StructType *task_args_type(llvm::LLVMContext &c, const GemmEpilogue *epilogue) {
   auto *ptr = llvm::PointerType::getUnqual(c);
   auto *i64 = llvm::Type::getInt64Ty(c);
-  std::vector<llvm::Type *> fields = {ptr, ptr, ptr, i64, i64, i64, i64, i64, i64};
+  std::vector<llvm::Type *> fields = {ptr, ptr, ptr, i64, i64, i64, i64, i64, i64, llvm::Type::getInt1Ty(c)};
   if (epilogue)
     for (Value *v : epilogue->captures)
       fields.push_back(v->getType());
   return llvm::StructType::get(c, fields);
 }
 
-// void <prefix>.gemm_panel(ptr args, i64 panel): one column panel (the last
-// one masked where it passes N), the unit of work handed to the caller's
-// parallel_for (or run in a loop). Shared by
+// void <prefix>.gemm_panel(ptr args, i64 t): one row block of one column
+// panel (the last panel masked where it passes N), the unit of work handed to
+// the runtime's parallel_for. Shared by
 // every GEMM without an epilogue; one of its own for each with one.
 static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, unsigned lanes,
                                   const GemmEpilogue *epilogue, const bool (&needed)[2][2]) {
@@ -265,7 +277,7 @@ static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, un
     // before the branch to the body.
     std::vector<Value *> captured;
     for (unsigned i = 0; i < epilogue->captures.size(); ++i)
-      captured.push_back(field(9 + i, epilogue->captures[i]->getType()));
+      captured.push_back(field(10 + i, epilogue->captures[i]->getType()));
     auto *body = llvm::BasicBlock::Create(c, "body", fn);
     llvm::BranchInst *br = b.CreateBr(body);
     llvm::IRBuilder<> entry(br);
@@ -277,10 +289,15 @@ static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, un
   auto *bpack = b.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), e.kc * kVectors * lanes));
   bpack->setAlignment(llvm::Align(64));
   e.bpack = bpack;
-  // Task t: column panel t, all rows.
+  // Task t: row block t / panels (all rows when the GEMM is one task or
+  // GEMV-like), column panel t % panels.
   int64_t nr = kVectors * lanes;
-  Value *i_begin = b.getInt64(0), *i_end = g.m;
-  Value *j0 = b.CreateMul(fn->getArg(1), b.getInt64(nr));
+  Value *panels = panel_count(b, g.n, nr);
+  Value *t = fn->getArg(1);
+  Value *whole = b.CreateLoad(b.getInt1Ty(), b.CreateStructGEP(st, args, 9));
+  Value *i_begin = b.CreateSelect(whole, b.getInt64(0), b.CreateMul(b.CreateSDiv(t, panels), b.getInt64(kRowBlock)));
+  Value *i_end = b.CreateSelect(whole, g.m, e.min(b.CreateAdd(i_begin, b.getInt64(kRowBlock)), g.m));
+  Value *j0 = b.CreateMul(b.CreateSRem(t, panels), b.getInt64(nr));
   Value *j_end = e.min(b.CreateAdd(j0, b.getInt64(nr)), g.n);
   // Four variants: full or partial panel (masked, the last one), packed or
   // direct (M below one tile of rows); those that cannot occur are not
@@ -332,13 +349,23 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
   llvm::Function *fn = b.GetInsertBlock()->getParent();
   llvm::Module &m = *fn->getParent();
   llvm::LLVMContext &c = m.getContext();
-  Value *tasks = panel_count(b, args.n, kVectors * args.lanes);
+  // Row blocks: one for a GEMM below kParallelMacs, GEMV-like (M < MR: B
+  // is read in place, once) or with kEnoughPanels column panels, else
+  // ceil(M / kRowBlock); tasks: row blocks times column panels.
+  Value *panels = panel_count(b, args.n, kVectors * args.lanes);
+  Value *macs = b.CreateMul(b.CreateMul(args.m, args.n), args.k);
+  Value *small = b.CreateICmpSLT(macs, b.getInt64(kParallelMacs));
+  Value *whole = b.CreateOr(b.CreateOr(small, b.CreateICmpSLT(args.m, b.getInt64(kRows))),
+                            b.CreateICmpSGE(panels, b.getInt64(kEnoughPanels)));
+  Value *row_blocks = b.CreateSelect(whole, b.getInt64(1),
+                                     b.CreateSDiv(b.CreateAdd(args.m, b.getInt64(kRowBlock - 1)), b.getInt64(kRowBlock)));
+  Value *tasks = b.CreateMul(row_blocks, panels);
 
   // Arguments for the panel tasks, in an entry-block alloca.
   llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
   llvm::StructType *st = task_args_type(c, args.epilogue);
   Value *task_args = entry.CreateAlloca(st);
-  std::vector<Value *> fields = {args.a, args.b, args.c, args.m, args.n, args.k, args.lda, args.ldb, args.ldc};
+  std::vector<Value *> fields = {args.a, args.b, args.c, args.m, args.n, args.k, args.lda, args.ldb, args.ldc, whole};
   if (args.epilogue)
     fields.insert(fields.end(), args.epilogue->captures.begin(), args.epilogue->captures.end());
   for (unsigned i = 0; i < fields.size(); ++i)
@@ -361,24 +388,17 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
   }
   llvm::Function *task = panel_task(m, args.prefix, args.lanes, args.epilogue, needed);
 
-  // The caller's parallel_for, if it set one (NAME_set_parallel_for), runs
-  // the panels; else they run here, one after another.
-  auto *pf_global = llvm::cast<llvm::GlobalVariable>(m.getOrInsertGlobal(args.prefix + ".parallel_for", b.getPtrTy()));
-  if (!pf_global->hasInitializer()) {
-    pf_global->setLinkage(llvm::GlobalValue::InternalLinkage);
-    pf_global->setInitializer(llvm::ConstantPointerNull::get(b.getPtrTy()));
-  }
-  Value *pf = b.CreateLoad(b.getPtrTy(), pf_global);
-  auto *serial = llvm::BasicBlock::Create(c, "gemm.serial", fn);
-  auto *parallel = llvm::BasicBlock::Create(c, "gemm.parallel", fn);
+  // A small GEMM: its panels one after another, here. Else the tasks through the runtime's
+  // parallel_for (the program's, the artifact's pool, or a loop).
+  auto *single = llvm::BasicBlock::Create(c, "gemm.single", fn);
+  auto *split = llvm::BasicBlock::Create(c, "gemm.split", fn);
   auto *join = llvm::BasicBlock::Create(c, "gemm.join", fn);
-  b.CreateCondBr(b.CreateICmpEQ(pf, llvm::ConstantPointerNull::get(b.getPtrTy())), serial, parallel);
-  b.SetInsertPoint(serial);
-  e.loop(b.getInt64(0), tasks, 1, [&](Value *p) { b.CreateCall(task, {task_args, p}); });
+  b.CreateCondBr(small, single, split);
+  b.SetInsertPoint(single);
+  e.loop(b.getInt64(0), panels, 1, [&](Value *p) { b.CreateCall(task, {task_args, p}); });
   b.CreateBr(join);
-  b.SetInsertPoint(parallel);
-  auto *pf_type = llvm::FunctionType::get(b.getVoidTy(), {b.getPtrTy(), b.getInt64Ty(), b.getPtrTy()}, false);
-  b.CreateCall(pf_type, pf, {task_args, tasks, task});
+  b.SetInsertPoint(split);
+  emit_parallel_for(b, args.prefix, task_args, tasks, task);
   b.CreateBr(join);
   b.SetInsertPoint(join);
 }

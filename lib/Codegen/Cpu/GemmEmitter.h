@@ -10,9 +10,12 @@
 // the tiles read B in place instead of packing it. `lanes` is the vector
 // width in floats (16 for AVX-512, 8 for AVX2, 4 for NEON).
 //
-// Column panels are independent tasks: when the caller has installed a
-// parallel_for (NAME_set_parallel_for), they run through it, else in a loop.
-// An optional epilogue (bias, activation, residual add...) rewrites each
+// Tasks are blocks of 48 rows (a multiple of the 6-row tile, so a row's
+// summation order is the same however the work is split) times column
+// panels, handed to the runtime's parallel_for (Cpu/Runtime.h: the
+// program's parallel-for, the artifact's pool, or a loop); with 8 or more
+// panels, or M < 6, a panel takes all rows; a GEMM below 64K multiply-adds
+// runs its panels here. An optional epilogue (bias, activation, residual add...) rewrites each
 // tile once it is final, inside the panel's task.
 #pragma once
 

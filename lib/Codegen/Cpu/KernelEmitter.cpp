@@ -5,6 +5,7 @@
 #include "Cpu/ConvEmitter.h"
 #include "Cpu/GemmEmitter.h"
 #include "Cpu/NormEmitter.h"
+#include "Cpu/Runtime.h"
 #include "MathEmitter.h"
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/IR/GraphSymbols.h"
@@ -70,7 +71,7 @@ public:
     for (size_t n : plan_.kernels)
       emit_kernel(n);
     for (const auto &[out, v] : plan_.output_copies)
-      emit_copy(v, output_pointer(out));
+      emit_copy(v, out);
     b_.CreateRetVoid();
   }
 
@@ -178,11 +179,9 @@ private:
       ValueId v = node.results[r];
       if (plan_.values[v].storage == Storage::fused)
         continue;
-      Value *ptr = pointer_of(v);
-      std::vector<Value *> dims = dims_of(v);
       DType dtype = g_.type_of(v).dtype;
-      loop_nest(dims, [&](const Index &idx) {
-        store_element(dtype, ptr, linear_index(idx, dims), node_element(node, r, idx));
+      parallel_loop_nest(g_.type_of(v).shape, element_cost(node, v), [&](const Index &idx) {
+        store_element(dtype, pointer_of(v), linear_index(idx, dims_of(v)), node_element(node, r, idx));
       });
     }
   }
@@ -266,10 +265,119 @@ private:
     });
   }
 
-  void emit_copy(ValueId v, Value *dst) {
-    std::vector<Value *> dims = dims_of(v);
+  void emit_copy(ValueId v, size_t out) {
     DType dtype = g_.type_of(v).dtype;
-    loop_nest(dims, [&](const Index &idx) { store_element(dtype, dst, linear_index(idx, dims), element(v, idx)); });
+    parallel_loop_nest(g_.type_of(v).shape, b_.getInt64(1), [&](const Index &idx) {
+      store_element(dtype, output_pointer(out), linear_index(idx, dims_of(v)), element(v, idx));
+    });
+  }
+
+  // ---- splitting loops into tasks (Cpu/Runtime.h) ----
+
+  /// Work units (about one element's load, compute and store) a task gets:
+  /// less work than this in all runs as one task on the calling thread.
+  static constexpr int64_t kTaskWork = 16384;
+
+  /// Independent rows [0, rows), `row_cost` work units each (both values of
+  /// the current function): body(begin, end) emits rows [begin, end) inside
+  /// a task function of its own (`void NAME.rows(ptr, i64)`), where
+  /// pointer_of, dims_of, element... give that function's values: the body
+  /// must compute what it uses there, not capture the caller's values. Tasks
+  /// of about kTaskWork units go through the runtime's parallel_for. The
+  /// split depends on the shapes only, so results are the same bits at any
+  /// thread count (rows must not share a reduction). Kernels in other files
+  /// reach it through the FunctionEmitter they are emitted by.
+  void emit_parallel_rows(Value *rows, Value *row_cost, const std::function<void(Value *, Value *)> &body) {
+    llvm::LLVMContext &c = mod_.ctx;
+    Value *cost = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, row_cost, b_.getInt64(1));
+    Value *per = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, b_.CreateSDiv(b_.getInt64(kTaskWork), cost),
+                                          b_.getInt64(1));
+    Value *tasks = b_.CreateSDiv(b_.CreateAdd(rows, b_.CreateSub(per, b_.getInt64(1))), per);
+    auto *ptr = b_.getPtrTy();
+    auto *st = llvm::StructType::get(c, {ptr, ptr, ptr, b_.getInt64Ty(), b_.getInt64Ty()});
+    Value *args = entry_b_.CreateAlloca(st);
+    Value *fields[] = {fn_.buffers, dims_, fn_.workspace, rows, per};
+    for (unsigned i = 0; i < 5; ++i)
+      b_.CreateStore(fields[i], b_.CreateStructGEP(st, args, i));
+    auto *task = llvm::Function::Create(task_function_type(c), llvm::GlobalValue::InternalLinkage,
+                                        mod_.prefix + ".rows", mod_.m);
+    task->addFnAttr(llvm::Attribute::NoUnwind);
+    {
+      auto *entry = llvm::BasicBlock::Create(c, "entry", task);
+      auto *body_block = llvm::BasicBlock::Create(c, "body", task);
+      llvm::IRBuilder<> at(entry);
+      auto field = [&](unsigned i, llvm::Type *t) { return at.CreateLoad(t, at.CreateStructGEP(st, task->getArg(0), i)); };
+      std::vector<Value *> captured = {field(0, ptr), field(1, ptr), field(2, ptr)};
+      Value *n = field(3, at.getInt64Ty()), *step = field(4, at.getInt64Ty());
+      Value *begin = at.CreateMul(task->getArg(1), step);
+      Value *end = at.CreateBinaryIntrinsic(llvm::Intrinsic::smin, at.CreateAdd(begin, step), n);
+      at.SetInsertPoint(at.CreateBr(body_block));
+      TaskScope scope(*this, at, captured);
+      b_.SetInsertPoint(body_block);
+      body(begin, end);
+      b_.CreateRetVoid();
+    }
+    emit_parallel_for(b_, mod_.prefix, args, tasks, task);
+  }
+
+  /// body(idx) for every index of `shape`, as emit_parallel_rows' rows: the
+  /// leading dims are the rows (all but the last, or but the last two when
+  /// the last is a small constant), `element_cost` units per element.
+  void parallel_loop_nest(const Shape &shape, Value *element_cost, const std::function<void(const Index &)> &body) {
+    if (shape.empty()) {
+      body({});
+      return;
+    }
+    size_t lead = shape.size() == 1 ? 1 : shape.size() - 1;
+    if (shape.size() >= 3 && shape.back().is_static() && shape.back().value() < 32)
+      lead = shape.size() - 2;
+    auto product = [&](size_t from, size_t to) {
+      Value *p = b_.getInt64(1);
+      for (size_t d = from; d < to; ++d)
+        p = b_.CreateMul(p, dim(shape[d]));
+      return p;
+    };
+    Value *rows = product(0, lead), *row_cost = b_.CreateMul(product(lead, shape.size()), element_cost);
+    emit_parallel_rows(rows, row_cost, [&](Value *begin, Value *end) {
+      std::vector<Value *> extents;
+      for (const Dim &d : shape)
+        extents.push_back(dim(d));
+      Value *first = b_.CreateSub(end, begin);
+      loop(first, [&](Value *i) {
+        Value *r = b_.CreateAdd(begin, i);
+        Index idx(lead);
+        for (size_t k = lead; k-- > 1;) {
+          idx[k] = b_.CreateURem(r, extents[k]);
+          r = b_.CreateUDiv(r, extents[k]);
+        }
+        idx[0] = r;
+        loop_nest(std::vector<Value *>(extents.begin(), extents.end()), body, idx);
+      });
+    });
+  }
+
+  /// Work units per element of `v`, the result of `node`: the elements of
+  /// a reduction's (or pooling's) operand per result element, a direct
+  /// convolution's multiply-adds; 1 for elementwise ops.
+  Value *element_cost(const Node &node, ValueId v) {
+    auto elements = [&](ValueId x) {
+      Value *p = b_.getInt64(1);
+      for (const Dim &d : g_.type_of(x).shape)
+        p = b_.CreateMul(p, dim(d));
+      return p;
+    };
+    if (node.op == "conv2d" && node.operands.size() > 1) {
+      const Shape &ws = g_.type_of(node.operands[1]).shape;
+      Value *p = b_.getInt64(1);
+      for (size_t d = 1; d < ws.size(); ++d)
+        p = b_.CreateMul(p, dim(ws[d]));
+      return p;
+    }
+    if (node.operands.empty())
+      return b_.getInt64(1);
+    Value *out = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, elements(v), b_.getInt64(1));
+    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, b_.CreateSDiv(elements(node.operands[0]), out),
+                                    b_.getInt64(1));
   }
 
   void emit_call(const Node &node) {

@@ -2,6 +2,7 @@
 
 #include "EntryPointUtil.h"
 #include "Cpu/KernelEmitter.h"
+#include "Cpu/Runtime.h"
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ObjectEmitter.h"
 #include "maxc/Codegen/WeightsSection.h"
@@ -99,20 +100,8 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
     b.CreateRet(b.CreateCall(root.workspace_size, {dims}));
   }
 
-  // NAME_set_parallel_for(fn): installs the caller's parallel-for, through
-  // which large kernels run their independent tasks (NULL: run them inline).
-  {
-    auto *pf_global = llvm::cast<llvm::GlobalVariable>(module.getOrInsertGlobal(m.name + ".parallel_for", ptr));
-    if (!pf_global->hasInitializer()) {
-      pf_global->setLinkage(llvm::GlobalValue::InternalLinkage);
-      pf_global->setInitializer(llvm::ConstantPointerNull::get(b.getPtrTy()));
-    }
-    auto *set_fn = llvm::Function::Create(llvm::FunctionType::get(b.getVoidTy(), {ptr}, false),
-                                          llvm::GlobalValue::ExternalLinkage, m.name + "_set_parallel_for", module);
-    b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", set_fn));
-    b.CreateStore(set_fn->getArg(0), pf_global);
-    b.CreateRetVoid();
-  }
+  // NAME_set_parallel_for and NAME_set_num_threads come with the runtime
+  // (Cpu/Runtime.h), linked in by build_cpu_module.
 
   // NAME_set_weights(blob, size): external weights, checked by size,
   // alignment (64) and FNV-1a hash before they are used.
@@ -205,6 +194,7 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
   }
   codegen::EmittedGraph root = codegen::emit_graph_functions(*module, lowered, name, m.symbols, 16, external.get(), plans);
   emit_entry_points(*module, m, root, external ? external->base : nullptr);
+  codegen::link_cpu_runtime(*module, name);
   codegen::verify_module(*module, "CPU model");
   return module;
 }

@@ -18,7 +18,7 @@ static int parse_count(const char *flag, const char *text, long minimum, long *o
 }
 
 int main(int argc, char **argv) {
-  long runs = 100, warmup = 10, r;
+  long runs = 100, warmup = 10, threads = 1, r;
   int i, j, k;
   int64_t d[AT_LEAST_1(NUM_DIMS)];
   int bound[AT_LEAST_1(NUM_DIMS)] = {0};
@@ -34,7 +34,8 @@ int main(int argc, char **argv) {
       usage(stdout);
       return 0;
     }
-    if (i + 1 >= argc && (!strcmp(argv[i], "-n") || !strcmp(argv[i], "--warmup") || !strcmp(argv[i], "--dim"))) {
+    if (i + 1 >= argc && (!strcmp(argv[i], "-n") || !strcmp(argv[i], "--warmup") || !strcmp(argv[i], "--dim") ||
+                          !strcmp(argv[i], "--threads"))) {
       fprintf(stderr, "error: %s needs a value\n", argv[i]);
       return 2;
     }
@@ -43,6 +44,9 @@ int main(int argc, char **argv) {
         return 2;
     } else if (!strcmp(argv[i], "--warmup")) {
       if (parse_count("--warmup", argv[++i], 0, &warmup) != 0)
+        return 2;
+    } else if (!strcmp(argv[i], "--threads")) {
+      if (parse_count("--threads", argv[++i], 1, &threads) != 0)
         return 2;
     } else if (!strcmp(argv[i], "--dim")) {
       if (parse_dim(argv[++i], d, bound) != 0)

@@ -11,6 +11,7 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
+#include <cstring>
 #include <thread>
 
 namespace maxc::test {
@@ -47,8 +48,9 @@ inline void two_threads(void *ctx, int64_t count, TaskFn task) {
 }
 
 /// `graph` compiled once (ORC JIT, symbol prefix maxc_jit), run as often as
-/// needed, at any bindings of its symbolic dims, on one thread or with the
-/// GEMM panels through two_threads (maxc_jit_set_parallel_for).
+/// needed, at any bindings of its symbolic dims: on one thread, with its
+/// tasks through two_threads (maxc_jit_set_parallel_for), or on n threads of
+/// the artifact's own pool (maxc_jit_set_num_threads).
 class JitCompiledGraph {
 public:
   explicit JitCompiledGraph(const Graph &graph) : graph_(graph) {
@@ -56,11 +58,35 @@ public:
     auto module = build_model_module(graph, "maxc_jit", *context);
     jit_ = std::make_unique<JitModule>(std::move(context), std::move(module), 2);
     set_pf_ = reinterpret_cast<void (*)(void (*)(void *, int64_t, TaskFn))>(jit_->lookup("maxc_jit_set_parallel_for"));
+    set_threads_ = reinterpret_cast<void (*)(int32_t)>(jit_->lookup("maxc_jit_set_num_threads"));
     run_ = reinterpret_cast<int32_t (*)(void *const *, const int64_t *, void *)>(jit_->lookup("maxc_jit_run_packed"));
     symbols_ = describe_interface(graph, "maxc_jit").symbols;
   }
+  // The pool's workers run code of the JIT: joined before it goes.
+  ~JitCompiledGraph() { set_threads_(1); }
+  JitCompiledGraph(const JitCompiledGraph &) = delete;
+  JitCompiledGraph &operator=(const JitCompiledGraph &) = delete;
 
   std::vector<HostTensor> run(const std::vector<HostTensor> &inputs, bool two) {
+    return run_through(inputs, two ? two_threads : nullptr);
+  }
+
+  /// Through the caller's `parallel_for` (null: one thread).
+  std::vector<HostTensor> run_through(const std::vector<HostTensor> &inputs, void (*parallel_for)(void *, int64_t, TaskFn)) {
+    set_threads_(1);
+    set_pf_(parallel_for);
+    return execute(inputs);
+  }
+
+  /// On `threads` threads of the artifact's pool.
+  std::vector<HostTensor> run_threads(const std::vector<HostTensor> &inputs, int threads) {
+    set_pf_(nullptr);
+    set_threads_(threads);
+    return execute(inputs);
+  }
+
+private:
+  std::vector<HostTensor> execute(const std::vector<HostTensor> &inputs) {
     DimBindings dims;
     bind_input_dims(graph_, inputs, dims);
     std::vector<HostTensor> outputs;
@@ -74,18 +100,42 @@ public:
     std::vector<int64_t> dim_values;
     for (const std::string &s : symbols_)
       dim_values.push_back(dims.at(s));
-    set_pf_(two ? two_threads : nullptr);
     REQUIRE(run_(buffers.data(), dim_values.data(), nullptr) == 0); // null: the run allocates its workspace
     return outputs;
   }
 
-private:
   const Graph &graph_;
   std::unique_ptr<JitModule> jit_;
   void (*set_pf_)(void (*)(void *, int64_t, TaskFn)) = nullptr;
+  void (*set_threads_)(int32_t) = nullptr;
   int32_t (*run_)(void *const *, const int64_t *, void *) = nullptr;
   std::vector<std::string> symbols_;
 };
+
+/// Outputs of two runs that must be the same bits ("" if they are).
+inline std::string bitwise_mismatch(const std::vector<HostTensor> &a, const std::vector<HostTensor> &b) {
+  if (a.size() != b.size())
+    return "different output counts";
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].nbytes() != b[i].nbytes() || std::memcmp(a[i].data(), b[i].data(), a[i].nbytes()) != 0)
+      return "output " + std::to_string(i) + " differs";
+  return "";
+}
+
+/// `graph` compiled once and run on 1, 2 and 3 threads of the artifact's
+/// pool and through two_threads: the runs must give the same bits; returns
+/// the one-thread outputs.
+inline std::vector<HostTensor> run_compiled_threads(const Graph &graph, const std::vector<HostTensor> &inputs) {
+  JitCompiledGraph compiled(graph);
+  std::vector<HostTensor> one = compiled.run_threads(inputs, 1);
+  for (int threads : {2, 3}) {
+    std::string mismatch = bitwise_mismatch(compiled.run_threads(inputs, threads), one);
+    INFO(threads << " threads: " << mismatch);
+    REQUIRE(mismatch.empty());
+  }
+  REQUIRE(bitwise_mismatch(compiled.run(inputs, true), one).empty());
+  return one;
+}
 
 /// Runs `graph` compiled, its GEMM panels through two_threads.
 inline std::vector<HostTensor> run_compiled_two_threads(const Graph &graph, const std::vector<HostTensor> &inputs) {

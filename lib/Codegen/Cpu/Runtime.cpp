@@ -1,0 +1,100 @@
+#include "Cpu/Runtime.h"
+
+#include "maxc/Support/Error.h"
+
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Linker/Linker.h>
+#include <llvm/Support/MemoryBuffer.h>
+
+#include <vector>
+
+namespace maxc::codegen {
+
+namespace {
+
+// RuntimePool.c as bitcode (lib/CMakeLists.txt builds the .inc).
+const unsigned char kRuntimeBitcode[] = {
+#include "RuntimePool.bc.inc"
+};
+
+constexpr const char *kPrefix = "maxc_rt_";
+
+std::string parallel_for_name(const std::string &prefix) { return prefix + ".rt.parallel_for"; }
+
+} // namespace
+
+llvm::FunctionType *task_function_type(llvm::LLVMContext &c) {
+  return llvm::FunctionType::get(llvm::Type::getVoidTy(c),
+                                 {llvm::PointerType::getUnqual(c), llvm::Type::getInt64Ty(c)}, false);
+}
+
+void emit_parallel_for(llvm::IRBuilder<> &b, const std::string &prefix, llvm::Value *ctx, llvm::Value *count,
+                       llvm::Function *task) {
+  llvm::Module &m = *b.GetInsertBlock()->getModule();
+  llvm::LLVMContext &c = m.getContext();
+  auto *pf_type = llvm::FunctionType::get(b.getVoidTy(), {b.getPtrTy(), b.getInt64Ty(), b.getPtrTy()}, false);
+  llvm::FunctionCallee pf = m.getOrInsertFunction(parallel_for_name(prefix), pf_type);
+  if (auto *f = llvm::dyn_cast<llvm::Function>(pf.getCallee()))
+    f->addFnAttr(llvm::Attribute::NoUnwind);
+  llvm::Function *fn = b.GetInsertBlock()->getParent();
+  auto *one = llvm::BasicBlock::Create(c, "par.one", fn);
+  auto *many = llvm::BasicBlock::Create(c, "par.many", fn);
+  auto *join = llvm::BasicBlock::Create(c, "par.join", fn);
+  b.CreateCondBr(b.CreateICmpSGT(count, b.getInt64(1)), many, one);
+  b.SetInsertPoint(one);
+  b.CreateCall(task, {ctx, b.getInt64(0)});
+  b.CreateBr(join);
+  b.SetInsertPoint(many);
+  b.CreateCall(pf, {ctx, count, task});
+  b.CreateBr(join);
+  b.SetInsertPoint(join);
+}
+
+void link_cpu_runtime(llvm::Module &module, const std::string &name) {
+  llvm::StringRef bytes(reinterpret_cast<const char *>(kRuntimeBitcode), sizeof kRuntimeBitcode);
+  auto parsed = llvm::parseBitcodeFile(llvm::MemoryBufferRef(bytes, "maxc-cpu-runtime"), module.getContext());
+  if (!parsed)
+    throw Error(ErrorCode::Internal, "cannot read the CPU runtime's bitcode: " + llvm::toString(parsed.takeError()));
+  std::unique_ptr<llvm::Module> rt = std::move(*parsed);
+  // Target-neutral: the model's triple, data layout and CPU apply (see
+  // RuntimePool.c: it declares no type whose layout differs between them).
+  rt->setTargetTriple(module.getTargetTriple());
+  rt->setDataLayout(module.getDataLayout());
+  if (llvm::NamedMDNode *flags = rt->getModuleFlagsMetadata())
+    rt->eraseNamedMetadata(flags);
+  if (llvm::NamedMDNode *ident = rt->getNamedMetadata("llvm.ident"))
+    rt->eraseNamedMetadata(ident);
+  std::vector<std::string> internal;
+  auto rename = [&](llvm::GlobalValue &gv) {
+    if (gv.isDeclaration() || !gv.getName().starts_with(kPrefix))
+      return;
+    std::string base = gv.getName().drop_front(std::strlen(kPrefix)).str();
+    if (base == "set_num_threads" || base == "set_parallel_for") {
+      gv.setName(name + "_" + base);
+      gv.setVisibility(llvm::GlobalValue::DefaultVisibility);
+      gv.setDSOLocal(false);
+      return;
+    }
+    // External until linked (so that NAME.rt.parallel_for resolves the
+    // kernels' declaration), internal after.
+    gv.setName(name + ".rt." + base);
+    gv.setLinkage(llvm::GlobalValue::ExternalLinkage);
+    internal.push_back(gv.getName().str());
+  };
+  for (llvm::Function &f : *rt) {
+    for (const char *attr : {"target-cpu", "target-features", "tune-cpu", "no-builtins", "stack-protector-buffer-size"})
+      f.removeFnAttr(attr);
+    rename(f);
+  }
+  for (llvm::GlobalVariable &gv : rt->globals())
+    if (gv.hasLocalLinkage())
+      gv.setName(name + ".rt." + gv.getName().str()); // readable, and distinct from the model's
+  if (llvm::Linker::linkModules(module, std::move(rt)))
+    throw Error(ErrorCode::Internal, "cannot link the CPU runtime into model '" + name + "'");
+  for (const std::string &n : internal)
+    if (llvm::GlobalValue *gv = module.getNamedValue(n))
+      gv->setLinkage(llvm::GlobalValue::InternalLinkage);
+}
+
+} // namespace maxc::codegen

@@ -1,0 +1,229 @@
+/* lib/Codegen/Cpu/RuntimePool.c: the thread pool every CPU artifact carries.
+ *
+ * Compiled when maxc is built (clang from the same LLVM, -O2 -emit-llvm; see
+ * lib/CMakeLists.txt), embedded in maxc as bitcode and linked into each
+ * model's module by link_cpu_runtime (Cpu/Runtime.cpp), which renames
+ *   maxc_rt_set_num_threads  -> NAME_set_num_threads   (exported)
+ *   maxc_rt_set_parallel_for -> NAME_set_parallel_for  (exported)
+ *   everything else          -> NAME.rt.*              (internal)
+ * so each model in a program has a pool of its own.
+ *
+ * The bitcode must suit every target maxc emits for (x86-64 and aarch64
+ * Linux, both LP64): no system header is included, the few libc functions
+ * are declared here, and pthread's mutex and condition variable live in
+ * 64-byte opaque buffers (larger than glibc's or musl's on either
+ * architecture) initialized by pthread_*_init. Link.cpp drops the triple,
+ * data layout and CPU attributes, which the model's target then supplies.
+ *
+ * Generated code calls maxc_rt_parallel_for(ctx, count, task): task(ctx, i)
+ * for every i in [0, count). It runs them
+ *   - through the program's parallel-for, if it installed one;
+ *   - else on the pool (NAME_set_num_threads(n), n > 1): n - 1 workers and
+ *     the calling thread take indices from an atomic counter;
+ *   - else, or while another thread's call holds the pool, in a loop here.
+ * Which thread runs an index never changes what it computes: the task split
+ * is decided by the generated code from the shapes alone, so results are the
+ * same bits whatever the thread count.
+ *
+ * Waiting threads spin a bounded number of iterations (a model's next
+ * parallel kernel is usually microseconds away), then sleep on a condition
+ * variable: an idle pool costs no CPU. A call waits for its tasks, not for
+ * the workers: one that wakes late (descheduled on a busy machine) finds
+ * the job closed and goes back to waiting. Workers start at the first parallel
+ * call after NAME_set_num_threads(n > 1) and are joined by
+ * NAME_set_num_threads(1) (or any change of n). */
+#include <stdatomic.h>
+#include <stdint.h>
+
+typedef void (*maxc_rt_task_fn)(void *ctx, int64_t i);
+typedef void (*maxc_rt_parallel_for_fn)(void *ctx, int64_t count, maxc_rt_task_fn task);
+
+/* libc (pthread is part of glibc >= 2.34 and musl; older glibc: -lpthread). */
+typedef unsigned long maxc_rt_thread;
+int pthread_create(maxc_rt_thread *thread, const void *attr, void *(*start)(void *), void *arg);
+int pthread_join(maxc_rt_thread thread, void **result);
+int pthread_mutex_init(void *mutex, const void *attr);
+int pthread_mutex_destroy(void *mutex);
+int pthread_mutex_lock(void *mutex);
+int pthread_mutex_unlock(void *mutex);
+int pthread_cond_init(void *cond, const void *attr);
+int pthread_cond_destroy(void *cond);
+int pthread_cond_wait(void *cond, void *mutex);
+int pthread_cond_broadcast(void *cond);
+int pthread_cond_signal(void *cond);
+
+typedef struct {
+  _Alignas(16) unsigned char bytes[64];
+} maxc_rt_sync;
+
+int sched_yield(void);
+
+#define MAXC_RT_MAX_THREADS 256
+/* Spin iterations before sleeping: ~10-50 us of polling. */
+#define MAXC_RT_SPIN 4096
+/* The job's state word: this bit once the job takes no more workers, the
+ * low bits count the workers inside it. */
+#define MAXC_RT_CLOSED (1ull << 63)
+
+static struct {
+  maxc_rt_sync mutex, wake, done;
+  int sync_ready;  /* mutex and conditions initialized */
+  int wanted;      /* NAME_set_num_threads */
+  int workers;     /* started */
+  maxc_rt_thread threads[MAXC_RT_MAX_THREADS];
+  atomic_int busy; /* a call is running on the pool */
+  atomic_int stop;
+  atomic_uint_fast64_t generation; /* bumped for each job (and to stop) */
+  atomic_uint_fast64_t state;      /* MAXC_RT_CLOSED | workers inside the job */
+  atomic_int_fast64_t next;        /* the job's next index */
+  atomic_int_fast64_t finished;    /* the job's tasks done */
+  void *ctx;
+  int64_t count;
+  maxc_rt_task_fn task;
+} maxc_rt_pool = {.state = MAXC_RT_CLOSED};
+
+static maxc_rt_parallel_for_fn maxc_rt_user_parallel_for;
+
+/* Runs the job's tasks until none is left; returns whether this thread
+ * finished the last one. */
+static int maxc_rt_drain(void) {
+  void *ctx = maxc_rt_pool.ctx;
+  int64_t count = maxc_rt_pool.count;
+  maxc_rt_task_fn task = maxc_rt_pool.task;
+  int64_t mine = 0;
+  for (int64_t i; (i = atomic_fetch_add(&maxc_rt_pool.next, 1)) < count;) {
+    task(ctx, i);
+    ++mine;
+  }
+  return mine > 0 && atomic_fetch_add(&maxc_rt_pool.finished, mine) + mine == count;
+}
+
+/* A worker waits for a job, joins it unless it is closed (its tasks all
+ * taken: a worker that wakes late never holds the caller up), helps drain
+ * it and leaves. The caller publishes the next job only once the last one
+ * is closed and empty, so a joined worker reads stable job fields. */
+static void *maxc_rt_worker(void *arg) {
+  uint_fast64_t seen = (uint_fast64_t)(uintptr_t)arg;
+  for (;;) {
+    uint_fast64_t g = atomic_load(&maxc_rt_pool.generation);
+    for (int spin = 0; g == seen && spin < MAXC_RT_SPIN; ++spin)
+      g = atomic_load_explicit(&maxc_rt_pool.generation, memory_order_acquire);
+    if (g == seen) {
+      pthread_mutex_lock(&maxc_rt_pool.mutex);
+      while ((g = atomic_load(&maxc_rt_pool.generation)) == seen)
+        pthread_cond_wait(&maxc_rt_pool.wake, &maxc_rt_pool.mutex);
+      pthread_mutex_unlock(&maxc_rt_pool.mutex);
+    }
+    if (atomic_load(&maxc_rt_pool.stop))
+      return 0;
+    seen = g;
+    uint_fast64_t s = atomic_load(&maxc_rt_pool.state);
+    while (!(s & MAXC_RT_CLOSED) && !atomic_compare_exchange_weak(&maxc_rt_pool.state, &s, s + 1)) {
+    }
+    if (s & MAXC_RT_CLOSED)
+      continue;
+    if (maxc_rt_drain()) {
+      pthread_mutex_lock(&maxc_rt_pool.mutex);
+      pthread_cond_signal(&maxc_rt_pool.done);
+      pthread_mutex_unlock(&maxc_rt_pool.mutex);
+    }
+    atomic_fetch_sub(&maxc_rt_pool.state, 1);
+  }
+}
+
+static void maxc_rt_join_workers(void) {
+  if (maxc_rt_pool.workers == 0)
+    return;
+  pthread_mutex_lock(&maxc_rt_pool.mutex);
+  atomic_store(&maxc_rt_pool.stop, 1);
+  atomic_fetch_add(&maxc_rt_pool.generation, 1);
+  pthread_cond_broadcast(&maxc_rt_pool.wake);
+  pthread_mutex_unlock(&maxc_rt_pool.mutex);
+  for (int i = 0; i < maxc_rt_pool.workers; ++i)
+    pthread_join(maxc_rt_pool.threads[i], 0);
+  maxc_rt_pool.workers = 0;
+  atomic_store(&maxc_rt_pool.stop, 0);
+}
+
+/* NAME_set_num_threads(n): run parallel kernels on n threads (the caller and
+ * n - 1 workers, started at the next run); n <= 1 joins the workers. Not to
+ * be called while a run is in progress. */
+void maxc_rt_set_num_threads(int32_t n) {
+  if (n < 1)
+    n = 1;
+  if (n > MAXC_RT_MAX_THREADS + 1)
+    n = MAXC_RT_MAX_THREADS + 1;
+  if (n == maxc_rt_pool.wanted)
+    return;
+  maxc_rt_join_workers();
+  maxc_rt_pool.wanted = n;
+  if (n > 1 && !maxc_rt_pool.sync_ready) {
+    pthread_mutex_init(&maxc_rt_pool.mutex, 0);
+    pthread_cond_init(&maxc_rt_pool.wake, 0);
+    pthread_cond_init(&maxc_rt_pool.done, 0);
+    maxc_rt_pool.sync_ready = 1;
+  }
+}
+
+/* NAME_set_parallel_for(fn): the program's own parallel-for replaces the
+ * pool (NULL: back to the pool, or one thread). */
+void maxc_rt_set_parallel_for(maxc_rt_parallel_for_fn fn) { maxc_rt_user_parallel_for = fn; }
+
+void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task) {
+  maxc_rt_parallel_for_fn user = maxc_rt_user_parallel_for;
+  if (user) {
+    user(ctx, count, task);
+    return;
+  }
+  int expected = 0;
+  if (count < 2 || maxc_rt_pool.wanted < 2 ||
+      !atomic_compare_exchange_strong(&maxc_rt_pool.busy, &expected, 1)) {
+    for (int64_t i = 0; i < count; ++i)
+      task(ctx, i);
+    return;
+  }
+  /* The pool is ours until busy is 0 again. */
+  uint_fast64_t g = atomic_load(&maxc_rt_pool.generation);
+  while (maxc_rt_pool.workers < maxc_rt_pool.wanted - 1) {
+    int w = maxc_rt_pool.workers;
+    if (pthread_create(&maxc_rt_pool.threads[w], 0, maxc_rt_worker, (void *)(uintptr_t)g) != 0) {
+      maxc_rt_pool.wanted = w + 1; /* fewer threads than asked: run with those */
+      break;
+    }
+    maxc_rt_pool.workers = w + 1;
+  }
+  if (maxc_rt_pool.workers == 0) {
+    atomic_store(&maxc_rt_pool.busy, 0);
+    for (int64_t i = 0; i < count; ++i)
+      task(ctx, i);
+    return;
+  }
+  /* Publish: the fields, then open the job (state 0), then wake. */
+  maxc_rt_pool.ctx = ctx;
+  maxc_rt_pool.count = count;
+  maxc_rt_pool.task = task;
+  atomic_store(&maxc_rt_pool.next, 0);
+  atomic_store(&maxc_rt_pool.finished, 0);
+  atomic_store(&maxc_rt_pool.state, 0);
+  pthread_mutex_lock(&maxc_rt_pool.mutex);
+  atomic_fetch_add(&maxc_rt_pool.generation, 1);
+  pthread_cond_broadcast(&maxc_rt_pool.wake);
+  pthread_mutex_unlock(&maxc_rt_pool.mutex);
+  maxc_rt_drain();
+  /* Every task done (those workers took too)... */
+  for (int spin = 0; atomic_load(&maxc_rt_pool.finished) < count && spin < MAXC_RT_SPIN; ++spin) {
+  }
+  if (atomic_load(&maxc_rt_pool.finished) < count) {
+    pthread_mutex_lock(&maxc_rt_pool.mutex);
+    while (atomic_load(&maxc_rt_pool.finished) < count)
+      pthread_cond_wait(&maxc_rt_pool.done, &maxc_rt_pool.mutex);
+    pthread_mutex_unlock(&maxc_rt_pool.mutex);
+  }
+  /* ...then close the job and let the workers inside it leave (they find
+   * no task left). Workers still asleep or late are not waited for. */
+  atomic_fetch_or(&maxc_rt_pool.state, MAXC_RT_CLOSED);
+  for (int spin = 0; atomic_load(&maxc_rt_pool.state) != MAXC_RT_CLOSED; ++spin)
+    if (spin >= MAXC_RT_SPIN)
+      sched_yield();
+  atomic_store(&maxc_rt_pool.busy, 0);
+}
