@@ -1,4 +1,5 @@
 #include "maxc/Driver/ArtifactWriter.h"
+#include "maxc/Support/FileSystem.h"
 
 #include "maxc/Support/Error.h"
 #include "maxc/Support/Sha256.h"
@@ -61,6 +62,7 @@ std::string write_hashed(int fd, const ByteChunks &bytes, const std::string &pat
     digest.update(data, size);
     if (fd >= 0)
       write_all(fd, data, size, path);
+    release_file_pages(data, size); // a view of a mapped weights file: written, not needed resident
   });
   return digest.hex();
 }

@@ -332,15 +332,13 @@ SafetensorsFile SafetensorsFile::open(const std::string &path) {
     static const std::byte empty[8] = {};
     return parse(nullptr, empty, size, path);
   }
-  void *m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+  std::shared_ptr<const std::byte> owner = map_file_readonly(file.fd(), size);
   int err = errno; // the mapping keeps the file open after `file` closes it
-  if (m == MAP_FAILED)
+  if (!owner)
     throw Error(ErrorCode::FileNotReadable, std::string("cannot map safetensors file: ") + std::strerror(err),
                 path);
-  std::shared_ptr<const std::byte> owner(static_cast<const std::byte *>(m), [size](const std::byte *p) {
-    ::munmap(const_cast<std::byte *>(p), size);
-  });
-  return parse(std::move(owner), static_cast<const std::byte *>(m), size, path);
+  const std::byte *m = owner.get();
+  return parse(std::move(owner), m, size, path);
 }
 
 std::vector<std::string> SafetensorsFile::names() const {

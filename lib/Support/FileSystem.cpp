@@ -6,6 +6,9 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <map>
+#include <mutex>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -134,4 +137,50 @@ std::string read_file(const std::string &path, const std::string &what) {
   return out;
 }
 
+namespace {
+
+// The live map_file_readonly mappings: start -> length.
+std::mutex mappings_mutex;
+std::map<uintptr_t, size_t> &mappings() {
+  static std::map<uintptr_t, size_t> m;
+  return m;
+}
+
+} // namespace
+
+std::shared_ptr<const std::byte> map_file_readonly(int fd, size_t size) {
+  void *m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (m == MAP_FAILED)
+    return nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mappings_mutex);
+    mappings()[reinterpret_cast<uintptr_t>(m)] = size;
+  }
+  return std::shared_ptr<const std::byte>(static_cast<const std::byte *>(m), [size](const std::byte *p) {
+    {
+      std::lock_guard<std::mutex> lock(mappings_mutex);
+      mappings().erase(reinterpret_cast<uintptr_t>(p));
+    }
+    ::munmap(const_cast<std::byte *>(p), size);
+  });
+}
+
+void release_file_pages(const void *p, size_t n) {
+  if (!p || n == 0)
+    return;
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t begin = reinterpret_cast<uintptr_t>(p), end = begin + n;
+  std::lock_guard<std::mutex> lock(mappings_mutex);
+  auto it = mappings().upper_bound(begin);
+  if (it == mappings().begin())
+    return;
+  --it; // the mapping starting at or before p
+  if (end > it->first + it->second)
+    return; // not wholly inside one mapping
+  uintptr_t first = (begin + page - 1) & ~(page - 1), last = end & ~(page - 1);
+  if (first < last) // whole pages only: a neighbour's bytes on a shared page stay
+    ::madvise(reinterpret_cast<void *>(first), last - first, MADV_DONTNEED);
+}
+
 } // namespace maxc
+

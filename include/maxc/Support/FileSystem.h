@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,5 +54,18 @@ void read_exactly(int fd, void *data, uint64_t size, uint64_t offset, const std:
 /// The whole file, opened with open_for_reading; throws maxc::Error
 /// (FileNotReadable) naming the path.
 std::string read_file(const std::string &path, const std::string &what = "file");
+
+/// A read-only private mapping of the first `size` (> 0) bytes of the open
+/// file `fd`, unmapped when the last owner goes; null on failure (errno
+/// set). The mapping is registered so that release_file_pages can drop its
+/// pages: a weights file is touched once to lay out or write its tensors,
+/// and need not stay resident for the rest of the compile.
+std::shared_ptr<const std::byte> map_file_readonly(int fd, size_t size);
+
+/// Drops the resident pages wholly inside [p, p + n) that belong to a
+/// mapping made by map_file_readonly (madvise MADV_DONTNEED: touched again,
+/// they are read back from the file, so the bytes never change). Memory of
+/// any other kind is left alone, so any pointer may be passed.
+void release_file_pages(const void *p, size_t n);
 
 } // namespace maxc

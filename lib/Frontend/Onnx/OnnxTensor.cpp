@@ -3,6 +3,7 @@
 
 #include "maxc/Frontend/OnnxLoader.h"
 #include "maxc/Support/Error.h"
+#include "maxc/Support/FileSystem.h"
 
 #include <algorithm>
 #include <cstring>
@@ -63,14 +64,13 @@ std::shared_ptr<std::byte> map_file(const std::string &path, uint64_t &size) {
     throw Error(ErrorCode::OnnxExternalData, "external data " + path + " is not a regular file");
   }
   size = static_cast<uint64_t>(st.st_size);
-  size_t length = size ? size : 1;
-  void *p = size ? ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
+  std::shared_ptr<const std::byte> mapping = size ? map_file_readonly(fd, static_cast<size_t>(size)) : nullptr;
   ::close(fd);
-  if (size && p == MAP_FAILED)
+  if (size && !mapping)
     throw Error(ErrorCode::OnnxExternalData, "cannot map external data file " + path);
   if (!size)
     return std::shared_ptr<std::byte>(new std::byte[1], std::default_delete<std::byte[]>());
-  return std::shared_ptr<std::byte>(static_cast<std::byte *>(p), [length](std::byte *q) { ::munmap(q, length); });
+  return std::const_pointer_cast<std::byte>(mapping);
 }
 
 uint64_t parse_u64(const std::string &text, const std::string &what) {

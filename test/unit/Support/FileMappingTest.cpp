@@ -1,0 +1,47 @@
+// map_file_readonly / release_file_pages: released pages of a file mapping
+// read back the same bytes; memory that is not such a mapping is untouched.
+#include "maxc/Support/FileSystem.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+using namespace maxc;
+
+TEST_CASE("released file pages read back the file's bytes; other memory is left alone", "[support][mapping]") {
+  std::string path = "/tmp/maxc-file-mapping-test-" + std::to_string(::getpid());
+  const size_t size = 5 * 4096 + 123;
+  std::vector<unsigned char> bytes(size);
+  for (size_t i = 0; i < size; ++i)
+    bytes[i] = static_cast<unsigned char>((i * 131 + 7) & 0xff);
+  {
+    FILE *f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f);
+    REQUIRE(std::fwrite(bytes.data(), 1, size, f) == size);
+    std::fclose(f);
+  }
+  int fd = ::open(path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  auto mapping = map_file_readonly(fd, size);
+  ::close(fd); // the mapping keeps the file
+  ::unlink(path.c_str()); // and its bytes, even unlinked
+  REQUIRE(mapping);
+  const auto *p = reinterpret_cast<const unsigned char *>(mapping.get());
+  CHECK(std::memcmp(p, bytes.data(), size) == 0);
+  release_file_pages(p + 100, size - 200); // partial pages at both ends stay
+  release_file_pages(p, size);
+  CHECK(std::memcmp(p, bytes.data(), size) == 0);
+  release_file_pages(p + size - 10, 100); // past the mapping's end: refused
+  CHECK(std::memcmp(p, bytes.data(), size) == 0);
+
+  // Heap memory (MADV_DONTNEED would zero it) is never released.
+  std::vector<unsigned char> heap(bytes);
+  release_file_pages(heap.data(), heap.size());
+  CHECK(heap == bytes);
+  release_file_pages(nullptr, 10);
+}
