@@ -102,17 +102,26 @@ private:
     return out;
   }
 
-  /// The stored temps a fused evaluation of `v` reads.
+  /// The stored temps a fused evaluation of `v` reads. (Iterative, with a
+  /// visited set: fused chains can be tens of thousands of nodes deep, and
+  /// a DAG of fused values must not be walked once per path.)
   void stored_sources(ValueId v, std::vector<ValueId> &out) {
-    if (plan_.values[v].storage != Storage::fused) {
-      if (plan_.values[v].storage == Storage::temp)
-        out.push_back(v);
-      return;
+    std::vector<ValueId> work{v};
+    std::set<ValueId> seen{v};
+    while (!work.empty()) {
+      ValueId x = work.back();
+      work.pop_back();
+      if (plan_.values[x].storage != Storage::fused) {
+        if (plan_.values[x].storage == Storage::temp)
+          out.push_back(x);
+        continue;
+      }
+      const ValueInfo &info = g_.value_info(x);
+      if (info.producer >= 0)
+        for (ValueId o : g_.nodes()[info.producer].operands)
+          if (seen.insert(o).second)
+            work.push_back(o);
     }
-    const ValueInfo &info = g_.value_info(v);
-    if (info.producer >= 0)
-      for (ValueId o : g_.nodes()[info.producer].operands)
-        stored_sources(o, out);
   }
 
   /// A view (reshape, transpose, split, ...) stored only because matmuls
@@ -123,19 +132,49 @@ private:
   /// True when an element of `node`'s results follows from constants and
   /// the index alone (generators, constants, views, gathers, elementwise
   /// ops of those), with no reduction or window loop.
-  bool constant_subexpression(const Node &node) {
-    OpTraits traits = op_traits(node.op);
-    if (gpu_kernel_kind(node.op) != "elementwise" || traits.has(OpTrait::window) || traits.has(OpTrait::reduction))
-      return false;
-    for (ValueId o : node.operands) {
+  bool constant_subexpression(const Node &root) {
+    // Post-order over the fused producers, iteratively, memoized per node
+    // (-1 unknown, 0 no, 1 yes; cleared whenever the plan changes).
+    if (constant_memo_.size() != g_.nodes().size())
+      constant_memo_.assign(g_.nodes().size(), -1);
+    auto fused_producer = [&](ValueId o) -> int64_t { // -1: a constant; -2: neither constant nor fused
       const ValuePlan &vp = plan_.values[o];
       if (vp.storage == Storage::constant)
-        continue;
+        return -1;
       const ValueInfo &info = g_.value_info(o);
-      if (vp.storage != Storage::fused || info.producer < 0 || !constant_subexpression(g_.nodes()[info.producer]))
-        return false;
+      return vp.storage == Storage::fused && info.producer >= 0 ? info.producer : -2;
+    };
+    size_t root_index = static_cast<size_t>(&root - g_.nodes().data());
+    std::vector<std::pair<size_t, bool>> stack{{root_index, false}};
+    while (!stack.empty()) {
+      auto [n, expanded] = stack.back();
+      if (constant_memo_[n] >= 0) {
+        stack.pop_back();
+        continue;
+      }
+      const Node &node = g_.nodes()[n];
+      if (!expanded) {
+        OpTraits traits = op_traits(node.op);
+        if (gpu_kernel_kind(node.op) != "elementwise" || traits.has(OpTrait::window) ||
+            traits.has(OpTrait::reduction)) {
+          constant_memo_[n] = 0;
+          stack.pop_back();
+          continue;
+        }
+        stack.back().second = true;
+        for (ValueId o : node.operands)
+          if (int64_t p = fused_producer(o); p >= 0 && constant_memo_[p] < 0)
+            stack.push_back({static_cast<size_t>(p), false});
+        continue;
+      }
+      bool yes = true;
+      for (ValueId o : node.operands)
+        if (int64_t p = fused_producer(o); p == -2 || (p >= 0 && constant_memo_[p] != 1))
+          yes = false;
+      constant_memo_[n] = yes ? 1 : 0;
+      stack.pop_back();
     }
-    return true;
+    return constant_memo_[root_index] == 1;
   }
 
   /// A stored value computed from constants only (the causal mask, the
@@ -143,6 +182,7 @@ private:
   /// fused, recomputed where read (a compare of two indices, one load),
   /// instead of a launch per run that writes the same bytes every time.
   void fuse_constant_subexpressions() {
+    constant_memo_.clear();
     std::set<ValueId> outputs(g_.output_ids().begin(), g_.output_ids().end());
     std::set<ValueId> call_operands;
     for (const Node &n : g_.nodes())
@@ -155,9 +195,11 @@ private:
       bool movable = true;
       for (ValueId r : node.results)
         movable = movable && plan_.values[r].storage == Storage::temp && !outputs.count(r) && !call_operands.count(r);
-      if (movable)
+      if (movable) {
         for (ValueId r : node.results)
           plan_.values[r] = ValuePlan{Storage::fused, 0};
+        constant_memo_.clear(); // readers of these values may be constant subexpressions now
+      }
     }
   }
 
@@ -165,20 +207,28 @@ private:
   /// read only by matmul kernels; `last` = the latest such kernel's position.
   bool read_only_by_matmuls(ValueId v, const std::map<size_t, size_t> &position, const std::set<ValueId> &outputs,
                             size_t &last) {
-    for (size_t n : readers(v)) {
-      const Node &c = g_.nodes()[n];
-      if (auto at = position.find(n); at != position.end()) {
-        if (c.op != "matmul")
+    std::vector<ValueId> work{v}; // iterative: chains of views can be deep
+    std::set<ValueId> seen{v};
+    while (!work.empty()) {
+      ValueId x = work.back();
+      work.pop_back();
+      for (size_t n : readers(x)) {
+        const Node &c = g_.nodes()[n];
+        if (auto at = position.find(n); at != position.end()) {
+          if (c.op != "matmul")
+            return false;
+          last = std::max(last, at->second);
+          continue;
+        }
+        if (!op_traits(c.op).has(OpTrait::shape))
           return false;
-        last = std::max(last, at->second);
-        continue;
+        for (ValueId r : c.results) {
+          if (plan_.values[r].storage != Storage::fused || outputs.count(r))
+            return false;
+          if (seen.insert(r).second)
+            work.push_back(r);
+        }
       }
-      if (!op_traits(c.op).has(OpTrait::shape))
-        return false;
-      for (ValueId r : c.results)
-        if (plan_.values[r].storage != Storage::fused || outputs.count(r) ||
-            !read_only_by_matmuls(r, position, outputs, last))
-          return false;
     }
     return true;
   }
@@ -1084,6 +1134,7 @@ private:
   static bool starts_with_gfx(const std::string &arch) { return arch.rfind("gfx", 0) == 0; }
 
   std::string prefix_, tag_, arch_;
+  std::vector<int8_t> constant_memo_; // constant_subexpression, per node of g_
   GpuKernel kernel_;
   size_t counter_ = 0, phases_ = 0;
   Value *buffers_ = nullptr, *workgroup_ = nullptr, *local_id_ = nullptr, *lds_ = nullptr, *state_ = nullptr,
