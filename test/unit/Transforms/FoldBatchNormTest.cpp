@@ -137,9 +137,11 @@ TEST_CASE("batch_norm in a deduplicated block folds per call site", "[transforms
       INFO("n = " << n);
       std::vector<HostTensor> inputs = {random_tensor(DType::f32, {n, 4, 7, 9}), random_tensor(DType::f32, {4}, 0.5, 2)};
       HostTensor expected = Interpreter::run(graph, inputs)[0];
-      // Six folded convs in a chain, each with W' rounded once: 1e-4.
-      MAXC_REQUIRE_CLOSE(Interpreter::run(*lowered, inputs)[0], expected, 1e-4, 1e-4);
-      MAXC_REQUIRE_CLOSE(run_compiled(graph, inputs)[0], expected, 1e-4, 1e-4);
+      // Six folded convs in a chain, each with W' rounded once, and norms
+      // whose scale gamma/sqrt(var + eps) amplifies those roundings: 1e-3
+      // (1e-4 failed for some random streams, e.g. under --order rand).
+      MAXC_REQUIRE_CLOSE(Interpreter::run(*lowered, inputs)[0], expected, 1e-3, 1e-3);
+      MAXC_REQUIRE_CLOSE(run_compiled(graph, inputs)[0], expected, 1e-3, 1e-3);
     }
   }
 }
