@@ -131,3 +131,15 @@ TEST_CASE("attention: the GPT example's block has no seq x seq buffer", "[codege
   for (const WorkspaceSlot &s : plan.slots)
     CHECK(s.bytes != Dim("batch") * Dim(4 * 128 * 128 * 4)); // the f32 scores of 4 heads
 }
+
+TEST_CASE("attention: same bits at 1, 2 and 3 threads", "[codegen][attention][threads]") {
+  // 2 x 4 entries of 64 x 64 x (32 + 32) work each (enough for tasks, were
+  // the kernel split: it runs on the calling thread for now, see PERFORMANCE.md).
+  std::vector<HostTensor> in = {random_tensor(DType::f32, {2, 4, 64, 32}, -3, 3),
+                                random_tensor(DType::f32, {2, 4, 64, 32}, -3, 3),
+                                random_tensor(DType::f32, {2, 4, 64, 32})};
+  std::unique_ptr<Graph> traced = trace_graph(types_of(in), [](auto &x) { return json_attention(x, 64, 64); });
+  std::vector<HostTensor> expected = Interpreter::run(*traced, in);
+  std::vector<HostTensor> got = run_compiled_threads(*traced, in); // requires 2 and 3 threads == 1 thread, bitwise
+  MAXC_REQUIRE_CLOSE(got[0], expected[0], kRtol, kAtol);
+}
