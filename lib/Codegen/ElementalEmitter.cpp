@@ -1,5 +1,7 @@
 #include "ElementalEmitter.h"
 
+#include "EntryPointUtil.h"
+
 #include "MathEmitter.h"
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Error.h"
@@ -125,22 +127,7 @@ Value *ElementalEmitter::round_to(DType dtype, Value *v) {
 }
 
 void ElementalEmitter::loop(Value *n, const std::function<void(Value *)> &body) {
-  llvm::Function *fn = b_.GetInsertBlock()->getParent();
-  llvm::BasicBlock *pre = b_.GetInsertBlock();
-  auto *header = llvm::BasicBlock::Create(ctx_, "loop", fn);
-  auto *bodyb = llvm::BasicBlock::Create(ctx_, "body", fn);
-  auto *exit = llvm::BasicBlock::Create(ctx_, "exit", fn);
-  b_.CreateBr(header);
-  b_.SetInsertPoint(header);
-  llvm::PHINode *i = b_.CreatePHI(b_.getInt64Ty(), 2, "i");
-  i->addIncoming(b_.getInt64(0), pre);
-  b_.CreateCondBr(b_.CreateICmpSLT(i, n), bodyb, exit);
-  b_.SetInsertPoint(bodyb);
-  body(i);
-  Value *next = b_.CreateAdd(i, b_.getInt64(1), "", /*HasNUW=*/true, /*HasNSW=*/true);
-  i->addIncoming(next, b_.GetInsertBlock());
-  b_.CreateBr(header);
-  b_.SetInsertPoint(exit);
+  emit_counted_loop(b_, n, body, "", "i", /*no_wrap=*/true);
 }
 
 void ElementalEmitter::loop_nest(const std::vector<Value *> &extents, const std::function<void(const Index &)> &body, Index prefix) {

@@ -85,4 +85,25 @@ llvm::Value *align_to_64(llvm::IRBuilder<> &b, llvm::Value *mem) {
   return b.CreateGEP(b.getInt8Ty(), mem, b.CreateSub(aligned, addr));
 }
 
+llvm::BranchInst *emit_counted_loop(llvm::IRBuilder<> &b, llvm::Value *n, const std::function<void(llvm::Value *)> &body,
+                                    const std::string &prefix, const std::string &counter, bool no_wrap) {
+  llvm::LLVMContext &ctx = b.getContext();
+  llvm::Function *fn = b.GetInsertBlock()->getParent();
+  llvm::BasicBlock *pre = b.GetInsertBlock();
+  auto *header = llvm::BasicBlock::Create(ctx, prefix + "loop", fn);
+  auto *bodyb = llvm::BasicBlock::Create(ctx, prefix + "body", fn);
+  auto *exit = llvm::BasicBlock::Create(ctx, prefix + "exit", fn);
+  b.CreateBr(header);
+  b.SetInsertPoint(header);
+  llvm::PHINode *i = b.CreatePHI(b.getInt64Ty(), 2, counter);
+  i->addIncoming(b.getInt64(0), pre);
+  b.CreateCondBr(b.CreateICmpSLT(i, n), bodyb, exit);
+  b.SetInsertPoint(bodyb);
+  body(i);
+  i->addIncoming(b.CreateAdd(i, b.getInt64(1), "", no_wrap, no_wrap), b.GetInsertBlock());
+  llvm::BranchInst *latch = b.CreateBr(header);
+  b.SetInsertPoint(exit);
+  return latch;
+}
+
 } // namespace maxc::codegen

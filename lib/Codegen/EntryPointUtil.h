@@ -33,4 +33,12 @@ llvm::Value *dims_invalid(llvm::IRBuilder<> &b, llvm::Value *dims, const std::ve
 /// `mem` (from an allocator giving `size + 64` bytes) rounded up to 64.
 llvm::Value *align_to_64(llvm::IRBuilder<> &b, llvm::Value *mem);
 
+/// for (i = 0; i < n; ++i) body(i), an i64 counter from 0 (named `counter`;
+/// `no_wrap`: the increment is nuw nsw), blocks PREFIX"loop", "body",
+/// "exit". Leaves the builder at the exit; returns the latch (the back
+/// edge), where loop metadata goes.
+llvm::BranchInst *emit_counted_loop(llvm::IRBuilder<> &b, llvm::Value *n, const std::function<void(llvm::Value *)> &body,
+                                    const std::string &prefix = "", const std::string &counter = "",
+                                    bool no_wrap = false);
+
 } // namespace maxc::codegen

@@ -364,19 +364,27 @@ private:
   /// Starts a phase function; the elemental emitter's builders point into it.
   llvm::Function *begin_phase() {
     llvm::Type *ptr = b_.getPtrTy(), *i64 = b_.getInt64Ty();
-    auto *type = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, i64, i64, ptr, ptr, i64}, false);
-    auto *fn = llvm::Function::Create(type, llvm::GlobalValue::InternalLinkage,
-                                      kernel_.name + ".phase" + std::to_string(phases_++), module_);
-    fn->addFnAttr(llvm::Attribute::AlwaysInline);
-    fn->addFnAttr(llvm::Attribute::NoUnwind);
-    start_function(fn);
-    buffers_ = fn->getArg(0);
-    begin_function(fn->getArg(1));
+    auto *fn = begin_helper(llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, i64, i64, ptr, ptr, i64}, false),
+                            ".phase");
     workgroup_ = fn->getArg(2);
     local_id_ = fn->getArg(3);
     lds_ = fn->getArg(4);
     state_ = fn->getArg(5);
     iteration_ = fn->getArg(6);
+    return fn;
+  }
+
+  /// An always-inline internal function NAME<suffix><n> of `type` whose
+  /// first two arguments are the buffers and the dims; the builders point
+  /// into it.
+  llvm::Function *begin_helper(llvm::FunctionType *type, const char *suffix) {
+    auto *fn = llvm::Function::Create(type, llvm::GlobalValue::InternalLinkage,
+                                      kernel_.name + suffix + std::to_string(phases_++), module_);
+    fn->addFnAttr(llvm::Attribute::AlwaysInline);
+    fn->addFnAttr(llvm::Attribute::NoUnwind);
+    start_function(fn);
+    buffers_ = fn->getArg(0);
+    begin_function(fn->getArg(1));
     return fn;
   }
 
@@ -397,14 +405,7 @@ private:
   /// A loop step whose trip count is `trips` (evaluated from the dims).
   KernelStep loop_step(const Dim &extent, int64_t divisor, std::vector<KernelStep> body) {
     llvm::Type *ptr = b_.getPtrTy();
-    auto *type = llvm::FunctionType::get(b_.getInt64Ty(), {ptr, ptr}, false);
-    auto *fn = llvm::Function::Create(type, llvm::GlobalValue::InternalLinkage,
-                                      kernel_.name + ".trips" + std::to_string(phases_++), module_);
-    fn->addFnAttr(llvm::Attribute::AlwaysInline);
-    fn->addFnAttr(llvm::Attribute::NoUnwind);
-    start_function(fn);
-    buffers_ = fn->getArg(0);
-    begin_function(fn->getArg(1));
+    auto *fn = begin_helper(llvm::FunctionType::get(b_.getInt64Ty(), {ptr, ptr}, false), ".trips");
     b_.CreateRet(ceil_div(dim(extent), divisor));
     return KernelStep{nullptr, fn, std::move(body)};
   }

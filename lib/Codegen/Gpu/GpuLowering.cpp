@@ -1,5 +1,7 @@
 #include "Gpu/GpuLowering.h"
 
+#include "EntryPointUtil.h"
+
 #include "Gpu/GpuMatmul.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -35,20 +37,7 @@ private:
   /// for (i = 0; i < n; ++i) body(i); `unroll` > 0: llvm.loop.unroll.count
   /// (1: llvm.loop.unroll.disable) on the latch.
   void loop(Value *n, const std::function<void(Value *)> &body, unsigned unroll = 0) {
-    llvm::Function *fn = b_.GetInsertBlock()->getParent();
-    llvm::BasicBlock *pre = b_.GetInsertBlock();
-    auto *header = llvm::BasicBlock::Create(ctx_, "loop", fn);
-    auto *bodyb = llvm::BasicBlock::Create(ctx_, "body", fn);
-    auto *exit = llvm::BasicBlock::Create(ctx_, "exit", fn);
-    b_.CreateBr(header);
-    b_.SetInsertPoint(header);
-    llvm::PHINode *i = b_.CreatePHI(b_.getInt64Ty(), 2);
-    i->addIncoming(b_.getInt64(0), pre);
-    b_.CreateCondBr(b_.CreateICmpSLT(i, n), bodyb, exit);
-    b_.SetInsertPoint(bodyb);
-    body(i);
-    i->addIncoming(b_.CreateAdd(i, b_.getInt64(1)), b_.GetInsertBlock());
-    llvm::BranchInst *latch = b_.CreateBr(header);
+    llvm::BranchInst *latch = emit_counted_loop(b_, n, body);
     if (unroll > 0) {
       llvm::Metadata *hint = unroll == 1
                                  ? llvm::MDNode::get(ctx_, llvm::MDString::get(ctx_, "llvm.loop.unroll.disable"))
@@ -60,7 +49,6 @@ private:
       id->replaceOperandWith(0, id);
       latch->setMetadata(llvm::LLVMContext::MD_loop, id);
     }
-    b_.SetInsertPoint(exit);
   }
 
   /// Runs `steps`: run_phase(phase, iteration) for each phase, run_wave for

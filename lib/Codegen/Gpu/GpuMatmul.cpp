@@ -1,5 +1,7 @@
 #include "Gpu/GpuMatmul.h"
 
+#include "EntryPointUtil.h"
+
 #include "maxc/Support/Error.h"
 
 #include <llvm/IR/IntrinsicsAMDGPU.h>
@@ -106,22 +108,7 @@ void store_slot(llvm::IRBuilder<> &b, llvm::Value *v, llvm::Value *p) { b.Create
 
 /// for (i = 0; i < n; ++i) body(i)
 void ir_loop(llvm::IRBuilder<> &b, Value *n, const std::function<void(Value *)> &body) {
-  llvm::LLVMContext &ctx = b.getContext();
-  llvm::Function *fn = b.GetInsertBlock()->getParent();
-  llvm::BasicBlock *pre = b.GetInsertBlock();
-  auto *header = llvm::BasicBlock::Create(ctx, "mma.loop", fn);
-  auto *bodyb = llvm::BasicBlock::Create(ctx, "mma.body", fn);
-  auto *exit = llvm::BasicBlock::Create(ctx, "mma.exit", fn);
-  b.CreateBr(header);
-  b.SetInsertPoint(header);
-  llvm::PHINode *i = b.CreatePHI(b.getInt64Ty(), 2);
-  i->addIncoming(b.getInt64(0), pre);
-  b.CreateCondBr(b.CreateICmpSLT(i, n), bodyb, exit);
-  b.SetInsertPoint(bodyb);
-  body(i);
-  i->addIncoming(b.CreateAdd(i, b.getInt64(1)), b.GetInsertBlock());
-  b.CreateBr(header);
-  b.SetInsertPoint(exit);
+  emit_counted_loop(b, n, body, "mma.");
 }
 
 /// The emulation of one instruction kind: an internal function
