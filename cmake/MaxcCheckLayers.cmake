@@ -2,7 +2,8 @@
 # Fails (exit 1, one line per include) when a file of lib/<C>/ or
 # include/maxc/<C>/ includes "maxc/<D>/..." for a component D that C may not
 # use (cmake/MaxcLayers.cmake). include/maxc/maxc.h, the umbrella header, may
-# include everything.
+# include everything. Also: lib/Codegen/*.{h,cpp} (the backend-neutral
+# files) include nothing from the backend folders.
 cmake_minimum_required(VERSION 3.20)
 include(${CMAKE_CURRENT_LIST_DIR}/MaxcLayers.cmake)
 set(violations 0)
@@ -23,6 +24,17 @@ foreach(component IN LISTS MAXC_COMPONENTS)
         math(EXPR violations "${violations} + 1")
       endif()
     endforeach()
+  endforeach()
+endforeach()
+# Inside Codegen: the backend-neutral files at lib/Codegen/'s top include no
+# backend folder (Cpu/, Gpu/, AmdGpu/, Nvptx/, Emulator/).
+file(GLOB neutral ${SOURCE_DIR}/lib/Codegen/*.cpp ${SOURCE_DIR}/lib/Codegen/*.h)
+foreach(file IN LISTS neutral)
+  file(STRINGS ${file} includes REGEX "^[ \t]*#[ \t]*include[ \t]*\"(Cpu|Gpu|AmdGpu|Nvptx|Emulator)/")
+  foreach(line IN LISTS includes)
+    file(RELATIVE_PATH rel ${SOURCE_DIR} ${file})
+    message(SEND_ERROR "${rel}: a backend-neutral Codegen file may not include a backend folder: ${line}")
+    math(EXPR violations "${violations} + 1")
   endforeach()
 endforeach()
 if(violations GREATER 0)

@@ -17,4 +17,16 @@ if out=$("$CMAKE" -DSOURCE_DIR="$TMP" -P "$SOURCE_DIR/cmake/MaxcCheckLayers.cmak
   exit 1
 fi
 grep -q "lib/IR/Upward.cpp: IR may not use Ops" <<<"$out" || { echo "FAIL: unexpected message: $out" >&2; exit 1; }
+# A backend-neutral Codegen file including a backend folder fails too.
+rm "$TMP/lib/IR/Upward.cpp"
+mkdir -p "$TMP/lib/Codegen/Cpu"
+printf '#include "Cpu/KernelEmitter.h"\n' > "$TMP/lib/Codegen/Cpu/Fine.cpp"
+"$CMAKE" -DSOURCE_DIR="$TMP" -P "$SOURCE_DIR/cmake/MaxcCheckLayers.cmake"
+printf '#include "Cpu/KernelEmitter.h"\n' > "$TMP/lib/Codegen/Neutral.cpp"
+if out=$("$CMAKE" -DSOURCE_DIR="$TMP" -P "$SOURCE_DIR/cmake/MaxcCheckLayers.cmake" 2>&1); then
+  echo "FAIL: a neutral Codegen file including Cpu/ passed the layering check" >&2
+  exit 1
+fi
+grep -q "lib/Codegen/Neutral.cpp: a backend-neutral Codegen file" <<<"$out" ||
+  { echo "FAIL: unexpected message: $out" >&2; exit 1; }
 echo "PASS"
