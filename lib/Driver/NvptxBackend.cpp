@@ -38,14 +38,14 @@ constexpr GpuProduct kProducts[] = {
 
 /// libcuda.so.1, loaded into the process once (RTLD_GLOBAL: the JIT
 /// resolves the host module's cu* calls through the process), and the
-/// device's sm; throws E0002 ("no CUDA driver" / "no CUDA device") otherwise.
+/// device's sm; throws E0302 ("no CUDA driver" / "no CUDA device") otherwise.
 std::string cuda_device_sm() {
   static void *handle = nullptr;
   if (!handle) {
     handle = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     if (!handle) {
       const char *why = ::dlerror();
-      throw Error(ErrorCode::InvalidArgument, std::string("no CUDA driver: libcuda.so.1 cannot be loaded (") +
+      throw Error(ErrorCode::NoGpuDevice, std::string("no CUDA driver: libcuda.so.1 cannot be loaded (") +
                                               (why ? why : "not found") +
                                               "); --device cuda needs an NVIDIA GPU with its driver installed");
     }
@@ -54,14 +54,14 @@ std::string cuda_device_sm() {
   auto get = reinterpret_cast<int (*)(int *, int)>(::dlsym(handle, "cuDeviceGet"));
   auto attribute = reinterpret_cast<int (*)(int *, int, int)>(::dlsym(handle, "cuDeviceGetAttribute"));
   if (!init || !get || !attribute)
-    throw Error(ErrorCode::InvalidArgument, "no CUDA driver: libcuda.so.1 lacks cuInit/cuDeviceGet/cuDeviceGetAttribute");
+    throw Error(ErrorCode::NoGpuDevice, "no CUDA driver: libcuda.so.1 lacks cuInit/cuDeviceGet/cuDeviceGetAttribute");
   int device = 0, major = 0, minor = 0;
   if (int rc = init(0); rc != 0)
-    throw Error(ErrorCode::InvalidArgument, "no CUDA device: cuInit returned " + std::to_string(rc));
+    throw Error(ErrorCode::NoGpuDevice, "no CUDA device: cuInit returned " + std::to_string(rc));
   constexpr int kComputeCapabilityMajor = 75, kComputeCapabilityMinor = 76; // CUdevice_attribute
   if (get(&device, 0) != 0 || attribute(&major, kComputeCapabilityMajor, device) != 0 ||
       attribute(&minor, kComputeCapabilityMinor, device) != 0)
-    throw Error(ErrorCode::InvalidArgument, "no CUDA device: cannot read device 0's compute capability");
+    throw Error(ErrorCode::NoGpuDevice, "no CUDA device: cannot read device 0's compute capability");
   // The device's own sm where LLVM knows it, else the newest LLVM knows
   // below it (its PTX is JIT-compiled forward by the driver).
   for (int cc = major * 10 + minor; cc >= 30; --cc) {
@@ -70,7 +70,7 @@ std::string cuda_device_sm() {
     } catch (const Error &) {
     }
   }
-  throw Error(ErrorCode::InvalidArgument, "the CUDA device's compute capability " + std::to_string(major) + "." +
+  throw Error(ErrorCode::NoGpuDevice, "the CUDA device's compute capability " + std::to_string(major) + "." +
                                           std::to_string(minor) + " has no PTX target in LLVM");
 }
 

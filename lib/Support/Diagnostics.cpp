@@ -48,6 +48,7 @@ const std::vector<ErrorCodeInfo> &error_code_table() {
       {ErrorCode::NoContext, "NoContext", "An op was recorded with no realization context."},
       {ErrorCode::ForeignValue, "ForeignValue", "A tensor from another context or graph."},
       {ErrorCode::InputMismatch, "InputMismatch", "Run-time inputs do not match the model's inputs."},
+      {ErrorCode::NoGpuDevice, "NoGpuDevice", "No GPU driver, or no device it can use, for --device cuda."},
       {ErrorCode::FileNotReadable, "FileNotReadable", "A file cannot be opened or read."},
       {ErrorCode::SafetensorsHeader, "SafetensorsHeader", "Malformed safetensors header."},
       {ErrorCode::SafetensorsOffsets, "SafetensorsOffsets",

@@ -32,6 +32,7 @@ enum class ErrorCode : int {
   ForeignValue = 203,
   // Runtime (03xx)
   InputMismatch = 301,
+  NoGpuDevice = 302,     // --device cuda: no CUDA driver, or no device it can use
   // Weights and data files (04xx)
   FileNotReadable = 401,
   SafetensorsHeader = 402,
