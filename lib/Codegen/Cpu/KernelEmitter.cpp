@@ -187,43 +187,52 @@ private:
   }
 
   // softmax / log_softmax (last axis), layer_norm / rms_norm (trailing
-  // weight.rank() axes): one row kernel (Cpu/NormEmitter.h) per outer index.
+  // weight.rank() axes): one row kernel (Cpu/NormEmitter.h) per outer index,
+  // the rows split into tasks (emit_parallel_rows; a row is never split, so
+  // every row's statistics are summed in the same order at any thread count).
   void emit_rows(const Node &node) {
     ValueId x = node.operands[0], out = node.results[0];
     size_t inner = node.attrs.has("axis") ? 1 : static_cast<size_t>(g_.type_of(node.operands[1]).rank());
-    std::vector<Value *> dims = dims_of(out);
-    std::vector<Value *> outer(dims.begin(), dims.end() - inner), tail(dims.end() - inner, dims.end());
-    Value *cols = b_.getInt64(1);
-    for (Value *d : tail)
-      cols = b_.CreateMul(cols, d);
-    auto unflatten = [&](Value *col) { // col -> the index in the trailing dims
-      Index idx(inner);
-      for (size_t i = inner; i-- > 0;) {
-        idx[i] = i == 0 ? col : b_.CreateURem(col, tail[i]);
-        col = i == 0 ? col : b_.CreateUDiv(col, tail[i]);
-      }
-      return idx;
+    const Shape &shape = g_.type_of(out).shape;
+    auto product = [&](size_t from, size_t to) {
+      Value *p = b_.getInt64(1);
+      for (size_t d = from; d < to; ++d)
+        p = b_.CreateMul(p, dim(shape[d]));
+      return p;
     };
-    Value *ptr = pointer_of(out);
-    loop_nest(outer, [&](const Index &row) {
-      Value *base = b_.CreateMul(outer.empty() ? b_.getInt64(0) : linear_index(row, outer), cols);
-      RowKernel r;
-      r.op = node.op;
-      r.cols = cols;
-      r.eps = node.attrs.has("eps") ? node.attrs.get_real("eps") : 0.0;
-      r.x = [&](Value *col) {
-        Index idx = row, t = unflatten(col);
-        idx.insert(idx.end(), t.begin(), t.end());
-        return element(x, idx);
-      };
-      if (node.operands.size() > 1)
-        r.weight = [&](Value *col) { return element(node.operands[1], unflatten(col)); };
-      if (node.operands.size() > 2)
-        r.bias = [&](Value *col) { return element(node.operands[2], unflatten(col)); };
-      r.store = [&](Value *col, Value *y) { store_element(DType::f32, ptr, b_.CreateAdd(base, col), y); };
-      r.loop = [&](Value *n, const std::function<void(Value *)> &body) { loop(n, body); };
-      r.local = [&](llvm::Type *t) { return local(t); };
-      emit_row_kernel(b_, r);
+    size_t lead = shape.size() - inner;
+    // Two reads and one write per element, an exp or two for softmax.
+    Value *row_cost = b_.CreateMul(product(lead, shape.size()), b_.getInt64(4));
+    emit_parallel_rows(product(0, lead), row_cost, [&](Value *begin, Value *end) {
+      std::vector<Value *> dims = dims_of(out);
+      std::vector<Value *> outer(dims.begin(), dims.begin() + lead), tail(dims.begin() + lead, dims.end());
+      Value *cols = b_.getInt64(1);
+      for (Value *d : tail)
+        cols = b_.CreateMul(cols, d);
+      auto trailing = [&](Value *col) { return unflatten(col, tail); }; // col -> the index in the trailing dims
+      Value *ptr = pointer_of(out);
+      loop(b_.CreateSub(end, begin), [&](Value *i) {
+        Value *flat = b_.CreateAdd(begin, i);
+        Index row = unflatten(flat, outer);
+        Value *base = b_.CreateMul(flat, cols);
+        RowKernel r;
+        r.op = node.op;
+        r.cols = cols;
+        r.eps = node.attrs.has("eps") ? node.attrs.get_real("eps") : 0.0;
+        r.x = [&](Value *col) {
+          Index idx = row, t = trailing(col);
+          idx.insert(idx.end(), t.begin(), t.end());
+          return element(x, idx);
+        };
+        if (node.operands.size() > 1)
+          r.weight = [&](Value *col) { return element(node.operands[1], trailing(col)); };
+        if (node.operands.size() > 2)
+          r.bias = [&](Value *col) { return element(node.operands[2], trailing(col)); };
+        r.store = [&](Value *col, Value *y) { store_element(DType::f32, ptr, b_.CreateAdd(base, col), y); };
+        r.loop = [&](Value *n, const std::function<void(Value *)> &body) { loop(n, body); };
+        r.local = [&](llvm::Type *t) { return local(t); };
+        emit_row_kernel(b_, r);
+      });
     });
   }
 
@@ -320,6 +329,17 @@ private:
     emit_parallel_for(b_, mod_.prefix, args, tasks, task);
   }
 
+  /// The index of row-major position `flat` in `extents` (the first
+  /// extent is not needed: flat is below the product).
+  Index unflatten(Value *flat, const std::vector<Value *> &extents) {
+    Index idx(extents.size());
+    for (size_t k = extents.size(); k-- > 0;) {
+      idx[k] = k == 0 ? flat : b_.CreateURem(flat, extents[k]);
+      flat = k == 0 ? flat : b_.CreateUDiv(flat, extents[k]);
+    }
+    return idx;
+  }
+
   /// body(idx) for every index of `shape`, as emit_parallel_rows' rows: the
   /// leading dims are the rows (all but the last, or but the last two when
   /// the last is a small constant), `element_cost` units per element.
@@ -344,13 +364,7 @@ private:
         extents.push_back(dim(d));
       Value *first = b_.CreateSub(end, begin);
       loop(first, [&](Value *i) {
-        Value *r = b_.CreateAdd(begin, i);
-        Index idx(lead);
-        for (size_t k = lead; k-- > 1;) {
-          idx[k] = b_.CreateURem(r, extents[k]);
-          r = b_.CreateUDiv(r, extents[k]);
-        }
-        idx[0] = r;
+        Index idx = unflatten(b_.CreateAdd(begin, i), std::vector<Value *>(extents.begin(), extents.begin() + lead));
         loop_nest(std::vector<Value *>(extents.begin(), extents.end()), body, idx);
       });
     });
@@ -436,15 +450,14 @@ private:
     const Shape &as = g_.type_of(node.operands[0]).shape;
     const Shape &bs = g_.type_of(node.operands[1]).shape;
     size_t rank = cs.size();
-    std::vector<Value *> cdims = dims_of(out);
+    // Values of the function being emitted (the task's, set in the body).
+    std::vector<Value *> cdims;
+    Value *k_extent = nullptr, *cptr = nullptr;
     DType dtype = g_.type_of(out).dtype;
-    Value *k_extent = dim(ta ? as[as.size() - 2] : as.back());
-    Value *cptr = pointer_of(out);
     bool is_fp = is_float(dtype);
     llvm::Type *acc_type = is_fp ? b_.getFloatTy() : b_.getInt64Ty();
     if (dtype == DType::f64)
       acc_type = b_.getDoubleTy();
-    std::vector<Value *> batch(cdims.begin(), cdims.end() - 2);
     auto a_elem = [&](const Index &bidx, Value *i, Value *k) {
       Index idx = batch_index(as, cs, bidx);
       idx.push_back(ta ? k : i);
@@ -470,8 +483,20 @@ private:
       return sum;
     };
     Value *zero = is_fp ? llvm::ConstantFP::get(acc_type, 0.0) : static_cast<Value *>(b_.getInt64(0));
-    loop_nest(batch, [&](const Index &bidx) {
-      loop(cdims[rank - 2], [&](Value *i) {
+    // Rows of C (batch x M) split into tasks, N x K multiply-adds each;
+    // every element is summed over k in the same order in any task.
+    Value *rows = b_.getInt64(1);
+    for (size_t d = 0; d + 1 < rank; ++d)
+      rows = b_.CreateMul(rows, dim(cs[d]));
+    Value *row_cost = b_.CreateMul(dim(cs[rank - 1]), dim(ta ? as[as.size() - 2] : as.back()));
+    emit_parallel_rows(rows, row_cost, [&](Value *begin, Value *end) {
+      cdims = dims_of(out);
+      k_extent = dim(ta ? as[as.size() - 2] : as.back());
+      cptr = pointer_of(out);
+      loop(b_.CreateSub(end, begin), [&](Value *r) {
+        Index bidx = unflatten(b_.CreateAdd(begin, r), std::vector<Value *>(cdims.begin(), cdims.end() - 1));
+        Value *i = bidx.back();
+        bidx.pop_back();
         // f16/bf16 results take the dot-product form too: accumulating in C
         // itself would round every partial sum to the storage precision.
         if (tb || dtype == DType::f16 || dtype == DType::bf16) {
