@@ -749,6 +749,15 @@ EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const
   for (const auto &[name, sub] : root.subgraphs())
     FunctionEmitter(mod, *sub, mod.functions.at(sub.get())).emit();
   FunctionEmitter(mod, root, mod.functions.at(&root)).emit();
+  // The loops the vectorizer widens (elementwise tasks, row kernels, GEMM
+  // epilogues, their exp/erf/tanh polynomials) use the GEMM's 512-bit
+  // vectors on AVX-512 CPUs: LLVM's prefer-256-bit tuning of the Intel
+  // ones (skylake-avx512 ... sapphirerapids) would halve them, though the
+  // GEMM's zmm code already runs. No effect where 512 bits are not legal
+  // (AVX2: 256) or on other architectures.
+  for (llvm::Function &f : module)
+    if (!f.isDeclaration() && !f.hasFnAttribute("prefer-vector-width"))
+      f.addFnAttr("prefer-vector-width", "512");
   return mod.functions.at(&root);
 }
 
