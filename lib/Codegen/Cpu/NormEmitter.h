@@ -45,7 +45,9 @@ struct RowKernel {
   std::function<llvm::Value *(llvm::Type *)> local;
 };
 
-/// Emits one row of `r.op` at `b`'s insertion point.
+/// Emits one row of `r.op` at `b`'s insertion point. (The caller,
+/// KernelEmitter's emit_rows, splits the rows into pool tasks; a row is
+/// never split, so its sums have the same order at any thread count.)
 void emit_row_kernel(llvm::IRBuilder<> &b, const RowKernel &r);
 
 } // namespace maxc::codegen
