@@ -33,4 +33,35 @@ struct AttentionKernel {
 /// Emits the attention of one batch entry at `b`'s insertion point.
 void emit_attention_kernel(llvm::IRBuilder<> &b, const AttentionKernel &a);
 
+/// The query-block kernel (the fast path, used when q, k, v and the mask are
+/// stored buffers): a function of its own,
+///   void NAME(ptr noalias q, ptr noalias k, ptr noalias v, ptr noalias mask,
+///             ptr noalias out, i64 sq, i64 sk, i64 i_begin, i64 i_end,
+///             i64 mask_row_stride, i64 mask_col_stride)
+/// for one batch entry (q [sq, d], k [sk, d], v [sk, dv], out [sq, dv], all
+/// row-major f32; mask: this entry's [sq, sk] view through the two strides,
+/// in elements, 0 for a broadcast dim), computing query rows [i_begin,
+/// i_end). Its pointer parameters are noalias, so the caller may be a task
+/// function that loads them from a table without losing that fact.
+///
+/// Queries are the vector lanes (`lanes` of them per block): the block's q
+/// rows are packed transposed and pre-scaled once ([d][lanes]); then per
+/// block of `lanes` keys the scores are lanes x lanes FMAs over d (each k
+/// element broadcast), the online softmax runs lane-wise (running max m,
+/// sum l, the rescale c = exp(m_old - m_new), p = exp(s - m) with the vector
+/// exp of MathEmitter) with no horizontal reductions, and acc[query][dv] +=
+/// p * v with v rows as vectors (masked at a dv tail), acc in a stack tile.
+/// No [sq, sk] buffer anywhere. Causal (keep j <= i): key blocks past the
+/// block's last query are skipped, the diagonal block masked by index.
+struct AttentionFunction {
+  enum class Mask { none, causal, boolean, additive };
+  int64_t d = 0, dv = 0;
+  unsigned lanes = 16;
+  double scale = 1, fill = 0;
+  Mask mask = Mask::none;
+  bool mask_per_row = false; // the mask differs between query rows (else its row stride is ignored)
+};
+
+llvm::Function *emit_attention_function(llvm::Module &m, const std::string &name, const AttentionFunction &a);
+
 } // namespace maxc::codegen
