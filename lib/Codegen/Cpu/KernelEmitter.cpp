@@ -287,9 +287,9 @@ private:
       int64_t r = static_cast<int64_t>(g_.type_of(v).rank());
       return r - 1 - g_.nodes()[static_cast<size_t>(q)].attrs.get_int("axis");
     };
-    if (cmp.operands.size() != 2 || (cmp.op != "greater_equal" && cmp.op != "less_equal"))
+    if (cmp.operands.size() != 2 || (cmp.op != "ge" && cmp.op != "le"))
       return false;
-    ValueId rows = cmp.operands[cmp.op == "greater_equal" ? 0 : 1], cols = cmp.operands[cmp.op == "greater_equal" ? 1 : 0];
+    ValueId rows = cmp.operands[cmp.op == "ge" ? 0 : 1], cols = cmp.operands[cmp.op == "ge" ? 1 : 0];
     const Shape &ms = g_.type_of(mask).shape, &qs = g_.type_of(node.operands[0]).shape,
                 &ks = g_.type_of(node.operands[1]).shape;
     size_t r = ms.size(), rq = qs.size();

@@ -1,0 +1,115 @@
+// The CPU attention's query-block kernel (Cpu/AttentionEmitter.h,
+// emit_attention_function): causal and not, query / key counts that are not
+// multiples of the block (1, 7, 33, 130), head dims 32 / 64 / 80 and value
+// dims with a vector tail, bool and additive masks per query row (gathered)
+// and broadcast over rows (BERT's [b, 1, 1, s]), the ONNX spelling; every
+// case against the interpreter (rtol 1e-4, atol 1e-5: f32 dot products and
+// exp vs double) and the same bits at 1, 2 and 3 threads and through a
+// two-thread parallel_for. A graph whose operand is a fused generator takes
+// the per-batch loop instead, also checked.
+#include "CompiledRunner.h"
+
+#include "maxc/Codegen/ModelCompiler.h"
+
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include <cmath>
+
+using namespace maxc;
+using namespace maxc::test;
+
+namespace {
+
+constexpr double kRtol = 1e-4, kAtol = 1e-5;
+
+/// Whether the CPU module of `g` has the query-block kernel.
+bool uses_block_kernel(const Graph &g) {
+  llvm::LLVMContext context;
+  auto module = build_model_module(g, "maxc_jit", context);
+  return module->getFunction("maxc_jit.attention") != nullptr;
+}
+
+/// `build` traced on `inputs`: the block kernel is used (or not, `blocks`),
+/// compiled == interpreter, and the same bits on any number of threads.
+void check_blocks(const std::vector<HostTensor> &inputs, const BuildFn &build, bool blocks = true) {
+  std::unique_ptr<Graph> g = trace_graph(types_of(inputs), build);
+  CHECK(uses_block_kernel(*g) == blocks);
+  std::vector<HostTensor> expected = Interpreter::run(*g, inputs);
+  std::vector<HostTensor> got = run_compiled_threads(*g, inputs);
+  MAXC_REQUIRE_CLOSE(got[0], expected[0], kRtol, kAtol);
+}
+
+HostTensor rand(std::vector<int64_t> shape, double lo = -3, double hi = 3) {
+  return random_tensor(DType::f32, std::move(shape), lo, hi);
+}
+
+} // namespace
+
+TEST_CASE("attention blocks: causal (JSON spelling), odd lengths, head dims 32/64/80", "[codegen][attention]") {
+  for (auto [b, h, s, d] : std::vector<std::array<int64_t, 4>>{{1, 2, 1, 32}, {1, 1, 7, 64}, {2, 1, 33, 80}, {1, 1, 130, 32}}) {
+    INFO("b " << b << " h " << h << " s " << s << " d " << d);
+    double scale = 1 / std::sqrt(double(d));
+    check_blocks({rand({b, h, s, d}), rand({b, h, s, d}), rand({b, h, s, d})}, [s = s, scale](auto &x) {
+      Tensor sc = ops::matmul(x[0], x[1], false, true) * ops::full(scale, DType::f32);
+      Tensor causal = ops::greater_equal(ops::iota({s, s}, 0), ops::iota({s, s}, 1));
+      return std::vector<Tensor>{ops::matmul(ops::softmax(ops::where(causal, sc, ops::full(-1e9, DType::f32)), -1), x[2])};
+    });
+  }
+  // cols <= rows, more keys than queries (the mask [sq, sk]).
+  check_blocks({rand({1, 2, 20, 16}), rand({1, 2, 37, 16}), rand({1, 2, 37, 24})}, [](auto &x) {
+    Tensor causal = ops::less_equal(ops::iota({20, 37}, 1), ops::iota({20, 37}, 0));
+    Tensor sc = ops::matmul(x[0], x[1], false, true);
+    return std::vector<Tensor>{ops::matmul(ops::softmax(ops::where(causal, sc, ops::full(-1e4, DType::f32)), -1), x[2])};
+  });
+}
+
+TEST_CASE("attention blocks: no mask, key counts and value dims off the block", "[codegen][attention]") {
+  for (auto [sq, sk, d, dv] : std::vector<std::array<int64_t, 4>>{{7, 9, 64, 20}, {33, 130, 80, 80}, {130, 7, 32, 5}, {1, 1, 32, 64}}) {
+    INFO("sq " << sq << " sk " << sk << " d " << d << " dv " << dv);
+    double scale = 1 / std::sqrt(double(d));
+    check_blocks({rand({2, sq, d}), rand({2, sk, d}), rand({2, sk, dv})}, [scale](auto &x) {
+      Tensor sc = ops::matmul(x[0], x[1], false, true) * ops::full(scale, DType::f32);
+      return std::vector<Tensor>{ops::matmul(ops::softmax(sc, -1), x[2])};
+    });
+  }
+}
+
+TEST_CASE("attention blocks: ONNX spelling with masks per row and broadcast", "[codegen][attention]") {
+  int64_t b = 2, h = 2, s = 19, d = 32;
+  // torch's export: q, k, v [b, s, h, d]; k transposed straight to [b, h, d, s].
+  std::vector<HostTensor> in = {rand({b, s, h, d}), rand({b, s, h, d}), rand({b, s, h, d})};
+  auto onnx_attention = [](auto &x, const Tensor *mask) {
+    Tensor q = ops::transpose(x[0], {0, 2, 1, 3}), k = ops::transpose(x[1], {0, 2, 3, 1}),
+           v = ops::transpose(x[2], {0, 2, 1, 3});
+    Tensor sc = ops::div(ops::matmul(q, k), ops::full(std::sqrt(32.0), DType::f32));
+    if (mask)
+      sc = sc + *mask;
+    return std::vector<Tensor>{ops::transpose(ops::matmul(ops::softmax(sc, 3), v), {0, 2, 1, 3})};
+  };
+  check_blocks(in, [&](auto &x) { return onnx_attention(x, nullptr); });
+  // BERT's padding mask [b, 1, 1, s]: one scalar per key.
+  std::vector<HostTensor> with_mask = in;
+  with_mask.push_back(rand({b, 1, 1, s}, -10000, 0));
+  check_blocks(with_mask, [&](auto &x) { return onnx_attention(x, &x[3]); });
+  // A float mask per query row [b, 1, s, s] (gathered).
+  with_mask[3] = rand({b, 1, s, s}, -5, 0);
+  check_blocks(with_mask, [&](auto &x) { return onnx_attention(x, &x[3]); });
+  // A bool mask [s, s] that is not causal: where(mask, scores, fill).
+  HostTensor keep = random_tensor(DType::boolean, {s, s});
+  for (int64_t i = 0; i < s; ++i)
+    keep.set_i64(i * s + (i * 7) % s, 1); // every row keeps a key
+  check_blocks({in[0], in[1], in[2], keep}, [](auto &x) {
+    Tensor q = ops::transpose(x[0], {0, 2, 1, 3}), k = ops::transpose(x[1], {0, 2, 1, 3}),
+           v = ops::transpose(x[2], {0, 2, 1, 3});
+    Tensor sc = ops::matmul(q, k, false, true) * ops::full(0.2, DType::f32);
+    return std::vector<Tensor>{ops::matmul(ops::softmax(ops::where(x[3], sc, ops::full(-1e9, DType::f32)), -1), v)};
+  });
+}
+
+TEST_CASE("attention blocks: a fused generator operand takes the per-batch loop", "[codegen][attention]") {
+  check_blocks({rand({1, 2, 9, 8}), rand({1, 2, 9, 8})}, [](auto &x) {
+    Tensor v = ops::iota({1, 2, 9, 8}, 2, DType::f32);
+    return std::vector<Tensor>{ops::matmul(ops::softmax(ops::matmul(x[0], x[1], false, true), -1), v)};
+  }, false);
+}
