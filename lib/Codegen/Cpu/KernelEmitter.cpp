@@ -235,7 +235,7 @@ private:
   void emit_attention(const Node &node) {
     if (std::all_of(node.operands.begin(), node.operands.end(),
                     [&](ValueId v) { return plan_.values[v].storage != Storage::fused; }) ||
-        (node.operands.size() == 4 && causal_mask(node) &&
+        (causal_mask(node) &&
          std::all_of(node.operands.begin(), node.operands.begin() + 3,
                      [&](ValueId v) { return plan_.values[v].storage != Storage::fused; })))
       return emit_attention_blocks(node);
@@ -273,28 +273,9 @@ private:
     });
   }
 
-  /// The mask is i >= j spelled with iotas: rows >= cols or cols <= rows.
   bool causal_mask(const Node &node) const {
-    ValueId mask = node.operands[3];
-    int64_t p = g_.value_info(mask).producer;
-    if (p < 0 || g_.type_of(mask).dtype != DType::boolean)
-      return false;
-    const Node &cmp = g_.nodes()[static_cast<size_t>(p)];
-    auto iota_axis = [&](ValueId v) -> int64_t { // the iota's axis from the end (1: rows, 0: cols), or -1
-      int64_t q = g_.value_info(v).producer;
-      if (q < 0 || g_.nodes()[static_cast<size_t>(q)].op != "iota")
-        return -1;
-      int64_t r = static_cast<int64_t>(g_.type_of(v).rank());
-      return r - 1 - g_.nodes()[static_cast<size_t>(q)].attrs.get_int("axis");
-    };
-    if (cmp.operands.size() != 2 || (cmp.op != "ge" && cmp.op != "le"))
-      return false;
-    ValueId rows = cmp.operands[cmp.op == "ge" ? 0 : 1], cols = cmp.operands[cmp.op == "ge" ? 1 : 0];
-    const Shape &ms = g_.type_of(mask).shape, &qs = g_.type_of(node.operands[0]).shape,
-                &ks = g_.type_of(node.operands[1]).shape;
-    size_t r = ms.size(), rq = qs.size();
-    return iota_axis(rows) == 1 && iota_axis(cols) == 0 && g_.type_of(rows).shape == ms && g_.type_of(cols).shape == ms &&
-           r >= 2 && ms[r - 2] == qs[rq - 2] && ms[r - 1] == ks[rq - 2];
+    return node.operands.size() > 3 && is_causal_mask(g_, node.operands[3], g_.type_of(node.operands[0]).shape,
+                                                      g_.type_of(node.operands[1]).shape);
   }
 
   void emit_attention_blocks(const Node &node) {
