@@ -2,7 +2,9 @@
 // emit_attention_function): causal and not, query / key counts that are not
 // multiples of the block (1, 7, 33, 130), head dims 32 / 64 / 80 and value
 // dims with a vector tail, bool and additive masks per query row (gathered)
-// and broadcast over rows (BERT's [b, 1, 1, s]), the ONNX spelling; every
+// and broadcast over rows (BERT's [b, 1, 1, s]), the ONNX spelling, torch's
+// masked_fill spelling (where(mask, fill, s)) with a constant causal mask
+// (run causal: no mask reads) and another constant mask; every
 // case against the interpreter (rtol 1e-4, atol 1e-5: f32 dot products and
 // exp vs double) and the same bits at 1, 2 and 3 threads and through a
 // two-thread parallel_for. A graph whose operand is a fused generator takes
@@ -13,6 +15,7 @@
 
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <llvm/Support/raw_ostream.h>
 
 #include <cmath>
 
@@ -23,12 +26,20 @@ namespace {
 
 constexpr double kRtol = 1e-4, kAtol = 1e-5;
 
-/// Whether the CPU module of `g` has the query-block kernel.
-bool uses_block_kernel(const Graph &g) {
+/// The query-block kernel of the CPU module of `g` as IR text ("" if none).
+std::string block_kernel(const Graph &g) {
   llvm::LLVMContext context;
   auto module = build_model_module(g, "maxc_jit", context);
-  return module->getFunction("maxc_jit.attention") != nullptr;
+  llvm::Function *f = module->getFunction("maxc_jit.attention");
+  std::string text;
+  if (f) {
+    llvm::raw_string_ostream os(text);
+    f->print(os);
+  }
+  return text;
 }
+
+bool uses_block_kernel(const Graph &g) { return !block_kernel(g).empty(); }
 
 /// `build` traced on `inputs`: the block kernel is used (or not, `blocks`),
 /// compiled == interpreter, and the same bits on any number of threads.
@@ -55,6 +66,17 @@ TEST_CASE("attention blocks: causal (JSON spelling), odd lengths, head dims 32/6
       Tensor causal = ops::greater_equal(ops::iota({s, s}, 0), ops::iota({s, s}, 1));
       return std::vector<Tensor>{ops::matmul(ops::softmax(ops::where(causal, sc, ops::full(-1e9, DType::f32)), -1), x[2])};
     });
+  }
+  {
+    std::unique_ptr<Graph> g = trace_graph({TensorType(DType::f32, {1, 1, 7, 8}), TensorType(DType::f32, {1, 1, 7, 8}),
+                                            TensorType(DType::f32, {1, 1, 7, 8})}, [](auto &x) {
+      Tensor causal = ops::greater_equal(ops::iota({7, 7}, 0), ops::iota({7, 7}, 1));
+      Tensor sc = ops::matmul(x[0], x[1], false, true);
+      return std::vector<Tensor>{ops::matmul(ops::softmax(ops::where(causal, sc, ops::full(-1e9, DType::f32)), -1), x[2])};
+    });
+    std::string kernel = block_kernel(*g); // by index: the mask is not read
+    CHECK(kernel.find("gather") == std::string::npos);
+    CHECK(kernel.find("load i8") == std::string::npos);
   }
   // cols <= rows, more keys than queries (the mask [sq, sk]).
   check_blocks({rand({1, 2, 20, 16}), rand({1, 2, 37, 16}), rand({1, 2, 37, 24})}, [](auto &x) {
@@ -112,4 +134,36 @@ TEST_CASE("attention blocks: a fused generator operand takes the per-batch loop"
     Tensor v = ops::iota({1, 2, 9, 8}, 2, DType::f32);
     return std::vector<Tensor>{ops::matmul(ops::softmax(ops::matmul(x[0], x[1], false, true), -1), v)};
   }, false);
+}
+
+TEST_CASE("attention blocks: torch's masked_fill spelling where(mask, fill, s)", "[codegen][attention]") {
+  int64_t s = 21, d = 32;
+  std::vector<HostTensor> in = {rand({2, 2, s, d}), rand({2, 2, s, d}), rand({2, 2, s, d})};
+  auto masked_fill = [](const Tensor &mask) {
+    return [mask](auto &x) {
+      Tensor sc = ops::div(ops::matmul(x[0], ops::transpose(x[1], {0, 1, 3, 2})), ops::full(5.0, DType::f32));
+      return std::vector<Tensor>{ops::matmul(ops::softmax(ops::where(mask, ops::full(-3.4e38, DType::f32), sc), 3), x[2])};
+    };
+  };
+  // The GPT-2 / Llama exports' constant "future" mask (j > i): runs causal,
+  // reading no mask.
+  std::vector<int64_t> future(static_cast<size_t>(s * s)), other(future.size());
+  for (int64_t i = 0; i < s; ++i)
+    for (int64_t j = 0; j < s; ++j) {
+      future[static_cast<size_t>(i * s + j)] = j > i;
+      other[static_cast<size_t>(i * s + j)] = (i * 5 + j * 3) % 4 == 1;
+    }
+  for (int64_t i = 0; i < s; ++i)
+    other[static_cast<size_t>(i * s + i)] = 0; // every row keeps its diagonal key
+  auto causal = masked_fill(Tensor::from_i64(DType::boolean, {s, s}, future));
+  std::unique_ptr<Graph> g = trace_graph(types_of(in), causal);
+  std::string kernel = block_kernel(*g);
+  CHECK(!kernel.empty());
+  CHECK(kernel.find("gather") == std::string::npos);
+  check_blocks(in, causal);
+  // Any other constant mask is read (gathered per query row), inverted.
+  auto general = masked_fill(Tensor::from_i64(DType::boolean, {s, s}, other));
+  g = trace_graph(types_of(in), general);
+  CHECK(block_kernel(*g).find("gather") != std::string::npos);
+  check_blocks(in, general);
 }
