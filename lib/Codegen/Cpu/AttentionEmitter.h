@@ -1,14 +1,22 @@
 // Fused scaled-dot-product attention on the CPU (the `attention` op that
-// Transforms/FuseAttention recognizes), flash-attention style: for each
-// query row, one pass over the keys with an online softmax — running max m,
-// running sum l and an output accumulator acc[Dv] rescaled by exp(m_old -
-// m_new) when the max grows — so the [Sq, Sk] scores and probabilities are
-// never stored (no workspace at all). Keys go in blocks of 16: each score
-// q·k (f32, the dot vectorized) times scale, the mask applied (bool: fill
-// where false; float: added) into a 16-float local array; then the block's
-// max, one rescale c of l and acc, the block's p_j = exp(s_j - m) in one
-// vectorizable loop, acc = acc * c + sum p_j v_j. The result is acc / l. A
-// row whose scores are all -inf gives NaN (0 / 0), as the reference.
+// Transforms/FuseAttention recognizes), flash-attention style: an online
+// softmax — running max m, running sum l and an output accumulator rescaled
+// by exp(m_old - m_new) when the max grows — so the [Sq, Sk] scores and
+// probabilities are never stored. Two forms:
+//
+// - emit_attention_function (below): the query-block kernel, used whenever
+//   q, k, v and the mask are stored buffers (always, but for a fused
+//   generator operand); queries in the vector lanes, split into tasks.
+// - emit_attention_kernel: the per-row loop over blocks of 16 keys, reading
+//   q, k, v, mask through callbacks (the elemental emitter), for the rest.
+//   Keys go in blocks of 16: each score q·k (f32, the dot vectorized) times
+//   scale, the mask applied (bool: fill where false; float: added) into a
+//   16-float local array; then the block's max, one rescale c of l and acc,
+//   the block's p_j = exp(s_j - m) in one vectorizable loop, acc = acc * c
+//   + sum p_j v_j.
+//
+// The result is acc / l. A row whose scores are all -inf gives NaN (0 / 0),
+// as the reference.
 #pragma once
 
 #include "maxc/IR/Graph.h"
