@@ -63,6 +63,10 @@ void emit_attention_kernel(llvm::IRBuilder<> &b, const AttentionKernel &a);
 /// p * v with v rows as vectors (masked at a dv tail), acc in a stack tile.
 /// No [sq, sk] buffer anywhere. Causal (keep j <= i): key blocks past the
 /// block's last query are skipped, the diagonal block masked by index.
+/// The largest D and Dv the query-block kernel takes: its stack tiles are
+/// lanes x D and lanes x Dv floats (64 KiB each at 1024).
+constexpr int64_t kMaxBlockHeadDim = 1024;
+
 struct AttentionFunction {
   enum class Mask { none, causal, boolean, additive };
   int64_t d = 0, dv = 0;

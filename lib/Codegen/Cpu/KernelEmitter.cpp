@@ -230,14 +230,14 @@ private:
   // attention (f32, static head dims): with q, k, v (and the mask) stored,
   // the query-block kernel function of Cpu/AttentionEmitter.h, one call per
   // (batch entry, block of `lanes` queries), those split into tasks;
-  // otherwise (a fused generator operand) one flash-style loop per batch
-  // entry reading q, k, v, mask through the elemental emitter.
+  // otherwise (a fused generator operand, head dims past kMaxBlockHeadDim)
+  // one flash-style loop per batch entry reading q, k, v, mask through the
+  // elemental emitter.
   void emit_attention(const Node &node) {
-    if (std::all_of(node.operands.begin(), node.operands.end(),
-                    [&](ValueId v) { return plan_.values[v].storage != Storage::fused; }) ||
-        (causal_mask(node) &&
-         std::all_of(node.operands.begin(), node.operands.begin() + 3,
-                     [&](ValueId v) { return plan_.values[v].storage != Storage::fused; })))
+    auto read = node.operands.begin() + (causal_mask(node) ? 3 : static_cast<std::ptrdiff_t>(node.operands.size()));
+    if (std::all_of(node.operands.begin(), read, [&](ValueId v) { return plan_.values[v].storage != Storage::fused; }) &&
+        g_.type_of(node.operands[0]).shape.back().value() <= kMaxBlockHeadDim &&
+        g_.type_of(node.operands[2]).shape.back().value() <= kMaxBlockHeadDim)
       return emit_attention_blocks(node);
     ValueId out = node.results[0];
     const Shape &qs = g_.type_of(node.operands[0]).shape, &ks = g_.type_of(node.operands[1]).shape;

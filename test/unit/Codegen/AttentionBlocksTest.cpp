@@ -7,8 +7,9 @@
 // (run causal: no mask reads) and another constant mask; every
 // case against the interpreter (rtol 1e-4, atol 1e-5: f32 dot products and
 // exp vs double) and the same bits at 1, 2 and 3 threads and through a
-// two-thread parallel_for. A graph whose operand is a fused generator takes
-// the per-batch loop instead, also checked.
+// two-thread parallel_for. A graph whose operand is a fused generator, or
+// whose head dim is past kMaxBlockHeadDim, takes the per-batch loop instead,
+// also checked.
 #include "CompiledRunner.h"
 
 #include "maxc/Codegen/ModelCompiler.h"
@@ -129,7 +130,11 @@ TEST_CASE("attention blocks: ONNX spelling with masks per row and broadcast", "[
   });
 }
 
-TEST_CASE("attention blocks: a fused generator operand takes the per-batch loop", "[codegen][attention]") {
+TEST_CASE("attention blocks: a fused generator operand, a head dim past 1024: the per-batch loop", "[codegen][attention]") {
+  check_blocks({rand({1, 2, 1030}), rand({1, 3, 1030}), rand({1, 3, 4})}, [](auto &x) {
+    Tensor sc = ops::matmul(x[0], x[1], false, true) * ops::full(0.03, DType::f32);
+    return std::vector<Tensor>{ops::matmul(ops::softmax(sc, -1), x[2])};
+  }, false);
   check_blocks({rand({1, 2, 9, 8}), rand({1, 2, 9, 8})}, [](auto &x) {
     Tensor v = ops::iota({1, 2, 9, 8}, 2, DType::f32);
     return std::vector<Tensor>{ops::matmul(ops::softmax(ops::matmul(x[0], x[1], false, true), -1), v)};
