@@ -158,7 +158,11 @@ public:
       b_.CreateStore(neg_inf, m_var);
       b_.CreateStore(zero, l_var);
       Value *rows_vec = b_.CreateAdd(b_.CreateVectorSplat(a_.lanes, i0), lanes); // the lanes' query indices
-      Value *keys = a_.mask == AttentionFunction::Mask::causal ? smin(sk, b_.CreateAdd(i0, nq)) : sk;
+      // Causal with a fill of -1e4 or less: the keys past the block's last
+      // query would add exp(fill - m) = 0 (f32 and double alike, for any
+      // max m above -9900), so they are skipped; a larger fill is applied.
+      bool skip = a_.mask == AttentionFunction::Mask::causal && a_.fill <= -1e4;
+      Value *keys = skip ? smin(sk, b_.CreateAdd(i0, nq)) : sk;
       range(b_.getInt64(0), keys, b_.getInt64(w), [&](Value *j0) {
         Value *count = smin(b_.getInt64(w), b_.CreateSub(keys, j0));
         Value *last_key = b_.CreateSub(sk, one);

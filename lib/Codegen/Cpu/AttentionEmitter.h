@@ -61,8 +61,9 @@ void emit_attention_kernel(llvm::IRBuilder<> &b, const AttentionKernel &a);
 /// sum l, the rescale c = exp(m_old - m_new), p = exp(s - m) with the vector
 /// exp of MathEmitter) with no horizontal reductions, and acc[query][dv] +=
 /// p * v with v rows as vectors (masked at a dv tail), acc in a stack tile.
-/// No [sq, sk] buffer anywhere. Causal (keep j <= i): key blocks past the
-/// block's last query are skipped, the diagonal block masked by index.
+/// No [sq, sk] buffer anywhere. Causal (keep j <= i): masked by index, and
+/// with a fill of -1e4 or less (the usual -1e9, -inf, -FLT_MAX) the key
+/// blocks past the block's last query are skipped.
 /// The largest D and Dv the query-block kernel takes: its stack tiles are
 /// lanes x D and lanes x Dv floats (64 KiB each at 1024).
 constexpr int64_t kMaxBlockHeadDim = 1024;

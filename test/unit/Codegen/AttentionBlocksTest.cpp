@@ -79,6 +79,12 @@ TEST_CASE("attention blocks: causal (JSON spelling), odd lengths, head dims 32/6
     CHECK(kernel.find("gather") == std::string::npos);
     CHECK(kernel.find("load i8") == std::string::npos);
   }
+  // A causal mask with fill 0: the masked keys count (exp(0 - m)), none skipped.
+  check_blocks({rand({1, 1, 37, 8}), rand({1, 1, 37, 8}), rand({1, 1, 37, 8})}, [](auto &x) {
+    Tensor causal = ops::greater_equal(ops::iota({37, 37}, 0), ops::iota({37, 37}, 1));
+    Tensor sc = ops::matmul(x[0], x[1], false, true);
+    return std::vector<Tensor>{ops::matmul(ops::softmax(ops::where(causal, sc, ops::full(0.0, DType::f32)), -1), x[2])};
+  });
   // cols <= rows, more keys than queries (the mask [sq, sk]).
   check_blocks({rand({1, 2, 20, 16}), rand({1, 2, 37, 16}), rand({1, 2, 37, 24})}, [](auto &x) {
     Tensor causal = ops::less_equal(ops::iota({20, 37}, 1), ops::iota({20, 37}, 0));
