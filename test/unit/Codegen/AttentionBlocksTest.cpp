@@ -178,3 +178,36 @@ TEST_CASE("attention blocks: torch's masked_fill spelling where(mask, fill, s)",
   CHECK(block_kernel(*g).find("gather") != std::string::npos);
   check_blocks(in, general);
 }
+
+TEST_CASE("attention blocks: a symbolic sequence length, causal and with a padding mask", "[codegen][attention]") {
+  TensorType qkv(DType::f32, {1, 2, Dim("seq"), 16});
+  Graph graph("sym", {qkv, qkv, qkv, TensorType(DType::f32, {1, 1, 1, Dim("seq")})});
+  {
+    GraphRealizationContext ctx(graph);
+    std::vector<Tensor> x;
+    for (const Value &v : graph.inputs())
+      x.push_back(Tensor::from_graph_value(v));
+    auto scores = [&] { return ops::matmul(x[0], x[1], false, true) * ops::full(0.25, DType::f32); };
+    Tensor causal = ops::greater_equal(ops::iota({Dim("seq"), Dim("seq")}, 0), ops::iota({Dim("seq"), Dim("seq")}, 1));
+    Tensor a = ops::matmul(ops::softmax(ops::where(causal, scores(), ops::full(-1e9, DType::f32)), -1), x[2]);
+    Tensor b = ops::matmul(ops::softmax(scores() + x[3], -1), x[2]);
+    graph.output({a.value(), b.value()});
+  }
+  CHECK(block_kernel(graph).find("gather") == std::string::npos); // causal: by index
+  {
+    llvm::LLVMContext context;
+    auto module = build_model_module(graph, "maxc_jit", context);
+    int kernels_found = 0;
+    for (llvm::Function &f : *module)
+      kernels_found += f.getName().starts_with("maxc_jit.attention");
+    CHECK(kernels_found == 2);
+  }
+  for (int64_t s : {5, 37, 0}) {
+    INFO("seq " << s);
+    std::vector<HostTensor> in = {rand({1, 2, s, 16}), rand({1, 2, s, 16}), rand({1, 2, s, 16}), rand({1, 1, 1, s}, -100, 0)};
+    std::vector<HostTensor> expected = Interpreter::run(graph, in);
+    std::vector<HostTensor> got = run_compiled_threads(graph, in);
+    MAXC_REQUIRE_CLOSE(got[0], expected[0], kRtol, kAtol);
+    MAXC_REQUIRE_CLOSE(got[1], expected[1], kRtol, kAtol);
+  }
+}
