@@ -14,11 +14,14 @@ namespace {
 Value *f32(llvm::IRBuilder<> &b, double v) { return llvm::ConstantFP::get(b.getFloatTy(), v); }
 
 // Horner evaluation of c[0] + c[1]*x + c[2]*x^2 + ...
+// A float constant of x's type (a splat when x is a vector).
+Value *like(Value *x, double v) { return llvm::ConstantFP::get(x->getType(), v); }
+
 Value *horner(llvm::IRBuilder<> &b, Value *x, std::initializer_list<double> coeffs) {
   std::vector<double> c(coeffs);
-  Value *acc = f32(b, c.back());
+  Value *acc = like(x, c.back());
   for (size_t i = c.size() - 1; i-- > 0;)
-    acc = b.CreateFAdd(b.CreateFMul(acc, x), f32(b, c[i]));
+    acc = b.CreateFAdd(b.CreateFMul(acc, x), like(x, c[i]));
   return acc;
 }
 
@@ -28,17 +31,18 @@ Value *is_nan(llvm::IRBuilder<> &b, Value *x) { return b.CreateFCmpUNO(x, x); }
 // r = x - n*ln2 with ln2 split in two (Cody–Waite), exp(r) by its Taylor
 // polynomial to degree 7 on |r| ≤ ln2/2 (truncation < 1e-9 relative).
 Value *exp_core(llvm::IRBuilder<> &b, Value *x) {
-  Value *clamped = b.CreateMaxNum(b.CreateMinNum(x, f32(b, 88.72283935546875)), f32(b, -87.0));
-  Value *n = b.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, b.CreateFMul(clamped, f32(b, 1.4426950408889634)));
-  Value *r = b.CreateFSub(clamped, b.CreateFMul(n, f32(b, 0.693145751953125)));
-  r = b.CreateFSub(r, b.CreateFMul(n, f32(b, 1.428606765330187e-06)));
+  Value *clamped = b.CreateMaxNum(b.CreateMinNum(x, like(x, 88.72283935546875)), like(x, -87.0));
+  Value *n = b.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, b.CreateFMul(clamped, like(x, 1.4426950408889634)));
+  Value *r = b.CreateFSub(clamped, b.CreateFMul(n, like(x, 0.693145751953125)));
+  r = b.CreateFSub(r, b.CreateFMul(n, like(x, 1.428606765330187e-06)));
   Value *p = horner(b, r, {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040});
   // 2^n in two halves so that n = 128 or -126 stays representable.
-  Value *ni = b.CreateFPToSI(n, b.getInt32Ty());
+  llvm::Type *int_t = x->getType()->getWithNewType(b.getInt32Ty()); // i32 or <N x i32>
+  Value *ni = b.CreateFPToSI(n, int_t);
   Value *n1 = b.CreateAShr(ni, 1);
   Value *n2 = b.CreateSub(ni, n1);
   auto pow2 = [&](Value *k) {
-    return b.CreateBitCast(b.CreateShl(b.CreateAdd(k, b.getInt32(127)), 23), b.getFloatTy());
+    return b.CreateBitCast(b.CreateShl(b.CreateAdd(k, llvm::ConstantInt::get(int_t, 127)), 23), x->getType());
   };
   return b.CreateFMul(b.CreateFMul(p, pow2(n1)), pow2(n2));
 }
@@ -48,9 +52,9 @@ Value *exp_core(llvm::IRBuilder<> &b, Value *x) {
 Value *emit_exp_f32(llvm::IRBuilder<> &b, Value *x) {
   // Below -87 the result is denormal: compute exp(x + 40) * e^-40, which
   // rounds through the denormals to 0 like libm.
-  Value *low = b.CreateFMul(exp_core(b, b.CreateFAdd(x, f32(b, 40.0))), f32(b, 4.248354255291589e-18));
-  Value *result = b.CreateSelect(b.CreateFCmpOLT(x, f32(b, -87.0)), low, exp_core(b, x));
-  result = b.CreateSelect(b.CreateFCmpOGT(x, f32(b, 88.72283935546875)), f32(b, INFINITY), result);
+  Value *low = b.CreateFMul(exp_core(b, b.CreateFAdd(x, like(x, 40.0))), like(x, 4.248354255291589e-18));
+  Value *result = b.CreateSelect(b.CreateFCmpOLT(x, like(x, -87.0)), low, exp_core(b, x));
+  result = b.CreateSelect(b.CreateFCmpOGT(x, like(x, 88.72283935546875)), like(x, INFINITY), result);
   return b.CreateSelect(is_nan(b, x), x, result);
 }
 

@@ -167,7 +167,7 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
       Tensor k = m.k_perm.empty() ? values[m.k] : ops::transpose(values[m.k], m.k_perm);
       std::vector<Tensor> qkv = {values[m.q], k, values[m.v]};
       if (m.mask)
-        qkv.push_back(values[*m.mask]);
+        qkv.push_back(m.mask_inverted ? ops::logical_not(values[*m.mask]) : values[*m.mask]);
       values[node.results[0]] = ctx.record("attention", qkv, {{"scale", m.scale}, {"fill", m.fill}})[0];
       continue;
     }

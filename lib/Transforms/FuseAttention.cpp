@@ -88,14 +88,19 @@ struct Matcher {
   bool masked(ValueId x, AttentionMatch &m) const {
     const Node *n = producer(x);
     if (n && single_use(x) && n->op == "where" && g.type_of(n->operands[0]).dtype == DType::boolean) {
-      std::optional<double> fill = scalar(n->operands[2]);
-      AttentionMatch tried = m;
-      if (fill && g.type_of(n->operands[1]).shape == g.type_of(x).shape && scaled(n->operands[1], tried)) {
-        m = tried;
-        m.mask = n->operands[0];
-        m.fill = *fill;
-        m.inner.push_back(index(n));
-        return true;
+      // where(mask, s, f) keeps s where the mask is true; where(mask, f, s)
+      // (torch's masked_fill in the GPT-2 and Llama exports) where it is false.
+      for (size_t side = 1; side < 3; ++side) {
+        std::optional<double> fill = scalar(n->operands[3 - side]);
+        AttentionMatch tried = m;
+        if (fill && g.type_of(n->operands[side]).shape == g.type_of(x).shape && scaled(n->operands[side], tried)) {
+          m = tried;
+          m.mask = n->operands[0];
+          m.mask_inverted = side == 2;
+          m.fill = *fill;
+          m.inner.push_back(index(n));
+          return true;
+        }
       }
     }
     if (n && single_use(x) && n->op == "add") {

@@ -463,6 +463,62 @@ def case_not_foldable(c):
     assert "node '/m/Reshape' (Reshape, opset 17)" in err, err
 
 
+def attention_model(seq, heads=2, dh=16, masked_fill=True, seed=0):
+    """torch's export of one attention: q/k/v projections, Reshape [1, s, h, dh],
+    Transpose (k straight to [1, h, dh, s]), MatMul, Div by sqrt(dh), the causal
+    mask as masked_fill (Where(future, -3.4e38, scores)), Softmax, MatMul, back."""
+    rng = np.random.default_rng(seed)
+    hid = heads * dh
+    w = {n: rng.standard_normal((hid, hid)).astype(np.float32) * 0.3 for n in "qkv"}
+    future = np.triu(np.ones((seq, seq), bool), 1)
+    inits = [numpy_helper.from_array(w[n], "w" + n) for n in "qkv"] + [
+        numpy_helper.from_array(np.array([1, seq, heads, dh], np.int64), "split"),
+        numpy_helper.from_array(np.array([1, seq, hid], np.int64), "merge"),
+        numpy_helper.from_array(np.array(np.sqrt(dh), np.float32), "scale"),
+        numpy_helper.from_array(future, "future"),
+        numpy_helper.from_array(np.array(-3.4e38, np.float32), "fill")]
+    nodes = []
+    for n, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
+        nodes += [helper.make_node("MatMul", ["x", "w" + n], [n + "p"], name=f"/attn/{n}/MatMul"),
+                  helper.make_node("Reshape", [n + "p", "split"], [n + "r"], name=f"/attn/{n}/Reshape"),
+                  helper.make_node("Transpose", [n + "r"], [n + "t"], name=f"/attn/{n}/Transpose", perm=perm)]
+    nodes += [helper.make_node("MatMul", ["qt", "kt"], ["s"], name="/attn/MatMul"),
+              helper.make_node("Div", ["s", "scale"], ["sd"], name="/attn/Div")]
+    if masked_fill:
+        nodes.append(helper.make_node("Where", ["future", "fill", "sd"], ["sm"], name="/attn/Where"))
+    nodes += [helper.make_node("Softmax", ["sm" if masked_fill else "sd"], ["p"], name="/attn/Softmax", axis=-1),
+              helper.make_node("MatMul", ["p", "vt"], ["o"], name="/attn/MatMul_1"),
+              helper.make_node("Transpose", ["o"], ["ot"], name="/attn/Transpose", perm=[0, 2, 1, 3]),
+              helper.make_node("Reshape", ["ot", "merge"], ["y"], name="/attn/Reshape")]
+    g = helper.make_graph(nodes, "attn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq, hid])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq, hid])], inits)
+    return helper.make_model(g, opset_imports=OPSET), w, future
+
+
+def case_attention_spellings(c):
+    """torch's attention spellings fuse into the CPU's attention kernel (with and without
+    the masked_fill causal mask) and agree with numpy."""
+    seq, heads, dh = 19, 2, 16
+    x = np.random.default_rng(2).standard_normal((1, seq, heads * dh)).astype(np.float32)
+    np.save(c.path("xatt.npy"), x)
+    for masked in (True, False):
+        m, w, future = attention_model(seq, heads, dh, masked)
+        p = c.save(m, f"attn{int(masked)}.onnx")
+        c.run("compile", p, "-o", c.path("att.o"), "--name", "att", "-O0", "--emit", "llvm-ir", "-q")
+        assert "@att.attention(" in open(c.path("att.ll")).read(), "attention not fused"
+        split = lambda t: t.reshape(1, seq, heads, dh).transpose(0, 2, 1, 3)
+        q, k, v = (split(x @ w[n]) for n in "qkv")
+        s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(dh)
+        if masked:
+            s = np.where(future, -3.4e38, s)
+        e = np.exp(s - s.max(-1, keepdims=True))
+        want = ((e / e.sum(-1, keepdims=True)) @ v).transpose(0, 2, 1, 3).reshape(1, seq, heads * dh)
+        out = c.path(f"att-out{int(masked)}")
+        c.run("run", p, "--input", f"x={c.path('xatt.npy')}", "--device", "cpu", "--output-dir", out)
+        got = np.load(os.path.join(out, "y.npy"))
+        assert np.allclose(got, want, rtol=1e-4, atol=1e-5), (masked, np.abs(got - want).max())
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -6,7 +6,9 @@
 //     | matmul(q, transpose(x, perm))     ONNX torch exports (MatMul of a Transpose;
 //                                         k = x permuted by perm with its last two swapped)
 //   s = t * c | c * t | t / c            optional, c a scalar constant or full
-//   x = where(mask, s, f) | s + mask | mask + s     optional, f a scalar
+//   x = where(mask, s, f) | where(mask, f, s)       optional, f a scalar
+//     | s + mask | mask + s                         (where(mask, f, s): the
+//                                                    attention gets not(mask))
 //   p = softmax(x, axis = -1)
 //   o = matmul(p, v)
 //
@@ -27,6 +29,7 @@ namespace maxc {
 struct AttentionMatch {
   ValueId q, k, v;
   std::optional<ValueId> mask;
+  bool mask_inverted = false; // where(mask, f, s): scores are kept where the mask is false
   /// k is k_source permuted by this (empty: k_source itself).
   std::vector<int64_t> k_perm;
   double scale = 1.0, fill = 0.0;

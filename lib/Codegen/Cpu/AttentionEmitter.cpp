@@ -2,6 +2,8 @@
 
 #include "MathEmitter.h"
 
+#include <llvm/IR/Module.h>
+
 #include <cmath>
 
 namespace maxc::codegen {
@@ -89,6 +91,288 @@ void emit_attention_kernel(llvm::IRBuilder<> &b, const AttentionKernel &a) {
     Value *inv = b.CreateFDiv(f32(b, 1.0), b.CreateLoad(f, l_var));
     a.loop(dv, [&](Value *e) { a.store(i, e, b.CreateFMul(b.CreateLoad(f, acc_at(e)), inv)); });
   });
+}
+
+} // namespace maxc::codegen
+
+// ---------------------------------------------------------------------------
+// The query-block kernel (AttentionFunction): queries in the vector lanes.
+
+namespace maxc::codegen {
+
+namespace {
+
+class BlockKernel {
+public:
+  BlockKernel(llvm::Module &m, const std::string &name, const AttentionFunction &a)
+      : a_(a), c_(m.getContext()), b_(c_), f_(b_.getFloatTy()), i64_(b_.getInt64Ty()),
+        w_(static_cast<int64_t>(a.lanes)), vt_(llvm::FixedVectorType::get(f_, a.lanes)) {
+    auto *ptr = b_.getPtrTy();
+    auto *type = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, ptr, i64_, i64_, i64_, i64_, i64_, i64_},
+                                         false);
+    fn_ = llvm::Function::Create(type, llvm::GlobalValue::InternalLinkage, name, m);
+    fn_->addFnAttr(llvm::Attribute::NoUnwind);
+    for (unsigned i = 0; i < 5; ++i) {
+      fn_->addParamAttr(i, llvm::Attribute::NoAlias);
+      fn_->addParamAttr(i, llvm::Attribute::NoCapture);
+      if (i < 4)
+        fn_->addParamAttr(i, llvm::Attribute::ReadOnly);
+    }
+    entry_ = llvm::BasicBlock::Create(c_, "entry", fn_);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(c_, "body", fn_));
+  }
+
+  llvm::Function *emit() {
+    Value *q = arg(0), *k = arg(1), *v = arg(2), *mask = arg(3), *out = arg(4);
+    Value *sq = arg(5), *sk = arg(6), *i_begin = arg(7), *i_end = arg(8), *mrs = arg(9), *mcs = arg(10);
+    (void)sq;
+    int64_t d = a_.d, dv = a_.dv, w = w_, chunks = (dv + w - 1) / w, dvp = chunks * w;
+    Value *qt = local(llvm::ArrayType::get(f_, static_cast<uint64_t>(d * w)));   // q block, [d][w], scaled
+    Value *pt = local(llvm::ArrayType::get(f_, static_cast<uint64_t>(w * w)));   // p block, [key][query]
+    Value *acc = local(llvm::ArrayType::get(f_, static_cast<uint64_t>(w * dvp))); // [query][dvp]
+    Value *cv = local(vt_), *lv = local(vt_), *m_var = local(vt_), *l_var = local(vt_);
+    std::vector<Value *> s_var(static_cast<size_t>(w));
+    for (Value *&s : s_var)
+      s = local(vt_);
+    Value *neg_inf = splat(-INFINITY), *zero = splat(0.0);
+    Value *one = b_.getInt64(1);
+    std::vector<llvm::Constant *> lane_ids;
+    for (int64_t l = 0; l < w; ++l)
+      lane_ids.push_back(b_.getInt64(l));
+    Value *lanes = llvm::ConstantVector::get(lane_ids);
+
+    range(i_begin, i_end, b_.getInt64(w), [&](Value *i0) {
+      Value *nq = smin(b_.getInt64(w), b_.CreateSub(i_end, i0));
+      Value *last_row = b_.CreateSub(i_end, one);
+      // Pack the block's q rows transposed and scaled (rows past the block
+      // repeat its last row: their lanes are computed and never stored).
+      range(b_.getInt64(0), b_.getInt64(w), one, [&](Value *r) {
+        Value *row = smin(b_.CreateAdd(i0, r), last_row);
+        Value *src = gep(q, b_.CreateMul(row, b_.getInt64(d)));
+        range(b_.getInt64(0), b_.getInt64(d), one, [&](Value *e) {
+          Value *x = b_.CreateFMul(b_.CreateLoad(f_, gep(src, e)), llvm::ConstantFP::get(f_, a_.scale));
+          b_.CreateStore(x, gep(qt, b_.CreateAdd(b_.CreateMul(e, b_.getInt64(w)), r)));
+        });
+      });
+      b_.CreateMemSet(acc, b_.getInt8(0), static_cast<uint64_t>(w * dvp * 4), llvm::MaybeAlign(64));
+      b_.CreateStore(neg_inf, m_var);
+      b_.CreateStore(zero, l_var);
+      Value *rows_vec = b_.CreateAdd(b_.CreateVectorSplat(a_.lanes, i0), lanes); // the lanes' query indices
+      // Causal with a fill of -1e4 or less: the keys past the block's last
+      // query would add exp(fill - m) = 0 (f32 and double alike, for any
+      // max m above -9900), so they are skipped; a larger fill is applied.
+      bool skip = a_.mask == AttentionFunction::Mask::causal && a_.fill <= -1e4;
+      Value *keys = skip ? smin(sk, b_.CreateAdd(i0, nq)) : sk;
+      range(b_.getInt64(0), keys, b_.getInt64(w), [&](Value *j0) {
+        Value *count = smin(b_.getInt64(w), b_.CreateSub(keys, j0));
+        Value *last_key = b_.CreateSub(sk, one);
+        std::vector<Value *> key(static_cast<size_t>(w)), valid(static_cast<size_t>(w)), krow(static_cast<size_t>(w));
+        for (int64_t jj = 0; jj < w; ++jj) {
+          key[jj] = b_.CreateAdd(j0, b_.getInt64(jj));
+          valid[jj] = b_.CreateICmpSLT(b_.getInt64(jj), count);
+          krow[jj] = gep(k, b_.CreateMul(smin(key[jj], last_key), b_.getInt64(d)));
+          b_.CreateStore(zero, s_var[jj]);
+        }
+        // Scores: s[jj][lane] = sum_e qt[e][lane] * k[j0 + jj][e].
+        range(b_.getInt64(0), b_.getInt64(d), one, [&](Value *e) {
+          Value *qe = b_.CreateAlignedLoad(vt_, gep(qt, b_.CreateMul(e, b_.getInt64(w))), llvm::Align(4));
+          for (int64_t jj = 0; jj < w; ++jj) {
+            Value *ke = b_.CreateVectorSplat(a_.lanes, b_.CreateLoad(f_, gep(krow[jj], e)));
+            b_.CreateStore(fma(qe, ke, b_.CreateLoad(vt_, s_var[jj])), s_var[jj]);
+          }
+        });
+        std::vector<Value *> s(static_cast<size_t>(w));
+        Value *m_old = b_.CreateLoad(vt_, m_var), *m_new = m_old;
+        for (int64_t jj = 0; jj < w; ++jj) {
+          Value *x = b_.CreateLoad(vt_, s_var[jj]);
+          x = apply_mask(x, key[jj], smin(key[jj], last_key), rows_vec, nq, mask, mrs, mcs);
+          x = b_.CreateSelect(valid[jj], x, neg_inf);
+          s[jj] = x;
+          // the running max; a NaN score wins (and stays)
+          m_new = b_.CreateSelect(b_.CreateOr(b_.CreateFCmpOGT(x, m_new), b_.CreateFCmpUNO(x, x)), x, m_new);
+        }
+        Value *c = b_.CreateSelect(b_.CreateFCmpOEQ(m_old, neg_inf), zero, emit_exp_f32(b_, b_.CreateFSub(m_old, m_new)));
+        Value *l = b_.CreateFMul(b_.CreateLoad(vt_, l_var), c);
+        for (int64_t jj = 0; jj < w; ++jj) {
+          Value *p = b_.CreateSelect(b_.CreateFCmpOEQ(s[jj], neg_inf), zero, emit_exp_f32(b_, b_.CreateFSub(s[jj], m_new)));
+          l = b_.CreateFAdd(l, p);
+          b_.CreateAlignedStore(p, gep(pt, b_.getInt64(jj * w)), llvm::Align(4));
+        }
+        b_.CreateStore(m_new, m_var);
+        b_.CreateStore(l, l_var);
+        b_.CreateStore(c, cv);
+        // acc[r] = acc[r] * c[r] + sum_jj p[jj][r] * v[j0 + jj], v by dv chunks.
+        for (int64_t ch = 0; ch < chunks; ++ch) {
+          int64_t width = std::min(w, dv - ch * w);
+          std::vector<Value *> vv(static_cast<size_t>(w));
+          for (int64_t jj = 0; jj < w; ++jj) {
+            Value *src = gep(v, b_.CreateAdd(b_.CreateMul(smin(key[jj], last_key), b_.getInt64(dv)), b_.getInt64(ch * w)));
+            vv[jj] = b_.CreateSelect(valid[jj], load_chunk(src, width), zero);
+          }
+          range(b_.getInt64(0), nq, one, [&](Value *r) {
+            Value *dst = gep(acc, b_.CreateAdd(b_.CreateMul(r, b_.getInt64(dvp)), b_.getInt64(ch * w)));
+            Value *x = b_.CreateFMul(b_.CreateAlignedLoad(vt_, dst, llvm::Align(4)),
+                                     b_.CreateVectorSplat(a_.lanes, b_.CreateLoad(f_, gep(cv, r))));
+            for (int64_t jj = 0; jj < w; ++jj) {
+              Value *p = b_.CreateLoad(f_, gep(pt, b_.CreateAdd(b_.getInt64(jj * w), r)));
+              x = fma(b_.CreateVectorSplat(a_.lanes, p), vv[jj], x);
+            }
+            b_.CreateAlignedStore(x, dst, llvm::Align(4));
+          });
+        }
+      });
+      // out = acc / l (0 / 0 = NaN for a row without keys, as the reference).
+      b_.CreateStore(b_.CreateLoad(vt_, l_var), lv);
+      range(b_.getInt64(0), nq, one, [&](Value *r) {
+        Value *inv = b_.CreateVectorSplat(a_.lanes, b_.CreateFDiv(llvm::ConstantFP::get(f_, 1.0), b_.CreateLoad(f_, gep(lv, r))));
+        Value *row = gep(out, b_.CreateMul(b_.CreateAdd(i0, r), b_.getInt64(dv)));
+        for (int64_t ch = 0; ch < chunks; ++ch) {
+          Value *x = b_.CreateAlignedLoad(vt_, gep(acc, b_.CreateAdd(b_.CreateMul(r, b_.getInt64(dvp)), b_.getInt64(ch * w))),
+                                          llvm::Align(4));
+          store_chunk(b_.CreateFMul(x, inv), gep(row, b_.getInt64(ch * w)), std::min(w, dv - ch * w));
+        }
+      });
+    });
+    b_.CreateRetVoid();
+    llvm::IRBuilder<>(entry_).CreateBr(&*std::next(fn_->begin()));
+    return fn_;
+  }
+
+private:
+  Value *arg(unsigned i) { return fn_->getArg(i); }
+  Value *splat(double x) { return llvm::ConstantFP::get(vt_, x); }
+  Value *smin(Value *x, Value *y) { return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, x, y); }
+  Value *gep(Value *p, Value *i) { return b_.CreateInBoundsGEP(f_, p, i); }
+  Value *fma(Value *x, Value *y, Value *z) {
+    return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt_}, {x, y, z});
+  }
+  Value *local(llvm::Type *t) {
+    llvm::IRBuilder<> e(entry_);
+    llvm::AllocaInst *a = e.CreateAlloca(t);
+    a->setAlignment(llvm::Align(64));
+    return a;
+  }
+  /// for (i = begin; i < end; i += step) body(i)
+  void range(Value *begin, Value *end, Value *step, const std::function<void(Value *)> &body) {
+    llvm::BasicBlock *pre = b_.GetInsertBlock();
+    auto *head = llvm::BasicBlock::Create(c_, "head", fn_), *loop = llvm::BasicBlock::Create(c_, "loop", fn_),
+         *exit = llvm::BasicBlock::Create(c_, "exit", fn_);
+    b_.CreateBr(head);
+    b_.SetInsertPoint(head);
+    llvm::PHINode *i = b_.CreatePHI(i64_, 2);
+    i->addIncoming(begin, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(i, end), loop, exit);
+    b_.SetInsertPoint(loop);
+    body(i);
+    i->addIncoming(b_.CreateAdd(i, step), b_.GetInsertBlock());
+    b_.CreateBr(head);
+    b_.SetInsertPoint(exit);
+  }
+  llvm::Constant *lane_mask(int64_t width) {
+    std::vector<llvm::Constant *> bits;
+    for (int64_t l = 0; l < w_; ++l)
+      bits.push_back(b_.getInt1(l < width));
+    return llvm::ConstantVector::get(bits);
+  }
+  /// `width` floats at p as a vector (lanes past width 0).
+  Value *load_chunk(Value *p, int64_t width) {
+    if (width == w_)
+      return b_.CreateAlignedLoad(vt_, p, llvm::Align(4));
+    return b_.CreateMaskedLoad(vt_, p, llvm::Align(4), lane_mask(width), splat(0.0));
+  }
+  void store_chunk(Value *x, Value *p, int64_t width) {
+    if (width == w_)
+      b_.CreateAlignedStore(x, p, llvm::Align(4));
+    else
+      b_.CreateMaskedStore(x, p, llvm::Align(4), lane_mask(width));
+  }
+  /// The mask applied to the scores x of key `key` (`kc`: clamped to a real
+  /// key) for the lanes' queries `rows`: by index (causal), or the mask's
+  /// elements: one broadcast scalar when every query row has the same mask
+  /// (mask_per_row false), else gathered.
+  Value *apply_mask(Value *x, Value *key, Value *kc, Value *rows, Value *nq, Value *mask, Value *mrs, Value *mcs) {
+    using M = AttentionFunction::Mask;
+    if (a_.mask == M::none)
+      return x;
+    Value *fill = splat(a_.fill);
+    if (a_.mask == M::causal)
+      return b_.CreateSelect(b_.CreateICmpSLE(b_.CreateVectorSplat(a_.lanes, key), rows), x, fill);
+    bool boolean = a_.mask == M::boolean;
+    llvm::Type *et = boolean ? b_.getInt8Ty() : f_;
+    auto *et_vec = llvm::FixedVectorType::get(et, a_.lanes);
+    Value *col = b_.CreateMul(kc, mcs);
+    Value *m;
+    if (!a_.mask_per_row) {
+      m = b_.CreateVectorSplat(a_.lanes, b_.CreateLoad(et, b_.CreateInBoundsGEP(et, mask, col)));
+    } else {
+      // Lanes past the block's rows read its first row (always there).
+      Value *first = b_.CreateExtractElement(rows, uint64_t(0));
+      Value *in_block = b_.CreateICmpSLT(rows, b_.CreateVectorSplat(a_.lanes, b_.CreateAdd(first, nq)));
+      Value *safe_rows = b_.CreateSelect(in_block, rows, b_.CreateVectorSplat(a_.lanes, first));
+      Value *offsets = b_.CreateAdd(b_.CreateMul(safe_rows, b_.CreateVectorSplat(a_.lanes, mrs)),
+                                    b_.CreateVectorSplat(a_.lanes, col));
+      m = b_.CreateMaskedGather(et_vec, b_.CreateInBoundsGEP(et, mask, offsets), llvm::Align(1));
+    }
+    if (boolean)
+      return b_.CreateSelect(b_.CreateICmpNE(m, llvm::Constant::getNullValue(et_vec)), x, fill);
+    return b_.CreateFAdd(x, m);
+  }
+
+  const AttentionFunction &a_;
+  llvm::LLVMContext &c_;
+  llvm::IRBuilder<> b_;
+  llvm::Type *f_, *i64_;
+  int64_t w_;
+  llvm::FixedVectorType *vt_;
+  llvm::Function *fn_ = nullptr;
+  llvm::BasicBlock *entry_ = nullptr;
+};
+
+} // namespace
+
+bool is_causal_mask(const Graph &g, ValueId mask, const Shape &q, const Shape &k) {
+  const Shape &ms = g.type_of(mask).shape;
+  size_t r = ms.size(), rq = q.size();
+  if (g.type_of(mask).dtype != DType::boolean || r < 2 || ms[r - 2] != q[rq - 2] || ms[r - 1] != k[rq - 2])
+    return false;
+  auto producer = [&](ValueId v) -> const Node * {
+    int64_t p = g.value_info(v).producer;
+    return p < 0 ? nullptr : &g.nodes()[static_cast<size_t>(p)];
+  };
+  const Node *n = producer(mask);
+  if (!n)
+    return false;
+  // A constant [.., Sq, Sk] whose every [Sq, Sk] slice is (j <= i) == keep.
+  auto constant = [&](const Node *c, bool keep) {
+    if (c->op != "constant" || !shape_is_static(ms))
+      return false;
+    const HostTensor &t = g.constant(c->attrs.get_string("name"));
+    int64_t sq = ms[r - 2].value(), sk = ms[r - 1].value();
+    for (int64_t e = 0; e < t.numel(); ++e) {
+      int64_t i = e / sk % sq, j = e % sk;
+      if ((t.get_i64(e) != 0) != ((j <= i) == keep))
+        return false;
+    }
+    return true;
+  };
+  if (n->op == "not" && producer(n->operands[0]))
+    return constant(producer(n->operands[0]), false);
+  if (n->op == "constant")
+    return constant(n, true);
+  auto iota_axis = [&](ValueId v) -> int64_t { // the iota's axis counted from the end (1: rows, 0: cols), or -1
+    const Node *i = producer(v);
+    if (!i || i->op != "iota" || g.type_of(v).shape != ms)
+      return -1;
+    return static_cast<int64_t>(r) - 1 - i->attrs.get_int("axis");
+  };
+  if (n->operands.size() != 2 || (n->op != "ge" && n->op != "le"))
+    return false;
+  ValueId rows = n->operands[n->op == "ge" ? 0 : 1], cols = n->operands[n->op == "ge" ? 1 : 0];
+  return iota_axis(rows) == 1 && iota_axis(cols) == 0;
+}
+
+llvm::Function *emit_attention_function(llvm::Module &m, const std::string &name, const AttentionFunction &a) {
+  return BlockKernel(m, name, a).emit();
 }
 
 } // namespace maxc::codegen

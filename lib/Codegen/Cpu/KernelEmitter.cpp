@@ -236,10 +236,18 @@ private:
     });
   }
 
-  // attention (f32, static head dims): one flash-style kernel per batch
-  // entry (Cpu/AttentionEmitter.h); q, k, v, mask read through the
-  // elemental emitter, so a fused producer works too.
+  // attention (f32, static head dims): with q, k, v (and the mask) stored,
+  // the query-block kernel function of Cpu/AttentionEmitter.h, one call per
+  // (batch entry, block of `lanes` queries), those split into tasks;
+  // otherwise (a fused generator operand, head dims past kMaxBlockHeadDim)
+  // one flash-style loop per batch entry reading q, k, v, mask through the
+  // elemental emitter.
   void emit_attention(const Node &node) {
+    auto read = node.operands.begin() + (causal_mask(node) ? 3 : static_cast<std::ptrdiff_t>(node.operands.size()));
+    if (std::all_of(node.operands.begin(), read, [&](ValueId v) { return plan_.values[v].storage != Storage::fused; }) &&
+        g_.type_of(node.operands[0]).shape.back().value() <= kMaxBlockHeadDim &&
+        g_.type_of(node.operands[2]).shape.back().value() <= kMaxBlockHeadDim)
+      return emit_attention_blocks(node);
     ValueId out = node.results[0];
     const Shape &qs = g_.type_of(node.operands[0]).shape, &ks = g_.type_of(node.operands[1]).shape;
     size_t r = qs.size();
@@ -271,6 +279,83 @@ private:
       a.loop = [&](Value *n, const std::function<void(Value *)> &body) { loop(n, body); };
       a.local = [&](llvm::Type *t) { return local(t); };
       emit_attention_kernel(b_, a);
+    });
+  }
+
+  bool causal_mask(const Node &node) const {
+    return node.operands.size() > 3 && is_causal_mask(g_, node.operands[3], g_.type_of(node.operands[0]).shape,
+                                                      g_.type_of(node.operands[1]).shape);
+  }
+
+  void emit_attention_blocks(const Node &node) {
+    ValueId out = node.results[0];
+    const Shape &qs = g_.type_of(node.operands[0]).shape, &ks = g_.type_of(node.operands[1]).shape;
+    size_t r = qs.size();
+    AttentionFunction a;
+    a.d = qs[r - 1].value();
+    a.dv = g_.type_of(out).shape[r - 1].value();
+    a.lanes = mod_.lanes;
+    a.scale = node.attrs.get_real("scale");
+    a.fill = node.attrs.get_real("fill");
+    Shape ms;
+    if (node.operands.size() > 3) {
+      ms = g_.type_of(node.operands[3]).shape;
+      bool boolean = g_.type_of(node.operands[3]).dtype == DType::boolean;
+      a.mask = causal_mask(node) ? AttentionFunction::Mask::causal
+               : boolean        ? AttentionFunction::Mask::boolean
+                                : AttentionFunction::Mask::additive;
+      a.mask_per_row = ms.size() >= 2 && ms[ms.size() - 2] != Dim(1);
+    }
+    llvm::Function *kernel = emit_attention_function(mod_.m, mod_.prefix + ".attention", a);
+    Shape scores(qs.begin(), qs.end() - 1);
+    scores.push_back(ks[r - 2]);
+    int64_t w = a.lanes;
+    auto extents = [&] { // batch dims, sq, sk, query blocks, batch entries (in the current function)
+      std::vector<Value *> od = dims_of(out);
+      std::vector<Value *> batch(od.begin(), od.end() - 2);
+      Value *sq = od[r - 2], *sk = dim(ks[r - 2]);
+      Value *blocks = b_.CreateUDiv(b_.CreateAdd(sq, b_.getInt64(w - 1)), b_.getInt64(w));
+      Value *entries = b_.getInt64(1);
+      for (Value *d : batch)
+        entries = b_.CreateMul(entries, d);
+      return std::make_tuple(batch, sq, sk, blocks, entries);
+    };
+    auto [batch0, sq0, sk0, blocks0, entries0] = extents();
+    Value *cost = b_.CreateMul(b_.CreateMul(b_.getInt64(w), sk0), b_.getInt64(a.d + a.dv));
+    emit_parallel_rows(b_.CreateMul(entries0, blocks0), cost, [&](Value *begin, Value *end) {
+      auto [batch, sq, sk, blocks, entries] = extents();
+      (void)entries;
+      loop(b_.CreateSub(end, begin), [&](Value *t) {
+        Value *row = b_.CreateAdd(begin, t);
+        Value *entry = b_.CreateUDiv(row, blocks), *i0 = b_.CreateMul(b_.CreateURem(row, blocks), b_.getInt64(w));
+        auto at = [&](ValueId v, Value *rows) {
+          return b_.CreateInBoundsGEP(b_.getFloatTy(), pointer_of(v),
+                                      b_.CreateMul(entry, b_.CreateMul(rows, b_.getInt64(g_.type_of(v).shape[r - 1].value()))));
+        };
+        Value *mask = llvm::ConstantPointerNull::get(b_.getPtrTy()), *mrs = b_.getInt64(0), *mcs = b_.getInt64(0);
+        if (a.mask == AttentionFunction::Mask::boolean || a.mask == AttentionFunction::Mask::additive) {
+          ValueId m = node.operands[3];
+          Index bidx(batch.size());
+          Value *e = entry;
+          for (size_t i = batch.size(); i-- > 0;) {
+            bidx[i] = i == 0 ? e : b_.CreateURem(e, batch[i]);
+            e = i == 0 ? e : b_.CreateUDiv(e, batch[i]);
+          }
+          Index idx = bidx;
+          idx.push_back(b_.getInt64(0));
+          idx.push_back(b_.getInt64(0));
+          std::vector<Value *> mdims = dims_of(m);
+          llvm::Type *et = a.mask == AttentionFunction::Mask::boolean ? b_.getInt8Ty() : b_.getFloatTy();
+          mask = b_.CreateInBoundsGEP(et, pointer_of(m), linear_index(broadcast(m, scores, idx), mdims));
+          size_t mr = ms.size();
+          mcs = ms[mr - 1] == Dim(1) ? b_.getInt64(0) : b_.getInt64(1);
+          if (a.mask_per_row)
+            mrs = ms[mr - 1] == Dim(1) ? b_.getInt64(1) : mdims[mr - 1];
+        }
+        b_.CreateCall(kernel, {at(node.operands[0], sq), at(node.operands[1], sk), at(node.operands[2], sk), mask,
+                               at(out, sq), sq, sk, i0, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(i0, b_.getInt64(w)), sq),
+                               mrs, mcs});
+      });
     });
   }
 

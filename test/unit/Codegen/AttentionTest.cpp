@@ -133,8 +133,7 @@ TEST_CASE("attention: the GPT example's block has no seq x seq buffer", "[codege
 }
 
 TEST_CASE("attention: same bits at 1, 2 and 3 threads", "[codegen][attention][threads]") {
-  // 2 x 4 entries of 64 x 64 x (32 + 32) work each (enough for tasks, were
-  // the kernel split: it runs on the calling thread for now, see PERFORMANCE.md).
+  // 2 x 4 entries of 64 x 64 x (32 + 32) work each: 32 tasks of 16 queries.
   std::vector<HostTensor> in = {random_tensor(DType::f32, {2, 4, 64, 32}, -3, 3),
                                 random_tensor(DType::f32, {2, 4, 64, 32}, -3, 3),
                                 random_tensor(DType::f32, {2, 4, 64, 32})};
