@@ -211,8 +211,16 @@ static void emit_direct_groups(llvm::IRBuilder<> &b, const DirectConvArgs &a, Va
       b.CreateAlignedStore(v, p, llvm::Align(4));
   };
 
-  // The plane's border stays zero: each channel's copy rewrites the interior.
-  b.CreateMemSet(a.plane, b.getInt8(0), b.getInt64(a.plane_h * Wp * 4), llvm::Align(4));
+  // The plane's border, zeroed once per task, stays zero: each channel's
+  // copy rewrites the interior only (rows pt..pt+H-1, columns pl..pl+W-1).
+  int64_t below = s.pad[0] + s.H;
+  zero_floats(b, a.plane, b.getInt64(0), s.pad[0] * Wp);
+  zero_floats(b, a.plane, b.getInt64(below * Wp), (a.plane_h - below) * Wp);
+  for_count(b, s.H, [&](Value *y) {
+    Value *row = mul(b, add(b, y, s.pad[0]), Wp);
+    zero_floats(b, a.plane, row, s.pad[1]);
+    zero_floats(b, a.plane, add(b, row, s.pad[1] + s.W), Wp - s.pad[1] - s.W);
+  });
   for_range(b, g_begin, g_end, [&](Value *g) {
     for_count(b, Cg, [&](Value *ci) {
       Value *c = add(b, mul(b, g, Cg), ci);
