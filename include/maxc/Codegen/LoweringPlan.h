@@ -69,7 +69,7 @@ bool conv_uses_direct(const Graph &graph, const Node &node, int64_t *bytes = nul
 constexpr int64_t kConvDirectMaxLanes = 16;
 std::array<int64_t, 2> conv_direct_plane(const Graph &graph, const Node &node);
 /// How a CPU conv kernel splits `units` independent units (the direct
-/// kernel's groups, im2col's input channels) of `unit_work` each into
+/// kernel's groups, im2col's (channel, kernel row) pairs) of `unit_work` each into
 /// tasks: {tasks, units per task}, about kConvTaskWork per task, at most
 /// kConvMaxTasks (the direct kernel's scratch holds one plane per task).
 /// Static, so the split (and the result's bits) never depend on threads.

@@ -110,16 +110,18 @@ void emit_tasks(llvm::IRBuilder<> &b, const std::string &prefix, const std::stri
 
 } // namespace
 
-/// Rows [c_begin, c_end) of input channels of im2col (one task's).
-static void emit_im2col_channels(llvm::IRBuilder<> &b, const ConvShape &s, Value *x, Value *cols, Value *c_begin,
-                          Value *c_end) {
+/// Units [u_begin, u_end) of im2col (one task's): unit u = c * KH + ky,
+/// the KW rows (u * KW + kx) of cols for input channel c and kernel row ky.
+static void emit_im2col_units(llvm::IRBuilder<> &b, const ConvShape &s, Value *x, Value *cols, Value *u_begin,
+                              Value *u_end) {
   int64_t sy = s.stride[0], sx = s.stride[1], dy = s.dilation[0], dx = s.dilation[1];
   int64_t P = s.OH * s.OW;
-  for_range(b, c_begin, c_end, [&](Value *c) {
-    for_count(b, s.KH, [&](Value *ky) {
-      // Row (c*KH + ky)*KW + kx of cols, per kx (unrolled: its valid ox
-      // range [lo, hi) is a constant).
-      Value *row0 = mul(b, add(b, mul(b, c, s.KH), ky), s.KW);
+  for_range(b, u_begin, u_end, [&](Value *u) {
+    Value *c = b.CreateUDiv(u, b.getInt64(s.KH)), *ky = b.CreateURem(u, b.getInt64(s.KH));
+    {
+      // Row u*KW + kx of cols, per kx (unrolled: its valid ox range
+      // [lo, hi) is a constant).
+      Value *row0 = mul(b, u, s.KW);
       for (int64_t kx = 0; kx < s.KW; ++kx) {
         int64_t off = kx * dx - s.pad[1]; // ix = ox * sx + off
         int64_t lo = std::clamp<int64_t>(ceil_div(-off, sx), 0, s.OW);
@@ -156,19 +158,20 @@ static void emit_im2col_channels(llvm::IRBuilder<> &b, const ConvShape &s, Value
           b.SetInsertPoint(done);
         });
       }
-    });
+    }
   });
 }
 
 void emit_im2col_f32(llvm::IRBuilder<> &outer, const ConvShape &s, Value *x_in, Value *cols_in,
                      const std::string &prefix) {
   int64_t P = s.OH * s.OW;
-  auto [tasks, per] = conv_task_split(s.C, s.KH * s.KW * P);
+  // Units (c, ky), not channels: a 3-channel stem splits too.
+  auto [tasks, per] = conv_task_split(s.C * s.KH, s.KW * P);
   emit_tasks(outer, prefix, "im2col", {x_in, cols_in}, tasks, nullptr,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
-               Value *c0 = mul(b, t, per);
-               Value *c1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, c0, per), b.getInt64(s.C));
-               emit_im2col_channels(b, s, f[0], f[1], c0, c1);
+               Value *u0 = mul(b, t, per);
+               Value *u1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, u0, per), b.getInt64(s.C * s.KH));
+               emit_im2col_units(b, s, f[0], f[1], u0, u1);
              });
 }
 

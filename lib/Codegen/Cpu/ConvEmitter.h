@@ -12,7 +12,7 @@
 //    independent accumulators, one FMA per (tap, vector); stride s loads s
 //    vectors and keeps every s-th lane.
 //
-// Both split their work into tasks (im2col: input channels; direct: groups,
+// Both split their work into tasks (im2col: (channel, kernel row) pairs; direct: groups,
 // each task with a padded plane of its own), task functions of their own
 // handed to the runtime's parallel_for (Cpu/Runtime.h).
 #pragma once
@@ -36,7 +36,7 @@ struct ConvShape {
 
 /// cols[(c*KH + ky)*KW + kx, oy*OW + ox] = x[c, oy*sy - pt + ky*dy, ox*sx - pl + kx*dx]
 /// (0 outside the input); x and cols point at one image / its matrix. The
-/// input channels are split into tasks (conv_task_split) run through the
+/// (channel, kernel row) pairs are split into tasks (conv_task_split) run through the
 /// runtime's parallel_for; `prefix` is the model's symbol prefix.
 void emit_im2col_f32(llvm::IRBuilder<> &b, const ConvShape &s, llvm::Value *x, llvm::Value *cols,
                      const std::string &prefix);
