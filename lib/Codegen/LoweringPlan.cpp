@@ -273,11 +273,26 @@ std::array<int64_t, 2> conv_direct_plane(const Graph &g, const Node &node) {
 bool conv_uses_direct(const Graph &g, const Node &node, int64_t *bytes) {
   if (!conv_is_static_f32(g, node) || node.attrs.get_int("groups") == 1)
     return false;
-  // The zero-padded plane of one input channel, f32.
+  // The zero-padded plane of one input channel per task, f32.
   auto [hp, wp] = conv_direct_plane(g, node);
   if (bytes)
-    *bytes = hp * wp * 4;
+    *bytes = hp * wp * 4 * conv_direct_split(g, node)[0];
   return true;
+}
+
+std::array<int64_t, 2> conv_task_split(int64_t units, int64_t unit_work) {
+  int64_t tasks = std::clamp<int64_t>(units * std::max<int64_t>(unit_work, 1) / kConvTaskWork, 1,
+                                      std::min(std::max<int64_t>(units, 1), kConvMaxTasks));
+  int64_t per = (units + tasks - 1) / tasks;
+  return {(units + per - 1) / per, per};
+}
+
+std::array<int64_t, 2> conv_direct_split(const Graph &g, const Node &node) {
+  const Shape &w = g.type_of(node.operands[1]).shape, &out = g.type_of(node.results[0]).shape;
+  int64_t groups = node.attrs.get_int("groups");
+  // Multiply-adds per group: O/groups output planes of C/groups * KH * KW taps.
+  int64_t work = w[0].value() / groups * w[1].value() * w[2].value() * w[3].value() * out[2].value() * out[3].value();
+  return conv_task_split(groups, work);
 }
 
 LoweringPlans plan_lowering_all(const Graph &root) {

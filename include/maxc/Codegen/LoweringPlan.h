@@ -61,13 +61,22 @@ bool conv_is_pointwise(const Graph &graph, const Node &node);
 
 /// True for a conv2d the CPU code generator lowers as a direct vectorized
 /// window loop (f32, groups > 1: depthwise and grouped convolutions; see
-/// Cpu/ConvEmitter.cpp); its scratch (one zero-padded input plane) is
-/// returned in `bytes`.
+/// Cpu/ConvEmitter.cpp); its scratch (one zero-padded input plane per
+/// task, conv_direct_split) is returned in `bytes`.
 bool conv_uses_direct(const Graph &graph, const Node &node, int64_t *bytes = nullptr);
 /// The direct kernel's padded input plane {rows, columns}: wide enough for
 /// vector loads of up to kConvDirectMaxLanes output columns past the edge.
 constexpr int64_t kConvDirectMaxLanes = 16;
 std::array<int64_t, 2> conv_direct_plane(const Graph &graph, const Node &node);
+/// How a CPU conv kernel splits `units` independent units (the direct
+/// kernel's groups, im2col's (channel, kernel row) pairs) of `unit_work` each into
+/// tasks: {tasks, units per task}, about kConvTaskWork per task, at most
+/// kConvMaxTasks (the direct kernel's scratch holds one plane per task).
+/// Static, so the split (and the result's bits) never depend on threads.
+constexpr int64_t kConvTaskWork = 32768, kConvMaxTasks = 16;
+std::array<int64_t, 2> conv_task_split(int64_t units, int64_t unit_work);
+/// The direct kernel's split: conv_task_split over the conv's groups.
+std::array<int64_t, 2> conv_direct_split(const Graph &graph, const Node &node);
 
 /// True for a matmul the code generator lowers to the register-blocked GEMM
 /// (f32, no transposes, both operands stored under `plan`).

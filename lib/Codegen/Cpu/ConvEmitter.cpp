@@ -1,5 +1,8 @@
 #include "Cpu/ConvEmitter.h"
 
+#include "Cpu/Runtime.h"
+#include "maxc/Codegen/LoweringPlan.h"
+
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
@@ -63,16 +66,62 @@ void zero_floats(llvm::IRBuilder<> &b, Value *base, Value *from, int64_t n) {
 int64_t ceil_div(int64_t a, int64_t d) { return a >= 0 ? (a + d - 1) / d : -((-a) / d); }
 int64_t floor_div(int64_t a, int64_t d) { return a >= 0 ? a / d : -((-a + d - 1) / d); }
 
+/// body(b, captured, t) for t in [0, tasks), each a call of a task function
+/// `<prefix>.<name>` of its own: `fields` (pointers, i64) and the
+/// epilogue's captures go through an entry-block struct; in the task,
+/// `captured` holds the fields' copies, and the epilogue (if any) has been
+/// entered (GemmEpilogue::enter) for the task's duration.
+void emit_tasks(llvm::IRBuilder<> &b, const std::string &prefix, const std::string &name,
+                const std::vector<Value *> &fields, int64_t tasks, const GemmEpilogue *epilogue,
+                const std::function<void(llvm::IRBuilder<> &, const std::vector<Value *> &, Value *)> &body) {
+  llvm::Function *caller = b.GetInsertBlock()->getParent();
+  llvm::Module &m = *caller->getParent();
+  llvm::LLVMContext &c = m.getContext();
+  std::vector<Value *> all = fields;
+  if (epilogue)
+    all.insert(all.end(), epilogue->captures.begin(), epilogue->captures.end());
+  std::vector<llvm::Type *> types;
+  for (Value *v : all)
+    types.push_back(v->getType());
+  llvm::StructType *st = llvm::StructType::get(c, types);
+  llvm::IRBuilder<> entry(&caller->getEntryBlock(), caller->getEntryBlock().begin());
+  Value *args = entry.CreateAlloca(st);
+  for (unsigned i = 0; i < all.size(); ++i)
+    b.CreateStore(all[i], b.CreateStructGEP(st, args, i));
+  auto *task = llvm::Function::Create(task_function_type(c), llvm::GlobalValue::InternalLinkage,
+                                      prefix + "." + name, m);
+  task->addFnAttr(llvm::Attribute::NoUnwind);
+  auto *task_entry = llvm::BasicBlock::Create(c, "entry", task);
+  auto *task_body = llvm::BasicBlock::Create(c, "body", task);
+  llvm::IRBuilder<> tb(task_entry);
+  std::vector<Value *> captured;
+  for (unsigned i = 0; i < all.size(); ++i)
+    captured.push_back(tb.CreateLoad(types[i], tb.CreateStructGEP(st, task->getArg(0), i)));
+  llvm::IRBuilder<> at(tb.CreateBr(task_body));
+  if (epilogue)
+    epilogue->enter(at, std::vector<Value *>(captured.begin() + fields.size(), captured.end()));
+  tb.SetInsertPoint(task_body);
+  body(tb, std::vector<Value *>(captured.begin(), captured.begin() + fields.size()), task->getArg(1));
+  tb.CreateRetVoid();
+  if (epilogue)
+    epilogue->leave();
+  emit_parallel_for(b, prefix, args, b.getInt64(tasks), task);
+}
+
 } // namespace
 
-void emit_im2col_f32(llvm::IRBuilder<> &b, const ConvShape &s, Value *x, Value *cols) {
+/// Units [u_begin, u_end) of im2col (one task's): unit u = c * KH + ky,
+/// the KW rows (u * KW + kx) of cols for input channel c and kernel row ky.
+static void emit_im2col_units(llvm::IRBuilder<> &b, const ConvShape &s, Value *x, Value *cols, Value *u_begin,
+                              Value *u_end) {
   int64_t sy = s.stride[0], sx = s.stride[1], dy = s.dilation[0], dx = s.dilation[1];
   int64_t P = s.OH * s.OW;
-  for_count(b, s.C, [&](Value *c) {
-    for_count(b, s.KH, [&](Value *ky) {
-      // Row (c*KH + ky)*KW + kx of cols, per kx (unrolled: its valid ox
-      // range [lo, hi) is a constant).
-      Value *row0 = mul(b, add(b, mul(b, c, s.KH), ky), s.KW);
+  for_range(b, u_begin, u_end, [&](Value *u) {
+    Value *c = b.CreateUDiv(u, b.getInt64(s.KH)), *ky = b.CreateURem(u, b.getInt64(s.KH));
+    {
+      // Row u*KW + kx of cols, per kx (unrolled: its valid ox range
+      // [lo, hi) is a constant).
+      Value *row0 = mul(b, u, s.KW);
       for (int64_t kx = 0; kx < s.KW; ++kx) {
         int64_t off = kx * dx - s.pad[1]; // ix = ox * sx + off
         int64_t lo = std::clamp<int64_t>(ceil_div(-off, sx), 0, s.OW);
@@ -109,11 +158,26 @@ void emit_im2col_f32(llvm::IRBuilder<> &b, const ConvShape &s, Value *x, Value *
           b.SetInsertPoint(done);
         });
       }
-    });
+    }
   });
 }
 
-void emit_conv_direct_f32(llvm::IRBuilder<> &b, const DirectConvArgs &a) {
+void emit_im2col_f32(llvm::IRBuilder<> &outer, const ConvShape &s, Value *x_in, Value *cols_in,
+                     const std::string &prefix) {
+  int64_t P = s.OH * s.OW;
+  // Units (c, ky), not channels: a 3-channel stem splits too.
+  auto [tasks, per] = conv_task_split(s.C * s.KH, s.KW * P);
+  emit_tasks(outer, prefix, "im2col", {x_in, cols_in}, tasks, nullptr,
+             [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
+               Value *u0 = mul(b, t, per);
+               Value *u1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, u0, per), b.getInt64(s.C * s.KH));
+               emit_im2col_units(b, s, f[0], f[1], u0, u1);
+             });
+}
+
+/// Groups [g_begin, g_end) of the direct kernel (one task's), with a's
+/// pointers those of the task; a.plane is the task's own plane.
+static void emit_direct_groups(llvm::IRBuilder<> &b, const DirectConvArgs &a, Value *g_begin, Value *g_end) {
   const ConvShape &s = a.shape;
   llvm::Type *f32 = b.getFloatTy();
   int64_t Cg = s.C / s.groups, Og = s.O / s.groups, taps = s.KH * s.KW;
@@ -150,9 +214,17 @@ void emit_conv_direct_f32(llvm::IRBuilder<> &b, const DirectConvArgs &a) {
       b.CreateAlignedStore(v, p, llvm::Align(4));
   };
 
-  // The plane's border stays zero: each channel's copy rewrites the interior.
-  b.CreateMemSet(a.plane, b.getInt8(0), b.getInt64(a.plane_h * Wp * 4), llvm::Align(4));
-  for_count(b, s.groups, [&](Value *g) {
+  // The plane's border, zeroed once per task, stays zero: each channel's
+  // copy rewrites the interior only (rows pt..pt+H-1, columns pl..pl+W-1).
+  int64_t below = s.pad[0] + s.H;
+  zero_floats(b, a.plane, b.getInt64(0), s.pad[0] * Wp);
+  zero_floats(b, a.plane, b.getInt64(below * Wp), (a.plane_h - below) * Wp);
+  for_count(b, s.H, [&](Value *y) {
+    Value *row = mul(b, add(b, y, s.pad[0]), Wp);
+    zero_floats(b, a.plane, row, s.pad[1]);
+    zero_floats(b, a.plane, add(b, row, s.pad[1] + s.W), Wp - s.pad[1] - s.W);
+  });
+  for_range(b, g_begin, g_end, [&](Value *g) {
     for_count(b, Cg, [&](Value *ci) {
       Value *c = add(b, mul(b, g, Cg), ci);
       for_count(b, s.H, [&](Value *y) {
@@ -201,7 +273,7 @@ void emit_conv_direct_f32(llvm::IRBuilder<> &b, const DirectConvArgs &a) {
               for_count(b, s.OW, [&](Value *ox) {
                 Value *p = f32_at(b, a.out, add(b, orow, ox));
                 Value *col = add(b, mul(b, oy, s.OW), ox);
-                b.CreateStore(a.epilogue(b, b.CreateLoad(f32, p), o, col), p);
+                b.CreateStore(a.epilogue->apply(b, b.CreateLoad(f32, p), o, col), p);
               });
             };
             if (Cg == 1)
@@ -213,6 +285,25 @@ void emit_conv_direct_f32(llvm::IRBuilder<> &b, const DirectConvArgs &a) {
       });
     });
   });
+}
+
+void emit_conv_direct_f32(llvm::IRBuilder<> &b, const DirectConvArgs &a) {
+  auto [tasks, per] = a.split;
+  std::vector<Value *> fields = {a.x, a.w, a.out, a.plane};
+  if (a.bias)
+    fields.push_back(a.bias);
+  emit_tasks(b, a.prefix, "conv_direct", fields, tasks, a.epilogue,
+             [&](llvm::IRBuilder<> &tb, const std::vector<Value *> &f, Value *t) {
+               DirectConvArgs here = a;
+               here.x = f[0];
+               here.w = f[1];
+               here.out = f[2];
+               here.plane = f32_at(tb, f[3], mul(tb, t, a.plane_h * a.plane_w));
+               here.bias = a.bias ? f[4] : nullptr;
+               Value *g0 = mul(tb, t, per);
+               Value *g1 = tb.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(tb, g0, per), tb.getInt64(a.shape.groups));
+               emit_direct_groups(tb, here, g0, g1);
+             });
 }
 
 } // namespace maxc::codegen

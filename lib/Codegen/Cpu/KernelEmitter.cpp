@@ -758,15 +758,12 @@ private:
                                });
       if (direct) {
         auto [ph, pw] = conv_direct_plane(g_, node);
-        ConvEpilogue apply;
-        if (epi)
-          apply = [&](llvm::IRBuilder<> &at, Value *acc, Value *o, Value *col) { return epi->gemm.apply(at, acc, o, col); };
         emit_conv_direct_f32(b_, {s, x_n, wptr, bias == kNoValue ? nullptr : pointer_of(bias), out_n, scratch, ph, pw,
-                                  mod_.lanes, apply});
+                                  conv_direct_split(g_, node), mod_.lanes, mod_.prefix, epi ? &epi->gemm : nullptr});
         return;
       }
       if (!pointwise)
-        emit_im2col_f32(b_, s, x_n, scratch);
+        emit_im2col_f32(b_, s, x_n, scratch, mod_.prefix);
       GemmArgs args{wptr, pointwise ? x_n : scratch, out_n, b_.getInt64(s.O), b_.getInt64(P), b_.getInt64(K),
                     b_.getInt64(K), b_.getInt64(P), b_.getInt64(P), mod_.lanes, mod_.prefix,
                     epi ? &epi->gemm : nullptr};

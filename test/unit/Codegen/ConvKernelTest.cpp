@@ -84,6 +84,28 @@ TEST_CASE("conv kernels: direct depthwise and grouped convolutions vs the interp
     check_case(c);
 }
 
+TEST_CASE("conv kernels: the direct kernel and im2col split into tasks", "[codegen][conv]") {
+  // Enough work for several tasks (conv_task_split), the last one short:
+  // 37 channels -> 5 tasks of 8 (the last 5), each with a plane of its own;
+  // im2col over 21 input channels x 3 kernel rows -> 3 tasks of 21 (c, ky)
+  // units; a 3-channel 7x7 stem -> 4 tasks of 6 units (tasks end mid-channel).
+  const Case cases[] = {
+      {"depthwise 3x3 s1 p1, 37 channels in 5 tasks", {1, 37, 24, 24}, {37, 1, 3, 3},
+       opts({1, 1}, {1, 1}, {1, 1}, 37), true, true},
+      {"im2col 3x3 s1 p1, 21 channels in 3 tasks", {1, 21, 24, 24}, {5, 21, 3, 3}, opts({1, 1}, {1, 1}, {1, 1}, 1),
+       true, true},
+      {"im2col 7x7 s2 p3 stem, 3 channels in 4 tasks", {1, 3, 64, 64}, {4, 3, 7, 7}, opts({2, 2}, {3, 3}, {1, 1}, 1),
+       true, true},
+  };
+  CHECK(conv_task_split(37, 9 * 24 * 24) == std::array<int64_t, 2>{5, 8});
+  CHECK(conv_task_split(21 * 3, 3 * 24 * 24) == std::array<int64_t, 2>{3, 21});
+  CHECK(conv_task_split(3 * 7, 7 * 32 * 32) == std::array<int64_t, 2>{4, 6});
+  CHECK(conv_task_split(1000, 1 << 20) == std::array<int64_t, 2>{16, 63}); // at most kConvMaxTasks
+  CHECK(conv_task_split(5, 10) == std::array<int64_t, 2>{1, 5});            // small: one task
+  for (const Case &c : cases)
+    check_case(c);
+}
+
 TEST_CASE("conv kernels: im2col + GEMM vs the interpreter", "[codegen][conv]") {
   const Case cases[] = {
       {"3x3 s1 p1, batch 3", {3, 3, 11, 13}, {7, 3, 3, 3}, opts({1, 1}, {1, 1}, {1, 1}, 1), true, true},
