@@ -25,14 +25,15 @@
  * is decided by the generated code from the shapes alone, so results are the
  * same bits whatever the thread count.
  *
- * Waiting threads spin a bounded number of iterations, then poll with
- * sched_yield until MAXC_RT_POLL_NS have passed since they started waiting
- * (a model's next parallel kernel is usually well within that, and a
- * worker that is awake joins it in about a microsecond where one woken
- * from sleep takes 10-50: on a 1-thread-per-task GEMM of a few hundred
- * microseconds, that is the caller running most tasks alone; yielding lets
- * other processes on a shared machine run meanwhile), then sleep on a
- * condition variable: an idle pool costs no CPU. A call waits for its tasks, not for
+ * Waiting threads spin a bounded number of iterations (~1 us), then poll
+ * with sched_yield until MAXC_RT_POLL_NS (0.5 ms) have passed since they
+ * started waiting, then sleep on a condition variable: an idle pool costs
+ * no CPU. A model's next parallel kernel is usually within that window, and
+ * a worker that is awake joins it in about a microsecond, where one woken
+ * from sleep takes 5-50 us and costs the caller a futex syscall: with the
+ * spin alone (as before) workers slept between kernels, so on a GEMM of 8
+ * tasks of ~10 us the caller ran most of them alone. Yielding lets other
+ * processes on a shared machine run meanwhile. A call waits for its tasks, not for
  * the workers: one that wakes late (descheduled on a busy machine) finds
  * the job closed and goes back to waiting. Workers start at the first parallel
  * call after NAME_set_num_threads(n > 1) and are joined by
@@ -73,7 +74,7 @@ int clock_gettime(int clock, maxc_rt_timespec *t);
 /* Spin iterations (a few microseconds), then polling with sched_yield up to
  * MAXC_RT_POLL_NS from the start of the wait, before sleeping. */
 #define MAXC_RT_SPIN 4096
-#define MAXC_RT_POLL_NS 200000
+#define MAXC_RT_POLL_NS 500000
 /* The job's state word: this bit once the job takes no more workers, the
  * low bits count the workers inside it. */
 #define MAXC_RT_CLOSED (1ull << 63)

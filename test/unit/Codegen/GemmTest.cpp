@@ -12,6 +12,9 @@
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Transforms/Decompose.h"
 
+#include <chrono>
+#include <thread>
+
 using namespace maxc;
 using namespace maxc::test;
 
@@ -109,5 +112,21 @@ TEST_CASE("GEMM split into row blocks and panel groups: same bits on 1, 2 and 3 
       REQUIRE(mismatch.empty());
     }
     REQUIRE(bitwise_mismatch(compiled.run(in, true), one).empty());
+  }
+}
+
+TEST_CASE("GEMM on the artifact's pool: back to back, and after its workers have gone to sleep", "[codegen][gemm]") {
+  // The pool's workers poll for 0.5 ms after a job, then sleep: runs in
+  // quick succession (workers awake) and after 2 ms (workers woken from
+  // sleep) give the same bits as one thread.
+  std::vector<HostTensor> in = {random_tensor(DType::f32, {130, 70}, -1, 1), random_tensor(DType::f32, {70, 300}, -1, 1)};
+  auto graph = trace_graph(types_of(in), [](auto &x) { return std::vector<Tensor>{ops::matmul(x[0], x[1])}; });
+  JitCompiledGraph compiled(*graph);
+  std::vector<HostTensor> one = compiled.run_threads(in, 1);
+  MAXC_REQUIRE_CLOSE(one[0], Interpreter::run(*graph, in)[0], 1e-4, 1e-4);
+  for (int i = 0; i < 20; ++i) {
+    if (i % 5 == 4)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    REQUIRE(bitwise_mismatch(compiled.run_threads(in, 2), one).empty());
   }
 }
