@@ -10,12 +10,14 @@
 // the tiles read B in place instead of packing it. `lanes` is the vector
 // width in floats (16 for AVX-512, 8 for AVX2, 4 for NEON).
 //
-// Tasks are blocks of 48 rows (a multiple of the 6-row tile, so a row's
-// summation order is the same however the work is split) times column
-// panels, handed to the runtime's parallel_for (Cpu/Runtime.h: the
-// program's parallel-for, the artifact's pool, or a loop); with 8 or more
-// panels, or M < 6, a panel takes all rows; a GEMM below 64K multiply-adds
-// runs its panels here. An optional epilogue (bias, activation, residual add...) rewrites each
+// Tasks are row blocks (a multiple of the 6-row tile, so a row's summation
+// order is the same however the work is split: up to 48 rows with fewer
+// than 8 column panels, else up to 252, A's rows x kc block sized for L2)
+// times column panels, or times 8 groups of panels when A does not fit in
+// that block as a whole; within a task the K blocks run outside the panel
+// loop. They are handed to the runtime's parallel_for (Cpu/Runtime.h: the
+// program's parallel-for, the artifact's pool, or a loop); a GEMM below 64K
+// multiply-adds runs its tasks here. An optional epilogue (bias, activation, residual add...) rewrites each
 // tile once it is final, inside the panel's task.
 #pragma once
 
