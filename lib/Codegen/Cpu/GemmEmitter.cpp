@@ -176,8 +176,19 @@ struct Emitter {
         // A is read in place: six rows lda apart, one broadcast each per k
         // (packing A per task measured 3x slower: at NR = 32 the copy costs
         // as much as the tile's FMAs).
-        loop(i_begin, i_main, kRows, [&](Value *i0) { tile(i0, kRows, j0, j_end, k0, k_end, first, last, vec, fma); });
-        loop(i_main, i_end, 1, [&](Value *i) { tile(i, 1, j0, j_end, k0, k_end, first, last, vec, fma); });
+        loop(i_begin, i_main, kRows, [&](Value *i0) { tile(i0, kRows, j0, k0, k_end, first, vec, fma); });
+        // Of the 0-5 rows left, four run as one 4-row tile (8 independent
+        // FMA chains keep both FMA pipes busy, as the 6-row tile's 12 do;
+        // one-row tiles load more per FMA), the rest one at a time.
+        Value *four = b.CreateICmpSGE(b.CreateSub(i_end, i_main), b.getInt64(4));
+        when(four, [&] { tile(i_main, 4, j0, k0, k_end, first, vec, fma); });
+        Value *i_ones = b.CreateSelect(four, b.CreateAdd(i_main, b.getInt64(4)), i_main);
+        loop(i_ones, i_end, 1, [&](Value *i) { tile(i, 1, j0, k0, k_end, first, vec, fma); });
+        // After the last K block, the epilogue (if any) over the panel's
+        // rows and columns [j0, j_end), while they are still in L1/L2: one
+        // copy of its code per panel kind rather than per tile kind.
+        if (g.epilogue)
+          when(last, [&] { epilogue(i_begin, i_end, j0, j_end); });
       };
       if (full)
         loop(p_begin, min(p_end, full_panels), 1, [&](Value *p) {
@@ -214,13 +225,10 @@ struct Emitter {
   }
 
   // A rows x NR tile of C at (i0, j0) over k in [k0, k_end), accumulators in
-  // registers, starting from 0 on the first K block, else from C; after the
-  // last K block, the epilogue (if any) runs over the tile's columns
-  // [j0, j_end).
-  void tile(Value *i0, unsigned rows, Value *j0, Value *j_end, Value *k0, Value *k_end, Value *first, Value *last,
-            llvm::FixedVectorType *vec, llvm::Function *fma) {
+  // registers, starting from 0 on the first K block, else from C.
+  void tile(Value *i0, unsigned rows, Value *j0, Value *k0, Value *k_end, Value *first, llvm::FixedVectorType *vec,
+            llvm::Function *fma) {
     unsigned lanes = g.lanes;
-    llvm::Function *fn = b.GetInsertBlock()->getParent();
     auto c_at = [&](unsigned r, unsigned v) {
       return at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes)));
     };
@@ -269,15 +277,6 @@ struct Emitter {
     for (unsigned r = 0; r < rows; ++r)
       for (unsigned v = 0; v < kVectors; ++v)
         store(acc[r * kVectors + v], c_at(r, v), v);
-    if (g.epilogue) {
-      auto *epi = llvm::BasicBlock::Create(ctx, "gemm.epilogue", fn);
-      auto *done = llvm::BasicBlock::Create(ctx, "gemm.epilogue.done", fn);
-      b.CreateCondBr(last, epi, done);
-      b.SetInsertPoint(epi);
-      epilogue(i0, b.CreateAdd(i0, b.getInt64(rows)), j0, j_end);
-      b.CreateBr(done);
-      b.SetInsertPoint(done);
-    }
   }
 };
 
