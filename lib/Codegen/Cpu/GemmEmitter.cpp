@@ -31,11 +31,12 @@ constexpr int64_t kABlockBytes = 256 * 1024;
 // Tasks: row blocks (a multiple of MR rows, so that a row's tile, and with
 // it its summation order, does not depend on the split) times groups of
 // column panels, all decided from M, N and K alone (never from the thread
-// count): rows up to kABlockBytes of A per K block, or up to kRowBlock rows
-// when there are fewer than kEnoughPanels panels to share out (row blocks
-// re-pack B's panel once per block); panels one per task, or, when A does
-// not fit in kABlockBytes as a whole (it then streams from L3 once per
-// group), kColumnGroups groups of panels. A GEMM below kParallelMacs
+// count): with kEnoughPanels panels or more, all rows when A fits in
+// kABlockBytes as a whole, else rows up to kABlockBytes of A per K block;
+// with fewer panels to share out, up to kRowBlock rows (row blocks re-pack
+// B's panel once per block); panels one per task, or, when A does not fit
+// in kABlockBytes (it then streams from L3 once per group), kColumnGroups
+// groups of panels. A GEMM below kParallelMacs
 // multiply-adds runs its tasks on the calling thread.
 constexpr int64_t kRowBlock = 8 * kRows;
 constexpr int64_t kParallelMacs = 1 << 16;
@@ -383,12 +384,13 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
   Value *panels = panel_count(b, args.n, nr);
   Value *macs = b.CreateMul(b.CreateMul(args.m, args.n), args.k);
   Value *small = b.CreateICmpSLT(macs, i64(kParallelMacs));
-  Value *cap = b.CreateSelect(b.CreateICmpSGE(panels, i64(kEnoughPanels)), i64(max_block_rows(args.lanes)), i64(kRowBlock));
   Value *m1 = b.CreateSelect(b.CreateICmpSGT(args.m, i64(0)), args.m, i64(1));
+  Value *a_fits = b.CreateICmpSLE(b.CreateMul(args.m, args.k), i64(kABlockBytes / 4));
+  Value *cap = b.CreateSelect(b.CreateICmpSGE(panels, i64(kEnoughPanels)),
+                              b.CreateSelect(a_fits, m1, i64(max_block_rows(args.lanes))), i64(kRowBlock));
   Value *even = b.CreateMul(ceil_div(ceil_div(m1, ceil_div(m1, cap)), i64(kRows)), i64(kRows));
   Value *rows = b.CreateSelect(b.CreateICmpSLT(args.m, i64(kRows)), m1, even);
   Value *row_blocks = ceil_div(m1, rows);
-  Value *a_fits = b.CreateICmpSLE(b.CreateMul(args.m, args.k), i64(kABlockBytes / 4));
   Value *group = b.CreateSelect(b.CreateOr(b.CreateOr(a_fits, b.CreateICmpSLT(args.m, i64(kRows))),
                                            b.CreateICmpSLE(panels, i64(kColumnGroups))),
                                 i64(1), ceil_div(panels, i64(kColumnGroups)));
