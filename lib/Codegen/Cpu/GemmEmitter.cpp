@@ -140,7 +140,7 @@ struct Emitter {
   // of A (rows x kc, sized for L2) is re-read from cache by every panel; per
   // panel, B's kc x NR micro-panel is packed (zeros past n) and stays in L1
   // while the task's rows of A stream past it; partial sums go through C.
-  // Rows past the last 6-row tile run the vector tile one row at a time.
+  // Rows past the last 6-row tile run as a 4-row tile and one-row tiles.
   // `direct` (M < MR, GEMV-like, bandwidth-bound): B is read in place.
   // `full` / `partial`: whether to emit the full panels' and the partial
   // panel's code (a GEMM whose N is known may need only one).
