@@ -7,8 +7,9 @@
 // (M % 6) run the same vector tile four rows at once (when 4 or 5 are left)
 // and then one row at a time; the last column panel,
 // where N is not a multiple of the panel width, runs with masked vector loads
-// and stores (no scalar edge loops). For M < 6 (GEMV-like, bandwidth-bound)
-// the tiles read B in place instead of packing it. `lanes` is the vector
+// and stores (no scalar edge loops). For M < 6 (GEMV-like, bandwidth-bound),
+// and for M <= 64 with B's rows <= 512 floats apart (the pack is not
+// amortized), the tiles read B in place instead of packing it. `lanes` is the vector
 // width in floats (16 for AVX-512, 8 for AVX2, 4 for NEON).
 //
 // Tasks are row blocks (a multiple of the 6-row tile, so a row's summation
