@@ -19,21 +19,40 @@ constexpr unsigned kRows = 6;    // MR
 constexpr unsigned kVectors = 2; // NR = kVectors * lanes
 // K blocks: B's kc x NR micro-panel is sized to the L1 data cache (default
 // 32 KiB: kc = 256 at NR = 32 floats), re-read from L1 by every 6-row tile
-// of the task. (Smaller blocks, half of L1, and row blocks keeping A's rows
-// in L2 across panels measured no faster here: the second re-packs B once
-// per row block. See docs/PERFORMANCE.md.)
+// of the task. (Smaller blocks, half of L1, measured no faster here. See
+// docs/PERFORMANCE.md.)
 constexpr int64_t kL1Bytes = 32 * 1024;
+// The task's block of A, rows x kc, is re-read by each of its column panels
+// (K blocks run outside the panel loop): sized to a quarter of a 1 MiB L2
+// (the C block of the task and B's micro-panels share the rest), 252 rows at
+// kc = 256.
+constexpr int64_t kABlockBytes = 256 * 1024;
 
-// Tasks: row blocks of kRowBlock rows (a multiple of MR, so that a row's
-// tile, and with it its summation order, does not depend on the split) times
-// column panels. A GEMM below kParallelMacs multiply-adds runs as one task.
+// Tasks: row blocks (a multiple of MR rows, so that a row's tile, and with
+// it its summation order, does not depend on the split) times groups of
+// column panels, all decided from M, N and K alone (never from the thread
+// count): with kEnoughPanels panels or more, all rows when A fits in
+// kABlockBytes as a whole, else rows up to kABlockBytes of A per K block;
+// with fewer panels to share out, up to kRowBlock rows (row blocks re-pack
+// B's panel once per block); panels one per task, or, when A does not fit
+// in kABlockBytes (it then streams from L3 once per group), kColumnGroups
+// groups of panels. A GEMM below kParallelMacs
+// multiply-adds runs its tasks on the calling thread.
 constexpr int64_t kRowBlock = 8 * kRows;
 constexpr int64_t kParallelMacs = 1 << 16;
-// Column panels enough to share out without row blocks (which re-pack B's
-// panel once per block).
 constexpr int64_t kEnoughPanels = 8;
+constexpr int64_t kColumnGroups = 8;
+// B read in place (no packed micro-panel) below MR rows (GEMV-like), and up
+// to kDirectRows rows when B's rows are at most kDirectLdb floats apart: with
+// few rows the pack is not amortized, and at such strides B's panel still
+// stays in cache (MLP batch 64, K x N = 784 x 512: 5-8 % faster in place;
+// at 3-4 KiB strides B's rows collide in the cache sets: the GPT example's
+// M = 128 GEMMs with N = 768 and 1024 measured 10 % slower in place).
+constexpr int64_t kDirectRows = 64;
+constexpr int64_t kDirectLdb = 512;
 
 int64_t k_block(unsigned lanes) { return std::min<int64_t>(256, kL1Bytes / (kVectors * lanes * 4)); }
+int64_t max_block_rows(unsigned lanes) { return std::max<int64_t>(1, kABlockBytes / (k_block(lanes) * 4 * kRows)) * kRows; }
 
 struct Emitter {
   llvm::IRBuilder<> &b;
@@ -110,18 +129,38 @@ struct Emitter {
       b.CreateMaskedStore(x, p, llvm::Align(4), mask[v]);
   }
 
-  // One task: rows [i_begin, i_end) of one column panel, columns [j0, j0 +
-  // NR) (the last panel: [j0, n), its vectors masked). K runs in blocks of
-  // kc: B's kc x NR micro-panel is packed (zeros past n) and stays in L1
+  /// if (cond) body()
+  void when(Value *cond, const std::function<void()> &body) {
+    llvm::Function *fn = b.GetInsertBlock()->getParent();
+    auto *then = llvm::BasicBlock::Create(ctx, "gemm.then", fn);
+    auto *done = llvm::BasicBlock::Create(ctx, "gemm.endif", fn);
+    b.CreateCondBr(cond, then, done);
+    b.SetInsertPoint(then);
+    body();
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+  }
+
+  // One task: rows [i_begin, i_end) times column panels [p_begin, p_end)
+  // (panel p: columns [p * NR, p * NR + NR); the last one, past the full
+  // panels, is partial: [full * NR, n), its vectors masked). K runs in
+  // blocks of kc, outside the panel loop, so that the task's kc-deep block
+  // of A (rows x kc, sized for L2) is re-read from cache by every panel; per
+  // panel, B's kc x NR micro-panel is packed (zeros past n) and stays in L1
   // while the task's rows of A stream past it; partial sums go through C.
-  // Rows past the last 6-row tile run the vector tile one row at a time.
-  // `direct` (M < MR, GEMV-like, bandwidth-bound): B is read in place.
-  void block(Value *i_begin, Value *i_end, Value *j0, Value *j_end, bool direct) {
+  // Rows past the last 6-row tile run as a 4-row tile and one-row tiles.
+  // `direct` (M < MR, GEMV-like, bandwidth-bound, or few rows and a short
+  // ldb: see kDirectRows): B is read in place.
+  // `full` / `partial`: whether to emit the full panels' and the partial
+  // panel's code (a GEMM whose N is known may need only one).
+  void block(Value *i_begin, Value *i_end, Value *p_begin, Value *p_end, bool direct, bool full, bool partial) {
     unsigned lanes = g.lanes;
+    int64_t nr = kVectors * lanes;
     auto *vec = llvm::FixedVectorType::get(b.getFloatTy(), lanes);
     llvm::Function *fma = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(), llvm::Intrinsic::fma, {vec});
     Value *rows = b.CreateSub(i_end, i_begin);
     Value *i_main = b.CreateAdd(i_begin, b.CreateMul(b.CreateSDiv(rows, b.getInt64(kRows)), b.getInt64(kRows)));
+    Value *full_panels = b.CreateSDiv(g.n, b.getInt64(nr));
     // At least one K block, so that K = 0 still writes C (zeros) and runs
     // the epilogue.
     Value *k_blocks = b.CreateSelect(b.CreateICmpSGT(g.k, b.getInt64(0)), g.k, b.getInt64(1));
@@ -129,25 +168,57 @@ struct Emitter {
       Value *k_end = min(b.CreateAdd(k0, b.getInt64(kc)), g.k);
       Value *first = b.CreateICmpEQ(k0, b.getInt64(0));
       Value *last = b.CreateICmpEQ(k_end, g.k);
-      if (direct) {
-        bsrc = b.CreateGEP(b.getFloatTy(), g.b, j0);
-        bstride = g.ldb;
-      } else {
-        loop(k0, k_end, 1, [&](Value *k) {
-          for (unsigned v = 0; v < kVectors; ++v) {
-            Value *x = load(vec, at(g.b, k, g.ldb, b.CreateAdd(j0, b.getInt64(v * lanes))), v);
-            b.CreateAlignedStore(x, at(bpack, b.CreateSub(k, k0), b.getInt64(kVectors * lanes), b.getInt64(v * lanes)),
-                                 llvm::Align(64));
-          }
+      auto panel = [&](Value *j0, Value *j_end) {
+        if (direct) {
+          bsrc = b.CreateGEP(b.getFloatTy(), g.b, j0);
+          bstride = g.ldb;
+        } else {
+          loop(k0, k_end, 1, [&](Value *k) {
+            for (unsigned v = 0; v < kVectors; ++v) {
+              Value *x = load(vec, at(g.b, k, g.ldb, b.CreateAdd(j0, b.getInt64(v * lanes))), v);
+              b.CreateAlignedStore(x, at(bpack, b.CreateSub(k, k0), b.getInt64(nr), b.getInt64(v * lanes)),
+                                   llvm::Align(64));
+            }
+          });
+          bsrc = b.CreateGEP(b.getFloatTy(), bpack, b.CreateMul(b.CreateNeg(k0), b.getInt64(nr)));
+          bstride = b.getInt64(nr);
+        }
+        // A is read in place: six rows lda apart, one broadcast each per k
+        // (packing A per task measured 3x slower: at NR = 32 the copy costs
+        // as much as the tile's FMAs).
+        loop(i_begin, i_main, kRows, [&](Value *i0) { tile(i0, kRows, j0, k0, k_end, first, vec, fma); });
+        // Of the 0-5 rows left, four run as one 4-row tile (8 independent
+        // FMA chains keep both FMA pipes busy, as the 6-row tile's 12 do;
+        // one-row tiles load more per FMA), the rest one at a time.
+        Value *four = b.CreateICmpSGE(b.CreateSub(i_end, i_main), b.getInt64(4));
+        when(four, [&] { tile(i_main, 4, j0, k0, k_end, first, vec, fma); });
+        Value *i_ones = b.CreateSelect(four, b.CreateAdd(i_main, b.getInt64(4)), i_main);
+        loop(i_ones, i_end, 1, [&](Value *i) { tile(i, 1, j0, k0, k_end, first, vec, fma); });
+        // After the last K block, the epilogue (if any) over the panel's
+        // rows and columns [j0, j_end), while they are still in L1/L2: one
+        // copy of its code per panel kind rather than per tile kind.
+        if (g.epilogue)
+          when(last, [&] { epilogue(i_begin, i_end, j0, j_end); });
+      };
+      if (full)
+        loop(p_begin, min(p_end, full_panels), 1, [&](Value *p) {
+          Value *j0 = b.CreateMul(p, b.getInt64(nr));
+          panel(j0, b.CreateAdd(j0, b.getInt64(nr)));
         });
-        bsrc = b.CreateGEP(b.getFloatTy(), bpack, b.CreateMul(b.CreateNeg(k0), b.getInt64(kVectors * lanes)));
-        bstride = b.getInt64(kVectors * lanes);
-      }
-      // A is read in place: six rows lda apart, one broadcast each per k
-      // (packing A per task measured 3x slower: at NR = 32 the copy costs
-      // as much as the tile's FMAs).
-      loop(i_begin, i_main, kRows, [&](Value *i0) { tile(i0, kRows, j0, j_end, k0, k_end, first, last, vec, fma); });
-      loop(i_main, i_end, 1, [&](Value *i) { tile(i, 1, j0, j_end, k0, k_end, first, last, vec, fma); });
+      if (partial)
+        when(b.CreateICmpSGT(p_end, full_panels), [&] {
+          Value *j0 = b.CreateMul(full_panels, b.getInt64(nr));
+          for (unsigned v = 0; v < kVectors; ++v) { // lane l of vector v: j0 + v * lanes + l < n
+            Value *left = b.CreateSub(g.n, b.CreateAdd(j0, b.getInt64(v * lanes)));
+            std::vector<llvm::Constant *> iota;
+            for (unsigned l = 0; l < lanes; ++l)
+              iota.push_back(b.getInt64(l));
+            mask[v] = b.CreateICmpSLT(llvm::ConstantVector::get(iota), b.CreateVectorSplat(lanes, left));
+          }
+          panel(j0, g.n);
+          for (Value *&m : mask)
+            m = nullptr;
+        });
     });
   }
 
@@ -164,13 +235,10 @@ struct Emitter {
   }
 
   // A rows x NR tile of C at (i0, j0) over k in [k0, k_end), accumulators in
-  // registers, starting from 0 on the first K block, else from C; after the
-  // last K block, the epilogue (if any) runs over the tile's columns
-  // [j0, j_end).
-  void tile(Value *i0, unsigned rows, Value *j0, Value *j_end, Value *k0, Value *k_end, Value *first, Value *last,
-            llvm::FixedVectorType *vec, llvm::Function *fma) {
+  // registers, starting from 0 on the first K block, else from C.
+  void tile(Value *i0, unsigned rows, Value *j0, Value *k0, Value *k_end, Value *first, llvm::FixedVectorType *vec,
+            llvm::Function *fma) {
     unsigned lanes = g.lanes;
-    llvm::Function *fn = b.GetInsertBlock()->getParent();
     auto c_at = [&](unsigned r, unsigned v) {
       return at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes)));
     };
@@ -219,19 +287,16 @@ struct Emitter {
     for (unsigned r = 0; r < rows; ++r)
       for (unsigned v = 0; v < kVectors; ++v)
         store(acc[r * kVectors + v], c_at(r, v), v);
-    if (g.epilogue) {
-      auto *epi = llvm::BasicBlock::Create(ctx, "gemm.epilogue", fn);
-      auto *done = llvm::BasicBlock::Create(ctx, "gemm.epilogue.done", fn);
-      b.CreateCondBr(last, epi, done);
-      b.SetInsertPoint(epi);
-      epilogue(i0, b.CreateAdd(i0, b.getInt64(rows)), j0, j_end);
-      b.CreateBr(done);
-      b.SetInsertPoint(done);
-    }
   }
 };
 
 } // namespace
+
+// Whether the tiles read B in place (see kDirectRows).
+static Value *direct_b(llvm::IRBuilder<> &b, Value *m, Value *ldb) {
+  return b.CreateOr(b.CreateICmpSLT(m, b.getInt64(kRows)),
+                    b.CreateAnd(b.CreateICmpSLE(m, b.getInt64(kDirectRows)), b.CreateICmpSLE(ldb, b.getInt64(kDirectLdb))));
+}
 
 // Column panels of nr floats (the last one may be partial).
 static Value *panel_count(llvm::IRBuilder<> &b, Value *n, int64_t nr) {
@@ -239,21 +304,21 @@ static Value *panel_count(llvm::IRBuilder<> &b, Value *n, int64_t nr) {
 }
 
 // The struct a panel task reads its arguments from: a, b, c, m, n, k, lda,
-// ldb, ldc, whether a panel is one task for all rows (i1), then the
-// epilogue's captures.
+// ldb, ldc, rows per task (a multiple of MR, or M), column panels per task,
+// then the epilogue's captures.
 static llvm::StructType *task_args_type(llvm::LLVMContext &c, const GemmEpilogue *epilogue) {
   auto *ptr = llvm::PointerType::getUnqual(c);
   auto *i64 = llvm::Type::getInt64Ty(c);
-  std::vector<llvm::Type *> fields = {ptr, ptr, ptr, i64, i64, i64, i64, i64, i64, llvm::Type::getInt1Ty(c)};
+  std::vector<llvm::Type *> fields = {ptr, ptr, ptr, i64, i64, i64, i64, i64, i64, i64, i64};
   if (epilogue)
     for (Value *v : epilogue->captures)
       fields.push_back(v->getType());
   return llvm::StructType::get(c, fields);
 }
 
-// void <prefix>.gemm_panel(ptr args, i64 t): one row block of one column
-// panel (the last panel masked where it passes N), the unit of work handed to
-// the runtime's parallel_for. Shared by
+// void <prefix>.gemm_panel(ptr args, i64 t): one row block of one group of
+// column panels (the last panel masked where it passes N), the unit of work
+// handed to the runtime's parallel_for. Shared by
 // every GEMM without an epilogue; one of its own for each with one.
 static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, unsigned lanes,
                                   const GemmEpilogue *epilogue, const bool (&needed)[2][2]) {
@@ -277,7 +342,7 @@ static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, un
     // before the branch to the body.
     std::vector<Value *> captured;
     for (unsigned i = 0; i < epilogue->captures.size(); ++i)
-      captured.push_back(field(10 + i, epilogue->captures[i]->getType()));
+      captured.push_back(field(11 + i, epilogue->captures[i]->getType()));
     auto *body = llvm::BasicBlock::Create(c, "body", fn);
     llvm::BranchInst *br = b.CreateBr(body);
     llvm::IRBuilder<> entry(br);
@@ -289,53 +354,29 @@ static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, un
   auto *bpack = b.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), e.kc * kVectors * lanes));
   bpack->setAlignment(llvm::Align(64));
   e.bpack = bpack;
-  // Task t: row block t / panels (all rows when the GEMM is one task or
-  // GEMV-like), column panel t % panels.
+  // Task t: row block t / groups, panel group t % groups.
   int64_t nr = kVectors * lanes;
+  Value *rows = field(9, b.getInt64Ty()), *group = field(10, b.getInt64Ty());
   Value *panels = panel_count(b, g.n, nr);
+  Value *groups = b.CreateSDiv(b.CreateAdd(panels, b.CreateSub(group, b.getInt64(1))), group);
   Value *t = fn->getArg(1);
-  Value *whole = b.CreateLoad(b.getInt1Ty(), b.CreateStructGEP(st, args, 9));
-  Value *i_begin = b.CreateSelect(whole, b.getInt64(0), b.CreateMul(b.CreateSDiv(t, panels), b.getInt64(kRowBlock)));
-  Value *i_end = b.CreateSelect(whole, g.m, e.min(b.CreateAdd(i_begin, b.getInt64(kRowBlock)), g.m));
-  Value *j0 = b.CreateMul(b.CreateSRem(t, panels), b.getInt64(nr));
-  Value *j_end = e.min(b.CreateAdd(j0, b.getInt64(nr)), g.n);
-  // Four variants: full or partial panel (masked, the last one), packed or
-  // direct (M below one tile of rows); those that cannot occur are not
-  // emitted (their blocks just return).
-  Value *partial = b.CreateICmpSLT(b.CreateSub(j_end, j0), b.getInt64(nr));
-  Value *direct = b.CreateICmpSLT(g.m, b.getInt64(kRows));
+  Value *i_begin = b.CreateMul(b.CreateSDiv(t, groups), rows);
+  Value *i_end = e.min(b.CreateAdd(i_begin, rows), g.m);
+  Value *p_begin = b.CreateMul(b.CreateSRem(t, groups), group);
+  Value *p_end = e.min(b.CreateAdd(p_begin, group), panels);
+  // Two variants: packed or direct (M below one tile of rows), each with the
+  // full and the partial (masked, last) panel's code; those that cannot
+  // occur are not emitted.
   auto *ret = llvm::BasicBlock::Create(c, "ret", fn);
-  llvm::BasicBlock *variant[2][2];
-  for (int p = 0; p < 2; ++p)
-    for (int d = 0; d < 2; ++d)
-      variant[p][d] = llvm::BasicBlock::Create(c, std::string("gemm.") + (p ? "partial" : "full") + (d ? ".direct" : ""), fn);
-  auto *pick_full = llvm::BasicBlock::Create(c, "gemm.pick.full", fn);
-  auto *pick_partial = llvm::BasicBlock::Create(c, "gemm.pick.partial", fn);
-  b.CreateCondBr(partial, pick_partial, pick_full);
-  b.SetInsertPoint(pick_full);
-  b.CreateCondBr(direct, variant[0][1], variant[0][0]);
-  b.SetInsertPoint(pick_partial);
-  b.CreateCondBr(direct, variant[1][1], variant[1][0]);
-  for (int p = 0; p < 2; ++p)
-    for (int d = 0; d < 2; ++d) {
-      b.SetInsertPoint(variant[p][d]);
-      if (!needed[p][d]) {
-        b.CreateBr(ret);
-        continue;
-      }
-      for (unsigned v = 0; v < kVectors; ++v) {
-        e.mask[v] = nullptr;
-        if (p) { // lane l of vector v: j0 + v * lanes + l < j_end
-          Value *left = b.CreateSub(j_end, b.CreateAdd(j0, b.getInt64(v * lanes)));
-          std::vector<llvm::Constant *> iota;
-          for (unsigned l = 0; l < lanes; ++l)
-            iota.push_back(b.getInt64(l));
-          e.mask[v] = b.CreateICmpSLT(llvm::ConstantVector::get(iota), b.CreateVectorSplat(lanes, left));
-        }
-      }
-      e.block(i_begin, i_end, j0, j_end, d != 0);
-      b.CreateBr(ret);
-    }
+  auto *packed = llvm::BasicBlock::Create(c, "gemm.packed", fn);
+  auto *direct = llvm::BasicBlock::Create(c, "gemm.direct", fn);
+  b.CreateCondBr(direct_b(b, g.m, g.ldb), direct, packed);
+  for (int d = 0; d < 2; ++d) {
+    b.SetInsertPoint(d ? direct : packed);
+    if (needed[0][d] || needed[1][d])
+      e.block(i_begin, i_end, p_begin, p_end, d != 0, needed[0][d], needed[1][d]);
+    b.CreateBr(ret);
+  }
   b.SetInsertPoint(ret);
   b.CreateRetVoid();
   if (epilogue)
@@ -349,23 +390,32 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
   llvm::Function *fn = b.GetInsertBlock()->getParent();
   llvm::Module &m = *fn->getParent();
   llvm::LLVMContext &c = m.getContext();
-  // Row blocks: one for a GEMM below kParallelMacs, GEMV-like (M < MR: B
-  // is read in place, once) or with kEnoughPanels column panels, else
-  // ceil(M / kRowBlock); tasks: row blocks times column panels.
-  Value *panels = panel_count(b, args.n, kVectors * args.lanes);
+  // The split (see kRowBlock): rows per task, a multiple of MR (or M when
+  // M < MR: GEMV-like, B read in place, once), the row blocks even; panels
+  // per task; tasks: row blocks times panel groups.
+  int64_t nr = kVectors * args.lanes;
+  auto i64 = [&](int64_t v) { return b.getInt64(v); };
+  auto ceil_div = [&](Value *x, Value *y) { return b.CreateSDiv(b.CreateAdd(x, b.CreateSub(y, i64(1))), y); };
+  Value *panels = panel_count(b, args.n, nr);
   Value *macs = b.CreateMul(b.CreateMul(args.m, args.n), args.k);
-  Value *small = b.CreateICmpSLT(macs, b.getInt64(kParallelMacs));
-  Value *whole = b.CreateOr(b.CreateOr(small, b.CreateICmpSLT(args.m, b.getInt64(kRows))),
-                            b.CreateICmpSGE(panels, b.getInt64(kEnoughPanels)));
-  Value *row_blocks = b.CreateSelect(whole, b.getInt64(1),
-                                     b.CreateSDiv(b.CreateAdd(args.m, b.getInt64(kRowBlock - 1)), b.getInt64(kRowBlock)));
-  Value *tasks = b.CreateMul(row_blocks, panels);
+  Value *small = b.CreateICmpSLT(macs, i64(kParallelMacs));
+  Value *m1 = b.CreateSelect(b.CreateICmpSGT(args.m, i64(0)), args.m, i64(1));
+  Value *a_fits = b.CreateICmpSLE(b.CreateMul(args.m, args.k), i64(kABlockBytes / 4));
+  Value *cap = b.CreateSelect(b.CreateICmpSGE(panels, i64(kEnoughPanels)),
+                              b.CreateSelect(a_fits, m1, i64(max_block_rows(args.lanes))), i64(kRowBlock));
+  Value *even = b.CreateMul(ceil_div(ceil_div(m1, ceil_div(m1, cap)), i64(kRows)), i64(kRows));
+  Value *rows = b.CreateSelect(b.CreateICmpSLT(args.m, i64(kRows)), m1, even);
+  Value *row_blocks = ceil_div(m1, rows);
+  Value *group = b.CreateSelect(b.CreateOr(b.CreateOr(a_fits, b.CreateICmpSLT(args.m, i64(kRows))),
+                                           b.CreateICmpSLE(panels, i64(kColumnGroups))),
+                                i64(1), ceil_div(panels, i64(kColumnGroups)));
+  Value *tasks = b.CreateMul(row_blocks, ceil_div(panels, group));
 
   // Arguments for the panel tasks, in an entry-block alloca.
   llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
   llvm::StructType *st = task_args_type(c, args.epilogue);
   Value *task_args = entry.CreateAlloca(st);
-  std::vector<Value *> fields = {args.a, args.b, args.c, args.m, args.n, args.k, args.lda, args.ldb, args.ldc, whole};
+  std::vector<Value *> fields = {args.a, args.b, args.c, args.m, args.n, args.k, args.lda, args.ldb, args.ldc, rows, group};
   if (args.epilogue)
     fields.insert(fields.end(), args.epilogue->captures.begin(), args.epilogue->captures.end());
   for (unsigned i = 0; i < fields.size(); ++i)
@@ -375,27 +425,29 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
   // one without is shared, so it keeps all four).
   bool needed[2][2] = {{true, true}, {true, true}};
   if (args.epilogue) {
-    int64_t nr = kVectors * args.lanes;
     if (auto *n = llvm::dyn_cast<llvm::ConstantInt>(args.n)) {
       needed[0][0] = needed[0][1] = n->getSExtValue() >= nr;
       needed[1][0] = needed[1][1] = n->getSExtValue() % nr != 0;
     }
-    if (auto *mc = llvm::dyn_cast<llvm::ConstantInt>(args.m))
-      for (int p = 0; p < 2; ++p) {
-        needed[p][0] = needed[p][0] && mc->getSExtValue() >= kRows;
-        needed[p][1] = needed[p][1] && mc->getSExtValue() < kRows;
-      }
+    // Direct (B in place) or packed, when M (and, in between, ldb) is known.
+    auto *mc = llvm::dyn_cast<llvm::ConstantInt>(args.m);
+    auto *lc = llvm::dyn_cast<llvm::ConstantInt>(args.ldb);
+    if (mc && (mc->getSExtValue() < kRows || mc->getSExtValue() > kDirectRows || lc)) {
+      bool direct = mc->getSExtValue() < kRows || (mc->getSExtValue() <= kDirectRows && lc->getSExtValue() <= kDirectLdb);
+      for (int p = 0; p < 2; ++p)
+        needed[p][direct ? 0 : 1] = false;
+    }
   }
   llvm::Function *task = panel_task(m, args.prefix, args.lanes, args.epilogue, needed);
 
-  // A small GEMM: its panels one after another, here. Else the tasks through the runtime's
-  // parallel_for (the program's, the artifact's pool, or a loop).
+  // A small GEMM: its tasks one after another, here. Else the tasks through
+  // the runtime's parallel_for (the program's, the artifact's pool, or a loop).
   auto *single = llvm::BasicBlock::Create(c, "gemm.single", fn);
   auto *split = llvm::BasicBlock::Create(c, "gemm.split", fn);
   auto *join = llvm::BasicBlock::Create(c, "gemm.join", fn);
   b.CreateCondBr(small, single, split);
   b.SetInsertPoint(single);
-  e.loop(b.getInt64(0), panels, 1, [&](Value *p) { b.CreateCall(task, {task_args, p}); });
+  e.loop(b.getInt64(0), tasks, 1, [&](Value *t) { b.CreateCall(task, {task_args, t}); });
   b.CreateBr(join);
   b.SetInsertPoint(split);
   emit_parallel_for(b, args.prefix, task_args, tasks, task);

@@ -4,19 +4,23 @@
 // The microkernel keeps a 6 x (2 vectors) tile of C in registers and, for
 // each k, broadcasts one A element per row and loads two vectors of B's row
 // k: 12 FMAs per 2 loads + 6 broadcasts (the BLIS shape). Rows left over
-// (M % 6) run the same vector tile one row at a time; the last column panel,
+// (M % 6) run the same vector tile four rows at once (when 4 or 5 are left)
+// and then one row at a time; the last column panel,
 // where N is not a multiple of the panel width, runs with masked vector loads
-// and stores (no scalar edge loops). For M < 6 (GEMV-like, bandwidth-bound)
-// the tiles read B in place instead of packing it. `lanes` is the vector
+// and stores (no scalar edge loops). For M < 6 (GEMV-like, bandwidth-bound),
+// and for M <= 64 with B's rows <= 512 floats apart (the pack is not
+// amortized), the tiles read B in place instead of packing it. `lanes` is the vector
 // width in floats (16 for AVX-512, 8 for AVX2, 4 for NEON).
 //
-// Tasks are blocks of 48 rows (a multiple of the 6-row tile, so a row's
-// summation order is the same however the work is split) times column
-// panels, handed to the runtime's parallel_for (Cpu/Runtime.h: the
-// program's parallel-for, the artifact's pool, or a loop); with 8 or more
-// panels, or M < 6, a panel takes all rows; a GEMM below 64K multiply-adds
-// runs its panels here. An optional epilogue (bias, activation, residual add...) rewrites each
-// tile once it is final, inside the panel's task.
+// Tasks are row blocks (a multiple of the 6-row tile, so a row's summation
+// order is the same however the work is split: up to 48 rows with fewer
+// than 8 column panels, else up to 252, A's rows x kc block sized for L2)
+// times column panels, or times 8 groups of panels when A does not fit in
+// that block as a whole; within a task the K blocks run outside the panel
+// loop. They are handed to the runtime's parallel_for (Cpu/Runtime.h: the
+// program's parallel-for, the artifact's pool, or a loop); a GEMM below 64K
+// multiply-adds runs its tasks here. An optional epilogue (bias, activation, residual add...) rewrites each
+// panel's rows once they are final, inside the panel's task.
 #pragma once
 
 #include <llvm/IR/IRBuilder.h>
@@ -27,9 +31,9 @@
 
 namespace maxc::codegen {
 
-/// An epilogue: once C[i, j] is final (after the last K block of its tile,
-/// while the tile is in cache), C[i, j] = apply(C[i, j], i, j), in a loop
-/// over the tile's rows and columns. Panels run in a task function of their
+/// An epilogue: once C[i, j] is final (after the last K block of its
+/// panel, while the panel's rows are in cache), C[i, j] = apply(C[i, j], i, j), in a loop
+/// over the panel's rows and columns. Panels run in a task function of their
 /// own (one per GEMM with an epilogue), so apply() may be called in another
 /// function than the GEMM's caller: the values it needs from the caller go
 /// through `captures` (i64 or ptr), enter() is called when emission moves

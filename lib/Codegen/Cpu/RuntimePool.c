@@ -25,9 +25,15 @@
  * is decided by the generated code from the shapes alone, so results are the
  * same bits whatever the thread count.
  *
- * Waiting threads spin a bounded number of iterations (a model's next
- * parallel kernel is usually microseconds away), then sleep on a condition
- * variable: an idle pool costs no CPU. A call waits for its tasks, not for
+ * Waiting threads spin a bounded number of iterations (~1 us), then poll
+ * with sched_yield until MAXC_RT_POLL_NS (0.5 ms) have passed since they
+ * started waiting, then sleep on a condition variable: an idle pool costs
+ * no CPU. A model's next parallel kernel is usually within that window, and
+ * a worker that is awake joins it in about a microsecond, where one woken
+ * from sleep takes 5-50 us and costs the caller a futex syscall: with the
+ * spin alone (as before) workers slept between kernels, so on a GEMM of 8
+ * tasks of ~10 us the caller ran most of them alone. Yielding lets other
+ * processes on a shared machine run meanwhile. A call waits for its tasks, not for
  * the workers: one that wakes late (descheduled on a busy machine) finds
  * the job closed and goes back to waiting. Workers start at the first parallel
  * call after NAME_set_num_threads(n > 1) and are joined by
@@ -57,10 +63,18 @@ typedef struct {
 } maxc_rt_sync;
 
 int sched_yield(void);
+/* struct timespec on LP64 Linux (glibc and musl): two 64-bit fields. */
+typedef struct {
+  long sec, nsec;
+} maxc_rt_timespec;
+int clock_gettime(int clock, maxc_rt_timespec *t);
+#define MAXC_RT_CLOCK_MONOTONIC 1
 
 #define MAXC_RT_MAX_THREADS 256
-/* Spin iterations before sleeping: ~10-50 us of polling. */
+/* Spin iterations (a few microseconds), then polling with sched_yield up to
+ * MAXC_RT_POLL_NS from the start of the wait, before sleeping. */
 #define MAXC_RT_SPIN 4096
+#define MAXC_RT_POLL_NS 500000
 /* The job's state word: this bit once the job takes no more workers, the
  * low bits count the workers inside it. */
 #define MAXC_RT_CLOSED (1ull << 63)
@@ -76,13 +90,39 @@ static struct {
   atomic_uint_fast64_t generation; /* bumped for each job (and to stop) */
   atomic_uint_fast64_t state;      /* MAXC_RT_CLOSED | workers inside the job */
   atomic_int_fast64_t next;        /* the job's next index */
-  atomic_int_fast64_t finished;    /* the job's tasks done */
+  atomic_uint_fast64_t finished;   /* the job's tasks done */
   void *ctx;
   int64_t count;
   maxc_rt_task_fn task;
 } maxc_rt_pool = {.state = MAXC_RT_CLOSED};
 
 static maxc_rt_parallel_for_fn maxc_rt_user_parallel_for;
+
+static int64_t maxc_rt_now_ns(void) {
+  maxc_rt_timespec t;
+  clock_gettime(MAXC_RT_CLOCK_MONOTONIC, &t);
+  return (int64_t)t.sec * 1000000000 + t.nsec;
+}
+
+/* Waits, without sleeping, while *word == value (equal: 1) or *word < value
+ * (equal: 0): MAXC_RT_SPIN loads, then sched_yield between loads until
+ * MAXC_RT_POLL_NS have passed. Returns the last value read; the caller
+ * sleeps if the wait is not over. */
+static uint_fast64_t maxc_rt_poll(atomic_uint_fast64_t *word, uint_fast64_t value, int equal) {
+  uint_fast64_t w = atomic_load_explicit(word, memory_order_acquire);
+#define MAXC_RT_WAITING (equal ? w == value : w < value)
+  for (int spin = 0; MAXC_RT_WAITING && spin < MAXC_RT_SPIN; ++spin)
+    w = atomic_load_explicit(word, memory_order_acquire);
+  if (MAXC_RT_WAITING) {
+    int64_t start = maxc_rt_now_ns();
+    while (MAXC_RT_WAITING && maxc_rt_now_ns() - start < MAXC_RT_POLL_NS) {
+      sched_yield();
+      w = atomic_load_explicit(word, memory_order_acquire);
+    }
+  }
+#undef MAXC_RT_WAITING
+  return w;
+}
 
 /* Runs the job's tasks until none is left; returns whether this thread
  * finished the last one. */
@@ -95,7 +135,7 @@ static int maxc_rt_drain(void) {
     task(ctx, i);
     ++mine;
   }
-  return mine > 0 && atomic_fetch_add(&maxc_rt_pool.finished, mine) + mine == count;
+  return mine > 0 && atomic_fetch_add(&maxc_rt_pool.finished, (uint_fast64_t)mine) + (uint_fast64_t)mine == (uint_fast64_t)count;
 }
 
 /* A worker waits for a job, joins it unless it is closed (its tasks all
@@ -105,9 +145,7 @@ static int maxc_rt_drain(void) {
 static void *maxc_rt_worker(void *arg) {
   uint_fast64_t seen = (uint_fast64_t)(uintptr_t)arg;
   for (;;) {
-    uint_fast64_t g = atomic_load(&maxc_rt_pool.generation);
-    for (int spin = 0; g == seen && spin < MAXC_RT_SPIN; ++spin)
-      g = atomic_load_explicit(&maxc_rt_pool.generation, memory_order_acquire);
+    uint_fast64_t g = maxc_rt_poll(&maxc_rt_pool.generation, seen, 1);
     if (g == seen) {
       pthread_mutex_lock(&maxc_rt_pool.mutex);
       while ((g = atomic_load(&maxc_rt_pool.generation)) == seen)
@@ -211,11 +249,9 @@ void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task) {
   pthread_mutex_unlock(&maxc_rt_pool.mutex);
   maxc_rt_drain();
   /* Every task done (those workers took too)... */
-  for (int spin = 0; atomic_load(&maxc_rt_pool.finished) < count && spin < MAXC_RT_SPIN; ++spin) {
-  }
-  if (atomic_load(&maxc_rt_pool.finished) < count) {
+  if (maxc_rt_poll(&maxc_rt_pool.finished, (uint_fast64_t)count, 0) < (uint_fast64_t)count) {
     pthread_mutex_lock(&maxc_rt_pool.mutex);
-    while (atomic_load(&maxc_rt_pool.finished) < count)
+    while (atomic_load(&maxc_rt_pool.finished) < (uint_fast64_t)count)
       pthread_cond_wait(&maxc_rt_pool.done, &maxc_rt_pool.mutex);
     pthread_mutex_unlock(&maxc_rt_pool.mutex);
   }

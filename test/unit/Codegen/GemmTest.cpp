@@ -12,6 +12,9 @@
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Transforms/Decompose.h"
 
+#include <chrono>
+#include <thread>
+
 using namespace maxc;
 using namespace maxc::test;
 
@@ -79,5 +82,51 @@ TEST_CASE("GEMM with an epilogue at constant sizes emits only the panel variants
     JitCompiledGraph compiled(*graph);
     for (bool two : {false, true})
       MAXC_REQUIRE_CLOSE(compiled.run(in, two)[0], expected[0], 1e-4, 1e-4);
+  }
+}
+
+TEST_CASE("GEMM split into row blocks and panel groups: same bits on 1, 2 and 3 threads", "[codegen][gemm]") {
+  // M x K past the A block (kABlockBytes): several row blocks (M above 252
+  // rows), K blocks outside groups of column panels (N = 300: 10 panels, the
+  // last one partial), a remainder of 5 single rows. Fresh inputs against
+  // the reference; every thread count (the artifact's pool, and the
+  // caller's even/odd split) must give the same bits as one thread.
+  Dim m("m"), n("n"), k("k");
+  auto graph = trace_graph({TensorType(DType::f32, {m, k}), TensorType(DType::f32, {k, n}), TensorType(DType::f32, {n})},
+                           [](auto &x) {
+                             return std::vector<Tensor>{ops::matmul(x[0], x[1]),
+                                                        ops::relu(ops::matmul(x[0], x[1]) + x[2])};
+                           });
+  JitCompiledGraph compiled(*graph);
+  for (auto [M, N, K] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{605, 300, 300}, {300, 520, 700}}) {
+    INFO("M " << M << " N " << N << " K " << K);
+    std::vector<HostTensor> in = {random_tensor(DType::f32, {M, K}, -1, 1), random_tensor(DType::f32, {K, N}, -1, 1),
+                                  random_tensor(DType::f32, {N}, -1, 1)};
+    std::vector<HostTensor> expected = Interpreter::run(*graph, in);
+    std::vector<HostTensor> one = compiled.run_threads(in, 1);
+    for (size_t i = 0; i < expected.size(); ++i)
+      MAXC_REQUIRE_CLOSE(one[i], expected[i], 1e-4, 2e-4);
+    for (int threads : {2, 3}) {
+      std::string mismatch = bitwise_mismatch(compiled.run_threads(in, threads), one);
+      INFO(threads << " threads: " << mismatch);
+      REQUIRE(mismatch.empty());
+    }
+    REQUIRE(bitwise_mismatch(compiled.run(in, true), one).empty());
+  }
+}
+
+TEST_CASE("GEMM on the artifact's pool: back to back, and after its workers have gone to sleep", "[codegen][gemm]") {
+  // The pool's workers poll for 0.5 ms after a job, then sleep: runs in
+  // quick succession (workers awake) and after 2 ms (workers woken from
+  // sleep) give the same bits as one thread.
+  std::vector<HostTensor> in = {random_tensor(DType::f32, {130, 70}, -1, 1), random_tensor(DType::f32, {70, 300}, -1, 1)};
+  auto graph = trace_graph(types_of(in), [](auto &x) { return std::vector<Tensor>{ops::matmul(x[0], x[1])}; });
+  JitCompiledGraph compiled(*graph);
+  std::vector<HostTensor> one = compiled.run_threads(in, 1);
+  MAXC_REQUIRE_CLOSE(one[0], Interpreter::run(*graph, in)[0], 1e-4, 1e-4);
+  for (int i = 0; i < 20; ++i) {
+    if (i % 5 == 4)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    REQUIRE(bitwise_mismatch(compiled.run_threads(in, 2), one).empty());
   }
 }
