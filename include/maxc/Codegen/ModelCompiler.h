@@ -45,7 +45,8 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
                                                llvm::LLVMContext &context,
                                                WeightsPlacement placement = WeightsPlacement::ir,
                                                ByteChunks *weights = nullptr,
-                                               const LoweringPlans *plans = nullptr); // null: planned here
+                                               const LoweringPlans *plans = nullptr, // null: planned here
+                                               uint64_t *blob_fnv1a = nullptr); // run_time: the blob's FNV-1a
 
 /// Decomposes `graph` and builds its module (for tests that JIT a graph).
 std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::string &name,

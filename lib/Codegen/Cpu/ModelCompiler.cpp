@@ -162,7 +162,7 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
 
 std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const ModelInterface &abi,
                                                llvm::LLVMContext &context, WeightsPlacement placement,
-                                               ByteChunks *weights, const LoweringPlans *plans) {
+                                               ByteChunks *weights, const LoweringPlans *plans, uint64_t *blob_fnv1a) {
   const std::string &name = abi.name;
   if (!is_c_identifier(name))
     throw Error(ErrorCode::InvalidArgument, "model name '" + name + "' is not a C identifier (use --name)");
@@ -187,7 +187,9 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
                                                 name + ".weights");
       m.external_weights = true;
       m.weights_blob_bytes = blob.size();
-      m.weights_blob_fnv1a = fnv1a64(blob);
+      m.weights_blob_fnv1a = fnv1a64(blob); // one pass over every weight byte: done once per compile
+      if (blob_fnv1a)
+        *blob_fnv1a = m.weights_blob_fnv1a;
     }
     if (weights)
       *weights = std::move(blob);
@@ -216,9 +218,7 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
   std::unique_ptr<llvm::Module> module = timer.run("codegen", [&] {
     auto built = build_cpu_module(lowered, abi, context,
                                   request.external_weights ? WeightsPlacement::run_time : WeightsPlacement::object_section,
-                                  &weights, plans);
-    if (request.external_weights)
-      out.weights_blob_fnv1a = fnv1a64(weights);
+                                  &weights, plans, &out.weights_blob_fnv1a);
     return built;
   });
   timer.run("optimize", [&] { optimize_module(*module, target); });
