@@ -8,6 +8,9 @@
 #include <mutex>
 #include <new>
 #include <string_view>
+#include <system_error>
+#include <thread>
+#include <vector>
 #include <sys/mman.h>
 
 namespace maxc {
@@ -86,11 +89,14 @@ void transpose_tile(const T *src, T *dst, int64_t rows, int64_t cols, int64_t i0
       dst[j * rows + i] = src[i * cols + j];
 }
 
-void transpose_f32(const uint32_t *src, uint32_t *dst, int64_t rows, int64_t cols) {
-  constexpr int64_t kTile = 64, kBlock = 8;
+constexpr int64_t kTile = 64;
+
+/// Source columns [j_begin, j_end) (multiples of kTile but the last).
+void transpose_f32(const uint32_t *src, uint32_t *dst, int64_t rows, int64_t cols, int64_t j_begin, int64_t j_end) {
+  constexpr int64_t kBlock = 8;
   for (int64_t i0 = 0; i0 < rows; i0 += kTile)
-    for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
-      int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(cols, j0 + kTile);
+    for (int64_t j0 = j_begin; j0 < j_end; j0 += kTile) {
+      int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(j_end, j0 + kTile);
       int64_t ib1 = i0 + (i1 - i0) / kBlock * kBlock, jb1 = j0 + (j1 - j0) / kBlock * kBlock;
       for (int64_t ib = i0; ib < ib1; ib += kBlock)
         for (int64_t jb = j0; jb < jb1; jb += kBlock) {
@@ -107,27 +113,49 @@ void transpose_f32(const uint32_t *src, uint32_t *dst, int64_t rows, int64_t col
     }
 }
 
+void transpose_columns(const std::byte *s, std::byte *d, int64_t rows, int64_t cols, size_t element_size,
+                       int64_t j_begin, int64_t j_end) {
+  if (element_size == 4) {
+    transpose_f32(reinterpret_cast<const uint32_t *>(s), reinterpret_cast<uint32_t *>(d), rows, cols, j_begin, j_end);
+    return;
+  }
+  for (int64_t i0 = 0; i0 < rows; i0 += kTile)
+    for (int64_t j0 = j_begin; j0 < j_end; j0 += kTile)
+      for (int64_t j = j0; j < std::min(j_end, j0 + kTile); ++j)
+        for (int64_t i = i0; i < std::min(rows, i0 + kTile); ++i)
+          std::memcpy(d + (j * rows + i) * element_size, s + (i * cols + j) * element_size, element_size);
+}
+
 } // namespace
 
 void transpose_matrices(const std::byte *src, std::byte *dst, int64_t batches, int64_t rows, int64_t cols,
                         size_t element_size) {
-  if (rows <= 0 || cols <= 0)
+  if (rows <= 0 || cols <= 0 || batches <= 0)
     return;
   const size_t matrix = static_cast<size_t>(rows * cols) * element_size;
-  for (int64_t b = 0; b < batches; ++b) {
-    const std::byte *s = src + b * matrix;
-    std::byte *d = dst + b * matrix;
-    if (element_size == 4) {
-      transpose_f32(reinterpret_cast<const uint32_t *>(s), reinterpret_cast<uint32_t *>(d), rows, cols);
-      continue;
+  // Large tensors are split by source column tiles over a few threads (each
+  // writes its own destination rows: the result does not depend on the split).
+  // Most of the time goes to first touches of new memory, which threads share.
+  constexpr size_t kPerThread = size_t(256) << 10;
+  const int64_t tiles = (cols + kTile - 1) / kTile;
+  const int64_t threads = std::clamp<int64_t>(
+      std::min<int64_t>(static_cast<int64_t>(matrix * batches / kPerThread), tiles),
+      1, std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 8));
+  auto run = [&](int64_t t) {
+    int64_t j_begin = tiles * t / threads * kTile, j_end = std::min(cols, tiles * (t + 1) / threads * kTile);
+    for (int64_t b = 0; b < batches; ++b)
+      transpose_columns(src + b * matrix, dst + b * matrix, rows, cols, element_size, j_begin, j_end);
+  };
+  std::vector<std::thread> workers;
+  for (int64_t t = 1; t < threads; ++t)
+    try {
+      workers.emplace_back(run, t);
+    } catch (const std::system_error &) { // no thread to be had: this one does it
+      run(t);
     }
-    constexpr int64_t kTile = 64;
-    for (int64_t i0 = 0; i0 < rows; i0 += kTile)
-      for (int64_t j0 = 0; j0 < cols; j0 += kTile)
-        for (int64_t j = j0; j < std::min(cols, j0 + kTile); ++j)
-          for (int64_t i = i0; i < std::min(rows, i0 + kTile); ++i)
-            std::memcpy(d + (j * rows + i) * element_size, s + (i * cols + j) * element_size, element_size);
-  }
+  run(0);
+  for (std::thread &w : workers)
+    w.join();
 }
 
 uint64_t sampled_fingerprint(const void *data, size_t size) {

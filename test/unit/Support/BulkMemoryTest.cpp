@@ -13,7 +13,8 @@ TEST_CASE("transpose_matrices matches the element-by-element transpose", "[suppo
   // Shapes around the 8 x 8 blocks and 64 x 64 tiles (ragged edges on both
   // sides, one row, one column), batched, for 1-, 2-, 4- and 8-byte elements.
   const int64_t shapes[][3] = {{1, 1, 1}, {1, 1, 37}, {1, 37, 1}, {1, 8, 8},   {1, 64, 64},
-                               {1, 65, 63}, {2, 13, 70}, {3, 129, 7}, {1, 200, 130}};
+                               {1, 65, 63}, {2, 13, 70}, {3, 129, 7}, {1, 200, 130},
+                               {1, 300, 700}, {2, 256, 300}}; // the last two split over threads
   for (size_t es : {size_t(1), size_t(2), size_t(4), size_t(8)})
     for (const auto &s : shapes) {
       int64_t batches = s[0], rows = s[1], cols = s[2];
