@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <future>
+#include <system_error>
 #include <utility>
 #include <vector>
 #include <sys/stat.h>
@@ -72,8 +73,13 @@ std::string write_hashed(int fd, const ByteChunks &bytes, const std::string &pat
       for (const auto &[data, size] : batch)
         digest.update(data, size);
     };
-    if (fd >= 0 && batch_bytes >= kBatch) {
-      std::future<void> hashed = std::async(std::launch::async, hash);
+    std::future<void> hashed;
+    if (fd >= 0 && batch_bytes >= kBatch)
+      try {
+        hashed = std::async(std::launch::async, hash);
+      } catch (const std::system_error &) { // no thread to be had: hash here
+      }
+    if (hashed.valid()) {
       try {
         for (const auto &[data, size] : batch)
           write_all(fd, data, size, path);

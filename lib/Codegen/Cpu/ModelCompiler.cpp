@@ -14,6 +14,7 @@
 #include <llvm/IR/Module.h>
 
 #include <future>
+#include <system_error>
 
 
 namespace maxc {
@@ -232,7 +233,11 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
   // thread while LLVM works; the object defines NAME.weights.fnv1a.
   std::future<uint64_t> fnv;
   if (request.external_weights)
-    fnv = std::async(std::launch::async, [&weights] { return fnv1a64(weights); });
+    try {
+      fnv = std::async(std::launch::async, [&weights] { return fnv1a64(weights); });
+    } catch (const std::system_error &) { // no thread to be had: hashed here when needed
+      fnv = std::async(std::launch::deferred, [&weights] { return fnv1a64(weights); });
+    }
   auto blob_fnv1a = [&] {
     if (fnv.valid())
       out.weights_blob_fnv1a = fnv.get();
