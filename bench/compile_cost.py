@@ -3,7 +3,7 @@
 
     /usr/bin/python3 bench/compile_cost.py [--maxc build/bin/maxc] [--runs 3]
         [--layers 2,12,48] [--modes embed,external,gpu] [--big | --no-big]
-        [--work build/bench/compile_cost]
+        [--work build/bench/compile_cost] [--baseline OTHER_MAXC]
 
 Generates GPT-generator models (examples/gpt/generate.py, d 256, 2/12/48
 layers) and their weights (`maxc init-weights` for one layer, replicated to N
@@ -18,7 +18,8 @@ wait4) with the weights' size:
 and the bars of issue #11: 48 layers <= 1.5x the 2-layer time; peak RSS
 <= 1.5 x weight bytes + 150 MB at 48 layers. --big adds the 1 GB case
 (d 1024, 20 layers: 1.01e9 bytes of f32 weights; embed and external, one run
-each), whose bar is peak RSS <= 2 GB. Not a test: the numbers are indicative
+each), whose bar is peak RSS <= 2 GB. --baseline OTHER_MAXC alternates every
+run with a second binary (before a change) and prints both. Not a test: the numbers are indicative
 on a shared machine. `scripts/bench compile-cost` runs it.
 """
 
@@ -123,8 +124,11 @@ def main():
     ap.add_argument("--big", dest="big", action="store_true", default=True, help="the 1 GB case (default)")
     ap.add_argument("--no-big", dest="big", action="store_false")
     ap.add_argument("--work", default=os.path.join(ROOT, "build/bench/compile_cost"))
+    ap.add_argument("--baseline", help="another maxc (before a change): each run alternates it with --maxc and "
+                    "both are printed, the baseline's rows marked 'before'")
     args = ap.parse_args()
     maxc = os.path.abspath(args.maxc)
+    binaries = [("", maxc)] + ([("before", os.path.abspath(args.baseline))] if args.baseline else [])
     layers = [int(x) for x in args.layers.split(",")]
     modes = args.modes.split(",")
     os.makedirs(args.work, exist_ok=True)
@@ -134,40 +138,42 @@ def main():
     print("machine: %s, %d cores, load %s; maxc %s" % (cpu, os.cpu_count(), " ".join(load), maxc))
 
     models = {n: make_model(maxc, args.work, n, 256, 4) for n in layers}
-    results = {}  # (mode, layers) -> (time, cpu, rss, weight bytes)
-    print("%-9s %6s %10s %9s %9s %11s %12s" %
-          ("mode", "layers", "weights MB", "time s", "cpu s", "peak RSS MB", "RSS/weights"))
+    results = {}  # (binary tag, mode, layers) -> (time, cpu, rss, weight bytes)
+    print("%-9s %-6s %6s %10s %9s %9s %11s %12s" %
+          ("mode", "maxc", "layers", "weights MB", "time s", "cpu s", "peak RSS MB", "RSS/weights"))
     for mode in modes:
         for n in layers:
             model, weights = models[n]
             wbytes = os.path.getsize(weights)
-            times, cpus, rss = [], [], []
-            for _ in range(args.runs):
-                shutil.rmtree(out_dir, ignore_errors=True)
-                os.makedirs(out_dir)
-                t, c, r = measure(compile_cmd(maxc, model, out_dir, mode))
-                times.append(t)
-                cpus.append(c)
-                rss.append(r)
-            t, c, r = statistics.median(times), statistics.median(cpus), statistics.median(rss)
-            results[(mode, n)] = (t, c, r, wbytes)
-            print("%-9s %6d %10.1f %9.2f %9.2f %11.0f %12.2f" % (mode, n, wbytes / MB, t, c, r / MB, r / wbytes),
-                  flush=True)
+            runs = {tag: ([], [], []) for tag, _ in binaries}
+            for i in range(args.runs):
+                # Alternating, and which one goes first alternates too.
+                for tag, binary in (binaries if i % 2 == 0 else binaries[::-1]):
+                    shutil.rmtree(out_dir, ignore_errors=True)
+                    os.makedirs(out_dir)
+                    for acc, value in zip(runs[tag], measure(compile_cmd(binary, model, out_dir, mode))):
+                        acc.append(value)
+            for tag, _ in binaries:
+                t, c, r = (statistics.median(v) for v in runs[tag])
+                results[(tag, mode, n)] = (t, c, r, wbytes)
+                print("%-9s %-6s %6d %10.1f %9.2f %9.2f %11.0f %12.2f" %
+                      (mode, tag or "this", n, wbytes / MB, t, c, r / MB, r / wbytes), flush=True)
 
     print("\nbars (issue #11):")
     ok = True
     lo, hi = min(layers), max(layers)
-    for mode in modes:
-        if (mode, lo) not in results or (mode, hi) not in results:
+    for (tag, _), mode in [(b, m) for m in modes for b in binaries]:
+        if (tag, mode, lo) not in results or (tag, mode, hi) not in results:
             continue
-        t_lo, c_lo, _, _ = results[(mode, lo)]
-        t_hi, c_hi, r_hi, w_hi = results[(mode, hi)]
+        t_lo, c_lo, _, _ = results[(tag, mode, lo)]
+        t_hi, c_hi, r_hi, w_hi = results[(tag, mode, hi)]
         time_ok = t_hi <= 1.5 * t_lo
         rss_bar = 1.5 * w_hi + 150 * MB
         rss_ok = r_hi <= rss_bar
-        ok &= time_ok and rss_ok
-        print("  %-9s time %d/%d layers = %.2fx (CPU time %.2fx; bar 1.5x): %s; RSS at %d layers %.0f MB (bar %.0f MB): %s" %
-              (mode, hi, lo, t_hi / t_lo, c_hi / c_lo, "holds" if time_ok else "FAILS", hi, r_hi / MB, rss_bar / MB,
+        if not tag:
+            ok &= time_ok and rss_ok
+        print("  %-9s%s time %d/%d layers = %.2fx (CPU time %.2fx; bar 1.5x): %s; RSS at %d layers %.0f MB (bar %.0f MB): %s" %
+              (mode, " (" + tag + ")" if tag else "", hi, lo, t_hi / t_lo, c_hi / c_lo, "holds" if time_ok else "FAILS", hi, r_hi / MB, rss_bar / MB,
                "holds" if rss_ok else "FAILS"))
 
     if args.big:

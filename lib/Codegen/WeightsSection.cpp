@@ -153,7 +153,8 @@ void pad_to(std::string &bytes, uint64_t base, uint64_t align) {
 
 } // namespace
 
-ByteChunks append_weights_section(std::string object, const std::string &symbol, const ByteChunks &weights) {
+ByteChunks append_weights_section(std::string object, const std::string &symbol, const ByteChunks &weights,
+                                  const std::string &section, uint64_t align) {
   auto fail = [](const std::string &what) { throw Error(ErrorCode::Internal, "weights section: " + what); };
   auto eh = read_at<Elf64_Ehdr>(object, 0);
   if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
@@ -207,20 +208,19 @@ ByteChunks append_weights_section(std::string object, const std::string &symbol,
   if (eh.e_shoff + eh.e_shnum * sizeof(Elf64_Shdr) == object.size())
     object.resize(eh.e_shoff);
   Elf64_Shdr &names = sections[eh.e_shstrndx];
-  static const char kName[] = ".rodata.maxc.weights";
   std::string shstrtab = object.substr(names.sh_offset, names.sh_size);
   Elf64_Shdr added{};
   added.sh_name = static_cast<Elf64_Word>(shstrtab.size());
-  shstrtab.append(kName, sizeof kName);
+  shstrtab.append(section.c_str(), section.size() + 1);
   names.sh_offset = object.size();
   names.sh_size = shstrtab.size();
   object += shstrtab;
-  pad_to(object, 0, 64);
+  pad_to(object, 0, align);
   added.sh_type = SHT_PROGBITS;
   added.sh_flags = SHF_ALLOC;
   added.sh_offset = object.size();
   added.sh_size = weights.size();
-  added.sh_addralign = 64;
+  added.sh_addralign = align;
   sections.push_back(added);
 
   std::string tail;

@@ -9,6 +9,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <future>
+#include <system_error>
+#include <utility>
+#include <vector>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -55,15 +59,53 @@ void write_all(int fd, const char *data, size_t size, const std::string &path) {
 }
 
 /// Writes `bytes` to fd (fd < 0: writes nothing) piece by piece, hashing
-/// them on the way; returns the digest.
+/// them on the way; returns the digest. Large artifacts go in batches of
+/// about 8 MiB, each hashed on a second thread while this one writes it (the
+/// digest is updated in order, so it is the same whatever the timing); a
+/// written batch's pages of a mapped weights file are then released.
 std::string write_hashed(int fd, const ByteChunks &bytes, const std::string &path) {
+  constexpr size_t kBatch = size_t(8) << 20;
   Sha256Stream digest;
+  std::vector<std::pair<const char *, size_t>> batch;
+  size_t batch_bytes = 0;
+  auto flush = [&] {
+    auto hash = [&] {
+      for (const auto &[data, size] : batch)
+        digest.update(data, size);
+    };
+    std::future<void> hashed;
+    if (fd >= 0 && batch_bytes >= kBatch)
+      try {
+        hashed = std::async(std::launch::async, hash);
+      } catch (const std::system_error &) { // no thread to be had: hash here
+      }
+    if (hashed.valid()) {
+      try {
+        for (const auto &[data, size] : batch)
+          write_all(fd, data, size, path);
+      } catch (...) {
+        hashed.wait();
+        throw;
+      }
+      hashed.get();
+    } else {
+      hash();
+      if (fd >= 0)
+        for (const auto &[data, size] : batch)
+          write_all(fd, data, size, path);
+    }
+    for (const auto &[data, size] : batch)
+      release_file_pages(data, size); // a view of a mapped weights file: written, not needed resident
+    batch.clear();
+    batch_bytes = 0;
+  };
   bytes.for_each([&](const char *data, size_t size) {
-    digest.update(data, size);
-    if (fd >= 0)
-      write_all(fd, data, size, path);
-    release_file_pages(data, size); // a view of a mapped weights file: written, not needed resident
+    batch.emplace_back(data, size);
+    batch_bytes += size;
+    if (batch_bytes >= kBatch)
+      flush();
   });
+  flush();
   return digest.hex();
 }
 

@@ -1,5 +1,6 @@
 #include "maxc/Transforms/MatmulLayout.h"
 
+#include "maxc/Support/BulkMemory.h"
 #include "maxc/Support/FileSystem.h"
 
 #include "maxc/Ops/Ops.h"
@@ -36,35 +37,12 @@ HostTensor transpose_host(const HostTensor &w) {
   std::vector<int64_t> shape = w.shape();
   size_t r = shape.size();
   std::swap(shape[r - 1], shape[r - 2]);
-  // Storage left uninitialized (every byte is written below): zero-filling
-  // first was a fifth of decompose's time on a GPT's weights.
-  std::shared_ptr<std::byte> storage(new std::byte[w.nbytes() + 1], std::default_delete<std::byte[]>());
-  HostTensor t(w.dtype(), shape, std::move(storage));
+  // Storage left uninitialized (every byte is written below) and cut from
+  // huge-page arenas: zero-filling, then 4 KiB page faults, were most of
+  // decompose's time on a GPT's weights (Support/BulkMemory.h).
+  HostTensor t(w.dtype(), shape, allocate_bulk(w.nbytes()));
   int64_t rows = w.shape()[r - 2], cols = w.shape()[r - 1], batches = w.numel() / std::max<int64_t>(rows * cols, 1);
-  size_t es = dtype_size(w.dtype());
-  // In 64 x 64 tiles, so both sides stay in cache (a weight is often larger
-  // than L2); 4-byte elements (f32, the common case) without memcpy calls.
-  constexpr int64_t kTile = 64;
-  for (int64_t b = 0; b < batches && rows * cols > 0; ++b)
-    for (int64_t i0 = 0; i0 < rows; i0 += kTile)
-      for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
-        int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(cols, j0 + kTile);
-        if (es == 4) {
-          auto *dst = reinterpret_cast<uint32_t *>(t.data()) + b * rows * cols;
-          auto *src = reinterpret_cast<const uint32_t *>(w.data()) + b * rows * cols;
-          for (int64_t i = i0; i < i1; ++i)
-            for (int64_t j = j0; j < j1; ++j) {
-              uint32_t v;
-              std::memcpy(&v, src + i * cols + j, 4);
-              std::memcpy(dst + j * rows + i, &v, 4);
-            }
-        } else {
-          for (int64_t i = i0; i < i1; ++i)
-            for (int64_t j = j0; j < j1; ++j)
-              std::memcpy(t.data() + ((b * cols + j) * rows + i) * es, w.data() + ((b * rows + i) * cols + j) * es,
-                          es);
-        }
-      }
+  transpose_matrices(w.data(), t.data(), batches, rows, cols, dtype_size(w.dtype()));
   // The original (when it views a mapped weights file) is not read again
   // unless another use needs it: its pages need not stay resident.
   release_file_pages(w.data(), w.nbytes());
@@ -141,7 +119,7 @@ Tensor MatmulLayout::transposed(ValueId id, const Tensor &operand) {
     // Constants with identical bytes (a tied weight passed to several
     // instances) share one transposed copy.
     const HostTensor &w = from_.constant(name);
-    size_t hash = std::hash<std::string_view>()(std::string_view(reinterpret_cast<const char *>(w.data()), w.nbytes()));
+    size_t hash = sampled_fingerprint(w.data(), w.nbytes()); // candidates; the bytes are compared below
     for (auto [it, end] = by_bytes_.equal_range(hash); it != end; ++it) {
       const HostTensor &o = *it->second.first;
       if (o.dtype() == w.dtype() && o.shape() == w.shape() && std::memcmp(o.data(), w.data(), w.nbytes()) == 0)

@@ -34,7 +34,9 @@ enum class WeightsPlacement {
   ir,             // LLVM constants (the in-process JIT)
   object_section, // LLVM sees a symbol, NAME.weights.data; the object writer
                   // (append_weights_section) defines it and streams the weights
-  run_time,       // --weights-mode external: the blob passed to NAME_set_weights
+  run_time,       // --weights-mode external: the blob passed to NAME_set_weights, whose
+                  // expected FNV-1a the code reads from NAME.weights.fnv1a (an
+                  // 8-byte symbol the object writer defines: compile_cpu_module)
 };
 
 /// Builds the (unoptimized, verified) LLVM module of a decomposed graph.

@@ -67,12 +67,13 @@ ByteChunks weights_blob(const Graph &lowered, ConstantOffsets &offsets);
 
 /// Appends `weights` to `object`, a relocatable little-endian ELF64 object
 /// (x86-64 or aarch64) in which `symbol` is undefined, as a read-only
-/// allocated section ".rodata.maxc.weights" (alignment 64), and defines
+/// allocated section `section` (alignment `align`, a power of two), and defines
 /// `symbol` (an object of weights.size() bytes) at its start. The weights are
 /// views, not copied. An object that does not reference `symbol` (no code
 /// reads a weight) is returned as is. Throws maxc::Error on an object it does
 /// not understand.
-ByteChunks append_weights_section(std::string object, const std::string &symbol, const ByteChunks &weights);
+ByteChunks append_weights_section(std::string object, const std::string &symbol, const ByteChunks &weights,
+                                  const std::string &section = ".rodata.maxc.weights", uint64_t align = 64);
 
 } // namespace codegen
 

@@ -13,6 +13,9 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
 
+#include <future>
+#include <system_error>
+
 
 namespace maxc {
 
@@ -133,7 +136,15 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
     i->addIncoming(b.CreateAdd(i, b.getInt64(1)), body);
     b.CreateBr(loop);
     b.SetInsertPoint(done);
-    fail_if(b.CreateICmpNE(h, b.getInt64(static_cast<int64_t>(m.weights_blob_fnv1a))), RunStatus::weights_mismatch);
+    // The expected hash is read from NAME.weights.fnv1a, which the object
+    // writer defines (compile_cpu_module), so that hashing every weight byte
+    // runs beside LLVM's optimization and emission instead of before them.
+    auto *expected = new llvm::GlobalVariable(module, i64, true, llvm::GlobalValue::ExternalLinkage, nullptr,
+                                              m.name + ".weights.fnv1a");
+    expected->setVisibility(llvm::GlobalValue::HiddenVisibility);
+    expected->setDSOLocal(true);
+    expected->setAlignment(llvm::Align(8));
+    fail_if(b.CreateICmpNE(h, b.CreateLoad(i64, expected)), RunStatus::weights_mismatch);
     b.CreateStore(blob, weights_base);
     b.CreateRet(b.getInt32(0));
   }
@@ -187,7 +198,6 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
                                                 name + ".weights");
       m.external_weights = true;
       m.weights_blob_bytes = blob.size();
-      m.weights_blob_fnv1a = fnv1a64(blob);
     }
     if (weights)
       *weights = std::move(blob);
@@ -217,24 +227,42 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
     auto built = build_cpu_module(lowered, abi, context,
                                   request.external_weights ? WeightsPlacement::run_time : WeightsPlacement::object_section,
                                   &weights, plans);
-    if (request.external_weights)
-      out.weights_blob_fnv1a = fnv1a64(weights);
     return built;
   });
+  // External weights: their FNV-1a (one pass over every byte) on a second
+  // thread while LLVM works; the object defines NAME.weights.fnv1a.
+  std::future<uint64_t> fnv;
+  if (request.external_weights)
+    try {
+      fnv = std::async(std::launch::async, [&weights] { return fnv1a64(weights); });
+    } catch (const std::system_error &) { // no thread to be had: hashed here when needed
+      fnv = std::async(std::launch::deferred, [&weights] { return fnv1a64(weights); });
+    }
+  auto blob_fnv1a = [&] {
+    if (fnv.valid())
+      out.weights_blob_fnv1a = fnv.get();
+    return out.weights_blob_fnv1a;
+  };
   timer.run("optimize", [&] { optimize_module(*module, target); });
   if (request.object)
     out.object = timer.run("emit obj", [&] {
       std::string code = emit_module(*module, target, OutputKind::object);
-      return request.external_weights ? ByteChunks(std::move(code))
-                                      : codegen::append_weights_section(std::move(code), abi.name + ".weights.data",
-                                                                        weights);
+      if (!request.external_weights)
+        return codegen::append_weights_section(std::move(code), abi.name + ".weights.data", weights);
+      std::string hash(8, '\0'); // little-endian, as the code loads it
+      for (int i = 0; i < 8; ++i)
+        hash[i] = static_cast<char>(blob_fnv1a() >> (8 * i));
+      return codegen::append_weights_section(std::move(code), abi.name + ".weights.fnv1a", ByteChunks(hash),
+                                             ".rodata.maxc.weights_fnv1a", 8);
     });
   if (request.assembly)
     out.assembly = timer.run("emit asm", [&] { return emit_module(*module, target, OutputKind::assembly); });
   if (request.llvm_ir)
     out.llvm_ir = timer.run("emit llvm-ir", [&] { return emit_module(*module, target, OutputKind::llvm_ir); });
-  if (request.external_weights)
+  if (request.external_weights) {
+    blob_fnv1a();
     out.weights_blob = std::move(weights);
+  }
   return out;
 }
 
