@@ -30,10 +30,12 @@ uint64_t next_pow2(uint64_t v) {
 
 class KernelBuilder : public ElementalEmitter, private GemmPhaseBuilder {
 public:
+  /// `constant_params`: per input of `g` (a subgraph), true when every
+  /// call site binds it to a constant (constant_bound_params).
   KernelBuilder(llvm::Module &module, const Graph &g, std::string prefix, std::string tag,
-                const std::vector<std::string> &symbols, std::string arch)
+                const std::vector<std::string> &symbols, std::string arch, std::vector<bool> constant_params = {})
       : ElementalEmitter(module, g, plan_lowering(g), symbols), prefix_(std::move(prefix)), tag_(std::move(tag)),
-        arch_(std::move(arch)) {}
+        arch_(std::move(arch)), constant_params_(std::move(constant_params)) {}
 
   GpuGraphProgram build() {
     fuse_constant_subexpressions();
@@ -51,10 +53,20 @@ public:
       if (std::vector<const Node *> group = row_group(i); group.size() > 1) {
         program.items.push_back({static_cast<int>(program.kernels.size()), nullptr});
         program.kernels.push_back(row_kernel(group));
+        std::set<ValueId> written;
+        for (const Node *n : group)
+          written.insert(n->results.begin(), n->results.end());
+        program.kernels.back().constant_inputs = reads_only_constants(program.kernels.back(), written);
         i += group.size() - 1;
         continue;
       }
+      std::set<ValueId> written(node.results.begin(), node.results.end());
+      if (auto e = plan_.epilogues.find(plan_.kernels[i]); e != plan_.epilogues.end())
+        written.insert(e->second);
+      if (auto t = stored_through_.find(plan_.kernels[i]); t != stored_through_.end())
+        written.insert(t->second.back()->results.begin(), t->second.back()->results.end());
       for (GpuKernel &k : kernels_for(node)) {
+        k.constant_inputs = reads_only_constants(k, written);
         program.items.push_back({static_cast<int>(program.kernels.size()), nullptr});
         program.kernels.push_back(std::move(k));
       }
@@ -62,6 +74,7 @@ public:
     for (const auto &[out, v] : plan_.output_copies) {
       program.items.push_back({static_cast<int>(program.kernels.size()), nullptr});
       program.kernels.push_back(copy_kernel(v, static_cast<int>(out)));
+      program.kernels.back().constant_inputs = reads_only_constants(program.kernels.back(), {});
     }
     for (GpuKernel &k : program.kernels)
       annotate_buffers(k);
@@ -85,6 +98,23 @@ private:
       k.buffer_noalias.push_back(weight || (temp && slot_uses[plan_.values[b.value].index] == 1));
       k.buffer_align.push_back(temp || weight ? 16 : 0);
     }
+  }
+
+  /// A value every run of this graph sees with the same contents: a
+  /// constant, or a subgraph parameter every call site binds to one.
+  bool constant_value(ValueId v) const {
+    const ValuePlan &vp = plan_.values[v];
+    return vp.storage == Storage::constant ||
+           (vp.storage == Storage::input && vp.index < constant_params_.size() && constant_params_[vp.index]);
+  }
+
+  /// True when every buffer kernel `k` reads holds a constant value (or it
+  /// reads none): its results would be the same on every run.
+  bool reads_only_constants(const GpuKernel &k, const std::set<ValueId> &written) {
+    for (const KernelBuffer &b : k.buffers)
+      if (b.output < 0 && !written.count(b.value) && !constant_value(b.value))
+        return false;
+    return true;
   }
 
   // ---- GPU-only fusion decisions on top of the shared plan ----
@@ -139,7 +169,7 @@ private:
       constant_memo_.assign(g_.nodes().size(), -1);
     auto fused_producer = [&](ValueId o) -> int64_t { // -1: a constant; -2: neither constant nor fused
       const ValuePlan &vp = plan_.values[o];
-      if (vp.storage == Storage::constant)
+      if (constant_value(o))
         return -1;
       const ValueInfo &info = g_.value_info(o);
       return vp.storage == Storage::fused && info.producer >= 0 ? info.producer : -2;
@@ -1135,6 +1165,7 @@ private:
   static bool starts_with_gfx(const std::string &arch) { return arch.rfind("gfx", 0) == 0; }
 
   std::string prefix_, tag_, arch_;
+  std::vector<bool> constant_params_; // per input of g_: bound to a constant at every call site
   std::vector<int8_t> constant_memo_; // constant_subexpression, per node of g_
   GpuKernel kernel_;
   size_t counter_ = 0, phases_ = 0;
@@ -1155,6 +1186,45 @@ bool needs_device_libm(const Node &node, const Graph &g) {
 }
 
 } // namespace
+
+std::map<std::string, std::vector<bool>> constant_bound_params(const Graph &root) {
+  // Start from "every parameter is bound to a constant" and clear what a
+  // call site contradicts until nothing changes (a subgraph passing its own
+  // parameter on keeps the callee's parameter constant only while it is).
+  std::map<std::string, std::vector<bool>> out;
+  for (const auto &[name, sub] : root.subgraphs())
+    out[name].assign(sub->input_ids().size(), true);
+  std::vector<std::pair<const Graph *, const std::vector<bool> *>> callers{{&root, nullptr}};
+  for (const auto &[name, sub] : root.subgraphs())
+    callers.push_back({sub.get(), &out[name]});
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto &[g, own] : callers) {
+      std::map<ValueId, size_t> input_index;
+      for (size_t i = 0; i < g->input_ids().size(); ++i)
+        input_index[g->input_ids()[i]] = i;
+      for (const Node &n : g->nodes()) {
+        if (n.op != "call")
+          continue;
+        auto callee = out.find(n.attrs.get_string("callee"));
+        if (callee == out.end())
+          continue;
+        for (size_t i = 0; i < n.operands.size() && i < callee->second.size(); ++i) {
+          ValueId v = n.operands[i];
+          const ValueInfo &info = g->value_info(v);
+          auto in = input_index.find(v);
+          bool constant = (info.producer >= 0 && g->nodes()[info.producer].op == "constant") ||
+                          (own && in != input_index.end() && (*own)[in->second]);
+          if (!constant && callee->second[i]) {
+            callee->second[i] = false;
+            changed = true;
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
 
 std::string gpu_kernel_kind(const std::string &op) {
   OpTraits traits = op_traits(op);
@@ -1183,8 +1253,10 @@ std::string GpuKernel::grid_text() const {
 std::vector<GpuGraphProgram> emit_gpu_kernels(llvm::Module &module, const Graph &root, const std::string &prefix,
                                               const std::vector<std::string> &symbols, const std::string &arch) {
   std::vector<GpuGraphProgram> programs;
+  std::map<std::string, std::vector<bool>> constant_params = constant_bound_params(root);
   for (const auto &[name, sub] : root.subgraphs())
-    programs.push_back(KernelBuilder(module, *sub, prefix, "sub." + name, symbols, arch).build());
+    programs.push_back(
+        KernelBuilder(module, *sub, prefix, "sub." + name, symbols, arch, constant_params[name]).build());
   programs.push_back(KernelBuilder(module, root, prefix, "main", symbols, arch).build());
   return programs;
 }
