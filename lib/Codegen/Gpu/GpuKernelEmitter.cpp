@@ -935,8 +935,9 @@ private:
       Value *tiles_n = ceil_div(dim(gm.n), kTile), *tiles_m = ceil_div(dim(gm.m), kTile);
       Value *tn = b_.CreateURem(workgroup_, tiles_n);
       Value *rest = b_.CreateUDiv(workgroup_, tiles_n);
-      Value *tm = b_.CreateURem(rest, tiles_m);
-      batch = b_.CreateUDiv(rest, tiles_m);
+      bool single = gm.batch == Dim(1); // then `rest` is the row tile: no division by a dynamic tile count
+      Value *tm = single ? rest : b_.CreateURem(rest, tiles_m);
+      batch = single ? b_.getInt64(0) : b_.CreateUDiv(rest, tiles_m);
       Value *ty = b_.CreateUDiv(local_id_, b_.getInt64(kTile)), *tx = b_.CreateURem(local_id_, b_.getInt64(kTile));
       row = b_.CreateAdd(b_.CreateMul(tm, b_.getInt64(kTile)), ty);
       col = b_.CreateAdd(b_.CreateMul(tn, b_.getInt64(kTile)), tx);
