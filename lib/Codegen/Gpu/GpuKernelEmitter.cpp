@@ -2,6 +2,7 @@
 
 #include "ElementalEmitter.h"
 #include "Gpu/GpuMatmul.h"
+#include "Gpu/GpuWaveReduce.h"
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Error.h"
 
@@ -657,17 +658,40 @@ private:
     return std::move(kernel_);
   }
 
+  /// The reduction's combine as an always-inline function T (T, T), for
+  /// wave-level steps (GpuWaveReduce.h).
+  llvm::Function *combine_function(const std::string &op, DType d) {
+    Combiner c = combiner(op, d);
+    auto *fn = llvm::Function::Create(llvm::FunctionType::get(c.type, {c.type, c.type}, false),
+                                      llvm::GlobalValue::InternalLinkage,
+                                      kernel_.name + ".combine" + std::to_string(phases_++), module_);
+    fn->addFnAttr(llvm::Attribute::AlwaysInline);
+    fn->addFnAttr(llvm::Attribute::NoUnwind);
+    llvm::IRBuilderBase::InsertPointGuard guard(b_);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
+    b_.CreateRet(c.combine(fn->getArg(0), fn->getArg(1)));
+    return fn;
+  }
+
   /// The phases of a reduction whose output element is the workgroup's
-  /// number: strided partials into LDS, a tree, work-item 0 stores.
+  /// number: strided partials, then on AMD GPUs a wave-level butterfly
+  /// (no barrier) and the waves' totals through LDS, elsewhere (NVPTX, the
+  /// arch-neutral kernels) a tree over LDS with one barrier per level;
+  /// work-item 0 stores.
   void reduction_phases(const Node &node) {
     ValueId x = node.operands[0], out = node.results[0];
     DType d = g_.type_of(x).dtype, out_d = g_.type_of(out).dtype;
     ReductionShape shape = reduction_shape(node);
     unsigned group = kernel_.workgroup_size;
-    kernel_.lds_bytes = std::max<uint64_t>(kernel_.lds_bytes, uint64_t(group) * 8);
+    unsigned wave = starts_with_gfx(arch_) ? amdgpu_wave_size(arch_) : 0;
+    unsigned waves = wave ? (group + wave - 1) / wave : 0;
+    kernel_.lds_bytes = std::max<uint64_t>(kernel_.lds_bytes, uint64_t(wave ? waves : group) * 8);
+    if (wave)
+      kernel_.state_bytes = std::max<uint64_t>(kernel_.state_bytes, 8);
     const std::string &op = node.op;
 
-    // Phase 1: each work-item folds elements lid, lid + group, ... into LDS.
+    // Phase 1: each work-item folds elements lid, lid + group, ... into LDS
+    // (the tree) or its state (the wave butterfly).
     {
       llvm::Function *fn = begin_phase();
       Combiner c = combiner(op, d);
@@ -685,11 +709,25 @@ private:
         Value *v = element(x, reduction_operand_index(shape, out_idx, unravel(i, extents)));
         b_.CreateStore(c.combine(b_.CreateLoad(c.type, acc), to_accumulator(op, d, c.type, v)), acc);
       });
-      b_.CreateStore(b_.CreateLoad(c.type, acc), b_.CreateGEP(c.type, lds_, local_id_));
+      b_.CreateStore(b_.CreateLoad(c.type, acc), wave ? state_ : b_.CreateGEP(c.type, lds_, local_id_));
       kernel_.steps.push_back(end_phase(fn));
     }
-    // A tree over LDS, one barrier-separated phase per level.
-    for (unsigned stride = group / 2; stride >= 1; stride /= 2) {
+    if (wave) {
+      // Each wave's lanes combine their partials (every lane gets the
+      // wave's total), then each wave's first lane puts it in LDS.
+      KernelStep reduce;
+      reduce.wave_reduces.push_back({0, combine_function(op, d), std::min(group, wave), wave});
+      kernel_.steps.push_back(std::move(reduce));
+      llvm::Function *fn = begin_phase();
+      Combiner c = combiner(op, d);
+      if_then(b_.CreateICmpEQ(b_.CreateAnd(local_id_, b_.getInt64(wave - 1)), b_.getInt64(0)), [&] {
+        b_.CreateStore(b_.CreateLoad(c.type, state_),
+                       b_.CreateGEP(c.type, lds_, b_.CreateLShr(local_id_, b_.getInt64(llvm::Log2_32(wave)))));
+      });
+      kernel_.steps.push_back(end_phase(fn));
+    }
+    // Else a tree over LDS, one barrier-separated phase per level.
+    for (unsigned stride = group / 2; !wave && stride >= 1; stride /= 2) {
       llvm::Function *fn = begin_phase();
       Combiner c = combiner(op, d);
       if_then(b_.CreateICmpULT(local_id_, b_.getInt64(stride)), [&] {
@@ -705,6 +743,8 @@ private:
       Combiner c = combiner(op, d);
       if_then(b_.CreateICmpEQ(local_id_, b_.getInt64(0)), [&] {
         Value *result = b_.CreateLoad(c.type, lds_);
+        for (unsigned w = 1; w < waves; ++w) // the waves' totals, in wave order
+          result = c.combine(result, b_.CreateLoad(c.type, b_.CreateConstGEP1_64(c.type, lds_, w)));
         Value *count = dim(shape.count);
         llvm::Type *t = compute_type(ctx_, out_d);
         if (op == "mean")

@@ -46,12 +46,23 @@ struct WaveMma {
   uint64_t a = 0, b = 0, c = 0;
 };
 
+/// A wave-level reduction (Gpu/GpuWaveReduce.h): each wave's lanes combine
+/// the values at a byte offset of their private states, every lane ending
+/// with the wave's total.
+struct WaveReduce {
+  uint64_t offset = 0;               // the value's byte offset in each work-item's state
+  llvm::Function *combine = nullptr; // T (T, T): the reduction's combine, always-inline
+  unsigned width = 64;               // lanes combined together (a power of two <= wave)
+  unsigned wave = 64;                // the arch's wave size
+};
+
 struct KernelStep {
   llvm::Function *phase = nullptr;      // a phase, or (when null) a loop:
   llvm::Function *trip_count = nullptr; //   i64 (ptr buffers, ptr dims)
   std::vector<KernelStep> body;
   unsigned unroll = 0;                  // loop: llvm.loop.unroll.count on device (0: kept rolled, unroll.disable)
   std::vector<WaveMma> wave_ops;        // no phase, no trip count: matrix ops of every wave, no barrier
+  std::vector<WaveReduce> wave_reduces; //   or wave-level reductions, no barrier
 };
 
 /// A buffer a kernel reads or writes: a stored graph value, or the caller's
