@@ -599,8 +599,9 @@ private:
     std::function<Value *(Value *, Value *)> combine;
   };
 
-  /// The accumulation of sum/mean/prod (floats in double, integers in i64,
-  /// as the CPU backend and the reference) and max/min (in the compute
+  /// The accumulation of sum/mean/prod (floats in their compute type: f32
+  /// for f32/f16/bf16, f64 for f64; integers in i64, as the CPU backend and
+  /// the reference) and max/min (in the compute
   /// type; NaN propagates, the identity is -inf/+inf or the integer extreme).
   Combiner combiner(const std::string &op, DType d) {
     bool fp = is_float(d);
@@ -623,7 +624,9 @@ private:
               }};
     }
     bool prod = op == "prod";
-    llvm::Type *t = fp ? b_.getDoubleTy() : b_.getInt64Ty();
+    // f32 (and f16/bf16, computed in f32) accumulate in f32, f64 in f64;
+    // the reference accumulates in double (docs/GPU.md says what that costs).
+    llvm::Type *t = !fp ? b_.getInt64Ty() : d == DType::f64 ? b_.getDoubleTy() : b_.getFloatTy();
     Value *identity = fp ? static_cast<Value *>(llvm::ConstantFP::get(t, prod ? 1.0 : 0.0))
                          : llvm::ConstantInt::get(t, prod ? 1 : 0);
     return {t, identity, [this, fp, prod](Value *a, Value *v) -> Value * {
