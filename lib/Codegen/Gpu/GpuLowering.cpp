@@ -217,7 +217,7 @@ private:
           for (const WaveMma &op : s.wave_ops)
             emit_device_wave_mma(b_, op, state);
           for (const WaveReduce &op : s.wave_reduces)
-            emit_device_wave_reduce(b_, op, state, lid);
+            emit_device_wave_reduce(b_, op, state);
         });
     b_.CreateRetVoid();
   }

@@ -43,11 +43,16 @@ Value *from_words(llvm::IRBuilder<> &b, llvm::Type *t, const std::vector<Value *
 
 } // namespace
 
-void emit_device_wave_reduce(llvm::IRBuilder<> &b, const WaveReduce &op, Value *state, Value *local_id) {
+void emit_device_wave_reduce(llvm::IRBuilder<> &b, const WaveReduce &op, Value *state) {
   llvm::Type *t = op.combine->getReturnType();
   Value *p = b.CreateConstGEP1_64(b.getInt8Ty(), state, op.offset);
   Value *v = b.CreateAlignedLoad(t, p, value_align(t));
-  Value *lane = b.CreateAnd(b.CreateTrunc(local_id, b.getInt32Ty()), b.getInt32(op.wave - 1));
+  // The hardware lane (mbcnt of all lanes below this one): right even were
+  // the wave wider than op.wave (partners stay within aligned runs of
+  // op.width lanes, which one wave holds whole).
+  Value *lane = b.CreateIntrinsic(llvm::Intrinsic::amdgcn_mbcnt_hi, {},
+                                  {b.getInt32(~0u), b.CreateIntrinsic(llvm::Intrinsic::amdgcn_mbcnt_lo, {},
+                                                                      {b.getInt32(~0u), b.getInt32(0)})});
   for (unsigned offset = op.width / 2; offset >= 1; offset /= 2) {
     Value *addr = butterfly_address(b, lane, offset);
     std::vector<Value *> words = to_words(b, v);

@@ -36,10 +36,10 @@ unsigned amdgpu_wave_size(const std::string &arch);
 /// exchange step `offset`: its butterfly partner's, (lane ^ offset) * 4.
 llvm::Value *butterfly_address(llvm::IRBuilder<> &b, llvm::Value *lane, unsigned offset);
 
-/// Device: the butterfly on this work-item's value at `state` + offset;
-/// `local_id` (i64) gives the lane (local_id mod wave: waves are runs of
-/// consecutive work-items of a 1-D workgroup).
-void emit_device_wave_reduce(llvm::IRBuilder<> &b, const WaveReduce &op, llvm::Value *state, llvm::Value *local_id);
+/// Device: the butterfly on this work-item's value at `state` + offset
+/// (waves are runs of consecutive work-items of a 1-D workgroup, so the
+/// lanes of a run of `width` work-items are partners).
+void emit_device_wave_reduce(llvm::IRBuilder<> &b, const WaveReduce &op, llvm::Value *state);
 
 /// Emulation: the butterfly for the `lanes` work-items of one wave whose
 /// states start at `lane_states`, `state_bytes` apart.
