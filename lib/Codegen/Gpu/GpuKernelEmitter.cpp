@@ -42,6 +42,7 @@ public:
     fuse_constant_subexpressions();
     fuse_views_into_matmuls();
     store_matmuls_through_views();
+    fuse_into_row_groups();
     GpuGraphProgram program;
     program.graph = &g_;
     program.tag = tag_;
@@ -231,6 +232,68 @@ private:
           plan_.values[r] = ValuePlan{Storage::fused, 0};
         constant_memo_.clear(); // readers of these values may be constant subexpressions now
       }
+    }
+  }
+
+  /// True when plan position `pos` launches a kernel (a result stored, or
+  /// a GEMM epilogue).
+  bool launches(size_t pos) {
+    size_t n = plan_.kernels[pos];
+    if (plan_.epilogues.count(n))
+      return true;
+    for (ValueId r : g_.nodes()[n].results)
+      if (plan_.values[r].storage != Storage::fused)
+        return true;
+    return false;
+  }
+
+  /// A stored elementwise value read only by the row group that runs right
+  /// after it (an f16 model's activations cast to f32 before a norm) is
+  /// recomputed by the row kernel instead: one launch fewer. Only when the
+  /// temps it is computed from keep their slots until the group ends, and
+  /// the group still forms reading them.
+  void fuse_into_row_groups() {
+    std::set<ValueId> outputs(g_.output_ids().begin(), g_.output_ids().end());
+    for (size_t pos = 0; pos + 1 < plan_.kernels.size(); ++pos) {
+      // (a member of a row group is not a candidate: positions advance as build() groups them)
+      if (size_t members = row_group(pos).size(); members > 1) {
+        pos += members - 1;
+        continue;
+      }
+      size_t n = plan_.kernels[pos];
+      const Node &node = g_.nodes()[n];
+      if (plan_.epilogues.count(n) || node.results.size() != 1 || !op_traits(node.op).has(OpTrait::elementwise) ||
+          gpu_kernel_kind(node.op) != "elementwise")
+        continue;
+      ValueId v = node.results[0];
+      if (plan_.values[v].storage != Storage::temp || outputs.count(v) || made_by_matmul_.count(v))
+        continue;
+      // The next position that launches anything (values fused since the
+      // plan was made, such as constants' casts, keep their positions).
+      size_t first = pos + 1;
+      while (first < plan_.kernels.size() && !launches(first))
+        ++first;
+      if (first == plan_.kernels.size())
+        continue;
+      std::vector<const Node *> group = row_group(first);
+      if (group.size() < 2)
+        continue;
+      bool only_group = true;
+      for (size_t r : readers(v))
+        only_group = only_group && std::find(group.begin(), group.end(), &g_.nodes()[r]) != group.end();
+      std::vector<ValueId> sources;
+      for (ValueId o : node.operands)
+        stored_sources(o, sources);
+      for (size_t i = pos + 1; i < first + group.size() && only_group; ++i)
+        for (size_t slot : slots_written(i))
+          for (ValueId src : sources)
+            only_group = only_group && plan_.values[src].index != slot;
+      if (!only_group)
+        continue;
+      ValuePlan stored = plan_.values[v];
+      plan_.values[v] = ValuePlan{Storage::fused, 0};
+      if (row_group(first).size() != group.size())
+        plan_.values[v] = stored;
     }
   }
 

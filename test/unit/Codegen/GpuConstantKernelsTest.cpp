@@ -76,9 +76,10 @@ TEST_CASE("GPU: no kernel of the examples reads constants only", "[codegen][gpu]
         INFO(k.name << " (" << k.kind << ", grid " << k.grid << ")");
         CHECK(!k.constant_inputs);
       }
-      // The f16 GPT's casts of its norm weights were 4 launches per block.
+      // The f16 GPT: 84 launches with its norm weights cast per call, 68
+      // with its activations cast before each norm by a kernel of its own.
       if (name == "gpt16")
-        CHECK(launches <= 68);
+        CHECK(launches <= 60);
     }
 }
 
