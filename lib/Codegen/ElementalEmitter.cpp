@@ -668,11 +668,25 @@ Value *ElementalEmitter::reduction(const Node &node, const Index &out_idx) {
 Value *ElementalEmitter::reshape_element(const Node &node, size_t result, const Index &idx) {
   ValueId x = node.operands[0];
   ValueId out = node.results[result];
-  // Linearize in the output shape, unravel in the input shape.
-  Value *lin = linear_index(idx, dims_of(out));
-  std::vector<Value *> in_dims = dims_of(x);
+  // The leading dims both shapes share pass through (no arithmetic on the
+  // dynamic batch); the rest is linearized in the output shape and
+  // unravelled in the input shape. The index is in bounds, so the first
+  // unravelled dim takes what is left: no division by it.
+  const Shape &os = g_.type_of(out).shape, &xs = g_.type_of(x).shape;
+  size_t same = 0;
+  while (same < os.size() && same < xs.size() && os[same] == xs[same] && same + 1 < xs.size())
+    ++same;
+  std::vector<Value *> out_dims = dims_of(out), in_dims = dims_of(x);
   Index in(in_dims.size());
-  for (size_t d = in_dims.size(); d-- > 0;) {
+  for (size_t d = 0; d < same; ++d)
+    in[d] = idx[d];
+  Value *lin = linear_index(Index(idx.begin() + static_cast<std::ptrdiff_t>(same), idx.end()),
+                            std::vector<Value *>(out_dims.begin() + static_cast<std::ptrdiff_t>(same), out_dims.end()));
+  for (size_t d = in_dims.size(); d-- > same;) {
+    if (d == same) {
+      in[d] = lin;
+      break;
+    }
     in[d] = b_.CreateURem(lin, in_dims[d]);
     lin = b_.CreateUDiv(lin, in_dims[d]);
   }

@@ -47,6 +47,7 @@ struct GpuKernelSummary {
   std::string name, kind, grid; // grid: number of workgroups as a formula in the dims
   unsigned workgroup_size = 0;
   uint64_t lds_bytes = 0;
+  bool constant_inputs = false; // reads constants only: the same results every run (none should)
 };
 
 struct GpuCodegenResult {
@@ -116,6 +117,11 @@ std::unique_ptr<llvm::Module> build_cuda_host_run_module(const Graph &lowered, c
                                                          const std::string &sm, llvm::LLVMContext &context);
 
 namespace codegen {
+/// The kernels and launches the generator makes of a decomposed graph for
+/// `arch` (a gfx name, "" for the arch-neutral kernels), without compiling
+/// them: for tests of launch sequences. `launches`: per run.
+std::vector<GpuKernelSummary> plan_gpu_kernels(const Graph &lowered, const std::string &arch, uint64_t *launches = nullptr);
+
 /// The GPU backend executed on the host ("amdgpu-emu"): a host module of a
 /// decomposed graph exporting
 ///   int32_t NAME_run_packed(void *const *buffers, const int64_t *dims, void *workspace)

@@ -8,6 +8,7 @@
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ObjectEmitter.h"
 #include "maxc/Codegen/WeightsSection.h"
+#include "maxc/IR/GraphSymbols.h"
 #include "maxc/Support/Error.h"
 
 #include <llvm/IR/Module.h>
@@ -62,6 +63,21 @@ GpuCodegenResult compile_amdgpu(const Graph &lowered, const ModelInterface &abi,
 
   out.host_object =
       codegen::emit_gpu_runtime_host_object(abi, lowered, programs, images, codegen::hip_runtime_api(), host, timer);
+  return out;
+}
+
+std::vector<GpuKernelSummary> codegen::plan_gpu_kernels(const Graph &lowered, const std::string &arch,
+                                                       uint64_t *launches) {
+  llvm::LLVMContext context;
+  llvm::Module device("plan", context);
+  device.setTargetTriple("amdgcn-amd-amdhsa");
+  device.setDataLayout(amdgpu_data_layout(arch.empty() ? "gfx942" : arch));
+  std::vector<std::string> symbols = dim_symbols(lowered);
+  std::vector<GpuGraphProgram> programs = emit_gpu_kernels(device, lowered, "plan", symbols, arch);
+  if (launches)
+    *launches = gpu_launch_count(programs);
+  std::vector<GpuKernelSummary> out;
+  keep_launch_sequence(programs, out);
   return out;
 }
 

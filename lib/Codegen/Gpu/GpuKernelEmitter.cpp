@@ -2,6 +2,7 @@
 
 #include "ElementalEmitter.h"
 #include "Gpu/GpuMatmul.h"
+#include "Gpu/GpuWaveReduce.h"
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Error.h"
 
@@ -30,15 +31,18 @@ uint64_t next_pow2(uint64_t v) {
 
 class KernelBuilder : public ElementalEmitter, private GemmPhaseBuilder {
 public:
+  /// `constant_params`: per input of `g` (a subgraph), true when every
+  /// call site binds it to a constant (constant_bound_params).
   KernelBuilder(llvm::Module &module, const Graph &g, std::string prefix, std::string tag,
-                const std::vector<std::string> &symbols, std::string arch)
+                const std::vector<std::string> &symbols, std::string arch, std::vector<bool> constant_params = {})
       : ElementalEmitter(module, g, plan_lowering(g), symbols), prefix_(std::move(prefix)), tag_(std::move(tag)),
-        arch_(std::move(arch)) {}
+        arch_(std::move(arch)), constant_params_(std::move(constant_params)) {}
 
   GpuGraphProgram build() {
     fuse_constant_subexpressions();
     fuse_views_into_matmuls();
     store_matmuls_through_views();
+    fuse_into_row_groups();
     GpuGraphProgram program;
     program.graph = &g_;
     program.tag = tag_;
@@ -51,10 +55,20 @@ public:
       if (std::vector<const Node *> group = row_group(i); group.size() > 1) {
         program.items.push_back({static_cast<int>(program.kernels.size()), nullptr});
         program.kernels.push_back(row_kernel(group));
+        std::set<ValueId> written;
+        for (const Node *n : group)
+          written.insert(n->results.begin(), n->results.end());
+        program.kernels.back().constant_inputs = reads_only_constants(program.kernels.back(), written);
         i += group.size() - 1;
         continue;
       }
+      std::set<ValueId> written(node.results.begin(), node.results.end());
+      if (auto e = plan_.epilogues.find(plan_.kernels[i]); e != plan_.epilogues.end())
+        written.insert(e->second);
+      if (auto t = stored_through_.find(plan_.kernels[i]); t != stored_through_.end())
+        written.insert(t->second.back()->results.begin(), t->second.back()->results.end());
       for (GpuKernel &k : kernels_for(node)) {
+        k.constant_inputs = reads_only_constants(k, written);
         program.items.push_back({static_cast<int>(program.kernels.size()), nullptr});
         program.kernels.push_back(std::move(k));
       }
@@ -62,6 +76,7 @@ public:
     for (const auto &[out, v] : plan_.output_copies) {
       program.items.push_back({static_cast<int>(program.kernels.size()), nullptr});
       program.kernels.push_back(copy_kernel(v, static_cast<int>(out)));
+      program.kernels.back().constant_inputs = reads_only_constants(program.kernels.back(), {});
     }
     for (GpuKernel &k : program.kernels)
       annotate_buffers(k);
@@ -85,6 +100,23 @@ private:
       k.buffer_noalias.push_back(weight || (temp && slot_uses[plan_.values[b.value].index] == 1));
       k.buffer_align.push_back(temp || weight ? 16 : 0);
     }
+  }
+
+  /// A value every run of this graph sees with the same contents: a
+  /// constant, or a subgraph parameter every call site binds to one.
+  bool constant_value(ValueId v) const {
+    const ValuePlan &vp = plan_.values[v];
+    return vp.storage == Storage::constant ||
+           (vp.storage == Storage::input && vp.index < constant_params_.size() && constant_params_[vp.index]);
+  }
+
+  /// True when every buffer kernel `k` reads holds a constant value (or it
+  /// reads none): its results would be the same on every run.
+  bool reads_only_constants(const GpuKernel &k, const std::set<ValueId> &written) {
+    for (const KernelBuffer &b : k.buffers)
+      if (b.output < 0 && !written.count(b.value) && !constant_value(b.value))
+        return false;
+    return true;
   }
 
   // ---- GPU-only fusion decisions on top of the shared plan ----
@@ -139,7 +171,7 @@ private:
       constant_memo_.assign(g_.nodes().size(), -1);
     auto fused_producer = [&](ValueId o) -> int64_t { // -1: a constant; -2: neither constant nor fused
       const ValuePlan &vp = plan_.values[o];
-      if (vp.storage == Storage::constant)
+      if (constant_value(o))
         return -1;
       const ValueInfo &info = g_.value_info(o);
       return vp.storage == Storage::fused && info.producer >= 0 ? info.producer : -2;
@@ -200,6 +232,68 @@ private:
           plan_.values[r] = ValuePlan{Storage::fused, 0};
         constant_memo_.clear(); // readers of these values may be constant subexpressions now
       }
+    }
+  }
+
+  /// True when plan position `pos` launches a kernel (a result stored, or
+  /// a GEMM epilogue).
+  bool launches(size_t pos) {
+    size_t n = plan_.kernels[pos];
+    if (plan_.epilogues.count(n))
+      return true;
+    for (ValueId r : g_.nodes()[n].results)
+      if (plan_.values[r].storage != Storage::fused)
+        return true;
+    return false;
+  }
+
+  /// A stored elementwise value read only by the row group that runs right
+  /// after it (an f16 model's activations cast to f32 before a norm) is
+  /// recomputed by the row kernel instead: one launch fewer. Only when the
+  /// temps it is computed from keep their slots until the group ends, and
+  /// the group still forms reading them.
+  void fuse_into_row_groups() {
+    std::set<ValueId> outputs(g_.output_ids().begin(), g_.output_ids().end());
+    for (size_t pos = 0; pos + 1 < plan_.kernels.size(); ++pos) {
+      // (a member of a row group is not a candidate: positions advance as build() groups them)
+      if (size_t members = row_group(pos).size(); members > 1) {
+        pos += members - 1;
+        continue;
+      }
+      size_t n = plan_.kernels[pos];
+      const Node &node = g_.nodes()[n];
+      if (plan_.epilogues.count(n) || node.results.size() != 1 || !op_traits(node.op).has(OpTrait::elementwise) ||
+          gpu_kernel_kind(node.op) != "elementwise")
+        continue;
+      ValueId v = node.results[0];
+      if (plan_.values[v].storage != Storage::temp || outputs.count(v) || made_by_matmul_.count(v))
+        continue;
+      // The next position that launches anything (values fused since the
+      // plan was made, such as constants' casts, keep their positions).
+      size_t first = pos + 1;
+      while (first < plan_.kernels.size() && !launches(first))
+        ++first;
+      if (first == plan_.kernels.size())
+        continue;
+      std::vector<const Node *> group = row_group(first);
+      if (group.size() < 2)
+        continue;
+      bool only_group = true;
+      for (size_t r : readers(v))
+        only_group = only_group && std::find(group.begin(), group.end(), &g_.nodes()[r]) != group.end();
+      std::vector<ValueId> sources;
+      for (ValueId o : node.operands)
+        stored_sources(o, sources);
+      for (size_t i = pos + 1; i < first + group.size() && only_group; ++i)
+        for (size_t slot : slots_written(i))
+          for (ValueId src : sources)
+            only_group = only_group && plan_.values[src].index != slot;
+      if (!only_group)
+        continue;
+      ValuePlan stored = plan_.values[v];
+      plan_.values[v] = ValuePlan{Storage::fused, 0};
+      if (row_group(first).size() != group.size())
+        plan_.values[v] = stored;
     }
   }
 
@@ -568,8 +662,9 @@ private:
     std::function<Value *(Value *, Value *)> combine;
   };
 
-  /// The accumulation of sum/mean/prod (floats in double, integers in i64,
-  /// as the CPU backend and the reference) and max/min (in the compute
+  /// The accumulation of sum/mean/prod (floats in their compute type: f32
+  /// for f32/f16/bf16, f64 for f64; integers in i64, as the CPU backend and
+  /// the reference) and max/min (in the compute
   /// type; NaN propagates, the identity is -inf/+inf or the integer extreme).
   Combiner combiner(const std::string &op, DType d) {
     bool fp = is_float(d);
@@ -592,7 +687,9 @@ private:
               }};
     }
     bool prod = op == "prod";
-    llvm::Type *t = fp ? b_.getDoubleTy() : b_.getInt64Ty();
+    // f32 (and f16/bf16, computed in f32) accumulate in f32, f64 in f64;
+    // the reference accumulates in double (docs/GPU.md says what that costs).
+    llvm::Type *t = !fp ? b_.getInt64Ty() : d == DType::f64 ? b_.getDoubleTy() : b_.getFloatTy();
     Value *identity = fp ? static_cast<Value *>(llvm::ConstantFP::get(t, prod ? 1.0 : 0.0))
                          : llvm::ConstantInt::get(t, prod ? 1 : 0);
     return {t, identity, [this, fp, prod](Value *a, Value *v) -> Value * {
@@ -627,17 +724,40 @@ private:
     return std::move(kernel_);
   }
 
+  /// The reduction's combine as an always-inline function T (T, T), for
+  /// wave-level steps (GpuWaveReduce.h).
+  llvm::Function *combine_function(const std::string &op, DType d) {
+    Combiner c = combiner(op, d);
+    auto *fn = llvm::Function::Create(llvm::FunctionType::get(c.type, {c.type, c.type}, false),
+                                      llvm::GlobalValue::InternalLinkage,
+                                      kernel_.name + ".combine" + std::to_string(phases_++), module_);
+    fn->addFnAttr(llvm::Attribute::AlwaysInline);
+    fn->addFnAttr(llvm::Attribute::NoUnwind);
+    llvm::IRBuilderBase::InsertPointGuard guard(b_);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
+    b_.CreateRet(c.combine(fn->getArg(0), fn->getArg(1)));
+    return fn;
+  }
+
   /// The phases of a reduction whose output element is the workgroup's
-  /// number: strided partials into LDS, a tree, work-item 0 stores.
+  /// number: strided partials, then on AMD GPUs a wave-level butterfly
+  /// (no barrier) and the waves' totals through LDS, elsewhere (NVPTX, the
+  /// arch-neutral kernels) a tree over LDS with one barrier per level;
+  /// work-item 0 stores.
   void reduction_phases(const Node &node) {
     ValueId x = node.operands[0], out = node.results[0];
     DType d = g_.type_of(x).dtype, out_d = g_.type_of(out).dtype;
     ReductionShape shape = reduction_shape(node);
     unsigned group = kernel_.workgroup_size;
-    kernel_.lds_bytes = std::max<uint64_t>(kernel_.lds_bytes, uint64_t(group) * 8);
+    unsigned wave = starts_with_gfx(arch_) ? amdgpu_wave_size(arch_) : 0;
+    unsigned waves = wave ? (group + wave - 1) / wave : 0;
+    kernel_.lds_bytes = std::max<uint64_t>(kernel_.lds_bytes, uint64_t(wave ? waves : group) * 8);
+    if (wave)
+      kernel_.state_bytes = std::max<uint64_t>(kernel_.state_bytes, 8);
     const std::string &op = node.op;
 
-    // Phase 1: each work-item folds elements lid, lid + group, ... into LDS.
+    // Phase 1: each work-item folds elements lid, lid + group, ... into LDS
+    // (the tree) or its state (the wave butterfly).
     {
       llvm::Function *fn = begin_phase();
       Combiner c = combiner(op, d);
@@ -655,11 +775,25 @@ private:
         Value *v = element(x, reduction_operand_index(shape, out_idx, unravel(i, extents)));
         b_.CreateStore(c.combine(b_.CreateLoad(c.type, acc), to_accumulator(op, d, c.type, v)), acc);
       });
-      b_.CreateStore(b_.CreateLoad(c.type, acc), b_.CreateGEP(c.type, lds_, local_id_));
+      b_.CreateStore(b_.CreateLoad(c.type, acc), wave ? state_ : b_.CreateGEP(c.type, lds_, local_id_));
       kernel_.steps.push_back(end_phase(fn));
     }
-    // A tree over LDS, one barrier-separated phase per level.
-    for (unsigned stride = group / 2; stride >= 1; stride /= 2) {
+    if (wave) {
+      // Each wave's lanes combine their partials (every lane gets the
+      // wave's total), then each wave's first lane puts it in LDS.
+      KernelStep reduce;
+      reduce.wave_reduces.push_back({0, combine_function(op, d), std::min(group, wave), wave});
+      kernel_.steps.push_back(std::move(reduce));
+      llvm::Function *fn = begin_phase();
+      Combiner c = combiner(op, d);
+      if_then(b_.CreateICmpEQ(b_.CreateAnd(local_id_, b_.getInt64(wave - 1)), b_.getInt64(0)), [&] {
+        b_.CreateStore(b_.CreateLoad(c.type, state_),
+                       b_.CreateGEP(c.type, lds_, b_.CreateLShr(local_id_, b_.getInt64(llvm::Log2_32(wave)))));
+      });
+      kernel_.steps.push_back(end_phase(fn));
+    }
+    // Else a tree over LDS, one barrier-separated phase per level.
+    for (unsigned stride = group / 2; !wave && stride >= 1; stride /= 2) {
       llvm::Function *fn = begin_phase();
       Combiner c = combiner(op, d);
       if_then(b_.CreateICmpULT(local_id_, b_.getInt64(stride)), [&] {
@@ -675,6 +809,8 @@ private:
       Combiner c = combiner(op, d);
       if_then(b_.CreateICmpEQ(local_id_, b_.getInt64(0)), [&] {
         Value *result = b_.CreateLoad(c.type, lds_);
+        for (unsigned w = 1; w < waves; ++w) // the waves' totals, in wave order
+          result = c.combine(result, b_.CreateLoad(c.type, b_.CreateConstGEP1_64(c.type, lds_, w)));
         Value *count = dim(shape.count);
         llvm::Type *t = compute_type(ctx_, out_d);
         if (op == "mean")
@@ -905,8 +1041,9 @@ private:
       Value *tiles_n = ceil_div(dim(gm.n), kTile), *tiles_m = ceil_div(dim(gm.m), kTile);
       Value *tn = b_.CreateURem(workgroup_, tiles_n);
       Value *rest = b_.CreateUDiv(workgroup_, tiles_n);
-      Value *tm = b_.CreateURem(rest, tiles_m);
-      batch = b_.CreateUDiv(rest, tiles_m);
+      bool single = gm.batch == Dim(1); // then `rest` is the row tile: no division by a dynamic tile count
+      Value *tm = single ? rest : b_.CreateURem(rest, tiles_m);
+      batch = single ? b_.getInt64(0) : b_.CreateUDiv(rest, tiles_m);
       Value *ty = b_.CreateUDiv(local_id_, b_.getInt64(kTile)), *tx = b_.CreateURem(local_id_, b_.getInt64(kTile));
       row = b_.CreateAdd(b_.CreateMul(tm, b_.getInt64(kTile)), ty);
       col = b_.CreateAdd(b_.CreateMul(tn, b_.getInt64(kTile)), tx);
@@ -1135,6 +1272,7 @@ private:
   static bool starts_with_gfx(const std::string &arch) { return arch.rfind("gfx", 0) == 0; }
 
   std::string prefix_, tag_, arch_;
+  std::vector<bool> constant_params_; // per input of g_: bound to a constant at every call site
   std::vector<int8_t> constant_memo_; // constant_subexpression, per node of g_
   GpuKernel kernel_;
   size_t counter_ = 0, phases_ = 0;
@@ -1155,6 +1293,45 @@ bool needs_device_libm(const Node &node, const Graph &g) {
 }
 
 } // namespace
+
+std::map<std::string, std::vector<bool>> constant_bound_params(const Graph &root) {
+  // Start from "every parameter is bound to a constant" and clear what a
+  // call site contradicts until nothing changes (a subgraph passing its own
+  // parameter on keeps the callee's parameter constant only while it is).
+  std::map<std::string, std::vector<bool>> out;
+  for (const auto &[name, sub] : root.subgraphs())
+    out[name].assign(sub->input_ids().size(), true);
+  std::vector<std::pair<const Graph *, const std::vector<bool> *>> callers{{&root, nullptr}};
+  for (const auto &[name, sub] : root.subgraphs())
+    callers.push_back({sub.get(), &out[name]});
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto &[g, own] : callers) {
+      std::map<ValueId, size_t> input_index;
+      for (size_t i = 0; i < g->input_ids().size(); ++i)
+        input_index[g->input_ids()[i]] = i;
+      for (const Node &n : g->nodes()) {
+        if (n.op != "call")
+          continue;
+        auto callee = out.find(n.attrs.get_string("callee"));
+        if (callee == out.end())
+          continue;
+        for (size_t i = 0; i < n.operands.size() && i < callee->second.size(); ++i) {
+          ValueId v = n.operands[i];
+          const ValueInfo &info = g->value_info(v);
+          auto in = input_index.find(v);
+          bool constant = (info.producer >= 0 && g->nodes()[info.producer].op == "constant") ||
+                          (own && in != input_index.end() && (*own)[in->second]);
+          if (!constant && callee->second[i]) {
+            callee->second[i] = false;
+            changed = true;
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
 
 std::string gpu_kernel_kind(const std::string &op) {
   OpTraits traits = op_traits(op);
@@ -1183,8 +1360,10 @@ std::string GpuKernel::grid_text() const {
 std::vector<GpuGraphProgram> emit_gpu_kernels(llvm::Module &module, const Graph &root, const std::string &prefix,
                                               const std::vector<std::string> &symbols, const std::string &arch) {
   std::vector<GpuGraphProgram> programs;
+  std::map<std::string, std::vector<bool>> constant_params = constant_bound_params(root);
   for (const auto &[name, sub] : root.subgraphs())
-    programs.push_back(KernelBuilder(module, *sub, prefix, "sub." + name, symbols, arch).build());
+    programs.push_back(
+        KernelBuilder(module, *sub, prefix, "sub." + name, symbols, arch, constant_params[name]).build());
   programs.push_back(KernelBuilder(module, root, prefix, "main", symbols, arch).build());
   return programs;
 }

@@ -22,6 +22,7 @@
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/IR/Graph.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -45,12 +46,23 @@ struct WaveMma {
   uint64_t a = 0, b = 0, c = 0;
 };
 
+/// A wave-level reduction (Gpu/GpuWaveReduce.h): each wave's lanes combine
+/// the values at a byte offset of their private states, every lane ending
+/// with the wave's total.
+struct WaveReduce {
+  uint64_t offset = 0;               // the value's byte offset in each work-item's state
+  llvm::Function *combine = nullptr; // T (T, T): the reduction's combine, always-inline
+  unsigned width = 64;               // lanes combined together (a power of two <= wave)
+  unsigned wave = 64;                // the arch's wave size
+};
+
 struct KernelStep {
   llvm::Function *phase = nullptr;      // a phase, or (when null) a loop:
   llvm::Function *trip_count = nullptr; //   i64 (ptr buffers, ptr dims)
   std::vector<KernelStep> body;
   unsigned unroll = 0;                  // loop: llvm.loop.unroll.count on device (0: kept rolled, unroll.disable)
   std::vector<WaveMma> wave_ops;        // no phase, no trip count: matrix ops of every wave, no barrier
+  std::vector<WaveReduce> wave_reduces; //   or wave-level reductions, no barrier
 };
 
 /// A buffer a kernel reads or writes: a stored graph value, or the caller's
@@ -77,6 +89,11 @@ struct GpuKernel {
   std::vector<bool> buffer_noalias;
   std::vector<unsigned> buffer_align;
   std::vector<KernelStep> steps;
+  /// Every buffer it reads holds a constant (a weight, or a subgraph
+  /// parameter every call site binds to one), or it reads none: the same
+  /// results on every run. The generator fuses such values into their
+  /// readers, so no kernel should have this set (tests check it).
+  bool constant_inputs = false;
   std::string grid_text() const; // "ceil(batch*16/256)" for manifests
 };
 
@@ -103,6 +120,13 @@ struct GpuGraphProgram {
 /// between arches, so host and device must be built for the same family.
 std::vector<GpuGraphProgram> emit_gpu_kernels(llvm::Module &module, const Graph &root, const std::string &prefix,
                                               const std::vector<std::string> &symbols, const std::string &arch = "");
+
+/// Per subgraph of `root` (by name), per input: true when every call site
+/// (in the root graph or in another subgraph) binds that input to a
+/// constant node, or to its own input bound so. The generator treats such
+/// parameters as constants (fused into their readers: an f16 norm weight's
+/// cast to f32 is recomputed where read, never a launch of its own).
+std::map<std::string, std::vector<bool>> constant_bound_params(const Graph &root);
 
 /// Kernel launches of one run of the root graph (the last program): its
 /// kernels plus, per call, the callee's launches (grids that turn out empty

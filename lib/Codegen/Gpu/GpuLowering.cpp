@@ -3,6 +3,7 @@
 #include "EntryPointUtil.h"
 
 #include "Gpu/GpuMatmul.h"
+#include "Gpu/GpuWaveReduce.h"
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/IntrinsicsAMDGPU.h>
@@ -116,6 +117,11 @@ private:
                 emulate_wave_mma(b_, op, b_.CreateConstGEP1_64(b_.getInt8Ty(), states, w * lanes * state_bytes),
                                  state_bytes);
             }
+            // (a workgroup smaller than a wave is one partial wave)
+            for (const WaveReduce &op : s.wave_reduces)
+              for (uint64_t first = 0; first < k.workgroup_size; first += op.wave)
+                emulate_wave_reduce(b_, op, b_.CreateConstGEP1_64(b_.getInt8Ty(), states, first * state_bytes),
+                                    state_bytes, std::min<uint64_t>(op.wave, k.workgroup_size - first));
           });
     });
     b_.CreateRetVoid();
@@ -207,9 +213,11 @@ private:
         barrier, first,
         [&](const KernelStep &s) {
           if (!amd)
-            throw Error(ErrorCode::Internal, "gpu: matrix instructions in an NVPTX kernel");
+            throw Error(ErrorCode::Internal, "gpu: wave-level instructions in an NVPTX kernel");
           for (const WaveMma &op : s.wave_ops)
             emit_device_wave_mma(b_, op, state);
+          for (const WaveReduce &op : s.wave_reduces)
+            emit_device_wave_reduce(b_, op, state);
         });
     b_.CreateRetVoid();
   }

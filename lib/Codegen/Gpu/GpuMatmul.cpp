@@ -271,9 +271,12 @@ private:
     Value *tiles_n = ceil_div(kb_.gemm_dim(gm_.n)), *tiles_m = ceil_div(kb_.gemm_dim(gm_.m));
     Value *wg = kb_.gemm_workgroup();
     Value *tn = b_.CreateURem(wg, tiles_n), *rest = b_.CreateUDiv(wg, tiles_n);
-    row0 = b_.CreateMul(b_.CreateURem(rest, tiles_m), c64(kMacro));
+    // One batch entry: `rest` is the row tile (no division by a tile count
+    // that may be dynamic: the MLP's rows are its batch).
+    bool single = gm_.batch == Dim(1);
+    row0 = b_.CreateMul(single ? rest : b_.CreateURem(rest, tiles_m), c64(kMacro));
     col0 = b_.CreateMul(tn, c64(kMacro));
-    batch = b_.CreateUDiv(rest, tiles_m);
+    batch = single ? c64(0) : b_.CreateUDiv(rest, tiles_m);
   }
 
   Value *ceil_div(Value *x) { return b_.CreateUDiv(b_.CreateAdd(x, c64(kMacro - 1)), c64(kMacro)); }

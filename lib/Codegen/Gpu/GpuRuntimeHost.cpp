@@ -588,7 +588,7 @@ void keep_launch_sequence(std::vector<GpuGraphProgram> &programs, std::vector<Gp
   for (auto &p : programs)
     for (auto &k : p.kernels) {
       k.steps.clear(); // their functions die with the device module's context
-      summaries.push_back({k.name, k.kind, k.grid_text(), k.workgroup_size, k.lds_bytes});
+      summaries.push_back({k.name, k.kind, k.grid_text(), k.workgroup_size, k.lds_bytes, k.constant_inputs});
     }
 }
 
