@@ -699,6 +699,73 @@ def gpu_index_math(ctx):
         expect(not found, "%s: division by a run-time value in gfx942 kernels: %s" % (name, found))
 
 
+# 64-bit address/index arithmetic in AMDGPU assembly: a 64-bit multiply-add
+# (v_mad_u64_u32), a 64-bit shift (v_lshlrev_b64, element index to byte
+# offset) and the high half of a 64-bit add (v_addc_co_u32).
+INDEX64_MARKERS = ["v_mad_u64_u32", "v_lshlrev_b64", "v_addc_co_u32"]
+
+
+def count_index64(asm_path):
+    text = open(asm_path).read()
+    return sum(len(re.findall(r"\b%s\b" % m, text)) for m in INDEX64_MARKERS)
+
+
+def static_batch_example(ctx, name, out):
+    """examples/NAME with its dynamic batch dim pinned to 1 (every shape
+    static), weights from the example."""
+    text = open(ctx.example(name)).read().replace('"batch"', "1")
+    src = json.loads(text)
+    src["weights"] = os.path.join(os.path.dirname(ctx.example(name)), src["weights"])
+    model = os.path.join(out, "model.json")
+    with open(model, "w") as f:
+        json.dump(src, f)
+    return model
+
+
+# 64-bit index instructions on gfx942 with every shape static (batch 1), as
+# compiled now (docs/PERFORMANCE.md, "GPU index math"). Before the work-item
+# and workgroup ids carried their ranges: gpt 81 (29 v_mad_u64_u32, 48
+# v_lshlrev_b64, 4 v_addc_co_u32), mlp 7. The dynamic-batch compile keeps
+# the 64-bit path where its grid is not static (gpt 73, mlp 38).
+GPU_STATIC_INDEX64_MAX = {"mlp": 9, "gpt": 47}
+
+
+@case
+def gpu_index32(ctx):
+    """With static shapes below 2^31 bytes, kernels index in 32 bits: fewer
+    64-bit multiply-adds, shifts and carries in the gfx942 assembly than
+    the dynamic-batch compile of the same model, and the static model still
+    equals the reference on the emulator."""
+    rng = random.Random(SEED)
+    for name in ["mlp", "gpt"]:
+        ctx.weights(name)
+        counts = {}
+        for mode in ["dynamic", "static"]:
+            out = ctx.mkdir("gpu-i32-%s-%s" % (name, mode))
+            model = ctx.example(name) if mode == "dynamic" else static_batch_example(ctx, name, out)
+            ctx.run(["-q", "compile", model, "-o", os.path.join(out, name + ".o"), "--gpu", "gfx942",
+                     "--emit", "manifest,gpu-asm"], rc=0, cwd=out)
+            counts[mode] = count_index64(os.path.join(out, name + ".gfx942.s"))
+            for g in json.load(open(os.path.join(out, name + ".manifest.json")))["gpu"]:
+                check_gpu_kernel_budget(name, g)
+        print("%s gfx942 64-bit index instructions: dynamic %d, static %d" % (name, counts["dynamic"], counts["static"]))
+        expect(counts["static"] <= GPU_STATIC_INDEX64_MAX[name],
+               "%s: %d 64-bit index instructions with static shapes" % (name, counts["static"]))
+        expect(counts["dynamic"] > counts["static"], "%s: dynamic batch lost its 64-bit path? %s" % (name, counts))
+    # The static MLP on the emulator against the reference.
+    out = ctx.mkdir("gpu-i32-run")
+    model = static_batch_example(ctx, "mlp", out)
+    iface = interface_of(ctx, "mlp")
+    job = Job(ctx, "mlp", iface, {d: 1 for d in iface["dims"]}, rng, "mlp-static")
+    emu_dir, ref_dir = ctx.path("mlp-static.emu"), ctx.path("mlp-static.reference")
+    ctx.run(job.maxc_run_args(model, emu_dir, "amdgpu-emu"), rc=0)
+    ctx.run(job.maxc_run_args(model, ref_dir, "reference"), rc=0)
+    for spec in iface["outputs"]:
+        _, _, got = read_npy(os.path.join(emu_dir, spec["name"] + ".npy"))
+        _, _, want = read_npy(os.path.join(ref_dir, spec["name"] + ".npy"))
+        compare(got, want, "static mlp --device amdgpu-emu output " + spec["name"])
+
+
 @case
 def gpu_artifact(ctx):
     """--gpu: a HSACO per arch (valid AMDGPU ELF with amdhsa notes naming the

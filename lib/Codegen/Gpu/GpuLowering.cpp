@@ -8,6 +8,7 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/IntrinsicsAMDGPU.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
+#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Metadata.h>
 #include <llvm/IR/Module.h>
 
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 
 namespace maxc::codegen {
 
@@ -186,13 +188,31 @@ private:
       gv->setAlignment(llvm::Align(16));
       lds = b_.CreateAddrSpaceCast(gv, ptr);
     }
+    // The ids with their ranges: [0, workgroup size) and, for a grid of
+    // static size, [0, grid). From them LLVM proves the index math of a
+    // kernel over static shapes fits 32 bits and narrows it (32-bit
+    // multiplies, VGPR offsets from an SGPR base); a dynamic grid keeps 64.
+    auto id = [&](llvm::Intrinsic::ID which, std::optional<uint64_t> bound) {
+      llvm::CallInst *v = b_.CreateIntrinsic(which, {}, {});
+      if (bound && *bound > 0 && *bound < (uint64_t{1} << 31))
+        v->setMetadata(llvm::LLVMContext::MD_range,
+                       llvm::MDBuilder(ctx_).createRange(llvm::APInt(32, 0), llvm::APInt(32, *bound)));
+      return b_.CreateZExt(v, i64, "", /*IsNonNeg=*/true);
+    };
+    std::optional<uint64_t> groups = uint64_t{1};
+    for (const GridFactor &f : k.grid)
+      if (!f.extent.is_static() || f.extent.value() < 0 || f.extent.value() >= (int64_t{1} << 31))
+        groups.reset();
+      else if (groups)
+        groups = std::min<uint64_t>(*groups * static_cast<uint64_t>((f.extent.value() + f.divisor - 1) / f.divisor),
+                                    uint64_t{1} << 31);
     Value *wg, *lid;
     if (amd) {
-      wg = b_.CreateZExt(b_.CreateIntrinsic(llvm::Intrinsic::amdgcn_workgroup_id_x, {}, {}), i64);
-      lid = b_.CreateZExt(b_.CreateIntrinsic(llvm::Intrinsic::amdgcn_workitem_id_x, {}, {}), i64);
+      wg = id(llvm::Intrinsic::amdgcn_workgroup_id_x, groups);
+      lid = id(llvm::Intrinsic::amdgcn_workitem_id_x, k.workgroup_size);
     } else {
-      wg = b_.CreateZExt(b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x, {}, {}), i64);
-      lid = b_.CreateZExt(b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x, {}, {}), i64);
+      wg = id(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x, groups);
+      lid = id(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x, k.workgroup_size);
     }
     auto barrier = [&] {
       if (amd) {
