@@ -707,7 +707,7 @@ INDEX64_MARKERS = ["v_mad_u64_u32", "v_lshlrev_b64", "v_addc_co_u32"]
 
 def count_index64(asm_path):
     text = open(asm_path).read()
-    return sum(len(re.findall(r"\b%s\b" % m, text)) for m in INDEX64_MARKERS)
+    return sum(len(re.findall(r"\b%s" % m, text)) for m in INDEX64_MARKERS)
 
 
 def static_batch_example(ctx, name, out):
