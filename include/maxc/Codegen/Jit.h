@@ -17,8 +17,11 @@ class JitModule {
 public:
   /// JIT-compiles `module` (created in `context`, both moved in) for the host
   /// CPU at the given optimization level. Symbols of libc/libm resolve from
-  /// the current process. Throws maxc::Error on failure.
-  JitModule(std::unique_ptr<llvm::LLVMContext> context, std::unique_ptr<llvm::Module> module, int opt_level = 2);
+  /// the current process. Throws maxc::Error on failure. `cpu` other than
+  /// "native" compiles for that CPU of the host's architecture instead (tests
+  /// of the narrower-vector kernels: "haswell" runs on an AVX-512 host).
+  JitModule(std::unique_ptr<llvm::LLVMContext> context, std::unique_ptr<llvm::Module> module, int opt_level = 2,
+            const std::string &cpu = "native");
   ~JitModule();
   JitModule(const JitModule &) = delete;
   JitModule &operator=(const JitModule &) = delete;

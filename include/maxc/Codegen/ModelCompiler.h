@@ -47,11 +47,13 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
                                                llvm::LLVMContext &context,
                                                WeightsPlacement placement = WeightsPlacement::ir,
                                                ByteChunks *weights = nullptr,
-                                               const LoweringPlans *plans = nullptr); // null: planned here
+                                               const LoweringPlans *plans = nullptr, // null: planned here
+                                               unsigned vector_lanes = 0); // 0: the host's (cpu_vector_lanes)
 
-/// Decomposes `graph` and builds its module (for tests that JIT a graph).
+/// Decomposes `graph` and builds its module (for tests that JIT a graph),
+/// with kernels for `vector_lanes` f32 lanes (0: the host's).
 std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::string &name,
-                                                 llvm::LLVMContext &context);
+                                                 llvm::LLVMContext &context, unsigned vector_lanes = 0);
 
 struct CpuCodegenRequest {
   bool object = true;

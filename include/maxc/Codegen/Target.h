@@ -34,6 +34,17 @@ std::vector<std::string> known_cpus(const std::string &triple);
 /// and shared libraries alike).
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const CpuTarget &target);
 
+/// The f32 lanes of the target's vector registers that the CPU kernels
+/// (GEMM panels, attention query blocks, conv planes) are built for: 16 with
+/// AVX-512F (512-bit vectors; the generated functions prefer them), 8 with
+/// AVX/AVX2, 4 otherwise (SSE, NEON, generic). Decided from the CPU and its
+/// features, as the TargetMachine would see them.
+unsigned cpu_vector_lanes(const CpuTarget &target);
+
+/// cpu_vector_lanes of the host ("native"), what the in-process JIT runs on;
+/// decided once.
+unsigned host_vector_lanes();
+
 /// Initializes the LLVM targets maxc uses (idempotent, thread-safe).
 void initialize_llvm_targets();
 

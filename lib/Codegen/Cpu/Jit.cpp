@@ -38,7 +38,7 @@ struct JitModule::Impl {
 };
 
 JitModule::JitModule(std::unique_ptr<llvm::LLVMContext> context_arg, std::unique_ptr<llvm::Module> module_arg,
-                     int opt_level)
+                     int opt_level, const std::string &cpu)
     : impl_(std::make_unique<Impl>()) {
   // Locals fix the destruction order should something below throw: the
   // module goes before its context (parameters' order is unspecified).
@@ -49,14 +49,17 @@ JitModule::JitModule(std::unique_ptr<llvm::LLVMContext> context_arg, std::unique
   if (&module->getContext() != context.get())
     throw Error(ErrorCode::InvalidArgument, "JitModule: the module was not created in the given context");
   // Validates opt_level and the host (an x86-64 or aarch64 Linux machine).
-  CpuTarget host = resolve_cpu_target(llvm::sys::getProcessTriple(), "native", opt_level);
+  CpuTarget host = resolve_cpu_target(llvm::sys::getProcessTriple(), cpu, opt_level);
   initialize_llvm_targets();
 
   // Optimize for the host as an AOT build would (same pipeline, same costs).
   optimize_module(*module, host);
 
   llvm::orc::JITTargetMachineBuilder jtmb =
-      take(llvm::orc::JITTargetMachineBuilder::detectHost(), "cannot detect the host for the JIT");
+      cpu == "native" ? take(llvm::orc::JITTargetMachineBuilder::detectHost(), "cannot detect the host for the JIT")
+                      : llvm::orc::JITTargetMachineBuilder(llvm::Triple(host.triple));
+  if (cpu != "native")
+    jtmb.setCPU(host.cpu);
   jtmb.setCodeGenOptLevel(codegen_opt_level(opt_level));
   impl_->jit = take(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(),
                     "cannot create the JIT");

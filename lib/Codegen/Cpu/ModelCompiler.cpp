@@ -5,6 +5,7 @@
 #include "Cpu/Runtime.h"
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ObjectEmitter.h"
+#include "maxc/Codegen/Target.h"
 #include "maxc/Codegen/WeightsSection.h"
 #include "maxc/Support/Error.h"
 #include "maxc/Support/Sha256.h"
@@ -173,7 +174,8 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
 
 std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const ModelInterface &abi,
                                                llvm::LLVMContext &context, WeightsPlacement placement,
-                                               ByteChunks *weights, const LoweringPlans *plans) {
+                                               ByteChunks *weights, const LoweringPlans *plans,
+                                               unsigned vector_lanes) {
   const std::string &name = abi.name;
   if (!is_c_identifier(name))
     throw Error(ErrorCode::InvalidArgument, "model name '" + name + "' is not a C identifier (use --name)");
@@ -202,7 +204,9 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
     if (weights)
       *weights = std::move(blob);
   }
-  codegen::EmittedGraph root = codegen::emit_graph_functions(*module, lowered, name, m.symbols, 16, external.get(), plans);
+  codegen::EmittedGraph root = codegen::emit_graph_functions(*module, lowered, name, m.symbols,
+                                                                   vector_lanes ? vector_lanes : host_vector_lanes(),
+                                                                   external.get(), plans);
   emit_entry_points(*module, m, root, external ? external->base : nullptr);
   codegen::link_cpu_runtime(*module, name);
   codegen::verify_module(*module, "CPU model");
@@ -210,11 +214,11 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
 }
 
 std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::string &name,
-                                                 llvm::LLVMContext &context) {
+                                                 llvm::LLVMContext &context, unsigned vector_lanes) {
   std::unique_ptr<Graph> lowered = decompose(graph, {/*keep_rowwise=*/true, /*fuse_attention=*/true});
   ModelInterface abi = describe_interface(*lowered, name);
   abi.workspace_bound = workspace_bound(*lowered).to_string();
-  return build_cpu_module(*lowered, abi, context);
+  return build_cpu_module(*lowered, abi, context, WeightsPlacement::ir, nullptr, nullptr, vector_lanes);
 }
 
 CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &abi, const CpuTarget &target,
@@ -226,7 +230,7 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
   std::unique_ptr<llvm::Module> module = timer.run("codegen", [&] {
     auto built = build_cpu_module(lowered, abi, context,
                                   request.external_weights ? WeightsPlacement::run_time : WeightsPlacement::object_section,
-                                  &weights, plans);
+                                  &weights, plans, cpu_vector_lanes(target));
     return built;
   });
   // External weights: their FNV-1a (one pass over every byte) on a second

@@ -166,6 +166,28 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const CpuTarget &target
   return tm;
 }
 
+unsigned cpu_vector_lanes(const CpuTarget &target) {
+  llvm::Triple t = checked_triple(target.triple);
+  check_cpu(t, target.cpu);
+  if (t.getArch() != llvm::Triple::x86_64)
+    return 4; // NEON (and the generic baseline): 128-bit vectors
+  const llvm::Target &llvm_target = lookup_target(t);
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(
+      llvm_target.createMCSubtargetInfo(t.str(), target.cpu, target.features));
+  if (!sti)
+    throw Error(ErrorCode::Internal, "LLVM cannot describe the CPU '" + target.cpu + "' of " + t.str());
+  if (sti->checkFeatures("+avx512f,+evex512"))
+    return 16;
+  if (sti->checkFeatures("+avx"))
+    return 8;
+  return 4;
+}
+
+unsigned host_vector_lanes() {
+  static const unsigned lanes = cpu_vector_lanes(resolve_cpu_target(llvm::sys::getProcessTriple(), "native", 2));
+  return lanes;
+}
+
 void initialize_llvm_targets() {
   static std::once_flag once;
   std::call_once(once, [] {

@@ -10,6 +10,7 @@
 
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <llvm/TargetParser/Host.h>
 
 #include <cstring>
 #include <thread>
@@ -53,10 +54,13 @@ inline void two_threads(void *ctx, int64_t count, TaskFn task) {
 /// the artifact's own pool (maxc_jit_set_num_threads).
 class JitCompiledGraph {
 public:
-  explicit JitCompiledGraph(const Graph &graph) : graph_(graph) {
+  /// `cpu` other than "native": kernels and code for that CPU (of the host's
+  /// architecture, runnable here: "haswell" for the 8-lane kernels).
+  explicit JitCompiledGraph(const Graph &graph, const std::string &cpu = "native") : graph_(graph) {
     auto context = std::make_unique<llvm::LLVMContext>();
-    auto module = build_model_module(graph, "maxc_jit", *context);
-    jit_ = std::make_unique<JitModule>(std::move(context), std::move(module), 2);
+    unsigned lanes = cpu == "native" ? 0 : cpu_vector_lanes(resolve_cpu_target(llvm::sys::getProcessTriple(), cpu, 2));
+    auto module = build_model_module(graph, "maxc_jit", *context, lanes);
+    jit_ = std::make_unique<JitModule>(std::move(context), std::move(module), 2, cpu);
     set_pf_ = reinterpret_cast<void (*)(void (*)(void *, int64_t, TaskFn))>(jit_->lookup("maxc_jit_set_parallel_for"));
     set_threads_ = reinterpret_cast<void (*)(int32_t)>(jit_->lookup("maxc_jit_set_num_threads"));
     run_ = reinterpret_cast<int32_t (*)(void *const *, const int64_t *, void *)>(jit_->lookup("maxc_jit_run_packed"));
@@ -125,8 +129,9 @@ inline std::string bitwise_mismatch(const std::vector<HostTensor> &a, const std:
 /// `graph` compiled once and run on 1, 2 and 3 threads of the artifact's
 /// pool and through two_threads: the runs must give the same bits; returns
 /// the one-thread outputs.
-inline std::vector<HostTensor> run_compiled_threads(const Graph &graph, const std::vector<HostTensor> &inputs) {
-  JitCompiledGraph compiled(graph);
+inline std::vector<HostTensor> run_compiled_threads(const Graph &graph, const std::vector<HostTensor> &inputs,
+                                                    const std::string &cpu = "native") {
+  JitCompiledGraph compiled(graph, cpu);
   std::vector<HostTensor> one = compiled.run_threads(inputs, 1);
   for (int threads : {2, 3}) {
     std::string mismatch = bitwise_mismatch(compiled.run_threads(inputs, threads), one);
