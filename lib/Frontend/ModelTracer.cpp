@@ -104,8 +104,19 @@ public:
   std::unique_ptr<Graph> trace() {
     open_weights();
     auto graph = std::make_unique<Graph>(ast_.name);
-    for (const auto &[name, type] : ast_.inputs)
-      graph->add_input(type, name);
+    // --dim NAME=N pins a symbolic input dim at compile time (as for ONNX).
+    std::set<std::string> known_dims;
+    for (const auto &[name, type] : ast_.inputs) {
+      TensorType pinned = type;
+      for (Dim &d : pinned.shape) {
+        for (const std::string &s : d.symbols())
+          known_dims.insert(s);
+        if (auto it = d.is_symbol() ? options_.dims.find(d.symbol()) : options_.dims.end(); it != options_.dims.end())
+          d = Dim(it->second);
+      }
+      graph->add_input(pinned, name);
+    }
+    report_unknown_dims(options_.dims, known_dims, ast_.file, diags_);
     std::vector<MaybeTensor> outputs;
     {
       GraphRealizationContext ctx(*graph);

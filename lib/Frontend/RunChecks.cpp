@@ -91,6 +91,20 @@ void check_dim_names(const Graph &graph, const DimBindings &dims) {
   }
 }
 
+void report_unknown_dims(const std::map<std::string, int64_t> &dims, const std::set<std::string> &known,
+                         const std::string &path, DiagnosticEngine &diagnostics) {
+  for (const auto &[name, value] : dims) {
+    if (known.count(name))
+      continue;
+    std::string list;
+    for (const std::string &s : known)
+      list += (list.empty() ? "" : ", ") + s;
+    diagnostics.error(ErrorCode::InvalidArgument, "", "--dim",
+                      path + " has no symbolic input dim named '" + name + "'" +
+                          (list.empty() ? " (its inputs have none)" : " (its dims: " + list + ")"));
+  }
+}
+
 namespace {
 
 // Checks every value of `graph` against the limits and returns their total

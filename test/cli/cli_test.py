@@ -1543,6 +1543,21 @@ def harden_memory_budget(ctx):
 
 
 @case
+def compile_dim_pins(ctx):
+    """--dim NAME=N pins a JSON model's symbolic input dim at compile time; an unknown NAME is an error."""
+    r = ctx.run(["compile", ctx.example("mlp"), "--weights", ctx.weights("mlp"), "--dim", "batch=3",
+                 "-o", "mlp.o", "--emit", "header"], rc=0)
+    header = open(ctx.path("mlp.h")).read()
+    expect_in("int32_t mlp_run(const float *x, float *logits, void *workspace);", header, "mlp.h", r)
+    expect_in("f32[3,784]", header, "mlp.h", r)
+    r = ctx.run(["compile", ctx.example("mlp"), "--weights", ctx.weights("mlp"), "--dim", "batch=3", "--dim", "seq=2",
+                 "-o", "bad.o"], rc=1)
+    expect_in("--dim: error[E0002]: " + ctx.example("mlp") + " has no symbolic input dim named 'seq' (its dims: batch)",
+              r.stderr, "stderr", r)
+    expect(not os.path.exists(ctx.path("bad.o")), "no object after a refused --dim", r)
+
+
+@case
 def harden_byte_size_rule(ctx):
     """Tensors over 2^62 bytes are rejected by check (with a location), like run."""
     iota = write_json(ctx.path("iota.json"), tiny_model(

@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
       ->check(CLI::IsMember({"text", "json", "sarif"}));
   app.add_flag("-W,--warnings-as-errors", global.warnings_as_errors, "Treat warnings as errors");
   std::vector<std::string> onnx_dims;
-  app.add_option("--dim", onnx_dims, "ONNX models: pin a symbolic dim (dim_param) at compile time, NAME=N (repeatable)");
+  app.add_option("--dim", onnx_dims, "Pin a symbolic input dim at compile time, NAME=N (JSON dims or ONNX dim_param; repeatable; an unknown NAME is an error)");
   app.add_flag("--no-dedup", global.no_dedup, "ONNX models: do not trace repeated layers as shared subgraphs");
 
   CheckOptions check;

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -98,6 +99,13 @@ std::optional<uint64_t> parse_byte_size(const std::string &text);
 /// a symbolic dim the graph uses. Throws maxc::Error (InvalidArgument)
 /// naming the unknown symbol and listing the graph's.
 void check_dim_names(const Graph &graph, const DimBindings &dims);
+
+/// Compile-time pins (`--dim NAME=N`, LoadOptions::dims) that name none of
+/// the model's input dims (`known`: their symbols, and ONNX dim_param
+/// names): one InvalidArgument error each on `--dim`, naming the model file
+/// and the dims it has — a pin is never silently ignored.
+void report_unknown_dims(const std::map<std::string, int64_t> &dims, const std::set<std::string> &known,
+                         const std::string &path, DiagnosticEngine &diagnostics);
 
 /// Before a run allocates anything: binds the symbolic dims from `inputs`
 /// (and `dims`), then checks that every tensor of the graph fits

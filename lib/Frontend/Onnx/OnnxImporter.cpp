@@ -225,6 +225,7 @@ private:
 
   void read_inputs(Graph &graph) {
     std::map<std::string, std::string> dim_symbols; // dim_param → symbol
+    std::set<std::string> known_dims;               // every dim_param and symbol, for --dim
     for (const auto &in : graph_proto_.input()) {
       if (values_.count(in.name()) || poisoned_.count(in.name()))
         continue; // an initializer listed as input (IR < 4): a weight with a default
@@ -267,6 +268,8 @@ private:
             it = dim_symbols.emplace(param, dim_names_.mangle(param, "dim" + std::to_string(dim_symbols.size())))
                      .first;
           const std::string &sym = it->second;
+          known_dims.insert(sym);
+          known_dims.insert(param);
           auto pinned = options_.dims.find(sym);
           if (pinned == options_.dims.end())
             pinned = options_.dims.find(param);
@@ -291,6 +294,7 @@ private:
         poisoned_.insert(in.name());
       }
     }
+    report_unknown_dims(options_.dims, known_dims, path_, diags_);
   }
 
   static void checked_numel_shape(const Shape &shape, DType dtype, const std::string &what) {
