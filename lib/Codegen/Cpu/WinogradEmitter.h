@@ -10,8 +10,8 @@
 //  3. Y = Aᵀ M A per (o, t): 2x2 outputs, the plan's epilogue (bias,
 //     activation, residual...) applied to each, tasks over output channels.
 // U[e][o][c] = (G g Gᵀ)[e] is computed at compile time (winograd_f23_weights,
-// in double, stored f32). V and M live in the conv's im2col scratch slot
-// (winograd_f23_fits: 16*(C+O)*T floats within C*9*OH*OW).
+// in double, stored f32). V and M live in the conv's scratch slot
+// (conv_uses_gemm sizes it for 16*(C+O)*T floats).
 #pragma once
 
 #include "Cpu/ConvEmitter.h"
@@ -35,8 +35,8 @@ constexpr int64_t kWinogradMinChannels = 32;
 /// a [O, C, 3, 3] weight (any float dtype), computed in double.
 std::vector<float> winograd_f23_weights(const HostTensor &w);
 
-/// True when `s` (one group, 3x3, stride 1, dilation 1) has channels of at
-/// least `min_channels` and V and M fit in the im2col scratch it is given.
+/// True when `s` is one group, 3x3, stride 1, dilation 1, with input and
+/// output channels of at least `min_channels`.
 bool winograd_f23_fits(const ConvShape &s, int64_t min_channels);
 
 /// Per subgraph of `root` (by name): the inputs that also arrive as Winograd
