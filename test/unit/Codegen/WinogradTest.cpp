@@ -6,11 +6,12 @@
 // and asymmetric, bias and an epilogue chain, batch 2; 1, 2 and 3 threads
 // give the same bits.
 //
-// Tolerance (|a-e| <= atol + rtol*|e|): rtol 1e-5, atol 1e-5, as for
-// im2col (ConvKernelTest). F(2,3) sums in f32 over C = 32..48 channels the
-// products of transformed values (weights transformed in double, rounded
-// once); measured first mismatches at exact comparison: 4e-6 absolute on
-// outputs of 4..28 (relative 1e-7..6e-7).
+// Tolerance (|a-e| <= atol + rtol*|e|): rtol 1e-5, atol 1e-4. F(2,3) sums
+// in f32 over C = 32..48 channels the products of transformed values
+// (weights transformed in double, rounded once); the error scales with the
+// outputs' range (|y| up to ~30 here), not each output: measured 4e-6 on
+// outputs of 4..28 and up to 2.6e-5 absolute on outputs near 0 where the sum
+// cancels (im2col's ConvKernelTest bound, atol 1e-5, is too tight for it).
 #include "CompiledRunner.h"
 
 #include "maxc/Realization/GraphRealizationContext.h"
@@ -20,7 +21,7 @@ using namespace maxc::test;
 
 namespace {
 
-constexpr double kRtol = 1e-5, kAtol = 1e-5;
+constexpr double kRtol = 1e-5, kAtol = 1e-4;
 
 ops::Conv2dOptions pad(std::vector<int64_t> p) {
   ops::Conv2dOptions o;
