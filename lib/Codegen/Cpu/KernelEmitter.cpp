@@ -665,7 +665,7 @@ private:
                                   conv_direct_split(g_, node), mod_.lanes, mod_.prefix, epi ? &epi->gemm : nullptr});
         return;
       }
-      if (Value *u = winograd_weights(node, s)) {
+      if (Value *u = winograd_weights(node)) {
         emit_winograd_f23(b_, {s, x_n, u, out_n, scratch, mod_.lanes, mod_.prefix, epi ? &epi->gemm : nullptr});
         return;
       }
@@ -683,9 +683,9 @@ private:
   /// A constant of this graph: one global per constant.
   /// A subgraph's weight that every call binds to a constant arrives
   /// transformed from each call site (an extra buffer table entry).
-  Value *winograd_weights(const Node &node, const ConvShape &s) {
+  Value *winograd_weights(const Node &node) {
     const ValueInfo &w = g_.value_info(node.operands[1]);
-    if (!winograd_f23_fits(s, kWinogradMinChannels))
+    if (!conv_winograd_shape(g_, node))
       return nullptr;
     if (w.producer >= 0)
       return g_.nodes()[w.producer].op == "constant"

@@ -44,23 +44,16 @@ std::vector<float> winograd_f23_weights(const HostTensor &w) {
   return u;
 }
 
-bool winograd_f23_fits(const ConvShape &s, int64_t min_channels) {
-  if (s.groups != 1 || s.KH != 3 || s.KW != 3 || s.stride != std::array<int64_t, 2>{1, 1} ||
-      s.dilation != std::array<int64_t, 2>{1, 1})
-    return false;
-  return s.C >= min_channels && s.O >= min_channels;
-}
-
 std::map<std::string, std::vector<size_t>> winograd_call_site_inputs(const Graph &root) {
   std::map<std::string, std::vector<size_t>> out;
   for (const auto &[name, bound] : constant_bound_inputs(root)) {
     const Graph &sub = *root.find_subgraph(name);
     std::set<size_t> inputs;
     for (const Node &n : sub.nodes()) {
-      if (!conv_uses_gemm(sub, n))
+      if (!conv_winograd_shape(sub, n))
         continue;
       const ValueInfo &w = sub.value_info(n.operands[1]);
-      if (w.producer < 0 && bound[w.index] && winograd_f23_fits(conv_shape_of(sub, n), kWinogradMinChannels))
+      if (w.producer < 0 && bound[w.index])
         inputs.insert(w.index);
     }
     if (!inputs.empty())

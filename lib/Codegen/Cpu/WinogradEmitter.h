@@ -1,5 +1,6 @@
-// Winograd F(2,3) convolution for the CPU code generator: 3x3, stride 1,
-// dilation 1, one group, f32, with weights known at compile time.
+// Winograd F(2,3) convolution for the CPU code generator: the convs of
+// conv_winograd_shape (LoweringPlan.h: 3x3, stride 1, dilation 1, one group,
+// f32, >= 32 channels) whose weights are known at compile time.
 //
 // Per image, with tiles of 2x2 outputs (TH = ceil(OH/2) by TW = ceil(OW/2),
 // T = TH*TW tiles) and 4x4 input patches d (zeros outside the input):
@@ -26,23 +27,14 @@ class HostTensor;
 
 namespace maxc::codegen {
 
-/// The smallest input and output channel count that takes Winograd: below
-/// it the transforms (O(C*T*16) and O(O*T*16) scalar work) weigh more next
-/// to the GEMMs' O(16*O*C*T).
-constexpr int64_t kWinogradMinChannels = 32;
-
 /// U[e][o][c] (e = 4*i + j of the 4x4 transform) = (G g[o][c] Gᵀ)[i][j] for
 /// a [O, C, 3, 3] weight (any float dtype), computed in double.
 std::vector<float> winograd_f23_weights(const HostTensor &w);
 
-/// True when `s` is one group, 3x3, stride 1, dilation 1, with input and
-/// output channels of at least `min_channels`.
-bool winograd_f23_fits(const ConvShape &s, int64_t min_channels);
-
 /// Per subgraph of `root` (by name): the inputs that also arrive as Winograd
 /// weights from every call site: bound to a constant at every call
 /// (constant_bound_inputs, Transforms/MatmulLayout.h) and the weight of a
-/// static f32 conv2d that winograd_f23_fits. Sorted; the code generator
+/// conv2d of conv_winograd_shape (LoweringPlan.h). Sorted; the code generator
 /// appends one buffer table entry per input, after the outputs.
 std::map<std::string, std::vector<size_t>> winograd_call_site_inputs(const Graph &root);
 
