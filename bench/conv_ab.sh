@@ -4,7 +4,7 @@
 #   bench/conv_ab.sh OLD_MAXC NEW_MAXC [model.onnx] [rounds] [runs]
 # e.g. bench/conv_ab.sh /work/main/build/bin/maxc build/bin/maxc /tmp/onnxm/resnet18.onnx 5 30
 set -eu
-old=$1 new=$2 model=${3:-/tmp/onnxm/resnet18.onnx} rounds=${4:-5} runs=${5:-30}
+old=$(realpath "$1") new=$(realpath "$2") model=${3:-/tmp/onnxm/resnet18.onnx} rounds=${4:-5} runs=${5:-30}
 dir=$(mktemp -d)
 for v in old new; do
   eval maxc=\$$v
