@@ -242,12 +242,25 @@ bool conv_uses_gemm(const Graph &g, const Node &node, int64_t *bytes) {
     return false;
   const TensorType &x = g.type_of(node.operands[0]), &w = g.type_of(node.operands[1]);
   const TensorType &out = g.type_of(node.results[0]);
-  // colsT: [C*KH*KW, OH*OW] f32 (none for a pointwise conv: x is colsT)
-  if (bytes)
-    *bytes = conv_is_pointwise(g, node) ? 0
-                                        : x.shape[1].value() * w.shape[2].value() * w.shape[3].value() *
-                                              out.shape[2].value() * out.shape[3].value() * 4;
+  // colsT: [C*KH*KW, OH*OW] f32 (none for a pointwise conv: x is colsT);
+  // a 3x3 stride-1 conv may take Winograd F(2,3) (Cpu/WinogradEmitter.h):
+  // V and M, 16*(C+O) floats per 2x2 output tile.
+  if (bytes) {
+    int64_t C = x.shape[1].value(), O = w.shape[0].value(), OH = out.shape[2].value(), OW = out.shape[3].value();
+    *bytes = conv_is_pointwise(g, node) ? 0 : C * w.shape[2].value() * w.shape[3].value() * OH * OW * 4;
+    if (conv_winograd_shape(g, node))
+      *bytes = std::max(*bytes, 16 * (C + O) * ((OH + 1) / 2) * ((OW + 1) / 2) * 4);
+  }
   return true;
+}
+
+bool conv_winograd_shape(const Graph &g, const Node &node) {
+  if (!conv_is_static_f32(g, node) || node.attrs.get_int("groups") != 1)
+    return false;
+  const Shape &w = g.type_of(node.operands[1]).shape;
+  return w[2] == Dim(3) && w[3] == Dim(3) && node.attrs.get_ints("stride") == std::vector<int64_t>{1, 1} &&
+         node.attrs.get_ints("dilation") == std::vector<int64_t>{1, 1} && w[0].value() >= kWinogradMinChannels &&
+         w[1].value() >= kWinogradMinChannels;
 }
 
 bool conv_is_pointwise(const Graph &g, const Node &node) {

@@ -59,6 +59,16 @@ bool conv_uses_gemm(const Graph &graph, const Node &node, int64_t *bytes = nullp
 /// already the GEMM's B operand (no im2col, no scratch).
 bool conv_is_pointwise(const Graph &graph, const Node &node);
 
+/// The smallest input and output channel count of a Winograd conv: below it
+/// the transforms (scalar, O(16*(C+O)) per tile) weigh too much next to the
+/// 16 GEMMs' O(16*O*C) per tile.
+constexpr int64_t kWinogradMinChannels = 32;
+/// True for a conv_uses_gemm conv2d that the CPU lowers through Winograd
+/// F(2,3) (Cpu/WinogradEmitter.h) when its weight is constant: 3x3, stride 1,
+/// dilation 1, at least kWinogradMinChannels input and output channels. Its
+/// scratch (conv_uses_gemm) covers the transforms.
+bool conv_winograd_shape(const Graph &graph, const Node &node);
+
 /// True for a conv2d the CPU code generator lowers as a direct vectorized
 /// window loop (f32, groups > 1: depthwise and grouped convolutions; see
 /// Cpu/ConvEmitter.cpp); its scratch (one zero-padded input plane per

@@ -13,9 +13,8 @@ namespace maxc::codegen {
 
 using llvm::Value;
 
-namespace {
+namespace conv_ir {
 
-/// for (i = from; i < to; ++i) body(i), i64.
 void for_range(llvm::IRBuilder<> &b, Value *from, Value *to, const std::function<void(Value *)> &body) {
   llvm::LLVMContext &ctx = b.getContext();
   llvm::Function *fn = b.GetInsertBlock()->getParent();
@@ -39,7 +38,6 @@ void for_count(llvm::IRBuilder<> &b, int64_t n, const std::function<void(Value *
   for_range(b, b.getInt64(0), b.getInt64(n), body);
 }
 
-/// if (cond) then();
 void if_then(llvm::IRBuilder<> &b, Value *cond, const std::function<void()> &then) {
   llvm::Function *fn = b.GetInsertBlock()->getParent();
   auto *yes = llvm::BasicBlock::Create(b.getContext(), "conv.then", fn);
@@ -66,11 +64,6 @@ void zero_floats(llvm::IRBuilder<> &b, Value *base, Value *from, int64_t n) {
 int64_t ceil_div(int64_t a, int64_t d) { return a >= 0 ? (a + d - 1) / d : -((-a) / d); }
 int64_t floor_div(int64_t a, int64_t d) { return a >= 0 ? a / d : -((-a + d - 1) / d); }
 
-/// body(b, captured, t) for t in [0, tasks), each a call of a task function
-/// `<prefix>.<name>` of its own: `fields` (pointers, i64) and the
-/// epilogue's captures go through an entry-block struct; in the task,
-/// `captured` holds the fields' copies, and the epilogue (if any) has been
-/// entered (GemmEpilogue::enter) for the task's duration.
 void emit_tasks(llvm::IRBuilder<> &b, const std::string &prefix, const std::string &name,
                 const std::vector<Value *> &fields, int64_t tasks, const GemmEpilogue *epilogue,
                 const std::function<void(llvm::IRBuilder<> &, const std::vector<Value *> &, Value *)> &body) {
@@ -108,7 +101,9 @@ void emit_tasks(llvm::IRBuilder<> &b, const std::string &prefix, const std::stri
   emit_parallel_for(b, prefix, args, b.getInt64(tasks), task);
 }
 
-} // namespace
+} // namespace conv_ir
+
+using namespace conv_ir;
 
 /// Units [u_begin, u_end) of im2col (one task's): unit u = c * KH + ky,
 /// the KW rows (u * KW + kx) of cols for input channel c and kernel row ky.
@@ -160,6 +155,18 @@ static void emit_im2col_units(llvm::IRBuilder<> &b, const ConvShape &s, Value *x
       }
     }
   });
+}
+
+ConvShape conv_shape_of(const Graph &g, const Node &node) {
+  const Shape &xs = g.type_of(node.operands[0]).shape, &ws = g.type_of(node.operands[1]).shape,
+              &os = g.type_of(node.results[0]).shape;
+  std::vector<int64_t> stride = node.attrs.get_ints("stride"), dil = node.attrs.get_ints("dilation");
+  std::vector<int64_t> p = node.attrs.get_ints("padding"); // [t, l] or [t, l, b, r]
+  std::array<int64_t, 4> pad = p.size() == 2 ? std::array<int64_t, 4>{p[0], p[1], p[0], p[1]}
+                                             : std::array<int64_t, 4>{p[0], p[1], p[2], p[3]};
+  return {xs[1].value(), xs[2].value(), xs[3].value(), ws[0].value(), ws[2].value(), ws[3].value(),
+          os[2].value(), os[3].value(), node.attrs.get_int("groups"), {stride[0], stride[1]}, {dil[0], dil[1]},
+          pad};
 }
 
 void emit_im2col_f32(llvm::IRBuilder<> &outer, const ConvShape &s, Value *x_in, Value *cols_in,

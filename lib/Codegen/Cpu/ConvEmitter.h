@@ -19,11 +19,14 @@
 
 #include "Cpu/GemmEmitter.h"
 
+#include "maxc/IR/Graph.h"
+
 #include <llvm/IR/IRBuilder.h>
 
 #include <array>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace maxc::codegen {
 
@@ -33,6 +36,9 @@ struct ConvShape {
   std::array<int64_t, 2> stride, dilation;
   std::array<int64_t, 4> pad; // top, left, bottom, right
 };
+
+/// The geometry of conv2d `node` of `g` (static channel, spatial and kernel dims).
+ConvShape conv_shape_of(const Graph &g, const Node &node);
 
 /// cols[(c*KH + ky)*KW + kx, oy*OW + ox] = x[c, oy*sy - pt + ky*dy, ox*sx - pl + kx*dx]
 /// (0 outside the input); x and cols point at one image / its matrix. The
@@ -57,5 +63,28 @@ struct DirectConvArgs {
 /// Tasks of `split[1]` groups each (a plane of their own), through the
 /// runtime's parallel_for.
 void emit_conv_direct_f32(llvm::IRBuilder<> &b, const DirectConvArgs &args);
+
+/// IR helpers shared by the convolution kernels (ConvEmitter.cpp,
+/// WinogradEmitter.cpp); i64 arithmetic is nsw.
+namespace conv_ir {
+/// for (i = from; i < to; ++i) body(i), i64.
+void for_range(llvm::IRBuilder<> &b, llvm::Value *from, llvm::Value *to,
+               const std::function<void(llvm::Value *)> &body);
+void for_count(llvm::IRBuilder<> &b, int64_t n, const std::function<void(llvm::Value *)> &body);
+/// if (cond) then();
+void if_then(llvm::IRBuilder<> &b, llvm::Value *cond, const std::function<void()> &then);
+llvm::Value *f32_at(llvm::IRBuilder<> &b, llvm::Value *base, llvm::Value *index);
+llvm::Value *mul(llvm::IRBuilder<> &b, llvm::Value *x, int64_t c);
+llvm::Value *add(llvm::IRBuilder<> &b, llvm::Value *x, llvm::Value *y);
+llvm::Value *add(llvm::IRBuilder<> &b, llvm::Value *x, int64_t c);
+/// body(b, captured, t) for t in [0, tasks), each a call of a task function
+/// `<prefix>.<name>` of its own: `fields` (pointers, i64) and the
+/// epilogue's captures go through an entry-block struct; in the task,
+/// `captured` holds the fields' copies, and the epilogue (if any) has been
+/// entered (GemmEpilogue::enter) for the task's duration.
+void emit_tasks(llvm::IRBuilder<> &b, const std::string &prefix, const std::string &name,
+                const std::vector<llvm::Value *> &fields, int64_t tasks, const GemmEpilogue *epilogue,
+                const std::function<void(llvm::IRBuilder<> &, const std::vector<llvm::Value *> &, llvm::Value *)> &body);
+} // namespace conv_ir
 
 } // namespace maxc::codegen

@@ -3,6 +3,7 @@
 #include "ElementalEmitter.h"
 #include "Cpu/AttentionEmitter.h"
 #include "Cpu/ConvEmitter.h"
+#include "Cpu/WinogradEmitter.h"
 #include "Cpu/GemmEmitter.h"
 #include "Cpu/NormEmitter.h"
 #include "Cpu/Runtime.h"
@@ -46,6 +47,10 @@ struct Module {
   const LoweringPlans *plans;      // the driver's; null: plan here
   std::map<const Graph *, EmittedGraph> functions;
   std::map<std::pair<const Graph *, std::string>, llvm::GlobalVariable *> constants;
+  /// Per subgraph: the inputs that also arrive as Winograd weights, from
+  /// each call site (winograd_call_site_inputs); buffer table entries after
+  /// the outputs, in this order.
+  std::map<std::string, std::vector<size_t>> winograd_inputs;
 };
 
 // ---------------------------------------------------------------------------
@@ -482,7 +487,10 @@ private:
   void emit_call(const Node &node) {
     const Graph *callee = g_.find_subgraph(node.attrs.get_string("callee"));
     EmittedGraph fns = mod_.functions.at(callee);
-    size_t count = node.operands.size() + node.results.size();
+    const std::vector<size_t> *wino = nullptr;
+    if (auto it = mod_.winograd_inputs.find(node.attrs.get_string("callee")); it != mod_.winograd_inputs.end())
+      wino = &it->second;
+    size_t count = node.operands.size() + node.results.size() + (wino ? wino->size() : 0);
     // The buffer table lives in the entry block. Weights (constants) are
     // known at link time: they come from a read-only template copied in one
     // memcpy, so each call costs the same few instructions however many
@@ -498,6 +506,11 @@ private:
       fixed.push_back(is_const ? llvm::cast<llvm::Constant>(pointer_of(v))
                                : llvm::ConstantPointerNull::get(b_.getPtrTy()));
       constants += is_const;
+    }
+    // The call's Winograd weights (its constants transformed at compile time).
+    for (size_t i = 0; wino && i < wino->size(); ++i, ++constants) {
+      const Node &c = g_.nodes()[g_.value_info(node.operands[(*wino)[i]]).producer];
+      fixed.push_back(winograd_global(c.attrs.get_string("name")));
     }
     if (constants > 0) {
       auto *type = llvm::ArrayType::get(b_.getPtrTy(), count);
@@ -762,6 +775,10 @@ private:
                                   conv_direct_split(g_, node), mod_.lanes, mod_.prefix, epi ? &epi->gemm : nullptr});
         return;
       }
+      if (Value *u = winograd_weights(node)) {
+        emit_winograd_f23(b_, {s, x_n, u, out_n, scratch, mod_.lanes, mod_.prefix, epi ? &epi->gemm : nullptr});
+        return;
+      }
       if (!pointwise)
         emit_im2col_f32(b_, s, x_n, scratch, mod_.prefix);
       GemmArgs args{wptr, pointwise ? x_n : scratch, out_n, b_.getInt64(s.O), b_.getInt64(P), b_.getInt64(K),
@@ -771,14 +788,44 @@ private:
     });
   }
 
-  ConvShape conv_shape(const Node &node) {
-    const Shape &xs = g_.type_of(node.operands[0]).shape, &ws = g_.type_of(node.operands[1]).shape,
-                &os = g_.type_of(node.results[0]).shape;
-    std::vector<int64_t> stride = node.attrs.get_ints("stride"), dil = node.attrs.get_ints("dilation");
-    return {xs[1].value(), xs[2].value(), xs[3].value(), ws[0].value(), ws[2].value(), ws[3].value(),
-            os[2].value(), os[3].value(), node.attrs.get_int("groups"), {stride[0], stride[1]}, {dil[0], dil[1]},
-            padding4(node.attrs)};
+  /// The Winograd F(2,3) weights of a 3x3 stride-1 conv (Cpu/WinogradEmitter.h),
+  /// transformed at compile time; null when the conv takes im2col + GEMM.
+  /// A constant of this graph: one global per constant.
+  /// A subgraph's weight that every call binds to a constant arrives
+  /// transformed from each call site (an extra buffer table entry).
+  Value *winograd_weights(const Node &node) {
+    const ValueInfo &w = g_.value_info(node.operands[1]);
+    if (!conv_winograd_shape(g_, node))
+      return nullptr;
+    if (w.producer >= 0)
+      return g_.nodes()[w.producer].op == "constant"
+                 ? winograd_global(g_.nodes()[w.producer].attrs.get_string("name"))
+                 : nullptr;
+    auto it = mod_.winograd_inputs.find(g_.name());
+    if (&g_ == g_.root() || it == mod_.winograd_inputs.end())
+      return nullptr;
+    auto at = std::find(it->second.begin(), it->second.end(), w.index);
+    if (at == it->second.end())
+      return nullptr;
+    return buffer_arg(g_.input_ids().size() + g_.output_ids().size() + (at - it->second.begin()));
   }
+
+  /// The Winograd weights of this graph's constant `constant` (one global each).
+  llvm::GlobalVariable *winograd_global(const std::string &constant) {
+    std::string name = constant + ".winograd";
+    auto key = std::make_pair(&g_, name);
+    if (auto it = mod_.constants.find(key); it != mod_.constants.end())
+      return it->second;
+    std::vector<float> u = winograd_f23_weights(g_.constant(constant));
+    auto *data = llvm::ConstantDataArray::get(mod_.ctx, llvm::ArrayRef<float>(u));
+    std::string global_name = mod_.prefix + ".const." + (&g_ == g_.root() ? "" : g_.name() + ".") + name;
+    auto *gv = new llvm::GlobalVariable(mod_.m, data->getType(), true, llvm::GlobalValue::InternalLinkage, data,
+                                        global_name);
+    gv->setAlignment(llvm::Align(64));
+    return mod_.constants[key] = gv;
+  }
+
+  ConvShape conv_shape(const Node &node) { return conv_shape_of(g_, node); }
 
   Module &mod_;
   EmittedGraph fns_;
@@ -827,6 +874,7 @@ EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const
   for (const auto &[name, sub] : root.subgraphs())
     declare(*sub, "sub." + name);
   declare(root, "main");
+  mod.winograd_inputs = winograd_call_site_inputs(root);
   // Subgraphs first (sorted by name), so output is deterministic.
   for (const auto &[name, sub] : root.subgraphs())
     FunctionEmitter(mod, *sub, mod.functions.at(sub.get())).emit();

@@ -1,0 +1,118 @@
+// Winograd F(2,3) convolutions of the CPU code generator
+// (Cpu/WinogradEmitter.h) against the reference interpreter on fresh random
+// inputs: 3x3 stride-1 convs with constant weights (root constants, and
+// subgraph parameters bound to different constants at two call sites),
+// odd and even output sizes (tiles hanging over the border), padding 0, 1
+// and asymmetric, bias and an epilogue chain, batch 2; 1, 2 and 3 threads
+// give the same bits.
+//
+// Tolerance (|a-e| <= atol + rtol*|e|): rtol 1e-5, atol 1e-4. F(2,3) sums
+// in f32 over C = 32..48 channels the products of transformed values
+// (weights transformed in double, rounded once); the error scales with the
+// outputs' range (|y| up to ~30 here), not each output: measured 4e-6 on
+// outputs of 4..28 and up to 2.6e-5 absolute on outputs near 0 where the sum
+// cancels (im2col's ConvKernelTest bound, atol 1e-5, is too tight for it).
+#include "CompiledRunner.h"
+
+#include "maxc/Realization/GraphRealizationContext.h"
+
+using namespace maxc;
+using namespace maxc::test;
+
+namespace {
+
+constexpr double kRtol = 1e-5, kAtol = 1e-4;
+
+ops::Conv2dOptions pad(std::vector<int64_t> p) {
+  ops::Conv2dOptions o;
+  o.padding = std::move(p);
+  return o;
+}
+
+/// The number of Winograd input-transform task functions in `graph`'s module.
+size_t winograd_kernels(const Graph &graph) {
+  llvm::LLVMContext context;
+  auto module = build_model_module(graph, "m", context);
+  size_t n = 0;
+  for (const llvm::Function &f : *module)
+    n += f.getName().starts_with("m.winograd_in");
+  return n;
+}
+
+void check(const Graph &g, const std::vector<HostTensor> &in) {
+  std::vector<HostTensor> expected = Interpreter::run(g, in);
+  std::vector<HostTensor> got = run_compiled_threads(g, in);
+  std::string m = compare(got[0], expected[0], kRtol, kAtol);
+  INFO(m);
+  CHECK(m.empty());
+}
+
+} // namespace
+
+TEST_CASE("winograd: 3x3 stride-1 convs with constant weights vs the interpreter", "[codegen][conv][winograd]") {
+  struct Case {
+    const char *name;
+    std::vector<int64_t> x;
+    int64_t O;
+    std::vector<int64_t> padding;
+    bool bias, chain;
+  };
+  const Case cases[] = {
+      {"32->32 9x11 pad 1 (odd output), bias, relu chain", {1, 32, 9, 11}, 32, {1, 1}, true, true},
+      {"32->40 8x7 pad 0 (6x5 output), batch 2", {2, 32, 8, 7}, 40, {0, 0}, false, false},
+      {"48->32 7x6 asymmetric pad (0,1,2,1), bias", {1, 48, 7, 6}, 32, {0, 1, 2, 1}, true, false},
+  };
+  for (const Case &c : cases) {
+    INFO(c.name);
+    int64_t C = c.x[1];
+    HostTensor w = random_tensor(DType::f32, {c.O, C, 3, 3}), b = random_tensor(DType::f32, {c.O});
+    std::vector<HostTensor> in = {random_tensor(DType::f32, c.x)};
+    auto g = trace_graph(types_of(in), [&](auto &t) {
+      Tensor y = ops::conv2d(t[0], Tensor::from_host(w), c.bias ? std::optional<Tensor>(Tensor::from_host(b)) : std::nullopt,
+                             pad(c.padding));
+      if (c.chain)
+        y = ops::relu(y * 0.5 - 0.1);
+      return std::vector<Tensor>{y};
+    });
+    CHECK(winograd_kernels(*g) == 1);
+    check(*g, in);
+  }
+  // Below the channel threshold, or weights not constant: im2col + GEMM.
+  std::vector<HostTensor> in = {random_tensor(DType::f32, {1, 16, 8, 8})};
+  HostTensor w = random_tensor(DType::f32, {16, 16, 3, 3});
+  auto small = trace_graph(types_of(in), [&](auto &t) {
+    return std::vector<Tensor>{ops::conv2d(t[0], Tensor::from_host(w), std::nullopt, pad({1, 1}))};
+  });
+  CHECK(winograd_kernels(*small) == 0);
+}
+
+TEST_CASE("winograd: subgraph weights transformed per call site", "[codegen][conv][winograd]") {
+  // Two calls of one block (conv 3x3 + bias + relu), each binding the
+  // block's weights to constants of its own; with `all_constant` false the
+  // second call binds the weight to a graph input, and the block takes
+  // im2col + GEMM for both.
+  auto block = [](GraphRealizationContext &, const std::vector<Tensor> &args, const NamedTensors &p) {
+    return TensorTree(ops::relu(ops::conv2d(args[0], p.at("w"), p.at("b"), pad({1, 1}))));
+  };
+  for (bool all_constant : {true, false}) {
+    INFO("all call sites constant: " << all_constant);
+    Graph graph("g", {TensorType(DType::f32, {1, 32, 7, 9}), TensorType(DType::f32, {32, 32, 3, 3})});
+    {
+      GraphRealizationContext ctx(graph);
+      Tensor y = Tensor::from_graph_value(graph.inputs()[0]);
+      for (int i = 0; i < 2; ++i) {
+        CallOptions options;
+        options.instance = "layers." + std::to_string(i);
+        options.name = "Block";
+        Tensor w = !all_constant && i == 1 ? Tensor::from_graph_value(graph.inputs()[1])
+                                           : Tensor::from_host(random_tensor(DType::f32, {32, 32, 3, 3}));
+        y = ctx.call(options, block, {y}, {{"w", w}, {"b", Tensor::from_host(random_tensor(DType::f32, {32}))}})
+                .tensor();
+      }
+      graph.output({y * 0.1});
+    }
+    REQUIRE(graph.subgraphs().size() == 1);
+    CHECK(winograd_kernels(graph) == (all_constant ? 1u : 0u));
+    check(graph, {random_tensor(DType::f32, {1, 32, 7, 9}), random_tensor(DType::f32, {32, 32, 3, 3})});
+  }
+}
