@@ -1240,6 +1240,84 @@ def external_weights(ctx):
     expect(r.returncode == 0 and r.stdout.strip() == "ok", "external weights program failed", r)
 
 
+WINOGRAD_MODEL = {
+    "maxc": 1,
+    "name": "wino",
+    "weights": "wino.safetensors",
+    "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 32, 7, 6]}],
+    "outputs": ["y"],
+    "modules": {
+        "Block": {
+            "args": ["x"],
+            "subgraph": True,
+            "params": {"w": [32, 32, 3, 3], "b": [32]},
+            "body": [
+                {"y": ["conv2d", "x", "@w", "@b", {"padding": [1, 1, 1, 1]}]},
+                {"y": ["relu", "y"]},
+                {"y": ["add", "y", "x"]}
+            ],
+            "return": "y"
+        }
+    },
+    "main": [
+        {"x": ["call", "Stem", "x", {"instance": "stem"}]},
+        {"x": ["call", "Block", "x", {"instance": "b1"}]},
+        {"y": ["call", "Block", "x", {"instance": "b2"}]}
+    ]
+}
+WINOGRAD_MODEL["modules"]["Stem"] = {
+    "args": ["x"],
+    "params": {"w": [32, 32, 3, 3]},
+    "body": [{"y": ["conv2d", "x", "@w", {"padding": [1, 1, 1, 1]}]}],
+    "return": "y"
+}
+
+
+@case
+def winograd_weights(ctx):
+    """Static-shape 3x3 convs lowered to Winograd F(2,3) (a conv and a block called
+    twice with its own weights): the transformed weights go where the other
+    weights go (the object's weights section, or NAME.weights.bin with
+    --weights-mode external, never the external object), and both builds
+    equal the reference interpreter and each other bit for bit."""
+    model = ctx.path("wino.json")
+    with open(model, "w") as f:
+        json.dump(WINOGRAD_MODEL, f)
+    ctx.run(["-q", "init-weights", model, "-o", ctx.path("wino.safetensors"), "--seed", "3"], rc=0)
+    emb_dir, ext_dir = ctx.mkdir("emb"), ctx.mkdir("ext")
+    emb_obj, manifest = ctx.compile(model, emb_dir, "wino", ["--emit", "obj,header,manifest,llvm-ir"])
+    with open(os.path.join(emb_dir, "wino.ll")) as f:
+        ir = f.read()
+    expect("winograd_out" in ir and "wino.graph.sub.Block" in ir,
+           "the convs did not take the Winograd kernel, or Block is no subgraph")
+    ext_obj, _ = ctx.compile(model, ext_dir, "wino", ["--weights-mode", "external"])
+    blob = os.path.join(ext_dir, "wino.weights.bin")
+    weights = os.path.getsize(ctx.path("wino.safetensors"))
+    expect(os.path.getsize(blob) > weights, "the Winograd weights are not in wino.weights.bin")
+    winograd_bytes = os.path.getsize(blob) - weights  # 16/9 of the conv weights, at least 196 KB here
+    expect(os.path.getsize(ext_obj) < winograd_bytes // 2,
+           "the external object holds weights (%d bytes)" % os.path.getsize(ext_obj))
+    # Embedded build vs the reference interpreter.
+    iface = manifest["interface"]
+    shutil.copy(os.path.join(emb_dir, "wino.h"), ctx.path("wino.h"))
+    app = ctx.cc([write_harness(ctx, {"wino": iface})], [emb_obj], ctx.path("app"))
+    job = Job(ctx, "wino", iface, {}, random.Random(SEED), "b2")
+    run_command([app] + job.harness_args(), ctx.tmp, rc=0)
+    job.check_against(ctx, model, "wino batch 2")
+    # External build: the same bits as the embedded one.
+    source = ctx.path("wino_ext.c")
+    with open(source, "w") as f:
+        f.write(EXTERNAL_WEIGHTS_PROGRAM.replace("3 * 784", "2 * 32 * 7 * 6").replace("3 * 10", "2 * 32 * 7 * 6")
+                .replace(", 3, NULL", ", NULL").replace("EXT_", "WINO_EXT_").replace("EMB_", "WINO_EMB_")
+                .replace("ext_", "wino_ext_").replace("emb_", "wino_emb_")
+                .replace('"ext.h"', '"ext/wino_ext.h"').replace('"emb.h"', '"emb/wino_emb.h"'))
+    ext_c, _ = ctx.compile(model, ext_dir, "wino_ext", ["--weights-mode", "external"])
+    emb_c, _ = ctx.compile(model, emb_dir, "wino_emb")
+    app = ctx.cc([source], [ext_c, emb_c], ctx.path("wino_ext"))
+    r = run_command([app, os.path.join(ext_dir, "wino_ext.weights.bin")], ctx.tmp)
+    expect(r.returncode == 0 and r.stdout.strip() == "ok", "external Winograd weights program failed", r)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--maxc", help="the maxc binary (required unless --list)")

@@ -507,10 +507,15 @@ private:
                                : llvm::ConstantPointerNull::get(b_.getPtrTy()));
       constants += is_const;
     }
-    // The call's Winograd weights (its constants transformed at compile time).
-    for (size_t i = 0; wino && i < wino->size(); ++i, ++constants) {
+    // The call's Winograd weights (its constants transformed at compile
+    // time): in the template, or stored below with run-time weights.
+    std::vector<std::string> wino_names;
+    for (size_t i = 0; wino && i < wino->size(); ++i) {
       const Node &c = g_.nodes()[g_.value_info(node.operands[(*wino)[i]]).producer];
-      fixed.push_back(winograd_global(c.attrs.get_string("name")));
+      wino_names.push_back(c.attrs.get_string("name"));
+      fixed.push_back(run_time_weights() ? llvm::ConstantPointerNull::get(b_.getPtrTy())
+                                         : llvm::cast<llvm::Constant>(winograd_pointer(wino_names.back())));
+      constants += !run_time_weights();
     }
     if (constants > 0) {
       auto *type = llvm::ArrayType::get(b_.getPtrTy(), count);
@@ -523,6 +528,8 @@ private:
       if (plan_.values[buffers[i]].storage != Storage::constant || run_time_weights())
         b_.CreateStore(i < node.operands.size() ? stored_pointer(buffers[i]) : pointer_of(buffers[i]),
                        b_.CreateConstGEP1_64(b_.getPtrTy(), table, i));
+    for (size_t i = 0; run_time_weights() && i < wino_names.size(); ++i)
+      b_.CreateStore(winograd_pointer(wino_names[i]), b_.CreateConstGEP1_64(b_.getPtrTy(), table, buffers.size() + i));
     Value *callee_ws = b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slots_end());
     b_.CreateCall(fns.run, {table, dims_, callee_ws});
   }
@@ -799,7 +806,7 @@ private:
       return nullptr;
     if (w.producer >= 0)
       return g_.nodes()[w.producer].op == "constant"
-                 ? winograd_global(g_.nodes()[w.producer].attrs.get_string("name"))
+                 ? winograd_pointer(g_.nodes()[w.producer].attrs.get_string("name"))
                  : nullptr;
     auto it = mod_.winograd_inputs.find(g_.name());
     if (&g_ == g_.root() || it == mod_.winograd_inputs.end())
@@ -808,6 +815,20 @@ private:
     if (at == it->second.end())
       return nullptr;
     return buffer_arg(g_.input_ids().size() + g_.output_ids().size() + (at - it->second.begin()));
+  }
+
+  /// The Winograd weights of this graph's constant `constant`: in the
+  /// weights section or the run-time blob (append_winograd_weights), or,
+  /// with weights as IR constants (the JIT), one global each.
+  Value *winograd_pointer(const std::string &constant) {
+    std::string key = constant + ".winograd";
+    if (mod_.external && mod_.external->symbol)
+      return llvm::ConstantExpr::getGetElementPtr(
+          entry_b_.getInt8Ty(), mod_.external->symbol,
+          entry_b_.getInt64(static_cast<int64_t>(mod_.external->offsets.at({&g_, key}))));
+    if (mod_.external)
+      return external_constant(key);
+    return winograd_global(constant);
   }
 
   /// The Winograd weights of this graph's constant `constant` (one global each).

@@ -2,6 +2,7 @@
 
 #include "EntryPointUtil.h"
 #include "Cpu/KernelEmitter.h"
+#include "Cpu/WinogradEmitter.h"
 #include "Cpu/Runtime.h"
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ObjectEmitter.h"
@@ -185,6 +186,7 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
   if (placement != WeightsPlacement::ir) {
     external = std::make_unique<codegen::ExternalWeights>();
     ByteChunks blob = codegen::weights_blob(lowered, external->offsets);
+    codegen::append_winograd_weights(lowered, blob, external->offsets);
     llvm::Type *ptr = llvm::PointerType::getUnqual(context);
     if (placement == WeightsPlacement::object_section) {
       // Only a symbol: append_weights_section defines it in the object.

@@ -62,6 +62,38 @@ std::map<std::string, std::vector<size_t>> winograd_call_site_inputs(const Graph
   return out;
 }
 
+void append_winograd_weights(const Graph &root, ByteChunks &blob, ConstantOffsets &offsets) {
+  const std::map<std::string, std::vector<size_t>> call_inputs = winograd_call_site_inputs(root);
+  auto add = [&](const Graph &g) {
+    std::set<std::string> names;
+    auto constant_name = [&](ValueId v) -> const std::string * {
+      int64_t p = g.value_info(v).producer;
+      if (p < 0 || g.nodes()[static_cast<size_t>(p)].op != "constant")
+        return nullptr;
+      return &g.nodes()[static_cast<size_t>(p)].attrs.get_string("name");
+    };
+    for (const Node &n : g.nodes()) {
+      if (conv_winograd_shape(g, n))
+        if (const std::string *name = constant_name(n.operands[1]))
+          names.insert(*name);
+      if (n.op == "call")
+        if (auto it = call_inputs.find(n.attrs.get_string("callee")); it != call_inputs.end())
+          for (size_t index : it->second)
+            if (const std::string *name = constant_name(n.operands[index]))
+              names.insert(*name);
+    }
+    for (const std::string &name : names) {
+      auto u = std::make_shared<std::vector<float>>(winograd_f23_weights(g.constant(name)));
+      blob.append_zeros(((blob.size() + 63) & ~uint64_t(63)) - blob.size());
+      offsets[{&g, name + ".winograd"}] = blob.size();
+      blob.append_view(u->data(), u->size() * sizeof(float), u);
+    }
+  };
+  add(root);
+  for (const auto &[name, sub] : root.subgraphs())
+    add(*sub);
+}
+
 void emit_winograd_f23(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
   const ConvShape &s = a.shape;
   int64_t TH = tiles_h(s), TW = tiles_w(s), T = TH * TW;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include "Cpu/ConvEmitter.h"
+#include "maxc/Codegen/WeightsSection.h"
 
 #include <map>
 #include <string>
@@ -37,6 +38,14 @@ std::vector<float> winograd_f23_weights(const HostTensor &w);
 /// conv2d of conv_winograd_shape (LoweringPlan.h). Sorted; the code generator
 /// appends one buffer table entry per input, after the outputs.
 std::map<std::string, std::vector<size_t>> winograd_call_site_inputs(const Graph &root);
+
+/// Appends the Winograd weights of every constant they are made from to the
+/// weights `blob` (64-byte aligned, after the constants), at
+/// offsets[{graph, NAME + ".winograd"}]: constants read by a conv2d of
+/// conv_winograd_shape in their own graph, and constants a call binds to a
+/// winograd_call_site_inputs parameter. They are never LLVM IR constants
+/// when the weights live in the object's weights section or an external blob.
+void append_winograd_weights(const Graph &root, ByteChunks &blob, ConstantOffsets &offsets);
 
 struct WinogradArgs {
   ConvShape shape;
