@@ -876,7 +876,7 @@ std::string cpu_lowering(const std::string &op) {
 EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
                                   const std::vector<std::string> &symbols, unsigned vector_lanes,
                                   const ExternalWeights *external, const LoweringPlans *plans) {
-  Module mod{module, module.getContext(), prefix, symbols, vector_lanes, external, plans, {}, {}};
+  Module mod{module, module.getContext(), prefix, symbols, vector_lanes, external, plans, {}, {}, {}};
   llvm::LLVMContext &c = mod.ctx;
   auto *ptr = llvm::PointerType::getUnqual(c);
   auto *run_type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr, ptr, ptr}, false);
