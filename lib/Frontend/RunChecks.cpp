@@ -4,6 +4,7 @@
 #include "maxc/IR/GraphSymbols.h"
 #include "maxc/Interpreter/Interpreter.h"
 
+#include <optional>
 #include <set>
 #include <unistd.h>
 
@@ -73,36 +74,34 @@ std::string describe_value(const Graph &graph, ValueId id) {
   return "input " + out;
 }
 
+/// "<what> has no symbolic <kind> named 'NAME' (its dims: a, b)", or none
+/// when `known` has NAME.
+std::optional<std::string> unknown_dim(const std::string &name, const std::set<std::string> &known,
+                                       const std::string &what, const std::string &kind) {
+  if (known.count(name))
+    return std::nullopt;
+  std::string list;
+  for (const std::string &s : known)
+    list += (list.empty() ? "" : ", ") + s;
+  return what + " has no symbolic " + kind + " named '" + name + "'" +
+         (list.empty() ? " (it has none)" : " (its dims: " + list + ")");
+}
+
 } // namespace
 
 void check_dim_names(const Graph &graph, const DimBindings &dims) {
   const std::vector<std::string> symbol_list = dim_symbols(graph);
   const std::set<std::string> symbols(symbol_list.begin(), symbol_list.end());
-  for (const auto &[name, value] : dims) {
-    if (symbols.count(name))
-      continue;
-    std::string list;
-    for (const std::string &s : symbols)
-      list += (list.empty() ? "" : ", ") + s;
-    throw Error(ErrorCode::InvalidArgument,
-                "model '" + graph.name() + "' has no symbolic dim named '" + name + "'" +
-                    (list.empty() ? " (it has none)" : " (its dims: " + list + ")"),
-                "--dim");
-  }
+  for (const auto &[name, value] : dims)
+    if (auto message = unknown_dim(name, symbols, "model '" + graph.name() + "'", "dim"))
+      throw Error(ErrorCode::InvalidArgument, *message, "--dim");
 }
 
 void report_unknown_dims(const std::map<std::string, int64_t> &dims, const std::set<std::string> &known,
                          const std::string &path, DiagnosticEngine &diagnostics) {
-  for (const auto &[name, value] : dims) {
-    if (known.count(name))
-      continue;
-    std::string list;
-    for (const std::string &s : known)
-      list += (list.empty() ? "" : ", ") + s;
-    diagnostics.error(ErrorCode::InvalidArgument, "", "--dim",
-                      path + " has no symbolic input dim named '" + name + "'" +
-                          (list.empty() ? " (its inputs have none)" : " (its dims: " + list + ")"));
-  }
+  for (const auto &[name, value] : dims)
+    if (auto message = unknown_dim(name, known, path, "input dim"))
+      diagnostics.error(ErrorCode::InvalidArgument, "", "--dim", *message);
 }
 
 namespace {

@@ -493,7 +493,7 @@ private:
 
   KernelStep end_phase(llvm::Function *fn) {
     b_.CreateRetVoid();
-    return KernelStep{fn, nullptr, {}};
+    return KernelStep{fn, nullptr, {}, 0, {}, {}};
   }
 
   /// A loop step whose trip count is `trips` (evaluated from the dims).
@@ -501,7 +501,7 @@ private:
     llvm::Type *ptr = b_.getPtrTy();
     auto *fn = begin_helper(llvm::FunctionType::get(b_.getInt64Ty(), {ptr, ptr}, false), ".trips");
     b_.CreateRet(ceil_div(dim(extent), divisor));
-    return KernelStep{nullptr, fn, std::move(body)};
+    return KernelStep{nullptr, fn, std::move(body), 0, {}, {}};
   }
 
   Value *ceil_div(Value *x, int64_t d) {

@@ -36,8 +36,20 @@ inline void check_compiled(const std::vector<HostTensor> &inputs, const BuildFn 
   }
 }
 
-/// A two-thread parallel_for: even tasks here, odd ones on a second thread.
+/// A parallel_for that records the task counts it was given (task_counts())
+/// and runs the tasks backwards: no task may depend on an earlier one.
+inline std::vector<int64_t> &task_counts() {
+  static std::vector<int64_t> counts;
+  return counts;
+}
 using TaskFn = void (*)(void *, int64_t);
+inline void counting_parallel_for(void *ctx, int64_t count, TaskFn task) {
+  task_counts().push_back(count);
+  for (int64_t i = count; i-- > 0;)
+    task(ctx, i);
+}
+
+/// A two-thread parallel_for: even tasks here, odd ones on a second thread.
 inline void two_threads(void *ctx, int64_t count, TaskFn task) {
   std::thread other([&] {
     for (int64_t i = 1; i < count; i += 2)

@@ -9,7 +9,7 @@
 // atol 1e-5 at K <= 100); f16/bf16 operands are multiplied exactly and
 // accumulated in f32, then rounded to f16 (rtol 2e-3, ~2 f16 ulps) or bf16
 // (rtol 1.6e-2, ~2 bf16 ulps), with atol 1e-2 for sums near zero.
-#include "TestUtil.h"
+#include "EmulatedRunner.h"
 
 #include "maxc/Codegen/GpuModelCompiler.h"
 #include "maxc/Codegen/Jit.h"
@@ -28,27 +28,6 @@ using namespace maxc;
 using namespace maxc::test;
 
 namespace {
-
-/// The graph's outputs through the emulated kernels of `arch`.
-std::vector<HostTensor> run_emulated(const Graph &graph, const std::vector<HostTensor> &inputs,
-                                     const std::string &arch) {
-  driver::PlannedModel planned = driver::plan_model(graph, "maxc_jit");
-  auto context = std::make_unique<llvm::LLVMContext>();
-  auto module = codegen::build_gpu_emulation_module(*planned.lowered, planned.abi.name, *context, arch);
-  JitModule jit(std::move(context), std::move(module), 1);
-  auto run = reinterpret_cast<int32_t (*)(void *const *, const int64_t *, void *)>(jit.lookup("maxc_jit_run_packed"));
-  std::vector<HostTensor> outputs;
-  for (ValueId id : graph.output_ids())
-    outputs.emplace_back(graph.type_of(id).dtype, evaluate_shape(graph.type_of(id).shape, {}));
-  std::vector<void *> buffers;
-  for (const HostTensor &x : inputs)
-    buffers.push_back(const_cast<std::byte *>(x.data()));
-  for (HostTensor &y : outputs)
-    buffers.push_back(y.data());
-  REQUIRE(planned.abi.symbols.empty());
-  REQUIRE(run(buffers.data(), nullptr, nullptr) == 0);
-  return outputs;
-}
 
 struct Tol {
   double rtol, atol;

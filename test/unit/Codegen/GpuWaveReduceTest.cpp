@@ -10,7 +10,7 @@
 // another order (per lane, then the butterfly, then the waves): at 200
 // elements in [-2, 2] |a - e| <= 1e-5 + 1e-5 * |e|; integers and max/min
 // exact.
-#include "TestUtil.h"
+#include "EmulatedRunner.h"
 
 #include "maxc/Codegen/GpuModelCompiler.h"
 #include "maxc/Codegen/Jit.h"
@@ -27,24 +27,6 @@ using namespace maxc;
 using namespace maxc::test;
 
 namespace {
-
-std::vector<HostTensor> run_emulated(const Graph &graph, const std::vector<HostTensor> &inputs, const std::string &arch) {
-  driver::PlannedModel planned = driver::plan_model(graph, "maxc_jit");
-  auto context = std::make_unique<llvm::LLVMContext>();
-  auto module = codegen::build_gpu_emulation_module(*planned.lowered, planned.abi.name, *context, arch);
-  JitModule jit(std::move(context), std::move(module), 1);
-  auto run = reinterpret_cast<int32_t (*)(void *const *, const int64_t *, void *)>(jit.lookup("maxc_jit_run_packed"));
-  std::vector<HostTensor> outputs;
-  for (ValueId id : graph.output_ids())
-    outputs.emplace_back(graph.type_of(id).dtype, evaluate_shape(graph.type_of(id).shape, {}));
-  std::vector<void *> buffers;
-  for (const HostTensor &x : inputs)
-    buffers.push_back(const_cast<std::byte *>(x.data()));
-  for (HostTensor &y : outputs)
-    buffers.push_back(y.data());
-  REQUIRE(run(buffers.data(), nullptr, nullptr) == 0);
-  return outputs;
-}
 
 size_t count(const std::string &text, const std::string &what) {
   size_t n = 0;

@@ -16,12 +16,6 @@ using namespace maxc::test;
 
 namespace {
 
-std::vector<int64_t> g_counts;
-void counting_parallel_for(void *ctx, int64_t count, TaskFn task) {
-  g_counts.push_back(count);
-  for (int64_t i = count; i-- > 0;) // backwards: no task may depend on an earlier one
-    task(ctx, i);
-}
 
 /// `build` on `inputs`: the task count of every parallel_for call (one per
 /// split kernel, in kernel order), after checking the same bits at 1, 2 and
@@ -37,9 +31,9 @@ std::vector<int64_t> split_counts(const std::vector<HostTensor> &inputs, const B
     MAXC_REQUIRE_CLOSE(actual[i], expected[i], rtol, atol);
   }
   JitCompiledGraph compiled(*graph);
-  g_counts.clear();
+  task_counts().clear();
   REQUIRE(bitwise_mismatch(compiled.run_through(inputs, counting_parallel_for), actual).empty());
-  return g_counts;
+  return task_counts();
 }
 
 } // namespace

@@ -16,14 +16,6 @@ using namespace maxc::test;
 
 namespace {
 
-// A parallel-for that records the task counts it was given.
-std::vector<int64_t> g_counts;
-void counting_parallel_for(void *ctx, int64_t count, TaskFn task) {
-  g_counts.push_back(count);
-  for (int64_t i = 0; i < count; ++i)
-    task(ctx, i);
-}
-
 void check_threads(const std::vector<HostTensor> &inputs, const BuildFn &build, double rtol, double atol) {
   std::unique_ptr<Graph> graph = trace_graph(types_of(inputs), build);
   std::vector<HostTensor> expected = Interpreter::run(*graph, inputs);
@@ -68,9 +60,9 @@ TEST_CASE("threads: small kernels stay on the calling thread", "[codegen][thread
     return std::vector<Tensor>{ops::exp(in[0]), ops::matmul(in[0], in[1])}; // 16000 elements, 64000 MACs
   });
   JitCompiledGraph compiled(*graph);
-  g_counts.clear();
+  task_counts().clear();
   compiled.run_through({x, w}, counting_parallel_for);
-  REQUIRE(g_counts.empty());
+  REQUIRE(task_counts().empty());
 }
 
 TEST_CASE("threads: GEMM row blocks x column panels, epilogue, batched, GEMV-like", "[codegen][threads]") {
@@ -105,9 +97,9 @@ TEST_CASE("threads: the pool starts, changes size and stops between runs", "[cod
   auto graph = trace_graph(types_of({x}), [](auto &in) { return std::vector<Tensor>{ops::exp(in[0]) + in[0]}; });
   JitCompiledGraph compiled(*graph);
   std::vector<HostTensor> one = compiled.run_threads({x}, 1);
-  g_counts.clear();
+  task_counts().clear();
   REQUIRE(bitwise_mismatch(compiled.run_through({x}, counting_parallel_for), one).empty());
-  REQUIRE(g_counts == std::vector<int64_t>{3}); // 97 rows of 389: 42 rows a task
+  REQUIRE(task_counts() == std::vector<int64_t>{3}); // 97 rows of 389: 42 rows a task
   for (int threads : {4, 2, 1, 3, 3, 0, 2}) { // 0: as 1
     INFO(threads << " threads");
     REQUIRE(bitwise_mismatch(compiled.run_threads({x}, threads), one).empty());

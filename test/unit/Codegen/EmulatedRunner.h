@@ -1,0 +1,40 @@
+// Runs a traced graph's GPU kernels for one arch through the host emulation
+// (build_gpu_emulation_module, JIT-compiled), static shapes only: shared by
+// the GPU kernel tests that pick an arch (GpuMatmulTest, GpuWaveReduceTest).
+#pragma once
+
+#include "TestUtil.h"
+
+#include "maxc/Codegen/GpuModelCompiler.h"
+#include "maxc/Codegen/Jit.h"
+#include "maxc/Driver/Compile.h"
+
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include <catch2/catch.hpp>
+
+namespace maxc::test {
+
+/// The graph's outputs through the emulated kernels of `arch`.
+inline std::vector<HostTensor> run_emulated(const Graph &graph, const std::vector<HostTensor> &inputs,
+                                            const std::string &arch) {
+  driver::PlannedModel planned = driver::plan_model(graph, "maxc_jit");
+  REQUIRE(planned.abi.symbols.empty());
+  auto context = std::make_unique<llvm::LLVMContext>();
+  auto module = codegen::build_gpu_emulation_module(*planned.lowered, planned.abi.name, *context, arch);
+  JitModule jit(std::move(context), std::move(module), 1);
+  auto run = reinterpret_cast<int32_t (*)(void *const *, const int64_t *, void *)>(jit.lookup("maxc_jit_run_packed"));
+  std::vector<HostTensor> outputs;
+  for (ValueId id : graph.output_ids())
+    outputs.emplace_back(graph.type_of(id).dtype, evaluate_shape(graph.type_of(id).shape, {}));
+  std::vector<void *> buffers;
+  for (const HostTensor &x : inputs)
+    buffers.push_back(const_cast<std::byte *>(x.data()));
+  for (HostTensor &y : outputs)
+    buffers.push_back(y.data());
+  REQUIRE(run(buffers.data(), nullptr, nullptr) == 0);
+  return outputs;
+}
+
+} // namespace maxc::test
