@@ -187,4 +187,12 @@ inline std::vector<TensorType> infer(const std::vector<TensorType> &types,
     REQUIRE(maxc_threw);                                                                                       \
   } while (0)
 
+/// How many times `what` occurs in `text` (overlapping): instruction counts in asm.
+inline size_t count_occurrences(const std::string &text, const std::string &what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1))
+    ++n;
+  return n;
+}
+
 } // namespace maxc::test

@@ -109,13 +109,6 @@ std::map<std::string, int64_t> kernel_field(const std::string &text, const std::
   return out;
 }
 
-size_t count(const std::string &text, const std::string &what) {
-  size_t n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1))
-    ++n;
-  return n;
-}
-
 } // namespace
 
 TEST_CASE("matmul kernels use v_mfma on gfx90a/gfx942 and v_wmma on gfx1100 (f16), without spills", "[codegen][gpu][mfma]") {
@@ -130,14 +123,14 @@ TEST_CASE("matmul kernels use v_mfma on gfx90a/gfx942 and v_wmma on gfx1100 (f16
       std::string arch = kind.substr(8);
       INFO(kind << " " << dtype_name(d));
       if (arch == "gfx1100")
-        CHECK(count(text, "v_wmma_f32_16x16x16_f16") == (d == DType::f16 ? 4u : 0u)); // 1 x 2 blocks x K-tile 32 / 16
+        CHECK(count_occurrences(text, "v_wmma_f32_16x16x16_f16") == (d == DType::f16 ? 4u : 0u)); // 1 x 2 blocks x K-tile 32 / 16
       else
-        CHECK(count(text, "v_mfma_f32_16x16x") == (d == DType::f16 ? 8u : 16u)); // 2 x 2 blocks x K-tile (32 or 16) / K
+        CHECK(count_occurrences(text, "v_mfma_f32_16x16x") == (d == DType::f16 ? 8u : 16u)); // 2 x 2 blocks x K-tile (32 or 16) / K
       // The K loop stays a loop, double-buffered: one barrier per trip and
       // one before the store phase.
-      CHECK(count(text, "s_barrier") == 2);
+      CHECK(count_occurrences(text, "s_barrier") == 2);
       // Contiguous operands are staged with 128-bit loads.
-      CHECK(count(text, arch == "gfx1100" ? "global_load_b128" : "global_load_dwordx4") >= 2);
+      CHECK(count_occurrences(text, arch == "gfx1100" ? "global_load_b128" : "global_load_dwordx4") >= 2);
       for (const auto &[name, spills] : kernel_field(text, "vgpr_spill_count")) {
         INFO(name);
         CHECK(spills == 0);

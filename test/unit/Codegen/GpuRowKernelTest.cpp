@@ -25,13 +25,6 @@ std::string gpu_manifest(const Graph &graph) {
       .manifest.extra_json;
 }
 
-size_t count(const std::string &text, const std::string &what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
-    ++n;
-  return n;
-}
-
 } // namespace
 
 TEST_CASE("norms and softmax run as one row kernel each, equal to the reference", "[codegen][gpu]") {
@@ -49,8 +42,8 @@ TEST_CASE("norms and softmax run as one row kernel each, equal to the reference"
   INFO(manifest);
   // LayerNorm, add, softmax and RMSNorm share their rows: one row kernel;
   // the axis-1 softmax is two reductions and two elementwise kernels.
-  CHECK(count(manifest, "\"kind\":\"row\"") == 1);
-  CHECK(count(manifest, "\"launches\":5,") == 1);
+  CHECK(count_occurrences(manifest, "\"kind\":\"row\"") == 1);
+  CHECK(count_occurrences(manifest, "\"launches\":5,") == 1);
   for (int64_t batch : {1, 3}) {
     INFO("batch " << batch);
     std::vector<HostTensor> inputs = {random_tensor(DType::f32, {batch, 5, 40}), random_tensor(DType::f32, {40}),
@@ -85,9 +78,9 @@ TEST_CASE("attention on the GPU: head views read and written by the matmuls, the
   });
   std::string manifest = gpu_manifest(*graph);
   INFO(manifest);
-  CHECK(count(manifest, "\"kind\":\"row\"") == 1);
-  CHECK(count(manifest, "\"kind\":\"elementwise\"") == 0);
-  CHECK(count(manifest, "\"launches\":7,") == 1); // q, k, v, QK, softmax, PV, output
+  CHECK(count_occurrences(manifest, "\"kind\":\"row\"") == 1);
+  CHECK(count_occurrences(manifest, "\"kind\":\"elementwise\"") == 0);
+  CHECK(count_occurrences(manifest, "\"launches\":7,") == 1); // q, k, v, QK, softmax, PV, output
   for (int64_t batch : {1, 2}) {
     INFO("batch " << batch);
     std::vector<HostTensor> inputs = {random_tensor(DType::f32, {batch, 6, 8})};

@@ -28,13 +28,6 @@ using namespace maxc::test;
 
 namespace {
 
-size_t count(const std::string &text, const std::string &what) {
-  size_t n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1))
-    ++n;
-  return n;
-}
-
 } // namespace
 
 TEST_CASE("wave-level reductions equal the reference on the emulator (wave64 and wave32)", "[codegen][gpu]") {
@@ -86,12 +79,12 @@ TEST_CASE("row kernels reduce with ds_bpermute, two barriers per reduction", "[c
     // 6 exchange steps per reduction; wave32: 5. f32 max and the f32 sum
     // (f32 accumulation) are one 32-bit word each.
     bool wave64 = kind == "gpu-asm.gfx942";
-    CHECK(count(text, "ds_bpermute_b32") == (wave64 ? 6u * 2 : 5u * 2));
-    CHECK(count(text, "_f64") == 0); // no double arithmetic left in an f32 softmax
+    CHECK(count_occurrences(text, "ds_bpermute_b32") == (wave64 ? 6u * 2 : 5u * 2));
+    CHECK(count_occurrences(text, "_f64") == 0); // no double arithmetic left in an f32 softmax
     // Per reduction a barrier before the waves' totals are stored and one
     // before they are read, instead of one per tree level (8 at 256
     // work-items): 7 in all (21 with the LDS tree).
-    CHECK(count(text, "s_barrier") == 7);
+    CHECK(count_occurrences(text, "s_barrier") == 7);
   }
   CHECK(seen == 2);
 }
