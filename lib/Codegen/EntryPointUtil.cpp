@@ -106,4 +106,20 @@ llvm::BranchInst *emit_counted_loop(llvm::IRBuilder<> &b, llvm::Value *n, const 
   return latch;
 }
 
+void set_loop_unroll(llvm::BranchInst *latch, unsigned unroll) {
+  if (unroll == 0)
+    return;
+  llvm::LLVMContext &ctx = latch->getContext();
+  llvm::Metadata *hint = unroll == 1
+                             ? llvm::MDNode::get(ctx, llvm::MDString::get(ctx, "llvm.loop.unroll.disable"))
+                             : llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, "llvm.loop.unroll.count"),
+                                                       llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(
+                                                           llvm::Type::getInt32Ty(ctx), unroll))});
+  llvm::TempMDTuple temp = llvm::MDNode::getTemporary(ctx, {});
+  llvm::Metadata *ops[] = {temp.get(), hint};
+  llvm::MDNode *id = llvm::MDNode::get(ctx, ops);
+  id->replaceOperandWith(0, id);
+  latch->setMetadata(llvm::LLVMContext::MD_loop, id);
+}
+
 } // namespace maxc::codegen

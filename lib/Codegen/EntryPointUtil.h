@@ -41,4 +41,8 @@ llvm::BranchInst *emit_counted_loop(llvm::IRBuilder<> &b, llvm::Value *n, const 
                                     const std::string &prefix = "", const std::string &counter = "",
                                     bool no_wrap = false);
 
+/// Loop metadata on a latch: llvm.loop.unroll.count `unroll` (1:
+/// llvm.loop.unroll.disable; 0: nothing).
+void set_loop_unroll(llvm::BranchInst *latch, unsigned unroll);
+
 } // namespace maxc::codegen

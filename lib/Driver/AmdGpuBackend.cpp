@@ -45,6 +45,7 @@ public:
   std::string description() const override { return "AMD GPUs through HIP (maxc compile --gpu ARCH,...)"; }
 
   std::vector<std::string> emit_kinds() const override { return {"obj", "header", "hsaco", "gpu-asm"}; }
+  DecomposeOptions decompose_options() const override { return gpu_decompose_options(); }
 
   std::vector<std::string> artifact_kinds(const std::set<std::string> &emit, const BackendOptions &options) const override {
     return gpu_artifact_kinds(emit, {"hsaco", "gpu-asm"}, resolve_gpu_arches(options.gpu));
@@ -136,6 +137,7 @@ public:
     return "the amdgpu backend's kernels run on this CPU, every work-item emulated (maxc run --device amdgpu-emu)";
   }
   std::vector<std::string> emit_kinds() const override { return {}; }
+  DecomposeOptions decompose_options() const override { return gpu_decompose_options(); }
   std::vector<std::string> artifact_kinds(const std::set<std::string> &, const BackendOptions &) const override {
     return {};
   }

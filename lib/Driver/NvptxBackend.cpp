@@ -82,6 +82,7 @@ public:
   }
 
   std::vector<std::string> emit_kinds() const override { return {"obj", "header", "ptx", "cubin"}; }
+  DecomposeOptions decompose_options() const override { return gpu_decompose_options(); }
 
   std::vector<std::string> artifact_kinds(const std::set<std::string> &emit, const BackendOptions &options) const override {
     return gpu_artifact_kinds(emit, {"ptx", "cubin"}, resolve_cuda_arches(options.gpu));

@@ -25,6 +25,7 @@
 #include "maxc/Codegen/PassTimer.h"
 #include "maxc/Codegen/Target.h"
 #include "maxc/Codegen/WeightsSection.h"
+#include "maxc/Transforms/Decompose.h"
 
 #include <memory>
 #include <string>
@@ -36,6 +37,12 @@ class Module;
 } // namespace llvm
 
 namespace maxc {
+
+/// What the GPU backends lower whole (decompose step): scaled dot-product
+/// attention, one fused kernel (lib/Codegen/Gpu/GpuAttention.h); the
+/// rowwise composites are decomposed (the generator regroups them as row
+/// kernels).
+inline DecomposeOptions gpu_decompose_options() { return {/*keep_rowwise=*/false, /*fuse_attention=*/true}; }
 
 struct GpuCompileOptions {
   std::vector<std::string> arches; // gfx names (resolve_gpu_arches)

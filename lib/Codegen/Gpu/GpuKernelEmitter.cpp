@@ -1,6 +1,8 @@
 #include "Gpu/GpuKernelEmitter.h"
 
+#include "Cpu/AttentionEmitter.h"
 #include "ElementalEmitter.h"
+#include "Gpu/GpuAttention.h"
 #include "Gpu/GpuMatmul.h"
 #include "Gpu/GpuWaveReduce.h"
 #include "maxc/Ops/OpRegistry.h"
@@ -157,9 +159,10 @@ private:
   }
 
   /// A view (reshape, transpose, split, ...) stored only because matmuls
-  /// read it (the CPU's GEMM wants its operands in memory) is fused on the
-  /// GPU: the tiled matmul's loaders read through the view, one launch
-  /// fewer (the attention heads' split and merge). Only when the view's
+  /// or fused attentions read it (the CPU's GEMM wants its operands in
+  /// memory) is fused on the GPU: the tiled matmul's (the attention's)
+  /// loaders read through the view, one launch fewer (the attention heads'
+  /// split and merge). Only when the view's
   /// sources keep their slots until the last matmul that reads them.
   /// True when an element of `node`'s results follows from constants and
   /// the index alone (generators, constants, views, gathers, elementwise
@@ -309,7 +312,7 @@ private:
       for (size_t n : readers(x)) {
         const Node &c = g_.nodes()[n];
         if (auto at = position.find(n); at != position.end()) {
-          if (c.op != "matmul")
+          if (c.op != "matmul" && c.op != "attention") // both read operands through loaders
             return false;
           last = std::max(last, at->second);
           continue;
@@ -567,6 +570,10 @@ private:
     }
     if (kind == "reduction") {
       out.push_back(reduction_kernel(node));
+      return out;
+    }
+    if (kind == "attention") {
+      out.push_back(attention_kernel(node));
       return out;
     }
     if (kind != "elementwise")
@@ -1216,6 +1223,66 @@ private:
     return std::move(kernel_);
   }
 
+  /// Fused attention (Gpu/GpuAttention.h): q, k, v and the mask read through
+  /// the elemental emitter (views and fused values recomputed where read).
+  GpuKernel attention_kernel(const Node &node) {
+    ValueId q = node.operands[0], k = node.operands[1], v = node.operands[2], out = node.results[0];
+    const Shape &qs = g_.type_of(q).shape, &ks = g_.type_of(k).shape, &os = g_.type_of(out).shape;
+    DType d = g_.type_of(out).dtype;
+    size_t r = qs.size();
+    begin_kernel("attention", 256).waves_per_eu = 4;
+    AttentionSpec a;
+    a.batch = Dim(1);
+    for (size_t i = 0; i + 2 < r; ++i)
+      a.batch = a.batch * os[i];
+    a.sq = qs[r - 2];
+    a.sk = ks[r - 2];
+    a.d = qs[r - 1].value();
+    a.dv = os[r - 1].value();
+    a.scale = node.attrs.get_real("scale");
+    a.fill = node.attrs.get_real("fill");
+    a.causal = node.operands.size() > 3 && is_causal_mask(g_, node.operands[3], qs, ks);
+    auto loader = [&](ValueId x) {
+      return [this, x, d, &os](Value *bl, Value *i, Value *e) {
+        Index idx = operand_batch(g_.type_of(x).shape, os, bl);
+        idx.push_back(i);
+        idx.push_back(e);
+        return to_acc(element(x, idx), d, b_.getFloatTy());
+      };
+    };
+    a.load_q = loader(q);
+    a.load_k = loader(k);
+    a.load_v = loader(v);
+    if (node.operands.size() > 3 && !a.causal)
+      a.mask = [&](Value *bl, Value *i, Value *j, Value *s) {
+        ValueId m = node.operands[3];
+        const Shape &ms = g_.type_of(m).shape;
+        std::vector<Value *> batch_dims;
+        for (size_t x = 0; x + 2 < r; ++x)
+          batch_dims.push_back(dim(os[x]));
+        Index full = unravel(bl, batch_dims), idx;
+        full.push_back(i);
+        full.push_back(j);
+        Shape scores(os.begin(), os.end() - 1);
+        scores.push_back(ks[r - 2]);
+        for (size_t x = 0; x < ms.size(); ++x) {
+          size_t at = x + r - ms.size();
+          bool broadcast = ms[x] == Dim(1) && scores[at] != Dim(1);
+          idx.push_back(broadcast ? b_.getInt64(0) : full[at]);
+        }
+        Value *mv = element(m, idx);
+        if (g_.type_of(m).dtype == DType::boolean)
+          return b_.CreateSelect(b_.CreateIsNotNull(mv), s, llvm::ConstantFP::get(b_.getFloatTy(), a.fill));
+        return b_.CreateFAdd(s, to_acc(mv, g_.type_of(m).dtype, b_.getFloatTy()));
+      };
+    a.store = [&](Value *bl, Value *i, Value *c, Value *value) {
+      Value *lin = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(bl, dim(a.sq)), i), b_.getInt64(a.dv)), c);
+      store_element(d, pointer_of(out), lin, from_accumulator(value, d));
+    };
+    emit_attention(*this, a);
+    return std::move(kernel_);
+  }
+
   /// conv2d as an implicit GEMM per (image, group): out[o, p] = sum_q W[o, q]
   /// * X(q, p) with q = (c, ky, kx) and p = (oy, ox), X read on the fly from
   /// the input window (zeros in the padding) — no im2col buffer.
@@ -1339,6 +1406,8 @@ std::string gpu_kernel_kind(const std::string &op) {
     return op; // a host-side call of the subgraph's launches; a weight in the blob
   if (op == "matmul" || op == "conv2d")
     return op; // tiled GEMMs through LDS (conv2d as an implicit GEMM)
+  if (op == "attention")
+    return op; // flash-attention style (Gpu/GpuAttention.h)
   if (traits.has(OpTrait::reduction) && !traits.has(OpTrait::index_result))
     return "reduction"; // one workgroup per output element
   if (has_elemental_lowering(op))

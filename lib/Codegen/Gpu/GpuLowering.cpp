@@ -40,18 +40,7 @@ private:
   /// for (i = 0; i < n; ++i) body(i); `unroll` > 0: llvm.loop.unroll.count
   /// (1: llvm.loop.unroll.disable) on the latch.
   void loop(Value *n, const std::function<void(Value *)> &body, unsigned unroll = 0) {
-    llvm::BranchInst *latch = emit_counted_loop(b_, n, body);
-    if (unroll > 0) {
-      llvm::Metadata *hint = unroll == 1
-                                 ? llvm::MDNode::get(ctx_, llvm::MDString::get(ctx_, "llvm.loop.unroll.disable"))
-                                 : llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.count"),
-                                                            llvm::ConstantAsMetadata::get(b_.getInt32(unroll))});
-      llvm::TempMDTuple temp = llvm::MDNode::getTemporary(ctx_, {});
-      llvm::Metadata *ops[] = {temp.get(), hint};
-      llvm::MDNode *id = llvm::MDNode::get(ctx_, ops);
-      id->replaceOperandWith(0, id);
-      latch->setMetadata(llvm::LLVMContext::MD_loop, id);
-    }
+    set_loop_unroll(emit_counted_loop(b_, n, body), unroll);
   }
 
   /// Runs `steps`: run_phase(phase, iteration) for each phase, run_wave for

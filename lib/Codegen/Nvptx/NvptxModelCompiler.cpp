@@ -121,7 +121,7 @@ std::string find_ptxas() {
 std::string compile_gpu_kernels_ptx(const Graph &graph, const std::string &name, const std::string &sm) {
   if (!is_c_identifier(name))
     throw Error(ErrorCode::InvalidArgument, "model name '" + name + "' is not a C identifier (use --name)");
-  std::unique_ptr<Graph> lowered = decompose(graph);
+  std::unique_ptr<Graph> lowered = decompose(graph, gpu_decompose_options());
   return kernels_ptx(*lowered, name, dim_symbols(*lowered), sm, nullptr);
 }
 

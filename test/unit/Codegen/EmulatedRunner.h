@@ -19,7 +19,7 @@ namespace maxc::test {
 /// The graph's outputs through the emulated kernels of `arch`.
 inline std::vector<HostTensor> run_emulated(const Graph &graph, const std::vector<HostTensor> &inputs,
                                             const std::string &arch) {
-  driver::PlannedModel planned = driver::plan_model(graph, "maxc_jit");
+  driver::PlannedModel planned = driver::plan_model(graph, "maxc_jit", gpu_decompose_options()); // as amdgpu-emu
   REQUIRE(planned.abi.symbols.empty());
   auto context = std::make_unique<llvm::LLVMContext>();
   auto module = codegen::build_gpu_emulation_module(*planned.lowered, planned.abi.name, *context, arch);
