@@ -147,7 +147,7 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
   // Attention patterns become one attention node; their inner nodes go.
   std::map<size_t, AttentionMatch> attention;
   if (options.fuse_attention)
-    attention = match_attention(from, consumers);
+    attention = match_attention(from, consumers, options.attention_low_precision);
   for (const auto &[n, m] : attention)
     for (size_t inner : m.inner)
       folded[inner] = true;
@@ -188,7 +188,7 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
       continue;
     }
     bool whole = (options.keep_rowwise && keeps_row_kernel(from, node)) ||
-                 (options.fuse_attention && node.op == "attention" && keeps_attention(from, node));
+                 (options.fuse_attention && node.op == "attention" && keeps_attention(from, node, options.attention_low_precision));
     std::vector<Tensor> results = whole                      ? std::vector<Tensor>{}
                                   : is_composite_op(node.op) ? rewrite(node, operands, layout)
                                   : node.op == "call"      ? layout.rewrite_call(node, operands, calls)
@@ -211,9 +211,10 @@ bool is_composite_op(const std::string &op) {
          op == "linear" || op == "embedding" || op == "global_avg_pool2d" || op == "attention";
 }
 
-bool keeps_attention(const Graph &graph, const Node &node) {
+bool keeps_attention(const Graph &graph, const Node &node, bool f16_too) {
   const Shape &q = graph.type_of(node.operands[0]).shape, &v = graph.type_of(node.operands[2]).shape;
-  return graph.type_of(node.operands[0]).dtype == DType::f32 && q.back().is_static() && v.back().is_static();
+  DType d = graph.type_of(node.operands[0]).dtype;
+  return (d == DType::f32 || (f16_too && low_precision(d))) && q.back().is_static() && v.back().is_static();
 }
 
 bool keeps_row_kernel(const Graph &graph, const Node &node) {

@@ -17,7 +17,12 @@ struct Matcher {
   size_t index(const Node *n) const { return static_cast<size_t>(n - g.nodes().data()); }
   /// v is read by exactly one node (and is no graph output).
   bool single_use(ValueId v) const { return consumers[v].size() == 1 && consumers[v][0] >= 0; }
-  bool f32(ValueId v) const { return g.type_of(v).dtype == DType::f32; }
+  bool low_precision = false; // f16/bf16 patterns too (match_attention)
+  /// f32, or f16/bf16 when low_precision (the pattern's one dtype is checked in match).
+  bool f32(ValueId v) const {
+    DType d = g.type_of(v).dtype;
+    return d == DType::f32 || (low_precision && (d == DType::f16 || d == DType::bf16));
+  }
 
   /// The value of a one-element f32 constant or full, if v is one.
   std::optional<double> scalar(ValueId v) const {
@@ -145,7 +150,10 @@ struct Matcher {
     }
     const Shape &qs = g.type_of(m.q).shape, &vs = g.type_of(m.v).shape;
     size_t r = qs.size();
-    if (r < 2 || ks.size() != r || vs.size() != r || !f32(m.q) || !f32(m.k) || !f32(m.v) ||
+    DType dt = g.type_of(out.results[0]).dtype;
+    bool one_dtype = g.type_of(m.q).dtype == dt && g.type_of(m.k).dtype == dt && g.type_of(m.v).dtype == dt &&
+                     (!m.mask || g.type_of(*m.mask).dtype == DType::boolean || g.type_of(*m.mask).dtype == dt);
+    if (r < 2 || ks.size() != r || vs.size() != r || !one_dtype ||
         !qs[r - 1].is_static() || !vs[r - 1].is_static() || ks[r - 1] != qs[r - 1] || vs[r - 2] != ks[r - 2])
       return std::nullopt;
     for (size_t i = 0; i + 2 < r; ++i)
@@ -157,9 +165,10 @@ struct Matcher {
 
 } // namespace
 
-std::map<size_t, AttentionMatch> match_attention(const Graph &g, const std::vector<std::vector<int64_t>> &consumers) {
+std::map<size_t, AttentionMatch> match_attention(const Graph &g, const std::vector<std::vector<int64_t>> &consumers,
+                                                 bool low_precision) {
   std::map<size_t, AttentionMatch> out;
-  Matcher matcher{g, consumers};
+  Matcher matcher{g, consumers, low_precision};
   for (size_t n = 0; n < g.nodes().size(); ++n)
     if (auto m = matcher.match(g.nodes()[n]))
       out[n] = *m;

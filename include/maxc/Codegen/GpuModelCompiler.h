@@ -39,10 +39,13 @@ class Module;
 namespace maxc {
 
 /// What the GPU backends lower whole (decompose step): scaled dot-product
-/// attention, one fused kernel (lib/Codegen/Gpu/GpuAttention.h); the
+/// attention, f32, f16 and bf16, one fused kernel with f32 accumulation
+/// (lib/Codegen/Gpu/GpuAttention.h); the
 /// rowwise composites are decomposed (the generator regroups them as row
 /// kernels).
-inline DecomposeOptions gpu_decompose_options() { return {/*keep_rowwise=*/false, /*fuse_attention=*/true}; }
+inline DecomposeOptions gpu_decompose_options() {
+  return {/*keep_rowwise=*/false, /*fuse_attention=*/true, /*attention_low_precision=*/true};
+}
 
 struct GpuCompileOptions {
   std::vector<std::string> arches; // gfx names (resolve_gpu_arches)

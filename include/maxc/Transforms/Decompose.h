@@ -26,6 +26,9 @@ struct DecomposeOptions {
   /// and keep `attention` nodes (f32, static head dims) whole: the backend
   /// lowers them as one kernel (the CPU: Codegen/Cpu/AttentionEmitter).
   bool fuse_attention = false;
+  /// With fuse_attention: f16 and bf16 attention too (the GPU's kernel
+  /// widens to f32; the CPU's is f32 only).
+  bool attention_low_precision = false;
 };
 
 std::unique_ptr<Graph> decompose(const Graph &graph, const DecomposeOptions &options = {});
@@ -37,6 +40,6 @@ bool is_composite_op(const std::string &op);
 /// True for a node that DecomposeOptions::keep_rowwise keeps whole.
 bool keeps_row_kernel(const Graph &graph, const Node &node);
 /// True for an attention node that DecomposeOptions::fuse_attention keeps.
-bool keeps_attention(const Graph &graph, const Node &node);
+bool keeps_attention(const Graph &graph, const Node &node, bool low_precision = false);
 
 } // namespace maxc

@@ -38,6 +38,9 @@ struct AttentionMatch {
 
 /// The attention patterns of `g`, by the index of their final matmul.
 /// `consumers[v]`: the nodes reading value v (-1: a graph output).
-std::map<size_t, AttentionMatch> match_attention(const Graph &g, const std::vector<std::vector<int64_t>> &consumers);
+/// `low_precision`: f16 and bf16 patterns too (one dtype throughout), for
+/// backends whose attention kernel takes them (the GPU's, f32 accumulation).
+std::map<size_t, AttentionMatch> match_attention(const Graph &g, const std::vector<std::vector<int64_t>> &consumers,
+                                                 bool low_precision = false);
 
 } // namespace maxc

@@ -4,12 +4,14 @@
 // emulator for odd sequence lengths (a partial last query and key block),
 // head dims 32, 64 and 80, causal (skipped key blocks, and a fill too large
 // to skip), bool masks in both spellings and additive masks, at batch dims
-// of one and two; its code keeps the register budget on gfx942 (wave64) and
+// of one and two, f32, f16 and bf16; its code keeps the register budget on gfx942 (wave64) and
 // gfx1100 (wave32).
 //
 // Tolerances: scores, softmax and the weighted sum accumulate in f32 (the
 // reference in double), the softmax online over key blocks of 16: at these
-// sizes |a - e| <= 1e-5 + 1e-4 * |e|.
+// sizes |a - e| <= 1e-5 + 1e-4 * |e|. f16/bf16: the reference rounds the
+// scores, the scaled scores and the probabilities to the dtype (the kernel
+// only its result): 1e-2 + 1e-2 * |e| (f16), 4e-2 + 4e-2 * |e| (bf16).
 #include "EmulatedRunner.h"
 
 #include "maxc/Driver/Backend.h"
@@ -29,11 +31,13 @@ struct Case {
   std::vector<int64_t> batch;
   int64_t sq, sk, d, dv;
   Mask mask;
+  DType dtype = DType::f32;
 };
 
 std::string describe(const Case &c) {
   std::string s = "sq " + std::to_string(c.sq) + " sk " + std::to_string(c.sk) + " d " + std::to_string(c.d) +
-                  " dv " + std::to_string(c.dv) + " mask " + std::to_string(static_cast<int>(c.mask));
+                  " dv " + std::to_string(c.dv) + " mask " + std::to_string(static_cast<int>(c.mask)) +
+                  " " + std::string(dtype_name(c.dtype));
   return s;
 }
 
@@ -46,26 +50,27 @@ std::unique_ptr<Graph> attention_graph(const Case &c, std::vector<HostTensor> &i
     s.push_back(b);
     return s;
   };
-  inputs = {random_tensor(DType::f32, with(c.sq, c.d)), random_tensor(DType::f32, with(c.sk, c.d)),
-            random_tensor(DType::f32, with(c.sk, c.dv))};
+  inputs = {random_tensor(c.dtype, with(c.sq, c.d)), random_tensor(c.dtype, with(c.sk, c.d)),
+            random_tensor(c.dtype, with(c.sk, c.dv))};
   if (c.mask == Mask::keep || c.mask == Mask::masked_fill)
     inputs.push_back(random_tensor(DType::boolean, {c.sq, c.sk}));
   if (c.mask == Mask::additive) // a padding mask: one row, broadcast over queries and batch
-    inputs.push_back(random_tensor(DType::f32, {1, c.sk}, -3, 0));
+    inputs.push_back(random_tensor(c.dtype, {1, c.sk}, -3, 0));
   double scale = 1 / std::sqrt(static_cast<double>(c.d));
   return trace_graph(types_of(inputs), [&](const std::vector<Tensor> &in) {
-    Tensor s = ops::mul(ops::matmul(in[0], in[1], false, true), ops::full(scale, DType::f32));
+    DType dt = c.dtype;
+    Tensor s = ops::mul(ops::matmul(in[0], in[1], false, true), ops::full(scale, dt));
     double inf = std::numeric_limits<double>::infinity();
     switch (c.mask) {
     case Mask::none: break;
     case Mask::causal:
     case Mask::causal_small_fill: {
       Tensor keep = ops::greater_equal(ops::iota({c.sq, c.sk}, 0), ops::iota({c.sq, c.sk}, 1));
-      s = ops::where(keep, s, ops::full(c.mask == Mask::causal ? -inf : -30.0, DType::f32));
+      s = ops::where(keep, s, ops::full(c.mask == Mask::causal ? -inf : -30.0, dt));
       break;
     }
-    case Mask::keep: s = ops::where(in[3], s, ops::full(-1e9, DType::f32)); break;
-    case Mask::masked_fill: s = ops::where(in[3], ops::full(-1e9, DType::f32), s); break; // torch's spelling
+    case Mask::keep: s = ops::where(in[3], s, ops::full(-1e9, dt)); break;
+    case Mask::masked_fill: s = ops::where(in[3], ops::full(-1e4, dt), s); break; // torch's spelling
     case Mask::additive: s = ops::add(s, in[3]); break;
     }
     return std::vector<Tensor>{ops::matmul(ops::softmax(s, -1), in[2])};
@@ -86,6 +91,9 @@ TEST_CASE("fused attention on the GPU equals the reference on the emulator", "[c
       {{1}, 18, 33, 32, 48, Mask::keep},               // bool mask, dv != d
       {{1}, 9, 20, 80, 40, Mask::masked_fill},         // where(mask, fill, s)
       {{2}, 5, 37, 64, 32, Mask::additive},            // float mask broadcast
+      {{2}, 19, 19, 64, 64, Mask::causal, DType::f16}, // f16 operands, f32 accumulation
+      {{1}, 9, 20, 32, 32, Mask::masked_fill, DType::f16},
+      {{1}, 7, 18, 32, 32, Mask::additive, DType::bf16},
   };
   for (const Case &c : cases) {
     INFO(describe(c));
@@ -108,7 +116,10 @@ TEST_CASE("fused attention on the GPU equals the reference on the emulator", "[c
       INFO(arch);
       std::vector<HostTensor> actual = run_emulated(*graph, inputs, arch);
       REQUIRE(actual.size() == 1);
-      MAXC_REQUIRE_CLOSE(actual[0], expected[0], 1e-4, 1e-5);
+      if (c.dtype == DType::f32)
+        MAXC_REQUIRE_CLOSE(actual[0], expected[0], 1e-4, 1e-5);
+      else // the reference rounds scores and probabilities to f16/bf16 on the way; the kernel once
+        MAXC_REQUIRE_CLOSE(actual[0], expected[0], c.dtype == DType::f16 ? 1e-2 : 4e-2, c.dtype == DType::f16 ? 1e-2 : 4e-2);
     }
   }
 }

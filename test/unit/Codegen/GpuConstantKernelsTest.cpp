@@ -77,9 +77,10 @@ TEST_CASE("GPU: no kernel of the examples reads constants only", "[codegen][gpu]
         CHECK(!k.constant_inputs);
       }
       // The f16 GPT: 84 launches with its norm weights cast per call, 68
-      // with its activations cast before each norm by a kernel of its own.
+      // with its activations cast before each norm by a kernel of its own,
+      // 60 before its attention was fused (f16 operands, f32 accumulation).
       if (name == "gpt16")
-        CHECK(launches <= 60);
+        CHECK(launches <= 48);
       // The f32 GPT: 7 per block (attention one fused kernel) + 3.
       if (name == "gpt")
         CHECK(launches == 31);
