@@ -116,4 +116,18 @@ std::vector<std::pair<std::string, std::string>> read_offload_bundle(const std::
 std::string nvptx_data_layout(const std::string &sm);
 std::string emit_nvptx_assembly(const llvm::Module &module, const std::string &sm);
 
+/// One exchange step of an AMDGPU wave reduction (lib/Codegen/Gpu/
+/// GpuWaveReduce.h): `kind` "dpp" (dpp_ctrl), "swizzle" (ds_swizzle
+/// offset) or "bpermute" (the xor of the lane whose byte address is passed).
+struct WaveExchange {
+  std::string kind;
+  unsigned control = 0;
+};
+/// The steps the generator emits to reduce aligned runs of `width` lanes.
+std::vector<WaveExchange> wave_reduce_exchanges(unsigned width);
+/// The lane whose value `lane` receives in `step` on a wave of `wave`
+/// lanes, decoded from the encoding as the hardware reads it (and as the
+/// emulator runs it).
+unsigned wave_exchange_source(const WaveExchange &step, unsigned lane, unsigned wave);
+
 } // namespace maxc
