@@ -18,6 +18,8 @@
 #include "maxc/Interpreter/Interpreter.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <limits>
 
 using namespace maxc;
@@ -142,4 +144,19 @@ TEST_CASE("fused attention is one launch within the register budget on gfx942 an
   for (size_t at = manifest.find("\"vgpr_count\":"); at != std::string::npos;
        at = manifest.find("\"vgpr_count\":", at + 1))
     CHECK(std::stoi(manifest.substr(at + 13)) <= 128);
+}
+
+TEST_CASE("fused attention lowers to NVPTX as one kernel (ptxas accepts it where installed)",
+          "[codegen][gpu][gpuattention]") {
+  std::vector<HostTensor> inputs;
+  std::unique_ptr<Graph> graph = attention_graph({{2}, 21, 21, 80, 80, Mask::keep}, inputs);
+  std::string ptx = compile_gpu_kernels_ptx(*graph, "attn", "sm_80");
+  CHECK(count_occurrences(ptx, ".entry") == 1); // the mask input read in place: no other kernel
+  CHECK(ptx.find("bar.sync") != std::string::npos);
+  CHECK(ptx.find(".shared") != std::string::npos);
+  if (std::string ptxas = find_ptxas(); !ptxas.empty()) { // CUDA is no dependency: skipped without it
+    TempDir dir;
+    std::ofstream(dir.path + "/attn.ptx") << ptx;
+    CHECK(std::system((ptxas + " -arch=sm_80 " + dir.path + "/attn.ptx -o " + dir.path + "/attn.cubin").c_str()) == 0);
+  }
 }
