@@ -139,7 +139,8 @@ bool has_elemental_lowering(const std::string &op);
 /// "constant"; empty when it has none (composite ops are decomposed first).
 std::string cpu_lowering(const std::string &op);
 /// The kernel the GPU generator (GpuKernelEmitter) makes for `op`:
-/// "elementwise", "reduction", "matmul", "conv2d", or "call"/"constant" (no
+/// "elementwise", "reduction", "matmul", "conv2d", "attention" (kept whole
+/// by the GPU backends' decompose options), or "call"/"constant" (no
 /// kernel); empty when it has none.
 std::string gpu_kernel_kind(const std::string &op);
 

@@ -1241,6 +1241,8 @@ private:
     a.dv = os[r - 1].value();
     a.scale = node.attrs.get_real("scale");
     a.fill = node.attrs.get_real("fill");
+    if (d == DType::f16 && std::fabs(a.fill) >= 65520) // the f16 fill the reference writes: -1e9 is -inf
+      a.fill = std::copysign(HUGE_VAL, a.fill);
     a.causal = node.operands.size() > 3 && is_causal_mask(g_, node.operands[3], qs, ks);
     auto loader = [&](ValueId x) {
       return [this, x, d, &os](Value *bl, Value *i, Value *e) {
