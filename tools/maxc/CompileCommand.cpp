@@ -26,12 +26,12 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
     return finish(global, diagnostics);
   }
   unsigned jobs = 0;
-  if (!options.jobs.empty()) {
+  if (options.jobs_given) {
     char *end = nullptr;
     errno = 0;
     unsigned long n = std::strtoul(options.jobs.c_str(), &end, 10);
-    if (!std::isdigit(static_cast<unsigned char>(options.jobs[0])) || *end != '\0' || errno != 0 || n < 1 ||
-        n > 1024) {
+    if (options.jobs.empty() || !std::isdigit(static_cast<unsigned char>(options.jobs[0])) || *end != '\0' ||
+        errno != 0 || n < 1 || n > 1024) {
       diagnostics.error(ErrorCode::InvalidArgument, "", "--jobs",
                         "expected a number of threads from 1 to 1024, got '" + options.jobs + "'");
       return finish(global, diagnostics);

@@ -199,6 +199,7 @@ int main(int argc, char **argv) {
   diff.json = diff.json || version_json;
   trace.emit_given = trace_cmd->count("--emit") > 0;
   compile.output_given = compile_cmd->count("--output") > 0;
+  compile.jobs_given = compile_cmd->count("--jobs") > 0;
 
   try {
     if (version)

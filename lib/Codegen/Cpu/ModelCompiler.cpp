@@ -15,6 +15,7 @@
 #include "maxc/Transforms/Decompose.h"
 
 #include <llvm/IR/IRBuilder.h>
+#include <spdlog/spdlog.h>
 #include <llvm/IR/Module.h>
 
 #include <future>
@@ -339,6 +340,8 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
         piece.object = own.run("emit obj", [&] { return emit_module(*module, target, OutputKind::object); });
       for (const auto &[step, ms] : own.passes())
         piece.ms[step == "codegen" ? 0 : step == "optimize" ? 1 : 2] += ms;
+      spdlog::debug("partition {} ({}): codegen {:.1f} ms, optimize {:.1f} ms, emit {:.1f} ms", i,
+                    module->getName().str(), piece.ms[0], piece.ms[1], piece.ms[2]);
     });
   });
   // The steps' times summed over the partitions (on --jobs threads they
