@@ -1,4 +1,4 @@
-#include "CompileJobs.h"
+#include "maxc/Codegen/CompileJobs.h"
 
 #include <algorithm>
 #include <atomic>

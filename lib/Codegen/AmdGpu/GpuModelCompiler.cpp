@@ -1,6 +1,6 @@
 #include "maxc/Codegen/GpuModelCompiler.h"
 
-#include "CompileJobs.h"
+#include "maxc/Codegen/CompileJobs.h"
 #include "EntryPointUtil.h"
 #include "Gpu/GpuKernelEmitter.h"
 #include "Gpu/GpuLowering.h"

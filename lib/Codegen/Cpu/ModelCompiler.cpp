@@ -1,6 +1,6 @@
 #include "maxc/Codegen/ModelCompiler.h"
 
-#include "CompileJobs.h"
+#include "maxc/Codegen/CompileJobs.h"
 #include "EntryPointUtil.h"
 #include "LldLink.h"
 #include "Cpu/KernelEmitter.h"

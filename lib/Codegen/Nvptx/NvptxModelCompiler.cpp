@@ -4,7 +4,7 @@
 // driver API. docs/GPU.md.
 #include "maxc/Codegen/GpuModelCompiler.h"
 
-#include "CompileJobs.h"
+#include "maxc/Codegen/CompileJobs.h"
 #include "EntryPointUtil.h"
 #include "Gpu/GpuKernelEmitter.h"
 #include "Gpu/GpuLowering.h"
