@@ -2,6 +2,7 @@
 
 #include "maxc/Support/Error.h"
 
+#include <llvm/ADT/StringRef.h>
 #include <llvm/Support/Program.h>
 #include <llvm/Support/raw_ostream.h>
 
@@ -29,14 +30,6 @@ namespace maxc::codegen {
 namespace {
 
 constexpr const char *kFallbackLinker = "/usr/lib/llvm-19/bin/ld.lld";
-
-std::string trim(const std::string &s) {
-  size_t begin = s.find_first_not_of(" \t\n");
-  if (begin == std::string::npos)
-    return {};
-  size_t end = s.find_last_not_of(" \t\n");
-  return s.substr(begin, end - begin + 1);
-}
 
 /// A mkdtemp directory whose known files are removed with it.
 class TempDir {
@@ -180,7 +173,7 @@ std::string run_lld(const std::vector<std::string> &flags, const std::vector<std
       } catch (const Error &) {
       }
   }
-  log = trim(log);
+  log = llvm::StringRef(log).trim().str();
   if (rc != 0) {
     throw Error(ErrorCode::Internal, "linking " + what + " failed (" + linker + " exit " + std::to_string(rc) +
                                          "): " + (log.empty() ? "no message" : log));
