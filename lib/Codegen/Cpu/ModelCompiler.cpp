@@ -174,10 +174,6 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
   }
 }
 
-} // namespace
-
-namespace {
-
 /// The weights outside the IR: the blob (views of the constants, then the
 /// Winograd transforms) and each constant's offset in it.
 ByteChunks layout_weights(const Graph &lowered, codegen::ConstantOffsets &offsets) {
