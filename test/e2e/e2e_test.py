@@ -1382,21 +1382,23 @@ def jobs_byte_identical(ctx):
 
 @case
 def jobs_gpu_byte_identical(ctx):
-    """compile --gpu with two arches: each arch's code object on its own
-    thread with -j 2, the same artifacts as -j 1."""
+    """compile --gpu with two arches (AMD: HSACO each; NVIDIA: PTX each): each
+    arch's code on its own thread with -j 2, the same artifacts as -j 1."""
     ctx.weights("mlp")
-    digests = {}
-    for jobs in ["1", "2"]:
-        out = ctx.mkdir("j" + jobs)
-        ctx.compile(ctx.example("mlp"), out, "mlp", ["--gpu", "gfx90a,gfx942", "--cpu", "x86-64", "-j", jobs,
-                                                     "--emit", "obj,header,manifest,hsaco"])
-        for name in sorted(os.listdir(out)):
-            with open(os.path.join(out, name), "rb") as f:
-                digests.setdefault(name, set()).add(hashlib.sha256(f.read()).hexdigest())
-    expect("mlp.gfx90a.hsaco" in digests and "mlp.gfx942.hsaco" in digests, "artifacts: %s" % sorted(digests))
-    for name, seen in sorted(digests.items()):
-        expect(len(seen) == 1, "%s differs between -j 1 and -j 2" % name)
-    print("same bytes for -j 1, 2: %s" % ", ".join(sorted(digests)))
+    for gpu, emit, per_arch in [("gfx90a,gfx942", "hsaco", ["mlp.gfx90a.hsaco", "mlp.gfx942.hsaco"]),
+                                ("sm_80,sm_90", "ptx", ["mlp.sm_80.ptx", "mlp.sm_90.ptx"])]:
+        digests = {}
+        for jobs in ["1", "2"]:
+            out = ctx.mkdir(gpu.replace(",", "-"), "j" + jobs)
+            ctx.compile(ctx.example("mlp"), out, "mlp", ["--gpu", gpu, "--cpu", "x86-64", "-j", jobs,
+                                                         "--emit", "obj,header,manifest," + emit])
+            for name in sorted(os.listdir(out)):
+                with open(os.path.join(out, name), "rb") as f:
+                    digests.setdefault(name, set()).add(hashlib.sha256(f.read()).hexdigest())
+        expect(all(a in digests for a in per_arch), "--gpu %s artifacts: %s" % (gpu, sorted(digests)))
+        for name, seen in sorted(digests.items()):
+            expect(len(seen) == 1, "--gpu %s: %s differs between -j 1 and -j 2" % (gpu, name))
+        print("--gpu %s: same bytes for -j 1, 2: %s" % (gpu, ", ".join(sorted(digests))))
 
 
 def main():
