@@ -120,7 +120,8 @@ int main(int argc, char **argv) {
                           "Must be 1: threads are chosen at run time (NAME_set_num_threads or NAME_set_parallel_for)");
   compile_cmd->add_option("-j,--jobs", compile.jobs,
                           "Code generation threads (default: the hardware threads; 1 = serial): CPU subgraph "
-                          "definitions, GPU architectures. The artifacts are the same bytes for every N");
+                          "definitions, GPU architectures. The artifacts are the same bytes for every N")
+      ->type_name("N");
   compile_cmd->add_flag("--time-passes", compile.time_passes, "Print where compile time went");
   compile_cmd->add_flag("--manifest-timings", compile.manifest_timings,
                         "Record per-stage compile times in the manifest (makes it differ between compiles)");
