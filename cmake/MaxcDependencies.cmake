@@ -7,3 +7,8 @@ find_package(spdlog REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto) # SHA-256 (libssl-dev)
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
+# LLD as a library (liblld-19-dev): joins a CPU model's partition objects
+# (ld -r) and links AMDGPU code objects in process (lib/Codegen/LldLink.cpp);
+# without it, an ld.lld subprocess does.
+find_package(LLD CONFIG QUIET HINTS "${LLVM_LIBRARY_DIR}/cmake/lld")
+message(STATUS "maxc: LLD as a library: ${LLD_FOUND}")

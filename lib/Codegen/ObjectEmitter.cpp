@@ -8,13 +8,18 @@
 #include <llvm/ADT/SmallVector.h>
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/PassManager.h>
 #include <llvm/IR/Verifier.h>
+#include <llvm/Linker/Linker.h>
 #include <llvm/Passes/OptimizationLevel.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/CodeGen.h>
+#include <llvm/Support/Error.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Triple.h>
@@ -111,6 +116,28 @@ std::string emit_module(const llvm::Module &module, const CpuTarget &target, Out
                                          " for " + target.triple);
   pm.run(*clone);
   return std::string(buffer.begin(), buffer.end());
+}
+
+std::string bitcode_of(const llvm::Module &module) {
+  std::string bytes;
+  llvm::raw_string_ostream os(bytes);
+  llvm::WriteBitcodeToFile(module, os);
+  os.flush();
+  return bytes;
+}
+
+std::unique_ptr<llvm::Module> join_bitcode(const std::vector<std::string> &bitcode, llvm::LLVMContext &context) {
+  std::unique_ptr<llvm::Module> joined;
+  for (const std::string &bytes : bitcode) {
+    auto parsed = llvm::parseBitcodeFile(llvm::MemoryBufferRef(bytes, "partition"), context);
+    if (!parsed)
+      throw Error(ErrorCode::Internal, "cannot read a partition's bitcode: " + llvm::toString(parsed.takeError()));
+    if (!joined)
+      joined = std::move(*parsed);
+    else if (llvm::Linker::linkModules(*joined, std::move(*parsed)))
+      throw Error(ErrorCode::Internal, "cannot link the partitions of '" + joined->getName().str() + "'");
+  }
+  return joined;
 }
 
 } // namespace maxc

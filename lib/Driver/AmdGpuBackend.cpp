@@ -73,6 +73,7 @@ public:
     gpu.arches = resolve_gpu_arches(options.gpu);
     gpu.code_object_version = code_object_version(options);
     gpu.gpu_assembly = emit.count("gpu-asm") != 0;
+    gpu.jobs = options.jobs;
     GpuCodegenResult code = compile_amdgpu(*model.lowered, model.abi, host, gpu, timer);
 
     if (emit.count("obj"))

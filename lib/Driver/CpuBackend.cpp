@@ -59,6 +59,7 @@ public:
     request.assembly = emit.count("asm") != 0;
     request.llvm_ir = emit.count("llvm-ir") != 0;
     request.external_weights = options.external_weights;
+    request.jobs = options.jobs;
     CpuCodegenResult code = compile_cpu_module(*model.lowered, model.abi, target, request, timer, &model.plans);
     ModelInterface interface = model.interface;
     if (options.external_weights) {

@@ -110,6 +110,7 @@ public:
     CudaCompileOptions cuda;
     cuda.sms = resolve_cuda_arches(options.gpu);
     cuda.ptxas = find_ptxas();
+    cuda.jobs = options.jobs;
     CudaCodegenResult code = compile_cuda(*model.lowered, model.abi, host, cuda, timer);
 
     if (emit.count("obj"))

@@ -1203,9 +1203,10 @@ def compile_flags_on_every_backend(ctx):
     r = ctx.run(gpu + ["-o", "g.o", "--emit", "obj,header,hsaco", "--print-outputs"], rc=0)
     expect(r.stdout.split() == ["g.o", "mlp.h", "mlp.gfx942.hsaco"], "--print-outputs with --gpu", r)
     expect(listing(ctx.tmp) == ["my model.json"], "--print-outputs wrote files: %s" % listing(ctx.tmp), r)
-    r = ctx.run(gpu + ["-o", "g.o", "--time-passes", "--verify-reproducible", "--manifest-timings", "-MD"], rc=0)
+    r = ctx.run(gpu + ["-o", "g.o", "--time-passes", "--verify-reproducible", "--manifest-timings", "-MD", "-j", "2"],
+                rc=0)
     for step in ["load", "decompose", "plan", "backend", "verify-reproducible", "artifacts", "write",
-                 "hsaco gfx942", "total"]:
+                 "hsaco gfx942", "arches", "total"]:
         expect(re.search(r"^\s+%s\s+[0-9.]+ ms" % re.escape(step), r.stderr, re.M) is not None,
                "--time-passes should time %r" % step, r)
     manifest = parse_json(open(ctx.path("mlp.manifest.json")).read(), "the GPU manifest")
@@ -1213,6 +1214,24 @@ def compile_flags_on_every_backend(ctx):
     with open(ctx.path("g.o.d")) as f:
         dep = f.read()
     expect("my\\ model.json" in dep, "the depfile should escape the space: %r" % dep)
+
+
+
+@case
+def compile_jobs_values(ctx):
+    """--jobs N / -j N takes a number of threads from 1 to 1024; anything else
+    is refused with E0002 before anything is read or written."""
+    model = ctx.example("mlp")
+    base = ["compile", model, "--weights", ctx.weights("mlp"), "-o", "m.o"]
+    for flag, value, backend in [("--jobs", "0", []), ("--jobs", "abc", []), ("-j", "-3", []), ("--jobs", "2x", []),
+                                 ("-j", "1025", []), ("--jobs", "", []), ("-j", "0", ["--gpu", "gfx942"])]:
+        r = ctx.run(base + backend + [flag, value], rc=1)
+        expect_in("error[E0002]", r.stderr, "%s %r" % (flag, value), r)
+        expect_in("--jobs", r.stderr, "%s %r" % (flag, value), r)
+    expect(listing(ctx.tmp) == [], "a refused --jobs wrote files: %s" % listing(ctx.tmp))
+    r = ctx.run(["compile", "--help"], rc=0)
+    expect_in("-j,--jobs", r.stdout, "compile --help", r)
+    ctx.run(base + ["-q", "-j", "1"], rc=0)
 
 
 

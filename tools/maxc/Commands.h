@@ -69,6 +69,8 @@ struct CompileCommandOptions {
   std::vector<std::string> emit; // obj header manifest asm llvm-ir graph test-harness bench-harness
   std::string weights_mode = "embed";
   int threads = 1;
+  std::string jobs;            // --jobs N, -j N: code generation threads
+  bool jobs_given = false;     // else: the hardware threads
   bool time_passes = false;
   bool print_outputs = false;
   bool verify_reproducible = false;

@@ -8,7 +8,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <unistd.h>
 
@@ -21,6 +24,19 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
     diagnostics.error(ErrorCode::InvalidArgument, "", "--weights-mode",
                       "unknown weights mode '" + options.weights_mode + "' (expected embed or external)");
     return finish(global, diagnostics);
+  }
+  unsigned jobs = 0;
+  if (options.jobs_given) {
+    char *end = nullptr;
+    errno = 0;
+    unsigned long n = std::strtoul(options.jobs.c_str(), &end, 10);
+    if (options.jobs.empty() || !std::isdigit(static_cast<unsigned char>(options.jobs[0])) || *end != '\0' ||
+        errno != 0 || n < 1 || n > 1024) {
+      diagnostics.error(ErrorCode::InvalidArgument, "", "--jobs",
+                        "expected a number of threads from 1 to 1024, got '" + options.jobs + "'");
+      return finish(global, diagnostics);
+    }
+    jobs = static_cast<unsigned>(n);
   }
   driver::CompileRequest request;
   request.model = options.model;
@@ -35,6 +51,7 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
   request.options.gpu = options.gpu;
   request.options.code_object_version = options.code_object_version;
   request.options.external_weights = options.weights_mode == "external";
+  request.options.jobs = jobs;
   request.name = options.name;
   request.output = options.output;
   request.output_given = options.output_given;

@@ -475,7 +475,9 @@ int inspect_object(const GlobalOptions &global, const InspectOptions &options, c
       undefined.insert(name->str());
       continue;
     }
-    if (*flags & llvm::object::SymbolRef::SF_Global)
+    // Hidden globals (the weights symbol, the partitions' graph functions)
+    // join the object's parts; they are not exported from a program.
+    if ((*flags & llvm::object::SymbolRef::SF_Global) && !(*flags & llvm::object::SymbolRef::SF_Hidden))
       exported.insert(name->str());
     auto dot = name->find(".const.");
     if (elf && dot != llvm::StringRef::npos) {

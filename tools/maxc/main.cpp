@@ -20,6 +20,7 @@ static const char *kFooter = R"(Examples:
   maxc compile model.json -O3 --cpu znver4 --emit obj,header,manifest,asm
   maxc compile examples/mlp/model.json -o mlp.o --emit obj,header,test-harness,bench-harness
   maxc compile examples/mlp/model.json -o mlp_gpu.o --gpu gfx90a,gfx942,gfx1100   # + mlp.h (HIP; -lamdhip64)
+  maxc compile examples/gpt/model.json -o gpt.o -j 4         # code generation on 4 threads (default: all)
   maxc run examples/mlp/model.json --input x=x.npy --device amdgpu-emu             # GPU kernels, emulated on the CPU
   maxc inspect mlp.o                                       # or mlp.h, mlp.manifest.json; --json
   maxc diff old/mlp.manifest.json mlp.manifest.json        # exit 3: the interface changed
@@ -117,6 +118,10 @@ int main(int argc, char **argv) {
                           "embed (default: weights in the object) or external (NAME.weights.bin, loaded at run time)");
   compile_cmd->add_option("--threads", compile.threads,
                           "Must be 1: threads are chosen at run time (NAME_set_num_threads or NAME_set_parallel_for)");
+  compile_cmd->add_option("-j,--jobs", compile.jobs,
+                          "Code generation threads (default: the hardware threads; 1 = serial): CPU subgraph "
+                          "definitions, GPU architectures. The artifacts are the same bytes for every N")
+      ->type_name("N");
   compile_cmd->add_flag("--time-passes", compile.time_passes, "Print where compile time went");
   compile_cmd->add_flag("--manifest-timings", compile.manifest_timings,
                         "Record per-stage compile times in the manifest (makes it differ between compiles)");
@@ -195,6 +200,7 @@ int main(int argc, char **argv) {
   diff.json = diff.json || version_json;
   trace.emit_given = trace_cmd->count("--emit") > 0;
   compile.output_given = compile_cmd->count("--output") > 0;
+  compile.jobs_given = compile_cmd->count("--jobs") > 0;
 
   try {
     if (version)

@@ -51,6 +51,7 @@ struct GpuCompileOptions {
   std::vector<std::string> arches; // gfx names (resolve_gpu_arches)
   int code_object_version = 5;
   bool gpu_assembly = false;       // also return AMDGPU assembly per arch
+  unsigned jobs = 0;               // arches compiled at once (maxc compile --jobs); 0 = the hardware threads
 };
 
 struct GpuKernelSummary {
@@ -94,6 +95,7 @@ std::string compile_gpu_kernels_ptx(const Graph &graph, const std::string &name,
 struct CudaCompileOptions {
   std::vector<std::string> sms; // "sm_80", ... (resolve_cuda_arches)
   std::string ptxas;            // ptxas to build cubins with; "" = PTX only (the driver JIT-compiles it)
+  unsigned jobs = 0;            // sms compiled at once (maxc compile --jobs); 0 = the hardware threads
 };
 
 struct CudaCodegenResult {

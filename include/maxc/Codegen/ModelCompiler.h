@@ -60,6 +60,7 @@ struct CpuCodegenRequest {
   bool assembly = false;
   bool llvm_ir = false;
   bool external_weights = false;
+  unsigned jobs = 0; // threads for the partitions (maxc compile --jobs); 0 = the hardware's
 };
 
 struct CpuCodegenResult {
@@ -69,8 +70,18 @@ struct CpuCodegenResult {
   uint64_t weights_blob_fnv1a = 0;
 };
 
-/// Builds, optimizes and emits the module of a decomposed graph for
-/// `target`, timing "codegen", "optimize" and one "emit <kind>" step each.
+/// The pieces compile_cpu_module splits a decomposed graph into: the root
+/// (entry points, runtime, the main graph function) first, then each
+/// subgraph definition, by name. They depend on the graph only, never on
+/// the number of jobs; one piece (no subgraphs) is one module, as before.
+std::vector<const Graph *> cpu_partitions(const Graph &lowered);
+
+/// Builds, optimizes and emits a decomposed graph for `target`: each
+/// partition in its own LLVMContext on one of `request.jobs` threads, the
+/// objects joined (ld.lld -r) in partition order, so the bytes are the same
+/// for any number of jobs. Times "codegen", "optimize", "emit obj" (summed
+/// over the partitions), "partitions" (their wall time), "link partitions",
+/// and "emit <kind>" for assembly and IR (of the partitions' IR linked).
 CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &abi, const CpuTarget &target,
                                     const CpuCodegenRequest &request, PassTimer &timer,
                                     const LoweringPlans *plans = nullptr);

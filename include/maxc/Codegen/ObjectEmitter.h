@@ -5,11 +5,14 @@
 
 #include "maxc/Codegen/Target.h"
 
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace llvm {
+class LLVMContext;
 class Module;
-}
+} // namespace llvm
 
 namespace maxc {
 
@@ -23,5 +26,14 @@ enum class OutputKind { object, assembly, llvm_ir };
 /// module, so this works on a clone and `module` stays usable for the next
 /// form. Throws maxc::Error on failure.
 std::string emit_module(const llvm::Module &module, const CpuTarget &target, OutputKind kind);
+
+/// `module` as LLVM bitcode: to carry it out of its LLVMContext (a compile
+/// job's) into another.
+std::string bitcode_of(const llvm::Module &module);
+
+/// The modules of `bitcode` (bitcode_of) read into `context` and linked, in
+/// this order, into one: the first's symbols are kept, the others' internal
+/// names renamed where they clash. Throws maxc::Error.
+std::unique_ptr<llvm::Module> join_bitcode(const std::vector<std::string> &bitcode, llvm::LLVMContext &context);
 
 } // namespace maxc

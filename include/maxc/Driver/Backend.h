@@ -35,6 +35,7 @@ struct BackendOptions {
   std::string gpu;          // --gpu list as given ("gfx90a,mi300x"); "" = none
   int code_object_version = 0; // 0 = not given (5 where it applies)
   bool external_weights = false;
+  unsigned jobs = 0;        // --jobs: code generation threads; 0 = the hardware threads
 };
 
 /// One target a backend compiles for (a row of `maxc targets`).

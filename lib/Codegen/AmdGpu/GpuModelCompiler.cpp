@@ -1,5 +1,6 @@
 #include "maxc/Codegen/GpuModelCompiler.h"
 
+#include "maxc/Codegen/CompileJobs.h"
 #include "EntryPointUtil.h"
 #include "Gpu/GpuKernelEmitter.h"
 #include "Gpu/GpuLowering.h"
@@ -25,33 +26,54 @@ GpuCodegenResult compile_amdgpu(const Graph &lowered, const ModelInterface &abi,
   codegen::check_gpu_model(lowered, name);
   const std::vector<std::string> &symbols = abi.symbols;
 
+  // Each arch's kernels and code object on one of `options.jobs` threads,
+  // in its own LLVMContext; results and step times are kept per arch and
+  // gathered in arch order, so the artifact is the same for any --jobs.
+  struct ArchCode {
+    PassTimer timer;
+    std::vector<codegen::GpuGraphProgram> programs;
+    std::string hsaco, assembly;
+  };
+  std::vector<ArchCode> per_arch(options.arches.size());
+  timer.run("arches", [&] {
+    codegen::run_jobs(options.arches.size(), options.jobs, [&](size_t a) {
+      const std::string &arch = options.arches[a];
+      ArchCode &code = per_arch[a];
+      llvm::LLVMContext context;
+      llvm::Module device(name + "." + arch, context);
+      device.setTargetTriple("amdgcn-amd-amdhsa");
+      device.setDataLayout(amdgpu_data_layout(arch));
+      code.programs = code.timer.run("kernels " + arch, [&] {
+        auto p = codegen::emit_gpu_kernels(device, lowered, name, symbols, arch);
+        codegen::lower_gpu_kernels(device, p, codegen::GpuLoweringTarget::amdgpu, symbols.size());
+        codegen::verify_module(device, "AMDGPU kernel");
+        return p;
+      });
+      code.hsaco = code.timer.run("hsaco " + arch, [&] {
+        return emit_amdgpu_code_object(device, arch, options.code_object_version);
+      });
+      if (options.gpu_assembly)
+        code.assembly = code.timer.run("gpu-asm " + arch, [&] {
+          return emit_amdgpu_assembly(device, arch, options.code_object_version);
+        });
+    });
+  });
   // The launch sequences the host module describes: the kernels' names,
   // grids and buffers are the same in every device module (emit_gpu_kernels
   // is deterministic), so the first arch's are kept, without their bodies.
   std::vector<codegen::GpuGraphProgram> programs;
-  for (const std::string &arch : options.arches) {
-    llvm::LLVMContext context;
-    llvm::Module device(name + "." + arch, context);
-    device.setTargetTriple("amdgcn-amd-amdhsa");
-    device.setDataLayout(amdgpu_data_layout(arch));
-    auto device_programs = timer.run("kernels " + arch, [&] {
-      auto p = codegen::emit_gpu_kernels(device, lowered, name, symbols, arch);
-      codegen::lower_gpu_kernels(device, p, codegen::GpuLoweringTarget::amdgpu, symbols.size());
-      codegen::verify_module(device, "AMDGPU kernel");
-      return p;
-    });
-    std::string hsaco = timer.run("hsaco " + arch, [&] {
-      return emit_amdgpu_code_object(device, arch, options.code_object_version);
-    });
-    out.resources.push_back(amdgpu_kernel_resources(hsaco));
-    out.code_objects.emplace_back(arch, std::move(hsaco));
+  for (size_t a = 0; a < options.arches.size(); ++a) {
+    const std::string &arch = options.arches[a];
+    ArchCode &code = per_arch[a];
+    for (const auto &[step, ms] : code.timer.passes())
+      timer.record(step, ms);
+    out.resources.push_back(amdgpu_kernel_resources(code.hsaco));
+    out.code_objects.emplace_back(arch, std::move(code.hsaco));
     if (options.gpu_assembly)
-      out.gpu_assembly.emplace_back(arch, timer.run("gpu-asm " + arch, [&] {
-        return emit_amdgpu_assembly(device, arch, options.code_object_version);
-      }));
+      out.gpu_assembly.emplace_back(arch, std::move(code.assembly));
     if (programs.empty()) {
-      out.launches = codegen::gpu_launch_count(device_programs);
-      programs = std::move(device_programs);
+      out.launches = codegen::gpu_launch_count(code.programs);
+      programs = std::move(code.programs);
       codegen::keep_launch_sequence(programs, out.kernels);
     }
   }

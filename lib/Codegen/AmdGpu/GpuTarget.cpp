@@ -7,6 +7,7 @@
 
 #include "maxc/Codegen/Target.h"
 #include "EntryPointUtil.h"
+#include "LldLink.h"
 #include "maxc/Support/Error.h"
 
 #include <llvm/ADT/SmallVector.h>
@@ -25,7 +26,6 @@
 #include <llvm/Passes/OptimizationLevel.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/CodeGen.h>
-#include <llvm/Support/Program.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
@@ -35,28 +35,15 @@
 #include <algorithm>
 #include <initializer_list>
 #include <cctype>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
-#include <fcntl.h>
-#include <fstream>
-#include <iterator>
 #include <memory>
-#include <spawn.h>
 #include <sstream>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <utility>
-
-extern char **environ;
 
 namespace maxc {
 
 namespace {
 
 constexpr const char *kAmdgpuTriple = "amdgcn-amd-amdhsa";
-constexpr const char *kFallbackLinker = "/usr/lib/llvm-19/bin/ld.lld";
 
 struct Alias {
   const char *name;
@@ -220,112 +207,6 @@ void optimize_o2(llvm::Module &module, llvm::TargetMachine &tm) {
   mpm.run(module, mam);
 }
 
-/// A mkdtemp directory whose known files are removed with it.
-class TempDir {
-public:
-  TempDir() {
-    const char *base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base && *base ? base : "/tmp") + "/maxc-hsaco-XXXXXX";
-    std::vector<char> buffer(pattern.begin(), pattern.end());
-    buffer.push_back('\0');
-    if (!::mkdtemp(buffer.data()))
-      throw Error(ErrorCode::FileWrite, "cannot create a temporary directory from '" + pattern +
-                                            "': " + std::strerror(errno));
-    path_ = buffer.data();
-  }
-  TempDir(const TempDir &) = delete;
-  TempDir &operator=(const TempDir &) = delete;
-  ~TempDir() {
-    for (const std::string &file : files_)
-      ::unlink(file.c_str());
-    ::rmdir(path_.c_str());
-  }
-  /// A path inside the directory, removed with it.
-  std::string file(const std::string &name) {
-    files_.push_back(path_ + "/" + name);
-    return files_.back();
-  }
-
-private:
-  std::string path_;
-  std::vector<std::string> files_;
-};
-
-void write_bytes(const std::string &path, const std::string &bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-  out.close();
-  if (!out)
-    throw Error(ErrorCode::FileWrite, "cannot write '" + path + "'");
-}
-
-std::string read_bytes(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error(ErrorCode::FileNotReadable, "cannot read '" + path + "'");
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-std::string find_linker() {
-  if (llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName("ld.lld-19"))
-    return *found;
-  if (::access(kFallbackLinker, X_OK) == 0)
-    return kFallbackLinker;
-  throw Error(ErrorCode::Internal, std::string("cannot find the AMDGPU linker: no ld.lld-19 on the PATH and no ") +
-                                       kFallbackLinker + " (install lld-19)");
-}
-
-/// Runs `argv` (argv[0] a full path) with stdout and stderr sent to
-/// `log_path`; returns the exit status, or throws when it cannot run.
-int run_process(const std::vector<std::string> &argv, const std::string &log_path) {
-  posix_spawn_file_actions_t actions;
-  if (posix_spawn_file_actions_init(&actions) != 0)
-    throw Error(ErrorCode::Internal, "posix_spawn_file_actions_init failed");
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-
-  std::vector<char *> args;
-  for (const std::string &arg : argv)
-    args.push_back(const_cast<char *>(arg.c_str()));
-  args.push_back(nullptr);
-
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0)
-    throw Error(ErrorCode::Internal, "cannot run '" + argv[0] + "': " + std::strerror(rc));
-
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR)
-      throw Error(ErrorCode::Internal, "waiting for '" + argv[0] + "' failed: " + std::strerror(errno));
-  }
-  if (WIFEXITED(status))
-    return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-}
-
-std::string link_hsaco(const std::string &object, const std::string &arch) {
-  std::string linker = find_linker();
-  TempDir dir;
-  std::string object_path = dir.file("kernel.o");
-  std::string hsaco_path = dir.file("kernel.hsaco");
-  std::string log_path = dir.file("ld.log");
-  write_bytes(object_path, object);
-  int rc = run_process({linker, "-shared", "--no-undefined", object_path, "-o", hsaco_path}, log_path);
-  if (rc != 0) {
-    std::string log;
-    try {
-      log = trim(read_bytes(log_path));
-    } catch (const Error &) {
-    }
-    throw Error(ErrorCode::Internal, "linking the " + arch + " code object failed (" + linker + " exit " +
-                                         std::to_string(rc) + "): " + (log.empty() ? "no message" : log));
-  }
-  return read_bytes(hsaco_path);
-}
-
 } // namespace
 
 std::vector<std::string> known_amdgpu_arches() {
@@ -440,7 +321,9 @@ std::string amdgpu_codegen(const llvm::Module &module, const std::string &arch, 
 
 std::string emit_amdgpu_code_object(const llvm::Module &module, const std::string &arch,
                                     int code_object_version) {
-  return link_hsaco(amdgpu_codegen(module, arch, code_object_version, llvm::CodeGenFileType::ObjectFile), arch);
+  return codegen::run_lld({"-shared", "--no-undefined"},
+                         {amdgpu_codegen(module, arch, code_object_version, llvm::CodeGenFileType::ObjectFile)},
+                         "the " + arch + " code object");
 }
 
 std::string emit_amdgpu_assembly(const llvm::Module &module, const std::string &arch, int code_object_version) {

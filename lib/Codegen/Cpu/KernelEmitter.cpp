@@ -875,17 +875,24 @@ std::string cpu_lowering(const std::string &op) {
 
 EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
                                   const std::vector<std::string> &symbols, unsigned vector_lanes,
-                                  const ExternalWeights *external, const LoweringPlans *plans) {
+                                  const ExternalWeights *external, const LoweringPlans *plans, const Graph *only) {
   Module mod{module, module.getContext(), prefix, symbols, vector_lanes, external, plans, {}, {}, {}};
   llvm::LLVMContext &c = mod.ctx;
   auto *ptr = llvm::PointerType::getUnqual(c);
   auto *run_type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr, ptr, ptr}, false);
   auto *size_type = llvm::FunctionType::get(llvm::Type::getInt64Ty(c), {ptr}, false);
+  // One partition of a model compiled in pieces (`only`): every graph's
+  // functions are hidden globals, defined in their own graph's partition.
+  auto linkage = only ? llvm::GlobalValue::ExternalLinkage : llvm::GlobalValue::InternalLinkage;
   auto declare = [&](const Graph &g, const std::string &tag) {
     EmittedGraph fns;
-    fns.run = llvm::Function::Create(run_type, llvm::GlobalValue::InternalLinkage, prefix + ".graph." + tag, module);
-    fns.workspace_size =
-        llvm::Function::Create(size_type, llvm::GlobalValue::InternalLinkage, prefix + ".workspace." + tag, module);
+    fns.run = llvm::Function::Create(run_type, linkage, prefix + ".graph." + tag, module);
+    fns.workspace_size = llvm::Function::Create(size_type, linkage, prefix + ".workspace." + tag, module);
+    for (llvm::Function *f : {fns.run, fns.workspace_size})
+      if (only) {
+        f->setVisibility(llvm::GlobalValue::HiddenVisibility);
+        f->setDSOLocal(true);
+      }
     for (unsigned i = 0; i < 3; ++i)
       fns.run->addParamAttr(i, llvm::Attribute::NoUndef);
     fns.run->addFnAttr(llvm::Attribute::NoUnwind);
@@ -898,8 +905,10 @@ EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const
   mod.winograd_inputs = winograd_call_site_inputs(root);
   // Subgraphs first (sorted by name), so output is deterministic.
   for (const auto &[name, sub] : root.subgraphs())
-    FunctionEmitter(mod, *sub, mod.functions.at(sub.get())).emit();
-  FunctionEmitter(mod, root, mod.functions.at(&root)).emit();
+    if (!only || only == sub.get())
+      FunctionEmitter(mod, *sub, mod.functions.at(sub.get())).emit();
+  if (!only || only == &root)
+    FunctionEmitter(mod, root, mod.functions.at(&root)).emit();
   // The loops the vectorizer widens (elementwise tasks, row kernels, GEMM
   // epilogues, their exp/erf/tanh polynomials) use the GEMM's 512-bit
   // vectors on AVX-512 CPUs: LLVM's prefer-256-bit tuning of the Intel

@@ -49,6 +49,10 @@ struct ExternalWeights {
 EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
                                   const std::vector<std::string> &symbols, unsigned vector_lanes = 16,
                                   const ExternalWeights *external = nullptr,
-                                  const LoweringPlans *plans = nullptr); // null: planned here
+                                  const LoweringPlans *plans = nullptr, // null: planned here
+                                  const Graph *only = nullptr);
+// `only` (root or one of its subgraphs): emits that graph's functions alone,
+// declaring the others, every graph's as hidden globals: one partition of a
+// model compiled in pieces (ModelCompiler.cpp, maxc compile --jobs).
 
 } // namespace maxc::codegen

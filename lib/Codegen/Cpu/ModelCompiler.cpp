@@ -1,6 +1,8 @@
 #include "maxc/Codegen/ModelCompiler.h"
 
+#include "maxc/Codegen/CompileJobs.h"
 #include "EntryPointUtil.h"
+#include "LldLink.h"
 #include "Cpu/KernelEmitter.h"
 #include "Cpu/WinogradEmitter.h"
 #include "Cpu/Runtime.h"
@@ -13,6 +15,7 @@
 #include "maxc/Transforms/Decompose.h"
 
 #include <llvm/IR/IRBuilder.h>
+#include <spdlog/spdlog.h>
 #include <llvm/IR/Module.h>
 
 #include <future>
@@ -171,48 +174,107 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
   }
 }
 
+/// The weights outside the IR: the blob (views of the constants, then the
+/// Winograd transforms) and each constant's offset in it.
+ByteChunks layout_weights(const Graph &lowered, codegen::ConstantOffsets &offsets) {
+  ByteChunks blob = codegen::weights_blob(lowered, offsets);
+  codegen::append_winograd_weights(lowered, blob, offsets);
+  return blob;
+}
+
+/// What a CPU module is built from: the whole model (only = null), or one
+/// partition of it: the root (entry points, runtime, main graph function)
+/// or one subgraph definition.
+struct ModuleSpec {
+  const Graph &lowered;
+  const ModelInterface &abi;
+  WeightsPlacement placement;
+  const codegen::ConstantOffsets *offsets; // unless placement is ir
+  uint64_t blob_bytes;
+  const LoweringPlans *plans;
+  unsigned vector_lanes;
+  const Graph *only;
+};
+
+/// Makes `gv` a hidden global: defined in one partition, used by others.
+void share(llvm::GlobalValue *gv) {
+  gv->setLinkage(llvm::GlobalValue::ExternalLinkage);
+  gv->setVisibility(llvm::GlobalValue::HiddenVisibility);
+  gv->setDSOLocal(true);
+}
+
+std::unique_ptr<llvm::Module> build_module(const ModuleSpec &spec, llvm::LLVMContext &context) {
+  const Graph &lowered = spec.lowered;
+  const std::string &name = spec.abi.name;
+  if (!is_c_identifier(name))
+    throw Error(ErrorCode::InvalidArgument, "model name '" + name + "' is not a C identifier (use --name)");
+  const bool split = spec.only != nullptr, main = !split || spec.only == &lowered;
+  ModelInterface m = spec.abi;
+  std::string module_name = name;
+  for (const auto &[sub_name, sub] : lowered.subgraphs())
+    if (sub.get() == spec.only)
+      module_name += ".sub." + sub_name;
+  auto module = std::make_unique<llvm::Module>(module_name, context);
+  std::unique_ptr<codegen::ExternalWeights> external;
+  if (spec.placement != WeightsPlacement::ir) {
+    external = std::make_unique<codegen::ExternalWeights>();
+    external->offsets = *spec.offsets;
+    llvm::Type *ptr = llvm::PointerType::getUnqual(context);
+    if (spec.placement == WeightsPlacement::object_section) {
+      // Only a symbol: append_weights_section defines it in the object.
+      external->symbol = new llvm::GlobalVariable(
+          *module, llvm::ArrayType::get(llvm::Type::getInt8Ty(context), spec.blob_bytes), true,
+          llvm::GlobalValue::ExternalLinkage, nullptr, name + ".weights.data");
+      external->symbol->setVisibility(llvm::GlobalValue::HiddenVisibility);
+      external->symbol->setDSOLocal(true);
+      external->symbol->setAlignment(llvm::Align(64));
+    } else {
+      // The blob's address, set by NAME_set_weights: the root's partition
+      // defines it, the others read it.
+      external->base = new llvm::GlobalVariable(
+          *module, ptr, false, llvm::GlobalValue::InternalLinkage,
+          main ? llvm::ConstantPointerNull::get(llvm::PointerType::getUnqual(context)) : nullptr, name + ".weights");
+      if (split)
+        share(external->base);
+      m.external_weights = true;
+      m.weights_blob_bytes = spec.blob_bytes;
+    }
+  }
+  codegen::EmittedGraph root = codegen::emit_graph_functions(
+      *module, lowered, name, m.symbols, spec.vector_lanes ? spec.vector_lanes : host_vector_lanes(), external.get(),
+      spec.plans, spec.only);
+  if (main) {
+    emit_entry_points(*module, m, root, external ? external->base : nullptr);
+    codegen::link_cpu_runtime(*module, name);
+  }
+  // The runtime's parallel_for, which every partition's kernels call.
+  if (llvm::Function *pf = module->getFunction(name + ".rt.parallel_for"); pf && split)
+    share(pf);
+  codegen::verify_module(*module, "CPU model");
+  return module;
+}
+
 } // namespace
 
 std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const ModelInterface &abi,
                                                llvm::LLVMContext &context, WeightsPlacement placement,
                                                ByteChunks *weights, const LoweringPlans *plans,
                                                unsigned vector_lanes) {
-  const std::string &name = abi.name;
-  if (!is_c_identifier(name))
-    throw Error(ErrorCode::InvalidArgument, "model name '" + name + "' is not a C identifier (use --name)");
-  ModelInterface m = abi;
-  auto module = std::make_unique<llvm::Module>(name, context);
-  std::unique_ptr<codegen::ExternalWeights> external;
-  if (placement != WeightsPlacement::ir) {
-    external = std::make_unique<codegen::ExternalWeights>();
-    ByteChunks blob = codegen::weights_blob(lowered, external->offsets);
-    codegen::append_winograd_weights(lowered, blob, external->offsets);
-    llvm::Type *ptr = llvm::PointerType::getUnqual(context);
-    if (placement == WeightsPlacement::object_section) {
-      // Only a symbol: append_weights_section defines it in the object.
-      external->symbol = new llvm::GlobalVariable(
-          *module, llvm::ArrayType::get(llvm::Type::getInt8Ty(context), blob.size()), true,
-          llvm::GlobalValue::ExternalLinkage, nullptr, name + ".weights.data");
-      external->symbol->setVisibility(llvm::GlobalValue::HiddenVisibility);
-      external->symbol->setDSOLocal(true);
-      external->symbol->setAlignment(llvm::Align(64));
-    } else {
-      external->base = new llvm::GlobalVariable(*module, ptr, false, llvm::GlobalValue::InternalLinkage,
-                                                llvm::ConstantPointerNull::get(llvm::PointerType::getUnqual(context)),
-                                                name + ".weights");
-      m.external_weights = true;
-      m.weights_blob_bytes = blob.size();
-    }
-    if (weights)
-      *weights = std::move(blob);
-  }
-  codegen::EmittedGraph root = codegen::emit_graph_functions(*module, lowered, name, m.symbols,
-                                                                   vector_lanes ? vector_lanes : host_vector_lanes(),
-                                                                   external.get(), plans);
-  emit_entry_points(*module, m, root, external ? external->base : nullptr);
-  codegen::link_cpu_runtime(*module, name);
-  codegen::verify_module(*module, "CPU model");
+  codegen::ConstantOffsets offsets;
+  ByteChunks blob;
+  if (placement != WeightsPlacement::ir)
+    blob = layout_weights(lowered, offsets);
+  auto module = build_module({lowered, abi, placement, &offsets, blob.size(), plans, vector_lanes, nullptr}, context);
+  if (weights)
+    *weights = std::move(blob);
   return module;
+}
+
+std::vector<const Graph *> cpu_partitions(const Graph &lowered) {
+  std::vector<const Graph *> out = {&lowered};
+  for (const auto &[name, sub] : lowered.subgraphs())
+    out.push_back(sub.get());
+  return out;
 }
 
 std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::string &name,
@@ -227,14 +289,8 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
                                     const CpuCodegenRequest &request, PassTimer &timer,
                                     const LoweringPlans *plans) {
   CpuCodegenResult out;
-  llvm::LLVMContext context;
-  ByteChunks weights;
-  std::unique_ptr<llvm::Module> module = timer.run("codegen", [&] {
-    auto built = build_cpu_module(lowered, abi, context,
-                                  request.external_weights ? WeightsPlacement::run_time : WeightsPlacement::object_section,
-                                  &weights, plans, cpu_vector_lanes(target));
-    return built;
-  });
+  codegen::ConstantOffsets offsets;
+  ByteChunks weights = layout_weights(lowered, offsets);
   // External weights: their FNV-1a (one pass over every byte) on a second
   // thread while LLVM works; the object defines NAME.weights.fnv1a.
   std::future<uint64_t> fnv;
@@ -249,10 +305,62 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
       out.weights_blob_fnv1a = fnv.get();
     return out.weights_blob_fnv1a;
   };
-  timer.run("optimize", [&] { optimize_module(*module, target); });
+
+  // Each partition built, optimized and emitted in its own LLVMContext on
+  // one of --jobs threads. The partitions do not depend on --jobs, so the
+  // bytes do not either; a model without subgraphs is one module, as
+  // before partitioning.
+  std::vector<const Graph *> parts = cpu_partitions(lowered);
+  const bool split = parts.size() > 1;
+  const bool keep_ir = request.assembly || request.llvm_ir;
+  struct Piece {
+    std::string object, bitcode;
+    double ms[3] = {0, 0, 0}; // codegen, optimize, emit obj
+  };
+  std::vector<Piece> pieces(parts.size());
+  WeightsPlacement placement = request.external_weights ? WeightsPlacement::run_time : WeightsPlacement::object_section;
+  timer.run("partitions", [&] {
+    codegen::run_jobs(parts.size(), request.jobs, [&](size_t i) {
+      Piece &piece = pieces[i];
+      PassTimer own;
+      llvm::LLVMContext context;
+      std::unique_ptr<llvm::Module> module = own.run("codegen", [&] {
+        return build_module({lowered, abi, placement, &offsets, weights.size(), plans, cpu_vector_lanes(target),
+                             split ? parts[i] : nullptr},
+                            context);
+      });
+      own.run("optimize", [&] { optimize_module(*module, target); });
+      if (keep_ir)
+        piece.bitcode = bitcode_of(*module);
+      if (request.object)
+        piece.object = own.run("emit obj", [&] { return emit_module(*module, target, OutputKind::object); });
+      for (const auto &[step, ms] : own.passes())
+        piece.ms[step == "codegen" ? 0 : step == "optimize" ? 1 : 2] += ms;
+      spdlog::debug("partition {} ({}): codegen {:.1f} ms, optimize {:.1f} ms, emit {:.1f} ms", i,
+                    module->getName().str(), piece.ms[0], piece.ms[1], piece.ms[2]);
+    });
+  });
+  // The steps' times summed over the partitions (on --jobs threads they
+  // overlap: "partitions" is the wall time).
+  const char *steps[] = {"codegen", "optimize", "emit obj"};
+  for (int k = 0; k < (request.object ? 3 : 2); ++k) {
+    double ms = 0;
+    for (const Piece &piece : pieces)
+      ms += piece.ms[k];
+    timer.record(steps[k], ms);
+  }
+
   if (request.object)
-    out.object = timer.run("emit obj", [&] {
-      std::string code = emit_module(*module, target, OutputKind::object);
+    out.object = timer.run("link partitions", [&] {
+      std::string code;
+      if (split) {
+        std::vector<std::string> objects;
+        for (Piece &piece : pieces)
+          objects.push_back(std::move(piece.object));
+        code = codegen::run_lld({"-r"}, objects, "the partitions of model '" + abi.name + "'");
+      } else {
+        code = std::move(pieces[0].object);
+      }
       if (!request.external_weights)
         return codegen::append_weights_section(std::move(code), abi.name + ".weights.data", weights);
       std::string hash(8, '\0'); // little-endian, as the code loads it
@@ -261,10 +369,19 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
       return codegen::append_weights_section(std::move(code), abi.name + ".weights.fnv1a", ByteChunks(hash),
                                              ".rodata.maxc.weights_fnv1a", 8);
     });
-  if (request.assembly)
-    out.assembly = timer.run("emit asm", [&] { return emit_module(*module, target, OutputKind::assembly); });
-  if (request.llvm_ir)
-    out.llvm_ir = timer.run("emit llvm-ir", [&] { return emit_module(*module, target, OutputKind::llvm_ir); });
+  if (keep_ir) {
+    // The partitions' optimized IR linked into one module: the assembly
+    // and IR text of the whole model.
+    llvm::LLVMContext context;
+    std::vector<std::string> bitcode;
+    for (Piece &piece : pieces)
+      bitcode.push_back(std::move(piece.bitcode));
+    std::unique_ptr<llvm::Module> module = timer.run("join ir", [&] { return join_bitcode(bitcode, context); });
+    if (request.assembly)
+      out.assembly = timer.run("emit asm", [&] { return emit_module(*module, target, OutputKind::assembly); });
+    if (request.llvm_ir)
+      out.llvm_ir = timer.run("emit llvm-ir", [&] { return emit_module(*module, target, OutputKind::llvm_ir); });
+  }
   if (request.external_weights) {
     blob_fnv1a();
     out.weights_blob = std::move(weights);

@@ -4,6 +4,7 @@
 // driver API. docs/GPU.md.
 #include "maxc/Codegen/GpuModelCompiler.h"
 
+#include "maxc/Codegen/CompileJobs.h"
 #include "EntryPointUtil.h"
 #include "Gpu/GpuKernelEmitter.h"
 #include "Gpu/GpuLowering.h"
@@ -23,6 +24,7 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include <algorithm>
+#include <tuple>
 #include <cstdlib>
 
 namespace maxc {
@@ -132,22 +134,41 @@ CudaCodegenResult compile_cuda(const Graph &lowered, const ModelInterface &abi, 
   if (options.sms.empty())
     throw Error(ErrorCode::InvalidArgument, "no NVIDIA GPU architecture given (--gpu sm_80,...)");
   codegen::check_gpu_model(lowered, name);
+  // Each sm's PTX (and cubin) on one of `options.jobs` threads, gathered in
+  // sm order (CompileJobs.h): the artifact is the same for any --jobs.
+  struct SmCode {
+    PassTimer timer;
+    std::vector<codegen::GpuGraphProgram> programs;
+    std::string ptx, cubin, error;
+  };
+  std::vector<SmCode> per_sm(options.sms.size());
+  timer.run("arches", [&] {
+    codegen::run_jobs(options.sms.size(), options.jobs, [&](size_t i) {
+      const std::string &sm = options.sms[i];
+      SmCode &code = per_sm[i];
+      code.ptx = code.timer.run("ptx " + sm, [&] { return kernels_ptx(lowered, name, abi.symbols, sm, &code.programs); });
+      if (!options.ptxas.empty())
+        std::tie(code.cubin, code.error) =
+            code.timer.run("ptxas " + sm, [&] { return assemble(options.ptxas, code.ptx, sm); });
+    });
+  });
   std::vector<codegen::GpuGraphProgram> programs;
-  for (const std::string &sm : options.sms) {
-    out.ptx.emplace_back(sm, timer.run("ptx " + sm, [&] {
-      bool first = programs.empty();
-      std::string ptx = kernels_ptx(lowered, name, abi.symbols, sm, &programs);
-      if (first)
-        codegen::keep_launch_sequence(programs, out.kernels);
-      return ptx;
-    }));
-    if (!options.ptxas.empty()) {
-      auto [cubin, error] = timer.run("ptxas " + sm, [&] { return assemble(options.ptxas, out.ptx.back().second, sm); });
-      if (error.empty())
-        out.cubins.emplace_back(sm, std::move(cubin));
-      else
-        out.ptxas_errors.emplace_back(sm, error);
+  for (size_t i = 0; i < options.sms.size(); ++i) {
+    const std::string &sm = options.sms[i];
+    SmCode &code = per_sm[i];
+    for (const auto &[step, ms] : code.timer.passes())
+      timer.record(step, ms);
+    if (programs.empty()) {
+      programs = std::move(code.programs);
+      codegen::keep_launch_sequence(programs, out.kernels);
     }
+    out.ptx.emplace_back(sm, std::move(code.ptx));
+    if (options.ptxas.empty())
+      continue;
+    if (code.error.empty())
+      out.cubins.emplace_back(sm, std::move(code.cubin));
+    else
+      out.ptxas_errors.emplace_back(sm, code.error);
   }
   if (!options.ptxas.empty()) {
     std::string version;
