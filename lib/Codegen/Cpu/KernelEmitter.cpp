@@ -178,6 +178,8 @@ private:
       return emit_attention(node);
     if (lowering == "conv2d" && node_uses_gemm(g_, plan_, node))
       return emit_conv_gemm(node);
+    if (node.op == "max_pool2d" && emit_max_pool(node))
+      return;
     if (lowering != "conv2d" && lowering != "elemental")
       throw Error(ErrorCode::Internal, "codegen: no lowering for op '" + node.op + "'");
     for (size_t r = 0; r < node.results.size(); ++r) {
@@ -797,6 +799,35 @@ private:
                     epi ? &epi->gemm : nullptr};
       emit_gemm_f32(b_, args);
     });
+  }
+
+  /// f32 max_pool2d with static C, H, W, stored input and output: the
+  /// vectorized kernel (Cpu/ConvEmitter.h); false (nothing emitted) otherwise.
+  bool emit_max_pool(const Node &node) {
+    ValueId x = node.operands[0], out = node.results[0];
+    const Shape &xs = g_.type_of(x).shape, &os = g_.type_of(out).shape;
+    auto pair = [](std::vector<int64_t> v) -> std::array<int64_t, 2> {
+      return v.size() == 1 ? std::array<int64_t, 2>{v[0], v[0]} : std::array<int64_t, 2>{v[0], v[1]};
+    };
+    std::vector<int64_t> kernel = node.attrs.get_ints("kernel"), stride = node.attrs.get_ints("stride");
+    std::vector<int64_t> pad = node.attrs.has("padding") ? node.attrs.get_ints("padding") : std::vector<int64_t>{};
+    if (g_.type_of(x).dtype != DType::f32 || !shape_is_static({xs[1], xs[2], xs[3]}) ||
+        plan_.values[x].storage == Storage::fused || plan_.values[out].storage == Storage::fused ||
+        kernel.empty() || kernel.size() > 2 || stride.size() > 2 || (pad.size() != 0 && pad.size() != 2 && pad.size() != 4))
+      return false;
+    PoolShape s{xs[1].value(), xs[2].value(), xs[3].value(), os[2].value(), os[3].value(), 0, 0, {}, {}};
+    auto k = pair(kernel);
+    s.KH = k[0];
+    s.KW = k[1];
+    s.stride = stride.empty() ? k : pair(stride);
+    s.pad = pad.empty() ? std::array<int64_t, 2>{0, 0} : std::array<int64_t, 2>{pad[0], pad[1]};
+    Value *xptr = pointer_of(x), *optr = pointer_of(out);
+    loop(dim(xs[0]), [&](Value *n) {
+      emit_max_pool_f32(b_, s, b_.CreateGEP(b_.getFloatTy(), xptr, b_.CreateMul(n, b_.getInt64(s.C * s.H * s.W))),
+                        b_.CreateGEP(b_.getFloatTy(), optr, b_.CreateMul(n, b_.getInt64(s.C * s.OH * s.OW))),
+                        mod_.lanes, mod_.prefix);
+    });
+    return true;
   }
 
   /// The Winograd F(m,3) weights of a 3x3 stride-1 conv (Cpu/WinogradEmitter.h),
