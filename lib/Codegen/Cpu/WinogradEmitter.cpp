@@ -244,14 +244,18 @@ void emit_winograd(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
                });
              });
 
-  // 2. M[e] [O, T] = U[e] [O, C] @ V[e] [C, T], e = 0..a*a-1.
-  for_count(outer, E, [&](Value *e) {
-    GemmArgs g{f32_at(outer, a.u, mul(outer, e, s.O * s.C)), f32_at(outer, v_base, mul(outer, e, s.C * T)),
-               f32_at(outer, m_base, mul(outer, e, s.O * T)), outer.getInt64(s.O), outer.getInt64(T),
-               outer.getInt64(s.C), outer.getInt64(s.C), outer.getInt64(T), outer.getInt64(T), a.lanes, a.prefix,
-               nullptr};
-    emit_gemm_f32(outer, g);
-  });
+  // 2. M[e] [O, T] = U[e] [O, C] @ V[e] [C, T], e = 0..a*a-1: one task per
+  // e (one hand-off to the pool for all of them, not one per GEMM; the
+  // 7x7 layers' GEMMs of 16 columns split poorly), each GEMM run serially
+  // inside its task, so its bits do not depend on the thread count.
+  emit_tasks(outer, a.prefix, "winograd_gemm", {a.u, v_base, m_base}, E, nullptr,
+             [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *e) {
+               GemmArgs g{f32_at(b, f[0], mul(b, e, s.O * s.C)), f32_at(b, f[1], mul(b, e, s.C * T)),
+                          f32_at(b, f[2], mul(b, e, s.O * T)), b.getInt64(s.O), b.getInt64(T),
+                          b.getInt64(s.C), b.getInt64(s.C), b.getInt64(T), b.getInt64(T), a.lanes, a.prefix,
+                          nullptr, true};
+               emit_gemm_f32(b, g);
+             });
 
   // 3. Output transform and epilogue, tasks over output channels, chunks of
   // L tiles as vector lanes: Y = Aᵀ M A, each output row's m*L columns
