@@ -202,7 +202,17 @@ void emit_winograd(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
   emit_tasks(outer, a.prefix, "winograd_in", {a.x, v_base, planes}, p.in_tasks, nullptr,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
                Value *plane = f32_at(b, f[2], mul(b, t, p.plane_h * p.plane_w));
-               b.CreateMemSet(plane, b.getInt8(0), b.getInt64(p.plane_h * p.plane_w * 4), llvm::Align(4));
+               // Zero the border once per task; each channel overwrites the interior.
+               int64_t top = s.pad[0], left = s.pad[1], right = p.plane_w - left - s.W;
+               auto zero = [&](Value *at, int64_t n) {
+                 if (n > 0)
+                   b.CreateMemSet(f32_at(b, plane, at), b.getInt8(0), b.getInt64(n * 4), llvm::Align(4));
+               };
+               zero(b.getInt64(0), top * p.plane_w + left);
+               for_count(b, s.H - 1, [&](Value *iy) { // right edge of row iy, left edge of row iy + 1
+                 zero(add(b, mul(b, add(b, iy, top), p.plane_w), left + s.W), right + left);
+               });
+               zero(b.getInt64((top + s.H - 1) * p.plane_w + left + s.W), p.plane_h * p.plane_w - ((top + s.H - 1) * p.plane_w + left + s.W));
                Value *c0 = mul(b, t, p.in_per);
                Value *c1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, c0, p.in_per), b.getInt64(s.C));
                for_range(b, c0, c1, [&](Value *c) {
