@@ -265,8 +265,8 @@ bool conv_winograd_shape(const Graph &g, const Node &node) {
 
 int64_t winograd_tile(int64_t OH, int64_t OW) {
   // Measured on ResNet-18 (PERFORMANCE.md, "Convolution"): F(4,3) pays at
-  // 56x56; at 28x28 and below its 36/16 larger weights and fewer GEMM
-  // columns lose to F(2,3), and at 7x7 F(4,3) loses to im2col + GEMM.
+  // 56x56 and 28x28; at 14x14 and 7x7 (GEMMs of 16 and 4 columns, weights
+  // 36/16 larger) F(2,3) wins, and F(4,3) at 7x7 loses even to im2col.
   return std::min(OH, OW) >= kWinogradF4MinSize ? 4 : 2;
 }
 
