@@ -243,13 +243,13 @@ bool conv_uses_gemm(const Graph &g, const Node &node, int64_t *bytes) {
   const TensorType &x = g.type_of(node.operands[0]), &w = g.type_of(node.operands[1]);
   const TensorType &out = g.type_of(node.results[0]);
   // colsT: [C*KH*KW, OH*OW] f32 (none for a pointwise conv: x is colsT);
-  // a 3x3 stride-1 conv may take Winograd F(2,3) (Cpu/WinogradEmitter.h):
-  // V and M, 16*(C+O) floats per 2x2 output tile.
+  // a 3x3 stride-1 conv may take Winograd F(m,3) (Cpu/WinogradEmitter.h):
+  // its V, M and padded planes (winograd_plan).
   if (bytes) {
-    int64_t C = x.shape[1].value(), O = w.shape[0].value(), OH = out.shape[2].value(), OW = out.shape[3].value();
+    int64_t C = x.shape[1].value(), OH = out.shape[2].value(), OW = out.shape[3].value();
     *bytes = conv_is_pointwise(g, node) ? 0 : C * w.shape[2].value() * w.shape[3].value() * OH * OW * 4;
     if (conv_winograd_shape(g, node))
-      *bytes = std::max(*bytes, 16 * (C + O) * ((OH + 1) / 2) * ((OW + 1) / 2) * 4);
+      *bytes = std::max(*bytes, winograd_plan(g, node).scratch_floats * 4);
   }
   return true;
 }
@@ -257,10 +257,38 @@ bool conv_uses_gemm(const Graph &g, const Node &node, int64_t *bytes) {
 bool conv_winograd_shape(const Graph &g, const Node &node) {
   if (!conv_is_static_f32(g, node) || node.attrs.get_int("groups") != 1)
     return false;
-  const Shape &w = g.type_of(node.operands[1]).shape;
+  const Shape &w = g.type_of(node.operands[1]).shape, &out = g.type_of(node.results[0]).shape;
   return w[2] == Dim(3) && w[3] == Dim(3) && node.attrs.get_ints("stride") == std::vector<int64_t>{1, 1} &&
          node.attrs.get_ints("dilation") == std::vector<int64_t>{1, 1} && w[0].value() >= kWinogradMinChannels &&
-         w[1].value() >= kWinogradMinChannels;
+         w[1].value() >= kWinogradMinChannels && winograd_tile(out[2].value(), out[3].value()) != 0;
+}
+
+int64_t winograd_tile(int64_t OH, int64_t OW) {
+  // Measured on ResNet-18 (PERFORMANCE.md, "Convolution"): F(4,3) pays at
+  // 56x56 and 28x28; at 14x14 and 7x7 (GEMMs of 16 and 4 columns, weights
+  // 36/16 larger) F(2,3) wins, and F(4,3) at 7x7 loses even to im2col.
+  return std::min(OH, OW) >= kWinogradF4MinSize ? 4 : 2;
+}
+
+WinogradPlan winograd_plan(const Graph &g, const Node &node) {
+  const Shape &x = g.type_of(node.operands[0]).shape, &w = g.type_of(node.operands[1]).shape;
+  const Shape &out = g.type_of(node.results[0]).shape;
+  int64_t C = x[1].value(), O = w[0].value(), OH = out[2].value(), OW = out[3].value();
+  WinogradPlan p{};
+  p.m = winograd_tile(OH, OW);
+  p.a = p.m + 2;
+  p.th = (OH + p.m - 1) / p.m;
+  p.tw = (OW + p.m - 1) / p.m;
+  int64_t T = p.th * p.tw;
+  auto [tasks, per] = conv_task_split(C, p.a * p.a * T);
+  p.in_tasks = tasks;
+  p.in_per = per;
+  // Rows: every patch row (tile row * m + a - 1); columns: vector loads of
+  // up to kConvDirectMaxLanes tiles' m columns, from a chunk's start and m further.
+  p.plane_h = p.th * p.m + 2;
+  p.plane_w = (p.tw + kConvDirectMaxLanes - 1) / kConvDirectMaxLanes * kConvDirectMaxLanes * p.m + p.m;
+  p.scratch_floats = p.a * p.a * (C + O) * T + p.in_tasks * p.plane_h * p.plane_w;
+  return p;
 }
 
 bool conv_is_pointwise(const Graph &g, const Node &node) {

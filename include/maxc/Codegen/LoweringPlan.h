@@ -60,14 +60,28 @@ bool conv_uses_gemm(const Graph &graph, const Node &node, int64_t *bytes = nullp
 bool conv_is_pointwise(const Graph &graph, const Node &node);
 
 /// The smallest input and output channel count of a Winograd conv: below it
-/// the transforms (scalar, O(16*(C+O)) per tile) weigh too much next to the
-/// 16 GEMMs' O(16*O*C) per tile.
+/// the transforms (O((m+2)^2*(C+O)) per tile) weigh too much next to the
+/// GEMMs' O((m+2)^2*O*C) per tile.
 constexpr int64_t kWinogradMinChannels = 32;
 /// True for a conv_uses_gemm conv2d that the CPU lowers through Winograd
-/// F(2,3) (Cpu/WinogradEmitter.h) when its weight is constant: 3x3, stride 1,
-/// dilation 1, at least kWinogradMinChannels input and output channels. Its
-/// scratch (conv_uses_gemm) covers the transforms.
+/// F(m,3) (Cpu/WinogradEmitter.h) when its weight is constant: 3x3, stride 1,
+/// dilation 1, at least kWinogradMinChannels input and output channels, and
+/// an output of a size winograd_tile() gives a tile for. Its scratch
+/// (conv_uses_gemm) covers the transforms.
 bool conv_winograd_shape(const Graph &graph, const Node &node);
+/// The Winograd output tile m (F(m,3)) for an OH x OW output: 4 from
+/// kWinogradF4MinSize rows and columns on, else 2 (0 would mean no Winograd).
+constexpr int64_t kWinogradF4MinSize = 24;
+int64_t winograd_tile(int64_t OH, int64_t OW);
+/// The geometry of a conv_winograd_shape conv's lowering (one image).
+struct WinogradPlan {
+  int64_t m, a;             // output tile m x m from an a x a input patch, a = m + 2
+  int64_t th, tw;           // tile rows and columns (ceil(OH/m), ceil(OW/m))
+  int64_t in_tasks, in_per; // input transform tasks over channels: count, channels per task
+  int64_t plane_h, plane_w; // each input task's zero-padded input plane (floats)
+  int64_t scratch_floats;   // V [a*a, C, T], M [a*a, O, T], then the planes
+};
+WinogradPlan winograd_plan(const Graph &graph, const Node &node);
 
 /// True for a conv2d the CPU code generator lowers as a direct vectorized
 /// window loop (f32, groups > 1: depthwise and grouped convolutions; see

@@ -313,4 +313,81 @@ void emit_conv_direct_f32(llvm::IRBuilder<> &b, const DirectConvArgs &a) {
              });
 }
 
+void emit_max_pool_f32(llvm::IRBuilder<> &outer, const PoolShape &s, Value *x, Value *out, unsigned lanes,
+                       const std::string &prefix) {
+  const int64_t L = lanes, sy = s.stride[0], sx = s.stride[1];
+  const int64_t chunks = (s.OW + L - 1) / L;
+  // Row buffer: lane l of chunk ch, tap kx reads column (ch*L + l)*sx + kx.
+  const int64_t row_w = chunks * L * sx + s.KW;
+  llvm::Type *f32 = outer.getFloatTy();
+  auto *vec = llvm::FixedVectorType::get(f32, static_cast<unsigned>(L));
+  auto *wide = llvm::FixedVectorType::get(f32, static_cast<unsigned>(L * sx));
+  Value *ninf = llvm::ConstantFP::getInfinity(f32, true);
+  auto [tasks, per] = conv_task_split(s.C, s.OH * s.OW * s.KH * s.KW);
+  emit_tasks(outer, prefix, "max_pool", {x, out}, tasks, nullptr,
+             [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
+               llvm::Function *fn = b.GetInsertBlock()->getParent();
+               llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+               Value *rows = entry.CreateAlloca(f32, entry.getInt64(s.KH * row_w));
+               auto fill = [&](Value *from, int64_t n) { // -inf over n floats
+                 for_count(b, n, [&](Value *i) { b.CreateStore(ninf, f32_at(b, from, i)); });
+               };
+               fill(rows, s.KH * row_w);
+               Value *c0 = mul(b, t, per);
+               Value *c1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, c0, per), b.getInt64(s.C));
+               for_range(b, c0, c1, [&](Value *c) {
+                 Value *plane = f32_at(b, f[0], mul(b, c, s.H * s.W));
+                 for_count(b, s.OH, [&](Value *oy) {
+                   for (int64_t ky = 0; ky < s.KH; ++ky) {
+                     Value *iy = add(b, mul(b, oy, sy), ky - s.pad[0]);
+                     Value *dst = f32_at(b, rows, b.getInt64(ky * row_w + s.pad[1]));
+                     Value *ok = b.CreateICmpULT(iy, b.getInt64(s.H));
+                     llvm::BasicBlock *then_bb = llvm::BasicBlock::Create(b.getContext(), "pool.row", fn);
+                     llvm::BasicBlock *else_bb = llvm::BasicBlock::Create(b.getContext(), "pool.pad", fn);
+                     llvm::BasicBlock *done = llvm::BasicBlock::Create(b.getContext(), "pool.done", fn);
+                     b.CreateCondBr(ok, then_bb, else_bb);
+                     b.SetInsertPoint(then_bb);
+                     b.CreateMemCpy(dst, llvm::Align(4), f32_at(b, plane, mul(b, iy, s.W)), llvm::Align(4), s.W * 4);
+                     b.CreateBr(done);
+                     b.SetInsertPoint(else_bb);
+                     fill(dst, s.W); // a padding row: never wins
+                     b.CreateBr(done);
+                     b.SetInsertPoint(done);
+                   }
+                   Value *orow = f32_at(b, f[1], add(b, mul(b, c, s.OH * s.OW), mul(b, oy, s.OW)));
+                   auto chunk = [&](Value *ch, int64_t valid) {
+                     Value *acc = llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(L),
+                                                                  llvm::cast<llvm::Constant>(ninf));
+                     for (int64_t ky = 0; ky < s.KH; ++ky)
+                       for (int64_t kx = 0; kx < s.KW; ++kx) {
+                         Value *p = f32_at(b, rows, add(b, mul(b, ch, L * sx), ky * row_w + kx));
+                         Value *v = b.CreateAlignedLoad(sx > 1 ? wide : vec, p, llvm::Align(4));
+                         if (sx > 1) {
+                           std::vector<int> every;
+                           for (int64_t l = 0; l < L; ++l)
+                             every.push_back(static_cast<int>(l * sx));
+                           v = b.CreateShuffleVector(v, every);
+                         }
+                         // As the reference: v wins if it is NaN or greater (a NaN max stays).
+                         Value *wins = b.CreateOr(b.CreateFCmpUNO(v, v), b.CreateFCmpOGT(v, acc));
+                         acc = b.CreateSelect(wins, v, acc);
+                       }
+                     Value *dst = f32_at(b, orow, mul(b, ch, L));
+                     if (valid < L) {
+                       std::vector<llvm::Constant *> bits;
+                       for (int64_t l = 0; l < L; ++l)
+                         bits.push_back(b.getInt1(l < valid));
+                       b.CreateMaskedStore(acc, dst, llvm::Align(4), llvm::ConstantVector::get(bits));
+                     } else {
+                       b.CreateAlignedStore(acc, dst, llvm::Align(4));
+                     }
+                   };
+                   if (chunks > 1)
+                     for_count(b, chunks - 1, [&](Value *ch) { chunk(ch, L); });
+                   chunk(b.getInt64(chunks - 1), s.OW - (chunks - 1) * L);
+                 });
+               });
+             });
+}
+
 } // namespace maxc::codegen

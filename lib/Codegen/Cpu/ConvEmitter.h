@@ -64,6 +64,20 @@ struct DirectConvArgs {
 /// runtime's parallel_for.
 void emit_conv_direct_f32(llvm::IRBuilder<> &b, const DirectConvArgs &args);
 
+/// One image's max-pool geometry (all static).
+struct PoolShape {
+  int64_t C, H, W, OH, OW, KH, KW;
+  std::array<int64_t, 2> stride;
+  std::array<int64_t, 2> pad; // top, left (bottom / right follow from OH, OW)
+};
+
+/// f32 max_pool2d of one image: tasks over channels (conv_task_split); per
+/// output row, the window's input rows copied into -inf-padded row buffers
+/// (task-local), then vectors of `lanes` output columns, one strided load
+/// (a wide load and a shuffle) per tap; NaN wins as in the reference.
+void emit_max_pool_f32(llvm::IRBuilder<> &b, const PoolShape &s, llvm::Value *x, llvm::Value *out, unsigned lanes,
+                       const std::string &prefix);
+
 /// IR helpers shared by the convolution kernels (ConvEmitter.cpp,
 /// WinogradEmitter.cpp); i64 arithmetic is nsw.
 namespace conv_ir {

@@ -398,7 +398,7 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
   auto ceil_div = [&](Value *x, Value *y) { return b.CreateSDiv(b.CreateAdd(x, b.CreateSub(y, i64(1))), y); };
   Value *panels = panel_count(b, args.n, nr);
   Value *macs = b.CreateMul(b.CreateMul(args.m, args.n), args.k);
-  Value *small = b.CreateICmpSLT(macs, i64(kParallelMacs));
+  Value *small = args.serial ? b.getTrue() : b.CreateICmpSLT(macs, i64(kParallelMacs));
   Value *m1 = b.CreateSelect(b.CreateICmpSGT(args.m, i64(0)), args.m, i64(1));
   Value *a_fits = b.CreateICmpSLE(b.CreateMul(args.m, args.k), i64(kABlockBytes / 4));
   Value *cap = b.CreateSelect(b.CreateICmpSGE(panels, i64(kEnoughPanels)),

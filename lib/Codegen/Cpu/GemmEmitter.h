@@ -54,6 +54,7 @@ struct GemmArgs {
   unsigned lanes = 16;
   std::string prefix;              // the model's symbol prefix (for helpers and the parallel_for hook)
   const GemmEpilogue *epilogue = nullptr; // optional
+  bool serial = false; // run the tasks here, one after another (for a caller that is itself a task)
 };
 
 void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args);

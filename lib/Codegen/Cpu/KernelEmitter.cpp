@@ -178,6 +178,8 @@ private:
       return emit_attention(node);
     if (lowering == "conv2d" && node_uses_gemm(g_, plan_, node))
       return emit_conv_gemm(node);
+    if (node.op == "max_pool2d" && emit_max_pool(node))
+      return;
     if (lowering != "conv2d" && lowering != "elemental")
       throw Error(ErrorCode::Internal, "codegen: no lowering for op '" + node.op + "'");
     for (size_t r = 0; r < node.results.size(); ++r) {
@@ -510,11 +512,14 @@ private:
     // The call's Winograd weights (its constants transformed at compile
     // time): in the template, or stored below with run-time weights.
     std::vector<std::string> wino_names;
+    std::vector<int64_t> wino_tiles;
     for (size_t i = 0; wino && i < wino->size(); ++i) {
       const Node &c = g_.nodes()[g_.value_info(node.operands[(*wino)[i]]).producer];
       wino_names.push_back(c.attrs.get_string("name"));
-      fixed.push_back(run_time_weights() ? llvm::ConstantPointerNull::get(b_.getPtrTy())
-                                         : llvm::cast<llvm::Constant>(winograd_pointer(wino_names.back())));
+      wino_tiles.push_back(winograd_input_tile(*callee, (*wino)[i]));
+      fixed.push_back(run_time_weights()
+                          ? llvm::ConstantPointerNull::get(b_.getPtrTy())
+                          : llvm::cast<llvm::Constant>(winograd_pointer(wino_names.back(), wino_tiles.back())));
       constants += !run_time_weights();
     }
     if (constants > 0) {
@@ -529,7 +534,7 @@ private:
         b_.CreateStore(i < node.operands.size() ? stored_pointer(buffers[i]) : pointer_of(buffers[i]),
                        b_.CreateConstGEP1_64(b_.getPtrTy(), table, i));
     for (size_t i = 0; run_time_weights() && i < wino_names.size(); ++i)
-      b_.CreateStore(winograd_pointer(wino_names[i]), b_.CreateConstGEP1_64(b_.getPtrTy(), table, buffers.size() + i));
+      b_.CreateStore(winograd_pointer(wino_names[i], wino_tiles[i]), b_.CreateConstGEP1_64(b_.getPtrTy(), table, buffers.size() + i));
     Value *callee_ws = b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slots_end());
     b_.CreateCall(fns.run, {table, dims_, callee_ws});
   }
@@ -783,7 +788,8 @@ private:
         return;
       }
       if (Value *u = winograd_weights(node)) {
-        emit_winograd_f23(b_, {s, x_n, u, out_n, scratch, mod_.lanes, mod_.prefix, epi ? &epi->gemm : nullptr});
+        emit_winograd(b_, {s, winograd_plan(g_, node), x_n, u, out_n, scratch, mod_.lanes, mod_.prefix,
+                           epi ? &epi->gemm : nullptr});
         return;
       }
       if (!pointwise)
@@ -795,7 +801,36 @@ private:
     });
   }
 
-  /// The Winograd F(2,3) weights of a 3x3 stride-1 conv (Cpu/WinogradEmitter.h),
+  /// f32 max_pool2d with static C, H, W, stored input and output: the
+  /// vectorized kernel (Cpu/ConvEmitter.h); false (nothing emitted) otherwise.
+  bool emit_max_pool(const Node &node) {
+    ValueId x = node.operands[0], out = node.results[0];
+    const Shape &xs = g_.type_of(x).shape, &os = g_.type_of(out).shape;
+    auto pair = [](std::vector<int64_t> v) -> std::array<int64_t, 2> {
+      return v.size() == 1 ? std::array<int64_t, 2>{v[0], v[0]} : std::array<int64_t, 2>{v[0], v[1]};
+    };
+    std::vector<int64_t> kernel = node.attrs.get_ints("kernel"), stride = node.attrs.get_ints("stride");
+    std::vector<int64_t> pad = node.attrs.has("padding") ? node.attrs.get_ints("padding") : std::vector<int64_t>{};
+    if (g_.type_of(x).dtype != DType::f32 || !shape_is_static({xs[1], xs[2], xs[3]}) ||
+        plan_.values[x].storage == Storage::fused || plan_.values[out].storage == Storage::fused ||
+        kernel.empty() || kernel.size() > 2 || stride.size() > 2 || (pad.size() != 0 && pad.size() != 2 && pad.size() != 4))
+      return false;
+    PoolShape s{xs[1].value(), xs[2].value(), xs[3].value(), os[2].value(), os[3].value(), 0, 0, {}, {}};
+    auto k = pair(kernel);
+    s.KH = k[0];
+    s.KW = k[1];
+    s.stride = stride.empty() ? k : pair(stride);
+    s.pad = pad.empty() ? std::array<int64_t, 2>{0, 0} : std::array<int64_t, 2>{pad[0], pad[1]};
+    Value *xptr = pointer_of(x), *optr = pointer_of(out);
+    loop(dim(xs[0]), [&](Value *n) {
+      emit_max_pool_f32(b_, s, b_.CreateGEP(b_.getFloatTy(), xptr, b_.CreateMul(n, b_.getInt64(s.C * s.H * s.W))),
+                        b_.CreateGEP(b_.getFloatTy(), optr, b_.CreateMul(n, b_.getInt64(s.C * s.OH * s.OW))),
+                        mod_.lanes, mod_.prefix);
+    });
+    return true;
+  }
+
+  /// The Winograd F(m,3) weights of a 3x3 stride-1 conv (Cpu/WinogradEmitter.h),
   /// transformed at compile time; null when the conv takes im2col + GEMM.
   /// A constant of this graph: one global per constant.
   /// A subgraph's weight that every call binds to a constant arrives
@@ -804,15 +839,16 @@ private:
     const ValueInfo &w = g_.value_info(node.operands[1]);
     if (!conv_winograd_shape(g_, node))
       return nullptr;
+    int64_t m = winograd_plan(g_, node).m;
     if (w.producer >= 0)
       return g_.nodes()[w.producer].op == "constant"
-                 ? winograd_pointer(g_.nodes()[w.producer].attrs.get_string("name"))
+                 ? winograd_pointer(g_.nodes()[w.producer].attrs.get_string("name"), m)
                  : nullptr;
     auto it = mod_.winograd_inputs.find(g_.name());
     if (&g_ == g_.root() || it == mod_.winograd_inputs.end())
       return nullptr;
     auto at = std::find(it->second.begin(), it->second.end(), w.index);
-    if (at == it->second.end())
+    if (at == it->second.end() || winograd_input_tile(g_, w.index) != m)
       return nullptr;
     return buffer_arg(g_.input_ids().size() + g_.output_ids().size() + (at - it->second.begin()));
   }
@@ -820,24 +856,24 @@ private:
   /// The Winograd weights of this graph's constant `constant`: in the
   /// weights section or the run-time blob (append_winograd_weights), or,
   /// with weights as IR constants (the JIT), one global each.
-  Value *winograd_pointer(const std::string &constant) {
-    std::string key = constant + ".winograd";
+  Value *winograd_pointer(const std::string &constant, int64_t m) {
+    std::string key = winograd_key(constant, m);
     if (mod_.external && mod_.external->symbol)
       return llvm::ConstantExpr::getGetElementPtr(
           entry_b_.getInt8Ty(), mod_.external->symbol,
           entry_b_.getInt64(static_cast<int64_t>(mod_.external->offsets.at({&g_, key}))));
     if (mod_.external)
       return external_constant(key);
-    return winograd_global(constant);
+    return winograd_global(constant, m);
   }
 
   /// The Winograd weights of this graph's constant `constant` (one global each).
-  llvm::GlobalVariable *winograd_global(const std::string &constant) {
-    std::string name = constant + ".winograd";
+  llvm::GlobalVariable *winograd_global(const std::string &constant, int64_t m) {
+    std::string name = winograd_key(constant, m);
     auto key = std::make_pair(&g_, name);
     if (auto it = mod_.constants.find(key); it != mod_.constants.end())
       return it->second;
-    std::vector<float> u = winograd_f23_weights(g_.constant(constant));
+    std::vector<float> u = codegen::winograd_weights(g_.constant(constant), m);
     auto *data = llvm::ConstantDataArray::get(mod_.ctx, llvm::ArrayRef<float>(u));
     std::string global_name = mod_.prefix + ".const." + (&g_ == g_.root() ? "" : g_.name() + ".") + name;
     auto *gv = new llvm::GlobalVariable(mod_.m, data->getType(), true, llvm::GlobalValue::InternalLinkage, data,

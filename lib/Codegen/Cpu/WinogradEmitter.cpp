@@ -6,6 +6,7 @@
 
 #include <llvm/IR/Intrinsics.h>
 
+#include <array>
 #include <set>
 
 namespace maxc::codegen {
@@ -15,49 +16,139 @@ using namespace conv_ir;
 
 namespace {
 
-constexpr int64_t kElems = 16; // the 4x4 transform
+/// G (a x 3) of F(m,3): U = G g Gᵀ.
+const std::vector<std::array<double, 3>> &winograd_g(int64_t m) {
+  static const std::vector<std::array<double, 3>> g2 = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  static const std::vector<std::array<double, 3>> g4 = {{1.0 / 4, 0, 0},
+                                                        {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                                        {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                                        {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                                        {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                                        {0, 0, 1}};
+  return m == 2 ? g2 : g4;
+}
 
-int64_t tiles_h(const ConvShape &s) { return (s.OH + 1) / 2; }
-int64_t tiles_w(const ConvShape &s) { return (s.OW + 1) / 2; }
+/// c * x + y (scalars or vectors).
+Value *fma(llvm::IRBuilder<> &b, double c, Value *x, Value *y) {
+  return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {x->getType()}, {llvm::ConstantFP::get(x->getType(), c), x, y});
+}
+
+/// v = Bᵀ d, a = m + 2 values in and out (one dimension of Bᵀ d B).
+void input_1d(llvm::IRBuilder<> &b, int64_t m, Value *const *d, Value **v) {
+  if (m == 2) {
+    v[0] = b.CreateFSub(d[0], d[2]);
+    v[1] = b.CreateFAdd(d[1], d[2]);
+    v[2] = b.CreateFSub(d[2], d[1]);
+    v[3] = b.CreateFSub(d[1], d[3]);
+    return;
+  }
+  // Bᵀ rows: [4 0 -5 0 1 0], [0 -4 -4 1 1 0], [0 4 -4 -1 1 0],
+  // [0 -2 -1 2 1 0], [0 2 -1 -2 1 0], [0 4 0 -5 0 1].
+  Value *t1 = fma(b, -4, d[2], d[4]), *t2 = fma(b, -4, d[1], d[3]);
+  Value *t3 = b.CreateFSub(d[4], d[2]), *t4 = b.CreateFSub(d[3], d[1]);
+  v[0] = fma(b, 4, d[0], fma(b, -5, d[2], d[4]));
+  v[1] = b.CreateFAdd(t1, t2);
+  v[2] = b.CreateFSub(t1, t2);
+  v[3] = fma(b, 2, t4, t3);
+  v[4] = fma(b, -2, t4, t3);
+  v[5] = fma(b, 4, d[1], fma(b, -5, d[3], d[5]));
+}
+
+/// y = Aᵀ x, a values in, m out (one dimension of Aᵀ M A).
+void output_1d(llvm::IRBuilder<> &b, int64_t m, Value *const *x, Value **y) {
+  if (m == 2) {
+    y[0] = b.CreateFAdd(b.CreateFAdd(x[0], x[1]), x[2]);
+    y[1] = b.CreateFSub(b.CreateFSub(x[1], x[2]), x[3]);
+    return;
+  }
+  // Aᵀ rows: [1 1 1 1 1 0], [0 1 -1 2 -2 0], [0 1 1 4 4 0], [0 1 -1 8 -8 1].
+  Value *s12 = b.CreateFAdd(x[1], x[2]), *d12 = b.CreateFSub(x[1], x[2]);
+  Value *s34 = b.CreateFAdd(x[3], x[4]), *d34 = b.CreateFSub(x[3], x[4]);
+  y[0] = b.CreateFAdd(b.CreateFAdd(x[0], s12), s34);
+  y[1] = fma(b, 2, d34, d12);
+  y[2] = fma(b, 4, s34, s12);
+  y[3] = b.CreateFAdd(fma(b, 8, d34, d12), x[5]);
+}
+
+/// The first n lanes of a `width`-lane mask (null when n >= width).
+Value *first_lanes(llvm::IRBuilder<> &b, int64_t width, int64_t n) {
+  if (n >= width)
+    return nullptr;
+  std::vector<llvm::Constant *> bits;
+  for (int64_t l = 0; l < width; ++l)
+    bits.push_back(b.getInt1(l < n));
+  return llvm::ConstantVector::get(bits);
+}
+
+std::vector<int> stride_lanes(int64_t count, int64_t stride, int64_t offset) {
+  std::vector<int> idx;
+  for (int64_t l = 0; l < count; ++l)
+    idx.push_back(static_cast<int>(l * stride + offset));
+  return idx;
+}
+
+/// Chunks of up to `lanes` tiles along a tile row: body(chunk, tiles, last)
+/// for the full chunks before the last in a loop (`tiles` = lanes), then the
+/// last one with its compile-time tile count.
+void for_chunks(llvm::IRBuilder<> &b, int64_t tw, int64_t lanes,
+                const std::function<void(Value *, int64_t, bool)> &body) {
+  int64_t chunks = (tw + lanes - 1) / lanes;
+  if (chunks > 1)
+    for_count(b, chunks - 1, [&](Value *ch) { body(ch, lanes, false); });
+  body(b.getInt64(chunks - 1), tw - (chunks - 1) * lanes, true);
+}
 
 } // namespace
 
-std::vector<float> winograd_f23_weights(const HostTensor &w) {
-  int64_t O = w.shape()[0], C = w.shape()[1];
-  static const double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
-  std::vector<float> u(static_cast<size_t>(kElems * O * C));
+std::vector<float> winograd_weights(const HostTensor &w, int64_t m) {
+  int64_t O = w.shape()[0], C = w.shape()[1], a = m + 2;
+  const auto &G = winograd_g(m);
+  std::vector<float> u(static_cast<size_t>(a * a * O * C));
   for (int64_t o = 0; o < O; ++o)
     for (int64_t c = 0; c < C; ++c) {
-      double g[3][3], gg[4][3];
+      double g[3][3], gg[6][3];
       for (int i = 0; i < 3; ++i)
         for (int j = 0; j < 3; ++j)
           g[i][j] = w.get_f64(((o * C + c) * 3 + i) * 3 + j);
-      for (int i = 0; i < 4; ++i)
+      for (int64_t i = 0; i < a; ++i)
         for (int j = 0; j < 3; ++j)
           gg[i][j] = G[i][0] * g[0][j] + G[i][1] * g[1][j] + G[i][2] * g[2][j];
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) {
+      for (int64_t i = 0; i < a; ++i)
+        for (int64_t j = 0; j < a; ++j) {
           double v = gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2];
-          u[static_cast<size_t>(((i * 4 + j) * O + o) * C + c)] = static_cast<float>(v);
+          u[static_cast<size_t>(((i * a + j) * O + o) * C + c)] = static_cast<float>(v);
         }
     }
   return u;
+}
+
+std::string winograd_key(const std::string &constant, int64_t m) {
+  return constant + ".winograd" + std::to_string(m);
+}
+
+int64_t winograd_input_tile(const Graph &sub, size_t input) {
+  for (const Node &n : sub.nodes())
+    if (conv_winograd_shape(sub, n) && sub.value_info(n.operands[1]).index == input &&
+        sub.value_info(n.operands[1]).producer < 0)
+      return winograd_plan(sub, n).m;
+  return 0;
 }
 
 std::map<std::string, std::vector<size_t>> winograd_call_site_inputs(const Graph &root) {
   std::map<std::string, std::vector<size_t>> out;
   for (const auto &[name, bound] : constant_bound_inputs(root)) {
     const Graph &sub = *root.find_subgraph(name);
-    std::set<size_t> inputs;
+    std::map<size_t, std::set<int64_t>> tiles; // input -> the tiles of the convs reading it
     for (const Node &n : sub.nodes()) {
       if (!conv_winograd_shape(sub, n))
         continue;
       const ValueInfo &w = sub.value_info(n.operands[1]);
       if (w.producer < 0 && bound[w.index])
-        inputs.insert(w.index);
+        tiles[w.index].insert(winograd_plan(sub, n).m);
     }
-    if (!inputs.empty())
-      out[name].assign(inputs.begin(), inputs.end());
+    for (const auto &[input, ms] : tiles)
+      if (ms.size() == 1) // one transform per input (else its convs take im2col)
+        out[name].push_back(input);
   }
   return out;
 }
@@ -65,7 +156,7 @@ std::map<std::string, std::vector<size_t>> winograd_call_site_inputs(const Graph
 void append_winograd_weights(const Graph &root, ByteChunks &blob, ConstantOffsets &offsets) {
   const std::map<std::string, std::vector<size_t>> call_inputs = winograd_call_site_inputs(root);
   auto add = [&](const Graph &g) {
-    std::set<std::string> names;
+    std::set<std::pair<std::string, int64_t>> names; // (constant, tile)
     auto constant_name = [&](ValueId v) -> const std::string * {
       int64_t p = g.value_info(v).producer;
       if (p < 0 || g.nodes()[static_cast<size_t>(p)].op != "constant")
@@ -75,17 +166,17 @@ void append_winograd_weights(const Graph &root, ByteChunks &blob, ConstantOffset
     for (const Node &n : g.nodes()) {
       if (conv_winograd_shape(g, n))
         if (const std::string *name = constant_name(n.operands[1]))
-          names.insert(*name);
+          names.insert({*name, winograd_plan(g, n).m});
       if (n.op == "call")
         if (auto it = call_inputs.find(n.attrs.get_string("callee")); it != call_inputs.end())
           for (size_t index : it->second)
             if (const std::string *name = constant_name(n.operands[index]))
-              names.insert(*name);
+              names.insert({*name, winograd_input_tile(*root.find_subgraph(it->first), index)});
     }
-    for (const std::string &name : names) {
-      auto u = std::make_shared<std::vector<float>>(winograd_f23_weights(g.constant(name)));
+    for (const auto &[name, m] : names) {
+      auto u = std::make_shared<std::vector<float>>(winograd_weights(g.constant(name), m));
       blob.append_zeros(((blob.size() + 63) & ~uint64_t(63)) - blob.size());
-      offsets[{&g, name + ".winograd"}] = blob.size();
+      offsets[{&g, winograd_key(name, m)}] = blob.size();
       blob.append_view(u->data(), u->size() * sizeof(float), u);
     }
   };
@@ -94,111 +185,162 @@ void append_winograd_weights(const Graph &root, ByteChunks &blob, ConstantOffset
     add(*sub);
 }
 
-void emit_winograd_f23(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
+void emit_winograd(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
   const ConvShape &s = a.shape;
-  int64_t TH = tiles_h(s), TW = tiles_w(s), T = TH * TW;
+  const WinogradPlan &p = a.plan;
+  const int64_t m = p.m, A = p.a, E = A * A, T = p.th * p.tw, L = a.lanes;
   Value *v_base = a.scratch;
-  Value *m_base = f32_at(outer, a.scratch, outer.getInt64(kElems * s.C * T));
+  Value *m_base = f32_at(outer, a.scratch, outer.getInt64(E * s.C * T));
+  Value *planes = f32_at(outer, a.scratch, outer.getInt64(E * (s.C + s.O) * T));
   llvm::Type *f32 = outer.getFloatTy();
+  auto *vec = llvm::FixedVectorType::get(f32, static_cast<unsigned>(L));
+  auto *wide = llvm::FixedVectorType::get(f32, static_cast<unsigned>(L * m));
 
-  // 1. Input transform, tasks over channels.
-  {
-    auto [tasks, per] = conv_task_split(s.C, kElems * T);
-    emit_tasks(outer, a.prefix, "winograd_in", {a.x, v_base}, tasks, nullptr,
-               [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
-                 Value *c0 = mul(b, t, per);
-                 Value *c1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, c0, per), b.getInt64(s.C));
-                 for_range(b, c0, c1, [&](Value *c) {
-                   Value *plane = mul(b, c, s.H * s.W);
-                   for_count(b, TH, [&](Value *ty) {
-                     Value *iy0 = add(b, mul(b, ty, 2), -s.pad[0]);
-                     for_count(b, TW, [&](Value *tx) {
-                       Value *ix0 = add(b, mul(b, tx, 2), -s.pad[1]);
-                       Value *d[4][4];
-                       for (int i = 0; i < 4; ++i) {
-                         Value *iy = add(b, iy0, i);
-                         Value *y_ok = b.CreateICmpULT(iy, b.getInt64(s.H));
-                         for (int j = 0; j < 4; ++j) {
-                           Value *ix = add(b, ix0, j);
-                           Value *ok = b.CreateAnd(y_ok, b.CreateICmpULT(ix, b.getInt64(s.W)));
-                           Value *idx = b.CreateSelect(ok, add(b, plane, add(b, mul(b, iy, s.W), ix)), plane);
-                           Value *v = b.CreateLoad(f32, f32_at(b, f[0], idx));
-                           d[i][j] = b.CreateSelect(ok, v, llvm::ConstantFP::get(f32, 0.0));
-                         }
+  // 1. Input transform, tasks over channels: each channel copied into the
+  // task's zero-padded plane (no bounds checks), then per tile row, chunks
+  // of L tiles as vector lanes: V[e][c][t] = (Bᵀ d B)[e].
+  emit_tasks(outer, a.prefix, "winograd_in", {a.x, v_base, planes}, p.in_tasks, nullptr,
+             [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
+               Value *plane = f32_at(b, f[2], mul(b, t, p.plane_h * p.plane_w));
+               // Zero the border once per task; each channel overwrites the interior.
+               int64_t top = s.pad[0], left = s.pad[1], right = p.plane_w - left - s.W;
+               auto zero = [&](Value *at, int64_t n) {
+                 if (n > 0)
+                   b.CreateMemSet(f32_at(b, plane, at), b.getInt8(0), b.getInt64(n * 4), llvm::Align(4));
+               };
+               zero(b.getInt64(0), top * p.plane_w + left);
+               for_count(b, s.H - 1, [&](Value *iy) { // right edge of row iy, left edge of row iy + 1
+                 zero(add(b, mul(b, add(b, iy, top), p.plane_w), left + s.W), right + left);
+               });
+               zero(b.getInt64((top + s.H - 1) * p.plane_w + left + s.W), p.plane_h * p.plane_w - ((top + s.H - 1) * p.plane_w + left + s.W));
+               Value *c0 = mul(b, t, p.in_per);
+               Value *c1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, c0, p.in_per), b.getInt64(s.C));
+               for_range(b, c0, c1, [&](Value *c) {
+                 Value *src = f32_at(b, f[0], mul(b, c, s.H * s.W));
+                 for_count(b, s.H, [&](Value *iy) {
+                   b.CreateMemCpy(f32_at(b, plane, add(b, mul(b, add(b, iy, s.pad[0]), p.plane_w), s.pad[1])),
+                                  llvm::Align(4), f32_at(b, src, mul(b, iy, s.W)), llvm::Align(4), s.W * 4);
+                 });
+                 for_count(b, p.th, [&](Value *ty) {
+                   for_chunks(b, p.tw, L, [&](Value *ch, int64_t tiles, bool) {
+                     Value *x0 = mul(b, ch, L * m);
+                     std::vector<std::vector<Value *>> h(A, std::vector<Value *>(A));
+                     for (int64_t i = 0; i < A; ++i) {
+                       Value *row = f32_at(b, plane, add(b, mul(b, add(b, mul(b, ty, m), i), p.plane_w), x0));
+                       Value *lo = b.CreateAlignedLoad(wide, row, llvm::Align(4));
+                       Value *hi = b.CreateAlignedLoad(wide, f32_at(b, row, b.getInt64(m)), llvm::Align(4));
+                       std::vector<Value *> d(A);
+                       for (int64_t j = 0; j < A; ++j)
+                         d[j] = b.CreateShuffleVector(j < m ? lo : hi, stride_lanes(L, m, j % m));
+                       input_1d(b, m, d.data(), h[i].data());
+                     }
+                     Value *tile0 = add(b, mul(b, ty, p.tw), mul(b, ch, L));
+                     Value *mask = first_lanes(b, L, tiles);
+                     for (int64_t l = 0; l < A; ++l) {
+                       std::vector<Value *> col(A), v(A);
+                       for (int64_t i = 0; i < A; ++i)
+                         col[i] = h[i][l];
+                       input_1d(b, m, col.data(), v.data());
+                       for (int64_t k = 0; k < A; ++k) {
+                         Value *ptr = f32_at(b, f[1], add(b, mul(b, add(b, c, (k * A + l) * s.C), T), tile0));
+                         if (mask)
+                           b.CreateMaskedStore(v[k], ptr, llvm::Align(4), mask);
+                         else
+                           b.CreateAlignedStore(v[k], ptr, llvm::Align(4));
                        }
-                       // Bᵀ d (columns), then (Bᵀ d) B (rows).
-                       Value *r[4][4], *v[4][4];
-                       for (int j = 0; j < 4; ++j) {
-                         r[0][j] = b.CreateFSub(d[0][j], d[2][j]);
-                         r[1][j] = b.CreateFAdd(d[1][j], d[2][j]);
-                         r[2][j] = b.CreateFSub(d[2][j], d[1][j]);
-                         r[3][j] = b.CreateFSub(d[1][j], d[3][j]);
-                       }
-                       for (int i = 0; i < 4; ++i) {
-                         v[i][0] = b.CreateFSub(r[i][0], r[i][2]);
-                         v[i][1] = b.CreateFAdd(r[i][1], r[i][2]);
-                         v[i][2] = b.CreateFSub(r[i][2], r[i][1]);
-                         v[i][3] = b.CreateFSub(r[i][1], r[i][3]);
-                       }
-                       Value *tile = add(b, mul(b, ty, TW), tx);
-                       for (int e = 0; e < kElems; ++e)
-                         b.CreateStore(v[e / 4][e % 4], f32_at(b, f[1], add(b, mul(b, add(b, c, e * s.C), T), tile)));
-                     });
+                     }
                    });
                  });
                });
-  }
+             });
 
-  // 2. M[e] [O, T] = U[e] [O, C] @ V[e] [C, T], e = 0..15.
-  for_count(outer, kElems, [&](Value *e) {
-    GemmArgs g{f32_at(outer, a.u, mul(outer, e, s.O * s.C)), f32_at(outer, v_base, mul(outer, e, s.C * T)),
-               f32_at(outer, m_base, mul(outer, e, s.O * T)), outer.getInt64(s.O), outer.getInt64(T),
-               outer.getInt64(s.C), outer.getInt64(s.C), outer.getInt64(T), outer.getInt64(T), a.lanes, a.prefix,
-               nullptr};
-    emit_gemm_f32(outer, g);
-  });
+  // 2. M[e] [O, T] = U[e] [O, C] @ V[e] [C, T], e = 0..a*a-1: one task per
+  // e (one hand-off to the pool for all of them, not one per GEMM; the
+  // 7x7 layers' GEMMs of 16 columns split poorly), each GEMM run serially
+  // inside its task, so its bits do not depend on the thread count.
+  emit_tasks(outer, a.prefix, "winograd_gemm", {a.u, v_base, m_base}, E, nullptr,
+             [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *e) {
+               GemmArgs g{f32_at(b, f[0], mul(b, e, s.O * s.C)), f32_at(b, f[1], mul(b, e, s.C * T)),
+                          f32_at(b, f[2], mul(b, e, s.O * T)), b.getInt64(s.O), b.getInt64(T),
+                          b.getInt64(s.C), b.getInt64(s.C), b.getInt64(T), b.getInt64(T), a.lanes, a.prefix,
+                          nullptr, true};
+               emit_gemm_f32(b, g);
+             });
 
-  // 3. Output transform and epilogue, tasks over output channels.
-  auto [tasks, per] = conv_task_split(s.O, kElems * T);
+  // 3. Output transform and epilogue, tasks over output channels, chunks of
+  // L tiles as vector lanes: Y = Aᵀ M A, each output row's m*L columns
+  // interleaved and stored at once.
+  auto [tasks, per] = conv_task_split(s.O, E * T);
   emit_tasks(outer, a.prefix, "winograd_out", {m_base, a.out}, tasks, a.epilogue,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
                Value *o0 = mul(b, t, per);
                Value *o1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, o0, per), b.getInt64(s.O));
                for_range(b, o0, o1, [&](Value *o) {
-                 for_count(b, TH, [&](Value *ty) {
-                   for_count(b, TW, [&](Value *tx) {
-                     Value *tile = add(b, mul(b, ty, TW), tx);
-                     Value *m[4][4], *r[2][4];
-                     for (int e = 0; e < kElems; ++e)
-                       m[e / 4][e % 4] =
-                           b.CreateLoad(f32, f32_at(b, f[0], add(b, mul(b, add(b, o, e * s.O), T), tile)));
-                     for (int j = 0; j < 4; ++j) { // Aᵀ m
-                       r[0][j] = b.CreateFAdd(b.CreateFAdd(m[0][j], m[1][j]), m[2][j]);
-                       r[1][j] = b.CreateFSub(b.CreateFSub(m[1][j], m[2][j]), m[3][j]);
+                 for_count(b, p.th, [&](Value *ty) {
+                   for_chunks(b, p.tw, L, [&](Value *ch, int64_t tiles, bool last) {
+                     Value *tile0 = add(b, mul(b, ty, p.tw), mul(b, ch, L));
+                     Value *mask = first_lanes(b, L, tiles);
+                     std::vector<std::vector<Value *>> mv(A, std::vector<Value *>(A)), r(m, std::vector<Value *>(A));
+                     for (int64_t e = 0; e < E; ++e) {
+                       Value *ptr = f32_at(b, f[0], add(b, mul(b, add(b, o, e * s.O), T), tile0));
+                       mv[e / A][e % A] = mask ? static_cast<Value *>(b.CreateMaskedLoad(
+                                                     vec, ptr, llvm::Align(4), mask, llvm::ConstantAggregateZero::get(vec)))
+                                               : b.CreateAlignedLoad(vec, ptr, llvm::Align(4));
                      }
-                     for (int i = 0; i < 2; ++i) // (Aᵀ m) A
-                       for (int j = 0; j < 2; ++j) {
-                         Value *y = j == 0 ? b.CreateFAdd(b.CreateFAdd(r[i][0], r[i][1]), r[i][2])
-                                           : b.CreateFSub(b.CreateFSub(r[i][1], r[i][2]), r[i][3]);
-                         Value *oy = add(b, mul(b, ty, 2), i), *ox = add(b, mul(b, tx, 2), j);
-                         auto store = [&] {
-                           Value *col = add(b, mul(b, oy, s.OW), ox);
-                           Value *v = a.epilogue ? a.epilogue->apply(b, y, o, col) : y;
-                           b.CreateStore(v, f32_at(b, f[1], add(b, mul(b, o, s.OH * s.OW), col)));
-                         };
-                         // Only the last tile row / column can hang over.
-                         bool edge = (i == 1 && s.OH % 2) || (j == 1 && s.OW % 2);
-                         if (!edge) {
-                           store();
-                           continue;
+                     for (int64_t l = 0; l < A; ++l) { // Aᵀ M
+                       std::vector<Value *> col(A), y(m);
+                       for (int64_t k = 0; k < A; ++k)
+                         col[k] = mv[k][l];
+                       output_1d(b, m, col.data(), y.data());
+                       for (int64_t i = 0; i < m; ++i)
+                         r[i][l] = y[i];
+                     }
+                     // Columns x0 .. x0 + cols of the output rows.
+                     int64_t cols = last ? std::min(L * m, s.OW - (p.tw - tiles) * m) : L * m;
+                     Value *x0 = mul(b, ch, L * m);
+                     Value *store_mask = first_lanes(b, L * m, cols);
+                     for (int64_t i = 0; i < m; ++i) {
+                       std::vector<Value *> y(m);
+                       output_1d(b, m, r[i].data(), y.data()); // (Aᵀ M) A
+                       // Concatenate the m vectors, then interleave: lane l*m + j = y[j][l].
+                       std::vector<Value *> parts = y;
+                       while (parts.size() > 1) {
+                         std::vector<Value *> next;
+                         for (size_t q = 0; q < parts.size(); q += 2) {
+                           auto n = llvm::cast<llvm::FixedVectorType>(parts[q]->getType())->getNumElements();
+                           std::vector<int> idx;
+                           for (unsigned z = 0; z < 2 * n; ++z)
+                             idx.push_back(static_cast<int>(z));
+                           next.push_back(b.CreateShuffleVector(parts[q], parts[q + 1], idx));
                          }
-                         Value *in = b.getTrue();
-                         if (i == 1 && s.OH % 2)
-                           in = b.CreateAnd(in, b.CreateICmpULT(oy, b.getInt64(s.OH)));
-                         if (j == 1 && s.OW % 2)
-                           in = b.CreateAnd(in, b.CreateICmpULT(ox, b.getInt64(s.OW)));
-                         if_then(b, in, store);
+                         parts = next;
                        }
+                       std::vector<int> inter;
+                       for (int64_t z = 0; z < L * m; ++z)
+                         inter.push_back(static_cast<int>((z % m) * L + z / m));
+                       Value *rowv = b.CreateShuffleVector(parts[0], inter);
+                       Value *oy = add(b, mul(b, ty, m), i);
+                       auto store = [&] {
+                         Value *orow = add(b, mul(b, o, s.OH * s.OW), mul(b, oy, s.OW));
+                         Value *ptr = f32_at(b, f[1], add(b, orow, x0));
+                         if (store_mask)
+                           b.CreateMaskedStore(rowv, ptr, llvm::Align(4), store_mask);
+                         else
+                           b.CreateAlignedStore(rowv, ptr, llvm::Align(4));
+                         if (!a.epilogue)
+                           return;
+                         for_range(b, x0, add(b, x0, cols), [&](Value *ox) {
+                           Value *q = f32_at(b, f[1], add(b, orow, ox));
+                           Value *col = add(b, mul(b, oy, s.OW), ox);
+                           b.CreateStore(a.epilogue->apply(b, b.CreateLoad(f32, q), o, col), q);
+                         });
+                       };
+                       // Only the last tile row can hang over the bottom.
+                       if (s.OH % m == 0 || i < s.OH % m)
+                         store();
+                       else
+                         if_then(b, b.CreateICmpULT(oy, b.getInt64(s.OH)), store);
+                     }
                    });
                  });
                });
