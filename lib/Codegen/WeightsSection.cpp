@@ -116,12 +116,16 @@ static std::set<std::string> read_constants(const Graph &g) {
   return names;
 }
 
-ByteChunks weights_blob(const Graph &lowered, ConstantOffsets &offsets) {
+ByteChunks weights_blob(const Graph &lowered, ConstantOffsets &offsets, const ConstantRewrite &rewrite) {
   ByteChunks blob;
   auto add = [&](const Graph &g) {
     for (const std::string &name : read_constants(g)) {
       blob.append_zeros(((blob.size() + 63) & ~uint64_t(63)) - blob.size());
       offsets[{&g, name}] = blob.size();
+      if (auto bytes = rewrite ? rewrite(g, name) : nullptr) {
+        blob.append_view(bytes->data(), bytes->size() * sizeof(float), bytes);
+        continue;
+      }
       const HostTensor &data = g.constant(name);
       blob.append_view(data.data(), data.nbytes(), data.storage());
     }

@@ -63,7 +63,11 @@ using ConstantOffsets = std::map<std::pair<const Graph *, std::string>, uint64_t
 /// The weights blob of a decomposed graph as views of its constants: every
 /// read constant of the root graph, then of each subgraph, in name order,
 /// each 64-byte aligned (layout_constants' layout, without the copy).
-ByteChunks weights_blob(const Graph &lowered, ConstantOffsets &offsets);
+/// `rewrite`, if set, may give a constant other bytes in the blob (the CPU's
+/// GEMM weights packed in panel order, Cpu/GemmPanels.h); null keeps its own.
+using ConstantRewrite =
+    std::function<std::shared_ptr<const std::vector<float>>(const Graph &graph, const std::string &name)>;
+ByteChunks weights_blob(const Graph &lowered, ConstantOffsets &offsets, const ConstantRewrite &rewrite = {});
 
 /// Appends `weights` to `object`, a relocatable little-endian ELF64 object
 /// (x86-64 or aarch64) in which `symbol` is undefined, as a read-only

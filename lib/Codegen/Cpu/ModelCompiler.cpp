@@ -2,6 +2,7 @@
 
 #include "EntryPointUtil.h"
 #include "Cpu/KernelEmitter.h"
+#include "Cpu/GemmPanels.h"
 #include "Cpu/WinogradEmitter.h"
 #include "Cpu/Runtime.h"
 #include "maxc/Codegen/LoweringPlan.h"
@@ -183,9 +184,15 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
   ModelInterface m = abi;
   auto module = std::make_unique<llvm::Module>(name, context);
   std::unique_ptr<codegen::ExternalWeights> external;
+  // GEMM weights packed at compile time in the kernel's panel order.
+  unsigned lanes = vector_lanes ? vector_lanes : host_vector_lanes();
+  LoweringPlans own_plans = plans ? LoweringPlans{} : plan_lowering_all(lowered);
+  if (!plans)
+    plans = &own_plans;
+  codegen::PackedWeights packed = codegen::plan_packed_weights(lowered, *plans, lanes);
   if (placement != WeightsPlacement::ir) {
     external = std::make_unique<codegen::ExternalWeights>();
-    ByteChunks blob = codegen::weights_blob(lowered, external->offsets);
+    ByteChunks blob = codegen::weights_blob(lowered, external->offsets, codegen::packed_weights_rewrite(packed));
     codegen::append_winograd_weights(lowered, blob, external->offsets);
     llvm::Type *ptr = llvm::PointerType::getUnqual(context);
     if (placement == WeightsPlacement::object_section) {
@@ -206,9 +213,8 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
     if (weights)
       *weights = std::move(blob);
   }
-  codegen::EmittedGraph root = codegen::emit_graph_functions(*module, lowered, name, m.symbols,
-                                                                   vector_lanes ? vector_lanes : host_vector_lanes(),
-                                                                   external.get(), plans);
+  codegen::EmittedGraph root =
+      codegen::emit_graph_functions(*module, lowered, name, m.symbols, lanes, external.get(), plans, &packed);
   emit_entry_points(*module, m, root, external ? external->base : nullptr);
   codegen::link_cpu_runtime(*module, name);
   codegen::verify_module(*module, "CPU model");
