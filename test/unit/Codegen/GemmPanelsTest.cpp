@@ -6,7 +6,8 @@
 // M below one tile, 4-row and one-row remainders), with an epilogue;
 // subgraph parameters bound to different constants at two call sites; a
 // parameter with another reader, or one a call site binds to a graph input,
-// stays unpacked. 1, 2 and 3 threads give the same bits.
+// stays unpacked. 1, 2 and 3 threads give the same bits; 16- and 8-lane
+// kernels (panels of 32 and 16 columns).
 //
 // Tolerance (rtol 1e-4, atol 2e-4): f32 sums over K <= 300 of products of
 // values in [-1, 1] vs the reference's double.
@@ -64,6 +65,15 @@ TEST_CASE("GEMM with constant B packed at compile time: odd sizes, epilogue, sam
       for (int threads : {2, 3})
         REQUIRE(bitwise_mismatch(packed.run_threads({x}, threads), one).empty());
       REQUIRE(bitwise_mismatch(unpacked.run_threads({x, w}, 1), one).empty());
+    }
+    // 8-lane kernels (AVX2): panels of 16 columns.
+    if (K == 33) {
+      JitCompiledGraph packed8(*constant, "haswell"), unpacked8(*input, "haswell");
+      HostTensor x = random_tensor(DType::f32, {7, K}, -1, 1);
+      std::vector<HostTensor> one = packed8.run_threads({x}, 1);
+      check_close(one, Interpreter::run(*constant, {x}));
+      REQUIRE(bitwise_mismatch(unpacked8.run_threads({x, w}, 1), one).empty());
+      REQUIRE(bitwise_mismatch(packed8.run_threads({x}, 2), one).empty());
     }
   }
 }
