@@ -2,6 +2,7 @@
 
 #include "maxc/Transforms/MatmulLayout.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace maxc::codegen {
@@ -102,24 +103,53 @@ PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans,
   return out;
 }
 
-std::vector<float> pack_gemm_panels(const HostTensor &b, int64_t nr) {
-  int64_t k = b.shape()[0], n = b.shape()[1], panels = (n + nr - 1) / nr;
-  std::vector<float> out(static_cast<size_t>(panels * nr * k), 0.0f);
+namespace {
+
+// Bytes [offset, offset + n) of B [K, N] (f32) in panel order (multiples of
+// 4 bytes), at dst.
+void write_panels(const HostTensor &b, int64_t nr, uint64_t offset, size_t n, char *dst) {
+  int64_t k = b.shape()[0], cols = b.shape()[1];
   const auto *src = reinterpret_cast<const float *>(b.data());
-  for (int64_t p = 0; p < panels; ++p) {
-    int64_t width = std::min(nr, n - p * nr);
-    for (int64_t r = 0; r < k; ++r)
-      std::memcpy(&out[static_cast<size_t>((p * k + r) * nr)], src + r * n + p * nr,
-                  static_cast<size_t>(width) * sizeof(float));
+  auto *out = reinterpret_cast<float *>(dst);
+  int64_t e0 = static_cast<int64_t>(offset / 4), end = static_cast<int64_t>((offset + n) / 4);
+  // Float e of the packed layout: panel p, its row r, lane c.
+  int64_t c = e0 % nr, p = e0 / nr / k, r = e0 / nr % k;
+  for (int64_t e = e0; e < end;) {
+    int64_t col = p * nr + c, len = std::min(nr - c, end - e), valid = std::clamp<int64_t>(cols - col, 0, len);
+    if (valid > 0)
+      std::memcpy(out + (e - e0), src + r * cols + col, static_cast<size_t>(valid) * sizeof(float));
+    std::fill(out + (e - e0) + valid, out + (e - e0) + len, 0.0f);
+    e += len;
+    if ((c += len) == nr) {
+      c = 0;
+      if (++r == k)
+        r = 0, ++p;
+    }
   }
+}
+
+size_t panel_bytes(const HostTensor &b, int64_t nr) {
+  int64_t k = b.shape()[0], n = b.shape()[1];
+  return static_cast<size_t>((n + nr - 1) / nr * nr * k) * sizeof(float);
+}
+
+} // namespace
+
+std::vector<float> pack_gemm_panels(const HostTensor &b, int64_t nr) {
+  std::vector<float> out(panel_bytes(b, nr) / sizeof(float));
+  write_panels(b, nr, 0, out.size() * sizeof(float), reinterpret_cast<char *>(out.data()));
   return out;
 }
 
 ConstantRewrite packed_weights_rewrite(const PackedWeights &packed) {
-  return [&packed](const Graph &g, const std::string &name) -> std::shared_ptr<const std::vector<float>> {
+  return [&packed](const Graph &g, const std::string &name) -> std::pair<size_t, ByteChunks::Generator> {
     if (!packed.packed_constant(g, name))
-      return nullptr;
-    return std::make_shared<const std::vector<float>>(pack_gemm_panels(g.constant(name), packed.nr));
+      return {0, nullptr};
+    // Made while the blob is written (a block at a time), from the constant,
+    // which the generator keeps alive.
+    HostTensor b = g.constant(name);
+    int64_t nr = packed.nr;
+    return {panel_bytes(b, nr), [b, nr](uint64_t offset, size_t n, char *dst) { write_panels(b, nr, offset, n, dst); }};
   };
 }
 

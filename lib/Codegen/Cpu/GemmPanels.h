@@ -45,7 +45,9 @@ PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans,
 /// ceil(N / nr) * nr * K floats.
 std::vector<float> pack_gemm_panels(const HostTensor &b, int64_t nr);
 
-/// For weights_blob (WeightsSection.h): the packed bytes of packed constants.
+/// For weights_blob (WeightsSection.h): the packed bytes of packed
+/// constants, made on demand while the blob is written (never all resident:
+/// they would double the weights' memory during a compile).
 ConstantRewrite packed_weights_rewrite(const PackedWeights &packed);
 
 } // namespace maxc::codegen
