@@ -10,7 +10,9 @@
 # Indicative on a shared machine; not a test.
 #
 #   bench/attention_bench.sh BEFORE_MAXC AFTER_MAXC [ROUNDS=5] [RUNS=100]
-# Environment: BERT (the .onnx, /tmp/onnxm/bert.onnx), THREADS ("1 2").
+# Environment: BERT (the .onnx, /tmp/onnxm/bert.onnx), THREADS ("1 2"),
+# MODELS (other models instead: "NAME FILE [MAXC OPTIONS]" entries separated
+# by ';', e.g. "mlp64 examples/mlp/model.json --dim batch=64").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 before=$(realpath "$1") after=$(realpath "$2") rounds=${3:-5} runs=${4:-100}
@@ -19,6 +21,7 @@ work=build/bench/attention
 mkdir -p "$work"
 models=("gpt examples/gpt/model.json")
 [ -f "$bert" ] && models+=("bert $bert --dim batch=1 --dim seq=128")
+[ -n "${MODELS:-}" ] && IFS=';' read -ra models <<<"$MODELS"
 for entry in "${models[@]}"; do
   read -r name src dims <<<"$entry"
   src=$(realpath "$src")

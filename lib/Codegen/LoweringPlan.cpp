@@ -2,6 +2,7 @@
 
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Error.h"
+#include "maxc/Transforms/FuseAttention.h"
 
 #include <algorithm>
 #include <map>
@@ -84,6 +85,24 @@ LoweringPlan plan_lowering(const Graph &g) {
       }
       p = {fuse ? Storage::fused : Storage::temp, 0};
     }
+  }
+
+  // A causal mask (is_causal_mask) read only as the mask of attention nodes
+  // is not computed: the attention kernel masks by index.
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const Node &node = nodes[n];
+    if (node.op != "attention" || node.operands.size() < 4)
+      continue;
+    ValueId mask = node.operands[3];
+    bool unread = plan.values[mask].storage == Storage::temp &&
+                  std::all_of(consumers[mask].begin(), consumers[mask].end(), [&](size_t c) {
+                    const Node &a = nodes[c];
+                    return a.op == "attention" && a.operands.size() > 3 && a.operands[3] == mask &&
+                           std::count(a.operands.begin(), a.operands.end(), mask) == 1 &&
+                           is_causal_mask(g, mask, g.type_of(a.operands[0]).shape, g.type_of(a.operands[1]).shape);
+                  });
+    if (unread)
+      plan.values[mask] = {Storage::fused, 0};
   }
 
   // GEMM epilogues: a GEMM result m read by one node c of the elementwise

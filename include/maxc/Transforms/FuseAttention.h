@@ -43,4 +43,13 @@ struct AttentionMatch {
 std::map<size_t, AttentionMatch> match_attention(const Graph &g, const std::vector<std::vector<int64_t>> &consumers,
                                                  bool low_precision = false);
 
+/// Whether bool `mask` of an attention with q and k of these shapes keeps
+/// exactly the scores with key j <= query i (then the kernel needs no mask
+/// reads and skips the key blocks past the diagonal): ge(rows, cols) or
+/// le(cols, rows) of iotas over [.., Sq, Sk]; a constant [.., Sq, Sk] with
+/// that content; or not(constant) with the complement (torch's masked_fill
+/// spelling, where(mask, f, s) above). The CPU kernel masks by index, so
+/// such a mask read by nothing else is never computed (plan_lowering).
+bool is_causal_mask(const Graph &g, ValueId mask, const Shape &q, const Shape &k);
+
 } // namespace maxc

@@ -330,47 +330,6 @@ private:
 
 } // namespace
 
-bool is_causal_mask(const Graph &g, ValueId mask, const Shape &q, const Shape &k) {
-  const Shape &ms = g.type_of(mask).shape;
-  size_t r = ms.size(), rq = q.size();
-  if (g.type_of(mask).dtype != DType::boolean || r < 2 || ms[r - 2] != q[rq - 2] || ms[r - 1] != k[rq - 2])
-    return false;
-  auto producer = [&](ValueId v) -> const Node * {
-    int64_t p = g.value_info(v).producer;
-    return p < 0 ? nullptr : &g.nodes()[static_cast<size_t>(p)];
-  };
-  const Node *n = producer(mask);
-  if (!n)
-    return false;
-  // A constant [.., Sq, Sk] whose every [Sq, Sk] slice is (j <= i) == keep.
-  auto constant = [&](const Node *c, bool keep) {
-    if (c->op != "constant" || !shape_is_static(ms))
-      return false;
-    const HostTensor &t = g.constant(c->attrs.get_string("name"));
-    int64_t sq = ms[r - 2].value(), sk = ms[r - 1].value();
-    for (int64_t e = 0; e < t.numel(); ++e) {
-      int64_t i = e / sk % sq, j = e % sk;
-      if ((t.get_i64(e) != 0) != ((j <= i) == keep))
-        return false;
-    }
-    return true;
-  };
-  if (n->op == "not" && producer(n->operands[0]))
-    return constant(producer(n->operands[0]), false);
-  if (n->op == "constant")
-    return constant(n, true);
-  auto iota_axis = [&](ValueId v) -> int64_t { // the iota's axis counted from the end (1: rows, 0: cols), or -1
-    const Node *i = producer(v);
-    if (!i || i->op != "iota" || g.type_of(v).shape != ms)
-      return -1;
-    return static_cast<int64_t>(r) - 1 - i->attrs.get_int("axis");
-  };
-  if (n->operands.size() != 2 || (n->op != "ge" && n->op != "le"))
-    return false;
-  ValueId rows = n->operands[n->op == "ge" ? 0 : 1], cols = n->operands[n->op == "ge" ? 1 : 0];
-  return iota_axis(rows) == 1 && iota_axis(cols) == 0;
-}
-
 llvm::Function *emit_attention_function(llvm::Module &m, const std::string &name, const AttentionFunction &a) {
   return BlockKernel(m, name, a).emit();
 }

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "maxc/IR/Graph.h"
+#include "maxc/Transforms/FuseAttention.h"
 
 #include <llvm/IR/IRBuilder.h>
 
@@ -76,14 +77,6 @@ struct AttentionFunction {
   Mask mask = Mask::none;
   bool mask_per_row = false; // the mask differs between query rows (else its row stride is ignored)
 };
-
-/// Whether bool `mask` of an attention with q and k of these shapes keeps
-/// exactly the scores with key j <= query i (then the kernel needs no mask
-/// reads and skips the key blocks past the diagonal): ge(rows, cols) or
-/// le(cols, rows) of iotas over [.., Sq, Sk]; a constant [.., Sq, Sk] with
-/// that content; or not(constant) with the complement (torch's masked_fill
-/// spelling, see FuseAttention.h).
-bool is_causal_mask(const Graph &g, ValueId mask, const Shape &q, const Shape &k);
 
 llvm::Function *emit_attention_function(llvm::Module &m, const std::string &name, const AttentionFunction &a);
 

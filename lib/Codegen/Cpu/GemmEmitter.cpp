@@ -169,7 +169,10 @@ struct Emitter {
       Value *first = b.CreateICmpEQ(k0, b.getInt64(0));
       Value *last = b.CreateICmpEQ(k_end, g.k);
       auto panel = [&](Value *j0, Value *j_end) {
-        if (direct) {
+        if (g.packed_b) { // panel j0 / NR at j0 * K, zeros past N
+          bsrc = b.CreateGEP(b.getFloatTy(), g.b, b.CreateMul(j0, g.k));
+          bstride = b.getInt64(nr);
+        } else if (direct) {
           bsrc = b.CreateGEP(b.getFloatTy(), g.b, j0);
           bstride = g.ldb;
         } else {
@@ -250,8 +253,10 @@ struct Emitter {
     // One k step of an accumulator set.
     auto step = [&](Value *k, const Accs &acc) {
       Value *bv[kVectors];
-      for (unsigned v = 0; v < kVectors; ++v)
-        bv[v] = load(vec, at(bsrc, k, bstride, b.getInt64(v * lanes)), v);
+      for (unsigned v = 0; v < kVectors; ++v) {
+        Value *p = at(bsrc, k, bstride, b.getInt64(v * lanes));
+        bv[v] = g.packed_b ? b.CreateAlignedLoad(vec, p, llvm::Align(4)) : load(vec, p, v);
+      }
       Accs next;
       for (unsigned r = 0; r < rows; ++r) {
         Value *a = b.CreateLoad(b.getFloatTy(), at(g.a, b.CreateAdd(i0, b.getInt64(r)), g.lda, k));
@@ -321,8 +326,9 @@ static llvm::StructType *task_args_type(llvm::LLVMContext &c, const GemmEpilogue
 // handed to the runtime's parallel_for. Shared by
 // every GEMM without an epilogue; one of its own for each with one.
 static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, unsigned lanes,
-                                  const GemmEpilogue *epilogue, const bool (&needed)[2][2]) {
-  std::string name = prefix + ".gemm_panel." + std::to_string(lanes) + (epilogue ? ".epilogue" : "");
+                                  const GemmEpilogue *epilogue, bool packed_b, const bool (&needed)[2][2]) {
+  std::string name = prefix + ".gemm_panel." + std::to_string(lanes) + (packed_b ? ".packed" : "") +
+                     (epilogue ? ".epilogue" : "");
   if (llvm::Function *f = m.getFunction(name); f && !epilogue)
     return f;
   llvm::LLVMContext &c = m.getContext();
@@ -336,7 +342,7 @@ static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, un
   auto field = [&](unsigned i, llvm::Type *t) { return b.CreateLoad(t, b.CreateStructGEP(st, args, i)); };
   GemmArgs g{field(0, b.getPtrTy()), field(1, b.getPtrTy()), field(2, b.getPtrTy()), field(3, b.getInt64Ty()),
              field(4, b.getInt64Ty()), field(5, b.getInt64Ty()), field(6, b.getInt64Ty()), field(7, b.getInt64Ty()),
-             field(8, b.getInt64Ty()), lanes, prefix, epilogue};
+             field(8, b.getInt64Ty()), lanes, prefix, epilogue, packed_b};
   if (epilogue) {
     // The epilogue's own entry code (its loads of buffers, dims...) goes
     // before the branch to the body.
@@ -370,7 +376,10 @@ static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, un
   auto *ret = llvm::BasicBlock::Create(c, "ret", fn);
   auto *packed = llvm::BasicBlock::Create(c, "gemm.packed", fn);
   auto *direct = llvm::BasicBlock::Create(c, "gemm.direct", fn);
-  b.CreateCondBr(direct_b(b, g.m, g.ldb), direct, packed);
+  if (packed_b) // B packed at compile time: one variant
+    b.CreateBr(packed);
+  else
+    b.CreateCondBr(direct_b(b, g.m, g.ldb), direct, packed);
   for (int d = 0; d < 2; ++d) {
     b.SetInsertPoint(d ? direct : packed);
     if (needed[0][d] || needed[1][d])
@@ -432,13 +441,15 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
     // Direct (B in place) or packed, when M (and, in between, ldb) is known.
     auto *mc = llvm::dyn_cast<llvm::ConstantInt>(args.m);
     auto *lc = llvm::dyn_cast<llvm::ConstantInt>(args.ldb);
-    if (mc && (mc->getSExtValue() < kRows || mc->getSExtValue() > kDirectRows || lc)) {
+    if (!args.packed_b && mc && (mc->getSExtValue() < kRows || mc->getSExtValue() > kDirectRows || lc)) {
       bool direct = mc->getSExtValue() < kRows || (mc->getSExtValue() <= kDirectRows && lc->getSExtValue() <= kDirectLdb);
       for (int p = 0; p < 2; ++p)
         needed[p][direct ? 0 : 1] = false;
     }
   }
-  llvm::Function *task = panel_task(m, args.prefix, args.lanes, args.epilogue, needed);
+  if (args.packed_b) // (the direct variant: none)
+    needed[0][1] = needed[1][1] = false;
+  llvm::Function *task = panel_task(m, args.prefix, args.lanes, args.epilogue, args.packed_b, needed);
 
   // A small GEMM: its tasks one after another, here. Else the tasks through
   // the runtime's parallel_for (the program's, the artifact's pool, or a loop).

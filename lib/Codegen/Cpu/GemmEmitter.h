@@ -9,7 +9,8 @@
 // where N is not a multiple of the panel width, runs with masked vector loads
 // and stores (no scalar edge loops). For M < 6 (GEMV-like, bandwidth-bound),
 // and for M <= 64 with B's rows <= 512 floats apart (the pack is not
-// amortized), the tiles read B in place instead of packing it. `lanes` is the vector
+// amortized), the tiles read B in place instead of packing it. A B packed
+// at compile time (a constant weight, GemmArgs::packed_b) is read as it is. `lanes` is the vector
 // width in floats (16 for AVX-512, 8 for AVX2, 4 for NEON).
 //
 // Tasks are row blocks (a multiple of the 6-row tile, so a row's summation
@@ -55,6 +56,10 @@ struct GemmArgs {
   std::string prefix;              // the model's symbol prefix (for helpers and the parallel_for hook)
   const GemmEpilogue *epilogue = nullptr; // optional
   bool serial = false; // run the tasks here, one after another (for a caller that is itself a task)
+  // B packed at compile time in panel order (Cpu/GemmPanels.h: panel p of
+  // NR = 2 * lanes columns at b + p * K * NR, row k at + k * NR, zeros past
+  // N): read as it is, no packing step; ldb is not used.
+  bool packed_b = false;
 };
 
 void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args);

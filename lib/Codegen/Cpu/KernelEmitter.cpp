@@ -5,6 +5,7 @@
 #include "Cpu/ConvEmitter.h"
 #include "Cpu/WinogradEmitter.h"
 #include "Cpu/GemmEmitter.h"
+#include "Cpu/GemmPanels.h"
 #include "Cpu/NormEmitter.h"
 #include "Cpu/Runtime.h"
 #include "MathEmitter.h"
@@ -51,6 +52,8 @@ struct Module {
   /// each call site (winograd_call_site_inputs); buffer table entries after
   /// the outputs, in this order.
   std::map<std::string, std::vector<size_t>> winograd_inputs;
+  /// The GEMM weights packed in panel order (Cpu/GemmPanels.h); null: none.
+  const PackedWeights *packed = nullptr;
 };
 
 // ---------------------------------------------------------------------------
@@ -112,9 +115,13 @@ private:
     if (auto it = mod_.constants.find(key); it != mod_.constants.end())
       return it->second;
     const HostTensor &data = g_.constant(name);
-    auto *bytes = llvm::ConstantDataArray::getRaw(
-        llvm::StringRef(reinterpret_cast<const char *>(data.data()), data.nbytes()), data.nbytes(),
-        llvm::Type::getInt8Ty(mod_.ctx));
+    // A GEMM weight packed in panel order (Cpu/GemmPanels.h) holds only that.
+    llvm::Constant *bytes =
+        mod_.packed && mod_.packed->packed_constant(g_, name)
+            ? llvm::ConstantDataArray::get(mod_.ctx, llvm::ArrayRef<float>(pack_gemm_panels(data, mod_.packed->nr)))
+            : llvm::ConstantDataArray::getRaw(
+                  llvm::StringRef(reinterpret_cast<const char *>(data.data()), data.nbytes()), data.nbytes(),
+                  llvm::Type::getInt8Ty(mod_.ctx));
     std::string global_name = mod_.prefix + ".const." + (&g_ == g_.root() ? "" : g_.name() + ".") + name;
     auto *gv = new llvm::GlobalVariable(mod_.m, bytes->getType(), true, llvm::GlobalValue::InternalLinkage, bytes,
                                         global_name);
@@ -748,7 +755,7 @@ private:
       Value *c_off = b_.CreateMul(linear_index(bidx, cbatch), b_.CreateMul(m, n));
       GemmArgs args{b_.CreateGEP(b_.getFloatTy(), aptr, a_off), b_.CreateGEP(b_.getFloatTy(), bptr, b_off),
                     b_.CreateGEP(b_.getFloatTy(), cptr, c_off), m, n, k, k, n, n, mod_.lanes, mod_.prefix,
-                    epi ? &epi->gemm : nullptr};
+                    epi ? &epi->gemm : nullptr, mod_.packed && mod_.packed->packed_value(g_, bm)};
       emit_gemm_f32(b_, args);
     });
   }
@@ -911,8 +918,9 @@ std::string cpu_lowering(const std::string &op) {
 
 EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
                                   const std::vector<std::string> &symbols, unsigned vector_lanes,
-                                  const ExternalWeights *external, const LoweringPlans *plans, const Graph *only) {
-  Module mod{module, module.getContext(), prefix, symbols, vector_lanes, external, plans, {}, {}, {}};
+                                  const ExternalWeights *external, const LoweringPlans *plans,
+                                  const PackedWeights *packed, const Graph *only) {
+  Module mod{module, module.getContext(), prefix, symbols, vector_lanes, external, plans, {}, {}, {}, packed};
   llvm::LLVMContext &c = mod.ctx;
   auto *ptr = llvm::PointerType::getUnqual(c);
   auto *run_type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr, ptr, ptr}, false);

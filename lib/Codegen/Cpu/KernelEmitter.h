@@ -46,11 +46,16 @@ struct ExternalWeights {
   std::map<std::pair<const Graph *, std::string>, uint64_t> offsets;
 };
 
+struct PackedWeights; // Cpu/GemmPanels.h
+
+/// `packed`: the GEMM weights stored packed in panel order (in the IR
+/// constants or at `external`'s offsets), read as such; null: none.
 EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
                                   const std::vector<std::string> &symbols, unsigned vector_lanes = 16,
                                   const ExternalWeights *external = nullptr,
                                   const LoweringPlans *plans = nullptr, // null: planned here
-                                  const Graph *only = nullptr);
+                                  const PackedWeights *packed = nullptr, const Graph *only = nullptr);
+// `packed`: GEMM weights packed at compile time (Cpu/GemmPanels.h).
 // `only` (root or one of its subgraphs): emits that graph's functions alone,
 // declaring the others, every graph's as hidden globals: one partition of a
 // model compiled in pieces (ModelCompiler.cpp, maxc compile --jobs).

@@ -4,6 +4,7 @@
 #include "EntryPointUtil.h"
 #include "LldLink.h"
 #include "Cpu/KernelEmitter.h"
+#include "Cpu/GemmPanels.h"
 #include "Cpu/WinogradEmitter.h"
 #include "Cpu/Runtime.h"
 #include "maxc/Codegen/LoweringPlan.h"
@@ -174,10 +175,12 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
   }
 }
 
-/// The weights outside the IR: the blob (views of the constants, then the
-/// Winograd transforms) and each constant's offset in it.
-ByteChunks layout_weights(const Graph &lowered, codegen::ConstantOffsets &offsets) {
-  ByteChunks blob = codegen::weights_blob(lowered, offsets);
+/// The weights outside the IR: the blob (views of the constants, GEMM
+/// weights packed in panel order, then the Winograd transforms) and each
+/// constant's offset in it.
+ByteChunks layout_weights(const Graph &lowered, codegen::ConstantOffsets &offsets,
+                          const codegen::PackedWeights &packed) {
+  ByteChunks blob = codegen::weights_blob(lowered, offsets, codegen::packed_weights_rewrite(packed));
   codegen::append_winograd_weights(lowered, blob, offsets);
   return blob;
 }
@@ -193,6 +196,7 @@ struct ModuleSpec {
   uint64_t blob_bytes;
   const LoweringPlans *plans;
   unsigned vector_lanes;
+  const codegen::PackedWeights *packed; // GEMM weights packed at compile time
   const Graph *only;
 };
 
@@ -242,7 +246,7 @@ std::unique_ptr<llvm::Module> build_module(const ModuleSpec &spec, llvm::LLVMCon
   }
   codegen::EmittedGraph root = codegen::emit_graph_functions(
       *module, lowered, name, m.symbols, spec.vector_lanes ? spec.vector_lanes : host_vector_lanes(), external.get(),
-      spec.plans, spec.only);
+      spec.plans, spec.packed, spec.only);
   if (main) {
     emit_entry_points(*module, m, root, external ? external->base : nullptr);
     codegen::link_cpu_runtime(*module, name);
@@ -260,11 +264,17 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
                                                llvm::LLVMContext &context, WeightsPlacement placement,
                                                ByteChunks *weights, const LoweringPlans *plans,
                                                unsigned vector_lanes) {
+  LoweringPlans own_plans = plans ? LoweringPlans{} : plan_lowering_all(lowered);
+  if (!plans)
+    plans = &own_plans;
+  codegen::PackedWeights packed =
+      codegen::plan_packed_weights(lowered, *plans, vector_lanes ? vector_lanes : host_vector_lanes());
   codegen::ConstantOffsets offsets;
   ByteChunks blob;
   if (placement != WeightsPlacement::ir)
-    blob = layout_weights(lowered, offsets);
-  auto module = build_module({lowered, abi, placement, &offsets, blob.size(), plans, vector_lanes, nullptr}, context);
+    blob = layout_weights(lowered, offsets, packed);
+  auto module =
+      build_module({lowered, abi, placement, &offsets, blob.size(), plans, vector_lanes, &packed, nullptr}, context);
   if (weights)
     *weights = std::move(blob);
   return module;
@@ -289,8 +299,12 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
                                     const CpuCodegenRequest &request, PassTimer &timer,
                                     const LoweringPlans *plans) {
   CpuCodegenResult out;
+  LoweringPlans own_plans = plans ? LoweringPlans{} : plan_lowering_all(lowered);
+  if (!plans)
+    plans = &own_plans;
+  const codegen::PackedWeights packed = codegen::plan_packed_weights(lowered, *plans, cpu_vector_lanes(target));
   codegen::ConstantOffsets offsets;
-  ByteChunks weights = layout_weights(lowered, offsets);
+  ByteChunks weights = layout_weights(lowered, offsets, packed);
   // External weights: their FNV-1a (one pass over every byte) on a second
   // thread while LLVM works; the object defines NAME.weights.fnv1a.
   std::future<uint64_t> fnv;
@@ -326,7 +340,7 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
       llvm::LLVMContext context;
       std::unique_ptr<llvm::Module> module = own.run("codegen", [&] {
         return build_module({lowered, abi, placement, &offsets, weights.size(), plans, cpu_vector_lanes(target),
-                             split ? parts[i] : nullptr},
+                             &packed, split ? parts[i] : nullptr},
                             context);
       });
       own.run("optimize", [&] { optimize_module(*module, target); });

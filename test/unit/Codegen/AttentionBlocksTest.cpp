@@ -145,6 +145,14 @@ TEST_CASE("attention blocks: a fused generator operand, a head dim past 1024: th
     Tensor v = ops::iota({1, 2, 9, 8}, 2, DType::f32);
     return std::vector<Tensor>{ops::matmul(ops::softmax(ops::matmul(x[0], x[1], false, true), -1), v)};
   }, false);
+  // ...with a causal mask, which no kernel computes (LoweringPlan): the loop
+  // evaluates it per element.
+  check_blocks({rand({1, 2, 9, 8}), rand({1, 2, 9, 8})}, [](auto &x) {
+    Tensor v = ops::iota({1, 2, 9, 8}, 2, DType::f32);
+    Tensor causal = ops::greater_equal(ops::iota({9, 9}, 0), ops::iota({9, 9}, 1));
+    Tensor sc = ops::where(causal, ops::matmul(x[0], x[1], false, true), ops::full(-1e9, DType::f32));
+    return std::vector<Tensor>{ops::matmul(ops::softmax(sc, -1), v)};
+  }, false);
 }
 
 TEST_CASE("attention blocks: torch's masked_fill spelling where(mask, fill, s)", "[codegen][attention]") {

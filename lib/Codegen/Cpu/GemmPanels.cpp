@@ -1,0 +1,156 @@
+#include "Cpu/GemmPanels.h"
+
+#include "maxc/Transforms/MatmulLayout.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace maxc::codegen {
+
+namespace {
+
+// Whether value `v` of `g` can be read as a packed GEMM B: [K, N] f32, static.
+bool packable_type(const Graph &g, ValueId v) {
+  const TensorType &t = g.type_of(v);
+  return t.dtype == DType::f32 && t.rank() == 2 && shape_is_static(t.shape) && t.shape[0].value() > 0 &&
+         t.shape[1].value() > 0;
+}
+
+// Per value of `g`: the (node, operand slot) pairs that read it.
+std::vector<std::vector<std::pair<size_t, size_t>>> uses_of(const Graph &g) {
+  std::vector<std::vector<std::pair<size_t, size_t>>> uses(g.num_values());
+  for (size_t n = 0; n < g.nodes().size(); ++n)
+    for (size_t s = 0; s < g.nodes()[n].operands.size(); ++s)
+      uses[g.nodes()[n].operands[s]].push_back({n, s});
+  return uses;
+}
+
+} // namespace
+
+bool PackedWeights::packed_value(const Graph &g, ValueId v) const {
+  const ValueInfo &info = g.value_info(v);
+  if (info.producer < 0)
+    return inputs.count({&g, info.index}) != 0;
+  const Node &n = g.nodes()[static_cast<size_t>(info.producer)];
+  return n.op == "constant" && packed_constant(g, n.attrs.get_string("name"));
+}
+
+PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans, unsigned lanes) {
+  PackedWeights out;
+  out.nr = 2 * static_cast<int64_t>(lanes);
+  std::map<std::string, std::vector<bool>> bound = constant_bound_inputs(root);
+  std::vector<const Graph *> graphs = {&root};
+  for (const auto &[name, sub] : root.subgraphs())
+    graphs.push_back(sub.get());
+  // Candidates: every use a GEMM's B, or (constants) a call's argument,
+  // checked against the callee's parameter below.
+  for (const Graph *g : graphs) {
+    const LoweringPlan &plan = plans.at(g);
+    auto uses = uses_of(*g);
+    std::vector<bool> output(g->num_values(), false);
+    for (ValueId v : g->output_ids())
+      output[v] = true;
+    auto only_gemm_b = [&](ValueId v, bool calls) {
+      if (output[v] || uses[v].empty() || !packable_type(*g, v))
+        return false;
+      for (auto [n, s] : uses[v]) {
+        const Node &node = g->nodes()[n];
+        bool gemm_b = s == 1 && node.operands[0] != v && matmul_uses_gemm(*g, plan, node);
+        if (!gemm_b && !(calls && node.op == "call"))
+          return false;
+      }
+      return true;
+    };
+    for (const Node &n : g->nodes())
+      if (n.op == "constant" && only_gemm_b(n.results[0], true))
+        out.constants.insert({g, n.attrs.get_string("name")});
+    if (auto it = bound.find(g->name()); g != &root && it != bound.end())
+      for (size_t i = 0; i < g->input_ids().size(); ++i)
+        if (it->second[i] && only_gemm_b(g->input_ids()[i], false))
+          out.inputs.insert({g, i});
+  }
+  // A call's constant argument and the callee's parameter are packed
+  // together or not at all (same type, too).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const Graph *g : graphs)
+      for (const Node &n : g->nodes()) {
+        if (n.op != "call")
+          continue;
+        const Graph *callee = root.find_subgraph(n.attrs.get_string("callee"));
+        for (size_t i = 0; i < n.operands.size(); ++i) {
+          const ValueInfo &info = g->value_info(n.operands[i]);
+          const Node *producer = info.producer >= 0 ? &g->nodes()[static_cast<size_t>(info.producer)] : nullptr;
+          std::pair<const Graph *, std::string> c;
+          bool constant = producer && producer->op == "constant";
+          if (constant)
+            c = {g, producer->attrs.get_string("name")};
+          bool arg = constant && out.constants.count(c);
+          bool param = callee && i < callee->input_ids().size() && out.inputs.count({callee, i});
+          if (arg && param && g->type_of(n.operands[i]) == callee->type_of(callee->input_ids()[i]))
+            continue;
+          if (arg) {
+            out.constants.erase(c);
+            changed = true;
+          }
+          if (param) {
+            out.inputs.erase({callee, i});
+            changed = true;
+          }
+        }
+      }
+  }
+  return out;
+}
+
+namespace {
+
+// Bytes [offset, offset + n) of B [K, N] (f32) in panel order (multiples of
+// 4 bytes), at dst.
+void write_panels(const HostTensor &b, int64_t nr, uint64_t offset, size_t n, char *dst) {
+  int64_t k = b.shape()[0], cols = b.shape()[1];
+  const auto *src = reinterpret_cast<const float *>(b.data());
+  auto *out = reinterpret_cast<float *>(dst);
+  int64_t e0 = static_cast<int64_t>(offset / 4), end = static_cast<int64_t>((offset + n) / 4);
+  // Float e of the packed layout: panel p, its row r, lane c.
+  int64_t c = e0 % nr, p = e0 / nr / k, r = e0 / nr % k;
+  for (int64_t e = e0; e < end;) {
+    int64_t col = p * nr + c, len = std::min(nr - c, end - e), valid = std::clamp<int64_t>(cols - col, 0, len);
+    if (valid > 0)
+      std::memcpy(out + (e - e0), src + r * cols + col, static_cast<size_t>(valid) * sizeof(float));
+    std::fill(out + (e - e0) + valid, out + (e - e0) + len, 0.0f);
+    e += len;
+    if ((c += len) == nr) {
+      c = 0;
+      if (++r == k)
+        r = 0, ++p;
+    }
+  }
+}
+
+size_t panel_bytes(const HostTensor &b, int64_t nr) {
+  int64_t k = b.shape()[0], n = b.shape()[1];
+  return static_cast<size_t>((n + nr - 1) / nr * nr * k) * sizeof(float);
+}
+
+} // namespace
+
+std::vector<float> pack_gemm_panels(const HostTensor &b, int64_t nr) {
+  std::vector<float> out(panel_bytes(b, nr) / sizeof(float));
+  write_panels(b, nr, 0, out.size() * sizeof(float), reinterpret_cast<char *>(out.data()));
+  return out;
+}
+
+ConstantRewrite packed_weights_rewrite(const PackedWeights &packed) {
+  return [&packed](const Graph &g, const std::string &name) -> std::pair<size_t, ByteChunks::Generator> {
+    if (!packed.packed_constant(g, name))
+      return {0, nullptr};
+    // Made while the blob is written (a block at a time), from the constant,
+    // which the generator keeps alive.
+    HostTensor b = g.constant(name);
+    int64_t nr = packed.nr;
+    return {panel_bytes(b, nr), [b, nr](uint64_t offset, size_t n, char *dst) { write_panels(b, nr, offset, n, dst); }};
+  };
+}
+
+} // namespace maxc::codegen

@@ -1,0 +1,54 @@
+// A constant GEMM weight packed at compile time (Cpu/GemmPanels.h) as the
+// artifacts store it: NAME.weights.bin holds exactly the panel order (16
+// columns for haswell's 8-lane kernels, zeros past N), made while the blob
+// is written in blocks of ByteChunks::kGeneratedBlock (this weight spans two:
+// the second block starts mid-panel), and the embedded section holds the
+// same bytes.
+#include "TestUtil.h"
+
+#include "maxc/Codegen/WeightsSection.h"
+#include "maxc/Driver/Compile.h"
+#include "maxc/Frontend/Safetensors.h"
+#include "maxc/Support/FileSystem.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+using namespace maxc;
+
+TEST_CASE("packed GEMM weights in NAME.weights.bin and the weights section", "[codegen][gemm-panels][weights]") {
+  constexpr int64_t K = 1100, N = 1000, NR = 16;
+  test::TempDir dir;
+  HostTensor w = test::random_tensor(DType::f32, {K, N}, -1, 1);
+  write_safetensors(dir.file("w.safetensors"), {{"mm.w", w}});
+  std::string model = dir.write("pk.json", R"({
+    "maxc": 1, "name": "pk", "weights": "w.safetensors",
+    "inputs": [{"name": "x", "dtype": "f32", "shape": ["n", 1100]}], "outputs": ["y"],
+    "modules": {"Mm": {"args": ["x"], "params": {"w": [1100, 1000]},
+                       "body": [{"y": ["matmul", "x", "@w"]}], "return": "y"}},
+    "main": [{"y": ["call", "Mm", "x", {"instance": "mm"}]}]})");
+  std::vector<float> expected(static_cast<size_t>((N + NR - 1) / NR * NR * K), 0.0f);
+  const float *src = w.data_as<float>();
+  for (int64_t p = 0; p * NR < N; ++p)
+    for (int64_t r = 0; r < K; ++r)
+      for (int64_t c = 0; c < NR && p * NR + c < N; ++c)
+        expected[static_cast<size_t>((p * K + r) * NR + c)] = src[r * N + p * NR + c];
+  std::string packed(reinterpret_cast<const char *>(expected.data()), expected.size() * sizeof(float));
+  REQUIRE(packed.size() > ByteChunks::kGeneratedBlock);
+  std::string stored[2];
+  for (bool external : {true, false}) {
+    driver::CompileRequest r;
+    r.model = model;
+    r.options.cpu = "haswell";
+    r.options.external_weights = external;
+    r.output = dir.file(external ? "pk.o" : "emb.o");
+    r.output_given = true;
+    DiagnosticEngine diagnostics;
+    driver::CompileResult result;
+    REQUIRE(driver::compile(r, diagnostics, result));
+    stored[external] = read_file(external ? dir.file("pk.weights.bin") : r.output);
+  }
+  CHECK(stored[1] == packed);                            // the blob: the packed weight only
+  CHECK(stored[0].find(packed) != std::string::npos);   // the object's section
+}
