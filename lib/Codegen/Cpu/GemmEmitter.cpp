@@ -342,7 +342,8 @@ static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, un
   auto field = [&](unsigned i, llvm::Type *t) { return b.CreateLoad(t, b.CreateStructGEP(st, args, i)); };
   GemmArgs g{field(0, b.getPtrTy()), field(1, b.getPtrTy()), field(2, b.getPtrTy()), field(3, b.getInt64Ty()),
              field(4, b.getInt64Ty()), field(5, b.getInt64Ty()), field(6, b.getInt64Ty()), field(7, b.getInt64Ty()),
-             field(8, b.getInt64Ty()), lanes, prefix, epilogue, packed_b};
+             field(8, b.getInt64Ty()), lanes, prefix, epilogue};
+  g.packed_b = packed_b;
   if (epilogue) {
     // The epilogue's own entry code (its loads of buffers, dims...) goes
     // before the branch to the body.

@@ -755,7 +755,8 @@ private:
       Value *c_off = b_.CreateMul(linear_index(bidx, cbatch), b_.CreateMul(m, n));
       GemmArgs args{b_.CreateGEP(b_.getFloatTy(), aptr, a_off), b_.CreateGEP(b_.getFloatTy(), bptr, b_off),
                     b_.CreateGEP(b_.getFloatTy(), cptr, c_off), m, n, k, k, n, n, mod_.lanes, mod_.prefix,
-                    epi ? &epi->gemm : nullptr, mod_.packed && mod_.packed->packed_value(g_, bm)};
+                    epi ? &epi->gemm : nullptr};
+      args.packed_b = mod_.packed && mod_.packed->packed_value(g_, bm);
       emit_gemm_f32(b_, args);
     });
   }

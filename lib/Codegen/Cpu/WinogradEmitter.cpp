@@ -263,7 +263,8 @@ void emit_winograd(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
                GemmArgs g{f32_at(b, f[0], mul(b, e, s.O * s.C)), f32_at(b, f[1], mul(b, e, s.C * T)),
                           f32_at(b, f[2], mul(b, e, s.O * T)), b.getInt64(s.O), b.getInt64(T),
                           b.getInt64(s.C), b.getInt64(s.C), b.getInt64(T), b.getInt64(T), a.lanes, a.prefix,
-                          nullptr, true};
+                          nullptr};
+               g.serial = true;
                emit_gemm_f32(b, g);
              });
 
