@@ -172,7 +172,7 @@ void verify_reproducible(Compilation &c) {
 void artifacts(Compilation &c) {
   std::map<std::string, ByteChunks> by_kind(c.output.artifacts.begin(), c.output.artifacts.end());
   if (c.emit.count("graph"))
-    by_kind["graph"] = graph_to_json(*c.model.graph, GraphJsonOptions{false, 2});
+    by_kind["graph"] = graph_to_json(*c.model.graph, GraphJsonOptions{false, 2, nullptr});
   for (const std::string &kind : c.kinds)
     if (kind != "manifest")
       c.contents.emplace_back(kind, std::move(by_kind[kind]));

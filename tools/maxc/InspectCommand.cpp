@@ -172,7 +172,7 @@ struct ManifestReader {
         }
       }
       if (good)
-        out.push_back({name->get<std::string>(), TensorType(*d, dims)});
+        out.push_back({name->get<std::string>(), TensorType(*d, dims), {}});
     }
     return out;
   }
@@ -333,7 +333,7 @@ int inspect_header(const GlobalOptions &global, const InspectOptions &options, c
     }
     if (section != none && std::regex_search(line, match, tensor_line)) {
       try {
-        ModelInterface::Tensor t{match[1], TensorType::parse(match[2])};
+        ModelInterface::Tensor t{match[1], TensorType::parse(match[2]), {}};
         (section == inputs ? m.inputs : m.outputs).push_back(t);
       } catch (const Error &e) {
         diagnostics.error(ErrorCode::InvalidArgument, options.file, "",

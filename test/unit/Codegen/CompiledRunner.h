@@ -129,6 +129,17 @@ private:
 };
 
 /// Outputs of two runs that must be the same bits ("" if they are).
+/// The number of functions in `graph`'s model module (compiled for this
+/// host, symbol prefix "m") whose name satisfies `pred`.
+template <typename Pred> size_t count_model_functions(const Graph &graph, Pred pred) {
+  llvm::LLVMContext context;
+  auto module = build_model_module(graph, "m", context);
+  size_t n = 0;
+  for (const llvm::Function &f : *module)
+    n += pred(f.getName()) ? 1 : 0;
+  return n;
+}
+
 inline std::string bitwise_mismatch(const std::vector<HostTensor> &a, const std::vector<HostTensor> &b) {
   if (a.size() != b.size())
     return "different output counts";

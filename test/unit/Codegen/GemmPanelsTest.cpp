@@ -23,12 +23,8 @@ namespace {
 /// The number of GEMM task functions in `graph`'s module that read B packed
 /// at compile time.
 size_t packed_gemm_tasks(const Graph &graph) {
-  llvm::LLVMContext context;
-  auto module = build_model_module(graph, "m", context);
-  size_t n = 0;
-  for (const llvm::Function &f : *module)
-    n += f.getName().starts_with("m.gemm_panel.") && f.getName().contains(".packed");
-  return n;
+  return count_model_functions(
+      graph, [](llvm::StringRef name) { return name.starts_with("m.gemm_panel.") && name.contains(".packed"); });
 }
 
 void check_close(const std::vector<HostTensor> &got, const std::vector<HostTensor> &expected) {

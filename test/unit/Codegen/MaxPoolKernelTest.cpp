@@ -12,12 +12,7 @@ using namespace maxc::test;
 namespace {
 
 size_t max_pool_kernels(const Graph &graph) {
-  llvm::LLVMContext context;
-  auto module = build_model_module(graph, "m", context);
-  size_t n = 0;
-  for (const llvm::Function &f : *module)
-    n += f.getName().starts_with("m.max_pool");
-  return n;
+  return count_model_functions(graph, [](llvm::StringRef name) { return name.starts_with("m.max_pool"); });
 }
 
 } // namespace

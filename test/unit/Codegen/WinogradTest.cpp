@@ -34,12 +34,7 @@ ops::Conv2dOptions pad(std::vector<int64_t> p) {
 
 /// The number of Winograd input-transform task functions in `graph`'s module.
 size_t winograd_kernels(const Graph &graph) {
-  llvm::LLVMContext context;
-  auto module = build_model_module(graph, "m", context);
-  size_t n = 0;
-  for (const llvm::Function &f : *module)
-    n += f.getName().starts_with("m.winograd_in");
-  return n;
+  return count_model_functions(graph, [](llvm::StringRef name) { return name.starts_with("m.winograd_in"); });
 }
 
 /// F(4,3) (outputs of kWinogradF4MinSize and more): its transforms hold
