@@ -19,7 +19,11 @@
  * for every i in [0, count). It runs them
  *   - through the program's parallel-for, if it installed one;
  *   - else on the pool (NAME_set_num_threads(n), n > 1): n - 1 workers and
- *     the calling thread take indices from an atomic counter;
+ *     the calling thread take runs of consecutive indices (about 1/(4n) of
+ *     the job each, at least one) from an atomic counter: neighbouring
+ *     tasks, which often write neighbouring bytes, stay on one thread, and
+ *     a job of many small tasks does not bounce the counter's cache line
+ *     once per task;
  *   - else, or while another thread's call holds the pool, in a loop here.
  * Which thread runs an index never changes what it computes: the task split
  * is decided by the generated code from the shapes alone, so results are the
@@ -93,6 +97,7 @@ static struct {
   atomic_uint_fast64_t finished;   /* the job's tasks done */
   void *ctx;
   int64_t count;
+  int64_t chunk; /* indices taken per claim */
   maxc_rt_task_fn task;
 } maxc_rt_pool = {.state = MAXC_RT_CLOSED};
 
@@ -128,12 +133,14 @@ static uint_fast64_t maxc_rt_poll(atomic_uint_fast64_t *word, uint_fast64_t valu
  * finished the last one. */
 static int maxc_rt_drain(void) {
   void *ctx = maxc_rt_pool.ctx;
-  int64_t count = maxc_rt_pool.count;
+  int64_t count = maxc_rt_pool.count, chunk = maxc_rt_pool.chunk;
   maxc_rt_task_fn task = maxc_rt_pool.task;
   int64_t mine = 0;
-  for (int64_t i; (i = atomic_fetch_add(&maxc_rt_pool.next, 1)) < count;) {
-    task(ctx, i);
-    ++mine;
+  for (int64_t i; (i = atomic_fetch_add(&maxc_rt_pool.next, chunk)) < count;) {
+    int64_t end = count - i > chunk ? i + chunk : count;
+    for (int64_t j = i; j < end; ++j)
+      task(ctx, j);
+    mine += end - i;
   }
   return mine > 0 && atomic_fetch_add(&maxc_rt_pool.finished, (uint_fast64_t)mine) + (uint_fast64_t)mine == (uint_fast64_t)count;
 }
@@ -239,6 +246,9 @@ void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task) {
   /* Publish: the fields, then open the job (state 0), then wake. */
   maxc_rt_pool.ctx = ctx;
   maxc_rt_pool.count = count;
+  maxc_rt_pool.chunk = count / (4 * (int64_t)(maxc_rt_pool.workers + 1));
+  if (maxc_rt_pool.chunk < 1)
+    maxc_rt_pool.chunk = 1;
   maxc_rt_pool.task = task;
   atomic_store(&maxc_rt_pool.next, 0);
   atomic_store(&maxc_rt_pool.finished, 0);
