@@ -165,6 +165,22 @@ inline std::vector<HostTensor> run_compiled_threads(const Graph &graph, const st
   return one;
 }
 
+/// `build` traced on `inputs`, compiled, run on 1, 2 and 3 threads (same
+/// bits, run_compiled_threads) and checked against the interpreter; returns
+/// the traced graph and the one-thread outputs.
+inline std::pair<std::unique_ptr<Graph>, std::vector<HostTensor>>
+check_threads(const std::vector<HostTensor> &inputs, const BuildFn &build, double rtol, double atol) {
+  std::unique_ptr<Graph> graph = trace_graph(types_of(inputs), build);
+  std::vector<HostTensor> expected = Interpreter::run(*graph, inputs);
+  std::vector<HostTensor> actual = run_compiled_threads(*graph, inputs);
+  REQUIRE(actual.size() == expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    INFO("output " << i);
+    MAXC_REQUIRE_CLOSE(actual[i], expected[i], rtol, atol);
+  }
+  return {std::move(graph), std::move(actual)};
+}
+
 /// Runs `graph` compiled, its GEMM panels through two_threads.
 inline std::vector<HostTensor> run_compiled_two_threads(const Graph &graph, const std::vector<HostTensor> &inputs) {
   return JitCompiledGraph(graph).run(inputs, true);

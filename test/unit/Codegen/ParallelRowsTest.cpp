@@ -22,14 +22,7 @@ namespace {
 /// 3 threads and the interpreter's values.
 std::vector<int64_t> split_counts(const std::vector<HostTensor> &inputs, const BuildFn &build, double rtol,
                                   double atol) {
-  std::unique_ptr<Graph> graph = trace_graph(types_of(inputs), build);
-  std::vector<HostTensor> expected = Interpreter::run(*graph, inputs);
-  std::vector<HostTensor> actual = run_compiled_threads(*graph, inputs);
-  REQUIRE(actual.size() == expected.size());
-  for (size_t i = 0; i < expected.size(); ++i) {
-    INFO("output " << i);
-    MAXC_REQUIRE_CLOSE(actual[i], expected[i], rtol, atol);
-  }
+  auto [graph, actual] = check_threads(inputs, build, rtol, atol);
   JitCompiledGraph compiled(*graph);
   task_counts().clear();
   REQUIRE(bitwise_mismatch(compiled.run_through(inputs, counting_parallel_for), actual).empty());

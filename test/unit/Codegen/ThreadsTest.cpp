@@ -14,21 +14,6 @@
 using namespace maxc;
 using namespace maxc::test;
 
-namespace {
-
-void check_threads(const std::vector<HostTensor> &inputs, const BuildFn &build, double rtol, double atol) {
-  std::unique_ptr<Graph> graph = trace_graph(types_of(inputs), build);
-  std::vector<HostTensor> expected = Interpreter::run(*graph, inputs);
-  std::vector<HostTensor> actual = run_compiled_threads(*graph, inputs);
-  REQUIRE(actual.size() == expected.size());
-  for (size_t i = 0; i < expected.size(); ++i) {
-    INFO("output " << i);
-    MAXC_REQUIRE_CLOSE(actual[i], expected[i], rtol, atol);
-  }
-}
-
-} // namespace
-
 TEST_CASE("threads: elementwise loop nests, output copies and rank-1 vectors split into tasks", "[codegen][threads]") {
   check_threads({random_tensor(DType::f32, {67, 301}, -2, 2), random_tensor(DType::f32, {301}),
                  random_tensor(DType::f32, {40003}, -2, 2), random_tensor(DType::f32, {3, 5, 37, 7, 11})},
