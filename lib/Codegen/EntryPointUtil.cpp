@@ -122,4 +122,15 @@ void set_loop_unroll(llvm::BranchInst *latch, unsigned unroll) {
   latch->setMetadata(llvm::LLVMContext::MD_loop, id);
 }
 
+void emit_if(llvm::IRBuilder<> &b, llvm::Value *cond, const std::function<void()> &then) {
+  llvm::Function *fn = b.GetInsertBlock()->getParent();
+  auto *yes = llvm::BasicBlock::Create(b.getContext(), "then", fn);
+  auto *done = llvm::BasicBlock::Create(b.getContext(), "endif", fn);
+  b.CreateCondBr(cond, yes, done);
+  b.SetInsertPoint(yes);
+  then();
+  b.CreateBr(done);
+  b.SetInsertPoint(done);
+}
+
 } // namespace maxc::codegen

@@ -43,6 +43,10 @@ llvm::BranchInst *emit_counted_loop(llvm::IRBuilder<> &b, llvm::Value *n, const 
 
 /// Loop metadata on a latch: llvm.loop.unroll.count `unroll` (1:
 /// llvm.loop.unroll.disable; 0: nothing).
+/// if (cond) then(); continuing after it either way (at `b`'s insertion
+/// point; `b` is left after it).
+void emit_if(llvm::IRBuilder<> &b, llvm::Value *cond, const std::function<void()> &then);
+
 void set_loop_unroll(llvm::BranchInst *latch, unsigned unroll);
 
 } // namespace maxc::codegen

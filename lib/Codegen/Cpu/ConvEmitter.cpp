@@ -1,4 +1,5 @@
 #include "Cpu/ConvEmitter.h"
+#include "EntryPointUtil.h"
 
 #include "Cpu/Runtime.h"
 #include "maxc/Codegen/LoweringPlan.h"
@@ -36,17 +37,6 @@ void for_range(llvm::IRBuilder<> &b, Value *from, Value *to, const std::function
 
 void for_count(llvm::IRBuilder<> &b, int64_t n, const std::function<void(Value *)> &body) {
   for_range(b, b.getInt64(0), b.getInt64(n), body);
-}
-
-void if_then(llvm::IRBuilder<> &b, Value *cond, const std::function<void()> &then) {
-  llvm::Function *fn = b.GetInsertBlock()->getParent();
-  auto *yes = llvm::BasicBlock::Create(b.getContext(), "conv.then", fn);
-  auto *done = llvm::BasicBlock::Create(b.getContext(), "conv.endif", fn);
-  b.CreateCondBr(cond, yes, done);
-  b.SetInsertPoint(yes);
-  then();
-  b.CreateBr(done);
-  b.SetInsertPoint(done);
 }
 
 Value *f32_at(llvm::IRBuilder<> &b, Value *base, Value *index) { return b.CreateGEP(b.getFloatTy(), base, index); }
@@ -286,7 +276,7 @@ static void emit_direct_groups(llvm::IRBuilder<> &b, const DirectConvArgs &a, Va
             if (Cg == 1)
               finish();
             else
-              if_then(b, last, finish);
+              emit_if(b, last, finish);
           }
         });
       });

@@ -85,8 +85,6 @@ namespace conv_ir {
 void for_range(llvm::IRBuilder<> &b, llvm::Value *from, llvm::Value *to,
                const std::function<void(llvm::Value *)> &body);
 void for_count(llvm::IRBuilder<> &b, int64_t n, const std::function<void(llvm::Value *)> &body);
-/// if (cond) then();
-void if_then(llvm::IRBuilder<> &b, llvm::Value *cond, const std::function<void()> &then);
 llvm::Value *f32_at(llvm::IRBuilder<> &b, llvm::Value *base, llvm::Value *index);
 llvm::Value *mul(llvm::IRBuilder<> &b, llvm::Value *x, int64_t c);
 llvm::Value *add(llvm::IRBuilder<> &b, llvm::Value *x, llvm::Value *y);

@@ -1,4 +1,5 @@
 #include "Cpu/GemmEmitter.h"
+#include "EntryPointUtil.h"
 
 #include "Cpu/Runtime.h"
 
@@ -130,16 +131,7 @@ struct Emitter {
   }
 
   /// if (cond) body()
-  void when(Value *cond, const std::function<void()> &body) {
-    llvm::Function *fn = b.GetInsertBlock()->getParent();
-    auto *then = llvm::BasicBlock::Create(ctx, "gemm.then", fn);
-    auto *done = llvm::BasicBlock::Create(ctx, "gemm.endif", fn);
-    b.CreateCondBr(cond, then, done);
-    b.SetInsertPoint(then);
-    body();
-    b.CreateBr(done);
-    b.SetInsertPoint(done);
-  }
+  void when(Value *cond, const std::function<void()> &body) { emit_if(b, cond, body); }
 
   // One task: rows [i_begin, i_end) times column panels [p_begin, p_end)
   // (panel p: columns [p * NR, p * NR + NR); the last one, past the full

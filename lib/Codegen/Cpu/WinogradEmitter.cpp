@@ -1,4 +1,5 @@
 #include "Cpu/WinogradEmitter.h"
+#include "EntryPointUtil.h"
 
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/IR/HostTensor.h"
@@ -340,7 +341,7 @@ void emit_winograd(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
                        if (s.OH % m == 0 || i < s.OH % m)
                          store();
                        else
-                         if_then(b, b.CreateICmpULT(oy, b.getInt64(s.OH)), store);
+                         emit_if(b, b.CreateICmpULT(oy, b.getInt64(s.OH)), store);
                      }
                    });
                  });

@@ -1,4 +1,5 @@
 #include "Gpu/GpuKernelEmitter.h"
+#include "EntryPointUtil.h"
 
 #include "Cpu/AttentionEmitter.h"
 #include "ElementalEmitter.h"
@@ -527,16 +528,7 @@ private:
   }
 
   /// if (cond) body(); at the current insertion point.
-  void if_then(Value *cond, const std::function<void()> &body) {
-    llvm::Function *fn = b_.GetInsertBlock()->getParent();
-    auto *then_bb = llvm::BasicBlock::Create(ctx_, "then", fn);
-    auto *merge = llvm::BasicBlock::Create(ctx_, "endif", fn);
-    b_.CreateCondBr(cond, then_bb, merge);
-    b_.SetInsertPoint(then_bb);
-    body();
-    b_.CreateBr(merge);
-    b_.SetInsertPoint(merge);
-  }
+  void if_then(Value *cond, const std::function<void()> &body) { emit_if(b_, cond, body); }
 
   /// Row-major multi-index of linear position `lin` in `dims`. Every
   /// caller passes an in-bounds position (lin < product of dims), so the

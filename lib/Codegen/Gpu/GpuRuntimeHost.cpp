@@ -178,16 +178,7 @@ private:
   }
 
   /// if (cond) then(); — continuing after it either way.
-  void when(llvm::Value *cond, const std::function<void()> &then) {
-    llvm::Function *fn = b_.GetInsertBlock()->getParent();
-    auto *yes = llvm::BasicBlock::Create(c_, "then", fn);
-    auto *next = llvm::BasicBlock::Create(c_, "next", fn);
-    b_.CreateCondBr(cond, yes, next);
-    b_.SetInsertPoint(yes);
-    then();
-    b_.CreateBr(next);
-    b_.SetInsertPoint(next);
-  }
+  void when(llvm::Value *cond, const std::function<void()> &then) { emit_if(b_, cond, then); }
 
   /// The current device (CUDA: its primary context retained and made
   /// current), into `device`; returns early with NO_DEVICE / GPU_ERROR.
