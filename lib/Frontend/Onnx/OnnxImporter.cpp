@@ -776,7 +776,7 @@ private:
       if (init.size() > instance.size() + 1 && init.compare(0, instance.size() + 1, instance + ".") == 0)
         rel = init.substr(instance.size() + 1);
       if (rel.empty() || params.count(rel)) {
-        char buf[16];
+        char buf[32];
         std::snprintf(buf, sizeof buf, "p%03zu", i);
         rel = buf;
       }

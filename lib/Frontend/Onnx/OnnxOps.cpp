@@ -40,6 +40,8 @@ HostTensor OnnxNode::known(size_t i) const {
                                 values);
   }
   host_.needs_value(v, *this, i);
+  // needs_value throws; a call through a virtual does not carry [[noreturn]].
+  throw Error(ErrorCode::Internal, "needs_value returned");
 }
 
 std::vector<int64_t> OnnxNode::ints(size_t i) const {
