@@ -385,8 +385,8 @@ const std::map<std::string, ElementFormula> &ElementalEmitter::element_formulas(
          Value *erf = f64 ? e.erf_f64(arg) : emit_erf_f32(b, arg);
          return b.CreateFMul(b.CreateFMul(e.fconst(d, 0.5), x), b.CreateFAdd(e.fconst(d, 1), erf));
        }},
-      {"sin", [](E &e, const A &a) { return e.intrinsic(llvm::Intrinsic::sin, a.x[0]); }},
-      {"cos", [](E &e, const A &a) { return e.intrinsic(llvm::Intrinsic::cos, a.x[0]); }},
+      {"sin", [](E &e, const A &a) { return libm_or_poly(e, a, llvm::Intrinsic::sin, emit_sin_f32); }},
+      {"cos", [](E &e, const A &a) { return libm_or_poly(e, a, llvm::Intrinsic::cos, emit_cos_f32); }},
       {"floor", [](E &e, const A &a) { return is_float(a.in) ? e.intrinsic(llvm::Intrinsic::floor, a.x[0]) : a.x[0]; }},
       {"ceil", [](E &e, const A &a) { return is_float(a.in) ? e.intrinsic(llvm::Intrinsic::ceil, a.x[0]) : a.x[0]; }},
       {"round", [](E &e, const A &a) { return is_float(a.in) ? e.intrinsic(llvm::Intrinsic::roundeven, a.x[0]) : a.x[0]; }},

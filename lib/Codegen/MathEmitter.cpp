@@ -127,6 +127,81 @@ Value *emit_erf_f32(llvm::IRBuilder<> &b, Value *x) {
   return b.CreateSelect(is_nan(b, x), x, result);
 }
 
+// sin and cos: |x| = n*pi/2 + r with r in [-pi/4, pi/4], in double.
+// |x| < 2^20: n = round(|x| * 2/pi), r = (|x| - n*P1) - n*P2 with P1 = pi/2
+// to 33 bits (n*P1 exact). Beyond: the exact fixed-point product of the
+// 24-bit mantissa with 192 bits of 2/pi (the method of ARM's optimized-
+// routines sinf, reduce_large): three 32-bit words of 2/pi picked by the
+// exponent, a 32x96-bit product, the top two bits the quadrant, the rest r
+// to 33+ bits. No table in memory: the words come from three 64-bit
+// constants by selects and a funnel shift, so every target (CPU, AMDGPU,
+// NVPTX) compiles it as plain integer code. sin r and cos r by their Taylor
+// polynomials to degree 13 / 14 (truncation < 1e-11), then rounded to f32.
+Value *sincos_f32(llvm::IRBuilder<> &b, Value *x, bool want_cos) {
+  llvm::Type *f64 = b.getDoubleTy(), *i32 = b.getInt32Ty(), *i64 = b.getInt64Ty();
+  auto d = [&](double v) { return llvm::ConstantFP::get(f64, v); };
+  auto c32 = [&](uint32_t v) { return b.getInt32(v); };
+  auto c64 = [&](uint64_t v) { return b.getInt64(v); };
+  Value *ax = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+  Value *small = b.CreateFCmpOLT(ax, f32(b, 1048576.0));
+  // Fast path (its input zeroed where unused, so n stays in range).
+  Value *axd = b.CreateFPExt(b.CreateSelect(small, ax, f32(b, 0.0)), f64);
+  Value *n = b.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, b.CreateFMul(axd, d(0.63661977236758138)));
+  Value *r_fast = b.CreateFSub(b.CreateFSub(axd, b.CreateFMul(n, d(1.5707963267341256))),
+                               b.CreateFMul(n, d(6.0771005065061922e-11)));
+  Value *q_fast = b.CreateFPToSI(n, i32);
+  // Large path.
+  Value *xi = b.CreateBitCast(ax, i32);
+  Value *idx = b.CreateAnd(b.CreateLShr(xi, 26), c32(15));
+  Value *shift = b.CreateAnd(b.CreateLShr(xi, 23), c32(7));
+  Value *m = b.CreateShl(b.CreateOr(b.CreateAnd(xi, c32(0x7fffff)), c32(0x800000)), shift);
+  // 2/pi's first 192 bits, with 64 zero bits on each side.
+  static const uint64_t kTwoOverPi[5] = {0, 0xa2f9836e4e441529ull, 0xfc2757d1f534ddc0ull, 0xdb6295993c439041ull, 0};
+  auto pick = [&](Value *j, int first) { // kTwoOverPi[first + j], j in 0..3
+    Value *v = c64(kTwoOverPi[first + 3]);
+    for (int k = 2; k >= 0; --k)
+      v = b.CreateSelect(b.CreateICmpEQ(j, b.getInt64(k)), c64(kTwoOverPi[first + k]), v);
+    return v;
+  };
+  // The 32 bits of 2/pi that end `end` bits after the binary point.
+  auto word = [&](uint32_t end_base) {
+    Value *start = b.CreateZExt(b.CreateAdd(b.CreateShl(idx, 3), c32(end_base - 32 + 64)), i64);
+    Value *j = b.CreateLShr(start, 6);
+    Value *window = b.CreateIntrinsic(llvm::Intrinsic::fshl, {i64},
+                                      {pick(j, 0), pick(j, 1), b.CreateAnd(start, c64(63))});
+    return b.CreateTrunc(b.CreateLShr(window, 32), i32);
+  };
+  Value *m64 = b.CreateZExt(m, i64);
+  Value *res0 = b.CreateZExt(b.CreateMul(m, word(8)), i64);
+  Value *res1 = b.CreateMul(m64, b.CreateZExt(word(40), i64));
+  Value *res2 = b.CreateMul(m64, b.CreateZExt(word(72), i64));
+  res0 = b.CreateAdd(b.CreateOr(b.CreateLShr(res2, 32), b.CreateShl(res0, 32)), res1);
+  Value *nl = b.CreateLShr(b.CreateAdd(res0, c64(1ull << 61)), 62);
+  res0 = b.CreateSub(res0, b.CreateShl(nl, 62));
+  Value *r_large = b.CreateFMul(b.CreateSIToFP(res0, f64), d(3.4061215800865545e-19)); // pi * 2^-63
+  Value *r = b.CreateSelect(small, r_fast, r_large);
+  Value *q = b.CreateSelect(small, q_fast, b.CreateTrunc(nl, i32));
+  if (want_cos) // cos(y) = sin(y + pi/2)
+    q = b.CreateAdd(q, c32(1));
+  Value *r2 = b.CreateFMul(r, r);
+  Value *sin_r = b.CreateFAdd(
+      r, b.CreateFMul(b.CreateFMul(r, r2), horner(b, r2, {-1.0 / 6, 1.0 / 120, -1.0 / 5040, 1.0 / 362880,
+                                                             -1.0 / 39916800, 1.0 / 6227020800})));
+  Value *cos_r = b.CreateFAdd(d(1.0), b.CreateFMul(r2, horner(b, r2, {-1.0 / 2, 1.0 / 24, -1.0 / 720, 1.0 / 40320,
+                                                                         -1.0 / 3628800, 1.0 / 479001600,
+                                                                         -1.0 / 87178291200})));
+  Value *v = b.CreateSelect(b.CreateICmpNE(b.CreateAnd(q, c32(1)), c32(0)), cos_r, sin_r);
+  v = b.CreateSelect(b.CreateICmpNE(b.CreateAnd(q, c32(2)), c32(0)), b.CreateFNeg(v), v);
+  Value *result = b.CreateFPTrunc(v, b.getFloatTy());
+  if (!want_cos) // sin(-y) = -sin(y), -0 included
+    result = b.CreateSelect(b.CreateICmpSLT(b.CreateBitCast(x, i32), c32(0)), b.CreateFNeg(result), result);
+  // inf and NaN: NaN (x - x keeps a NaN's payload).
+  return b.CreateSelect(b.CreateFCmpOLT(ax, f32(b, INFINITY)), result, b.CreateFSub(x, x));
+}
+
+Value *emit_sin_f32(llvm::IRBuilder<> &b, Value *x) { return sincos_f32(b, x, false); }
+Value *emit_cos_f32(llvm::IRBuilder<> &b, Value *x) { return sincos_f32(b, x, true); }
+
 // sigmoid: with e = exp(-|x|), 1/(1 + e) for x >= 0 and e/(1 + e) (=
 // e^x/(1 + e^x)) for x < 0, which keeps the denormal results of x < -87.3
 // that 1/(1 + exp(-x)) flushed to 0 once exp(-x) overflowed.

@@ -1,5 +1,6 @@
 // Transcendental functions emitted as polynomial approximations in LLVM IR,
-// so loops that use them vectorize and need no libm. Single precision only;
+// so loops that use them vectorize and need no libm (nor a device libm on a
+// GPU). Single precision only;
 // f64 uses LLVM intrinsics or libm calls (tanh, erf).
 //
 // Accuracy against libm in double, measured by test/unit/Codegen/MathTest.cpp
@@ -13,6 +14,8 @@
 //   erf      1.93e-7 relative, 2.97 ulp, 1.77e-7 absolute (Abramowitz &
 //                                          Stegun 7.1.26 for |x| >= 1)
 //   sigmoid  1.68e-7 relative, 2.10 ulp   (denormal results kept)
+//   sin, cos 5.94e-8 relative, 0.50 ulp   (in double inside; exact range
+//                                          reduction up to FLT_MAX)
 // Special values (±0, ±inf, NaN, denormals, ±FLT_MAX) give libm's result
 // exactly where that is 0, ±1, ±inf or NaN, sign of zero included.
 #pragma once
@@ -27,5 +30,8 @@ llvm::Value *emit_log_f32(llvm::IRBuilder<> &b, llvm::Value *x);
 llvm::Value *emit_tanh_f32(llvm::IRBuilder<> &b, llvm::Value *x);
 llvm::Value *emit_erf_f32(llvm::IRBuilder<> &b, llvm::Value *x);
 llvm::Value *emit_sigmoid_f32(llvm::IRBuilder<> &b, llvm::Value *x);
+/// sin/cos compute in double inside (exact range reduction at any |x|).
+llvm::Value *emit_sin_f32(llvm::IRBuilder<> &b, llvm::Value *x);
+llvm::Value *emit_cos_f32(llvm::IRBuilder<> &b, llvm::Value *x);
 
 } // namespace maxc::codegen
