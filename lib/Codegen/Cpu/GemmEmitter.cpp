@@ -113,6 +113,11 @@ struct Emitter {
   // Masks of the panel's vectors when it is the last, partial one (null
   // for full panels): lane l of vector v is column j0 + v * lanes + l < n.
   Value *mask[kVectors] = {};
+  // Vectors per tile row: kVectors, or 1 in a partial panel of at most
+  // `lanes` columns (the second vector would be all masked: half the FMAs
+  // for nothing, e.g. Winograd F(2,3)'s 16-tile GEMMs at 7x7). Each C
+  // element's FMA chain is the same either way: the same bits.
+  unsigned nvec = kVectors;
 
   Value *at(Value *base, Value *row, Value *ld, Value *col) {
     return b.CreateGEP(b.getFloatTy(), base, b.CreateAdd(b.CreateMul(row, ld), col));
@@ -169,7 +174,7 @@ struct Emitter {
           bstride = g.ldb;
         } else {
           loop(k0, k_end, 1, [&](Value *k) {
-            for (unsigned v = 0; v < kVectors; ++v) {
+            for (unsigned v = 0; v < nvec; ++v) {
               Value *x = load(vec, at(g.b, k, g.ldb, b.CreateAdd(j0, b.getInt64(v * lanes))), v);
               b.CreateAlignedStore(x, at(bpack, b.CreateSub(k, k0), b.getInt64(nr), b.getInt64(v * lanes)),
                                    llvm::Align(64));
@@ -181,7 +186,16 @@ struct Emitter {
         // A is read in place: six rows lda apart, one broadcast each per k
         // (packing A per task measured 3x slower: at NR = 32 the copy costs
         // as much as the tile's FMAs).
-        loop(i_begin, i_main, kRows, [&](Value *i0) { tile(i0, kRows, j0, k0, k_end, first, vec, fma); });
+        if (nvec == 1) {
+          // One vector per row: 12-row tiles (12 FMA chains, as the full
+          // tile's), then one 6-row tile if left.
+          Value *i_12 = b.CreateAdd(i_begin, b.CreateMul(b.CreateSDiv(b.CreateSub(i_main, i_begin), b.getInt64(2 * kRows)),
+                                                         b.getInt64(2 * kRows)));
+          loop(i_begin, i_12, 2 * kRows, [&](Value *i0) { tile(i0, 2 * kRows, j0, k0, k_end, first, vec, fma); });
+          when(b.CreateICmpSLT(i_12, i_main), [&] { tile(i_12, kRows, j0, k0, k_end, first, vec, fma); });
+        } else {
+          loop(i_begin, i_main, kRows, [&](Value *i0) { tile(i0, kRows, j0, k0, k_end, first, vec, fma); });
+        }
         // Of the 0-5 rows left, four run as one 4-row tile (8 independent
         // FMA chains keep both FMA pipes busy, as the 6-row tile's 12 do;
         // one-row tiles load more per FMA), the rest one at a time.
@@ -210,7 +224,20 @@ struct Emitter {
               iota.push_back(b.getInt64(l));
             mask[v] = b.CreateICmpSLT(llvm::ConstantVector::get(iota), b.CreateVectorSplat(lanes, left));
           }
+          Value *narrow = b.CreateICmpSLE(b.CreateSub(g.n, j0), b.getInt64(lanes));
+          llvm::Function *fn = b.GetInsertBlock()->getParent();
+          auto *one = llvm::BasicBlock::Create(ctx, "gemm.narrow", fn), *two = llvm::BasicBlock::Create(ctx, "gemm.wide", fn);
+          auto *done = llvm::BasicBlock::Create(ctx, "gemm.partial.done", fn);
+          b.CreateCondBr(narrow, one, two);
+          b.SetInsertPoint(one);
+          nvec = 1;
           panel(j0, g.n);
+          nvec = kVectors;
+          b.CreateBr(done);
+          b.SetInsertPoint(two);
+          panel(j0, g.n);
+          b.CreateBr(done);
+          b.SetInsertPoint(done);
           for (Value *&m : mask)
             m = nullptr;
         });
@@ -237,15 +264,15 @@ struct Emitter {
     auto c_at = [&](unsigned r, unsigned v) {
       return at(g.c, b.CreateAdd(i0, b.getInt64(r)), g.ldc, b.CreateAdd(j0, b.getInt64(v * lanes)));
     };
-    // Accumulators: rows x kVectors, row-major.
+    // Accumulators: rows x nvec, row-major.
     Accs acc;
     for (unsigned r = 0; r < rows; ++r)
-      for (unsigned v = 0; v < kVectors; ++v)
+      for (unsigned v = 0; v < nvec; ++v)
         acc.push_back(b.CreateSelect(first, llvm::Constant::getNullValue(vec), load(vec, c_at(r, v), v)));
     // One k step of an accumulator set.
     auto step = [&](Value *k, const Accs &acc) {
       Value *bv[kVectors];
-      for (unsigned v = 0; v < kVectors; ++v) {
+      for (unsigned v = 0; v < nvec; ++v) {
         Value *p = at(bsrc, k, bstride, b.getInt64(v * lanes));
         bv[v] = g.packed_b ? b.CreateAlignedLoad(vec, p, llvm::Align(4)) : load(vec, p, v);
       }
@@ -253,8 +280,8 @@ struct Emitter {
       for (unsigned r = 0; r < rows; ++r) {
         Value *a = b.CreateLoad(b.getFloatTy(), at(g.a, b.CreateAdd(i0, b.getInt64(r)), g.lda, k));
         Value *splat = b.CreateVectorSplat(lanes, a);
-        for (unsigned v = 0; v < kVectors; ++v)
-          next.push_back(b.CreateCall(fma, {splat, bv[v], acc[r * kVectors + v]}));
+        for (unsigned v = 0; v < nvec; ++v)
+          next.push_back(b.CreateCall(fma, {splat, bv[v], acc[r * nvec + v]}));
       }
       return next;
     };
@@ -282,8 +309,8 @@ struct Emitter {
     }
     acc = k_loop(k, k_end, 1, acc, step).second;
     for (unsigned r = 0; r < rows; ++r)
-      for (unsigned v = 0; v < kVectors; ++v)
-        store(acc[r * kVectors + v], c_at(r, v), v);
+      for (unsigned v = 0; v < nvec; ++v)
+        store(acc[r * nvec + v], c_at(r, v), v);
   }
 };
 

@@ -179,9 +179,17 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
 /// weights packed in panel order, then the Winograd transforms) and each
 /// constant's offset in it.
 ByteChunks layout_weights(const Graph &lowered, codegen::ConstantOffsets &offsets,
-                          const codegen::PackedWeights &packed) {
-  ByteChunks blob = codegen::weights_blob(lowered, offsets, codegen::packed_weights_rewrite(packed));
-  codegen::append_winograd_weights(lowered, blob, offsets);
+                          const codegen::PackedWeights &packed, const LoweringPlans &plans) {
+  // A constant is packed (every use a GEMM's B) or stored Winograd-
+  // transformed (every use a Winograd conv's weight), never both.
+  const codegen::WinogradOnly winograd = codegen::plan_winograd_only(lowered, plans);
+  codegen::ConstantRewrite pack = codegen::packed_weights_rewrite(packed),
+                           transform = codegen::winograd_weights_rewrite(winograd);
+  ByteChunks blob = codegen::weights_blob(lowered, offsets, [&](const Graph &g, const std::string &name) {
+    auto rewritten = pack(g, name);
+    return rewritten.first ? rewritten : transform(g, name);
+  });
+  codegen::append_winograd_weights(lowered, blob, offsets, winograd);
   return blob;
 }
 
@@ -272,7 +280,7 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
   codegen::ConstantOffsets offsets;
   ByteChunks blob;
   if (placement != WeightsPlacement::ir)
-    blob = layout_weights(lowered, offsets, packed);
+    blob = layout_weights(lowered, offsets, packed, *plans);
   auto module =
       build_module({lowered, abi, placement, &offsets, blob.size(), plans, vector_lanes, &packed, nullptr}, context);
   if (weights)
@@ -304,7 +312,7 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
     plans = &own_plans;
   const codegen::PackedWeights packed = codegen::plan_packed_weights(lowered, *plans, cpu_vector_lanes(target));
   codegen::ConstantOffsets offsets;
-  ByteChunks weights = layout_weights(lowered, offsets, packed);
+  ByteChunks weights = layout_weights(lowered, offsets, packed, *plans);
   // External weights: their FNV-1a (one pass over every byte) on a second
   // thread while LLVM works; the object defines NAME.weights.fnv1a.
   std::future<uint64_t> fnv;

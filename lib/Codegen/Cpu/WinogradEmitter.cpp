@@ -7,7 +7,11 @@
 
 #include <llvm/IR/Intrinsics.h>
 
+#include <algorithm>
 #include <array>
+#include <cstring>
+#include <functional>
+#include <mutex>
 #include <set>
 
 namespace maxc::codegen {
@@ -154,7 +158,78 @@ std::map<std::string, std::vector<size_t>> winograd_call_site_inputs(const Graph
   return out;
 }
 
-void append_winograd_weights(const Graph &root, ByteChunks &blob, ConstantOffsets &offsets) {
+WinogradOnly plan_winograd_only(const Graph &root, const LoweringPlans &plans) {
+  const std::map<std::string, std::vector<size_t>> call_inputs = winograd_call_site_inputs(root);
+  // The one tile of value v's uses in g, all Winograd weights (with `calls`,
+  // also arguments of call-site Winograd parameters whose uses are); 0 if
+  // some use reads the original values.
+  std::function<int64_t(const Graph &, ValueId, bool)> tile_of_uses = [&](const Graph &g, ValueId v, bool calls) {
+    const std::vector<ValueId> &outs = g.output_ids();
+    if (std::find(outs.begin(), outs.end(), v) != outs.end())
+      return int64_t(0);
+    std::set<int64_t> ms;
+    for (const Node &n : g.nodes())
+      for (size_t s = 0; s < n.operands.size(); ++s) {
+        if (n.operands[s] != v)
+          continue;
+        if (s == 1 && n.operands[0] != v && (n.operands.size() < 3 || n.operands[2] != v) &&
+            conv_winograd_shape(g, n) && node_uses_gemm(g, plans.at(&g), n)) {
+          ms.insert(winograd_plan(g, n).m);
+          continue;
+        }
+        if (!calls || n.op != "call")
+          return int64_t(0);
+        auto it = call_inputs.find(n.attrs.get_string("callee"));
+        if (it == call_inputs.end() || std::find(it->second.begin(), it->second.end(), s) == it->second.end())
+          return int64_t(0);
+        const Graph &sub = *root.find_subgraph(it->first);
+        int64_t m = tile_of_uses(sub, sub.input_ids()[s], false);
+        if (m == 0 || m != winograd_input_tile(sub, s))
+          return int64_t(0);
+        ms.insert(m);
+      }
+    return ms.size() == 1 ? *ms.begin() : int64_t(0);
+  };
+  WinogradOnly out;
+  auto add = [&](const Graph &g) {
+    for (const Node &n : g.nodes())
+      if (n.op == "constant")
+        if (int64_t m = tile_of_uses(g, n.results[0], &g == &root))
+          out[{&g, n.attrs.get_string("name")}] = m;
+  };
+  add(root);
+  for (const auto &[name, sub] : root.subgraphs())
+    add(*sub);
+  return out;
+}
+
+ConstantRewrite winograd_weights_rewrite(const WinogradOnly &only) {
+  return [&only](const Graph &g, const std::string &name) -> std::pair<size_t, ByteChunks::Generator> {
+    auto it = only.find({&g, name});
+    if (it == only.end())
+      return {0, nullptr};
+    HostTensor w = g.constant(name);
+    int64_t m = it->second, a = m + 2;
+    size_t bytes = static_cast<size_t>(a * a * w.shape()[0] * w.shape()[1]) * sizeof(float);
+    // The transform, made at the first block and dropped after the last
+    // (the blob is written in order; a second pass makes it again).
+    struct Cache {
+      std::mutex mutex;
+      std::vector<float> u;
+    };
+    auto cache = std::make_shared<Cache>();
+    return {bytes, [w, m, bytes, cache](uint64_t offset, size_t n, char *dst) {
+              std::lock_guard<std::mutex> lock(cache->mutex);
+              if (cache->u.empty())
+                cache->u = winograd_weights(w, m);
+              std::memcpy(dst, reinterpret_cast<const char *>(cache->u.data()) + offset, n);
+              if (offset + n == bytes)
+                std::vector<float>().swap(cache->u);
+            }};
+  };
+}
+
+void append_winograd_weights(const Graph &root, ByteChunks &blob, ConstantOffsets &offsets, const WinogradOnly &only) {
   const std::map<std::string, std::vector<size_t>> call_inputs = winograd_call_site_inputs(root);
   auto add = [&](const Graph &g) {
     std::set<std::pair<std::string, int64_t>> names; // (constant, tile)
@@ -175,6 +250,10 @@ void append_winograd_weights(const Graph &root, ByteChunks &blob, ConstantOffset
               names.insert({*name, winograd_input_tile(*root.find_subgraph(it->first), index)});
     }
     for (const auto &[name, m] : names) {
+      if (only.count({&g, name})) { // stored transformed in the constant's place
+        offsets[{&g, winograd_key(name, m)}] = offsets.at({&g, name});
+        continue;
+      }
       auto u = std::make_shared<std::vector<float>>(winograd_weights(g.constant(name), m));
       blob.append_zeros(((blob.size() + 63) & ~uint64_t(63)) - blob.size());
       offsets[{&g, winograd_key(name, m)}] = blob.size();

@@ -56,13 +56,32 @@ int64_t winograd_input_tile(const Graph &sub, size_t input);
 /// appends one buffer table entry per input, after the outputs.
 std::map<std::string, std::vector<size_t>> winograd_call_site_inputs(const Graph &root);
 
+/// The constants read only as Winograd weights (graph, constant name) -> m:
+/// every use the weight of a conv2d that takes the Winograd kernel
+/// (conv_winograd_shape and node_uses_gemm under `plans`) or an argument a
+/// call binds to a winograd_call_site_inputs parameter whose own uses are
+/// all such weights, one tile m for all; never a graph output. The weights
+/// blob stores them transformed only (winograd_weights_rewrite): no kernel
+/// reads the original values.
+using WinogradOnly = std::map<std::pair<const Graph *, std::string>, int64_t>;
+WinogradOnly plan_winograd_only(const Graph &root, const LoweringPlans &plans);
+
+/// For weights_blob (WeightsSection.h): the Winograd weights in place of a
+/// WinogradOnly constant's bytes, transformed on demand while the blob is
+/// written (one constant's transform resident at a time).
+ConstantRewrite winograd_weights_rewrite(const WinogradOnly &only);
+
 /// Appends the Winograd weights of every constant they are made from to the
 /// weights `blob` (64-byte aligned, after the constants), at
 /// offsets[{graph, winograd_key(NAME, m)}]: constants read by a conv2d of
 /// conv_winograd_shape in their own graph, and constants a call binds to a
-/// winograd_call_site_inputs parameter. They are never LLVM IR constants
-/// when the weights live in the object's weights section or an external blob.
-void append_winograd_weights(const Graph &root, ByteChunks &blob, ConstantOffsets &offsets);
+/// winograd_call_site_inputs parameter. A constant of `only` (the blob
+/// already holds its transform in its place, winograd_weights_rewrite) is
+/// not appended: its key gets the constant's own offset. They are never LLVM
+/// IR constants when the weights live in the object's weights section or an
+/// external blob.
+void append_winograd_weights(const Graph &root, ByteChunks &blob, ConstantOffsets &offsets,
+                             const WinogradOnly &only = {});
 
 struct WinogradArgs {
   ConvShape shape;

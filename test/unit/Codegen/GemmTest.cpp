@@ -47,6 +47,37 @@ TEST_CASE("GEMM at odd sizes: tiles, masked edges, small M, K blocks, epilogue, 
       }
 }
 
+TEST_CASE("GEMM whose last panel is at most one vector wide: 12-row one-vector tiles", "[codegen][gemm]") {
+  // N - full panels * NR <= lanes: the last panel runs one vector per row in
+  // 12-row tiles, then a 6-row, a 4-row and one-row tiles (M = 12..47 and
+  // row blocks of up to 48), also with B packed per K block (K > 256) and
+  // an epilogue; at 16 lanes (AVX-512) N = 16 and 48 are narrow, N = 17
+  // and 40 not; at 8 lanes N = 16 and 48 are full panels, N = 20 narrow.
+  Dim m("m"), n("n"), k("k");
+  auto graph = trace_graph({TensorType(DType::f32, {m, k}), TensorType(DType::f32, {k, n}), TensorType(DType::f32, {m, n})},
+                           [](auto &x) {
+                             return std::vector<Tensor>{ops::matmul(x[0], x[1]),
+                                                        ops::relu(ops::matmul(x[0], x[1]) + x[2])};
+                           });
+  JitCompiledGraph compiled(*graph);
+  for (int64_t M : {12, 18, 30, 47, 61, 130})
+    for (int64_t N : {3, 16, 17, 20, 40, 48})
+      for (int64_t K : {7, 300}) {
+        std::vector<HostTensor> in = {random_tensor(DType::f32, {M, K}, -1, 1), random_tensor(DType::f32, {K, N}, -1, 1),
+                                      random_tensor(DType::f32, {M, N}, -1, 1)};
+        std::vector<HostTensor> expected = Interpreter::run(*graph, in);
+        for (bool two : {false, true}) {
+          std::vector<HostTensor> actual = compiled.run(in, two);
+          for (size_t i = 0; i < expected.size(); ++i) {
+            std::string mismatch = compare(actual[i], expected[i], 1e-4, 1e-4);
+            INFO("M " << M << " N " << N << " K " << K << (two ? ", 2 threads" : ", 1 thread") << ", output " << i
+                      << ": " << mismatch);
+            REQUIRE(mismatch.empty());
+          }
+        }
+      }
+}
+
 TEST_CASE("GEMM with K = 0 writes zeros and runs the epilogue", "[codegen][gemm]") {
   auto graph = trace_graph({TensorType(DType::f32, {Dim("m"), Dim("k")}), TensorType(DType::f32, {Dim("k"), 40}),
                             TensorType(DType::f32, {40})},
