@@ -158,6 +158,11 @@ void transpose_matrices(const std::byte *src, std::byte *dst, int64_t batches, i
     w.join();
 }
 
+void transpose_matrix_serial(const std::byte *src, std::byte *dst, int64_t rows, int64_t cols, size_t element_size) {
+  if (rows > 0 && cols > 0)
+    transpose_columns(src, dst, rows, cols, element_size, 0, cols);
+}
+
 uint64_t sampled_fingerprint(const void *data, size_t size) {
   constexpr size_t kSample = 1024;
   const char *p = static_cast<const char *>(data);

@@ -25,6 +25,10 @@ std::shared_ptr<std::byte> allocate_bulk(size_t bytes);
 void transpose_matrices(const std::byte *src, std::byte *dst, int64_t batches, int64_t rows, int64_t cols,
                         size_t element_size);
 
+/// One rows x cols matrix the same way, on this thread only (for small
+/// blocks made many times, such as a GEMM panel).
+void transpose_matrix_serial(const std::byte *src, std::byte *dst, int64_t rows, int64_t cols, size_t element_size);
+
 /// A cheap fingerprint of `size` bytes for finding candidates that may be
 /// equal (the size and up to 4 KiB sampled at the start, middle and end);
 /// equal bytes always give equal fingerprints, so compare the bytes of

@@ -1,5 +1,6 @@
 #include "Cpu/GemmPanels.h"
 
+#include "maxc/Support/BulkMemory.h"
 #include "maxc/Support/FileSystem.h"
 #include "maxc/Transforms/MatmulLayout.h"
 
@@ -131,21 +132,21 @@ void write_panels(const HostTensor &b, int64_t nr, uint64_t offset, size_t n, ch
 }
 
 // Panel p of B = Wᵀ, B [K, N], from W [N, K] itself (f32): out[r][c] =
-// W[p·nr + c][r], zero past N. The nr source rows (nr·K floats, contiguous)
-// are read in runs of 64 columns so that the written rows stay in cache.
-void pack_panel_from_source(const float *w, int64_t n, int64_t k, int64_t nr, int64_t p, float *out) {
-  constexpr int64_t kRun = 64;
+// W[p·nr + c][r], zero past N: the transpose of the panel's nr source rows
+// (contiguous), blocked as decompose's transposes are (Support/BulkMemory).
+void pack_panel_from_source(const float *w, int64_t n, int64_t k, int64_t nr, int64_t p, float *out,
+                            std::vector<float> &scratch) {
   int64_t valid = std::clamp<int64_t>(n - p * nr, 0, nr);
-  for (int64_t r0 = 0; r0 < k; r0 += kRun) {
-    int64_t r1 = std::min(k, r0 + kRun);
-    for (int64_t c = 0; c < valid; ++c) {
-      const float *row = w + (p * nr + c) * k;
-      for (int64_t r = r0; r < r1; ++r)
-        out[r * nr + c] = row[r];
-    }
-    if (valid < nr)
-      for (int64_t r = r0; r < r1; ++r)
-        std::fill(out + r * nr + valid, out + (r + 1) * nr, 0.0f);
+  const auto *src = reinterpret_cast<const std::byte *>(w + p * nr * k);
+  if (valid == nr) {
+    transpose_matrix_serial(src, reinterpret_cast<std::byte *>(out), nr, k, sizeof(float));
+    return;
+  }
+  scratch.resize(static_cast<size_t>(valid * k));
+  transpose_matrix_serial(src, reinterpret_cast<std::byte *>(scratch.data()), valid, k, sizeof(float));
+  for (int64_t r = 0; r < k; ++r) {
+    std::copy(scratch.data() + r * valid, scratch.data() + (r + 1) * valid, out + r * nr);
+    std::fill(out + r * nr + valid, out + (r + 1) * nr, 0.0f);
   }
 }
 
@@ -157,15 +158,15 @@ void write_panels_from_source(const HostTensor &w, int64_t nr, uint64_t offset, 
   const auto *src = reinterpret_cast<const float *>(w.data());
   auto *out = reinterpret_cast<float *>(dst);
   int64_t e0 = static_cast<int64_t>(offset / 4), end = static_cast<int64_t>((offset + n) / 4);
-  std::vector<float> part; // a panel only partly in [e0, end)
+  std::vector<float> part, scratch; // a panel only partly in [e0, end); a last panel's valid columns
   for (int64_t p = e0 / panel; p * panel < end; ++p) {
     int64_t a = std::max(e0, p * panel), b = std::min(end, (p + 1) * panel);
     if (a == p * panel && b == (p + 1) * panel) {
-      pack_panel_from_source(src, cols, k, nr, p, out + (a - e0));
+      pack_panel_from_source(src, cols, k, nr, p, out + (a - e0), scratch);
       continue;
     }
     part.resize(static_cast<size_t>(panel));
-    pack_panel_from_source(src, cols, k, nr, p, part.data());
+    pack_panel_from_source(src, cols, k, nr, p, part.data(), scratch);
     std::copy(part.data() + (a - p * panel), part.data() + (b - p * panel), out + (a - e0));
   }
 }
