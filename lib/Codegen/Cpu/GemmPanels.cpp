@@ -133,17 +133,17 @@ void write_panels(const HostTensor &b, int64_t nr, uint64_t offset, size_t n, ch
 
 // Panel p of B = Wᵀ, B [K, N], from W [N, K] itself (f32): out[r][c] =
 // W[p·nr + c][r], zero past N: the transpose of the panel's nr source rows
-// (contiguous), blocked as decompose's transposes are (Support/BulkMemory).
+// (contiguous), blocked as Support/BulkMemory transposes.
 void pack_panel_from_source(const float *w, int64_t n, int64_t k, int64_t nr, int64_t p, float *out,
                             std::vector<float> &scratch) {
   int64_t valid = std::clamp<int64_t>(n - p * nr, 0, nr);
   const auto *src = reinterpret_cast<const std::byte *>(w + p * nr * k);
   if (valid == nr) {
-    transpose_matrix_serial(src, reinterpret_cast<std::byte *>(out), nr, k, sizeof(float));
+    transpose_matrix_rows(src, reinterpret_cast<std::byte *>(out), nr, k, sizeof(float), 0, k);
     return;
   }
   scratch.resize(static_cast<size_t>(valid * k));
-  transpose_matrix_serial(src, reinterpret_cast<std::byte *>(scratch.data()), valid, k, sizeof(float));
+  transpose_matrix_rows(src, reinterpret_cast<std::byte *>(scratch.data()), valid, k, sizeof(float), 0, k);
   for (int64_t r = 0; r < k; ++r) {
     std::copy(scratch.data() + r * valid, scratch.data() + (r + 1) * valid, out + r * nr);
     std::fill(out + r * nr + valid, out + (r + 1) * nr, 0.0f);
