@@ -71,10 +71,10 @@ ModelInterface describe_interface(const Graph &graph, const std::string &name) {
   m.symbols = dim_symbols(graph);
   for (size_t i = 0; i < m.symbols.size(); ++i)
     m.symbol_params.push_back(names.mangle(m.symbols[i], "dim" + std::to_string(i)));
-  for (const auto &[cname, data] : graph.constants())
+  for (const auto &[cname, data] : graph.constant_types())
     m.constant_bytes += data.nbytes();
   for (const auto &[sname, sub] : graph.subgraphs())
-    for (const auto &[cname, data] : sub->constants())
+    for (const auto &[cname, data] : sub->constant_types())
       m.constant_bytes += data.nbytes();
   m.subgraph_definitions = graph.subgraphs().size();
   for (const Node &n : graph.nodes())

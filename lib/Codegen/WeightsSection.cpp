@@ -2,7 +2,9 @@
 // views, and the ELF64 writer that appends the weights section to an object.
 #include "maxc/Codegen/WeightsSection.h"
 
+#include "maxc/Support/BulkMemory.h"
 #include "maxc/Support/Error.h"
+#include "maxc/Support/FileSystem.h"
 
 #include <algorithm>
 #include <cstring>
@@ -195,6 +197,37 @@ static std::set<std::string> read_constants(const Graph &g) {
   return names;
 }
 
+namespace {
+
+// Bytes [offset, offset + n) of `w` with its last two dimensions swapped,
+// at dst: whole destination rows as one blocked transpose, a row cut by the
+// block's ends through a scratch row.
+void write_transposed(const HostTensor &w, uint64_t offset, size_t n, char *dst) {
+  size_t es = dtype_size(w.dtype());
+  int64_t r = w.rank(), rows = w.shape()[r - 2], cols = w.shape()[r - 1];
+  uint64_t row_bytes = static_cast<uint64_t>(rows) * es, matrix = row_bytes * static_cast<uint64_t>(cols);
+  auto *out = reinterpret_cast<std::byte *>(dst);
+  std::vector<std::byte> row;
+  for (uint64_t at = offset, end = offset + n; at < end;) {
+    uint64_t in = at % matrix, within = in % row_bytes;
+    int64_t j = static_cast<int64_t>(in / row_bytes);
+    const std::byte *src = w.data() + at / matrix * matrix;
+    if (within == 0 && end - at >= row_bytes) {
+      int64_t count = std::min<int64_t>(static_cast<int64_t>((end - at) / row_bytes), cols - j);
+      transpose_matrix_rows(src, out + (at - offset), rows, cols, es, j, j + count);
+      at += static_cast<uint64_t>(count) * row_bytes;
+      continue;
+    }
+    row.resize(row_bytes);
+    transpose_matrix_rows(src, row.data(), rows, cols, es, j, j + 1);
+    uint64_t len = std::min(row_bytes - within, end - at);
+    std::memcpy(out + (at - offset), row.data() + within, len);
+    at += len;
+  }
+}
+
+} // namespace
+
 ByteChunks weights_blob(const Graph &lowered, ConstantOffsets &offsets, const ConstantRewrite &rewrite) {
   ByteChunks blob;
   auto add = [&](const Graph &g) {
@@ -203,6 +236,18 @@ ByteChunks weights_blob(const Graph &lowered, ConstantOffsets &offsets, const Co
       offsets[{&g, name}] = blob.size();
       if (auto [size, generate] = rewrite ? rewrite(g, name) : std::pair<size_t, ByteChunks::Generator>{}; size) {
         blob.append_generated(size, std::move(generate));
+        continue;
+      }
+      // A pre-transposed weight not made yet (Graph::add_transposed_constant)
+      // is made while the blob is written, a block at a time, from its source.
+      if (const HostTensor *source = g.transposed_source(name); source && !g.constant_types().at(name).storage()) {
+        HostTensor w = *source;
+        size_t size = w.nbytes();
+        blob.append_generated(size, [w, size](uint64_t offset, size_t n, char *dst) {
+          write_transposed(w, offset, n, dst);
+          if (offset + n == size) // (a mapped weights file's pages: not needed resident)
+            release_file_pages(w.data(), w.nbytes());
+        });
         continue;
       }
       const HostTensor &data = g.constant(name);

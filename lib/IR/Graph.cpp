@@ -1,7 +1,13 @@
 #include "maxc/IR/Graph.h"
 
 #include "maxc/IR/Printer.h"
+#include "maxc/Support/BulkMemory.h"
 #include "maxc/Support/Error.h"
+#include "maxc/Support/FileSystem.h"
+
+#include <algorithm>
+#include <mutex>
+#include <set>
 
 namespace maxc {
 
@@ -105,10 +111,75 @@ std::vector<Value> Graph::outputs() const {
   return out;
 }
 
+struct Graph::TransposedConstants {
+  std::mutex mutex;
+  std::map<std::string, HostTensor> sources;
+  std::set<std::string> pending; // bytes not made yet
+};
+
+void Graph::make_transposed(const std::string *name) const {
+  if (!transposed_)
+    return;
+  std::lock_guard<std::mutex> lock(transposed_->mutex);
+  auto &pending = transposed_->pending;
+  for (auto it = name ? pending.find(*name) : pending.begin(); it != pending.end();) {
+    const HostTensor &w = transposed_->sources.at(*it);
+    HostTensor &t = constants_.at(*it);
+    int64_t r = w.rank(), rows = w.shape()[r - 2], cols = w.shape()[r - 1];
+    HostTensor made(w.dtype(), t.shape(), allocate_bulk(w.nbytes()));
+    transpose_matrices(w.data(), made.data(), w.numel() / std::max<int64_t>(rows * cols, 1), rows, cols,
+                       dtype_size(w.dtype()));
+    t = made;
+    // The source (when it views a mapped weights file) is not read again
+    // unless another use needs it: its pages need not stay resident.
+    release_file_pages(w.data(), w.nbytes());
+    it = pending.erase(it);
+    if (name)
+      break;
+  }
+}
+
+std::string Graph::add_transposed_constant(const std::string &name, const HostTensor &source) {
+  if (source.rank() < 2)
+    throw Error(ErrorCode::InvalidArgument, "add_transposed_constant: '" + name + "' has rank < 2");
+  std::vector<int64_t> shape = source.shape();
+  std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
+  std::string candidate = name.empty() ? "const" : name;
+  if (constants_.count(candidate)) { // taken (rare): stored made, as add_constant compares bytes
+    HostTensor made(source.dtype(), shape, allocate_bulk(source.nbytes()));
+    int64_t rows = source.shape()[shape.size() - 2], cols = source.shape()[shape.size() - 1];
+    transpose_matrices(source.data(), made.data(), source.numel() / std::max<int64_t>(rows * cols, 1), rows, cols,
+                       dtype_size(source.dtype()));
+    return add_constant(name, made);
+  }
+  if (!transposed_)
+    transposed_ = std::make_shared<TransposedConstants>();
+  // A placeholder with the type and no storage until made.
+  constants_.emplace(candidate, HostTensor(source.dtype(), shape, std::shared_ptr<std::byte>()));
+  std::lock_guard<std::mutex> lock(transposed_->mutex);
+  transposed_->sources.emplace(candidate, source);
+  transposed_->pending.insert(candidate);
+  return candidate;
+}
+
+const HostTensor *Graph::transposed_source(const std::string &name) const {
+  if (!transposed_)
+    return nullptr;
+  auto it = transposed_->sources.find(name);
+  return it == transposed_->sources.end() ? nullptr : &it->second;
+}
+
+const std::map<std::string, HostTensor> &Graph::constants() const {
+  make_transposed(nullptr);
+  return constants_;
+}
+
 std::string Graph::add_constant(const std::string &name, const HostTensor &data) {
   std::string candidate = name.empty() ? "const" : name;
   for (int suffix = 1;; ++suffix) {
     auto it = constants_.find(candidate);
+    if (it != constants_.end())
+      make_transposed(&candidate); // compared below
     if (it == constants_.end()) {
       constants_.emplace(candidate, data);
       return candidate;
@@ -125,6 +196,7 @@ const HostTensor &Graph::constant(const std::string &name) const {
   auto it = constants_.find(name);
   if (it == constants_.end())
     throw Error(ErrorCode::InvalidGraph, "graph '" + name_ + "': no constant named '" + name + "'");
+  make_transposed(&name);
   return it->second;
 }
 
@@ -220,7 +292,7 @@ std::string Graph::structural_key() const {
   // The printer's body text without names carries types, ops, attributes and
   // wiring; constant bytes are appended since the printer shows only names.
   std::string key = print_graph_body(*this, PrintOptions{/*debug_names=*/false});
-  for (const auto &[name, data] : constants_) {
+  for (const auto &[name, data] : constants()) {
     key += "\nconst " + name + " " + describe(data) + " ";
     key.append(reinterpret_cast<const char *>(data.data()), data.nbytes());
   }

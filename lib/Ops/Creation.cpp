@@ -25,7 +25,7 @@ OpDef constant_op() {
     const std::string &name = c.attrs.get_string("name");
     if (!c.graph->has_constant(name))
       throw Error(ErrorCode::InvalidGraph, "constant: the graph has no constant named '" + name + "'");
-    const HostTensor &data = c.graph->constant(name);
+    const HostTensor &data = c.graph->constant_types().at(name);
     return std::vector<TensorType>{TensorType(data.dtype(), make_shape(data.shape()))};
   };
   def.reference = [](const ReferenceContext &c) {

@@ -42,6 +42,12 @@ Tensor GraphRealizationContext::add_source(const Tensor &tensor, const std::stri
   return Tensor::make_unrealized(this, {graph_->value(id)});
 }
 
+Tensor GraphRealizationContext::add_transposed_source(const HostTensor &source, const std::string &name) {
+  std::string stored = graph_->add_transposed_constant(qualify(name), source);
+  ValueId id = graph_->add_node("constant", {}, {{"name", stored}}, stored).front();
+  return Tensor::make_unrealized(this, {graph_->value(id)});
+}
+
 Tensor GraphRealizationContext::add_mutable_source(const Tensor &tensor, const std::string &name) {
   return add_source(tensor, name);
 }

@@ -83,16 +83,18 @@ namespace {
 
 template <typename T>
 void transpose_tile(const T *src, T *dst, int64_t rows, int64_t cols, int64_t i0, int64_t i1, int64_t j0,
-                    int64_t j1) {
+                    int64_t j1, int64_t d0) {
   for (int64_t j = j0; j < j1; ++j) // destination rows in order
     for (int64_t i = i0; i < i1; ++i)
-      dst[j * rows + i] = src[i * cols + j];
+      dst[(j - d0) * rows + i] = src[i * cols + j];
 }
 
 constexpr int64_t kTile = 64;
 
-/// Source columns [j_begin, j_end) (multiples of kTile but the last).
-void transpose_f32(const uint32_t *src, uint32_t *dst, int64_t rows, int64_t cols, int64_t j_begin, int64_t j_end) {
+/// Source columns [j_begin, j_end) (multiples of kTile but the last), to
+/// destination rows [j_begin, j_end) of which dst holds those from d0 on.
+void transpose_f32(const uint32_t *src, uint32_t *dst, int64_t rows, int64_t cols, int64_t j_begin, int64_t j_end,
+                   int64_t d0) {
   constexpr int64_t kBlock = 8;
   for (int64_t i0 = 0; i0 < rows; i0 += kTile)
     for (int64_t j0 = j_begin; j0 < j_end; j0 += kTile) {
@@ -105,25 +107,26 @@ void transpose_f32(const uint32_t *src, uint32_t *dst, int64_t rows, int64_t col
             for (int64_t b = 0; b < kBlock; ++b)
               t[b][a] = src[(ib + a) * cols + jb + b];
           for (int64_t b = 0; b < kBlock; ++b)
-            std::memcpy(dst + (jb + b) * rows + ib, t[b], sizeof t[b]);
+            std::memcpy(dst + (jb + b - d0) * rows + ib, t[b], sizeof t[b]);
         }
       // The ragged right and bottom edges of the tile, element by element.
-      transpose_tile(src, dst, rows, cols, i0, ib1, jb1, j1);
-      transpose_tile(src, dst, rows, cols, ib1, i1, j0, j1);
+      transpose_tile(src, dst, rows, cols, i0, ib1, jb1, j1, d0);
+      transpose_tile(src, dst, rows, cols, ib1, i1, j0, j1, d0);
     }
 }
 
 void transpose_columns(const std::byte *s, std::byte *d, int64_t rows, int64_t cols, size_t element_size,
-                       int64_t j_begin, int64_t j_end) {
+                       int64_t j_begin, int64_t j_end, int64_t d0 = 0) {
   if (element_size == 4) {
-    transpose_f32(reinterpret_cast<const uint32_t *>(s), reinterpret_cast<uint32_t *>(d), rows, cols, j_begin, j_end);
+    transpose_f32(reinterpret_cast<const uint32_t *>(s), reinterpret_cast<uint32_t *>(d), rows, cols, j_begin, j_end,
+                  d0);
     return;
   }
   for (int64_t i0 = 0; i0 < rows; i0 += kTile)
     for (int64_t j0 = j_begin; j0 < j_end; j0 += kTile)
       for (int64_t j = j0; j < std::min(j_end, j0 + kTile); ++j)
         for (int64_t i = i0; i < std::min(rows, i0 + kTile); ++i)
-          std::memcpy(d + (j * rows + i) * element_size, s + (i * cols + j) * element_size, element_size);
+          std::memcpy(d + ((j - d0) * rows + i) * element_size, s + (i * cols + j) * element_size, element_size);
 }
 
 } // namespace
@@ -156,6 +159,12 @@ void transpose_matrices(const std::byte *src, std::byte *dst, int64_t batches, i
   run(0);
   for (std::thread &w : workers)
     w.join();
+}
+
+void transpose_matrix_rows(const std::byte *src, std::byte *dst, int64_t rows, int64_t cols, size_t element_size,
+                           int64_t j_begin, int64_t j_end) {
+  if (rows > 0 && j_begin < j_end)
+    transpose_columns(src, dst, rows, cols, element_size, j_begin, j_end, j_begin);
 }
 
 uint64_t sampled_fingerprint(const void *data, size_t size) {

@@ -33,22 +33,6 @@ bool transposed_use(const Node &node, size_t slot) {
   return false;
 }
 
-HostTensor transpose_host(const HostTensor &w) {
-  std::vector<int64_t> shape = w.shape();
-  size_t r = shape.size();
-  std::swap(shape[r - 1], shape[r - 2]);
-  // Storage left uninitialized (every byte is written below) and cut from
-  // huge-page arenas: zero-filling, then 4 KiB page faults, were most of
-  // decompose's time on a GPT's weights (Support/BulkMemory.h).
-  HostTensor t(w.dtype(), shape, allocate_bulk(w.nbytes()));
-  int64_t rows = w.shape()[r - 2], cols = w.shape()[r - 1], batches = w.numel() / std::max<int64_t>(rows * cols, 1);
-  transpose_matrices(w.data(), t.data(), batches, rows, cols, dtype_size(w.dtype()));
-  // The original (when it views a mapped weights file) is not read again
-  // unless another use needs it: its pages need not stay resident.
-  release_file_pages(w.data(), w.nbytes());
-  return t;
-}
-
 } // namespace
 
 TensorType transposed_type(const TensorType &type) {
@@ -125,7 +109,9 @@ Tensor MatmulLayout::transposed(ValueId id, const Tensor &operand) {
       if (o.dtype() == w.dtype() && o.shape() == w.shape() && std::memcmp(o.data(), w.data(), w.nbytes()) == 0)
         return constants_[name] = it->second.second;
     }
-    Tensor t = ctx_.add_source(Tensor::from_host(transpose_host(w)), name + ".T");
+    // Made only when read: the CPU packs GEMM panels from w itself, so
+    // that no transposed copy is ever resident (Graph::add_transposed_constant).
+    Tensor t = ctx_.add_transposed_source(w, name + ".T");
     by_bytes_.emplace(hash, std::make_pair(&w, t));
     return constants_[name] = t;
   }

@@ -111,9 +111,23 @@ public:
   /// different data) and returns the name used. Adding the same storage, or
   /// identical bytes, under the same name twice stores it once.
   std::string add_constant(const std::string &name, const HostTensor &data);
+  /// A constant whose bytes are those of `source` with its last two
+  /// dimensions swapped (a pre-transposed weight), made on first read:
+  /// constant(name), constants(), equals(), structural_key(). A reader that
+  /// can take the source's layout (the CPU's GEMM panel packing) asks
+  /// transposed_source() and never makes them: no copy of the weights is
+  /// ever resident. Returns the name used (as add_constant).
+  std::string add_transposed_constant(const std::string &name, const HostTensor &source);
+  /// The source of a constant added by add_transposed_constant (its bytes
+  /// made or not); null for any other constant.
+  const HostTensor *transposed_source(const std::string &name) const;
   bool has_constant(const std::string &name) const { return constants_.count(name) != 0; }
   const HostTensor &constant(const std::string &name) const;
-  const std::map<std::string, HostTensor> &constants() const { return constants_; }
+  /// Every constant, with its bytes (makes those not made yet).
+  const std::map<std::string, HostTensor> &constants() const;
+  /// Every constant's dtype and shape without making any bytes: a lazily
+  /// transposed constant not read yet has no storage here.
+  const std::map<std::string, HostTensor> &constant_types() const { return constants_; }
 
   // --- subgraphs ---
   void add_subgraph(std::shared_ptr<Graph> subgraph);
@@ -144,7 +158,12 @@ private:
   std::vector<Node> nodes_;
   std::vector<ValueId> outputs_;
   std::vector<std::string> output_names_;
-  std::map<std::string, HostTensor> constants_;
+  /// Makes the bytes of the lazily transposed constant `name` (all: null).
+  void make_transposed(const std::string *name) const;
+
+  mutable std::map<std::string, HostTensor> constants_; // lazy ones get their bytes on first read
+  struct TransposedConstants; // add_transposed_constant's sources, which are made, a mutex
+  std::shared_ptr<TransposedConstants> transposed_;
   std::map<std::string, std::shared_ptr<Graph>> subgraphs_;
   const Graph *root_ = nullptr;
 };

@@ -76,6 +76,9 @@ public:
   /// qualify(name or the tensor's name) and returns the unrealized tensor
   /// that reads it. Not a graph input.
   Tensor add_source(const Tensor &tensor, const std::string &name = {});
+  /// A constant `name` holding `source` with its last two dimensions
+  /// swapped, its bytes made only when read (Graph::add_transposed_constant).
+  Tensor add_transposed_source(const HostTensor &source, const std::string &name);
   /// Same as add_source: graph constants are immutable in maxc.
   Tensor add_mutable_source(const Tensor &tensor, const std::string &name = {});
   /// An unrealized tensor backed by `values` of this graph (several values

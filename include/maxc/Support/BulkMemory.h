@@ -25,6 +25,12 @@ std::shared_ptr<std::byte> allocate_bulk(size_t bytes);
 void transpose_matrices(const std::byte *src, std::byte *dst, int64_t batches, int64_t rows, int64_t cols,
                         size_t element_size);
 
+/// Rows [j_begin, j_end) of the transpose of one rows x cols matrix, the
+/// same way, on this thread only: dst[j - j_begin][i] = src[i][j] (a GEMM
+/// panel, or a block of a transposed weight made while it is written).
+void transpose_matrix_rows(const std::byte *src, std::byte *dst, int64_t rows, int64_t cols, size_t element_size,
+                           int64_t j_begin, int64_t j_end);
+
 /// A cheap fingerprint of `size` bytes for finding candidates that may be
 /// equal (the size and up to 4 KiB sampled at the start, middle and end);
 /// equal bytes always give equal fingerprints, so compare the bytes of

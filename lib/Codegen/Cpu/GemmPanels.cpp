@@ -1,9 +1,12 @@
 #include "Cpu/GemmPanels.h"
 
+#include "maxc/Support/BulkMemory.h"
+#include "maxc/Support/FileSystem.h"
 #include "maxc/Transforms/MatmulLayout.h"
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace maxc::codegen {
 
@@ -128,6 +131,46 @@ void write_panels(const HostTensor &b, int64_t nr, uint64_t offset, size_t n, ch
   }
 }
 
+// Panel p of B = Wᵀ, B [K, N], from W [N, K] itself (f32): out[r][c] =
+// W[p·nr + c][r], zero past N: the transpose of the panel's nr source rows
+// (contiguous), blocked as Support/BulkMemory transposes.
+void pack_panel_from_source(const float *w, int64_t n, int64_t k, int64_t nr, int64_t p, float *out,
+                            std::vector<float> &scratch) {
+  int64_t valid = std::clamp<int64_t>(n - p * nr, 0, nr);
+  const auto *src = reinterpret_cast<const std::byte *>(w + p * nr * k);
+  if (valid == nr) {
+    transpose_matrix_rows(src, reinterpret_cast<std::byte *>(out), nr, k, sizeof(float), 0, k);
+    return;
+  }
+  scratch.resize(static_cast<size_t>(valid * k));
+  transpose_matrix_rows(src, reinterpret_cast<std::byte *>(scratch.data()), valid, k, sizeof(float), 0, k);
+  for (int64_t r = 0; r < k; ++r) {
+    std::copy(scratch.data() + r * valid, scratch.data() + (r + 1) * valid, out + r * nr);
+    std::fill(out + r * nr + valid, out + (r + 1) * nr, 0.0f);
+  }
+}
+
+// Bytes [offset, offset + n) of the packed Wᵀ (multiples of 4 bytes), at
+// dst: the same bytes as write_panels of the transposed copy, which is never
+// made.
+void write_panels_from_source(const HostTensor &w, int64_t nr, uint64_t offset, size_t n, char *dst) {
+  int64_t cols = w.shape()[0], k = w.shape()[1], panel = nr * k;
+  const auto *src = reinterpret_cast<const float *>(w.data());
+  auto *out = reinterpret_cast<float *>(dst);
+  int64_t e0 = static_cast<int64_t>(offset / 4), end = static_cast<int64_t>((offset + n) / 4);
+  std::vector<float> part, scratch; // a panel only partly in [e0, end); a last panel's valid columns
+  for (int64_t p = e0 / panel; p * panel < end; ++p) {
+    int64_t a = std::max(e0, p * panel), b = std::min(end, (p + 1) * panel);
+    if (a == p * panel && b == (p + 1) * panel) {
+      pack_panel_from_source(src, cols, k, nr, p, out + (a - e0), scratch);
+      continue;
+    }
+    part.resize(static_cast<size_t>(panel));
+    pack_panel_from_source(src, cols, k, nr, p, part.data(), scratch);
+    std::copy(part.data() + (a - p * panel), part.data() + (b - p * panel), out + (a - e0));
+  }
+}
+
 size_t panel_bytes(const HostTensor &b, int64_t nr) {
   int64_t k = b.shape()[0], n = b.shape()[1];
   return static_cast<size_t>((n + nr - 1) / nr * nr * k) * sizeof(float);
@@ -145,10 +188,21 @@ ConstantRewrite packed_weights_rewrite(const PackedWeights &packed) {
   return [&packed](const Graph &g, const std::string &name) -> std::pair<size_t, ByteChunks::Generator> {
     if (!packed.packed_constant(g, name))
       return {0, nullptr};
+    int64_t nr = packed.nr;
+    // A pre-transposed weight whose transposed bytes were never made
+    // (Graph::add_transposed_constant): packed from the original [N, K].
+    if (const HostTensor *source = g.transposed_source(name); source && source->rank() == 2) {
+      HostTensor w = *source;
+      size_t size = panel_bytes(g.constant_types().at(name), nr);
+      return {size, [w, nr, size](uint64_t offset, size_t n, char *dst) {
+                write_panels_from_source(w, nr, offset, n, dst);
+                if (offset + n == size) // (a mapped weights file's pages: not needed resident)
+                  release_file_pages(w.data(), w.nbytes());
+              }};
+    }
     // Made while the blob is written (a block at a time), from the constant,
     // which the generator keeps alive.
     HostTensor b = g.constant(name);
-    int64_t nr = packed.nr;
     return {panel_bytes(b, nr), [b, nr](uint64_t offset, size_t n, char *dst) { write_panels(b, nr, offset, n, dst); }};
   };
 }

@@ -157,3 +157,40 @@ TEST_CASE("external weights: the blob streamed from the weights, hashed as writt
   sections_of(read_file(r.output), "wsec.weights.data", &symbol_section, &symbol_size);
   CHECK(symbol_section == -1); // no weights section
 }
+
+// A pre-transposed weight whose bytes were never made
+// (Graph::add_transposed_constant) is made while the blob is written, in
+// blocks of ByteChunks::kGeneratedBlock that cut its rows (4000-byte rows,
+// three matrices): the same bytes as from the transposed copy, and the
+// graph's copy is still not made.
+TEST_CASE("weights blob: lazily transposed constants made as they are written", "[codegen][weights]") {
+  HostTensor w = test::random_tensor(DType::f32, {3, 700, 1000}, -1, 1), h = test::random_tensor(DType::f16, {5, 3});
+  REQUIRE(w.nbytes() > 2 * ByteChunks::kGeneratedBlock);
+  auto transposed = [](const HostTensor &x) { // the copy decompose used to make
+    std::vector<int64_t> shape = x.shape();
+    std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
+    HostTensor t(x.dtype(), shape);
+    int64_t rows = x.shape()[x.rank() - 2], cols = x.shape()[x.rank() - 1];
+    for (int64_t b = 0; b < x.numel() / (rows * cols); ++b)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          std::memcpy(t.data() + ((b * cols + j) * rows + i) * dtype_size(x.dtype()),
+                      x.data() + ((b * rows + i) * cols + j) * dtype_size(x.dtype()), dtype_size(x.dtype()));
+    return t;
+  };
+  Graph lazy("g"), made("g");
+  for (Graph *g : {&lazy, &made}) {
+    GraphRealizationContext ctx(*g);
+    std::vector<Tensor> outs;
+    for (const auto &[name, src] : {std::pair<std::string, HostTensor>{"w.T", w}, {"h.T", h}})
+      outs.push_back(g == &lazy ? ctx.add_transposed_source(src, name)
+                                : ctx.add_source(Tensor::from_host(transposed(src)), name));
+    g->set_outputs({outs[0].value().id(), outs[1].value().id()});
+  }
+  codegen::ConstantOffsets lazy_offsets, made_offsets;
+  ByteChunks a = codegen::weights_blob(lazy, lazy_offsets), b = codegen::weights_blob(made, made_offsets);
+  CHECK(lazy.constant_types().at("w.T").storage() == nullptr);
+  CHECK(a.size() == b.size());
+  CHECK(a == b);
+  CHECK(a.str() == b.str());
+}

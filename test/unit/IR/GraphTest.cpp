@@ -99,3 +99,31 @@ TEST_CASE("constants are stored once", "[ir][graph]") {
   CHECK(g.add_constant("w", random_tensor(DType::f32, {8}, 5, 6)) == "w.1");
   CHECK(g.constants().size() == 2);
 }
+
+TEST_CASE("transposed constants are made only when read", "[ir][graph]") {
+  Graph g("g");
+  HostTensor w = random_tensor(DType::f32, {2, 5, 3});
+  CHECK(g.add_transposed_constant("w.T", w) == "w.T");
+  // Type known, bytes not made; the source is at hand.
+  CHECK(g.constant_types().at("w.T").shape() == std::vector<int64_t>{2, 3, 5});
+  CHECK(g.constant_types().at("w.T").storage() == nullptr);
+  REQUIRE(g.transposed_source("w.T") != nullptr);
+  CHECK(g.transposed_source("w.T")->storage() == w.storage());
+  CHECK(g.transposed_source("w") == nullptr);
+  const HostTensor &t = g.constant("w.T");
+  REQUIRE(t.storage() != nullptr);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t j = 0; j < 3; ++j)
+        CHECK(t.data_as<float>()[(b * 3 + j) * 5 + i] == w.data_as<float>()[(b * 5 + i) * 3 + j]);
+  // constants() makes every one; a name taken by other bytes gets a suffix,
+  // by the same bytes is stored once.
+  Graph h("h");
+  h.add_transposed_constant("v.T", w);
+  CHECK(h.add_constant("v.T", t.clone()) == "v.T");
+  CHECK(h.add_transposed_constant("v.T", random_tensor(DType::f32, {2, 5, 3}, 5, 6)) == "v.T.1");
+  h.add_transposed_constant("u.T", w);
+  for (const auto &[name, data] : h.constants())
+    CHECK(data.storage() != nullptr);
+  CHECK(h.constant("u.T").identical(t));
+}
