@@ -51,9 +51,11 @@ Value *exp_core(llvm::IRBuilder<> &b, Value *x) {
 
 Value *emit_exp_f32(llvm::IRBuilder<> &b, Value *x) {
   // Below -87 the result is denormal: compute exp(x + 40) * e^-40, which
-  // rounds through the denormals to 0 like libm.
-  Value *low = b.CreateFMul(exp_core(b, b.CreateFAdd(x, like(x, 40.0))), like(x, 4.248354255291589e-18));
-  Value *result = b.CreateSelect(b.CreateFCmpOLT(x, like(x, -87.0)), low, exp_core(b, x));
+  // rounds through the denormals to 0 like libm. One exp_core for both
+  // ranges (its input and output selected), so a vector lane pays for one.
+  Value *low = b.CreateFCmpOLT(x, like(x, -87.0));
+  Value *core = exp_core(b, b.CreateSelect(low, b.CreateFAdd(x, like(x, 40.0)), x));
+  Value *result = b.CreateSelect(low, b.CreateFMul(core, like(x, 4.248354255291589e-18)), core);
   result = b.CreateSelect(b.CreateFCmpOGT(x, like(x, 88.72283935546875)), like(x, INFINITY), result);
   return b.CreateSelect(is_nan(b, x), x, result);
 }
