@@ -67,7 +67,7 @@ struct Emitter {
   /// k >= to: callers stepping by more than 1 pass to - (step - 1).)
   using Accs = std::vector<Value *>;
   std::pair<Value *, Accs> k_loop(Value *from, Value *to, int64_t step, const Accs &init,
-                                  const std::function<Accs(Value *, const Accs &)> &body) {
+                                  const std::function<Accs(Value *, const Accs &)> &body, bool unroll = true) {
     llvm::Function *fn = b.GetInsertBlock()->getParent();
     llvm::BasicBlock *pre = b.GetInsertBlock();
     auto *header = llvm::BasicBlock::Create(ctx, "gemm.loop", fn);
@@ -91,17 +91,26 @@ struct Emitter {
     for (size_t i = 0; i < phis.size(); ++i)
       phis[i]->addIncoming(next[i], latch);
     k->addIncoming(b.CreateAdd(k, b.getInt64(step), "", true, true), latch);
-    b.CreateBr(header);
+    llvm::BranchInst *back = b.CreateBr(header);
+    if (!unroll) { // llvm.loop.unroll.disable
+      llvm::MDNode *off = llvm::MDNode::get(ctx, llvm::MDString::get(ctx, "llvm.loop.unroll.disable"));
+      llvm::MDNode *id = llvm::MDNode::getDistinct(ctx, {nullptr, off});
+      id->replaceOperandWith(0, id);
+      back->setMetadata(llvm::LLVMContext::MD_loop, id);
+    }
     b.SetInsertPoint(exit);
     return {k, cur};
   }
 
   /// for (i = from; i < to; i += step) body(i)
-  void loop(Value *from, Value *to, int64_t step, const std::function<void(Value *)> &body) {
-    k_loop(from, to, step, {}, [&](Value *i, const Accs &) {
-      body(i);
-      return Accs{};
-    });
+  void loop(Value *from, Value *to, int64_t step, const std::function<void(Value *)> &body, bool unroll = true) {
+    k_loop(
+        from, to, step, {},
+        [&](Value *i, const Accs &) {
+          body(i);
+          return Accs{};
+        },
+        unroll);
   }
 
   // B's packed micro-panel (on the stack): kc rows of NR floats.
@@ -181,7 +190,16 @@ struct Emitter {
         // A is read in place: six rows lda apart, one broadcast each per k
         // (packing A per task measured 3x slower: at NR = 32 the copy costs
         // as much as the tile's FMAs).
-        loop(i_begin, i_main, kRows, [&](Value *i0) { tile(i0, kRows, j0, k0, k_end, first, vec, fma); });
+        // After the last K block, the epilogue (if any) runs on each 6-row
+        // tile as soon as it is stored, while its rows are in L1 (a whole
+        // panel's rows are ldc apart: at ldc = 4 KiB they share L1 sets and
+        // a panel-wide pass re-read them from L2), and once over the rows
+        // of the remainder tiles below: two copies of its code per panel kind.
+        loop(i_begin, i_main, kRows, [&](Value *i0) {
+          tile(i0, kRows, j0, k0, k_end, first, vec, fma);
+          if (g.epilogue)
+            when(last, [&] { epilogue(i0, b.CreateAdd(i0, b.getInt64(kRows)), j0, j_end); });
+        });
         // Of the 0-5 rows left, four run as one 4-row tile (8 independent
         // FMA chains keep both FMA pipes busy, as the 6-row tile's 12 do;
         // one-row tiles load more per FMA), the rest one at a time.
@@ -189,11 +207,8 @@ struct Emitter {
         when(four, [&] { tile(i_main, 4, j0, k0, k_end, first, vec, fma); });
         Value *i_ones = b.CreateSelect(four, b.CreateAdd(i_main, b.getInt64(4)), i_main);
         loop(i_ones, i_end, 1, [&](Value *i) { tile(i, 1, j0, k0, k_end, first, vec, fma); });
-        // After the last K block, the epilogue (if any) over the panel's
-        // rows and columns [j0, j_end), while they are still in L1/L2: one
-        // copy of its code per panel kind rather than per tile kind.
         if (g.epilogue)
-          when(last, [&] { epilogue(i_begin, i_end, j0, j_end); });
+          when(last, [&] { epilogue(i_main, i_end, j0, j_end); });
       };
       if (full)
         loop(p_begin, min(p_end, full_panels), 1, [&](Value *p) {
@@ -219,14 +234,20 @@ struct Emitter {
 
   // The epilogue over C[i_from:i_to, j_from:j_to], in place: a row loop
   // around a contiguous column loop (for the loop vectorizer).
+  // In a full panel (no masks) the column loop runs a constant NR times:
+  // LLVM's vectorizer then needs no remainder loop.
+  // The row loop is not unrolled: a 6-row tile's epilogue (a GELU's exp
+  // and division...) copied six times bloats the panel function's hot code.
   void epilogue(Value *i_from, Value *i_to, Value *j_from, Value *j_to) {
+    bool full = !mask[0];
     loop(i_from, i_to, 1, [&](Value *i) {
-      loop(j_from, j_to, 1, [&](Value *j) {
+      loop(full ? b.getInt64(0) : j_from, full ? b.getInt64(kVectors * g.lanes) : j_to, 1, [&](Value *jj) {
+        Value *j = full ? b.CreateAdd(j_from, jj) : jj;
         Value *p = at(g.c, i, g.ldc, j);
         Value *acc = b.CreateAlignedLoad(b.getFloatTy(), p, llvm::Align(4));
         b.CreateAlignedStore(g.epilogue->apply(b, acc, i, j), p, llvm::Align(4));
       });
-    });
+    }, /*unroll=*/false);
   }
 
   // A rows x NR tile of C at (i0, j0) over k in [k0, k_end), accumulators in
