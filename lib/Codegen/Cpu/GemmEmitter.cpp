@@ -67,7 +67,7 @@ struct Emitter {
   /// k >= to: callers stepping by more than 1 pass to - (step - 1).)
   using Accs = std::vector<Value *>;
   std::pair<Value *, Accs> k_loop(Value *from, Value *to, int64_t step, const Accs &init,
-                                  const std::function<Accs(Value *, const Accs &)> &body, bool unroll = true) {
+                                  const std::function<Accs(Value *, const Accs &)> &body) {
     llvm::Function *fn = b.GetInsertBlock()->getParent();
     llvm::BasicBlock *pre = b.GetInsertBlock();
     auto *header = llvm::BasicBlock::Create(ctx, "gemm.loop", fn);
@@ -91,26 +91,17 @@ struct Emitter {
     for (size_t i = 0; i < phis.size(); ++i)
       phis[i]->addIncoming(next[i], latch);
     k->addIncoming(b.CreateAdd(k, b.getInt64(step), "", true, true), latch);
-    llvm::BranchInst *back = b.CreateBr(header);
-    if (!unroll) { // llvm.loop.unroll.disable
-      llvm::MDNode *off = llvm::MDNode::get(ctx, llvm::MDString::get(ctx, "llvm.loop.unroll.disable"));
-      llvm::MDNode *id = llvm::MDNode::getDistinct(ctx, {nullptr, off});
-      id->replaceOperandWith(0, id);
-      back->setMetadata(llvm::LLVMContext::MD_loop, id);
-    }
+    b.CreateBr(header);
     b.SetInsertPoint(exit);
     return {k, cur};
   }
 
   /// for (i = from; i < to; i += step) body(i)
-  void loop(Value *from, Value *to, int64_t step, const std::function<void(Value *)> &body, bool unroll = true) {
-    k_loop(
-        from, to, step, {},
-        [&](Value *i, const Accs &) {
-          body(i);
-          return Accs{};
-        },
-        unroll);
+  void loop(Value *from, Value *to, int64_t step, const std::function<void(Value *)> &body) {
+    k_loop(from, to, step, {}, [&](Value *i, const Accs &) {
+      body(i);
+      return Accs{};
+    });
   }
 
   // B's packed micro-panel (on the stack): kc rows of NR floats.
@@ -200,9 +191,7 @@ struct Emitter {
         loop(i_ones, i_end, 1, [&](Value *i) { tile(i, 1, j0, k0, k_end, first, vec, fma); });
         // After the last K block, the epilogue (if any) over the panel's
         // rows and columns [j0, j_end), while they are still in L1/L2: one
-        // copy of its code per panel kind rather than per tile kind. (Run
-        // per 6-row tile instead, right after its store: BERT +0.7 %, the
-        // GPT example -2.6 %, measured; not kept.)
+        // copy of its code per panel kind rather than per tile kind.
         if (g.epilogue)
           when(last, [&] { epilogue(i_begin, i_end, j0, j_end); });
       };
@@ -230,19 +219,14 @@ struct Emitter {
 
   // The epilogue over C[i_from:i_to, j_from:j_to], in place: a row loop
   // around a contiguous column loop (for the loop vectorizer).
-  // In a full panel (no masks) the column loop runs a constant NR times:
-  // LLVM's vectorizer then needs no remainder loop.
-  // The row loop is not unrolled (an epilogue such as a GELU is long code).
   void epilogue(Value *i_from, Value *i_to, Value *j_from, Value *j_to) {
-    bool full = !mask[0];
     loop(i_from, i_to, 1, [&](Value *i) {
-      loop(full ? b.getInt64(0) : j_from, full ? b.getInt64(kVectors * g.lanes) : j_to, 1, [&](Value *jj) {
-        Value *j = full ? b.CreateAdd(j_from, jj) : jj;
+      loop(j_from, j_to, 1, [&](Value *j) {
         Value *p = at(g.c, i, g.ldc, j);
         Value *acc = b.CreateAlignedLoad(b.getFloatTy(), p, llvm::Align(4));
         b.CreateAlignedStore(g.epilogue->apply(b, acc, i, j), p, llvm::Align(4));
       });
-    }, /*unroll=*/false);
+    });
   }
 
   // A rows x NR tile of C at (i0, j0) over k in [k0, k_end), accumulators in
