@@ -121,6 +121,37 @@ LoweringPlan plan_lowering(const Graph &g) {
     const Shape &shape = g.type_of(m).shape;
     ValueId v = m;
     bool ok = true;
+    // A value of the chain read by several nodes that all lead, through
+    // fused values, to one stored value r of the same shape (GELU: h = x@w
+    // + b, r = h * 0.5 * (1 + erf(h / sqrt 2))): the chain continues at r
+    // with v fused (each use recomputes it at the same index, which LLVM
+    // merges); see diamond_sink.
+    auto safe = [&](const Node &c, ValueId in) {
+      return op_traits(c.op).has(OpTrait::epilogue_safe) && c.results.size() == 1 &&
+             g.type_of(c.results[0]).shape == shape && g.type_of(in).shape == shape;
+    };
+    constexpr ValueId kNoSink = ~ValueId(0);
+    auto diamond_sink = [&](ValueId x) -> ValueId {
+      ValueId sink = kNoSink;
+      if (plan.values[x].storage != Storage::temp)
+        return kNoSink;
+      for (size_t c : consumers[x]) {
+        if (!safe(nodes[c], x))
+          return kNoSink;
+        ValueId w = nodes[c].results[0];
+        while (plan.values[w].storage == Storage::fused) {
+          const std::vector<size_t> &uses = consumers[w];
+          if (uses.empty() || !std::all_of(uses.begin(), uses.end(), [&](size_t u) { return u == uses[0]; }) ||
+              !safe(nodes[uses[0]], w))
+            return kNoSink;
+          w = nodes[uses[0]].results[0];
+        }
+        if (sink != kNoSink && w != sink)
+          return kNoSink;
+        sink = w;
+      }
+      return sink;
+    };
     while (ok) {
       // Every use of v is by one node (x * x reads x twice, at one index).
       const std::vector<size_t> &uses = consumers[v];
@@ -135,6 +166,14 @@ LoweringPlan plan_lowering(const Graph &g) {
       v = c.results[0];
       if (plan.values[v].storage != Storage::fused)
         break;
+    }
+    // The first stored value of the chain (or the GEMM's result itself),
+    // read by several nodes meeting again in one stored value r: r instead.
+    if (ValueId r = consumers[v].size() > 1 ? diamond_sink(v) : kNoSink;
+        r != kNoSink && g.type_of(r).dtype == DType::f32 && !epilogue_at.count(static_cast<size_t>(g.value_info(r).producer))) {
+      plan.values[v] = {Storage::fused, 0};
+      v = r;
+      ok = true;
     }
     Storage rs = plan.values[v].storage;
     if (!ok || v == m || (rs != Storage::temp && rs != Storage::output) || g.type_of(v).dtype != DType::f32)

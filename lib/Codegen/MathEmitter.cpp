@@ -17,12 +17,20 @@ Value *f32(llvm::IRBuilder<> &b, double v) { return llvm::ConstantFP::get(b.getF
 // A float constant of x's type (a splat when x is a vector).
 Value *like(Value *x, double v) { return llvm::ConstantFP::get(x->getType(), v); }
 
-Value *horner(llvm::IRBuilder<> &b, Value *x, std::initializer_list<double> coeffs) {
-  std::vector<double> c(coeffs);
+// Each step acc * x + c is llvm.fmuladd: one FMA (one rounding) where the
+// CPU has them, a multiply and an add where it has not.
+Value *mul_add(llvm::IRBuilder<> &b, Value *x, Value *y, Value *z) {
+  return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {x->getType()}, {x, y, z});
+}
+
+Value *horner(llvm::IRBuilder<> &b, Value *x, const std::vector<double> &c) {
   Value *acc = like(x, c.back());
   for (size_t i = c.size() - 1; i-- > 0;)
-    acc = b.CreateFAdd(b.CreateFMul(acc, x), like(x, c[i]));
+    acc = mul_add(b, acc, x, like(x, c[i]));
   return acc;
+}
+Value *horner(llvm::IRBuilder<> &b, Value *x, std::initializer_list<double> coeffs) {
+  return horner(b, x, std::vector<double>(coeffs));
 }
 
 Value *is_nan(llvm::IRBuilder<> &b, Value *x) { return b.CreateFCmpUNO(x, x); }
@@ -51,9 +59,11 @@ Value *exp_core(llvm::IRBuilder<> &b, Value *x) {
 
 Value *emit_exp_f32(llvm::IRBuilder<> &b, Value *x) {
   // Below -87 the result is denormal: compute exp(x + 40) * e^-40, which
-  // rounds through the denormals to 0 like libm.
-  Value *low = b.CreateFMul(exp_core(b, b.CreateFAdd(x, like(x, 40.0))), like(x, 4.248354255291589e-18));
-  Value *result = b.CreateSelect(b.CreateFCmpOLT(x, like(x, -87.0)), low, exp_core(b, x));
+  // rounds through the denormals to 0 like libm. One exp_core for both
+  // ranges (its input and output selected), so a vector lane pays for one.
+  Value *low = b.CreateFCmpOLT(x, like(x, -87.0));
+  Value *core = exp_core(b, b.CreateSelect(low, b.CreateFAdd(x, like(x, 40.0)), x));
+  Value *result = b.CreateSelect(low, b.CreateFMul(core, like(x, 4.248354255291589e-18)), core);
   result = b.CreateSelect(b.CreateFCmpOGT(x, like(x, 88.72283935546875)), like(x, INFINITY), result);
   return b.CreateSelect(is_nan(b, x), x, result);
 }
@@ -114,10 +124,7 @@ Value *emit_erf_f32(llvm::IRBuilder<> &b, Value *x) {
       fact *= n;
     c.push_back((n % 2 ? -1.0 : 1.0) / (fact * (2 * n + 1)) * 1.1283791670955126);
   }
-  Value *acc = f32(b, c.back());
-  for (size_t i = c.size() - 1; i-- > 0;)
-    acc = b.CreateFAdd(b.CreateFMul(acc, x2), f32(b, c[i]));
-  Value *small = b.CreateFMul(x, acc);
+  Value *small = b.CreateFMul(x, horner(b, x2, c));
   Value *t = b.CreateFDiv(f32(b, 1.0), b.CreateFAdd(f32(b, 1.0), b.CreateFMul(ax, f32(b, 0.3275911))));
   Value *poly = b.CreateFMul(t, horner(b, t, {0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429}));
   Value *large = b.CreateFSub(f32(b, 1.0), b.CreateFMul(poly, emit_exp_f32(b, b.CreateFNeg(b.CreateFMul(ax, ax)))));

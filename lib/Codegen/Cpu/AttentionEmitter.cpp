@@ -18,6 +18,8 @@ Value *f32(llvm::IRBuilder<> &b, double v) { return llvm::ConstantFP::get(b.getF
 // (each a vectorized dot product), then the block's max, one rescale of the
 // running sum and accumulator, and the block's exps as one vectorizable loop.
 constexpr int64_t kBlock = 16;
+// The query-block kernel's P.V update: query rows per pass (a power of 2).
+constexpr int64_t kRowsAtOnce = 4;
 
 void emit_attention_kernel(llvm::IRBuilder<> &b, const AttentionKernel &a) {
   llvm::Type *f = b.getFloatTy();
@@ -209,16 +211,29 @@ public:
             Value *src = gep(v, b_.CreateAdd(b_.CreateMul(smin(key[jj], last_key), b_.getInt64(dv)), b_.getInt64(ch * w)));
             vv[jj] = b_.CreateSelect(valid[jj], load_chunk(src, width), zero);
           }
-          range(b_.getInt64(0), nq, one, [&](Value *r) {
-            Value *dst = gep(acc, b_.CreateAdd(b_.CreateMul(r, b_.getInt64(dvp)), b_.getInt64(ch * w)));
-            Value *x = b_.CreateFMul(b_.CreateAlignedLoad(vt_, dst, llvm::Align(4)),
-                                     b_.CreateVectorSplat(a_.lanes, b_.CreateLoad(f_, gep(cv, r))));
-            for (int64_t jj = 0; jj < w; ++jj) {
-              Value *p = b_.CreateLoad(f_, gep(pt, b_.CreateAdd(b_.getInt64(jj * w), r)));
-              x = fma(b_.CreateVectorSplat(a_.lanes, p), vv[jj], x);
+          // Query rows kRowsAtOnce at a time, their FMA chains interleaved
+          // (one row's chain of w dependent FMAs alone waits on the FMA
+          // latency); each row's own order of operations is unchanged.
+          auto rows = [&](Value *r0, int64_t count) {
+            std::vector<Value *> dst(static_cast<size_t>(count)), x(static_cast<size_t>(count));
+            for (int64_t u = 0; u < count; ++u) {
+              Value *r = b_.CreateAdd(r0, b_.getInt64(u));
+              dst[u] = gep(acc, b_.CreateAdd(b_.CreateMul(r, b_.getInt64(dvp)), b_.getInt64(ch * w)));
+              x[u] = b_.CreateFMul(b_.CreateAlignedLoad(vt_, dst[u], llvm::Align(4)),
+                                   b_.CreateVectorSplat(a_.lanes, b_.CreateLoad(f_, gep(cv, r))));
             }
-            b_.CreateAlignedStore(x, dst, llvm::Align(4));
-          });
+            for (int64_t jj = 0; jj < w; ++jj)
+              for (int64_t u = 0; u < count; ++u) {
+                Value *r = b_.CreateAdd(r0, b_.getInt64(u));
+                Value *p = b_.CreateLoad(f_, gep(pt, b_.CreateAdd(b_.getInt64(jj * w), r)));
+                x[u] = fma(b_.CreateVectorSplat(a_.lanes, p), vv[jj], x[u]);
+              }
+            for (int64_t u = 0; u < count; ++u)
+              b_.CreateAlignedStore(x[u], dst[u], llvm::Align(4));
+          };
+          Value *nq_main = b_.CreateAnd(nq, b_.getInt64(-kRowsAtOnce));
+          range(b_.getInt64(0), nq_main, b_.getInt64(kRowsAtOnce), [&](Value *r) { rows(r, kRowsAtOnce); });
+          range(nq_main, nq, one, [&](Value *r) { rows(r, 1); });
         }
       });
       // out = acc / l (0 / 0 = NaN for a row without keys, as the reference).

@@ -105,6 +105,27 @@ TEST_CASE("epilogue: matmul + gelu, matmul + residual add", "[codegen][epilogue]
   }
 }
 
+TEST_CASE("epilogue: a chain value read by several nodes that meet again (ONNX GELU)", "[codegen][epilogue]") {
+  // torch's erf GELU as exported to ONNX, after linear + bias: h = x @ w.T +
+  // b is read by the div and by the mul, which meet in one stored value: h
+  // is not stored, the GELU runs in the GEMM kernel. M = 37 (6-row tiles +
+  // 1 leftover row), N = 70 (2 panels + a masked partial one), K = 300 (two
+  // K blocks); then M = 4, N = 16 (the direct variant, one partial panel).
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{37, 70, 300}, {4, 16, 9}}) {
+    INFO("m, n, k = " << m << ", " << n << ", " << k);
+    HostTensor w = random_tensor(DType::f32, {n, k}, -1, 1), bias = random_tensor(DType::f32, {n});
+    std::vector<HostTensor> in = {random_tensor(DType::f32, {m, k}, -1, 1)};
+    auto g = trace(in, [&](auto &x) {
+      Tensor h = ops::linear(x[0], Tensor::from_host(w), Tensor::from_host(bias));
+      return std::vector<Tensor>{h * (ops::erf(h / 1.4142135381698608) + 1.0) * 0.5};
+    });
+    Planned p = plan_of(*g);
+    REQUIRE(p.plan.epilogues.size() == 1);
+    CHECK(p.plan.slots.empty()); // neither the GEMM's result nor h is stored
+    check(*g, in, kAcc);
+  }
+}
+
 TEST_CASE("epilogue: batched matmul + bias (batch dims in the chain's index)", "[codegen][epilogue]") {
   std::vector<HostTensor> in = {random_tensor(DType::f32, {2, 3, 7, 40}, -1, 1),
                                 random_tensor(DType::f32, {2, 3, 40, 50}, -1, 1), random_tensor(DType::f32, {50}),

@@ -145,7 +145,7 @@ TEST_CASE("GEMM epilogues: where the chain does not fuse", "[codegen][plan][epil
                  [](auto &in) {
                    Tensor h = ops::matmul(in[0], in[1]);
                    return std::vector<Tensor>{
-                       ops::relu(h) + h,                                       // %4: h read by two nodes
+                       ops::relu(h) + h,                                       // %4: read twice, meets again: fuses
                        ops::matmul(in[0], in[1]) + in[2],                      // broadcast: h at a remapped index
                        ops::sum(ops::exp(ops::matmul(in[0], in[1])), {1}),     // exp fuses into the reduction
                        ops::reshape(ops::tanh(ops::matmul(in[0], in[1])), {30}), // a shape op
@@ -155,7 +155,7 @@ TEST_CASE("GEMM epilogues: where the chain does not fuse", "[codegen][plan][epil
                        ops::relu(ops::matmul(in[3], in[1], true, false))};     // transposed: no GEMM
                  });
   LoweringPlan plan = plan_lowering(*g);
-  CHECK(describe_plan(*g, plan) == "%4 matmul: temp slot 0 (120 bytes)\n"
+  CHECK(describe_plan(*g, plan) == "%4 matmul: fused (GEMM epilogue -> %6)\n"
                                    "%5 relu: fused\n"
                                    "%6 add: output 0\n"
                                    "%7 matmul: temp slot 0 (120 bytes)\n"
