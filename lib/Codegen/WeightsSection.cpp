@@ -51,7 +51,11 @@ void ByteChunks::append_zeros(size_t size) {
 namespace {
 /// Generated blocks, newest last, and their bytes.
 struct GeneratedBlocks {
-  std::deque<std::pair<std::unique_ptr<char[]>, size_t>> blocks;
+  struct Block {
+    std::unique_ptr<char[]> data;
+    size_t size, capacity;
+  };
+  std::deque<Block> blocks;
   size_t bytes = 0;
 };
 } // namespace
@@ -88,18 +92,27 @@ void ByteChunks::for_each(const std::function<void(const char *, size_t)> &f) co
       for (size_t done = 0; done < p.size; done += kGeneratedBlock) {
         size_t n = std::min(kGeneratedBlock, p.size - done);
         auto &made = kept->blocks;
-        std::unique_ptr<char[]> buffer; // a dropped block's, reused: its pages fault once
-        while (!made.empty() && kept->bytes - made.front().second >= kGeneratedKeepBytes) {
-          kept->bytes -= made.front().second;
-          buffer = std::move(made.front().first);
+        // A dropped block's buffer, reused where it is large enough: its
+        // pages fault once. Buffers are as large as their block (small
+        // pieces, such as a GPT's 1 MB weights, keep ~16 MiB, not 16 x 4 MiB).
+        std::unique_ptr<char[]> buffer;
+        size_t capacity = 0;
+        while (!made.empty() && kept->bytes - made.front().size >= kGeneratedKeepBytes) {
+          kept->bytes -= made.front().size;
+          if (made.front().capacity >= n && made.front().capacity > capacity) {
+            buffer = std::move(made.front().data);
+            capacity = made.front().capacity;
+          }
           made.pop_front();
         }
-        if (!buffer)
-          buffer.reset(new char[kGeneratedBlock]);
-        made.emplace_back(std::move(buffer), n);
+        if (!buffer) {
+          buffer.reset(new char[n]);
+          capacity = n;
+        }
+        made.push_back({std::move(buffer), n, capacity});
         kept->bytes += n;
-        (*p.generate)(done, n, made.back().first.get());
-        f(made.back().first.get(), n);
+        (*p.generate)(done, n, made.back().data.get());
+        f(made.back().data.get(), n);
       }
       continue;
     }
