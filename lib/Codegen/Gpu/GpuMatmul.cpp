@@ -2,10 +2,16 @@
 
 #include "EntryPointUtil.h"
 
+#include "maxc/Codegen/GpuModelCompiler.h"
 #include "maxc/Support/Error.h"
 
 #include <llvm/IR/IntrinsicsAMDGPU.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Module.h>
+
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
 
 namespace maxc::codegen {
 
@@ -20,6 +26,10 @@ constexpr int64_t kBlock = 16;     // a matrix instruction's output block is 16 
 constexpr unsigned kWavesPerEu = 4; // at most 128 VGPRs (+ AGPRs): occupancy without spills
 
 bool starts_with(const std::string &s, const char *p) { return s.rfind(p, 0) == 0; }
+
+bool is_mma_sync(MatrixInstruction i) {
+  return i == MatrixInstruction::mma_m16n8k16_f16_x2 || i == MatrixInstruction::mma_m16n8k16_bf16_x2;
+}
 
 bool is_mfma(MatrixInstruction i) {
   return i == MatrixInstruction::mfma_f32_16x16x4f32 || i == MatrixInstruction::mfma_f32_16x16x16f16 ||
@@ -76,12 +86,26 @@ Value *from_f32(llvm::IRBuilder<> &b, Value *v, DType d) {
 //   A: lane l, element e  holds A[i = l % 16][k = e]
 //   B: lane l, element e  holds B[k = e][j = l % 16]
 //   D: lane l, register r holds D[i = 2 * r + l / 16][j = l % 16]
+// NVIDIA mma.sync m16n8k16 .row.col f32 += f16/bf16 (PTX ISA, "Matrix
+// fragments for mma.m16n8k16 with floating point type"; g = l / 4, t = l % 4),
+// two of them per 16 x 16 block, h = 0, 1 the column half:
+//   A: lane l, element e      holds A[i = g + 8 ((e / 2) % 2)][k = 2 t + e % 2 + 8 (e / 4)]
+//   B: lane l, element 4h + e holds B[k = 2 t + e % 2 + 8 (e / 2)][j = g + 8 h]   (e < 4)
+//   D: lane l, register 4h + r holds D[i = g + 8 (r / 2)][j = 2 t + r % 2 + 8 h]  (r < 4)
 
 struct Coord {
   Value *row, *col;
 };
 
+std::atomic<int> g_mma_mutation{0}; // MmaLayoutMutation (tests)
+
 Coord a_element(llvm::IRBuilder<> &b, const MatrixCore &mc, Value *lane, unsigned e) {
+  if (is_mma_sync(mc.instruction)) {
+    if (g_mma_mutation.load() == 1 && (e == 0 || e == 2))
+      e = 2 - e;
+    Value *g = b.CreateUDiv(lane, b.getInt64(4)), *t = b.CreateURem(lane, b.getInt64(4));
+    return {b.CreateAdd(g, b.getInt64(8 * ((e / 2) % 2))), b.CreateAdd(b.CreateMul(t, b.getInt64(2)), b.getInt64(e % 2 + 8 * (e / 4)))};
+  }
   Value *i = b.CreateURem(lane, b.getInt64(16));
   if (is_mfma(mc.instruction))
     return {i, b.CreateAdd(b.CreateMul(b.CreateUDiv(lane, b.getInt64(16)), b.getInt64(mc.elements)), b.getInt64(e))};
@@ -89,11 +113,22 @@ Coord a_element(llvm::IRBuilder<> &b, const MatrixCore &mc, Value *lane, unsigne
 }
 
 Coord b_element(llvm::IRBuilder<> &b, const MatrixCore &mc, Value *lane, unsigned e) {
+  if (is_mma_sync(mc.instruction)) {
+    Value *g = b.CreateUDiv(lane, b.getInt64(4)), *t = b.CreateURem(lane, b.getInt64(4));
+    unsigned h = e / 4, q = e % 4;
+    return {b.CreateAdd(b.CreateMul(t, b.getInt64(2)), b.getInt64(q % 2 + 8 * (q / 2))), b.CreateAdd(g, b.getInt64(8 * h))};
+  }
   Coord t = a_element(b, mc, lane, e); // B's layout is A's transposed
   return {t.col, t.row};
 }
 
 Coord d_element(llvm::IRBuilder<> &b, const MatrixCore &mc, Value *lane, Value *r) {
+  if (is_mma_sync(mc.instruction)) {
+    Value *g = b.CreateUDiv(lane, b.getInt64(4)), *t = b.CreateURem(lane, b.getInt64(4));
+    Value *h = b.CreateUDiv(r, b.getInt64(4)), *q = b.CreateURem(r, b.getInt64(4));
+    return {b.CreateAdd(g, b.CreateMul(b.CreateUDiv(q, b.getInt64(2)), b.getInt64(8))),
+            b.CreateAdd(b.CreateAdd(b.CreateMul(t, b.getInt64(2)), b.CreateURem(q, b.getInt64(2))), b.CreateMul(h, b.getInt64(8)))};
+  }
   Value *j = b.CreateURem(lane, b.getInt64(16)), *half = b.CreateUDiv(lane, b.getInt64(16));
   if (is_mfma(mc.instruction))
     return {b.CreateAdd(b.CreateMul(half, b.getInt64(4)), r), j};
@@ -132,7 +167,7 @@ llvm::Function *emulation_function(llvm::Module &m, const MatrixCore &mc) {
         *c_off = fn->getArg(4);
   llvm::Type *et = element_type(ctx, mc.operand);
   uint64_t esz = element_bytes(mc.operand);
-  bool mfma = is_mfma(mc.instruction);
+  bool mfma = is_mfma(mc.instruction), mma_sync = is_mma_sync(mc.instruction);
   auto slot = [&](Value *lane, Value *offset) {
     return b.CreateGEP(b.getInt8Ty(), states, b.CreateAdd(b.CreateMul(lane, stride), offset));
   };
@@ -149,7 +184,16 @@ llvm::Function *emulation_function(llvm::Module &m, const MatrixCore &mc) {
       b.CreateStore(b.CreateLoad(f32, cp), acc);
       ir_loop(b, b.getInt64(mc.k), [&](Value *k) {
         Value *a_lane, *a_elem, *b_lane, *b_elem;
-        if (mfma) {
+        if (mma_sync) {
+          // A[i][k]: lane 4 (i % 8) + (k % 8) / 2, element k % 2 + 2 (i / 8) + 4 (k / 8);
+          // B[k][j]: lane 4 (j % 8) + (k % 8) / 2, element 4 (j / 8) + k % 2 + 2 (k / 8).
+          Value *eight = b.getInt64(8), *two = b.getInt64(2), *four = b.getInt64(4);
+          Value *kq = b.CreateUDiv(b.CreateURem(k, eight), two), *k2 = b.CreateURem(k, two), *k8 = b.CreateUDiv(k, eight);
+          a_lane = b.CreateAdd(b.CreateMul(b.CreateURem(d.row, eight), four), kq);
+          a_elem = b.CreateAdd(k2, b.CreateAdd(b.CreateMul(b.CreateUDiv(d.row, eight), two), b.CreateMul(k8, four)));
+          b_lane = b.CreateAdd(b.CreateMul(b.CreateURem(d.col, eight), four), kq);
+          b_elem = b.CreateAdd(b.CreateMul(b.CreateUDiv(d.col, eight), four), b.CreateAdd(k2, b.CreateMul(k8, two)));
+        } else if (mfma) {
           // A[i][k] is in lane i + 16 * (k / E), element k % E; B[k][j] likewise.
           a_lane = b.CreateAdd(d.row, b.CreateMul(b.CreateUDiv(k, E), sixteen));
           b_lane = b.CreateAdd(d.col, b.CreateMul(b.CreateUDiv(k, E), sixteen));
@@ -473,8 +517,23 @@ MatrixCore matrix_core_of(int instruction) {
   case MatrixInstruction::wmma_f32_16x16x16_bf16:
     mc.wave = 32, mc.k = 16, mc.elements = 16, mc.results = 8, mc.operand = DType::bf16;
     break;
+  case MatrixInstruction::mma_m16n8k16_f16_x2:
+    mc.wave = 32, mc.k = 16, mc.elements = 8, mc.results = 8, mc.operand = DType::f16;
+    break;
+  case MatrixInstruction::mma_m16n8k16_bf16_x2:
+    mc.wave = 32, mc.k = 16, mc.elements = 8, mc.results = 8, mc.operand = DType::bf16;
+    break;
   }
   return mc;
+}
+
+MmaLayoutMutation::MmaLayoutMutation(int kind) { g_mma_mutation.store(kind); }
+MmaLayoutMutation::~MmaLayoutMutation() { g_mma_mutation.store(0); }
+
+int nvidia_sm(const std::string &arch) {
+  if (!starts_with(arch, "sm_") || arch.size() < 4 || !std::isdigit(static_cast<unsigned char>(arch[3])))
+    return 0;
+  return std::atoi(arch.c_str() + 3); // sm_90a: 90
 }
 
 MatrixCore matrix_core_for(const std::string &arch, DType d) {
@@ -492,12 +551,49 @@ MatrixCore matrix_core_for(const std::string &arch, DType d) {
     return matrix_core_of(static_cast<int>(MI::wmma_f32_16x16x16_f16));
   if (rdna3 && d == DType::bf16)
     return matrix_core_of(static_cast<int>(MI::wmma_f32_16x16x16_bf16));
+  // NVIDIA: mma.sync m16n8k16 with f32 accumulators from sm_80 (Ampere).
+  if (nvidia_sm(arch) >= 80 && d == DType::f16)
+    return matrix_core_of(static_cast<int>(MI::mma_m16n8k16_f16_x2));
+  if (nvidia_sm(arch) >= 80 && d == DType::bf16)
+    return matrix_core_of(static_cast<int>(MI::mma_m16n8k16_bf16_x2));
   return {};
 }
 
 void emit_matrix_core_gemm(GemmPhaseBuilder &kb, const GemmSpec &gm, const MatrixCore &mc) {
   MatrixCoreGemm(kb, gm, mc).emit();
 }
+
+namespace {
+
+/// Two mma.sync m16n8k16 (column halves h = 0, 1 of the 16 x 16 block): A's
+/// 8 elements as 4 registers of 2 (f16x2, or bf16x2 in an i32), B's
+/// elements 4h..4h+3 as 2 registers, accumulators 4h..4h+3.
+Value *mma_sync_x2(llvm::IRBuilder<> &b, const MatrixCore &mc, Value *x, Value *y, Value *c) {
+  bool bf16 = mc.operand == DType::bf16;
+  llvm::Module *m = b.GetInsertBlock()->getModule();
+  llvm::Function *fn = llvm::Intrinsic::getDeclaration(
+      m, bf16 ? llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16 : llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f32_f32);
+  auto pair = [&](Value *v, unsigned first) {
+    Value *p = b.CreateShuffleVector(v, {static_cast<int>(first), static_cast<int>(first + 1)});
+    return bf16 ? b.CreateBitCast(p, b.getInt32Ty()) : p; // element `first` in the low half
+  };
+  Value *d = llvm::UndefValue::get(c->getType());
+  for (unsigned h = 0; h < 2; ++h) {
+    std::vector<Value *> args;
+    for (unsigned r = 0; r < 4; ++r)
+      args.push_back(pair(x, 2 * r));
+    for (unsigned r = 0; r < 2; ++r)
+      args.push_back(pair(y, 4 * h + 2 * r));
+    for (unsigned r = 0; r < 4; ++r)
+      args.push_back(b.CreateExtractElement(c, uint64_t(4 * h + r)));
+    Value *out = b.CreateCall(fn, args);
+    for (unsigned r = 0; r < 4; ++r)
+      d = b.CreateInsertElement(d, b.CreateExtractValue(out, {r}), uint64_t(4 * h + r));
+  }
+  return d;
+}
+
+} // namespace
 
 void emit_device_wave_mma(llvm::IRBuilder<> &b, const WaveMma &op, Value *state) {
   MatrixCore mc = matrix_core_of(op.instruction);
@@ -520,6 +616,8 @@ void emit_device_wave_mma(llvm::IRBuilder<> &b, const WaveMma &op, Value *state)
   case MatrixInstruction::wmma_f32_16x16x16_bf16:
     d = b.CreateCall(llvm::Intrinsic::getDeclaration(m, llvm::Intrinsic::amdgcn_wmma_f32_16x16x16_bf16, {rt, ot}), {x, y, c});
     break;
+  case MatrixInstruction::mma_m16n8k16_f16_x2:
+  case MatrixInstruction::mma_m16n8k16_bf16_x2: d = mma_sync_x2(b, mc, x, y, c); break;
   default: throw Error(ErrorCode::Internal, "gpu: unknown matrix instruction");
   }
   store_slot(b, d, at(op.c));
