@@ -411,6 +411,18 @@ private:
       Value *v = llvm::UndefValue::get(ot);
       for (unsigned e = 0; e < mc_.elements; ++e) {
         Value *x;
+        if (is_a && is_mma_sync(mc_.instruction) && e % 2 == 0) {
+          // Elements e, e + 1 are A[i][k], A[i][k + 1] with k even: one
+          // 32-bit LDS load (the buffers, rows and k are 4-byte aligned).
+          Coord c = a_element(b_, mc_, lane, e);
+          Value *i = b_.CreateAdd(wrow, b_.CreateAdd(c64(block * kBlock), c.row));
+          Value *pair = b_.CreateAlignedLoad(llvm::FixedVectorType::get(et, 2),
+                                             lds_a(buf, i, b_.CreateAdd(c64(s * mc_.k), c.col)), llvm::Align(4));
+          v = b_.CreateInsertElement(v, b_.CreateExtractElement(pair, uint64_t(0)), uint64_t(e));
+          v = b_.CreateInsertElement(v, b_.CreateExtractElement(pair, uint64_t(1)), uint64_t(e + 1));
+          ++e;
+          continue;
+        }
         if (is_a) {
           Coord c = a_element(b_, mc_, lane, e);
           Value *i = b_.CreateAdd(wrow, b_.CreateAdd(c64(block * kBlock), c.row));
