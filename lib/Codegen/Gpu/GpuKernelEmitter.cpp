@@ -1030,7 +1030,7 @@ private:
     // arch has an instruction for the dtype (the same grid on every arch of
     // a build: an NVIDIA build's sms all take this kernel).
     if ((starts_with_gfx(arch_) || nvidia_sm(arch_) > 0) && (gm.dtype == DType::f32 || gm.dtype == DType::f16 || gm.dtype == DType::bf16))
-      return emit_matrix_core_gemm(*this, gm, matrix_core_for(arch_, gm.dtype));
+      return emit_matrix_core_gemm(*this, gm, matrix_core_for(arch_, gm.dtype), scalar_micro_tile_for(arch_, gm.dtype));
     kernel_.grid = {{gm.batch, 1}, {gm.m, kTile}, {gm.n, kTile}};
     uint64_t elem = gm.acc_type->getPrimitiveSizeInBits() / 8;
     kernel_.lds_bytes = 2 * kTile * kTile * elem;

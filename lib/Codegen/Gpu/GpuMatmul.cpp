@@ -19,7 +19,7 @@ using llvm::Value;
 
 namespace {
 
-constexpr int64_t kMacro = 64;     // output rows and columns per workgroup
+constexpr int64_t kMacro = 64;     // output rows and columns per workgroup (128: NVIDIA f32, 8 x 8 micro-tiles)
 constexpr int64_t kDepth = 16;     // K per LDS tile (32 for 16-bit operands)
 constexpr unsigned kGroup = 256;   // work-items per workgroup
 constexpr int64_t kBlock = 16;     // a matrix instruction's output block is 16 x 16
@@ -229,15 +229,17 @@ llvm::Function *emulation_function(llvm::Module &m, const MatrixCore &mc) {
 
 class MatrixCoreGemm {
 public:
-  MatrixCoreGemm(GemmPhaseBuilder &kb, const GemmSpec &gm, const MatrixCore &mc)
+  MatrixCoreGemm(GemmPhaseBuilder &kb, const GemmSpec &gm, const MatrixCore &mc, unsigned micro)
       : kb_(kb), gm_(gm), mc_(mc), b_(kb.gemm_builder()), ctx_(b_.getContext()) {
+    micro_ = mc_ ? 4 : micro;
+    macro_ = 16 * micro_;
     op_ = mc_ ? mc_.operand : DType::f32;
     esz_ = element_bytes(op_);
     // 16 bytes of consecutive elements per work-item and operand per
     // K-tile: 4 f32 (K-tile 16) or 8 f16/bf16 (K-tile 32).
     vec_ = 16 / static_cast<int64_t>(esz_);
     depth_ = kDepth * vec_ / 4;
-    buffer_ = 2 * kMacro * depth_;
+    buffer_ = 2 * macro_ * depth_;
     if (mc_) {
       waves_ = kGroup / mc_.wave;
       waves_n_ = 2;
@@ -250,7 +252,7 @@ public:
       a_bytes_ = blocks_m_ * ksteps_ * frag_bytes_;
       b_bytes_ = blocks_n_ * ksteps_ * frag_bytes_;
     } else {
-      acc_bytes_ = 16 * 4; // a 4 x 4 micro-tile per work-item
+      acc_bytes_ = uint64_t(micro_ * micro_) * 4; // a micro x micro tile per work-item
     }
   }
 
@@ -258,7 +260,7 @@ public:
     GpuKernel &k = kb_.gemm_kernel();
     k.workgroup_size = kGroup;
     k.waves_per_eu = kWavesPerEu;
-    k.grid = {{gm_.batch, 1}, {gm_.m, kMacro}, {gm_.n, kMacro}};
+    k.grid = {{gm_.batch, 1}, {gm_.m, macro_}, {gm_.n, macro_}};
     k.lds_bytes = 2 * buffer_ * esz_; // double-buffered
     k.state_bytes = (acc_bytes_ + a_bytes_ + b_bytes_ + 15) / 16 * 16;
     {
@@ -269,7 +271,7 @@ public:
         for (unsigned s = 0; s < blocks_m_ * blocks_n_; ++s)
           store_slot(b_, llvm::Constant::getNullValue(result_type(ctx_, mc_)), state_at(c_slot(s / blocks_n_, s % blocks_n_)));
       else
-        for (unsigned s = 0; s < 16; ++s)
+        for (unsigned s = 0; s < micro_ * micro_; ++s)
           b_.CreateStore(llvm::ConstantFP::get(b_.getFloatTy(), 0.0), state_at(4 * s));
       k.steps.push_back(kb_.gemm_end_phase(fn));
     }
@@ -318,12 +320,12 @@ private:
     // One batch entry: `rest` is the row tile (no division by a tile count
     // that may be dynamic: the MLP's rows are its batch).
     bool single = gm_.batch == Dim(1);
-    row0 = b_.CreateMul(single ? rest : b_.CreateURem(rest, tiles_m), c64(kMacro));
-    col0 = b_.CreateMul(tn, c64(kMacro));
+    row0 = b_.CreateMul(single ? rest : b_.CreateURem(rest, tiles_m), c64(macro_));
+    col0 = b_.CreateMul(tn, c64(macro_));
     batch = single ? c64(0) : b_.CreateUDiv(rest, tiles_m);
   }
 
-  Value *ceil_div(Value *x) { return b_.CreateUDiv(b_.CreateAdd(x, c64(kMacro - 1)), c64(kMacro)); }
+  Value *ceil_div(Value *x) { return b_.CreateUDiv(b_.CreateAdd(x, c64(macro_ - 1)), c64(macro_)); }
 
   /// LDS: A tile [64][16] then B tile [16][64], in the operand type.
   /// (Two buffers of buffer_ elements, `buf` 0 or 1.)
@@ -333,7 +335,7 @@ private:
   }
   Value *lds_b(Value *buf, Value *k, Value *j) {
     Value *at = b_.CreateAdd(b_.CreateMul(buf, c64(buffer_)),
-                             b_.CreateAdd(c64(kMacro * depth_), b_.CreateAdd(b_.CreateMul(k, c64(kMacro)), j)));
+                             b_.CreateAdd(c64(macro_ * depth_), b_.CreateAdd(b_.CreateMul(k, c64(macro_)), j)));
     return b_.CreateGEP(element_type(ctx_, op_), kb_.gemm_lds(), at);
   }
 
@@ -345,9 +347,13 @@ private:
     Value *lid = kb_.gemm_local_id(), *k0 = b_.CreateMul(tile, c64(depth_));
     Value *m = kb_.gemm_dim(gm_.m), *n = kb_.gemm_dim(gm_.n), *kk = kb_.gemm_dim(gm_.k);
     Value *zero = llvm::ConstantFP::get(gm_.acc_type, 0.0);
-    int64_t a_items = depth_ / vec_, b_items = kMacro / vec_; // work-items per A row, per B row
-    Value *ar = b_.CreateUDiv(lid, c64(a_items)), *ak = b_.CreateMul(b_.CreateURem(lid, c64(a_items)), c64(vec_));
-    Value *bk = b_.CreateUDiv(lid, c64(b_items)), *bc = b_.CreateMul(b_.CreateURem(lid, c64(b_items)), c64(vec_));
+    int64_t a_items = depth_ / vec_, b_items = macro_ / vec_; // work-items per A row, per B row
+    // 64 A rows and kGroup / b_items B rows per pass; macro_ / 64 passes.
+    for (int64_t p = 0; p < macro_ / kMacro; ++p) {
+    Value *ar = b_.CreateAdd(b_.CreateUDiv(lid, c64(a_items)), c64(kMacro * p));
+    Value *ak = b_.CreateMul(b_.CreateURem(lid, c64(a_items)), c64(vec_));
+    Value *bk = b_.CreateAdd(b_.CreateUDiv(lid, c64(b_items)), c64(int64_t(kGroup) / b_items * p));
+    Value *bc = b_.CreateMul(b_.CreateURem(lid, c64(b_items)), c64(vec_));
     Value *row = b_.CreateAdd(row0, ar), *krow = b_.CreateAdd(k0, bk);
     Value *row_ok = b_.CreateICmpULT(row, m), *krow_ok = b_.CreateICmpULT(krow, kk);
     // vec_ consecutive elements per operand; when all are inside the matrix
@@ -392,6 +398,7 @@ private:
          [&](int64_t q) { return b_.CreateAnd(krow_ok, b_.CreateICmpULT(b_.CreateAdd(cb, c64(q)), n)); },
          [&](int64_t q) { return gm_.load_b(batch, krow, b_.CreateAdd(cb, c64(q))); },
          [&](int64_t q) { return lds_b(buf, bk, b_.CreateAdd(bc, c64(q))); });
+    }
   }
 
   void wave_position(Value *&lane, Value *&wrow, Value *&wcol) {
@@ -444,25 +451,27 @@ private:
     }
   }
 
-  /// No matrix instruction: a 4 x 4 register micro-tile per work-item, rows
-  /// ty + 16 r and columns tx + 16 c of the macro-tile.
+  /// No matrix instruction: a micro x micro (4 x 4; NVIDIA f32 8 x 8)
+  /// register tile per work-item, rows ty + 16 r and columns tx + 16 c of
+  /// the macro-tile.
   void scalar_tile(Value *buf) {
     Value *lid = kb_.gemm_local_id();
     Value *ty = b_.CreateUDiv(lid, c64(16)), *tx = b_.CreateURem(lid, c64(16));
     llvm::Type *f32 = b_.getFloatTy();
-    std::vector<Value *> acc(16);
-    for (unsigned s = 0; s < 16; ++s)
+    unsigned u = micro_;
+    std::vector<Value *> acc(u * u);
+    for (unsigned s = 0; s < u * u; ++s)
       acc[s] = b_.CreateLoad(f32, state_at(4 * s));
     for (int64_t k = 0; k < depth_; ++k) {
-      Value *a[4], *bv[4];
-      for (int64_t r = 0; r < 4; ++r) {
+      std::vector<Value *> a(u), bv(u);
+      for (unsigned r = 0; r < u; ++r) {
         a[r] = b_.CreateLoad(f32, lds_a(buf, b_.CreateAdd(ty, c64(16 * r)), c64(k)));
         bv[r] = b_.CreateLoad(f32, lds_b(buf, c64(k), b_.CreateAdd(tx, c64(16 * r))));
       }
-      for (unsigned s = 0; s < 16; ++s)
-        acc[s] = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {f32}, {a[s / 4], bv[s % 4], acc[s]});
+      for (unsigned s = 0; s < u * u; ++s)
+        acc[s] = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {f32}, {a[s / u], bv[s % u], acc[s]});
     }
-    for (unsigned s = 0; s < 16; ++s)
+    for (unsigned s = 0; s < u * u; ++s)
       b_.CreateStore(acc[s], state_at(4 * s));
   }
 
@@ -492,9 +501,9 @@ private:
     } else {
       Value *lid = kb_.gemm_local_id();
       Value *ty = b_.CreateUDiv(lid, c64(16)), *tx = b_.CreateURem(lid, c64(16));
-      for (unsigned s = 0; s < 16; ++s) {
-        Value *row = b_.CreateAdd(row0, b_.CreateAdd(ty, c64(16 * (s / 4))));
-        Value *col = b_.CreateAdd(col0, b_.CreateAdd(tx, c64(16 * (s % 4))));
+      for (unsigned s = 0; s < micro_ * micro_; ++s) {
+        Value *row = b_.CreateAdd(row0, b_.CreateAdd(ty, c64(16 * (s / micro_))));
+        Value *col = b_.CreateAdd(col0, b_.CreateAdd(tx, c64(16 * (s % micro_))));
         put(row, col, b_.CreateLoad(b_.getFloatTy(), state_at(4 * s)));
       }
     }
@@ -508,7 +517,8 @@ private:
   llvm::LLVMContext &ctx_;
   DType op_ = DType::f32;
   uint64_t esz_ = 4;
-  int64_t vec_ = 4, depth_ = kDepth, buffer_ = 2 * kMacro * kDepth;
+  int64_t vec_ = 4, depth_ = kDepth, buffer_ = 2 * kMacro * kDepth, macro_ = kMacro;
+  unsigned micro_ = 4;
   unsigned waves_ = 0, waves_m_ = 0, waves_n_ = 0, blocks_m_ = 0, blocks_n_ = 0, ksteps_ = 0;
   uint64_t acc_bytes_ = 0, frag_bytes_ = 0, a_bytes_ = 0, b_bytes_ = 0;
 };
@@ -548,6 +558,8 @@ int nvidia_sm(const std::string &arch) {
   return std::atoi(arch.c_str() + 3); // sm_90a: 90
 }
 
+unsigned scalar_micro_tile_for(const std::string &arch, DType d) { return nvidia_sm(arch) > 0 && d == DType::f32 ? 8 : 4; }
+
 MatrixCore matrix_core_for(const std::string &arch, DType d) {
   using MI = MatrixInstruction;
   bool cdna = arch == "gfx90a" || arch == "gfx940" || arch == "gfx941" || arch == "gfx942";
@@ -571,8 +583,8 @@ MatrixCore matrix_core_for(const std::string &arch, DType d) {
   return {};
 }
 
-void emit_matrix_core_gemm(GemmPhaseBuilder &kb, const GemmSpec &gm, const MatrixCore &mc) {
-  MatrixCoreGemm(kb, gm, mc).emit();
+void emit_matrix_core_gemm(GemmPhaseBuilder &kb, const GemmSpec &gm, const MatrixCore &mc, unsigned micro) {
+  MatrixCoreGemm(kb, gm, mc, micro).emit();
 }
 
 namespace {

@@ -111,7 +111,14 @@ struct GemmSpec {
 };
 
 /// The matrix-core kernel's phases, grid, LDS and state (begin_kernel done).
-void emit_matrix_core_gemm(GemmPhaseBuilder &kb, const GemmSpec &gm, const MatrixCore &mc);
+/// Without a matrix instruction: `micro` x `micro` outputs per work-item, a
+/// 16 micro square macro-tile (4: 64 x 64; 8: 128 x 128).
+void emit_matrix_core_gemm(GemmPhaseBuilder &kb, const GemmSpec &gm, const MatrixCore &mc, unsigned micro = 4);
+
+/// The scalar micro-tile side for GEMMs of dtype `d` on `arch`: 8 for f32
+/// on NVIDIA (128 x 128 per block), 4 elsewhere; the same for every arch of
+/// one vendor, so a build's archs share grids.
+unsigned scalar_micro_tile_for(const std::string &arch, DType d);
 
 /// Device: the wave op as its intrinsic, operands from the work-item's `state`.
 void emit_device_wave_mma(llvm::IRBuilder<> &b, const WaveMma &op, llvm::Value *state);

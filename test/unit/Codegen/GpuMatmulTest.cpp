@@ -82,6 +82,13 @@ TEST_CASE("NVIDIA GEMMs equal the interpreter on the emulator (mma.sync m16n8k16
   SECTION("sm_80 mma.sync bf16") { check_arch("sm_80", DType::bf16); }
   SECTION("sm_90 scalar micro-tiles f32") { check_arch("sm_90", DType::f32); }
   SECTION("sm_75 scalar micro-tiles f16 (no m16n8k16 f32 accumulation)") { check_arch("sm_75", DType::f16); }
+  SECTION("sm_90 f32 8 x 8 micro-tiles over several 128 x 128 tiles and edges") {
+    HostTensor a = random_tensor(DType::f32, {130, 75}, -1, 1), b = random_tensor(DType::f32, {75, 261}, -1, 1);
+    auto graph = trace_graph(types_of({a, b}), [](const std::vector<Tensor> &in) {
+      return std::vector<Tensor>{ops::matmul(in[0], in[1])};
+    });
+    MAXC_REQUIRE_CLOSE(run_emulated(*graph, {a, b}, "sm_90")[0], Interpreter::run(*graph, {a, b})[0], 1e-4, 1e-5);
+  }
 }
 
 TEST_CASE("the emulator catches a wrong mma.sync lane layout", "[codegen][gpu-emu][nvmma]") {
