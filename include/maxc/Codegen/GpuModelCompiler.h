@@ -140,10 +140,21 @@ std::vector<GpuKernelSummary> plan_gpu_kernels(const Graph &lowered, const std::
 /// (a null workspace is allocated), with the weights embedded; the kernels
 /// are lowered to the emulation target (GpuEmulation.cpp). The kernels are
 /// those generated for `arch` (the default: gfx942, whose matmuls run on
-/// MFMA; "gfx1100": WMMA; "": the arch-neutral kernels of the PTX path).
+/// MFMA; "gfx1100": WMMA; "sm_90": NVIDIA's, f16/bf16 on mma.sync; "": the
+/// arch-neutral kernels).
 std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &lowered, const std::string &name,
                                                          llvm::LLVMContext &context,
                                                          const std::string &arch = "gfx942");
+
+/// Tests only: while alive, the kernels' mma.sync A fragments take a wrong
+/// lane layout (`kind` 1: elements 0 and 2 swapped), so that a test can show
+/// the emulator (which reads by the documented layout) catches it.
+struct MmaLayoutMutation {
+  explicit MmaLayoutMutation(int kind);
+  ~MmaLayoutMutation();
+  MmaLayoutMutation(const MmaLayoutMutation &) = delete;
+  MmaLayoutMutation &operator=(const MmaLayoutMutation &) = delete;
+};
 } // namespace codegen
 
 } // namespace maxc

@@ -221,10 +221,10 @@ private:
         },
         barrier, first,
         [&](const KernelStep &s) {
-          if (!amd)
-            throw Error(ErrorCode::Internal, "gpu: wave-level instructions in an NVPTX kernel");
+          if (!amd && !s.wave_reduces.empty())
+            throw Error(ErrorCode::Internal, "gpu: wave-level reductions in an NVPTX kernel");
           for (const WaveMma &op : s.wave_ops)
-            emit_device_wave_mma(b_, op, state);
+            emit_device_wave_mma(b_, op, state); // mma.sync on NVPTX: the warp is converged here
           for (const WaveReduce &op : s.wave_reduces)
             emit_device_wave_reduce(b_, op, state);
         });

@@ -2,10 +2,16 @@
 
 #include "EntryPointUtil.h"
 
+#include "maxc/Codegen/GpuModelCompiler.h"
 #include "maxc/Support/Error.h"
 
 #include <llvm/IR/IntrinsicsAMDGPU.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Module.h>
+
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
 
 namespace maxc::codegen {
 
@@ -13,13 +19,17 @@ using llvm::Value;
 
 namespace {
 
-constexpr int64_t kMacro = 64;     // output rows and columns per workgroup
+constexpr int64_t kMacro = 64;     // output rows and columns per workgroup (128: NVIDIA f32, 8 x 8 micro-tiles)
 constexpr int64_t kDepth = 16;     // K per LDS tile (32 for 16-bit operands)
 constexpr unsigned kGroup = 256;   // work-items per workgroup
 constexpr int64_t kBlock = 16;     // a matrix instruction's output block is 16 x 16
 constexpr unsigned kWavesPerEu = 4; // at most 128 VGPRs (+ AGPRs): occupancy without spills
 
 bool starts_with(const std::string &s, const char *p) { return s.rfind(p, 0) == 0; }
+
+bool is_mma_sync(MatrixInstruction i) {
+  return i == MatrixInstruction::mma_m16n8k16_f16_x2 || i == MatrixInstruction::mma_m16n8k16_bf16_x2;
+}
 
 bool is_mfma(MatrixInstruction i) {
   return i == MatrixInstruction::mfma_f32_16x16x4f32 || i == MatrixInstruction::mfma_f32_16x16x16f16 ||
@@ -76,12 +86,26 @@ Value *from_f32(llvm::IRBuilder<> &b, Value *v, DType d) {
 //   A: lane l, element e  holds A[i = l % 16][k = e]
 //   B: lane l, element e  holds B[k = e][j = l % 16]
 //   D: lane l, register r holds D[i = 2 * r + l / 16][j = l % 16]
+// NVIDIA mma.sync m16n8k16 .row.col f32 += f16/bf16 (PTX ISA, "Matrix
+// fragments for mma.m16n8k16 with floating point type"; g = l / 4, t = l % 4),
+// two of them per 16 x 16 block, h = 0, 1 the column half:
+//   A: lane l, element e      holds A[i = g + 8 ((e / 2) % 2)][k = 2 t + e % 2 + 8 (e / 4)]
+//   B: lane l, element 4h + e holds B[k = 2 t + e % 2 + 8 (e / 2)][j = g + 8 h]   (e < 4)
+//   D: lane l, register 4h + r holds D[i = g + 8 (r / 2)][j = 2 t + r % 2 + 8 h]  (r < 4)
 
 struct Coord {
   Value *row, *col;
 };
 
+std::atomic<int> g_mma_mutation{0}; // MmaLayoutMutation (tests)
+
 Coord a_element(llvm::IRBuilder<> &b, const MatrixCore &mc, Value *lane, unsigned e) {
+  if (is_mma_sync(mc.instruction)) {
+    if (g_mma_mutation.load() == 1 && (e == 0 || e == 2))
+      e = 2 - e;
+    Value *g = b.CreateUDiv(lane, b.getInt64(4)), *t = b.CreateURem(lane, b.getInt64(4));
+    return {b.CreateAdd(g, b.getInt64(8 * ((e / 2) % 2))), b.CreateAdd(b.CreateMul(t, b.getInt64(2)), b.getInt64(e % 2 + 8 * (e / 4)))};
+  }
   Value *i = b.CreateURem(lane, b.getInt64(16));
   if (is_mfma(mc.instruction))
     return {i, b.CreateAdd(b.CreateMul(b.CreateUDiv(lane, b.getInt64(16)), b.getInt64(mc.elements)), b.getInt64(e))};
@@ -89,11 +113,22 @@ Coord a_element(llvm::IRBuilder<> &b, const MatrixCore &mc, Value *lane, unsigne
 }
 
 Coord b_element(llvm::IRBuilder<> &b, const MatrixCore &mc, Value *lane, unsigned e) {
+  if (is_mma_sync(mc.instruction)) {
+    Value *g = b.CreateUDiv(lane, b.getInt64(4)), *t = b.CreateURem(lane, b.getInt64(4));
+    unsigned h = e / 4, q = e % 4;
+    return {b.CreateAdd(b.CreateMul(t, b.getInt64(2)), b.getInt64(q % 2 + 8 * (q / 2))), b.CreateAdd(g, b.getInt64(8 * h))};
+  }
   Coord t = a_element(b, mc, lane, e); // B's layout is A's transposed
   return {t.col, t.row};
 }
 
 Coord d_element(llvm::IRBuilder<> &b, const MatrixCore &mc, Value *lane, Value *r) {
+  if (is_mma_sync(mc.instruction)) {
+    Value *g = b.CreateUDiv(lane, b.getInt64(4)), *t = b.CreateURem(lane, b.getInt64(4));
+    Value *h = b.CreateUDiv(r, b.getInt64(4)), *q = b.CreateURem(r, b.getInt64(4));
+    return {b.CreateAdd(g, b.CreateMul(b.CreateUDiv(q, b.getInt64(2)), b.getInt64(8))),
+            b.CreateAdd(b.CreateAdd(b.CreateMul(t, b.getInt64(2)), b.CreateURem(q, b.getInt64(2))), b.CreateMul(h, b.getInt64(8)))};
+  }
   Value *j = b.CreateURem(lane, b.getInt64(16)), *half = b.CreateUDiv(lane, b.getInt64(16));
   if (is_mfma(mc.instruction))
     return {b.CreateAdd(b.CreateMul(half, b.getInt64(4)), r), j};
@@ -132,7 +167,7 @@ llvm::Function *emulation_function(llvm::Module &m, const MatrixCore &mc) {
         *c_off = fn->getArg(4);
   llvm::Type *et = element_type(ctx, mc.operand);
   uint64_t esz = element_bytes(mc.operand);
-  bool mfma = is_mfma(mc.instruction);
+  bool mfma = is_mfma(mc.instruction), mma_sync = is_mma_sync(mc.instruction);
   auto slot = [&](Value *lane, Value *offset) {
     return b.CreateGEP(b.getInt8Ty(), states, b.CreateAdd(b.CreateMul(lane, stride), offset));
   };
@@ -149,7 +184,16 @@ llvm::Function *emulation_function(llvm::Module &m, const MatrixCore &mc) {
       b.CreateStore(b.CreateLoad(f32, cp), acc);
       ir_loop(b, b.getInt64(mc.k), [&](Value *k) {
         Value *a_lane, *a_elem, *b_lane, *b_elem;
-        if (mfma) {
+        if (mma_sync) {
+          // A[i][k]: lane 4 (i % 8) + (k % 8) / 2, element k % 2 + 2 (i / 8) + 4 (k / 8);
+          // B[k][j]: lane 4 (j % 8) + (k % 8) / 2, element 4 (j / 8) + k % 2 + 2 (k / 8).
+          Value *eight = b.getInt64(8), *two = b.getInt64(2), *four = b.getInt64(4);
+          Value *kq = b.CreateUDiv(b.CreateURem(k, eight), two), *k2 = b.CreateURem(k, two), *k8 = b.CreateUDiv(k, eight);
+          a_lane = b.CreateAdd(b.CreateMul(b.CreateURem(d.row, eight), four), kq);
+          a_elem = b.CreateAdd(k2, b.CreateAdd(b.CreateMul(b.CreateUDiv(d.row, eight), two), b.CreateMul(k8, four)));
+          b_lane = b.CreateAdd(b.CreateMul(b.CreateURem(d.col, eight), four), kq);
+          b_elem = b.CreateAdd(b.CreateMul(b.CreateUDiv(d.col, eight), four), b.CreateAdd(k2, b.CreateMul(k8, two)));
+        } else if (mfma) {
           // A[i][k] is in lane i + 16 * (k / E), element k % E; B[k][j] likewise.
           a_lane = b.CreateAdd(d.row, b.CreateMul(b.CreateUDiv(k, E), sixteen));
           b_lane = b.CreateAdd(d.col, b.CreateMul(b.CreateUDiv(k, E), sixteen));
@@ -185,15 +229,17 @@ llvm::Function *emulation_function(llvm::Module &m, const MatrixCore &mc) {
 
 class MatrixCoreGemm {
 public:
-  MatrixCoreGemm(GemmPhaseBuilder &kb, const GemmSpec &gm, const MatrixCore &mc)
+  MatrixCoreGemm(GemmPhaseBuilder &kb, const GemmSpec &gm, const MatrixCore &mc, unsigned micro)
       : kb_(kb), gm_(gm), mc_(mc), b_(kb.gemm_builder()), ctx_(b_.getContext()) {
+    micro_ = mc_ ? 4 : micro;
+    macro_ = 16 * micro_;
     op_ = mc_ ? mc_.operand : DType::f32;
     esz_ = element_bytes(op_);
     // 16 bytes of consecutive elements per work-item and operand per
     // K-tile: 4 f32 (K-tile 16) or 8 f16/bf16 (K-tile 32).
     vec_ = 16 / static_cast<int64_t>(esz_);
     depth_ = kDepth * vec_ / 4;
-    buffer_ = 2 * kMacro * depth_;
+    buffer_ = 2 * macro_ * depth_;
     if (mc_) {
       waves_ = kGroup / mc_.wave;
       waves_n_ = 2;
@@ -206,7 +252,7 @@ public:
       a_bytes_ = blocks_m_ * ksteps_ * frag_bytes_;
       b_bytes_ = blocks_n_ * ksteps_ * frag_bytes_;
     } else {
-      acc_bytes_ = 16 * 4; // a 4 x 4 micro-tile per work-item
+      acc_bytes_ = uint64_t(micro_ * micro_) * 4; // a micro x micro tile per work-item
     }
   }
 
@@ -214,7 +260,7 @@ public:
     GpuKernel &k = kb_.gemm_kernel();
     k.workgroup_size = kGroup;
     k.waves_per_eu = kWavesPerEu;
-    k.grid = {{gm_.batch, 1}, {gm_.m, kMacro}, {gm_.n, kMacro}};
+    k.grid = {{gm_.batch, 1}, {gm_.m, macro_}, {gm_.n, macro_}};
     k.lds_bytes = 2 * buffer_ * esz_; // double-buffered
     k.state_bytes = (acc_bytes_ + a_bytes_ + b_bytes_ + 15) / 16 * 16;
     {
@@ -225,7 +271,7 @@ public:
         for (unsigned s = 0; s < blocks_m_ * blocks_n_; ++s)
           store_slot(b_, llvm::Constant::getNullValue(result_type(ctx_, mc_)), state_at(c_slot(s / blocks_n_, s % blocks_n_)));
       else
-        for (unsigned s = 0; s < 16; ++s)
+        for (unsigned s = 0; s < micro_ * micro_; ++s)
           b_.CreateStore(llvm::ConstantFP::get(b_.getFloatTy(), 0.0), state_at(4 * s));
       k.steps.push_back(kb_.gemm_end_phase(fn));
     }
@@ -274,12 +320,12 @@ private:
     // One batch entry: `rest` is the row tile (no division by a tile count
     // that may be dynamic: the MLP's rows are its batch).
     bool single = gm_.batch == Dim(1);
-    row0 = b_.CreateMul(single ? rest : b_.CreateURem(rest, tiles_m), c64(kMacro));
-    col0 = b_.CreateMul(tn, c64(kMacro));
+    row0 = b_.CreateMul(single ? rest : b_.CreateURem(rest, tiles_m), c64(macro_));
+    col0 = b_.CreateMul(tn, c64(macro_));
     batch = single ? c64(0) : b_.CreateUDiv(rest, tiles_m);
   }
 
-  Value *ceil_div(Value *x) { return b_.CreateUDiv(b_.CreateAdd(x, c64(kMacro - 1)), c64(kMacro)); }
+  Value *ceil_div(Value *x) { return b_.CreateUDiv(b_.CreateAdd(x, c64(macro_ - 1)), c64(macro_)); }
 
   /// LDS: A tile [64][16] then B tile [16][64], in the operand type.
   /// (Two buffers of buffer_ elements, `buf` 0 or 1.)
@@ -289,7 +335,7 @@ private:
   }
   Value *lds_b(Value *buf, Value *k, Value *j) {
     Value *at = b_.CreateAdd(b_.CreateMul(buf, c64(buffer_)),
-                             b_.CreateAdd(c64(kMacro * depth_), b_.CreateAdd(b_.CreateMul(k, c64(kMacro)), j)));
+                             b_.CreateAdd(c64(macro_ * depth_), b_.CreateAdd(b_.CreateMul(k, c64(macro_)), j)));
     return b_.CreateGEP(element_type(ctx_, op_), kb_.gemm_lds(), at);
   }
 
@@ -301,9 +347,13 @@ private:
     Value *lid = kb_.gemm_local_id(), *k0 = b_.CreateMul(tile, c64(depth_));
     Value *m = kb_.gemm_dim(gm_.m), *n = kb_.gemm_dim(gm_.n), *kk = kb_.gemm_dim(gm_.k);
     Value *zero = llvm::ConstantFP::get(gm_.acc_type, 0.0);
-    int64_t a_items = depth_ / vec_, b_items = kMacro / vec_; // work-items per A row, per B row
-    Value *ar = b_.CreateUDiv(lid, c64(a_items)), *ak = b_.CreateMul(b_.CreateURem(lid, c64(a_items)), c64(vec_));
-    Value *bk = b_.CreateUDiv(lid, c64(b_items)), *bc = b_.CreateMul(b_.CreateURem(lid, c64(b_items)), c64(vec_));
+    int64_t a_items = depth_ / vec_, b_items = macro_ / vec_; // work-items per A row, per B row
+    // 64 A rows and kGroup / b_items B rows per pass; macro_ / 64 passes.
+    for (int64_t p = 0; p < macro_ / kMacro; ++p) {
+    Value *ar = b_.CreateAdd(b_.CreateUDiv(lid, c64(a_items)), c64(kMacro * p));
+    Value *ak = b_.CreateMul(b_.CreateURem(lid, c64(a_items)), c64(vec_));
+    Value *bk = b_.CreateAdd(b_.CreateUDiv(lid, c64(b_items)), c64(int64_t(kGroup) / b_items * p));
+    Value *bc = b_.CreateMul(b_.CreateURem(lid, c64(b_items)), c64(vec_));
     Value *row = b_.CreateAdd(row0, ar), *krow = b_.CreateAdd(k0, bk);
     Value *row_ok = b_.CreateICmpULT(row, m), *krow_ok = b_.CreateICmpULT(krow, kk);
     // vec_ consecutive elements per operand; when all are inside the matrix
@@ -348,6 +398,7 @@ private:
          [&](int64_t q) { return b_.CreateAnd(krow_ok, b_.CreateICmpULT(b_.CreateAdd(cb, c64(q)), n)); },
          [&](int64_t q) { return gm_.load_b(batch, krow, b_.CreateAdd(cb, c64(q))); },
          [&](int64_t q) { return lds_b(buf, bk, b_.CreateAdd(bc, c64(q))); });
+    }
   }
 
   void wave_position(Value *&lane, Value *&wrow, Value *&wcol) {
@@ -367,6 +418,18 @@ private:
       Value *v = llvm::UndefValue::get(ot);
       for (unsigned e = 0; e < mc_.elements; ++e) {
         Value *x;
+        if (is_a && is_mma_sync(mc_.instruction) && e % 2 == 0) {
+          // Elements e, e + 1 are A[i][k], A[i][k + 1] with k even: one
+          // 32-bit LDS load (the buffers, rows and k are 4-byte aligned).
+          Coord c = a_element(b_, mc_, lane, e);
+          Value *i = b_.CreateAdd(wrow, b_.CreateAdd(c64(block * kBlock), c.row));
+          Value *pair = b_.CreateAlignedLoad(llvm::FixedVectorType::get(et, 2),
+                                             lds_a(buf, i, b_.CreateAdd(c64(s * mc_.k), c.col)), llvm::Align(4));
+          v = b_.CreateInsertElement(v, b_.CreateExtractElement(pair, uint64_t(0)), uint64_t(e));
+          v = b_.CreateInsertElement(v, b_.CreateExtractElement(pair, uint64_t(1)), uint64_t(e + 1));
+          ++e;
+          continue;
+        }
         if (is_a) {
           Coord c = a_element(b_, mc_, lane, e);
           Value *i = b_.CreateAdd(wrow, b_.CreateAdd(c64(block * kBlock), c.row));
@@ -388,25 +451,27 @@ private:
     }
   }
 
-  /// No matrix instruction: a 4 x 4 register micro-tile per work-item, rows
-  /// ty + 16 r and columns tx + 16 c of the macro-tile.
+  /// No matrix instruction: a micro x micro (4 x 4; NVIDIA f32 8 x 8)
+  /// register tile per work-item, rows ty + 16 r and columns tx + 16 c of
+  /// the macro-tile.
   void scalar_tile(Value *buf) {
     Value *lid = kb_.gemm_local_id();
     Value *ty = b_.CreateUDiv(lid, c64(16)), *tx = b_.CreateURem(lid, c64(16));
     llvm::Type *f32 = b_.getFloatTy();
-    std::vector<Value *> acc(16);
-    for (unsigned s = 0; s < 16; ++s)
+    unsigned u = micro_;
+    std::vector<Value *> acc(u * u);
+    for (unsigned s = 0; s < u * u; ++s)
       acc[s] = b_.CreateLoad(f32, state_at(4 * s));
     for (int64_t k = 0; k < depth_; ++k) {
-      Value *a[4], *bv[4];
-      for (int64_t r = 0; r < 4; ++r) {
+      std::vector<Value *> a(u), bv(u);
+      for (unsigned r = 0; r < u; ++r) {
         a[r] = b_.CreateLoad(f32, lds_a(buf, b_.CreateAdd(ty, c64(16 * r)), c64(k)));
         bv[r] = b_.CreateLoad(f32, lds_b(buf, c64(k), b_.CreateAdd(tx, c64(16 * r))));
       }
-      for (unsigned s = 0; s < 16; ++s)
-        acc[s] = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {f32}, {a[s / 4], bv[s % 4], acc[s]});
+      for (unsigned s = 0; s < u * u; ++s)
+        acc[s] = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {f32}, {a[s / u], bv[s % u], acc[s]});
     }
-    for (unsigned s = 0; s < 16; ++s)
+    for (unsigned s = 0; s < u * u; ++s)
       b_.CreateStore(acc[s], state_at(4 * s));
   }
 
@@ -436,9 +501,9 @@ private:
     } else {
       Value *lid = kb_.gemm_local_id();
       Value *ty = b_.CreateUDiv(lid, c64(16)), *tx = b_.CreateURem(lid, c64(16));
-      for (unsigned s = 0; s < 16; ++s) {
-        Value *row = b_.CreateAdd(row0, b_.CreateAdd(ty, c64(16 * (s / 4))));
-        Value *col = b_.CreateAdd(col0, b_.CreateAdd(tx, c64(16 * (s % 4))));
+      for (unsigned s = 0; s < micro_ * micro_; ++s) {
+        Value *row = b_.CreateAdd(row0, b_.CreateAdd(ty, c64(16 * (s / micro_))));
+        Value *col = b_.CreateAdd(col0, b_.CreateAdd(tx, c64(16 * (s % micro_))));
         put(row, col, b_.CreateLoad(b_.getFloatTy(), state_at(4 * s)));
       }
     }
@@ -452,7 +517,8 @@ private:
   llvm::LLVMContext &ctx_;
   DType op_ = DType::f32;
   uint64_t esz_ = 4;
-  int64_t vec_ = 4, depth_ = kDepth, buffer_ = 2 * kMacro * kDepth;
+  int64_t vec_ = 4, depth_ = kDepth, buffer_ = 2 * kMacro * kDepth, macro_ = kMacro;
+  unsigned micro_ = 4;
   unsigned waves_ = 0, waves_m_ = 0, waves_n_ = 0, blocks_m_ = 0, blocks_n_ = 0, ksteps_ = 0;
   uint64_t acc_bytes_ = 0, frag_bytes_ = 0, a_bytes_ = 0, b_bytes_ = 0;
 };
@@ -473,9 +539,26 @@ MatrixCore matrix_core_of(int instruction) {
   case MatrixInstruction::wmma_f32_16x16x16_bf16:
     mc.wave = 32, mc.k = 16, mc.elements = 16, mc.results = 8, mc.operand = DType::bf16;
     break;
+  case MatrixInstruction::mma_m16n8k16_f16_x2:
+    mc.wave = 32, mc.k = 16, mc.elements = 8, mc.results = 8, mc.operand = DType::f16;
+    break;
+  case MatrixInstruction::mma_m16n8k16_bf16_x2:
+    mc.wave = 32, mc.k = 16, mc.elements = 8, mc.results = 8, mc.operand = DType::bf16;
+    break;
   }
   return mc;
 }
+
+MmaLayoutMutation::MmaLayoutMutation(int kind) { g_mma_mutation.store(kind); }
+MmaLayoutMutation::~MmaLayoutMutation() { g_mma_mutation.store(0); }
+
+int nvidia_sm(const std::string &arch) {
+  if (!starts_with(arch, "sm_") || arch.size() < 4 || !std::isdigit(static_cast<unsigned char>(arch[3])))
+    return 0;
+  return std::atoi(arch.c_str() + 3); // sm_90a: 90
+}
+
+unsigned scalar_micro_tile_for(const std::string &arch, DType d) { return nvidia_sm(arch) > 0 && d == DType::f32 ? 8 : 4; }
 
 MatrixCore matrix_core_for(const std::string &arch, DType d) {
   using MI = MatrixInstruction;
@@ -492,12 +575,49 @@ MatrixCore matrix_core_for(const std::string &arch, DType d) {
     return matrix_core_of(static_cast<int>(MI::wmma_f32_16x16x16_f16));
   if (rdna3 && d == DType::bf16)
     return matrix_core_of(static_cast<int>(MI::wmma_f32_16x16x16_bf16));
+  // NVIDIA: mma.sync m16n8k16 with f32 accumulators from sm_80 (Ampere).
+  if (nvidia_sm(arch) >= 80 && d == DType::f16)
+    return matrix_core_of(static_cast<int>(MI::mma_m16n8k16_f16_x2));
+  if (nvidia_sm(arch) >= 80 && d == DType::bf16)
+    return matrix_core_of(static_cast<int>(MI::mma_m16n8k16_bf16_x2));
   return {};
 }
 
-void emit_matrix_core_gemm(GemmPhaseBuilder &kb, const GemmSpec &gm, const MatrixCore &mc) {
-  MatrixCoreGemm(kb, gm, mc).emit();
+void emit_matrix_core_gemm(GemmPhaseBuilder &kb, const GemmSpec &gm, const MatrixCore &mc, unsigned micro) {
+  MatrixCoreGemm(kb, gm, mc, micro).emit();
 }
+
+namespace {
+
+/// Two mma.sync m16n8k16 (column halves h = 0, 1 of the 16 x 16 block): A's
+/// 8 elements as 4 registers of 2 (f16x2, or bf16x2 in an i32), B's
+/// elements 4h..4h+3 as 2 registers, accumulators 4h..4h+3.
+Value *mma_sync_x2(llvm::IRBuilder<> &b, const MatrixCore &mc, Value *x, Value *y, Value *c) {
+  bool bf16 = mc.operand == DType::bf16;
+  llvm::Module *m = b.GetInsertBlock()->getModule();
+  llvm::Function *fn = llvm::Intrinsic::getDeclaration(
+      m, bf16 ? llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16 : llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f32_f32);
+  auto pair = [&](Value *v, unsigned first) {
+    Value *p = b.CreateShuffleVector(v, {static_cast<int>(first), static_cast<int>(first + 1)});
+    return bf16 ? b.CreateBitCast(p, b.getInt32Ty()) : p; // element `first` in the low half
+  };
+  Value *d = llvm::UndefValue::get(c->getType());
+  for (unsigned h = 0; h < 2; ++h) {
+    std::vector<Value *> args;
+    for (unsigned r = 0; r < 4; ++r)
+      args.push_back(pair(x, 2 * r));
+    for (unsigned r = 0; r < 2; ++r)
+      args.push_back(pair(y, 4 * h + 2 * r));
+    for (unsigned r = 0; r < 4; ++r)
+      args.push_back(b.CreateExtractElement(c, uint64_t(4 * h + r)));
+    Value *out = b.CreateCall(fn, args);
+    for (unsigned r = 0; r < 4; ++r)
+      d = b.CreateInsertElement(d, b.CreateExtractValue(out, {r}), uint64_t(4 * h + r));
+  }
+  return d;
+}
+
+} // namespace
 
 void emit_device_wave_mma(llvm::IRBuilder<> &b, const WaveMma &op, Value *state) {
   MatrixCore mc = matrix_core_of(op.instruction);
@@ -520,6 +640,8 @@ void emit_device_wave_mma(llvm::IRBuilder<> &b, const WaveMma &op, Value *state)
   case MatrixInstruction::wmma_f32_16x16x16_bf16:
     d = b.CreateCall(llvm::Intrinsic::getDeclaration(m, llvm::Intrinsic::amdgcn_wmma_f32_16x16x16_bf16, {rt, ot}), {x, y, c});
     break;
+  case MatrixInstruction::mma_m16n8k16_f16_x2:
+  case MatrixInstruction::mma_m16n8k16_bf16_x2: d = mma_sync_x2(b, mc, x, y, c); break;
   default: throw Error(ErrorCode::Internal, "gpu: unknown matrix instruction");
   }
   store_slot(b, d, at(op.c));

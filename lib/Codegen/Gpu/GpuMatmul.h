@@ -1,5 +1,6 @@
-// Matmul (and conv2d as an implicit GEMM) on AMD matrix cores: MFMA on
-// CDNA2/3 (gfx90a, gfx94x), WMMA on RDNA3 (gfx11xx), for the GEMMs of the
+// Matmul (and conv2d as an implicit GEMM) on matrix cores: MFMA on
+// CDNA2/3 (gfx90a, gfx94x), WMMA on RDNA3 (gfx11xx), mma.sync on NVIDIA
+// sm_80+ (tensor cores), for the GEMMs of the
 // GPU kernel generator (GpuKernelEmitter.h) whose dtype the arch's matrix
 // instructions take; every other GEMM keeps the scalar LDS-tiled kernel.
 //
@@ -16,6 +17,11 @@
 //   bf16 gfx9   v_mfma_f32_16x16x16bf16_1k   (K 16, 4 bf16 per lane)
 //   f16  gfx11  v_wmma_f32_16x16x16_f16      (K 16, 16 halves per lane)
 //   bf16 gfx11  v_wmma_f32_16x16x16_bf16     (K 16, 16 bf16 per lane)
+//   f16  sm_80+ 2 x mma.sync m16n8k16 f32.f16   (K 16, 8 halves per lane)
+//   bf16 sm_80+ 2 x mma.sync m16n8k16 f32.bf16  (K 16, 8 bf16 per lane)
+// NVIDIA (warps of 32, 8 per workgroup, 4 x 2, each 16 x 32 = 1 x 2 blocks)
+// takes the same kernel: f32 (and f16/bf16 before sm_80) the scalar 4 x 4
+// micro-tile, so every sm of a build launches the same grid.
 // Per K-tile t, after a barrier: stage tile t + 1 (global → the other LDS
 // buffer) and fragments of tile t (LDS → each lane's operand registers in
 // the instruction's lane layout) in one phase, then the wave's matrix
@@ -47,6 +53,10 @@ enum class MatrixInstruction : int {
   mfma_f32_16x16x16bf16_1k,
   wmma_f32_16x16x16_f16,
   wmma_f32_16x16x16_bf16,
+  // NVIDIA sm_80+: two mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.f32
+  // with the same A (columns 0-7, then 8-15 of the 16 x 16 block).
+  mma_m16n8k16_f16_x2,
+  mma_m16n8k16_bf16_x2,
 };
 
 /// A matrix instruction and its shape: a 16 x 16 f32 block += (16 x k) * (k x 16).
@@ -59,6 +69,9 @@ struct MatrixCore {
   DType operand = DType::f32;
   explicit operator bool() const { return instruction != MatrixInstruction::none; }
 };
+
+/// An NVIDIA arch's compute capability ("sm_90a": 90; 0: not "sm_<digits>").
+int nvidia_sm(const std::string &arch);
 
 /// The matrix instruction for GEMMs of dtype `d` on `arch` (none: scalar kernel).
 MatrixCore matrix_core_for(const std::string &arch, DType d);
@@ -98,7 +111,14 @@ struct GemmSpec {
 };
 
 /// The matrix-core kernel's phases, grid, LDS and state (begin_kernel done).
-void emit_matrix_core_gemm(GemmPhaseBuilder &kb, const GemmSpec &gm, const MatrixCore &mc);
+/// Without a matrix instruction: `micro` x `micro` outputs per work-item, a
+/// 16 micro square macro-tile (4: 64 x 64; 8: 128 x 128).
+void emit_matrix_core_gemm(GemmPhaseBuilder &kb, const GemmSpec &gm, const MatrixCore &mc, unsigned micro = 4);
+
+/// The scalar micro-tile side for GEMMs of dtype `d` on `arch`: 8 for f32
+/// on NVIDIA (128 x 128 per block), 4 elsewhere; the same for every arch of
+/// one vendor, so a build's archs share grids.
+unsigned scalar_micro_tile_for(const std::string &arch, DType d);
 
 /// Device: the wave op as its intrinsic, operands from the work-item's `state`.
 void emit_device_wave_mma(llvm::IRBuilder<> &b, const WaveMma &op, llvm::Value *state);

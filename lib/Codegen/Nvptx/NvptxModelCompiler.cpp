@@ -39,7 +39,7 @@ std::string kernels_ptx(const Graph &lowered, const std::string &name, const std
   llvm::Module device(name + ".ptx", context);
   device.setTargetTriple("nvptx64-nvidia-cuda");
   device.setDataLayout(nvptx_data_layout(sm));
-  auto p = codegen::emit_gpu_kernels(device, lowered, name, symbols);
+  auto p = codegen::emit_gpu_kernels(device, lowered, name, symbols, sm); // sm_80+: f16/bf16 GEMMs on mma.sync
   codegen::lower_gpu_kernels(device, p, codegen::GpuLoweringTarget::nvptx, symbols.size());
   codegen::verify_module(device, "NVPTX kernel");
   std::string ptx = emit_nvptx_assembly(device, sm);

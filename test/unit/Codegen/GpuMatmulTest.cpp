@@ -76,6 +76,68 @@ TEST_CASE("matrix-core GEMMs equal the interpreter on the emulator (MFMA, WMMA, 
   SECTION("arch-neutral LDS tile f16") { check_arch("", DType::f16); }
 }
 
+TEST_CASE("NVIDIA GEMMs equal the interpreter on the emulator (mma.sync m16n8k16, scalar micro-tiles)",
+          "[codegen][gpu-emu][nvmma]") {
+  SECTION("sm_90 mma.sync f16") { check_arch("sm_90", DType::f16); }
+  SECTION("sm_80 mma.sync bf16") { check_arch("sm_80", DType::bf16); }
+  SECTION("sm_90 scalar micro-tiles f32") { check_arch("sm_90", DType::f32); }
+  SECTION("sm_75 scalar micro-tiles f16 (no m16n8k16 f32 accumulation)") { check_arch("sm_75", DType::f16); }
+  SECTION("sm_90 f32 8 x 8 micro-tiles over several 128 x 128 tiles and edges") {
+    HostTensor a = random_tensor(DType::f32, {130, 75}, -1, 1), b = random_tensor(DType::f32, {75, 261}, -1, 1);
+    auto graph = trace_graph(types_of({a, b}), [](const std::vector<Tensor> &in) {
+      return std::vector<Tensor>{ops::matmul(in[0], in[1])};
+    });
+    MAXC_REQUIRE_CLOSE(run_emulated(*graph, {a, b}, "sm_90")[0], Interpreter::run(*graph, {a, b})[0], 1e-4, 1e-5);
+  }
+}
+
+TEST_CASE("the emulator catches a wrong mma.sync lane layout", "[codegen][gpu-emu][nvmma]") {
+  // The kernel's A fragment with two elements swapped (rows g and g + 8 of
+  // columns 2t, 2t + 1): the emulator, reading by the documented layout,
+  // must then disagree with the interpreter.
+  codegen::MmaLayoutMutation guard(1);
+  HostTensor a = random_tensor(DType::f16, {32, 32}, -1, 1), b = random_tensor(DType::f16, {32, 32}, -1, 1);
+  auto graph = trace_graph(types_of({a, b}), [](const std::vector<Tensor> &in) {
+    return std::vector<Tensor>{ops::matmul(in[0], in[1])};
+  });
+  std::vector<HostTensor> expected = Interpreter::run(*graph, {a, b});
+  std::vector<HostTensor> actual = run_emulated(*graph, {a, b}, "sm_90");
+  REQUIRE(actual[0].numel() == expected[0].numel());
+  double worst = 0;
+  for (int64_t i = 0; i < actual[0].numel(); ++i)
+    worst = std::max(worst, std::abs(actual[0].get_f64(i) - expected[0].get_f64(i)));
+  CHECK(worst > 0.1);
+}
+
+TEST_CASE("f16/bf16 matmuls use mma.sync on sm_80/sm_90 (not on sm_75) and pass ptxas where installed", "[codegen][ptx][nvmma]") {
+  for (DType d : {DType::f16, DType::bf16}) {
+    auto graph = trace_graph({TensorType(d, {96, 256}), TensorType(d, {256, 80})}, [](const std::vector<Tensor> &in) {
+      return std::vector<Tensor>{ops::matmul(in[0], in[1])};
+    });
+    driver::BackendOptions options;
+    options.gpu = "sm_75,sm_80,sm_90";
+    options.jobs = 1;
+    PassTimer timer;
+    driver::BackendOutput out =
+        driver::find_backend("cuda")->compile(driver::plan_model(*graph, "mm"), options, {"ptx", "cubin"}, timer);
+    std::string want = std::string("mma.sync.aligned.m16n8k16.row.col.f32.") + (d == DType::f16 ? "f16.f16" : "bf16.bf16") + ".f32";
+    bool ptxas = !find_ptxas().empty();
+    int ptx_seen = 0;
+    for (const auto &[kind, text] : out.artifacts) {
+      INFO(kind << " " << dtype_name(d));
+      if (kind.rfind("ptx.", 0) == 0) {
+        ++ptx_seen;
+        // 1 x 2 blocks per warp x 2 instructions x K-tile 32 / 16, in the K loop.
+        CHECK(count_occurrences(text, want) == (kind == "ptx.sm_75" ? 0u : 8u));
+        CHECK(count_occurrences(text, "mma.sync") == (kind == "ptx.sm_75" ? 0u : 8u));
+      }
+      if (kind.rfind("cubin.", 0) == 0 && ptxas)
+        CHECK(!text.empty());
+    }
+    CHECK(ptx_seen == 3);
+  }
+}
+
 namespace {
 
 driver::BackendOutput compile_asm(const Graph &graph) {
