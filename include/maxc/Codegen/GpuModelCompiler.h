@@ -155,6 +155,21 @@ struct MmaLayoutMutation {
   MmaLayoutMutation(const MmaLayoutMutation &) = delete;
   MmaLayoutMutation &operator=(const MmaLayoutMutation &) = delete;
 };
+
+/// NVIDIA GEMMs take the macro-tile kernel (64 x 64, f32 128 x 128; f16/bf16
+/// on mma.sync from sm_80) only when its grid has at least this many
+/// macro-tiles, symbolic dims counted as 1; smaller GEMMs take the 16 x 16
+/// kernel, whose hundreds of small blocks fill the GPU (H200, examples/gpt:
+/// 0.48 ms per forward against 1.51 ms with macro-tiles). Default 64.
+int64_t nvidia_min_macro_tiles();
+/// Tests only: while alive, the threshold is `tiles` (0: every NVIDIA GEMM
+/// takes the macro-tile kernel, so small test shapes exercise it).
+struct NvidiaMacroTileThreshold {
+  explicit NvidiaMacroTileThreshold(int64_t tiles);
+  ~NvidiaMacroTileThreshold();
+  NvidiaMacroTileThreshold(const NvidiaMacroTileThreshold &) = delete;
+  NvidiaMacroTileThreshold &operator=(const NvidiaMacroTileThreshold &) = delete;
+};
 } // namespace codegen
 
 } // namespace maxc

@@ -1029,7 +1029,9 @@ private:
     // AMD and NVIDIA GPUs: 64 x 64 macro-tiles, on matrix cores where the
     // arch has an instruction for the dtype (the same grid on every arch of
     // a build: an NVIDIA build's sms all take this kernel).
-    if ((starts_with_gfx(arch_) || nvidia_sm(arch_) > 0) && (gm.dtype == DType::f32 || gm.dtype == DType::f16 || gm.dtype == DType::bf16))
+    // NVIDIA: only GEMMs big enough to fill the GPU with macro-tiles.
+    bool nvidia = nvidia_sm(arch_) > 0 && nvidia_gemm_fills_macro_tiles(gm, arch_);
+    if ((starts_with_gfx(arch_) || nvidia) && (gm.dtype == DType::f32 || gm.dtype == DType::f16 || gm.dtype == DType::bf16))
       return emit_matrix_core_gemm(*this, gm, matrix_core_for(arch_, gm.dtype), scalar_micro_tile_for(arch_, gm.dtype));
     kernel_.grid = {{gm.batch, 1}, {gm.m, kTile}, {gm.n, kTile}};
     uint64_t elem = gm.acc_type->getPrimitiveSizeInBits() / 8;

@@ -552,6 +552,25 @@ MatrixCore matrix_core_of(int instruction) {
 MmaLayoutMutation::MmaLayoutMutation(int kind) { g_mma_mutation.store(kind); }
 MmaLayoutMutation::~MmaLayoutMutation() { g_mma_mutation.store(0); }
 
+namespace {
+constexpr int64_t kNvidiaMinMacroTiles = 64;
+std::atomic<int64_t> g_nvidia_min_macro_tiles{kNvidiaMinMacroTiles}; // NvidiaMacroTileThreshold (tests)
+} // namespace
+
+int64_t nvidia_min_macro_tiles() { return g_nvidia_min_macro_tiles.load(); }
+NvidiaMacroTileThreshold::NvidiaMacroTileThreshold(int64_t tiles) { g_nvidia_min_macro_tiles.store(tiles); }
+NvidiaMacroTileThreshold::~NvidiaMacroTileThreshold() { g_nvidia_min_macro_tiles.store(kNvidiaMinMacroTiles); }
+
+bool nvidia_gemm_fills_macro_tiles(const GemmSpec &gm, const std::string &arch) {
+  DimBindings ones;
+  for (const Dim *d : {&gm.batch, &gm.m, &gm.n})
+    for (const std::string &s : d->symbols())
+      ones[s] = 1;
+  const int64_t side = 16 * static_cast<int64_t>(scalar_micro_tile_for(arch, gm.dtype));
+  auto blocks = [&](const Dim &d) { return (d.evaluate(ones) + side - 1) / side; };
+  return gm.batch.evaluate(ones) * blocks(gm.m) * blocks(gm.n) >= nvidia_min_macro_tiles();
+}
+
 int nvidia_sm(const std::string &arch) {
   if (!starts_with(arch, "sm_") || arch.size() < 4 || !std::isdigit(static_cast<unsigned char>(arch[3])))
     return 0;

@@ -120,6 +120,11 @@ void emit_matrix_core_gemm(GemmPhaseBuilder &kb, const GemmSpec &gm, const Matri
 /// one vendor, so a build's archs share grids.
 unsigned scalar_micro_tile_for(const std::string &arch, DType d);
 
+/// Whether an NVIDIA GEMM is big enough for the macro-tile kernel
+/// (nvidia_min_macro_tiles, GpuModelCompiler.h); the same answer for every
+/// sm of a build, so its sms share grids.
+bool nvidia_gemm_fills_macro_tiles(const GemmSpec &gm, const std::string &arch);
+
 /// Device: the wave op as its intrinsic, operands from the work-item's `state`.
 void emit_device_wave_mma(llvm::IRBuilder<> &b, const WaveMma &op, llvm::Value *state);
 

@@ -5,6 +5,7 @@
 // `maxc-unit-tests "[cuda]"` on a machine with an NVIDIA GPU. Graphs the
 // GPU backends reject at compile time (f64 transcendentals, pow: no device
 // libm yet) are reported with a warning and checked on the interpreter.
+#include "maxc/Codegen/GpuModelCompiler.h"
 #include "maxc/Driver/Compile.h"
 #include "maxc/Interpreter/Interpreter.h"
 #include "maxc/Support/Error.h"
@@ -13,6 +14,9 @@
 
 namespace {
 std::vector<maxc::HostTensor> run_cuda(const maxc::Graph &graph, const std::vector<maxc::HostTensor> &inputs) {
+  // Small test shapes on the macro-tile kernels too (mma.sync from sm_80),
+  // so the real-GPU run checks their lane layouts.
+  maxc::codegen::NvidiaMacroTileThreshold every_gemm(0);
   try {
     return maxc::driver::run_on_host("cuda", graph, inputs, {});
   } catch (const maxc::Error &e) {

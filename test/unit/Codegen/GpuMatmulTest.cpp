@@ -78,6 +78,7 @@ TEST_CASE("matrix-core GEMMs equal the interpreter on the emulator (MFMA, WMMA, 
 
 TEST_CASE("NVIDIA GEMMs equal the interpreter on the emulator (mma.sync m16n8k16, scalar micro-tiles)",
           "[codegen][gpu-emu][nvmma]") {
+  codegen::NvidiaMacroTileThreshold every_gemm(0); // small shapes on the macro-tile kernel
   SECTION("sm_90 mma.sync f16") { check_arch("sm_90", DType::f16); }
   SECTION("sm_80 mma.sync bf16") { check_arch("sm_80", DType::bf16); }
   SECTION("sm_90 scalar micro-tiles f32") { check_arch("sm_90", DType::f32); }
@@ -96,6 +97,7 @@ TEST_CASE("the emulator catches a wrong mma.sync lane layout", "[codegen][gpu-em
   // columns 2t, 2t + 1): the emulator, reading by the documented layout,
   // must then disagree with the interpreter.
   codegen::MmaLayoutMutation guard(1);
+  codegen::NvidiaMacroTileThreshold every_gemm(0);
   HostTensor a = random_tensor(DType::f16, {32, 32}, -1, 1), b = random_tensor(DType::f16, {32, 32}, -1, 1);
   auto graph = trace_graph(types_of({a, b}), [](const std::vector<Tensor> &in) {
     return std::vector<Tensor>{ops::matmul(in[0], in[1])};
@@ -110,6 +112,7 @@ TEST_CASE("the emulator catches a wrong mma.sync lane layout", "[codegen][gpu-em
 }
 
 TEST_CASE("f16/bf16 matmuls use mma.sync on sm_80/sm_90 (not on sm_75) and pass ptxas where installed", "[codegen][ptx][nvmma]") {
+  codegen::NvidiaMacroTileThreshold every_gemm(0);
   for (DType d : {DType::f16, DType::bf16}) {
     auto graph = trace_graph({TensorType(d, {96, 256}), TensorType(d, {256, 80})}, [](const std::vector<Tensor> &in) {
       return std::vector<Tensor>{ops::matmul(in[0], in[1])};
@@ -203,4 +206,29 @@ TEST_CASE("matmul kernels use v_mfma on gfx90a/gfx942 and v_wmma on gfx1100 (f16
       }
     }
   }
+}
+
+TEST_CASE("NVIDIA: only GEMMs that fill the GPU with macro-tiles take them (small ones the 16 x 16 kernel)", "[codegen][ptx][nvmma]") {
+  // 4096 x 4096 f16: 4096 macro-tiles of 64 x 64, on mma.sync; the example
+  // GPT's 128 x 768 (batch symbolic, counted as 1): 24, below the default 64.
+  auto mma_count = [](Dim m, int64_t n) {
+    auto graph = trace_graph({TensorType(DType::f16, {m, Dim(256)}), TensorType(DType::f16, {Dim(256), Dim(n)})},
+                             [](const std::vector<Tensor> &in) { return std::vector<Tensor>{ops::matmul(in[0], in[1])}; });
+    driver::BackendOptions options;
+    options.gpu = "sm_90";
+    options.jobs = 1;
+    PassTimer timer;
+    driver::BackendOutput out =
+        driver::find_backend("cuda")->compile(driver::plan_model(*graph, "mm"), options, {"ptx"}, timer);
+    for (const auto &[kind, text] : out.artifacts)
+      if (kind == "ptx.sm_90")
+        return count_occurrences(text, "mma.sync");
+    FAIL("no ptx.sm_90 artifact");
+    return size_t(0);
+  };
+  CHECK(codegen::nvidia_min_macro_tiles() == 64);
+  CHECK(mma_count(Dim(4096), 4096) == 8u);
+  CHECK(mma_count(Dim("batch") * Dim(128), 768) == 0u);
+  codegen::NvidiaMacroTileThreshold every_gemm(0);
+  CHECK(mma_count(Dim("batch") * Dim(128), 768) == 8u);
 }
