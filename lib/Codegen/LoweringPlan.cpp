@@ -341,11 +341,18 @@ WinogradPlan winograd_plan(const Graph &g, const Node &node) {
   auto [tasks, per] = conv_task_split(C, p.a * p.a * T);
   p.in_tasks = tasks;
   p.in_per = per;
-  // Rows: every patch row (tile row * m + a - 1); columns: vector loads of
-  // up to kConvDirectMaxLanes tiles' m columns, from a chunk's start and m further.
-  p.plane_h = p.th * p.m + 2;
+  // Fused blocks: tile rows of about two vectors of tiles (a GEMM panel of
+  // 2 * kConvDirectMaxLanes columns; at least one row).
+  p.rows_per_task = std::max<int64_t>(1, 2 * kConvDirectMaxLanes / p.tw);
+  int64_t blocks = (p.th + p.rows_per_task - 1) / p.rows_per_task;
+  p.row_tasks = blocks >= kWinogradFusedMinTasks ? blocks : 0;
+  int64_t slots = p.row_tasks ? p.row_tasks * p.rows_per_task * p.tw : T;
+  // Rows: every patch row (tile row * m + a - 1) of all tile rows, or of a
+  // fused block's; columns: vector loads of up to kConvDirectMaxLanes tiles'
+  // m columns, from a chunk's start and m further.
+  p.plane_h = (p.row_tasks ? p.rows_per_task : p.th) * p.m + 2;
   p.plane_w = (p.tw + kConvDirectMaxLanes - 1) / kConvDirectMaxLanes * kConvDirectMaxLanes * p.m + p.m;
-  p.scratch_floats = p.a * p.a * (C + O) * T + p.in_tasks * p.plane_h * p.plane_w;
+  p.scratch_floats = p.a * p.a * (C + O) * slots + (p.row_tasks ? p.row_tasks : p.in_tasks) * p.plane_h * p.plane_w;
   return p;
 }
 

@@ -78,9 +78,19 @@ struct WinogradPlan {
   int64_t m, a;             // output tile m x m from an a x a input patch, a = m + 2
   int64_t th, tw;           // tile rows and columns (ceil(OH/m), ceil(OW/m))
   int64_t in_tasks, in_per; // input transform tasks over channels: count, channels per task
-  int64_t plane_h, plane_w; // each input task's zero-padded input plane (floats)
-  int64_t scratch_floats;   // V [a*a, C, T], M [a*a, O, T], then the planes
+  // Fused (row_tasks > 0): row_tasks tasks of rows_per_task tile rows each
+  // run the input transform, the GEMMs and the output transform of their
+  // rows (kWinogradFusedMinTasks tasks or more); else three phases.
+  int64_t row_tasks, rows_per_task;
+  int64_t plane_h, plane_w; // each task's zero-padded input plane (floats)
+  int64_t scratch_floats;   // V [a*a, C, T], M [a*a, O, T] (fused: T rounded up to whole blocks), then the planes
 };
+/// Winograd convs with at least this many blocks of tile rows (of about two
+/// vectors of tiles each: one GEMM panel) run fused, one task per block
+/// (ResNet-18's 56x56 layers: 7 blocks of 2 tile rows, 28 tiles; measured
+/// faster than blocks of one tile row, whose 14-column GEMMs run at lower
+/// efficiency, and than the three phases).
+constexpr int64_t kWinogradFusedMinTasks = 7;
 WinogradPlan winograd_plan(const Graph &graph, const Node &node);
 
 /// True for a conv2d the CPU code generator lowers as a direct vectorized

@@ -265,73 +265,213 @@ void append_winograd_weights(const Graph &root, ByteChunks &blob, ConstantOffset
     add(*sub);
 }
 
+namespace {
+
+/// The three phases of a Winograd conv over a block of tile rows, shared by
+/// the phased lowering (each phase its own tasks, over all tile rows) and
+/// the fused one (one task per block of tile rows, all three phases).
+struct WinogradPhases {
+  const WinogradArgs &a;
+  const ConvShape &s = a.shape;
+  const WinogradPlan &p = a.plan;
+  const int64_t m = p.m, A = p.a, E = A * A, L = a.lanes;
+
+  /// Input channels [c0, c1) of tile rows [ty0, ty0 + nty) (`nty` at most
+  /// (plane rows - 2) / m): each channel's input rows copied into `plane`
+  /// (zeroed here: rows outside the input and the borders stay zero), then
+  /// each tile row in chunks of L tiles as vector lanes: V[e][c][t] at
+  /// v + (e * C + c) * ldv + (tile row - ty0) * tw + tile column.
+  void input(llvm::IRBuilder<> &b, Value *x, Value *v, int64_t ldv, Value *plane, int64_t plane_rows, Value *c0,
+             Value *c1, Value *ty0, Value *nty) {
+    llvm::Type *f32 = b.getFloatTy();
+    auto *wide = llvm::FixedVectorType::get(f32, static_cast<unsigned>(L * m));
+    b.CreateMemSet(plane, b.getInt8(0), b.getInt64(plane_rows * p.plane_w * 4), llvm::Align(4));
+    Value *iy0 = add(b, mul(b, ty0, m), -s.pad[0]); // input row of plane row 0
+    for_range(b, c0, c1, [&](Value *c) {
+      Value *src = f32_at(b, x, mul(b, c, s.H * s.W));
+      for_count(b, plane_rows, [&](Value *r) {
+        Value *iy = add(b, iy0, r);
+        emit_if(b, b.CreateICmpULT(iy, b.getInt64(s.H)), [&] {
+          b.CreateMemCpy(f32_at(b, plane, add(b, mul(b, r, p.plane_w), s.pad[1])), llvm::Align(4),
+                         f32_at(b, src, mul(b, iy, s.W)), llvm::Align(4), s.W * 4);
+        });
+      });
+      for_range(b, b.getInt64(0), nty, [&](Value *ty) {
+        for_chunks(b, p.tw, L, [&](Value *ch, int64_t tiles, bool) {
+          Value *x0 = mul(b, ch, L * m);
+          std::vector<std::vector<Value *>> h(A, std::vector<Value *>(A));
+          for (int64_t i = 0; i < A; ++i) {
+            Value *row = f32_at(b, plane, add(b, mul(b, add(b, mul(b, ty, m), i), p.plane_w), x0));
+            Value *lo = b.CreateAlignedLoad(wide, row, llvm::Align(4));
+            Value *hi = b.CreateAlignedLoad(wide, f32_at(b, row, b.getInt64(m)), llvm::Align(4));
+            std::vector<Value *> d(A);
+            for (int64_t j = 0; j < A; ++j)
+              d[j] = b.CreateShuffleVector(j < m ? lo : hi, stride_lanes(L, m, j % m));
+            input_1d(b, m, d.data(), h[i].data());
+          }
+          Value *tile0 = add(b, mul(b, ty, p.tw), mul(b, ch, L));
+          Value *mask = first_lanes(b, L, tiles);
+          for (int64_t l = 0; l < A; ++l) {
+            std::vector<Value *> col(A), vv(A);
+            for (int64_t i = 0; i < A; ++i)
+              col[i] = h[i][l];
+            input_1d(b, m, col.data(), vv.data());
+            for (int64_t k = 0; k < A; ++k) {
+              Value *ptr = f32_at(b, v, add(b, mul(b, add(b, c, (k * A + l) * s.C), ldv), tile0));
+              if (mask)
+                b.CreateMaskedStore(vv[k], ptr, llvm::Align(4), mask);
+              else
+                b.CreateAlignedStore(vv[k], ptr, llvm::Align(4));
+            }
+          }
+        });
+      });
+    });
+  }
+
+  /// M[e] [O, n] = U[e] [O, C] @ V[e] [C, n] for e in [e0, e1), rows of V
+  /// and M ld apart, each GEMM serial (its bits never depend on the threads).
+  void gemms(llvm::IRBuilder<> &b, Value *u, Value *v, Value *mm, Value *n, Value *ld, Value *e0, Value *e1) {
+    for_range(b, e0, e1, [&](Value *e) {
+      GemmArgs g{f32_at(b, u, mul(b, e, s.O * s.C)), f32_at(b, v, b.CreateMul(e, b.CreateMul(b.getInt64(s.C), ld))),
+                 f32_at(b, mm, b.CreateMul(e, b.CreateMul(b.getInt64(s.O), ld))), b.getInt64(s.O), n,
+                 b.getInt64(s.C), b.getInt64(s.C), ld, ld, a.lanes, a.prefix, nullptr};
+      g.serial = true;
+      emit_gemm_f32(b, g);
+    });
+  }
+
+  /// Output channels [o0, o1) of tile rows [ty0, ty0 + nty), M[e][o][t] at
+  /// mm + (e * O + o) * ldm + (tile row - ty0) * tw + tile column: Y = Aᵀ M A,
+  /// each output row's m*L columns interleaved and stored at once, then the
+  /// epilogue (if any) on them.
+  void output(llvm::IRBuilder<> &b, Value *mm, int64_t ldm, Value *out, Value *o0, Value *o1, Value *ty0, Value *nty,
+              bool rows_static) {
+    llvm::Type *f32 = b.getFloatTy();
+    auto *vec = llvm::FixedVectorType::get(f32, static_cast<unsigned>(L));
+    for_range(b, o0, o1, [&](Value *o) {
+      for_range(b, b.getInt64(0), nty, [&](Value *lty) {
+        for_chunks(b, p.tw, L, [&](Value *ch, int64_t tiles, bool last) {
+          Value *tile0 = add(b, mul(b, lty, p.tw), mul(b, ch, L));
+          Value *mask = first_lanes(b, L, tiles);
+          std::vector<std::vector<Value *>> mv(A, std::vector<Value *>(A)), r(m, std::vector<Value *>(A));
+          for (int64_t e = 0; e < E; ++e) {
+            Value *ptr = f32_at(b, mm, add(b, mul(b, add(b, o, e * s.O), ldm), tile0));
+            mv[e / A][e % A] = mask ? static_cast<Value *>(b.CreateMaskedLoad(vec, ptr, llvm::Align(4), mask,
+                                                                             llvm::ConstantAggregateZero::get(vec)))
+                                    : b.CreateAlignedLoad(vec, ptr, llvm::Align(4));
+          }
+          for (int64_t l = 0; l < A; ++l) { // Aᵀ M
+            std::vector<Value *> col(A), y(m);
+            for (int64_t k = 0; k < A; ++k)
+              col[k] = mv[k][l];
+            output_1d(b, m, col.data(), y.data());
+            for (int64_t i = 0; i < m; ++i)
+              r[i][l] = y[i];
+          }
+          // Columns x0 .. x0 + cols of the output rows.
+          int64_t cols = last ? std::min(L * m, s.OW - (p.tw - tiles) * m) : L * m;
+          Value *x0 = mul(b, ch, L * m);
+          Value *store_mask = first_lanes(b, L * m, cols);
+          for (int64_t i = 0; i < m; ++i) {
+            std::vector<Value *> y(m);
+            output_1d(b, m, r[i].data(), y.data()); // (Aᵀ M) A
+            // Concatenate the m vectors, then interleave: lane l*m + j = y[j][l].
+            std::vector<Value *> parts = y;
+            while (parts.size() > 1) {
+              std::vector<Value *> next;
+              for (size_t q = 0; q < parts.size(); q += 2) {
+                auto n = llvm::cast<llvm::FixedVectorType>(parts[q]->getType())->getNumElements();
+                std::vector<int> idx;
+                for (unsigned z = 0; z < 2 * n; ++z)
+                  idx.push_back(static_cast<int>(z));
+                next.push_back(b.CreateShuffleVector(parts[q], parts[q + 1], idx));
+              }
+              parts = next;
+            }
+            std::vector<int> inter;
+            for (int64_t z = 0; z < L * m; ++z)
+              inter.push_back(static_cast<int>((z % m) * L + z / m));
+            Value *rowv = b.CreateShuffleVector(parts[0], inter);
+            Value *oy = add(b, mul(b, add(b, ty0, lty), m), i);
+            auto store = [&] {
+              Value *orow = add(b, mul(b, o, s.OH * s.OW), mul(b, oy, s.OW));
+              Value *ptr = f32_at(b, out, add(b, orow, x0));
+              if (store_mask)
+                b.CreateMaskedStore(rowv, ptr, llvm::Align(4), store_mask);
+              else
+                b.CreateAlignedStore(rowv, ptr, llvm::Align(4));
+              if (!a.epilogue)
+                return;
+              for_range(b, x0, add(b, x0, cols), [&](Value *ox) {
+                Value *q = f32_at(b, out, add(b, orow, ox));
+                Value *col = add(b, mul(b, oy, s.OW), ox);
+                b.CreateStore(a.epilogue->apply(b, b.CreateLoad(f32, q), o, col), q);
+              });
+            };
+            // Only the last tile row can hang over the bottom (known here
+            // when the rows are static: all tile rows, from 0).
+            if (s.OH % m == 0 || (rows_static && i < s.OH % m))
+              store();
+            else
+              emit_if(b, b.CreateICmpULT(oy, b.getInt64(s.OH)), store);
+          }
+        });
+      });
+    });
+  }
+};
+
+} // namespace
+
 void emit_winograd(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
   const ConvShape &s = a.shape;
   const WinogradPlan &p = a.plan;
-  const int64_t m = p.m, A = p.a, E = A * A, T = p.th * p.tw, L = a.lanes;
+  const int64_t E = p.a * p.a, T = p.th * p.tw;
+  // V and M hold T tiles, or (fused) row_tasks blocks of rows_per_task tile
+  // rows (the last block may be shorter: its rows past th go unused).
+  const int64_t t_slots = p.row_tasks > 0 ? p.row_tasks * p.rows_per_task * p.tw : T;
+  WinogradPhases ph{a};
   Value *v_base = a.scratch;
-  Value *m_base = f32_at(outer, a.scratch, outer.getInt64(E * s.C * T));
-  Value *planes = f32_at(outer, a.scratch, outer.getInt64(E * (s.C + s.O) * T));
-  llvm::Type *f32 = outer.getFloatTy();
-  auto *vec = llvm::FixedVectorType::get(f32, static_cast<unsigned>(L));
-  auto *wide = llvm::FixedVectorType::get(f32, static_cast<unsigned>(L * m));
+  Value *m_base = f32_at(outer, a.scratch, outer.getInt64(E * s.C * t_slots));
+  Value *planes = f32_at(outer, a.scratch, outer.getInt64(E * (s.C + s.O) * t_slots));
 
-  // 1. Input transform, tasks over channels: each channel copied into the
-  // task's zero-padded plane (no bounds checks), then per tile row, chunks
-  // of L tiles as vector lanes: V[e][c][t] = (Bᵀ d B)[e].
+  if (p.row_tasks > 0) {
+    // Fused: one task per block of rows_per_task tile rows runs all three
+    // phases over all channels, its V and M blocks ([E][C or O][block's
+    // tiles], at the block's share of V and M) in its own cache: no
+    // transform or GEMM output crosses to another thread, and one pool
+    // hand-off per conv instead of three.
+    const int64_t r = p.rows_per_task, plane_rows = p.plane_h;
+    emit_tasks(outer, a.prefix, "winograd", {a.x, a.u, v_base, m_base, a.out, planes}, p.row_tasks, a.epilogue,
+               [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
+                 Value *ty0 = mul(b, t, r);
+                 Value *nty = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b.getInt64(r),
+                                                      b.CreateSub(b.getInt64(p.th), ty0));
+                 Value *n = mul(b, nty, p.tw); // the block's tiles
+                 Value *tile0 = mul(b, ty0, p.tw);
+                 Value *v = f32_at(b, f[2], mul(b, tile0, E * s.C)), *mm = f32_at(b, f[3], mul(b, tile0, E * s.O));
+                 Value *plane = f32_at(b, f[5], mul(b, t, plane_rows * p.plane_w));
+                 // V and M blocks: rows of the block's n tiles; input() and
+                 // output() take a static row stride, so they address the
+                 // block as r * tw wide (the last, shorter block leaves
+                 // the rest of its rows unused) and the GEMMs read the
+                 // same stride.
+                 int64_t ld = r * p.tw;
+                 ph.input(b, f[0], v, ld, plane, plane_rows, b.getInt64(0), b.getInt64(s.C), ty0, nty);
+                 ph.gemms(b, f[1], v, mm, n, b.getInt64(ld), b.getInt64(0), b.getInt64(E));
+                 ph.output(b, mm, ld, f[4], b.getInt64(0), b.getInt64(s.O), ty0, nty, false);
+               });
+    return;
+  }
+
+  // 1. Input transform, tasks over channels, each with a plane of its own.
   emit_tasks(outer, a.prefix, "winograd_in", {a.x, v_base, planes}, p.in_tasks, nullptr,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
                Value *plane = f32_at(b, f[2], mul(b, t, p.plane_h * p.plane_w));
-               // Zero the border once per task; each channel overwrites the interior.
-               int64_t top = s.pad[0], left = s.pad[1], right = p.plane_w - left - s.W;
-               auto zero = [&](Value *at, int64_t n) {
-                 if (n > 0)
-                   b.CreateMemSet(f32_at(b, plane, at), b.getInt8(0), b.getInt64(n * 4), llvm::Align(4));
-               };
-               zero(b.getInt64(0), top * p.plane_w + left);
-               for_count(b, s.H - 1, [&](Value *iy) { // right edge of row iy, left edge of row iy + 1
-                 zero(add(b, mul(b, add(b, iy, top), p.plane_w), left + s.W), right + left);
-               });
-               zero(b.getInt64((top + s.H - 1) * p.plane_w + left + s.W), p.plane_h * p.plane_w - ((top + s.H - 1) * p.plane_w + left + s.W));
                Value *c0 = mul(b, t, p.in_per);
                Value *c1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, c0, p.in_per), b.getInt64(s.C));
-               for_range(b, c0, c1, [&](Value *c) {
-                 Value *src = f32_at(b, f[0], mul(b, c, s.H * s.W));
-                 for_count(b, s.H, [&](Value *iy) {
-                   b.CreateMemCpy(f32_at(b, plane, add(b, mul(b, add(b, iy, s.pad[0]), p.plane_w), s.pad[1])),
-                                  llvm::Align(4), f32_at(b, src, mul(b, iy, s.W)), llvm::Align(4), s.W * 4);
-                 });
-                 for_count(b, p.th, [&](Value *ty) {
-                   for_chunks(b, p.tw, L, [&](Value *ch, int64_t tiles, bool) {
-                     Value *x0 = mul(b, ch, L * m);
-                     std::vector<std::vector<Value *>> h(A, std::vector<Value *>(A));
-                     for (int64_t i = 0; i < A; ++i) {
-                       Value *row = f32_at(b, plane, add(b, mul(b, add(b, mul(b, ty, m), i), p.plane_w), x0));
-                       Value *lo = b.CreateAlignedLoad(wide, row, llvm::Align(4));
-                       Value *hi = b.CreateAlignedLoad(wide, f32_at(b, row, b.getInt64(m)), llvm::Align(4));
-                       std::vector<Value *> d(A);
-                       for (int64_t j = 0; j < A; ++j)
-                         d[j] = b.CreateShuffleVector(j < m ? lo : hi, stride_lanes(L, m, j % m));
-                       input_1d(b, m, d.data(), h[i].data());
-                     }
-                     Value *tile0 = add(b, mul(b, ty, p.tw), mul(b, ch, L));
-                     Value *mask = first_lanes(b, L, tiles);
-                     for (int64_t l = 0; l < A; ++l) {
-                       std::vector<Value *> col(A), v(A);
-                       for (int64_t i = 0; i < A; ++i)
-                         col[i] = h[i][l];
-                       input_1d(b, m, col.data(), v.data());
-                       for (int64_t k = 0; k < A; ++k) {
-                         Value *ptr = f32_at(b, f[1], add(b, mul(b, add(b, c, (k * A + l) * s.C), T), tile0));
-                         if (mask)
-                           b.CreateMaskedStore(v[k], ptr, llvm::Align(4), mask);
-                         else
-                           b.CreateAlignedStore(v[k], ptr, llvm::Align(4));
-                       }
-                     }
-                   });
-                 });
-               });
+               ph.input(b, f[0], f[1], T, plane, p.plane_h, c0, c1, b.getInt64(0), b.getInt64(p.th));
              });
 
   // 2. M[e] [O, T] = U[e] [O, C] @ V[e] [C, T], e = 0..a*a-1: one task per
@@ -340,91 +480,16 @@ void emit_winograd(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
   // inside its task, so its bits do not depend on the thread count.
   emit_tasks(outer, a.prefix, "winograd_gemm", {a.u, v_base, m_base}, E, nullptr,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *e) {
-               GemmArgs g{f32_at(b, f[0], mul(b, e, s.O * s.C)), f32_at(b, f[1], mul(b, e, s.C * T)),
-                          f32_at(b, f[2], mul(b, e, s.O * T)), b.getInt64(s.O), b.getInt64(T),
-                          b.getInt64(s.C), b.getInt64(s.C), b.getInt64(T), b.getInt64(T), a.lanes, a.prefix,
-                          nullptr};
-               g.serial = true;
-               emit_gemm_f32(b, g);
+               ph.gemms(b, f[0], f[1], f[2], b.getInt64(T), b.getInt64(T), e, add(b, e, 1));
              });
 
-  // 3. Output transform and epilogue, tasks over output channels, chunks of
-  // L tiles as vector lanes: Y = Aᵀ M A, each output row's m*L columns
-  // interleaved and stored at once.
+  // 3. Output transform and epilogue, tasks over output channels.
   auto [tasks, per] = conv_task_split(s.O, E * T);
   emit_tasks(outer, a.prefix, "winograd_out", {m_base, a.out}, tasks, a.epilogue,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
                Value *o0 = mul(b, t, per);
                Value *o1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, o0, per), b.getInt64(s.O));
-               for_range(b, o0, o1, [&](Value *o) {
-                 for_count(b, p.th, [&](Value *ty) {
-                   for_chunks(b, p.tw, L, [&](Value *ch, int64_t tiles, bool last) {
-                     Value *tile0 = add(b, mul(b, ty, p.tw), mul(b, ch, L));
-                     Value *mask = first_lanes(b, L, tiles);
-                     std::vector<std::vector<Value *>> mv(A, std::vector<Value *>(A)), r(m, std::vector<Value *>(A));
-                     for (int64_t e = 0; e < E; ++e) {
-                       Value *ptr = f32_at(b, f[0], add(b, mul(b, add(b, o, e * s.O), T), tile0));
-                       mv[e / A][e % A] = mask ? static_cast<Value *>(b.CreateMaskedLoad(
-                                                     vec, ptr, llvm::Align(4), mask, llvm::ConstantAggregateZero::get(vec)))
-                                               : b.CreateAlignedLoad(vec, ptr, llvm::Align(4));
-                     }
-                     for (int64_t l = 0; l < A; ++l) { // Aᵀ M
-                       std::vector<Value *> col(A), y(m);
-                       for (int64_t k = 0; k < A; ++k)
-                         col[k] = mv[k][l];
-                       output_1d(b, m, col.data(), y.data());
-                       for (int64_t i = 0; i < m; ++i)
-                         r[i][l] = y[i];
-                     }
-                     // Columns x0 .. x0 + cols of the output rows.
-                     int64_t cols = last ? std::min(L * m, s.OW - (p.tw - tiles) * m) : L * m;
-                     Value *x0 = mul(b, ch, L * m);
-                     Value *store_mask = first_lanes(b, L * m, cols);
-                     for (int64_t i = 0; i < m; ++i) {
-                       std::vector<Value *> y(m);
-                       output_1d(b, m, r[i].data(), y.data()); // (Aᵀ M) A
-                       // Concatenate the m vectors, then interleave: lane l*m + j = y[j][l].
-                       std::vector<Value *> parts = y;
-                       while (parts.size() > 1) {
-                         std::vector<Value *> next;
-                         for (size_t q = 0; q < parts.size(); q += 2) {
-                           auto n = llvm::cast<llvm::FixedVectorType>(parts[q]->getType())->getNumElements();
-                           std::vector<int> idx;
-                           for (unsigned z = 0; z < 2 * n; ++z)
-                             idx.push_back(static_cast<int>(z));
-                           next.push_back(b.CreateShuffleVector(parts[q], parts[q + 1], idx));
-                         }
-                         parts = next;
-                       }
-                       std::vector<int> inter;
-                       for (int64_t z = 0; z < L * m; ++z)
-                         inter.push_back(static_cast<int>((z % m) * L + z / m));
-                       Value *rowv = b.CreateShuffleVector(parts[0], inter);
-                       Value *oy = add(b, mul(b, ty, m), i);
-                       auto store = [&] {
-                         Value *orow = add(b, mul(b, o, s.OH * s.OW), mul(b, oy, s.OW));
-                         Value *ptr = f32_at(b, f[1], add(b, orow, x0));
-                         if (store_mask)
-                           b.CreateMaskedStore(rowv, ptr, llvm::Align(4), store_mask);
-                         else
-                           b.CreateAlignedStore(rowv, ptr, llvm::Align(4));
-                         if (!a.epilogue)
-                           return;
-                         for_range(b, x0, add(b, x0, cols), [&](Value *ox) {
-                           Value *q = f32_at(b, f[1], add(b, orow, ox));
-                           Value *col = add(b, mul(b, oy, s.OW), ox);
-                           b.CreateStore(a.epilogue->apply(b, b.CreateLoad(f32, q), o, col), q);
-                         });
-                       };
-                       // Only the last tile row can hang over the bottom.
-                       if (s.OH % m == 0 || i < s.OH % m)
-                         store();
-                       else
-                         emit_if(b, b.CreateICmpULT(oy, b.getInt64(s.OH)), store);
-                     }
-                   });
-                 });
-               });
+               ph.output(b, f[0], T, f[1], o0, o1, b.getInt64(0), b.getInt64(p.th), true);
              });
 }
 

@@ -1,5 +1,5 @@
 // Winograd F(2,3) and F(4,3) convolutions of the CPU code generator
-// (Cpu/WinogradEmitter.h) against the reference interpreter on fresh random
+// (Cpu/WinogradEmitter.h), phased and fused, against the reference interpreter on fresh random
 // inputs: 3x3 stride-1 convs with constant weights (root constants, and
 // subgraph parameters bound to different constants at two call sites),
 // odd and even output sizes (tiles hanging over the border, tile rows of
@@ -32,9 +32,19 @@ ops::Conv2dOptions pad(std::vector<int64_t> p) {
   return o;
 }
 
-/// The number of Winograd input-transform task functions in `graph`'s module.
+/// The number of fused Winograd task functions (one per fused conv) in
+/// `graph`'s module.
+size_t fused_winograd_kernels(const Graph &graph) {
+  return count_model_functions(graph, [](llvm::StringRef name) {
+    return name == "m.winograd" || name.starts_with("m.winograd.");
+  });
+}
+
+/// The number of Winograd convs in `graph`'s module: input-transform task
+/// functions (phased) and fused task functions.
 size_t winograd_kernels(const Graph &graph) {
-  return count_model_functions(graph, [](llvm::StringRef name) { return name.starts_with("m.winograd_in"); });
+  return count_model_functions(graph, [](llvm::StringRef name) { return name.starts_with("m.winograd_in"); }) +
+         fused_winograd_kernels(graph);
 }
 
 /// F(4,3) (outputs of kWinogradF4MinSize and more): its transforms hold
@@ -66,14 +76,21 @@ TEST_CASE("winograd: 3x3 stride-1 convs with constant weights vs the interpreter
     std::vector<int64_t> padding;
     bool bias, chain;
     bool f4; // F(4,3): an output of at least kWinogradF4MinSize rows and columns
+    bool fused; // kWinogradFusedMinTasks blocks of tile rows or more
   };
   const Case cases[] = {
-      {"32->32 9x11 pad 1 (odd output), bias, relu chain", {1, 32, 9, 11}, 32, {1, 1}, true, true, false},
-      {"32->40 8x7 pad 0 (6x5 output), batch 2", {2, 32, 8, 7}, 40, {0, 0}, false, false, false},
-      {"48->32 7x6 asymmetric pad (0,1,2,1), bias", {1, 48, 7, 6}, 32, {0, 1, 2, 1}, true, false, false},
-      {"32->32 5x70 pad 1 (two chunks of tiles, 6 columns in the last), relu chain", {1, 32, 5, 70}, 32, {1, 1}, false, true, false},
-      {"F(4,3): 32->33 49x70 pad 1 (rows and columns hang over, two chunks), bias, chain", {1, 32, 49, 70}, 33, {1, 1}, true, true, true},
-      {"F(4,3): 32->32 50x48 pad (0,1,2,1), batch 2", {2, 32, 50, 48}, 32, {0, 1, 2, 1}, false, false, true},
+      {"32->32 9x11 pad 1 (odd output), bias, relu chain", {1, 32, 9, 11}, 32, {1, 1}, true, true, false, false},
+      {"32->40 8x7 pad 0 (6x5 output), batch 2", {2, 32, 8, 7}, 40, {0, 0}, false, false, false, false},
+      {"48->32 7x6 asymmetric pad (0,1,2,1), bias", {1, 48, 7, 6}, 32, {0, 1, 2, 1}, true, false, false, false},
+      {"32->32 5x70 pad 1 (two chunks of tiles, 6 columns in the last), relu chain", {1, 32, 5, 70}, 32, {1, 1}, false, true, false, false},
+      {"F(4,3): 32->33 49x70 pad 1 (rows and columns hang over, two chunks), bias, chain", {1, 32, 49, 70}, 33, {1, 1}, true, true, true, true},
+      {"F(4,3): 32->32 50x48 pad (0,1,2,1), batch 2", {2, 32, 50, 48}, 32, {0, 1, 2, 1}, false, false, true, true},
+      {"F(4,3) phased (4 blocks of tile rows): 32->32 26x30 pad 1 (rows hang over)", {1, 32, 26, 30}, 32, {1, 1}, true, false, true, false},
+      // Fused (kWinogradFusedMinTasks blocks of tile rows or more): the
+      // F(4,3) cases above (blocks of one tile row; of two, the last one
+      // row), and blocks of 6 tile rows with a last block of 1 whose last
+      // output row hangs over.
+      {"fused F(2,3): 32->36 73x10 pad 1 (7 blocks of 6 tile rows, the last 1), bias, chain", {1, 32, 73, 10}, 36, {1, 1}, true, true, false, true},
   };
   for (const Case &c : cases) {
     INFO(c.name);
@@ -88,6 +105,7 @@ TEST_CASE("winograd: 3x3 stride-1 convs with constant weights vs the interpreter
       return std::vector<Tensor>{y};
     });
     CHECK(winograd_kernels(*g) == 1);
+    CHECK(fused_winograd_kernels(*g) == (c.fused ? 1u : 0u));
     check(*g, in, c.f4);
   }
   // Below the channel threshold, or weights not constant: im2col + GEMM.
