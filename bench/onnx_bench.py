@@ -62,7 +62,15 @@ def main():
     subprocess.run(cmd, check=True)
     header = os.path.join(a.work, name + ".h")
     with open(header) as f:
-        all_pinned = re.search(r"_workspace_size\(void\)", f.read()) is not None
+        text = f.read()
+    all_pinned = re.search(r"_workspace_size\(void\)", text) is not None
+    # The harness binds one symbolic dim, `batch`; any other must be pinned.
+    decl = re.search(r"\w+_workspace_size\(((?:int64_t \w+(?:, )?)+)\)", text)
+    unbound = [p.split()[1] for p in decl.group(1).split(", ")] if decl else []
+    unbound = [d for d in unbound if d != "batch"]
+    if unbound:
+        sys.exit("onnx_bench: %s has symbolic dims the harness cannot bind: %s; pin them with %s" % (
+            a.model, ", ".join(unbound), " ".join("--dim %s=N" % d for d in unbound)))
     server = os.path.join(a.work, name + "_bench")
     cc = ["cc", "-O2", "-DMODEL=" + name, "-include", header, "-I" + os.path.join(ROOT, "bench")]
     if all_pinned:
