@@ -24,7 +24,7 @@ std::vector<maxc::HostTensor> compile_ptx(const maxc::Graph &graph, const std::v
   options.jobs = 1;
   maxc::PassTimer timer;
   try {
-    BackendOutput out = cuda->compile(planned, options, {"obj", "ptx"}, timer);
+    BackendOutput out = cuda->compile(planned, options, {"ptx"}, timer);
     bool has_ptx = false;
     for (const auto &[kind, bytes] : out.artifacts)
       has_ptx = has_ptx || (kind.rfind("ptx", 0) == 0 && bytes.size() > 0);
