@@ -111,6 +111,21 @@ std::vector<Value> Graph::outputs() const {
   return out;
 }
 
+namespace {
+/// `w` with its last two dimensions swapped. Bulk storage, left
+/// uninitialized (every byte is written): zero-filling, then 4 KiB page
+/// faults, were most of the time on a GPT's weights (Support/BulkMemory.h).
+HostTensor transposed_copy(const HostTensor &w) {
+  std::vector<int64_t> shape = w.shape();
+  int64_t r = w.rank(), rows = shape[r - 2], cols = shape[r - 1];
+  std::swap(shape[r - 1], shape[r - 2]);
+  HostTensor t(w.dtype(), shape, allocate_bulk(w.nbytes()));
+  transpose_matrices(w.data(), t.data(), w.numel() / std::max<int64_t>(rows * cols, 1), rows, cols,
+                     dtype_size(w.dtype()));
+  return t;
+}
+} // namespace
+
 struct Graph::TransposedConstants {
   std::mutex mutex;
   std::map<std::string, HostTensor> sources;
@@ -124,12 +139,7 @@ void Graph::make_transposed(const std::string *name) const {
   auto &pending = transposed_->pending;
   for (auto it = name ? pending.find(*name) : pending.begin(); it != pending.end();) {
     const HostTensor &w = transposed_->sources.at(*it);
-    HostTensor &t = constants_.at(*it);
-    int64_t r = w.rank(), rows = w.shape()[r - 2], cols = w.shape()[r - 1];
-    HostTensor made(w.dtype(), t.shape(), allocate_bulk(w.nbytes()));
-    transpose_matrices(w.data(), made.data(), w.numel() / std::max<int64_t>(rows * cols, 1), rows, cols,
-                       dtype_size(w.dtype()));
-    t = made;
+    constants_.at(*it) = transposed_copy(w);
     // The source (when it views a mapped weights file) is not read again
     // unless another use needs it: its pages need not stay resident.
     release_file_pages(w.data(), w.nbytes());
@@ -145,13 +155,8 @@ std::string Graph::add_transposed_constant(const std::string &name, const HostTe
   std::vector<int64_t> shape = source.shape();
   std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
   std::string candidate = name.empty() ? "const" : name;
-  if (constants_.count(candidate)) { // taken (rare): stored made, as add_constant compares bytes
-    HostTensor made(source.dtype(), shape, allocate_bulk(source.nbytes()));
-    int64_t rows = source.shape()[shape.size() - 2], cols = source.shape()[shape.size() - 1];
-    transpose_matrices(source.data(), made.data(), source.numel() / std::max<int64_t>(rows * cols, 1), rows, cols,
-                       dtype_size(source.dtype()));
-    return add_constant(name, made);
-  }
+  if (constants_.count(candidate)) // taken (rare): stored made, as add_constant compares bytes
+    return add_constant(name, transposed_copy(source));
   if (!transposed_)
     transposed_ = std::make_shared<TransposedConstants>();
   // A placeholder with the type and no storage until made.

@@ -225,19 +225,12 @@ struct Emitter {
             mask[v] = b.CreateICmpSLT(llvm::ConstantVector::get(iota), b.CreateVectorSplat(lanes, left));
           }
           Value *narrow = b.CreateICmpSLE(b.CreateSub(g.n, j0), b.getInt64(lanes));
-          llvm::Function *fn = b.GetInsertBlock()->getParent();
-          auto *one = llvm::BasicBlock::Create(ctx, "gemm.narrow", fn), *two = llvm::BasicBlock::Create(ctx, "gemm.wide", fn);
-          auto *done = llvm::BasicBlock::Create(ctx, "gemm.partial.done", fn);
-          b.CreateCondBr(narrow, one, two);
-          b.SetInsertPoint(one);
-          nvec = 1;
-          panel(j0, g.n);
-          nvec = kVectors;
-          b.CreateBr(done);
-          b.SetInsertPoint(two);
-          panel(j0, g.n);
-          b.CreateBr(done);
-          b.SetInsertPoint(done);
+          when(narrow, [&] {
+            nvec = 1;
+            panel(j0, g.n);
+            nvec = kVectors;
+          });
+          when(b.CreateNot(narrow), [&] { panel(j0, g.n); });
           for (Value *&m : mask)
             m = nullptr;
         });

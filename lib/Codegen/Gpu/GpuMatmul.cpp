@@ -350,54 +350,54 @@ private:
     int64_t a_items = depth_ / vec_, b_items = macro_ / vec_; // work-items per A row, per B row
     // 64 A rows and kGroup / b_items B rows per pass; macro_ / 64 passes.
     for (int64_t p = 0; p < macro_ / kMacro; ++p) {
-    Value *ar = b_.CreateAdd(b_.CreateUDiv(lid, c64(a_items)), c64(kMacro * p));
-    Value *ak = b_.CreateMul(b_.CreateURem(lid, c64(a_items)), c64(vec_));
-    Value *bk = b_.CreateAdd(b_.CreateUDiv(lid, c64(b_items)), c64(int64_t(kGroup) / b_items * p));
-    Value *bc = b_.CreateMul(b_.CreateURem(lid, c64(b_items)), c64(vec_));
-    Value *row = b_.CreateAdd(row0, ar), *krow = b_.CreateAdd(k0, bk);
-    Value *row_ok = b_.CreateICmpULT(row, m), *krow_ok = b_.CreateICmpULT(krow, kk);
-    // vec_ consecutive elements per operand; when all are inside the matrix
-    // they are loaded without per-element masks (adjacent loads the backend
-    // merges into one 128-bit load where the operand is contiguous).
-    auto stage_run = [&](Value *all_ok, const std::function<Value *(int64_t)> &in_bounds,
-                    const std::function<Value *(int64_t)> &load, const std::function<Value *(int64_t)> &at) {
-      llvm::Function *f = b_.GetInsertBlock()->getParent();
-      auto *fast = llvm::BasicBlock::Create(ctx_, "stage.full", f);
-      auto *edge = llvm::BasicBlock::Create(ctx_, "stage.edge", f);
-      auto *done = llvm::BasicBlock::Create(ctx_, "stage.done", f);
-      b_.CreateCondBr(all_ok, fast, edge);
-      b_.SetInsertPoint(fast);
-      std::vector<Value *> full;
-      for (int64_t q = 0; q < vec_; ++q)
-        full.push_back(load(q));
-      llvm::BasicBlock *fast_end = b_.GetInsertBlock();
-      b_.CreateBr(done);
-      b_.SetInsertPoint(edge);
-      std::vector<Value *> masked;
-      for (int64_t q = 0; q < vec_; ++q)
-        masked.push_back(kb_.gemm_when(in_bounds(q), [&] { return load(q); }, zero));
-      llvm::BasicBlock *edge_end = b_.GetInsertBlock();
-      b_.CreateBr(done);
-      b_.SetInsertPoint(done);
-      std::vector<Value *> v;
-      for (int64_t q = 0; q < vec_; ++q) {
-        llvm::PHINode *phi = b_.CreatePHI(gm_.acc_type, 2);
-        phi->addIncoming(full[q], fast_end);
-        phi->addIncoming(masked[q], edge_end);
-        v.push_back(phi);
-      }
-      for (int64_t q = 0; q < vec_; ++q)
-        b_.CreateStore(from_f32(b_, v[q], op_), at(q));
-    };
-    Value *ka = b_.CreateAdd(k0, ak), *cb = b_.CreateAdd(col0, bc);
-    stage_run(b_.CreateAnd(row_ok, b_.CreateICmpULT(b_.CreateAdd(ka, c64(vec_ - 1)), kk)),
-         [&](int64_t q) { return b_.CreateAnd(row_ok, b_.CreateICmpULT(b_.CreateAdd(ka, c64(q)), kk)); },
-         [&](int64_t q) { return gm_.load_a(batch, row, b_.CreateAdd(ka, c64(q))); },
-         [&](int64_t q) { return lds_a(buf, ar, b_.CreateAdd(ak, c64(q))); });
-    stage_run(b_.CreateAnd(krow_ok, b_.CreateICmpULT(b_.CreateAdd(cb, c64(vec_ - 1)), n)),
-         [&](int64_t q) { return b_.CreateAnd(krow_ok, b_.CreateICmpULT(b_.CreateAdd(cb, c64(q)), n)); },
-         [&](int64_t q) { return gm_.load_b(batch, krow, b_.CreateAdd(cb, c64(q))); },
-         [&](int64_t q) { return lds_b(buf, bk, b_.CreateAdd(bc, c64(q))); });
+      Value *ar = b_.CreateAdd(b_.CreateUDiv(lid, c64(a_items)), c64(kMacro * p));
+      Value *ak = b_.CreateMul(b_.CreateURem(lid, c64(a_items)), c64(vec_));
+      Value *bk = b_.CreateAdd(b_.CreateUDiv(lid, c64(b_items)), c64(int64_t(kGroup) / b_items * p));
+      Value *bc = b_.CreateMul(b_.CreateURem(lid, c64(b_items)), c64(vec_));
+      Value *row = b_.CreateAdd(row0, ar), *krow = b_.CreateAdd(k0, bk);
+      Value *row_ok = b_.CreateICmpULT(row, m), *krow_ok = b_.CreateICmpULT(krow, kk);
+      // vec_ consecutive elements per operand; when all are inside the matrix
+      // they are loaded without per-element masks (adjacent loads the backend
+      // merges into one 128-bit load where the operand is contiguous).
+      auto stage_run = [&](Value *all_ok, const std::function<Value *(int64_t)> &in_bounds,
+                      const std::function<Value *(int64_t)> &load, const std::function<Value *(int64_t)> &at) {
+        llvm::Function *f = b_.GetInsertBlock()->getParent();
+        auto *fast = llvm::BasicBlock::Create(ctx_, "stage.full", f);
+        auto *edge = llvm::BasicBlock::Create(ctx_, "stage.edge", f);
+        auto *done = llvm::BasicBlock::Create(ctx_, "stage.done", f);
+        b_.CreateCondBr(all_ok, fast, edge);
+        b_.SetInsertPoint(fast);
+        std::vector<Value *> full;
+        for (int64_t q = 0; q < vec_; ++q)
+          full.push_back(load(q));
+        llvm::BasicBlock *fast_end = b_.GetInsertBlock();
+        b_.CreateBr(done);
+        b_.SetInsertPoint(edge);
+        std::vector<Value *> masked;
+        for (int64_t q = 0; q < vec_; ++q)
+          masked.push_back(kb_.gemm_when(in_bounds(q), [&] { return load(q); }, zero));
+        llvm::BasicBlock *edge_end = b_.GetInsertBlock();
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
+        std::vector<Value *> v;
+        for (int64_t q = 0; q < vec_; ++q) {
+          llvm::PHINode *phi = b_.CreatePHI(gm_.acc_type, 2);
+          phi->addIncoming(full[q], fast_end);
+          phi->addIncoming(masked[q], edge_end);
+          v.push_back(phi);
+        }
+        for (int64_t q = 0; q < vec_; ++q)
+          b_.CreateStore(from_f32(b_, v[q], op_), at(q));
+      };
+      Value *ka = b_.CreateAdd(k0, ak), *cb = b_.CreateAdd(col0, bc);
+      stage_run(b_.CreateAnd(row_ok, b_.CreateICmpULT(b_.CreateAdd(ka, c64(vec_ - 1)), kk)),
+           [&](int64_t q) { return b_.CreateAnd(row_ok, b_.CreateICmpULT(b_.CreateAdd(ka, c64(q)), kk)); },
+           [&](int64_t q) { return gm_.load_a(batch, row, b_.CreateAdd(ka, c64(q))); },
+           [&](int64_t q) { return lds_a(buf, ar, b_.CreateAdd(ak, c64(q))); });
+      stage_run(b_.CreateAnd(krow_ok, b_.CreateICmpULT(b_.CreateAdd(cb, c64(vec_ - 1)), n)),
+           [&](int64_t q) { return b_.CreateAnd(krow_ok, b_.CreateICmpULT(b_.CreateAdd(cb, c64(q)), n)); },
+           [&](int64_t q) { return gm_.load_b(batch, krow, b_.CreateAdd(cb, c64(q))); },
+           [&](int64_t q) { return lds_b(buf, bk, b_.CreateAdd(bc, c64(q))); });
     }
   }
 
