@@ -14,7 +14,168 @@ bool is_elemental_op(const std::string &op) { return op_traits(op).any(kElementa
 
 bool is_reduction_op(const std::string &op) { return op_traits(op).has(OpTrait::reduction); }
 
-LoweringPlan plan_lowering(const Graph &g) {
+namespace {
+
+bool is_view_op(const std::string &op) {
+  return op == "reshape" || op == "squeeze" || op == "unsqueeze" || op == "transpose" || op == "split" || op == "slice";
+}
+
+/// Row-major strides of `s` (in elements) when its dims past the first are
+/// static.
+std::optional<std::vector<int64_t>> row_major_strides(const Shape &s) {
+  std::vector<int64_t> strides(s.size());
+  int64_t n = 1;
+  for (size_t d = s.size(); d-- > 0;) {
+    strides[d] = n;
+    if (d > 0) {
+      if (!s[d].is_static())
+        return std::nullopt;
+      n *= s[d].value();
+    }
+  }
+  return strides;
+}
+
+/// The strides of a reshape of x (shape xs, strides xst) to `os` without a
+/// copy, as numpy's: the dims split into groups of equal element counts;
+/// a group of x's dims must be one run of memory (each dim's stride its
+/// successor's times that one's extent), and its output dims take strides
+/// from the group's innermost one. The leading dim may be symbolic when
+/// both shapes share it; every other dim is static.
+std::optional<std::vector<int64_t>> reshaped_strides(const Shape &xs, const std::vector<int64_t> &xst, const Shape &os) {
+  std::vector<int64_t> out(os.size(), 1);
+  size_t i = 0, k = 0;
+  if (!xs.empty() && !os.empty() && !xs[0].is_static()) {
+    if (!(xs[0] == os[0]))
+      return std::nullopt;
+    out[0] = xst[0];
+    i = k = 1;
+  }
+  auto extent = [](const Shape &s, size_t d) { return s[d].is_static() ? s[d].value() : int64_t(-1); };
+  for (size_t d = i; d < xs.size(); ++d)
+    if (extent(xs, d) <= 0)
+      return std::nullopt;
+  for (size_t d = k; d < os.size(); ++d)
+    if (extent(os, d) <= 0)
+      return std::nullopt;
+  while (i < xs.size() && k < os.size()) {
+    size_t ni = i + 1, nk = k + 1;
+    int64_t pi = extent(xs, i), pk = extent(os, k);
+    while (pi != pk) {
+      if (pi < pk) {
+        if (ni == xs.size())
+          return std::nullopt;
+        pi *= extent(xs, ni++);
+      } else {
+        if (nk == os.size())
+          return std::nullopt;
+        pk *= extent(os, nk++);
+      }
+    }
+    // x's dims [i, ni) must be one run: skip extent-1 dims (any stride).
+    int64_t inner = -1; // the stride the next outer dim must have
+    for (size_t d = ni; d-- > i;) {
+      if (extent(xs, d) == 1)
+        continue;
+      if (inner >= 0 && xst[d] != inner)
+        return std::nullopt;
+      inner = xst[d] * extent(xs, d);
+    }
+    int64_t stride = 1;
+    for (size_t d = ni; d-- > i;)
+      if (extent(xs, d) != 1) {
+        stride = xst[d];
+        break;
+      }
+    for (size_t d = nk; d-- > k;) {
+      out[d] = stride;
+      stride *= extent(os, d);
+    }
+    i = ni;
+    k = nk;
+  }
+  // Whatever is left on either side is extent-1 dims.
+  for (; i < xs.size(); ++i)
+    if (extent(xs, i) != 1)
+      return std::nullopt;
+  for (; k < os.size(); ++k)
+    if (extent(os, k) != 1)
+      return std::nullopt;
+  return out;
+}
+
+} // namespace
+
+std::optional<StridedView> strided_view(const Graph &g, const LoweringPlan &plan, ValueId v) {
+  const Shape &os = g.type_of(v).shape;
+  if (plan.values[v].storage != Storage::fused) {
+    std::optional<std::vector<int64_t>> strides = row_major_strides(os);
+    if (!strides)
+      return std::nullopt;
+    return StridedView{v, 0, *strides};
+  }
+  const ValueInfo &info = g.value_info(v);
+  if (info.producer < 0)
+    return std::nullopt;
+  const Node &node = g.nodes()[static_cast<size_t>(info.producer)];
+  if (!is_view_op(node.op) || node.operands.empty())
+    return std::nullopt;
+  ValueId x = node.operands[0];
+  std::optional<StridedView> in = strided_view(g, plan, x);
+  if (!in)
+    return std::nullopt;
+  const Shape &xs = g.type_of(x).shape;
+  if (node.op == "reshape" || node.op == "squeeze" || node.op == "unsqueeze") {
+    std::optional<std::vector<int64_t>> strides = reshaped_strides(xs, in->strides, os);
+    if (!strides)
+      return std::nullopt;
+    in->strides = *strides;
+    return in;
+  }
+  if (node.op == "transpose") {
+    std::vector<int64_t> perm = node.attrs.get_ints("perm");
+    size_t rank = os.size();
+    if (perm.empty())
+      for (size_t d = 0; d < rank; ++d)
+        perm.push_back(static_cast<int64_t>(rank - 1 - d));
+    std::vector<int64_t> strides(rank);
+    for (size_t d = 0; d < rank; ++d)
+      strides[d] = in->strides[static_cast<size_t>(perm[d] < 0 ? perm[d] + static_cast<int64_t>(rank) : perm[d])];
+    in->strides = strides;
+    return in;
+  }
+  if (node.op == "split") {
+    int64_t axis = node.attrs.get_int("axis");
+    if (axis < 0)
+      axis += static_cast<int64_t>(os.size());
+    std::vector<int64_t> sizes = node.attrs.get_ints("sizes");
+    size_t result = static_cast<size_t>(std::find(node.results.begin(), node.results.end(), v) - node.results.begin());
+    for (size_t r = 0; r < result; ++r)
+      in->offset += sizes[r] * in->strides[static_cast<size_t>(axis)];
+    return in;
+  }
+  // slice: as ElementalEmitter::slice_element.
+  std::vector<int64_t> starts = node.attrs.get_ints("starts"), axes = node.attrs.get_ints("axes"),
+                       steps = node.attrs.get_ints("steps");
+  for (size_t k = 0; k < starts.size(); ++k) {
+    int64_t axis = axes.empty() ? static_cast<int64_t>(k) : axes[k];
+    if (axis < 0)
+      axis += static_cast<int64_t>(xs.size());
+    int64_t step = steps.empty() ? 1 : steps[k];
+    if (!xs[static_cast<size_t>(axis)].is_static())
+      continue; // only the full range is allowed on symbolic dims
+    int64_t n = xs[static_cast<size_t>(axis)].value(), st = starts[k];
+    if (st < 0)
+      st += n;
+    st = step > 0 ? std::clamp<int64_t>(st, 0, n) : std::clamp<int64_t>(st, -1, n - 1);
+    int64_t &stride = in->strides[static_cast<size_t>(axis)];
+    in->offset += st * stride;
+    stride *= step;
+  }
+  return in;
+}
+
+LoweringPlan plan_lowering(const Graph &g, const PlanOptions &options) {
   LoweringPlan plan;
   const auto &nodes = g.nodes();
   plan.values.resize(g.num_values());
@@ -104,6 +265,56 @@ LoweringPlan plan_lowering(const Graph &g) {
     if (unread)
       plan.values[mask] = {Storage::fused, 0};
   }
+
+  // Attention operands that are views of a stored buffer (the head split:
+  // reshape + transpose of a projection, or of a split of a fused one) stay
+  // fused: the CPU's attention kernel reads them through row strides. A
+  // fused elementwise value at the chain's root (the projection's bias add)
+  // is stored instead, where the GEMM epilogues below usually take it.
+  if (options.strided_attention_operands)
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      const Node &node = nodes[n];
+      if (node.op != "attention")
+        continue;
+      for (size_t i = 0; i < 3 && i < node.operands.size(); ++i) {
+        ValueId v = node.operands[i];
+        const ValueInfo &info = g.value_info(v);
+        if (plan.values[v].storage != Storage::temp || info.producer < 0 ||
+            !is_view_op(nodes[static_cast<size_t>(info.producer)].op))
+          continue;
+        bool only_qkv = std::all_of(consumers[v].begin(), consumers[v].end(), [&](size_t c) {
+          const Node &a = nodes[c];
+          return a.op == "attention" && std::find(a.operands.begin() + std::min<std::ptrdiff_t>(3, static_cast<std::ptrdiff_t>(a.operands.size())),
+                                                  a.operands.end(), v) == a.operands.end();
+        });
+        if (!only_qkv)
+          continue;
+        // The chain's root: the first value below the fused views.
+        ValueId root = nodes[static_cast<size_t>(info.producer)].operands[0];
+        while (plan.values[root].storage == Storage::fused && g.value_info(root).producer >= 0 &&
+               is_view_op(nodes[static_cast<size_t>(g.value_info(root).producer)].op))
+          root = nodes[static_cast<size_t>(g.value_info(root).producer)].operands[0];
+        const ValueInfo &ri = g.value_info(root);
+        bool store_root = false;
+        if (plan.values[root].storage == Storage::fused) {
+          // Only a value computed once per element (one reader, not a
+          // generator) moves: storing it costs what the view's copy did.
+          if (ri.producer < 0 || consumers[root].size() != 1 ||
+              op_traits(nodes[static_cast<size_t>(ri.producer)].op).has(OpTrait::generator) ||
+              !op_traits(nodes[static_cast<size_t>(ri.producer)].op).has(OpTrait::elementwise))
+            continue;
+          store_root = true;
+          plan.values[root] = {Storage::temp, 0};
+        }
+        plan.values[v] = {Storage::fused, 0};
+        std::optional<StridedView> view = strided_view(g, plan, v);
+        if (!view || view->strides.back() != 1) {
+          plan.values[v] = {Storage::temp, 0};
+          if (store_root)
+            plan.values[root] = {Storage::fused, 0};
+        }
+      }
+    }
 
   // GEMM epilogues: a GEMM result m read by one node c of the elementwise
   // chain ops, at c's own index (same shape), then c's result the same way
@@ -401,11 +612,11 @@ std::array<int64_t, 2> conv_direct_split(const Graph &g, const Node &node) {
   return conv_task_split(groups, work);
 }
 
-LoweringPlans plan_lowering_all(const Graph &root) {
+LoweringPlans plan_lowering_all(const Graph &root, const PlanOptions &options) {
   LoweringPlans plans;
-  plans.emplace(&root, plan_lowering(root));
+  plans.emplace(&root, plan_lowering(root, options));
   for (const auto &[name, sub] : root.subgraphs())
-    plans.emplace(sub.get(), plan_lowering(*sub));
+    plans.emplace(sub.get(), plan_lowering(*sub, options));
   return plans;
 }
 

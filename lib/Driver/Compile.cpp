@@ -74,10 +74,10 @@ struct Compilation {
 // --- the steps ------------------------------------------------------------
 
 /// Interfaces, kernel counts and the workspace bound of a decomposed model.
-void plan(PlannedModel &p, const std::string &name) {
+void plan(PlannedModel &p, const std::string &name, const PlanOptions &options) {
   p.interface = describe_interface(*p.source, name);
   p.abi = describe_interface(*p.lowered, name);
-  p.plans = plan_lowering_all(*p.lowered);
+  p.plans = plan_lowering_all(*p.lowered, options);
   p.kernels.push_back("main: " + std::to_string(p.plans.at(p.lowered.get()).kernels.size()) + " kernels");
   for (const auto &[sub_name, sub] : p.lowered->subgraphs())
     p.kernels.push_back("sub." + sub_name + ": " + std::to_string(p.plans.at(sub.get()).kernels.size()) + " kernels");
@@ -227,11 +227,12 @@ void write(Compilation &c) {
 
 } // namespace
 
-PlannedModel plan_model(const Graph &graph, const std::string &name, const DecomposeOptions &options) {
+PlannedModel plan_model(const Graph &graph, const std::string &name, const DecomposeOptions &options,
+                        const PlanOptions &plan_options) {
   PlannedModel p;
   p.source = &graph;
   p.lowered = decompose(graph, options);
-  plan(p, name);
+  plan(p, name, plan_options);
   return p;
 }
 
@@ -253,7 +254,7 @@ bool compile(const CompileRequest &request, DiagnosticEngine &diagnostics, Compi
          c.planned.lowered = decompose(*c.model.graph, c.backend->decompose_options());
        }},
       {"plan", [&] {
-         plan(c.planned, c.name);
+         plan(c.planned, c.name, c.backend->plan_options());
          use_source_names(c.planned, c.model.source_names);
        }},
       {"backend", [&] { run_backend(c); }},

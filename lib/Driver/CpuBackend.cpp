@@ -24,6 +24,7 @@ public:
   // Softmax and the norms run as one row kernel each (Cpu/NormEmitter),
   // attention as one kernel (Cpu/AttentionEmitter).
   DecomposeOptions decompose_options() const override { return {true, true}; }
+  PlanOptions plan_options() const override { return cpu_plan_options(); }
   std::string description() const override { return "x86-64 and aarch64 Linux objects (maxc compile)"; }
 
   std::vector<std::string> emit_kinds() const override {

@@ -19,7 +19,7 @@ std::vector<HostTensor> run_on_host(const std::string &backend_name, const Graph
   if (!backend)
     throw Error(ErrorCode::InvalidArgument, "unknown backend '" + backend_name + "' (expected " + backend_names() + ")");
   bind_input_dims(graph, inputs, dims);
-  PlannedModel planned = plan_model(graph, "maxc_jit", backend->decompose_options());
+  PlannedModel planned = plan_model(graph, "maxc_jit", backend->decompose_options(), backend->plan_options());
   auto context = std::make_unique<llvm::LLVMContext>();
   std::unique_ptr<llvm::Module> module = backend->build_host_module(planned, *context);
   if (!module)

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -127,12 +128,38 @@ bool is_elemental_op(const std::string &op);
 /// Reductions: producers fuse into them (each operand element is read once).
 bool is_reduction_op(const std::string &op);
 
-LoweringPlan plan_lowering(const Graph &graph);
+/// What the backend's kernels take beyond the common plan.
+struct PlanOptions {
+  /// The CPU's attention kernel reads q, k and v through row strides, so a
+  /// chain of views (reshape, transpose, split, slice...) between a stored
+  /// buffer and an attention operand stays fused (strided_view): no
+  /// head-split transpose is materialized. A fused elementwise value at the
+  /// chain's root (a bias add) is stored instead, usually as the epilogue
+  /// of the GEMM before it.
+  bool strided_attention_operands = false;
+};
+/// The CPU backend's options (CpuBackend, Cpu/ModelCompiler).
+inline PlanOptions cpu_plan_options() { return {/*strided_attention_operands=*/true}; }
+
+LoweringPlan plan_lowering(const Graph &graph, const PlanOptions &options = {});
+
+/// A value that reads a stored buffer at an affine index: element idx of the
+/// value is element offset + sum_d idx[d] * strides[d] of `base`'s buffer.
+struct StridedView {
+  ValueId base = 0;
+  int64_t offset = 0;
+  std::vector<int64_t> strides; // in elements, one per dim of the value
+};
+/// The strided view of v under `plan`: v itself when stored (row-major; its
+/// dims past the first static), or a fused transpose, split, slice (static
+/// extents) or copy-free reshape / squeeze / unsqueeze (numpy's rule: merged
+/// dims must be one run of memory) of one; else nullopt.
+std::optional<StridedView> strided_view(const Graph &graph, const LoweringPlan &plan, ValueId v);
 
 /// The plans of a graph and of each of its subgraphs, by graph: the
 /// compile pipeline plans once and hands these to the emitters.
 using LoweringPlans = std::map<const Graph *, LoweringPlan>;
-LoweringPlans plan_lowering_all(const Graph &root);
+LoweringPlans plan_lowering_all(const Graph &root, const PlanOptions &options = {});
 
 /// Bytes of workspace a run of `graph` (decomposed, with its subgraphs)
 /// needs at most, as a polynomial in the symbolic dims: slots rounded up to

@@ -96,6 +96,8 @@ public:
   virtual std::unique_ptr<llvm::Module> build_host_module(const PlannedModel &model, llvm::LLVMContext &context) const;
   /// The composites it lowers whole (decompose step); default: none.
   virtual DecomposeOptions decompose_options() const { return {}; }
+  /// What its kernels take beyond the common lowering plan; default: nothing.
+  virtual PlanOptions plan_options() const { return {}; }
 };
 
 /// The registered backends, in registration order (cpu, amdgpu, amdgpu-emu).

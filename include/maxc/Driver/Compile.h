@@ -46,7 +46,8 @@ bool compile(const CompileRequest &request, DiagnosticEngine &diagnostics, Compi
 
 /// Load, decompose and plan for `name` (the steps compile() starts with),
 /// keeping whole what the backend lowers whole (Backend::decompose_options).
-PlannedModel plan_model(const Graph &graph, const std::string &name, const DecomposeOptions &options = {});
+PlannedModel plan_model(const Graph &graph, const std::string &name, const DecomposeOptions &options = {},
+                        const PlanOptions &plan_options = {});
 
 /// Outputs of `graph` on `inputs`, compiled in-process by `backend` ("cpu"
 /// or "amdgpu-emu") and run once. Symbolic dims bind from the inputs and

@@ -129,6 +129,8 @@ public:
     Value *sq = arg(5), *sk = arg(6), *i_begin = arg(7), *i_end = arg(8), *mrs = arg(9), *mcs = arg(10);
     (void)sq;
     int64_t d = a_.d, dv = a_.dv, w = w_, chunks = (dv + w - 1) / w, dvp = chunks * w;
+    int64_t q_stride = a_.q_row_stride ? a_.q_row_stride : d, k_stride = a_.k_row_stride ? a_.k_row_stride : d,
+            v_stride = a_.v_row_stride ? a_.v_row_stride : dv;
     Value *qt = local(llvm::ArrayType::get(f_, static_cast<uint64_t>(d * w)));   // q block, [d][w], scaled
     Value *pt = local(llvm::ArrayType::get(f_, static_cast<uint64_t>(w * w)));   // p block, [key][query]
     Value *acc = local(llvm::ArrayType::get(f_, static_cast<uint64_t>(w * dvp))); // [query][dvp]
@@ -150,7 +152,7 @@ public:
       // repeat its last row: their lanes are computed and never stored).
       range(b_.getInt64(0), b_.getInt64(w), one, [&](Value *r) {
         Value *row = smin(b_.CreateAdd(i0, r), last_row);
-        Value *src = gep(q, b_.CreateMul(row, b_.getInt64(d)));
+        Value *src = gep(q, b_.CreateMul(row, b_.getInt64(q_stride)));
         range(b_.getInt64(0), b_.getInt64(d), one, [&](Value *e) {
           Value *x = b_.CreateFMul(b_.CreateLoad(f_, gep(src, e)), llvm::ConstantFP::get(f_, a_.scale));
           b_.CreateStore(x, gep(qt, b_.CreateAdd(b_.CreateMul(e, b_.getInt64(w)), r)));
@@ -172,7 +174,7 @@ public:
         for (int64_t jj = 0; jj < w; ++jj) {
           key[jj] = b_.CreateAdd(j0, b_.getInt64(jj));
           valid[jj] = b_.CreateICmpSLT(b_.getInt64(jj), count);
-          krow[jj] = gep(k, b_.CreateMul(smin(key[jj], last_key), b_.getInt64(d)));
+          krow[jj] = gep(k, b_.CreateMul(smin(key[jj], last_key), b_.getInt64(k_stride)));
           b_.CreateStore(zero, s_var[jj]);
         }
         // Scores: s[jj][lane] = sum_e qt[e][lane] * k[j0 + jj][e].
@@ -208,7 +210,7 @@ public:
           int64_t width = std::min(w, dv - ch * w);
           std::vector<Value *> vv(static_cast<size_t>(w));
           for (int64_t jj = 0; jj < w; ++jj) {
-            Value *src = gep(v, b_.CreateAdd(b_.CreateMul(smin(key[jj], last_key), b_.getInt64(dv)), b_.getInt64(ch * w)));
+            Value *src = gep(v, b_.CreateAdd(b_.CreateMul(smin(key[jj], last_key), b_.getInt64(v_stride)), b_.getInt64(ch * w)));
             vv[jj] = b_.CreateSelect(valid[jj], load_chunk(src, width), zero);
           }
           // Query rows kRowsAtOnce at a time, their FMA chains interleaved

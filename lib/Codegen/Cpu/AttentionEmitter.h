@@ -76,6 +76,10 @@ struct AttentionFunction {
   double scale = 1, fill = 0;
   Mask mask = Mask::none;
   bool mask_per_row = false; // the mask differs between query rows (else its row stride is ignored)
+  /// Elements between consecutive rows of q, k and v (0: d, d, dv, packed;
+  /// more for views into a wider buffer, such as the
+  /// heads of a [seq, heads * d] projection).
+  int64_t q_row_stride = 0, k_row_stride = 0, v_row_stride = 0;
 };
 
 llvm::Function *emit_attention_function(llvm::Module &m, const std::string &name, const AttentionFunction &a);

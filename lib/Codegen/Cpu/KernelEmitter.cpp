@@ -61,7 +61,7 @@ struct Module {
 class FunctionEmitter : public ElementalEmitter {
 public:
   FunctionEmitter(Module &mod, const Graph &g, EmittedGraph fns)
-      : ElementalEmitter(mod.m, g, mod.plans ? mod.plans->at(&g) : plan_lowering(g), mod.symbols), mod_(mod),
+      : ElementalEmitter(mod.m, g, mod.plans ? mod.plans->at(&g) : plan_lowering(g, cpu_plan_options()), mod.symbols), mod_(mod),
         fns_(fns) {}
 
   void emit() {
@@ -258,7 +258,13 @@ private:
   // elemental emitter.
   void emit_attention(const Node &node) {
     auto read = node.operands.begin() + (causal_mask(node) ? 3 : static_cast<std::ptrdiff_t>(node.operands.size()));
-    if (std::all_of(node.operands.begin(), read, [&](ValueId v) { return plan_.values[v].storage != Storage::fused; }) &&
+    // q, k, v: stored, or fused views of a stored buffer whose rows are
+    // contiguous (PlanOptions::strided_attention_operands).
+    bool readable = true;
+    for (auto it = node.operands.begin(); it != read; ++it)
+      readable = readable && (plan_.values[*it].storage != Storage::fused ||
+                              (it - node.operands.begin() < 3 && row_view(*it).has_value()));
+    if (readable &&
         g_.type_of(node.operands[0]).shape.back().value() <= kMaxBlockHeadDim &&
         g_.type_of(node.operands[2]).shape.back().value() <= kMaxBlockHeadDim)
       return emit_attention_blocks(node);
@@ -296,6 +302,15 @@ private:
     });
   }
 
+  /// A fused q, k or v of the attention kernel: its view of a stored buffer
+  /// with contiguous rows.
+  std::optional<StridedView> row_view(ValueId v) const {
+    std::optional<StridedView> view = strided_view(g_, plan_, v);
+    if (!view || view->strides.back() != 1)
+      return std::nullopt;
+    return view;
+  }
+
   bool causal_mask(const Node &node) const {
     return node.operands.size() > 3 && is_causal_mask(g_, node.operands[3], g_.type_of(node.operands[0]).shape,
                                                       g_.type_of(node.operands[1]).shape);
@@ -320,6 +335,14 @@ private:
                                 : AttentionFunction::Mask::additive;
       a.mask_per_row = ms.size() >= 2 && ms[ms.size() - 2] != Dim(1);
     }
+    // Fused q, k, v: views (row_view) read in place, through their row strides.
+    std::array<std::optional<StridedView>, 3> views;
+    for (size_t i = 0; i < 3; ++i)
+      if (plan_.values[node.operands[i]].storage == Storage::fused)
+        views[i] = row_view(node.operands[i]);
+    a.q_row_stride = views[0] ? views[0]->strides[r - 2] : a.d;
+    a.k_row_stride = views[1] ? views[1]->strides[r - 2] : a.d;
+    a.v_row_stride = views[2] ? views[2]->strides[r - 2] : a.dv;
     llvm::Function *kernel = emit_attention_function(mod_.m, mod_.prefix + ".attention", a);
     Shape scores(qs.begin(), qs.end() - 1);
     scores.push_back(ks[r - 2]);
@@ -346,15 +369,29 @@ private:
           return b_.CreateInBoundsGEP(b_.getFloatTy(), pointer_of(v),
                                       b_.CreateMul(entry, b_.CreateMul(rows, b_.getInt64(g_.type_of(v).shape[r - 1].value()))));
         };
-        Value *mask = llvm::ConstantPointerNull::get(b_.getPtrTy()), *mrs = b_.getInt64(0), *mcs = b_.getInt64(0);
-        if (a.mask == AttentionFunction::Mask::boolean || a.mask == AttentionFunction::Mask::additive) {
-          ValueId m = node.operands[3];
+        auto batch_index = [&, &batch = batch] {
           Index bidx(batch.size());
           Value *e = entry;
           for (size_t i = batch.size(); i-- > 0;) {
             bidx[i] = i == 0 ? e : b_.CreateURem(e, batch[i]);
             e = i == 0 ? e : b_.CreateUDiv(e, batch[i]);
           }
+          return bidx;
+        };
+        // Operand i's rows for this batch entry.
+        auto operand = [&](size_t i, Value *rows) {
+          if (!views[i])
+            return at(node.operands[i], rows);
+          Index bidx = batch_index();
+          Value *offset = b_.getInt64(views[i]->offset);
+          for (size_t d = 0; d < bidx.size(); ++d)
+            offset = b_.CreateAdd(offset, b_.CreateMul(bidx[d], b_.getInt64(views[i]->strides[d])));
+          return b_.CreateInBoundsGEP(b_.getFloatTy(), pointer_of(views[i]->base), offset);
+        };
+        Value *mask = llvm::ConstantPointerNull::get(b_.getPtrTy()), *mrs = b_.getInt64(0), *mcs = b_.getInt64(0);
+        if (a.mask == AttentionFunction::Mask::boolean || a.mask == AttentionFunction::Mask::additive) {
+          ValueId m = node.operands[3];
+          Index bidx = batch_index();
           Index idx = bidx;
           idx.push_back(b_.getInt64(0));
           idx.push_back(b_.getInt64(0));
@@ -366,7 +403,7 @@ private:
           if (a.mask_per_row)
             mrs = ms[mr - 1] == Dim(1) ? b_.getInt64(1) : mdims[mr - 1];
         }
-        b_.CreateCall(kernel, {at(node.operands[0], sq), at(node.operands[1], sk), at(node.operands[2], sk), mask,
+        b_.CreateCall(kernel, {operand(0, sq), operand(1, sk), operand(2, sk), mask,
                                at(out, sq), sq, sk, i0, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(i0, b_.getInt64(w)), sq),
                                mrs, mcs});
       });

@@ -272,7 +272,7 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
                                                llvm::LLVMContext &context, WeightsPlacement placement,
                                                ByteChunks *weights, const LoweringPlans *plans,
                                                unsigned vector_lanes) {
-  LoweringPlans own_plans = plans ? LoweringPlans{} : plan_lowering_all(lowered);
+  LoweringPlans own_plans = plans ? LoweringPlans{} : plan_lowering_all(lowered, cpu_plan_options());
   if (!plans)
     plans = &own_plans;
   codegen::PackedWeights packed =
@@ -299,15 +299,16 @@ std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::
                                                  llvm::LLVMContext &context, unsigned vector_lanes) {
   std::unique_ptr<Graph> lowered = decompose(graph, {/*keep_rowwise=*/true, /*fuse_attention=*/true});
   ModelInterface abi = describe_interface(*lowered, name);
-  abi.workspace_bound = workspace_bound(*lowered).to_string();
-  return build_cpu_module(*lowered, abi, context, WeightsPlacement::ir, nullptr, nullptr, vector_lanes);
+  LoweringPlans plans = plan_lowering_all(*lowered, cpu_plan_options());
+  abi.workspace_bound = workspace_bound(*lowered, &plans).to_string();
+  return build_cpu_module(*lowered, abi, context, WeightsPlacement::ir, nullptr, &plans, vector_lanes);
 }
 
 CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &abi, const CpuTarget &target,
                                     const CpuCodegenRequest &request, PassTimer &timer,
                                     const LoweringPlans *plans) {
   CpuCodegenResult out;
-  LoweringPlans own_plans = plans ? LoweringPlans{} : plan_lowering_all(lowered);
+  LoweringPlans own_plans = plans ? LoweringPlans{} : plan_lowering_all(lowered, cpu_plan_options());
   if (!plans)
     plans = &own_plans;
   const codegen::PackedWeights packed = codegen::plan_packed_weights(lowered, *plans, cpu_vector_lanes(target));

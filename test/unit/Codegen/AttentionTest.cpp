@@ -138,6 +138,98 @@ TEST_CASE("attention: the GPT example's block has no seq x seq buffer", "[codege
     CHECK(s.bytes != Dim("batch") * Dim(4 * 128 * 128 * 4)); // the f32 scores of 4 heads
 }
 
+TEST_CASE("attention: the CPU reads the GPT block's head-split views in place", "[codegen][attention][plan]") {
+  LoadOptions options;
+  options.synthesize_weights = true;
+  DiagnosticEngine diagnostics;
+  LoadedModel model = load_model(std::string(MAXC_SOURCE_DIR) + "/examples/gpt/model.json", options, diagnostics);
+  REQUIRE(model.graph);
+  auto lowered = decompose(*model.graph, {true, true});
+  const Graph &block = *lowered->subgraphs().begin()->second;
+  LoweringPlan plan = plan_lowering(block, cpu_plan_options());
+  INFO(describe_plan(block, plan));
+  // The q, k, v transposes are not stored (11 - 3 kernels).
+  CHECK(plan.kernels.size() == 8);
+  for (const Node &n : block.nodes()) {
+    if (n.op != "attention")
+      continue;
+    for (size_t i = 0; i < 3; ++i) {
+      CHECK(plan.values[n.operands[i]].storage == Storage::fused);
+      std::optional<StridedView> view = strided_view(block, plan, n.operands[i]);
+      REQUIRE(view);
+      // [batch, heads 4, seq 128, 64] in the [batch, 128, 768] projection.
+      CHECK(view->strides == std::vector<int64_t>{128 * 768, 64, 768, 1});
+      CHECK(view->offset == static_cast<int64_t>(i) * 256);
+      CHECK(plan.values[view->base].storage == Storage::temp);
+    }
+  }
+}
+
+namespace {
+
+/// Traces `build`; requires `folded` of its attention's q, k, v to be read in
+/// place (fused views under the CPU's plan), and the compiled model (1, 2
+/// and 3 threads, same bits) to match the interpreter.
+void check_views(const std::vector<HostTensor> &inputs, const BuildFn &build, size_t folded) {
+  std::unique_ptr<Graph> traced = trace_graph(types_of(inputs), build);
+  auto lowered = decompose(*traced, {true, true});
+  LoweringPlan plan = plan_lowering(*lowered, cpu_plan_options());
+  INFO(describe_plan(*lowered, plan));
+  size_t fused = 0;
+  for (const Node &n : lowered->nodes())
+    if (n.op == "attention")
+      for (size_t i = 0; i < 3; ++i)
+        fused += plan.values[n.operands[i]].storage == Storage::fused;
+  CHECK(fused == folded);
+  check_threads(inputs, build, kRtol, kAtol);
+}
+
+} // namespace
+
+TEST_CASE("attention: head-split views are read in place and match the interpreter", "[codegen][attention][threads]") {
+  // The GPT block's spelling: q, k, v split from one projection, each
+  // reshaped to heads and transposed; causal; 3 heads of 8, 37 positions
+  // (a partial query block).
+  int64_t b = 2, s = 37, h = 3, d = 8;
+  check_views({random_tensor(DType::f32, {b, s, 3 * h * d}, -2, 2)},
+              [=](auto &x) {
+                std::vector<Tensor> qkv = ops::split(x[0], {h * d, h * d, h * d}, -1);
+                for (Tensor &t : qkv)
+                  t = ops::transpose(ops::reshape(t, make_shape({b, s, h, d})), {0, 2, 1, 3});
+                return json_attention({qkv[0], qkv[1], qkv[2]}, s, s);
+              },
+              3);
+  // BERT's (torch's export): three biased projections, k transposed
+  // straight to [b, h, d, s], a scalar div, no mask; the bias adds become
+  // the GEMMs' epilogues.
+  int64_t e = 16;
+  std::vector<HostTensor> in = {random_tensor(DType::f32, {b, s, e}, -2, 2)};
+  for (int i = 0; i < 3; ++i) {
+    in.push_back(random_tensor(DType::f32, {e, e}, -1, 1));
+    in.push_back(random_tensor(DType::f32, {e}, -1, 1));
+  }
+  int64_t hb = 2, db = 8;
+  check_views(in,
+              [=](auto &x) {
+                auto heads = [&](int i) { return ops::reshape(ops::matmul(x[0], x[1 + 2 * i]) + x[2 + 2 * i], make_shape({b, s, hb, db})); };
+                Tensor q = ops::transpose(heads(0), {0, 2, 1, 3}), k = ops::transpose(heads(1), {0, 2, 3, 1}),
+                       v = ops::transpose(heads(2), {0, 2, 1, 3});
+                Tensor scores = ops::div(ops::matmul(q, k), ops::full(2.828427, DType::f32));
+                return std::vector<Tensor>{ops::matmul(ops::softmax(scores, -1), v)};
+              },
+              3);
+  // Heads merged across a transpose (no strided view: [b, 5, 4, 8] from
+  // [b, 4, 5, 8] cannot be reshaped to [b, 20, 8] in place): q stays
+  // stored; k and v are plain inputs.
+  check_views({random_tensor(DType::f32, {b, 4, 5, d}, -2, 2), random_tensor(DType::f32, {b, 20, d}, -2, 2),
+               random_tensor(DType::f32, {b, 20, d})},
+              [=](auto &x) {
+                Tensor q = ops::reshape(ops::transpose(x[0], {0, 2, 1, 3}), make_shape({b, 20, d}));
+                return json_attention({q, x[1], x[2]}, 20, 20);
+              },
+              0);
+}
+
 TEST_CASE("attention: same bits at 1, 2 and 3 threads", "[codegen][attention][threads]") {
   // 2 x 4 entries of 64 x 64 x (32 + 32) work each: 32 tasks of 16 queries.
   std::vector<HostTensor> in = {random_tensor(DType::f32, {2, 4, 64, 32}, -3, 3),
