@@ -2,7 +2,7 @@
  * model's bench harness (maxc compile ... --emit obj,header,bench-harness),
  * and it installs its own parallel-for (NAME_set_parallel_for, before main)
  * that runs each parallel kernel ("job") on PROF_THREADS threads (1 or 2,
- * default 1: the caller and one spinning worker taking one index at a time)
+ * default 1: the caller and one spinning worker, claiming as the pool does)
  * and times it. At exit it prints, per job of a run (in call order), the task
  * function's address, its task count, the mean wall time and the mean time
  * since the previous job ended (serial code between jobs: work the model runs
@@ -14,8 +14,8 @@
  *   PROF_THREADS=2 ./prof -n 30 --warmup 3
  *
  * A run is taken to start at each call of the first job's task function (the
- * first job of a model is called once per run). Indicative: spinning worker,
- * not the model's pool; not a test. */
+ * first job of a model is called once per run). Indicative: a spinning
+ * worker, not the model's pool; not a test. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -50,11 +50,17 @@ static double now_ns(void) {
   return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
+/* Claims as the model's pool does (RuntimePool.c): guided, each claim half
+ * of the indices left per thread, at least 1/32 of the job (and one). */
 static void take(void) {
-  long i, done = 0;
-  while ((i = atomic_fetch_add(&next_index, 1)) < g_count) {
-    g_task(g_ctx, i);
-    ++done;
+  long done = 0, i = atomic_load(&next_index), chunk = g_count / 32 > 1 ? g_count / 32 : 1;
+  while (i < g_count) {
+    long n = (g_count - i) / 4 > chunk ? (g_count - i) / 4 : chunk, end = i + n < g_count ? i + n : g_count;
+    if (!atomic_compare_exchange_weak(&next_index, &i, end))
+      continue; /* i: the index another thread left */
+    done += end - i;
+    for (; i < end; ++i)
+      g_task(g_ctx, i);
   }
   atomic_fetch_add(&finished, done);
 }
