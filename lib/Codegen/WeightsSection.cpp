@@ -6,6 +6,9 @@
 #include "maxc/Support/Error.h"
 #include "maxc/Support/FileSystem.h"
 
+#include <llvm/MC/MCELFObjectWriter.h>
+#include <llvm/TargetParser/Triple.h>
+
 #include <algorithm>
 #include <cstring>
 #include <deque>
@@ -167,6 +170,40 @@ private:
 
 } // namespace
 
+bool ByteChunks::starts_with(const ByteChunks &head) const {
+  if (head.pieces_.size() > pieces_.size())
+    return false;
+  for (size_t i = 0; i < head.pieces_.size(); ++i) {
+    const Piece &a = pieces_[i], &b = head.pieces_[i];
+    if (a.data != b.data || a.size != b.size || a.generate != b.generate)
+      return false;
+  }
+  return true;
+}
+
+ByteChunks ByteChunks::after(const ByteChunks &head) const {
+  ByteChunks out;
+  out.pieces_.assign(pieces_.begin() + static_cast<std::ptrdiff_t>(std::min(head.pieces_.size(), pieces_.size())),
+                     pieces_.end());
+  for (const Piece &p : out.pieces_)
+    out.size_ += p.size;
+  out.generated_ = generated_;
+  return out;
+}
+
+std::string ByteChunks::prefix(size_t n) const {
+  std::string out;
+  SpanReader<Piece> reader(pieces_);
+  while (out.size() < n) {
+    auto [data, size] = reader.peek(n - out.size());
+    if (size == 0)
+      break;
+    out.append(data, size);
+    reader.skip(size);
+  }
+  return out;
+}
+
 bool ByteChunks::operator==(const ByteChunks &other) const {
   if (size_ != other.size_)
     return false;
@@ -183,12 +220,15 @@ bool ByteChunks::operator==(const ByteChunks &other) const {
   }
 }
 
+uint64_t fnv1a64_update(uint64_t h, const char *data, size_t size) {
+  for (size_t i = 0; i < size; ++i)
+    h = (h ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
+  return h;
+}
+
 uint64_t fnv1a64(const ByteChunks &bytes) {
-  uint64_t h = 1469598103934665603ull;
-  bytes.for_each([&](const char *data, size_t size) {
-    for (size_t i = 0; i < size; ++i)
-      h = (h ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
-  });
+  uint64_t h = kFnv1a64Basis;
+  bytes.for_each([&](const char *data, size_t size) { h = fnv1a64_update(h, data, size); });
   return h;
 }
 
@@ -287,15 +327,62 @@ template <typename T> void write_at(std::string &bytes, uint64_t offset, const T
   std::memcpy(bytes.data() + offset, &value, sizeof(T));
 }
 
-void pad_to(std::string &bytes, uint64_t base, uint64_t align) {
-  uint64_t end = base + bytes.size();
-  bytes.append(((end + align - 1) & ~(align - 1)) - end, '\0');
+
+} // namespace
+
+namespace {
+
+uint64_t round_up(uint64_t n, uint64_t align) { return (n + align - 1) & ~(align - 1); }
+
+/// Where the weights start (after the ELF header) and the section table
+/// (after the weights) in a weights-first object.
+uint64_t weights_offset(uint64_t align) { return round_up(sizeof(Elf64_Ehdr), align); }
+uint64_t table_offset(uint64_t weights_bytes, uint64_t align) {
+  return round_up(weights_offset(align) + weights_bytes, 64);
+}
+
+/// The header of a weights-first object: extended section numbering, so
+/// that nothing in it depends on the sections LLVM emitted.
+std::string weights_first_header(const unsigned char (&ident)[EI_NIDENT], Elf64_Half machine, Elf64_Word version,
+                                 Elf64_Word flags, uint64_t table) {
+  Elf64_Ehdr eh{};
+  std::memcpy(eh.e_ident, ident, EI_NIDENT);
+  eh.e_type = ET_REL;
+  eh.e_machine = machine;
+  eh.e_version = version;
+  eh.e_flags = flags;
+  eh.e_shoff = table;
+  eh.e_ehsize = sizeof(Elf64_Ehdr);
+  eh.e_shentsize = sizeof(Elf64_Shdr);
+  eh.e_shnum = 0;                // the count: section 0's sh_size
+  eh.e_shstrndx = SHN_XINDEX;    // the names: section 0's sh_link
+  return std::string(reinterpret_cast<const char *>(&eh), sizeof eh);
+}
+
+/// [header][weights][padding up to the section table].
+ByteChunks head_of(const std::string &header, const ByteChunks &weights, uint64_t align) {
+  ByteChunks out(header);
+  out.append_zeros(weights_offset(align) - header.size());
+  out.append(weights);
+  out.append_zeros(table_offset(weights.size(), align) - weights_offset(align) - weights.size());
+  return out;
 }
 
 } // namespace
 
+ByteChunks weights_section_head(const std::string &triple, const ByteChunks &weights, uint64_t align) {
+  llvm::Triple t(triple);
+  unsigned char ident[EI_NIDENT] = {ELFMAG0, ELFMAG1, ELFMAG2, ELFMAG3, ELFCLASS64, ELFDATA2LSB, EV_CURRENT,
+                                    llvm::MCELFObjectTargetWriter::getOSABI(t.getOS())};
+  Elf64_Half machine = t.getArch() == llvm::Triple::x86_64    ? EM_X86_64
+                       : t.getArch() == llvm::Triple::aarch64 ? EM_AARCH64
+                                                              : EM_NONE;
+  return head_of(weights_first_header(ident, machine, EV_CURRENT, 0, table_offset(weights.size(), align)), weights,
+                 align);
+}
+
 ByteChunks append_weights_section(std::string object, const std::string &symbol, const ByteChunks &weights,
-                                  const std::string &section, uint64_t align) {
+                                  const std::string &section, uint64_t align, const ByteChunks *head) {
   auto fail = [](const std::string &what) { throw Error(ErrorCode::Internal, "weights section: " + what); };
   auto eh = read_at<Elf64_Ehdr>(object, 0);
   if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
@@ -304,7 +391,7 @@ ByteChunks append_weights_section(std::string object, const std::string &symbol,
   if (eh.e_machine != EM_X86_64 && eh.e_machine != EM_AARCH64)
     fail("unsupported machine " + std::to_string(eh.e_machine));
   if (eh.e_shnum == 0 || eh.e_shnum + 1 >= SHN_LORESERVE || eh.e_shstrndx >= eh.e_shnum ||
-      eh.e_shentsize != sizeof(Elf64_Shdr))
+      eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_ehsize != sizeof(Elf64_Ehdr))
     fail("unsupported section table");
   std::vector<Elf64_Shdr> sections(eh.e_shnum);
   for (size_t i = 0; i < sections.size(); ++i)
@@ -344,38 +431,55 @@ ByteChunks append_weights_section(std::string object, const std::string &symbol,
   sym.st_info = ELF64_ST_INFO(ELF64_ST_BIND(sym.st_info), STT_OBJECT);
   write_at(object, symbol_at, sym);
 
-  // The file: the object without its section table (when last), the section
-  // names plus the new one, the weights (64-aligned), the new section table.
+  // The head: the header, the weights (64-aligned), padding; `head` itself
+  // where the caller wrote it already.
+  const uint64_t table = table_offset(weights.size(), align);
+  const std::string header = weights_first_header(eh.e_ident, eh.e_machine, eh.e_version, eh.e_flags, table);
+  ByteChunks out = head && head->size() == table && head->prefix(header.size()) == header
+                       ? *head
+                       : head_of(header, weights, align);
+
+  // Then the section table (LLVM's sections, their offsets shifted by a
+  // multiple of every section's alignment, and the weights), LLVM's bytes
+  // after its ELF header (without its section table when last), and the
+  // section names plus the new one.
   if (eh.e_shoff + eh.e_shnum * sizeof(Elf64_Shdr) == object.size())
     object.resize(eh.e_shoff);
+  uint64_t max_align = 8;
+  for (const Elf64_Shdr &s : sections) {
+    if (s.sh_addralign & (s.sh_addralign - 1))
+      fail("a section alignment that is not a power of two");
+    max_align = std::max<uint64_t>(max_align, s.sh_addralign);
+  }
+  const uint64_t table_bytes = (sections.size() + 1) * sizeof(Elf64_Shdr);
+  const uint64_t shift = round_up(table + table_bytes - sizeof(Elf64_Ehdr), max_align);
   Elf64_Shdr &names = sections[eh.e_shstrndx];
   std::string shstrtab = object.substr(names.sh_offset, names.sh_size);
   Elf64_Shdr added{};
   added.sh_name = static_cast<Elf64_Word>(shstrtab.size());
   shstrtab.append(section.c_str(), section.size() + 1);
-  names.sh_offset = object.size();
+  for (size_t i = 1; i < sections.size(); ++i)
+    if (sections[i].sh_type != SHT_NULL)
+      sections[i].sh_offset += shift;
+  names.sh_offset = shift + object.size();
   names.sh_size = shstrtab.size();
-  object += shstrtab;
-  pad_to(object, 0, align);
   added.sh_type = SHT_PROGBITS;
   added.sh_flags = SHF_ALLOC;
-  added.sh_offset = object.size();
+  added.sh_offset = weights_offset(align);
   added.sh_size = weights.size();
   added.sh_addralign = align;
   sections.push_back(added);
+  sections[0].sh_size = sections.size();
+  sections[0].sh_link = eh.e_shstrndx;
 
-  std::string tail;
-  pad_to(tail, object.size() + weights.size(), 8);
-  uint64_t table = object.size() + weights.size() + tail.size();
+  std::string rest;
+  rest.reserve(shift + sizeof(Elf64_Ehdr) - table + object.size() - sizeof(Elf64_Ehdr) + shstrtab.size());
   for (const Elf64_Shdr &s : sections)
-    tail.append(reinterpret_cast<const char *>(&s), sizeof s);
-  eh.e_shoff = table;
-  eh.e_shnum = static_cast<Elf64_Half>(sections.size());
-  write_at(object, 0, eh);
-
-  ByteChunks out(std::move(object));
-  out.append(weights);
-  out.append(std::move(tail));
+    rest.append(reinterpret_cast<const char *>(&s), sizeof s);
+  rest.append(shift + sizeof(Elf64_Ehdr) - table - rest.size(), '\0');
+  rest.append(object, sizeof(Elf64_Ehdr), std::string::npos);
+  rest += shstrtab;
+  out.append(std::move(rest));
   return out;
 }
 

@@ -74,6 +74,8 @@ public:
     gpu.code_object_version = code_object_version(options);
     gpu.gpu_assembly = emit.count("gpu-asm") != 0;
     gpu.jobs = options.jobs;
+    if (emit.count("obj"))
+      gpu.early = options.early_writes;
     GpuCodegenResult code = compile_amdgpu(*model.lowered, model.abi, host, gpu, timer);
 
     if (emit.count("obj"))

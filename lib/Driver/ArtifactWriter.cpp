@@ -5,6 +5,7 @@
 #include "maxc/Support/Sha256.h"
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -59,19 +60,24 @@ void write_all(int fd, const char *data, size_t size, const std::string &path) {
 }
 
 /// Writes `bytes` to fd (fd < 0: writes nothing) piece by piece, hashing
-/// them on the way; returns the digest. Large artifacts go in batches of
-/// about 8 MiB, each hashed on a second thread while this one writes it (the
-/// digest is updated in order, so it is the same whatever the timing); a
-/// written batch's pages of a mapped weights file are then released.
-std::string write_hashed(int fd, const ByteChunks &bytes, const std::string &path) {
+/// them on the way into `digest` (and `visit`, if set, seeing each piece in
+/// order). Large artifacts go in batches of about 8 MiB, each hashed on a
+/// second thread while this one writes it (the digest is updated in order,
+/// so it is the same whatever the timing); a written batch's pages of a
+/// mapped weights file are then released. `cancel`, once set, stops it
+/// (throws) at the next piece.
+void write_hashed(int fd, const ByteChunks &bytes, const std::string &path, Sha256Stream &digest,
+                  const EarlyWrites::Visitor &visit = {}, const std::atomic<bool> *cancel = nullptr) {
   constexpr size_t kBatch = size_t(8) << 20;
-  Sha256Stream digest;
   std::vector<std::pair<const char *, size_t>> batch;
   size_t batch_bytes = 0;
   auto flush = [&] {
     auto hash = [&] {
-      for (const auto &[data, size] : batch)
+      for (const auto &[data, size] : batch) {
         digest.update(data, size);
+        if (visit)
+          visit(data, size);
+      }
     };
     std::future<void> hashed;
     if (fd >= 0 && batch_bytes >= kBatch)
@@ -100,13 +106,29 @@ std::string write_hashed(int fd, const ByteChunks &bytes, const std::string &pat
     batch_bytes = 0;
   };
   bytes.for_each([&](const char *data, size_t size) {
+    if (cancel && cancel->load(std::memory_order_relaxed))
+      throw Error(ErrorCode::FileWrite, "the write was cancelled", path);
     batch.emplace_back(data, size);
     batch_bytes += size;
     if (batch_bytes >= kBatch)
       flush();
   });
   flush();
+}
+
+std::string write_hashed(int fd, const ByteChunks &bytes, const std::string &path) {
+  Sha256Stream digest;
+  write_hashed(fd, bytes, path, digest);
   return digest.hex();
+}
+
+/// Temps are 0600; outputs get the usual 0666 & ~umask. Closes fd.
+void finish_temp(int fd, const std::string &path) {
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  bool ok = ::fchmod(fd, 0666 & ~mask) == 0;
+  if (::close(fd) != 0 || !ok)
+    throw Error(ErrorCode::FileWrite, "cannot write: " + errno_text(), path);
 }
 
 } // namespace
@@ -131,14 +153,12 @@ bool ArtifactWriter::same(const Identity &a, const Identity &b) const {
 
 void ArtifactWriter::add_input(const std::string &path) { inputs_.emplace_back(path, identify(path)); }
 
-void ArtifactWriter::add(const std::string &kind, const std::string &path, ByteChunks bytes) {
+ArtifactWriter::Output &ArtifactWriter::check(const std::string &kind, const std::string &path) {
   if (path.empty())
     throw Error(ErrorCode::InvalidArgument, "an empty output path (" + kind + ")", "-o");
   Output out;
   out.kind = kind;
   out.path = out.target = path;
-  out.size = bytes.size();
-  out.bytes = std::move(bytes);
   struct stat st;
   if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
     char resolved[PATH_MAX];
@@ -172,9 +192,103 @@ void ArtifactWriter::add(const std::string &kind, const std::string &path, ByteC
                     "the " + kind + " output and the " + outputs_[i].kind + " output are the same file", path);
   output_ids_.push_back(id);
   outputs_.push_back(std::move(out));
+  return outputs_.back();
+}
+
+ArtifactWriter::Output *ArtifactWriter::started(const std::string &kind) {
+  for (Output &o : outputs_)
+    if (o.early && o.kind == kind)
+      return &o;
+  return nullptr;
+}
+
+void ArtifactWriter::add(const std::string &kind, const std::string &path, ByteChunks bytes) {
+  Output *o = started(kind);
+  if (o && o->path != path)
+    throw Error(ErrorCode::Internal, "the " + kind + " output was started as " + o->path, path);
+  if (!o)
+    o = &check(kind, path);
+  else
+    o->early->added = true;
+  o->size = bytes.size();
+  o->bytes = std::move(bytes);
+}
+
+void ArtifactWriter::open_temp(Output &o, int *fd) {
+  std::string tmpl = o.target + ".tmp.XXXXXX";
+  *fd = ::mkstemp(tmpl.data());
+  if (*fd < 0)
+    throw Error(ErrorCode::FileWrite, "cannot create a file in " + directory_of(o.target) + ": " + errno_text(),
+                o.path);
+  o.temp = tmpl;
+}
+
+void ArtifactWriter::start(const std::string &kind, const std::string &path, ByteChunks head,
+                           EarlyWrites::Visitor visit) {
+  if (started(kind))
+    throw Error(ErrorCode::Internal, "the " + kind + " output was started twice", path);
+  Output &o = check(kind, path);
+  auto early = std::make_unique<Early>();
+  early->head = std::move(head);
+  early->digest = std::make_unique<Sha256Stream>();
+  if (!o.write_through)
+    try {
+      open_temp(o, &early->fd);
+    } catch (...) {
+      outputs_.pop_back();
+      output_ids_.pop_back();
+      throw;
+    }
+  Early *e = early.get();
+  o.early = std::move(early);
+  auto write = [e, path, visit = std::move(visit)] {
+    auto begin = std::chrono::steady_clock::now();
+    write_hashed(e->fd, e->head, path, *e->digest, visit, &e->cancel);
+    e->ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
+  };
+  try {
+    e->done = std::async(std::launch::async, write);
+  } catch (const std::system_error &) { // no thread to be had: written when waited for
+    e->done = std::async(std::launch::deferred, write);
+  }
+}
+
+void ArtifactWriter::join(Early &e) {
+  if (e.joined)
+    return;
+  e.joined = true;
+  try {
+    e.done.get();
+  } catch (...) {
+    e.error = std::current_exception();
+  }
+}
+
+double ArtifactWriter::wait(const std::string &kind) {
+  Output *o = started(kind);
+  if (!o)
+    throw Error(ErrorCode::Internal, "no " + kind + " output was started");
+  join(*o->early);
+  if (o->early->error)
+    std::rethrow_exception(o->early->error);
+  return o->early->ms;
+}
+
+void ArtifactWriter::cancel(const std::string &kind) {
+  if (Output *o = started(kind)) {
+    o->early->cancel = true;
+    join(*o->early);
+  }
 }
 
 ArtifactWriter::~ArtifactWriter() {
+  for (Output &o : outputs_)
+    if (o.early) {
+      o.early->cancel = true;
+      join(*o.early);
+      if (o.early->fd >= 0)
+        ::close(o.early->fd);
+    }
   for (const Output &o : outputs_)
     if (!o.temp.empty())
       ::unlink(o.temp.c_str());
@@ -185,37 +299,58 @@ void ArtifactWriter::stage() {
     for (Output &o : outputs_) {
       if (o.staged)
         continue;
+      if (o.early) { // the head written (or being written) by start()
+        Early &e = *o.early;
+        if (!e.added)
+          throw Error(ErrorCode::Internal, "the " + o.kind + " output was started but never given", o.path);
+        join(e);
+        if (e.error)
+          std::rethrow_exception(e.error);
+        if (o.bytes.starts_with(e.head)) {
+          write_hashed(e.fd, o.bytes.after(e.head), o.path, *e.digest);
+        } else { // other bytes after all: written whole
+          if (e.fd >= 0 && (::ftruncate(e.fd, 0) != 0 || ::lseek(e.fd, 0, SEEK_SET) != 0))
+            throw Error(ErrorCode::FileWrite, "cannot write: " + errno_text(), o.path);
+          e.digest = std::make_unique<Sha256Stream>();
+          write_hashed(e.fd, o.bytes, o.path, *e.digest);
+        }
+        o.sha256 = e.digest->hex();
+        if (e.fd >= 0) {
+          int fd = e.fd;
+          e.fd = -1;
+          finish_temp(fd, o.path);
+        }
+        o.staged = true;
+        continue;
+      }
       if (o.write_through) { // written at commit; hashed now
         o.sha256 = write_hashed(-1, o.bytes, o.path);
         o.staged = true;
         continue;
       }
-      std::string tmpl = o.target + ".tmp.XXXXXX";
-      int fd = ::mkstemp(tmpl.data());
-      if (fd < 0)
-        throw Error(ErrorCode::FileWrite, "cannot create a file in " + directory_of(o.target) + ": " + errno_text(),
-                    o.path);
-      o.temp = tmpl;
+      int fd = -1;
+      open_temp(o, &fd);
       try {
         o.sha256 = write_hashed(fd, o.bytes, o.path);
       } catch (...) {
         ::close(fd);
         throw;
       }
-      // Temps are 0600; outputs get the usual 0666 & ~umask.
-      mode_t mask = ::umask(0);
-      ::umask(mask);
-      if (::fchmod(fd, 0666 & ~mask) != 0 || ::close(fd) != 0)
-        throw Error(ErrorCode::FileWrite, "cannot write: " + errno_text(), o.path);
+      finish_temp(fd, o.path);
       o.staged = true;
     }
   } catch (...) {
-    for (Output &o : outputs_)
+    for (Output &o : outputs_) {
+      if (o.early && o.early->fd >= 0) {
+        ::close(o.early->fd);
+        o.early->fd = -1;
+      }
       if (!o.temp.empty()) {
         ::unlink(o.temp.c_str());
         o.temp.clear();
         o.staged = false;
       }
+    }
     throw;
   }
 }

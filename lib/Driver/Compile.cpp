@@ -6,9 +6,12 @@
 //   load       parse and trace the model (Frontend)
 //   decompose  composite ops to primitives (Transforms)
 //   plan       interface, kernels, workspace bound (Codegen/LoweringPlan)
-//   backend    the backend's code generation (its own sub-steps are timed too)
+//   backend    the backend's code generation (its own sub-steps are timed too);
+//              the weights, which do not depend on the code, are written to
+//              their temp file meanwhile on a second thread (EarlyWrites:
+//              sub-steps "weights (overlapped)" and "wait for weights")
 //   artifacts  graph, manifest and depfile beside the backend's artifacts
-//   write      every output to a temp, then all renamed (ArtifactWriter)
+//   write      the rest of every output to a temp, then all renamed (ArtifactWriter)
 #include "maxc/Driver/Compile.h"
 
 #include "maxc/Codegen/LoweringPlan.h"
@@ -21,7 +24,9 @@
 #include "maxc/Transforms/Decompose.h"
 
 #include <algorithm>
+#include <future>
 #include <map>
+#include <memory>
 
 namespace maxc::driver {
 
@@ -69,6 +74,51 @@ struct Compilation {
   PlannedModel planned;
   BackendOutput output;
   std::vector<std::pair<std::string, ByteChunks>> contents; // kind, bytes (all but the manifest)
+  std::map<std::string, std::string> paths;                 // kind -> output path
+  std::unique_ptr<ArtifactWriter> writer;                   // made by load (early writes), committed by write
+  /// The manifest's digests of the files read ({sha256, size} each), taken
+  /// on a second thread from load on (joined at the latest on destruction).
+  std::future<std::vector<std::pair<std::string, uint64_t>>> input_digests;
+};
+
+/// The backend's early writes (EarlyWrites), through the compile's writer.
+/// A write that cannot start (the path is refused, no temp file) is not
+/// started: the write step then reports the error as it always did.
+class DriverEarlyWrites : public EarlyWrites {
+public:
+  explicit DriverEarlyWrites(Compilation &c) : c_(c) {}
+  std::unique_ptr<EarlyWrite> start(const std::string &kind, const ByteChunks &head, Visitor visit) override {
+    auto path = c_.paths.find(kind);
+    if (!c_.writer || path == c_.paths.end())
+      return nullptr;
+    try {
+      c_.writer->start(kind, path->second, head, std::move(visit));
+    } catch (const Error &) {
+      return nullptr;
+    }
+    return std::make_unique<Handle>(*c_.writer, kind, c_.result.timer);
+  }
+
+private:
+  /// Not waited for (the backend failed): the write is cancelled and its
+  /// thread joined ("weights (cancelled)" in --time-passes); the temp goes
+  /// with the writer.
+  struct Handle : EarlyWrite {
+    Handle(ArtifactWriter &w, std::string k, PassTimer &t) : writer(w), kind(std::move(k)), timer(t) {}
+    ~Handle() override {
+      if (!waited)
+        timer.run("weights (cancelled)", [&] { writer.cancel(kind); });
+    }
+    double wait() override {
+      waited = true;
+      return writer.wait(kind);
+    }
+    ArtifactWriter &writer;
+    std::string kind;
+    PassTimer &timer;
+    bool waited = false;
+  };
+  Compilation &c_;
 };
 
 // --- the steps ------------------------------------------------------------
@@ -154,10 +204,34 @@ void load(Compilation &c) {
   if (c.request.depfile || !c.request.depfile_path.empty())
     c.result.outputs.emplace_back("depfile", c.request.depfile_path.empty() ? c.result.object_path + ".d"
                                                                             : c.request.depfile_path);
+  c.paths.insert(c.result.outputs.begin(), c.result.outputs.end());
+  c.writer = std::make_unique<ArtifactWriter>();
+  for (const std::string &f : c.model.files_read)
+    c.writer->add_input(f);
+  c.writer->add_input(c.request.model);
+  if (c.emit.count("manifest") && !c.request.print_outputs) {
+    auto digests = [files = c.model.files_read] {
+      std::vector<std::pair<std::string, uint64_t>> out;
+      for (const std::string &f : files) {
+        uint64_t size = 0;
+        std::string digest = sha256_file_hex(f, &size); // streamed, not read whole
+        out.emplace_back(std::move(digest), size);
+      }
+      return out;
+    };
+    try {
+      c.input_digests = std::async(std::launch::async, digests);
+    } catch (const std::system_error &) { // no thread to be had: hashed when the manifest is made
+      c.input_digests = std::async(std::launch::deferred, digests);
+    }
+  }
 }
 
 void run_backend(Compilation &c) {
-  c.output = c.backend->compile(c.planned, c.request.options, c.emit, c.result.timer);
+  DriverEarlyWrites early(c);
+  BackendOptions options = c.request.options;
+  options.early_writes = &early;
+  c.output = c.backend->compile(c.planned, options, c.emit, c.result.timer);
   c.result.summary = c.output.summary;
 }
 
@@ -187,11 +261,10 @@ std::string manifest(Compilation &c, const ArtifactWriter &writer) {
   info.section = c.output.manifest;
   info.workspace_bytes = c.planned.workspace_bound;
   info.kernels = c.planned.kernels;
-  for (size_t i = 0; i < c.model.files_read.size(); ++i) {
-    uint64_t size = 0;
-    std::string digest = sha256_file_hex(c.model.files_read[i], &size); // streamed, not read whole
-    info.inputs.push_back({i == 0 ? "model" : "weights", base_name(c.model.files_read[i]), digest, size});
-  }
+  std::vector<std::pair<std::string, uint64_t>> digests = c.input_digests.get();
+  for (size_t i = 0; i < c.model.files_read.size(); ++i)
+    info.inputs.push_back({i == 0 ? "model" : "weights", base_name(c.model.files_read[i]), digests[i].first,
+                           digests[i].second});
   std::vector<const ArtifactWriter::Output *> written;
   for (const ArtifactWriter::Output &o : writer.outputs())
     if (o.kind != "depfile")
@@ -211,16 +284,12 @@ std::string manifest(Compilation &c, const ArtifactWriter &writer) {
 }
 
 void write(Compilation &c) {
-  ArtifactWriter writer;
-  for (const std::string &f : c.model.files_read)
-    writer.add_input(f);
-  writer.add_input(c.request.model);
-  std::map<std::string, std::string> paths(c.result.outputs.begin(), c.result.outputs.end());
+  ArtifactWriter &writer = *c.writer;
   for (auto &[kind, bytes] : c.contents)
-    writer.add(kind, paths[kind], std::move(bytes));
+    writer.add(kind, c.paths[kind], std::move(bytes));
   if (c.emit.count("manifest")) {
     writer.stage();
-    writer.add("manifest", paths["manifest"], manifest(c, writer));
+    writer.add("manifest", c.paths["manifest"], manifest(c, writer));
   }
   writer.commit();
 }

@@ -61,6 +61,7 @@ public:
     request.llvm_ir = emit.count("llvm-ir") != 0;
     request.external_weights = options.external_weights;
     request.jobs = options.jobs;
+    request.early = options.early_writes;
     CpuCodegenResult code = compile_cpu_module(*model.lowered, model.abi, target, request, timer, &model.plans);
     ModelInterface interface = model.interface;
     if (options.external_weights) {

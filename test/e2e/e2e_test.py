@@ -900,6 +900,88 @@ def determinism(ctx):
 
 
 @case
+def weights_first_object(ctx):
+    """The object with embedded weights is laid out weights-first (ELF header,
+    weights, section table, LLVM's sections; extended section numbering) so
+    that the weights are written during code generation: readelf and
+    llvm-objdump accept it, the weights section starts right after the ELF
+    header, and a program links against it (compile-link-run-* run it)."""
+    readelf = require_tool("llvm-readelf-19", "list the sections of the object")
+    objdump = require_tool("llvm-objdump-19", "list the sections of the object")
+    ctx.weights("gpt")
+    out = ctx.mkdir("out")
+    for mode, extra in [("cpu", []), ("gpu", ["--gpu", "gfx942"])]:
+        obj = os.path.join(out, mode + ".o")
+        ctx.run(["-q", "compile", ctx.example("gpt"), "-o", obj, "--name", "gpt_" + mode] + extra, rc=0)
+        r = run_command([readelf, "-S", "-W", obj], ctx.tmp, rc=0)
+        expect("warning" not in r.stderr.lower(), "%s: llvm-readelf warned" % mode, r)
+        m = re.search(r"\.rodata\.maxc\.weights\s+PROGBITS\s+[0-9a-f]+\s+([0-9a-f]+)\s+([0-9a-f]+)", r.stdout)
+        expect(m is not None, "%s: no weights section" % mode, r)
+        expect(int(m.group(1), 16) == 64, "%s: the weights start at %s, not right after the ELF header"
+               % (mode, m.group(1)), r)
+        expect(int(m.group(2), 16) > 1 << 20, "%s: the weights section holds %s bytes" % (mode, m.group(2)), r)
+        r = run_command([objdump, "-h", obj], ctx.tmp, rc=0)
+        expect_in(".rodata.maxc.weights", r.stdout, "llvm-objdump -h", r)
+        expect_in(".text", r.stdout, "llvm-objdump -h", r)
+        if shutil.which("readelf"):  # GNU binutils, where installed
+            r = run_command(["readelf", "-S", "-W", obj], ctx.tmp, rc=0)
+            expect("warning" not in r.stderr.lower(), "%s: GNU readelf warned" % mode, r)
+            expect_in(".rodata.maxc.weights", r.stdout, "GNU readelf -S", r)
+
+
+@case
+def failed_while_writing_weights(ctx):
+    """The weights are written on a second thread while the backend generates
+    code. A backend error then (a generic AMD GPU arch needs code object
+    version 6: found while compiling the arch) cancels that write, and a write
+    error (the file size limit, as a full disk) fails the compile: exit 1,
+    the previous outputs intact, no temp file left."""
+    import resource
+    import signal
+    ctx.weights("gpt")
+    out = ctx.mkdir("out")
+    obj = os.path.join(out, "gpt.o")
+    old = {"gpt.o": b"old object", "gpt.h": b"old header", "gpt.weights.bin": b"old weights"}
+
+    def reset():
+        for f in listing(out):
+            os.unlink(os.path.join(out, f))
+        for f, data in old.items():
+            with open(os.path.join(out, f), "wb") as w:
+                w.write(data)
+
+    def unchanged(r, what):
+        expect(listing(out) == sorted(old), "%s: the output dir holds %s" % (what, listing(out)), r)
+        for f, data in old.items():
+            with open(os.path.join(out, f), "rb") as g:
+                expect(g.read() == data, "%s: %s was replaced" % (what, f), r)
+
+    reset()
+    r = ctx.run(["compile", ctx.example("gpt"), "-o", obj, "--gpu", "gfx9-generic", "--code-object-version", "5",
+                 "--time-passes"], rc=1)
+    expect_in("needs code object version 6", r.stderr, "stderr", r)
+    expect_in("weights (cancelled)", r.stdout + r.stderr, "--time-passes (the weights were being written)", r)
+    unchanged(r, "a backend error during the weights' write")
+
+    # A write that fails while the backend works: at most 1 MiB per file (the
+    # external weights are ~13 MB; SIGXFSZ ignored, so write() fails EFBIG).
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+    for extra in [["--weights-mode", "external"], []]:
+        reset()
+        cmd = [ctx.maxc, "compile", ctx.example("gpt"), "-o", obj] + extra
+        p = subprocess.run(cmd, cwd=ctx.tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=limit,
+                           timeout=120)
+        p.cmd, p.stdout, p.stderr = cmd, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+        expect(p.returncode == 1, "a write over the file size limit should fail the compile", p)
+        expect_in("cannot write", p.stderr, "stderr", p)
+        expect("internal" not in p.stderr, "a write error is not an internal error", p)
+        unchanged(p, "a failed write of the weights %s" % " ".join(extra))
+
+
+@case
 def aarch64_cross(ctx):
     readelf = require_tool("llvm-readelf-19", "read the ELF header of the cross-compiled object")
     nm = require_tool("llvm-nm-19", "list the symbols of the cross-compiled object")

@@ -52,6 +52,7 @@ struct GpuCompileOptions {
   int code_object_version = 5;
   bool gpu_assembly = false;       // also return AMDGPU assembly per arch
   unsigned jobs = 0;               // arches compiled at once (maxc compile --jobs); 0 = the hardware threads
+  EarlyWrites *early = nullptr;    // where the host object's weights start being written during codegen (or null)
 };
 
 struct GpuKernelSummary {

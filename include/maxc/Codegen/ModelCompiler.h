@@ -61,6 +61,7 @@ struct CpuCodegenRequest {
   bool llvm_ir = false;
   bool external_weights = false;
   unsigned jobs = 0; // threads for the partitions (maxc compile --jobs); 0 = the hardware's
+  EarlyWrites *early = nullptr; // where the weights start being written during codegen (or null)
 };
 
 struct CpuCodegenResult {

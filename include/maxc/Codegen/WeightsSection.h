@@ -55,6 +55,14 @@ public:
   operator std::string() const { return str(); } // NOLINT
   bool operator==(const ByteChunks &other) const;
   bool operator!=(const ByteChunks &other) const { return !(*this == other); }
+  /// Whether this starts with the pieces of `head` themselves (the same
+  /// storage, generators and zero runs, as `head` + more makes): a check of
+  /// identity, not of the bytes, that reads and generates nothing.
+  bool starts_with(const ByteChunks &head) const;
+  /// The pieces after those of `head` (starts_with(head) must hold).
+  ByteChunks after(const ByteChunks &head) const;
+  /// The first `n` bytes (fewer where shorter) as a string.
+  std::string prefix(size_t n) const;
 
 private:
   struct Piece {
@@ -72,6 +80,36 @@ private:
 
 /// FNV-1a (64-bit) of the bytes, as fnv1a64 of str() would give.
 uint64_t fnv1a64(const ByteChunks &bytes);
+/// The same, a span at a time: h = fnv1a64_update(h, data, size) from
+/// kFnv1a64Basis over the spans in order.
+constexpr uint64_t kFnv1a64Basis = 1469598103934665603ull;
+uint64_t fnv1a64_update(uint64_t h, const char *data, size_t size);
+
+/// A write of an artifact's first bytes that the driver runs on a second
+/// thread while the backend still generates code (EarlyWrites).
+class EarlyWrite {
+public:
+  virtual ~EarlyWrite() = default; // unfinished: cancelled, its thread joined
+  /// Waits for the write; rethrows its error (maxc::Error). Returns the
+  /// writing thread's time in ms.
+  virtual double wait() = 0;
+};
+
+/// The driver's artifact writer as a backend sees it while compiling: where
+/// the bytes that do not depend on code generation (the weights) start being
+/// written early. Backends run without one too (tests, verify-reproducible).
+class EarlyWrites {
+public:
+  virtual ~EarlyWrites() = default;
+  using Visitor = std::function<void(const char *data, size_t size)>;
+  /// Starts writing `head`, the first bytes of artifact `kind` (the whole
+  /// artifact or a prefix of it: the writer checks with starts_with, and
+  /// writes the artifact whole again where the final bytes do not start
+  /// with `head`). `visit`, if set, sees each span of `head` in order on
+  /// the writing thread (e.g. a hash the backend needs). Null: not started
+  /// (the backend then does without); the write's error comes from wait().
+  virtual std::unique_ptr<EarlyWrite> start(const std::string &kind, const ByteChunks &head, Visitor visit) = 0;
+};
 
 namespace codegen {
 
@@ -93,8 +131,26 @@ ByteChunks weights_blob(const Graph &lowered, ConstantOffsets &offsets, const Co
 /// views, not copied. An object that does not reference `symbol` (no code
 /// reads a weight) is returned as is. Throws maxc::Error on an object it does
 /// not understand.
+///
+/// The layout is weights-first, so that the weights can be written while
+/// LLVM still generates the code (weights_section_head):
+///   [ELF header][weights][section table][LLVM's sections, shifted][names]
+/// The header uses extended section numbering (e_shnum 0, e_shstrndx
+/// SHN_XINDEX; the count and the names' index in section 0), so it depends
+/// only on the target and the weights' size, not on what LLVM emitted.
+/// `head`, if set, is weights_section_head(triple, weights, align): where its
+/// header is the one this object gets, the result starts with `head` itself
+/// (ByteChunks::starts_with) and its weights are `head`'s.
 ByteChunks append_weights_section(std::string object, const std::string &symbol, const ByteChunks &weights,
-                                  const std::string &section = ".rodata.maxc.weights", uint64_t align = 64);
+                                  const std::string &section = ".rodata.maxc.weights", uint64_t align = 64,
+                                  const ByteChunks *head = nullptr);
+
+/// The first bytes of the object append_weights_section makes for
+/// `weights` on target `triple` (x86-64 or aarch64 ELF), before any code
+/// exists: the ELF header LLVM's object for `triple` is predicted to have,
+/// the weights and the padding up to the section table. A wrong prediction
+/// costs only time (the object is then written whole).
+ByteChunks weights_section_head(const std::string &triple, const ByteChunks &weights, uint64_t align = 64);
 
 } // namespace codegen
 

@@ -15,7 +15,11 @@
 #pragma once
 
 #include "maxc/Codegen/WeightsSection.h"
+#include "maxc/Support/Sha256.h"
 
+#include <atomic>
+#include <future>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,7 +35,20 @@ public:
   /// A file the command reads: no output may be it.
   void add_input(const std::string &path);
   /// Checks `path` (see above) and queues `bytes` for it. Throws maxc::Error.
+  /// For an output start() began: its whole bytes (`path` the same).
   void add(const std::string &kind, const std::string &path, ByteChunks bytes);
+  /// Checks `path` as add() does, creates its temp and starts writing
+  /// `head`, the first bytes of the output, on a second thread (hashing it;
+  /// `visit`, if set, sees each span in order on that thread). add() gives
+  /// the whole bytes later: stage() writes on after `head` where they start
+  /// with it (ByteChunks::starts_with), else writes them whole again.
+  /// Throws maxc::Error (nothing started then).
+  void start(const std::string &kind, const std::string &path, ByteChunks head, EarlyWrites::Visitor visit);
+  /// Waits for `kind`'s started write; rethrows its error. Returns the time
+  /// the writing thread took (ms).
+  double wait(const std::string &kind);
+  /// Stops `kind`'s started write at its next span and waits for it.
+  void cancel(const std::string &kind);
   /// Writes the queued outputs to their temps, hashing each while it is
   /// written (Output::sha256); outputs added later are staged by the next
   /// call. Throws maxc::Error; the temps are removed then.
@@ -40,6 +57,17 @@ public:
   /// maxc::Error naming the path that failed; nothing is changed then.
   void commit();
 
+  /// A started write (start()).
+  struct Early {
+    ByteChunks head;
+    int fd = -1;
+    std::unique_ptr<Sha256Stream> digest; // of `head`, continued by stage()
+    std::atomic<bool> cancel{false};
+    std::future<void> done;
+    bool joined = false, added = false;
+    std::exception_ptr error;
+    double ms = 0;
+  };
   struct Output {
     std::string kind, path, target; // target: where the bytes go (symlinks resolved)
     ByteChunks bytes;
@@ -48,6 +76,7 @@ public:
     std::string temp;               // the staged temp file
     bool staged = false;
     bool write_through = false; // a character device
+    std::unique_ptr<Early> early;  // set by start()
   };
   const std::vector<Output> &outputs() const { return outputs_; }
 
@@ -59,6 +88,10 @@ private:
   };
   static Identity identify(const std::string &path);
   bool same(const Identity &a, const Identity &b) const;
+  Output &check(const std::string &kind, const std::string &path);
+  void open_temp(Output &o, int *fd);
+  Output *started(const std::string &kind);
+  void join(Early &e);
 
   std::vector<std::pair<std::string, Identity>> inputs_;
   std::vector<Identity> output_ids_;

@@ -314,16 +314,46 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
   const codegen::PackedWeights packed = codegen::plan_packed_weights(lowered, *plans, cpu_vector_lanes(target));
   codegen::ConstantOffsets offsets;
   ByteChunks weights = layout_weights(lowered, offsets, packed, *plans);
-  // External weights: their FNV-1a (one pass over every byte) on a second
-  // thread while LLVM works; the object defines NAME.weights.fnv1a.
+  // The weights do not depend on the code: with the driver's writer
+  // (request.early) they are written while LLVM works, on a second thread:
+  // NAME.weights.bin whole (external; its FNV-1a taken on the way), or the
+  // object's head (embedded: ELF header and weights, weights_section_head).
+  // The object's head is the same ByteChunks append_weights_section gets.
+  uint64_t early_fnv = kFnv1a64Basis;
+  ByteChunks object_head;
+  std::unique_ptr<EarlyWrite> early;
+  if (request.early && request.external_weights)
+    early = request.early->start("weights", weights, [&early_fnv](const char *data, size_t size) {
+      early_fnv = fnv1a64_update(early_fnv, data, size);
+    });
+  else if (request.early && request.object) {
+    object_head = codegen::weights_section_head(target.triple, weights);
+    early = request.early->start("obj", object_head, {});
+    if (!early)
+      object_head = ByteChunks();
+  }
+  auto wait_early = [&] {
+    if (!early)
+      return;
+    double ms = timer.run("wait for weights", [&] { return early->wait(); });
+    timer.record("weights (overlapped)", ms);
+    early.reset();
+  };
+  // External weights without the writer: their FNV-1a (one pass over every
+  // byte) on a second thread while LLVM works. The object defines
+  // NAME.weights.fnv1a.
   std::future<uint64_t> fnv;
-  if (request.external_weights)
+  if (request.external_weights && !early)
     try {
       fnv = std::async(std::launch::async, [&weights] { return fnv1a64(weights); });
     } catch (const std::system_error &) { // no thread to be had: hashed here when needed
       fnv = std::async(std::launch::deferred, [&weights] { return fnv1a64(weights); });
     }
   auto blob_fnv1a = [&] {
+    if (early && request.external_weights) {
+      wait_early();
+      out.weights_blob_fnv1a = early_fnv;
+    }
     if (fnv.valid())
       out.weights_blob_fnv1a = fnv.get();
     return out.weights_blob_fnv1a;
@@ -385,7 +415,8 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
         code = std::move(pieces[0].object);
       }
       if (!request.external_weights)
-        return codegen::append_weights_section(std::move(code), abi.name + ".weights.data", weights);
+        return codegen::append_weights_section(std::move(code), abi.name + ".weights.data", weights,
+                                               ".rodata.maxc.weights", 64, early ? &object_head : nullptr);
       std::string hash(8, '\0'); // little-endian, as the code loads it
       for (int i = 0; i < 8; ++i)
         hash[i] = static_cast<char>(blob_fnv1a() >> (8 * i));
@@ -409,6 +440,7 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
     blob_fnv1a();
     out.weights_blob = std::move(weights);
   }
+  wait_early();
   return out;
 }
 

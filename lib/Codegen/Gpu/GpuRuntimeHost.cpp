@@ -549,7 +549,8 @@ void build_gpu_runtime_host(llvm::Module &module, const ModelInterface &iface, c
 
 ByteChunks emit_gpu_runtime_host_object(const ModelInterface &iface, const Graph &lowered,
                                         const std::vector<GpuGraphProgram> &programs, const GpuImages &images,
-                                        const GpuRuntimeApi &api, const CpuTarget &host, PassTimer &timer) {
+                                        const GpuRuntimeApi &api, const CpuTarget &host, PassTimer &timer,
+                                        const ByteChunks *weights_head) {
   llvm::LLVMContext context;
   ByteChunks weights;
   auto module = timer.run("host codegen", [&] {
@@ -559,7 +560,8 @@ ByteChunks emit_gpu_runtime_host_object(const ModelInterface &iface, const Graph
   });
   timer.run("optimize", [&] { optimize_module(*module, host); });
   return timer.run("emit obj", [&] {
-    return append_weights_section(emit_module(*module, host, OutputKind::object), weights_symbol(iface), weights);
+    return append_weights_section(emit_module(*module, host, OutputKind::object), weights_symbol(iface), weights,
+                                  ".rodata.maxc.weights", 64, weights_head);
   });
 }
 

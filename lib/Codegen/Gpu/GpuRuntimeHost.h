@@ -64,9 +64,12 @@ void build_gpu_runtime_host(llvm::Module &module, const ModelInterface &iface, c
 /// build_gpu_runtime_host into a new module, optimized and emitted as an
 /// object for `host` (steps "host codegen", "optimize", "emit obj").
 /// The weights are streamed into the object (WeightsSection.h), never IR.
+/// `weights_head`, if set: weights_section_head(host.triple, weights_blob(lowered)),
+/// already being written (append_weights_section).
 ByteChunks emit_gpu_runtime_host_object(const ModelInterface &iface, const Graph &lowered,
                                         const std::vector<GpuGraphProgram> &programs, const GpuImages &images,
-                                        const GpuRuntimeApi &api, const CpuTarget &host, PassTimer &timer);
+                                        const GpuRuntimeApi &api, const CpuTarget &host, PassTimer &timer,
+                                        const ByteChunks *weights_head = nullptr);
 
 /// The checks every GPU backend makes before generating kernels: a C name,
 /// and no op the device cannot run yet (f64 transcendentals, pow). Throws

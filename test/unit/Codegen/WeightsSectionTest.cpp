@@ -46,11 +46,17 @@ std::vector<Section> sections_of(const std::string &elf, const std::string &symb
                                  uint64_t *symbol_size) {
   Elf64_Ehdr eh;
   std::memcpy(&eh, elf.data(), sizeof eh);
-  std::vector<Elf64_Shdr> sh(eh.e_shnum);
+  // Extended numbering (a weights-first object): the count and the names'
+  // index in section 0.
+  Elf64_Shdr first;
+  std::memcpy(&first, elf.data() + eh.e_shoff, sizeof first);
+  size_t count = eh.e_shnum ? eh.e_shnum : first.sh_size;
+  size_t names = eh.e_shstrndx == SHN_XINDEX ? first.sh_link : eh.e_shstrndx;
+  std::vector<Elf64_Shdr> sh(count);
   std::memcpy(sh.data(), elf.data() + eh.e_shoff, sh.size() * sizeof(Elf64_Shdr));
   std::vector<Section> out;
   for (const Elf64_Shdr &s : sh)
-    out.push_back({elf.data() + sh[eh.e_shstrndx].sh_offset + s.sh_name,
+    out.push_back({elf.data() + sh[names].sh_offset + s.sh_name,
                    s.sh_type == SHT_NOBITS ? "" : elf.substr(s.sh_offset, s.sh_size), s.sh_flags, s.sh_addralign});
   *symbol_section = -1;
   for (const Elf64_Shdr &s : sh)
@@ -106,6 +112,11 @@ TEST_CASE("embedded weights are a section the object writer appends, byte-identi
     driver::CompileResult result;
     REQUIRE(driver::compile(r, diagnostics, result));
     objects[i] = read_file(r.output);
+    // The weights were written while LLVM generated the code.
+    bool overlapped = false;
+    for (const auto &[step, ms] : result.timer.passes())
+      overlapped |= step == "weights (overlapped)";
+    CHECK(overlapped);
   }
   CHECK(objects[0] == objects[1]);
 
@@ -126,6 +137,17 @@ TEST_CASE("embedded weights are a section the object writer appends, byte-identi
       CHECK(other.bytes.find(std::string(reinterpret_cast<const char *>(bias.data()), bias.nbytes())) ==
             std::string::npos);
 
+  // Weights-first: the weights right after the ELF header, which is the one
+  // predicted before any code existed (weights_section_head), so the
+  // driver wrote them during code generation.
+  CHECK(objects[0].compare(64, s.bytes.size(), s.bytes) == 0);
+  CHECK(codegen::weights_section_head("x86_64-unknown-linux-gnu", ByteChunks(s.bytes)).prefix(64) ==
+        objects[0].substr(0, 64));
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, objects[0].data(), sizeof eh);
+  CHECK(eh.e_shnum == 0);
+  CHECK(eh.e_shstrndx == SHN_XINDEX);
+
   // The manifest's hashes are those of the files written.
   auto manifest = nlohmann::json::parse(read_file(dir.file("wsec.manifest.json")));
   for (const auto &o : manifest["outputs"])
@@ -141,9 +163,17 @@ TEST_CASE("external weights: the blob streamed from the weights, hashed as writt
   DiagnosticEngine diagnostics;
   driver::CompileResult result;
   REQUIRE(driver::compile(r, diagnostics, result));
+  bool overlapped = false;
+  for (const auto &[step, ms] : result.timer.passes())
+    overlapped |= step == "weights (overlapped)";
+  CHECK(overlapped);
   std::string blob = read_file(dir.file("wsec.weights.bin"));
   CHECK(blob.find(std::string(reinterpret_cast<const char *>(bias.data()), bias.nbytes())) != std::string::npos);
   auto manifest = nlohmann::json::parse(read_file(dir.file("wsec.manifest.json")));
+  // The FNV-1a the interface records, taken while the blob was written.
+  char fnv[17];
+  std::snprintf(fnv, sizeof fnv, "%016llx", static_cast<unsigned long long>(fnv1a64(std::string_view(blob))));
+  CHECK(manifest["memory"]["weights_blob_fnv1a"] == fnv);
   CHECK(manifest["memory"]["weights_blob_bytes"] == blob.size());
   bool listed = false;
   for (const auto &o : manifest["outputs"])

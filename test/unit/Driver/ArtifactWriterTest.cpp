@@ -131,3 +131,106 @@ TEST_CASE("a large artifact is hashed beside its write: same bytes, same digest"
   CHECK(written == flat);
   CHECK(w.outputs()[0].sha256 == sha256_hex(flat));
 }
+
+namespace {
+
+/// ~10 MiB of views and zeros (more than one 8 MiB batch of the writer).
+ByteChunks big_bytes(const std::shared_ptr<std::string> &block) {
+  for (size_t i = 0; i < block->size(); ++i)
+    (*block)[i] = static_cast<char>((i * 2654435761u) >> 13);
+  ByteChunks bytes("ELF?");
+  bytes.append_zeros(60);
+  for (int k = 0; k < 3; ++k) {
+    bytes.append_view(block->data() + k, block->size() - k, block);
+    bytes.append_zeros(size_t(64) << 10);
+  }
+  return bytes;
+}
+
+} // namespace
+
+TEST_CASE("ArtifactWriter::start writes an output's head early, the rest at stage", "[driver][artifacts]") {
+  test::TempDir dir;
+  auto block = std::make_shared<std::string>(size_t(3) << 20, '\0');
+  ByteChunks head = big_bytes(block);
+  dir.write("m.o", "old object");
+  for (bool same_head : {true, false}) {
+    std::string before = read_file(dir.file("m.o"));
+    ArtifactWriter w;
+    uint64_t fnv = kFnv1a64Basis;
+    size_t visited = 0;
+    w.start("obj", dir.file("m.o"), head, [&](const char *data, size_t size) {
+      fnv = fnv1a64_update(fnv, data, size);
+      visited += size;
+    });
+    CHECK(w.wait("obj") >= 0);
+    CHECK(visited == head.size());
+    CHECK(fnv == fnv1a64(head));
+    CHECK(read_file(dir.file("m.o")) == before); // written to a temp, not renamed yet
+    // The final bytes: the head itself and more (written on), or other
+    // bytes of the same start (not the same pieces: written whole again).
+    ByteChunks final_bytes = same_head ? head : ByteChunks(head.str());
+    final_bytes.append(std::string("the code"));
+    CHECK(final_bytes.starts_with(head) == same_head);
+    w.add("header", dir.file("m.h"), "header");
+    w.add("obj", dir.file("m.o"), final_bytes);
+    w.commit();
+    std::string flat = final_bytes.str();
+    CHECK(read_file(dir.file("m.o")) == flat);
+    CHECK(w.outputs()[0].sha256 == sha256_hex(flat));
+    CHECK(w.outputs()[0].size == flat.size());
+  }
+  CHECK(listing(dir.path) == std::vector<std::string>{"m.h", "m.o"}); // no temps left
+}
+
+TEST_CASE("ArtifactWriter::start: a failed or abandoned compile leaves the old files and no temps",
+          "[driver][artifacts]") {
+  test::TempDir dir;
+  auto block = std::make_shared<std::string>(size_t(3) << 20, '\0');
+  ByteChunks head = big_bytes(block);
+  dir.write("m.o", "old object");
+  { // abandoned while the head is written (the backend failed): cancelled, joined, removed
+    ArtifactWriter w;
+    w.start("obj", dir.file("m.o"), head, {});
+    w.cancel("obj");
+  }
+  { // never waited for: the destructor stops it
+    ArtifactWriter w;
+    w.start("obj", dir.file("m.o"), head, {});
+  }
+  { // a later output refused: nothing renamed
+    ArtifactWriter w;
+    w.start("obj", dir.file("m.o"), head, {});
+    ::mkdir(dir.file("m.h").c_str(), 0777);
+    CHECK_THROWS_WITH(w.add("header", dir.file("m.h"), "x"), Catch::Contains("is a directory"));
+    ::rmdir(dir.file("m.h").c_str());
+  }
+  { // the head's directory gone before the rest: stage fails, the old file stays
+    ArtifactWriter w;
+    ::mkdir(dir.file("sub").c_str(), 0777);
+    w.start("obj", dir.file("m.o"), head, {});
+    w.add("obj", dir.file("m.o"), head);
+    w.add("header", dir.file("sub/m.h"), "header");
+    ::rmdir(dir.file("sub").c_str());
+    CHECK_THROWS_AS(w.commit(), Error);
+  }
+  CHECK(read_file(dir.file("m.o")) == "old object");
+  CHECK(listing(dir.path) == std::vector<std::string>{"m.o"});
+  // Refused paths start nothing.
+  ArtifactWriter w;
+  std::string model = dir.write("model.json", "{}");
+  w.add_input(model);
+  CHECK_THROWS_WITH(w.start("obj", model, head, {}), Catch::Contains("would overwrite the input"));
+  CHECK_THROWS_WITH(w.start("obj", dir.file("none/m.o"), head, {}), Catch::Contains("cannot create a file"));
+  CHECK_THROWS_AS(w.wait("obj"), Error);
+  // A character device takes the head too (hashed, written at commit).
+  if (::access("/dev/null", W_OK) == 0) {
+    ArtifactWriter n;
+    n.start("obj", "/dev/null", head, {});
+    ByteChunks all = head;
+    all.append(std::string("tail"));
+    n.add("obj", "/dev/null", all);
+    n.commit();
+    CHECK(n.outputs()[0].sha256 == sha256_hex(all.str()));
+  }
+}
