@@ -1,6 +1,7 @@
 #include "maxc/Driver/ArtifactWriter.h"
 #include "maxc/Support/FileSystem.h"
 
+#include "maxc/Support/Async.h"
 #include "maxc/Support/Error.h"
 #include "maxc/Support/Sha256.h"
 
@@ -246,11 +247,7 @@ void ArtifactWriter::start(const std::string &kind, const std::string &path, Byt
     write_hashed(e->fd, e->head, path, *e->digest, visit, &e->cancel);
     e->ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
   };
-  try {
-    e->done = std::async(std::launch::async, write);
-  } catch (const std::system_error &) { // no thread to be had: written when waited for
-    e->done = std::async(std::launch::deferred, write);
-  }
+  e->done = async_or_deferred(std::move(write)); // no thread to be had: written when waited for
 }
 
 void ArtifactWriter::join(Early &e) {

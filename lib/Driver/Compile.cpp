@@ -19,6 +19,7 @@
 #include "maxc/Driver/ArtifactWriter.h"
 #include "maxc/Frontend/ModelLoader.h"
 #include "maxc/IR/GraphJson.h"
+#include "maxc/Support/Async.h"
 #include "maxc/Support/Error.h"
 #include "maxc/Support/Sha256.h"
 #include "maxc/Transforms/Decompose.h"
@@ -219,11 +220,7 @@ void load(Compilation &c) {
       }
       return out;
     };
-    try {
-      c.input_digests = std::async(std::launch::async, digests);
-    } catch (const std::system_error &) { // no thread to be had: hashed when the manifest is made
-      c.input_digests = std::async(std::launch::deferred, digests);
-    }
+    c.input_digests = async_or_deferred(digests); // no thread to be had: hashed when the manifest is made
   }
 }
 

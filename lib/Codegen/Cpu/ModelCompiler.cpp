@@ -11,6 +11,7 @@
 #include "maxc/Codegen/ObjectEmitter.h"
 #include "maxc/Codegen/Target.h"
 #include "maxc/Codegen/WeightsSection.h"
+#include "maxc/Support/Async.h"
 #include "maxc/Support/Error.h"
 #include "maxc/Support/Sha256.h"
 #include "maxc/Transforms/Decompose.h"
@@ -343,12 +344,8 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
   // byte) on a second thread while LLVM works. The object defines
   // NAME.weights.fnv1a.
   std::future<uint64_t> fnv;
-  if (request.external_weights && !early)
-    try {
-      fnv = std::async(std::launch::async, [&weights] { return fnv1a64(weights); });
-    } catch (const std::system_error &) { // no thread to be had: hashed here when needed
-      fnv = std::async(std::launch::deferred, [&weights] { return fnv1a64(weights); });
-    }
+  if (request.external_weights && !early) // no thread to be had: hashed here when needed
+    fnv = async_or_deferred([&weights] { return fnv1a64(weights); });
   auto blob_fnv1a = [&] {
     if (early && request.external_weights) {
       wait_early();

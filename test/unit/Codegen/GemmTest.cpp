@@ -18,6 +18,27 @@
 using namespace maxc;
 using namespace maxc::test;
 
+namespace {
+
+/// The graph (inputs A [M, K], B [K, N], C [M, N]) compiled and interpreted
+/// on fresh random inputs, on one thread and on two.
+void check_mkn(const Graph &graph, JitCompiledGraph &compiled, int64_t M, int64_t N, int64_t K) {
+  std::vector<HostTensor> in = {random_tensor(DType::f32, {M, K}, -1, 1), random_tensor(DType::f32, {K, N}, -1, 1),
+                                random_tensor(DType::f32, {M, N}, -1, 1)};
+  std::vector<HostTensor> expected = Interpreter::run(graph, in);
+  for (bool two : {false, true}) {
+    std::vector<HostTensor> actual = compiled.run(in, two);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      std::string mismatch = compare(actual[i], expected[i], 1e-4, 1e-4);
+      INFO("M " << M << " N " << N << " K " << K << (two ? ", 2 threads" : ", 1 thread") << ", output " << i << ": "
+                << mismatch);
+      REQUIRE(mismatch.empty());
+    }
+  }
+}
+
+} // namespace
+
 TEST_CASE("GEMM at odd sizes: tiles, masked edges, small M, K blocks, epilogue, 1 and 2 threads",
           "[codegen][gemm]") {
   Dim m("m"), n("n"), k("k");
@@ -32,18 +53,7 @@ TEST_CASE("GEMM at odd sizes: tiles, masked edges, small M, K blocks, epilogue, 
   for (int64_t M : sizes)
     for (int64_t N : sizes)
       for (int64_t K : sizes) {
-        std::vector<HostTensor> in = {random_tensor(DType::f32, {M, K}, -1, 1), random_tensor(DType::f32, {K, N}, -1, 1),
-                                      random_tensor(DType::f32, {M, N}, -1, 1)};
-        std::vector<HostTensor> expected = Interpreter::run(*graph, in);
-        for (bool two : {false, true}) {
-          std::vector<HostTensor> actual = compiled.run(in, two);
-          for (size_t i = 0; i < expected.size(); ++i) {
-            std::string mismatch = compare(actual[i], expected[i], 1e-4, 1e-4);
-            INFO("M " << M << " N " << N << " K " << K << (two ? ", 2 threads" : ", 1 thread") << ", output " << i
-                      << ": " << mismatch);
-            REQUIRE(mismatch.empty());
-          }
-        }
+        check_mkn(*graph, compiled, M, N, K);
       }
 }
 
@@ -63,18 +73,7 @@ TEST_CASE("GEMM whose last panel is at most one vector wide: 12-row one-vector t
   for (int64_t M : {12, 18, 30, 47, 61, 130})
     for (int64_t N : {3, 16, 17, 20, 40, 48})
       for (int64_t K : {7, 300}) {
-        std::vector<HostTensor> in = {random_tensor(DType::f32, {M, K}, -1, 1), random_tensor(DType::f32, {K, N}, -1, 1),
-                                      random_tensor(DType::f32, {M, N}, -1, 1)};
-        std::vector<HostTensor> expected = Interpreter::run(*graph, in);
-        for (bool two : {false, true}) {
-          std::vector<HostTensor> actual = compiled.run(in, two);
-          for (size_t i = 0; i < expected.size(); ++i) {
-            std::string mismatch = compare(actual[i], expected[i], 1e-4, 1e-4);
-            INFO("M " << M << " N " << N << " K " << K << (two ? ", 2 threads" : ", 1 thread") << ", output " << i
-                      << ": " << mismatch);
-            REQUIRE(mismatch.empty());
-          }
-        }
+        check_mkn(*graph, compiled, M, N, K);
       }
 }
 
