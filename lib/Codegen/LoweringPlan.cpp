@@ -121,6 +121,8 @@ std::optional<StridedView> strided_view(const Graph &g, const LoweringPlan &plan
   if (!is_view_op(node.op) || node.operands.empty())
     return std::nullopt;
   ValueId x = node.operands[0];
+  // Recursion through fused values only: a fused chain is at most
+  // kMaxFusedChain (plan_lowering) long, so the depth is bounded.
   std::optional<StridedView> in = strided_view(g, plan, x);
   if (!in)
     return std::nullopt;
