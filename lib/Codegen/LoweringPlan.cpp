@@ -16,9 +16,7 @@ bool is_reduction_op(const std::string &op) { return op_traits(op).has(OpTrait::
 
 namespace {
 
-bool is_view_op(const std::string &op) {
-  return op == "reshape" || op == "squeeze" || op == "unsqueeze" || op == "transpose" || op == "split" || op == "slice";
-}
+bool is_view_op(const std::string &op) { return op_traits(op).has(OpTrait::strided); }
 
 /// Row-major strides of `s` (in elements) when its dims past the first are
 /// static.
@@ -156,6 +154,8 @@ std::optional<StridedView> strided_view(const Graph &g, const LoweringPlan &plan
       in->offset += sizes[r] * in->strides[static_cast<size_t>(axis)];
     return in;
   }
+  if (node.op != "slice")
+    return std::nullopt; // a strided op this function has no formula for: copied
   // slice: as ElementalEmitter::slice_element.
   std::vector<int64_t> starts = node.attrs.get_ints("starts"), axes = node.attrs.get_ints("axes"),
                        steps = node.attrs.get_ints("steps");

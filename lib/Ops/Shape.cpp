@@ -85,7 +85,7 @@ std::vector<TensorType> one(TensorType t) { return std::vector<TensorType>{std::
 OpDef reshape_op() {
   OpDef def;
   def.name = "reshape";
-  def.traits = OpTrait::shape;
+  def.traits = OpTrait::shape | OpTrait::strided;
   def.summary = "same elements in row-major order, new shape (one dim may be -1)";
   def.attrs = {{"shape", AttrKind::shape, std::nullopt, "target shape; one static -1 is inferred"}};
   def.infer = [](const InferContext &c) {
@@ -152,7 +152,7 @@ Sizes normalize_perm(const Sizes &perm_attr, int64_t rank) {
 OpDef transpose_op() {
   OpDef def;
   def.name = "transpose";
-  def.traits = OpTrait::shape;
+  def.traits = OpTrait::shape | OpTrait::strided;
   def.summary = "permutes dims (result dim i = input dim perm[i])";
   def.attrs = {{"perm", AttrKind::ints, AttrValue(Sizes{}), "permutation; empty reverses the dims"}};
   def.infer = [](const InferContext &c) {
@@ -218,7 +218,7 @@ OpDef broadcast_to_op() {
 OpDef squeeze_op() {
   OpDef def;
   def.name = "squeeze";
-  def.traits = OpTrait::shape;
+  def.traits = OpTrait::shape | OpTrait::strided;
   def.summary = "removes size-1 dims";
   def.attrs = {{"axes", AttrKind::ints, AttrValue(Sizes{}), "dims to remove; empty: every static size-1 dim"}};
   def.infer = [](const InferContext &c) {
@@ -253,7 +253,7 @@ OpDef squeeze_op() {
 OpDef unsqueeze_op() {
   OpDef def;
   def.name = "unsqueeze";
-  def.traits = OpTrait::shape;
+  def.traits = OpTrait::shape | OpTrait::strided;
   def.summary = "inserts size-1 dims at positions of the result";
   def.attrs = {{"axes", AttrKind::ints, std::nullopt, "positions in the result (negative counts from its end)"}};
   def.infer = [](const InferContext &c) {
@@ -326,7 +326,7 @@ OpDef concat_op() {
 OpDef split_op() {
   OpDef def;
   def.name = "split";
-  def.traits = OpTrait::shape;
+  def.traits = OpTrait::shape | OpTrait::strided;
   def.summary = "splits along an axis into pieces of given sizes (one result per piece)";
   def.attrs = {{"sizes", AttrKind::ints, std::nullopt, "piece sizes; must sum to the (static) axis size"},
                {"axis", AttrKind::integer, AttrValue(int64_t{0}), "split axis"}};
@@ -443,7 +443,7 @@ constexpr int64_t kSliceToEnd = std::numeric_limits<int64_t>::max() / 2;
 OpDef slice_op() {
   OpDef def;
   def.name = "slice";
-  def.traits = OpTrait::shape;
+  def.traits = OpTrait::shape | OpTrait::strided;
   def.summary = "Python-style strided slice along listed axes";
   def.attrs = {{"starts", AttrKind::ints, std::nullopt, "start per listed axis (negative counts from the end)"},
                {"ends", AttrKind::ints, std::nullopt, "exclusive end per axis; INT64_MAX means to the end"},

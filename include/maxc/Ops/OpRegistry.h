@@ -103,6 +103,11 @@ enum class OpTrait : uint32_t {
   /// it as one row kernel keeps it whole (DecomposeOptions::keep_rowwise);
   /// every other backend gets it decomposed.
   rowwise = 1u << 16,
+  /// A view that moves no data: each element is its first operand's at an
+  /// affine index (an offset plus a stride per axis): reshape, squeeze,
+  /// unsqueeze, transpose, split, slice. The CPU's attention kernel reads
+  /// such views of a stored buffer in place (codegen::strided_view).
+  strided = 1u << 17,
 };
 
 /// A set of OpTraits.
