@@ -21,7 +21,6 @@ The example weights (examples/<name>/<name>.safetensors) come from the build
 
 import argparse
 import array
-import ast
 import json
 import operator
 import os
@@ -33,7 +32,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from maxc_testlib import Failure, describe, expect, expect_in, listing, tail  # noqa: E402
+from maxc_testlib import Failure, describe, expect, expect_in, listing, read_npy, tail, write_npy  # noqa: E402
 
 EXAMPLES = ["mlp", "cnn", "gpt"]
 
@@ -129,46 +128,6 @@ def stats_of(text):
 
 # ---------------------------------------------------------------------------
 # .npy and safetensors
-
-
-NPY_DESCRS = {"<f4": ("f", 4), "<f8": ("d", 8), "<i4": ("i", 4), "<i8": ("q", 8), "|i1": ("b", 1)}
-
-
-def write_npy(path, shape, values, descr="<f4"):
-    """Writes a C-ordered version 1.0 .npy file."""
-    fmt, _ = NPY_DESCRS[descr]
-    dims = "(%s)" % ("%d," % shape[0] if len(shape) == 1 else ", ".join(str(d) for d in shape))
-    header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, dims)
-    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
-    with open(path, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1"))
-        f.write(struct.pack("<%d%s" % (len(values), fmt), *values))
-    return path
-
-
-def read_npy(path):
-    """Reads a .npy file: (descr, shape, list of values)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:6] != b"\x93NUMPY":
-        raise Failure("%s: not a .npy file" % path)
-    major = data[6]
-    if major == 1:
-        hlen, start = struct.unpack("<H", data[8:10])[0], 10
-    else:
-        hlen, start = struct.unpack("<I", data[8:12])[0], 12
-    header = ast.literal_eval(data[start:start + hlen].decode("latin1"))
-    if header["fortran_order"]:
-        raise Failure("%s: Fortran order" % path)
-    fmt, size = NPY_DESCRS[header["descr"]]
-    shape = tuple(header["shape"])
-    count = 1
-    for d in shape:
-        count *= d
-    body = data[start + hlen:]
-    if len(body) != count * size:
-        raise Failure("%s: %d data bytes for shape %s" % (path, len(body), shape))
-    return header["descr"], shape, list(struct.unpack("<%d%s" % (count, fmt), body))
 
 
 def read_safetensors(path):

@@ -22,7 +22,6 @@ come from the build (the `example-weights` target).
 """
 
 import argparse
-import ast
 import hashlib
 import json
 import math
@@ -37,7 +36,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from maxc_testlib import Failure, describe, expect, expect_in, listing, tail  # noqa: E402
+from maxc_testlib import Failure, describe, expect, expect_in, listing, read_npy, tail, write_npy_raw  # noqa: E402
 
 EXAMPLES = ["mlp", "cnn", "gpt"]
 
@@ -137,7 +136,6 @@ DTYPES = {
     "i32": ("int32_t", "<i4", "i", 4),
     "i8": ("int8_t", "|i1", "b", 1),
 }
-NPY_FORMATS = {descr: (fmt, size) for _, descr, fmt, size in DTYPES.values()}
 
 
 def dtype_info(dtype):
@@ -157,42 +155,6 @@ def unpack(dtype, raw, what):
     if len(raw) % size:
         raise Failure("%s: %d bytes is not a whole number of %s" % (what, len(raw), dtype))
     return list(struct.unpack("<%d%s" % (len(raw) // size, fmt), raw))
-
-
-def write_npy_raw(path, descr, shape, raw):
-    """Writes a C-ordered version 1.0 .npy file around little-endian bytes."""
-    dims = "(%s)" % ("%d," % shape[0] if len(shape) == 1 else ", ".join(str(d) for d in shape))
-    header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, dims)
-    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
-    with open(path, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1"))
-        f.write(raw)
-    return path
-
-
-def read_npy(path):
-    """Reads a .npy file: (descr, shape, list of values)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:6] != b"\x93NUMPY":
-        raise Failure("%s: not a .npy file" % path)
-    major = data[6]
-    if major == 1:
-        hlen, start = struct.unpack("<H", data[8:10])[0], 10
-    else:
-        hlen, start = struct.unpack("<I", data[8:12])[0], 12
-    header = ast.literal_eval(data[start:start + hlen].decode("latin1"))
-    if header["fortran_order"]:
-        raise Failure("%s: Fortran order" % path)
-    fmt, size = NPY_FORMATS[header["descr"]]
-    shape = tuple(header["shape"])
-    count = 1
-    for d in shape:
-        count *= d
-    body = data[start + hlen:]
-    if len(body) != count * size:
-        raise Failure("%s: %d data bytes for shape %s" % (path, len(body), shape))
-    return header["descr"], shape, list(struct.unpack("<%d%s" % (count, fmt), body))
 
 
 def read_raw(path, dtype):
