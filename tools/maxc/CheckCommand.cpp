@@ -10,9 +10,7 @@ namespace maxc::cli {
 int run_check(const GlobalOptions &global, const CheckOptions &options) {
   DiagnosticEngine diagnostics;
   diagnostics.set_warnings_as_errors(global.warnings_as_errors);
-  LoadOptions load;
-  load.dims = global.onnx_dims; // ONNX: --dim pins, --no-dedup
-  load.dedup = !global.no_dedup;
+  LoadOptions load = load_options(global);
   load.weights_path = options.weights;
   load.synthesize_weights = options.no_weights;
   LoadedModel model = load_model(options.model, load, diagnostics);

@@ -42,4 +42,11 @@ void write_output(const std::string &path, const std::string &text, DiagnosticEn
   }
 }
 
+LoadOptions load_options(const GlobalOptions &global) {
+  LoadOptions load;
+  load.dims = global.onnx_dims;
+  load.dedup = !global.no_dedup;
+  return load;
+}
+
 } // namespace maxc::cli

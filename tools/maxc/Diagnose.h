@@ -4,6 +4,7 @@
 #include "Commands.h"
 
 #include "maxc/Codegen/ModelAbi.h"
+#include "maxc/Frontend/ModelLoader.h"
 #include "maxc/Support/Diagnostics.h"
 
 #include <nlohmann/json_fwd.hpp>
@@ -16,6 +17,10 @@ int finish(const GlobalOptions &global, const DiagnosticEngine &diagnostics);
 
 /// Exit code for a set of diagnostics: 2 if any is internal, 1 if any error.
 int exit_code_for(const DiagnosticEngine &diagnostics);
+
+/// The model-loading options every command takes from the global flags
+/// (ONNX: `--dim` pins, `--no-dedup`); the command adds its own (weights).
+LoadOptions load_options(const GlobalOptions &global);
 
 /// Writes `text` to `path` atomically, or to stdout for "" / "-". Reports
 /// failures to `diagnostics`.

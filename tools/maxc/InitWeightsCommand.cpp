@@ -62,9 +62,7 @@ HostTensor generate(const ParamSpec &spec, uint64_t seed) {
 
 int run_init_weights(const GlobalOptions &global, const InitWeightsOptions &options) {
   DiagnosticEngine diagnostics;
-  LoadOptions load;
-  load.dims = global.onnx_dims; // ONNX: --dim pins, --no-dedup
-  load.dedup = !global.no_dedup;
+  LoadOptions load = load_options(global);
   load.synthesize_weights = true;
   LoadedModel model = load_model(options.model, load, diagnostics);
   if (!model.graph)

@@ -64,9 +64,7 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
   if (diagnostics.has_errors())
     return finish(global, diagnostics);
 
-  LoadOptions load;
-  load.dims = global.onnx_dims; // ONNX: --dim pins, --no-dedup
-  load.dedup = !global.no_dedup;
+  LoadOptions load = load_options(global);
   load.weights_path = options.weights;
   LoadedModel model = load_model(options.model, load, diagnostics);
   if (!model.graph)
