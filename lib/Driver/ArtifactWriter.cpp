@@ -247,7 +247,7 @@ void ArtifactWriter::start(const std::string &kind, const std::string &path, Byt
     write_hashed(e->fd, e->head, path, *e->digest, visit, &e->cancel);
     e->ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
   };
-  e->done = async_or_deferred(std::move(write)); // no thread to be had: written when waited for
+  e->done = async_background(std::move(write)); // no thread to be had: written when waited for
 }
 
 void ArtifactWriter::join(Early &e) {

@@ -220,7 +220,7 @@ void load(Compilation &c) {
       }
       return out;
     };
-    c.input_digests = async_or_deferred(digests); // no thread to be had: hashed when the manifest is made
+    c.input_digests = async_background(digests); // no thread to be had: hashed when the manifest is made
   }
 }
 
@@ -275,7 +275,7 @@ std::string manifest(Compilation &c, const ArtifactWriter &writer) {
   if (c.request.options.external_weights) {
     interface.external_weights = true;
     interface.weights_blob_bytes = c.output.weights_blob_bytes;
-    interface.weights_blob_fnv1a = c.output.weights_blob_fnv1a;
+    interface.weights_blob_checksum = c.output.weights_blob_checksum;
   }
   return emit_manifest(interface, info);
 }
