@@ -1291,9 +1291,25 @@ int main(int argc, char **argv) {
   int s = ext_run(x, y1, 3, NULL);
   if (s != EXT_ERROR_WEIGHTS_NOT_SET) { fprintf(stderr, "run before set_weights: status %d\n", s); return 1; }
   if (ext_set_weights(w, EXT_WEIGHTS_BYTES - 4) != EXT_ERROR_WEIGHTS_MISMATCH) { fprintf(stderr, "size\n"); return 1; }
-  w[100] ^= 1;
-  if (ext_set_weights(w, EXT_WEIGHTS_BYTES) != EXT_ERROR_WEIGHTS_MISMATCH) { fprintf(stderr, "hash\n"); return 1; }
-  w[100] ^= 1;
+  /* A changed byte is refused: in each of the checksum's 8 lanes (word k of
+     a 64-byte block), low and high byte, and in the tail (the last size %
+     64 bytes, when there are any). */
+  size_t changed[24], n = 0;
+  for (int k = 0; k < 8; ++k) {
+    changed[n++] = 64 * 37 + 8 * k;
+    changed[n++] = 64 * 1001 + 8 * k + 7;
+  }
+  for (size_t i = EXT_WEIGHTS_BYTES / 64 * 64; i < EXT_WEIGHTS_BYTES && n < 20; i += 13)
+    changed[n++] = i;
+  changed[n++] = EXT_WEIGHTS_BYTES - 1;
+  for (size_t i = 0; i < n; ++i) {
+    w[changed[i]] ^= 0x81;
+    if (ext_set_weights(w, EXT_WEIGHTS_BYTES) != EXT_ERROR_WEIGHTS_MISMATCH) {
+      fprintf(stderr, "checksum: byte %zu changed, not refused\n", changed[i]);
+      return 1;
+    }
+    w[changed[i]] ^= 0x81;
+  }
   if ((s = ext_set_weights(w, EXT_WEIGHTS_BYTES)) != EXT_OK) { fprintf(stderr, "set: %s\n", ext_status_string(s)); return 1; }
   if ((s = ext_run(x, y1, 3, NULL)) != EXT_OK) { fprintf(stderr, "run: %s\n", ext_status_string(s)); return 1; }
   if ((s = emb_run(x, y2, 3, NULL)) != EMB_OK) { fprintf(stderr, "emb: %s\n", emb_status_string(s)); return 1; }
@@ -1325,6 +1341,72 @@ def external_weights(ctx):
     app = ctx.cc([source], [ext_obj, emb_obj], ctx.path("external"))
     r = run_command([app, blob], ctx.tmp)
     expect(r.returncode == 0 and r.stdout.strip() == "ok", "external weights program failed", r)
+
+
+TAIL_MODEL = {
+    "maxc": 1, "name": "tail", "weights": "tail.safetensors",
+    "inputs": [{"name": "x", "dtype": "f32", "shape": ["n", 8]}],
+    "outputs": ["y"],
+    "modules": {"Linear": {"args": ["x"], "options": {"in": 8, "out": 5},
+                           "params": {"weight": ["$out", "$in"], "bias": ["$out"]},
+                           "body": [{"y": ["linear", "x", "@weight", "@bias"]}], "return": "y"},
+                "Shift": {"args": ["x"], "params": {"b": [5]},
+                          "body": [{"y": ["add", "x", "@b"]}], "return": "y"}},
+    "main": [{"h": ["call", "Linear", "x", {"instance": "fc"}]}, {"h": ["tanh", "h"]},
+             {"y": ["call", "Shift", "h", {"instance": "zshift"}]}]
+}
+
+TAIL_PROGRAM = r"""
+#include "tail.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char **argv) {
+  if (argc < 2) return 2;
+  FILE *f = fopen(argv[1], "rb");
+  if (!f) return 1;
+  unsigned char *w = aligned_alloc(64, (TAIL_WEIGHTS_BYTES + 63) / 64 * 64);
+  if (fread(w, 1, TAIL_WEIGHTS_BYTES, f) != TAIL_WEIGHTS_BYTES) { fprintf(stderr, "short read\n"); return 1; }
+  fclose(f);
+  for (size_t i = 0; i < TAIL_WEIGHTS_BYTES; ++i) /* every lane of every block, every tail byte */
+    for (int bit = 0; bit < 8; bit += 7) {
+      w[i] ^= (unsigned char)(1u << bit);
+      if (tail_set_weights(w, TAIL_WEIGHTS_BYTES) != TAIL_ERROR_WEIGHTS_MISMATCH) {
+        fprintf(stderr, "byte %zu bit %d changed, not refused\n", i, bit);
+        return 1;
+      }
+      w[i] ^= (unsigned char)(1u << bit);
+    }
+  int s = tail_set_weights(w, TAIL_WEIGHTS_BYTES);
+  if (s != TAIL_OK) { fprintf(stderr, "set: %s\n", tail_status_string(s)); return 1; }
+  printf("ok %llu\n", (unsigned long long)TAIL_WEIGHTS_BYTES);
+  return 0;
+}
+"""
+
+
+@case
+def external_weights_checksum(ctx):
+    """NAME_set_weights' lanes64 checksum in generated code: a blob whose size
+    is no multiple of 64 (whole blocks and a tail) is taken unchanged, and
+    refused with any one bit changed (low or high bit of every byte: each
+    lane of each block, each tail byte)."""
+    model = ctx.path("tail.json")
+    with open(model, "w") as f:
+        json.dump(TAIL_MODEL, f)
+    ctx.run(["-q", "init-weights", model, "-o", ctx.path("tail.safetensors"), "--seed", "5"], rc=0)
+    out = ctx.mkdir("tail")
+    obj, manifest = ctx.compile(model, out, "tail", ["--weights-mode", "external"])
+    size = manifest["memory"]["weights_blob_bytes"]
+    expect(size % 64 != 0 and size > 64, "the blob is %d bytes: no whole block and tail to check" % size)
+    shutil.copy(os.path.join(out, "tail.h"), ctx.path("tail.h"))
+    source = ctx.path("tail.c")
+    with open(source, "w") as f:
+        f.write(TAIL_PROGRAM)
+    app = ctx.cc([source], [obj], ctx.path("tail_app"))
+    r = run_command([app, os.path.join(out, "tail.weights.bin")], ctx.tmp)
+    expect(r.returncode == 0 and r.stdout.startswith("ok"), "the checksum program failed", r)
+    print(r.stdout.strip())
 
 
 WINOGRAD_MODEL = {
