@@ -154,6 +154,27 @@ bool ArtifactWriter::same(const Identity &a, const Identity &b) const {
 
 void ArtifactWriter::add_input(const std::string &path) { inputs_.emplace_back(path, identify(path)); }
 
+namespace {
+[[noreturn]] void cannot_create_in(const std::string &dir, const std::string &path) {
+  throw Error(ErrorCode::FileWrite, "cannot create a file in " + dir + ": " + errno_text(), path);
+}
+} // namespace
+
+void ArtifactWriter::check_directory(const std::string &path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && (S_ISLNK(st.st_mode) || S_ISCHR(st.st_mode)))
+    return; // the link's target's directory; a device is written through
+  const std::string dir = directory_of(path);
+  if (::stat(dir.c_str(), &st) != 0)
+    cannot_create_in(dir, path);
+  if (!S_ISDIR(st.st_mode)) {
+    errno = ENOTDIR;
+    cannot_create_in(dir, path);
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    cannot_create_in(dir, path);
+}
+
 ArtifactWriter::Output &ArtifactWriter::check(const std::string &kind, const std::string &path) {
   if (path.empty())
     throw Error(ErrorCode::InvalidArgument, "an empty output path (" + kind + ")", "-o");
@@ -219,8 +240,7 @@ void ArtifactWriter::open_temp(Output &o, int *fd) {
   std::string tmpl = o.target + ".tmp.XXXXXX";
   *fd = ::mkstemp(tmpl.data());
   if (*fd < 0)
-    throw Error(ErrorCode::FileWrite, "cannot create a file in " + directory_of(o.target) + ": " + errno_text(),
-                o.path);
+    cannot_create_in(directory_of(o.target), o.path);
   o.temp = tmpl;
 }
 

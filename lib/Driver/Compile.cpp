@@ -2,7 +2,7 @@
 // named steps, each run once per compile and timed (maxc compile
 // --time-passes prints them all, whatever the backend):
 //
-//   validate   options, --emit kinds, the backend's own checks
+//   validate   options, --emit kinds, the backend's own checks, the output directories
 //   load       parse and trace the model (Frontend)
 //   decompose  composite ops to primitives (Transforms)
 //   plan       interface, kernels, workspace bound (Codegen/LoweringPlan)
@@ -181,6 +181,17 @@ void validate(Compilation &c) {
     } catch (const Error &e) {
       c.diagnostics.error(e, "", "");
     }
+  // The directories the outputs go to (every artifact beside the object,
+  // the depfile where asked), checked before any work: the write step would
+  // fail the same way after the whole backend.
+  if (!r.print_outputs && !(r.output_given && r.output.empty()))
+    for (const std::string *path : {&r.output, &r.depfile_path})
+      if (path == &r.output || !path->empty())
+        try {
+          ArtifactWriter::check_directory(path->empty() ? "x.o" : *path);
+        } catch (const Error &e) {
+          c.diagnostics.error(e, "", "");
+        }
 }
 
 void load(Compilation &c) {

@@ -930,6 +930,36 @@ def weights_first_object(ctx):
 
 
 @case
+def output_directory_checked_first(ctx):
+    """An output directory that is missing, not a directory, or (for the
+    depfile, -MF) missing is refused in `validate`, before the model is even
+    read: the same error[E0407] the write step would give after the whole
+    backend, exit 1, nothing written."""
+    ctx.weights("gpt")
+    a_file = ctx.path("a_file")
+    with open(a_file, "w") as f:
+        f.write("not a directory")
+    missing = ctx.path("missing")
+    cases = [(["-o", os.path.join(missing, "gpt.o")], "cannot create a file in %s: No such file or directory" % missing),
+             (["-o", os.path.join(a_file, "gpt.o")], "cannot create a file in %s: Not a directory" % a_file),
+             (["-o", ctx.path("gpt.o"), "-MF", os.path.join(missing, "gpt.d")],
+              "cannot create a file in %s: No such file or directory" % missing)]
+    for args, message in cases:
+        # The model does not exist: only a check before `load` reports the output.
+        r = ctx.run(["compile", ctx.path("no-such-model.json")] + args, rc=1)
+        expect_in("error[E0407]: " + message, r.stderr, "stderr", r)
+        # A real model: refused before any step after validate ran.
+        r = ctx.run(["compile", ctx.example("gpt"), "--time-passes"] + args, rc=1)
+        expect_in("error[E0407]: " + message, r.stderr, "stderr", r)
+        steps = [line.split()[0] for line in (r.stdout + r.stderr).splitlines() if line.startswith("  ")]
+        expect(steps == ["validate", "total"], "the compile ran on after validate: %s" % steps, r)
+    expect(not os.path.exists(missing) and sorted(os.listdir(ctx.tmp)).count("gpt.o") == 0,
+           "something was written")
+    # /dev/null and a plain directory still work.
+    ctx.run(["compile", ctx.example("mlp"), "-o", "/dev/null", "--emit", "obj"], rc=0)
+
+
+@case
 def failed_while_writing_weights(ctx):
     """The weights are written on a second thread while the backend generates
     code. A backend error then (a generic AMD GPU arch needs code object
