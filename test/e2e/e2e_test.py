@@ -903,16 +903,19 @@ def determinism(ctx):
 def weights_first_object(ctx):
     """The object with embedded weights is laid out weights-first (ELF header,
     weights, section table, LLVM's sections; extended section numbering) so
-    that the weights are written during code generation: readelf and
+    that the weights are written during code generation (CPU, AMDGPU and
+    CUDA host objects: "weights (overlapped)" in --time-passes): readelf and
     llvm-objdump accept it, the weights section starts right after the ELF
     header, and a program links against it (compile-link-run-* run it)."""
     readelf = require_tool("llvm-readelf-19", "list the sections of the object")
     objdump = require_tool("llvm-objdump-19", "list the sections of the object")
     ctx.weights("gpt")
     out = ctx.mkdir("out")
-    for mode, extra in [("cpu", []), ("gpu", ["--gpu", "gfx942"])]:
+    for mode, extra in [("cpu", []), ("gpu", ["--gpu", "gfx942"]), ("cuda", ["--gpu", "sm_80"])]:
         obj = os.path.join(out, mode + ".o")
-        ctx.run(["-q", "compile", ctx.example("gpt"), "-o", obj, "--name", "gpt_" + mode] + extra, rc=0)
+        r = ctx.run(["compile", ctx.example("gpt"), "-o", obj, "--name", "gpt_" + mode, "--time-passes"] + extra,
+                    rc=0)
+        expect_in("weights (overlapped)", r.stdout + r.stderr, "%s: --time-passes (written during codegen)" % mode, r)
         r = run_command([readelf, "-S", "-W", obj], ctx.tmp, rc=0)
         expect("warning" not in r.stderr.lower(), "%s: llvm-readelf warned" % mode, r)
         m = re.search(r"\.rodata\.maxc\.weights\s+PROGBITS\s+[0-9a-f]+\s+([0-9a-f]+)\s+([0-9a-f]+)", r.stdout)
