@@ -45,3 +45,32 @@ TEST_CASE("released file pages read back the file's bytes; other memory is left 
   CHECK(heap == bytes);
   release_file_pages(nullptr, 10);
 }
+
+TEST_CASE("read_mapped_bytes reads a mapping's bytes from its file, other memory as it is", "[support][mapping]") {
+  std::string path = "/tmp/maxc-read-mapped-test-" + std::to_string(::getpid());
+  const size_t size = 3 * 4096 + 77;
+  std::string bytes(size, '\0');
+  for (size_t i = 0; i < size; ++i)
+    bytes[i] = static_cast<char>((i * 37 + 11) & 0xff);
+  {
+    FILE *f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f);
+    REQUIRE(std::fwrite(bytes.data(), 1, size, f) == size);
+    std::fclose(f);
+  }
+  int fd = ::open(path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  auto mapping = map_file_readonly(fd, size);
+  ::close(fd);
+  ::unlink(path.c_str()); // read through the mapping's own descriptor
+  REQUIRE(mapping);
+  const char *p = reinterpret_cast<const char *>(mapping.get());
+  for (auto [at, n] : {std::pair<size_t, size_t>{0, 1024}, {4000, 200}, {size - 2048, 2048}, {size - 1, 1}, {5, 0}}) {
+    std::string out(n, '\x5a');
+    read_mapped_bytes(p + at, n, out.data());
+    CHECK(out == bytes.substr(at, n));
+  }
+  std::string heap = bytes, out(100, '\0'); // not a mapping: copied
+  read_mapped_bytes(heap.data() + 10, 100, out.data());
+  CHECK(out == bytes.substr(10, 100));
+}
