@@ -174,13 +174,15 @@ std::string emit_c_header(const ModelInterface &m, const std::string &workspace_
   h += "typedef void (*" + m.name + "_parallel_for_fn)(void *ctx, int64_t count, " + m.name + "_task_fn task);\n";
   h += "void " + m.name + "_set_parallel_for(" + m.name + "_parallel_for_fn parallel_for);\n\n";
   if (m.external_weights) {
-    char fnv[32];
-    std::snprintf(fnv, sizeof fnv, "0x%016llxull", static_cast<unsigned long long>(m.weights_blob_fnv1a));
+    char checksum[32];
+    std::snprintf(checksum, sizeof checksum, "0x%016llxull",
+                  static_cast<unsigned long long>(m.weights_blob_checksum));
     h += "/* External weights (--weights-mode external): load " + m.name + ".weights.bin into\n"
          " * 64-byte aligned memory (or mmap it) and pass it before the first run; it is\n"
-         " * checked by size, alignment and FNV-1a hash, and must stay alive and unchanged. */\n";
+         " * checked by size, alignment and checksum (maxc's lanes64, docs/manifest.md),\n"
+         " * and must stay alive and unchanged. */\n";
     h += "#define " + N + "_WEIGHTS_BYTES " + std::to_string(m.weights_blob_bytes) + "ull\n";
-    h += "#define " + N + "_WEIGHTS_FNV1A " + fnv + "\n";
+    h += "#define " + N + "_WEIGHTS_CHECKSUM " + checksum + "\n";
     h += "int32_t " + m.name + "_set_weights(const void *weights, uint64_t size);\n\n";
   }
   h += "/* A message for a status code. */\n";

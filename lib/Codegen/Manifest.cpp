@@ -63,10 +63,10 @@ std::string emit_manifest(const ModelInterface &m, const ManifestInputs &info) {
   out["memory"] = {{"workspace_bytes_max", info.workspace_bytes}, {"weights_bytes", m.constant_bytes},
                    {"weights_mode", m.external_weights ? "external" : "embed"}};
   if (m.external_weights) {
-    char fnv[32];
-    std::snprintf(fnv, sizeof fnv, "%016llx", static_cast<unsigned long long>(m.weights_blob_fnv1a));
+    char checksum[32];
+    std::snprintf(checksum, sizeof checksum, "%016llx", static_cast<unsigned long long>(m.weights_blob_checksum));
     out["memory"]["weights_blob_bytes"] = m.weights_blob_bytes;
-    out["memory"]["weights_blob_fnv1a"] = fnv;
+    out["memory"]["weights_blob_checksum"] = checksum;
   }
   out["subgraphs"] = {{"definitions", m.subgraph_definitions}, {"calls", m.subgraph_calls}};
   out["kernels"] = info.kernels;

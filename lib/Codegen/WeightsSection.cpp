@@ -5,6 +5,7 @@
 #include "maxc/Support/BulkMemory.h"
 #include "maxc/Support/Error.h"
 #include "maxc/Support/FileSystem.h"
+#include "maxc/Support/Sha256.h"
 
 #include <llvm/MC/MCELFObjectWriter.h>
 #include <llvm/TargetParser/Triple.h>
@@ -220,16 +221,10 @@ bool ByteChunks::operator==(const ByteChunks &other) const {
   }
 }
 
-uint64_t fnv1a64_update(uint64_t h, const char *data, size_t size) {
-  for (size_t i = 0; i < size; ++i)
-    h = (h ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
-  return h;
-}
-
-uint64_t fnv1a64(const ByteChunks &bytes) {
-  uint64_t h = kFnv1a64Basis;
-  bytes.for_each([&](const char *data, size_t size) { h = fnv1a64_update(h, data, size); });
-  return h;
+uint64_t lanes64(const ByteChunks &bytes) {
+  Lanes64 sum;
+  bytes.for_each([&](const char *data, size_t size) { sum.update(data, size); });
+  return sum.value();
 }
 
 namespace codegen {

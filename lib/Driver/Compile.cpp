@@ -2,7 +2,7 @@
 // named steps, each run once per compile and timed (maxc compile
 // --time-passes prints them all, whatever the backend):
 //
-//   validate   options, --emit kinds, the backend's own checks
+//   validate   options, --emit kinds, the backend's own checks, the output directories
 //   load       parse and trace the model (Frontend)
 //   decompose  composite ops to primitives (Transforms)
 //   plan       interface, kernels, workspace bound (Codegen/LoweringPlan)
@@ -181,6 +181,17 @@ void validate(Compilation &c) {
     } catch (const Error &e) {
       c.diagnostics.error(e, "", "");
     }
+  // The directories the outputs go to (every artifact beside the object,
+  // the depfile where asked), checked before any work: the write step would
+  // fail the same way after the whole backend.
+  if (!r.print_outputs && !(r.output_given && r.output.empty()))
+    for (const std::string *path : {&r.output, &r.depfile_path})
+      if (path == &r.output || !path->empty())
+        try {
+          ArtifactWriter::check_directory(path->empty() ? "x.o" : *path);
+        } catch (const Error &e) {
+          c.diagnostics.error(e, "", "");
+        }
 }
 
 void load(Compilation &c) {
@@ -220,7 +231,7 @@ void load(Compilation &c) {
       }
       return out;
     };
-    c.input_digests = async_or_deferred(digests); // no thread to be had: hashed when the manifest is made
+    c.input_digests = async_background(digests); // no thread to be had: hashed when the manifest is made
   }
 }
 
@@ -275,7 +286,7 @@ std::string manifest(Compilation &c, const ArtifactWriter &writer) {
   if (c.request.options.external_weights) {
     interface.external_weights = true;
     interface.weights_blob_bytes = c.output.weights_blob_bytes;
-    interface.weights_blob_fnv1a = c.output.weights_blob_fnv1a;
+    interface.weights_blob_checksum = c.output.weights_blob_checksum;
   }
   return emit_manifest(interface, info);
 }

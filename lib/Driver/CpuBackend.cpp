@@ -67,7 +67,7 @@ public:
     if (options.external_weights) {
       interface.external_weights = true;
       interface.weights_blob_bytes = out.weights_blob_bytes = code.weights_blob.size();
-      interface.weights_blob_fnv1a = out.weights_blob_fnv1a = code.weights_blob_fnv1a;
+      interface.weights_blob_checksum = out.weights_blob_checksum = code.weights_blob_checksum;
     }
     if (request.object)
       out.artifacts.emplace_back("obj", std::move(code.object));

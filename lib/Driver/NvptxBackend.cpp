@@ -111,6 +111,8 @@ public:
     cuda.sms = resolve_cuda_arches(options.gpu);
     cuda.ptxas = find_ptxas();
     cuda.jobs = options.jobs;
+    if (emit.count("obj"))
+      cuda.early = options.early_writes;
     CudaCodegenResult code = compile_cuda(*model.lowered, model.abi, host, cuda, timer);
 
     if (emit.count("obj"))

@@ -1,6 +1,7 @@
 // Large compile-time buffers (BulkMemory.h): huge-page arenas, a blocked
 // transpose, a sampled fingerprint.
 #include "maxc/Support/BulkMemory.h"
+#include "maxc/Support/FileSystem.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -172,7 +173,14 @@ uint64_t sampled_fingerprint(const void *data, size_t size) {
   const char *p = static_cast<const char *>(data);
   std::hash<std::string_view> hash;
   uint64_t h = hash(std::string_view(reinterpret_cast<const char *>(&size), sizeof size));
-  auto mix = [&](size_t at, size_t n) { h = h * 0x9e3779b97f4a7c15ull ^ hash(std::string_view(p + at, n)); };
+  // The samples of a mapped weights file are read with pread
+  // (read_mapped_bytes): touching them would fault in their pages on the
+  // compile's main thread (~20 ms for a 48-layer GPT's 193 weights).
+  char sample[4 * kSample];
+  auto mix = [&](size_t at, size_t n) {
+    read_mapped_bytes(p + at, n, sample);
+    h = h * 0x9e3779b97f4a7c15ull ^ hash(std::string_view(sample, n));
+  };
   if (size <= 4 * kSample) {
     mix(0, size);
     return h;

@@ -139,10 +139,15 @@ std::string read_file(const std::string &path, const std::string &what) {
 
 namespace {
 
-// The live map_file_readonly mappings: start -> length.
+// The live map_file_readonly mappings: start -> length, and a descriptor
+// of the file (-1 where none could be had) for read_mapped_bytes.
+struct Mapping {
+  size_t size = 0;
+  int fd = -1;
+};
 std::mutex mappings_mutex;
-std::map<uintptr_t, size_t> &mappings() {
-  static std::map<uintptr_t, size_t> m;
+std::map<uintptr_t, Mapping> &mappings() {
+  static std::map<uintptr_t, Mapping> m;
   return m;
 }
 
@@ -152,16 +157,19 @@ std::shared_ptr<const std::byte> map_file_readonly(int fd, size_t size) {
   void *m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   if (m == MAP_FAILED)
     return nullptr;
+  int own_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   {
     std::lock_guard<std::mutex> lock(mappings_mutex);
-    mappings()[reinterpret_cast<uintptr_t>(m)] = size;
+    mappings()[reinterpret_cast<uintptr_t>(m)] = {size, own_fd};
   }
-  return std::shared_ptr<const std::byte>(static_cast<const std::byte *>(m), [size](const std::byte *p) {
+  return std::shared_ptr<const std::byte>(static_cast<const std::byte *>(m), [size, own_fd](const std::byte *p) {
     {
       std::lock_guard<std::mutex> lock(mappings_mutex);
       mappings().erase(reinterpret_cast<uintptr_t>(p));
     }
     ::munmap(const_cast<std::byte *>(p), size);
+    if (own_fd >= 0)
+      ::close(own_fd);
   });
 }
 
@@ -175,11 +183,40 @@ void release_file_pages(const void *p, size_t n) {
   if (it == mappings().begin())
     return;
   --it; // the mapping starting at or before p
-  if (end > it->first + it->second)
+  if (end > it->first + it->second.size)
     return; // not wholly inside one mapping
   uintptr_t first = (begin + page - 1) & ~(page - 1), last = end & ~(page - 1);
   if (first < last) // whole pages only: a neighbour's bytes on a shared page stay
     ::madvise(reinterpret_cast<void *>(first), last - first, MADV_DONTNEED);
+}
+
+void read_mapped_bytes(const void *p, size_t n, void *dst) {
+  uintptr_t begin = reinterpret_cast<uintptr_t>(p), end = begin + n;
+  int fd = -1;
+  uintptr_t start = 0;
+  {
+    std::lock_guard<std::mutex> lock(mappings_mutex);
+    auto it = mappings().upper_bound(begin);
+    if (it != mappings().begin()) {
+      --it;
+      if (end <= it->first + it->second.size) {
+        fd = it->second.fd;
+        start = it->first;
+      }
+    }
+  }
+  auto *out = static_cast<char *>(dst);
+  size_t done = 0;
+  while (fd >= 0 && done < n) {
+    ssize_t got = ::pread(fd, out + done, n - done, static_cast<off_t>(begin - start + done));
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0)
+      break; // the file changed under the mapping: the mapping's bytes
+    done += static_cast<size_t>(got);
+  }
+  if (done < n)
+    std::memcpy(out + done, static_cast<const char *>(p) + done, n - done);
 }
 
 } // namespace maxc

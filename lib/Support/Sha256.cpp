@@ -7,6 +7,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -86,6 +87,65 @@ uint64_t fnv1a64(std::string_view data) {
   for (unsigned char c : data)
     h = (h ^ c) * 1099511628211ull;
   return h;
+}
+
+} // namespace maxc
+
+namespace maxc {
+
+Lanes64::Lanes64() {
+  for (int k = 0; k < kLanes; ++k)
+    lanes_[k] = kBasis + static_cast<uint64_t>(k);
+}
+
+void Lanes64::blocks(const unsigned char *data, size_t count) {
+  uint64_t l[kLanes];
+  std::memcpy(l, lanes_, sizeof l);
+  for (size_t j = 0; j < count; ++j, data += kBlock)
+    for (int k = 0; k < kLanes; ++k) {
+      uint64_t w;
+      std::memcpy(&w, data + 8 * k, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+      w = __builtin_bswap64(w);
+#endif
+      l[k] = step(l[k], w);
+    }
+  std::memcpy(lanes_, l, sizeof l);
+}
+
+void Lanes64::update(const void *data, size_t size) {
+  auto *p = static_cast<const unsigned char *>(data);
+  size_ += size;
+  if (pending_size_) {
+    size_t take = std::min(size, kBlock - pending_size_);
+    std::memcpy(pending_ + pending_size_, p, take);
+    pending_size_ += take;
+    p += take;
+    size -= take;
+    if (pending_size_ < kBlock)
+      return;
+    blocks(pending_, 1);
+    pending_size_ = 0;
+  }
+  blocks(p, size / kBlock);
+  p += size / kBlock * kBlock;
+  pending_size_ = size % kBlock;
+  std::memcpy(pending_, p, pending_size_);
+}
+
+uint64_t Lanes64::value() const {
+  uint64_t h = kBasis;
+  for (int k = 0; k < kLanes; ++k)
+    h = step(h, lanes_[k]);
+  for (size_t i = 0; i < pending_size_; ++i)
+    h = (h ^ pending_[i]) * kPrime;
+  return step(h, size_);
+}
+
+uint64_t lanes64(std::string_view data) {
+  Lanes64 sum;
+  sum.update(data.data(), data.size());
+  return sum.value();
 }
 
 } // namespace maxc

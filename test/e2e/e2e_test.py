@@ -865,16 +865,19 @@ def determinism(ctx):
 def weights_first_object(ctx):
     """The object with embedded weights is laid out weights-first (ELF header,
     weights, section table, LLVM's sections; extended section numbering) so
-    that the weights are written during code generation: readelf and
+    that the weights are written during code generation (CPU, AMDGPU and
+    CUDA host objects: "weights (overlapped)" in --time-passes): readelf and
     llvm-objdump accept it, the weights section starts right after the ELF
     header, and a program links against it (compile-link-run-* run it)."""
     readelf = require_tool("llvm-readelf-19", "list the sections of the object")
     objdump = require_tool("llvm-objdump-19", "list the sections of the object")
     ctx.weights("gpt")
     out = ctx.mkdir("out")
-    for mode, extra in [("cpu", []), ("gpu", ["--gpu", "gfx942"])]:
+    for mode, extra in [("cpu", []), ("gpu", ["--gpu", "gfx942"]), ("cuda", ["--gpu", "sm_80"])]:
         obj = os.path.join(out, mode + ".o")
-        ctx.run(["-q", "compile", ctx.example("gpt"), "-o", obj, "--name", "gpt_" + mode] + extra, rc=0)
+        r = ctx.run(["compile", ctx.example("gpt"), "-o", obj, "--name", "gpt_" + mode, "--time-passes"] + extra,
+                    rc=0)
+        expect_in("weights (overlapped)", r.stdout + r.stderr, "%s: --time-passes (written during codegen)" % mode, r)
         r = run_command([readelf, "-S", "-W", obj], ctx.tmp, rc=0)
         expect("warning" not in r.stderr.lower(), "%s: llvm-readelf warned" % mode, r)
         m = re.search(r"\.rodata\.maxc\.weights\s+PROGBITS\s+[0-9a-f]+\s+([0-9a-f]+)\s+([0-9a-f]+)", r.stdout)
@@ -889,6 +892,36 @@ def weights_first_object(ctx):
             r = run_command(["readelf", "-S", "-W", obj], ctx.tmp, rc=0)
             expect("warning" not in r.stderr.lower(), "%s: GNU readelf warned" % mode, r)
             expect_in(".rodata.maxc.weights", r.stdout, "GNU readelf -S", r)
+
+
+@case
+def output_directory_checked_first(ctx):
+    """An output directory that is missing, not a directory, or (for the
+    depfile, -MF) missing is refused in `validate`, before the model is even
+    read: the same error[E0407] the write step would give after the whole
+    backend, exit 1, nothing written."""
+    ctx.weights("gpt")
+    a_file = ctx.path("a_file")
+    with open(a_file, "w") as f:
+        f.write("not a directory")
+    missing = ctx.path("missing")
+    cases = [(["-o", os.path.join(missing, "gpt.o")], "cannot create a file in %s: No such file or directory" % missing),
+             (["-o", os.path.join(a_file, "gpt.o")], "cannot create a file in %s: Not a directory" % a_file),
+             (["-o", ctx.path("gpt.o"), "-MF", os.path.join(missing, "gpt.d")],
+              "cannot create a file in %s: No such file or directory" % missing)]
+    for args, message in cases:
+        # The model does not exist: only a check before `load` reports the output.
+        r = ctx.run(["compile", ctx.path("no-such-model.json")] + args, rc=1)
+        expect_in("error[E0407]: " + message, r.stderr, "stderr", r)
+        # A real model: refused before any step after validate ran.
+        r = ctx.run(["compile", ctx.example("gpt"), "--time-passes"] + args, rc=1)
+        expect_in("error[E0407]: " + message, r.stderr, "stderr", r)
+        steps = [line.split()[0] for line in (r.stdout + r.stderr).splitlines() if line.startswith("  ")]
+        expect(steps == ["validate", "total"], "the compile ran on after validate: %s" % steps, r)
+    expect(not os.path.exists(missing) and sorted(os.listdir(ctx.tmp)).count("gpt.o") == 0,
+           "something was written")
+    # /dev/null and a plain directory still work.
+    ctx.run(["compile", ctx.example("mlp"), "-o", "/dev/null", "--emit", "obj"], rc=0)
 
 
 @case
@@ -1253,9 +1286,25 @@ int main(int argc, char **argv) {
   int s = ext_run(x, y1, 3, NULL);
   if (s != EXT_ERROR_WEIGHTS_NOT_SET) { fprintf(stderr, "run before set_weights: status %d\n", s); return 1; }
   if (ext_set_weights(w, EXT_WEIGHTS_BYTES - 4) != EXT_ERROR_WEIGHTS_MISMATCH) { fprintf(stderr, "size\n"); return 1; }
-  w[100] ^= 1;
-  if (ext_set_weights(w, EXT_WEIGHTS_BYTES) != EXT_ERROR_WEIGHTS_MISMATCH) { fprintf(stderr, "hash\n"); return 1; }
-  w[100] ^= 1;
+  /* A changed byte is refused: in each of the checksum's 8 lanes (word k of
+     a 64-byte block), low and high byte, and in the tail (the last size %
+     64 bytes, when there are any). */
+  size_t changed[24], n = 0;
+  for (int k = 0; k < 8; ++k) {
+    changed[n++] = 64 * 37 + 8 * k;
+    changed[n++] = 64 * 1001 + 8 * k + 7;
+  }
+  for (size_t i = EXT_WEIGHTS_BYTES / 64 * 64; i < EXT_WEIGHTS_BYTES && n < 20; i += 13)
+    changed[n++] = i;
+  changed[n++] = EXT_WEIGHTS_BYTES - 1;
+  for (size_t i = 0; i < n; ++i) {
+    w[changed[i]] ^= 0x81;
+    if (ext_set_weights(w, EXT_WEIGHTS_BYTES) != EXT_ERROR_WEIGHTS_MISMATCH) {
+      fprintf(stderr, "checksum: byte %zu changed, not refused\n", changed[i]);
+      return 1;
+    }
+    w[changed[i]] ^= 0x81;
+  }
   if ((s = ext_set_weights(w, EXT_WEIGHTS_BYTES)) != EXT_OK) { fprintf(stderr, "set: %s\n", ext_status_string(s)); return 1; }
   if ((s = ext_run(x, y1, 3, NULL)) != EXT_OK) { fprintf(stderr, "run: %s\n", ext_status_string(s)); return 1; }
   if ((s = emb_run(x, y2, 3, NULL)) != EMB_OK) { fprintf(stderr, "emb: %s\n", emb_status_string(s)); return 1; }
@@ -1287,6 +1336,72 @@ def external_weights(ctx):
     app = ctx.cc([source], [ext_obj, emb_obj], ctx.path("external"))
     r = run_command([app, blob], ctx.tmp)
     expect(r.returncode == 0 and r.stdout.strip() == "ok", "external weights program failed", r)
+
+
+TAIL_MODEL = {
+    "maxc": 1, "name": "tail", "weights": "tail.safetensors",
+    "inputs": [{"name": "x", "dtype": "f32", "shape": ["n", 8]}],
+    "outputs": ["y"],
+    "modules": {"Linear": {"args": ["x"], "options": {"in": 8, "out": 5},
+                           "params": {"weight": ["$out", "$in"], "bias": ["$out"]},
+                           "body": [{"y": ["linear", "x", "@weight", "@bias"]}], "return": "y"},
+                "Shift": {"args": ["x"], "params": {"b": [5]},
+                          "body": [{"y": ["add", "x", "@b"]}], "return": "y"}},
+    "main": [{"h": ["call", "Linear", "x", {"instance": "fc"}]}, {"h": ["tanh", "h"]},
+             {"y": ["call", "Shift", "h", {"instance": "zshift"}]}]
+}
+
+TAIL_PROGRAM = r"""
+#include "tail.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char **argv) {
+  if (argc < 2) return 2;
+  FILE *f = fopen(argv[1], "rb");
+  if (!f) return 1;
+  unsigned char *w = aligned_alloc(64, (TAIL_WEIGHTS_BYTES + 63) / 64 * 64);
+  if (fread(w, 1, TAIL_WEIGHTS_BYTES, f) != TAIL_WEIGHTS_BYTES) { fprintf(stderr, "short read\n"); return 1; }
+  fclose(f);
+  for (size_t i = 0; i < TAIL_WEIGHTS_BYTES; ++i) /* every lane of every block, every tail byte */
+    for (int bit = 0; bit < 8; bit += 7) {
+      w[i] ^= (unsigned char)(1u << bit);
+      if (tail_set_weights(w, TAIL_WEIGHTS_BYTES) != TAIL_ERROR_WEIGHTS_MISMATCH) {
+        fprintf(stderr, "byte %zu bit %d changed, not refused\n", i, bit);
+        return 1;
+      }
+      w[i] ^= (unsigned char)(1u << bit);
+    }
+  int s = tail_set_weights(w, TAIL_WEIGHTS_BYTES);
+  if (s != TAIL_OK) { fprintf(stderr, "set: %s\n", tail_status_string(s)); return 1; }
+  printf("ok %llu\n", (unsigned long long)TAIL_WEIGHTS_BYTES);
+  return 0;
+}
+"""
+
+
+@case
+def external_weights_checksum(ctx):
+    """NAME_set_weights' lanes64 checksum in generated code: a blob whose size
+    is no multiple of 64 (whole blocks and a tail) is taken unchanged, and
+    refused with any one bit changed (low or high bit of every byte: each
+    lane of each block, each tail byte)."""
+    model = ctx.path("tail.json")
+    with open(model, "w") as f:
+        json.dump(TAIL_MODEL, f)
+    ctx.run(["-q", "init-weights", model, "-o", ctx.path("tail.safetensors"), "--seed", "5"], rc=0)
+    out = ctx.mkdir("tail")
+    obj, manifest = ctx.compile(model, out, "tail", ["--weights-mode", "external"])
+    size = manifest["memory"]["weights_blob_bytes"]
+    expect(size % 64 != 0 and size > 64, "the blob is %d bytes: no whole block and tail to check" % size)
+    shutil.copy(os.path.join(out, "tail.h"), ctx.path("tail.h"))
+    source = ctx.path("tail.c")
+    with open(source, "w") as f:
+        f.write(TAIL_PROGRAM)
+    app = ctx.cc([source], [obj], ctx.path("tail_app"))
+    r = run_command([app, os.path.join(out, "tail.weights.bin")], ctx.tmp)
+    expect(r.returncode == 0 and r.stdout.startswith("ok"), "the checksum program failed", r)
+    print(r.stdout.strip())
 
 
 WINOGRAD_MODEL = {

@@ -97,6 +97,7 @@ struct CudaCompileOptions {
   std::vector<std::string> sms; // "sm_80", ... (resolve_cuda_arches)
   std::string ptxas;            // ptxas to build cubins with; "" = PTX only (the driver JIT-compiles it)
   unsigned jobs = 0;            // sms compiled at once (maxc compile --jobs); 0 = the hardware threads
+  EarlyWrites *early = nullptr; // where the host object's weights start being written during codegen (or null)
 };
 
 struct CudaCodegenResult {

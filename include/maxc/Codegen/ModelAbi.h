@@ -65,10 +65,11 @@ struct ModelInterface {
   /// when not planned). NAME_run rejects dims for which it overflows.
   std::string workspace_bound;
   size_t subgraph_definitions = 0, subgraph_calls = 0;
-  /// External weights: the blob's size and FNV-1a 64 hash (0 when embedded).
+  /// External weights: the blob's size and lanes64 checksum (Support/Sha256.h;
+  /// 0 when embedded).
   bool external_weights = false;
   uint64_t weights_blob_bytes = 0;
-  uint64_t weights_blob_fnv1a = 0;
+  uint64_t weights_blob_checksum = 0;
 };
 
 ModelInterface describe_interface(const Graph &graph, const std::string &name);

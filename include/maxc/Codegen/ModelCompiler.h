@@ -35,7 +35,7 @@ enum class WeightsPlacement {
   object_section, // LLVM sees a symbol, NAME.weights.data; the object writer
                   // (append_weights_section) defines it and streams the weights
   run_time,       // --weights-mode external: the blob passed to NAME_set_weights, whose
-                  // expected FNV-1a the code reads from NAME.weights.fnv1a (an
+                  // expected lanes64 checksum the code reads from NAME.weights.checksum (an
                   // 8-byte symbol the object writer defines: compile_cpu_module)
 };
 
@@ -68,7 +68,7 @@ struct CpuCodegenResult {
   ByteChunks object;                     // as requested; the weights streamed in
   std::string assembly, llvm_ir;         // as requested (the weights as a symbol)
   ByteChunks weights_blob;               // external weights: NAME.weights.bin
-  uint64_t weights_blob_fnv1a = 0;
+  uint64_t weights_blob_checksum = 0;
 };
 
 /// The pieces compile_cpu_module splits a decomposed graph into: the root

@@ -78,12 +78,9 @@ private:
   std::shared_ptr<void> generated_;
 };
 
-/// FNV-1a (64-bit) of the bytes, as fnv1a64 of str() would give.
-uint64_t fnv1a64(const ByteChunks &bytes);
-/// The same, a span at a time: h = fnv1a64_update(h, data, size) from
-/// kFnv1a64Basis over the spans in order.
-constexpr uint64_t kFnv1a64Basis = 1469598103934665603ull;
-uint64_t fnv1a64_update(uint64_t h, const char *data, size_t size);
+/// The lanes64 checksum (Support/Sha256.h) of the bytes, as lanes64 of
+/// str() would give.
+uint64_t lanes64(const ByteChunks &bytes);
 
 /// A write of an artifact's first bytes that the driver runs on a second
 /// thread while the backend still generates code (EarlyWrites).

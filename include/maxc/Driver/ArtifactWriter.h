@@ -34,6 +34,12 @@ public:
 
   /// A file the command reads: no output may be it.
   void add_input(const std::string &path);
+  /// Throws the maxc::Error a write of `path` would end with (FileWrite,
+  /// "cannot create a file in DIR: ...") when its directory is missing, not
+  /// a directory or not writable; a path that is a symlink or an existing
+  /// character device is left to the write. Lets a compile fail before it
+  /// does the work.
+  static void check_directory(const std::string &path);
   /// Checks `path` (see above) and queues `bytes` for it. Throws maxc::Error.
   /// For an output start() began: its whole bytes (`path` the same).
   void add(const std::string &kind, const std::string &path, ByteChunks bytes);

@@ -70,7 +70,7 @@ struct BackendOutput {
   std::vector<std::pair<std::string, ByteChunks>> artifacts; // the weights as views, streamed by the writer
   ManifestSection manifest;
   std::string summary; // "x86_64-unknown-linux-gnu, znver4" for "maxc: wrote ..."
-  uint64_t weights_blob_fnv1a = 0; // external weights
+  uint64_t weights_blob_checksum = 0; // external weights
   uint64_t weights_blob_bytes = 0;
 };
 

@@ -68,4 +68,10 @@ std::shared_ptr<const std::byte> map_file_readonly(int fd, size_t size);
 /// any other kind is left alone, so any pointer may be passed.
 void release_file_pages(const void *p, size_t n);
 
+/// The n bytes at p, copied to dst: read from the file (pread) where they
+/// lie inside a map_file_readonly mapping, so that sampling a few bytes of a
+/// mapped tensor maps no page of it (a page fault costs ~30 us on the dev
+/// VM), else copied from memory.
+void read_mapped_bytes(const void *p, size_t n, void *dst);
+
 } // namespace maxc

@@ -28,13 +28,7 @@ GpuCodegenResult compile_amdgpu(const Graph &lowered, const ModelInterface &abi,
 
   // The host object's head (ELF header and weights) does not depend on the
   // code: with the driver's writer it is written while the arches compile.
-  ByteChunks weights_head;
-  std::unique_ptr<EarlyWrite> early;
-  if (options.early) {
-    codegen::ConstantOffsets offsets;
-    weights_head = codegen::weights_section_head(host.triple, codegen::weights_blob(lowered, offsets));
-    early = options.early->start("obj", weights_head, {});
-  }
+  codegen::EarlyHostWeights early(options.early, lowered, host.triple);
 
   // Each arch's kernels and code object on one of `options.jobs` threads,
   // in its own LLVMContext; results and step times are kept per arch and
@@ -94,11 +88,8 @@ GpuCodegenResult compile_amdgpu(const Graph &lowered, const ModelInterface &abi,
   images.images = out.code_objects;
 
   out.host_object = codegen::emit_gpu_runtime_host_object(abi, lowered, programs, images, codegen::hip_runtime_api(),
-                                                          host, timer, early ? &weights_head : nullptr);
-  if (early) {
-    double ms = timer.run("wait for weights", [&] { return early->wait(); });
-    timer.record("weights (overlapped)", ms);
-  }
+                                                          host, timer, early.head());
+  early.wait(timer);
   return out;
 }
 

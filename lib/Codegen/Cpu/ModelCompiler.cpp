@@ -114,7 +114,7 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
   // (Cpu/Runtime.h), linked in by build_cpu_module.
 
   // NAME_set_weights(blob, size): external weights, checked by size,
-  // alignment (64) and FNV-1a hash before they are used.
+  // alignment (64) and lanes64 checksum (Support/Sha256.h) before they are used.
   if (weights_base) {
     auto *fn = llvm::Function::Create(llvm::FunctionType::get(i32, {ptr, i64}, false),
                                       llvm::GlobalValue::ExternalLinkage, m.name + "_set_weights", module);
@@ -125,29 +125,53 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
     fail_if(b.CreateICmpNE(size, b.getInt64(static_cast<int64_t>(m.weights_blob_bytes))), RunStatus::weights_mismatch);
     fail_if(b.CreateICmpNE(b.CreateAnd(b.CreatePtrToInt(blob, i64), b.getInt64(63)), b.getInt64(0)),
             RunStatus::weights_mismatch);
-    // FNV-1a over the bytes.
+    // lanes64 over the bytes: eight independent multiply-rotate chains over
+    // the whole 64-byte blocks (the size is the constant just checked), then
+    // the last size % 64 bytes one by one, then the size.
+    const uint64_t blob_bytes = m.weights_blob_bytes, blocks = blob_bytes / Lanes64::kBlock;
+    auto step = [&](llvm::Value *x, llvm::Value *w) {
+      llvm::Value *y = b.CreateMul(b.CreateXor(x, w), b.getInt64(static_cast<int64_t>(Lanes64::kPrime)));
+      return b.CreateIntrinsic(llvm::Intrinsic::fshl, {i64}, {y, y, b.getInt64(Lanes64::kRotate)});
+    };
     auto *pre = b.GetInsertBlock();
-    auto *loop = llvm::BasicBlock::Create(c, "hash", fn);
-    auto *body = llvm::BasicBlock::Create(c, "hash.body", fn);
-    auto *done = llvm::BasicBlock::Create(c, "hash.done", fn);
+    auto *loop = llvm::BasicBlock::Create(c, "sum", fn);
+    auto *body = llvm::BasicBlock::Create(c, "sum.body", fn);
+    auto *done = llvm::BasicBlock::Create(c, "sum.done", fn);
     b.CreateBr(loop);
     b.SetInsertPoint(loop);
-    llvm::PHINode *i = b.CreatePHI(i64, 2), *h = b.CreatePHI(i64, 2);
-    i->addIncoming(b.getInt64(0), pre);
-    h->addIncoming(b.getInt64(static_cast<int64_t>(1469598103934665603ull)), pre);
-    b.CreateCondBr(b.CreateICmpULT(i, size), body, done);
+    llvm::PHINode *j = b.CreatePHI(i64, 2);
+    j->addIncoming(b.getInt64(0), pre);
+    std::vector<llvm::PHINode *> lanes;
+    for (int k = 0; k < Lanes64::kLanes; ++k) {
+      lanes.push_back(b.CreatePHI(i64, 2));
+      lanes.back()->addIncoming(b.getInt64(static_cast<int64_t>(Lanes64::kBasis + k)), pre);
+    }
+    b.CreateCondBr(b.CreateICmpULT(j, b.getInt64(static_cast<int64_t>(blocks))), body, done);
     b.SetInsertPoint(body);
-    llvm::Value *byte = b.CreateZExt(b.CreateLoad(b.getInt8Ty(), b.CreateGEP(b.getInt8Ty(), blob, i)), i64);
-    llvm::Value *next = b.CreateMul(b.CreateXor(h, byte), b.getInt64(static_cast<int64_t>(1099511628211ull)));
-    h->addIncoming(next, body);
-    i->addIncoming(b.CreateAdd(i, b.getInt64(1)), body);
+    llvm::Value *block = b.CreateGEP(b.getInt8Ty(), blob, b.CreateMul(j, b.getInt64(Lanes64::kBlock)));
+    const bool big_endian = module.getDataLayout().isBigEndian();
+    for (int k = 0; k < Lanes64::kLanes; ++k) {
+      llvm::Value *w = b.CreateAlignedLoad(i64, b.CreateConstGEP1_64(b.getInt8Ty(), block, 8 * k), llvm::Align(8));
+      if (big_endian) // the words are little-endian
+        w = b.CreateUnaryIntrinsic(llvm::Intrinsic::bswap, w);
+      lanes[k]->addIncoming(step(lanes[k], w), body);
+    }
+    j->addIncoming(b.CreateAdd(j, b.getInt64(1)), body);
     b.CreateBr(loop);
     b.SetInsertPoint(done);
-    // The expected hash is read from NAME.weights.fnv1a, which the object
-    // writer defines (compile_cpu_module), so that hashing every weight byte
+    llvm::Value *h = b.getInt64(static_cast<int64_t>(Lanes64::kBasis));
+    for (llvm::PHINode *lane : lanes)
+      h = step(h, lane);
+    for (uint64_t i = blocks * Lanes64::kBlock; i < blob_bytes; ++i) {
+      llvm::Value *byte = b.CreateZExt(b.CreateLoad(b.getInt8Ty(), b.CreateConstGEP1_64(b.getInt8Ty(), blob, i)), i64);
+      h = b.CreateMul(b.CreateXor(h, byte), b.getInt64(static_cast<int64_t>(Lanes64::kPrime)));
+    }
+    h = step(h, b.getInt64(static_cast<int64_t>(blob_bytes)));
+    // The expected checksum is read from NAME.weights.checksum, which the
+    // object writer defines (compile_cpu_module), so that summing every weight byte
     // runs beside LLVM's optimization and emission instead of before them.
     auto *expected = new llvm::GlobalVariable(module, i64, true, llvm::GlobalValue::ExternalLinkage, nullptr,
-                                              m.name + ".weights.fnv1a");
+                                              m.name + ".weights.checksum");
     expected->setVisibility(llvm::GlobalValue::HiddenVisibility);
     expected->setDSOLocal(true);
     expected->setAlignment(llvm::Align(8));
@@ -317,16 +341,15 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
   ByteChunks weights = layout_weights(lowered, offsets, packed, *plans);
   // The weights do not depend on the code: with the driver's writer
   // (request.early) they are written while LLVM works, on a second thread:
-  // NAME.weights.bin whole (external; its FNV-1a taken on the way), or the
+  // NAME.weights.bin whole (external; its lanes64 checksum taken on the way), or the
   // object's head (embedded: ELF header and weights, weights_section_head).
   // The object's head is the same ByteChunks append_weights_section gets.
-  uint64_t early_fnv = kFnv1a64Basis;
+  Lanes64 early_sum;
   ByteChunks object_head;
   std::unique_ptr<EarlyWrite> early;
   if (request.early && request.external_weights)
-    early = request.early->start("weights", weights, [&early_fnv](const char *data, size_t size) {
-      early_fnv = fnv1a64_update(early_fnv, data, size);
-    });
+    early = request.early->start("weights", weights,
+                                 [&early_sum](const char *data, size_t size) { early_sum.update(data, size); });
   else if (request.early && request.object) {
     object_head = codegen::weights_section_head(target.triple, weights);
     early = request.early->start("obj", object_head, {});
@@ -340,20 +363,20 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
     timer.record("weights (overlapped)", ms);
     early.reset();
   };
-  // External weights without the writer: their FNV-1a (one pass over every
-  // byte) on a second thread while LLVM works. The object defines
-  // NAME.weights.fnv1a.
-  std::future<uint64_t> fnv;
-  if (request.external_weights && !early) // no thread to be had: hashed here when needed
-    fnv = async_or_deferred([&weights] { return fnv1a64(weights); });
-  auto blob_fnv1a = [&] {
+  // External weights without the writer: their checksum (one pass over
+  // every byte) on a second thread while LLVM works. The object defines
+  // NAME.weights.checksum.
+  std::future<uint64_t> sum;
+  if (request.external_weights && !early) // no thread to be had: summed here when needed
+    sum = async_or_deferred([&weights] { return lanes64(weights); });
+  auto blob_checksum = [&] {
     if (early && request.external_weights) {
       wait_early();
-      out.weights_blob_fnv1a = early_fnv;
+      out.weights_blob_checksum = early_sum.value();
     }
-    if (fnv.valid())
-      out.weights_blob_fnv1a = fnv.get();
-    return out.weights_blob_fnv1a;
+    if (sum.valid())
+      out.weights_blob_checksum = sum.get();
+    return out.weights_blob_checksum;
   };
 
   // Each partition built, optimized and emitted in its own LLVMContext on
@@ -416,9 +439,9 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
                                                ".rodata.maxc.weights", 64, early ? &object_head : nullptr);
       std::string hash(8, '\0'); // little-endian, as the code loads it
       for (int i = 0; i < 8; ++i)
-        hash[i] = static_cast<char>(blob_fnv1a() >> (8 * i));
-      return codegen::append_weights_section(std::move(code), abi.name + ".weights.fnv1a", ByteChunks(hash),
-                                             ".rodata.maxc.weights_fnv1a", 8);
+        hash[i] = static_cast<char>(blob_checksum() >> (8 * i));
+      return codegen::append_weights_section(std::move(code), abi.name + ".weights.checksum", ByteChunks(hash),
+                                             ".rodata.maxc.weights_checksum", 8);
     });
   if (keep_ir) {
     // The partitions' optimized IR linked into one module: the assembly
@@ -434,7 +457,7 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
       out.llvm_ir = timer.run("emit llvm-ir", [&] { return emit_module(*module, target, OutputKind::llvm_ir); });
   }
   if (request.external_weights) {
-    blob_fnv1a();
+    blob_checksum();
     out.weights_blob = std::move(weights);
   }
   wait_early();

@@ -585,4 +585,19 @@ void keep_launch_sequence(std::vector<GpuGraphProgram> &programs, std::vector<Gp
     }
 }
 
+EarlyHostWeights::EarlyHostWeights(EarlyWrites *early, const Graph &lowered, const std::string &host_triple) {
+  if (!early)
+    return;
+  ConstantOffsets offsets;
+  head_ = weights_section_head(host_triple, weights_blob(lowered, offsets));
+  write_ = early->start("obj", head_, {});
+}
+
+void EarlyHostWeights::wait(PassTimer &timer) {
+  if (!write_)
+    return;
+  double ms = timer.run("wait for weights", [&] { return write_->wait(); });
+  timer.record("weights (overlapped)", ms);
+}
+
 } // namespace maxc::codegen

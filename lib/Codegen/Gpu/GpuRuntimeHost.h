@@ -14,6 +14,7 @@
 #include "maxc/Codegen/PassTimer.h"
 #include "maxc/Codegen/Target.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,24 @@ ByteChunks emit_gpu_runtime_host_object(const ModelInterface &iface, const Graph
                                         const std::vector<GpuGraphProgram> &programs, const GpuImages &images,
                                         const GpuRuntimeApi &api, const CpuTarget &host, PassTimer &timer,
                                         const ByteChunks *weights_head = nullptr);
+
+/// The host object's head (ELF header and weights: weights_section_head),
+/// which does not depend on the code: with the driver's writer (`early`
+/// set) it starts being written before the kernels compile, so the weights
+/// go to disk beside code generation; wait() after the host object is made.
+class EarlyHostWeights {
+public:
+  EarlyHostWeights(EarlyWrites *early, const Graph &lowered, const std::string &host_triple);
+  /// For emit_gpu_runtime_host_object: the head being written, or null.
+  const ByteChunks *head() const { return write_ ? &head_ : nullptr; }
+  /// Waits for the write ("wait for weights"; its own time is recorded as
+  /// "weights (overlapped)"). Not waited for, the write is cancelled.
+  void wait(PassTimer &timer);
+
+private:
+  ByteChunks head_;
+  std::unique_ptr<EarlyWrite> write_;
+};
 
 /// The checks every GPU backend makes before generating kernels: a C name,
 /// and no op the device cannot run yet (f64 transcendentals, pow). Throws

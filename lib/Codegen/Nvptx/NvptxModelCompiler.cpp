@@ -134,6 +134,9 @@ CudaCodegenResult compile_cuda(const Graph &lowered, const ModelInterface &abi, 
   if (options.sms.empty())
     throw Error(ErrorCode::InvalidArgument, "no NVIDIA GPU architecture given (--gpu sm_80,...)");
   codegen::check_gpu_model(lowered, name);
+  // The host object's head (ELF header and weights) does not depend on the
+  // code: with the driver's writer it is written while the sms compile.
+  codegen::EarlyHostWeights early(options.early, lowered, host.triple);
   // Each sm's PTX (and cubin) on one of `options.jobs` threads, gathered in
   // sm order (CompileJobs.h): the artifact is the same for any --jobs.
   struct SmCode {
@@ -189,8 +192,9 @@ CudaCodegenResult compile_cuda(const Graph &lowered, const ModelInterface &abi, 
   });
   for (const auto &[sm, text] : ptx)
     images.images.emplace_back(sm + ".ptx", text + std::string(1, '\0'));
-  out.host_object =
-      codegen::emit_gpu_runtime_host_object(abi, lowered, programs, images, codegen::cuda_runtime_api(), host, timer);
+  out.host_object = codegen::emit_gpu_runtime_host_object(abi, lowered, programs, images, codegen::cuda_runtime_api(),
+                                                          host, timer, early.head());
+  early.wait(timer);
   return out;
 }
 

@@ -92,7 +92,7 @@ TEST_CASE("ByteChunks joins owned pieces, views and zeros", "[codegen][weights]"
   std::string flat = std::string("head") + std::string(3, '\0') + "weights!tail";
   CHECK(a.size() == flat.size());
   CHECK(a.str() == flat);
-  CHECK(fnv1a64(a) == fnv1a64(std::string_view(flat)));
+  CHECK(lanes64(a) == lanes64(std::string_view(flat)));
   ByteChunks b(flat.substr(0, 5));
   b.append(flat.substr(5));
   CHECK(a == b);
@@ -170,10 +170,10 @@ TEST_CASE("external weights: the blob streamed from the weights, hashed as writt
   std::string blob = read_file(dir.file("wsec.weights.bin"));
   CHECK(blob.find(std::string(reinterpret_cast<const char *>(bias.data()), bias.nbytes())) != std::string::npos);
   auto manifest = nlohmann::json::parse(read_file(dir.file("wsec.manifest.json")));
-  // The FNV-1a the interface records, taken while the blob was written.
-  char fnv[17];
-  std::snprintf(fnv, sizeof fnv, "%016llx", static_cast<unsigned long long>(fnv1a64(std::string_view(blob))));
-  CHECK(manifest["memory"]["weights_blob_fnv1a"] == fnv);
+  // The checksum the interface records, taken while the blob was written.
+  char checksum[17];
+  std::snprintf(checksum, sizeof checksum, "%016llx", static_cast<unsigned long long>(lanes64(std::string_view(blob))));
+  CHECK(manifest["memory"]["weights_blob_checksum"] == checksum);
   CHECK(manifest["memory"]["weights_blob_bytes"] == blob.size());
   bool listed = false;
   for (const auto &o : manifest["outputs"])
