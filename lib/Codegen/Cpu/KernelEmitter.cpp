@@ -805,6 +805,7 @@ private:
   // and the plan's epilogue chain applied per finished tile (a pointwise
   // conv multiplies x[n] [C, H*W] in place, no colsT). Grouped and
   // depthwise convs: the direct kernel (Cpu/ConvEmitter.cpp).
+  static bool conv_blocks_off() { return std::getenv("MAXC_NO_CONV_BLOCKS") != nullptr; } // TEMP A/B switch
   void emit_conv_gemm(const Node &node) {
     ValueId x = node.operands[0], w = node.operands[1], out = node.results[0];
     ConvShape s = conv_shape(node);
@@ -835,6 +836,10 @@ private:
       if (Value *u = winograd_weights(node)) {
         emit_winograd(b_, {s, winograd_plan(g_, node), x_n, u, out_n, scratch, mod_.lanes, mod_.prefix,
                            epi ? &epi->gemm : nullptr});
+        return;
+      }
+      if (ConvBlockPlan bp = conv_block_plan(g_, node); bp.blocks > 0 && !conv_blocks_off()) {
+        emit_conv_blocks_f32(b_, {s, bp, x_n, wptr, out_n, scratch, mod_.lanes, mod_.prefix, epi ? &epi->gemm : nullptr});
         return;
       }
       if (!pointwise)
