@@ -5,6 +5,10 @@
 //    group), written row by row: per (c, ky, kx, oy) one contiguous copy of
 //    the valid input run (a memcpy at stride 1) and zero fills at the edges,
 //    the valid range of ox computed at compile time for each kx.
+//  - emit_conv_blocks_f32: implicit im2col + GEMM in one job: each task
+//    packs the colsT columns of its block of output rows (kept in L2) and
+//    multiplies them by the weights with the GEMM microkernel (a serial
+//    GemmArgs::whole_rows GEMM), then runs the epilogue on its block.
 //  - emit_conv_direct_f32: depthwise and grouped convolutions as a direct
 //    vectorized window loop: each input channel is copied once into a
 //    zero-padded plane (no bounds checks in the inner loop), then each

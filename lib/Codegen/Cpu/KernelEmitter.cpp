@@ -803,9 +803,11 @@ private:
   // window hangs over the padding) goes to the scratch slot; then
   // out[n] [O, OH*OW] = W [O, C*KH*KW] @ colsT — already NCHW — with bias
   // and the plan's epilogue chain applied per finished tile (a pointwise
-  // conv multiplies x[n] [C, H*W] in place, no colsT). Grouped and
-  // depthwise convs: the direct kernel (Cpu/ConvEmitter.cpp).
-  static bool conv_blocks_off() { return std::getenv("MAXC_NO_CONV_BLOCKS") != nullptr; } // TEMP A/B switch
+  // conv multiplies x[n] [C, H*W] in place, no colsT). A conv that
+  // conv_block_plan takes (row blocks filling whole GEMM panels: ResNet's
+  // stem) runs both steps in one job, each task on its own rows' slice of
+  // colsT (emit_conv_blocks_f32). Grouped and depthwise convs: the direct
+  // kernel (Cpu/ConvEmitter.cpp).
   void emit_conv_gemm(const Node &node) {
     ValueId x = node.operands[0], w = node.operands[1], out = node.results[0];
     ConvShape s = conv_shape(node);
@@ -838,7 +840,7 @@ private:
                            epi ? &epi->gemm : nullptr});
         return;
       }
-      if (ConvBlockPlan bp = conv_block_plan(g_, node); bp.blocks > 0 && !conv_blocks_off()) {
+      if (ConvBlockPlan bp = conv_block_plan(g_, node); bp.blocks > 0) {
         emit_conv_blocks_f32(b_, {s, bp, x_n, wptr, out_n, scratch, mod_.lanes, mod_.prefix, epi ? &epi->gemm : nullptr});
         return;
       }
