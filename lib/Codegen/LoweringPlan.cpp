@@ -518,11 +518,35 @@ bool conv_uses_gemm(const Graph &g, const Node &node, int64_t *bytes) {
   // its V, M and padded planes (winograd_plan).
   if (bytes) {
     int64_t C = x.shape[1].value(), OH = out.shape[2].value(), OW = out.shape[3].value();
-    *bytes = conv_is_pointwise(g, node) ? 0 : C * w.shape[2].value() * w.shape[3].value() * OH * OW * 4;
+    int64_t K = C * w.shape[2].value() * w.shape[3].value();
+    *bytes = conv_is_pointwise(g, node) ? 0 : K * OH * OW * 4;
+    if (ConvBlockPlan bp = conv_block_plan(g, node); bp.blocks > 0) // (blocks * rows >= OH)
+      *bytes = std::max(*bytes, bp.blocks * bp.rows * OW * K * 4);
     if (conv_winograd_shape(g, node))
       *bytes = std::max(*bytes, winograd_plan(g, node).scratch_floats * 4);
   }
   return true;
+}
+
+ConvBlockPlan conv_block_plan(const Graph &g, const Node &node) {
+  if (!conv_is_static_f32(g, node) || node.attrs.get_int("groups") != 1 || conv_is_pointwise(g, node) ||
+      (g.type_of(node.operands[1]).shape[2] == Dim(1) && g.type_of(node.operands[1]).shape[3] == Dim(1)))
+    return {};
+  const Shape &x = g.type_of(node.operands[0]).shape, &w = g.type_of(node.operands[1]).shape;
+  const Shape &out = g.type_of(node.results[0]).shape;
+  int64_t K = x[1].value() * w[2].value() * w[3].value(), OH = out[2].value(), OW = out[3].value();
+  int64_t fit = std::max<int64_t>(1, kConvBlockBytes / (K * OW * 4));
+  // The most rows that fit and leave enough tasks, whose columns fill whole
+  // GEMM panels (2 * kConvDirectMaxLanes: AVX-512's, a multiple of AVX2's
+  // and NEON's).
+  for (int64_t rows = std::min(fit, (OH + kConvBlockMinTasks - 1) / kConvBlockMinTasks); rows >= 1; --rows)
+    if (rows * OW % kConvBlockPanel == 0) {
+      int64_t blocks = (OH + rows - 1) / rows;
+      if (blocks < kConvBlockMinTasks - 1)
+        return {};
+      return {rows, blocks};
+    }
+  return {};
 }
 
 bool conv_winograd_shape(const Graph &g, const Node &node) {

@@ -60,6 +60,21 @@ bool conv_uses_gemm(const Graph &graph, const Node &node, int64_t *bytes = nullp
 /// already the GEMM's B operand (no im2col, no scratch).
 bool conv_is_pointwise(const Graph &graph, const Node &node);
 
+/// The implicit-im2col lowering of a conv_uses_gemm conv that is neither
+/// pointwise nor Winograd (Cpu/ConvEmitter.h, emit_conv_blocks_f32): one
+/// job of `blocks` tasks, task t owning output rows [t * rows, t * rows +
+/// rows): it packs its own slice of colsT (K x rows*OW floats, at most
+/// kConvBlockBytes, at scratch + t * K * rows * OW), runs the GEMM over it
+/// and the epilogue, so no colsT line crosses cores. Rows: as many as fit
+/// in kConvBlockBytes, at most ceil(OH / kConvBlockMinTasks); taken (blocks
+/// > 0) when that gives at least kConvBlockMinTasks - 1 tasks of at least
+/// kConvBlockMinColumns columns, else blocks = 0 (im2col job + GEMM job).
+constexpr int64_t kConvBlockBytes = 192 * 1024, kConvBlockMinTasks = 8, kConvBlockPanel = 32;
+struct ConvBlockPlan {
+  int64_t rows = 0, blocks = 0;
+};
+ConvBlockPlan conv_block_plan(const Graph &graph, const Node &node);
+
 /// The smallest input and output channel count of a Winograd conv: below it
 /// the transforms (O((m+2)^2*(C+O)) per tile) weigh too much next to the
 /// GEMMs' O((m+2)^2*O*C) per tile.

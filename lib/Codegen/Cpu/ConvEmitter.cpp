@@ -96,11 +96,12 @@ void emit_tasks(llvm::IRBuilder<> &b, const std::string &prefix, const std::stri
 using namespace conv_ir;
 
 /// Units [u_begin, u_end) of im2col (one task's): unit u = c * KH + ky,
-/// the KW rows (u * KW + kx) of cols for input channel c and kernel row ky.
+/// the KW rows (u * KW + kx) of cols for input channel c and kernel row ky,
+/// output rows [oy_begin, oy_end) (oy at column (oy - oy_begin) * OW of a
+/// cols row; rows ld floats apart).
 static void emit_im2col_units(llvm::IRBuilder<> &b, const ConvShape &s, Value *x, Value *cols, Value *u_begin,
-                              Value *u_end) {
+                              Value *u_end, Value *oy_begin, Value *oy_end, Value *ld) {
   int64_t sy = s.stride[0], sx = s.stride[1], dy = s.dilation[0], dx = s.dilation[1];
-  int64_t P = s.OH * s.OW;
   for_range(b, u_begin, u_end, [&](Value *u) {
     Value *c = b.CreateUDiv(u, b.getInt64(s.KH)), *ky = b.CreateURem(u, b.getInt64(s.KH));
     {
@@ -111,9 +112,9 @@ static void emit_im2col_units(llvm::IRBuilder<> &b, const ConvShape &s, Value *x
         int64_t off = kx * dx - s.pad[1]; // ix = ox * sx + off
         int64_t lo = std::clamp<int64_t>(ceil_div(-off, sx), 0, s.OW);
         int64_t hi = std::clamp<int64_t>(floor_div(s.W - 1 - off, sx) + 1, lo, s.OW);
-        Value *row = mul(b, add(b, row0, kx), P);
-        for_count(b, s.OH, [&](Value *oy) {
-          Value *dst = add(b, row, mul(b, oy, s.OW));
+        Value *row = b.CreateMul(add(b, row0, kx), ld, "", false, true);
+        for_range(b, oy_begin, oy_end, [&](Value *oy) {
+          Value *dst = add(b, row, mul(b, b.CreateSub(oy, oy_begin, "", false, true), s.OW));
           Value *iy = add(b, mul(b, oy, sy), add(b, mul(b, ky, dy), -s.pad[0]));
           Value *y_ok = b.CreateICmpULT(iy, b.getInt64(s.H)); // 0 <= iy < H
           llvm::Function *fn = b.GetInsertBlock()->getParent();
@@ -168,7 +169,39 @@ void emit_im2col_f32(llvm::IRBuilder<> &outer, const ConvShape &s, Value *x_in, 
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
                Value *u0 = mul(b, t, per);
                Value *u1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, u0, per), b.getInt64(s.C * s.KH));
-               emit_im2col_units(b, s, f[0], f[1], u0, u1);
+               emit_im2col_units(b, s, f[0], f[1], u0, u1, b.getInt64(0), b.getInt64(s.OH), b.getInt64(P));
+             });
+}
+
+void emit_conv_blocks_f32(llvm::IRBuilder<> &outer, const ConvBlockArgs &a) {
+  const ConvShape &s = a.shape;
+  int64_t K = s.C * s.KH * s.KW, P = s.OH * s.OW, rows = a.plan.rows;
+  std::vector<Value *> fields = {a.x, a.w, a.out, a.cols};
+  emit_tasks(outer, a.prefix, "conv_blocks", fields, a.plan.blocks, a.epilogue,
+             [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
+               // Output rows [oy0, oy1): columns [p0, p0 + nb) of the conv's
+               // [O, P] output; the task's colsT slice, K x nb.
+               Value *oy0 = mul(b, t, rows);
+               Value *oy1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, oy0, rows), b.getInt64(s.OH));
+               Value *p0 = mul(b, oy0, s.OW);
+               Value *nb = mul(b, b.CreateSub(oy1, oy0, "", false, true), s.OW);
+               Value *cols = f32_at(b, f[3], mul(b, t, K * rows * s.OW));
+               emit_im2col_units(b, s, f[0], cols, b.getInt64(0), b.getInt64(s.C * s.KH), oy0, oy1, nb);
+               Value *out = f32_at(b, f[2], p0);
+               GemmArgs g{f[1], cols, out, b.getInt64(s.O), nb, b.getInt64(K), b.getInt64(K), nb, b.getInt64(P),
+                          a.lanes, a.prefix, nullptr};
+               g.serial = g.whole_rows = true;
+               emit_gemm_f32(b, g);
+               // The epilogue (bias, the plan's chain) over the task's block
+               // of the output while it is in this core's cache.
+               if (a.epilogue)
+                 for_count(b, s.O, [&](Value *o) {
+                   Value *row = f32_at(b, out, mul(b, o, P));
+                   for_range(b, b.getInt64(0), nb, [&](Value *j) {
+                     Value *p = f32_at(b, row, j);
+                     b.CreateStore(a.epilogue->apply(b, b.CreateLoad(b.getFloatTy(), p), o, add(b, p0, j)), p);
+                   });
+                 });
              });
 }
 

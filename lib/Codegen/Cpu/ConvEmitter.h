@@ -5,6 +5,10 @@
 //    group), written row by row: per (c, ky, kx, oy) one contiguous copy of
 //    the valid input run (a memcpy at stride 1) and zero fills at the edges,
 //    the valid range of ox computed at compile time for each kx.
+//  - emit_conv_blocks_f32: implicit im2col + GEMM in one job: each task
+//    packs the colsT columns of its block of output rows (kept in L2) and
+//    multiplies them by the weights with the GEMM microkernel (a serial
+//    GemmArgs::whole_rows GEMM), then runs the epilogue on its block.
 //  - emit_conv_direct_f32: depthwise and grouped convolutions as a direct
 //    vectorized window loop: each input channel is copied once into a
 //    zero-padded plane (no bounds checks in the inner loop), then each
@@ -19,6 +23,7 @@
 
 #include "Cpu/GemmEmitter.h"
 
+#include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/IR/Graph.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -46,6 +51,21 @@ ConvShape conv_shape_of(const Graph &g, const Node &node);
 /// runtime's parallel_for; `prefix` is the model's symbol prefix.
 void emit_im2col_f32(llvm::IRBuilder<> &b, const ConvShape &s, llvm::Value *x, llvm::Value *cols,
                      const std::string &prefix);
+
+/// conv2d (f32, one group, not pointwise) as implicit im2col + GEMM, one
+/// image: conv_block_plan's tasks, each packing its rows' slice of colsT
+/// into `cols` (scratch: blocks * K * rows * OW floats) and multiplying it
+/// by the weights (a serial GEMM into `out`, [O, OH*OW]), then the epilogue
+/// (bias and the plan's chain: apply(b, acc, o, oy * OW + ox)) on its block.
+struct ConvBlockArgs {
+  ConvShape shape;
+  ConvBlockPlan plan;
+  llvm::Value *x, *w, *out, *cols; // one image of x and out; w [O, C*KH*KW]
+  unsigned lanes;
+  std::string prefix;
+  const GemmEpilogue *epilogue; // optional
+};
+void emit_conv_blocks_f32(llvm::IRBuilder<> &b, const ConvBlockArgs &args);
 
 struct DirectConvArgs {
   ConvShape shape;

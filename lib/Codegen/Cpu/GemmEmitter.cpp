@@ -425,12 +425,16 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
   Value *a_fits = b.CreateICmpSLE(b.CreateMul(args.m, args.k), i64(kABlockBytes / 4));
   Value *cap = b.CreateSelect(b.CreateICmpSGE(panels, i64(kEnoughPanels)),
                               b.CreateSelect(a_fits, m1, i64(max_block_rows(args.lanes))), i64(kRowBlock));
+  if (args.whole_rows)
+    cap = i64(max_block_rows(args.lanes));
   Value *even = b.CreateMul(ceil_div(ceil_div(m1, ceil_div(m1, cap)), i64(kRows)), i64(kRows));
   Value *rows = b.CreateSelect(b.CreateICmpSLT(args.m, i64(kRows)), m1, even);
   Value *row_blocks = ceil_div(m1, rows);
   Value *group = b.CreateSelect(b.CreateOr(b.CreateOr(a_fits, b.CreateICmpSLT(args.m, i64(kRows))),
                                            b.CreateICmpSLE(panels, i64(kColumnGroups))),
                                 i64(1), ceil_div(panels, i64(kColumnGroups)));
+  if (args.whole_rows)
+    group = b.CreateSelect(b.CreateICmpSGT(panels, i64(0)), panels, i64(1));
   Value *tasks = b.CreateMul(row_blocks, ceil_div(panels, group));
 
   // Arguments for the panel tasks, in an entry-block alloca.

@@ -56,6 +56,10 @@ struct GemmArgs {
   std::string prefix;              // the model's symbol prefix (for helpers and the parallel_for hook)
   const GemmEpilogue *epilogue = nullptr; // optional
   bool serial = false; // run the tasks here, one after another (for a caller that is itself a task)
+  // With serial: tasks of all column panels and up to the A block's rows
+  // (kABlockBytes per K block), so that each K block of A is read once into
+  // L2 however narrow N is (a task's implicit-im2col block).
+  bool whole_rows = false;
   // B packed at compile time in panel order (Cpu/GemmPanels.h: panel p of
   // NR = 2 * lanes columns at b + p * K * NR, row k at + k * NR, zeros past
   // N): read as it is, no packing step; ldb is not used.

@@ -803,8 +803,11 @@ private:
   // window hangs over the padding) goes to the scratch slot; then
   // out[n] [O, OH*OW] = W [O, C*KH*KW] @ colsT — already NCHW — with bias
   // and the plan's epilogue chain applied per finished tile (a pointwise
-  // conv multiplies x[n] [C, H*W] in place, no colsT). Grouped and
-  // depthwise convs: the direct kernel (Cpu/ConvEmitter.cpp).
+  // conv multiplies x[n] [C, H*W] in place, no colsT). A conv that
+  // conv_block_plan takes (row blocks filling whole GEMM panels: ResNet's
+  // stem) runs both steps in one job, each task on its own rows' slice of
+  // colsT (emit_conv_blocks_f32). Grouped and depthwise convs: the direct
+  // kernel (Cpu/ConvEmitter.cpp).
   void emit_conv_gemm(const Node &node) {
     ValueId x = node.operands[0], w = node.operands[1], out = node.results[0];
     ConvShape s = conv_shape(node);
@@ -835,6 +838,10 @@ private:
       if (Value *u = winograd_weights(node)) {
         emit_winograd(b_, {s, winograd_plan(g_, node), x_n, u, out_n, scratch, mod_.lanes, mod_.prefix,
                            epi ? &epi->gemm : nullptr});
+        return;
+      }
+      if (ConvBlockPlan bp = conv_block_plan(g_, node); bp.blocks > 0) {
+        emit_conv_blocks_f32(b_, {s, bp, x_n, wptr, out_n, scratch, mod_.lanes, mod_.prefix, epi ? &epi->gemm : nullptr});
         return;
       }
       if (!pointwise)

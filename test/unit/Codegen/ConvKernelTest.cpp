@@ -122,3 +122,67 @@ TEST_CASE("conv kernels: im2col + GEMM vs the interpreter", "[codegen][conv]") {
   for (const Case &c : cases)
     check_case(c);
 }
+
+TEST_CASE("conv kernels: implicit im2col blocks (conv_block_plan): same bits at 1, 2 and 3 threads",
+          "[codegen][conv][threads]") {
+  // Each conv below takes conv_block_plan's one job (tasks of whole output
+  // rows whose columns fill whole GEMM panels, each packing its own colsT
+  // slice): a stem-like 7x7 s2 with a short last block (23 rows in blocks of
+  // 3) and bias + relu, then a 3x3 s2 max pool; 3x3 s1 at batch 2 with 13
+  // output channels (6- and 4-row and one-row tiles) and no bias; 70 output
+  // channels over K = 360 (B packed per panel, two K blocks) with bias and
+  // a residual add.
+  struct Block {
+    std::vector<int64_t> x, w;
+    ops::Conv2dOptions o;
+    int64_t rows, blocks; // conv_block_plan
+  };
+  const Block blocks[] = {
+      {{1, 3, 45, 64}, {10, 3, 7, 7}, opts({2, 2}, {3, 3}, {1, 1}, 1), 3, 8},
+      {{2, 5, 19, 16}, {13, 5, 3, 3}, opts({1, 1}, {1, 1}, {1, 1}, 1), 2, 10},
+      {{1, 40, 15, 32}, {70, 40, 3, 3}, opts({1, 1}, {1, 1}, {1, 1}, 1), 2, 8},
+  };
+  ops::Pool2dOptions pool;
+  pool.kernel = {3, 3};
+  pool.stride = {2, 2};
+  pool.padding = {1, 1, 1, 1};
+  for (size_t i = 0; i < std::size(blocks); ++i) {
+    const Block &c = blocks[i];
+    INFO("case " << i);
+    std::vector<HostTensor> in = {random_tensor(DType::f32, c.x, -1, 1), random_tensor(DType::f32, c.w, -1, 1),
+                                  random_tensor(DType::f32, {c.w[0]}, -1, 1)};
+    auto build = [&](auto &t) {
+      if (i == 0)
+        return std::vector<Tensor>{ops::max_pool2d(ops::relu(ops::conv2d(t[0], t[1], t[2], c.o)), pool)};
+      if (i == 1)
+        return std::vector<Tensor>{ops::conv2d(t[0], t[1], std::nullopt, c.o)};
+      return std::vector<Tensor>{ops::conv2d(t[0], t[1], t[2], c.o) + t[3]};
+    };
+    if (i == 2)
+      in.push_back(random_tensor(DType::f32, {1, 70, 15, 32}, -1, 1));
+    auto lowered = decompose(*trace_graph(types_of(in), build));
+    const Node *conv = nullptr;
+    for (const Node &n : lowered->nodes())
+      if (n.op == "conv2d")
+        conv = &n;
+    REQUIRE(conv);
+    ConvBlockPlan plan = conv_block_plan(*lowered, *conv);
+    CHECK(plan.rows == c.rows);
+    CHECK(plan.blocks == c.blocks);
+    check_threads(in, build, 1e-4, 1e-5);
+  }
+  // Not taken: a pointwise or 1x1 conv, blocks that leave too few tasks,
+  // rows whose columns never fill whole panels.
+  auto plan_of = [](std::vector<int64_t> x, std::vector<int64_t> w, ops::Conv2dOptions o) {
+    auto g = decompose(*trace_graph(types_of({random_tensor(DType::f32, x), random_tensor(DType::f32, w)}),
+                                    [&](auto &t) { return std::vector<Tensor>{ops::conv2d(t[0], t[1], std::nullopt, o)}; }));
+    for (const Node &n : g->nodes())
+      if (n.op == "conv2d")
+        return conv_block_plan(*g, n).blocks;
+    return int64_t{-1};
+  };
+  CHECK(plan_of({1, 4, 64, 64}, {8, 4, 1, 1}, opts({2, 2}, {0, 0}, {1, 1}, 1)) == 0);
+  CHECK(plan_of({1, 4, 12, 32}, {8, 4, 3, 3}, opts({1, 1}, {1, 1}, {1, 1}, 1)) == 0); // 6 blocks of 2 rows
+  CHECK(plan_of({1, 4, 40, 28}, {8, 4, 3, 3}, opts({1, 1}, {1, 1}, {1, 1}, 1)) == 0); // 28-112 columns
+  CHECK(plan_of({1, 4, 14, 32}, {8, 4, 3, 3}, opts({1, 1}, {1, 1}, {1, 1}, 1)) == 7); // 7 blocks of 2 rows
+}
