@@ -554,9 +554,6 @@ WinogradPlan winograd_plan(const Graph &g, const Node &node) {
   auto [tasks, per] = conv_task_split(C, p.a * p.a * T);
   p.in_tasks = tasks;
   p.in_per = per;
-  // Output-channel blocks of whole 6-row GEMM tiles (GemmEmitter's MR).
-  p.out_per = std::max<int64_t>(6, (O + kWinogradOutTasks - 1) / kWinogradOutTasks + 5) / 6 * 6;
-  p.out_tasks = (O + p.out_per - 1) / p.out_per;
   // Fused blocks: tile rows of about two vectors of tiles (a GEMM panel of
   // 2 * kConvDirectMaxLanes columns; at least one row).
   p.rows_per_task = std::max<int64_t>(1, 2 * kConvDirectMaxLanes / p.tw);

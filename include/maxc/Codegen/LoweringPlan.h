@@ -83,11 +83,6 @@ struct WinogradPlan {
   // run the input transform, the GEMMs and the output transform of their
   // rows (kWinogradFusedMinTasks tasks or more); else three phases.
   int64_t row_tasks, rows_per_task;
-  // Phased: the GEMMs and the output transform run as one phase of out_tasks
-  // tasks of out_per output channels each (a multiple of the GEMM's 6-row
-  // tile): a task computes M[e][its channels] for every e and transforms
-  // them itself, so M never crosses to another core.
-  int64_t out_tasks, out_per;
   int64_t plane_h, plane_w; // each task's zero-padded input plane (floats)
   int64_t scratch_floats;   // V [a*a, C, T], M [a*a, O, T] (fused: T rounded up to whole blocks), then the planes
 };
@@ -97,9 +92,6 @@ struct WinogradPlan {
 /// faster than blocks of one tile row, whose 14-column GEMMs run at lower
 /// efficiency, and than the three phases).
 constexpr int64_t kWinogradFusedMinTasks = 7;
-/// The phased GEMM + output phase aims at this many output-channel tasks
-/// (12: an even split at 2, 3, 4 and 6 threads).
-constexpr int64_t kWinogradOutTasks = 12;
 WinogradPlan winograd_plan(const Graph &graph, const Node &node);
 
 /// True for a conv2d the CPU code generator lowers as a direct vectorized

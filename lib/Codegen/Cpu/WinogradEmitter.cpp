@@ -474,28 +474,22 @@ void emit_winograd(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
                ph.input(b, f[0], f[1], T, plane, p.plane_h, c0, c1, b.getInt64(0), b.getInt64(p.th));
              });
 
-  // 2. GEMMs and output transform (+ epilogue) in one phase, tasks over
-  // output-channel blocks [o0, o1): M[e] [o1 - o0, T] = U[e][o0:o1] [., C]
-  // @ V[e] [C, T] for every e, then Y = Aᵀ M A of those channels. M stays in
-  // the core that wrote it (the former split, GEMMs by e and the output
-  // transform by channel, moved about half of M across cores); V, read by
-  // every task, is shared read-only; U is still read once in all. Each
-  // GEMM runs serially inside its task and the blocks are fixed at compile
-  // time, so the bits do not depend on the thread count.
-  emit_tasks(outer, a.prefix, "winograd_out", {a.u, v_base, m_base, a.out}, p.out_tasks, a.epilogue,
+  // 2. M[e] [O, T] = U[e] [O, C] @ V[e] [C, T], e = 0..a*a-1: one task per
+  // e (one hand-off to the pool for all of them, not one per GEMM; the
+  // 7x7 layers' GEMMs of 16 columns split poorly), each GEMM run serially
+  // inside its task, so its bits do not depend on the thread count.
+  emit_tasks(outer, a.prefix, "winograd_gemm", {a.u, v_base, m_base}, E, nullptr,
+             [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *e) {
+               ph.gemms(b, f[0], f[1], f[2], b.getInt64(T), b.getInt64(T), e, add(b, e, 1));
+             });
+
+  // 3. Output transform and epilogue, tasks over output channels.
+  auto [tasks, per] = conv_task_split(s.O, E * T);
+  emit_tasks(outer, a.prefix, "winograd_out", {m_base, a.out}, tasks, a.epilogue,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
-               Value *o0 = mul(b, t, p.out_per);
-               Value *o1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, o0, p.out_per), b.getInt64(s.O));
-               for_range(b, b.getInt64(0), b.getInt64(E), [&](Value *e) {
-                 GemmArgs g{f32_at(b, f[0], add(b, mul(b, e, s.O * s.C), mul(b, o0, s.C))),
-                            f32_at(b, f[1], mul(b, e, s.C * T)),
-                            f32_at(b, f[2], add(b, mul(b, e, s.O * T), mul(b, o0, T))),
-                            b.CreateSub(o1, o0), b.getInt64(T), b.getInt64(s.C), b.getInt64(s.C), b.getInt64(T),
-                            b.getInt64(T), a.lanes, a.prefix, nullptr};
-                 g.serial = true;
-                 emit_gemm_f32(b, g);
-               });
-               ph.output(b, f[2], T, f[3], o0, o1, b.getInt64(0), b.getInt64(p.th), true);
+               Value *o0 = mul(b, t, per);
+               Value *o1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, o0, per), b.getInt64(s.O));
+               ph.output(b, f[0], T, f[1], o0, o1, b.getInt64(0), b.getInt64(p.th), true);
              });
 }
 
