@@ -89,10 +89,6 @@ uint64_t fnv1a64(std::string_view data) {
   return h;
 }
 
-} // namespace maxc
-
-namespace maxc {
-
 Lanes64::Lanes64() {
   for (int k = 0; k < kLanes; ++k)
     lanes_[k] = kBasis + static_cast<uint64_t>(k);

@@ -8,19 +8,14 @@
 #include "maxc/Frontend/ModelLoader.h"
 #include "maxc/Frontend/Safetensors.h"
 
+#include "maxc/Support/Sha256.h"
+
 #include <cmath>
 #include <iostream>
 
 namespace maxc::cli {
 
 namespace {
-
-uint64_t fnv1a(const std::string &s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s)
-    h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 // splitmix64: tiny, fast, and identical on every platform (unlike
 // std::normal_distribution, whose algorithm is implementation-defined).
@@ -41,7 +36,7 @@ struct Rng {
 
 HostTensor generate(const ParamSpec &spec, uint64_t seed) {
   HostTensor t(spec.dtype, spec.shape);
-  Rng rng{fnv1a(spec.name) ^ (seed * 0x9e3779b97f4a7c15ull)};
+  Rng rng{fnv1a64(spec.name) ^ (seed * 0x9e3779b97f4a7c15ull)};
   std::string init = spec.init;
   if (init.empty())
     init = spec.shape.size() >= 2 ? "normal" : "uniform";
