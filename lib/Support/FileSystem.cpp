@@ -173,18 +173,26 @@ std::shared_ptr<const std::byte> map_file_readonly(int fd, size_t size) {
   });
 }
 
+namespace {
+/// The live mapping that holds all of [begin, end), or null; the caller
+/// holds mappings_mutex.
+const std::pair<const uintptr_t, Mapping> *mapping_holding(uintptr_t begin, uintptr_t end) {
+  auto it = mappings().upper_bound(begin);
+  if (it == mappings().begin())
+    return nullptr;
+  --it; // the mapping starting at or before begin
+  return end <= it->first + it->second.size ? &*it : nullptr;
+}
+} // namespace
+
 void release_file_pages(const void *p, size_t n) {
   if (!p || n == 0)
     return;
   static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   uintptr_t begin = reinterpret_cast<uintptr_t>(p), end = begin + n;
   std::lock_guard<std::mutex> lock(mappings_mutex);
-  auto it = mappings().upper_bound(begin);
-  if (it == mappings().begin())
+  if (!mapping_holding(begin, end))
     return;
-  --it; // the mapping starting at or before p
-  if (end > it->first + it->second.size)
-    return; // not wholly inside one mapping
   uintptr_t first = (begin + page - 1) & ~(page - 1), last = end & ~(page - 1);
   if (first < last) // whole pages only: a neighbour's bytes on a shared page stay
     ::madvise(reinterpret_cast<void *>(first), last - first, MADV_DONTNEED);
@@ -196,13 +204,9 @@ void read_mapped_bytes(const void *p, size_t n, void *dst) {
   uintptr_t start = 0;
   {
     std::lock_guard<std::mutex> lock(mappings_mutex);
-    auto it = mappings().upper_bound(begin);
-    if (it != mappings().begin()) {
-      --it;
-      if (end <= it->first + it->second.size) {
-        fd = it->second.fd;
-        start = it->first;
-      }
+    if (auto *m = mapping_holding(begin, end)) {
+      fd = m->second.fd;
+      start = m->first;
     }
   }
   auto *out = static_cast<char *>(dst);
