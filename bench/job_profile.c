@@ -39,7 +39,7 @@ static int njobs, job, threads = 1;
 static long runs;
 static task_fn first;
 static double last;
-static _Atomic long generation, next_index, finished;
+static _Atomic long generation, finished;
 static void *g_ctx;
 static int64_t g_count;
 static task_fn g_task;
@@ -50,18 +50,34 @@ static double now_ns(void) {
   return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
-/* Claims as the model's pool does (RuntimePool.c): guided, each claim half
- * of the indices left per thread, at least 1/32 of the job (and one). */
-static void take(void) {
-  long done = 0, i = atomic_load(&next_index), chunk = g_count / 32 > 1 ? g_count / 32 : 1;
-  while (i < g_count) {
-    long n = (g_count - i) / 4 > chunk ? (g_count - i) / 4 : chunk, end = i + n < g_count ? i + n : g_count;
-    if (!atomic_compare_exchange_weak(&next_index, &i, end))
-      continue; /* i: the index another thread left */
-    done += end - i;
-    for (; i < end; ++i)
-      g_task(g_ctx, i);
+/* Claims as the model's pool does (RuntimePool.c): thread k owns the k-th
+ * half of the indices, runs it one index per claim from the front, then
+ * steals a quarter of what is left (at least one) from the back of the
+ * other half. */
+static _Atomic uint64_t ranges[2][8]; /* [k][0]: lo | hi << 32, a line each */
+
+static int claim(int k, int own, long *i0, long *i1) {
+  uint64_t r = atomic_load(&ranges[k][0]);
+  for (;;) {
+    long lo = (long)(r & 0xffffffffu), hi = (long)(r >> 32), take = own ? 1 : (hi - lo + 3) / 4;
+    if (lo >= hi)
+      return 0;
+    *i0 = own ? lo : hi - take;
+    *i1 = *i0 + take;
+    if (atomic_compare_exchange_weak(&ranges[k][0], &r,
+                                     own ? (uint64_t)(lo + 1) | (uint64_t)hi << 32 : (uint64_t)lo | (uint64_t)(hi - take) << 32))
+      return 1;
   }
+}
+
+static void take(int self) {
+  long done = 0, i0, i1, i;
+  for (int d = 0; d < threads; ++d)
+    while (claim((self + d) % threads, d == 0, &i0, &i1)) {
+      for (i = i0; i < i1; ++i)
+        g_task(g_ctx, i);
+      done += i1 - i0;
+    }
   atomic_fetch_add(&finished, done);
 }
 
@@ -72,7 +88,7 @@ static void *worker(void *arg) {
     while ((g = atomic_load(&generation)) == seen)
       ;
     seen = g;
-    take();
+    take(1);
   }
   return NULL;
 }
@@ -91,10 +107,11 @@ static void parallel_for(void *ctx, int64_t count, task_fn task) {
   g_count = count;
   g_task = task;
   atomic_store(&finished, 0);
-  atomic_store(&next_index, 0);
+  for (int k = 0; k < threads; ++k)
+    atomic_store(&ranges[k][0], (uint64_t)(count * k / threads) | (uint64_t)(count * (k + 1) / threads) << 32);
   if (threads > 1)
     atomic_fetch_add(&generation, 1);
-  take();
+  take(0);
   while (atomic_load(&finished) < count)
     ;
   t1 = now_ns();

@@ -18,15 +18,23 @@
  * Generated code calls maxc_rt_parallel_for(ctx, count, task): task(ctx, i)
  * for every i in [0, count). It runs them
  *   - through the program's parallel-for, if it installed one;
- *   - else on the pool (NAME_set_num_threads(n), n > 1): n - 1 workers and
- *     the calling thread take runs of consecutive indices from an atomic
- *     counter, guided: each claim 1/(2n) of the indices left, at least
- *     1/(16n) of the job (and one): neighbouring tasks, which often write
- *     neighbouring bytes, stay on one thread, a job of many small tasks
- *     does not bounce the counter's cache line once per task, and the
- *     last claims are small, so the threads finish together (fixed runs of
- *     1/(4n) of the job left one thread up to a run's time alone at the
- *     end of each job: ~1/8 of a job at 2 threads);
+ *   - else on the pool (NAME_set_num_threads(n), n > 1): thread k of the
+ *     n (the caller is 0, worker k is k) owns the k-th of n equal
+ *     consecutive ranges of the indices and runs them in order, one claim
+ *     per index from its own range's atomic word (a cache line of its own:
+ *     no line bounces between cores while every thread has work); a thread
+ *     whose range is empty then steals runs of a quarter of what is left
+ *     (at least one) from the back of the others' ranges, so the threads
+ *     finish together. Consecutive kernels split the same way (rows of a
+ *     conv, then of the pool after it) thus keep each part of the data on
+ *     one core: at 2 threads the caller's core runs every job's first half
+ *     and the worker's core its second half, and only the halves' borders
+ *     (and stolen tails) cross between cores. (Before session 10 threads
+ *     claimed guided runs from one shared counter, which interleaved the
+ *     threads' parts of each job and moved about half of every kernel's
+ *     input between cores: ResNet-18 at 2 threads, bench/harness_ab.py,
+ *     was 6 % slower.) Indices past 2^31 - 1 do not fit a range word: such
+ *     a job runs on the calling thread;
  *   - else, or while another thread's call holds the pool, in a loop here.
  * Which thread runs an index never changes what it computes: the task split
  * is decided by the generated code from the shapes alone, so results are the
@@ -96,14 +104,20 @@ static struct {
   atomic_int stop;
   atomic_uint_fast64_t generation; /* bumped for each job (and to stop) */
   atomic_uint_fast64_t state;      /* MAXC_RT_CLOSED | workers inside the job */
-  atomic_int_fast64_t next;        /* the job's next index */
   atomic_uint_fast64_t finished;   /* the job's tasks done */
   void *ctx;
   int64_t count;
-  int64_t chunk; /* the fewest indices taken per claim */
-  int64_t share; /* a claim takes 1/share of the indices left (or chunk) */
+  int job_threads; /* the job's ranges: workers + 1 */
   maxc_rt_task_fn task;
+  uint_fast64_t start_generation; /* the generation new workers have seen */
 } maxc_rt_pool = {.state = MAXC_RT_CLOSED};
+
+/* Thread k's range of the job's indices, [low 32 bits, high 32 bits), each
+ * on a cache line of its own. */
+static struct {
+  _Alignas(64) atomic_uint_fast64_t range;
+} maxc_rt_ranges[MAXC_RT_MAX_THREADS + 1];
+#define MAXC_RT_RANGE(lo, hi) ((uint_fast64_t)(lo) | (uint_fast64_t)(hi) << 32)
 
 static maxc_rt_parallel_for_fn maxc_rt_user_parallel_for;
 
@@ -133,28 +147,40 @@ static uint_fast64_t maxc_rt_poll(atomic_uint_fast64_t *word, uint_fast64_t valu
   return w;
 }
 
-/* Runs the job's tasks until none is left; returns whether this thread
- * finished the last one. */
-static int maxc_rt_drain(void) {
-  void *ctx = maxc_rt_pool.ctx;
-  int64_t count = maxc_rt_pool.count, chunk = maxc_rt_pool.chunk, share = maxc_rt_pool.share;
-  maxc_rt_task_fn task = maxc_rt_pool.task;
-  int64_t mine = 0;
-  int64_t i = atomic_load_explicit(&maxc_rt_pool.next, memory_order_relaxed);
-  while (i < count) {
-    /* Guided: a 1/share part of what is left, at least `chunk`. */
-    int64_t take = (count - i) / share;
-    if (take < chunk)
-      take = chunk;
-    int64_t end = count - i > take ? i + take : count;
-    if (!atomic_compare_exchange_weak(&maxc_rt_pool.next, &i, end))
-      continue; /* i: the index another thread left */
-    for (int64_t j = i; j < end; ++j)
-      task(ctx, j);
-    mine += end - i;
-    i = end;
+/* Takes indices [*i0, *i1) from range k: the next one from the front
+ * (own) or a quarter of what is left, at least one, from the back (steal).
+ * Returns 0 once the range is empty. */
+static int maxc_rt_claim(int k, int own, int64_t *i0, int64_t *i1) {
+  atomic_uint_fast64_t *word = &maxc_rt_ranges[k].range;
+  uint_fast64_t r = atomic_load_explicit(word, memory_order_relaxed);
+  for (;;) {
+    int64_t lo = (int64_t)(r & 0xffffffffu), hi = (int64_t)(r >> 32);
+    if (lo >= hi)
+      return 0;
+    int64_t take = own ? 1 : (hi - lo + 3) / 4;
+    *i0 = own ? lo : hi - take;
+    *i1 = *i0 + take;
+    if (atomic_compare_exchange_weak(word, &r, own ? MAXC_RT_RANGE(lo + 1, hi) : MAXC_RT_RANGE(lo, hi - take)))
+      return 1;
   }
-  return mine > 0 && atomic_fetch_add(&maxc_rt_pool.finished, (uint_fast64_t)mine) + (uint_fast64_t)mine == (uint_fast64_t)count;
+}
+
+/* Thread `self` runs its own range, then steals from the others' until
+ * every range is empty; returns whether it finished the job's last task. */
+static int maxc_rt_drain(int self) {
+  void *ctx = maxc_rt_pool.ctx;
+  int n = maxc_rt_pool.job_threads;
+  maxc_rt_task_fn task = maxc_rt_pool.task;
+  int64_t mine = 0, i0, i1;
+  for (int d = 0; d < n; ++d) {
+    int k = (self + d) % n;
+    while (maxc_rt_claim(k, d == 0, &i0, &i1)) {
+      for (int64_t j = i0; j < i1; ++j)
+        task(ctx, j);
+      mine += i1 - i0;
+    }
+  }
+  return mine > 0 && atomic_fetch_add(&maxc_rt_pool.finished, (uint_fast64_t)mine) + (uint_fast64_t)mine == (uint_fast64_t)maxc_rt_pool.count;
 }
 
 /* A worker waits for a job, joins it unless it is closed (its tasks all
@@ -162,7 +188,8 @@ static int maxc_rt_drain(void) {
  * it and leaves. The caller publishes the next job only once the last one
  * is closed and empty, so a joined worker reads stable job fields. */
 static void *maxc_rt_worker(void *arg) {
-  uint_fast64_t seen = (uint_fast64_t)(uintptr_t)arg;
+  int self = (int)(uintptr_t)arg; /* 1 .. workers */
+  uint_fast64_t seen = maxc_rt_pool.start_generation;
   for (;;) {
     uint_fast64_t g = maxc_rt_poll(&maxc_rt_pool.generation, seen, 1);
     if (g == seen) {
@@ -179,7 +206,7 @@ static void *maxc_rt_worker(void *arg) {
     }
     if (s & MAXC_RT_CLOSED)
       continue;
-    if (maxc_rt_drain()) {
+    if (maxc_rt_drain(self)) {
       pthread_mutex_lock(&maxc_rt_pool.mutex);
       pthread_cond_signal(&maxc_rt_pool.done);
       pthread_mutex_unlock(&maxc_rt_pool.mutex);
@@ -233,17 +260,17 @@ void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task) {
     return;
   }
   int expected = 0;
-  if (count < 2 || maxc_rt_pool.wanted < 2 ||
+  if (count < 2 || count > 0x7fffffff || maxc_rt_pool.wanted < 2 ||
       !atomic_compare_exchange_strong(&maxc_rt_pool.busy, &expected, 1)) {
     for (int64_t i = 0; i < count; ++i)
       task(ctx, i);
     return;
   }
   /* The pool is ours until busy is 0 again. */
-  uint_fast64_t g = atomic_load(&maxc_rt_pool.generation);
+  maxc_rt_pool.start_generation = atomic_load(&maxc_rt_pool.generation);
   while (maxc_rt_pool.workers < maxc_rt_pool.wanted - 1) {
     int w = maxc_rt_pool.workers;
-    if (pthread_create(&maxc_rt_pool.threads[w], 0, maxc_rt_worker, (void *)(uintptr_t)g) != 0) {
+    if (pthread_create(&maxc_rt_pool.threads[w], 0, maxc_rt_worker, (void *)(uintptr_t)(w + 1)) != 0) {
       maxc_rt_pool.wanted = w + 1; /* fewer threads than asked: run with those */
       break;
     }
@@ -258,19 +285,19 @@ void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task) {
   /* Publish: the fields, then open the job (state 0), then wake. */
   maxc_rt_pool.ctx = ctx;
   maxc_rt_pool.count = count;
-  maxc_rt_pool.share = 2 * (int64_t)(maxc_rt_pool.workers + 1);
-  maxc_rt_pool.chunk = count / (8 * maxc_rt_pool.share);
-  if (maxc_rt_pool.chunk < 1)
-    maxc_rt_pool.chunk = 1;
+  maxc_rt_pool.job_threads = maxc_rt_pool.workers + 1;
   maxc_rt_pool.task = task;
-  atomic_store(&maxc_rt_pool.next, 0);
+  for (int k = 0; k < maxc_rt_pool.job_threads; ++k)
+    atomic_store_explicit(&maxc_rt_ranges[k].range,
+                          MAXC_RT_RANGE(count * k / maxc_rt_pool.job_threads, count * (k + 1) / maxc_rt_pool.job_threads),
+                          memory_order_relaxed);
   atomic_store(&maxc_rt_pool.finished, 0);
   atomic_store(&maxc_rt_pool.state, 0);
   pthread_mutex_lock(&maxc_rt_pool.mutex);
   atomic_fetch_add(&maxc_rt_pool.generation, 1);
   pthread_cond_broadcast(&maxc_rt_pool.wake);
   pthread_mutex_unlock(&maxc_rt_pool.mutex);
-  maxc_rt_drain();
+  maxc_rt_drain(0);
   /* Every task done (those workers took too)... */
   if (maxc_rt_poll(&maxc_rt_pool.finished, (uint_fast64_t)count, 0) < (uint_fast64_t)count) {
     pthread_mutex_lock(&maxc_rt_pool.mutex);
