@@ -99,6 +99,7 @@ struct WinogradPlan {
   // rows (kWinogradFusedMinTasks tasks or more); else three phases.
   int64_t row_tasks, rows_per_task;
   int64_t plane_h, plane_w; // each task's zero-padded input plane (floats)
+  int64_t v_estride, m_estride; // phased: floats from V[e] to V[e+1] (C * T, or 16 more: never a multiple of 4 KB), M's
   int64_t scratch_floats;   // V [a*a, C, T], M [a*a, O, T] (fused: T rounded up to whole blocks), then the planes
 };
 /// Winograd convs with at least this many blocks of tile rows (of about two

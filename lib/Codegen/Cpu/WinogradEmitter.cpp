@@ -280,9 +280,9 @@ struct WinogradPhases {
   /// (plane rows - 2) / m): each channel's input rows copied into `plane`
   /// (zeroed here: rows outside the input and the borders stay zero), then
   /// each tile row in chunks of L tiles as vector lanes: V[e][c][t] at
-  /// v + (e * C + c) * ldv + (tile row - ty0) * tw + tile column.
-  void input(llvm::IRBuilder<> &b, Value *x, Value *v, int64_t ldv, Value *plane, int64_t plane_rows, Value *c0,
-             Value *c1, Value *ty0, Value *nty) {
+  /// v + e * esv + c * ldv + (tile row - ty0) * tw + tile column.
+  void input(llvm::IRBuilder<> &b, Value *x, Value *v, int64_t ldv, int64_t esv, Value *plane, int64_t plane_rows,
+             Value *c0, Value *c1, Value *ty0, Value *nty) {
     llvm::Type *f32 = b.getFloatTy();
     auto *wide = llvm::FixedVectorType::get(f32, static_cast<unsigned>(L * m));
     b.CreateMemSet(plane, b.getInt8(0), b.getInt64(plane_rows * p.plane_w * 4), llvm::Align(4));
@@ -317,7 +317,7 @@ struct WinogradPhases {
               col[i] = h[i][l];
             input_1d(b, m, col.data(), vv.data());
             for (int64_t k = 0; k < A; ++k) {
-              Value *ptr = f32_at(b, v, add(b, mul(b, add(b, c, (k * A + l) * s.C), ldv), tile0));
+              Value *ptr = f32_at(b, v, add(b, add(b, mul(b, c, ldv), (k * A + l) * esv), tile0));
               if (mask)
                 b.CreateMaskedStore(vv[k], ptr, llvm::Align(4), mask);
               else
@@ -330,11 +330,13 @@ struct WinogradPhases {
   }
 
   /// M[e] [O, n] = U[e] [O, C] @ V[e] [C, n] for e in [e0, e1), rows of V
-  /// and M ld apart, each GEMM serial (its bits never depend on the threads).
-  void gemms(llvm::IRBuilder<> &b, Value *u, Value *v, Value *mm, Value *n, Value *ld, Value *e0, Value *e1) {
+  /// and M ld apart, V[e] and M[e] esv and esm floats apart, each GEMM
+  /// serial (its bits never depend on the threads).
+  void gemms(llvm::IRBuilder<> &b, Value *u, Value *v, Value *mm, Value *n, Value *ld, Value *esv, Value *esm,
+             Value *e0, Value *e1) {
     for_range(b, e0, e1, [&](Value *e) {
-      GemmArgs g{f32_at(b, u, mul(b, e, s.O * s.C)), f32_at(b, v, b.CreateMul(e, b.CreateMul(b.getInt64(s.C), ld))),
-                 f32_at(b, mm, b.CreateMul(e, b.CreateMul(b.getInt64(s.O), ld))), b.getInt64(s.O), n,
+      GemmArgs g{f32_at(b, u, mul(b, e, s.O * s.C)), f32_at(b, v, b.CreateMul(e, esv)),
+                 f32_at(b, mm, b.CreateMul(e, esm)), b.getInt64(s.O), n,
                  b.getInt64(s.C), b.getInt64(s.C), ld, ld, a.lanes, a.prefix, nullptr};
       g.serial = true;
       emit_gemm_f32(b, g);
@@ -342,11 +344,11 @@ struct WinogradPhases {
   }
 
   /// Output channels [o0, o1) of tile rows [ty0, ty0 + nty), M[e][o][t] at
-  /// mm + (e * O + o) * ldm + (tile row - ty0) * tw + tile column: Y = Aᵀ M A,
+  /// mm + e * esm + o * ldm + (tile row - ty0) * tw + tile column: Y = Aᵀ M A,
   /// each output row's m*L columns interleaved and stored at once, then the
   /// epilogue (if any) on them.
-  void output(llvm::IRBuilder<> &b, Value *mm, int64_t ldm, Value *out, Value *o0, Value *o1, Value *ty0, Value *nty,
-              bool rows_static) {
+  void output(llvm::IRBuilder<> &b, Value *mm, int64_t ldm, int64_t esm, Value *out, Value *o0, Value *o1, Value *ty0,
+              Value *nty, bool rows_static) {
     llvm::Type *f32 = b.getFloatTy();
     auto *vec = llvm::FixedVectorType::get(f32, static_cast<unsigned>(L));
     for_range(b, o0, o1, [&](Value *o) {
@@ -356,7 +358,7 @@ struct WinogradPhases {
           Value *mask = first_lanes(b, L, tiles);
           std::vector<std::vector<Value *>> mv(A, std::vector<Value *>(A)), r(m, std::vector<Value *>(A));
           for (int64_t e = 0; e < E; ++e) {
-            Value *ptr = f32_at(b, mm, add(b, mul(b, add(b, o, e * s.O), ldm), tile0));
+            Value *ptr = f32_at(b, mm, add(b, add(b, mul(b, o, ldm), e * esm), tile0));
             mv[e / A][e % A] = mask ? static_cast<Value *>(b.CreateMaskedLoad(vec, ptr, llvm::Align(4), mask,
                                                                              llvm::ConstantAggregateZero::get(vec)))
                                     : b.CreateAlignedLoad(vec, ptr, llvm::Align(4));
@@ -432,9 +434,13 @@ void emit_winograd(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
   // rows (the last block may be shorter: its rows past th go unused).
   const int64_t t_slots = p.row_tasks > 0 ? p.row_tasks * p.rows_per_task * p.tw : T;
   WinogradPhases ph{a};
+  // Phased: V[e] and M[e] p.v_estride and p.m_estride apart (padded off
+  // multiples of 4 KB); fused: each block's [E][C or O][block's tiles].
+  const int64_t v_floats = p.row_tasks > 0 ? E * s.C * t_slots : E * p.v_estride;
+  const int64_t m_floats = p.row_tasks > 0 ? E * s.O * t_slots : E * p.m_estride;
   Value *v_base = a.scratch;
-  Value *m_base = f32_at(outer, a.scratch, outer.getInt64(E * s.C * t_slots));
-  Value *planes = f32_at(outer, a.scratch, outer.getInt64(E * (s.C + s.O) * t_slots));
+  Value *m_base = f32_at(outer, a.scratch, outer.getInt64(v_floats));
+  Value *planes = f32_at(outer, a.scratch, outer.getInt64(v_floats + m_floats));
 
   if (p.row_tasks > 0) {
     // Fused: one task per block of rows_per_task tile rows runs all three
@@ -458,9 +464,10 @@ void emit_winograd(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
                  // the rest of its rows unused) and the GEMMs read the
                  // same stride.
                  int64_t ld = r * p.tw;
-                 ph.input(b, f[0], v, ld, plane, plane_rows, b.getInt64(0), b.getInt64(s.C), ty0, nty);
-                 ph.gemms(b, f[1], v, mm, n, b.getInt64(ld), b.getInt64(0), b.getInt64(E));
-                 ph.output(b, mm, ld, f[4], b.getInt64(0), b.getInt64(s.O), ty0, nty, false);
+                 ph.input(b, f[0], v, ld, s.C * ld, plane, plane_rows, b.getInt64(0), b.getInt64(s.C), ty0, nty);
+                 ph.gemms(b, f[1], v, mm, n, b.getInt64(ld), b.getInt64(s.C * ld), b.getInt64(s.O * ld), b.getInt64(0),
+                          b.getInt64(E));
+                 ph.output(b, mm, ld, s.O * ld, f[4], b.getInt64(0), b.getInt64(s.O), ty0, nty, false);
                });
     return;
   }
@@ -471,7 +478,7 @@ void emit_winograd(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
                Value *plane = f32_at(b, f[2], mul(b, t, p.plane_h * p.plane_w));
                Value *c0 = mul(b, t, p.in_per);
                Value *c1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, c0, p.in_per), b.getInt64(s.C));
-               ph.input(b, f[0], f[1], T, plane, p.plane_h, c0, c1, b.getInt64(0), b.getInt64(p.th));
+               ph.input(b, f[0], f[1], T, p.v_estride, plane, p.plane_h, c0, c1, b.getInt64(0), b.getInt64(p.th));
              });
 
   // 2. M[e] [O, T] = U[e] [O, C] @ V[e] [C, T], e = 0..a*a-1: one task per
@@ -480,7 +487,8 @@ void emit_winograd(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
   // inside its task, so its bits do not depend on the thread count.
   emit_tasks(outer, a.prefix, "winograd_gemm", {a.u, v_base, m_base}, E, nullptr,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *e) {
-               ph.gemms(b, f[0], f[1], f[2], b.getInt64(T), b.getInt64(T), e, add(b, e, 1));
+               ph.gemms(b, f[0], f[1], f[2], b.getInt64(T), b.getInt64(T), b.getInt64(p.v_estride),
+                        b.getInt64(p.m_estride), e, add(b, e, 1));
              });
 
   // 3. Output transform and epilogue, tasks over output channels.
@@ -489,7 +497,7 @@ void emit_winograd(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
                Value *o0 = mul(b, t, per);
                Value *o1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, o0, per), b.getInt64(s.O));
-               ph.output(b, f[0], T, f[1], o0, o1, b.getInt64(0), b.getInt64(p.th), true);
+               ph.output(b, f[0], T, p.m_estride, f[1], o0, o1, b.getInt64(0), b.getInt64(p.th), true);
              });
 }
 

@@ -86,6 +86,9 @@ TEST_CASE("winograd: 3x3 stride-1 convs with constant weights vs the interpreter
       {"F(4,3): 32->33 49x70 pad 1 (rows and columns hang over, two chunks), bias, chain", {1, 32, 49, 70}, 33, {1, 1}, true, true, true, true},
       {"F(4,3): 32->32 50x48 pad (0,1,2,1), batch 2", {2, 32, 50, 48}, 32, {0, 1, 2, 1}, false, false, true, true},
       {"F(4,3) phased (4 blocks of tile rows): 32->32 26x30 pad 1 (rows hang over)", {1, 32, 26, 30}, 32, {1, 1}, true, false, true, false},
+      // 64 channels x 16 tiles = 1024 floats: V[e] and M[e] padded 64 bytes
+      // apart (WinogradPlan::v_estride, m_estride).
+      {"64->64 7x7 pad 1 (V and M blocks padded off 4 KB multiples), bias, relu chain", {1, 64, 7, 7}, 64, {1, 1}, true, true, false, false},
       // Fused (kWinogradFusedMinTasks blocks of tile rows or more): the
       // F(4,3) cases above (blocks of one tile row; of two, the last one
       // row), and blocks of 6 tile rows with a last block of 1 whose last
