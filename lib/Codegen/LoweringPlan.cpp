@@ -559,9 +559,12 @@ bool conv_winograd_shape(const Graph &g, const Node &node) {
 }
 
 int64_t winograd_tile(int64_t OH, int64_t OW) {
-  // Measured on ResNet-18 (PERFORMANCE.md, "Convolution"): F(4,3) pays at
-  // 56x56 and 28x28; at 14x14 and 7x7 (GEMMs of 16 and 4 columns, weights
-  // 36/16 larger) F(2,3) wins, and F(4,3) at 7x7 loses even to im2col.
+  // Measured on ResNet-18 (PERFORMANCE.md, "Convolution" and session 10):
+  // F(4,3) pays at 56x56, 28x28 and 14x14 (16 tiles: full one-vector GEMM
+  // panels, where F(2,3)'s 49 tiles fill 49 of 64 lanes; its 2.25x larger
+  // weights cost less than that: 5-7 % on the whole model at 1 and 2
+  // threads, once its blocks of V stopped sharing L1 sets); at 7x7 (GEMMs
+  // of 4 columns) F(2,3) wins, and F(4,3) loses even to im2col.
   return std::min(OH, OW) >= kWinogradF4MinSize ? 4 : 2;
 }
 

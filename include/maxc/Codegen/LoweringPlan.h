@@ -86,8 +86,9 @@ constexpr int64_t kWinogradMinChannels = 32;
 /// (conv_uses_gemm) covers the transforms.
 bool conv_winograd_shape(const Graph &graph, const Node &node);
 /// The Winograd output tile m (F(m,3)) for an OH x OW output: 4 from
-/// kWinogradF4MinSize rows and columns on, else 2 (0 would mean no Winograd).
-constexpr int64_t kWinogradF4MinSize = 24;
+/// kWinogradF4MinSize rows and columns on (ResNet-18's 56x56, 28x28 and,
+/// since session 10, 14x14 layers), else 2 (0 would mean no Winograd).
+constexpr int64_t kWinogradF4MinSize = 14;
 int64_t winograd_tile(int64_t OH, int64_t OW);
 /// The geometry of a conv_winograd_shape conv's lowering (one image).
 struct WinogradPlan {

@@ -181,3 +181,35 @@ TEST_CASE("GEMM epilogues: where the chain does not fuse", "[codegen][plan][epil
   CHECK(pos(gemm18) < pos(gemm17));
   CHECK(std::find(k.begin(), k.end(), static_cast<size_t>(g->value_info(19).producer)) == k.end());
 }
+
+TEST_CASE("Winograd tiles: F(4,3) from 14x14 outputs, F(2,3) below; block strides off 4 KB", "[codegen][plan][winograd]") {
+  CHECK(winograd_tile(56, 56) == 4);
+  CHECK(winograd_tile(14, 14) == 4);
+  CHECK(winograd_tile(14, 13) == 2);
+  CHECK(winograd_tile(7, 7) == 2);
+  // A phased conv whose V[e] / M[e] blocks would be a multiple of 1024
+  // floats apart (64 channels x 16 tiles) gets them 16 floats further apart.
+  auto conv = [](int64_t c, int64_t hw) {
+    return trace_graph({TensorType(DType::f32, {1, c, hw, hw})}, [&](auto &t) {
+      ops::Conv2dOptions o;
+      o.padding = {1, 1};
+      return std::vector<Tensor>{
+          ops::conv2d(t[0], Tensor::from_host(random_tensor(DType::f32, {c, c, 3, 3})), std::nullopt, o)};
+    });
+  };
+  for (auto [c, hw, stride] : {std::tuple<int64_t, int64_t, int64_t>{64, 14, 64 * 16 + 16}, {64, 7, 64 * 16 + 16},
+                               {48, 7, 48 * 16}, {32, 20, 32 * 25}}) {
+    INFO(c << " channels, " << hw << "x" << hw);
+    auto g = conv(c, hw);
+    const Node *node = nullptr;
+    for (const Node &n : g->nodes())
+      if (n.op == "conv2d")
+        node = &n;
+    REQUIRE(node);
+    REQUIRE(conv_winograd_shape(*g, *node));
+    WinogradPlan p = winograd_plan(*g, *node);
+    CHECK(p.row_tasks == 0);
+    CHECK(p.v_estride == stride);
+    CHECK(p.m_estride == stride);
+  }
+}

@@ -89,6 +89,8 @@ TEST_CASE("winograd: 3x3 stride-1 convs with constant weights vs the interpreter
       // 64 channels x 16 tiles = 1024 floats: V[e] and M[e] padded 64 bytes
       // apart (WinogradPlan::v_estride, m_estride).
       {"64->64 7x7 pad 1 (V and M blocks padded off 4 KB multiples), bias, relu chain", {1, 64, 7, 7}, 64, {1, 1}, true, true, false, false},
+      {"F(4,3) phased at 14x14: 64->64 pad 1 (16 tiles, padded blocks), bias", {1, 64, 14, 14}, 64, {1, 1}, true, false, true, false},
+      {"F(2,3) just below kWinogradF4MinSize: 32->32 13x20 pad 1", {1, 32, 13, 20}, 32, {1, 1}, false, false, false, false},
       // Fused (kWinogradFusedMinTasks blocks of tile rows or more): the
       // F(4,3) cases above (blocks of one tile row; of two, the last one
       // row), and blocks of 6 tile rows with a last block of 1 whose last
