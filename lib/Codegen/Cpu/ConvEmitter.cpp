@@ -339,75 +339,117 @@ void emit_conv_direct_f32(llvm::IRBuilder<> &b, const DirectConvArgs &a) {
 void emit_max_pool_f32(llvm::IRBuilder<> &outer, const PoolShape &s, Value *x, Value *out, unsigned lanes,
                        const std::string &prefix) {
   const int64_t L = lanes, sy = s.stride[0], sx = s.stride[1];
-  const int64_t chunks = (s.OW + L - 1) / L;
-  // Row buffer: lane l of chunk ch, tap kx reads column (ch*L + l)*sx + kx.
-  const int64_t row_w = chunks * L * sx + s.KW;
+  const int64_t out_chunks = (s.OW + L - 1) / L, in_chunks = (s.W + L - 1) / L;
+  // Row buffer: the vertical maxima of one output row's window rows, input
+  // column ix at pad_left + ix; -inf around (padding never wins). The
+  // horizontal pass reads lane l of chunk ch, tap kx at (ch*L + l)*sx + kx.
+  const int64_t row_w = std::max(out_chunks * L * sx + s.KW, s.pad[1] + in_chunks * L);
   llvm::Type *f32 = outer.getFloatTy();
   auto *vec = llvm::FixedVectorType::get(f32, static_cast<unsigned>(L));
   auto *wide = llvm::FixedVectorType::get(f32, static_cast<unsigned>(L * sx));
   Value *ninf = llvm::ConstantFP::getInfinity(f32, true);
-  auto [tasks, per] = conv_task_split(s.C, s.OH * s.OW * s.KH * s.KW);
+  Value *ninf_vec = llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(L), llvm::cast<llvm::Constant>(ninf));
+  auto lane_mask = [&](llvm::IRBuilder<> &b, int64_t valid) {
+    std::vector<llvm::Constant *> bits;
+    for (int64_t l = 0; l < L; ++l)
+      bits.push_back(b.getInt1(l < valid));
+    return llvm::ConstantVector::get(bits);
+  };
+  // As the reference: v wins if it is NaN or greater (a NaN max stays).
+  auto max_in = [](llvm::IRBuilder<> &b, Value *acc, Value *v) {
+    return b.CreateSelect(b.CreateOr(b.CreateFCmpUNO(v, v), b.CreateFCmpOGT(v, acc)), v, acc);
+  };
+  // Tasks: bands of output rows, all channels each, so that a band reads
+  // the input rows a row-split producer made on the same core.
+  auto [tasks, per] = conv_task_split(s.OH, s.C * s.OW * s.KH * s.KW);
   emit_tasks(outer, prefix, "max_pool", {x, out}, tasks, nullptr,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
                llvm::Function *fn = b.GetInsertBlock()->getParent();
                llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
-               Value *rows = entry.CreateAlloca(f32, entry.getInt64(s.KH * row_w));
-               auto fill = [&](Value *from, int64_t n) { // -inf over n floats
-                 for_count(b, n, [&](Value *i) { b.CreateStore(ninf, f32_at(b, from, i)); });
-               };
-               fill(rows, s.KH * row_w);
-               Value *c0 = mul(b, t, per);
-               Value *c1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, c0, per), b.getInt64(s.C));
-               for_range(b, c0, c1, [&](Value *c) {
+               Value *row = entry.CreateAlloca(f32, entry.getInt64(row_w));
+               for_count(b, row_w, [&](Value *i) { b.CreateStore(ninf, f32_at(b, row, i)); });
+               Value *oy0 = mul(b, t, per);
+               Value *oy1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, oy0, per), b.getInt64(s.OH));
+               Value *vrow = f32_at(b, row, b.getInt64(s.pad[1]));
+               for_count(b, s.C, [&](Value *c) {
                  Value *plane = f32_at(b, f[0], mul(b, c, s.H * s.W));
-                 for_count(b, s.OH, [&](Value *oy) {
-                   for (int64_t ky = 0; ky < s.KH; ++ky) {
-                     Value *iy = add(b, mul(b, oy, sy), ky - s.pad[0]);
-                     Value *dst = f32_at(b, rows, b.getInt64(ky * row_w + s.pad[1]));
-                     Value *ok = b.CreateICmpULT(iy, b.getInt64(s.H));
-                     llvm::BasicBlock *then_bb = llvm::BasicBlock::Create(b.getContext(), "pool.row", fn);
-                     llvm::BasicBlock *else_bb = llvm::BasicBlock::Create(b.getContext(), "pool.pad", fn);
-                     llvm::BasicBlock *done = llvm::BasicBlock::Create(b.getContext(), "pool.done", fn);
-                     b.CreateCondBr(ok, then_bb, else_bb);
-                     b.SetInsertPoint(then_bb);
-                     b.CreateMemCpy(dst, llvm::Align(4), f32_at(b, plane, mul(b, iy, s.W)), llvm::Align(4), s.W * 4);
-                     b.CreateBr(done);
-                     b.SetInsertPoint(else_bb);
-                     fill(dst, s.W); // a padding row: never wins
-                     b.CreateBr(done);
-                     b.SetInsertPoint(done);
-                   }
-                   Value *orow = f32_at(b, f[1], add(b, mul(b, c, s.OH * s.OW), mul(b, oy, s.OW)));
-                   auto chunk = [&](Value *ch, int64_t valid) {
-                     Value *acc = llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(L),
-                                                                  llvm::cast<llvm::Constant>(ninf));
-                     for (int64_t ky = 0; ky < s.KH; ++ky)
-                       for (int64_t kx = 0; kx < s.KW; ++kx) {
-                         Value *p = f32_at(b, rows, add(b, mul(b, ch, L * sx), ky * row_w + kx));
-                         Value *v = b.CreateAlignedLoad(sx > 1 ? wide : vec, p, llvm::Align(4));
-                         if (sx > 1) {
-                           std::vector<int> every;
-                           for (int64_t l = 0; l < L; ++l)
-                             every.push_back(static_cast<int>(l * sx));
-                           v = b.CreateShuffleVector(v, every);
-                         }
-                         // As the reference: v wins if it is NaN or greater (a NaN max stays).
-                         Value *wins = b.CreateOr(b.CreateFCmpUNO(v, v), b.CreateFCmpOGT(v, acc));
-                         acc = b.CreateSelect(wins, v, acc);
-                       }
-                     Value *dst = f32_at(b, orow, mul(b, ch, L));
-                     if (valid < L) {
-                       std::vector<llvm::Constant *> bits;
-                       for (int64_t l = 0; l < L; ++l)
-                         bits.push_back(b.getInt1(l < valid));
-                       b.CreateMaskedStore(acc, dst, llvm::Align(4), llvm::ConstantVector::get(bits));
-                     } else {
-                       b.CreateAlignedStore(acc, dst, llvm::Align(4));
-                     }
+                 for_range(b, oy0, oy1, [&](Value *oy) {
+                   // Vertical: the window's rows iy0 + [ky0, ky1) inside the
+                   // image, chunk by chunk (the last one masked, -inf past W).
+                   Value *iy0 = add(b, mul(b, oy, sy), -s.pad[0]);
+                   Value *ky0 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, b.CreateNeg(iy0), b.getInt64(0));
+                   Value *ky1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b.CreateSub(b.getInt64(s.H), iy0),
+                                                        b.getInt64(s.KH));
+                   Value *inside = b.CreateAnd(b.CreateICmpEQ(ky0, b.getInt64(0)), b.CreateICmpEQ(ky1, b.getInt64(s.KH)));
+                   auto load_in = [&](Value *iy, int64_t ch) -> Value * {
+                     Value *p = f32_at(b, plane, add(b, mul(b, iy, s.W), ch * L));
+                     if (ch < in_chunks - 1 || s.W % L == 0)
+                       return b.CreateAlignedLoad(vec, p, llvm::Align(4));
+                     return b.CreateMaskedLoad(vec, p, llvm::Align(4), lane_mask(b, s.W - ch * L), ninf_vec);
                    };
-                   if (chunks > 1)
-                     for_count(b, chunks - 1, [&](Value *ch) { chunk(ch, L); });
-                   chunk(b.getInt64(chunks - 1), s.OW - (chunks - 1) * L);
+                   auto store_row = [&](Value *v, int64_t ch) {
+                     b.CreateAlignedStore(v, f32_at(b, vrow, b.getInt64(ch * L)), llvm::Align(4));
+                   };
+                   llvm::BasicBlock *fast = llvm::BasicBlock::Create(b.getContext(), "pool.inside", fn);
+                   llvm::BasicBlock *edge = llvm::BasicBlock::Create(b.getContext(), "pool.edge", fn);
+                   llvm::BasicBlock *done = llvm::BasicBlock::Create(b.getContext(), "pool.vdone", fn);
+                   b.CreateCondBr(inside, fast, edge);
+                   b.SetInsertPoint(fast); // every window row inside: unrolled
+                   for (int64_t ch = 0; ch < in_chunks; ++ch) {
+                     Value *acc = load_in(iy0, ch);
+                     for (int64_t ky = 1; ky < s.KH; ++ky)
+                       acc = max_in(b, acc, load_in(add(b, iy0, ky), ch));
+                     store_row(acc, ch);
+                   }
+                   b.CreateBr(done);
+                   b.SetInsertPoint(edge); // a border row: the rows inside, a loop
+                   for (int64_t ch = 0; ch < in_chunks; ++ch) {
+                     llvm::BasicBlock *pre = b.GetInsertBlock();
+                     auto *head = llvm::BasicBlock::Create(b.getContext(), "pool.ky", fn);
+                     auto *body = llvm::BasicBlock::Create(b.getContext(), "pool.kybody", fn);
+                     auto *exit = llvm::BasicBlock::Create(b.getContext(), "pool.kyexit", fn);
+                     b.CreateBr(head);
+                     b.SetInsertPoint(head);
+                     llvm::PHINode *ky = b.CreatePHI(b.getInt64Ty(), 2);
+                     llvm::PHINode *acc = b.CreatePHI(vec, 2);
+                     ky->addIncoming(ky0, pre);
+                     acc->addIncoming(ninf_vec, pre);
+                     b.CreateCondBr(b.CreateICmpSLT(ky, ky1), body, exit);
+                     b.SetInsertPoint(body);
+                     Value *next = max_in(b, acc, load_in(add(b, iy0, ky), ch));
+                     ky->addIncoming(add(b, ky, 1), body);
+                     acc->addIncoming(next, body);
+                     b.CreateBr(head);
+                     b.SetInsertPoint(exit);
+                     store_row(acc, ch);
+                   }
+                   b.CreateBr(done);
+                   b.SetInsertPoint(done);
+                   // Horizontal: KW taps of stride sx over the row buffer; taps
+                   // kx and kx' with kx / sx equal share one wide load.
+                   Value *orow = f32_at(b, f[1], add(b, mul(b, c, s.OH * s.OW), mul(b, oy, s.OW)));
+                   for (int64_t ch = 0; ch < out_chunks; ++ch) {
+                     Value *acc = nullptr, *loaded = nullptr;
+                     for (int64_t kx = 0; kx < s.KW; ++kx) {
+                       Value *v;
+                       if (sx == 1) {
+                         v = b.CreateAlignedLoad(vec, f32_at(b, row, b.getInt64(ch * L + kx)), llvm::Align(4));
+                       } else {
+                         if (kx % sx == 0)
+                           loaded = b.CreateAlignedLoad(wide, f32_at(b, row, b.getInt64(ch * L * sx + kx)), llvm::Align(4));
+                         std::vector<int> every;
+                         for (int64_t l = 0; l < L; ++l)
+                           every.push_back(static_cast<int>(l * sx + kx % sx));
+                         v = b.CreateShuffleVector(loaded, every);
+                       }
+                       acc = acc ? max_in(b, acc, v) : v;
+                     }
+                     Value *dst = f32_at(b, orow, b.getInt64(ch * L));
+                     if (int64_t valid = s.OW - ch * L; valid < L)
+                       b.CreateMaskedStore(acc, dst, llvm::Align(4), lane_mask(b, valid));
+                     else
+                       b.CreateAlignedStore(acc, dst, llvm::Align(4));
+                   }
                  });
                });
              });
