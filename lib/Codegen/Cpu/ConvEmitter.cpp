@@ -173,6 +173,152 @@ void emit_im2col_f32(llvm::IRBuilder<> &outer, const ConvShape &s, Value *x_in, 
              });
 }
 
+namespace {
+
+/// The max pool's row kernel (emit_max_pool_f32) on a
+/// task-local row buffer: the vertical maxima of one output row's window
+/// rows, input column ix at pad_left + ix, -inf around (padding never wins);
+/// the horizontal pass reads lane l of chunk ch, tap kx at (ch*L + l)*sx + kx.
+/// NaN wins as in the reference (max_in). One buffer per channel of a
+/// group (by_groups): the horizontal pass reads a buffer's row a whole
+/// group's vertical passes after its stores (the wide loads straddle the
+/// stores, which cannot forward: measured as a stall on every load).
+struct PoolRows {
+  static constexpr int64_t kGroup = 8;
+  const PoolShape &s;
+  const int64_t L, out_chunks, in_chunks, row_w, group;
+  llvm::FixedVectorType *vec, *wide;
+  Value *ninf_vec, *rows;
+
+  /// Allocates the row buffers in the task's entry and fills them with -inf.
+  PoolRows(llvm::IRBuilder<> &b, const PoolShape &shape, unsigned lanes)
+      : s(shape), L(lanes), out_chunks((s.OW + L - 1) / L), in_chunks((s.W + L - 1) / L),
+        row_w(std::max(out_chunks * L * s.stride[1] + s.KW, s.pad[1] + in_chunks * L)),
+        group(std::min(kGroup, std::max<int64_t>(s.C, 1))),
+        vec(llvm::FixedVectorType::get(b.getFloatTy(), static_cast<unsigned>(L))),
+        wide(llvm::FixedVectorType::get(b.getFloatTy(), static_cast<unsigned>(L * s.stride[1]))) {
+    llvm::Constant *ninf = llvm::ConstantFP::getInfinity(b.getFloatTy(), true);
+    ninf_vec = llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(L), ninf);
+    llvm::Function *fn = b.GetInsertBlock()->getParent();
+    llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    rows = entry.CreateAlloca(b.getFloatTy(), entry.getInt64(group * row_w));
+    for_count(b, group * row_w, [&](Value *i) { b.CreateStore(ninf, f32_at(b, rows, i)); });
+  }
+
+  /// Channels [0, C) in groups of `group`: per group, first(c, g) for each
+  /// of its channels (g: the buffer), then second(c, g).
+  void by_groups(llvm::IRBuilder<> &b, const std::function<void(Value *, Value *)> &first,
+                 const std::function<void(Value *, Value *)> &second) const {
+    for_count(b, (s.C + group - 1) / group, [&](Value *gi) {
+      Value *c0 = mul(b, gi, group);
+      Value *n = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b.getInt64(group), b.CreateSub(b.getInt64(s.C), c0));
+      for_range(b, b.getInt64(0), n, [&](Value *g) { first(add(b, c0, g), g); });
+      for_range(b, b.getInt64(0), n, [&](Value *g) { second(add(b, c0, g), g); });
+    });
+  }
+
+  Value *row_of(llvm::IRBuilder<> &b, Value *g) const { return f32_at(b, rows, mul(b, g, row_w)); }
+
+  llvm::Constant *lane_mask(llvm::IRBuilder<> &b, int64_t valid) const {
+    std::vector<llvm::Constant *> bits;
+    for (int64_t l = 0; l < L; ++l)
+      bits.push_back(b.getInt1(l < valid));
+    return llvm::ConstantVector::get(bits);
+  }
+
+  /// As the reference: v wins if it is NaN or greater (a NaN max stays).
+  static Value *max_in(llvm::IRBuilder<> &b, Value *acc, Value *v) {
+    return b.CreateSelect(b.CreateOr(b.CreateFCmpUNO(v, v), b.CreateFCmpOGT(v, acc)), v, acc);
+  }
+
+  /// Row buffer g = the max of rows [lo, hi) of `plane` (H x W; none:
+  /// -inf), whole vectors straight from the plane (the last one masked,
+  /// -inf past W); unrolled when hi - lo == fast, else a loop over the rows.
+  void vertical(llvm::IRBuilder<> &b, Value *plane, Value *lo, Value *hi, int64_t fast, Value *g) const {
+    llvm::Function *fn = b.GetInsertBlock()->getParent();
+    Value *vrow = f32_at(b, row_of(b, g), b.getInt64(s.pad[1]));
+    auto load_in = [&](Value *iy, int64_t ch) -> Value * {
+      Value *p = f32_at(b, plane, add(b, mul(b, iy, s.W), ch * L));
+      if (ch < in_chunks - 1 || s.W % L == 0)
+        return b.CreateAlignedLoad(vec, p, llvm::Align(4));
+      return b.CreateMaskedLoad(vec, p, llvm::Align(4), lane_mask(b, s.W - ch * L), ninf_vec);
+    };
+    auto store_row = [&](Value *v, int64_t ch) {
+      b.CreateAlignedStore(v, f32_at(b, vrow, b.getInt64(ch * L)), llvm::Align(4));
+    };
+    llvm::BasicBlock *fast_bb = llvm::BasicBlock::Create(b.getContext(), "pool.rows", fn);
+    llvm::BasicBlock *edge = llvm::BasicBlock::Create(b.getContext(), "pool.edge", fn);
+    llvm::BasicBlock *done = llvm::BasicBlock::Create(b.getContext(), "pool.vdone", fn);
+    b.CreateCondBr(b.CreateICmpEQ(b.CreateSub(hi, lo), b.getInt64(fast)), fast_bb, edge);
+    b.SetInsertPoint(fast_bb);
+    for (int64_t ch = 0; ch < in_chunks; ++ch) {
+      Value *acc = load_in(lo, ch);
+      for (int64_t ky = 1; ky < fast; ++ky)
+        acc = max_in(b, acc, load_in(add(b, lo, ky), ch));
+      store_row(acc, ch);
+    }
+    b.CreateBr(done);
+    b.SetInsertPoint(edge);
+    for (int64_t ch = 0; ch < in_chunks; ++ch) {
+      llvm::BasicBlock *pre = b.GetInsertBlock();
+      auto *head = llvm::BasicBlock::Create(b.getContext(), "pool.ky", fn);
+      auto *body = llvm::BasicBlock::Create(b.getContext(), "pool.kybody", fn);
+      auto *exit = llvm::BasicBlock::Create(b.getContext(), "pool.kyexit", fn);
+      b.CreateBr(head);
+      b.SetInsertPoint(head);
+      llvm::PHINode *iy = b.CreatePHI(b.getInt64Ty(), 2);
+      llvm::PHINode *acc = b.CreatePHI(vec, 2);
+      iy->addIncoming(lo, pre);
+      acc->addIncoming(ninf_vec, pre);
+      b.CreateCondBr(b.CreateICmpSLT(iy, hi), body, exit);
+      b.SetInsertPoint(body);
+      Value *next = max_in(b, acc, load_in(iy, ch));
+      iy->addIncoming(add(b, iy, 1), body);
+      acc->addIncoming(next, body);
+      b.CreateBr(head);
+      b.SetInsertPoint(exit);
+      store_row(acc, ch);
+    }
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+  }
+
+  /// dst[0, OW) = the KW taps of stride sx over row buffer g; taps kx and
+  /// kx' with kx / sx equal share one wide load.
+  void horizontal(llvm::IRBuilder<> &b, Value *dst, Value *g) const {
+    const int64_t sx = s.stride[1];
+    Value *row = row_of(b, g);
+    for (int64_t ch = 0; ch < out_chunks; ++ch) {
+      Value *acc = nullptr, *loaded = nullptr;
+      for (int64_t kx = 0; kx < s.KW; ++kx) {
+        Value *v;
+        if (sx == 1) {
+          v = b.CreateAlignedLoad(vec, f32_at(b, row, b.getInt64(ch * L + kx)), llvm::Align(4));
+        } else {
+          if (kx % sx == 0)
+            loaded = b.CreateAlignedLoad(wide, f32_at(b, row, b.getInt64(ch * L * sx + kx)), llvm::Align(4));
+          std::vector<int> every;
+          for (int64_t l = 0; l < L; ++l)
+            every.push_back(static_cast<int>(l * sx + kx % sx));
+          v = b.CreateShuffleVector(loaded, every);
+        }
+        acc = acc ? max_in(b, acc, v) : v;
+      }
+      store_out(b, acc, f32_at(b, dst, b.getInt64(ch * L)), ch);
+    }
+  }
+
+  /// Output chunk ch of a pooled row (the last one masked).
+  void store_out(llvm::IRBuilder<> &b, Value *v, Value *p, int64_t ch) const {
+    if (int64_t valid = s.OW - ch * L; valid < L)
+      b.CreateMaskedStore(v, p, llvm::Align(4), lane_mask(b, valid));
+    else
+      b.CreateAlignedStore(v, p, llvm::Align(4));
+  }
+};
+
+} // namespace
+
 void emit_conv_blocks_f32(llvm::IRBuilder<> &outer, const ConvBlockArgs &a) {
   const ConvShape &s = a.shape;
   int64_t K = s.C * s.KH * s.KW, P = s.OH * s.OW, rows = a.plan.rows;
@@ -338,77 +484,24 @@ void emit_conv_direct_f32(llvm::IRBuilder<> &b, const DirectConvArgs &a) {
 
 void emit_max_pool_f32(llvm::IRBuilder<> &outer, const PoolShape &s, Value *x, Value *out, unsigned lanes,
                        const std::string &prefix) {
-  const int64_t L = lanes, sy = s.stride[0], sx = s.stride[1];
-  const int64_t chunks = (s.OW + L - 1) / L;
-  // Row buffer: lane l of chunk ch, tap kx reads column (ch*L + l)*sx + kx.
-  const int64_t row_w = chunks * L * sx + s.KW;
-  llvm::Type *f32 = outer.getFloatTy();
-  auto *vec = llvm::FixedVectorType::get(f32, static_cast<unsigned>(L));
-  auto *wide = llvm::FixedVectorType::get(f32, static_cast<unsigned>(L * sx));
-  Value *ninf = llvm::ConstantFP::getInfinity(f32, true);
-  auto [tasks, per] = conv_task_split(s.C, s.OH * s.OW * s.KH * s.KW);
+  // Tasks: bands of output rows, all channels each, so that a band reads
+  // the input rows a row-split producer made on the same core.
+  auto [tasks, per] = conv_task_split(s.OH, s.C * s.OW * s.KH * s.KW);
   emit_tasks(outer, prefix, "max_pool", {x, out}, tasks, nullptr,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
-               llvm::Function *fn = b.GetInsertBlock()->getParent();
-               llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
-               Value *rows = entry.CreateAlloca(f32, entry.getInt64(s.KH * row_w));
-               auto fill = [&](Value *from, int64_t n) { // -inf over n floats
-                 for_count(b, n, [&](Value *i) { b.CreateStore(ninf, f32_at(b, from, i)); });
-               };
-               fill(rows, s.KH * row_w);
-               Value *c0 = mul(b, t, per);
-               Value *c1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, c0, per), b.getInt64(s.C));
-               for_range(b, c0, c1, [&](Value *c) {
-                 Value *plane = f32_at(b, f[0], mul(b, c, s.H * s.W));
-                 for_count(b, s.OH, [&](Value *oy) {
-                   for (int64_t ky = 0; ky < s.KH; ++ky) {
-                     Value *iy = add(b, mul(b, oy, sy), ky - s.pad[0]);
-                     Value *dst = f32_at(b, rows, b.getInt64(ky * row_w + s.pad[1]));
-                     Value *ok = b.CreateICmpULT(iy, b.getInt64(s.H));
-                     llvm::BasicBlock *then_bb = llvm::BasicBlock::Create(b.getContext(), "pool.row", fn);
-                     llvm::BasicBlock *else_bb = llvm::BasicBlock::Create(b.getContext(), "pool.pad", fn);
-                     llvm::BasicBlock *done = llvm::BasicBlock::Create(b.getContext(), "pool.done", fn);
-                     b.CreateCondBr(ok, then_bb, else_bb);
-                     b.SetInsertPoint(then_bb);
-                     b.CreateMemCpy(dst, llvm::Align(4), f32_at(b, plane, mul(b, iy, s.W)), llvm::Align(4), s.W * 4);
-                     b.CreateBr(done);
-                     b.SetInsertPoint(else_bb);
-                     fill(dst, s.W); // a padding row: never wins
-                     b.CreateBr(done);
-                     b.SetInsertPoint(done);
-                   }
-                   Value *orow = f32_at(b, f[1], add(b, mul(b, c, s.OH * s.OW), mul(b, oy, s.OW)));
-                   auto chunk = [&](Value *ch, int64_t valid) {
-                     Value *acc = llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(L),
-                                                                  llvm::cast<llvm::Constant>(ninf));
-                     for (int64_t ky = 0; ky < s.KH; ++ky)
-                       for (int64_t kx = 0; kx < s.KW; ++kx) {
-                         Value *p = f32_at(b, rows, add(b, mul(b, ch, L * sx), ky * row_w + kx));
-                         Value *v = b.CreateAlignedLoad(sx > 1 ? wide : vec, p, llvm::Align(4));
-                         if (sx > 1) {
-                           std::vector<int> every;
-                           for (int64_t l = 0; l < L; ++l)
-                             every.push_back(static_cast<int>(l * sx));
-                           v = b.CreateShuffleVector(v, every);
-                         }
-                         // As the reference: v wins if it is NaN or greater (a NaN max stays).
-                         Value *wins = b.CreateOr(b.CreateFCmpUNO(v, v), b.CreateFCmpOGT(v, acc));
-                         acc = b.CreateSelect(wins, v, acc);
-                       }
-                     Value *dst = f32_at(b, orow, mul(b, ch, L));
-                     if (valid < L) {
-                       std::vector<llvm::Constant *> bits;
-                       for (int64_t l = 0; l < L; ++l)
-                         bits.push_back(b.getInt1(l < valid));
-                       b.CreateMaskedStore(acc, dst, llvm::Align(4), llvm::ConstantVector::get(bits));
-                     } else {
-                       b.CreateAlignedStore(acc, dst, llvm::Align(4));
-                     }
-                   };
-                   if (chunks > 1)
-                     for_count(b, chunks - 1, [&](Value *ch) { chunk(ch, L); });
-                   chunk(b.getInt64(chunks - 1), s.OW - (chunks - 1) * L);
-                 });
+               PoolRows rows(b, s, lanes);
+               Value *oy0 = mul(b, t, per);
+               Value *oy1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, oy0, per), b.getInt64(s.OH));
+               for_range(b, oy0, oy1, [&](Value *oy) {
+                 // The window's rows inside the image: [iy0, iy0 + KH) clipped.
+                 Value *iy0 = add(b, mul(b, oy, s.stride[0]), -s.pad[0]);
+                 Value *lo = b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, iy0, b.getInt64(0));
+                 Value *hi = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, iy0, s.KH), b.getInt64(s.H));
+                 rows.by_groups(
+                     b, [&](Value *c, Value *g) { rows.vertical(b, f32_at(b, f[0], mul(b, c, s.H * s.W)), lo, hi, s.KH, g); },
+                     [&](Value *c, Value *g) {
+                       rows.horizontal(b, f32_at(b, f[1], add(b, mul(b, c, s.OH * s.OW), mul(b, oy, s.OW))), g);
+                     });
                });
              });
 }

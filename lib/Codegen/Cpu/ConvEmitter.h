@@ -91,10 +91,13 @@ struct PoolShape {
   std::array<int64_t, 2> pad; // top, left (bottom / right follow from OH, OW)
 };
 
-/// f32 max_pool2d of one image: tasks over channels (conv_task_split); per
-/// output row, the window's input rows copied into -inf-padded row buffers
-/// (task-local), then vectors of `lanes` output columns, one strided load
-/// (a wide load and a shuffle) per tap; NaN wins as in the reference.
+/// f32 max_pool2d of one image: tasks over bands of output rows, all
+/// channels each (conv_task_split over OH: a band reads the rows a
+/// row-split producer made on the same core); per output row, the vertical
+/// max of the window's input rows (whole vectors, straight from the input)
+/// into a -inf-padded row buffer (task-local), then vectors of `lanes`
+/// output columns, one strided load (a wide load and a shuffle, shared by
+/// taps kx with equal kx / stride) per tap; NaN wins as in the reference.
 void emit_max_pool_f32(llvm::IRBuilder<> &b, const PoolShape &s, llvm::Value *x, llvm::Value *out, unsigned lanes,
                        const std::string &prefix);
 

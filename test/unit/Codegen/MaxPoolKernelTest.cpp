@@ -2,8 +2,9 @@
 // (emit_max_pool_f32, Cpu/ConvEmitter.h) against the reference interpreter
 // on fresh random inputs: rows of more than one vector of outputs (a masked
 // last chunk), strides 1 and 2, symmetric and asymmetric padding, NaN and
-// infinities (NaN wins, padding never does), batch 2; 1, 2 and 3 threads
-// give the same bits. Exact: a max picks one of its inputs.
+// infinities (NaN wins, padding never does), batch 2, kernels 2 and 3,
+// several bands of output rows (the tasks); 1, 2 and 3 threads give the
+// same bits. Exact: a max picks one of its inputs.
 #include "CompiledRunner.h"
 
 using namespace maxc;
@@ -26,6 +27,11 @@ TEST_CASE("max pool kernel: vectors of output columns vs the interpreter", "[cod
       {"3x3 stride 2 pad 1 (ResNet's), 41 wide: two chunks", {2, 5, 9, 41}, {3, 3}, {2, 2}, {1, 1, 1, 1}},
       {"2x3 stride (1, 2), asymmetric pad", {1, 3, 6, 37}, {2, 3}, {1, 2}, {1, 0, 0, 2}},
       {"3x3 stride 1 pad 1, 35 wide", {1, 4, 5, 35}, {3, 3}, {1, 1}, {1, 1, 1, 1}},
+      // Bands of output rows: 5 tasks of 8 rows, the last one of 6.
+      {"3x3 stride 2 pad 1, 38 rows: five row bands", {1, 16, 75, 70}, {3, 3}, {2, 2}, {1, 1, 1, 1}},
+      {"2x2 stride 2, no padding, 9 wide (one masked chunk)", {2, 3, 11, 9}, {2, 2}, {2, 2}, {0, 0, 0, 0}},
+      {"2x2 stride 1, bottom/right pad, 17 wide", {1, 24, 30, 17}, {2, 2}, {1, 1}, {0, 0, 1, 1}},
+      {"3x2 stride (2, 1), pad top 2 (a window of one row)", {1, 12, 40, 33}, {3, 2}, {2, 1}, {2, 1, 0, 0}},
   };
   for (const Case &c : cases) {
     INFO(c.name);
