@@ -20,18 +20,37 @@ static int cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* Long enough for both libraries' idle workers to sleep. */
+static void pause_for_workers(void) {
+  struct timespec t = {0, 150 * 1000 * 1000};
+  nanosleep(&t, NULL);
+}
+
 static void measure(int threads, int reps, const float *a, const float *b, float *c1, float *c2, void *ws, int n) {
   double tm[64], tb[64];
   sgemm_set_num_threads(threads);
   openblas_set_num_threads(threads);
   for (int r = 0; r < reps; ++r) {
+    /* At 2 threads each library's timed run follows a pause and an untimed
+     * run of its own: the other library's workers have gone to sleep (an
+     * OpenBLAS worker spins for about 2^28 cycles after a call, ~70 ms, and
+     * on 2 cores it kept maxc's worker off its core: 256^3 at 2 threads
+     * timed as 1 thread), and its own are awake, as in a program that calls
+     * one of them in a loop. */
+    if (threads > 1) {
+      pause_for_workers();
+      sgemm_run(a, b, c1, ws);
+    }
     double t0 = now();
     sgemm_run(a, b, c1, ws);
-    double t1 = now();
+    tm[r] = now() - t0;
+    if (threads > 1) {
+      pause_for_workers();
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c2, n);
+    }
+    t0 = now();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c2, n);
-    double t2 = now();
-    tm[r] = t1 - t0;
-    tb[r] = t2 - t1;
+    tb[r] = now() - t0;
   }
   double maxdiff = 0;
   for (long i = 0; i < (long)n * n; ++i) {
