@@ -164,7 +164,8 @@ void emit_im2col_f32(llvm::IRBuilder<> &outer, const ConvShape &s, Value *x_in, 
                      const std::string &prefix) {
   int64_t P = s.OH * s.OW;
   // Units (c, ky), not channels: a 3-channel stem splits too.
-  auto [tasks, per] = conv_task_split(s.C * s.KH, s.KW * P);
+  const std::array<int64_t, 2> split = conv_task_split(s.C * s.KH, s.KW * P);
+  const int64_t tasks = split[0], per = split[1];
   emit_tasks(outer, prefix, "im2col", {x_in, cols_in}, tasks, nullptr,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
                Value *u0 = mul(b, t, per);
@@ -464,7 +465,7 @@ static void emit_direct_groups(llvm::IRBuilder<> &b, const DirectConvArgs &a, Va
 }
 
 void emit_conv_direct_f32(llvm::IRBuilder<> &b, const DirectConvArgs &a) {
-  auto [tasks, per] = a.split;
+  const int64_t tasks = a.split[0], per = a.split[1];
   std::vector<Value *> fields = {a.x, a.w, a.out, a.plane};
   if (a.bias)
     fields.push_back(a.bias);
@@ -486,7 +487,8 @@ void emit_max_pool_f32(llvm::IRBuilder<> &outer, const PoolShape &s, Value *x, V
                        const std::string &prefix) {
   // Tasks: bands of output rows, all channels each, so that a band reads
   // the input rows a row-split producer made on the same core.
-  auto [tasks, per] = conv_task_split(s.OH, s.C * s.OW * s.KH * s.KW);
+  const std::array<int64_t, 2> split = conv_task_split(s.OH, s.C * s.OW * s.KH * s.KW);
+  const int64_t tasks = split[0], per = split[1];
   emit_tasks(outer, prefix, "max_pool", {x, out}, tasks, nullptr,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
                PoolRows rows(b, s, lanes);

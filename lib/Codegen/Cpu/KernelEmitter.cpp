@@ -26,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <tuple>
 
 namespace maxc::codegen {
 
@@ -360,7 +361,9 @@ private:
     auto [batch0, sq0, sk0, blocks0, entries0] = extents();
     Value *cost = b_.CreateMul(b_.CreateMul(b_.getInt64(w), sk0), b_.getInt64(a.d + a.dv));
     emit_parallel_rows(b_.CreateMul(entries0, blocks0), cost, [&](Value *begin, Value *end) {
-      auto [batch, sq, sk, blocks, entries] = extents();
+      std::vector<Value *> batch;
+      Value *sq, *sk, *blocks, *entries;
+      std::tie(batch, sq, sk, blocks, entries) = extents();
       (void)entries;
       loop(b_.CreateSub(end, begin), [&](Value *t) {
         Value *row = b_.CreateAdd(begin, t);
@@ -369,7 +372,7 @@ private:
           return b_.CreateInBoundsGEP(b_.getFloatTy(), pointer_of(v),
                                       b_.CreateMul(entry, b_.CreateMul(rows, b_.getInt64(g_.type_of(v).shape[r - 1].value()))));
         };
-        auto batch_index = [&, &batch = batch] {
+        auto batch_index = [&] {
           Index bidx(batch.size());
           Value *e = entry;
           for (size_t i = batch.size(); i-- > 0;) {

@@ -492,7 +492,8 @@ void emit_winograd(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
              });
 
   // 3. Output transform and epilogue, tasks over output channels.
-  auto [tasks, per] = conv_task_split(s.O, E * T);
+  const std::array<int64_t, 2> split = conv_task_split(s.O, E * T);
+  const int64_t tasks = split[0], per = split[1];
   emit_tasks(outer, a.prefix, "winograd_out", {m_base, a.out}, tasks, a.epilogue,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
                Value *o0 = mul(b, t, per);
