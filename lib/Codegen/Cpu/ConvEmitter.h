@@ -95,7 +95,9 @@ struct PoolShape {
 /// channels each (conv_task_split over OH: a band reads the rows a
 /// row-split producer made on the same core); per output row, the vertical
 /// max of the window's input rows (whole vectors, straight from the input)
-/// into a -inf-padded row buffer (task-local), then vectors of `lanes`
+/// into a -inf-padded row buffer (task-local; channels in groups of 8, a
+/// buffer each, all vertical passes of a group before its horizontal
+/// ones: no load waits on a store it straddles), then vectors of `lanes`
 /// output columns, one strided load (a wide load and a shuffle, shared by
 /// taps kx with equal kx / stride) per tap; NaN wins as in the reference.
 void emit_max_pool_f32(llvm::IRBuilder<> &b, const PoolShape &s, llvm::Value *x, llvm::Value *out, unsigned lanes,

@@ -33,7 +33,7 @@
  *     claimed guided runs from one shared counter, which interleaved the
  *     threads' parts of each job and moved about half of every kernel's
  *     input between cores: ResNet-18 at 2 threads, bench/harness_ab.py,
- *     was 6 % slower.) Indices past 2^31 - 1 do not fit a range word: such
+ *     was 4 % slower.) Indices past 2^31 - 1 do not fit a range word: such
  *     a job runs on the calling thread;
  *   - else, or while another thread's call holds the pool, in a loop here.
  * Which thread runs an index never changes what it computes: the task split
