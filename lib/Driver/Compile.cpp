@@ -4,6 +4,8 @@
 //
 //   validate   options, --emit kinds, the backend's own checks, the output directories
 //   load       parse and trace the model (Frontend)
+//   canonicalize  exporters' spellings to canonical forms: pow(x, 2) → x·x, ...
+//              (Transforms/Canonicalize.h, patterns on the rewrite driver)
 //   decompose  composite ops to primitives (Transforms)
 //   plan       interface, kernels, workspace bound (Codegen/LoweringPlan)
 //   backend    the backend's code generation (its own sub-steps are timed too);
@@ -22,6 +24,7 @@
 #include "maxc/Support/Async.h"
 #include "maxc/Support/Error.h"
 #include "maxc/Support/Sha256.h"
+#include "maxc/Transforms/Canonicalize.h"
 #include "maxc/Transforms/Decompose.h"
 
 #include <algorithm>
@@ -308,7 +311,8 @@ PlannedModel plan_model(const Graph &graph, const std::string &name, const Decom
                         const PlanOptions &plan_options) {
   PlannedModel p;
   p.source = &graph;
-  p.lowered = decompose(graph, options);
+  p.canonical = canonicalize(graph);
+  p.lowered = decompose(p.canonical ? *p.canonical : graph, options);
   plan(p, name, plan_options);
   return p;
 }
@@ -326,9 +330,13 @@ bool compile(const CompileRequest &request, DiagnosticEngine &diagnostics, Compi
   const std::vector<Step> steps = {
       {"validate", [&] { validate(c); }},
       {"load", [&] { load(c); }},
-      {"decompose", [&] {
+      {"canonicalize", [&] {
          c.planned.source = c.model.graph.get();
-         c.planned.lowered = decompose(*c.model.graph, c.backend->decompose_options());
+         c.planned.canonical = canonicalize(*c.model.graph);
+       }},
+      {"decompose", [&] {
+         const Graph &g = c.planned.canonical ? *c.planned.canonical : *c.model.graph;
+         c.planned.lowered = decompose(g, c.backend->decompose_options());
        }},
       {"plan", [&] {
          plan(c.planned, c.name, c.backend->plan_options());

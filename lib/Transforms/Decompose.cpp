@@ -136,18 +136,13 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
     layout.set_pretransposed(from.input_ids()[p.index],
                              Tensor::from_graph_value(to.inputs()[p.replaces ? p.index : appended++]));
 
-  // Readers of each value (-1: a graph output), for batch-norm folding.
-  std::vector<std::vector<int64_t>> consumers(from.num_values());
-  for (size_t n = 0; n < from.nodes().size(); ++n)
-    for (ValueId id : from.nodes()[n].operands)
-      consumers[id].push_back(static_cast<int64_t>(n));
-  for (ValueId id : from.output_ids())
-    consumers[id].push_back(-1);
+  Readers readers(from); // for batch-norm folding and attention matching
+  const std::vector<std::vector<int64_t>> &consumers = readers.table();
   std::vector<bool> folded(from.nodes().size(), false);
   // Attention patterns become one attention node; their inner nodes go.
   std::map<size_t, AttentionMatch> attention;
   if (options.fuse_attention)
-    attention = match_attention(from, consumers, options.attention_low_precision);
+    attention = match_attention(from, readers, options.attention_low_precision);
   for (const auto &[n, m] : attention)
     for (size_t inner : m.inner)
       folded[inner] = true;

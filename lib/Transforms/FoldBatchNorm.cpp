@@ -1,6 +1,7 @@
 #include "maxc/Transforms/FoldBatchNorm.h"
 
 #include "maxc/Transforms/MatmulLayout.h"
+#include "maxc/Transforms/Rewrite.h"
 
 #include <cmath>
 
@@ -83,13 +84,8 @@ CallSiteBatchNorms plan_call_site_batch_norms(const Graph &root) {
     if (it == bound.end())
       continue;
     const Graph &g = *sub;
-    // Uses of each value (a graph output counts as one, -1).
-    std::vector<std::vector<int64_t>> consumers(g.num_values());
-    for (size_t n = 0; n < g.nodes().size(); ++n)
-      for (ValueId id : g.nodes()[n].operands)
-        consumers[id].push_back(static_cast<int64_t>(n));
-    for (ValueId id : g.output_ids())
-      consumers[id].push_back(-1);
+    Readers readers(g); // a graph output counts as a use, -1
+    const std::vector<std::vector<int64_t>> &consumers = readers.table();
     auto input_index = [&](ValueId id) -> int64_t {
       const ValueInfo &info = g.value_info(id);
       return info.producer < 0 ? static_cast<int64_t>(info.index) : -1;

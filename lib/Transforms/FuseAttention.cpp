@@ -8,15 +8,12 @@ namespace {
 
 struct Matcher {
   const Graph &g;
-  const std::vector<std::vector<int64_t>> &consumers;
+  GraphMatcher m; // producers, readers and scalar constants (Rewrite.h)
 
-  const Node *producer(ValueId v) const {
-    int64_t p = g.value_info(v).producer;
-    return p < 0 ? nullptr : &g.nodes()[static_cast<size_t>(p)];
-  }
-  size_t index(const Node *n) const { return static_cast<size_t>(n - g.nodes().data()); }
+  const Node *producer(ValueId v) const { return m.producer(v); }
+  size_t index(const Node *n) const { return m.index(n); }
   /// v is read by exactly one node (and is no graph output).
-  bool single_use(ValueId v) const { return consumers[v].size() == 1 && consumers[v][0] >= 0; }
+  bool single_use(ValueId v) const { return m.single_use(v); }
   bool low_precision = false; // f16/bf16 patterns too (match_attention)
   /// f32, or f16/bf16 when low_precision (the pattern's one dtype is checked in match).
   bool f32(ValueId v) const {
@@ -25,16 +22,7 @@ struct Matcher {
   }
 
   /// The value of a one-element f32 constant or full, if v is one.
-  std::optional<double> scalar(ValueId v) const {
-    const Node *n = producer(v);
-    if (!n || !f32(v) || shape_numel(g.type_of(v).shape) != Dim(1))
-      return std::nullopt;
-    if (n->op == "full")
-      return n->attrs.get_real("value");
-    if (n->op == "constant")
-      return g.constant(n->attrs.get_string("name")).get_f64(0);
-    return std::nullopt;
-  }
+  std::optional<double> scalar(ValueId v) const { return f32(v) ? m.scalar(v) : std::nullopt; }
 
   /// t = q @ k^T (transpose_b, or an explicit transpose of k's last two
   /// dims used only here): fills q, k and the inner nodes.
@@ -165,10 +153,9 @@ struct Matcher {
 
 } // namespace
 
-std::map<size_t, AttentionMatch> match_attention(const Graph &g, const std::vector<std::vector<int64_t>> &consumers,
-                                                 bool low_precision) {
+std::map<size_t, AttentionMatch> match_attention(const Graph &g, const Readers &readers, bool low_precision) {
   std::map<size_t, AttentionMatch> out;
-  Matcher matcher{g, consumers, low_precision};
+  Matcher matcher{g, GraphMatcher(g, readers), low_precision};
   for (size_t n = 0; n < g.nodes().size(); ++n)
     if (auto m = matcher.match(g.nodes()[n]))
       out[n] = *m;

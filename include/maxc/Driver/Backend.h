@@ -56,7 +56,8 @@ struct TargetInfo {
 /// A model after load → decompose → plan: what every backend compiles.
 struct PlannedModel {
   const Graph *source = nullptr;  // as traced
-  std::unique_ptr<Graph> lowered; // decomposed
+  std::unique_ptr<Graph> canonical; // canonicalized (Transforms/Canonicalize.h); null: `source` unchanged
+  std::unique_ptr<Graph> lowered;   // decomposed
   ModelInterface interface;       // of the source graph (header, manifest)
   ModelInterface abi;             // of the lowered graph (code generation)
   std::vector<std::string> kernels; // "main: 9 kernels", "sub.Block: 14 kernels"

@@ -19,6 +19,7 @@
 #pragma once
 
 #include "maxc/IR/Graph.h"
+#include "maxc/Transforms/Rewrite.h"
 
 #include <map>
 #include <optional>
@@ -37,11 +38,9 @@ struct AttentionMatch {
 };
 
 /// The attention patterns of `g`, by the index of their final matmul.
-/// `consumers[v]`: the nodes reading value v (-1: a graph output).
 /// `low_precision`: f16 and bf16 patterns too (one dtype throughout), for
 /// backends whose attention kernel takes them (the GPU's, f32 accumulation).
-std::map<size_t, AttentionMatch> match_attention(const Graph &g, const std::vector<std::vector<int64_t>> &consumers,
-                                                 bool low_precision = false);
+std::map<size_t, AttentionMatch> match_attention(const Graph &g, const Readers &readers, bool low_precision = false);
 
 /// Whether bool `mask` of an attention with q and k of these shapes keeps
 /// exactly the scores with key j <= query i (then the kernel needs no mask

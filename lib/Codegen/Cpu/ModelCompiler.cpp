@@ -14,6 +14,7 @@
 #include "maxc/Support/Async.h"
 #include "maxc/Support/Error.h"
 #include "maxc/Support/Sha256.h"
+#include "maxc/Transforms/Canonicalize.h"
 #include "maxc/Transforms/Decompose.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -322,7 +323,9 @@ std::vector<const Graph *> cpu_partitions(const Graph &lowered) {
 
 std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::string &name,
                                                  llvm::LLVMContext &context, unsigned vector_lanes) {
-  std::unique_ptr<Graph> lowered = decompose(graph, {/*keep_rowwise=*/true, /*fuse_attention=*/true});
+  std::unique_ptr<Graph> canonical = canonicalize(graph);
+  std::unique_ptr<Graph> lowered =
+      decompose(canonical ? *canonical : graph, {/*keep_rowwise=*/true, /*fuse_attention=*/true});
   ModelInterface abi = describe_interface(*lowered, name);
   LoweringPlans plans = plan_lowering_all(*lowered, cpu_plan_options());
   abi.workspace_bound = workspace_bound(*lowered, &plans).to_string();

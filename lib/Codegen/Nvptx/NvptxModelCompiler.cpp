@@ -13,6 +13,7 @@
 #include "maxc/Codegen/ObjectEmitter.h"
 #include "maxc/IR/GraphSymbols.h"
 #include "maxc/Support/Error.h"
+#include "maxc/Transforms/Canonicalize.h"
 #include "maxc/Transforms/Decompose.h"
 
 #include <llvm/ADT/SmallString.h>
@@ -123,7 +124,8 @@ std::string find_ptxas() {
 std::string compile_gpu_kernels_ptx(const Graph &graph, const std::string &name, const std::string &sm) {
   if (!is_c_identifier(name))
     throw Error(ErrorCode::InvalidArgument, "model name '" + name + "' is not a C identifier (use --name)");
-  std::unique_ptr<Graph> lowered = decompose(graph, gpu_decompose_options());
+  std::unique_ptr<Graph> canonical = canonicalize(graph);
+  std::unique_ptr<Graph> lowered = decompose(canonical ? *canonical : graph, gpu_decompose_options());
   return kernels_ptx(*lowered, name, dim_symbols(*lowered), sm, nullptr);
 }
 

@@ -1,0 +1,57 @@
+// Canonicalization: the compile step before decompose that rewrites the
+// spellings people's exporters produce into the forms the planner and the
+// fusion patterns know, with the rewrite driver (Rewrite.h). Each rule is a
+// pattern of its own, listed here in the order the driver tries them, with
+// how close its result is to the reference interpreter's on the original
+// graph (test/unit/Transforms/CanonicalizeTest.cpp checks each bound on
+// random inputs, and a near miss that must stay as it is):
+//
+//   pow-by-constant   pow(x, c), c a splat constant:        f32/f64/f16/bf16
+//                       c = 1 → x, 0 → 1, 2 → x·x            bit-exact
+//                       c = 3 → x·x·x                        ≤ 2 ulp
+//                       c = 0.5 → sqrt(x), -0.5 → rsqrt(x)   ≤ 1 ulp (differs at -0 and -inf:
+//                                                            pow gives +0 / +inf, sqrt -0 / NaN)
+//                       c = -1 → 1/x                         bit-exact
+//                     (torch writes LayerNorm/RMSNorm as Pow(x, 2) at
+//                     opset < 17; a libm powf per element cost a quarter of
+//                     a transformer's time.)
+//   div-by-sqrt       x / sqrt(y) → x · rsqrt(y)             ≤ 2 ulp
+//   div-by-constant   x / c → x · (1/c), c a float splat     bit-exact when 1/c is (c a power of
+//                     (not 0, finite)                        two), else ≤ 1 ulp
+//   identity          x·1, 1·x, x-0, x/1 → x; integer x+0    bit-exact
+//   cast-chain        cast(x, dtype(x)) → x;                 bit-exact
+//                     cast(cast(x, B), C) → cast(x, C) when every value of
+//                     x's dtype is exact in B (f16→f32, i32→i64, bool→any...)
+//   reshape-chain     reshape(reshape(x)) → one reshape;     bit-exact
+//                     a reshape to x's own shape → x
+//   transpose-chain   transpose(transpose(x, p), q) → one;   bit-exact
+//                     an identity permutation → x
+//   layer-norm        mean/sub/mul/mean/add/rsqrt/mul/add    the reference layer_norm (computed
+//                     over trailing axes → layer_norm         in double): ≤ 1e-5 relative
+//   rms-norm          x·rsqrt(mean(x·x)+eps)·w → rms_norm    likewise (FuseNorms.h)
+//
+// A rule fires only where the node's result type stays exactly what it was
+// (a broadcast that widens x keeps the node). An unchanged graph compiles to
+// the same bytes: canonicalize returns null when no rule applies.
+#pragma once
+
+#include "maxc/IR/Graph.h"
+#include "maxc/Transforms/Rewrite.h"
+
+#include <memory>
+#include <vector>
+
+namespace maxc {
+
+/// The canonicalization patterns, in the order the driver tries them.
+const std::vector<const RewritePattern *> &canonicalization_patterns();
+
+/// `graph` canonicalized (its subgraph bodies too), or null when no rule
+/// applies anywhere.
+std::unique_ptr<Graph> canonicalize(const Graph &graph, RewriteStats *stats = nullptr);
+
+/// Whether every value of dtype `from` converts to `to` and back unchanged
+/// (a widening cast: f16 → f32, i32 → i64, bool → any, i8 → f16 ...).
+bool cast_is_exact(DType from, DType to);
+
+} // namespace maxc

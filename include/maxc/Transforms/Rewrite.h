@@ -1,0 +1,126 @@
+// The rewrite driver: graph rewrites as small named patterns (match →
+// replace) applied by one driver to a fixed point, after MLIR's
+// RewritePattern + greedy driver and XLA's AlgebraicSimplifier.
+//
+// A pattern looks at one node of the graph being rewritten (`from`, read
+// only, through a GraphMatcher: producers, readers, scalar constants) and,
+// when it applies, records the node's replacement into the new graph through
+// the rewrite context and returns the replacement's results. The driver
+// rebuilds the graph node by node (subgraph bodies too, keeping their names
+// and signatures, so dedup survives), asks the patterns of each node's op in
+// order, copies a node no pattern takes, drops the nodes that nothing reads
+// any more, and repeats until a round changes nothing.
+//
+// Patterns are listed in order like the compile steps (Canonicalize.h has
+// the canonicalization list). A pattern that fuses says which spellings it
+// accepts; each has a golden test and a near-miss test of what it must not
+// rewrite (test/unit/Transforms/CanonicalizeTest.cpp).
+#pragma once
+
+#include "maxc/IR/Graph.h"
+#include "maxc/Realization/GraphRealizationContext.h"
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace maxc {
+
+/// Who reads each value of a graph: node indices in node order, -1 for a
+/// graph output (once per output position). Computed once per graph; every
+/// pass that asks "used once?" reads these.
+class Readers {
+public:
+  explicit Readers(const Graph &graph);
+  const std::vector<int64_t> &of(ValueId v) const { return readers_.at(v); }
+  /// v is read by exactly one node and is no graph output.
+  bool single_use(ValueId v) const { return readers_.at(v).size() == 1 && readers_[v][0] >= 0; }
+  /// Nothing reads v (no node, no output).
+  bool unused(ValueId v) const { return readers_.at(v).empty(); }
+  /// The whole table, indexed by ValueId.
+  const std::vector<std::vector<int64_t>> &table() const { return readers_; }
+
+private:
+  std::vector<std::vector<int64_t>> readers_;
+};
+
+/// Read-only questions about one graph that patterns ask.
+class GraphMatcher {
+public:
+  GraphMatcher(const Graph &graph, const Readers &readers) : g_(graph), readers_(readers) {}
+  const Graph &graph() const { return g_; }
+  const Readers &readers() const { return readers_; }
+
+  /// The node that defines v, or null for a graph input.
+  const Node *producer(ValueId v) const;
+  /// The defining node of v when it is op `op`, else null.
+  const Node *producer_op(ValueId v, const char *op) const;
+  /// Index of `n` (a node of this graph) in node order.
+  size_t index(const Node *n) const { return static_cast<size_t>(n - g_.nodes().data()); }
+  bool single_use(ValueId v) const { return readers_.single_use(v); }
+
+  /// The value every element of v has, when v is a `full`, or a `constant`
+  /// whose elements are all equal (a splat; NaNs never compare equal, so a
+  /// NaN constant is no splat). Null otherwise. Any dtype.
+  std::optional<double> splat(ValueId v) const;
+  /// splat() restricted to one-element values (a scalar).
+  std::optional<double> scalar(ValueId v) const;
+  /// v is a constant or full (its value is known at compile time).
+  bool is_constant(ValueId v) const;
+
+private:
+  const Graph &g_;
+  const Readers &readers_;
+};
+
+/// What a pattern gets besides the node: the graph being read, and the
+/// context recording into the graph being built.
+struct RewriteContext {
+  const GraphMatcher &match;
+  GraphRealizationContext &out;
+  /// The rebuilt value of each value of the graph being read, for the nodes
+  /// already rebuilt (a pattern reads operands of operands through this).
+  const std::vector<Tensor> &values;
+  /// The rebuilt value of `v` of the graph being read.
+  const Tensor &value(ValueId v) const { return values.at(v); }
+};
+
+class RewritePattern {
+public:
+  virtual ~RewritePattern() = default;
+  /// A short name ("pow-by-constant"): --time-passes style statistics and
+  /// test messages use it.
+  virtual const char *name() const = 0;
+  /// The op this pattern rewrites (the root of what it matches).
+  virtual const char *root_op() const = 0;
+  /// The replacement of `node` (its results, in order, recorded into
+  /// `rc.out`), or an empty vector when the pattern does not apply.
+  /// `operands` are the node's operands rebuilt. A pattern records nothing
+  /// when it does not apply.
+  virtual std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &operands,
+                                      RewriteContext &rc) const = 0;
+};
+
+/// How often each pattern fired, over all rounds and bodies.
+struct RewriteStats {
+  std::map<std::string, size_t> fired;
+  size_t rounds = 0;
+  size_t total() const;
+};
+
+/// Applies `patterns` to `graph` and its subgraph bodies until a round
+/// changes nothing (at most `max_rounds` rounds). Returns the rewritten
+/// graph, or null when no pattern applied anywhere (the caller keeps the
+/// graph it has: an unchanged model compiles to the same bytes).
+std::unique_ptr<Graph> apply_patterns(const Graph &graph, const std::vector<const RewritePattern *> &patterns,
+                                      RewriteStats *stats = nullptr, size_t max_rounds = 16);
+
+/// A copy of `graph` (subgraphs included) without the nodes whose results
+/// nothing reads; inputs, outputs and constants stay. Null when every node
+/// is read.
+std::unique_ptr<Graph> without_dead_nodes(const Graph &graph);
+
+} // namespace maxc

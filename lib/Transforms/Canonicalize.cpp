@@ -1,0 +1,226 @@
+#include "maxc/Transforms/Canonicalize.h"
+
+#include "maxc/Ops/Ops.h"
+#include "maxc/Transforms/FuseNorms.h"
+
+#include <cmath>
+#include <numeric>
+
+namespace maxc {
+
+namespace {
+
+bool is_real(DType d) { return is_float(d); }
+
+/// The node's result type: a rule replaces the node only by something of
+/// exactly this type.
+const TensorType &result_type(const RewriteContext &rc, const Node &node) {
+  return rc.match.graph().type_of(node.results[0]);
+}
+
+/// x itself, where x is operand `i` of `node` and already has the node's type.
+std::vector<Tensor> forward(const RewriteContext &rc, const Node &node, const std::vector<Tensor> &operands,
+                            size_t i) {
+  if (operands[i].type() != result_type(rc, node))
+    return {};
+  return {operands[i]};
+}
+
+class PowByConstant final : public RewritePattern {
+public:
+  const char *name() const override { return "pow-by-constant"; }
+  const char *root_op() const override { return "pow"; }
+  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
+    std::optional<double> c = rc.match.splat(node.operands[1]);
+    const Tensor &x = in[0];
+    if (!c || x.type() != result_type(rc, node))
+      return {};
+    DType d = x.dtype();
+    if (*c == 1)
+      return {x};
+    if (*c == 2)
+      return {x * x};
+    if (*c == 3)
+      return {x * x * x};
+    if (*c == 0.5)
+      return {ops::sqrt(x)};
+    if (*c == -0.5)
+      return {ops::rsqrt(x)};
+    if (*c == -1)
+      return {ops::full(1.0, d) / x};
+    if (*c == 0)
+      return {ops::full(1.0, d, x.shape())};
+    return {};
+  }
+};
+
+class DivBySqrt final : public RewritePattern {
+public:
+  const char *name() const override { return "div-by-sqrt"; }
+  const char *root_op() const override { return "div"; }
+  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
+    const Node *root = rc.match.producer_op(node.operands[1], "sqrt");
+    if (!root || !is_real(in[0].dtype()))
+      return {};
+    Tensor y = ops::mul(in[0], ops::rsqrt(rc.value(root->operands[0])));
+    return {y};
+  }
+};
+
+class DivByConstant final : public RewritePattern {
+public:
+  const char *name() const override { return "div-by-constant"; }
+  const char *root_op() const override { return "div"; }
+  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
+    std::optional<double> c = rc.match.splat(node.operands[1]);
+    const Tensor &x = in[0];
+    if (!c || !is_real(x.dtype()) || *c == 0 || !std::isfinite(*c) || *c == 1 || x.type() != result_type(rc, node))
+      return {};
+    return {x * ops::full(1.0 / *c, x.dtype())};
+  }
+};
+
+/// x·1, 1·x, x-0, x/1 (and x+0, 0+x for integers, where -0 does not exist).
+class Identity final : public RewritePattern {
+public:
+  explicit Identity(const char *op) : op_(op) {}
+  const char *name() const override { return "identity"; }
+  const char *root_op() const override { return op_; }
+  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
+    const std::string &op = node.op;
+    bool integral = !is_real(in[0].dtype());
+    for (size_t side = 0; side < 2; ++side) {
+      std::optional<double> c = rc.match.splat(node.operands[1 - side]);
+      if (!c)
+        continue;
+      bool neutral = op == "mul"   ? *c == 1
+                     : op == "div" ? side == 0 && *c == 1
+                     : op == "sub" ? side == 0 && *c == 0
+                     : op == "add" ? integral && *c == 0
+                                   : false;
+      if (neutral)
+        if (auto y = forward(rc, node, in, side); !y.empty())
+          return y;
+    }
+    return {};
+  }
+
+private:
+  const char *op_;
+};
+
+class CastChain final : public RewritePattern {
+public:
+  const char *name() const override { return "cast-chain"; }
+  const char *root_op() const override { return "cast"; }
+  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
+    DType to = result_type(rc, node).dtype;
+    if (in[0].dtype() == to)
+      return forward(rc, node, in, 0);
+    const Node *inner = rc.match.producer_op(node.operands[0], "cast");
+    if (!inner)
+      return {};
+    const Tensor &x = rc.value(inner->operands[0]);
+    if (!cast_is_exact(x.dtype(), in[0].dtype()))
+      return {};
+    return {x.dtype() == to ? x : ops::cast(x, to)};
+  }
+};
+
+class ReshapeChain final : public RewritePattern {
+public:
+  const char *name() const override { return "reshape-chain"; }
+  const char *root_op() const override { return "reshape"; }
+  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
+    const TensorType &type = result_type(rc, node);
+    if (in[0].type() == type)
+      return {in[0]};
+    const Node *inner = rc.match.producer_op(node.operands[0], "reshape");
+    if (!inner)
+      return {};
+    const Tensor &x = rc.value(inner->operands[0]);
+    return {x.type() == type ? x : ops::reshape(x, type.shape)};
+  }
+};
+
+class TransposeChain final : public RewritePattern {
+public:
+  const char *name() const override { return "transpose-chain"; }
+  const char *root_op() const override { return "transpose"; }
+  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
+    std::vector<int64_t> outer = perm_of(node.attrs.get_ints("perm"), in[0].rank());
+    if (is_identity(outer))
+      return forward(rc, node, in, 0);
+    const Node *inner = rc.match.producer_op(node.operands[0], "transpose");
+    if (!inner)
+      return {};
+    const Tensor &x = rc.value(inner->operands[0]);
+    std::vector<int64_t> first = perm_of(inner->attrs.get_ints("perm"), x.rank());
+    // result[i] = mid[outer[i]] = x[first[outer[i]]]
+    std::vector<int64_t> both(outer.size());
+    for (size_t i = 0; i < outer.size(); ++i)
+      both[i] = first[static_cast<size_t>(outer[i])];
+    return {is_identity(both) ? x : ops::transpose(x, both)};
+  }
+
+private:
+  static std::vector<int64_t> perm_of(const std::vector<int64_t> &perm, int64_t rank) {
+    if (!perm.empty())
+      return perm;
+    std::vector<int64_t> reversed(static_cast<size_t>(rank));
+    for (int64_t i = 0; i < rank; ++i)
+      reversed[static_cast<size_t>(i)] = rank - 1 - i;
+    return reversed;
+  }
+  static bool is_identity(const std::vector<int64_t> &perm) {
+    for (size_t i = 0; i < perm.size(); ++i)
+      if (perm[i] != static_cast<int64_t>(i))
+        return false;
+    return true;
+  }
+};
+
+} // namespace
+
+bool cast_is_exact(DType from, DType to) {
+  if (from == to || from == DType::boolean)
+    return true;
+  switch (from) {
+  case DType::f16:
+  case DType::bf16:
+    return to == DType::f32 || to == DType::f64;
+  case DType::f32:
+    return to == DType::f64;
+  case DType::i8: // |v| <= 128: exact in every float (bf16 keeps 8 significant bits)
+    return to != DType::boolean;
+  case DType::i32:
+    return to == DType::i64 || to == DType::f64;
+  default:
+    return false;
+  }
+}
+
+const std::vector<const RewritePattern *> &canonicalization_patterns() {
+  static const PowByConstant pow_by_constant;
+  static const DivBySqrt div_by_sqrt;
+  static const DivByConstant div_by_constant;
+  static const Identity mul_identity("mul"), div_identity("div"), sub_identity("sub"), add_identity("add");
+  static const CastChain cast_chain;
+  static const ReshapeChain reshape_chain;
+  static const TransposeChain transpose_chain;
+  static const std::vector<const RewritePattern *> list = [&] {
+    std::vector<const RewritePattern *> l = {&pow_by_constant, &div_identity, &div_by_sqrt,  &div_by_constant,
+                                             &mul_identity,    &sub_identity, &add_identity, &cast_chain,
+                                             &reshape_chain,   &transpose_chain};
+    for (const RewritePattern *p : norm_patterns())
+      l.push_back(p);
+    return l;
+  }();
+  return list;
+}
+
+std::unique_ptr<Graph> canonicalize(const Graph &graph, RewriteStats *stats) {
+  return apply_patterns(graph, canonicalization_patterns(), stats);
+}
+
+} // namespace maxc

@@ -1,0 +1,377 @@
+// Canonicalization rules (Transforms/Canonicalize.h) and the rewrite driver
+// (Transforms/Rewrite.h): per rule a golden test of what the graph becomes,
+// its results against the reference interpreter on the original graph within
+// the rule's stated bound (in ulps), and near misses that must stay as they
+// are.
+#include "TestUtil.h"
+
+#include "maxc/Driver/Compile.h"
+#include "maxc/Transforms/Canonicalize.h"
+
+#include <cmath>
+#include <cstring>
+
+using namespace maxc;
+using namespace maxc::test;
+
+namespace {
+
+/// The ops of a graph's nodes in order, constants and fulls left out: "mul sqrt".
+std::string op_list(const Graph &g) {
+  std::string out;
+  for (const Node &n : g.nodes())
+    if (n.op != "constant" && n.op != "full")
+      out += (out.empty() ? "" : " ") + n.op;
+  return out;
+}
+
+/// Distance in units in the last place between two f32 values (0 when
+/// bit-identical; NaNs equal to NaNs).
+int64_t ulps(float a, float b) {
+  if (std::isnan(a) && std::isnan(b))
+    return 0;
+  int32_t ia, ib;
+  std::memcpy(&ia, &a, 4);
+  std::memcpy(&ib, &b, 4);
+  if (ia < 0)
+    ia = INT32_MIN - ia;
+  if (ib < 0)
+    ib = INT32_MIN - ib;
+  return std::llabs(static_cast<int64_t>(ia) - ib);
+}
+
+int64_t max_ulps(const HostTensor &a, const HostTensor &b) {
+  REQUIRE(a.dtype() == DType::f32);
+  REQUIRE(a.shape() == b.shape());
+  int64_t worst = 0;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    worst = std::max(worst, ulps(static_cast<float>(a.get_f64(i)), static_cast<float>(b.get_f64(i))));
+  return worst;
+}
+
+struct Canonicalized {
+  std::unique_ptr<Graph> before, after;
+  RewriteStats stats;
+};
+
+Canonicalized canonicalize_traced(const std::vector<HostTensor> &inputs, const BuildFn &build) {
+  Canonicalized c;
+  c.before = trace_graph(types_of(inputs), build);
+  c.after = canonicalize(*c.before, &c.stats);
+  if (c.after)
+    c.after->verify();
+  return c;
+}
+
+/// Canonicalizes, requires the op list `expected` after it, and results
+/// within `max_ulp` of the reference run of the original graph.
+void check_rule(const std::vector<HostTensor> &inputs, const BuildFn &build, const std::string &expected,
+                int64_t max_ulp) {
+  Canonicalized c = canonicalize_traced(inputs, build);
+  INFO("before: " << op_list(*c.before));
+  REQUIRE(c.after);
+  CHECK(op_list(*c.after) == expected);
+  auto want = Interpreter::run(*c.before, inputs);
+  auto got = Interpreter::run(*c.after, inputs);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO("output " << i);
+    CHECK(max_ulps(got[i], want[i]) <= max_ulp);
+  }
+}
+
+/// Requires that canonicalize leaves the graph alone (returns null).
+void check_unchanged(const std::vector<HostTensor> &inputs, const BuildFn &build) {
+  Canonicalized c = canonicalize_traced(inputs, build);
+  INFO("graph: " << op_list(*c.before) << "; rewritten to: " << (c.after ? op_list(*c.after) : "-"));
+  CHECK_FALSE(c.after);
+}
+
+Tensor constant_like(double v, const std::vector<int64_t> &shape) {
+  HostTensor t(DType::f32, shape);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.set_f64(i, v);
+  return Tensor::from_host(t);
+}
+
+using T = std::vector<Tensor>;
+
+} // namespace
+
+TEST_CASE("canonicalize: pow by a constant exponent", "[transforms][canonicalize]") {
+  HostTensor x = random_tensor(DType::f32, {4, 33}, -3, 3);
+  HostTensor pos = random_tensor(DType::f32, {4, 33}, 0.01, 5);
+  check_rule({x}, [](auto &in) { return T{ops::pow(in[0], ops::full(2.0, DType::f32))}; }, "mul", 0);
+  // The exponent as an initializer (a constant of one element), as ONNX exports write it.
+  check_rule({x}, [](auto &in) { return T{ops::pow(in[0], constant_like(2.0, {1}))}; }, "mul", 0);
+  check_rule({x}, [](auto &in) { return T{ops::pow(in[0], ops::full(3.0, DType::f32))}; }, "mul mul", 2);
+  check_rule({x}, [](auto &in) { return T{ops::pow(in[0], ops::full(1.0, DType::f32))}; }, "", 0);
+  check_rule({x}, [](auto &in) { return T{ops::pow(in[0], ops::full(0.0, DType::f32))}; }, "", 0);
+  check_rule({x}, [](auto &in) { return T{ops::pow(in[0], ops::full(-1.0, DType::f32))}; }, "div", 0);
+  check_rule({pos}, [](auto &in) { return T{ops::pow(in[0], ops::full(0.5, DType::f32))}; }, "sqrt", 1);
+  check_rule({pos}, [](auto &in) { return T{ops::pow(in[0], ops::full(-0.5, DType::f32))}; }, "rsqrt", 1);
+  // The exponent node, read by nothing else, goes with the pow.
+  Canonicalized c = canonicalize_traced({x}, [](auto &in) { return T{ops::pow(in[0], ops::full(2.0, DType::f32))}; });
+  REQUIRE(c.after);
+  CHECK(c.after->nodes().size() == 1);
+  CHECK(c.stats.fired["pow-by-constant"] == 1);
+}
+
+TEST_CASE("canonicalize: pow near misses stay pow", "[transforms][canonicalize]") {
+  HostTensor x = random_tensor(DType::f32, {4, 8}, 0.1, 3);
+  check_unchanged({x}, [](auto &in) { return T{ops::pow(in[0], ops::full(2.5, DType::f32))}; });
+  check_unchanged({x}, [](auto &in) { return T{ops::pow(in[0], ops::full(2.0000002, DType::f32))}; });
+  // Not one value: a constant with two different exponents.
+  check_unchanged({x}, [](auto &in) {
+    HostTensor e(DType::f32, {8});
+    for (int64_t i = 0; i < 8; ++i)
+      e.set_f64(i, i % 2 ? 2.0 : 3.0);
+    return T{ops::pow(in[0], Tensor::from_host(e))};
+  });
+  // The exponent widens x by broadcasting: x·x would have x's shape.
+  HostTensor row = random_tensor(DType::f32, {8}, 0.1, 3);
+  check_unchanged({row}, [](auto &in) { return T{ops::pow(in[0], constant_like(2.0, {4, 8}))}; });
+  // The base is the constant, the exponent varies.
+  check_unchanged({x}, [](auto &in) { return T{ops::pow(ops::full(2.0, DType::f32), in[0])}; });
+}
+
+TEST_CASE("canonicalize: division by a square root and by a constant", "[transforms][canonicalize]") {
+  HostTensor x = random_tensor(DType::f32, {3, 40}, -3, 3), y = random_tensor(DType::f32, {3, 1}, 0.1, 4);
+  check_rule({x, y}, [](auto &in) { return T{in[0] / ops::sqrt(in[1])}; }, "rsqrt mul", 2);
+  // 1/8 is exact: bit-exact.
+  check_rule({x}, [](auto &in) { return T{in[0] / ops::full(8.0, DType::f32)}; }, "mul", 0);
+  check_rule({x}, [](auto &in) { return T{in[0] / constant_like(std::sqrt(64.0 * 3), {1})}; }, "mul", 1);
+  check_rule({x}, [](auto &in) { return T{in[0] / ops::full(3.0, DType::f32)}; }, "mul", 1);
+  // Near misses: integer division truncates; 0; a constant that is no splat;
+  // a divisor that widens x; a variable divisor; sqrt on the wrong side.
+  HostTensor ix = HostTensor::from_i64(DType::i64, {4}, {7, -7, 9, 10});
+  check_unchanged({ix}, [](auto &in) { return T{in[0] / ops::full(2.0, DType::i64)}; });
+  check_unchanged({x}, [](auto &in) { return T{in[0] / ops::full(0.0, DType::f32)}; });
+  check_unchanged({x}, [](auto &in) {
+    return T{in[0] / Tensor::from_host(random_tensor(DType::f32, {40}, 1, 2))};
+  });
+  HostTensor row = random_tensor(DType::f32, {40});
+  check_unchanged({row}, [](auto &in) { return T{in[0] / constant_like(4.0, {3, 40})}; });
+  check_unchanged({x, y}, [](auto &in) { return T{in[0] / ops::exp(in[1])}; });
+  check_unchanged({x, y}, [](auto &in) { return T{ops::sqrt(in[1]) / in[0]}; });
+}
+
+TEST_CASE("canonicalize: arithmetic identities", "[transforms][canonicalize]") {
+  HostTensor x = random_tensor(DType::f32, {5, 7});
+  check_rule({x}, [](auto &in) { return T{ops::exp(in[0] * ops::full(1.0, DType::f32))}; }, "exp", 0);
+  check_rule({x}, [](auto &in) { return T{ops::exp(ops::full(1.0, DType::f32) * in[0])}; }, "exp", 0);
+  check_rule({x}, [](auto &in) { return T{ops::exp(in[0] - ops::full(0.0, DType::f32))}; }, "exp", 0);
+  check_rule({x}, [](auto &in) { return T{ops::exp(in[0] / ops::full(1.0, DType::f32))}; }, "exp", 0);
+  HostTensor ix = HostTensor::from_i64(DType::i32, {4}, {1, -2, 3, 0});
+  Canonicalized c = canonicalize_traced({ix}, [](auto &in) { return T{ops::neg(in[0] + ops::full(0.0, DType::i32))}; });
+  REQUIRE(c.after);
+  CHECK(op_list(*c.after) == "neg");
+  // Near misses: f32 x + 0 (turns -0 into +0); 0 - x; 1 / x; x · 1.0001;
+  // x · 1 where the 1 widens x.
+  check_unchanged({x}, [](auto &in) { return T{in[0] + ops::full(0.0, DType::f32)}; });
+  check_unchanged({x}, [](auto &in) { return T{ops::full(0.0, DType::f32) - in[0]}; });
+  check_unchanged({x}, [](auto &in) { return T{ops::full(1.0, DType::f32) / in[0]}; });
+  check_unchanged({x}, [](auto &in) { return T{in[0] * ops::full(1.0001, DType::f32)}; });
+  check_unchanged({x}, [](auto &in) { return T{in[0] * constant_like(1.0, {2, 5, 7})}; });
+}
+
+TEST_CASE("canonicalize: cast chains", "[transforms][canonicalize]") {
+  HostTensor x = random_tensor(DType::f32, {6}, -100, 100);
+  check_rule({x}, [](auto &in) { return T{ops::cast(ops::cast(in[0], DType::f64), DType::f32)}; }, "", 0);
+  check_rule({x}, [](auto &in) { return T{ops::exp(ops::cast(in[0], DType::f32))}; }, "exp", 0);
+  HostTensor h = random_tensor(DType::f16, {6});
+  Canonicalized c = canonicalize_traced({h}, [](auto &in) {
+    return T{ops::cast(ops::cast(in[0], DType::f32), DType::f64)};
+  });
+  REQUIRE(c.after);
+  CHECK(op_list(*c.after) == "cast");
+  CHECK(Interpreter::run(*c.after, {h})[0].identical(Interpreter::run(*c.before, {h})[0]));
+  // Near misses: f32 → f16 → f32 rounds; i64 → i32 → i64 wraps; f32 → i32 → f32 truncates.
+  check_unchanged({x}, [](auto &in) { return T{ops::cast(ops::cast(in[0], DType::f16), DType::f32)}; });
+  check_unchanged({x}, [](auto &in) { return T{ops::cast(ops::cast(in[0], DType::i32), DType::f32)}; });
+  HostTensor big = HostTensor::from_i64(DType::i64, {2}, {int64_t(1) << 40, -3});
+  check_unchanged({big}, [](auto &in) { return T{ops::cast(ops::cast(in[0], DType::i32), DType::i64)}; });
+  CHECK(cast_is_exact(DType::i8, DType::bf16));
+  CHECK_FALSE(cast_is_exact(DType::i32, DType::f32));
+  CHECK_FALSE(cast_is_exact(DType::f16, DType::bf16));
+  CHECK_FALSE(cast_is_exact(DType::i8, DType::boolean));
+}
+
+TEST_CASE("canonicalize: reshape and transpose chains", "[transforms][canonicalize]") {
+  HostTensor x = random_tensor(DType::f32, {2, 3, 4});
+  check_rule({x}, [](auto &in) { return T{ops::reshape(ops::reshape(in[0], {6, 4}), {4, 6})}; }, "reshape", 0);
+  check_rule({x}, [](auto &in) { return T{ops::exp(ops::reshape(ops::reshape(in[0], {24}), {2, 3, 4}))}; }, "exp", 0);
+  check_rule({x}, [](auto &in) { return T{ops::transpose(ops::transpose(in[0], {1, 0, 2}), {0, 2, 1})}; },
+             "transpose", 0);
+  check_rule({x}, [](auto &in) { return T{ops::exp(ops::transpose(ops::transpose(in[0], {1, 2, 0}), {2, 0, 1}))}; },
+             "exp", 0);
+  check_rule({x}, [](auto &in) { return T{ops::exp(ops::transpose(ops::transpose(in[0]), {}))}; }, "exp", 0);
+  check_rule({x}, [](auto &in) { return T{ops::exp(ops::transpose(in[0], {0, 1, 2}))}; }, "exp", 0);
+  // Near misses: a reshape of a transpose, a transpose of a reshape.
+  check_unchanged({x}, [](auto &in) { return T{ops::reshape(ops::transpose(in[0], {1, 0, 2}), {6, 4})}; });
+  check_unchanged({x}, [](auto &in) { return T{ops::transpose(ops::reshape(in[0], {6, 4}), {1, 0})}; });
+}
+
+TEST_CASE("rewrite driver: fixed point, dead nodes, bodies shared, unchanged graphs", "[transforms][rewrite]") {
+  HostTensor x = random_tensor(DType::f32, {4, 16}, 0.5, 2);
+  // A chain that takes several rewrites: cast chains collapse one link per
+  // pattern application, and pow(x, 2) / sqrt(...) meet after the first round.
+  Canonicalized c = canonicalize_traced({x}, [](auto &in) {
+    Tensor t = ops::cast(ops::cast(ops::cast(in[0], DType::f64), DType::f64), DType::f32);
+    Tensor sq = ops::pow(t, ops::full(2.0, DType::f32));
+    return T{in[0] / ops::sqrt(ops::mean(sq, {1}, true) + ops::full(1e-5, DType::f32))};
+  });
+  REQUIRE(c.after);
+  CHECK(op_list(*c.after) == "mul mean add rsqrt mul");
+  CHECK(c.stats.rounds >= 2);
+  CHECK(c.stats.fired["pow-by-constant"] == 1);
+  CHECK(c.stats.fired["div-by-sqrt"] == 1);
+  CHECK(c.stats.fired["cast-chain"] >= 2);
+  auto want = Interpreter::run(*c.before, {x});
+  auto got = Interpreter::run(*c.after, {x});
+  CHECK(max_ulps(got[0], want[0]) <= 4);
+  // Nothing to rewrite: null, the caller keeps its graph.
+  check_unchanged({x}, [](auto &in) { return T{ops::exp(in[0]) * in[0]}; });
+
+  // Bodies are rewritten once, keep their names, and stay shared.
+  Graph graph("g", {TensorType(DType::f32, {2, 8})});
+  {
+    GraphRealizationContext ctx(graph);
+    Tensor h = Tensor::from_graph_value(graph.inputs()[0]);
+    for (int i = 0; i < 3; ++i)
+      h = ctx.call(nullptr,
+                   [](auto &, auto &a, auto &p) {
+                     return TensorTree(ops::matmul(ops::pow(a[0], ops::full(2.0, DType::f32)), p.at("w")));
+                   },
+                   {h}, {{"w", Tensor::from_host(random_tensor(DType::f32, {8, 8}, -0.5, 0.5))}})
+              .tensor();
+    graph.output({h});
+  }
+  RewriteStats stats;
+  auto after = canonicalize(graph, &stats);
+  REQUIRE(after);
+  after->verify();
+  REQUIRE(after->subgraphs().size() == 1);
+  CHECK(after->subgraphs().begin()->first == graph.subgraphs().begin()->first);
+  CHECK(op_list(*after->subgraphs().begin()->second) == "mul matmul");
+  CHECK(stats.fired["pow-by-constant"] == 1);
+  HostTensor in = random_tensor(DType::f32, {2, 8});
+  CHECK(Interpreter::run(*after, {in})[0].identical(Interpreter::run(graph, {in})[0]));
+}
+
+TEST_CASE("without_dead_nodes drops what nothing reads, keeps the interface", "[transforms][rewrite]") {
+  Graph g("g", {TensorType(DType::f32, {3}), TensorType(DType::f32, {3})});
+  {
+    GraphRealizationContext ctx(g);
+    Tensor a = Tensor::from_graph_value(g.inputs()[0]), b = Tensor::from_graph_value(g.inputs()[1]);
+    Tensor unused = ops::exp(ops::sqrt(b)); // dead, and so is its operand
+    (void)unused;
+    g.output({a + b});
+  }
+  auto pruned = without_dead_nodes(g);
+  REQUIRE(pruned);
+  CHECK(op_list(*pruned) == "add");
+  CHECK(pruned->input_ids().size() == 2);
+  CHECK_FALSE(without_dead_nodes(*pruned));
+}
+
+namespace {
+
+/// torch's LayerNorm at opset < 17: ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add.
+Tensor spelled_layer_norm(const Tensor &x, const Tensor &w, const Tensor &b, std::vector<int64_t> axes, double eps) {
+  Tensor d = x - ops::mean(x, axes, true);
+  Tensor var = ops::mean(ops::pow(d, ops::full(2.0, x.dtype())), axes, true);
+  return d / ops::sqrt(var + ops::full(eps, x.dtype())) * w + b;
+}
+
+/// Llama's RMSNorm as exported: Pow, ReduceMean, Add, Sqrt, Reciprocal (1/x), Mul, Mul.
+Tensor spelled_rms_norm(const Tensor &x, const Tensor &w, double eps) {
+  Tensor ms = ops::mean(ops::pow(x, ops::full(2.0, x.dtype())), {-1}, true);
+  return w * (x * (ops::full(1.0, x.dtype()) / ops::sqrt(ms + ops::full(eps, x.dtype()))));
+}
+
+std::string canonical_ops(const std::vector<HostTensor> &inputs, const BuildFn &build) {
+  Canonicalized c = canonicalize_traced(inputs, build);
+  return c.after ? op_list(*c.after) : op_list(*c.before);
+}
+
+} // namespace
+
+TEST_CASE("canonicalize: spelled-out LayerNorm and RMSNorm become the composite ops", "[transforms][canonicalize]") {
+  HostTensor x = random_tensor(DType::f32, {2, 5, 32}, -3, 3);
+  HostTensor w = random_tensor(DType::f32, {32}, 0.5, 1.5), b = random_tensor(DType::f32, {32});
+  BuildFn ln = [](auto &in) { return T{spelled_layer_norm(in[0], in[1], in[2], {-1}, 1e-5)}; };
+  Canonicalized c = canonicalize_traced({x, w, b}, ln);
+  REQUIRE(c.after);
+  CHECK(op_list(*c.after) == "layer_norm");
+  CHECK(c.stats.fired["layer-norm"] == 1);
+  MAXC_REQUIRE_CLOSE(Interpreter::run(*c.after, {x, w, b})[0], Interpreter::run(*c.before, {x, w, b})[0], 1e-5, 1e-5);
+  // Over the two trailing axes, axes written positive, b + w·n.
+  HostTensor w2 = random_tensor(DType::f32, {5, 32}), b2 = random_tensor(DType::f32, {5, 32});
+  CHECK(canonical_ops({x, w2, b2}, [](auto &in) {
+          Tensor d = in[0] - ops::mean(in[0], {1, 2}, true);
+          Tensor var = ops::mean(d * d, {2, 1}, true);
+          return T{in[2] + in[1] * (d * ops::rsqrt(ops::full(1e-6, DType::f32) + var))};
+        }) == "layer_norm");
+
+  BuildFn rms = [](auto &in) { return T{spelled_rms_norm(in[0], in[1], 1e-6)}; };
+  Canonicalized r = canonicalize_traced({x, w}, rms);
+  REQUIRE(r.after);
+  CHECK(op_list(*r.after) == "rms_norm");
+  MAXC_REQUIRE_CLOSE(Interpreter::run(*r.after, {x, w})[0], Interpreter::run(*r.before, {x, w})[0], 1e-5, 1e-5);
+}
+
+TEST_CASE("canonicalize: norm near misses are not fused", "[transforms][canonicalize]") {
+  HostTensor x = random_tensor(DType::f32, {4, 32}, -3, 3);
+  HostTensor w = random_tensor(DType::f32, {32}), b = random_tensor(DType::f32, {32});
+  auto no_norm = [](const std::string &ops_after) {
+    INFO(ops_after);
+    CHECK(ops_after.find("layer_norm") == std::string::npos);
+    CHECK(ops_after.find("rms_norm") == std::string::npos);
+  };
+  // Over the leading axis.
+  no_norm(canonical_ops({x, w, b}, [](auto &in) {
+    HostTensor w0 = random_tensor(DType::f32, {4, 1});
+    return T{spelled_layer_norm(in[0], Tensor::from_host(w0), Tensor::from_host(w0), {0}, 1e-5)};
+  }));
+  // The weight is [1, C], not [C]: the composite's weight would change the result's shape rules.
+  HostTensor w1 = random_tensor(DType::f32, {1, 32});
+  no_norm(canonical_ops({x, w1, b}, [](auto &in) { return T{spelled_layer_norm(in[0], in[1], in[2], {-1}, 1e-5)}; }));
+  // The centered value is also an output: fusing would compute it twice.
+  no_norm(canonical_ops({x, w, b}, [](auto &in) {
+    Tensor d = in[0] - ops::mean(in[0], {-1}, true);
+    Tensor var = ops::mean(d * d, {-1}, true);
+    return T{d * ops::rsqrt(var + ops::full(1e-5, DType::f32)) * in[1] + in[2], d};
+  }));
+  // Different axes for the two means.
+  HostTensor x3 = random_tensor(DType::f32, {2, 4, 32});
+  no_norm(canonical_ops({x3, w, b}, [](auto &in) {
+    Tensor d = in[0] - ops::mean(in[0], {-1}, true);
+    Tensor var = ops::mean(d * d, {-2, -1}, true);
+    return T{d * ops::rsqrt(var + ops::full(1e-5, DType::f32)) * in[1] + in[2]};
+  }));
+  // rms: the square of another value; eps not a scalar.
+  no_norm(canonical_ops({x, w}, [](auto &in) {
+    Tensor y = in[0] + ops::full(1.0, DType::f32);
+    return T{in[0] * ops::rsqrt(ops::mean(y * y, {-1}, true) + ops::full(1e-6, DType::f32)) * in[1]};
+  }));
+  no_norm(canonical_ops({x, w}, [](auto &in) {
+    return T{in[0] * ops::rsqrt(ops::mean(in[0] * in[0], {-1}, true) + in[1]) * in[1]};
+  }));
+}
+
+TEST_CASE("canonicalized norms compile and match the reference on the CPU", "[transforms][canonicalize][codegen]") {
+  HostTensor x = random_tensor(DType::f32, {3, 64}, -3, 3);
+  HostTensor w = random_tensor(DType::f32, {64}, 0.5, 1.5), b = random_tensor(DType::f32, {64});
+  std::unique_ptr<Graph> g = trace_graph(types_of({x, w, b}), [](auto &in) {
+    return T{spelled_layer_norm(in[0], in[1], in[2], {-1}, 1e-5), spelled_rms_norm(in[0], in[1], 1e-6),
+             ops::pow(in[0], ops::full(3.0, DType::f32))};
+  });
+  auto want = Interpreter::run(*g, {x, w, b});
+  auto got = driver::run_on_host("cpu", *g, {x, w, b});
+  REQUIRE(got.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("output " << i);
+    MAXC_REQUIRE_CLOSE(got[i], want[i], 1e-5, 1e-5);
+  }
+}
