@@ -311,6 +311,28 @@ def check_malformed_json(ctx):
 
 
 @case
+def trace_canonicalize(ctx):
+    # The graph the compile step `canonicalize` hands to decompose, and what it rewrote.
+    path = write_json(ctx.path("pw.json"), {
+        "maxc": 1, "name": "pw", "inputs": [{"name": "x", "dtype": "f32", "shape": ["batch", 8]}],
+        "outputs": ["y"],
+        "main": [{"s": ["pow", "x", 2.0]}, {"r": ["sqrt", "x"]}, {"y": ["div", "s", "r"]}]})
+    r = ctx.run(["trace", path, "--canonicalize", "--stats"], rc=0)
+    stats = stats_of(r.stdout)
+    expect(stats.get("nodes") == "4" and stats.get("canonical_nodes") == "3", "4 nodes traced, 3 after", r)
+    expect(stats.get("rewrite_pow_by_constant") == "1" and stats.get("rewrite_div_by_sqrt") == "1",
+           "pow(x, 2) and x / sqrt(y) rewritten once each", r)
+    text = ctx.run(["trace", path, "--canonicalize"], rc=0).stdout
+    expect_in("mul(%0, %0)", text, "pow(x, 2) as x*x", r)
+    expect("pow(" not in text and "sqrt(" not in text.replace("rsqrt(", ""), "no pow or sqrt left", r)
+    # Without the flag: the graph as traced.
+    expect_in("pow(", ctx.run(["trace", path], rc=0).stdout, "the traced graph keeps pow")
+    # A graph with nothing to rewrite.
+    stats = stats_of(ctx.run(["trace", ctx.example("mlp"), "--canonicalize", "--stats"], rc=0).stdout)
+    expect(stats.get("rewrites") == "0", "the MLP has nothing to canonicalize")
+
+
+@case
 def check_unknown_op(ctx):
     doc = load_example_json(ctx, "mlp")
     doc["main"][1]["a1"][0] = "reluu"

@@ -41,6 +41,7 @@ struct TraceOptions {
   bool emit_given = false;
   bool stats = false;
   bool embed_constants = false; // json only
+  bool canonicalize = false;    // print the graph after the compile step `canonicalize`
   std::string output;          // "" or "-" = stdout
 };
 int run_trace(const GlobalOptions &global, const TraceOptions &options);

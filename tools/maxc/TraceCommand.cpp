@@ -5,7 +5,9 @@
 #include "maxc/IR/DotPrinter.h"
 #include "maxc/IR/GraphJson.h"
 #include "maxc/IR/Printer.h"
+#include "maxc/Transforms/Canonicalize.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <set>
@@ -41,10 +43,15 @@ int run_trace(const GlobalOptions &global, const TraceOptions &options) {
   if (!model.graph)
     return finish(global, diagnostics);
 
+  // With --canonicalize: the graph the compile pipeline hands to decompose.
+  RewriteStats rewrites;
+  std::unique_ptr<Graph> canonical = options.canonicalize ? canonicalize(*model.graph, &rewrites) : nullptr;
+  const Graph &graph = canonical ? *canonical : *model.graph;
+
   std::string text;
   if (!options.stats || options.emit_given) {
     if (options.emit == "text") {
-      text = print_graph(*model.graph);
+      text = print_graph(graph);
     } else if (options.emit == "json") {
       GraphJsonOptions json;
       json.embed_constants = options.embed_constants;
@@ -52,13 +59,27 @@ int run_trace(const GlobalOptions &global, const TraceOptions &options) {
       for (const ParamSpec &p : model.params)
         weights.insert(p.name);
       json.is_weight = [&](const std::string &name) { return weights.count(name) != 0; };
-      text = graph_to_json(*model.graph, json);
+      text = graph_to_json(graph, json);
     } else {
-      text = print_graph_dot(*model.graph);
+      text = print_graph_dot(graph);
     }
   }
-  if (options.stats)
+  if (options.stats) {
     text += stats_text(model);
+    if (options.canonicalize) {
+      text += "canonical_nodes=" + std::to_string(graph.nodes().size()) + "\n";
+      size_t sub_nodes = 0;
+      for (const auto &[name, sub] : graph.subgraphs())
+        sub_nodes += sub->nodes().size();
+      text += "canonical_subgraph_nodes=" + std::to_string(sub_nodes) + "\n";
+      text += "rewrites=" + std::to_string(rewrites.total()) + "\n";
+      for (const auto &[pattern, count] : rewrites.fired) { // rewrite_pow_by_constant=3
+        std::string key = "rewrite_" + pattern;
+        std::replace(key.begin(), key.end(), '-', '_');
+        text += key + "=" + std::to_string(count) + "\n";
+      }
+    }
+  }
   write_output(options.output, text, diagnostics);
   return finish(global, diagnostics);
 }

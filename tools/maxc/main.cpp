@@ -28,6 +28,7 @@ static const char *kFooter = R"(Examples:
   maxc --diagnostics sarif check model.json > maxc.sarif   # for CI code scanning
   maxc trace examples/gpt/model.json --stats
   maxc trace examples/gpt/model.json --emit dot -o gpt.dot
+  maxc trace model.onnx --canonicalize --stats      what the canonicalize step rewrote
   maxc run examples/mlp/model.json --input x=x.npy --output-dir out/
   maxc init-weights examples/mlp/model.json -o mlp.safetensors --seed 1
 
@@ -79,6 +80,8 @@ int main(int argc, char **argv) {
       ->check(CLI::IsMember({"text", "json", "dot"}));
   trace_cmd->add_flag("--stats", trace.stats, "Print key=value statistics (alone, unless --emit is given)");
   trace_cmd->add_flag("--embed-constants", trace.embed_constants, "With --emit json: embed constant data (base64)");
+  trace_cmd->add_flag("--canonicalize", trace.canonicalize,
+                      "The graph after the compile step 'canonicalize' (with --stats: rewrites per pattern)");
   trace_cmd->add_option("-o,--output", trace.output, "Output file (default: stdout)");
 
   RunOptions run;
