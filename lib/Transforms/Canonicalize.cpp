@@ -1,6 +1,7 @@
 #include "maxc/Transforms/Canonicalize.h"
 
 #include "maxc/Ops/Ops.h"
+#include "maxc/Transforms/ConvTransposeAsMatmul.h"
 #include "maxc/Transforms/FuseNorms.h"
 
 #include <cmath>
@@ -214,6 +215,7 @@ const std::vector<const RewritePattern *> &canonicalization_patterns() {
                                              &reshape_chain,   &transpose_chain};
     for (const RewritePattern *p : norm_patterns())
       l.push_back(p);
+    l.push_back(&conv_transpose_as_matmul_pattern());
     return l;
   }();
   return list;

@@ -29,6 +29,9 @@
 //   layer-norm        mean/sub/mul/mean/add/rsqrt/mul/add    the reference layer_norm (computed
 //                     over trailing axes → layer_norm         in double): ≤ 1e-5 relative
 //   rms-norm          x·rsqrt(mean(x·x)+eps)·w → rms_norm    likewise (FuseNorms.h)
+//   conv-transpose-as-matmul  conv_transpose2d with stride = the sums of the reference in
+//                     kernel → one GEMM + depth-to-space view  another order: f32 rounding
+//                     (ConvTransposeAsMatmul.h)
 //
 // A rule fires only where the node's result type stays exactly what it was
 // (a broadcast that widens x keeps the node). An unchanged graph compiles to

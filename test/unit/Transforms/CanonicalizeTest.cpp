@@ -375,3 +375,51 @@ TEST_CASE("canonicalized norms compile and match the reference on the CPU", "[tr
     MAXC_REQUIRE_CLOSE(got[i], want[i], 1e-5, 1e-5);
   }
 }
+
+TEST_CASE("canonicalize: a transposed conv with stride = kernel becomes a GEMM", "[transforms][canonicalize]") {
+  HostTensor x = random_tensor(DType::f32, {2, 6, 5, 7});
+  HostTensor w = random_tensor(DType::f32, {6, 4, 2, 3}), b = random_tensor(DType::f32, {4});
+  auto up = [](std::vector<int64_t> stride, std::vector<int64_t> padding = {0, 0, 0, 0},
+               std::vector<int64_t> output_padding = {0, 0}, int64_t groups = 1) {
+    ops::ConvTranspose2dOptions o;
+    o.stride = stride;
+    o.padding = padding;
+    o.output_padding = output_padding;
+    o.groups = groups;
+    return o;
+  };
+  BuildFn with_bias = [&](auto &in) {
+    return T{ops::relu(ops::conv_transpose2d(ops::relu(in[0]), in[1], in[2], up({2, 3})))};
+  };
+  Canonicalized c = canonicalize_traced({x, w, b}, with_bias);
+  REQUIRE(c.after);
+  CHECK(op_list(*c.after) == "relu reshape reshape matmul reshape transpose reshape reshape add relu");
+  CHECK(c.stats.fired["conv-transpose-as-matmul"] == 1);
+  MAXC_REQUIRE_CLOSE(Interpreter::run(*c.after, {x, w, b})[0], Interpreter::run(*c.before, {x, w, b})[0], 1e-5, 1e-5);
+  // Compiled (the CPU's GEMM and the view after it) against the reference on the traced graph.
+  auto want = Interpreter::run(*c.before, {x, w, b});
+  auto got = driver::run_on_host("cpu", *c.before, {x, w, b});
+  MAXC_REQUIRE_CLOSE(got[0], want[0], 1e-5, 1e-5);
+  // Without bias, and with a symbolic batch (spatial dims must be static for the op today).
+  auto g = std::make_unique<Graph>("g", std::vector<TensorType>{TensorType(DType::f32, {Dim("n"), 6, 4, 9}),
+                                                                TensorType(DType::f32, {6, 4, 2, 3})});
+  {
+    GraphRealizationContext ctx(*g);
+    g->output({ops::conv_transpose2d(Tensor::from_graph_value(g->inputs()[0]), Tensor::from_graph_value(g->inputs()[1]),
+                                     std::nullopt, up({2, 3}))});
+  }
+  auto after = canonicalize(*g);
+  REQUIRE(after);
+  HostTensor x2 = random_tensor(DType::f32, {3, 6, 4, 9});
+  MAXC_REQUIRE_CLOSE(Interpreter::run(*after, {x2, w})[0], Interpreter::run(*g, {x2, w})[0], 1e-5, 1e-5);
+  MAXC_REQUIRE_CLOSE(driver::run_on_host("cpu", *g, {x2, w})[0], Interpreter::run(*g, {x2, w})[0], 1e-5, 1e-5);
+
+  // Near misses: stride below the kernel (windows overlap), padding, output
+  // padding, two groups, a 1x1 kernel.
+  HostTensor w4 = random_tensor(DType::f32, {6, 2, 2, 2});
+  for (auto o : {up({1, 3}), up({2, 3}, {1, 0, 0, 0}), up({2, 3}, {0, 0, 0, 0}, {1, 0})})
+    check_unchanged({x, w}, [&](auto &in) { return T{ops::conv_transpose2d(in[0], in[1], std::nullopt, o)}; });
+  check_unchanged({x, w4}, [&](auto &in) { return T{ops::conv_transpose2d(in[0], in[1], std::nullopt, up({2, 2}, {0, 0, 0, 0}, {0, 0}, 2))}; });
+  HostTensor w1 = random_tensor(DType::f32, {6, 4, 1, 1});
+  check_unchanged({x, w1}, [&](auto &in) { return T{ops::conv_transpose2d(in[0], in[1], std::nullopt, up({1, 1}))}; });
+}
