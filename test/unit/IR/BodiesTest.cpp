@@ -6,6 +6,7 @@
 
 #include "maxc/IR/DotPrinter.h"
 #include "maxc/IR/GraphSymbols.h"
+#include "maxc/Transforms/MatmulLayout.h"
 
 using namespace maxc;
 using namespace maxc::test;
@@ -184,4 +185,33 @@ TEST_CASE("dim_symbols terminates on a body that calls itself", "[ir][bodies]") 
   CHECK(node_bodies(*loop, loop->nodes().back()) == std::vector<const Graph *>{loop.get()});
   CHECK(dim_symbols(root) == std::vector<std::string>{"k", "n"});
   CHECK(dim_symbols(*loop) == std::vector<std::string>{"k"});
+}
+
+TEST_CASE("call-site constants: a body another body-owning op runs is left out", "[ir][bodies][layout]") {
+  TestIfDeclared declared;
+  // root: w (a constant) passed by a call to `block`; optionally a test_if
+  // that also runs `block` (binding nothing to its inputs).
+  auto build = [](bool with_if) {
+    auto root = std::make_unique<Graph>("root", std::vector<TensorType>{TensorType(DType::f32, {4, 4})});
+    root->add_subgraph(negating_body("block", Dim(16)));
+    root->add_subgraph(negating_body("other", Dim(16)));
+    GraphRealizationContext ctx(*root);
+    Tensor w = ctx.add_source(Tensor::from_host(random_tensor(DType::f32, {16}), "w"));
+    ValueId y = root->add_node("call", {w.value().id()}, {{"callee", std::string("block")}})[0];
+    if (with_if) {
+      Node test_if;
+      test_if.op = "test_if";
+      test_if.operands = {y};
+      test_if.attrs = Attrs{{"then", std::string("other")}, {"else", std::string("block")}};
+      y = root->append_node_unchecked(test_if, {TensorType(DType::f32, {16})})[0];
+    }
+    root->set_outputs({y});
+    return root;
+  };
+  auto plain = build(false);
+  auto bound = constant_bound_inputs(*plain);
+  REQUIRE(bound.count("block") == 1);
+  CHECK(bound["block"] == std::vector<bool>{true});
+  CHECK(bound.count("other") == 0); // never called
+  CHECK(constant_bound_inputs(*build(true)).empty());
 }
