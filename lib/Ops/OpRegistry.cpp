@@ -202,10 +202,10 @@ bool has_bodies(const std::string &name) {
 bool is_call(const Node &node) { return op_traits(node.op).has(OpTrait::call); }
 
 const std::string *call_body_name(const Node &node) {
-  if (!is_call(node))
+  const OpDef *def = OpRegistry::instance().find(node.op);
+  if (!def || !def->has(OpTrait::call) || !node.attrs.has(def->body_attrs[0])) // add(): a call has one body
     return nullptr;
-  const std::vector<std::string> &attrs = OpRegistry::instance().get(node.op).body_attrs;
-  return attrs.empty() || !node.attrs.has(attrs[0]) ? nullptr : &node.attrs.get_string(attrs[0]);
+  return &node.attrs.get_string(def->body_attrs[0]);
 }
 
 const Graph *call_body(const Graph &graph, const Node &node) {
