@@ -50,6 +50,8 @@ TEST_CASE("the call op declares its callee as its one body", "[ir][bodies][subgr
   const OpDef &call = OpRegistry::instance().get("call");
   CHECK(call.body_attrs == std::vector<std::string>{"callee"});
   CHECK(call.has(OpTrait::call));
+  CHECK(op_traits_text(call.traits) == "structural call");
+  CHECK(op_traits_text(OpTrait::strided) == "strided");
   CHECK(has_bodies("call"));
   CHECK_FALSE(has_bodies("add"));
   CHECK_FALSE(has_bodies("no_such_op"));
