@@ -223,7 +223,7 @@ LoweringPlan plan_lowering(const Graph &g, const PlanOptions &options) {
         if (traits.has(OpTrait::generator)) {
           // ...except into a call: its operands are passed as buffers.
           fuse = std::none_of(consumers[v].begin(), consumers[v].end(),
-                              [&](size_t c) { return nodes[c].op == "call"; });
+                              [&](size_t c) { return has_bodies(nodes[c].op); });
         } else if (consumers[v].size() == 1) {
           const Node &c = nodes[consumers[v][0]];
           // Fuse where every element is still computed once: into an

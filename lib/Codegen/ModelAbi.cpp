@@ -5,6 +5,7 @@
 
 #include "maxc/Codegen/WeightsSection.h"
 #include "maxc/IR/GraphSymbols.h"
+#include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/CNames.h"
 
 
@@ -78,7 +79,7 @@ ModelInterface describe_interface(const Graph &graph, const std::string &name) {
       m.constant_bytes += data.nbytes();
   m.subgraph_definitions = graph.subgraphs().size();
   for (const Node &n : graph.nodes())
-    m.subgraph_calls += n.op == "call";
+    m.subgraph_calls += is_call(n);
   return m;
 }
 

@@ -95,8 +95,7 @@ void WorkspaceLayout::emit_size_function(llvm::Function *fn, const Graph &g, con
   Value *callees = b.getInt64(0);
   std::set<const Graph *> seen;
   for (const Node &n : g.nodes())
-    if (n.op == "call") {
-      const Graph *callee = g.find_subgraph(n.attrs.get_string("callee"));
+    for (const Graph *callee : node_bodies(g, n)) {
       if (!seen.insert(callee).second)
         continue;
       Value *need = b.CreateCall(callee_size(callee), {fn->getArg(0)});

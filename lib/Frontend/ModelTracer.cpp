@@ -688,7 +688,7 @@ void fill_stats(const Graph &graph, TraceStats &stats) {
   stats.subgraph_nodes = 0;
   size_t calls = 0;
   for (const Node &n : graph.nodes())
-    calls += n.op == "call";
+    calls += is_call(n);
   stats.subgraph_calls = calls;
   stats.constants = graph.constants().size();
   stats.constant_bytes = 0;

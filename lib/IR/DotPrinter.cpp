@@ -28,13 +28,18 @@ static void emit_body(const Graph &g, const std::string &tag, const std::string 
     const Node &n = nodes[i];
     // Lines are escaped one by one and joined with DOT's "\n".
     std::string label = escape(n.op);
-    if (n.op == "constant")
+    std::vector<std::string> bodies = body_names(n);
+    if (n.op == "constant") {
       label = escape(n.attrs.get_string("name"));
-    else if (n.op == "call")
-      label = escape("call @" + n.attrs.get_string("callee")) + (n.name.empty() ? "" : "\\n" + escape(n.name));
+    } else if (!bodies.empty()) { // "call @block", each body the op invokes
+      std::string text = n.op;
+      for (const std::string &body : bodies)
+        text += " @" + body;
+      label = escape(text) + (n.name.empty() ? "" : "\\n" + escape(n.name));
+    }
     if (!n.results.empty())
       label += "\\n" + escape(g.type_of(n.results[0]).to_string());
-    std::string shape = n.op == "constant" ? "note" : n.op == "call" ? "box3d" : "box";
+    std::string shape = n.op == "constant" ? "note" : !bodies.empty() ? "box3d" : "box";
     out += indent + tag + "_n" + std::to_string(i) + " [shape=" + shape + ", label=\"" + label + "\"];\n";
   }
   // Which DOT node defines each value.
@@ -57,9 +62,11 @@ std::string print_graph_dot(const Graph &graph) {
   std::string out = "digraph \"" + escape(graph.name()) + "\" {\n  compound=true;\n  rankdir=TB;\n"
                     "  node [fontname=\"Helvetica\", fontsize=10];\n";
   std::map<std::string, std::string> cluster_entry;
+  std::vector<std::pair<const Graph *, std::string>> tagged; // each body and its DOT tag
   size_t index = 0;
   for (const auto &[name, sub] : graph.subgraphs()) {
     std::string tag = "s" + std::to_string(index++);
+    tagged.push_back({sub.get(), tag});
     out += "  subgraph cluster_" + tag + " {\n    label=\"subgraph @" + escape(name) + "\";\n    style=rounded;\n";
     emit_body(*sub, tag, "    ", out);
     out += "  }\n";
@@ -69,15 +76,17 @@ std::string print_graph_dot(const Graph &graph) {
                                                     : "";
   }
   emit_body(graph, "g", "  ", out);
-  for (size_t i = 0; i < graph.nodes().size(); ++i) {
-    const Node &n = graph.nodes()[i];
-    if (n.op != "call")
-      continue;
-    auto it = cluster_entry.find(n.attrs.get_string("callee"));
-    if (it != cluster_entry.end() && !it->second.empty())
-      out += "  g_n" + std::to_string(i) + " -> " + it->second + " [style=dashed, lhead=cluster_" +
-             it->second.substr(0, it->second.find('_')) + "];\n";
-  }
+  // A dashed edge from each node that invokes bodies to each body's cluster:
+  // the graph's nodes first, then those inside bodies (nested calls).
+  tagged.insert(tagged.begin(), {&graph, "g"});
+  for (const auto &[g, tag] : tagged)
+    for (size_t i = 0; i < g->nodes().size(); ++i)
+      for (const std::string &body : body_names(g->nodes()[i])) {
+        auto it = cluster_entry.find(body);
+        if (it != cluster_entry.end() && !it->second.empty())
+          out += "  " + tag + "_n" + std::to_string(i) + " -> " + it->second + " [style=dashed, lhead=cluster_" +
+                 it->second.substr(0, it->second.find('_')) + "];\n";
+      }
   return out + "}\n";
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <mutex>
 #include <set>
+#include <utility>
 
 namespace maxc {
 
@@ -65,6 +66,34 @@ std::vector<TensorType> infer_node(const std::string &op, const std::vector<Tens
 } // namespace
 
 void set_node_inference(NodeInference fn) { node_inference = fn; }
+
+namespace {
+BodyAttributes body_attributes_of = nullptr;
+} // namespace
+
+BodyAttributes set_body_attributes(BodyAttributes fn) { return std::exchange(body_attributes_of, fn); }
+
+const std::vector<std::string> &body_attributes(const std::string &op) {
+  static const std::vector<std::string> none;
+  const std::vector<std::string> *attrs = body_attributes_of ? body_attributes_of(op) : nullptr;
+  return attrs ? *attrs : none;
+}
+
+std::vector<std::string> body_names(const Node &node) {
+  std::vector<std::string> out;
+  for (const std::string &attr : body_attributes(node.op))
+    if (node.attrs.has(attr))
+      out.push_back(node.attrs.get_string(attr));
+  return out;
+}
+
+std::vector<const Graph *> node_bodies(const Graph &graph, const Node &node) {
+  std::vector<const Graph *> out;
+  for (const std::string &name : body_names(node))
+    if (const Graph *body = graph.find_subgraph(name))
+      out.push_back(body);
+  return out;
+}
 
 std::vector<ValueId> Graph::add_node(const std::string &op, const std::vector<ValueId> &operands, Attrs attrs,
                                      std::string name) {

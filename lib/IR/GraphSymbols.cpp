@@ -22,10 +22,26 @@ void collect(const Graph &g, std::set<std::string> &out) {
 } // namespace
 
 std::vector<std::string> dim_symbols(const Graph &graph) {
+  // Every graph reachable from `graph` through its subgraph table and the
+  // bodies its nodes invoke, however deep, each once (a worklist, so neither
+  // depth nor a cycle of calls can overflow the stack).
   std::set<std::string> out;
-  collect(graph, out);
-  for (const auto &[name, sub] : graph.subgraphs())
-    collect(*sub, out); // subgraph bodies hold no subgraphs of their own
+  std::set<const Graph *> seen{&graph};
+  std::vector<const Graph *> work{&graph};
+  auto visit = [&](const Graph *g) {
+    if (seen.insert(g).second)
+      work.push_back(g);
+  };
+  while (!work.empty()) {
+    const Graph *g = work.back();
+    work.pop_back();
+    collect(*g, out);
+    for (const auto &[name, sub] : g->subgraphs())
+      visit(sub.get());
+    for (const Node &n : g->nodes())
+      for (const Graph *body : node_bodies(*g, n))
+        visit(body);
+  }
   return {out.begin(), out.end()};
 }
 

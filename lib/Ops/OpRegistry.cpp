@@ -80,6 +80,12 @@ std::vector<const OpDef *> OpRegistry::all() const {
 void OpRegistry::add(OpDef def) {
   if (ops_.count(def.name))
     throw Error(ErrorCode::Internal, "op '" + def.name + "' registered twice");
+  for (const std::string &body : def.body_attrs)
+    if (std::none_of(def.attrs.begin(), def.attrs.end(),
+                     [&](const AttrSpec &a) { return a.name == body && a.kind == AttrKind::string; }))
+      throw Error(ErrorCode::Internal, "op '" + def.name + "': body attribute '" + body + "' is not a string attribute");
+  if (def.traits.has(OpTrait::call) && def.body_attrs.size() != 1)
+    throw Error(ErrorCode::Internal, "op '" + def.name + "': a call declares exactly one body attribute");
   std::string name = def.name;
   ops_.emplace(std::move(name), std::move(def));
 }
@@ -188,11 +194,30 @@ OpTraits op_traits(const std::string &name) {
   return def ? def->traits : OpTraits();
 }
 
+bool has_bodies(const std::string &name) {
+  const OpDef *def = OpRegistry::instance().find(name);
+  return def && def->has_bodies();
+}
+
+bool is_call(const Node &node) { return op_traits(node.op).has(OpTrait::call); }
+
+const std::string *call_body_name(const Node &node) {
+  const OpDef *def = OpRegistry::instance().find(node.op);
+  if (!def || !def->has(OpTrait::call) || !node.attrs.has(def->body_attrs[0])) // add(): a call has one body
+    return nullptr;
+  return &node.attrs.get_string(def->body_attrs[0]);
+}
+
+const Graph *call_body(const Graph &graph, const Node &node) {
+  const std::string *name = call_body_name(node);
+  return name ? graph.find_subgraph(*name) : nullptr;
+}
+
 std::string op_traits_text(OpTraits t) {
   static const char *names[] = {"elementwise", "unary",     "binary",   "reduction",  "shape",
                                 "generator",   "gemm_like", "epilogue_safe", "device_libm_f64", "device_libm",
                                 "indirect",    "window",    "composite", "collective", "structural", "index_result",
-                                "rowwise"};
+                                "rowwise",     "strided",   "call"};
   std::string out;
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i)
     if (t.bits() & (1u << i))

@@ -12,14 +12,15 @@ namespace {
 
 OpDef call_op() {
   OpDef def;
-  def.name = "call";
-  def.traits = OpTrait::structural;
+  def.name = kSubgraphCallOp;
+  def.traits = OpTrait::structural | OpTrait::call;
   def.summary = "invokes a subgraph of the root graph";
   def.min_operands = 0;
   def.max_operands = -1;
-  def.attrs = {{"callee", AttrKind::string, std::nullopt, "subgraph name"}};
+  def.attrs = {{kSubgraphCalleeAttr, AttrKind::string, std::nullopt, "subgraph name"}};
+  def.body_attrs = {kSubgraphCalleeAttr};
   def.infer = [](const InferContext &c) {
-    const std::string &callee = c.attrs.get_string("callee");
+    const std::string &callee = c.attrs.get_string(kSubgraphCalleeAttr);
     const Graph *sub = c.graph ? c.graph->find_subgraph(callee) : nullptr;
     if (!sub)
       throw Error(ErrorCode::InvalidGraph, "call: no subgraph named '" + callee + "'");
@@ -37,7 +38,7 @@ OpDef call_op() {
     return out;
   };
   def.reference = [](const ReferenceContext &c) {
-    return c.run_graph(*c.graph.find_subgraph(c.attrs.get_string("callee")), c.operands);
+    return c.run_graph(*c.graph.find_subgraph(c.attrs.get_string(kSubgraphCalleeAttr)), c.operands);
   };
   return def;
 }

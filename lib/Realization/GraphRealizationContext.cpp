@@ -204,7 +204,7 @@ TensorTree GraphRealizationContext::call(const CallOptions &options, const Subgr
     }
   }
   ++cache_->calls;
-  std::vector<ValueId> results = graph_->add_node("call", operands, {{"callee", callee}}, instance);
+  std::vector<ValueId> results = graph_->add_node(kSubgraphCallOp, operands, {{kSubgraphCalleeAttr, callee}}, instance);
   std::vector<Tensor> leaves;
   for (ValueId id : results)
     leaves.push_back(Tensor::make_unrealized(this, {graph_->value(id)}));

@@ -174,8 +174,8 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
                      node.attrs)[0];
       continue;
     }
-    if (node.op == "call")
-      if (auto it = call_folds.find(node.attrs.get_string("callee")); it != call_folds.end())
+    if (const std::string *callee = call_body_name(node))
+      if (auto it = call_folds.find(*callee); it != call_folds.end())
         operands = fold_call_site_batch_norms(from, node, *from.find_subgraph(it->first), it->second, operands, ctx);
     if (int64_t bn = foldable_batch_norm(from, n, consumers); bn >= 0) {
       folded[bn] = true;
@@ -186,7 +186,7 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
                  (options.fuse_attention && node.op == "attention" && keeps_attention(from, node, options.attention_low_precision));
     std::vector<Tensor> results = whole                      ? std::vector<Tensor>{}
                                   : is_composite_op(node.op) ? rewrite(node, operands, layout)
-                                  : node.op == "call"      ? layout.rewrite_call(node, operands, calls)
+                                  : is_call(node)          ? layout.rewrite_call(node, operands, calls)
                                                            : layout.rewrite_matmul(node, operands);
     if (results.empty())
       results = ctx.record(node.op, operands, node.attrs);

@@ -3,6 +3,7 @@
 #include "maxc/Support/BulkMemory.h"
 #include "maxc/Support/FileSystem.h"
 
+#include "maxc/Ops/OpRegistry.h"
 #include "maxc/Ops/Ops.h"
 
 #include <cstring>
@@ -46,9 +47,13 @@ std::map<std::string, std::vector<bool>> constant_bound_inputs(const Graph &root
   std::map<std::string, std::vector<bool>> bound;
   std::set<std::string> excluded; // called from a subgraph body: its operands are not root constants
   for (const Node &n : root.nodes()) {
-    if (n.op != "call")
+    const std::string *call = call_body_name(n);
+    if (!call) { // another body-owning op binds no operand to an input
+      for (const std::string &body : body_names(n))
+        excluded.insert(body);
       continue;
-    const std::string &callee = n.attrs.get_string("callee");
+    }
+    const std::string &callee = *call;
     auto [it, fresh] = bound.try_emplace(callee, n.operands.size(), true);
     if (it->second.size() != n.operands.size()) { // a malformed graph: leave it alone
       excluded.insert(callee);
@@ -59,8 +64,8 @@ std::map<std::string, std::vector<bool>> constant_bound_inputs(const Graph &root
   }
   for (const auto &[name, sub] : root.subgraphs())
     for (const Node &n : sub->nodes())
-      if (n.op == "call")
-        excluded.insert(n.attrs.get_string("callee"));
+      for (const std::string &body : body_names(n))
+        excluded.insert(body);
   for (const auto &[name, sub] : root.subgraphs())
     if (auto it = bound.find(name); it != bound.end() && it->second.size() != sub->input_ids().size())
       excluded.insert(name);
@@ -137,9 +142,10 @@ std::vector<Tensor> MatmulLayout::rewrite_matmul(const Node &node, const std::ve
 
 std::vector<Tensor> MatmulLayout::rewrite_call(const Node &node, const std::vector<Tensor> &operands,
                                                const CallSiteLayout &layout) {
-  if (node.op != "call")
+  const std::string *callee = call_body_name(node);
+  if (!callee)
     return {};
-  auto it = layout.inputs.find(node.attrs.get_string("callee"));
+  auto it = layout.inputs.find(*callee);
   if (it == layout.inputs.end())
     return {};
   std::vector<Tensor> in = operands;
@@ -150,7 +156,7 @@ std::vector<Tensor> MatmulLayout::rewrite_call(const Node &node, const std::vect
     else
       in.push_back(t);
   }
-  return ctx_.record("call", in, node.attrs);
+  return ctx_.record(node.op, in, node.attrs);
 }
 
 } // namespace maxc

@@ -6,7 +6,8 @@
 // also the index into per-value tables such as the interpreter's environment.
 // Nodes are appended only after their operands exist, so node order is always
 // a topological order. Subgraphs (deduplicated module bodies) live in the
-// root graph's subgraph table and are invoked by `call` nodes.
+// root graph's subgraph table and are invoked by nodes whose op declares body
+// attributes (`call`'s "callee"): node_bodies() finds them.
 #pragma once
 
 #include "maxc/IR/Attribute.h"
@@ -68,6 +69,22 @@ class Graph;
 using NodeInference = std::vector<TensorType> (*)(const std::string &op, const std::vector<TensorType> &operands,
                                                   Attrs &attrs, const Graph *graph);
 void set_node_inference(NodeInference fn);
+
+/// Which string attributes of an op name the subgraph bodies its node invokes
+/// (each a subgraph of the root graph): the op's declaration, OpDef::body_attrs,
+/// installed by the op registry like NodeInference. Null for an op without
+/// bodies. set_body_attributes returns the hook it replaces.
+using BodyAttributes = const std::vector<std::string> *(*)(const std::string &op);
+BodyAttributes set_body_attributes(BodyAttributes fn);
+/// The attributes of `op` that name bodies; empty for an op without bodies
+/// (or an unknown op).
+const std::vector<std::string> &body_attributes(const std::string &op);
+/// The names of the bodies `node` invokes, in its op's declaration order.
+std::vector<std::string> body_names(const Node &node);
+/// The bodies `node`, a node of `graph`, invokes: looked up in the root
+/// graph's subgraph table (Graph::find_subgraph); a name with no subgraph is
+/// left out.
+std::vector<const Graph *> node_bodies(const Graph &graph, const Node &node);
 
 class Graph {
 public:

@@ -1,5 +1,6 @@
 // The symbolic dim names a graph uses: in its values' types and shape
-// attributes, its subgraphs' included. One walk for every layer that asks
+// attributes, those of its subgraphs and of the bodies its nodes invoke
+// (node_bodies) included, nested to any depth. One walk for every layer that asks
 // (the code generators' argument order, `--dim` name checks).
 #pragma once
 
@@ -10,7 +11,8 @@
 
 namespace maxc {
 
-/// Every symbol of the graph and of its subgraphs, sorted and unique.
+/// Every symbol of the graph, its subgraphs and the bodies its nodes invoke
+/// (recursively), sorted and unique.
 std::vector<std::string> dim_symbols(const Graph &graph);
 
 } // namespace maxc

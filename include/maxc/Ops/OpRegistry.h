@@ -23,6 +23,7 @@
 namespace maxc {
 
 class Graph;
+struct Node;
 
 struct AttrSpec {
   std::string name;
@@ -108,6 +109,12 @@ enum class OpTrait : uint32_t {
   /// unsqueeze, transpose, split, slice. The CPU's attention kernel reads
   /// such views of a stored buffer in place (codegen::strided_view).
   strided = 1u << 17,
+  /// A subgraph call: invokes its one body (OpDef::body_attrs) with operand i
+  /// as the body's input i, and its results are the body's outputs. Code
+  /// that relies on that binding (call-site constants, the emitted call)
+  /// asks is_call / call_body; code that only needs "this node runs a body"
+  /// asks node_bodies (IR/Graph.h).
+  call = 1u << 18,
 };
 
 /// A set of OpTraits.
@@ -154,14 +161,31 @@ struct OpDef {
   ReferenceFn reference;
   /// What the op is; see OpTrait.
   OpTraits traits;
+  /// Names of the op's string attributes that each name a subgraph body the
+  /// node invokes (a subgraph of the root graph); `call` declares {"callee"}.
+  /// IR code reaches them through body_attributes()/node_bodies()
+  /// (IR/Graph.h), which the registry installs; docs/adding-an-op.md.
+  std::vector<std::string> body_attrs;
 
   bool has(OpTraits t) const { return traits.has(t); }
+  /// Invokes subgraph bodies (declares body attributes).
+  bool has_bodies() const { return !body_attrs.empty(); }
   /// Fuses into its consumers (any of kElementalTraits).
   bool is_elemental() const { return traits.any(kElementalTraits); }
 };
 
 /// The traits of op `name`; none for an unknown op.
 OpTraits op_traits(const std::string &name);
+
+/// True when op `name` invokes subgraph bodies (OpDef::body_attrs).
+bool has_bodies(const std::string &name);
+/// True for a subgraph call (OpTrait::call).
+bool is_call(const Node &node);
+/// The name of the body a call invokes; null when `node` is not a call.
+const std::string *call_body_name(const Node &node);
+/// The body a call (a node of `graph`) invokes, from the root graph's
+/// subgraph table; null when `node` is not a call or names no subgraph.
+const Graph *call_body(const Graph &graph, const Node &node);
 
 class OpRegistry {
 public:

@@ -26,6 +26,13 @@ using NamedTensors = std::map<std::string, Tensor>;
 
 class GraphRealizationContext;
 
+/// The node a subgraph call records: op kSubgraphCallOp with the body's name
+/// in its string attribute kSubgraphCalleeAttr. lib/Ops/Structural.cpp defines
+/// the op from these names (Realization sits below Ops); code reading a graph
+/// asks the op's declaration instead (is_call, call_body, node_bodies).
+inline constexpr char kSubgraphCallOp[] = "call";
+inline constexpr char kSubgraphCalleeAttr[] = "callee";
+
 /// A subgraph body: given the body's context, its arguments and its
 /// parameters (all as tensors of the body graph), returns its results.
 using SubgraphBody = std::function<TensorTree(GraphRealizationContext &ctx, const std::vector<Tensor> &args,

@@ -1,5 +1,6 @@
 #include "Cpu/GemmPanels.h"
 
+#include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/BulkMemory.h"
 #include "maxc/Support/FileSystem.h"
 #include "maxc/Transforms/MatmulLayout.h"
@@ -59,7 +60,7 @@ PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans,
       for (auto [n, s] : uses[v]) {
         const Node &node = g->nodes()[n];
         bool gemm_b = s == 1 && node.operands[0] != v && matmul_uses_gemm(*g, plan, node);
-        if (!gemm_b && !(calls && node.op == "call"))
+        if (!gemm_b && !(calls && is_call(node)))
           return false;
       }
       return true;
@@ -78,9 +79,9 @@ PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans,
     changed = false;
     for (const Graph *g : graphs)
       for (const Node &n : g->nodes()) {
-        if (n.op != "call")
+        if (!is_call(n))
           continue;
-        const Graph *callee = root.find_subgraph(n.attrs.get_string("callee"));
+        const Graph *callee = call_body(root, n);
         for (size_t i = 0; i < n.operands.size(); ++i) {
           const ValueInfo &info = g->value_info(n.operands[i]);
           const Node *producer = info.producer >= 0 ? &g->nodes()[static_cast<size_t>(info.producer)] : nullptr;

@@ -175,9 +175,9 @@ private:
 
   void emit_kernel(size_t n) {
     const Node &node = g_.nodes()[n];
-    std::string lowering = cpu_lowering(node.op);
-    if (lowering == "call")
+    if (is_call(node))
       return emit_call(node);
+    std::string lowering = cpu_lowering(node.op);
     if (lowering == "matmul")
       return emit_matmul(node);
     if (lowering == "rows")
@@ -534,10 +534,10 @@ private:
   }
 
   void emit_call(const Node &node) {
-    const Graph *callee = g_.find_subgraph(node.attrs.get_string("callee"));
+    const Graph *callee = call_body(g_, node);
     EmittedGraph fns = mod_.functions.at(callee);
     const std::vector<size_t> *wino = nullptr;
-    if (auto it = mod_.winograd_inputs.find(node.attrs.get_string("callee")); it != mod_.winograd_inputs.end())
+    if (auto it = mod_.winograd_inputs.find(*call_body_name(node)); it != mod_.winograd_inputs.end())
       wino = &it->second;
     size_t count = node.operands.size() + node.results.size() + (wino ? wino->size() : 0);
     // The buffer table lives in the entry block. Weights (constants) are
@@ -949,8 +949,10 @@ private:
 } // namespace
 
 std::string cpu_lowering(const std::string &op) {
-  if (op == "call" || op == "constant")
-    return op; // a call of the subgraph's function; a global (or the weights blob)
+  if (op_traits(op).has(OpTrait::call))
+    return "call"; // a call of the subgraph's function
+  if (op == "constant")
+    return op; // a global (or the weights blob)
   if (op == "matmul")
     return op; // the register-blocked GEMM (f32) or dot-product loops
   if (op == "conv2d")

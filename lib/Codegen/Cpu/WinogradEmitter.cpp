@@ -3,6 +3,7 @@
 
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/IR/HostTensor.h"
+#include "maxc/Ops/OpRegistry.h"
 #include "maxc/Transforms/MatmulLayout.h"
 
 #include <llvm/IR/Intrinsics.h>
@@ -177,9 +178,10 @@ WinogradOnly plan_winograd_only(const Graph &root, const LoweringPlans &plans) {
           ms.insert(winograd_plan(g, n).m);
           continue;
         }
-        if (!calls || n.op != "call")
+        const std::string *callee = calls ? call_body_name(n) : nullptr;
+        if (!callee)
           return int64_t(0);
-        auto it = call_inputs.find(n.attrs.get_string("callee"));
+        auto it = call_inputs.find(*callee);
         if (it == call_inputs.end() || std::find(it->second.begin(), it->second.end(), s) == it->second.end())
           return int64_t(0);
         const Graph &sub = *root.find_subgraph(it->first);
@@ -243,8 +245,8 @@ void append_winograd_weights(const Graph &root, ByteChunks &blob, ConstantOffset
       if (conv_winograd_shape(g, n))
         if (const std::string *name = constant_name(n.operands[1]))
           names.insert({*name, winograd_plan(g, n).m});
-      if (n.op == "call")
-        if (auto it = call_inputs.find(n.attrs.get_string("callee")); it != call_inputs.end())
+      if (const std::string *callee = call_body_name(n))
+        if (auto it = call_inputs.find(*callee); it != call_inputs.end())
           for (size_t index : it->second)
             if (const std::string *name = constant_name(n.operands[index]))
               names.insert({*name, winograd_input_tile(*root.find_subgraph(it->first), index)});

@@ -1,6 +1,7 @@
 #include "Gpu/GpuHostEmitter.h"
 
 #include "WorkspaceLayout.h"
+#include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Error.h"
 
 #include <llvm/IR/Module.h>
@@ -113,7 +114,7 @@ private:
   }
 
   Value *emit_call(const Node &node) {
-    const Graph *callee = g_.find_subgraph(node.attrs.get_string("callee"));
+    const Graph *callee = call_body(g_, node);
     std::vector<ValueId> buffers(node.operands.begin(), node.operands.end());
     buffers.insert(buffers.end(), node.results.begin(), node.results.end());
     Value *table = entry_b_.CreateAlloca(b_.getPtrTy(), entry_b_.getInt64(static_cast<int64_t>(std::max<size_t>(buffers.size(), 1))));

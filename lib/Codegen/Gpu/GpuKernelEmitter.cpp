@@ -51,7 +51,7 @@ public:
     program.tag = tag_;
     for (size_t i = 0; i < plan_.kernels.size(); ++i) {
       const Node &node = g_.nodes()[plan_.kernels[i]];
-      if (node.op == "call") {
+      if (is_call(node)) {
         program.items.push_back({-1, &node});
         continue;
       }
@@ -222,7 +222,7 @@ private:
     std::set<ValueId> outputs(g_.output_ids().begin(), g_.output_ids().end());
     std::set<ValueId> call_operands;
     for (const Node &n : g_.nodes())
-      if (n.op == "call")
+      if (has_bodies(n.op))
         call_operands.insert(n.operands.begin(), n.operands.end());
     for (size_t pos = 0; pos < plan_.kernels.size(); ++pos) {
       const Node &node = g_.nodes()[plan_.kernels[pos]];
@@ -394,7 +394,7 @@ private:
           break;
         }
       }
-      if (!u || plan_.values[u].storage != Storage::temp || !only_reader(u) || only_reader(u)->op == "call")
+      if (!u || plan_.values[u].storage != Storage::temp || !only_reader(u) || has_bodies(only_reader(u)->op))
         continue;
       auto q = position.find(static_cast<size_t>(views.back() - g_.nodes().data()));
       if (q == position.end() || q->second <= p)
@@ -1375,9 +1375,10 @@ std::map<std::string, std::vector<bool>> constant_bound_params(const Graph &root
       for (size_t i = 0; i < g->input_ids().size(); ++i)
         input_index[g->input_ids()[i]] = i;
       for (const Node &n : g->nodes()) {
-        if (n.op != "call")
+        const std::string *body = call_body_name(n);
+        if (!body)
           continue;
-        auto callee = out.find(n.attrs.get_string("callee"));
+        auto callee = out.find(*body);
         if (callee == out.end())
           continue;
         for (size_t i = 0; i < n.operands.size() && i < callee->second.size(); ++i) {
@@ -1399,8 +1400,10 @@ std::map<std::string, std::vector<bool>> constant_bound_params(const Graph &root
 
 std::string gpu_kernel_kind(const std::string &op) {
   OpTraits traits = op_traits(op);
-  if (op == "call" || op == "constant")
-    return op; // a host-side call of the subgraph's launches; a weight in the blob
+  if (traits.has(OpTrait::call))
+    return "call"; // a host-side call of the subgraph's launches
+  if (op == "constant")
+    return op; // a weight in the blob
   if (op == "matmul" || op == "conv2d")
     return op; // tiled GEMMs through LDS (conv2d as an implicit GEMM)
   if (op == "attention")
@@ -1442,7 +1445,7 @@ uint64_t gpu_launch_count(const std::vector<GpuGraphProgram> &programs) {
         ++n;
         continue;
       }
-      std::string tag = "sub." + item.call->attrs.get_string("callee");
+      std::string tag = "sub." + *call_body_name(*item.call);
       for (const GpuGraphProgram &callee : programs)
         if (callee.tag == tag)
           n += count(callee);

@@ -16,6 +16,7 @@
 #include "OnnxTensor.h"
 
 #include "maxc/Frontend/OnnxLoader.h"
+#include "maxc/Ops/OpRegistry.h"
 #include "maxc/Ops/Ops.h"
 #include "maxc/Realization/EagerRealizationContext.h"
 #include "maxc/Realization/GraphRealizationContext.h"
@@ -1078,7 +1079,7 @@ LoadedModel load_onnx_model(const std::string &bytes, const std::string &path, c
     out.stats.nodes = g.nodes().size();
     out.stats.subgraph_definitions = g.subgraphs().size();
     for (const Node &n : g.nodes())
-      out.stats.subgraph_calls += n.op == "call";
+      out.stats.subgraph_calls += is_call(n);
     for (const auto &[name, data] : g.constants()) {
       ++out.stats.constants;
       out.stats.constant_bytes += data.nbytes();
