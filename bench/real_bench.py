@@ -324,7 +324,7 @@ def main():
 
     print()
     head = "| model | package@version | input | correct: cpu vs ref / vs ORT (max rel err) |"
-    head += "".join(" ORT/maxc %dT |" % t for t in threads)
+    head += "".join(" ORT/maxc, %d thread%s (ORT / maxc ms) |" % (t, "s"[:t > 1]) for t in threads)
     print(head)
     print("|---|---|---|---|" + "---:|" * len(threads))
     for r in rows:
