@@ -2,8 +2,6 @@
 
 #include "maxc/Support/Error.h"
 
-#include <cctype>
-
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
@@ -30,8 +28,44 @@ void return_if(llvm::IRBuilder<> &b, llvm::Value *cond, llvm::Value *status, con
   b.SetInsertPoint(ok);
 }
 
+llvm::Value *emit_dim(llvm::IRBuilder<> &b, const Dim &d, const std::function<llvm::Value *(const DimAtom &)> &atom,
+                      const std::function<llvm::Value *(llvm::Value *, llvm::Value *)> &mul,
+                      const std::function<llvm::Value *(llvm::Value *, llvm::Value *, bool subtract)> &add_sub) {
+  std::vector<DimTerm> terms = d.terms();
+  if (terms.empty())
+    terms.push_back({0, {}});
+  llvm::Value *total = b.getInt64(0);
+  for (const DimTerm &t : terms) {
+    uint64_t mag = t.coeff < 0 ? 0 - static_cast<uint64_t>(t.coeff) : static_cast<uint64_t>(t.coeff);
+    llvm::Value *product = b.getInt64(1);
+    if (t.factors.empty() || mag != 1)
+      product = mul(product, b.getInt64(static_cast<int64_t>(mag)));
+    for (const DimAtom &a : t.factors)
+      product = mul(product, atom(a));
+    total = add_sub(total, product, t.coeff < 0);
+  }
+  return total;
+}
+
+llvm::Value *emit_derived_atom(llvm::IRBuilder<> &b, const DimAtom &atom,
+                               const std::function<llvm::Value *(const Dim &)> &operand) {
+  if (atom.kind() == DimAtom::Kind::FloorDiv) {
+    // q = n / d rounded toward 0, minus 1 where the remainder is negative (d > 0).
+    llvm::Value *n = operand(atom.args()[0]), *d = operand(atom.args()[1]);
+    llvm::Value *q = b.CreateSDiv(n, d), *r = b.CreateSRem(n, d);
+    return b.CreateSub(q, b.CreateZExt(b.CreateICmpSLT(r, b.getInt64(0)), b.getInt64Ty()));
+  }
+  if (atom.is_symbol())
+    throw Error(ErrorCode::Internal, "emit_derived_atom on the symbol '" + atom.symbol() + "'");
+  llvm::Intrinsic::ID id = atom.kind() == DimAtom::Kind::Min ? llvm::Intrinsic::smin : llvm::Intrinsic::smax;
+  llvm::Value *v = operand(atom.args().front());
+  for (size_t i = 1; i < atom.args().size(); ++i)
+    v = b.CreateBinaryIntrinsic(id, v, operand(atom.args()[i]));
+  return v;
+}
+
 llvm::Value *dims_invalid(llvm::IRBuilder<> &b, llvm::Value *dims, const std::vector<std::string> &symbols,
-                          const std::string &bound) {
+                          const Dim &bound) {
   llvm::Type *i64 = b.getInt64Ty();
   llvm::Module *m = b.GetInsertBlock()->getModule();
   std::vector<llvm::Value *> values;
@@ -40,41 +74,31 @@ llvm::Value *dims_invalid(llvm::IRBuilder<> &b, llvm::Value *dims, const std::ve
     values.push_back(b.CreateLoad(i64, b.CreateConstGEP1_64(i64, dims, i)));
     bad = b.CreateOr(bad, b.CreateICmpUGT(values.back(), b.getInt64(int64_t(1) << 40)));
   }
-  // The bound's canonical text: terms "c*a*b" joined by '+' or '-'.
   auto checked = [&](llvm::Intrinsic::ID id, llvm::Value *x, llvm::Value *y) {
     llvm::Function *fn = llvm::Intrinsic::getDeclaration(m, id, {i64});
     llvm::Value *pair = b.CreateCall(fn, {x, y});
     bad = b.CreateOr(bad, b.CreateExtractValue(pair, 1));
     return b.CreateExtractValue(pair, 0);
   };
-  llvm::Value *total = b.getInt64(0);
-  size_t i = 0;
-  while (i < bound.size()) {
-    bool negative = false;
-    if (bound[i] == '+' || bound[i] == '-')
-      negative = bound[i++] == '-';
-    size_t end = bound.find_first_of("+-", i);
-    std::string term = bound.substr(i, end == std::string::npos ? std::string::npos : end - i);
-    i = end == std::string::npos ? bound.size() : end;
-    llvm::Value *product = b.getInt64(1);
-    for (size_t f = 0; f <= term.size();) {
-      size_t star = term.find('*', f);
-      std::string factor = term.substr(f, star == std::string::npos ? std::string::npos : star - f);
-      f = star == std::string::npos ? term.size() + 1 : star + 1;
-      llvm::Value *v = nullptr;
-      if (!factor.empty() && std::isdigit(static_cast<unsigned char>(factor[0])))
-        v = b.getInt64(static_cast<int64_t>(std::stoull(factor)));
-      else
-        for (size_t s = 0; s < symbols.size(); ++s)
-          if (symbols[s] == factor)
-            v = values[s];
-      if (!v)
-        throw Error(ErrorCode::Internal, "workspace bound '" + bound + "' names '" + factor + "', not a dim");
-      product = checked(llvm::Intrinsic::smul_with_overflow, product, v);
+  auto mul = [&](llvm::Value *x, llvm::Value *y) { return checked(llvm::Intrinsic::smul_with_overflow, x, y); };
+  auto add_sub = [&](llvm::Value *x, llvm::Value *y, bool subtract) {
+    return checked(subtract ? llvm::Intrinsic::ssub_with_overflow : llvm::Intrinsic::sadd_with_overflow, x, y);
+  };
+  std::function<llvm::Value *(const Dim &)> value;
+  std::function<llvm::Value *(const DimAtom &)> atom = [&](const DimAtom &a) -> llvm::Value * {
+    if (a.is_symbol()) {
+      for (size_t s = 0; s < symbols.size(); ++s)
+        if (symbols[s] == a.symbol())
+          return values[s];
+      throw Error(ErrorCode::Internal, "workspace bound '" + bound.to_string() + "' names '" + a.symbol() +
+                                           "', not a dim");
     }
-    total = checked(negative ? llvm::Intrinsic::ssub_with_overflow : llvm::Intrinsic::sadd_with_overflow, total,
-                    product);
-  }
+    if (a.kind() == DimAtom::Kind::FloorDiv) // a divisor must be positive
+      bad = b.CreateOr(bad, b.CreateICmpSLE(value(a.args()[1]), b.getInt64(0)));
+    return emit_derived_atom(b, a, value);
+  };
+  value = [&](const Dim &d) { return emit_dim(b, d, atom, mul, add_sub); };
+  value(bound);
   return bad;
 }
 

@@ -25,10 +25,25 @@ void return_if(llvm::IRBuilder<> &b, llvm::Value *cond, llvm::Value *status,
 
 /// i1, true when NAME_run must report INVALID_DIM for the dims in `dims`
 /// (an i64 per symbol): a dim negative or above 2^40, or the workspace
-/// bound `bound` (Dim::to_string() text, a polynomial in the symbols)
-/// overflowing int64. NAME_workspace_size returns -1 for the same dims.
+/// bound `bound` (bytes, a Dim over the symbols) overflowing int64 (or
+/// dividing by a divisor that is not positive). NAME_workspace_size returns
+/// -1 for the same dims.
 llvm::Value *dims_invalid(llvm::IRBuilder<> &b, llvm::Value *dims, const std::vector<std::string> &symbols,
-                          const std::string &bound);
+                          const Dim &bound);
+
+/// The value of `d`, built term by term in Dim::terms() order: each term is
+/// 1 * |coeff| (where the coefficient prints, as in to_string) * its atoms,
+/// added to or subtracted from a total starting at 0; Dim(0) is the single
+/// term 0. `mul` and `add_sub` build the arithmetic (plain or checked),
+/// `atom` the value of each atom.
+llvm::Value *emit_dim(llvm::IRBuilder<> &b, const Dim &d, const std::function<llvm::Value *(const DimAtom &)> &atom,
+                      const std::function<llvm::Value *(llvm::Value *, llvm::Value *)> &mul,
+                      const std::function<llvm::Value *(llvm::Value *, llvm::Value *, bool subtract)> &add_sub);
+
+/// A derived atom (min, max, floordiv; Dim.h) from the values of its
+/// operands (`operand`); floordiv rounds toward -inf for a positive divisor.
+llvm::Value *emit_derived_atom(llvm::IRBuilder<> &b, const DimAtom &atom,
+                               const std::function<llvm::Value *(const Dim &)> &operand);
 
 /// `mem` (from an allocator giving `size + 64` bytes) rounded up to 64.
 llvm::Value *align_to_64(llvm::IRBuilder<> &b, llvm::Value *mem);

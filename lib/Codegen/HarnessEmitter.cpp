@@ -7,7 +7,6 @@
 #include "maxc/Support/Version.h"
 
 #include <algorithm>
-#include <cctype>
 
 namespace maxc {
 
@@ -87,30 +86,42 @@ std::string quote(const std::string &s) {
 }
 
 // A dim as a C expression over `array[k]`, k the symbol's index in the
-// interface's dims: "4*seq+1" → "(INT64_C(4)*d[1]+INT64_C(1))".
+// interface's dims, from its terms: "4*seq+1" → "(INT64_C(4)*d[1]+INT64_C(1))";
+// min/max/floordiv atoms as conditional / division expressions.
 std::string c_dim(const Dim &dim, const std::vector<std::string> &symbols, const std::string &array) {
-  std::string text = dim.to_string(), out;
-  for (size_t i = 0; i < text.size();) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
-    if (std::isalpha(c) || c == '_') {
-      size_t j = i;
-      while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_'))
-        ++j;
-      std::string symbol = text.substr(i, j - i);
-      auto it = std::find(symbols.begin(), symbols.end(), symbol);
-      if (it == symbols.end())
-        throw Error(ErrorCode::Internal, "dim '" + text + "' uses '" + symbol + "', which is not a dim of the interface");
-      out += array + "[" + std::to_string(it - symbols.begin()) + "]";
-      i = j;
-    } else if (std::isdigit(c)) {
-      size_t j = i;
-      while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j])))
-        ++j;
-      out += "INT64_C(" + text.substr(i, j - i) + ")";
-      i = j;
-    } else {
-      out += text[i++];
+  std::string out;
+  std::vector<DimTerm> terms = dim.terms();
+  if (terms.empty())
+    terms.push_back({0, {}});
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const DimTerm &t = terms[i];
+    if (i || t.coeff < 0)
+      out += t.coeff < 0 ? "-" : "+";
+    uint64_t mag = t.coeff < 0 ? 0 - static_cast<uint64_t>(t.coeff) : static_cast<uint64_t>(t.coeff);
+    std::string body;
+    if (t.factors.empty() || mag != 1)
+      body = "INT64_C(" + std::to_string(mag) + ")";
+    for (const DimAtom &a : t.factors) {
+      std::string factor;
+      if (a.is_symbol()) {
+        auto it = std::find(symbols.begin(), symbols.end(), a.symbol());
+        if (it == symbols.end())
+          throw Error(ErrorCode::Internal, "dim '" + dim.to_string() + "' uses '" + a.symbol() +
+                                               "', which is not a dim of the interface");
+        factor = array + "[" + std::to_string(it - symbols.begin()) + "]";
+      } else {
+        factor = c_dim(a.args()[0], symbols, array);
+        for (size_t k = 1; k < a.args().size(); ++k) {
+          std::string x = factor, y = c_dim(a.args()[k], symbols, array);
+          if (a.kind() == DimAtom::Kind::FloorDiv) // y > 0: truncation, minus 1 for a negative remainder
+            factor = "(" + x + "/" + y + "-(" + x + "%" + y + "<0))";
+          else
+            factor = "(" + x + (a.kind() == DimAtom::Kind::Min ? "<" : ">") + y + "?" + x + ":" + y + ")";
+        }
+      }
+      body += (body.empty() ? "" : "*") + factor;
     }
+    out += body;
   }
   return "(" + out + ")";
 }

@@ -84,7 +84,7 @@ static uint64_t abi_hash(const ModelInterface &m) {
   return fnv1a64(text);
 }
 
-std::string emit_c_header(const ModelInterface &m, const std::string &workspace_bound) {
+std::string emit_c_header(const ModelInterface &m, const Dim &workspace_bound) {
   const std::string N = upper(m.name);
   std::string guard = N + "_MAXC_H";
   std::string h;
@@ -134,10 +134,10 @@ std::string emit_c_header(const ModelInterface &m, const std::string &workspace_
   h += "#define " + N + "_NUM_OUTPUTS " + std::to_string(m.outputs.size()) + "\n";
   h += "#define " + N + "_NUM_DIMS " + std::to_string(m.symbols.size()) + "\n";
   h += "#define " + N + "_CONSTANT_BYTES " + std::to_string(m.constant_bytes) + "ull\n";
-  if (workspace_bound.find_first_not_of("0123456789") == std::string::npos)
-    h += "#define " + N + "_WORKSPACE_BYTES_MAX " + workspace_bound + "ull\n\n";
+  if (workspace_bound.is_static() && workspace_bound.value() >= 0)
+    h += "#define " + N + "_WORKSPACE_BYTES_MAX " + workspace_bound.to_string() + "ull\n\n";
   else
-    h += "/* Workspace bytes, at most: " + workspace_bound + " (see " + m.name + "_workspace_size). */\n\n";
+    h += "/* Workspace bytes, at most: " + workspace_bound.to_string() + " (see " + m.name + "_workspace_size). */\n\n";
 
   std::string params;
   for (const auto &t : m.inputs)
@@ -192,7 +192,7 @@ std::string emit_c_header(const ModelInterface &m, const std::string &workspace_
 }
 
 std::string emit_gpu_c_header(const ModelInterface &m, const std::vector<std::string> &arches,
-                              const std::string &bound, bool cuda) {
+                              const Dim &bound, bool cuda) {
   const std::string N = upper(m.name);
   std::string guard = N + "_GPU_H";
   std::string h;
@@ -231,7 +231,7 @@ std::string emit_gpu_c_header(const ModelInterface &m, const std::vector<std::st
   h += ", void *workspace, void *stream);\n";
   h += "int32_t " + m.name + "_run_packed(" + m.name +
        "_context *ctx, void *const *buffers, const int64_t *dims, void *workspace, void *stream);\n";
-  h += "/* At most " + bound + " bytes; -1 for dims " + m.name + "_run rejects. */\nint64_t " + m.name +
+  h += "/* At most " + bound.to_string() + " bytes; -1 for dims " + m.name + "_run rejects. */\nint64_t " + m.name +
        "_workspace_size(";
   for (size_t i = 0; i < m.symbol_params.size(); ++i)
     h += (i ? ", int64_t " : "int64_t ") + m.symbol_params[i];

@@ -1,9 +1,10 @@
 #include "WorkspaceLayout.h"
 
+#include "EntryPointUtil.h"
+
 #include <llvm/IR/Module.h>
 
 #include <algorithm>
-#include <cctype>
 #include <set>
 
 namespace maxc::codegen {
@@ -25,39 +26,16 @@ Value *DimValues::symbol(const std::string &name) {
 Value *DimValues::get(const Dim &d) {
   if (d.is_static())
     return entry_.getInt64(d.value());
-  std::string text = d.to_string();
-  if (auto it = polynomials_.find(text); it != polynomials_.end())
+  if (auto it = polynomials_.find(d); it != polynomials_.end())
     return it->second;
-  // Dim keeps its terms private; rebuild them from the canonical text
-  // ("2*batch*seq+seq-3"), which is exactly what Dim::parse accepts.
-  Value *total = entry_.getInt64(0);
-  size_t pos = 0;
-  while (pos < text.size()) {
-    bool negative = false;
-    if (text[pos] == '+' || text[pos] == '-') {
-      negative = text[pos] == '-';
-      ++pos;
-    }
-    size_t end = text.find_first_of("+-", pos);
-    if (end == std::string::npos)
-      end = text.size();
-    std::string term = text.substr(pos, end - pos);
-    Value *product = entry_.getInt64(1);
-    size_t start = 0;
-    while (start <= term.size()) {
-      size_t star = term.find('*', start);
-      if (star == std::string::npos)
-        star = term.size();
-      std::string factor = term.substr(start, star - start);
-      Value *f = std::isdigit(static_cast<unsigned char>(factor[0])) ? entry_.getInt64(std::stoll(factor))
-                                                                      : symbol(factor);
-      product = entry_.CreateMul(product, f);
-      start = star + 1;
-    }
-    total = negative ? entry_.CreateSub(total, product) : entry_.CreateAdd(total, product);
-    pos = end;
-  }
-  return polynomials_[text] = total;
+  Value *total = emit_dim(
+      entry_, d,
+      [&](const DimAtom &a) {
+        return a.is_symbol() ? symbol(a.symbol()) : emit_derived_atom(entry_, a, [&](const Dim &x) { return get(x); });
+      },
+      [&](Value *x, Value *y) { return entry_.CreateMul(x, y); },
+      [&](Value *x, Value *y, bool subtract) { return subtract ? entry_.CreateSub(x, y) : entry_.CreateAdd(x, y); });
+  return polynomials_[d] = total;
 }
 
 WorkspaceLayout::WorkspaceLayout(const LoweringPlan &plan, DimValues &dims, llvm::IRBuilder<> &entry)

@@ -18,7 +18,8 @@ namespace maxc::codegen {
 
 /// The values of symbolic dims in one function: each symbol loaded once
 /// from the function's dims array (one i64 per symbol, in `symbols` order),
-/// each polynomial computed once, in the entry block (`entry`).
+/// each polynomial (and min/max/floordiv atom) computed once, in the entry
+/// block (`entry`), from Dim::terms().
 class DimValues {
 public:
   DimValues(llvm::IRBuilder<> &entry, llvm::Value *dims, const std::vector<std::string> &symbols);
@@ -30,7 +31,8 @@ private:
   llvm::IRBuilder<> &entry_;
   llvm::Value *dims_;
   const std::vector<std::string> &symbols_;
-  std::map<std::string, llvm::Value *> symbols_loaded_, polynomials_;
+  std::map<std::string, llvm::Value *> symbols_loaded_;
+  std::map<Dim, llvm::Value *> polynomials_;
 };
 
 /// The workspace of one graph in one function: slots in plan order, each

@@ -135,7 +135,7 @@ void plan(PlannedModel &p, const std::string &name, const PlanOptions &options) 
   p.kernels.push_back("main: " + std::to_string(p.plans.at(p.lowered.get()).kernels.size()) + " kernels");
   for (const auto &[sub_name, sub] : p.lowered->subgraphs())
     p.kernels.push_back("sub." + sub_name + ": " + std::to_string(p.plans.at(sub.get()).kernels.size()) + " kernels");
-  p.workspace_bound = workspace_bound(*p.lowered, &p.plans).to_string();
+  p.workspace_bound = workspace_bound(*p.lowered, &p.plans);
   p.interface.workspace_bound = p.abi.workspace_bound = p.workspace_bound;
 }
 
@@ -270,7 +270,7 @@ void artifacts(Compilation &c) {
 std::string manifest(Compilation &c, const ArtifactWriter &writer) {
   ManifestInputs info;
   info.section = c.output.manifest;
-  info.workspace_bytes = c.planned.workspace_bound;
+  info.workspace_bytes = c.planned.workspace_bound.to_string();
   info.kernels = c.planned.kernels;
   std::vector<std::pair<std::string, uint64_t>> digests = c.input_digests.get();
   for (size_t i = 0; i < c.model.files_read.size(); ++i)

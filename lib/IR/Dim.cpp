@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <functional>
+#include <numeric>
 
 namespace maxc {
 
@@ -27,6 +29,50 @@ static int64_t mul_checked(int64_t a, int64_t b) {
   return r;
 }
 
+// --- atoms ------------------------------------------------------------
+
+DimAtom::DimAtom(std::string symbol) : kind_(Kind::Symbol), symbol_(std::move(symbol)) {}
+
+DimAtom::DimAtom(Kind kind, std::vector<Dim> args)
+    : kind_(kind), args_(std::make_shared<const std::vector<Dim>>(std::move(args))) {
+  if (kind == Kind::Symbol)
+    throw Error(ErrorCode::Internal, "a symbol atom takes a name, not operands");
+}
+
+const std::string &DimAtom::symbol() const {
+  if (kind_ != Kind::Symbol)
+    throw Error(ErrorCode::Internal, "dim atom '" + to_string() + "' is not a symbol");
+  return symbol_;
+}
+
+const std::vector<Dim> &DimAtom::args() const {
+  static const std::vector<Dim> none;
+  return args_ ? *args_ : none;
+}
+
+std::string DimAtom::to_string() const {
+  if (kind_ == Kind::Symbol)
+    return symbol_;
+  std::string out = kind_ == Kind::Min ? "min(" : kind_ == Kind::Max ? "max(" : "floordiv(";
+  for (size_t i = 0; i < args().size(); ++i)
+    out += (i ? "," : "") + args()[i].to_string();
+  return out + ")";
+}
+
+bool DimAtom::operator==(const DimAtom &o) const {
+  if (kind_ != o.kind_)
+    return false;
+  return kind_ == Kind::Symbol ? symbol_ == o.symbol_ : args() == o.args();
+}
+
+bool DimAtom::operator<(const DimAtom &o) const {
+  if (kind_ != o.kind_)
+    return kind_ < o.kind_;
+  return kind_ == Kind::Symbol ? symbol_ < o.symbol_ : args() < o.args();
+}
+
+// --- Dim ----------------------------------------------------------------
+
 Dim::Dim(int64_t value) {
   if (value != 0)
     terms_[{}] = value;
@@ -38,7 +84,19 @@ Dim::Dim(const std::string &symbol) {
   if (!is_identifier(symbol))
     throw Error(ErrorCode::InvalidArgument,
                 "invalid dim symbol '" + symbol + "' (expected an identifier like 'batch')");
-  terms_[{symbol}] = 1;
+  terms_[{DimAtom(symbol)}] = 1;
+}
+
+Dim Dim::atom(DimAtom a) {
+  Dim d;
+  d.terms_[{std::move(a)}] = 1;
+  return d;
+}
+
+const DimAtom *Dim::as_atom() const {
+  if (terms_.size() == 1 && terms_.begin()->first.size() == 1 && terms_.begin()->second == 1)
+    return &terms_.begin()->first.front();
+  return nullptr;
 }
 
 bool Dim::is_static() const { return terms_.empty() || (terms_.size() == 1 && terms_.begin()->first.empty()); }
@@ -50,61 +108,108 @@ int64_t Dim::value() const {
 }
 
 bool Dim::is_symbol() const {
-  return terms_.size() == 1 && terms_.begin()->first.size() == 1 && terms_.begin()->second == 1;
+  const DimAtom *a = as_atom();
+  return a && a->is_symbol();
 }
 
 const std::string &Dim::symbol() const {
   if (!is_symbol())
     throw Error(ErrorCode::Internal, "dim '" + to_string() + "' is not a bare symbol");
-  return terms_.begin()->first.front();
+  return terms_.begin()->first.front().symbol();
+}
+
+static void collect_symbols(const Dim &d, std::vector<std::string> &out) {
+  for (const DimTerm &t : d.terms())
+    for (const DimAtom &a : t.factors) {
+      if (a.is_symbol())
+        out.push_back(a.symbol());
+      for (const Dim &arg : a.args())
+        collect_symbols(arg, out);
+    }
 }
 
 std::vector<std::string> Dim::symbols() const {
   std::vector<std::string> out;
-  for (const auto &[mono, coeff] : terms_)
-    out.insert(out.end(), mono.begin(), mono.end());
+  collect_symbols(*this, out);
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<DimTerm> Dim::terms() const {
+  std::vector<DimTerm> out;
+  for (const auto &[mono, coeff] : terms_)
+    out.push_back({coeff, mono});
+  // Higher-degree terms first, constant last: "batch*seq+2*seq+1".
+  std::stable_sort(out.begin(), out.end(),
+                   [](const DimTerm &a, const DimTerm &b) { return a.factors.size() > b.factors.size(); });
   return out;
 }
 
 std::string Dim::to_string() const {
   if (terms_.empty())
     return "0";
-  // Higher-degree terms first, constant last: "batch*seq+2*seq+1".
-  std::vector<std::pair<Monomial, int64_t>> ordered(terms_.begin(), terms_.end());
-  std::stable_sort(ordered.begin(), ordered.end(),
-                   [](const auto &a, const auto &b) { return a.first.size() > b.first.size(); });
   std::string out;
   bool first = true;
-  for (const auto &[mono, coeff] : ordered) {
-    int64_t c = coeff;
+  for (const DimTerm &t : terms()) {
+    int64_t c = t.coeff;
     if (!first)
       out += c < 0 ? "-" : "+";
     else if (c < 0)
       out += "-";
     uint64_t mag = c < 0 ? 0 - static_cast<uint64_t>(c) : static_cast<uint64_t>(c);
     std::string body;
-    if (mono.empty() || mag != 1)
+    if (t.factors.empty() || mag != 1)
       body = std::to_string(mag);
-    for (const auto &s : mono)
-      body += (body.empty() ? "" : "*") + s;
+    for (const DimAtom &a : t.factors)
+      body += (body.empty() ? "" : "*") + a.to_string();
     out += body;
     first = false;
   }
   return out;
 }
 
+static int64_t floor_div_value(int64_t n, int64_t d) {
+  int64_t q = n / d;
+  if (n % d != 0 && ((n < 0) != (d < 0)))
+    --q;
+  return q;
+}
+
+static int64_t evaluate_atom(const DimAtom &a, const DimBindings &bindings) {
+  switch (a.kind()) {
+  case DimAtom::Kind::Symbol: {
+    auto it = bindings.find(a.symbol());
+    if (it == bindings.end())
+      throw Error(ErrorCode::UnboundDim, "symbolic dim '" + a.symbol() + "' has no value");
+    return it->second;
+  }
+  case DimAtom::Kind::Min:
+  case DimAtom::Kind::Max: {
+    int64_t r = a.args().front().evaluate(bindings);
+    for (const Dim &d : a.args()) {
+      int64_t v = d.evaluate(bindings);
+      r = a.kind() == DimAtom::Kind::Min ? std::min(r, v) : std::max(r, v);
+    }
+    return r;
+  }
+  case DimAtom::Kind::FloorDiv: {
+    int64_t n = a.args()[0].evaluate(bindings), d = a.args()[1].evaluate(bindings);
+    if (d <= 0)
+      throw Error(ErrorCode::InvalidArgument,
+                  "'" + a.to_string() + "' divides by " + std::to_string(d) + " (a divisor must be positive)");
+    return floor_div_value(n, d);
+  }
+  }
+  throw Error(ErrorCode::Internal, "unknown dim atom");
+}
+
 int64_t Dim::evaluate(const DimBindings &bindings) const {
   int64_t total = 0;
   for (const auto &[mono, coeff] : terms_) {
     int64_t term = coeff;
-    for (const auto &s : mono) {
-      auto it = bindings.find(s);
-      if (it == bindings.end())
-        throw Error(ErrorCode::UnboundDim, "symbolic dim '" + s + "' has no value");
-      term = mul_checked(term, it->second);
-    }
+    for (const DimAtom &a : mono)
+      term = mul_checked(term, evaluate_atom(a, bindings));
     total = add_checked(total, term);
   }
   return total;
@@ -149,7 +254,7 @@ std::optional<Dim> Dim::exact_div(const Dim &divisor) const {
     if (coeff % dc != 0)
       return std::nullopt;
     Monomial rest = mono;
-    for (const auto &s : dm) {
+    for (const DimAtom &s : dm) {
       auto it = std::find(rest.begin(), rest.end(), s);
       if (it == rest.end())
         return std::nullopt;
@@ -166,8 +271,88 @@ Dim operator/(const Dim &a, const Dim &b) {
   throw Error(ErrorCode::ShapeMismatch, "dim '" + a.to_string() + "' is not divisible by '" + b.to_string() + "'");
 }
 
-// Grammar: expr := term (('+'|'-') term)* ; term := factor ('*' factor)* ;
-// factor := integer | identifier.
+Dim Dim::min_max(DimAtom::Kind kind, const std::vector<Dim> &operands) {
+  if (operands.empty())
+    throw Error(ErrorCode::InvalidArgument, "min/max of no dims");
+  std::vector<Dim> args;
+  for (const Dim &d : operands) {
+    const DimAtom *a = d.as_atom();
+    if (a && a->kind() == kind) // min(min(a,b),c) = min(a,b,c)
+      args.insert(args.end(), a->args().begin(), a->args().end());
+    else
+      args.push_back(d);
+  }
+  std::sort(args.begin(), args.end());
+  args.erase(std::unique(args.begin(), args.end()), args.end());
+  // An operand that another exceeds (max) / undercuts (min) by a constant
+  // never wins, whatever the symbols are.
+  std::vector<Dim> kept;
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool loses = false;
+    for (size_t j = 0; j < args.size() && !loses; ++j) {
+      if (i == j)
+        continue;
+      Dim diff = args[j] - args[i];
+      loses = diff.is_static() && (kind == DimAtom::Kind::Max ? diff.value() > 0 : diff.value() < 0);
+    }
+    if (!loses)
+      kept.push_back(args[i]);
+  }
+  if (kept.size() == 1)
+    return kept.front();
+  return atom(DimAtom(kind, std::move(kept)));
+}
+
+Dim Dim::min(const std::vector<Dim> &operands) { return min_max(DimAtom::Kind::Min, operands); }
+Dim Dim::max(const std::vector<Dim> &operands) { return min_max(DimAtom::Kind::Max, operands); }
+Dim Dim::min(const Dim &a, const Dim &b) { return min(std::vector<Dim>{a, b}); }
+Dim Dim::max(const Dim &a, const Dim &b) { return max(std::vector<Dim>{a, b}); }
+
+Dim Dim::floor_div(const Dim &a, const Dim &divisor) {
+  if (divisor.is_static() && divisor.value() <= 0)
+    throw Error(ErrorCode::InvalidArgument, "floor_div of '" + a.to_string() + "' by " +
+                                                std::to_string(divisor.value()) + " (a divisor must be positive)");
+  // floor(floor(x/m)/n) = floor(x/(m*n)) for m, n > 0.
+  if (const DimAtom *inner = a.as_atom(); inner && inner->kind() == DimAtom::Kind::FloorDiv)
+    return floor_div(inner->args()[0], inner->args()[1] * divisor);
+  if (!divisor.is_static()) {
+    if (a.is_static() && a.value() == 0)
+      return Dim(0);
+    if (auto q = a.exact_div(divisor))
+      return *q;
+    return atom(DimAtom(DimAtom::Kind::FloorDiv, {a, divisor}));
+  }
+  int64_t k = divisor.value();
+  if (a.is_static())
+    return Dim(floor_div_value(a.value(), k));
+  // Each coefficient c = k*q + r with 0 <= r < k: the multiples of k leave
+  // the floor unchanged, the remainder stays inside it.
+  Dim q, r;
+  for (const auto &[mono, coeff] : a.terms_) {
+    int64_t qc = floor_div_value(coeff, k), rc = coeff - qc * k;
+    if (qc != 0)
+      q.terms_[mono] = qc;
+    if (rc != 0)
+      r.terms_[mono] = rc;
+  }
+  if (r.is_static()) // 0 <= r < k
+    return q;
+  int64_t g = k;
+  for (const auto &[mono, coeff] : r.terms_)
+    g = std::gcd(g, coeff);
+  if (g > 1) {
+    r = r / Dim(g);
+    k /= g;
+  }
+  if (const DimAtom *inner = r.as_atom(); inner && inner->kind() == DimAtom::Kind::FloorDiv)
+    return q + floor_div(inner->args()[0], inner->args()[1] * Dim(k));
+  return q + atom(DimAtom(DimAtom::Kind::FloorDiv, {r, Dim(k)}));
+}
+
+Dim Dim::ceil_div(const Dim &a, const Dim &divisor) { return Dim(0) - floor_div(Dim(0) - a, divisor); }
+
+// Grammar: expr := ['-'] term (('+'|'-') term)* ; term := factor ('*' factor)* ;
+// factor := integer | identifier | ('min'|'max'|'floordiv') '(' expr (',' expr)* ')' | '(' expr ')'.
 Dim Dim::parse(const std::string &text) {
   size_t pos = 0;
   auto fail = [&](const std::string &why) -> Error {
@@ -177,6 +362,16 @@ Dim Dim::parse(const std::string &text) {
     while (pos < text.size() && text[pos] == ' ')
       ++pos;
   };
+  auto peek = [&](char c) {
+    skip();
+    return pos < text.size() && text[pos] == c;
+  };
+  auto expect = [&](char c) {
+    if (!peek(c))
+      throw fail(std::string("expected '") + c + "'");
+    ++pos;
+  };
+  std::function<Dim()> expr;
   auto factor = [&]() -> Dim {
     skip();
     if (pos >= text.size())
@@ -187,40 +382,63 @@ Dim Dim::parse(const std::string &text) {
         v = add_checked(mul_checked(v, 10), text[pos++] - '0');
       return Dim(v);
     }
+    if (text[pos] == '(') {
+      ++pos;
+      Dim d = expr();
+      expect(')');
+      return d;
+    }
     size_t start = pos;
     while (pos < text.size() && (std::isalnum(static_cast<unsigned char>(text[pos])) || text[pos] == '_'))
       ++pos;
     if (start == pos)
       throw fail("unexpected '" + std::string(1, text[pos]) + "'");
-    return Dim(text.substr(start, pos - start));
+    std::string name = text.substr(start, pos - start);
+    if ((name == "min" || name == "max" || name == "floordiv") && peek('(')) {
+      ++pos;
+      std::vector<Dim> args{expr()};
+      while (peek(',')) {
+        ++pos;
+        args.push_back(expr());
+      }
+      expect(')');
+      if (name == "floordiv") {
+        if (args.size() != 2)
+          throw fail("floordiv takes two operands");
+        return floor_div(args[0], args[1]);
+      }
+      if (args.size() < 2)
+        throw fail(name + " takes two or more operands");
+      return name == "min" ? min(args) : max(args);
+    }
+    return Dim(name);
   };
   auto term = [&]() -> Dim {
     Dim d = factor();
-    skip();
-    while (pos < text.size() && text[pos] == '*') {
+    while (peek('*')) {
       ++pos;
       d = d * factor();
-      skip();
     }
     return d;
   };
+  expr = [&]() -> Dim {
+    bool negate = peek('-');
+    if (negate)
+      ++pos;
+    Dim d = term();
+    if (negate)
+      d = d * Dim(-1);
+    while (peek('+') || peek('-')) {
+      char op = text[pos++];
+      Dim t = term();
+      d = op == '+' ? d + t : d - t;
+    }
+    return d;
+  };
+  Dim d = expr();
   skip();
-  bool negate = pos < text.size() && text[pos] == '-';
-  if (negate)
-    ++pos;
-  Dim d = term();
-  if (negate)
-    d = d * Dim(-1);
-  skip();
-  while (pos < text.size()) {
-    char op = text[pos];
-    if (op != '+' && op != '-')
-      throw fail("unexpected '" + std::string(1, op) + "'");
-    ++pos;
-    Dim t = term();
-    d = op == '+' ? d + t : d - t;
-    skip();
-  }
+  if (pos < text.size())
+    throw fail("unexpected '" + std::string(1, text[pos]) + "'");
   return d;
 }
 

@@ -12,13 +12,13 @@
 namespace maxc {
 
 /// The CPU backend's header (NAME_run with host pointers).
-std::string emit_c_header(const ModelInterface &interface, const std::string &workspace_bound);
+std::string emit_c_header(const ModelInterface &interface, const Dim &workspace_bound);
 
 /// The GPU backends' header (NAME_init/NAME_run with a context, device
 /// pointers and a stream) for the given architectures: HIP (gfx names,
 /// NAME_hip_error) or, with `cuda`, the CUDA driver API (sm names,
 /// NAME_cuda_error).
 std::string emit_gpu_c_header(const ModelInterface &interface, const std::vector<std::string> &arches,
-                              const std::string &workspace_bound, bool cuda = false);
+                              const Dim &workspace_bound, bool cuda = false);
 
 } // namespace maxc

@@ -61,9 +61,9 @@ struct ModelInterface {
   std::vector<std::string> symbols; // symbolic dims, in argument order (the model's names)
   std::vector<std::string> symbol_params; // their C parameter names (mangled)
   uint64_t constant_bytes = 0;
-  /// Workspace bytes, at most: a polynomial in the symbols (Dim text; ""
-  /// when not planned). NAME_run rejects dims for which it overflows.
-  std::string workspace_bound;
+  /// Workspace bytes, at most: a Dim over the symbols (0 when not
+  /// planned). NAME_run rejects dims for which it overflows.
+  Dim workspace_bound;
   size_t subgraph_definitions = 0, subgraph_calls = 0;
   /// External weights: the blob's size and lanes64 checksum (Support/Sha256.h;
   /// 0 when embedded).

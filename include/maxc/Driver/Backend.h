@@ -61,7 +61,7 @@ struct PlannedModel {
   ModelInterface interface;       // of the source graph (header, manifest)
   ModelInterface abi;             // of the lowered graph (code generation)
   std::vector<std::string> kernels; // "main: 9 kernels", "sub.Block: 14 kernels"
-  std::string workspace_bound;      // bytes, polynomial in the dims
+  Dim workspace_bound;              // bytes, a Dim over the dims
   LoweringPlans plans;              // of `lowered` and its subgraphs (planned once)
 };
 

@@ -328,7 +328,7 @@ std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::
       decompose(canonical ? *canonical : graph, {/*keep_rowwise=*/true, /*fuse_attention=*/true});
   ModelInterface abi = describe_interface(*lowered, name);
   LoweringPlans plans = plan_lowering_all(*lowered, cpu_plan_options());
-  abi.workspace_bound = workspace_bound(*lowered, &plans).to_string();
+  abi.workspace_bound = workspace_bound(*lowered, &plans);
   return build_cpu_module(*lowered, abi, context, WeightsPlacement::ir, nullptr, &plans, vector_lanes);
 }
 

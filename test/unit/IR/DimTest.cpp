@@ -51,6 +51,114 @@ TEST_CASE("dims evaluate under bindings and detect overflow", "[ir][dim]") {
   MAXC_REQUIRE_ERROR(Dim::parse("99999999999999999999"), ErrorCode::DimOverflow, "overflow");
 }
 
+TEST_CASE("dim terms are public, in to_string order", "[ir][dim]") {
+  Dim b("batch"), s("seq");
+  CHECK(Dim(0).terms().empty());
+  std::vector<DimTerm> t = (b * s * 2 + s - 3).terms();
+  REQUIRE(t.size() == 3);
+  CHECK(t[0].coeff == 2);
+  REQUIRE(t[0].factors.size() == 2);
+  CHECK(t[0].factors[0].symbol() == "batch");
+  CHECK(t[0].factors[1].symbol() == "seq");
+  CHECK(t[1].coeff == 1);
+  REQUIRE(t[1].factors.size() == 1);
+  CHECK(t[1].factors[0].is_symbol());
+  CHECK(t[2].coeff == -3);
+  CHECK(t[2].factors.empty());
+  // A square repeats its atom.
+  std::vector<DimTerm> sq = (s * s).terms();
+  REQUIRE(sq.size() == 1);
+  CHECK(sq[0].factors.size() == 2);
+  // Derived atoms are factors like symbols, with their operands.
+  std::vector<DimTerm> m = (Dim::max(b, s) * 4).terms();
+  REQUIRE(m.size() == 1);
+  CHECK(m[0].coeff == 4);
+  REQUIRE(m[0].factors.size() == 1);
+  CHECK(m[0].factors[0].kind() == DimAtom::Kind::Max);
+  REQUIRE(m[0].factors[0].args().size() == 2);
+  CHECK(m[0].factors[0].args()[0] == b);
+  CHECK(m[0].factors[0].args()[1] == s);
+  MAXC_REQUIRE_ERROR(m[0].factors[0].symbol(), ErrorCode::Internal, "not a symbol");
+}
+
+TEST_CASE("dim min and max simplify what does not depend on the symbols", "[ir][dim]") {
+  Dim a("a"), b("b"), n("n");
+  CHECK(Dim::max(Dim(4), Dim(7)) == Dim(7));
+  CHECK(Dim::min(Dim(4), Dim(7)) == Dim(4));
+  CHECK(Dim::max(a, a) == a);
+  CHECK(Dim::max(n, n + 1) == n + 1);
+  CHECK(Dim::min(n, n + 1) == n);
+  CHECK(Dim::max(n * 2 - 3, n * 2) == n * 2);
+  CHECK(Dim::max(a, b) == Dim::max(b, a));
+  CHECK(Dim::max(a, b).to_string() == "max(a,b)");
+  CHECK(Dim::min(a, b).to_string() == "min(a,b)");
+  CHECK(Dim::max(Dim::max(a, b), n) == Dim::max({n, b, a}));
+  CHECK(Dim::max({a, b, n}).to_string() == "max(a,b,n)");
+  CHECK(Dim::max(Dim::min(a, b), a).to_string() == "max(a,min(a,b))");
+  CHECK_FALSE(Dim::max(a, b).is_static());
+  CHECK_FALSE(Dim::max(a, b).is_symbol());
+  CHECK(Dim::max(a, b) != Dim::min(a, b));
+  CHECK((Dim::max(a, b) * 2 + Dim::max(b, a)) == Dim::max(a, b) * 3);
+  CHECK((Dim::max(a, b) * n + 1).to_string() == "n*max(a,b)+1");
+  CHECK(Dim::max(a * n, 4).symbols() == std::vector<std::string>{"a", "n"});
+  CHECK(Dim::max(a, b).evaluate({{"a", 3}, {"b", 5}}) == 5);
+  CHECK(Dim::min(a, b).evaluate({{"a", 3}, {"b", 5}}) == 3);
+  CHECK(Dim::max({a, b, Dim(9)}).evaluate({{"a", 3}, {"b", 5}}) == 9);
+  MAXC_REQUIRE_ERROR(Dim::max(a, b).evaluate({{"a", 3}}), ErrorCode::UnboundDim, "'b'");
+  MAXC_REQUIRE_ERROR(Dim::max(std::vector<Dim>{}), ErrorCode::InvalidArgument, "no dims");
+}
+
+TEST_CASE("dim floor_div is exact where it can be and an atom otherwise", "[ir][dim]") {
+  Dim n("n"), m("m");
+  CHECK(Dim::floor_div(Dim(7), Dim(2)) == Dim(3));
+  CHECK(Dim::floor_div(Dim(-7), Dim(2)) == Dim(-4));
+  CHECK(Dim::floor_div(n * 4 + 8, 4) == n + 2);
+  CHECK(Dim::floor_div(n, 1) == n);
+  CHECK(Dim::floor_div(n * 4 + 5, 4) == n + 1);
+  CHECK(Dim::floor_div(n + 3, 4).to_string() == "floordiv(n+3,4)");
+  CHECK(Dim::floor_div(n * 5 + 3, 4).to_string() == "n+floordiv(n+3,4)");
+  CHECK(Dim::floor_div(n * 2, 4).to_string() == "floordiv(n,2)");
+  CHECK(Dim::floor_div(n - 1, 4).to_string() == "floordiv(n+3,4)-1");
+  CHECK(Dim::floor_div(Dim::floor_div(n, 2), 3) == Dim::floor_div(n, 6));
+  CHECK(Dim::floor_div(Dim::floor_div(n, 2) + 3, 3) == Dim::floor_div(n, 6) + 1);
+  CHECK(Dim::floor_div(n * m * 6, m * 3) == n * 2);
+  CHECK(Dim::floor_div(Dim(0), m) == Dim(0));
+  CHECK(Dim::floor_div(n, m).to_string() == "floordiv(n,m)");
+  CHECK(Dim::ceil_div(n, 4).to_string() == "n-floordiv(3*n,4)");
+  MAXC_REQUIRE_ERROR(Dim::floor_div(n, 0), ErrorCode::InvalidArgument, "positive");
+  MAXC_REQUIRE_ERROR(Dim::floor_div(n, -2), ErrorCode::InvalidArgument, "positive");
+  // Every form evaluates to the floor for every value, negative ones too.
+  for (int64_t v = -9; v <= 9; ++v) {
+    DimBindings at{{"n", v}, {"m", 3}};
+    auto floor_of = [](int64_t x, int64_t d) { return x >= 0 ? x / d : -((-x + d - 1) / d); };
+    CHECK(Dim::floor_div(n + 3, 4).evaluate(at) == floor_of(v + 3, 4));
+    CHECK(Dim::floor_div(n * 5 + 3, 4).evaluate(at) == floor_of(5 * v + 3, 4));
+    CHECK(Dim::floor_div(n - 1, 4).evaluate(at) == floor_of(v - 1, 4));
+    CHECK(Dim::floor_div(n * 2, 4).evaluate(at) == floor_of(2 * v, 4));
+    CHECK(Dim::ceil_div(n, 4).evaluate(at) == -floor_of(-v, 4));
+    CHECK(Dim::floor_div(n, m).evaluate(at) == floor_of(v, 3));
+    CHECK(Dim::floor_div(Dim::floor_div(n, 2), 3).evaluate(at) == floor_of(floor_of(v, 2), 3));
+  }
+  MAXC_REQUIRE_ERROR(Dim::floor_div(n, m).evaluate({{"n", 4}, {"m", 0}}), ErrorCode::InvalidArgument, "positive");
+}
+
+TEST_CASE("dims with derived atoms parse what to_string prints", "[ir][dim]") {
+  Dim a("a"), b("b"), n("n");
+  for (const Dim &d : {Dim::max(a, b), Dim::min({a, b, n * 2 + 1}), Dim::floor_div(n + 3, 4),
+                       Dim::floor_div(n * 5 - 7, 4) * a + 2, Dim::max(a, Dim::floor_div(n, b)) * Dim::min(a, 8) - 1,
+                       Dim::ceil_div(n, 4), Dim::max(Dim::min(a, b), n - 2)})
+    CHECK(Dim::parse(d.to_string()) == d);
+  CHECK(Dim::parse("max(a, b)") == Dim::max(a, b));
+  CHECK(Dim::parse("max(n,n+1)") == n + 1);
+  CHECK(Dim::parse("floordiv(4*n+8,4)") == n + 2);
+  CHECK(Dim::parse("2*(a+b)") == a * 2 + b * 2);
+  CHECK(Dim::parse("max") == Dim("max")); // a symbol named max
+  MAXC_REQUIRE_ERROR(Dim::parse("max(a)"), ErrorCode::InvalidArgument, "two or more");
+  MAXC_REQUIRE_ERROR(Dim::parse("floordiv(a,b,c)"), ErrorCode::InvalidArgument, "two operands");
+  MAXC_REQUIRE_ERROR(Dim::parse("max(a,b"), ErrorCode::InvalidArgument, "expected ')'");
+  MAXC_REQUIRE_ERROR(Dim::parse("a)"), ErrorCode::InvalidArgument, "unexpected ')'");
+}
+
 TEST_CASE("tensor types print and parse", "[ir][type]") {
   TensorType t(DType::f32, {Dim("batch"), 5});
   CHECK(t.to_string() == "f32[batch,5]");
