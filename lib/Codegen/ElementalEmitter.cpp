@@ -17,25 +17,25 @@ namespace maxc::codegen {
 
 using llvm::Value;
 
-llvm::Type *compute_type(llvm::LLVMContext &c, DType d) {
-  switch (d) {
-  case DType::f16: case DType::bf16: case DType::f32: return llvm::Type::getFloatTy(c);
-  case DType::f64: return llvm::Type::getDoubleTy(c);
-  case DType::i8: return llvm::Type::getInt8Ty(c);
-  case DType::i32: return llvm::Type::getInt32Ty(c);
-  case DType::i64: return llvm::Type::getInt64Ty(c);
-  case DType::boolean: return llvm::Type::getInt1Ty(c);
-  }
-  return nullptr;
+// The LLVM types of a dtype, from its class and width in the dtype table.
+static llvm::Type *float_type(llvm::LLVMContext &c, unsigned bits) {
+  return bits == 16 ? llvm::Type::getHalfTy(c) : bits == 32 ? llvm::Type::getFloatTy(c) : llvm::Type::getDoubleTy(c);
 }
 
+llvm::Type *compute_type(llvm::LLVMContext &c, DType d) {
+  const DTypeInfo &info = dtype_info(dtype_info(d).compute);
+  if (info.cls == DTypeClass::floating)
+    return float_type(c, info.bits);
+  return llvm::Type::getIntNTy(c, info.bits); // bool: i1
+}
+
+llvm::Type *accumulator_type(llvm::LLVMContext &c, DType d) { return compute_type(c, dtype_info(d).accumulator); }
+
 llvm::Type *memory_type(llvm::LLVMContext &c, DType d) {
-  switch (d) {
-  case DType::f16: return llvm::Type::getHalfTy(c);
-  case DType::bf16: return llvm::Type::getInt16Ty(c);
-  case DType::boolean: return llvm::Type::getInt8Ty(c);
-  default: return compute_type(c, d);
-  }
+  const DTypeInfo &info = dtype_info(d);
+  if (info.cls != DTypeClass::floating || d == DType::bf16) // bf16: its bits
+    return llvm::Type::getIntNTy(c, 8 * info.bytes);
+  return float_type(c, info.bits);
 }
 
 ElementalEmitter::ElementalEmitter(llvm::Module &module, const Graph &g, LoweringPlan plan,
@@ -161,7 +161,7 @@ Value *ElementalEmitter::widen(Value *v, DType dtype, llvm::Type *acc) {
     return v;
   if (is_float(dtype))
     return b_.CreateFPExt(v, acc);
-  return b_.CreateSExt(v, acc);
+  return is_signed(dtype) ? b_.CreateSExt(v, acc) : b_.CreateZExt(v, acc);
 }
 
 Value *ElementalEmitter::narrow(Value *v, DType dtype, llvm::Type *acc) {
@@ -332,7 +332,7 @@ Value *ElementalEmitter::compare(const ElementArgs &a, llvm::CmpInst::Predicate 
   Value *x = a.x[0], *y = a.x[1];
   if (is_float(a.in))
     return b_.CreateFCmp(fp, x, y);
-  return b_.CreateICmp(a.in == DType::boolean ? uint : sint, x, y);
+  return b_.CreateICmp(is_signed(a.in) ? sint : uint, x, y);
 }
 
 const std::map<std::string, ElementFormula> &ElementalEmitter::element_formulas() {
@@ -484,7 +484,9 @@ Value *ElementalEmitter::min_max(const ElementArgs &a, bool max) {
     Value *better = max ? b_.CreateFCmpOGT(x, y) : b_.CreateFCmpOLT(x, y);
     return b_.CreateSelect(b_.CreateOr(b_.CreateFCmpUNO(x, x), better), x, y);
   }
-  return b_.CreateSelect(max ? b_.CreateICmpSGT(x, y) : b_.CreateICmpSLT(x, y), x, y);
+  if (is_signed(a.in))
+    return b_.CreateSelect(max ? b_.CreateICmpSGT(x, y) : b_.CreateICmpSLT(x, y), x, y);
+  return b_.CreateSelect(max ? b_.CreateICmpUGT(x, y) : b_.CreateICmpULT(x, y), x, y);
 }
 
 Value *ElementalEmitter::tanh_f64(Value *x) {
@@ -510,8 +512,6 @@ Value *ElementalEmitter::cast(Value *x, DType from, DType to) {
   llvm::Type *t = compute_type(ctx_, to);
   if (from == to)
     return x;
-  if (from == DType::boolean)
-    return is_float(to) ? b_.CreateUIToFP(x, t) : b_.CreateZExt(x, t);
   if (to == DType::boolean)
     return is_float(from) ? b_.CreateFCmpUNE(x, llvm::ConstantFP::get(x->getType(), 0.0))
                           : b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
@@ -523,17 +523,19 @@ Value *ElementalEmitter::cast(Value *x, DType from, DType to) {
   if (is_float(from)) {
     // Truncate toward zero, saturate to i64 (NaN → 0), then wrap: as the reference.
     Value *i = b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {b_.getInt64Ty(), x->getType()}, {x});
-    return to == DType::i64 ? i : b_.CreateTrunc(i, t);
+    return t->getIntegerBitWidth() == 64 ? i : b_.CreateTrunc(i, t);
   }
+  // From an integer or bool: its signedness says how it extends.
+  bool sign = is_signed(from);
   if (is_float(to)) {
     // i64 → f32/f16/bf16 rounds through double first, as the reference
     // does (HostTensor::set_f64): past 2^53 a direct conversion can round
     // the other way (2^62 + 2^38 + 1 → f32).
-    if (from == DType::i64 && !t->isDoubleTy())
-      return b_.CreateFPTrunc(b_.CreateSIToFP(x, b_.getDoubleTy()), t);
-    return b_.CreateSIToFP(x, t);
+    if (dtype_info(from).bits == 64 && !t->isDoubleTy())
+      return b_.CreateFPTrunc(sign ? b_.CreateSIToFP(x, b_.getDoubleTy()) : b_.CreateUIToFP(x, b_.getDoubleTy()), t);
+    return sign ? b_.CreateSIToFP(x, t) : b_.CreateUIToFP(x, t);
   }
-  return b_.CreateSExtOrTrunc(x, t);
+  return sign ? b_.CreateSExtOrTrunc(x, t) : b_.CreateZExtOrTrunc(x, t);
 }
 
 Value *ElementalEmitter::literal(DType d, double v) {
@@ -653,7 +655,7 @@ Value *ElementalEmitter::reduction(const Node &node, const Index &out_idx) {
       r = prod ? b_.CreateFMul(a, v) : b_.CreateFAdd(a, v);
       llvm::cast<llvm::Instruction>(r)->setFastMathFlags(fmf); // lets the loop vectorize
     } else {
-      v = d == DType::boolean ? b_.CreateZExt(v, acc_t) : b_.CreateSExt(v, acc_t);
+      v = widen(v, d, acc_t);
       r = prod ? b_.CreateMul(a, v) : b_.CreateAdd(a, v);
     }
     b_.CreateStore(r, acc);

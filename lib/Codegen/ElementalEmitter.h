@@ -28,6 +28,9 @@ using Index = std::vector<llvm::Value *>;
 /// and stored in a "memory type" (f16 as half, bf16 as i16, bool as i8).
 llvm::Type *compute_type(llvm::LLVMContext &c, DType d);
 llvm::Type *memory_type(llvm::LLVMContext &c, DType d);
+/// The type a sum or product of `d` elements accumulates in (the dtype
+/// table's accumulator: f32 for f16/bf16/f32, f64, i64 for integers).
+llvm::Type *accumulator_type(llvm::LLVMContext &c, DType d);
 
 class ElementalEmitter;
 
@@ -115,6 +118,7 @@ protected:
   // Operand batch index for a broadcast batch dim.
   Index batch_index(const Shape &operand, const Shape &result, const Index &bidx);
 
+  /// `v` (a `dtype` element) extended to `acc`: floats FPExt, integers by signedness.
   Value *widen(Value *v, DType dtype, llvm::Type *acc);
   Value *narrow(Value *v, DType dtype, llvm::Type *acc);
 

@@ -60,18 +60,31 @@ std::string c_run_prototype(const ModelInterface &m, bool gpu) {
 namespace {
 
 // The T_* constant of the generated code for a dtype.
-const char *type_tag(DType d) {
-  switch (d) {
-  case DType::f16: return "T_F16";
-  case DType::bf16: return "T_BF16";
-  case DType::f32: return "T_F32";
-  case DType::f64: return "T_F64";
-  case DType::i8: return "T_I8";
-  case DType::i32: return "T_I32";
-  case DType::i64: return "T_I64";
-  case DType::boolean: return "T_BOOL";
+const char *type_tag(DType d) { return dtype_info(d).harness_tag.data(); }
+
+// The harnesses' dtype tables (in the enum's order), from the dtype table:
+// the T_* constants, type_names[] and type_sizes[] (the prelude's
+// DTYPE_TABLES) and the .npy descr each type is read from, type_descrs[]
+// (TYPE_DESCRS; a dtype NumPy lacks is read as its compute dtype: bf16 as f32).
+std::string dtype_tables() {
+  std::string tags, names, sizes;
+  for (const DTypeInfo &d : kDTypeInfo) {
+    const char *sep = tags.empty() ? "" : ", ";
+    tags += sep + std::string(d.harness_tag);
+    names += sep + std::string("\"") + std::string(d.name) + "\"";
+    sizes += sep + std::to_string(d.bytes);
   }
-  return "T_F32";
+  return "enum { " + tags + " };\nMAXC_UNUSED static const char *const type_names[] = {" + names +
+         "};\nMAXC_UNUSED static const size_t type_sizes[] = {" + sizes + "};";
+}
+
+std::string type_descrs() {
+  std::string descrs;
+  for (const DTypeInfo &d : kDTypeInfo) {
+    std::string_view descr = d.npy_descr.empty() ? dtype_info(d.compute).npy_descr : d.npy_descr;
+    descrs += (descrs.empty() ? "\"" : ", \"") + std::string(descr) + "\"";
+  }
+  return "static const char *const type_descrs[] = {" + descrs + "};";
 }
 
 // A C string literal.
@@ -240,9 +253,10 @@ std::string shape_statements(const std::vector<ModelInterface::Tensor> &ts, cons
 }
 
 // Shared C, first part: includes and dtype tables (before the model's tables).
-const std::string kPrelude = template_text(
+const std::string kPrelude = fill_template(template_text(
 #include "templates/harness_prelude.c"
-);
+                                                            ),
+                                              {{"DTYPE_TABLES", dtype_tables()}});
 
 // Shared C, second part: conversions, aligned buffers, --dim, shapes.
 const std::string kHelpers = template_text(
@@ -250,9 +264,10 @@ const std::string kHelpers = template_text(
 );
 
 // The .npy reader and the comparison (test harness only).
-const std::string kTestHelpers = template_text(
+const std::string kTestHelpers = fill_template(template_text(
 #include "templates/harness_test_helpers.c"
-);
+                                                                ),
+                                                  {{"TYPE_DESCRS", type_descrs()}});
 
 std::string file_comment(const ModelInterface &m, const std::string &file, const std::string &what,
                          const std::string &usage) {

@@ -41,19 +41,7 @@ std::vector<StatusInfo> status_codes(bool gpu) {
   return out;
 }
 
-const char *c_type_name(DType d) {
-  switch (d) {
-  case DType::f16: return "uint16_t"; // IEEE binary16 bits
-  case DType::bf16: return "uint16_t"; // bfloat16 bits
-  case DType::f32: return "float";
-  case DType::f64: return "double";
-  case DType::i8: return "int8_t";
-  case DType::i32: return "int32_t";
-  case DType::i64: return "int64_t";
-  case DType::boolean: return "uint8_t"; // 0 or 1
-  }
-  return "void";
-}
+const char *c_type_name(DType d) { return dtype_info(d).c_type.data(); }
 
 ModelInterface describe_interface(const Graph &graph, const std::string &name) {
   ModelInterface m;

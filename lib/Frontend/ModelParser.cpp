@@ -6,7 +6,6 @@
 
 #include "maxc/Frontend/ModelLoader.h"
 #include "maxc/Ops/OpRegistry.h"
-#include "maxc/Support/Float16.h"
 #include "maxc/Support/JsonCheck.h"
 
 #include <algorithm>
@@ -44,17 +43,16 @@ std::string not_representable(double v, DType dtype) {
   if (is_bool(dtype))
     return v == 0 || v == 1 ? "" : head + " (a bool is 0 or 1)";
   if (is_integer(dtype)) {
-    double lo = dtype == DType::i8 ? -128.0 : dtype == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
+    const DTypeInfo &info = dtype_info(dtype);
+    double lo = info.is_signed ? -std::ldexp(1.0, info.bits - 1) : 0.0;
+    double end = std::ldexp(1.0, info.bits - (info.is_signed ? 1 : 0)); // the first value past the range
     if (v != std::floor(v))
       return head + " (not an integer)";
-    if (v < lo || v >= -lo)
+    if (v < lo || v >= end)
       return head + " (out of range)";
     return "";
   }
-  bool finite = dtype == DType::f16    ? std::isfinite(half_bits_to_float(float_to_half_bits(static_cast<float>(v))))
-                : dtype == DType::bf16 ? std::isfinite(bfloat16_bits_to_float(float_to_bfloat16_bits(static_cast<float>(v))))
-                : dtype == DType::f32  ? std::isfinite(static_cast<float>(v))
-                                       : true;
+  bool finite = std::isfinite(HostTensor::scalar(dtype, v).get_f64(0)); // as the tensor will hold it
   return finite ? "" : head + " (outside its finite range; write \"inf\" or \"-inf\" for an infinity)";
 }
 
@@ -194,7 +192,7 @@ private:
     if (v.is_string())
       if (auto d = parse_dtype(v.get<std::string>()))
         return d;
-    schema(pointer, "unknown dtype " + v.dump() + " (expected one of f16, bf16, f32, f64, i8, i32, i64, bool)");
+    schema(pointer, "unknown dtype " + v.dump() + " (expected one of " + dtype_name_list() + ")");
     return std::nullopt;
   }
 

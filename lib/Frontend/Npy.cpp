@@ -26,18 +26,11 @@ constexpr size_t kMagicLen = 6;
 constexpr size_t kAlign = 64;             // NumPy's ARRAY_ALIGN
 constexpr size_t kGrowthAxisMaxDigits = 21; // NumPy's GROWTH_AXIS_MAX_DIGITS
 
-struct Descr {
-  DType dtype;
-  const char *text; // what NumPy writes
-};
-constexpr Descr kDescrs[] = {{DType::f16, "<f2"}, {DType::f32, "<f4"}, {DType::f64, "<f8"},
-                             {DType::i8, "|i1"},  {DType::i32, "<i4"}, {DType::i64, "<i8"},
-                             {DType::boolean, "|b1"}};
-
 std::string supported_descrs() {
   std::string s;
-  for (const auto &d : kDescrs)
-    s += (s.empty() ? "" : ", ") + std::string(d.text);
+  for (const DTypeInfo &d : kDTypeInfo)
+    if (!d.npy_descr.empty())
+      s += (s.empty() ? "" : ", ") + std::string(d.npy_descr);
   return s;
 }
 
@@ -55,14 +48,12 @@ DType parse_descr(const std::string &descr, const std::string &file) {
     order = base[0];
     base = base.substr(1);
   }
-  for (const auto &d : kDescrs) {
-    if (base != std::string(d.text + 1))
-      continue;
-    if (order == '>' && dtype_size(d.dtype) > 1)
+  if (std::optional<DType> d = dtype_from_npy_descr(base)) {
+    if (order == '>' && dtype_size(*d) > 1)
       throw npy_error("big-endian dtype '" + descr + "' is not supported; convert with a.astype('" +
-                          std::string(d.text) + "')",
+                          std::string(dtype_info(*d).npy_descr) + "')",
                       file);
-    return d.dtype;
+    return *d;
   }
   throw npy_error("unsupported dtype '" + descr + "' (maxc reads " + supported_descrs() + ")", file);
 }
@@ -293,10 +284,10 @@ Header parse_header(const std::string &text, uint64_t data_size, const std::stri
   return h;
 }
 
-const char *descr_for_write(const HostTensor &t) {
-  for (const auto &d : kDescrs)
-    if (d.dtype == t.dtype())
-      return d.text;
+std::string_view descr_for_write(const HostTensor &t) {
+  std::string_view descr = dtype_info(t.dtype()).npy_descr;
+  if (!descr.empty())
+    return descr;
   throw Error(ErrorCode::InvalidArgument,
               "cannot write " + describe(t) + " as .npy: NumPy has no " + std::string(dtype_name(t.dtype())) +
                   " dtype; cast to f32 first");
@@ -304,14 +295,14 @@ const char *descr_for_write(const HostTensor &t) {
 
 // The header NumPy's _write_array_header produces for `t` (C order).
 std::string npy_header(const HostTensor &t) {
-  const char *descr = descr_for_write(t);
+  std::string_view descr = descr_for_write(t);
   if (!t.valid())
     throw Error(ErrorCode::InvalidArgument, "cannot write " + describe(t) + " as .npy: it has no storage");
   std::string shape = "(";
   for (size_t i = 0; i < t.shape().size(); ++i)
     shape += (i ? ", " : "") + std::to_string(t.shape()[i]);
   shape += t.shape().size() == 1 ? ",)" : ")";
-  std::string dict = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string dict = std::string("{'descr': '") + std::string(descr) + "', 'fortran_order': False, 'shape': " + shape + ", }";
   // NumPy leaves room to grow the first axis in place.
   if (!t.shape().empty()) {
     size_t digits = std::to_string(t.shape()[0]).size();

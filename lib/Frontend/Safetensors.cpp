@@ -27,18 +27,10 @@ using json = nlohmann::json;
 // the work a hostile file can ask for.
 constexpr uint64_t kMaxHeaderSize = 100'000'000;
 
-struct DTypeSpelling {
-  DType dtype;
-  const char *name;
-};
-constexpr DTypeSpelling kSpellings[] = {
-    {DType::f16, "F16"}, {DType::bf16, "BF16"}, {DType::f32, "F32"}, {DType::f64, "F64"},
-    {DType::i8, "I8"},   {DType::i32, "I32"},   {DType::i64, "I64"}, {DType::boolean, "BOOL"}};
-
 std::string supported_dtypes() {
   std::string s;
-  for (const auto &sp : kSpellings)
-    s += (s.empty() ? "" : ", ") + std::string(sp.name);
+  for (const DTypeInfo &d : kDTypeInfo)
+    s += (s.empty() ? "" : ", ") + std::string(d.safetensors_name);
   return s;
 }
 
@@ -220,19 +212,9 @@ WritePlan plan_safetensors(const std::map<std::string, HostTensor> &tensors,
 
 } // namespace
 
-std::string safetensors_dtype_name(DType dtype) {
-  for (const auto &sp : kSpellings)
-    if (sp.dtype == dtype)
-      return sp.name;
-  return "?";
-}
+std::string safetensors_dtype_name(DType dtype) { return std::string(dtype_info(dtype).safetensors_name); }
 
-std::optional<DType> parse_safetensors_dtype(std::string_view name) {
-  for (const auto &sp : kSpellings)
-    if (name == sp.name)
-      return sp.dtype;
-  return std::nullopt;
-}
+std::optional<DType> parse_safetensors_dtype(std::string_view name) { return dtype_from_safetensors_name(name); }
 
 SafetensorsFile SafetensorsFile::parse(std::shared_ptr<const std::byte> owner, const std::byte *data,
                                        size_t size, std::string name) {

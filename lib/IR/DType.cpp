@@ -1,41 +1,53 @@
 #include "maxc/IR/DType.h"
 
+#include <iterator>
+
 namespace maxc {
 
-std::string_view dtype_name(DType dtype) {
-  switch (dtype) {
-  case DType::f16: return "f16";
-  case DType::bf16: return "bf16";
-  case DType::f32: return "f32";
-  case DType::f64: return "f64";
-  case DType::i8: return "i8";
-  case DType::i32: return "i32";
-  case DType::i64: return "i64";
-  case DType::boolean: return "bool";
-  }
-  return "?";
-}
+namespace {
 
-std::optional<DType> parse_dtype(std::string_view name) {
-  for (DType d : kAllDTypes)
-    if (dtype_name(d) == name)
-      return d;
+constexpr bool table_in_enum_order() {
+  if (std::size(kDTypeInfo) != std::size(kAllDTypes))
+    return false;
+  for (size_t i = 0; i < std::size(kDTypeInfo); ++i)
+    if (static_cast<size_t>(kDTypeInfo[i].dtype) != i || kAllDTypes[i] != kDTypeInfo[i].dtype)
+      return false;
+  return true;
+}
+static_assert(table_in_enum_order(), "kDTypeInfo and kAllDTypes list every dtype in the enum's order");
+
+template <typename Key, typename Field> std::optional<DType> find_dtype(Key key, Field field) {
+  for (const DTypeInfo &info : kDTypeInfo)
+    if (field(info) == key)
+      return info.dtype;
   return std::nullopt;
 }
 
-size_t dtype_size(DType dtype) {
-  switch (dtype) {
-  case DType::f16: case DType::bf16: return 2;
-  case DType::f32: case DType::i32: return 4;
-  case DType::f64: case DType::i64: return 8;
-  case DType::i8: case DType::boolean: return 1;
-  }
-  return 0;
+} // namespace
+
+std::optional<DType> parse_dtype(std::string_view name) {
+  return find_dtype(name, [](const DTypeInfo &i) { return i.name; });
 }
 
-bool is_float(DType d) {
-  return d == DType::f16 || d == DType::bf16 || d == DType::f32 || d == DType::f64;
+std::optional<DType> dtype_from_onnx_type(int32_t code) {
+  return find_dtype(code, [](const DTypeInfo &i) { return i.onnx_type; });
 }
-bool is_integer(DType d) { return d == DType::i8 || d == DType::i32 || d == DType::i64; }
+
+std::optional<DType> dtype_from_npy_descr(std::string_view descr) {
+  if (descr.empty())
+    return std::nullopt;
+  return find_dtype(descr, [](const DTypeInfo &i) { return i.npy_descr.empty() ? i.npy_descr : i.npy_descr.substr(1); });
+}
+
+std::optional<DType> dtype_from_safetensors_name(std::string_view name) {
+  return find_dtype(name, [](const DTypeInfo &i) { return i.safetensors_name; });
+}
+
+std::string dtype_name_list() {
+  std::string s;
+  for (const DTypeInfo &info : kDTypeInfo)
+    s += (s.empty() ? "" : ", ") + std::string(info.name);
+  return s;
+}
 
 } // namespace maxc

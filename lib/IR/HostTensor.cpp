@@ -55,24 +55,68 @@ std::vector<int64_t> HostTensor::strides() const {
   return s;
 }
 
-double HostTensor::get_f64(int64_t i) const {
-  const std::byte *p = data_.get();
-  switch (dtype_) {
-  case DType::f16: return half_bits_to_float(reinterpret_cast<const uint16_t *>(p)[i]);
-  case DType::bf16: return bfloat16_bits_to_float(reinterpret_cast<const uint16_t *>(p)[i]);
-  case DType::f32: return reinterpret_cast<const float *>(p)[i];
-  case DType::f64: return reinterpret_cast<const double *>(p)[i];
-  case DType::i8: return reinterpret_cast<const int8_t *>(p)[i];
-  case DType::i32: return reinterpret_cast<const int32_t *>(p)[i];
-  case DType::i64: return static_cast<double>(reinterpret_cast<const int64_t *>(p)[i]);
-  case DType::boolean: return reinterpret_cast<const uint8_t *>(p)[i] ? 1.0 : 0.0;
+// Element access reads the dtype table: a float by its width (the 16-bit
+// ones are f16 or bf16 bits), an integer by its width and signedness, a bool
+// as a byte that is 0 or 1.
+namespace {
+
+double load_float(const std::byte *p, int64_t i, DType d) {
+  switch (dtype_size(d)) {
+  case 2: {
+    uint16_t bits = reinterpret_cast<const uint16_t *>(p)[i];
+    return d == DType::bf16 ? bfloat16_bits_to_float(bits) : half_bits_to_float(bits);
   }
-  return 0;
+  case 4: return reinterpret_cast<const float *>(p)[i];
+  default: return reinterpret_cast<const double *>(p)[i];
+  }
 }
+
+void store_float(std::byte *p, int64_t i, DType d, double v) {
+  switch (dtype_size(d)) {
+  case 2: {
+    float f = static_cast<float>(v);
+    reinterpret_cast<uint16_t *>(p)[i] = d == DType::bf16 ? float_to_bfloat16_bits(f) : float_to_half_bits(f);
+    return;
+  }
+  case 4: reinterpret_cast<float *>(p)[i] = static_cast<float>(v); return;
+  default: reinterpret_cast<double *>(p)[i] = v; return;
+  }
+}
+
+template <typename S, typename U> int64_t load_int(const std::byte *p, int64_t i, bool is_signed) {
+  return is_signed ? static_cast<int64_t>(reinterpret_cast<const S *>(p)[i])
+                   : static_cast<int64_t>(reinterpret_cast<const U *>(p)[i]);
+}
+
+int64_t load_integer(const std::byte *p, int64_t i, const DTypeInfo &info) {
+  switch (info.bytes) {
+  case 1: return load_int<int8_t, uint8_t>(p, i, info.is_signed);
+  case 2: return load_int<int16_t, uint16_t>(p, i, info.is_signed);
+  case 4: return load_int<int32_t, uint32_t>(p, i, info.is_signed);
+  default: return reinterpret_cast<const int64_t *>(p)[i];
+  }
+}
+
+// Integer narrowing wraps (two's complement), as in C and the compiled code.
+template <typename T> void store_wrapped(std::byte *p, int64_t i, int64_t v) {
+  reinterpret_cast<T *>(p)[i] = static_cast<T>(static_cast<uint64_t>(v));
+}
+
+void store_integer(std::byte *p, int64_t i, size_t bytes, int64_t v) {
+  switch (bytes) {
+  case 1: store_wrapped<uint8_t>(p, i, v); return;
+  case 2: store_wrapped<uint16_t>(p, i, v); return;
+  case 4: store_wrapped<uint32_t>(p, i, v); return;
+  default: store_wrapped<uint64_t>(p, i, v); return;
+  }
+}
+
+bool load_bool(const std::byte *p, int64_t i) { return reinterpret_cast<const uint8_t *>(p)[i] != 0; }
+void store_bool(std::byte *p, int64_t i, bool v) { reinterpret_cast<uint8_t *>(p)[i] = v ? 1 : 0; }
 
 // Float → integer conversion that never invokes UB: NaN becomes 0 and
 // out-of-range values saturate.
-static int64_t saturating_to_i64(double v) {
+int64_t saturating_to_i64(double v) {
   if (std::isnan(v))
     return 0;
   if (v >= 9.2233720368547758e18)
@@ -82,42 +126,41 @@ static int64_t saturating_to_i64(double v) {
   return static_cast<int64_t>(v);
 }
 
-int64_t HostTensor::get_i64(int64_t i) const {
-  const std::byte *p = data_.get();
-  switch (dtype_) {
-  case DType::i8: return reinterpret_cast<const int8_t *>(p)[i];
-  case DType::i32: return reinterpret_cast<const int32_t *>(p)[i];
-  case DType::i64: return reinterpret_cast<const int64_t *>(p)[i];
-  case DType::boolean: return reinterpret_cast<const uint8_t *>(p)[i] ? 1 : 0;
-  default: return saturating_to_i64(get_f64(i));
+} // namespace
+
+double HostTensor::get_f64(int64_t i) const {
+  const DTypeInfo &info = dtype_info(dtype_);
+  switch (info.cls) {
+  case DTypeClass::floating: return load_float(data_.get(), i, dtype_);
+  case DTypeClass::integer: return static_cast<double>(load_integer(data_.get(), i, info));
+  case DTypeClass::boolean: return load_bool(data_.get(), i) ? 1.0 : 0.0;
   }
+  return 0;
 }
 
-// Integer narrowing wraps (two's complement), as in C and the compiled code.
-template <typename T> static T wrap_to(int64_t v) {
-  return static_cast<T>(static_cast<uint64_t>(v));
+int64_t HostTensor::get_i64(int64_t i) const {
+  const DTypeInfo &info = dtype_info(dtype_);
+  switch (info.cls) {
+  case DTypeClass::integer: return load_integer(data_.get(), i, info);
+  case DTypeClass::boolean: return load_bool(data_.get(), i) ? 1 : 0;
+  case DTypeClass::floating: break;
+  }
+  return saturating_to_i64(get_f64(i));
 }
 
 void HostTensor::set_f64(int64_t i, double v) {
-  std::byte *p = data_.get();
-  switch (dtype_) {
-  case DType::f16: reinterpret_cast<uint16_t *>(p)[i] = float_to_half_bits(static_cast<float>(v)); return;
-  case DType::bf16: reinterpret_cast<uint16_t *>(p)[i] = float_to_bfloat16_bits(static_cast<float>(v)); return;
-  case DType::f32: reinterpret_cast<float *>(p)[i] = static_cast<float>(v); return;
-  case DType::f64: reinterpret_cast<double *>(p)[i] = v; return;
-  case DType::boolean: reinterpret_cast<uint8_t *>(p)[i] = v != 0.0 ? 1 : 0; return;
-  default: set_i64(i, saturating_to_i64(v)); return;
+  switch (dtype_info(dtype_).cls) {
+  case DTypeClass::floating: store_float(data_.get(), i, dtype_, v); return;
+  case DTypeClass::boolean: store_bool(data_.get(), i, v != 0.0); return;
+  case DTypeClass::integer: set_i64(i, saturating_to_i64(v)); return;
   }
 }
 
 void HostTensor::set_i64(int64_t i, int64_t v) {
-  std::byte *p = data_.get();
-  switch (dtype_) {
-  case DType::i8: reinterpret_cast<int8_t *>(p)[i] = wrap_to<int8_t>(v); return;
-  case DType::i32: reinterpret_cast<int32_t *>(p)[i] = wrap_to<int32_t>(v); return;
-  case DType::i64: reinterpret_cast<int64_t *>(p)[i] = v; return;
-  case DType::boolean: reinterpret_cast<uint8_t *>(p)[i] = v != 0 ? 1 : 0; return;
-  default: set_f64(i, static_cast<double>(v)); return;
+  switch (dtype_info(dtype_).cls) {
+  case DTypeClass::integer: store_integer(data_.get(), i, dtype_size(dtype_), v); return;
+  case DTypeClass::boolean: store_bool(data_.get(), i, v != 0); return;
+  case DTypeClass::floating: set_f64(i, static_cast<double>(v)); return;
   }
 }
 

@@ -1,4 +1,10 @@
-// Element types of maxc tensors.
+// Element types of maxc tensors, and the one table of their properties.
+//
+// Every property of a dtype that more than one place needs (its name, width,
+// class, signedness, accumulator, C type, and its codes in ONNX, .npy and
+// safetensors files) is a field of DTypeInfo in kDTypeInfo below. Code reads
+// the table (dtype_info(d).field, or a lookup by a file format's code) rather
+// than spelling a switch over the dtypes. Adding a dtype: docs/adding-an-op.md.
 #pragma once
 
 #include <cstddef>
@@ -11,18 +17,66 @@ namespace maxc {
 
 enum class DType : uint8_t { f16, bf16, f32, f64, i8, i32, i64, boolean };
 
+/// What kind of number a dtype holds.
+enum class DTypeClass : uint8_t { floating, integer, boolean };
+
+/// The properties of one dtype (a row of kDTypeInfo).
+struct DTypeInfo {
+  DType dtype;
+  std::string_view name; ///< "f32", "bf16", "bool" (the text form of the IR and the model format)
+  uint8_t bytes;         ///< bytes per element in memory
+  uint8_t bits;          ///< bits of the value: 16 for f16, 1 for bool
+  DTypeClass cls;
+  bool is_signed;       ///< floats and signed integers; bool is unsigned (0 or 1)
+  DType compute;        ///< the dtype elementwise code computes in (f16 and bf16: f32)
+  DType accumulator;    ///< the dtype a sum or product of elements accumulates in
+  std::string_view c_type;            ///< the C type of an element in the generated ABI (f16/bf16: their bits)
+  int32_t onnx_type;                  ///< onnx.TensorProto.DataType code
+  std::string_view npy_descr;         ///< NumPy's descr as NumPy writes it ("<f4"); empty: NumPy has no such dtype
+  std::string_view safetensors_name;  ///< the safetensors header's dtype ("F32")
+  std::string_view harness_tag;       ///< the T_* constant of the generated C harnesses
+};
+
+// clang-format off
+/// One row per dtype, in the enum's order.
+inline constexpr DTypeInfo kDTypeInfo[] = {
+  // dtype          name    bytes bits class                  signed compute      accumulator  C type      ONNX npy    safetensors tag
+  {DType::f16,     "f16",  2, 16, DTypeClass::floating, true,  DType::f32,  DType::f32, "uint16_t", 10, "<f2", "F16",  "T_F16"},
+  {DType::bf16,    "bf16", 2, 16, DTypeClass::floating, true,  DType::f32,  DType::f32, "uint16_t", 16, "",    "BF16", "T_BF16"},
+  {DType::f32,     "f32",  4, 32, DTypeClass::floating, true,  DType::f32,  DType::f32, "float",     1, "<f4", "F32",  "T_F32"},
+  {DType::f64,     "f64",  8, 64, DTypeClass::floating, true,  DType::f64,  DType::f64, "double",   11, "<f8", "F64",  "T_F64"},
+  {DType::i8,      "i8",   1,  8, DTypeClass::integer,  true,  DType::i8,   DType::i64, "int8_t",    3, "|i1", "I8",   "T_I8"},
+  {DType::i32,     "i32",  4, 32, DTypeClass::integer,  true,  DType::i32,  DType::i64, "int32_t",   6, "<i4", "I32",  "T_I32"},
+  {DType::i64,     "i64",  8, 64, DTypeClass::integer,  true,  DType::i64,  DType::i64, "int64_t",   7, "<i8", "I64",  "T_I64"},
+  {DType::boolean, "bool", 1,  1, DTypeClass::boolean,  false, DType::boolean, DType::i64, "uint8_t", 9, "|b1", "BOOL", "T_BOOL"},
+};
+// clang-format on
+
 /// All dtypes in declaration order (for tests and help texts).
 inline constexpr DType kAllDTypes[] = {DType::f16, DType::bf16, DType::f32, DType::f64,
                                        DType::i8,  DType::i32,  DType::i64, DType::boolean};
 
+constexpr const DTypeInfo &dtype_info(DType dtype) { return kDTypeInfo[static_cast<size_t>(dtype)]; }
+
 /// "f32", "bf16", "bool", ...
-std::string_view dtype_name(DType dtype);
+constexpr std::string_view dtype_name(DType dtype) { return dtype_info(dtype).name; }
 /// Inverse of dtype_name; nullopt for an unknown name.
 std::optional<DType> parse_dtype(std::string_view name);
 /// Bytes per element.
-size_t dtype_size(DType dtype);
-bool is_float(DType dtype);
-bool is_integer(DType dtype); // i8 i32 i64 (not bool)
-inline bool is_bool(DType dtype) { return dtype == DType::boolean; }
+constexpr size_t dtype_size(DType dtype) { return dtype_info(dtype).bytes; }
+constexpr bool is_float(DType dtype) { return dtype_info(dtype).cls == DTypeClass::floating; }
+constexpr bool is_integer(DType dtype) { return dtype_info(dtype).cls == DTypeClass::integer; } // not bool
+constexpr bool is_bool(DType dtype) { return dtype_info(dtype).cls == DTypeClass::boolean; }
+/// Floats and signed integers (an integer's sign extends; bool's does not).
+constexpr bool is_signed(DType dtype) { return dtype_info(dtype).is_signed; }
+
+/// The dtype of an onnx.TensorProto.DataType code; nullopt where maxc has none.
+std::optional<DType> dtype_from_onnx_type(int32_t code);
+/// The dtype of a NumPy descr without its byte-order mark ("f4", "b1").
+std::optional<DType> dtype_from_npy_descr(std::string_view descr);
+/// The dtype of a safetensors header's dtype ("F32"); nullopt for others.
+std::optional<DType> dtype_from_safetensors_name(std::string_view name);
+/// The dtypes' names joined with ", " ("f16, bf16, ...") for messages.
+std::string dtype_name_list();
 
 } // namespace maxc

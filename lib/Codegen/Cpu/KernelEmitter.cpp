@@ -612,9 +612,7 @@ private:
     Value *k_extent = nullptr, *cptr = nullptr;
     DType dtype = g_.type_of(out).dtype;
     bool is_fp = is_float(dtype);
-    llvm::Type *acc_type = is_fp ? b_.getFloatTy() : b_.getInt64Ty();
-    if (dtype == DType::f64)
-      acc_type = b_.getDoubleTy();
+    llvm::Type *acc_type = accumulator_type(ctx_, dtype);
     auto a_elem = [&](const Index &bidx, Value *i, Value *k) {
       Index idx = batch_index(as, cs, bidx);
       idx.push_back(ta ? k : i);

@@ -688,7 +688,7 @@ private:
     bool prod = op == "prod";
     // f32 (and f16/bf16, computed in f32) accumulate in f32, f64 in f64;
     // the reference accumulates in double (docs/GPU.md says what that costs).
-    llvm::Type *t = !fp ? b_.getInt64Ty() : d == DType::f64 ? b_.getDoubleTy() : b_.getFloatTy();
+    llvm::Type *t = accumulator_type(ctx_, d);
     Value *identity = fp ? static_cast<Value *>(llvm::ConstantFP::get(t, prod ? 1.0 : 0.0))
                          : llvm::ConstantInt::get(t, prod ? 1 : 0);
     return {t, identity, [this, fp, prod](Value *a, Value *v) -> Value * {
@@ -702,9 +702,7 @@ private:
   Value *to_accumulator(const std::string &op, DType d, llvm::Type *acc, Value *v) {
     if (op == "max" || op == "min")
       return v;
-    if (is_float(d))
-      return b_.CreateFPExt(v, acc);
-    return d == DType::boolean ? b_.CreateZExt(v, acc) : b_.CreateSExt(v, acc);
+    return widen(v, d, acc);
   }
 
   /// Work-items per workgroup of a reduction over `count` elements.
@@ -1099,14 +1097,6 @@ private:
     }
   }
 
-  llvm::Type *accumulator_type(DType d) {
-    switch (d) {
-    case DType::f64: return b_.getDoubleTy();
-    case DType::f32: case DType::f16: case DType::bf16: return b_.getFloatTy();
-    default: return b_.getInt64Ty();
-    }
-  }
-
   /// An accumulator back to the compute type of `d`, rounded like an op result.
   Value *from_accumulator(Value *acc, DType d) {
     llvm::Type *t = compute_type(ctx_, d);
@@ -1114,14 +1104,6 @@ private:
     if (acc->getType() != t)
       v = is_float(d) ? b_.CreateFPTrunc(acc, t) : b_.CreateTrunc(acc, t);
     return is_float(d) ? round_to(d, v) : v;
-  }
-
-  Value *to_acc(Value *v, DType d, llvm::Type *acc) {
-    if (v->getType() == acc)
-      return v;
-    if (is_float(d))
-      return b_.CreateFPExt(v, acc);
-    return d == DType::boolean ? b_.CreateZExt(v, acc) : b_.CreateSExt(v, acc);
   }
 
   /// Linear batch index → the batch index of an operand (broadcast dims: 0).
@@ -1190,18 +1172,18 @@ private:
     gm.n = cs.back();
     gm.k = ta ? as[as.size() - 2] : as.back();
     gm.dtype = d;
-    gm.acc_type = accumulator_type(d);
+    gm.acc_type = accumulator_type(ctx_, d);
     gm.load_a = [&](Value *bl, Value *i, Value *k) {
       Index idx = operand_batch(as, cs, bl);
       idx.push_back(ta ? k : i);
       idx.push_back(ta ? i : k);
-      return to_acc(element(a, idx), d, gm.acc_type);
+      return widen(element(a, idx), d, gm.acc_type);
     };
     gm.load_b = [&](Value *bl, Value *k, Value *j) {
       Index idx = operand_batch(bs, cs, bl);
       idx.push_back(tb ? j : k);
       idx.push_back(tb ? k : j);
-      return to_acc(element(bm, idx), d, gm.acc_type);
+      return widen(element(bm, idx), d, gm.acc_type);
     };
     gm.store = [&](Value *bl, Value *i, Value *j, Value *acc) {
       Value *m = dim(gm.m), *n = dim(gm.n);
@@ -1244,7 +1226,7 @@ private:
         Index idx = operand_batch(g_.type_of(x).shape, os, bl);
         idx.push_back(i);
         idx.push_back(e);
-        return to_acc(element(x, idx), d, b_.getFloatTy());
+        return widen(element(x, idx), d, b_.getFloatTy());
       };
     };
     a.load_q = loader(q);
@@ -1270,7 +1252,7 @@ private:
         Value *mv = element(m, idx);
         if (g_.type_of(m).dtype == DType::boolean)
           return b_.CreateSelect(b_.CreateIsNotNull(mv), s, llvm::ConstantFP::get(b_.getFloatTy(), a.fill));
-        return b_.CreateFAdd(s, to_acc(mv, g_.type_of(m).dtype, b_.getFloatTy()));
+        return b_.CreateFAdd(s, widen(mv, g_.type_of(m).dtype, b_.getFloatTy()));
       };
     a.store = [&](Value *bl, Value *i, Value *c, Value *value) {
       Value *lin = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(bl, dim(a.sq)), i), b_.getInt64(a.dv)), c);
@@ -1300,13 +1282,13 @@ private:
     gm.n = Dim(OH * OW);
     gm.k = Dim(cin_g * KH * KW);
     gm.dtype = d;
-    gm.acc_type = accumulator_type(d);
+    gm.acc_type = accumulator_type(ctx_, d);
     auto window = [&](Value *q) { return unravel(q, {b_.getInt64(cin_g), b_.getInt64(KH), b_.getInt64(KW)}); };
     gm.load_a = [&](Value *bl, Value *i, Value *q) {
       Value *g = b_.CreateURem(bl, b_.getInt64(groups));
       Value *o = b_.CreateAdd(b_.CreateMul(g, b_.getInt64(cout_g)), i);
       Index cyx = window(q);
-      return to_acc(element(w, {o, cyx[0], cyx[1], cyx[2]}), d, gm.acc_type);
+      return widen(element(w, {o, cyx[0], cyx[1], cyx[2]}), d, gm.acc_type);
     };
     gm.load_b = [&](Value *bl, Value *q, Value *p) {
       Value *n = b_.CreateUDiv(bl, b_.getInt64(groups)), *g = b_.CreateURem(bl, b_.getInt64(groups));
@@ -1318,13 +1300,13 @@ private:
                                b_.CreateMul(cyx[2], b_.getInt64(dil[1])));
       Value *ok = in_bounds(iy, H, ix, W);
       Value *c = b_.CreateAdd(b_.CreateMul(g, b_.getInt64(cin_g)), cyx[0]);
-      return when(ok, [&] { return to_acc(element(x, {n, c, iy, ix}), d, gm.acc_type); }, zero_of(gm.acc_type));
+      return when(ok, [&] { return widen(element(x, {n, c, iy, ix}), d, gm.acc_type); }, zero_of(gm.acc_type));
     };
     gm.store = [&](Value *bl, Value *i, Value *p, Value *acc) {
       Value *n = b_.CreateUDiv(bl, b_.getInt64(groups)), *g = b_.CreateURem(bl, b_.getInt64(groups));
       Value *o = b_.CreateAdd(b_.CreateMul(g, b_.getInt64(cout_g)), i);
       if (node.operands.size() > 2)
-        acc = b_.CreateFAdd(acc, to_acc(element(node.operands[2], {o}), d, gm.acc_type));
+        acc = b_.CreateFAdd(acc, widen(element(node.operands[2], {o}), d, gm.acc_type));
       Value *lin = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(n, b_.getInt64(O)), o), b_.getInt64(OH * OW)), p);
       Index idx = {n, o, b_.CreateUDiv(p, b_.getInt64(OW)), b_.CreateURem(p, b_.getInt64(OW))};
       store_gemm_result(node, idx, lin, from_accumulator(acc, d));

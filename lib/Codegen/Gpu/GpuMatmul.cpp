@@ -1,5 +1,6 @@
 #include "Gpu/GpuMatmul.h"
 
+#include "ElementalEmitter.h"
 #include "EntryPointUtil.h"
 
 #include "maxc/Codegen/GpuModelCompiler.h"
@@ -36,14 +37,9 @@ bool is_mfma(MatrixInstruction i) {
          i == MatrixInstruction::mfma_f32_16x16x16bf16_1k;
 }
 
-/// The LLVM type of a lane's operand slot: float (one f32), <E x half>, <E x i16>.
-llvm::Type *element_type(llvm::LLVMContext &c, DType d) {
-  switch (d) {
-  case DType::f16: return llvm::Type::getHalfTy(c);
-  case DType::bf16: return llvm::Type::getInt16Ty(c);
-  default: return llvm::Type::getFloatTy(c);
-  }
-}
+/// The LLVM type of a lane's operand slot: float (one f32), <E x half>, <E x
+/// i16>: the operand's memory type (ElementalEmitter.h).
+llvm::Type *element_type(llvm::LLVMContext &c, DType d) { return memory_type(c, d); }
 
 llvm::Type *operand_type(llvm::LLVMContext &c, const MatrixCore &mc) {
   llvm::Type *e = element_type(c, mc.operand);
@@ -54,7 +50,7 @@ llvm::Type *result_type(llvm::LLVMContext &c, const MatrixCore &mc) {
   return llvm::FixedVectorType::get(llvm::Type::getFloatTy(c), mc.results);
 }
 
-uint64_t element_bytes(DType d) { return d == DType::f32 ? 4 : 2; }
+uint64_t element_bytes(DType d) { return dtype_size(d); }
 
 /// An operand element (f32, half or bf16 bits) as f32, exactly.
 Value *to_f32(llvm::IRBuilder<> &b, Value *v, DType d) {

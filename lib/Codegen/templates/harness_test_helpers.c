@@ -1,12 +1,14 @@
 /* lib/Codegen/templates/harness_test_helpers.c: C that maxc pastes into the generated harnesses
  * (HarnessEmitter.cpp embeds it at build time; the harness test compiles it
  * as C with -Wall -Wextra -pedantic -Werror). Between the two MAXC_EMBED
- * markers every byte is copied into NAME_test.c / NAME_bench.c. */
+ * markers every byte is copied into NAME_test.c / NAME_bench.c, but for
+ * TYPE_DESCRS: type_descrs[], which HarnessEmitter.cpp writes from the dtype
+ * table (include/maxc/IR/DType.h). */
 #ifdef MAXC_EMBED
 R"maxc(")
 #endif
 /* .npy descr of each type; bf16 has none and is read from float32. */
-static const char *const type_descrs[] = {"<f2", "<f4", "<f4", "<f8", "|i1", "<i4", "<i8", "|b1"};
+/*@TYPE_DESCRS@*/
 
 typedef struct {
   char descr[16];

@@ -18,19 +18,17 @@ namespace maxc::onnx_import {
 
 using onnx::TensorProto;
 
-std::optional<DType> dtype_from_onnx(int32_t type) {
-  switch (type) {
-  case TensorProto::FLOAT: return DType::f32;
-  case TensorProto::DOUBLE: return DType::f64;
-  case TensorProto::FLOAT16: return DType::f16;
-  case TensorProto::BFLOAT16: return DType::bf16;
-  case TensorProto::INT8: return DType::i8;
-  case TensorProto::INT32: return DType::i32;
-  case TensorProto::INT64: return DType::i64;
-  case TensorProto::BOOL: return DType::boolean;
-  default: return std::nullopt;
-  }
-}
+// The table's ONNX codes are onnx.proto's.
+static_assert(dtype_info(DType::f16).onnx_type == TensorProto::FLOAT16 &&
+              dtype_info(DType::bf16).onnx_type == TensorProto::BFLOAT16 &&
+              dtype_info(DType::f32).onnx_type == TensorProto::FLOAT &&
+              dtype_info(DType::f64).onnx_type == TensorProto::DOUBLE &&
+              dtype_info(DType::i8).onnx_type == TensorProto::INT8 &&
+              dtype_info(DType::i32).onnx_type == TensorProto::INT32 &&
+              dtype_info(DType::i64).onnx_type == TensorProto::INT64 &&
+              dtype_info(DType::boolean).onnx_type == TensorProto::BOOL);
+
+std::optional<DType> dtype_from_onnx(int32_t type) { return dtype_from_onnx_type(type); }
 
 std::string onnx_dtype_name(int32_t type) {
   if (TensorProto::DataType_IsValid(type))
@@ -160,31 +158,25 @@ HostTensor tensor_from_proto(const TensorProto &t, const std::string &model_dir,
     if (numel)
       std::memcpy(out.data(), field.data(), nbytes);
   };
-  switch (*dtype) {
-  case DType::f32:
+  // Which typed field holds the elements (onnx.proto): float_data, double_data
+  // and int64_data their own types; int32_data the narrower integers, bool and
+  // the 16-bit floats' bits.
+  const DTypeInfo &info = dtype_info(*dtype);
+  if (*dtype == DType::f32) {
     copy_field(t.float_data());
-    break;
-  case DType::f64:
+  } else if (*dtype == DType::f64) {
     copy_field(t.double_data());
-    break;
-  case DType::i64:
+  } else if (info.cls == DTypeClass::integer && info.bytes == 8 && info.is_signed) {
     copy_field(t.int64_data());
-    break;
-  case DType::f16:
-  case DType::bf16:
+  } else {
     if (t.int32_data_size() != numel)
       throw count_error(t.int32_data_size());
-    for (int64_t i = 0; i < numel; ++i)
-      out.data_as<uint16_t>()[i] = static_cast<uint16_t>(t.int32_data(i));
-    break;
-  case DType::i32:
-  case DType::i8:
-  case DType::boolean:
-    if (t.int32_data_size() != numel)
-      throw count_error(t.int32_data_size());
-    for (int64_t i = 0; i < numel; ++i)
-      out.set_i64(i, t.int32_data(i));
-    break;
+    for (int64_t i = 0; i < numel; ++i) {
+      if (info.cls == DTypeClass::floating)
+        out.data_as<uint16_t>()[i] = static_cast<uint16_t>(t.int32_data(i));
+      else
+        out.set_i64(i, t.int32_data(i));
+    }
   }
   return out;
 }
