@@ -5,6 +5,7 @@
 #include "maxc/Transforms/FoldBatchNorm.h"
 #include "maxc/Transforms/FuseAttention.h"
 #include "maxc/Transforms/MatmulLayout.h"
+#include "maxc/Transforms/Rewrite.h"
 #include "maxc/Realization/GraphRealizationContext.h"
 
 namespace maxc {
@@ -127,7 +128,8 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
 
   GraphRealizationContext ctx(to);
   MatmulLayout layout(from, ctx);
-  std::vector<Tensor> values(from.num_values());
+  GraphRebuild rebuild(from, to);
+  std::vector<Tensor> &values = rebuild.values();
   for (size_t i = 0; i < from.input_ids().size(); ++i)
     if (!replaced[i]) // a replaced input has no row-major value: only its transposed uses read it
       values[from.input_ids()[i]] = Tensor::from_graph_value(to.inputs()[i]);
@@ -154,9 +156,7 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
     const Node &node = from.nodes()[n];
     if (folded[n])
       continue; // a batch_norm folded into its conv2d, whose result it got
-    std::vector<Tensor> operands;
-    for (ValueId id : node.operands)
-      operands.push_back(values[id]);
+    std::vector<Tensor> operands = rebuild.operands(node);
     if (auto it = attention.find(n); it != attention.end()) {
       const AttentionMatch &m = it->second;
       Tensor k = m.k_perm.empty() ? values[m.k] : ops::transpose(values[m.k], m.k_perm);
@@ -188,15 +188,9 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
                                   : is_composite_op(node.op) ? rewrite(node, operands, layout)
                                   : is_call(node)          ? layout.rewrite_call(node, operands, calls)
                                                            : layout.rewrite_matmul(node, operands);
-    if (results.empty())
-      results = ctx.record(node.op, operands, node.attrs);
-    for (size_t r = 0; r < results.size(); ++r)
-      values[node.results[r]] = results[r];
+    rebuild.define(node, results.empty() ? ctx.record(node.op, operands, node.attrs) : results);
   }
-  std::vector<ValueId> outputs;
-  for (ValueId id : from.output_ids())
-    outputs.push_back(values[id].value().id());
-  to.set_outputs(outputs, from.output_names());
+  rebuild.set_outputs();
 }
 
 } // namespace

@@ -51,6 +51,31 @@ bool GraphMatcher::is_constant(ValueId v) const {
   return n && (n->op == "constant" || n->op == "full");
 }
 
+void GraphRebuild::map_inputs() {
+  for (size_t i = 0; i < from_.input_ids().size(); ++i)
+    values_[from_.input_ids()[i]] = Tensor::from_graph_value(to_.inputs()[i]);
+}
+
+std::vector<Tensor> GraphRebuild::operands(const Node &node) const {
+  std::vector<Tensor> out;
+  out.reserve(node.operands.size());
+  for (ValueId id : node.operands)
+    out.push_back(values_[id]);
+  return out;
+}
+
+void GraphRebuild::define(const Node &node, const std::vector<Tensor> &results) {
+  for (size_t r = 0; r < results.size(); ++r)
+    values_[node.results[r]] = results[r];
+}
+
+void GraphRebuild::set_outputs() {
+  std::vector<ValueId> outputs;
+  for (ValueId id : from_.output_ids())
+    outputs.push_back(values_[id].value().id());
+  to_.set_outputs(outputs, from_.output_names());
+}
+
 size_t RewriteStats::total() const {
   size_t t = 0;
   for (const auto &[name, count] : fired)
@@ -92,16 +117,12 @@ size_t rewrite_round(const Graph &from, Graph &to, const std::map<std::string, s
   Readers readers(from);
   GraphMatcher match(from, readers);
   GraphRealizationContext ctx(to);
-  std::vector<Tensor> values(from.num_values());
-  for (size_t i = 0; i < from.input_ids().size(); ++i)
-    values[from.input_ids()[i]] = Tensor::from_graph_value(to.inputs()[i]);
-  RewriteContext rc{match, ctx, values};
+  GraphRebuild rebuild(from, to);
+  rebuild.map_inputs();
+  RewriteContext rc{match, ctx, rebuild.values()};
   size_t replaced = 0;
   for (const Node &node : from.nodes()) {
-    std::vector<Tensor> operands;
-    operands.reserve(node.operands.size());
-    for (ValueId id : node.operands)
-      operands.push_back(values[id]);
+    std::vector<Tensor> operands = rebuild.operands(node);
     std::vector<Tensor> results;
     if (auto it = by_op.find(node.op); it != by_op.end())
       for (const RewritePattern *p : it->second) {
@@ -122,15 +143,9 @@ size_t rewrite_round(const Graph &from, Graph &to, const std::map<std::string, s
           break;
         }
       }
-    if (results.empty())
-      results = copy_node(to, node, operands);
-    for (size_t r = 0; r < results.size(); ++r)
-      values[node.results[r]] = results[r];
+    rebuild.define(node, results.empty() ? copy_node(to, node, operands) : results);
   }
-  std::vector<ValueId> outputs;
-  for (ValueId id : from.output_ids())
-    outputs.push_back(values[id].value().id());
-  to.set_outputs(outputs, from.output_names());
+  rebuild.set_outputs();
   return replaced;
 }
 
@@ -155,24 +170,12 @@ std::vector<bool> live_nodes(const Graph &g) {
 void copy_live(const Graph &from, Graph &to, const std::vector<bool> &live) {
   copy_interface(from, to);
   GraphRealizationContext ctx(to); // Tensor::from_graph_value needs one
-  std::vector<Tensor> values(from.num_values());
-  for (size_t i = 0; i < from.input_ids().size(); ++i)
-    values[from.input_ids()[i]] = Tensor::from_graph_value(to.inputs()[i]);
-  for (size_t n = 0; n < from.nodes().size(); ++n) {
-    if (!live[n])
-      continue;
-    const Node &node = from.nodes()[n];
-    std::vector<Tensor> operands;
-    for (ValueId id : node.operands)
-      operands.push_back(values[id]);
-    std::vector<Tensor> results = copy_node(to, node, operands);
-    for (size_t r = 0; r < results.size(); ++r)
-      values[node.results[r]] = results[r];
-  }
-  std::vector<ValueId> outputs;
-  for (ValueId id : from.output_ids())
-    outputs.push_back(values[id].value().id());
-  to.set_outputs(outputs, from.output_names());
+  GraphRebuild rebuild(from, to);
+  rebuild.map_inputs();
+  for (size_t n = 0; n < from.nodes().size(); ++n)
+    if (live[n])
+      rebuild.define(from.nodes()[n], copy_node(to, from.nodes()[n], rebuild.operands(from.nodes()[n])));
+  rebuild.set_outputs();
 }
 
 bool all_live(const std::vector<bool> &live) {

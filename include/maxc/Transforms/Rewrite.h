@@ -104,6 +104,29 @@ public:
                                       RewriteContext &rc) const = 0;
 };
 
+/// A graph being rebuilt into another: the new tensor of each value of the
+/// graph read, node by node. The rebuild loops of the driver and of
+/// decompose share it.
+class GraphRebuild {
+public:
+  GraphRebuild(const Graph &from, Graph &to) : from_(from), to_(to), values_(from.num_values()) {}
+  /// Maps input i of `from` to input i of `to` (which must have them).
+  void map_inputs();
+  /// The rebuilt operands of `node` (a node of `from`).
+  std::vector<Tensor> operands(const Node &node) const;
+  /// `node`'s results are `results` from now on.
+  void define(const Node &node, const std::vector<Tensor> &results);
+  /// The rebuilt values, indexed by `from`'s ValueIds (null where not rebuilt yet).
+  std::vector<Tensor> &values() { return values_; }
+  /// Makes `to`'s outputs the rebuilt values of `from`'s (same names).
+  void set_outputs();
+
+private:
+  const Graph &from_;
+  Graph &to_;
+  std::vector<Tensor> values_;
+};
+
 /// How often each pattern fired, over all rounds and bodies.
 struct RewriteStats {
   std::map<std::string, size_t> fired;
