@@ -102,3 +102,38 @@ TEST_CASE("the root graph's symbol table agrees with dim_symbols", "[ir][symbols
   CHECK(all.find("seq")->origin == SymbolOrigin::DimArgument); // no input shape binds it alone
   CHECK(all.upper_bound("batch") == 32);
 }
+
+TEST_CASE("graph JSON carries the symbol table where it says more than the inputs", "[ir][symbols][json]") {
+  Graph g("g");
+  ValueId x = g.add_input(TensorType(DType::f32, {Dim("batch"), 4}), "x");
+  g.set_outputs({x});
+  std::string plain = graph_to_json(g);
+  CHECK(plain.find("\"symbols\"") == std::string::npos); // nothing beyond the input dims: unchanged output
+  g.symbol_table().set_upper_bound("batch", 64);
+  g.symbol_table().declare("cache", SymbolOrigin::DimArgument);
+  g.symbol_table().declare("count", SymbolOrigin::NodeResult, 0, 0);
+  g.symbol_table().set_upper_bound("count", 9);
+  std::string text = graph_to_json(g);
+  CHECK(text.find("\"symbols\"") != std::string::npos);
+  auto back = graph_from_json(text);
+  const SymbolTable &t = back->symbol_table();
+  CHECK(t.names() == std::vector<std::string>{"batch", "cache", "count"});
+  CHECK(t.find("batch")->origin == SymbolOrigin::InputDim);
+  CHECK(t.upper_bound("batch") == 64);
+  CHECK(t.find("cache")->origin == SymbolOrigin::DimArgument);
+  CHECK_FALSE(t.upper_bound("cache"));
+  CHECK(t.find("count")->origin == SymbolOrigin::NodeResult);
+  CHECK(t.find("count")->node == 0);
+  CHECK(t.upper_bound("count") == 9);
+  CHECK(graph_to_json(*back) == text);
+  auto bad = [&](const std::string &from, const std::string &to) {
+    std::string s = text;
+    size_t at = s.find(from);
+    REQUIRE(at != std::string::npos);
+    return s.replace(at, from.size(), to);
+  };
+  MAXC_REQUIRE_ERROR(graph_from_json(bad("\"dim_argument\"", "\"guess\"")), ErrorCode::InvalidGraph,
+                     "unknown symbol origin");
+  MAXC_REQUIRE_ERROR(graph_from_json(bad("\"max\": 64", "\"max\": -1")), ErrorCode::InvalidGraph,
+                     "non-negative integer");
+}
