@@ -93,9 +93,15 @@ llvm::Value *dims_invalid(llvm::IRBuilder<> &b, llvm::Value *dims, const std::ve
       throw Error(ErrorCode::Internal, "workspace bound '" + bound.to_string() + "' names '" + a.symbol() +
                                            "', not a dim");
     }
-    if (a.kind() == DimAtom::Kind::FloorDiv) // a divisor must be positive
-      bad = b.CreateOr(bad, b.CreateICmpSLE(value(a.args()[1]), b.getInt64(0)));
-    return emit_derived_atom(b, a, value);
+    if (a.kind() != DimAtom::Kind::FloorDiv)
+      return emit_derived_atom(b, a, value);
+    // A divisor must be positive; a bad one flags the dims and divides by 1
+    // (no trap) here.
+    llvm::Value *divisor = value(a.args()[1]);
+    llvm::Value *not_positive = b.CreateICmpSLE(divisor, b.getInt64(0));
+    bad = b.CreateOr(bad, not_positive);
+    llvm::Value *safe = b.CreateSelect(not_positive, b.getInt64(1), divisor);
+    return emit_derived_atom(b, a, [&](const Dim &x) { return &x == &a.args()[1] ? safe : value(x); });
   };
   value = [&](const Dim &d) { return emit_dim(b, d, atom, mul, add_sub); };
   value(bound);

@@ -41,7 +41,9 @@ llvm::Value *emit_dim(llvm::IRBuilder<> &b, const Dim &d, const std::function<ll
                       const std::function<llvm::Value *(llvm::Value *, llvm::Value *, bool subtract)> &add_sub);
 
 /// A derived atom (min, max, floordiv; Dim.h) from the values of its
-/// operands (`operand`); floordiv rounds toward -inf for a positive divisor.
+/// operands (`operand`); floordiv rounds toward -inf for a positive divisor
+/// (Dim's contract: sdiv by 0 traps. dims_invalid flags a non-positive
+/// divisor in the workspace bound; other uses rely on the contract).
 llvm::Value *emit_derived_atom(llvm::IRBuilder<> &b, const DimAtom &atom,
                                const std::function<llvm::Value *(const Dim &)> &operand);
 

@@ -665,17 +665,15 @@ static Dim own_slots_bound(const Graph &g, const LoweringPlans *plans) {
   return total;
 }
 
+// Callees run one at a time in the caller's workspace (after its own
+// slots), so the bound is the caller's slots plus the largest callee need,
+// as NAME_workspace_size computes at run time: Dim::max, a constant when
+// all needs are static, the need itself for one callee, else a max atom.
 Dim workspace_bound(const Graph &graph, const LoweringPlans *plans) {
-  Dim callees(0);
-  bool all_static = true;
   std::vector<Dim> needs;
-  for (const auto &[name, sub] : graph.subgraphs()) {
+  for (const auto &[name, sub] : graph.subgraphs())
     needs.push_back(own_slots_bound(*sub, plans));
-    all_static = all_static && needs.back().is_static();
-  }
-  for (const Dim &d : needs)
-    callees = all_static ? Dim(std::max(callees.value(), d.value())) : callees + d;
-  return own_slots_bound(graph, plans) + callees;
+  return own_slots_bound(graph, plans) + (needs.empty() ? Dim(0) : Dim::max(needs));
 }
 
 std::string describe_plan(const Graph &g, const LoweringPlan &plan) {

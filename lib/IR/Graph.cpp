@@ -33,6 +33,9 @@ ValueId Graph::add_input(const TensorType &type, std::string name) {
     throw Error(ErrorCode::InvalidGraph, "graph '" + name_ + "': inputs must be added before any node");
   ValueId id = new_value(type, -1, static_cast<uint32_t>(inputs_.size()), std::move(name));
   inputs_.push_back(id);
+  for (const Dim &d : type.shape)
+    if (d.is_symbol() && !symbol_table_.contains(d.symbol()))
+      symbol_table_.declare(d.symbol(), SymbolOrigin::InputDim);
   return id;
 }
 

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -327,6 +328,17 @@ struct Reader {
 
 } // namespace
 
+namespace {
+
+// JSON spelling of a symbol's origin: its name with '_' for ' ' ("input_dim").
+std::string symbol_origin_key(SymbolOrigin origin) {
+  std::string key = symbol_origin_name(origin);
+  std::replace(key.begin(), key.end(), ' ', '_');
+  return key;
+}
+
+} // namespace
+
 std::string graph_to_json(const Graph &graph, const GraphJsonOptions &options) {
   json out;
   out["format"] = "maxc-graph";
@@ -338,6 +350,23 @@ std::string graph_to_json(const Graph &graph, const GraphJsonOptions &options) {
   for (const auto &[name, sub] : graph.subgraphs())
     subgraphs.push_back(graph_object(*sub, options));
   out["subgraphs"] = subgraphs;
+  // The root's symbol table, where it says more than "an input dim without
+  // a bound" (which reading the inputs declares again): absent otherwise.
+  json symbols = json::array();
+  for (const auto &[name, info] : graph.symbol_table().entries()) {
+    if (info.origin == SymbolOrigin::InputDim && !info.upper_bound)
+      continue;
+    json s = {{"name", name}, {"origin", symbol_origin_key(info.origin)}};
+    if (info.origin == SymbolOrigin::NodeResult) {
+      s["node"] = info.node;
+      s["result"] = info.result;
+    }
+    if (info.upper_bound)
+      s["max"] = *info.upper_bound;
+    symbols.push_back(s);
+  }
+  if (!symbols.empty())
+    out["symbols"] = symbols;
   return out.dump(options.indent) + "\n";
 }
 
@@ -373,6 +402,36 @@ std::unique_ptr<Graph> graph_from_json(const std::string &text, const std::strin
     }
   }
   reader.read_graph(j, "", *graph);
+  if (j.contains("symbols")) {
+    const json &symbols = reader.array_field(j, "", "symbols");
+    for (size_t i = 0; i < symbols.size(); ++i) {
+      std::string p = "/symbols/" + std::to_string(i);
+      std::string name = reader.string_field(symbols[i], p, "name");
+      std::string origin_key = reader.string_field(symbols[i], p, "origin");
+      std::optional<SymbolOrigin> origin;
+      for (SymbolOrigin o : {SymbolOrigin::InputDim, SymbolOrigin::DimArgument, SymbolOrigin::NodeResult})
+        if (origin_key == symbol_origin_key(o))
+          origin = o;
+      if (!origin)
+        reader.fail(p + "/origin", "unknown symbol origin '" + origin_key + "' (input_dim, dim_argument, node_result)");
+      auto integer = [&](const char *key) -> int64_t {
+        const json &v = reader.field(symbols[i], p, key);
+        if (!v.is_number_integer() || v.get<int64_t>() < 0)
+          reader.fail(p + "/" + key, "expected a non-negative integer");
+        return v.get<int64_t>();
+      };
+      try {
+        if (*origin == SymbolOrigin::NodeResult)
+          graph->symbol_table().declare(name, *origin, integer("node"), integer("result"));
+        else
+          graph->symbol_table().declare(name, *origin);
+        if (symbols[i].contains("max"))
+          graph->symbol_table().set_upper_bound(name, integer("max"));
+      } catch (const Error &e) {
+        reader.fail(p, e.message(), e.code());
+      }
+    }
+  }
   return graph;
 }
 

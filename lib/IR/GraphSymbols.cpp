@@ -45,4 +45,12 @@ std::vector<std::string> dim_symbols(const Graph &graph) {
   return {out.begin(), out.end()};
 }
 
+SymbolTable model_symbols(const Graph &graph) {
+  SymbolTable table = graph.symbol_table();
+  for (const std::string &s : dim_symbols(graph))
+    if (!table.contains(s))
+      table.declare(s, SymbolOrigin::DimArgument);
+  return table;
+}
+
 } // namespace maxc

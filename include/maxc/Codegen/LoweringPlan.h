@@ -179,8 +179,9 @@ using LoweringPlans = std::map<const Graph *, LoweringPlan>;
 LoweringPlans plan_lowering_all(const Graph &root, const PlanOptions &options = {});
 
 /// Bytes of workspace a run of `graph` (decomposed, with its subgraphs)
-/// needs at most, as a polynomial in the symbolic dims: slots rounded up to
-/// 64 bytes, plus the largest callee's need (the sum when they are symbolic).
+/// needs at most, as a Dim over the symbolic dims: slots rounded up to 64
+/// bytes, plus the largest callee's need (Dim::max: a max atom when two or
+/// more needs are symbolic and none provably dominates).
 /// With `plans` (plan_lowering_all), nothing is planned again.
 Dim workspace_bound(const Graph &graph, const LoweringPlans *plans = nullptr);
 

@@ -33,6 +33,7 @@ namespace maxc {
 using DimBindings = std::map<std::string, int64_t>;
 
 class Dim;
+class SymbolTable;
 
 /// A variable of a Dim's polynomial: a symbol, or a derived atom (min, max,
 /// floordiv of Dims) that no rewriting reduced to a polynomial. Atoms order
@@ -109,6 +110,14 @@ public:
   /// Value under `bindings`; throws maxc::Error naming an unbound symbol,
   /// on overflow, or on a floordiv whose divisor is not positive.
   int64_t evaluate(const DimBindings &bindings) const;
+
+  /// The largest / smallest value for any values of the symbols within
+  /// `table`'s bounds (a symbol lies in [0, its upper bound]; an undeclared
+  /// or unbounded one has no upper end). Conservative interval arithmetic
+  /// through terms, min/max and floordiv; nullopt when unbounded or when an
+  /// end overflows int64. Defined in SymbolTable.cpp.
+  std::optional<int64_t> upper_bound(const SymbolTable &table) const;
+  std::optional<int64_t> lower_bound(const SymbolTable &table) const;
 
   friend Dim operator+(const Dim &a, const Dim &b);
   friend Dim operator-(const Dim &a, const Dim &b);

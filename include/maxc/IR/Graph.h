@@ -12,6 +12,7 @@
 
 #include "maxc/IR/Attribute.h"
 #include "maxc/IR/HostTensor.h"
+#include "maxc/IR/SymbolTable.h"
 #include "maxc/IR/TensorType.h"
 
 #include <cstdint>
@@ -146,6 +147,14 @@ public:
   /// transposed constant not read yet has no storage here.
   const std::map<std::string, HostTensor> &constant_types() const { return constants_; }
 
+  // --- symbols ---
+  /// The origins and bounds of the graph's dim symbols (IR/SymbolTable.h).
+  /// add_input declares each bare-symbol dim of an input as an input dim;
+  /// the root graph's table is the model's, and model_symbols
+  /// (GraphSymbols.h) completes it with every symbol the graph uses.
+  SymbolTable &symbol_table() { return symbol_table_; }
+  const SymbolTable &symbol_table() const { return symbol_table_; }
+
   // --- subgraphs ---
   void add_subgraph(std::shared_ptr<Graph> subgraph);
   const Graph *find_subgraph(const std::string &name) const;
@@ -183,6 +192,7 @@ private:
   std::shared_ptr<TransposedConstants> transposed_;
   std::map<std::string, std::shared_ptr<Graph>> subgraphs_;
   const Graph *root_ = nullptr;
+  SymbolTable symbol_table_;
 };
 
 /// "node %7 (matmul)" — how diagnostics name a node.

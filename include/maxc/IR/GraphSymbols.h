@@ -15,4 +15,9 @@ namespace maxc {
 /// (recursively), sorted and unique.
 std::vector<std::string> dim_symbols(const Graph &graph);
 
+/// The graph's symbol table (Graph::symbol_table: input dims, declared
+/// symbols, bounds) completed with every other symbol of dim_symbols as a
+/// dim argument: its names() include all of dim_symbols(graph).
+SymbolTable model_symbols(const Graph &graph);
+
 } // namespace maxc

@@ -213,3 +213,37 @@ TEST_CASE("Winograd tiles: F(4,3) from 14x14 outputs, F(2,3) below; block stride
     CHECK(p.m_estride == stride);
   }
 }
+
+TEST_CASE("the workspace bound takes the largest callee need, not their sum", "[codegen][plan]") {
+  // A body with one stored reduction per row: (4*rows + 63) bytes of slots.
+  auto body = [](const std::string &name, const Dim &rows) {
+    std::shared_ptr<Graph> g = trace({TensorType(DType::f32, {rows, 8})}, [](auto &in) {
+      Tensor a = ops::sum(in[0] * in[0], {1}, true);
+      return std::vector<Tensor>{ops::max(in[0] + a, {1}, true)};
+    });
+    g->set_name(name);
+    return g;
+  };
+  auto root = [&](const std::vector<std::pair<std::string, Dim>> &subs) {
+    auto g = trace({TensorType(DType::f32, {4})}, [](auto &in) { return std::vector<Tensor>{in[0] * 2.0}; });
+    for (const auto &[name, rows] : subs)
+      g->add_subgraph(body(name, rows));
+    return g;
+  };
+  Dim n("n"), m("m");
+  INFO(describe_plan(*body("b", n), plan_lowering(*body("b", n))));
+  CHECK(workspace_bound(*root({})) == Dim(0));
+  Dim need_n = workspace_bound(*body("b", n)), need_m = workspace_bound(*body("b", m));
+  CHECK_FALSE(need_n.is_static());
+  // One callee: its need (as the sum gave before).
+  CHECK(workspace_bound(*root({{"a", n}})) == need_n);
+  // Static callees: the largest.
+  CHECK(workspace_bound(*root({{"a", Dim(2)}, {"b", Dim(100)}})) == workspace_bound(*body("b", Dim(100))));
+  // Needs that differ by a constant: the larger, decided statically.
+  CHECK(workspace_bound(*root({{"a", n}, {"b", n + 16}})) == workspace_bound(*body("b", n + 16)));
+  // Unrelated symbolic needs: a max atom, which evaluates to the larger.
+  Dim both = workspace_bound(*root({{"a", n}, {"b", m}}));
+  CHECK(both == Dim::max(need_n, need_m));
+  CHECK(both.evaluate({{"n", 3}, {"m", 50}}) == need_m.evaluate({{"m", 50}}));
+  CHECK(both.evaluate({{"n", 70}, {"m", 50}}) == need_n.evaluate({{"n", 70}}));
+}
