@@ -31,6 +31,10 @@ llvm::Type *compute_type(llvm::LLVMContext &c, DType d) {
 
 llvm::Type *accumulator_type(llvm::LLVMContext &c, DType d) { return compute_type(c, dtype_info(d).accumulator); }
 
+llvm::CmpInst::Predicate int_predicate(DType d, llvm::CmpInst::Predicate pred) {
+  return is_signed(d) ? pred : llvm::ICmpInst::getUnsignedPredicate(pred);
+}
+
 llvm::Type *memory_type(llvm::LLVMContext &c, DType d) {
   const DTypeInfo &info = dtype_info(d);
   if (info.cls != DTypeClass::floating || d == DType::bf16) // bf16: its bits
@@ -355,7 +359,7 @@ const std::map<std::string, ElementFormula> &ElementalEmitter::element_formulas(
          if (is_float(a.in))
            return e.intrinsic(llvm::Intrinsic::fabs, a.x[0]);
          Value *z = zero(e, a.in);
-         return e.b_.CreateSelect(e.b_.CreateICmpSLT(a.x[0], z), e.b_.CreateSub(z, a.x[0]), a.x[0]);
+         return e.b_.CreateSelect(e.b_.CreateICmp(int_predicate(a.in, P::ICMP_SLT), a.x[0], z), e.b_.CreateSub(z, a.x[0]), a.x[0]);
        }},
       {"exp", [](E &e, const A &a) { return libm_or_poly(e, a, llvm::Intrinsic::exp, emit_exp_f32); }},
       {"log", [](E &e, const A &a) { return libm_or_poly(e, a, llvm::Intrinsic::log, emit_log_f32); }},
@@ -365,7 +369,7 @@ const std::map<std::string, ElementFormula> &ElementalEmitter::element_formulas(
       {"sigmoid", [](E &e, const A &a) { return e.sigmoid(a.in, a.x[0]); }},
       {"relu", [](E &e, const A &a) {
          Value *z = zero(e, a.in);
-         Value *positive = is_float(a.in) ? e.b_.CreateFCmpOGT(a.x[0], z) : e.b_.CreateICmpSGT(a.x[0], z);
+         Value *positive = is_float(a.in) ? e.b_.CreateFCmpOGT(a.x[0], z) : e.b_.CreateICmp(int_predicate(a.in, P::ICMP_SGT), a.x[0], z);
          return e.b_.CreateSelect(positive, a.x[0], z);
        }},
       {"silu", [](E &e, const A &a) { return e.b_.CreateFMul(a.x[0], e.sigmoid(a.in, a.x[0])); }},
@@ -399,7 +403,8 @@ const std::map<std::string, ElementFormula> &ElementalEmitter::element_formulas(
            Value *neg = b.CreateUIToFP(b.CreateFCmpOLT(x, z), t);
            return b.CreateSelect(b.CreateFCmpUNO(x, x), x, b.CreateFSub(pos, neg));
          }
-         return b.CreateSub(b.CreateZExt(b.CreateICmpSGT(x, z), t), b.CreateZExt(b.CreateICmpSLT(x, z), t));
+         return b.CreateSub(b.CreateZExt(b.CreateICmp(int_predicate(a.in, P::ICMP_SGT), x, z), t),
+                            b.CreateZExt(b.CreateICmp(int_predicate(a.in, P::ICMP_SLT), x, z), t));
        }},
       {"not", [](E &e, const A &a) { return e.b_.CreateNot(a.x[0]); }},
       // -- binary --
@@ -425,6 +430,10 @@ const std::map<std::string, ElementFormula> &ElementalEmitter::element_formulas(
          // x/0 = 0 and MIN/-1 wraps, with no UB: divide by a safe divisor.
          llvm::Type *t = compute_type(e.ctx_, a.in);
          Value *z = zero(e, a.in);
+         if (!is_signed(a.in)) {
+           Value *by_zero = b.CreateICmpEQ(y, z);
+           return b.CreateSelect(by_zero, z, b.CreateUDiv(x, b.CreateSelect(by_zero, llvm::ConstantInt::get(t, 1), y)));
+         }
          Value *minus_one = b.CreateICmpEQ(y, llvm::ConstantInt::get(t, -1, true));
          Value *bad = b.CreateOr(b.CreateICmpEQ(y, z), minus_one);
          Value *q = b.CreateSDiv(x, b.CreateSelect(bad, llvm::ConstantInt::get(t, 1), y));
@@ -439,6 +448,10 @@ const std::map<std::string, ElementFormula> &ElementalEmitter::element_formulas(
            return b.CreateSelect(fix, b.CreateFAdd(r, y), r);
          }
          llvm::Type *t = compute_type(e.ctx_, a.in);
+         if (!is_signed(a.in)) { // x mod 0 = 0
+           Value *by_zero = b.CreateICmpEQ(y, z);
+           return b.CreateSelect(by_zero, z, b.CreateURem(x, b.CreateSelect(by_zero, llvm::ConstantInt::get(t, 1), y)));
+         }
          Value *bad = b.CreateOr(b.CreateICmpEQ(y, z), b.CreateICmpEQ(y, llvm::ConstantInt::get(t, -1, true)));
          Value *r = b.CreateSRem(x, b.CreateSelect(bad, llvm::ConstantInt::get(t, 1), y));
          Value *fix = b.CreateAnd(b.CreateICmpNE(r, z), b.CreateXor(b.CreateICmpSLT(r, z), b.CreateICmpSLT(y, z)));
@@ -484,9 +497,8 @@ Value *ElementalEmitter::min_max(const ElementArgs &a, bool max) {
     Value *better = max ? b_.CreateFCmpOGT(x, y) : b_.CreateFCmpOLT(x, y);
     return b_.CreateSelect(b_.CreateOr(b_.CreateFCmpUNO(x, x), better), x, y);
   }
-  if (is_signed(a.in))
-    return b_.CreateSelect(max ? b_.CreateICmpSGT(x, y) : b_.CreateICmpSLT(x, y), x, y);
-  return b_.CreateSelect(max ? b_.CreateICmpUGT(x, y) : b_.CreateICmpULT(x, y), x, y);
+  return b_.CreateSelect(b_.CreateICmp(int_predicate(a.in, max ? llvm::CmpInst::ICMP_SGT : llvm::CmpInst::ICMP_SLT), x, y),
+                         x, y);
 }
 
 Value *ElementalEmitter::tanh_f64(Value *x) {
@@ -546,7 +558,7 @@ Value *ElementalEmitter::literal(DType d, double v) {
   HostTensor t = HostTensor::scalar(d, v);
   if (d == DType::boolean)
     return b_.getInt1(t.get_i64(0) != 0);
-  return llvm::ConstantInt::get(compute_type(ctx_, d), t.get_i64(0), true);
+  return llvm::ConstantInt::get(compute_type(ctx_, d), t.get_i64(0), is_signed(d));
 }
 
 Value *ElementalEmitter::reduction(const Node &node, const Index &out_idx) {
@@ -607,7 +619,7 @@ Value *ElementalEmitter::reduction(const Node &node, const Index &out_idx) {
         // The first NaN wins and stays.
         take = b_.CreateAnd(b_.CreateNot(b_.CreateFCmpUNO(bv, bv)), b_.CreateOr(b_.CreateFCmpUNO(v, v), better));
       } else {
-        take = max ? b_.CreateICmpSGT(v, bv) : b_.CreateICmpSLT(v, bv);
+        take = b_.CreateICmp(int_predicate(d, max ? llvm::CmpInst::ICMP_SGT : llvm::CmpInst::ICMP_SLT), v, bv);
       }
       take = b_.CreateOr(take, b_.CreateLoad(b_.getInt1Ty(), first));
       b_.CreateStore(b_.getInt1(false), first);
@@ -630,7 +642,7 @@ Value *ElementalEmitter::reduction(const Node &node, const Index &out_idx) {
         take = b_.CreateAnd(b_.CreateNot(b_.CreateFCmpUNO(a, a)),
                             b_.CreateOr(b_.CreateFCmpUNO(v, v), max ? b_.CreateFCmpOGT(v, a) : b_.CreateFCmpOLT(v, a)));
       else
-        take = max ? b_.CreateICmpSGT(v, a) : b_.CreateICmpSLT(v, a);
+        take = b_.CreateICmp(int_predicate(d, max ? llvm::CmpInst::ICMP_SGT : llvm::CmpInst::ICMP_SLT), v, a);
       take = b_.CreateOr(take, b_.CreateLoad(b_.getInt1Ty(), first));
       b_.CreateStore(b_.getInt1(false), first);
       b_.CreateStore(b_.CreateSelect(take, v, a), acc);
@@ -866,7 +878,7 @@ Value *ElementalEmitter::gather_element(const Node &node, size_t result, const I
   ValueId ids = node.operands[1];
   size_t id_rank = g_.type_of(ids).shape.size();
   Index id_idx(idx.begin() + axis, idx.begin() + axis + static_cast<long>(id_rank));
-  Value *i = b_.CreateSExt(element(ids, id_idx), b_.getInt64Ty());
+  Value *i = widen(element(ids, id_idx), g_.type_of(ids).dtype, b_.getInt64Ty());
   Value *n = dim(xs[axis]);
   i = b_.CreateSelect(b_.CreateICmpSLT(i, b_.getInt64(0)), b_.CreateAdd(i, n), i);
   // Out-of-range indices clamp (the interpreter reports them as errors).

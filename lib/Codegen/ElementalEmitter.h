@@ -31,6 +31,9 @@ llvm::Type *memory_type(llvm::LLVMContext &c, DType d);
 /// The type a sum or product of `d` elements accumulates in (the dtype
 /// table's accumulator: f32 for f16/bf16/f32, f64, i64 for integers).
 llvm::Type *accumulator_type(llvm::LLVMContext &c, DType d);
+/// An integer comparison of `d` operands: `pred` (a signed predicate) as it
+/// is for signed dtypes, its unsigned form for unsigned ones (u8, bool).
+llvm::CmpInst::Predicate int_predicate(DType d, llvm::CmpInst::Predicate pred);
 
 class ElementalEmitter;
 

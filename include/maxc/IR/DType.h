@@ -15,7 +15,7 @@
 
 namespace maxc {
 
-enum class DType : uint8_t { f16, bf16, f32, f64, i8, i32, i64, boolean };
+enum class DType : uint8_t { f16, bf16, f32, f64, i8, i32, i64, boolean, u8 };
 
 /// What kind of number a dtype holds.
 enum class DTypeClass : uint8_t { floating, integer, boolean };
@@ -49,12 +49,13 @@ inline constexpr DTypeInfo kDTypeInfo[] = {
   {DType::i32,     "i32",  4, 32, DTypeClass::integer,  true,  DType::i32,  DType::i64, "int32_t",   6, "<i4", "I32",  "T_I32"},
   {DType::i64,     "i64",  8, 64, DTypeClass::integer,  true,  DType::i64,  DType::i64, "int64_t",   7, "<i8", "I64",  "T_I64"},
   {DType::boolean, "bool", 1,  1, DTypeClass::boolean,  false, DType::boolean, DType::i64, "uint8_t", 9, "|b1", "BOOL", "T_BOOL"},
+  {DType::u8,      "u8",   1,  8, DTypeClass::integer,  false, DType::u8,   DType::i64, "uint8_t",   2, "|u1", "U8",   "T_U8"},
 };
 // clang-format on
 
 /// All dtypes in declaration order (for tests and help texts).
-inline constexpr DType kAllDTypes[] = {DType::f16, DType::bf16, DType::f32, DType::f64,
-                                       DType::i8,  DType::i32,  DType::i64, DType::boolean};
+inline constexpr DType kAllDTypes[] = {DType::f16, DType::bf16, DType::f32,     DType::f64, DType::i8,
+                                       DType::i32, DType::i64,  DType::boolean, DType::u8};
 
 constexpr const DTypeInfo &dtype_info(DType dtype) { return kDTypeInfo[static_cast<size_t>(dtype)]; }
 

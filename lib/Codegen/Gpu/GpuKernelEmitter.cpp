@@ -673,12 +673,16 @@ private:
       Value *identity;
       if (fp)
         identity = llvm::ConstantFP::getInfinity(t, max);
-      else
+      else if (is_signed(d))
         identity = llvm::ConstantInt::get(t, max ? llvm::APInt::getSignedMinValue(t->getIntegerBitWidth())
                                                  : llvm::APInt::getSignedMaxValue(t->getIntegerBitWidth()));
-      return {t, identity, [this, fp, max](Value *a, Value *v) -> Value * {
+      else
+        identity = llvm::ConstantInt::get(t, max ? llvm::APInt::getMinValue(t->getIntegerBitWidth())
+                                                 : llvm::APInt::getMaxValue(t->getIntegerBitWidth()));
+      return {t, identity, [this, fp, max, d](Value *a, Value *v) -> Value * {
                 if (!fp)
-                  return b_.CreateSelect(max ? b_.CreateICmpSGT(v, a) : b_.CreateICmpSLT(v, a), v, a);
+                  return b_.CreateSelect(
+                      b_.CreateICmp(int_predicate(d, max ? llvm::CmpInst::ICMP_SGT : llvm::CmpInst::ICMP_SLT), v, a), v, a);
                 Value *take = b_.CreateAnd(b_.CreateNot(b_.CreateFCmpUNO(a, a)),
                                            b_.CreateOr(b_.CreateFCmpUNO(v, v),
                                                        max ? b_.CreateFCmpOGT(v, a) : b_.CreateFCmpOLT(v, a)));

@@ -871,6 +871,9 @@ Outs pool(const OnnxNode &node) {
       unsupported("pooling with dilations is not supported");
   if (node.wants_output(1))
     unsupported("MaxPool's Indices output is not supported");
+  if (!is_float(x.dtype())) // the core pools are float-only (ONNX also has MaxPool on int8/uint8)
+    throw Error(ErrorCode::OnnxUnsupportedType,
+                node.op() + " on " + std::string(dtype_name(x.dtype())) + " is not supported (maxc pools floats)");
   std::vector<int64_t> pads = spatial_pads(node, x.shape(), kernel, strides, dil);
   bool include_pad = node.attr_int("count_include_pad", 0) != 0;
   if (node.attr_int("ceil_mode", 0)) {

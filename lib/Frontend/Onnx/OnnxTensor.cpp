@@ -26,7 +26,8 @@ static_assert(dtype_info(DType::f16).onnx_type == TensorProto::FLOAT16 &&
               dtype_info(DType::i8).onnx_type == TensorProto::INT8 &&
               dtype_info(DType::i32).onnx_type == TensorProto::INT32 &&
               dtype_info(DType::i64).onnx_type == TensorProto::INT64 &&
-              dtype_info(DType::boolean).onnx_type == TensorProto::BOOL);
+              dtype_info(DType::boolean).onnx_type == TensorProto::BOOL &&
+              dtype_info(DType::u8).onnx_type == TensorProto::UINT8);
 
 std::optional<DType> dtype_from_onnx(int32_t type) { return dtype_from_onnx_type(type); }
 

@@ -173,10 +173,19 @@ HostTensor quantized(HostTensor t, double step) {
 
 template <typename T> int64_t min_of() { return std::numeric_limits<T>::min(); }
 template <typename T> int64_t max_of() { return std::numeric_limits<T>::max(); }
-int64_t int_min(DType d) { return d == DType::i8 ? min_of<int8_t>() : d == DType::i32 ? min_of<int32_t>() : min_of<int64_t>(); }
-int64_t int_max(DType d) { return d == DType::i8 ? max_of<int8_t>() : d == DType::i32 ? max_of<int32_t>() : max_of<int64_t>(); }
+int64_t int_min(DType d) {
+  return d == DType::u8 ? 0 : d == DType::i8 ? min_of<int8_t>() : d == DType::i32 ? min_of<int32_t>() : min_of<int64_t>();
+}
+int64_t int_max(DType d) {
+  return d == DType::u8    ? max_of<uint8_t>()
+         : d == DType::i8  ? max_of<int8_t>()
+         : d == DType::i32 ? max_of<int32_t>()
+                           : max_of<int64_t>();
+}
 
-const DType kIntTypes[] = {DType::i8, DType::i32, DType::i64};
+// u8 (unsigned): its values above 127 are negative as i8 bits, so every
+// signed/unsigned choice of the code generator shows.
+const DType kIntTypes[] = {DType::i8, DType::i32, DType::i64, DType::u8};
 
 // Float specials shared by the unary tests: NaN, infinities, signed zeros,
 // halves (round), denormals (f32), overflow/underflow edges of exp.
@@ -481,7 +490,7 @@ TEST_CASE(MAXC_COMPILED_NAME("compiled softmax and normalizations (decomposed)")
 // Linear algebra, convolution, pooling
 
 TEST_CASE(MAXC_COMPILED_NAME("compiled matmul: batched, broadcast batch dims, transposes, dtypes"), MAXC_COMPILED_TAGS) {
-  for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::i8}) {
+  for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::i8, DType::u8}) {
     INFO(dtype_name(d));
     Tol tol = d == DType::f32 ? kF32Acc : d == DType::f64 ? kF64Acc : is_float(d) ? kLow : kExact;
     double lo = is_float(d) ? -2 : -60, hi = is_float(d) ? 2 : 60; // i8 wraps
@@ -680,6 +689,9 @@ std::vector<Case> shape_cases(DType d, const HostTensor &table) {
        }},
       {"gather_i8_axis0", [](auto &in) {
          return ops::gather(in[0], Tensor::from_i64(DType::i8, {3, 1}, {1, -2, 0}), 0);
+       }},
+      {"gather_u8_axis0", [](auto &in) { // 254 is not -2: it clamps
+         return ops::gather(in[0], Tensor::from_i64(DType::u8, {3, 1}, {1, 254, 0}), 0);
        }},
       {"gather_graph_indices", [](auto &in) {
          return ops::gather(in[4], ops::sub(ops::iota({2, 3}, 1, DType::i32), ops::full(1, DType::i32, {2, 3})), 1);

@@ -71,7 +71,8 @@ TEST_CASE("safetensors dtype names", "[safetensors]") {
   CHECK(safetensors_dtype_name(DType::boolean) == "BOOL");
   for (DType d : kAllDTypes)
     CHECK(parse_safetensors_dtype(safetensors_dtype_name(d)) == d);
-  CHECK_FALSE(parse_safetensors_dtype("U8"));
+  CHECK(parse_safetensors_dtype("U8") == DType::u8);
+  CHECK_FALSE(parse_safetensors_dtype("U16"));
   CHECK_FALSE(parse_safetensors_dtype("f32"));
 }
 
@@ -297,8 +298,8 @@ TEST_CASE("safetensors validation errors name the file and tensor", "[safetensor
                  ErrorCode::SafetensorsHeader, path, {"tensor 'w'", "\"data_offsets\" must be"});
   }
   SECTION("unknown dtype") {
-    expect_error(open_bytes(st_file(entry("\"dtype\":\"U8\"," + shape + "," + offsets))), ErrorCode::SafetensorsDType,
-                 path, {"tensor 'w'", "\"U8\"", "BF16"});
+    expect_error(open_bytes(st_file(entry("\"dtype\":\"U16\"," + shape + "," + offsets))), ErrorCode::SafetensorsDType,
+                 path, {"tensor 'w'", "\"U16\"", "BF16"});
   }
   SECTION("negative dimension and element-count overflow") {
     expect_error(open_bytes(st_file(entry(dtype + ",\"shape\":[2,-2]," + offsets))), ErrorCode::SafetensorsHeader,

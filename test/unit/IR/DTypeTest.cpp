@@ -51,7 +51,14 @@ TEST_CASE("dtype table rows are consistent", "[dtype]") {
   CHECK(dtype_info(DType::i8).c_type == "int8_t");
   CHECK(dtype_info(DType::f16).accumulator == DType::f32);
   CHECK(dtype_info(DType::i8).accumulator == DType::i64);
-  CHECK(dtype_name_list() == "f16, bf16, f32, f64, i8, i32, i64, bool");
+  CHECK(dtype_name_list() == "f16, bf16, f32, f64, i8, i32, i64, bool, u8");
+  // u8: ONNX UINT8, NumPy uint8, unsigned.
+  CHECK(dtype_info(DType::u8).onnx_type == 2);
+  CHECK(dtype_from_npy_descr("u1") == DType::u8);
+  CHECK(dtype_from_safetensors_name("U8") == DType::u8);
+  CHECK(is_integer(DType::u8));
+  CHECK_FALSE(is_signed(DType::u8));
+  CHECK(dtype_info(DType::u8).accumulator == DType::i64);
 }
 
 TEST_CASE("HostTensor elements follow the table's width and signedness", "[dtype]") {
@@ -63,12 +70,16 @@ TEST_CASE("HostTensor elements follow the table's width and signedness", "[dtype
     t.set_f64(2, -1.0);
     CHECK(t.get_f64(0) == 1.0);
     CHECK(t.get_i64(1) == 0);
-    CHECK(t.get_f64(2) == (is_bool(d) ? 1.0 : -1.0));
+    CHECK(t.get_f64(2) == (is_bool(d) ? 1.0 : is_signed(d) ? -1.0 : 255.0));
     if (is_integer(d)) {
       int bits = dtype_info(d).bits;
       if (bits < 64) {
-        t.set_i64(0, (int64_t(1) << (bits - 1))); // one past the signed maximum wraps to the minimum
-        CHECK(t.get_i64(0) == -(int64_t(1) << (bits - 1)));
+        t.set_i64(0, (int64_t(1) << (bits - 1))); // one past the signed maximum: the minimum, or 2^(bits-1) unsigned
+        CHECK(t.get_i64(0) == (is_signed(d) ? -(int64_t(1) << (bits - 1)) : int64_t(1) << (bits - 1)));
+        t.set_i64(0, -1); // wraps to the all-ones value
+        CHECK(t.get_i64(0) == (is_signed(d) ? -1 : (int64_t(1) << bits) - 1));
+        t.set_f64(0, -1e30); // floats saturate to i64, then wrap
+        CHECK(t.get_i64(0) == 0);
       }
     }
   }

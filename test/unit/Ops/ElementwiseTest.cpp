@@ -85,9 +85,9 @@ TEST_CASE("binary ops broadcast like NumPy", "[ops][elementwise]") {
 }
 
 TEST_CASE("binary arithmetic, comparisons and logic on every dtype", "[ops][elementwise]") {
-  for (DType dtype : {DType::f16, DType::bf16, DType::f32, DType::f64, DType::i8, DType::i32, DType::i64}) {
+  for (DType dtype : {DType::f16, DType::bf16, DType::f32, DType::f64, DType::i8, DType::i32, DType::i64, DType::u8}) {
     INFO(dtype_name(dtype));
-    HostTensor a = random_tensor(dtype, {5, 3}, -20, 20);
+    HostTensor a = random_tensor(dtype, {5, 3}, is_signed(dtype) ? -20 : 0, 20);
     HostTensor b = random_tensor(dtype, {3}, 1, 9);
     auto outs = run_traced({a, b}, [](const std::vector<Tensor> &in) {
       return std::vector<Tensor>{ops::add(in[0], in[1]),     ops::sub(in[0], in[1]),  ops::mul(in[0], in[1]),
@@ -124,6 +124,24 @@ TEST_CASE("integer division truncates, wraps, and never divides by zero", "[ops]
   CHECK(s.get_i64(0) == -56); // 200 wraps in i8
 }
 
+TEST_CASE("u8 is unsigned: it wraps modulo 256 and compares and divides as 0..255", "[ops][elementwise]") {
+  HostTensor a = HostTensor::from_i64(DType::u8, {4}, {200, 250, 1, 0});
+  HostTensor b = HostTensor::from_i64(DType::u8, {4}, {100, 7, 2, 0});
+  auto outs = run_traced({a, b}, [](const std::vector<Tensor> &in) {
+    return std::vector<Tensor>{ops::add(in[0], in[1]),     ops::div(in[0], in[1]),  ops::mod(in[0], in[1]),
+                               ops::greater(in[0], in[1]), ops::maximum(in[0], in[1]), ops::neg(in[0]),
+                               ops::cast(in[0], DType::f32), ops::cast(ops::cast(in[0], DType::i8), DType::u8)};
+  });
+  CHECK(outs[0].to_i64() == std::vector<int64_t>{44, 1, 3, 0});
+  CHECK(outs[1].to_i64() == std::vector<int64_t>{2, 35, 0, 0});
+  CHECK(outs[2].to_i64() == std::vector<int64_t>{0, 5, 1, 0});
+  CHECK(outs[3].to_i64() == std::vector<int64_t>{1, 1, 0, 0});
+  CHECK(outs[4].to_i64() == std::vector<int64_t>{200, 250, 2, 0});
+  CHECK(outs[5].to_i64() == std::vector<int64_t>{56, 6, 255, 0});
+  CHECK(outs[6].to_f64() == std::vector<double>{200, 250, 1, 0});
+  CHECK(outs[7].to_i64() == std::vector<int64_t>{200, 250, 1, 0});
+}
+
 TEST_CASE("logical ops and where", "[ops][elementwise]") {
   HostTensor p = HostTensor::from_i64(DType::boolean, {4}, {0, 0, 1, 1});
   HostTensor q = HostTensor::from_i64(DType::boolean, {4}, {0, 1, 0, 1});
@@ -151,7 +169,8 @@ TEST_CASE("cast converts between every pair of dtypes", "[ops][elementwise]") {
     REQUIRE(y.dtype() == to);
     for (int64_t i = 0; i < 6; ++i) {
       double v = x.get_f64(i);
-      double expected = is_bool(to) ? (v != 0) : is_integer(to) ? std::trunc(v) : HostTensor::scalar(to, v).get_f64(0);
+      double t = std::trunc(v), wrapped = is_signed(to) || t >= 0 ? t : t + 256; // u8: -2 is 254
+      double expected = is_bool(to) ? (v != 0) : is_integer(to) ? wrapped : HostTensor::scalar(to, v).get_f64(0);
       CHECK(y.get_f64(i) == expected);
     }
   }
