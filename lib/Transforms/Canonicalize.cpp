@@ -193,7 +193,9 @@ bool cast_is_exact(DType from, DType to) {
   case DType::f32:
     return to == DType::f64;
   case DType::i8: // |v| <= 128: exact in every float (bf16 keeps 8 significant bits)
-    return to != DType::boolean;
+    return to != DType::boolean && to != DType::u8;
+  case DType::u8: // 0..255: likewise
+    return to != DType::boolean && to != DType::i8;
   case DType::i32:
     return to == DType::i64 || to == DType::f64;
   default:

@@ -195,6 +195,10 @@ TEST_CASE("canonicalize: cast chains", "[transforms][canonicalize]") {
   CHECK_FALSE(cast_is_exact(DType::i32, DType::f32));
   CHECK_FALSE(cast_is_exact(DType::f16, DType::bf16));
   CHECK_FALSE(cast_is_exact(DType::i8, DType::boolean));
+  CHECK_FALSE(cast_is_exact(DType::i8, DType::u8));
+  CHECK_FALSE(cast_is_exact(DType::u8, DType::i8));
+  CHECK(cast_is_exact(DType::u8, DType::i32));
+  CHECK(cast_is_exact(DType::u8, DType::bf16));
 }
 
 TEST_CASE("canonicalize: reshape and transpose chains", "[transforms][canonicalize]") {
