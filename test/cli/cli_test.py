@@ -1186,7 +1186,7 @@ def compile_flags_on_every_backend(ctx):
     expect(listing(ctx.tmp) == ["my model.json"], "--print-outputs wrote files: %s" % listing(ctx.tmp), r)
     r = ctx.run(gpu + ["-o", "g.o", "--time-passes", "--verify-reproducible", "--manifest-timings", "-MD", "-j", "2"],
                 rc=0)
-    for step in ["load", "decompose", "plan", "backend", "verify-reproducible", "artifacts", "write",
+    for step in ["load", "canonicalize", "decompose", "plan", "backend", "verify-reproducible", "artifacts", "write",
                  "hsaco gfx942", "arches", "total"]:
         expect(re.search(r"^\s+%s\s+[0-9.]+ ms" % re.escape(step), r.stderr, re.M) is not None,
                "--time-passes should time %r" % step, r)

@@ -47,7 +47,7 @@ TEST_CASE("the pipeline runs each step once, on every backend", "[driver]") {
     CompileResult result;
     std::vector<std::string> seen;
     REQUIRE(compile(request, diagnostics, result, [&](const std::string &step) { seen.push_back(step); }));
-    CHECK(seen == std::vector<std::string>{"validate", "load", "decompose", "plan", "backend", "verify-reproducible",
+    CHECK(seen == std::vector<std::string>{"validate", "load", "canonicalize", "decompose", "plan", "backend", "verify-reproducible",
                                            "artifacts", "write"});
     std::map<std::string, int> counts = step_counts(result);
     for (const std::string &step : seen)
