@@ -372,10 +372,22 @@ Dim Dim::parse(const std::string &text) {
     ++pos;
   };
   std::function<Dim()> expr;
+  // Parentheses and min/max/floordiv nest by recursion: bounded, so hostile
+  // text ("((((...") is an error, never a stack overflow.
+  constexpr int kMaxDepth = 64;
+  int depth = 0;
+  struct Nest {
+    int &depth;
+    explicit Nest(int &d) : depth(d) { ++depth; }
+    ~Nest() { --depth; }
+  };
   auto factor = [&]() -> Dim {
     skip();
     if (pos >= text.size())
       throw fail("expected a number or a symbol");
+    Nest nest(depth);
+    if (depth > kMaxDepth)
+      throw fail("nested deeper than " + std::to_string(kMaxDepth) + " levels");
     if (std::isdigit(static_cast<unsigned char>(text[pos]))) {
       int64_t v = 0;
       while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos])))

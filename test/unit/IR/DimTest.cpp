@@ -201,3 +201,15 @@ TEST_CASE("sha256 matches the FIPS test vectors", "[support]") {
   CHECK(maxc::sha256_hex(std::string(1000000, 'a')) ==
         "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
+
+TEST_CASE("Dim::parse refuses nesting deeper than its limit instead of recursing without bound", "[dim]") {
+  std::string deep(100000, '(');
+  deep += "n" + std::string(100000, ')');
+  CHECK_THROWS_WITH(Dim::parse(deep), Catch::Contains("nested deeper than 64"));
+  std::string ok = std::string(30, '(') + "n" + std::string(30, ')');
+  CHECK(Dim::parse(ok) == Dim("n"));
+  std::string maxes;
+  for (int i = 0; i < 100000; ++i)
+    maxes += "max(";
+  CHECK_THROWS_WITH(Dim::parse(maxes + "n"), Catch::Contains("nested deeper"));
+}
