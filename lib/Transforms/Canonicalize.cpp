@@ -5,13 +5,10 @@
 #include "maxc/Transforms/FuseNorms.h"
 
 #include <cmath>
-#include <numeric>
 
 namespace maxc {
 
 namespace {
-
-bool is_real(DType d) { return is_float(d); }
 
 /// The node's result type: a rule replaces the node only by something of
 /// exactly this type.
@@ -60,8 +57,10 @@ public:
   const char *name() const override { return "div-by-sqrt"; }
   const char *root_op() const override { return "div"; }
   std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
+    // Only where the sqrt is read here alone: else it stays and the rsqrt
+    // would be work on top of it.
     const Node *root = rc.match.producer_op(node.operands[1], "sqrt");
-    if (!root || !is_real(in[0].dtype()))
+    if (!root || !is_float(in[0].dtype()) || !rc.match.single_use(node.operands[1]))
       return {};
     Tensor y = ops::mul(in[0], ops::rsqrt(rc.value(root->operands[0])));
     return {y};
@@ -75,7 +74,7 @@ public:
   std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
     std::optional<double> c = rc.match.splat(node.operands[1]);
     const Tensor &x = in[0];
-    if (!c || !is_real(x.dtype()) || *c == 0 || !std::isfinite(*c) || *c == 1 || x.type() != result_type(rc, node))
+    if (!c || !is_float(x.dtype()) || *c == 0 || !std::isfinite(*c) || *c == 1 || x.type() != result_type(rc, node))
       return {};
     return {x * ops::full(1.0 / *c, x.dtype())};
   }
@@ -89,7 +88,7 @@ public:
   const char *root_op() const override { return op_; }
   std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
     const std::string &op = node.op;
-    bool integral = !is_real(in[0].dtype());
+    bool integral = !is_float(in[0].dtype());
     for (size_t side = 0; side < 2; ++side) {
       std::optional<double> c = rc.match.splat(node.operands[1 - side]);
       if (!c)

@@ -46,11 +46,6 @@ std::optional<double> GraphMatcher::scalar(ValueId v) const {
   return splat(v);
 }
 
-bool GraphMatcher::is_constant(ValueId v) const {
-  const Node *n = producer(v);
-  return n && (n->op == "constant" || n->op == "full");
-}
-
 void GraphRebuild::map_inputs() {
   for (size_t i = 0; i < from_.input_ids().size(); ++i)
     values_[from_.input_ids()[i]] = Tensor::from_graph_value(to_.inputs()[i]);

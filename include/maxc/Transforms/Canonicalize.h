@@ -15,7 +15,8 @@
 //                     (torch writes LayerNorm/RMSNorm as Pow(x, 2) at
 //                     opset < 17; a libm powf per element cost a quarter of
 //                     a transformer's time.)
-//   div-by-sqrt       x / sqrt(y) → x · rsqrt(y)             ≤ 2 ulp
+//   div-by-sqrt       x / sqrt(y) → x · rsqrt(y), the sqrt   ≤ 2 ulp
+//                     read there only
 //   div-by-constant   x / c → x · (1/c), c a float splat     bit-exact when 1/c is (c a power of
 //                     (not 0, finite)                        two), else ≤ 1 ulp
 //   identity          x·1, 1·x, x-0, x/1 → x; integer x+0    bit-exact

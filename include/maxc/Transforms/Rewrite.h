@@ -38,8 +38,6 @@ public:
   const std::vector<int64_t> &of(ValueId v) const { return readers_.at(v); }
   /// v is read by exactly one node and is no graph output.
   bool single_use(ValueId v) const { return readers_.at(v).size() == 1 && readers_[v][0] >= 0; }
-  /// Nothing reads v (no node, no output).
-  bool unused(ValueId v) const { return readers_.at(v).empty(); }
   /// The whole table, indexed by ValueId.
   const std::vector<std::vector<int64_t>> &table() const { return readers_; }
 
@@ -68,8 +66,6 @@ public:
   std::optional<double> splat(ValueId v) const;
   /// splat() restricted to one-element values (a scalar).
   std::optional<double> scalar(ValueId v) const;
-  /// v is a constant or full (its value is known at compile time).
-  bool is_constant(ValueId v) const;
 
 private:
   const Graph &g_;
