@@ -720,6 +720,12 @@ LoadedModel load_model_text(const std::string &text, const std::string &path, co
   if (looks_like_onnx(text)) // a protobuf, not JSON: the ONNX front end
     return load_onnx_model(text, path, options, diagnostics);
   LoadedModel out;
+  if (!options.bound_inputs.empty()) {
+    diagnostics.error(ErrorCode::InvalidArgument, path, "--bind " + options.bound_inputs.begin()->first,
+                      "--bind fixes inputs of ONNX models; a maxc JSON model computes constants with \"full\" or "
+                      "params instead");
+    return out;
+  }
   auto start = std::chrono::steady_clock::now();
   out.files_read.push_back(path);
 

@@ -182,26 +182,6 @@ private:
 
 } // namespace
 
-bool cast_is_exact(DType from, DType to) {
-  if (from == to || from == DType::boolean)
-    return true;
-  switch (from) {
-  case DType::f16:
-  case DType::bf16:
-    return to == DType::f32 || to == DType::f64;
-  case DType::f32:
-    return to == DType::f64;
-  case DType::i8: // |v| <= 128: exact in every float (bf16 keeps 8 significant bits)
-    return to != DType::boolean && to != DType::u8;
-  case DType::u8: // 0..255: likewise
-    return to != DType::boolean && to != DType::i8;
-  case DType::i32:
-    return to == DType::i64 || to == DType::f64;
-  default:
-    return false;
-  }
-}
-
 const std::vector<const RewritePattern *> &canonicalization_patterns() {
   static const PowByConstant pow_by_constant;
   static const DivBySqrt div_by_sqrt;

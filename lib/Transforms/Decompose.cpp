@@ -108,6 +108,7 @@ std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, Mat
 void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput> &pretransposed,
              const CallSiteLayout &calls, const std::vector<CallSiteBatchNorm> &own_folds,
              const CallSiteBatchNorms &call_folds, const DecomposeOptions &options) {
+  carry_symbols(from, to);
   std::vector<bool> replaced(from.input_ids().size(), false);
   for (const PretransposedInput &p : pretransposed)
     replaced[p.index] = p.replaces;

@@ -1,6 +1,6 @@
 #include "maxc/Transforms/FoldBatchNorm.h"
 
-#include "maxc/Transforms/MatmulLayout.h"
+#include "maxc/Transforms/CallSites.h"
 #include "maxc/Transforms/Rewrite.h"
 
 #include <cmath>

@@ -1,4 +1,5 @@
 #include "maxc/Transforms/MatmulLayout.h"
+#include "maxc/Transforms/CallSites.h"
 
 #include "maxc/Support/BulkMemory.h"
 #include "maxc/Support/FileSystem.h"
@@ -40,38 +41,6 @@ TensorType transposed_type(const TensorType &type) {
   TensorType t = type;
   std::swap(t.shape[t.shape.size() - 1], t.shape[t.shape.size() - 2]);
   return t;
-}
-
-std::map<std::string, std::vector<bool>> constant_bound_inputs(const Graph &root) {
-  // Per subgraph: which inputs every call binds to a constant.
-  std::map<std::string, std::vector<bool>> bound;
-  std::set<std::string> excluded; // called from a subgraph body: its operands are not root constants
-  for (const Node &n : root.nodes()) {
-    const std::string *call = call_body_name(n);
-    if (!call) { // another body-owning op binds no operand to an input
-      for (const std::string &body : body_names(n))
-        excluded.insert(body);
-      continue;
-    }
-    const std::string &callee = *call;
-    auto [it, fresh] = bound.try_emplace(callee, n.operands.size(), true);
-    if (it->second.size() != n.operands.size()) { // a malformed graph: leave it alone
-      excluded.insert(callee);
-      continue;
-    }
-    for (size_t i = 0; i < n.operands.size(); ++i)
-      it->second[i] = it->second[i] && is_constant(root, n.operands[i]);
-  }
-  for (const auto &[name, sub] : root.subgraphs())
-    for (const Node &n : sub->nodes())
-      for (const std::string &body : body_names(n))
-        excluded.insert(body);
-  for (const auto &[name, sub] : root.subgraphs())
-    if (auto it = bound.find(name); it != bound.end() && it->second.size() != sub->input_ids().size())
-      excluded.insert(name);
-  for (const std::string &name : excluded)
-    bound.erase(name);
-  return bound;
 }
 
 CallSiteLayout plan_call_site_layout(const Graph &root) {

@@ -78,10 +78,17 @@ size_t RewriteStats::total() const {
   return t;
 }
 
+void carry_symbols(const Graph &from, Graph &to) {
+  // Declared before the rebuild adds inputs: add_input re-declares an input
+  // dim with the same origin, which keeps this entry and its bound.
+  to.symbol_table() = from.symbol_table();
+}
+
 namespace {
 
 /// Makes `to`'s inputs and constants those of `from`.
 void copy_interface(const Graph &from, Graph &to) {
+  carry_symbols(from, to);
   for (ValueId id : from.input_ids())
     to.add_input(from.value_info(id).type, from.value_info(id).name);
   for (const auto &[name, data] : from.constant_types()) {

@@ -168,6 +168,58 @@ def case_dedup_by_structure(c):
         assert np.allclose(got, h, rtol=1e-4, atol=1e-6), (device, np.abs(got - h).max())
 
 
+def quantized_stack(layers, hidden=8, seed=0):
+    """A residual stack whose weights are uint8 with a float scale and an
+    int8 bias, dequantized in the graph (Cast, Sub zero point, Mul scale), with
+    no layer numbers in any name: the layers are found by structure and their
+    integer weights must become block parameters for them to share one
+    definition."""
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+    def node(op, ins, **kw):
+        out = "v%d" % len(nodes)
+        nodes.append(helper.make_node(op, ins, [out], name="n%d" % len(nodes), **kw))
+        return out
+    def init(arr):
+        name = "w%d" % len(inits)
+        inits.append(numpy_helper.from_array(arr, name))
+        return name
+    x = node("Relu", ["input"])
+    weights = []
+    for _ in range(layers):
+        q = rng.integers(0, 256, (hidden, hidden)).astype(np.uint8)
+        b = rng.integers(-128, 128, hidden).astype(np.int8)
+        weights.append((q, b))
+        wq, zp, sc, bq = init(q), init(np.array(128, np.float32)), init(np.array(0.01, np.float32)), init(b)
+        w = node("Mul", [node("Sub", [node("Cast", [wq], to=TensorProto.FLOAT), zp]), sc])
+        bias = node("Mul", [node("Cast", [bq], to=TensorProto.FLOAT), sc])
+        x = node("Add", [x, node("Relu", [node("Add", [node("MatMul", [x, w]), bias])])])
+    nodes.append(helper.make_node("Identity", [x], ["output"], name="n_out"))
+    graph = helper.make_graph(nodes, "quant", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", hidden])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", hidden])], inits)
+    return helper.make_model(graph, opset_imports=OPSET), weights
+
+
+def case_dedup_integer_weights(c):
+    """Layers whose weights are uint8/int8 initializers share one definition
+    (the integer weights are block parameters, like float ones), and the
+    deduplicated model agrees with numpy on the CPU."""
+    m, weights = quantized_stack(4)
+    p = c.save(m, "quant4.onnx")
+    s = c.stats(p)
+    assert s["subgraph_definitions"] == "1" and s["subgraph_calls"] == "4", s
+    x = np.random.default_rng(5).standard_normal((3, 8)).astype(np.float32)
+    np.save(c.path("xq.npy"), x)
+    h = np.maximum(x, 0)
+    for q, b in weights:
+        w = (q.astype(np.float32) - 128) * np.float32(0.01)
+        h = h + np.maximum(h @ w + b.astype(np.float32) * np.float32(0.01), 0)
+    out = c.path("quant-cpu")
+    c.run("run", p, "--input", f"input={c.path('xq.npy')}", "--device", "cpu", "--output-dir", out)
+    got = np.load(os.path.join(out, "output.npy"))
+    assert np.allclose(got, h, rtol=1e-4, atol=1e-5), np.abs(got - h).max()
+
+
 def case_run_paths(c):
     """Reference, compiled CPU and GPU emulator agree with numpy on the encoder (symbolic batch/seq)."""
     m = encoder(3)
@@ -461,6 +513,79 @@ def case_not_foldable(c):
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     err = expect_code(c, c.save(helper.make_model(g, opset_imports=OPSET), "nf.onnx"), "E0608")
     assert "node '/m/Reshape' (Reshape, opset 17)" in err, err
+
+
+def if_model(run_time_cond=False):
+    """An If on a scalar graph input (a VAD model's sample-rate switch): cond =
+    Equal(sr, 16000). The then branch has an initializer of its own, captures
+    the outer x, and holds an If on Shape(x)[0] == 2 (a shape condition that
+    folds at import); the else branch negates x. With run_time_cond the
+    condition is ReduceSum(x) > 0 instead."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    k = numpy_helper.from_array(np.array([1.0, 2.0, 3.0], np.float32), "then.k")
+    inner_then = helper.make_graph([helper.make_node("Mul", ["x", "then.k"], ["inner.t"], name="/then/inner/Mul")],
+                                   "inner_then", [], [helper.make_tensor_value_info("inner.t", TensorProto.FLOAT, [2, 3])])
+    inner_else = helper.make_graph([helper.make_node("Sub", ["x", "then.k"], ["inner.e"], name="/then/inner/Sub")],
+                                   "inner_else", [], [helper.make_tensor_value_info("inner.e", TensorProto.FLOAT, [2, 3])])
+    zero = numpy_helper.from_array(np.array([0], np.int64), "then.zero")
+    two = numpy_helper.from_array(np.array([2], np.int64), "then.two")
+    then = helper.make_graph([
+        helper.make_node("Relu", ["x"], ["then.r"], name="/then/Relu"),
+        helper.make_node("Shape", ["x"], ["then.shape"], name="/then/Shape"),
+        helper.make_node("Gather", ["then.shape", "then.zero"], ["then.rows"], name="/then/Gather", axis=0),
+        helper.make_node("Equal", ["then.rows", "then.two"], ["then.c1"], name="/then/Equal"),
+        helper.make_node("Squeeze", ["then.c1"], ["then.c"], name="/then/Squeeze"),
+        helper.make_node("If", ["then.c"], ["then.i"], name="/then/If", then_branch=inner_then, else_branch=inner_else),
+        helper.make_node("Add", ["then.r", "then.i"], ["then.out"], name="/then/Add"),
+    ], "then", [], [helper.make_tensor_value_info("then.out", TensorProto.FLOAT, [2, 3])], [k, zero, two])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["else.out"], name="/else/Neg")], "else", [],
+                              [helper.make_tensor_value_info("else.out", TensorProto.FLOAT, [2, 3])])
+    if run_time_cond:
+        nodes = [helper.make_node("ReduceSum", ["x"], ["sum"], name="/ReduceSum", keepdims=0),
+                 helper.make_node("Greater", ["sum", "zerof"], ["cond"], name="/Greater")]
+        inits = [numpy_helper.from_array(np.array(0, np.float32), "zerof")]
+        inputs = [x]
+    else:
+        nodes = [helper.make_node("Equal", ["sr", "rate"], ["cond"], name="/Equal")]
+        inits = [numpy_helper.from_array(np.array(16000, np.int64), "rate")]
+        inputs = [x, helper.make_tensor_value_info("sr", TensorProto.INT64, [])]
+    nodes.append(helper.make_node("If", ["cond"], ["y"], name="/If", then_branch=then, else_branch=other))
+    g = helper.make_graph(nodes, "ifm", inputs, [y], inits)
+    return helper.make_model(g, opset_imports=OPSET)
+
+
+def case_if_resolved_at_import(c):
+    """An If whose condition folds once an input is fixed with --bind: the taken
+    branch (with a nested If on a shape) runs, on every device; the other is never
+    read. Without --bind the error names the input to pin; bad --bind values and
+    names are errors; a condition known only at run time is E0608."""
+    p = c.save(if_model(), "if.onnx")
+    x = np.random.default_rng(7).standard_normal((2, 3)).astype(np.float32)
+    np.save(c.path("xif.npy"), x)
+    k = np.array([1.0, 2.0, 3.0], np.float32)
+    want = {"16000": np.maximum(x, 0) + x * k, "8000": -x}
+    for rate, expected in want.items():
+        for device in ["reference", "cpu", "amdgpu-emu"]:
+            out = c.path(f"if-{rate}-{device}")
+            c.run("--bind", f"sr={rate}", "run", p, "--input", f"x={c.path('xif.npy')}", "--device", device,
+                  "--output-dir", out)
+            got = np.load(os.path.join(out, "y.npy"))
+            assert np.allclose(got, expected, rtol=1e-6, atol=1e-6), (rate, device, got, expected)
+    s = c.stats("--bind", "sr=16000", p)
+    assert s["inputs"] == "1" and s["nodes"] == "4", s  # sr bound; relu, k, mul, add
+    err = expect_code(c, p, "E0608")
+    assert "graph input 'sr'; fix it with --bind sr=VALUE" in err and "node '/If' (If, opset 17)" in err, err
+    r = c.run("--bind", "rate=1", "check", p, expect=1)
+    assert "no graph input named 'rate'" in r.stderr and "x, sr" in r.stderr, r.stderr
+    r = c.run("--bind", "sr=1.5", "check", p, expect=1)
+    assert "'1.5' is not an integer" in r.stderr, r.stderr
+    r = c.run("--bind", "sr=1,2", "check", p, expect=1)
+    assert "got 2 value(s)" in r.stderr, r.stderr
+    r = c.run("--bind", "sr", "check", p, expect=1)
+    assert "expected NAME=VALUES" in r.stderr, r.stderr
+    err = expect_code(c, c.save(if_model(run_time_cond=True), "ifrt.onnx"), "E0608")
+    assert "known only at run time" in err and "computed from the graph input 'x'" in err, err
 
 
 def attention_model(seq, heads=2, dh=16, masked_fill=True, seed=0):

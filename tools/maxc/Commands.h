@@ -23,6 +23,7 @@ struct GlobalOptions {
   bool warnings_as_errors = false;
   // ONNX models (docs/ONNX.md): --dim NAME=VALUE pins, --no-dedup.
   std::map<std::string, int64_t> onnx_dims;
+  std::map<std::string, std::string> bound_inputs; // --bind NAME=VALUES
   bool no_dedup = false;
 };
 

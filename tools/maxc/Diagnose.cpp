@@ -45,6 +45,7 @@ void write_output(const std::string &path, const std::string &text, DiagnosticEn
 LoadOptions load_options(const GlobalOptions &global) {
   LoadOptions load;
   load.dims = global.onnx_dims;
+  load.bound_inputs = global.bound_inputs;
   load.dedup = !global.no_dedup;
   return load;
 }

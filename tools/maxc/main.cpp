@@ -62,7 +62,17 @@ int main(int argc, char **argv) {
       ->check(CLI::IsMember({"text", "json", "sarif"}));
   app.add_flag("-W,--warnings-as-errors", global.warnings_as_errors, "Treat warnings as errors");
   std::vector<std::string> onnx_dims;
-  app.add_option("--dim", onnx_dims, "Pin a symbolic input dim at compile time, NAME=N (JSON dims or ONNX dim_param; repeatable; an unknown NAME is an error)");
+  // One value per occurrence (allow_extra_args false), so a global option
+  // written after the subcommand does not swallow its positional model.
+  app.add_option("--dim", onnx_dims, "Pin a symbolic input dim at compile time, NAME=N (JSON dims or ONNX dim_param; repeatable; an unknown NAME is an error)")
+      ->allow_extra_args(false);
+  std::vector<std::string> binds;
+  app.add_option("--bind", binds,
+                 "Fix an ONNX graph input at compile time, NAME=VALUES (comma-separated numbers for its static "
+                 "shape, or a .npy file; repeatable): it becomes a constant, so an If on it resolves and shapes "
+                 "computed from it fold")
+      ->type_name("NAME=VALUES")
+      ->allow_extra_args(false);
   app.add_flag("--no-dedup", global.no_dedup, "ONNX models: do not trace repeated layers as shared subgraphs");
 
   CheckOptions check;
@@ -198,6 +208,15 @@ int main(int argc, char **argv) {
       return 1;
     }
     global.onnx_dims[d.substr(0, eq)] = n;
+  }
+  for (const std::string &b : binds) {
+    size_t eq = b.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == b.size()) {
+      std::cerr << "maxc: error[E0002]: --bind: expected NAME=VALUES (numbers separated by commas, or a .npy file), got '"
+                << b << "'\n";
+      return 1;
+    }
+    global.bound_inputs[b.substr(0, eq)] = b.substr(eq + 1);
   }
   inspect.json = inspect.json || version_json;
   diff.json = diff.json || version_json;

@@ -37,6 +37,11 @@ struct LoadOptions {
   /// ONNX: symbolic dims (dim_param names, or their mangled C names) pinned
   /// to static sizes (`--dim NAME=VALUE`).
   std::map<std::string, int64_t> dims;
+  /// ONNX: graph inputs fixed at compile time (`--bind NAME=VALUES`): the
+  /// input becomes a constant and leaves the model's inputs, so an If on it
+  /// resolves and shape computations on it fold. VALUES: comma-separated
+  /// numbers, as many as the input's static shape holds, or a .npy file.
+  std::map<std::string, std::string> bound_inputs;
   /// ONNX: find repeated layers and trace each unique block once as a
   /// subgraph definition (`--no-dedup` turns it off).
   bool dedup = true;

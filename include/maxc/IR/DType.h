@@ -26,6 +26,13 @@ struct DTypeInfo {
   std::string_view name; ///< "f32", "bf16", "bool" (the text form of the IR and the model format)
   uint8_t bytes;         ///< bytes per element in memory
   uint8_t bits;          ///< bits of the value: 16 for f16, 1 for bool
+  /// Binary digits a value holds exactly, as std::numeric_limits::digits:
+  /// a float's significand bits with the implicit one, an integer's value
+  /// bits without the sign, 1 for bool.
+  uint8_t digits;
+  /// A float's std::numeric_limits::max_exponent (its finite values are
+  /// below 2^max_exponent); 0 for integers and bool.
+  int16_t max_exponent;
   DTypeClass cls;
   bool is_signed;       ///< floats and signed integers; bool is unsigned (0 or 1)
   DType compute;        ///< the dtype elementwise code computes in (f16 and bf16: f32)
@@ -40,16 +47,16 @@ struct DTypeInfo {
 // clang-format off
 /// One row per dtype, in the enum's order.
 inline constexpr DTypeInfo kDTypeInfo[] = {
-  // dtype          name    bytes bits class                  signed compute      accumulator  C type      ONNX npy    safetensors tag
-  {DType::f16,     "f16",  2, 16, DTypeClass::floating, true,  DType::f32,  DType::f32, "uint16_t", 10, "<f2", "F16",  "T_F16"},
-  {DType::bf16,    "bf16", 2, 16, DTypeClass::floating, true,  DType::f32,  DType::f32, "uint16_t", 16, "",    "BF16", "T_BF16"},
-  {DType::f32,     "f32",  4, 32, DTypeClass::floating, true,  DType::f32,  DType::f32, "float",     1, "<f4", "F32",  "T_F32"},
-  {DType::f64,     "f64",  8, 64, DTypeClass::floating, true,  DType::f64,  DType::f64, "double",   11, "<f8", "F64",  "T_F64"},
-  {DType::i8,      "i8",   1,  8, DTypeClass::integer,  true,  DType::i8,   DType::i64, "int8_t",    3, "|i1", "I8",   "T_I8"},
-  {DType::i32,     "i32",  4, 32, DTypeClass::integer,  true,  DType::i32,  DType::i64, "int32_t",   6, "<i4", "I32",  "T_I32"},
-  {DType::i64,     "i64",  8, 64, DTypeClass::integer,  true,  DType::i64,  DType::i64, "int64_t",   7, "<i8", "I64",  "T_I64"},
-  {DType::boolean, "bool", 1,  1, DTypeClass::boolean,  false, DType::boolean, DType::i64, "uint8_t", 9, "|b1", "BOOL", "T_BOOL"},
-  {DType::u8,      "u8",   1,  8, DTypeClass::integer,  false, DType::u8,   DType::i64, "uint8_t",   2, "|u1", "U8",   "T_U8"},
+  // dtype          name    bytes bits digits maxexp class                  signed compute      accumulator  C type      ONNX npy    safetensors tag
+  {DType::f16,     "f16",  2, 16, 11,   16, DTypeClass::floating, true,  DType::f32,  DType::f32, "uint16_t", 10, "<f2", "F16",  "T_F16"},
+  {DType::bf16,    "bf16", 2, 16,  8,  128, DTypeClass::floating, true,  DType::f32,  DType::f32, "uint16_t", 16, "",    "BF16", "T_BF16"},
+  {DType::f32,     "f32",  4, 32, 24,  128, DTypeClass::floating, true,  DType::f32,  DType::f32, "float",     1, "<f4", "F32",  "T_F32"},
+  {DType::f64,     "f64",  8, 64, 53, 1024, DTypeClass::floating, true,  DType::f64,  DType::f64, "double",   11, "<f8", "F64",  "T_F64"},
+  {DType::i8,      "i8",   1,  8,  7,    0, DTypeClass::integer,  true,  DType::i8,   DType::i64, "int8_t",    3, "|i1", "I8",   "T_I8"},
+  {DType::i32,     "i32",  4, 32, 31,    0, DTypeClass::integer,  true,  DType::i32,  DType::i64, "int32_t",   6, "<i4", "I32",  "T_I32"},
+  {DType::i64,     "i64",  8, 64, 63,    0, DTypeClass::integer,  true,  DType::i64,  DType::i64, "int64_t",   7, "<i8", "I64",  "T_I64"},
+  {DType::boolean, "bool", 1,  1,  1,    0, DTypeClass::boolean,  false, DType::boolean, DType::i64, "uint8_t", 9, "|b1", "BOOL", "T_BOOL"},
+  {DType::u8,      "u8",   1,  8,  8,    0, DTypeClass::integer,  false, DType::u8,   DType::i64, "uint8_t",   2, "|u1", "U8",   "T_U8"},
 };
 // clang-format on
 
@@ -70,6 +77,27 @@ constexpr bool is_integer(DType dtype) { return dtype_info(dtype).cls == DTypeCl
 constexpr bool is_bool(DType dtype) { return dtype_info(dtype).cls == DTypeClass::boolean; }
 /// Floats and signed integers (an integer's sign extends; bool's does not).
 constexpr bool is_signed(DType dtype) { return dtype_info(dtype).is_signed; }
+
+/// Whether casting `from` to `to` keeps every value of `from` exactly (so
+/// cast(cast(x, to), t) == cast(x, t) for any t): bool casts exactly to
+/// everything; nothing else casts exactly to bool; an integer to an integer
+/// whose range holds it; an integer to a float whose significand holds its
+/// digits (i8 and u8 into bf16, i32 into f64); a float to a float at least
+/// as precise with at least its exponent range; never a float to an
+/// integer. From the table's digits, max_exponent and signedness.
+constexpr bool cast_is_exact(DType from, DType to) {
+  const DTypeInfo &f = dtype_info(from), &t = dtype_info(to);
+  if (from == to || f.cls == DTypeClass::boolean)
+    return true;
+  if (t.cls == DTypeClass::boolean)
+    return false;
+  if (f.cls == DTypeClass::floating)
+    return t.cls == DTypeClass::floating && t.digits >= f.digits && t.max_exponent >= f.max_exponent;
+  if (t.cls == DTypeClass::floating) // every float's max_exponent exceeds its digits
+    return f.digits <= t.digits;
+  // Integer to integer: an unsigned target holds no negative value.
+  return t.is_signed ? f.digits <= t.digits : !f.is_signed && f.digits <= t.digits;
+}
 
 /// The dtype of an onnx.TensorProto.DataType code; nullopt where maxc has none.
 std::optional<DType> dtype_from_onnx_type(int32_t code);

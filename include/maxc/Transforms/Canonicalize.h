@@ -54,8 +54,4 @@ const std::vector<const RewritePattern *> &canonicalization_patterns();
 /// applies anywhere.
 std::unique_ptr<Graph> canonicalize(const Graph &graph, RewriteStats *stats = nullptr);
 
-/// Whether every value of dtype `from` converts to `to` and back unchanged
-/// (a widening cast: f16 → f32, i32 → i64, bool → any, i8 → f16 ...).
-bool cast_is_exact(DType from, DType to);
-
 } // namespace maxc

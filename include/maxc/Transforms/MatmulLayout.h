@@ -35,11 +35,6 @@ struct CallSiteLayout {
   std::map<std::string, std::vector<PretransposedInput>> inputs; // by subgraph name
 };
 
-/// For every subgraph definition of `root` called from the root graph only
-/// (at least once, with one operand per input): per input, whether every call
-/// binds it to a constant. Subgraphs that are not are absent.
-std::map<std::string, std::vector<bool>> constant_bound_inputs(const Graph &root);
-
 /// Finds, for every subgraph definition of `root`, the inputs that can
 /// arrive pre-transposed: bound to a constant at every call (all calls in the
 /// root graph, at least one) and read by at least one transposed matmul

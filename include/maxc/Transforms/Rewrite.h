@@ -100,6 +100,13 @@ public:
                                       RewriteContext &rc) const = 0;
 };
 
+/// Gives `to`, a graph being rebuilt from `from` before any input is added,
+/// `from`'s symbol table: every rebuild (canonicalize, decompose, dead-node
+/// removal) keeps the symbols' origins and bounds. A symbol defined by a
+/// node keeps its node index, so a rebuild that moves such a node must
+/// declare the symbol again.
+void carry_symbols(const Graph &from, Graph &to);
+
 /// A graph being rebuilt into another: the new tensor of each value of the
 /// graph read, node by node. The rebuild loops of the driver and of
 /// decompose share it.

@@ -3,7 +3,7 @@
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/BulkMemory.h"
 #include "maxc/Support/FileSystem.h"
-#include "maxc/Transforms/MatmulLayout.h"
+#include "maxc/Transforms/CallSites.h"
 
 #include <algorithm>
 #include <cstring>

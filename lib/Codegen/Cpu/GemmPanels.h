@@ -9,7 +9,7 @@
 // else reads it: a constant whose every use is the B operand of a GEMM
 // (matmul_uses_gemm, B [K, N] f32, static) or an argument of a call whose
 // parameter is packed; a subgraph parameter that every call binds to such a
-// constant (MatmulLayout.h: constant_bound_inputs) and whose every use is
+// constant (Transforms/CallSites.h: constant_bound_inputs) and whose every use is
 // such a B operand. Call sites then pass the packed copy; the subgraph stays
 // one function, and each instance's weights are stored once.
 #pragma once

@@ -4,7 +4,7 @@
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/IR/HostTensor.h"
 #include "maxc/Ops/OpRegistry.h"
-#include "maxc/Transforms/MatmulLayout.h"
+#include "maxc/Transforms/CallSites.h"
 
 #include <llvm/IR/Intrinsics.h>
 

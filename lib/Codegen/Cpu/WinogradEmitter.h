@@ -50,7 +50,7 @@ int64_t winograd_input_tile(const Graph &sub, size_t input);
 
 /// Per subgraph of `root` (by name): the inputs that also arrive as Winograd
 /// weights from every call site: bound to a constant at every call
-/// (constant_bound_inputs, Transforms/MatmulLayout.h) and the weight of
+/// (constant_bound_inputs, Transforms/CallSites.h) and the weight of
 /// conv2ds of conv_winograd_shape (LoweringPlan.h) that all take the same
 /// tile. Sorted; the code generator
 /// appends one buffer table entry per input, after the outputs.

@@ -7,6 +7,7 @@
 #include "Gpu/GpuMatmul.h"
 #include "Gpu/GpuWaveReduce.h"
 #include "maxc/Ops/OpRegistry.h"
+#include "maxc/Transforms/CallSites.h"
 #include "maxc/Support/Error.h"
 
 #include <llvm/IR/Module.h>
@@ -35,7 +36,7 @@ uint64_t next_pow2(uint64_t v) {
 class KernelBuilder : public ElementalEmitter, private GemmPhaseBuilder {
 public:
   /// `constant_params`: per input of `g` (a subgraph), true when every
-  /// call site binds it to a constant (constant_bound_params).
+  /// call site binds it to a constant (constant_bound_inputs, Transforms/CallSites.h).
   KernelBuilder(llvm::Module &module, const Graph &g, std::string prefix, std::string tag,
                 const std::vector<std::string> &symbols, std::string arch, std::vector<bool> constant_params = {})
       : ElementalEmitter(module, g, plan_lowering(g), symbols), prefix_(std::move(prefix)), tag_(std::move(tag)),
@@ -1344,46 +1345,6 @@ bool needs_device_libm(const Node &node, const Graph &g) {
 
 } // namespace
 
-std::map<std::string, std::vector<bool>> constant_bound_params(const Graph &root) {
-  // Start from "every parameter is bound to a constant" and clear what a
-  // call site contradicts until nothing changes (a subgraph passing its own
-  // parameter on keeps the callee's parameter constant only while it is).
-  std::map<std::string, std::vector<bool>> out;
-  for (const auto &[name, sub] : root.subgraphs())
-    out[name].assign(sub->input_ids().size(), true);
-  std::vector<std::pair<const Graph *, const std::vector<bool> *>> callers{{&root, nullptr}};
-  for (const auto &[name, sub] : root.subgraphs())
-    callers.push_back({sub.get(), &out[name]});
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (const auto &[g, own] : callers) {
-      std::map<ValueId, size_t> input_index;
-      for (size_t i = 0; i < g->input_ids().size(); ++i)
-        input_index[g->input_ids()[i]] = i;
-      for (const Node &n : g->nodes()) {
-        const std::string *body = call_body_name(n);
-        if (!body)
-          continue;
-        auto callee = out.find(*body);
-        if (callee == out.end())
-          continue;
-        for (size_t i = 0; i < n.operands.size() && i < callee->second.size(); ++i) {
-          ValueId v = n.operands[i];
-          const ValueInfo &info = g->value_info(v);
-          auto in = input_index.find(v);
-          bool constant = (info.producer >= 0 && g->nodes()[info.producer].op == "constant") ||
-                          (own && in != input_index.end() && (*own)[in->second]);
-          if (!constant && callee->second[i]) {
-            callee->second[i] = false;
-            changed = true;
-          }
-        }
-      }
-    }
-  }
-  return out;
-}
-
 std::string gpu_kernel_kind(const std::string &op) {
   OpTraits traits = op_traits(op);
   if (traits.has(OpTrait::call))
@@ -1415,7 +1376,7 @@ std::string GpuKernel::grid_text() const {
 std::vector<GpuGraphProgram> emit_gpu_kernels(llvm::Module &module, const Graph &root, const std::string &prefix,
                                               const std::vector<std::string> &symbols, const std::string &arch) {
   std::vector<GpuGraphProgram> programs;
-  std::map<std::string, std::vector<bool>> constant_params = constant_bound_params(root);
+  std::map<std::string, std::vector<bool>> constant_params = constant_bound_inputs(root, CallSiteScope::Transitive);
   for (const auto &[name, sub] : root.subgraphs())
     programs.push_back(
         KernelBuilder(module, *sub, prefix, "sub." + name, symbols, arch, constant_params[name]).build());

@@ -121,13 +121,6 @@ struct GpuGraphProgram {
 std::vector<GpuGraphProgram> emit_gpu_kernels(llvm::Module &module, const Graph &root, const std::string &prefix,
                                               const std::vector<std::string> &symbols, const std::string &arch = "");
 
-/// Per subgraph of `root` (by name), per input: true when every call site
-/// (in the root graph or in another subgraph) binds that input to a
-/// constant node, or to its own input bound so. The generator treats such
-/// parameters as constants (fused into their readers: an f16 norm weight's
-/// cast to f32 is recomputed where read, never a launch of its own).
-std::map<std::string, std::vector<bool>> constant_bound_params(const Graph &root);
-
 /// Kernel launches of one run of the root graph (the last program): its
 /// kernels plus, per call, the callee's launches (grids that turn out empty
 /// at run time are skipped by the host and still counted here).

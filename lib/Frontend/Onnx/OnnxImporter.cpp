@@ -16,6 +16,7 @@
 #include "OnnxTensor.h"
 
 #include "maxc/Frontend/OnnxLoader.h"
+#include "maxc/Frontend/Npy.h"
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Ops/Ops.h"
 #include "maxc/Realization/EagerRealizationContext.h"
@@ -25,6 +26,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <chrono>
+#include <cerrno>
 #include <deque>
 #include <set>
 
@@ -78,7 +80,9 @@ public:
       if (diags_.has_errors())
         return nullptr;
       alias_initializers(order);
-      if (options_.dedup)
+      // Repeated layers are looked for in graphs without subgraphs (If):
+      // a branch's captures are not yet block inputs.
+      if (options_.dedup && !has_subgraph_nodes())
         find_blocks(order);
       for (int unit : schedule_units(order)) {
         if (unit >= 0) {
@@ -227,6 +231,7 @@ private:
   void read_inputs(Graph &graph) {
     std::map<std::string, std::string> dim_symbols; // dim_param → symbol
     std::set<std::string> known_dims;               // every dim_param and symbol, for --dim
+    std::set<std::string> bound_seen;               // inputs pinned with --bind
     for (const auto &in : graph_proto_.input()) {
       if (values_.count(in.name()) || poisoned_.count(in.name()))
         continue; // an initializer listed as input (IR < 4): a weight with a default
@@ -280,6 +285,14 @@ private:
             shape.emplace_back(sym);
         }
         checked_numel_shape(shape, *dtype, where);
+        if (auto bound = options_.bound_inputs.find(in.name()); bound != options_.bound_inputs.end()) {
+          bound_seen.insert(in.name());
+          Val v;
+          v.kind = Val::Kind::known;
+          v.data = bound_value(bound->second, *dtype, shape);
+          values_[in.name()] = v;
+          continue;
+        }
         std::string cname = names_.mangle(in.name(), "input" + std::to_string(graph.input_ids().size()));
         ValueId id = graph.add_input(TensorType(*dtype, shape), cname);
         Val v;
@@ -296,6 +309,70 @@ private:
       }
     }
     report_unknown_dims(options_.dims, known_dims, path_, diags_);
+    for (const auto &[name, text] : options_.bound_inputs)
+      if (!bound_seen.count(name) && !poisoned_.count(name)) {
+        std::string inputs;
+        for (const std::string &n : info_.declared_inputs)
+          inputs += (inputs.empty() ? "" : ", ") + n;
+        diags_.error(ErrorCode::InvalidArgument, path_, "--bind " + name,
+                     "the model has no graph input named '" + name + "' (its inputs: " +
+                         (inputs.empty() ? std::string("none") : inputs) + ")");
+      }
+  }
+
+  /// The value of a graph input pinned with --bind NAME=VALUES: numbers
+  /// separated by commas (as many as the input's static shape holds), or a
+  /// .npy file of that shape; converted to the input's dtype, which must
+  /// hold every number exactly.
+  static HostTensor bound_value(const std::string &text, DType dtype, const Shape &shape) {
+    if (!shape_is_static(shape))
+      throw Error(ErrorCode::InvalidArgument, "--bind: the input's shape " + shape_to_string(shape) +
+                                                  " is symbolic; pin its dims with --dim first");
+    std::vector<int64_t> sizes;
+    for (const Dim &d : shape)
+      sizes.push_back(d.value());
+    if (text.size() > 4 && text.compare(text.size() - 4, 4, ".npy") == 0) {
+      HostTensor t = read_npy(text);
+      if (t.shape() != sizes)
+        throw Error(ErrorCode::InvalidArgument, "--bind: '" + text + "' has shape " + shape_to_string(Shape(t.shape().begin(), t.shape().end())) +
+                                                    "; the input is " + shape_to_string(shape));
+      if (t.dtype() != dtype)
+        throw Error(ErrorCode::InvalidArgument, "--bind: '" + text + "' holds " + std::string(dtype_name(t.dtype())) +
+                                                    "; the input is " + std::string(dtype_name(dtype)));
+      return t;
+    }
+    HostTensor t(dtype, sizes);
+    std::vector<std::string> items;
+    for (size_t at = 0;;) {
+      size_t comma = text.find(',', at);
+      items.push_back(text.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+      if (comma == std::string::npos)
+        break;
+      at = comma + 1;
+    }
+    if (static_cast<int64_t>(items.size()) != t.numel())
+      throw Error(ErrorCode::InvalidArgument, "--bind: got " + std::to_string(items.size()) + " value(s) for an input of shape " +
+                                                  shape_to_string(shape) + " (" + std::to_string(t.numel()) + " elements)");
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string &item = items[i];
+      char *end = nullptr;
+      errno = 0;
+      if (is_float(dtype)) {
+        double v = std::strtod(item.c_str(), &end);
+        if (item.empty() || *end != '\0' || errno == ERANGE)
+          throw Error(ErrorCode::InvalidArgument, "--bind: '" + item + "' is not a number");
+        t.set_f64(static_cast<int64_t>(i), v);
+        continue;
+      }
+      long long v = std::strtoll(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || errno == ERANGE)
+        throw Error(ErrorCode::InvalidArgument, "--bind: '" + item + "' is not an integer (the input is " +
+                                                    std::string(dtype_name(dtype)) + ")");
+      t.set_i64(static_cast<int64_t>(i), v);
+      if (t.get_i64(static_cast<int64_t>(i)) != v)
+        throw Error(ErrorCode::InvalidArgument, "--bind: " + item + " does not fit in " + std::string(dtype_name(dtype)));
+    }
+    return t;
   }
 
   static void checked_numel_shape(const Shape &shape, DType dtype, const std::string &what) {
@@ -350,7 +427,7 @@ private:
     for (int i = 0; i < n; ++i) {
       const auto &node = graph_proto_.node(i);
       std::set<int> deps;
-      for (const std::string &in : node.input()) {
+      for (const std::string &in : reads_of(node)) {
         if (in.empty() || values_.count(in) || poisoned_.count(in))
           continue;
         auto p = producer.find(in);
@@ -391,7 +468,7 @@ private:
   // Node-name scopes such as "/model/layers.3/..." or "/encoder/layer.3/..."
   // propose candidate blocks (a prefix with a number, at least two numbers
   // seen); each block is traced as a subgraph call whose parameters are its
-  // float initializers, and GraphRealizationContext's structural key decides
+  // float and narrow-integer initializers (is_block_parameter), and GraphRealizationContext's structural key decides
   // which blocks share a definition — the structure decides, the names only
   // propose.
 
@@ -401,9 +478,17 @@ private:
     std::string instance;         // "repeat0.3" (found by structure)
     std::vector<int> nodes;       // in traced order
     std::vector<std::string> inputs;  // external non-parameter inputs, first-use order
-    std::vector<std::string> params;  // float initializers read, first-use order
+    std::vector<std::string> params;  // parameter initializers read (is_block_parameter), first-use order
     std::vector<std::string> outputs; // values used after the block
   };
+
+  /// Initializers of these dtypes become block parameters: floats, and
+  /// integers narrower than 32 bits (quantized weights and biases). ONNX
+  /// spells shapes, axes and indices as int32/int64, and those stay baked
+  /// into the block, where the importer folds them.
+  static bool is_block_parameter(DType dtype) {
+    return is_float(dtype) || (is_integer(dtype) && dtype_info(dtype).bits < 32);
+  }
 
   static bool block_scope(const std::string &name, std::string &prefix, std::string &scope) {
     // The first path component "<word>[._]<digits>" followed by '/' or '.'.
@@ -470,7 +555,7 @@ private:
         if (in.empty() || produced.count(in) || !seen_in.insert(in).second)
           continue;
         auto v = values_.find(in);
-        bool param = v != values_.end() && !v->second.initializer.empty() && is_float(v->second.data.dtype());
+        bool param = v != values_.end() && !v->second.initializer.empty() && is_block_parameter(v->second.data.dtype());
         (param ? block.params : block.inputs).push_back(in);
       }
     for (int i : block.nodes)
@@ -866,6 +951,8 @@ private:
   // ---- nodes ----
 
   void run_node(const onnx::NodeProto &proto) {
+    if (proto.op_type() == "If" && (proto.domain().empty() || proto.domain() == "ai.onnx"))
+      return run_if(proto);
     std::vector<const Val *> inputs;
     for (const std::string &in : proto.input()) {
       if (in.empty()) {
@@ -906,6 +993,244 @@ private:
         continue;
       }
       values_[name] = std::move(results[i]);
+    }
+  }
+
+  // ---- If, resolved at import ----
+  //
+  // An If whose condition is known at import time (a constant, a folded
+  // shape computation, or computed from inputs pinned with --bind) is
+  // resolved here: the taken branch's nodes run as if they were the graph's
+  // own, in their dependency order, reading outer values by name (ONNX's
+  // lexical scoping), and the other branch is never read. Nested Ifs
+  // resolve the same way, at most kMaxIfDepth deep. A condition known only
+  // at run time is an error that says what to pin.
+
+  static constexpr int kMaxIfDepth = 64;
+
+  bool has_subgraph_nodes() const {
+    for (const auto &n : graph_proto_.node())
+      for (const auto &a : n.attribute())
+        if (a.has_g() || a.graphs_size() > 0)
+          return true;
+    return false;
+  }
+
+  /// The names `graph`'s nodes (and nested subgraphs) read that `graph` does
+  /// not define: the outer values a branch captures. Iterative.
+  static std::set<std::string> captured_names(const onnx::GraphProto &graph) {
+    std::set<std::string> out;
+    std::vector<std::pair<const onnx::GraphProto *, std::set<std::string>>> stack;
+    auto defined_in = [](const onnx::GraphProto &g, std::set<std::string> inherited) {
+      for (const auto &t : g.initializer())
+        inherited.insert(t.name());
+      for (const auto &in : g.input())
+        inherited.insert(in.name());
+      for (const auto &n : g.node())
+        for (const std::string &o : n.output())
+          inherited.insert(o);
+      return inherited;
+    };
+    stack.push_back({&graph, defined_in(graph, {})});
+    for (size_t visited = 0; !stack.empty(); ++visited) {
+      auto [g, defined] = stack.back();
+      stack.pop_back();
+      if (visited > 4096)
+        break; // pathological: run_if reports any name this leaves out
+      auto read = [&](const std::string &name) {
+        if (!name.empty() && !defined.count(name))
+          out.insert(name);
+      };
+      for (const auto &n : g->node()) {
+        for (const std::string &in : n.input())
+          read(in);
+        for (const auto &a : n.attribute()) {
+          if (a.has_g())
+            stack.push_back({&a.g(), defined_in(a.g(), defined)});
+          for (const auto &sub : a.graphs())
+            stack.push_back({&sub, defined_in(sub, defined)});
+        }
+      }
+      for (const auto &o : g->output())
+        read(o.name());
+    }
+    return out;
+  }
+
+  /// What node `proto` reads: its inputs, and for a node with subgraph
+  /// attributes (If) the outer values its subgraphs capture.
+  static std::vector<std::string> reads_of(const onnx::NodeProto &proto) {
+    std::vector<std::string> out(proto.input().begin(), proto.input().end());
+    for (const auto &a : proto.attribute()) {
+      if (a.has_g())
+        for (const std::string &c : captured_names(a.g()))
+          out.push_back(c);
+      for (const auto &sub : a.graphs())
+        for (const std::string &c : captured_names(sub))
+          out.push_back(c);
+    }
+    return out;
+  }
+
+  /// The graph inputs (not initializers, not pinned) whose values `name` is
+  /// computed from, through the outer graph's nodes; sorted.
+  std::vector<std::string> graph_inputs_behind(const std::string &name) const {
+    std::map<std::string, const onnx::NodeProto *> producer;
+    for (const auto &n : graph_proto_.node())
+      for (const std::string &o : n.output())
+        producer[o] = &n;
+    std::set<std::string> inputs, seen{name};
+    std::vector<std::string> work{name};
+    while (!work.empty() && seen.size() < 100000) {
+      std::string v = work.back();
+      work.pop_back();
+      auto it = values_.find(v);
+      if (it != values_.end() && !it->second.graph_input.empty()) {
+        inputs.insert(it->second.graph_input);
+        continue;
+      }
+      auto p = producer.find(v);
+      if (p == producer.end())
+        continue;
+      for (const std::string &in : reads_of(*p->second))
+        if (!in.empty() && seen.insert(in).second)
+          work.push_back(in);
+    }
+    return {inputs.begin(), inputs.end()};
+  }
+
+  void run_if(const onnx::NodeProto &proto) {
+    const std::string where = describe_node(proto);
+    auto fail = [&](ErrorCode code, const std::string &message) {
+      diags_.error(code, path_, where, message);
+      poison(proto);
+    };
+    if (proto.input_size() != 1 || proto.input(0).empty())
+      return fail(ErrorCode::OnnxGraph, "If takes one input, the condition; got " + std::to_string(proto.input_size()));
+    const std::string &cname = proto.input(0);
+    if (poisoned_.count(cname))
+      return poison(proto);
+    auto c = values_.find(cname);
+    if (c == values_.end())
+      return fail(ErrorCode::OnnxGraph, "the condition '" + cname + "' is not defined");
+    std::optional<bool> cond;
+    if (c->second.kind == Val::Kind::known) {
+      if (c->second.data.numel() != 1)
+        return fail(ErrorCode::OnnxGraph, "the condition '" + cname + "' must hold one element, got shape " +
+                                              shape_to_string(Shape(c->second.data.shape().begin(), c->second.data.shape().end())));
+      cond = c->second.data.get_f64(0) != 0;
+    } else if (c->second.kind == Val::Kind::sym && c->second.dims.size() == 1 && c->second.dims[0].is_static()) {
+      cond = c->second.dims[0].value() != 0;
+    }
+    if (!cond) {
+      std::string message = "the condition '" + cname + "' is known only at run time; maxc resolves If at " +
+                             "compile time, when its condition folds to a constant";
+      std::vector<std::string> behind = graph_inputs_behind(cname);
+      for (const std::string &in : behind)
+        if (std::find(info_.needs_value.begin(), info_.needs_value.end(), in) == info_.needs_value.end())
+          info_.needs_value.push_back(in);
+      if (behind.size() == 1) {
+        message += ": it is computed from the graph input '" + behind[0] + "'; fix it with --bind " + behind[0] +
+                   "=VALUE";
+      } else if (!behind.empty()) {
+        std::string list;
+        for (const std::string &in : behind)
+          list += (list.empty() ? "" : ", ") + in;
+        message += ": it is computed from the graph inputs " + list + "; fix them with --bind NAME=VALUE";
+      } else {
+        message += " (it depends on computed tensor values, not only on shapes)";
+      }
+      return fail(ErrorCode::OnnxNotFoldable, message);
+    }
+    const char *taken = *cond ? "then_branch" : "else_branch";
+    const onnx::GraphProto *branch = nullptr;
+    for (const auto &a : proto.attribute())
+      if (a.name() == taken && a.has_g())
+        branch = &a.g();
+    if (!branch)
+      return fail(ErrorCode::OnnxGraph, std::string("If has no ") + taken + " graph");
+    if (branch->output_size() != proto.output_size())
+      return fail(ErrorCode::OnnxGraph, std::string(taken) + " has " + std::to_string(branch->output_size()) +
+                                            " outputs; the If has " + std::to_string(proto.output_size()));
+    if (if_depth_ >= kMaxIfDepth)
+      return fail(ErrorCode::OnnxGraph, "If nodes nest more than " + std::to_string(kMaxIfDepth) + " deep");
+    if (!branch->sparse_initializer().empty())
+      return fail(ErrorCode::OnnxUnsupportedType, std::string(taken) + ": sparse initializers are not supported");
+    ++if_depth_;
+    struct Leave {
+      int &depth;
+      ~Leave() { --depth; }
+    } leave{if_depth_};
+    const std::string in_branch = where + " " + taken;
+    // The branch's initializers, then its nodes in dependency order.
+    for (const auto &t : branch->initializer()) {
+      if (!define(t.name(), in_branch + " initializer '" + t.name() + "'"))
+        continue;
+      try {
+        Val v;
+        v.kind = Val::Kind::known;
+        v.data = tensor_from_proto(t, dir_, &out_.files_read);
+        v.initializer = t.name();
+        out_.params.push_back(ParamSpec{t.name(), v.data.dtype(), v.data.shape(), ""});
+        values_[t.name()] = std::move(v);
+      } catch (const Error &e) {
+        diags_.error(e.code(), path_, in_branch + " initializer '" + t.name() + "'", e.message());
+        poisoned_.insert(t.name());
+      }
+    }
+    std::map<std::string, int> producer;
+    for (int i = 0; i < branch->node_size(); ++i)
+      for (const std::string &o : branch->node(i).output())
+        if (!o.empty()) {
+          if (values_.count(o) || poisoned_.count(o) || producer.count(o) || defined_.count(o))
+            return fail(ErrorCode::OnnxGraph, in_branch + ": the name '" + o + "' is defined more than once");
+          producer[o] = i;
+        }
+    std::map<int, size_t> pending;
+    std::map<int, std::vector<int>> users;
+    std::vector<int> all;
+    for (int i = 0; i < branch->node_size(); ++i) {
+      all.push_back(i);
+      std::set<int> deps;
+      for (const std::string &in : reads_of(branch->node(i))) {
+        if (in.empty() || values_.count(in) || poisoned_.count(in))
+          continue;
+        auto p = producer.find(in);
+        if (p == producer.end())
+          return fail(ErrorCode::OnnxGraph, describe_node(branch->node(i)) + " in " + taken + ": input '" + in +
+                                                "' is not defined in the branch or around it");
+        deps.insert(p->second);
+      }
+      pending[i] = deps.size();
+      for (int d : deps)
+        users[d].push_back(i);
+    }
+    std::vector<int> order = kahn_order(all, pending, users);
+    if (static_cast<int>(order.size()) != branch->node_size())
+      return fail(ErrorCode::OnnxGraph, std::string(taken) + " has a cycle");
+    for (int i : order) {
+      const std::string &op = branch->node(i).op_type();
+      if (std::find(info_.op_types.begin(), info_.op_types.end(), op) == info_.op_types.end())
+        info_.op_types.push_back(op);
+      run_node(branch->node(i));
+    }
+    for (int i = 0; i < proto.output_size(); ++i) {
+      const std::string &out = proto.output(i), &inner = branch->output(i).name();
+      if (out.empty())
+        continue;
+      if (poisoned_.count(inner)) {
+        poisoned_.insert(out);
+        continue;
+      }
+      auto v = values_.find(inner);
+      if (v == values_.end()) {
+        diags_.error(ErrorCode::OnnxGraph, path_, where,
+                     std::string(taken) + " output '" + inner + "' is not defined in the branch or around it");
+        poisoned_.insert(out);
+        continue;
+      }
+      Val copy = v->second;
+      values_[out] = std::move(copy);
     }
   }
 
@@ -1038,6 +1363,7 @@ private:
   GraphRealizationContext *root_ = nullptr;
   Mode mode_ = Mode::graph;
   int in_body_ = 0;
+  int if_depth_ = 0; // Ifs being resolved (run_if)
   std::vector<Block> blocks_;
   std::map<int, size_t> block_of_;
   std::set<std::string> graph_outputs_;

@@ -6,7 +6,7 @@
 
 #include "maxc/IR/DotPrinter.h"
 #include "maxc/IR/GraphSymbols.h"
-#include "maxc/Transforms/MatmulLayout.h"
+#include "maxc/Transforms/CallSites.h"
 
 using namespace maxc;
 using namespace maxc::test;
@@ -216,4 +216,45 @@ TEST_CASE("call-site constants: a body another body-owning op runs is left out",
   CHECK(bound["block"] == std::vector<bool>{true});
   CHECK(bound.count("other") == 0); // never called
   CHECK(constant_bound_inputs(*build(true)).empty());
+
+  // Transitive scope: every definition is listed; one that another
+  // body-owning op runs has no constant-bound input.
+  auto all = constant_bound_inputs(*plain, CallSiteScope::Transitive);
+  CHECK(all["block"] == std::vector<bool>{true});
+  CHECK(all["other"] == std::vector<bool>{true}); // never called: nothing contradicts
+  auto with_if = constant_bound_inputs(*build(true), CallSiteScope::Transitive);
+  CHECK(with_if["block"] == std::vector<bool>{false});
+  CHECK(with_if["other"] == std::vector<bool>{false});
+}
+
+TEST_CASE("call-site constants: transitive through a definition's own inputs", "[ir][bodies][layout]") {
+  // root calls `outer` with a constant and with an input; `outer` passes its
+  // first input on to `inner`'s only input.
+  auto root = std::make_unique<Graph>("root", std::vector<TensorType>{TensorType(DType::f32, {16})});
+  auto inner = negating_body("inner", Dim(16));
+  auto outer = std::make_shared<Graph>(
+      "outer", std::vector<TensorType>{TensorType(DType::f32, {16}), TensorType(DType::f32, {16})});
+  root->add_subgraph(inner);
+  root->add_subgraph(outer);
+  ValueId z = outer->add_node("call", {outer->input_ids()[0]}, {{"callee", std::string("inner")}})[0];
+  outer->set_outputs({outer->add_node("add", {z, outer->input_ids()[1]})[0]});
+  GraphRealizationContext ctx(*root);
+  Tensor w = ctx.add_source(Tensor::from_host(random_tensor(DType::f32, {16}), "w"));
+  ValueId x = root->input_ids()[0];
+  ValueId y = root->add_node("call", {w.value().id(), x}, {{"callee", std::string("outer")}})[0];
+  root->set_outputs({y});
+  auto bound = constant_bound_inputs(*root, CallSiteScope::Transitive);
+  CHECK(bound["outer"] == std::vector<bool>{true, false});
+  CHECK(bound["inner"] == std::vector<bool>{true});
+  // Root scope: `inner` is called from a body, so it is left out.
+  auto rooted = constant_bound_inputs(*root);
+  CHECK(rooted["outer"] == std::vector<bool>{true, false});
+  CHECK(rooted.count("inner") == 0);
+
+  // A second root call binding `outer`'s first input to the graph input
+  // makes both non-constant.
+  root->add_node("call", {x, x}, {{"callee", std::string("outer")}});
+  bound = constant_bound_inputs(*root, CallSiteScope::Transitive);
+  CHECK(bound["outer"] == std::vector<bool>{false, false});
+  CHECK(bound["inner"] == std::vector<bool>{false});
 }

@@ -6,7 +6,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <vector>
 
 using namespace maxc;
@@ -59,6 +61,54 @@ TEST_CASE("dtype table rows are consistent", "[dtype]") {
   CHECK(is_integer(DType::u8));
   CHECK_FALSE(is_signed(DType::u8));
   CHECK(dtype_info(DType::u8).accumulator == DType::i64);
+}
+
+TEST_CASE("the table's digits and exponent ranges are the C types'", "[dtype]") {
+  CHECK(dtype_info(DType::f32).digits == std::numeric_limits<float>::digits);
+  CHECK(dtype_info(DType::f32).max_exponent == std::numeric_limits<float>::max_exponent);
+  CHECK(dtype_info(DType::f64).digits == std::numeric_limits<double>::digits);
+  CHECK(dtype_info(DType::f64).max_exponent == std::numeric_limits<double>::max_exponent);
+  CHECK(dtype_info(DType::i8).digits == std::numeric_limits<int8_t>::digits);
+  CHECK(dtype_info(DType::u8).digits == std::numeric_limits<uint8_t>::digits);
+  CHECK(dtype_info(DType::i32).digits == std::numeric_limits<int32_t>::digits);
+  CHECK(dtype_info(DType::i64).digits == std::numeric_limits<int64_t>::digits);
+  CHECK(dtype_info(DType::boolean).digits == std::numeric_limits<bool>::digits);
+  // IEEE binary16 and bfloat16 (f32's exponent, 8 significant bits).
+  CHECK(dtype_info(DType::f16).digits == 11);
+  CHECK(dtype_info(DType::f16).max_exponent == 16);
+  CHECK(dtype_info(DType::bf16).digits == 8);
+  CHECK(dtype_info(DType::bf16).max_exponent == std::numeric_limits<float>::max_exponent);
+  for (DType d : kAllDTypes)
+    CHECK((dtype_info(d).max_exponent > dtype_info(d).digits) == is_float(d));
+}
+
+TEST_CASE("cast_is_exact: every pair, from the table", "[dtype]") {
+  // The rule as a list: what each dtype widens to exactly.
+  auto expected = [](DType from, DType to) {
+    if (from == to || from == DType::boolean)
+      return true;
+    switch (from) {
+    case DType::f16:
+    case DType::bf16: return to == DType::f32 || to == DType::f64;
+    case DType::f32: return to == DType::f64;
+    case DType::i8: return to != DType::boolean && to != DType::u8; // |v| <= 128: exact in every float
+    case DType::u8: return to != DType::boolean && to != DType::i8; // 0..255: likewise
+    case DType::i32: return to == DType::i64 || to == DType::f64;
+    default: return false;
+    }
+  };
+  for (DType from : kAllDTypes)
+    for (DType to : kAllDTypes) {
+      CAPTURE(dtype_name(from), dtype_name(to));
+      CHECK(cast_is_exact(from, to) == expected(from, to));
+    }
+  // Spot checks by value: every i8 and u8 round-trips through bf16's 8 bits.
+  for (int v = -128; v <= 255; ++v) {
+    float f = static_cast<float>(v);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    CHECK((bits & 0xffffu) == 0); // the low 16 bits bf16 drops are zero
+  }
 }
 
 TEST_CASE("HostTensor elements follow the table's width and signedness", "[dtype]") {

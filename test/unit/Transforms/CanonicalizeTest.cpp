@@ -7,6 +7,7 @@
 
 #include "maxc/Driver/Compile.h"
 #include "maxc/Transforms/Canonicalize.h"
+#include "maxc/Transforms/Decompose.h"
 
 #include <cmath>
 #include <cstring>
@@ -435,4 +436,27 @@ TEST_CASE("canonicalize: a transposed conv with stride = kernel becomes a GEMM",
   check_unchanged({x, w4}, [&](auto &in) { return T{ops::conv_transpose2d(in[0], in[1], std::nullopt, up({2, 2}, {0, 0, 0, 0}, {0, 0}, 2))}; });
   HostTensor w1 = random_tensor(DType::f32, {6, 4, 1, 1});
   check_unchanged({x, w1}, [&](auto &in) { return T{ops::conv_transpose2d(in[0], in[1], std::nullopt, up({1, 1}))}; });
+}
+
+TEST_CASE("rewrites keep the symbol table: origins and bounds", "[transforms][canonicalize][symbols]") {
+  Graph g("g", {TensorType(DType::f32, {Dim("n"), Dim(4)})});
+  g.symbol_table().set_upper_bound("n", 64);
+  g.symbol_table().declare("extra", SymbolOrigin::DimArgument);
+  g.symbol_table().set_upper_bound("extra", 9);
+  {
+    GraphRealizationContext ctx(g);
+    Tensor x = Tensor::from_graph_value(g.inputs()[0]);
+    g.output({ops::exp(x * ops::full(1.0, DType::f32))}); // x · 1: canonicalize fires
+  }
+  auto check = [](const Graph &r) {
+    CHECK(r.symbol_table().upper_bound("n") == 64);
+    REQUIRE(r.symbol_table().find("extra"));
+    CHECK(r.symbol_table().find("extra")->origin == SymbolOrigin::DimArgument);
+    CHECK(r.symbol_table().upper_bound("extra") == 9);
+  };
+  auto canonical = canonicalize(g);
+  REQUIRE(canonical);
+  CHECK(op_list(*canonical) == "exp");
+  check(*canonical);
+  check(*decompose(*canonical));
 }
