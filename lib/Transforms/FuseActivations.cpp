@@ -135,9 +135,9 @@ private:
 };
 
 /// x, when the node's result has x's type and a float dtype.
-bool keeps_type(const RewriteContext &rc, const Node &node, ValueId x) {
-  const TensorType &t = rc.match.graph().type_of(node.results[0]);
-  return is_float(t.dtype) && rc.match.graph().type_of(x) == t;
+bool keeps_type(const Graph &g, const Node &node, ValueId x) {
+  const TensorType &t = g.type_of(node.results[0]);
+  return is_float(t.dtype) && g.type_of(x) == t;
 }
 
 /// x · 0.5 · (1 + f(...)) with f read only here: the product's x and f's
@@ -166,7 +166,7 @@ public:
   std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &, RewriteContext &rc) const override {
     ActivationMatcher am(rc.match, node.results[0]);
     auto xa = half_x_one_plus(am, node, "erf");
-    if (!xa || !keeps_type(rc, node, xa->first) || !am.scaled_x(xa->second, xa->first, M_SQRT1_2))
+    if (!xa || !keeps_type(rc.match.graph(), node, xa->first) || !am.scaled_x(xa->second, xa->first, M_SQRT1_2))
       return {};
     return {ops::gelu(rc.value(xa->first), "none")};
   }
@@ -179,7 +179,7 @@ public:
   std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &, RewriteContext &rc) const override {
     ActivationMatcher am(rc.match, node.results[0]);
     auto xa = half_x_one_plus(am, node, "tanh");
-    if (!xa || !keeps_type(rc, node, xa->first))
+    if (!xa || !keeps_type(rc.match.graph(), node, xa->first))
       return {};
     ValueId x = xa->first;
     // The tanh's operand: √(2/π) · (x + 0.044715 · x·x·x).
@@ -210,7 +210,7 @@ public:
     for (size_t side = 0; side < 2; ++side) {
       ValueId x = node.operands[side];
       auto arg = am.unary(node.operands[1 - side], "sigmoid");
-      if (arg && *arg == x && keeps_type(rc, node, x))
+      if (arg && *arg == x && keeps_type(rc.match.graph(), node, x))
         return {ops::silu(rc.value(x))};
     }
     return {};
@@ -264,10 +264,33 @@ public:
   const char *name() const override { return "hard-sigmoid"; }
   const char *root_op() const override { return "mul"; }
   std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &, RewriteContext &rc) const override {
-    ActivationMatcher am(rc.match, node.results[0]);
+    const GraphMatcher &m = rc.match;
+    auto match = find(m, node);
+    if (!match)
+      return {};
+    // relu6(x + 3) · (1/6) read only by a product that matches as a whole
+    // (x · that): leave it to that product, rewritten once.
+    ValueId r = node.results[0];
+    if (!match->second && m.single_use(r)) {
+      const Node &reader = m.graph().nodes()[static_cast<size_t>(m.readers().of(r)[0])];
+      if (reader.op == "mul" && find(m, reader))
+        return {};
+    }
+    const Tensor &xv = rc.value(match->first);
+    DType d = xv.dtype();
+    Tensor h = ops::maximum(ops::scalar(0, d), ops::minimum(ops::scalar(1, d), ops::add(ops::mul(xv, ops::scalar(1.0 / 6, d)),
+                                                                                         ops::scalar(0.5, d))));
+    return {match->second ? ops::mul(rc.value(*match->second), h) : h};
+  }
+
+private:
+  /// The x of relu6(x + 3) and the other factor, if any, of the product at
+  /// `node`.
+  static std::optional<std::pair<ValueId, std::optional<ValueId>>> find(const GraphMatcher &m, const Node &node) {
+    ActivationMatcher am(m, node.results[0]);
     auto p = am.product(node.results[0], true, 2);
     if (!p || p->factors.empty() || !am.near(p->scale, 1.0 / 6))
-      return {};
+      return std::nullopt;
     for (size_t i = 0; i < p->factors.size(); ++i) {
       auto y = relu6(am, p->factors[i]);
       std::optional<ValueId> x = y ? am.plus_constant(*y, 3.0) : std::nullopt;
@@ -276,16 +299,11 @@ public:
       std::optional<ValueId> other;
       if (p->factors.size() == 2)
         other = p->factors[1 - i];
-      if (!keeps_type(rc, node, *x) || (other && !keeps_type(rc, node, *other)))
+      if (!keeps_type(m.graph(), node, *x) || (other && !keeps_type(m.graph(), node, *other)))
         continue;
-      const Tensor &xv = rc.value(*x);
-      DType d = xv.dtype();
-      Tensor h = ops::maximum(ops::scalar(0, d),
-                              ops::minimum(ops::scalar(1, d), ops::add(ops::mul(xv, ops::scalar(1.0 / 6, d)),
-                                                                       ops::scalar(0.5, d))));
-      return {other ? ops::mul(rc.value(*other), h) : h};
+      return std::make_pair(*x, other);
     }
-    return {};
+    return std::nullopt;
   }
 };
 
@@ -346,7 +364,7 @@ private:
     if (!mx || mx->operands[0] != x || !m.single_use(sub->operands[1]))
       return {};
     std::optional<int64_t> a = keepdims_axis(*sum, g), b = keepdims_axis(*mx, g);
-    if (!a || !b || *a != *b || !keeps_type(rc, node, x))
+    if (!a || !b || *a != *b || !keeps_type(rc.match.graph(), node, x))
       return {};
     return {ops::softmax(rc.value(x), *a)};
   }
