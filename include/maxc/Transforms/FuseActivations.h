@@ -18,7 +18,8 @@ const std::vector<const RewritePattern *> &activation_patterns();
 /// The relative tolerance with which a pattern accepts a constant as the one
 /// it expects (1/√2 written as 0.70710677 or as a division by 1.4142135):
 /// 1e-6 for f32 and f64 (every exporter's f32 rounding passes, 0.7071 does
-/// not), the dtype's rounding for f16 (1e-3) and bf16 (8e-3).
+/// not); for f16 (5e-4) and bf16 (4e-3) half an ulp, so the ideal constant
+/// rounded to the dtype passes and its neighbour does not.
 double constant_tolerance(DType dtype);
 
 } // namespace maxc
