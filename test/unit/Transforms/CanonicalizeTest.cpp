@@ -502,6 +502,24 @@ TEST_CASE("canonicalize: spelled-out GELU (erf form) becomes gelu", "[transforms
   CHECK(gelu.attrs.get_string("approximate") == "none");
 }
 
+TEST_CASE("canonicalize: GELU constants in f16 match within half an ulp", "[transforms][canonicalize][activations]") {
+  // An f16 export stores 1/√2 as 0.70703125 (the nearest f16): fused; the
+  // next f16 up, 0.70751953, is another function: not.
+  auto half_const = [](double v) {
+    HostTensor t(DType::f16, {1});
+    t.set_f64(0, v);
+    return Tensor::from_host(t);
+  };
+  HostTensor x = random_tensor(DType::f16, {4, 16});
+  for (auto [c, fused] : std::vector<std::pair<double, bool>>{{M_SQRT1_2, true}, {0.70751953125, false}}) {
+    INFO("1/sqrt2 written as " << c);
+    std::string after = canonical_ops({x}, [&, c = c](auto &in) {
+      return T{in[0] * (ops::erf(in[0] * half_const(c)) + half_const(1.0)) * half_const(0.5)};
+    });
+    CHECK((after == "gelu") == fused);
+  }
+}
+
 TEST_CASE("canonicalize: spelled-out GELU (tanh form) becomes gelu tanh", "[transforms][canonicalize][activations]") {
   HostTensor x = random_tensor(DType::f32, {3, 40}, -5, 5);
   check_fused({x}, [](auto &in) { return T{torch_gelu_tanh(in[0])}; }, "gelu", "gelu-tanh");
