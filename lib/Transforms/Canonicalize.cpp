@@ -2,6 +2,7 @@
 
 #include "maxc/Ops/Ops.h"
 #include "maxc/Transforms/ConvTransposeAsMatmul.h"
+#include "maxc/Transforms/FuseActivations.h"
 #include "maxc/Transforms/FuseNorms.h"
 
 #include <cmath>
@@ -195,6 +196,8 @@ const std::vector<const RewritePattern *> &canonicalization_patterns() {
                                              &mul_identity,    &sub_identity, &add_identity, &cast_chain,
                                              &reshape_chain,   &transpose_chain};
     for (const RewritePattern *p : norm_patterns())
+      l.push_back(p);
+    for (const RewritePattern *p : activation_patterns())
       l.push_back(p);
     l.push_back(&conv_transpose_as_matmul_pattern());
     return l;

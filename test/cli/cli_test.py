@@ -327,6 +327,18 @@ def trace_canonicalize(ctx):
     expect("pow(" not in text and "sqrt(" not in text.replace("rsqrt(", ""), "no pow or sqrt left", r)
     # Without the flag: the graph as traced.
     expect_in("pow(", ctx.run(["trace", path], rc=0).stdout, "the traced graph keeps pow")
+    # Spelled-out activations: x*sigmoid(x) and exp(a - max(a)) / sum(...) over the last axis.
+    path = write_json(ctx.path("act.json"), {
+        "maxc": 1, "name": "act", "inputs": [{"name": "x", "dtype": "f32", "shape": ["batch", 8]}],
+        "outputs": ["y"],
+        "main": [{"s": ["sigmoid", "x"]}, {"a": ["mul", "x", "s"]},
+                 {"m": ["max", "a", {"axes": [-1], "keepdims": True}]}, {"d": ["sub", "a", "m"]}, {"e": ["exp", "d"]},
+                 {"z": ["sum", "e", {"axes": [-1], "keepdims": True}]}, {"y": ["div", "e", "z"]}]})
+    r = ctx.run(["trace", path, "--canonicalize", "--stats"], rc=0)
+    stats = stats_of(r.stdout)
+    expect(stats.get("rewrite_silu") == "1" and stats.get("rewrite_softmax") == "1" and
+           stats.get("canonical_nodes") == "2", "x*sigmoid(x) as silu, the spelled softmax as softmax", r)
+    expect_in("softmax(", ctx.run(["trace", path, "--canonicalize"], rc=0).stdout, "softmax in the canonical graph")
     # A graph with nothing to rewrite.
     stats = stats_of(ctx.run(["trace", ctx.example("mlp"), "--canonicalize", "--stats"], rc=0).stdout)
     expect(stats.get("rewrites") == "0", "the MLP has nothing to canonicalize")

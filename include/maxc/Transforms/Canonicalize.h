@@ -30,6 +30,14 @@
 //   layer-norm        mean/sub/mul/mean/add/rsqrt/mul/add    the reference layer_norm (computed
 //                     over trailing axes → layer_norm         in double): ≤ 1e-5 relative
 //   rms-norm          x·rsqrt(mean(x·x)+eps)·w → rms_norm    likewise (FuseNorms.h)
+//   gelu-erf          x·0.5·(1+erf(x/√2)) → gelu(x)           the reference op (in double) vs
+//   gelu-tanh         x·0.5·(1+tanh(√(2/π)(x+0.044715x³)))    the spelled form rounded at each
+//                     → gelu(x, "tanh")                       step: ≤ 1e-5 relative + 1e-6
+//   silu              x·sigmoid(x) → silu(x)                  absolute (FuseActivations.h;
+//   softmax           exp(x-max(x,a))/sum(…,a) → softmax(x,a) constants within 1e-6 relative)
+//   hard-sigmoid      relu6(x+3)/6 [· x] → max(0, min(1,      ≤ 1e-5 relative + 1e-6 absolute
+//                     x·(1/6)+0.5)) [· x], the importer's
+//                     HardSigmoid / HardSwish
 //   conv-transpose-as-matmul  conv_transpose2d with stride = the sums of the reference in
 //                     kernel → one GEMM + depth-to-space view  another order: f32 rounding
 //                     (ConvTransposeAsMatmul.h)

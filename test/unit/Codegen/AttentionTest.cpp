@@ -79,6 +79,46 @@ TEST_CASE("attention: the ONNX spelling (transpose, div, additive mask) and no m
   });
 }
 
+TEST_CASE("attention: grouped-query K/V repeated per head fuse over the repeated K/V", "[codegen][attention]") {
+  // The attention op takes one batch shape for q, k and v, so a GQA model's
+  // repeat of K/V (torch's repeat_interleave / HF's repeat_kv) stays a view
+  // or copy before it and the rest fuses: Unsqueeze→Expand→Reshape, Tile
+  // (k.repeat), Gather of the kv heads, torch 1.13's Split→Expand→Concat.
+  int64_t b = 1, h = 4, kvh = 2, rep = h / kvh, s = 6, d = 8;
+  std::vector<HostTensor> in = {random_tensor(DType::f32, {b, h, s, d}, -3, 3),
+                                random_tensor(DType::f32, {b, kvh, s, d}, -3, 3),
+                                random_tensor(DType::f32, {b, kvh, s, d})};
+  auto sdpa = [](const Tensor &q, const Tensor &k, const Tensor &v) {
+    Tensor scores = ops::matmul(q, ops::transpose(k, {0, 1, 3, 2})) * ops::full(0.35, DType::f32);
+    return std::vector<Tensor>{ops::matmul(ops::softmax(scores, -1), v)};
+  };
+  auto expand_reshape = [=](const Tensor &k) {
+    return ops::reshape(ops::broadcast_to(ops::unsqueeze(k, {2}), {b, kvh, rep, s, d}), {b, h, s, d});
+  };
+  check_fused(in, [&](auto &x) { return sdpa(x[0], expand_reshape(x[1]), expand_reshape(x[2])); });
+  check_fused(in, [&](auto &x) { return sdpa(x[0], ops::tile(x[1], {1, rep, 1, 1}), ops::tile(x[2], {1, rep, 1, 1})); });
+  check_fused(in, [&](auto &x) {
+    Tensor heads = Tensor::from_host(HostTensor::from_i64(DType::i64, {4}, {0, 0, 1, 1}));
+    return sdpa(x[0], ops::gather(x[1], heads, 1), ops::gather(x[2], heads, 1));
+  });
+  check_fused(in, [&](auto &x) {
+    auto per_head = [&](const Tensor &k) {
+      std::vector<Tensor> parts;
+      for (const Tensor &one : ops::split(k, {1, 1}, 1))
+        parts.push_back(ops::reshape(ops::broadcast_to(ops::unsqueeze(one, {2}), {b, 1, rep, s, d}), {b, rep, s, d}));
+      return ops::concat(parts, 1);
+    };
+    return sdpa(x[0], per_head(x[1]), per_head(x[2]));
+  });
+  // Near miss: one kv head repeated along the sequence instead of the heads:
+  // k and v broadcast over q's heads, no longer one batch shape, not fused.
+  std::vector<HostTensor> one = {in[0], random_tensor(DType::f32, {b, 1, s, d}), random_tensor(DType::f32, {b, 1, s, d})};
+  auto g = trace_graph(types_of(one), [&](auto &x) {
+    return sdpa(x[0], ops::tile(x[1], {1, 1, rep, 1}), ops::tile(x[2], {1, 1, rep, 1}));
+  });
+  CHECK(count_op(*decompose(*g, {true, true}), "attention") == 0);
+}
+
 TEST_CASE("attention: a score used twice is not fused", "[codegen][attention]") {
   auto g = trace_graph({TensorType(DType::f32, {2, 4, 3}), TensorType(DType::f32, {2, 4, 3})}, [](auto &x) {
     Tensor s = ops::matmul(x[0], x[1], false, true);

@@ -460,3 +460,252 @@ TEST_CASE("rewrites keep the symbol table: origins and bounds", "[transforms][ca
   check(*canonical);
   check(*decompose(*canonical));
 }
+
+namespace {
+
+Tensor f32(double v) { return ops::full(v, DType::f32); }
+
+/// The canonicalized graph is exactly one `op` node (constants aside), its
+/// results within rtol / 1e-6 of the reference run of the spelled graph.
+void check_fused(const std::vector<HostTensor> &inputs, const BuildFn &build, const std::string &op,
+                 const std::string &pattern, double rtol = 1e-5) {
+  Canonicalized c = canonicalize_traced(inputs, build);
+  INFO("before: " << op_list(*c.before));
+  REQUIRE(c.after);
+  CHECK(op_list(*c.after) == op);
+  CHECK(c.stats.fired[pattern] == 1);
+  MAXC_REQUIRE_CLOSE(Interpreter::run(*c.after, inputs)[0], Interpreter::run(*c.before, inputs)[0], rtol, 1e-6);
+}
+
+/// canonicalize leaves no `op` node in the graph.
+void check_not_fused(const std::vector<HostTensor> &inputs, const BuildFn &build, const std::string &op) {
+  std::string after = canonical_ops(inputs, build);
+  INFO("canonicalized: " << after);
+  CHECK((" " + after + " ").find(" " + op + " ") == std::string::npos);
+}
+
+/// torch's GELU at opset < 20: Div(x, 1.4142135), Erf, Add 1, Mul x, Mul 0.5.
+Tensor torch_gelu(const Tensor &x, double sqrt2 = 1.4142135381698608) {
+  return x * (ops::erf(x / f32(sqrt2)) + f32(1.0)) * f32(0.5);
+}
+
+/// torch's gelu(approximate='tanh'): 0.5 · (x · (1 + tanh(k · (x + a · x·(x·x))))).
+Tensor torch_gelu_tanh(const Tensor &x, double k = 0.7978845608028654, double a = 0.044715) {
+  Tensor cube = x * (x * x);
+  return f32(0.5) * (x * (f32(1.0) + ops::tanh(f32(k) * (x + f32(a) * cube))));
+}
+
+/// e / sum(e) with e = exp(x - max(x)) over the given axes.
+Tensor spelled_softmax(const Tensor &x, int64_t max_axis, int64_t sum_axis) {
+  Tensor e = ops::exp(x - ops::max(x, {max_axis}, true));
+  return e / ops::sum(e, {sum_axis}, true);
+}
+
+} // namespace
+
+TEST_CASE("canonicalize: spelled-out GELU (erf form) becomes gelu", "[transforms][canonicalize][activations]") {
+  HostTensor x = random_tensor(DType::f32, {4, 33}, -5, 5);
+  check_fused({x}, [](auto &in) { return T{torch_gelu(in[0])}; }, "gelu", "gelu-erf");
+  // tf2onnx / Keras: x · 0.5 · (1 + erf(x · 0.70710677)), the 0.5 first.
+  check_fused({x}, [](auto &in) {
+    return T{in[0] * f32(0.5) * (f32(1.0) + ops::erf(in[0] * f32(0.7071067690849304)))};
+  }, "gelu", "gelu-erf");
+  // x · (0.5 · (erf(...) + 1)), constants as one-element initializers.
+  check_fused({x}, [](auto &in) {
+    return T{in[0] * (constant_like(0.5, {1}) * (ops::erf(constant_like(M_SQRT1_2, {1}) * in[0]) + constant_like(1.0, {1})))};
+  }, "gelu", "gelu-erf");
+  // (0.5 · x) · (1 + erf(x / √2)), inside a larger graph.
+  Canonicalized c = canonicalize_traced({x}, [](auto &in) {
+    Tensor h = ops::exp(in[0]);
+    return T{ops::tanh((f32(0.5) * h) * (f32(1.0) + ops::erf(h / f32(std::sqrt(2.0)))))};
+  });
+  REQUIRE(c.after);
+  CHECK(op_list(*c.after) == "exp gelu tanh");
+  const Node &gelu = c.after->nodes()[c.after->nodes().size() - 2];
+  REQUIRE(gelu.op == "gelu");
+  CHECK(gelu.attrs.get_string("approximate") == "none");
+}
+
+TEST_CASE("canonicalize: GELU constants in f16 match within half an ulp", "[transforms][canonicalize][activations]") {
+  // An f16 export stores 1/√2 as 0.70703125 (the nearest f16): fused; the
+  // next f16 up, 0.70751953, is another function: not.
+  auto half_const = [](double v) {
+    HostTensor t(DType::f16, {1});
+    t.set_f64(0, v);
+    return Tensor::from_host(t);
+  };
+  HostTensor x = random_tensor(DType::f16, {4, 16});
+  for (auto [c, fused] : std::vector<std::pair<double, bool>>{{M_SQRT1_2, true}, {0.70751953125, false}}) {
+    INFO("1/sqrt2 written as " << c);
+    std::string after = canonical_ops({x}, [&, c = c](auto &in) {
+      return T{in[0] * (ops::erf(in[0] * half_const(c)) + half_const(1.0)) * half_const(0.5)};
+    });
+    CHECK((after == "gelu") == fused);
+  }
+}
+
+TEST_CASE("canonicalize: spelled-out GELU (tanh form) becomes gelu tanh", "[transforms][canonicalize][activations]") {
+  HostTensor x = random_tensor(DType::f32, {3, 40}, -5, 5);
+  check_fused({x}, [](auto &in) { return T{torch_gelu_tanh(in[0])}; }, "gelu", "gelu-tanh");
+  // HF NewGELU: 0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · pow(x, 3)))).
+  BuildFn hf = [](auto &in) {
+    Tensor inner = f32(std::sqrt(2.0 / M_PI)) * (in[0] + f32(0.044715) * ops::pow(in[0], f32(3.0)));
+    return T{f32(0.5) * in[0] * (f32(1.0) + ops::tanh(inner))};
+  };
+  Canonicalized c = canonicalize_traced({x}, hf);
+  REQUIRE(c.after);
+  CHECK(op_list(*c.after) == "gelu");
+  CHECK(c.after->nodes().back().attrs.get_string("approximate") == "tanh");
+  CHECK(c.stats.fired["pow-by-constant"] == 1);
+  CHECK(c.stats.fired["gelu-tanh"] == 1);
+  MAXC_REQUIRE_CLOSE(Interpreter::run(*c.after, {x})[0], Interpreter::run(*c.before, {x})[0], 1e-5, 1e-6);
+}
+
+TEST_CASE("canonicalize: GELU near misses are not fused", "[transforms][canonicalize][activations]") {
+  HostTensor x = random_tensor(DType::f32, {4, 16}), y = random_tensor(DType::f32, {4, 16});
+  // Wrong constants: 1.4143 for √2 (1e-4 off), 0.6 for 0.5, 2 + erf.
+  check_not_fused({x}, [](auto &in) { return T{torch_gelu(in[0], 1.4143)}; }, "gelu");
+  check_not_fused({x}, [](auto &in) { return T{in[0] * (ops::erf(in[0] / f32(M_SQRT2)) + f32(1.0)) * f32(0.6)}; }, "gelu");
+  check_not_fused({x}, [](auto &in) { return T{in[0] * (ops::erf(in[0] / f32(M_SQRT2)) + f32(2.0)) * f32(0.5)}; }, "gelu");
+  // erf of another value; the erf also read elsewhere; a 0.5 that widens x.
+  check_not_fused({x, y}, [](auto &in) { return T{in[0] * (ops::erf(in[1] / f32(M_SQRT2)) + f32(1.0)) * f32(0.5)}; }, "gelu");
+  check_not_fused({x}, [](auto &in) {
+    Tensor e = ops::erf(in[0] / f32(M_SQRT2));
+    return T{in[0] * (e + f32(1.0)) * f32(0.5), e};
+  }, "gelu");
+  HostTensor row = random_tensor(DType::f32, {16});
+  check_not_fused({row}, [](auto &in) { return T{in[0] * (ops::erf(in[0] / f32(M_SQRT2)) + f32(1.0)) * constant_like(0.5, {4, 16})}; }, "gelu");
+  // tanh form: 0.04472 for 0.044715, √(2/π) off by 1e-4, x² for x³.
+  check_not_fused({x}, [](auto &in) { return T{torch_gelu_tanh(in[0], 0.7978845608028654, 0.04472)}; }, "gelu");
+  check_not_fused({x}, [](auto &in) { return T{torch_gelu_tanh(in[0], 0.79796)}; }, "gelu");
+  check_not_fused({x}, [](auto &in) {
+    Tensor inner = f32(0.7978845608028654) * (in[0] + f32(0.044715) * (in[0] * in[0]));
+    return T{f32(0.5) * (in[0] * (f32(1.0) + ops::tanh(inner)))};
+  }, "gelu");
+}
+
+TEST_CASE("canonicalize: x * sigmoid(x) becomes silu", "[transforms][canonicalize][activations]") {
+  HostTensor x = random_tensor(DType::f32, {5, 24}, -6, 6), y = random_tensor(DType::f32, {5, 24});
+  check_fused({x}, [](auto &in) { return T{in[0] * ops::sigmoid(in[0])}; }, "silu", "silu");
+  check_fused({x}, [](auto &in) { return T{ops::sigmoid(in[0]) * in[0]}; }, "silu", "silu");
+  // Near misses: sigmoid(β·x) with β ≠ 1 (Swish-β, CLIP's quick GELU), another
+  // value times the sigmoid, the sigmoid also read elsewhere.
+  check_not_fused({x}, [](auto &in) { return T{in[0] * ops::sigmoid(f32(1.702) * in[0])}; }, "silu");
+  check_not_fused({x, y}, [](auto &in) { return T{in[1] * ops::sigmoid(in[0])}; }, "silu");
+  check_not_fused({x}, [](auto &in) {
+    Tensor s = ops::sigmoid(in[0]);
+    return T{in[0] * s, s};
+  }, "silu");
+}
+
+TEST_CASE("canonicalize: spelled-out softmax becomes softmax", "[transforms][canonicalize][activations]") {
+  HostTensor x = random_tensor(DType::f32, {2, 3, 17}, -20, 20);
+  check_fused({x}, [](auto &in) { return T{spelled_softmax(in[0], -1, -1)}; }, "softmax", "softmax");
+  check_fused({x}, [](auto &in) { return T{spelled_softmax(in[0], 2, -1)}; }, "softmax", "softmax");
+  // Over a middle axis; e · (1 / sum) as Reciprocal exports it.
+  Canonicalized c = canonicalize_traced({x}, [](auto &in) { return T{spelled_softmax(in[0], 1, 1)}; });
+  REQUIRE(c.after);
+  CHECK(op_list(*c.after) == "softmax");
+  CHECK(c.after->nodes().back().attrs.get_int("axis") == 1);
+  MAXC_REQUIRE_CLOSE(Interpreter::run(*c.after, {x})[0], Interpreter::run(*c.before, {x})[0], 1e-5, 1e-6);
+  check_fused({x}, [](auto &in) {
+    Tensor e = ops::exp(in[0] - ops::max(in[0], {-1}, true));
+    return T{e * (f32(1.0) / ops::sum(e, {-1}, true))};
+  }, "softmax", "softmax");
+  // Near misses: the max and the sum over different axes; two axes; keepdims
+  // off (then it is no row-wise division); e read elsewhere; no max subtracted
+  // (exp(x) overflows where softmax does not: not the same function).
+  check_not_fused({x}, [](auto &in) { return T{spelled_softmax(in[0], 1, 2)}; }, "softmax");
+  check_not_fused({x}, [](auto &in) {
+    Tensor e = ops::exp(in[0] - ops::max(in[0], {1, 2}, true));
+    return T{e / ops::sum(e, {1, 2}, true)};
+  }, "softmax");
+  HostTensor x2 = random_tensor(DType::f32, {4, 4});
+  check_not_fused({x2}, [](auto &in) {
+    Tensor e = ops::exp(in[0] - ops::max(in[0], {1}, false));
+    return T{e / ops::sum(e, {1}, false)};
+  }, "softmax");
+  check_not_fused({x}, [](auto &in) {
+    Tensor e = ops::exp(in[0] - ops::max(in[0], {-1}, true));
+    return T{e / ops::sum(e, {-1}, true), e};
+  }, "softmax");
+  check_not_fused({x}, [](auto &in) {
+    Tensor e = ops::exp(in[0]);
+    return T{e / ops::sum(e, {-1}, true)};
+  }, "softmax");
+}
+
+namespace {
+
+/// Clip(x + 3, 0, 6) as the importer writes Clip: minimum(maximum(y, 0), 6).
+Tensor relu6_of_x_plus_3(const Tensor &x) { return ops::minimum(ops::maximum(x + f32(3.0), f32(0.0)), f32(6.0)); }
+
+/// HardSigmoid(alpha 1/6, beta 0.5) as the ONNX importer writes it.
+Tensor imported_hard_sigmoid(const Tensor &x) {
+  return ops::maximum(ops::scalar(0, DType::f32),
+                      ops::minimum(ops::scalar(1, DType::f32), x * ops::scalar(1.0 / 6, DType::f32) + ops::scalar(0.5, DType::f32)));
+}
+
+} // namespace
+
+TEST_CASE("canonicalize: HardSigmoid / HardSwish through ReLU6 become the importer's form",
+          "[transforms][canonicalize][activations]") {
+  HostTensor x = random_tensor(DType::f32, {4, 30}, -5, 5);
+  // relu6(x + 3) / 6 (paddle2onnx's hard_sigmoid with offset 3, scale 6).
+  std::string hs = "mul add minimum maximum";
+  check_fused({x}, [](auto &in) { return T{relu6_of_x_plus_3(in[0]) / f32(6.0)}; }, hs, "hard-sigmoid");
+  // x · relu6(x + 3) / 6 (paddle2onnx's hard_swish), x · (relu6(x + 3) · 1/6)
+  // (tf2onnx's Keras hard_swish), bounds the other way round, Relu then Min.
+  std::string hsw = hs + " mul";
+  check_fused({x}, [](auto &in) { return T{in[0] * relu6_of_x_plus_3(in[0]) / f32(6.0)}; }, hsw, "hard-sigmoid");
+  check_fused({x}, [](auto &in) {
+    return T{in[0] * (ops::maximum(f32(0.0), ops::minimum(f32(6.0), f32(3.0) + in[0])) * f32(0.16666667))};
+  }, hsw, "hard-sigmoid");
+  check_fused({x}, [](auto &in) { return T{ops::minimum(ops::relu(in[0] + f32(3.0)), f32(6.0)) * in[0] / f32(6.0)}; },
+              hsw, "hard-sigmoid");
+  // The same graph as the ONNX HardSwish import: one form whichever spelling.
+  auto canonical = canonicalize(*trace_graph(types_of({x}), [](auto &in) {
+    return T{in[0] * relu6_of_x_plus_3(in[0]) / f32(6.0)};
+  }));
+  auto imported = trace_graph(types_of({x}), [](auto &in) { return T{in[0] * imported_hard_sigmoid(in[0])}; });
+  REQUIRE(canonical);
+  CHECK(Interpreter::run(*canonical, {x})[0].identical(Interpreter::run(*imported, {x})[0]));
+  // Near misses: relu6(x + 2), a clip at 5, / 5, x + 3 read elsewhere,
+  // the clip's lower bound 1.
+  auto not_fired = [&](const BuildFn &build) {
+    Canonicalized c = canonicalize_traced({x}, build);
+    CHECK(c.stats.fired["hard-sigmoid"] == 0);
+  };
+  not_fired([](auto &in) { return T{ops::minimum(ops::maximum(in[0] + f32(2.0), f32(0.0)), f32(6.0)) / f32(6.0)}; });
+  not_fired([](auto &in) { return T{ops::minimum(ops::maximum(in[0] + f32(3.0), f32(0.0)), f32(5.0)) / f32(6.0)}; });
+  not_fired([](auto &in) { return T{relu6_of_x_plus_3(in[0]) / f32(5.0)}; });
+  not_fired([](auto &in) {
+    Tensor y = in[0] + f32(3.0);
+    return T{ops::minimum(ops::maximum(y, f32(0.0)), f32(6.0)) / f32(6.0), y};
+  });
+  not_fired([](auto &in) { return T{in[0] * ops::minimum(ops::maximum(in[0] + f32(3.0), f32(1.0)), f32(6.0)) / f32(6.0)}; });
+}
+
+TEST_CASE("canonicalized activations compile and match the reference on the CPU and the GPU emulator",
+          "[transforms][canonicalize][activations][codegen]") {
+  HostTensor x = random_tensor(DType::f32, {3, 64}, -5, 5);
+  std::unique_ptr<Graph> g = trace_graph(types_of({x}), [](auto &in) {
+    Tensor hf_tanh = f32(0.5) * in[0] *
+                     (f32(1.0) + ops::tanh(f32(std::sqrt(2.0 / M_PI)) * (in[0] + f32(0.044715) * ops::pow(in[0], f32(3.0)))));
+    return T{torch_gelu(in[0]), hf_tanh, in[0] * ops::sigmoid(in[0]), spelled_softmax(in[0], -1, -1),
+             in[0] * relu6_of_x_plus_3(in[0]) / f32(6.0)};
+  });
+  RewriteStats stats;
+  auto canonical = canonicalize(*g, &stats);
+  REQUIRE(canonical);
+  CHECK(op_list(*canonical) == "gelu gelu silu softmax mul add minimum maximum mul");
+  auto want = Interpreter::run(*g, {x});
+  for (const char *backend : {"cpu", "amdgpu-emu"}) {
+    auto got = driver::run_on_host(backend, *g, {x});
+    REQUIRE(got.size() == 5);
+    for (size_t i = 0; i < 5; ++i) {
+      INFO(backend << " output " << i);
+      MAXC_REQUIRE_CLOSE(got[i], want[i], 1e-5, 1e-6);
+    }
+  }
+}
