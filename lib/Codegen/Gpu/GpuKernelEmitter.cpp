@@ -51,7 +51,7 @@ public:
     program.tag = tag_;
     for (size_t i = 0; i < plan_.kernels.size(); ++i) {
       const Node &node = g_.nodes()[plan_.kernels[i]];
-      if (is_call(node)) {
+      if (has_bodies(node.op)) { // a call or a branch: host code
         program.items.push_back({-1, &node});
         continue;
       }
@@ -1362,8 +1362,16 @@ std::map<std::string, std::vector<bool>> constant_bound_params(const Graph &root
         input_index[g->input_ids()[i]] = i;
       for (const Node &n : g->nodes()) {
         const std::string *body = call_body_name(n);
-        if (!body)
+        if (!body) { // a branch: its bodies' inputs are its captures, never known constants
+          for (const std::string &name : body_names(n))
+            if (auto it = out.find(name); it != out.end())
+              for (size_t i = 0; i < it->second.size(); ++i)
+                if (it->second[i]) {
+                  it->second[i] = false;
+                  changed = true;
+                }
           continue;
+        }
         auto callee = out.find(*body);
         if (callee == out.end())
           continue;
@@ -1388,6 +1396,8 @@ std::string gpu_kernel_kind(const std::string &op) {
   OpTraits traits = op_traits(op);
   if (traits.has(OpTrait::call))
     return "call"; // a host-side call of the subgraph's launches
+  if (traits.has(OpTrait::branch))
+    return "branch"; // the predicate read on the host, then the taken body's launches
   if (op == "constant")
     return op; // a weight in the blob
   if (op == "matmul" || op == "conv2d")
@@ -1431,10 +1441,12 @@ uint64_t gpu_launch_count(const std::vector<GpuGraphProgram> &programs) {
         ++n;
         continue;
       }
-      std::string tag = "sub." + *call_body_name(*item.call);
-      for (const GpuGraphProgram &callee : programs)
-        if (callee.tag == tag)
-          n += count(callee);
+      uint64_t most = 0; // a branch runs one of its bodies: the larger count
+      for (const std::string &body : body_names(*item.call))
+        for (const GpuGraphProgram &callee : programs)
+          if (callee.tag == "sub." + body)
+            most = std::max(most, count(callee));
+      n += most;
     }
     return n;
   };
