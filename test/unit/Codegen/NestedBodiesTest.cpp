@@ -9,6 +9,7 @@
 #include "EmulatedRunner.h"
 
 #include "maxc/Codegen/LoweringPlan.h"
+#include "maxc/IR/GraphJson.h"
 #include "maxc/IR/GraphSymbols.h"
 
 using namespace maxc;
@@ -76,11 +77,8 @@ std::unique_ptr<Graph> nested_model(const char *key = "block", int *calls_traced
 }
 
 std::vector<HostTensor> model_inputs(bool flag, int32_t level, float t) {
-  HostTensor f(DType::boolean, {}), l(DType::i32, {}), s(DType::f32, {});
-  f.set_f64(0, flag);
-  l.set_f64(0, level);
-  s.set_f64(0, t);
-  return {random_tensor(DType::f32, {kRows, kCols}), f, l, s};
+  return {random_tensor(DType::f32, {kRows, kCols}), HostTensor::scalar(DType::boolean, flag),
+          HostTensor::scalar(DType::i32, level), HostTensor::scalar(DType::f32, t)};
 }
 
 size_t count_op(const Graph &g, const std::string &op) {
@@ -131,6 +129,9 @@ TEST_CASE("if nested three deep in a deduplicated block traces and plans", "[bod
   CHECK(at("inner.then") < at("middle.then"));
   CHECK(at("middle.then") < at("outer.then"));
   CHECK(at("outer.then") < at("block"));
+  // The model format keeps every body and the nesting.
+  std::unique_ptr<Graph> back = graph_from_json(graph_to_json(*g));
+  CHECK(back->equals(*g));
 }
 
 TEST_CASE("identical blocks holding ifs deduplicate by structure", "[bodies][if][subgraph][dedup]") {
