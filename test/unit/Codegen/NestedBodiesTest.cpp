@@ -12,6 +12,8 @@
 #include "maxc/IR/GraphJson.h"
 #include "maxc/IR/GraphSymbols.h"
 
+#include <llvm/IR/Instructions.h>
+
 using namespace maxc;
 using namespace maxc::test;
 
@@ -162,6 +164,20 @@ TEST_CASE("if nested three deep runs equal on reference, cpu and amdgpu-emu", "[
     MAXC_REQUIRE_CLOSE(cpu.run(in, false)[0], expected[0], 1e-5, 1e-5);
     MAXC_REQUIRE_CLOSE(emu.run(in)[0], expected[0], 1e-5, 1e-5);
   }
+  // The CPU branches: the block's function calls each outer body once, from
+  // the two arms of one conditional branch.
+  llvm::LLVMContext context;
+  auto module = build_model_module(*g, "m", context);
+  const llvm::Function *blk = module->getFunction("m.graph.sub.block");
+  REQUIRE(blk != nullptr);
+  std::map<std::string, std::string> callers; // body function -> the block calling it
+  for (const llvm::BasicBlock &bb : *blk)
+    for (const llvm::Instruction &inst : bb)
+      if (const auto *call = llvm::dyn_cast<llvm::CallInst>(&inst))
+        if (const llvm::Function *f = call->getCalledFunction(); f && f->getName().starts_with("m.graph.sub.outer"))
+          callers[f->getName().str()] = bb.getName().str();
+  CHECK(callers == std::map<std::string, std::string>{{"m.graph.sub.outer.else", "if.else"},
+                                                      {"m.graph.sub.outer.then", "if.then"}});
   // The paths differ: a test that took one body everywhere would fail.
   std::vector<HostTensor> in = model_inputs(true, 1, 1.f);
   HostTensor taken = Interpreter::run(*g, in)[0];
