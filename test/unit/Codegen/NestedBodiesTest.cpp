@@ -188,17 +188,21 @@ TEST_CASE("if nested three deep runs equal on reference, cpu and amdgpu-emu", "[
 TEST_CASE("if at the root compiles through the cpu's and gpu's passes", "[bodies][if][codegen][gpu-emu]") {
   // The bodies hold a matmul and a softmax (decomposed or kept whole per
   // backend: the passes rebuild bodies before the graphs naming them).
-  std::vector<HostTensor> in = {random_tensor(DType::f32, {3, 5}), random_tensor(DType::f32, {5, 5}),
-                                HostTensor(DType::i64, {})};
-  auto build = [](const std::vector<Tensor> &x) {
+  // The weight is a realized tensor: a constant of the root, passed through
+  // the buffer table's constant template.
+  std::vector<HostTensor> in = {random_tensor(DType::f32, {3, 5}), HostTensor(DType::i64, {})};
+  HostTensor weight = random_tensor(DType::f32, {5, 5});
+  auto build = [&](const std::vector<Tensor> &x) {
     return ops::cond(
-        x[2], [](const std::vector<Tensor> &c) { return std::vector<Tensor>{ops::softmax(ops::matmul(c[0], c[1]), -1)}; },
-        [](const std::vector<Tensor> &c) { return std::vector<Tensor>{ops::tanh(c[0]) * 2.0}; }, {x[0], x[1]});
+        x[1], [](const std::vector<Tensor> &c) { return std::vector<Tensor>{ops::softmax(ops::matmul(c[0], c[1]), -1)}; },
+        [](const std::vector<Tensor> &c) { return std::vector<Tensor>{ops::tanh(c[0]) * 2.0}; },
+        {x[0], Tensor::from_host(weight)});
   };
   std::unique_ptr<Graph> g = trace_graph(types_of(in), build);
   g->verify();
+  REQUIRE(count_op(*g, "constant") == 1);
   for (int64_t pred : {0, 5}) {
-    in[2].set_f64(0, static_cast<double>(pred));
+    in[1].set_f64(0, static_cast<double>(pred));
     std::vector<HostTensor> expected = Interpreter::run(*g, in);
     MAXC_REQUIRE_CLOSE(run_compiled(*g, in)[0], expected[0], 1e-5, 1e-6);
     MAXC_REQUIRE_CLOSE(run_gpu_emulated(*g, in)[0], expected[0], 1e-5, 1e-6);
