@@ -101,6 +101,8 @@ const std::map<std::string, OpDoc> &docs() {
     t["range"] = {{}, "dtype[n]", {}};
     t["constant"] = {{}, "the constant's type", {}};
     t["call"] = {{OperandDoc{"args", "[...]", "any", "", false, true}}, "the callee's results", {}};
+    t["if"] = {{OperandDoc{"pred", "[]", "any", ""}, OperandDoc{"captures", "[...]", "any", "", false, true}},
+               "the taken body's results", {}};
     t["allreduce_sum"] = {{OperandDoc{"shards", "[...]", "T", "", false, true}}, "one [...] per shard", {}};
     return t;
   }();

@@ -1,11 +1,14 @@
 #include "maxc/IR/Graph.h"
 
+#include <functional>
+
 #include "maxc/IR/Printer.h"
 #include "maxc/Support/BulkMemory.h"
 #include "maxc/Support/Error.h"
 #include "maxc/Support/FileSystem.h"
 
 #include <algorithm>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -95,6 +98,25 @@ std::vector<const Graph *> node_bodies(const Graph &graph, const Node &node) {
   for (const std::string &name : body_names(node))
     if (const Graph *body = graph.find_subgraph(name))
       out.push_back(body);
+  return out;
+}
+
+std::vector<const Graph *> subgraphs_bodies_first(const Graph &root) {
+  std::vector<const Graph *> out;
+  std::map<const Graph *, int> state; // 1: being visited, 2: done
+  std::function<void(const Graph &)> visit = [&](const Graph &g) {
+    int &s = state[&g];
+    if (s != 0)
+      return; // done, or a cycle (a malformed graph: verify reports it)
+    s = 1;
+    for (const Node &n : g.nodes())
+      for (const Graph *body : node_bodies(g, n))
+        visit(*body);
+    state[&g] = 2;
+    out.push_back(&g);
+  };
+  for (const auto &[name, sub] : root.subgraphs())
+    visit(*sub);
   return out;
 }
 

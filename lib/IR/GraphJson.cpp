@@ -347,7 +347,7 @@ std::string graph_to_json(const Graph &graph, const GraphJsonOptions &options) {
   for (auto it = root.begin(); it != root.end(); ++it)
     out[it.key()] = it.value();
   json subgraphs = json::array();
-  for (const auto &[name, sub] : graph.subgraphs())
+  for (const Graph *sub : subgraphs_bodies_first(graph)) // read in this order: a node's bodies before it
     subgraphs.push_back(graph_object(*sub, options));
   out["subgraphs"] = subgraphs;
   // The root's symbol table, where it says more than "an input dim without

@@ -86,6 +86,8 @@ void OpRegistry::add(OpDef def) {
       throw Error(ErrorCode::Internal, "op '" + def.name + "': body attribute '" + body + "' is not a string attribute");
   if (def.traits.has(OpTrait::call) && def.body_attrs.size() != 1)
     throw Error(ErrorCode::Internal, "op '" + def.name + "': a call declares exactly one body attribute");
+  if (def.traits.has(OpTrait::branch) && (def.body_attrs.size() != 2 || def.min_operands < 1))
+    throw Error(ErrorCode::Internal, "op '" + def.name + "': a branch declares two body attributes and a predicate");
   std::string name = def.name;
   ops_.emplace(std::move(name), std::move(def));
 }
@@ -213,11 +215,24 @@ const Graph *call_body(const Graph &graph, const Node &node) {
   return name ? graph.find_subgraph(*name) : nullptr;
 }
 
+bool is_branch(const Node &node) { return op_traits(node.op).has(OpTrait::branch); }
+
+std::array<const Graph *, 2> branch_bodies(const Graph &graph, const Node &node) {
+  std::array<const Graph *, 2> out{nullptr, nullptr};
+  const OpDef *def = OpRegistry::instance().find(node.op);
+  if (!def || !def->has(OpTrait::branch))
+    return out;
+  for (size_t i = 0; i < 2; ++i)
+    if (node.attrs.has(def->body_attrs[i]))
+      out[i] = graph.find_subgraph(node.attrs.get_string(def->body_attrs[i]));
+  return out;
+}
+
 std::string op_traits_text(OpTraits t) {
   static const char *names[] = {"elementwise", "unary",     "binary",   "reduction",  "shape",
                                 "generator",   "gemm_like", "epilogue_safe", "device_libm_f64", "device_libm",
                                 "indirect",    "window",    "composite", "collective", "structural", "index_result",
-                                "rowwise",     "strided",   "call"};
+                                "rowwise",     "strided",   "call",     "branch"};
   std::string out;
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i)
     if (t.bits() & (1u << i))

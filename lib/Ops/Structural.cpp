@@ -43,6 +43,65 @@ OpDef call_op() {
   return def;
 }
 
+// Operands: a scalar predicate, then the captures (each body's inputs).
+// Results: the taken body's outputs (both bodies return the same types).
+OpDef if_op() {
+  OpDef def;
+  def.name = kIfOp;
+  def.traits = OpTrait::structural | OpTrait::branch;
+  def.summary = "runs then_body when the scalar pred (bool or integer) is nonzero, else else_body (subgraphs of "
+                "the root graph), each with the captures as its inputs";
+  def.min_operands = 1;
+  def.max_operands = -1;
+  def.attrs = {{kIfThenAttr, AttrKind::string, std::nullopt, "subgraph run when the predicate is nonzero"},
+               {kIfElseAttr, AttrKind::string, std::nullopt, "subgraph run when the predicate is zero"}};
+  def.body_attrs = {kIfThenAttr, kIfElseAttr};
+  def.infer = [](const InferContext &c) {
+    const std::string &then_name = c.attrs.get_string(kIfThenAttr), &else_name = c.attrs.get_string(kIfElseAttr);
+    std::string where = "if @" + then_name + " @" + else_name;
+    const TensorType &pred = c.operands[0];
+    if (pred.rank() != 0)
+      fail_shape(where, "the predicate must be a scalar (rank 0), got " + pred.to_string());
+    if (is_float(pred.dtype))
+      fail_dtype(where, "the predicate must be bool or an integer, got " + pred.to_string());
+    std::vector<TensorType> out;
+    for (const std::string *name : {&then_name, &else_name}) {
+      const Graph *body = c.graph ? c.graph->find_subgraph(*name) : nullptr;
+      if (!body)
+        throw Error(ErrorCode::InvalidGraph, where + ": no subgraph named '" + *name + "'");
+      const auto &inputs = body->input_ids();
+      if (inputs.size() + 1 != c.operands.size())
+        throw Error(ErrorCode::OperandCount, where + ": @" + *name + " takes " + std::to_string(inputs.size()) +
+                                                 " captures, got " + std::to_string(c.operands.size() - 1));
+      for (size_t i = 0; i < inputs.size(); ++i)
+        if (body->type_of(inputs[i]) != c.operands[i + 1])
+          fail_shape(where, "capture " + std::to_string(i) + " is " + c.operands[i + 1].to_string() + ", @" + *name +
+                                " expects " + body->type_of(inputs[i]).to_string());
+      std::vector<TensorType> results;
+      for (ValueId id : body->output_ids())
+        results.push_back(body->type_of(id));
+      if (name == &then_name) {
+        out = std::move(results);
+        continue;
+      }
+      if (results.size() != out.size())
+        fail_shape(where, "the bodies return " + std::to_string(out.size()) + " and " +
+                              std::to_string(results.size()) + " results");
+      for (size_t i = 0; i < out.size(); ++i)
+        if (results[i] != out[i])
+          fail_shape(where, "result " + std::to_string(i) + " is " + out[i].to_string() + " in @" + then_name +
+                                " but " + results[i].to_string() + " in @" + else_name);
+    }
+    return out;
+  };
+  def.reference = [](const ReferenceContext &c) {
+    bool taken = c.operands[0].get_i64(0) != 0;
+    std::vector<HostTensor> captures(c.operands.begin() + kBranchFirstInput, c.operands.end());
+    return c.run_graph(*c.graph.find_subgraph(c.attrs.get_string(taken ? kIfThenAttr : kIfElseAttr)), captures);
+  };
+  return def;
+}
+
 // Operands: N shards, then any signal buffers. Results: N shards, each the
 // elementwise sum of all shards, on its shard's device.
 OpDef allreduce_op() {
@@ -87,6 +146,7 @@ OpDef allreduce_op() {
 
 void register_structural_ops(OpRegistry &r) {
   r.add(call_op());
+  r.add(if_op());
   r.add(allreduce_op());
 }
 
@@ -108,6 +168,14 @@ Tensor allreduce_sum(const Tensor &sharded) {
   for (const Tensor &t : shards)
     out_values.push_back(t.value());
   return Tensor::make_unrealized(&ctx, out_values, sharded.device_mapping());
+}
+
+std::vector<Tensor> cond(const Tensor &pred, const BranchBody &then_body, const BranchBody &else_body,
+                         const std::vector<Tensor> &captures, const std::string &name) {
+  auto *ctx = dynamic_cast<GraphRealizationContext *>(&RealizationContext::require_current("cond"));
+  if (!ctx)
+    throw Error(ErrorCode::InvalidArgument, "cond: records an `if` node, so it needs a GraphRealizationContext");
+  return ctx->cond(pred, then_body, else_body, captures, name);
 }
 
 } // namespace ops

@@ -14,12 +14,12 @@ GraphRealizationContext::GraphRealizationContext(Graph &graph, std::vector<Tenso
   out_defs_ = owned_out_defs_.get();
 }
 
-GraphRealizationContext::GraphRealizationContext(Graph &graph, std::vector<Tensor> signal_buffers,
-                                                 std::string prefix, BodyTag)
-    : graph_(&graph), signal_buffers_(std::move(signal_buffers)), prefix_(std::move(prefix)),
-      owned_out_defs_(std::make_unique<std::map<std::string, TreeDef>>()) {
+GraphRealizationContext::GraphRealizationContext(Graph &graph, GraphRealizationContext &root, BodyTag)
+    : graph_(&graph), owned_out_defs_(std::make_unique<std::map<std::string, TreeDef>>()), root_(&root) {
   // Body contexts have no cache: nested calls inline.
   out_defs_ = owned_out_defs_.get();
+  // The body resolves the bodies of conditionals in it from the root.
+  graph.attach_root(root.graph());
 }
 
 GraphRealizationContext::~GraphRealizationContext() = default;
@@ -169,7 +169,7 @@ TensorTree GraphRealizationContext::call(const CallOptions &options, const Subgr
     for (size_t i = 0; i < input_types.size(); ++i)
       sub->add_input(input_types[i], input_names[i]);
     {
-      GraphRealizationContext body_ctx(*sub, {}, {}, BodyTag{});
+      GraphRealizationContext body_ctx(*sub, *this, BodyTag{});
       std::vector<Tensor> body_args;
       for (size_t i = 0; i < args.size(); ++i)
         body_args.push_back(Tensor::make_unrealized(&body_ctx, {sub->value(sub->input_ids()[i])}));
@@ -209,6 +209,62 @@ TensorTree GraphRealizationContext::call(const CallOptions &options, const Subgr
   for (ValueId id : results)
     leaves.push_back(Tensor::make_unrealized(this, {graph_->value(id)}));
   return TensorTree::unflatten(out_def, leaves);
+}
+
+std::string GraphRealizationContext::trace_branch_body(const BranchBody &body, const std::vector<TensorType> &inputs,
+                                                       const std::string &name) {
+  auto sub = std::make_shared<Graph>(name);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    sub->add_input(inputs[i], "capture" + std::to_string(i));
+  {
+    GraphRealizationContext body_ctx(*sub, *root_, BodyTag{});
+    std::vector<Tensor> captures;
+    for (ValueId id : sub->input_ids())
+      captures.push_back(Tensor::make_unrealized(&body_ctx, {sub->value(id)}));
+    std::vector<Tensor> results = body(captures);
+    std::vector<ValueId> outs;
+    for (const Tensor &t : results)
+      outs.push_back(body_ctx.to_value(t, 0).id());
+    sub->set_outputs(outs);
+  }
+  // Kept apart from call bodies: a body is a call's or a branch's, so the
+  // passes that rewrite call sites and callees together never meet a branch.
+  std::string skey = "branch body\n" + sub->structural_key();
+  SubgraphCache &cache = *root_->cache_;
+  if (auto same = cache.by_structure.find(skey); same != cache.by_structure.end())
+    return same->second;
+  Graph &root = root_->graph();
+  std::string unique = name;
+  for (int n = 1; root.find_subgraph(unique); ++n)
+    unique = name + "." + std::to_string(n);
+  sub->set_name(unique);
+  root.add_subgraph(sub);
+  cache.by_structure.emplace(std::move(skey), unique);
+  return unique;
+}
+
+std::vector<Tensor> GraphRealizationContext::cond(const Tensor &pred, const BranchBody &then_body,
+                                                  const BranchBody &else_body, const std::vector<Tensor> &captures,
+                                                  const std::string &name) {
+  if (!root_->cache_)
+    throw Error(ErrorCode::InvalidArgument, "cond: the root trace has no subgraph table");
+  std::vector<ValueId> operands{to_value(pred, 0).id()};
+  std::vector<TensorType> types;
+  for (const Tensor &t : captures) {
+    if (!t.is_null() && !t.is_realized() && t.is_sharded())
+      throw Error(ErrorCode::InvalidArgument, "cond: sharded captures are not supported");
+    Value v = to_value(t, 0);
+    operands.push_back(v.id());
+    types.push_back(v.type());
+  }
+  std::string then_name = trace_branch_body(then_body, types, name + ".then");
+  std::string else_name = trace_branch_body(else_body, types, name + ".else");
+  std::vector<ValueId> results =
+      graph_->add_node(kIfOp, operands, {{kIfThenAttr, then_name}, {kIfElseAttr, else_name}}, qualify(name));
+  std::vector<Tensor> out;
+  for (ValueId id : results)
+    out.push_back(Tensor::make_unrealized(this, {graph_->value(id)}));
+  return out;
 }
 
 } // namespace maxc

@@ -224,7 +224,8 @@ std::unique_ptr<Graph> decompose(const Graph &graph, const DecomposeOptions &opt
   CallSiteLayout calls = plan_call_site_layout(graph);
   CallSiteBatchNorms folds = plan_call_site_batch_norms(graph);
   auto out = std::make_unique<Graph>(graph.name());
-  for (const auto &[name, sub] : graph.subgraphs()) {
+  for (const Graph *sub : subgraphs_bodies_first(graph)) { // a node's bodies before it
+    const std::string &name = sub->name();
     auto body = std::make_shared<Graph>(name);
     out->add_subgraph(body);
     auto it = calls.inputs.find(name);

@@ -200,10 +200,10 @@ std::unique_ptr<Graph> without_dead_nodes(const Graph &graph) {
   if (!any_dead && all_live(root_live))
     return nullptr;
   auto out = std::make_unique<Graph>(graph.name());
-  for (const auto &[name, sub] : graph.subgraphs()) {
-    auto body = std::make_shared<Graph>(name);
+  for (const Graph *sub : subgraphs_bodies_first(graph)) { // a node's bodies before it
+    auto body = std::make_shared<Graph>(sub->name());
     out->add_subgraph(body);
-    copy_live(*sub, *body, live[name]);
+    copy_live(*sub, *body, live[sub->name()]);
   }
   copy_live(graph, *out, root_live);
   return out;
@@ -222,8 +222,8 @@ std::unique_ptr<Graph> apply_patterns(const Graph &graph, const std::vector<cons
     auto to = std::make_unique<Graph>(from.name());
     size_t replaced = 0;
     // Bodies first: a call node's inference looks its callee up.
-    for (const auto &[name, sub] : from.subgraphs()) {
-      auto body = std::make_shared<Graph>(name);
+    for (const Graph *sub : subgraphs_bodies_first(from)) {
+      auto body = std::make_shared<Graph>(sub->name());
       to->add_subgraph(body);
       copy_interface(*sub, *body);
       replaced += rewrite_round(*sub, *body, by_op, s);

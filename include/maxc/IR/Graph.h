@@ -87,6 +87,11 @@ std::vector<std::string> body_names(const Node &node);
 /// left out.
 std::vector<const Graph *> node_bodies(const Graph &graph, const Node &node);
 
+/// The root's subgraphs, each after every body its nodes invoke (so a pass
+/// rebuilding them in this order finds a body's bodies done), in name order
+/// otherwise.
+std::vector<const Graph *> subgraphs_bodies_first(const Graph &root);
+
 class Graph {
 public:
   explicit Graph(std::string name, const std::vector<TensorType> &input_types = {});
@@ -162,6 +167,9 @@ public:
   /// Subgraph lookup for call nodes inside subgraph bodies, which resolve
   /// callees in the root graph. Set by add_subgraph.
   const Graph *root() const { return root_ ? root_ : this; }
+  /// Points a body at `root` before it enters root's table (add_subgraph):
+  /// a body being traced resolves the bodies of the nodes in it there.
+  void attach_root(const Graph &root) { root_ = root.root(); }
 
   /// Checks SSA well-formedness and re-runs every op's verifier; throws
   /// maxc::Error with the offending node on failure.

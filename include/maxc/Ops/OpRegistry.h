@@ -13,6 +13,7 @@
 #include "maxc/IR/HostTensor.h"
 #include "maxc/IR/TensorType.h"
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -115,6 +116,13 @@ enum class OpTrait : uint32_t {
   /// asks is_call / call_body; code that only needs "this node runs a body"
   /// asks node_bodies (IR/Graph.h).
   call = 1u << 18,
+  /// A conditional (`if`): operand 0 is a scalar predicate (bool or
+  /// integer, nonzero = true); runs its first body when it holds, else its
+  /// second (OpDef::body_attrs, two), each with operands 1.. as the body's
+  /// inputs (the explicit captures); its results are the taken body's
+  /// outputs. Code that binds operands to body inputs asks is_branch /
+  /// branch_bodies; a call's rules (is_call) never apply to it.
+  branch = 1u << 19,
 };
 
 /// A set of OpTraits.
@@ -186,6 +194,15 @@ const std::string *call_body_name(const Node &node);
 /// The body a call (a node of `graph`) invokes, from the root graph's
 /// subgraph table; null when `node` is not a call or names no subgraph.
 const Graph *call_body(const Graph &graph, const Node &node);
+/// True for a conditional (OpTrait::branch).
+bool is_branch(const Node &node);
+/// The then- and else-bodies of a conditional (a node of `graph`), from the
+/// root graph's subgraph table; {null, null} when `node` is not a branch
+/// (either is null when its name has no subgraph).
+std::array<const Graph *, 2> branch_bodies(const Graph &graph, const Node &node);
+/// A branch's operand i + kBranchFirstInput is its bodies' input i
+/// (operand 0 is the predicate).
+inline constexpr size_t kBranchFirstInput = 1;
 
 class OpRegistry {
 public:

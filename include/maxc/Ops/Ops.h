@@ -8,6 +8,7 @@
 #pragma once
 
 #include "maxc/IR/Dim.h"
+#include "maxc/Realization/GraphRealizationContext.h"
 #include "maxc/Tensor/Tensor.h"
 
 #include <optional>
@@ -163,5 +164,13 @@ Tensor tile(const Tensor &x, const std::vector<int64_t> &repeats);
 /// Sums a sharded tensor across its shards (one result shard per device),
 /// using the context's signal buffers.
 Tensor allreduce_sum(const Tensor &sharded);
+/// `if`: `then_body(captures)` when the scalar `pred` (bool or integer) is
+/// nonzero at run time, else `else_body(captures)`. Each body is traced once
+/// into a subgraph whose inputs are the captures (pass every outer tensor a
+/// body reads; using one without passing it is a ForeignValue error); both
+/// must return the same types. Needs a GraphRealizationContext (the graph
+/// trace): GraphRealizationContext::cond.
+std::vector<Tensor> cond(const Tensor &pred, const BranchBody &then_body, const BranchBody &else_body,
+                         const std::vector<Tensor> &captures, const std::string &name = "if");
 
 } // namespace maxc::ops

@@ -7,6 +7,17 @@
 // same structural key share one definition, and a call with a key reuses the
 // keyed definition without tracing the body again. Inside a body the
 // subgraph cache is null, so nested calls inline into the enclosing body.
+//
+// Conditionals (`cond`, the `if` op) own two bodies, traced like a call's
+// into graphs of their own whose inputs are the explicit captures. A body
+// points at the root graph while it is traced (Graph::attach_root), so an
+// `if` inside it (inside a call body, inside another `if` body, at any
+// depth) resolves its own bodies; each body enters the root's subgraph
+// table once traced, under a unique name ("<name>.then", "<name>.then.1"
+// ... in trace order), or shares an identical body already there (dedup by
+// structural key, kept apart from call bodies). A tensor of an enclosing
+// graph used inside a body without being passed as a capture is a
+// ForeignValue error.
 #pragma once
 
 #include "maxc/Realization/RealizationContext.h"
@@ -32,11 +43,22 @@ class GraphRealizationContext;
 /// asks the op's declaration instead (is_call, call_body, node_bodies).
 inline constexpr char kSubgraphCallOp[] = "call";
 inline constexpr char kSubgraphCalleeAttr[] = "callee";
+/// The node `cond` records: op kIfOp, its bodies' names in kIfThenAttr and
+/// kIfElseAttr (lib/Ops/Structural.cpp defines the op; code reading a graph
+/// asks is_branch / branch_bodies).
+inline constexpr char kIfOp[] = "if";
+inline constexpr char kIfThenAttr[] = "then_body";
+inline constexpr char kIfElseAttr[] = "else_body";
 
 /// A subgraph body: given the body's context, its arguments and its
 /// parameters (all as tensors of the body graph), returns its results.
 using SubgraphBody = std::function<TensorTree(GraphRealizationContext &ctx, const std::vector<Tensor> &args,
                                               const NamedTensors &params)>;
+
+/// A body of a conditional: given its captures (tensors of the body graph,
+/// recorded in the body's context, which is current while it runs),
+/// returns its results.
+using BranchBody = std::function<std::vector<Tensor>(const std::vector<Tensor> &captures)>;
 
 /// The dedup table, owned by the root trace.
 struct SubgraphCache {
@@ -99,6 +121,14 @@ public:
   TensorTree call(const char *key_or_null, const SubgraphBody &body, const std::vector<Tensor> &args,
                   const NamedTensors &params = {});
 
+  /// Records `if`: runs `then_body` when the scalar `pred` (bool or
+  /// integer) is nonzero, else `else_body`, each traced once into a body
+  /// graph whose inputs are `captures` (in order); both must return the
+  /// same types. `name` names the bodies ("<name>.then", "<name>.else").
+  /// Works in the root and inside any body (see the file comment).
+  std::vector<Tensor> cond(const Tensor &pred, const BranchBody &then_body, const BranchBody &else_body,
+                           const std::vector<Tensor> &captures, const std::string &name = "if");
+
   /// The dedup table; null inside a subgraph body (nested calls inline).
   SubgraphCache *subgraph_cache() const { return cache_; }
   /// Output structure per keyed subgraph (key → TreeDef).
@@ -106,7 +136,13 @@ public:
 
 private:
   struct BodyTag {};
-  GraphRealizationContext(Graph &graph, std::vector<Tensor> signal_buffers, std::string prefix, BodyTag);
+  /// A body's context: `root` is the root trace's context (which owns the
+  /// root graph and the dedup table bodies of conditionals register in).
+  GraphRealizationContext(Graph &graph, GraphRealizationContext &root, BodyTag);
+  /// Traces `body` into a new body graph with `inputs` as its inputs and
+  /// registers it in the root (deduplicated); returns its name.
+  std::string trace_branch_body(const BranchBody &body, const std::vector<TensorType> &inputs,
+                                const std::string &name);
   /// Turns an operand into a value of this graph (realized → constant).
   Value to_value(const Tensor &tensor, size_t shard);
   TensorTree call_inline(const CallOptions &options, const SubgraphBody &body, const std::vector<Tensor> &args,
@@ -120,6 +156,7 @@ private:
   std::unique_ptr<std::map<std::string, TreeDef>> owned_out_defs_;
   SubgraphCache *cache_ = nullptr;
   std::map<std::string, TreeDef> *out_defs_ = nullptr;
+  GraphRealizationContext *root_ = this; // the root trace's context
   size_t anonymous_constants_ = 0;
 };
 

@@ -177,6 +177,8 @@ private:
     const Node &node = g_.nodes()[n];
     if (is_call(node))
       return emit_call(node);
+    if (is_branch(node))
+      return emit_branch(node);
     std::string lowering = cpu_lowering(node.op);
     if (lowering == "matmul")
       return emit_matmul(node);
@@ -534,20 +536,49 @@ private:
   }
 
   void emit_call(const Node &node) {
-    const Graph *callee = call_body(g_, node);
-    EmittedGraph fns = mod_.functions.at(callee);
     const std::vector<size_t> *wino = nullptr;
     if (auto it = mod_.winograd_inputs.find(*call_body_name(node)); it != mod_.winograd_inputs.end())
       wino = &it->second;
-    size_t count = node.operands.size() + node.results.size() + (wino ? wino->size() : 0);
+    emit_body_call(call_body(g_, node), node.operands, node.results, wino);
+  }
+
+  /// A branch: loads the predicate and calls the taken body's function with
+  /// the captures and results as its buffers (each body its own table).
+  void emit_branch(const Node &node) {
+    std::array<const Graph *, 2> bodies = branch_bodies(g_, node);
+    if (!bodies[0] || !bodies[1])
+      throw Error(ErrorCode::Internal, "codegen: a branch names no subgraph");
+    Value *pred = element(node.operands[0], {});
+    Value *taken = b_.CreateICmpNE(pred, llvm::Constant::getNullValue(pred->getType()));
+    llvm::Function *fn = b_.GetInsertBlock()->getParent();
+    auto *then_bb = llvm::BasicBlock::Create(mod_.ctx, "if.then", fn);
+    auto *else_bb = llvm::BasicBlock::Create(mod_.ctx, "if.else", fn);
+    auto *done = llvm::BasicBlock::Create(mod_.ctx, "if.done", fn);
+    b_.CreateCondBr(taken, then_bb, else_bb);
+    std::vector<ValueId> captures(node.operands.begin() + kBranchFirstInput, node.operands.end());
+    for (int i = 0; i < 2; ++i) {
+      b_.SetInsertPoint(i == 0 ? then_bb : else_bb);
+      emit_body_call(bodies[i], captures, node.results, nullptr);
+      b_.CreateBr(done);
+    }
+    b_.SetInsertPoint(done);
+  }
+
+  /// Calls `callee`'s function with `args`, then `results`, then the
+  /// Winograd weights of the args `wino` lists (null: none) as its buffer
+  /// table, in the workspace after this function's slots.
+  void emit_body_call(const Graph *callee, const std::vector<ValueId> &args, const std::vector<ValueId> &results,
+                      const std::vector<size_t> *wino) {
+    EmittedGraph fns = mod_.functions.at(callee);
+    size_t count = args.size() + results.size() + (wino ? wino->size() : 0);
     // The buffer table lives in the entry block. Weights (constants) are
     // known at link time: they come from a read-only template copied in one
     // memcpy, so each call costs the same few instructions however many
     // weights a layer has — code size stays flat in the number of layers.
     // Only the activations are stored one by one.
     Value *table = entry_b_.CreateAlloca(b_.getPtrTy(), entry_b_.getInt64(static_cast<int64_t>(count)));
-    std::vector<ValueId> buffers(node.operands.begin(), node.operands.end());
-    buffers.insert(buffers.end(), node.results.begin(), node.results.end());
+    std::vector<ValueId> buffers(args.begin(), args.end());
+    buffers.insert(buffers.end(), results.begin(), results.end());
     std::vector<llvm::Constant *> fixed;
     size_t constants = 0;
     for (ValueId v : buffers) {
@@ -561,7 +592,7 @@ private:
     std::vector<std::string> wino_names;
     std::vector<int64_t> wino_tiles;
     for (size_t i = 0; wino && i < wino->size(); ++i) {
-      const Node &c = g_.nodes()[g_.value_info(node.operands[(*wino)[i]]).producer];
+      const Node &c = g_.nodes()[g_.value_info(args[(*wino)[i]]).producer];
       wino_names.push_back(c.attrs.get_string("name"));
       wino_tiles.push_back(winograd_input_tile(*callee, (*wino)[i]));
       fixed.push_back(run_time_weights()
@@ -578,7 +609,7 @@ private:
     }
     for (size_t i = 0; i < buffers.size(); ++i)
       if (plan_.values[buffers[i]].storage != Storage::constant || run_time_weights())
-        b_.CreateStore(i < node.operands.size() ? stored_pointer(buffers[i]) : pointer_of(buffers[i]),
+        b_.CreateStore(i < args.size() ? stored_pointer(buffers[i]) : pointer_of(buffers[i]),
                        b_.CreateConstGEP1_64(b_.getPtrTy(), table, i));
     for (size_t i = 0; run_time_weights() && i < wino_names.size(); ++i)
       b_.CreateStore(winograd_pointer(wino_names[i], wino_tiles[i]), b_.CreateConstGEP1_64(b_.getPtrTy(), table, buffers.size() + i));
@@ -949,6 +980,8 @@ private:
 std::string cpu_lowering(const std::string &op) {
   if (op_traits(op).has(OpTrait::call))
     return "call"; // a call of the subgraph's function
+  if (op_traits(op).has(OpTrait::branch))
+    return "branch"; // the predicate loaded, then a call of the taken body's function
   if (op == "constant")
     return op; // a global (or the weights blob)
   if (op == "matmul")

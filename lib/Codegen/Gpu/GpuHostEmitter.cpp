@@ -6,6 +6,7 @@
 
 #include <llvm/IR/Module.h>
 
+#include <array>
 #include <memory>
 
 namespace maxc::codegen {
@@ -42,7 +43,9 @@ public:
     dim_values_ = std::make_unique<DimValues>(entry_b_, dims_, symbols_);
     layout_ = std::make_unique<WorkspaceLayout>(plan_, *dim_values_, entry_b_);
     for (const GpuGraphProgram::Item &item : program_.items) {
-      if (item.call)
+      if (item.call && is_branch(*item.call))
+        emit_branch(*item.call);
+      else if (item.call)
         fail_if_nonzero(emit_call(*item.call));
       else
         emit_launch(program_.kernels[item.kernel], first_kernel_ + item.kernel);
@@ -113,10 +116,39 @@ private:
     b_.SetInsertPoint(done);
   }
 
-  Value *emit_call(const Node &node) {
-    const Graph *callee = call_body(g_, node);
-    std::vector<ValueId> buffers(node.operands.begin(), node.operands.end());
-    buffers.insert(buffers.end(), node.results.begin(), node.results.end());
+  Value *emit_call(const Node &node) { return emit_body_call(call_body(g_, node), node.operands, node.results); }
+
+  /// A branch: its predicate copied to the host, then the taken body's
+  /// launch sequence with the captures and results as its buffers.
+  void emit_branch(const Node &node) {
+    std::array<const Graph *, 2> bodies = branch_bodies(g_, node);
+    if (!bodies[0] || !bodies[1])
+      throw Error(ErrorCode::Internal, "gpu codegen: a branch names no subgraph");
+    ValueId pred = node.operands[0];
+    auto bytes = static_cast<uint64_t>(dtype_size(g_.type_of(pred).dtype));
+    llvm::Type *type = b_.getIntNTy(static_cast<unsigned>(bytes * 8));
+    Value *host = entry_b_.CreateAlloca(type);
+    fail_if_nonzero(launcher_.copy_to_host(b_, host, pointer_of(pred), bytes, context_));
+    Value *taken = b_.CreateICmpNE(b_.CreateLoad(type, host), llvm::ConstantInt::get(type, 0));
+    llvm::Function *fn = b_.GetInsertBlock()->getParent();
+    auto *then_bb = llvm::BasicBlock::Create(ctx_, "if.then", fn);
+    auto *else_bb = llvm::BasicBlock::Create(ctx_, "if.else", fn);
+    auto *done = llvm::BasicBlock::Create(ctx_, "if.done", fn);
+    b_.CreateCondBr(taken, then_bb, else_bb);
+    std::vector<ValueId> captures(node.operands.begin() + kBranchFirstInput, node.operands.end());
+    for (int i = 0; i < 2; ++i) {
+      b_.SetInsertPoint(i == 0 ? then_bb : else_bb);
+      fail_if_nonzero(emit_body_call(bodies[i], captures, node.results));
+      b_.CreateBr(done);
+    }
+    b_.SetInsertPoint(done);
+  }
+
+  /// Calls `callee`'s host function with `args`, then `results`, as its
+  /// buffers, in the workspace after this graph's slots.
+  Value *emit_body_call(const Graph *callee, const std::vector<ValueId> &args, const std::vector<ValueId> &results) {
+    std::vector<ValueId> buffers(args.begin(), args.end());
+    buffers.insert(buffers.end(), results.begin(), results.end());
     Value *table = entry_b_.CreateAlloca(b_.getPtrTy(), entry_b_.getInt64(static_cast<int64_t>(std::max<size_t>(buffers.size(), 1))));
     for (size_t i = 0; i < buffers.size(); ++i) {
       if (plan_.values[buffers[i]].storage == Storage::fused)

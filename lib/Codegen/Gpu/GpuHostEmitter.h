@@ -9,6 +9,8 @@
 // `buffers` holds device pointers (inputs, then outputs), `workspace` is
 // device memory laid out like the CPU backend's, and `context` starts with
 // the device address of the weights blob (every constant at its offset).
+// A conditional (`if`) copies its predicate to the host
+// (KernelLauncher::copy_to_host) and calls the taken body's function.
 // How a kernel is started is the KernelLauncher's business: HIP's
 // hipModuleLaunchKernel in artifacts, a direct call of the emulation entry
 // point in `maxc run --device amdgpu-emu`.
@@ -36,6 +38,11 @@ public:
   virtual llvm::Value *launch(llvm::IRBuilder<> &b, const GpuKernel &kernel, size_t index, llvm::Value *grid,
                               const std::vector<llvm::Value *> &buffers, llvm::Value *dims,
                               llvm::Value *context) = 0;
+  /// Emits a copy of `bytes` bytes at device address `device` to the host
+  /// memory `host`, after every launch so far has finished (a branch's
+  /// predicate, read on the host); returns an i32 status (0: copied).
+  virtual llvm::Value *copy_to_host(llvm::IRBuilder<> &b, llvm::Value *host, llvm::Value *device, uint64_t bytes,
+                                    llvm::Value *context) = 0;
 };
 
 struct GpuHostGraph {

@@ -52,7 +52,7 @@ public:
     program.tag = tag_;
     for (size_t i = 0; i < plan_.kernels.size(); ++i) {
       const Node &node = g_.nodes()[plan_.kernels[i]];
-      if (is_call(node)) {
+      if (has_bodies(node.op)) { // a call or a branch: host code
         program.items.push_back({-1, &node});
         continue;
       }
@@ -1349,6 +1349,8 @@ std::string gpu_kernel_kind(const std::string &op) {
   OpTraits traits = op_traits(op);
   if (traits.has(OpTrait::call))
     return "call"; // a host-side call of the subgraph's launches
+  if (traits.has(OpTrait::branch))
+    return "branch"; // the predicate read on the host, then the taken body's launches
   if (op == "constant")
     return op; // a weight in the blob
   if (op == "matmul" || op == "conv2d")
@@ -1392,10 +1394,12 @@ uint64_t gpu_launch_count(const std::vector<GpuGraphProgram> &programs) {
         ++n;
         continue;
       }
-      std::string tag = "sub." + *call_body_name(*item.call);
-      for (const GpuGraphProgram &callee : programs)
-        if (callee.tag == tag)
-          n += count(callee);
+      uint64_t most = 0; // a branch runs one of its bodies: the larger count
+      for (const std::string &body : body_names(*item.call))
+        for (const GpuGraphProgram &callee : programs)
+          if (callee.tag == "sub." + body)
+            most = std::max(most, count(callee));
+      n += most;
     }
     return n;
   };

@@ -104,7 +104,7 @@ struct GpuGraphProgram {
   LoweringPlan plan;
   struct Item {
     int kernel = -1;            // index into kernels, or
-    const Node *call = nullptr; // a call of a subgraph
+    const Node *call = nullptr; // a node running bodies (a call, a branch) on the host
   };
   std::vector<Item> items;
   std::vector<GpuKernel> kernels;

@@ -79,6 +79,20 @@ public:
     return b.CreateSelect(too_big, b.getInt32(kInvalidDim), status);
   }
 
+  llvm::Value *copy_to_host(llvm::IRBuilder<> &b, llvm::Value *host, llvm::Value *device, uint64_t bytes,
+                            llvm::Value *context) override {
+    llvm::Type *ptr = b.getPtrTy(), *i32 = b.getInt32Ty(), *i64 = b.getInt64Ty();
+    llvm::Value *stream = b.CreateLoad(ptr, b.CreateStructGEP(context_type_, context, kStream));
+    llvm::Value *rc = b.CreateCall(
+        m_.getOrInsertFunction(api_.stream_synchronize, llvm::FunctionType::get(i32, {ptr}, false)), {stream});
+    llvm::Value *copied = b.CreateCall(
+        m_.getOrInsertFunction(api_.memcpy_dtoh, llvm::FunctionType::get(i32, {ptr, ptr, i64}, false)),
+        {host, device, b.getInt64(static_cast<int64_t>(bytes))});
+    rc = b.CreateSelect(b.CreateICmpEQ(rc, b.getInt32(0)), copied, rc);
+    b.CreateStore(rc, b.CreateStructGEP(context_type_, context, kError));
+    return b.CreateSelect(b.CreateICmpEQ(rc, b.getInt32(0)), b.getInt32(kOk), b.getInt32(kGpuError));
+  }
+
 private:
   llvm::Module &m_;
   llvm::StructType *context_type_;

@@ -16,25 +16,42 @@
 
 namespace maxc::test {
 
+/// `graph`'s GPU kernels for `arch` compiled once for the host emulation
+/// (static shapes), run as often as needed.
+class EmulatedGraph {
+public:
+  EmulatedGraph(const Graph &graph, const std::string &arch) : graph_(graph) {
+    driver::PlannedModel planned = driver::plan_model(graph, "maxc_jit", gpu_decompose_options()); // as amdgpu-emu
+    REQUIRE(planned.abi.symbols.empty());
+    auto context = std::make_unique<llvm::LLVMContext>();
+    auto module = codegen::build_gpu_emulation_module(*planned.lowered, planned.abi.name, *context, arch);
+    jit_ = std::make_unique<JitModule>(std::move(context), std::move(module), 1);
+    run_ = reinterpret_cast<int32_t (*)(void *const *, const int64_t *, void *)>(jit_->lookup("maxc_jit_run_packed"));
+  }
+
+  std::vector<HostTensor> run(const std::vector<HostTensor> &inputs) {
+    std::vector<HostTensor> outputs;
+    for (ValueId id : graph_.output_ids())
+      outputs.emplace_back(graph_.type_of(id).dtype, evaluate_shape(graph_.type_of(id).shape, {}));
+    std::vector<void *> buffers;
+    for (const HostTensor &x : inputs)
+      buffers.push_back(const_cast<std::byte *>(x.data()));
+    for (HostTensor &y : outputs)
+      buffers.push_back(y.data());
+    REQUIRE(run_(buffers.data(), nullptr, nullptr) == 0);
+    return outputs;
+  }
+
+private:
+  const Graph &graph_;
+  std::unique_ptr<JitModule> jit_;
+  int32_t (*run_)(void *const *, const int64_t *, void *) = nullptr;
+};
+
 /// The graph's outputs through the emulated kernels of `arch`.
 inline std::vector<HostTensor> run_emulated(const Graph &graph, const std::vector<HostTensor> &inputs,
                                             const std::string &arch) {
-  driver::PlannedModel planned = driver::plan_model(graph, "maxc_jit", gpu_decompose_options()); // as amdgpu-emu
-  REQUIRE(planned.abi.symbols.empty());
-  auto context = std::make_unique<llvm::LLVMContext>();
-  auto module = codegen::build_gpu_emulation_module(*planned.lowered, planned.abi.name, *context, arch);
-  JitModule jit(std::move(context), std::move(module), 1);
-  auto run = reinterpret_cast<int32_t (*)(void *const *, const int64_t *, void *)>(jit.lookup("maxc_jit_run_packed"));
-  std::vector<HostTensor> outputs;
-  for (ValueId id : graph.output_ids())
-    outputs.emplace_back(graph.type_of(id).dtype, evaluate_shape(graph.type_of(id).shape, {}));
-  std::vector<void *> buffers;
-  for (const HostTensor &x : inputs)
-    buffers.push_back(const_cast<std::byte *>(x.data()));
-  for (HostTensor &y : outputs)
-    buffers.push_back(y.data());
-  REQUIRE(run(buffers.data(), nullptr, nullptr) == 0);
-  return outputs;
+  return EmulatedGraph(graph, arch).run(inputs);
 }
 
 } // namespace maxc::test

@@ -35,6 +35,8 @@ TEST_CASE("every op's traits are consistent", "[codegen][ops][traits]") {
       CHECK(def->has(OpTrait::shape));
     if (def->has(OpTrait::generator))
       CHECK(def->min_operands == 0);
+    if (def->has(OpTrait::branch)) // a conditional: never a call, two bodies
+      CHECK((def->has(OpTrait::structural) && !def->has(OpTrait::call) && def->body_attrs.size() == 2));
     // Decompose and the traits agree on what is rewritten before codegen.
     CHECK(def->has(OpTrait::composite) == is_composite_op(def->name));
     // A composite op is nothing else: it never reaches a code generator,
@@ -72,6 +74,8 @@ TEST_CASE("every op has a lowering on every backend", "[codegen][ops][traits]") 
       CHECK(gpu == (def->has(OpTrait::index_result) ? "elementwise" : "reduction"));
     if (def->is_elemental())
       CHECK(gpu == "elementwise");
+    if (def->has_bodies())
+      CHECK(cpu == gpu); // "call", "branch": host code around the bodies' functions
   }
 }
 
