@@ -7,8 +7,12 @@
 #include "maxc/Interpreter/Interpreter.h"
 #include "maxc/Support/Error.h"
 
+#include "maxc/Codegen/ModelCompiler.h"
+
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+
+#include <chrono>
 
 namespace maxc::driver {
 
@@ -53,6 +57,72 @@ std::vector<HostTensor> run_on_host(const std::string &backend_name, const Graph
   if (status != 0)
     throw Error(ErrorCode::InputMismatch, "the compiled model returned status " + std::to_string(status));
   return outputs;
+}
+
+HostProfile profile_on_host(const Graph &graph, const std::vector<HostTensor> &inputs, DimBindings dims, int threads,
+                            int runs, int warmup, int opt_level) {
+  const Backend *backend = find_backend("cpu");
+  bind_input_dims(graph, inputs, dims);
+  PlannedModel planned = plan_model(graph, "maxc_jit", backend->decompose_options(), backend->plan_options());
+  HostProfile out;
+  out.kernels = profiled_kernels(*planned.lowered, planned.plans);
+  auto context = std::make_unique<llvm::LLVMContext>();
+  std::unique_ptr<llvm::Module> module = build_cpu_module(*planned.lowered, planned.abi, *context,
+                                                          WeightsPlacement::ir, nullptr, &planned.plans, 0, true);
+  // The counters, read here after the runs (the artifact keeps them internal).
+  llvm::GlobalVariable *table = module->getGlobalVariable("maxc_jit.profile.counters", true);
+  if (!table)
+    throw Error(ErrorCode::Internal, "the profile build has no counter table");
+  table->setLinkage(llvm::GlobalValue::ExternalLinkage);
+  JitModule jit(std::move(context), std::move(module), opt_level);
+  auto run = reinterpret_cast<int32_t (*)(void *const *, const int64_t *, void *)>(jit.lookup("maxc_jit_run_packed"));
+  auto reset = reinterpret_cast<void (*)()>(jit.lookup("maxc_jit_profile_reset"));
+  auto set_threads = reinterpret_cast<void (*)(int32_t)>(jit.lookup("maxc_jit_set_num_threads"));
+  const auto *counters = reinterpret_cast<const int64_t *>(jit.lookup("maxc_jit.profile.counters"));
+  std::vector<HostTensor> outputs;
+  for (ValueId id : graph.output_ids())
+    outputs.emplace_back(graph.type_of(id).dtype, evaluate_shape(graph.type_of(id).shape, dims));
+  std::vector<void *> buffers;
+  for (const HostTensor &x : inputs)
+    buffers.push_back(const_cast<std::byte *>(x.data())); // read only
+  for (HostTensor &y : outputs)
+    buffers.push_back(y.data());
+  std::vector<int64_t> dim_values;
+  for (const std::string &s : planned.abi.symbols) {
+    auto it = dims.find(s);
+    if (it == dims.end())
+      throw Error(ErrorCode::UnboundDim, "symbolic dim '" + s + "' has no value; pass --dim " + s + "=N");
+    dim_values.push_back(it->second);
+  }
+  set_threads(threads);
+  out.threads = threads;
+  // One workspace for every run, as an application keeps it (a run given
+  // none mallocs its own, and the kernels would pay its first touches).
+  int64_t ws_bytes = planned.abi.workspace_bound.is_static()
+                         ? planned.abi.workspace_bound.value()
+                         : evaluate_shape(Shape{planned.abi.workspace_bound}, dims).at(0);
+  std::vector<std::byte> ws_storage(static_cast<size_t>(std::max<int64_t>(ws_bytes, 0)) + 64);
+  void *workspace = ws_storage.data() + (64 - reinterpret_cast<uintptr_t>(ws_storage.data()) % 64) % 64;
+  int32_t status = 0;
+  double ms = 0;
+  for (int i = 0; i < warmup + runs && status == 0; ++i) {
+    if (i == warmup)
+      reset();
+    auto t0 = std::chrono::steady_clock::now();
+    status = run(buffers.data(), dim_values.data(), workspace);
+    if (i >= warmup)
+      ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  set_threads(1);
+  if (status != 0)
+    throw Error(ErrorCode::InputMismatch, "the compiled model returned status " + std::to_string(status));
+  out.runs = runs;
+  out.run_ms = runs > 0 ? ms / runs : 0;
+  for (size_t k = 0; k < out.kernels.size(); ++k) {
+    out.counters.push_back({counters[3 * k], counters[3 * k + 1], counters[3 * k + 2]});
+    out.kernels[k].graph = nullptr;
+  }
+  return out;
 }
 
 } // namespace maxc::driver

@@ -48,7 +48,8 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
                                                WeightsPlacement placement = WeightsPlacement::ir,
                                                ByteChunks *weights = nullptr,
                                                const LoweringPlans *plans = nullptr, // null: planned here
-                                               unsigned vector_lanes = 0); // 0: the host's (cpu_vector_lanes)
+                                               unsigned vector_lanes = 0, // 0: the host's (cpu_vector_lanes)
+                                               bool profile = false);     // a profile build (Codegen/Profile.h)
 
 /// Decomposes `graph` and builds its module (for tests that JIT a graph),
 /// with kernels for `vector_lanes` f32 lanes (0: the host's).
@@ -62,6 +63,9 @@ struct CpuCodegenRequest {
   bool external_weights = false;
   unsigned jobs = 0; // threads for the partitions (maxc compile --jobs); 0 = the hardware's
   EarlyWrites *early = nullptr; // where the weights start being written during codegen (or null)
+  /// A profile build (Codegen/Profile.h, maxc compile --profile): per-kernel
+  /// counters, and NAME_profile_report / NAME_profile_reset exported.
+  bool profile = false;
 };
 
 struct CpuCodegenResult {
