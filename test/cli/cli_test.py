@@ -1418,7 +1418,7 @@ def profile_mlp(ctx):
     expect(len([l for l in r.stdout.splitlines() if re.match(r"^\s*\d+\s+[0-9.]+\s", l)]) == 1, "--top 1", r)
     expect_in("more kernels", r.stdout, "--top 1", r)
     expect_in("--runs", ctx.run(["profile", model, "--dim", "batch=2", "--runs", "0"], rc=1).stderr, "--runs 0")
-    expect_diagnostic(ctx.run(["profile", model], rc=1), model, "E", message="--dim batch=")
+    expect_diagnostic(ctx.run(["profile", model], rc=1), model, "E0108", message="--dim batch=")
 
 
 @case
