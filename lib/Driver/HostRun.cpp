@@ -12,9 +12,38 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace maxc::driver {
+
+namespace {
+
+/// NAME_run_packed's arguments: the buffer table (inputs, then outputs
+/// allocated here) and the dim values, in the artifact's symbol order.
+struct RunBuffers {
+  std::vector<HostTensor> outputs;
+  std::vector<void *> buffers;
+  std::vector<int64_t> dims;
+
+  RunBuffers(const Graph &graph, const std::vector<HostTensor> &inputs, const DimBindings &bindings,
+             const std::vector<std::string> &symbols) {
+    for (ValueId id : graph.output_ids())
+      outputs.emplace_back(graph.type_of(id).dtype, evaluate_shape(graph.type_of(id).shape, bindings));
+    for (const HostTensor &x : inputs)
+      buffers.push_back(const_cast<std::byte *>(x.data())); // read only
+    for (HostTensor &y : outputs)
+      buffers.push_back(y.data());
+    for (const std::string &s : symbols) {
+      auto it = bindings.find(s);
+      if (it == bindings.end())
+        throw Error(ErrorCode::UnboundDim, "symbolic dim '" + s + "' has no value; pass --dim " + s + "=N");
+      dims.push_back(it->second);
+    }
+  }
+};
+
+} // namespace
 
 std::vector<HostTensor> run_on_host(const std::string &backend_name, const Graph &graph,
                                     const std::vector<HostTensor> &inputs, DimBindings dims, int opt_level,
@@ -30,33 +59,19 @@ std::vector<HostTensor> run_on_host(const std::string &backend_name, const Graph
     throw Error(ErrorCode::InvalidArgument, "the " + backend_name + " backend's code cannot run on this machine");
   JitModule jit(std::move(context), std::move(module), opt_level);
   auto run = reinterpret_cast<int32_t (*)(void *const *, const int64_t *, void *)>(jit.lookup("maxc_jit_run_packed"));
-  std::vector<HostTensor> outputs;
-  for (ValueId id : graph.output_ids())
-    outputs.emplace_back(graph.type_of(id).dtype, evaluate_shape(graph.type_of(id).shape, dims));
-  std::vector<void *> buffers;
-  for (const HostTensor &x : inputs)
-    buffers.push_back(const_cast<std::byte *>(x.data())); // read only
-  for (HostTensor &y : outputs)
-    buffers.push_back(y.data());
-  std::vector<int64_t> dim_values;
-  for (const std::string &s : planned.abi.symbols) {
-    auto it = dims.find(s);
-    if (it == dims.end())
-      throw Error(ErrorCode::UnboundDim, "symbolic dim '" + s + "' has no value; pass --dim " + s + "=N");
-    dim_values.push_back(it->second);
-  }
+  RunBuffers io(graph, inputs, dims, planned.abi.symbols);
   // The CPU artifact's pool; its workers are joined before the JIT goes.
   void (*set_threads)(int32_t) = nullptr;
   if (backend_name == "cpu")
     set_threads = reinterpret_cast<void (*)(int32_t)>(jit.lookup("maxc_jit_set_num_threads"));
   if (set_threads)
     set_threads(threads);
-  int32_t status = run(buffers.data(), dim_values.data(), nullptr);
+  int32_t status = run(io.buffers.data(), io.dims.data(), nullptr);
   if (set_threads)
     set_threads(1);
   if (status != 0)
     throw Error(ErrorCode::InputMismatch, "the compiled model returned status " + std::to_string(status));
-  return outputs;
+  return std::move(io.outputs);
 }
 
 HostProfile profile_on_host(const Graph &graph, const std::vector<HostTensor> &inputs, DimBindings dims, int threads,
@@ -79,21 +94,7 @@ HostProfile profile_on_host(const Graph &graph, const std::vector<HostTensor> &i
   auto reset = reinterpret_cast<void (*)()>(jit.lookup("maxc_jit_profile_reset"));
   auto set_threads = reinterpret_cast<void (*)(int32_t)>(jit.lookup("maxc_jit_set_num_threads"));
   const auto *counters = reinterpret_cast<const int64_t *>(jit.lookup("maxc_jit.profile.counters"));
-  std::vector<HostTensor> outputs;
-  for (ValueId id : graph.output_ids())
-    outputs.emplace_back(graph.type_of(id).dtype, evaluate_shape(graph.type_of(id).shape, dims));
-  std::vector<void *> buffers;
-  for (const HostTensor &x : inputs)
-    buffers.push_back(const_cast<std::byte *>(x.data())); // read only
-  for (HostTensor &y : outputs)
-    buffers.push_back(y.data());
-  std::vector<int64_t> dim_values;
-  for (const std::string &s : planned.abi.symbols) {
-    auto it = dims.find(s);
-    if (it == dims.end())
-      throw Error(ErrorCode::UnboundDim, "symbolic dim '" + s + "' has no value; pass --dim " + s + "=N");
-    dim_values.push_back(it->second);
-  }
+  RunBuffers io(graph, inputs, dims, planned.abi.symbols);
   set_threads(threads);
   out.threads = threads;
   // One workspace for every run, as an application keeps it (a run given
@@ -109,7 +110,7 @@ HostProfile profile_on_host(const Graph &graph, const std::vector<HostTensor> &i
     if (i == warmup)
       reset();
     auto t0 = std::chrono::steady_clock::now();
-    status = run(buffers.data(), dim_values.data(), workspace);
+    status = run(io.buffers.data(), io.dims.data(), workspace);
     if (i >= warmup)
       ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }

@@ -8,6 +8,7 @@
 //   int32_t NAME_run_packed(void *const *buffers, const int64_t *dims, void *workspace);
 //   int64_t NAME_workspace_size(int64_t dim...);   (-1 where NAME_run reports INVALID_DIM)
 //   const char *NAME_status_string(int32_t status);
+//   void NAME_profile_report(FILE *), NAME_profile_reset(void);  (profile builds only)
 // A null workspace makes the run allocate (malloc) and free its own.
 #pragma once
 
