@@ -106,7 +106,8 @@ std::string emit_c_header(const ModelInterface &m, const Dim &workspace_bound) {
   h += " * Passing NULL as the workspace makes the call malloc and free its own;\n"
        " * to avoid that, pass a 64-byte aligned buffer of " + m.name + "_workspace_size(...) bytes.\n"
        " * Calls are reentrant as long as concurrent calls use different workspaces.\n */\n";
-  h += "#ifndef " + guard + "\n#define " + guard + "\n\n#include <stdint.h>\n\n";
+  h += "#ifndef " + guard + "\n#define " + guard + "\n\n#include <stdint.h>\n" +
+       (m.profile ? "#include <stdio.h>\n" : "") + "\n";
   h += "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
   char hash[32];
   std::snprintf(hash, sizeof hash, "0x%016llxull", static_cast<unsigned long long>(abi_hash(m)));
@@ -187,6 +188,17 @@ std::string emit_c_header(const ModelInterface &m, const Dim &workspace_bound) {
   }
   h += "/* A message for a status code. */\n";
   h += "const char *" + m.name + "_status_string(int32_t status);\n\n";
+  if (m.profile) {
+    h += "/* Profile build (maxc compile --profile; docs/profiling.md): every kernel's\n"
+         " * wall time, calls and threads are counted from the first run (or the last\n"
+         " * reset) on. " + m.name + "_profile_report writes them, most time first, one\n"
+         " * tab-separated line per kernel: rank, ms per run, share of the kernels'\n"
+         " * time, calls per run, threads, kernel, graph, model nodes. Count one run at a\n"
+         " * time (concurrent runs mix their counts). */\n";
+    h += "#define " + N + "_PROFILE 1\n";
+    h += "void " + m.name + "_profile_report(FILE *file);\n";
+    h += "void " + m.name + "_profile_reset(void);\n\n";
+  }
   h += "#ifdef __cplusplus\n} /* extern \"C\" */\n#endif\n\n#endif /* " + guard + " */\n";
   return h;
 }

@@ -287,6 +287,7 @@ std::string manifest(Compilation &c, const ArtifactWriter &writer) {
   if (c.request.manifest_timings)
     info.stage_ms = c.result.timer.passes();
   ModelInterface interface = c.planned.interface;
+  interface.profile = c.request.options.profile;
   if (c.request.options.external_weights) {
     interface.external_weights = true;
     interface.weights_blob_bytes = c.output.weights_blob_bytes;

@@ -62,8 +62,10 @@ public:
     request.external_weights = options.external_weights;
     request.jobs = options.jobs;
     request.early = options.early_writes;
+    request.profile = options.profile;
     CpuCodegenResult code = compile_cpu_module(*model.lowered, model.abi, target, request, timer, &model.plans);
     ModelInterface interface = model.interface;
+    interface.profile = options.profile;
     if (options.external_weights) {
       interface.external_weights = true;
       interface.weights_blob_bytes = out.weights_blob_bytes = code.weights_blob.size();
@@ -97,6 +99,10 @@ public:
                                  n + "_set_parallel_for", n + "_set_num_threads"};
     if (options.external_weights)
       out.manifest.entry_points.push_back(n + "_set_weights");
+    if (options.profile) {
+      out.manifest.entry_points.push_back(n + "_profile_report");
+      out.manifest.entry_points.push_back(n + "_profile_reset");
+    }
     out.manifest.link = {"-lm"};
     out.summary = target.triple + ", " + target.cpu;
     return out;

@@ -23,6 +23,8 @@ std::vector<std::string> gpu_artifact_kinds(const std::set<std::string> &emit, c
 }
 
 void reject_gpu_unsupported_options(const BackendOptions &options) {
+  if (options.profile)
+    throw Error(ErrorCode::InvalidArgument, "--profile is supported for CPU artifacts only", "--profile");
   if (options.external_weights)
     throw Error(ErrorCode::InvalidArgument,
                 "--weights-mode external is not supported with --gpu yet (the host object embeds the weights and "

@@ -7,10 +7,43 @@
 #include "maxc/Interpreter/Interpreter.h"
 #include "maxc/Support/Error.h"
 
+#include "maxc/Codegen/ModelCompiler.h"
+
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
+#include <algorithm>
+#include <chrono>
+
 namespace maxc::driver {
+
+namespace {
+
+/// NAME_run_packed's arguments: the buffer table (inputs, then outputs
+/// allocated here) and the dim values, in the artifact's symbol order.
+struct RunBuffers {
+  std::vector<HostTensor> outputs;
+  std::vector<void *> buffers;
+  std::vector<int64_t> dims;
+
+  RunBuffers(const Graph &graph, const std::vector<HostTensor> &inputs, const DimBindings &bindings,
+             const std::vector<std::string> &symbols) {
+    for (ValueId id : graph.output_ids())
+      outputs.emplace_back(graph.type_of(id).dtype, evaluate_shape(graph.type_of(id).shape, bindings));
+    for (const HostTensor &x : inputs)
+      buffers.push_back(const_cast<std::byte *>(x.data())); // read only
+    for (HostTensor &y : outputs)
+      buffers.push_back(y.data());
+    for (const std::string &s : symbols) {
+      auto it = bindings.find(s);
+      if (it == bindings.end())
+        throw Error(ErrorCode::UnboundDim, "symbolic dim '" + s + "' has no value; pass --dim " + s + "=N");
+      dims.push_back(it->second);
+    }
+  }
+};
+
+} // namespace
 
 std::vector<HostTensor> run_on_host(const std::string &backend_name, const Graph &graph,
                                     const std::vector<HostTensor> &inputs, DimBindings dims, int opt_level,
@@ -26,33 +59,71 @@ std::vector<HostTensor> run_on_host(const std::string &backend_name, const Graph
     throw Error(ErrorCode::InvalidArgument, "the " + backend_name + " backend's code cannot run on this machine");
   JitModule jit(std::move(context), std::move(module), opt_level);
   auto run = reinterpret_cast<int32_t (*)(void *const *, const int64_t *, void *)>(jit.lookup("maxc_jit_run_packed"));
-  std::vector<HostTensor> outputs;
-  for (ValueId id : graph.output_ids())
-    outputs.emplace_back(graph.type_of(id).dtype, evaluate_shape(graph.type_of(id).shape, dims));
-  std::vector<void *> buffers;
-  for (const HostTensor &x : inputs)
-    buffers.push_back(const_cast<std::byte *>(x.data())); // read only
-  for (HostTensor &y : outputs)
-    buffers.push_back(y.data());
-  std::vector<int64_t> dim_values;
-  for (const std::string &s : planned.abi.symbols) {
-    auto it = dims.find(s);
-    if (it == dims.end())
-      throw Error(ErrorCode::UnboundDim, "symbolic dim '" + s + "' has no value; pass --dim " + s + "=N");
-    dim_values.push_back(it->second);
-  }
+  RunBuffers io(graph, inputs, dims, planned.abi.symbols);
   // The CPU artifact's pool; its workers are joined before the JIT goes.
   void (*set_threads)(int32_t) = nullptr;
   if (backend_name == "cpu")
     set_threads = reinterpret_cast<void (*)(int32_t)>(jit.lookup("maxc_jit_set_num_threads"));
   if (set_threads)
     set_threads(threads);
-  int32_t status = run(buffers.data(), dim_values.data(), nullptr);
+  int32_t status = run(io.buffers.data(), io.dims.data(), nullptr);
   if (set_threads)
     set_threads(1);
   if (status != 0)
     throw Error(ErrorCode::InputMismatch, "the compiled model returned status " + std::to_string(status));
-  return outputs;
+  return std::move(io.outputs);
+}
+
+HostProfile profile_on_host(const Graph &graph, const std::vector<HostTensor> &inputs, DimBindings dims, int threads,
+                            int runs, int warmup, int opt_level) {
+  const Backend *backend = find_backend("cpu");
+  bind_input_dims(graph, inputs, dims);
+  PlannedModel planned = plan_model(graph, "maxc_jit", backend->decompose_options(), backend->plan_options());
+  HostProfile out;
+  out.kernels = profiled_kernels(*planned.lowered, planned.plans);
+  auto context = std::make_unique<llvm::LLVMContext>();
+  std::unique_ptr<llvm::Module> module = build_cpu_module(*planned.lowered, planned.abi, *context,
+                                                          WeightsPlacement::ir, nullptr, &planned.plans, 0, true);
+  // The counters, read here after the runs (the artifact keeps them internal).
+  llvm::GlobalVariable *table = module->getGlobalVariable("maxc_jit.profile.counters", true);
+  if (!table)
+    throw Error(ErrorCode::Internal, "the profile build has no counter table");
+  table->setLinkage(llvm::GlobalValue::ExternalLinkage);
+  JitModule jit(std::move(context), std::move(module), opt_level);
+  auto run = reinterpret_cast<int32_t (*)(void *const *, const int64_t *, void *)>(jit.lookup("maxc_jit_run_packed"));
+  auto reset = reinterpret_cast<void (*)()>(jit.lookup("maxc_jit_profile_reset"));
+  auto set_threads = reinterpret_cast<void (*)(int32_t)>(jit.lookup("maxc_jit_set_num_threads"));
+  const auto *counters = reinterpret_cast<const int64_t *>(jit.lookup("maxc_jit.profile.counters"));
+  RunBuffers io(graph, inputs, dims, planned.abi.symbols);
+  set_threads(threads);
+  out.threads = threads;
+  // One workspace for every run, as an application keeps it (a run given
+  // none mallocs its own, and the kernels would pay its first touches).
+  int64_t ws_bytes = planned.abi.workspace_bound.is_static()
+                         ? planned.abi.workspace_bound.value()
+                         : evaluate_shape(Shape{planned.abi.workspace_bound}, dims).at(0);
+  std::vector<std::byte> ws_storage(static_cast<size_t>(std::max<int64_t>(ws_bytes, 0)) + 64);
+  void *workspace = ws_storage.data() + (64 - reinterpret_cast<uintptr_t>(ws_storage.data()) % 64) % 64;
+  int32_t status = 0;
+  double ms = 0;
+  for (int i = 0; i < warmup + runs && status == 0; ++i) {
+    if (i == warmup)
+      reset();
+    auto t0 = std::chrono::steady_clock::now();
+    status = run(io.buffers.data(), io.dims.data(), workspace);
+    if (i >= warmup)
+      ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  set_threads(1);
+  if (status != 0)
+    throw Error(ErrorCode::InputMismatch, "the compiled model returned status " + std::to_string(status));
+  out.runs = runs;
+  out.run_ms = runs > 0 ? ms / runs : 0;
+  for (size_t k = 0; k < out.kernels.size(); ++k) {
+    out.counters.push_back({counters[3 * k], counters[3 * k + 1], counters[3 * k + 2]});
+    out.kernels[k].graph = nullptr;
+  }
+  return out;
 }
 
 } // namespace maxc::driver

@@ -558,6 +558,11 @@ private:
         throw Error(e.code(), e.message(), e.location().empty() ? p : e.location());
       }
     }
+    // The node's debug name (Node::name, what maxc profile shows): its
+    // first result's name, qualified by the instance path inside the graph.
+    NodeNameScope named(*frame.ctx, s.results.empty()       ? std::string()
+                                    : frame.rel_prefix.empty() ? s.results[0]
+                                                               : frame.rel_prefix + "." + s.results[0]);
     std::vector<Tensor> results = frame.ctx->record(s.op, tensors, attrs);
     for (size_t r = 0; r < results.size(); ++r)
       check_byte_size(results[r].type(), s.key_pointer,

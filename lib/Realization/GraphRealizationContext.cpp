@@ -94,7 +94,7 @@ std::vector<Tensor> GraphRealizationContext::record(const std::string &op, const
     std::vector<ValueId> ids;
     for (const Tensor &t : operands)
       ids.push_back(to_value(t, s).id());
-    std::vector<ValueId> results = graph_->add_node(op, ids, attrs);
+    std::vector<ValueId> results = graph_->add_node(op, ids, attrs, node_name_);
     per_result.resize(results.size());
     for (size_t r = 0; r < results.size(); ++r)
       per_result[r].push_back(graph_->value(results[r]));

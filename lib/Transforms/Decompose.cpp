@@ -157,6 +157,7 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
     const Node &node = from.nodes()[n];
     if (folded[n])
       continue; // a batch_norm folded into its conv2d, whose result it got
+    NodeNameScope named(ctx, node.name); // the nodes made for this one keep its name
     std::vector<Tensor> operands = rebuild.operands(node);
     if (auto it = attention.find(n); it != attention.end()) {
       const AttentionMatch &m = it->second;

@@ -126,6 +126,7 @@ size_t rewrite_round(const Graph &from, Graph &to, const std::map<std::string, s
   for (const Node &node : from.nodes()) {
     std::vector<Tensor> operands = rebuild.operands(node);
     std::vector<Tensor> results;
+    NodeNameScope named(ctx, node.name); // a replacement's nodes keep the node's name
     if (auto it = by_op.find(node.op); it != by_op.end())
       for (const RewritePattern *p : it->second) {
         results = p->rewrite(node, operands, rc);

@@ -1395,6 +1395,86 @@ def workspace_size_rejects_what_run_rejects(ctx):
 
 
 @case
+def profile_mlp(ctx):
+    """maxc profile: one row per kernel, most time first, naming the model
+    nodes each computes (the MLP's statements: fc1.y, a1, ...); --json has
+    the documented keys (docs/profiling.md)."""
+    model = ctx.example("mlp")
+    args = ["profile", model, "--dim", "batch=2", "--runs", "2", "--warmup", "1"]
+    r = ctx.run(args + ["--top", "2"], rc=0)
+    expect(re.search(r"^\s*rank\s+ms/run\s+share\s+calls\s+threads\s+kernel\s+graph\s+nodes$", r.stdout, re.M),
+           "the table's header line", r)
+    rows = [l.split() for l in r.stdout.splitlines() if re.match(r"^\s*\d+\s+[0-9.]+\s+[0-9.]+%", l)]
+    expect([int(row[0]) for row in rows] == [1, 2], "--top 2: ranks 1 and 2", r)
+    expect(float(rows[0][1]) >= float(rows[1][1]), "rows should be sorted by time", r)
+    expect_in("1 more kernels", r.stdout, "--top 2 of 3", r)
+    for name in ["fc1.y", "fc2.y", "a1", "a2"]: # the two big kernels: GEMM, bias and relu
+        expect(re.search(r"(^|[ ,])%s(,|$| )" % re.escape(name), r.stdout, re.M), "node %s not named" % name, r)
+    r = ctx.run(args + ["--json"], rc=0)
+    doc = parse_json(r.stdout, "profile --json", r)
+    for key in ["model", "name", "threads", "runs", "warmup", "run_ms", "kernel_ms", "kernels_run", "kernels"]:
+        expect(key in doc, "profile --json: no '%s'" % key, r)
+    expect(doc["runs"] == 2 and doc["threads"] == 1 and doc["name"] == "mlp", "runs, threads, name", r)
+    kernels = doc["kernels"]
+    expect(len(kernels) == doc["kernels_run"] and kernels, "every kernel that ran is listed", r)
+    for k in kernels:
+        for key in ["rank", "index", "kernel", "op", "ops", "graph", "ms", "share", "calls", "threads", "nodes"]:
+            expect(key in k, "kernel without '%s': %s" % (key, k), r)
+        expect(k["calls"] == 1 and k["threads"] == 1 and k["graph"] == "main", "one call, one thread: %s" % k, r)
+    expect(abs(sum(k["share"] for k in kernels) - 1) < 1e-6, "shares should sum to 1", r)
+    names = {n for k in kernels for n in k["nodes"]}
+    expect({"fc1.y", "a1", "fc2.y", "a2", "fc3.y"} <= names, "node names: %s" % sorted(names), r)
+    # Bad counts and an unbound dim are usage errors.
+    expect_in("--runs", ctx.run(["profile", model, "--dim", "batch=2", "--runs", "0"], rc=1).stderr, "--runs 0")
+    expect_diagnostic(ctx.run(["profile", model], rc=1), model, "E0108", message="--dim batch=")
+
+
+@case
+def compile_profile(ctx):
+    """maxc compile --profile: NAME_profile_report / NAME_profile_reset in the
+    header and the object; the report is the table of maxc profile, tab-separated."""
+    model = ctx.example("mlp")
+    ctx.run(["-q", "compile", model, "-o", "mlp.o", "--profile"], rc=0)
+    header = open(ctx.path("mlp.h")).read()
+    expect_in("void mlp_profile_report(FILE *file);", header, "mlp.h")
+    expect_in("void mlp_profile_reset(void);", header, "mlp.h")
+    manifest = json.load(open(ctx.path("mlp.manifest.json")))
+    expect("mlp_profile_report" in json.dumps(manifest), "the manifest lists mlp_profile_report")
+    with open(ctx.path("main.c"), "w") as f:
+        f.write(PROFILE_PROGRAM)
+    run_program([c_compiler(), "-std=c99", "-Wall", "main.c", "mlp.o", "-lm", "-lpthread", "-o", "main"], ctx.tmp, rc=0)
+    r = run_program([ctx.path("main")], ctx.tmp, rc=0)
+    expect(re.search(r"^# maxc profile of mlp: 3 run\(s\)", r.stdout, re.M), "the report's first line", r)
+    rows = [l.split("\t") for l in r.stdout.splitlines() if not l.startswith("#")]
+    expect(len(rows) >= 3 and all(len(row) == 8 for row in rows), "8 tab-separated fields per kernel", r)
+    expect(all(row[3] == "1" and row[4] == "1" for row in rows), "one call and one thread per run", r)
+    expect(any("fc1.y" in row[7] for row in rows), "the report names the nodes", r)
+    r = ctx.run(["compile", model, "-o", "gpu.o", "--gpu", "gfx90a", "--profile"], rc=1)
+    expect_in("--profile", r.stderr, "stderr", r)
+
+
+PROFILE_PROGRAM = r"""
+#include "mlp.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(void) {
+  float *x = calloc(2 * 784, sizeof(float)), *y = calloc(2 * 10, sizeof(float));
+  for (int i = 0; i < 4; ++i) {
+    if (i == 1)
+      mlp_profile_reset(); /* the first run is warmup */
+    if (mlp_run(x, y, 2, NULL) != MLP_OK)
+      return 1;
+  }
+  mlp_profile_report(stdout);
+  free(x);
+  free(y);
+  return 0;
+}
+"""
+
+
+@case
 def harness_templates_are_c(ctx):
     """The harnesses' C lives in lib/Codegen/templates/*.c (embedded at build
     time): every template's text is in the generated harnesses, which compile

@@ -59,6 +59,21 @@ struct RunOptions {
 };
 int run_run(const GlobalOptions &global, const RunOptions &options);
 
+struct ProfileOptions {
+  std::string model;
+  std::string weights;
+  std::vector<std::string> inputs; // NAME=FILE.npy; the others random
+  std::vector<std::string> dims;   // NAME=N: symbolic dims no input file determines
+  int threads = 1;                 // the pool's threads (NAME_set_num_threads)
+  int runs = 10;                   // timed runs
+  int warmup = 2;                  // runs before the counters are reset
+  int top = 20;                    // rows shown (0: all)
+  bool top_given = false;          // else: 20 in the table, all in the JSON
+  bool json = false;
+};
+/// `maxc profile`: a profile build run in process (docs/profiling.md).
+int run_profile(const GlobalOptions &global, const ProfileOptions &options);
+
 struct CompileCommandOptions {
   std::string model;
   std::string weights;
@@ -81,6 +96,7 @@ struct CompileCommandOptions {
   std::string depfile_path;    // -MF (default: OUT.o.d)
   std::string gpu;             // --gpu gfx90a,gfx942: an AMD GPU artifact instead of a CPU one
   int code_object_version = 0; // 0 = not given (5 with --gpu)
+  bool profile = false;        // --profile: a profile build (NAME_profile_report; docs/profiling.md)
 };
 /// `maxc compile`, with or without --gpu: the lib/Driver pipeline.
 int run_compile(const GlobalOptions &global, const CompileCommandOptions &options);

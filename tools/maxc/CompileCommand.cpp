@@ -53,6 +53,7 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
   request.options.code_object_version = options.code_object_version;
   request.options.external_weights = options.weights_mode == "external";
   request.options.jobs = jobs;
+  request.options.profile = options.profile;
   request.name = options.name;
   request.output = options.output;
   request.output_given = options.output_given;

@@ -4,6 +4,7 @@
 #include "maxc/Support/Version.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 namespace maxc::cli {
@@ -40,6 +41,45 @@ void write_output(const std::string &path, const std::string &text, DiagnosticEn
   } catch (const Error &e) {
     diagnostics.error(e, path, "");
   }
+}
+
+namespace {
+
+// "NAME=VALUE" → (NAME, VALUE); empty name on malformed text.
+std::pair<std::string, std::string> split_assignment(const std::string &text) {
+  auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+    return {"", ""};
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+} // namespace
+
+std::map<std::string, int64_t> parse_dim_values(const std::vector<std::string> &dims, DiagnosticEngine &diagnostics) {
+  std::map<std::string, int64_t> out;
+  for (const std::string &d : dims) {
+    auto [name, value] = split_assignment(d);
+    char *end = nullptr;
+    long long n = name.empty() ? -1 : std::strtoll(value.c_str(), &end, 10);
+    if (name.empty() || *end != '\0' || n < 0)
+      diagnostics.error(ErrorCode::InvalidArgument, "", "--dim", "expected NAME=N with N >= 0, got '" + d + "'");
+    else
+      out[name] = n;
+  }
+  return out;
+}
+
+std::map<std::string, std::string> parse_input_files(const std::vector<std::string> &inputs,
+                                                     DiagnosticEngine &diagnostics) {
+  std::map<std::string, std::string> out;
+  for (const std::string &i : inputs) {
+    auto [name, file] = split_assignment(i);
+    if (name.empty())
+      diagnostics.error(ErrorCode::InvalidArgument, "", "--input", "expected NAME=FILE.npy, got '" + i + "'");
+    else if (!out.emplace(name, file).second)
+      diagnostics.error(ErrorCode::InvalidArgument, "", "--input", "input '" + name + "' is given twice");
+  }
+  return out;
 }
 
 LoadOptions load_options(const GlobalOptions &global) {

@@ -9,6 +9,10 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <map>
+#include <string>
+#include <vector>
+
 namespace maxc::cli {
 
 /// Prints the diagnostics (text to stderr, JSON or SARIF to stdout) and
@@ -21,6 +25,15 @@ int exit_code_for(const DiagnosticEngine &diagnostics);
 /// The model-loading options every command takes from the global flags
 /// (ONNX: `--dim` pins, `--no-dedup`); the command adds its own (weights).
 LoadOptions load_options(const GlobalOptions &global);
+
+/// `--dim NAME=N` values of a command (`maxc run`, `maxc profile`); malformed
+/// ones are reported to `diagnostics`.
+std::map<std::string, int64_t> parse_dim_values(const std::vector<std::string> &dims, DiagnosticEngine &diagnostics);
+
+/// `--input NAME=FILE.npy` values: name -> file; malformed or repeated ones
+/// are reported to `diagnostics`.
+std::map<std::string, std::string> parse_input_files(const std::vector<std::string> &inputs,
+                                                     DiagnosticEngine &diagnostics);
 
 /// Writes `text` to `path` atomically, or to stdout for "" / "-". Reports
 /// failures to `diagnostics`.

@@ -13,14 +13,6 @@
 
 namespace maxc::cli {
 
-// "NAME=VALUE" → (NAME, VALUE); empty name on malformed text.
-static std::pair<std::string, std::string> split_assignment(const std::string &text) {
-  auto eq = text.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
-    return {"", ""};
-  return {text.substr(0, eq), text.substr(eq + 1)};
-}
-
 int run_run(const GlobalOptions &global, const RunOptions &options) {
   DiagnosticEngine diagnostics;
   // Devices: the interpreter, or a registered backend whose code runs here.
@@ -35,24 +27,8 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
                       "--threads takes a count >= 1, and only with --device cpu");
     return finish(global, diagnostics);
   }
-  DimBindings dims;
-  for (const std::string &d : options.dims) {
-    auto [name, value] = split_assignment(d);
-    char *end = nullptr;
-    long long n = name.empty() ? -1 : std::strtoll(value.c_str(), &end, 10);
-    if (name.empty() || *end != '\0' || n < 0)
-      diagnostics.error(ErrorCode::InvalidArgument, "", "--dim", "expected NAME=N with N >= 0, got '" + d + "'");
-    else
-      dims[name] = n;
-  }
-  std::map<std::string, std::string> input_files;
-  for (const std::string &i : options.inputs) {
-    auto [name, file] = split_assignment(i);
-    if (name.empty())
-      diagnostics.error(ErrorCode::InvalidArgument, "", "--input", "expected NAME=FILE.npy, got '" + i + "'");
-    else if (!input_files.emplace(name, file).second)
-      diagnostics.error(ErrorCode::InvalidArgument, "", "--input", "input '" + name + "' is given twice");
-  }
+  DimBindings dims = parse_dim_values(options.dims, diagnostics);
+  std::map<std::string, std::string> input_files = parse_input_files(options.inputs, diagnostics);
   uint64_t max_memory = default_max_memory();
   if (!options.max_memory.empty()) {
     if (auto bytes = parse_byte_size(options.max_memory))

@@ -30,6 +30,7 @@ static const char *kFooter = R"(Examples:
   maxc trace examples/gpt/model.json --emit dot -o gpt.dot
   maxc trace model.onnx --canonicalize --stats      what the canonicalize step rewrote
   maxc run examples/mlp/model.json --input x=x.npy --output-dir out/
+  maxc profile examples/mlp/model.json --dim batch=8         # time per kernel, with its model nodes
   maxc init-weights examples/mlp/model.json -o mlp.safetensors --seed 1
 
 Exit codes:
@@ -108,6 +109,29 @@ int main(int argc, char **argv) {
                       "With --device cpu: threads of the compiled model's pool (NAME_set_num_threads; default 1)");
   run_cmd->add_option("--device", run.device, "Where to run: reference (the interpreter, default), cpu (compiled, JIT), amdgpu-emu (the GPU kernels, emulated on the CPU) or cuda (an NVIDIA GPU through libcuda.so.1)");
 
+  ProfileOptions profile;
+  auto *profile_cmd = app.add_subcommand(
+      "profile", "Compile a model for this CPU with per-kernel counters, run it and print where the time goes");
+  profile_cmd->add_option("model", profile.model, "Model file (.json or .onnx, told apart by content)")->required();
+  profile_cmd->add_option("--weights", profile.weights, "Weights file (.safetensors); overrides the model's");
+  profile_cmd->add_option("-i,--input", profile.inputs,
+                          "Input data: NAME=FILE.npy (repeatable; other inputs are random: floats in [-1, 1), "
+                          "integers 0)");
+  profile_cmd->add_option("--dim", profile.dims, "Value of a symbolic dim no input file determines: NAME=N (repeatable)");
+  profile_cmd->add_option("--threads", profile.threads, "Threads of the model's pool (NAME_set_num_threads; default 1)");
+  profile_cmd->add_option("--runs", profile.runs, "Timed runs (default 10)");
+  profile_cmd->add_option("--warmup", profile.warmup, "Runs before the counters are reset (default 2)");
+  profile_cmd->add_option("--top", profile.top, "Kernels shown, most time first (default 20 in the table, all in JSON; 0: all)");
+  profile_cmd->add_flag("--json", profile.json, "Print JSON (docs/profiling.md)");
+  profile_cmd->footer(R"(Examples:
+  maxc profile examples/mlp/model.json --dim batch=8
+  maxc profile model.onnx --threads 4 --runs 20 --top 10
+  maxc --dim height=640 --dim width=640 profile det.onnx   # ONNX dims pinned at import
+  maxc profile model.onnx --input x=x.npy --json > profile.json
+Each row is one kernel of the compiled code: its time per run and share of
+all kernels' time, calls per run (a repeated block's kernels: once per call),
+the most threads one of its jobs ran on, and the model nodes it computes.)");
+
   InitWeightsOptions init;
   auto *init_cmd = app.add_subcommand("init-weights", "Write deterministic random weights for a model");
   init_cmd->add_option("model", init.model, "Model file (.json)")->required();
@@ -146,6 +170,9 @@ int main(int argc, char **argv) {
                           "GPU architectures, comma-separated: AMD (gfx90a, gfx942, gfx1100, mi300x, ...: a HIP "
                           "artifact, link -lamdhip64) or NVIDIA (sm_80, sm_90, ...: a CUDA artifact, link -lcuda) "
                           "instead of a CPU one");
+  compile_cmd->add_flag("--profile", compile.profile,
+                        "A profile build: every kernel timed and counted; NAME_profile_report(FILE *) prints the "
+                        "table (docs/profiling.md). CPU only");
   compile_cmd->add_option("--code-object-version", compile.code_object_version,
                           "AMDGPU code object version with --gpu: 4, 5 (default) or 6");
 
@@ -223,6 +250,8 @@ int main(int argc, char **argv) {
   trace.emit_given = trace_cmd->count("--emit") > 0;
   compile.output_given = compile_cmd->count("--output") > 0;
   compile.jobs_given = compile_cmd->count("--jobs") > 0;
+  profile.top_given = profile_cmd->count("--top") > 0;
+  profile.json = profile.json || version_json;
 
   try {
     if (version)
@@ -233,6 +262,8 @@ int main(int argc, char **argv) {
       return run_trace(global, trace);
     if (*run_cmd)
       return run_run(global, run);
+    if (*profile_cmd)
+      return run_profile(global, profile);
     if (*compile_cmd)
       return run_compile(global, compile);
     if (*init_cmd)

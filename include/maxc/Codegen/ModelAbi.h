@@ -70,6 +70,9 @@ struct ModelInterface {
   bool external_weights = false;
   uint64_t weights_blob_bytes = 0;
   uint64_t weights_blob_checksum = 0;
+  /// A profile build (maxc compile --profile): NAME_profile_report and
+  /// NAME_profile_reset exported (Codegen/Profile.h).
+  bool profile = false;
 };
 
 ModelInterface describe_interface(const Graph &graph, const std::string &name);

@@ -8,6 +8,7 @@
 //   int32_t NAME_run_packed(void *const *buffers, const int64_t *dims, void *workspace);
 //   int64_t NAME_workspace_size(int64_t dim...);   (-1 where NAME_run reports INVALID_DIM)
 //   const char *NAME_status_string(int32_t status);
+//   void NAME_profile_report(FILE *), NAME_profile_reset(void);  (profile builds only)
 // A null workspace makes the run allocate (malloc) and free its own.
 #pragma once
 
@@ -48,7 +49,8 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
                                                WeightsPlacement placement = WeightsPlacement::ir,
                                                ByteChunks *weights = nullptr,
                                                const LoweringPlans *plans = nullptr, // null: planned here
-                                               unsigned vector_lanes = 0); // 0: the host's (cpu_vector_lanes)
+                                               unsigned vector_lanes = 0, // 0: the host's (cpu_vector_lanes)
+                                               bool profile = false);     // a profile build (Codegen/Profile.h)
 
 /// Decomposes `graph` and builds its module (for tests that JIT a graph),
 /// with kernels for `vector_lanes` f32 lanes (0: the host's).
@@ -62,6 +64,9 @@ struct CpuCodegenRequest {
   bool external_weights = false;
   unsigned jobs = 0; // threads for the partitions (maxc compile --jobs); 0 = the hardware's
   EarlyWrites *early = nullptr; // where the weights start being written during codegen (or null)
+  /// A profile build (Codegen/Profile.h, maxc compile --profile): per-kernel
+  /// counters, and NAME_profile_report / NAME_profile_reset exported.
+  bool profile = false;
 };
 
 struct CpuCodegenResult {

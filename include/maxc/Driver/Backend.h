@@ -36,6 +36,7 @@ struct BackendOptions {
   int code_object_version = 0; // 0 = not given (5 where it applies)
   bool external_weights = false;
   unsigned jobs = 0;        // --jobs: code generation threads; 0 = the hardware threads
+  bool profile = false;     // --profile (cpu): per-kernel counters, NAME_profile_report (Codegen/Profile.h)
   /// Not an option: the driver's writer, where a backend may start writing
   /// the weights while it generates code (WeightsSection.h); null: none.
   EarlyWrites *early_writes = nullptr;

@@ -3,6 +3,7 @@
 // and timed, whatever the backend. `maxc compile` and the tests call it.
 #pragma once
 
+#include "maxc/Codegen/Profile.h"
 #include "maxc/Driver/Backend.h"
 #include "maxc/Support/Diagnostics.h"
 
@@ -57,5 +58,17 @@ PlannedModel plan_model(const Graph &graph, const std::string &name, const Decom
 std::vector<HostTensor> run_on_host(const std::string &backend, const Graph &graph,
                                     const std::vector<HostTensor> &inputs, DimBindings dims = {}, int opt_level = 2,
                                     int threads = 1);
+
+/// A profile build of `graph` for this CPU (Codegen/Profile.h) run in
+/// process: `warmup` runs, the counters reset, then `runs` runs.
+struct HostProfile {
+  std::vector<ProfiledKernel> kernels; // their `graph` pointers are null (the graphs are gone)
+  std::vector<KernelCounter> counters; // summed over the `runs` runs
+  int64_t runs = 0;
+  double run_ms = 0; // wall time per run (mean), entry points included
+  int threads = 1;
+};
+HostProfile profile_on_host(const Graph &graph, const std::vector<HostTensor> &inputs, DimBindings dims,
+                            int threads = 1, int runs = 10, int warmup = 2, int opt_level = 2);
 
 } // namespace maxc::driver

@@ -96,6 +96,12 @@ public:
 
   std::vector<Tensor> record(const std::string &op, const std::vector<Tensor> &operands,
                              const Attrs &attrs = {}) override;
+  /// The debug name (Node::name) of the nodes recorded from now on: the
+  /// source node they come from (an ONNX node's name; the node a pass
+  /// rewrites), so that a profile can name what a kernel computes. "" for
+  /// none. NodeNameScope sets it for a scope.
+  void set_node_name(std::string name) { node_name_ = std::move(name); }
+  const std::string &node_name() const { return node_name_; }
   /// Always throws RealizationError.
   void realize(const Tensor &tensor) override;
   /// Always throws RealizationError.
@@ -158,6 +164,23 @@ private:
   std::map<std::string, TreeDef> *out_defs_ = nullptr;
   GraphRealizationContext *root_ = this; // the root trace's context
   size_t anonymous_constants_ = 0;
+  std::string node_name_;
+};
+
+/// Names the nodes `ctx` records while it lives `name` (set_node_name),
+/// then restores the name before it.
+class NodeNameScope {
+public:
+  NodeNameScope(GraphRealizationContext &ctx, std::string name) : ctx_(ctx), saved_(ctx.node_name()) {
+    ctx_.set_node_name(std::move(name));
+  }
+  ~NodeNameScope() { ctx_.set_node_name(std::move(saved_)); }
+  NodeNameScope(const NodeNameScope &) = delete;
+  NodeNameScope &operator=(const NodeNameScope &) = delete;
+
+private:
+  GraphRealizationContext &ctx_;
+  std::string saved_;
 };
 
 } // namespace maxc

@@ -55,6 +55,8 @@ struct Module {
   std::map<std::string, std::vector<size_t>> winograd_inputs;
   /// The GEMM weights packed in panel order (Cpu/GemmPanels.h); null: none.
   const PackedWeights *packed = nullptr;
+  /// Profile builds: each kernel's counter; null: none.
+  const KernelCounters *profile = nullptr;
 };
 
 // ---------------------------------------------------------------------------
@@ -78,13 +80,27 @@ public:
     begin_function(fn->getArg(1));
     begin_pointers(fn->getArg(0), fn->getArg(2));
     for (size_t n : plan_.kernels)
-      emit_kernel(n);
+      profiled(n, [&] { emit_kernel(n); });
     for (const auto &[out, v] : plan_.output_copies)
-      emit_copy(v, out);
+      profiled(g_.nodes().size() + out, [&] { emit_copy(v, out); });
     b_.CreateRetVoid();
   }
 
 private:
+  /// Emits a kernel (`key`: its node, or nodes + i for output copy i),
+  /// in a profile build between the runtime's profile calls on its counter.
+  void profiled(size_t key, const std::function<void()> &emit_it) {
+    if (!mod_.profile)
+      return emit_it();
+    auto it = mod_.profile->index.find({&g_, key});
+    if (it == mod_.profile->index.end())
+      return emit_it();
+    Value *t0 = emit_profile_begin(b_, mod_.prefix);
+    emit_it();
+    auto *counter = b_.CreateConstInBoundsGEP2_64(mod_.profile->table->getValueType(), mod_.profile->table, 0, it->second);
+    emit_profile_end(b_, mod_.prefix, counter, t0);
+  }
+
   /// Where the current function's buffers are: its arguments, the pointers
   /// loaded from them, its workspace layout.
   struct Pointers {
@@ -1000,8 +1016,8 @@ std::string cpu_lowering(const std::string &op) {
 EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
                                   const std::vector<std::string> &symbols, unsigned vector_lanes,
                                   const ExternalWeights *external, const LoweringPlans *plans,
-                                  const PackedWeights *packed, const Graph *only) {
-  Module mod{module, module.getContext(), prefix, symbols, vector_lanes, external, plans, {}, {}, {}, packed};
+                                  const PackedWeights *packed, const Graph *only, const KernelCounters *profile) {
+  Module mod{module, module.getContext(), prefix, symbols, vector_lanes, external, plans, {}, {}, {}, packed, profile};
   llvm::LLVMContext &c = mod.ctx;
   auto *ptr = llvm::PointerType::getUnqual(c);
   auto *run_type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr, ptr, ptr}, false);

@@ -48,16 +48,26 @@ struct ExternalWeights {
 
 struct PackedWeights; // Cpu/GemmPanels.h
 
+/// Profile builds (maxc/Codegen/Profile.h): the counter of each kernel, an
+/// element of `table` ([N x [3 x i64]]), by (graph, ProfiledKernel::node).
+struct KernelCounters {
+  llvm::GlobalVariable *table = nullptr;
+  std::map<std::pair<const Graph *, size_t>, size_t> index;
+};
+
 /// `packed`: the GEMM weights stored packed in panel order (in the IR
 /// constants or at `external`'s offsets), read as such; null: none.
 EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
                                   const std::vector<std::string> &symbols, unsigned vector_lanes = 16,
                                   const ExternalWeights *external = nullptr,
                                   const LoweringPlans *plans = nullptr, // null: planned here
-                                  const PackedWeights *packed = nullptr, const Graph *only = nullptr);
+                                  const PackedWeights *packed = nullptr, const Graph *only = nullptr,
+                                  const KernelCounters *profile = nullptr);
 // `packed`: GEMM weights packed at compile time (Cpu/GemmPanels.h).
 // `only` (root or one of its subgraphs): emits that graph's functions alone,
 // declaring the others, every graph's as hidden globals: one partition of a
 // model compiled in pieces (ModelCompiler.cpp, maxc compile --jobs).
+// `profile`: brackets each kernel with the runtime's profile calls
+// (Cpu/Runtime.h emit_profile_begin/end); null: none (the default build).
 
 } // namespace maxc::codegen

@@ -9,6 +9,7 @@
 #include "Cpu/Runtime.h"
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ObjectEmitter.h"
+#include "maxc/Codegen/Profile.h"
 #include "maxc/Codegen/Target.h"
 #include "maxc/Codegen/WeightsSection.h"
 #include "maxc/Support/Async.h"
@@ -35,7 +36,7 @@ void return_status_if(llvm::IRBuilder<> &b, llvm::Value *cond, RunStatus status)
 
 // The exported C entry points around the root graph function.
 void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::EmittedGraph root,
-                       llvm::GlobalVariable *weights_base) {
+                       llvm::GlobalVariable *weights_base, bool profile) {
   llvm::LLVMContext &c = module.getContext();
   llvm::IRBuilder<> b(c);
   llvm::Type *i32 = b.getInt32Ty(), *i64 = b.getInt64Ty(), *ptr = b.getPtrTy();
@@ -65,6 +66,8 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
     if (weights_base)
       fail_if(b.CreateICmpEQ(b.CreateLoad(ptr, weights_base), llvm::ConstantPointerNull::get(b.getPtrTy())),
               RunStatus::weights_not_set);
+    if (profile) // a run the profile counters cover (RuntimeProfile.c)
+      b.CreateCall(module.getOrInsertFunction(m.name + ".rt.profile_run", b.getVoidTy()));
     auto *own = llvm::BasicBlock::Create(c, "own_workspace", packed);
     auto *given = llvm::BasicBlock::Create(c, "given_workspace", packed);
     b.CreateCondBr(b.CreateICmpEQ(ws, llvm::ConstantPointerNull::get(b.getPtrTy())), own, given);
@@ -201,6 +204,49 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
   }
 }
 
+/// Profile builds: NAME_profile_report(FILE *) and NAME_profile_reset(),
+/// around the runtime's (RuntimeProfile.c), over the counter table `table`
+/// of `kernels`, each described by one "KERNEL\tGRAPH\tNODES" string.
+void emit_profile_entry_points(llvm::Module &module, const std::string &name, llvm::GlobalVariable *table,
+                               const std::vector<ProfiledKernel> &kernels) {
+  llvm::LLVMContext &c = module.getContext();
+  llvm::IRBuilder<> b(c);
+  llvm::Type *ptr = b.getPtrTy(), *i64 = b.getInt64Ty(), *void_type = b.getVoidTy();
+  auto clean = [](std::string text) { // one line, tab-separated fields
+    for (char &ch : text)
+      if (ch == '\t' || ch == '\n' || ch == '\r')
+        ch = ' ';
+    return text;
+  };
+  std::vector<llvm::Constant *> about;
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    const ProfiledKernel &kernel = kernels[k];
+    std::string line =
+        clean(kernel.label()) + "\t" + clean(kernel.graph_name) + "\t" + clean(kernel.nodes_summary());
+    about.push_back(b.CreateGlobalStringPtr(line, name + ".profile.kernel." + std::to_string(k), 0, &module));
+  }
+  auto *about_type = llvm::ArrayType::get(ptr, std::max<size_t>(about.size(), 1));
+  if (about.empty())
+    about.push_back(llvm::ConstantPointerNull::get(b.getPtrTy()));
+  auto *about_table = new llvm::GlobalVariable(module, about_type, true, llvm::GlobalValue::InternalLinkage,
+                                               llvm::ConstantArray::get(about_type, about), name + ".profile.kernels");
+  llvm::Value *count = b.getInt64(static_cast<int64_t>(kernels.size()));
+
+  auto *report = llvm::Function::Create(llvm::FunctionType::get(void_type, {ptr}, false),
+                                        llvm::GlobalValue::ExternalLinkage, name + "_profile_report", module);
+  b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", report));
+  b.CreateCall(module.getOrInsertFunction(name + ".rt.profile_report", void_type, ptr, ptr, ptr, i64, ptr),
+               {report->getArg(0), table, about_table, count,
+                b.CreateGlobalStringPtr(name, name + ".profile.model", 0, &module)});
+  b.CreateRetVoid();
+
+  auto *reset = llvm::Function::Create(llvm::FunctionType::get(void_type, false), llvm::GlobalValue::ExternalLinkage,
+                                       name + "_profile_reset", module);
+  b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", reset));
+  b.CreateCall(module.getOrInsertFunction(name + ".rt.profile_reset", void_type, ptr, i64), {table, count});
+  b.CreateRetVoid();
+}
+
 /// The weights outside the IR: the blob (views of the constants, GEMM
 /// weights packed in panel order, then the Winograd transforms) and each
 /// constant's offset in it.
@@ -232,6 +278,7 @@ struct ModuleSpec {
   unsigned vector_lanes;
   const codegen::PackedWeights *packed; // GEMM weights packed at compile time
   const Graph *only;
+  const std::vector<ProfiledKernel> *profile = nullptr; // a profile build's kernels; null: not one
 };
 
 /// Makes `gv` a hidden global: defined in one partition, used by others.
@@ -278,16 +325,35 @@ std::unique_ptr<llvm::Module> build_module(const ModuleSpec &spec, llvm::LLVMCon
       m.weights_blob_bytes = spec.blob_bytes;
     }
   }
+  // Profile builds: one counter (three i64) per kernel, in the root's
+  // partition (shared with the others).
+  std::unique_ptr<codegen::KernelCounters> counters;
+  if (spec.profile) {
+    counters = std::make_unique<codegen::KernelCounters>();
+    auto *type = llvm::ArrayType::get(llvm::ArrayType::get(llvm::Type::getInt64Ty(context), 3),
+                                      std::max<size_t>(spec.profile->size(), 1));
+    counters->table = new llvm::GlobalVariable(*module, type, false, llvm::GlobalValue::InternalLinkage,
+                                               main ? llvm::ConstantAggregateZero::get(type) : nullptr,
+                                               name + ".profile.counters");
+    counters->table->setAlignment(llvm::Align(64));
+    if (split)
+      share(counters->table);
+    for (size_t k = 0; k < spec.profile->size(); ++k)
+      counters->index[{(*spec.profile)[k].graph, (*spec.profile)[k].node}] = k;
+  }
   codegen::EmittedGraph root = codegen::emit_graph_functions(
       *module, lowered, name, m.symbols, spec.vector_lanes ? spec.vector_lanes : host_vector_lanes(), external.get(),
-      spec.plans, spec.packed, spec.only);
+      spec.plans, spec.packed, spec.only, counters.get());
   if (main) {
-    emit_entry_points(*module, m, root, external ? external->base : nullptr);
-    codegen::link_cpu_runtime(*module, name);
+    emit_entry_points(*module, m, root, external ? external->base : nullptr, spec.profile != nullptr);
+    if (spec.profile)
+      emit_profile_entry_points(*module, name, counters->table, *spec.profile);
+    codegen::link_cpu_runtime(*module, name, spec.profile != nullptr);
   }
-  // The runtime's parallel_for, which every partition's kernels call.
-  if (llvm::Function *pf = module->getFunction(name + ".rt.parallel_for"); pf && split)
-    share(pf);
+  // The runtime's functions that every partition's kernels call.
+  for (const char *f : {"parallel_for", "profile_begin", "profile_end"})
+    if (llvm::Function *fn = module->getFunction(name + ".rt." + f); fn && split)
+      share(fn);
   codegen::verify_module(*module, "CPU model");
   return module;
 }
@@ -297,7 +363,7 @@ std::unique_ptr<llvm::Module> build_module(const ModuleSpec &spec, llvm::LLVMCon
 std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const ModelInterface &abi,
                                                llvm::LLVMContext &context, WeightsPlacement placement,
                                                ByteChunks *weights, const LoweringPlans *plans,
-                                               unsigned vector_lanes) {
+                                               unsigned vector_lanes, bool profile) {
   LoweringPlans own_plans = plans ? LoweringPlans{} : plan_lowering_all(lowered, cpu_plan_options());
   if (!plans)
     plans = &own_plans;
@@ -307,8 +373,12 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
   ByteChunks blob;
   if (placement != WeightsPlacement::ir)
     blob = layout_weights(lowered, offsets, packed, *plans);
-  auto module =
-      build_module({lowered, abi, placement, &offsets, blob.size(), plans, vector_lanes, &packed, nullptr}, context);
+  std::vector<ProfiledKernel> kernels;
+  if (profile)
+    kernels = profiled_kernels(lowered, *plans);
+  auto module = build_module(
+      {lowered, abi, placement, &offsets, blob.size(), plans, vector_lanes, &packed, nullptr, profile ? &kernels : nullptr},
+      context);
   if (weights)
     *weights = std::move(blob);
   return module;
@@ -388,6 +458,9 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
   // before partitioning.
   std::vector<const Graph *> parts = cpu_partitions(lowered);
   const bool split = parts.size() > 1;
+  std::vector<ProfiledKernel> kernels;
+  if (request.profile)
+    kernels = profiled_kernels(lowered, *plans);
   const bool keep_ir = request.assembly || request.llvm_ir;
   struct Piece {
     std::string object, bitcode;
@@ -402,7 +475,7 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
       llvm::LLVMContext context;
       std::unique_ptr<llvm::Module> module = own.run("codegen", [&] {
         return build_module({lowered, abi, placement, &offsets, weights.size(), plans, cpu_vector_lanes(target),
-                             &packed, split ? parts[i] : nullptr},
+                             &packed, split ? parts[i] : nullptr, request.profile ? &kernels : nullptr},
                             context);
       });
       own.run("optimize", [&] { optimize_module(*module, target); });

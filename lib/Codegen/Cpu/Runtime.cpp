@@ -17,6 +17,10 @@ namespace {
 const unsigned char kRuntimeBitcode[] = {
 #include "RuntimePool.bc.inc"
 };
+// The same compiled with -DMAXC_RT_PROFILE: the pool plus RuntimeProfile.c.
+const unsigned char kProfileRuntimeBitcode[] = {
+#include "RuntimePoolProfile.bc.inc"
+};
 
 constexpr const char *kPrefix = "maxc_rt_";
 
@@ -51,8 +55,24 @@ void emit_parallel_for(llvm::IRBuilder<> &b, const std::string &prefix, llvm::Va
   b.SetInsertPoint(join);
 }
 
-void link_cpu_runtime(llvm::Module &module, const std::string &name) {
-  llvm::StringRef bytes(reinterpret_cast<const char *>(kRuntimeBitcode), sizeof kRuntimeBitcode);
+llvm::Value *emit_profile_begin(llvm::IRBuilder<> &b, const std::string &prefix) {
+  llvm::Module &m = *b.GetInsertBlock()->getModule();
+  llvm::FunctionCallee begin =
+      m.getOrInsertFunction(prefix + ".rt.profile_begin", llvm::FunctionType::get(b.getInt64Ty(), false));
+  return b.CreateCall(begin, {}, "profile.t0");
+}
+
+void emit_profile_end(llvm::IRBuilder<> &b, const std::string &prefix, llvm::Value *counter, llvm::Value *t0) {
+  llvm::Module &m = *b.GetInsertBlock()->getModule();
+  llvm::FunctionCallee end = m.getOrInsertFunction(
+      prefix + ".rt.profile_end", llvm::FunctionType::get(b.getVoidTy(), {b.getPtrTy(), b.getInt64Ty()}, false));
+  b.CreateCall(end, {counter, t0});
+}
+
+void link_cpu_runtime(llvm::Module &module, const std::string &name, bool profile) {
+  llvm::StringRef bytes = profile ? llvm::StringRef(reinterpret_cast<const char *>(kProfileRuntimeBitcode),
+                                                    sizeof kProfileRuntimeBitcode)
+                                  : llvm::StringRef(reinterpret_cast<const char *>(kRuntimeBitcode), sizeof kRuntimeBitcode);
   auto parsed = llvm::parseBitcodeFile(llvm::MemoryBufferRef(bytes, "maxc-cpu-runtime"), module.getContext());
   if (!parsed)
     throw Error(ErrorCode::Internal, "cannot read the CPU runtime's bitcode: " + llvm::toString(parsed.takeError()));

@@ -18,7 +18,16 @@ namespace maxc::codegen {
 /// NAME_set_num_threads and NAME_set_parallel_for, and NAME.rt.* (internal),
 /// among them NAME.rt.parallel_for, which emit_parallel_for calls. Call once,
 /// after the kernels are emitted.
-void link_cpu_runtime(llvm::Module &module, const std::string &name);
+/// `profile`: the profile build's runtime (RuntimePool.c with
+/// RuntimeProfile.c), which also defines NAME.rt.profile_{begin,end,run,
+/// reset,report}.
+void link_cpu_runtime(llvm::Module &module, const std::string &name, bool profile = false);
+
+/// Profile builds: `t0 = NAME.rt.profile_begin()` before a kernel and
+/// `NAME.rt.profile_end(counter, t0)` after it (`counter`: the kernel's
+/// three int64 of the counter table, Codegen/Profile.h).
+llvm::Value *emit_profile_begin(llvm::IRBuilder<> &b, const std::string &prefix);
+void emit_profile_end(llvm::IRBuilder<> &b, const std::string &prefix, llvm::Value *counter, llvm::Value *t0);
 
 /// void task(ptr ctx, i64 i): the signature of a task function.
 llvm::FunctionType *task_function_type(llvm::LLVMContext &c);

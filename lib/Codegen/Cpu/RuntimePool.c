@@ -121,6 +121,13 @@ static struct {
 
 static maxc_rt_parallel_for_fn maxc_rt_user_parallel_for;
 
+#ifdef MAXC_RT_PROFILE
+/* Profile builds (maxc compile --profile, maxc profile): the threads that
+ * ran tasks of the current pool job. RuntimeProfile.c has the rest. */
+static atomic_int maxc_rt_profile_participants;
+static void maxc_rt_profile_job_threads(int64_t threads);
+#endif
+
 static int64_t maxc_rt_now_ns(void) {
   maxc_rt_timespec t;
   clock_gettime(MAXC_RT_CLOCK_MONOTONIC, &t);
@@ -180,6 +187,10 @@ static int maxc_rt_drain(int self) {
       mine += i1 - i0;
     }
   }
+#ifdef MAXC_RT_PROFILE
+  if (mine > 0) /* before `finished`: the caller reads it once every task is done */
+    atomic_fetch_add_explicit(&maxc_rt_profile_participants, 1, memory_order_relaxed);
+#endif
   return mine > 0 && atomic_fetch_add(&maxc_rt_pool.finished, (uint_fast64_t)mine) + (uint_fast64_t)mine == (uint_fast64_t)maxc_rt_pool.count;
 }
 
@@ -257,6 +268,9 @@ void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task) {
   maxc_rt_parallel_for_fn user = maxc_rt_user_parallel_for;
   if (user) {
     user(ctx, count, task);
+#ifdef MAXC_RT_PROFILE
+    maxc_rt_profile_job_threads(-1); /* the program's parallel-for: not known */
+#endif
     return;
   }
   int expected = 0;
@@ -292,6 +306,9 @@ void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task) {
                           MAXC_RT_RANGE(count * k / maxc_rt_pool.job_threads, count * (k + 1) / maxc_rt_pool.job_threads),
                           memory_order_relaxed);
   atomic_store(&maxc_rt_pool.finished, 0);
+#ifdef MAXC_RT_PROFILE
+  atomic_store(&maxc_rt_profile_participants, 0);
+#endif
   atomic_store(&maxc_rt_pool.state, 0);
   pthread_mutex_lock(&maxc_rt_pool.mutex);
   atomic_fetch_add(&maxc_rt_pool.generation, 1);
@@ -312,4 +329,11 @@ void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task) {
     if (spin >= MAXC_RT_SPIN)
       sched_yield();
   atomic_store(&maxc_rt_pool.busy, 0);
+#ifdef MAXC_RT_PROFILE
+  maxc_rt_profile_job_threads(atomic_load(&maxc_rt_profile_participants));
+#endif
 }
+
+#ifdef MAXC_RT_PROFILE
+#include "RuntimeProfile.c"
+#endif

@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cerrno>
 #include <deque>
+#include <optional>
 #include <set>
 
 namespace maxc {
@@ -972,6 +973,11 @@ private:
         throw Error(ErrorCode::OnnxUnsupportedOp, "the domain '" + proto.domain() + "' is not supported");
       if (opset_ == 0)
         throw Error(ErrorCode::OnnxFormat, "the model imports no ai.onnx opset");
+      // The IR nodes recorded for this node carry its name (or its first
+      // output's): maxc profile names the nodes behind each kernel.
+      std::optional<NodeNameScope> named;
+      if (auto *graph_ctx = dynamic_cast<GraphRealizationContext *>(RealizationContext::current()))
+        named.emplace(*graph_ctx, !proto.name().empty() ? proto.name() : proto.output_size() ? proto.output(0) : "");
       results = evaluate(node);
     } catch (const Error &e) {
       diags_.error(e.code(), path_, describe_node(proto), e.message());

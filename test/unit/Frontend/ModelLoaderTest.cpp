@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <unistd.h>
 
 using namespace maxc;
@@ -69,9 +70,15 @@ TEST_CASE("a model traces to the graph the API builds by hand", "[frontend]") {
     Tensor x = Tensor::from_graph_value(by_hand.inputs()[0]);
     Tensor w1 = ctx.add_source(Tensor::from_host(HostTensor(DType::f32, {3, 4})), "fc1.weight");
     Tensor b1 = ctx.add_source(Tensor::from_host(HostTensor(DType::f32, {3})), "fc1.bias");
-    Tensor h = ops::relu(ops::linear(x, w1, b1));
+    // Node names: each statement's first result, qualified by the instance.
+    std::optional<NodeNameScope> named(std::in_place, ctx, "fc1.y");
+    Tensor h = ops::linear(x, w1, b1);
+    named.emplace(ctx, "a");
+    h = ops::relu(h);
+    named.reset();
     Tensor w2 = ctx.add_source(Tensor::from_host(HostTensor(DType::f32, {2, 3})), "fc2.weight");
     Tensor b2 = ctx.add_source(Tensor::from_host(HostTensor(DType::f32, {2})), "fc2.bias");
+    named.emplace(ctx, "fc2.y");
     by_hand.set_outputs({ops::linear(h, w2, b2).value().id()}, {"y"});
   }
   CHECK(print_graph(*m.graph) == print_graph(by_hand));
