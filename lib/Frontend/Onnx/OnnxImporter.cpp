@@ -212,20 +212,25 @@ private:
   }
 
   void read_initializers() {
-    for (const auto &t : graph_proto_.initializer()) {
-      if (!define(t.name(), "initializer '" + t.name() + "'"))
-        continue;
-      try {
-        Val v;
-        v.kind = Val::Kind::known;
-        v.data = tensor_from_proto(t, dir_, &out_.files_read);
-        v.initializer = t.name();
-        out_.params.push_back(ParamSpec{t.name(), v.data.dtype(), v.data.shape(), ""});
-        values_[t.name()] = std::move(v);
-      } catch (const Error &e) {
-        diags_.error(e.code(), path_, "initializer '" + t.name() + "'", e.message());
-        poisoned_.insert(t.name());
-      }
+    for (const auto &t : graph_proto_.initializer())
+      read_initializer(t, "initializer '" + t.name() + "'");
+  }
+
+  /// One initializer (of the graph or of an If branch being resolved) as a
+  /// known value and a weight; `where` names it in diagnostics.
+  void read_initializer(const onnx::TensorProto &t, const std::string &where) {
+    if (!define(t.name(), where))
+      return;
+    try {
+      Val v;
+      v.kind = Val::Kind::known;
+      v.data = tensor_from_proto(t, dir_, &out_.files_read);
+      v.initializer = t.name();
+      out_.params.push_back(ParamSpec{t.name(), v.data.dtype(), v.data.shape(), ""});
+      values_[t.name()] = std::move(v);
+    } catch (const Error &e) {
+      diags_.error(e.code(), path_, where, e.message());
+      poisoned_.insert(t.name());
     }
   }
 
@@ -1169,21 +1174,8 @@ private:
     } leave{if_depth_};
     const std::string in_branch = where + " " + taken;
     // The branch's initializers, then its nodes in dependency order.
-    for (const auto &t : branch->initializer()) {
-      if (!define(t.name(), in_branch + " initializer '" + t.name() + "'"))
-        continue;
-      try {
-        Val v;
-        v.kind = Val::Kind::known;
-        v.data = tensor_from_proto(t, dir_, &out_.files_read);
-        v.initializer = t.name();
-        out_.params.push_back(ParamSpec{t.name(), v.data.dtype(), v.data.shape(), ""});
-        values_[t.name()] = std::move(v);
-      } catch (const Error &e) {
-        diags_.error(e.code(), path_, in_branch + " initializer '" + t.name() + "'", e.message());
-        poisoned_.insert(t.name());
-      }
-    }
+    for (const auto &t : branch->initializer())
+      read_initializer(t, in_branch + " initializer '" + t.name() + "'");
     std::map<std::string, int> producer;
     for (int i = 0; i < branch->node_size(); ++i)
       for (const std::string &o : branch->node(i).output())
