@@ -1181,6 +1181,41 @@ Taps resize_taps(const OnnxNode &node, int64_t in, int64_t out, double scale, do
   return taps;
 }
 
+/// Resize along a symbolic dim `a` of `y`: only a whole-number scale k
+/// whose index map repeats each input element k times (nearest mode with a
+/// coordinate transform that maps output o to input o / k, e.g. asymmetric
+/// or half_pixel), as unsqueeze, broadcast and reshape; the map is checked
+/// on the static lengths 1..16. Anything else needs the dim pinned.
+Tensor resize_symbolic(const OnnxNode &node, const Tensor &y, int64_t a, std::optional<double> scale) {
+  const Dim &in = y.shape()[a];
+  auto refuse = [&](const std::string &why) {
+    unsupported("Resize along the symbolic dim " + in.to_string() + " (axis " + std::to_string(a) + ") " + why +
+                "; pin it with --dim");
+  };
+  if (!scale)
+    refuse("by `sizes` is not supported (only a whole-number scale)");
+  int64_t k = static_cast<int64_t>(std::llround(*scale));
+  if (k < 1 || double(k) != *scale)
+    refuse("by the scale " + std::to_string(*scale) + " is not supported (only a whole-number scale)");
+  if (k == 1 && node.attr_string("mode", "nearest") != "nearest")
+    refuse("in mode '" + node.attr_string("mode", "nearest") + "' is not supported");
+  for (int64_t n = 1; n <= 16; ++n) {
+    Taps taps = resize_taps(node, n, n * k, double(k), double(n * k));
+    if (taps.index.size() != 1)
+      refuse("in mode '" + node.attr_string("mode", "nearest") + "' is not supported (only nearest)");
+    for (int64_t o = 0; o < n * k; ++o)
+      if (taps.index[0][o] != o / k)
+        refuse("with this coordinate_transformation_mode and nearest_mode is not supported (output o must read "
+               "input o / scale)");
+  }
+  if (k == 1)
+    return y;
+  Shape wide = y.shape(), out = y.shape();
+  wide.insert(wide.begin() + a + 1, Dim(k));
+  out[a] = in * Dim(k);
+  return ops::reshape(ops::broadcast_to(ops::unsqueeze(y, {a + 1}), wide), out);
+}
+
 Outs resize(const OnnxNode &node) {
   Tensor x = node.in(0);
   int64_t rank = x.rank();
@@ -1202,7 +1237,11 @@ Outs resize(const OnnxNode &node) {
     unsupported("Resize needs scales or sizes with one value per dim");
   Tensor y = x;
   for (int64_t a = 0; a < rank; ++a) {
-    int64_t in = static_dim(x.shape()[a], "a resized dim");
+    if (!x.shape()[a].is_static()) {
+      y = resize_symbolic(node, y, a, sizes.empty() ? std::optional<double>(scales[a]) : std::nullopt);
+      continue;
+    }
+    int64_t in = x.shape()[a].value();
     int64_t out = sizes.empty() ? static_cast<int64_t>(std::floor(in * scales[a])) : sizes[a];
     double scale = sizes.empty() ? scales[a] : double(out) / double(in);
     if (out == in && scale == 1.0)
