@@ -879,8 +879,10 @@ private:
     loop(dim(xs[0]), [&](Value *n) {
       Value *x_n = b_.CreateGEP(b_.getFloatTy(), xptr, b_.CreateMul(n, b_.CreateMul(b_.getInt64(s.C), in_plane)));
       Value *out_n = b_.CreateGEP(b_.getFloatTy(), optr, b_.CreateMul(n, b_.CreateMul(b_.getInt64(s.O), P)));
-      Value *ow = rt.OW;
-      auto epi = make_epilogue(node, n_index, {n}, bias, [this, ow](const Index &prefix, Value *row, Value *col) {
+      // OW read in the function the epilogue runs in (a GEMM task's scope).
+      auto epi = make_epilogue(node, n_index, {n}, bias, [this, ow_dim = os[3]](const Index &prefix, Value *row,
+                                                                                 Value *col) {
+        Value *ow = dim(ow_dim);
         return Index{prefix[0], row, b_.CreateUDiv(col, ow), b_.CreateURem(col, ow)};
       });
       if (!pointwise)

@@ -395,9 +395,15 @@ std::optional<std::vector<Val>> fold_symbolic(const OnnxNode &node) {
       dtype = x.data.dtype();
     return std::vector<Val>{make_sym(out, false, dtype)};
   }
-  if (op == "Slice" && !x.scalar && node.opset() >= 10) {
-    std::vector<int64_t> starts = node.ints(1), ends = node.ints(2);
-    std::vector<int64_t> steps = node.has(4) ? node.ints(4) : std::vector<int64_t>{1};
+  if (op == "Slice" && !x.scalar) {
+    // Opset 10+: starts, ends, (axes,) steps as inputs; before: attributes.
+    bool inputs = node.opset() >= 10;
+    std::vector<int64_t> starts = inputs ? node.ints(1) : node.attr_ints("starts");
+    std::vector<int64_t> ends = inputs ? node.ints(2) : node.attr_ints("ends");
+    std::vector<int64_t> steps = inputs && node.has(4) ? node.ints(4) : std::vector<int64_t>{1};
+    std::vector<int64_t> axes = inputs ? std::vector<int64_t>{0} : node.attr_ints("axes", {0}); // 1-D: axis 0
+    if (axes.size() != 1 || (axes[0] != 0 && axes[0] != -1))
+      return std::nullopt;
     if (starts.size() != 1 || ends.size() != 1 || steps.size() != 1 || steps[0] == 0)
       return std::nullopt;
     int64_t n = static_cast<int64_t>(x.dims.size()), s = starts[0], e = ends[0], st = steps[0];
@@ -529,7 +535,58 @@ Tensor unary_op(const std::string &op, const Tensor &x, const OnnxNode &node) {
   throw Error(ErrorCode::Internal, "no unary mapping for " + op);
 }
 
+/// ONNX takes dims that meet in a broadcast (or off a Concat's axis) to be
+/// equal at run time; maxc's ops need them equal as Dims. Where every such
+/// dim at one position (right-aligned; static 1s broadcast) is symbolic and
+/// they differ — a feature pyramid adds an upsampled coarse map,
+/// 2*floordiv(floordiv(h+1,2)+1,2), to a finer one, floordiv(h+1,2), equal
+/// for the sizes the model accepts (h a multiple of the strides) — each
+/// operand is cropped to one of them (the shortest text, then the first)
+/// by a gather of iota indices: equal sizes read every element, and as a
+/// gather clamps its indices, no other size reads out of range. A static
+/// dim among them is left to the op's own check. `skip`: an axis (from the
+/// left, in the operands' common rank) not to reconcile (Concat's axis).
+std::vector<Tensor> reconcile_symbolic_dims(std::vector<Tensor> ts, int64_t skip = -1) {
+  int64_t rank = 0;
+  for (const Tensor &t : ts)
+    rank = std::max(rank, t.rank());
+  for (int64_t back = 1; back <= rank; ++back) {
+    if (rank - back == skip)
+      continue;
+    std::optional<Dim> target;
+    bool differ = false, all_symbolic = true;
+    for (const Tensor &t : ts) {
+      if (t.rank() < back)
+        continue;
+      const Dim &d = t.shape()[t.rank() - back];
+      if (d.is_static() && d.value() == 1)
+        continue;
+      all_symbolic = all_symbolic && !d.is_static();
+      if (target && *target != d)
+        differ = true;
+      if (!target || d.to_string().size() < target->to_string().size())
+        target = d;
+    }
+    if (!differ || !all_symbolic)
+      continue;
+    for (Tensor &t : ts) {
+      if (t.rank() < back)
+        continue;
+      int64_t axis = t.rank() - back;
+      const Dim &d = t.shape()[axis];
+      if (d != *target && !(d.is_static() && d.value() == 1))
+        t = ops::gather(t, ops::iota({*target}, 0, DType::i64), axis);
+    }
+  }
+  return ts;
+}
+
 Tensor binary_op(const std::string &op, Tensor a, Tensor b, const OnnxNode &node) {
+  if (!shape_is_static(a.shape()) || !shape_is_static(b.shape())) {
+    std::vector<Tensor> ab = reconcile_symbolic_dims({a, b});
+    a = ab[0];
+    b = ab[1];
+  }
   if (op == "Pow" && !is_float(a.dtype())) // integer powers: computed in f64, exact below 2^53
     return ops::cast(ops::pow(ops::cast(a, DType::f64), ops::cast(b, DType::f64)), a.dtype());
   if (op == "Pow" && a.dtype() != b.dtype())
@@ -1742,7 +1799,7 @@ std::vector<Tensor> map_node(const OnnxNode &node) {
       kept.push_back(xs[0]);
     if (kept.size() == 1)
       return {kept[0]};
-    return {ops::concat(kept, axis)};
+    return {ops::concat(reconcile_symbolic_dims(kept, axis), axis)};
   }
   if (op == "Split") return split(node);
   if (op == "Slice") return slice(node);
