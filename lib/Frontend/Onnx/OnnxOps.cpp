@@ -114,7 +114,7 @@ Tensor sc(double v, DType dtype) { return ops::scalar(v, dtype); }
 
 int64_t static_dim(const Dim &d, const std::string &what) {
   if (!d.is_static())
-    unsupported(what + " must be static, got " + d.to_string());
+    unsupported(what + " must be static, got " + d.to_string() + " (pin it with --dim NAME=N)");
   return d.value();
 }
 
