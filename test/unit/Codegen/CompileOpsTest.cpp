@@ -849,7 +849,7 @@ TEST_CASE(MAXC_COMPILED_NAME("compiled conv, transposed conv and pools with symb
     out("conv stride/pad/dilation", ops::conv2d(x, c(w), std::nullopt, strided));
     out("depthwise stride 2", ops::conv2d(x, c(wd), std::nullopt, depthwise));
     out("pointwise", ops::conv2d(x, c(w1)));
-    out("conv_transpose k2 s2", ops::conv_transpose2d(x, c(wt2)), Tol{1e-5, 1e-6});
+    out("conv_transpose k2 s2", ops::conv_transpose2d(x, c(wt2), std::nullopt, t2), Tol{1e-5, 1e-6});
     out("conv_transpose k3 s2 pad", ops::conv_transpose2d(x, c(wt3), std::nullopt, t3), Tol{1e-5, 1e-6});
     out("max_pool 2x2", ops::max_pool2d(x), kExact);
     out("max_pool k3 s2 pad", ops::max_pool2d(x, k3), kExact);
