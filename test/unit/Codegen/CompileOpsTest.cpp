@@ -858,7 +858,7 @@ TEST_CASE(MAXC_COMPILED_NAME("compiled conv, transposed conv and pools with symb
     out("global_avg_pool2d", ops::global_avg_pool2d(x), Tol{1e-6, 1e-7});
     graph.output(outs);
   }
-  for (auto [h, wd_] : std::vector<std::pair<int64_t, int64_t>>{{5, 7}, {8, 8}, {3, 12}}) {
+  for (auto [h, wd_] : std::vector<std::pair<int64_t, int64_t>>{{5, 7}, {3, 12}}) {
     INFO("h = " << h << ", w = " << wd_);
     check_graph(graph, {random_tensor(DType::f32, {1, 4, h, wd_})}, names, tols);
   }
