@@ -931,7 +931,8 @@ Value *ElementalEmitter::convolution(const Node &node, const Index &idx) {
   std::vector<int64_t> stride = node.attrs.get_ints("stride"), dil = node.attrs.get_ints("dilation");
   auto pad = padding4(node.attrs);
   int64_t groups = node.attrs.get_int("groups");
-  int64_t C = xs[1].value(), H = xs[2].value(), W = xs[3].value(), KH = ws[2].value(), KW = ws[3].value();
+  int64_t C = xs[1].value(), KH = ws[2].value(), KW = ws[3].value();
+  Value *H = dim(xs[2]), *W = dim(xs[3]); // symbolic H, W: read from the dims
   int64_t out_channels = g_.type_of(node.results[0]).shape[1].value();
   int64_t cin_g = C / groups, cout_g = out_channels / groups;
   Value *acc = local(b_.getDoubleTy());
@@ -973,9 +974,9 @@ Value *ElementalEmitter::convolution(const Node &node, const Index &idx) {
   return b_.CreateFPTrunc(result, compute_type(ctx_, g_.type_of(node.results[0]).dtype));
 }
 
-Value *ElementalEmitter::in_bounds(Value *y, int64_t H, Value *x, int64_t W) {
-  return b_.CreateAnd(b_.CreateAnd(b_.CreateICmpSGE(y, b_.getInt64(0)), b_.CreateICmpSLT(y, b_.getInt64(H))),
-                      b_.CreateAnd(b_.CreateICmpSGE(x, b_.getInt64(0)), b_.CreateICmpSLT(x, b_.getInt64(W))));
+Value *ElementalEmitter::in_bounds(Value *y, Value *H, Value *x, Value *W) {
+  return b_.CreateAnd(b_.CreateAnd(b_.CreateICmpSGE(y, b_.getInt64(0)), b_.CreateICmpSLT(y, H)),
+                      b_.CreateAnd(b_.CreateICmpSGE(x, b_.getInt64(0)), b_.CreateICmpSLT(x, W)));
 }
 
 Value *ElementalEmitter::pooling(const Node &node, const Index &idx) {
@@ -986,7 +987,7 @@ Value *ElementalEmitter::pooling(const Node &node, const Index &idx) {
   if (stride.empty())
     stride = kernel;
   auto pad = padding4(node.attrs);
-  int64_t H = xs[2].value(), W = xs[3].value();
+  Value *H = dim(xs[2]), *W = dim(xs[3]);
   bool include_pad = !is_max && node.attrs.get_bool("count_include_pad");
   llvm::Type *dt = b_.getDoubleTy();
   Value *acc = local(dt), *count = local(b_.getInt64Ty());

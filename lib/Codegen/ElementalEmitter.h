@@ -217,7 +217,7 @@ protected:
 
   Value *convolution(const Node &node, const Index &idx);
 
-  Value *in_bounds(Value *y, int64_t H, Value *x, int64_t W);
+  Value *in_bounds(Value *y, Value *H, Value *x, Value *W);
 
   Value *pooling(const Node &node, const Index &idx);
 

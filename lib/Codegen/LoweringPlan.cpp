@@ -470,14 +470,25 @@ LoweringPlan plan_lowering(const Graph &g, const PlanOptions &options) {
       live.push_back({slot, std::max(last_use[v], n)});
     }
   }
-  // Scratch for convolutions lowered to GEMM: one slot of the largest need.
+  // Scratch for convolutions lowered to GEMM: one slot of the largest need
+  // (the max with the run-time needs of symbolic-size convs, if any).
   int64_t scratch = 0;
+  std::vector<Dim> symbolic_scratch;
   for (size_t n : plan.kernels) {
     int64_t bytes = 0;
-    if (conv_uses_gemm(g, nodes[n], &bytes) || conv_uses_direct(g, nodes[n], &bytes))
+    if (conv_is_symbolic_gemm(g, nodes[n])) {
+      if (!conv_is_pointwise(g, nodes[n]))
+        symbolic_scratch.push_back(conv_symbolic_scratch(g, nodes[n]));
+    } else if (conv_uses_gemm(g, nodes[n], &bytes) || conv_uses_direct(g, nodes[n], &bytes)) {
       scratch = std::max(scratch, bytes);
+    }
   }
-  if (scratch > 0) {
+  if (!symbolic_scratch.empty()) {
+    if (scratch > 0)
+      symbolic_scratch.push_back(Dim(scratch));
+    plan.scratch_slot = plan.slots.size();
+    plan.slots.push_back({Dim::max(symbolic_scratch)});
+  } else if (scratch > 0) {
     plan.scratch_slot = plan.slots.size();
     plan.slots.push_back({Dim(scratch)});
   }
@@ -508,7 +519,27 @@ static bool conv_is_static_f32(const Graph &g, const Node &node) {
          shape_is_static({out.shape[2], out.shape[3]});
 }
 
+bool conv_is_symbolic_gemm(const Graph &g, const Node &node) {
+  if (node.op != "conv2d" || node.attrs.get_int("groups") != 1)
+    return false;
+  const TensorType &x = g.type_of(node.operands[0]), &w = g.type_of(node.operands[1]);
+  const TensorType &out = g.type_of(node.results[0]);
+  return x.dtype == DType::f32 && x.shape[1].is_static() && shape_is_static(w.shape) &&
+         !shape_is_static({x.shape[2], x.shape[3], out.shape[2], out.shape[3]});
+}
+
+Dim conv_symbolic_scratch(const Graph &g, const Node &node) {
+  const Shape &x = g.type_of(node.operands[0]).shape, &w = g.type_of(node.operands[1]).shape;
+  const Shape &out = g.type_of(node.results[0]).shape;
+  return Dim(x[1].value() * w[2].value() * w[3].value() * 4) * out[2] * out[3];
+}
+
 bool conv_uses_gemm(const Graph &g, const Node &node, int64_t *bytes) {
+  if (conv_is_symbolic_gemm(g, node)) {
+    if (bytes)
+      *bytes = 0; // run-time: conv_symbolic_scratch
+    return true;
+  }
   if (!conv_is_static_f32(g, node) || node.attrs.get_int("groups") != 1)
     return false;
   const TensorType &x = g.type_of(node.operands[0]), &w = g.type_of(node.operands[1]);

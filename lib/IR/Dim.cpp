@@ -346,6 +346,21 @@ Dim Dim::floor_div(const Dim &a, const Dim &divisor) {
   }
   if (const DimAtom *inner = r.as_atom(); inner && inner->kind() == DimAtom::Kind::FloorDiv)
     return q + floor_div(inner->args()[0], inner->args()[1] * Dim(k));
+  // floor((floor(y/m) + c)/k) = floor((y + c*m)/(m*k)) for m, k > 0 and an
+  // integer c: a chain of strided windows, floordiv(floordiv(h+1,2)+1,2),
+  // is floordiv(h+3,4), one atom however deep the chain.
+  if (r.terms_.size() == 2) {
+    const DimAtom *inner = nullptr;
+    int64_t c = 0;
+    for (const auto &[mono, coeff] : r.terms_) {
+      if (mono.empty())
+        c = coeff;
+      else if (mono.size() == 1 && coeff == 1 && mono[0].kind() == DimAtom::Kind::FloorDiv)
+        inner = &mono[0];
+    }
+    if (inner && c != 0)
+      return q + floor_div(inner->args()[0] + Dim(c) * inner->args()[1], inner->args()[1] * Dim(k));
+  }
   return q + atom(DimAtom(DimAtom::Kind::FloorDiv, {r, Dim(k)}));
 }
 

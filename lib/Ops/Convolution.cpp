@@ -6,8 +6,12 @@
 //   conv_transpose:  out = (in-1)*stride - p0 - p1 + d*(k-1) + output_padding + 1
 //   pools:           conv's rule with d = 1
 // `padding` is [top, left, bottom, right]; two values [h, w] mean symmetric
-// padding. Channels and spatial dims must be static; the batch may be
-// symbolic. Reference math accumulates in double and rounds once.
+// padding. Channels and the kernel must be static; the batch and the
+// spatial dims (H, W) may be symbolic. A symbolic output size is the same
+// rule in Dim arithmetic (floor_div by the static stride); that the window
+// fits the padded input (in + p0 + p1 >= d*(k-1) + 1) is then a run-time
+// precondition of the caller, checked at compile time only for static dims.
+// Reference math accumulates in double and rounds once.
 #include "Families.h"
 #include "OpHelpers.h"
 #include "maxc/Ops/Ops.h"
@@ -60,14 +64,18 @@ int64_t static_dim(const std::string &op, const TensorType &t, size_t d, const c
   return t.shape[d].value();
 }
 
-// Output size of a sliding window; a ShapeMismatch when no window fits.
-int64_t window_out(const std::string &op, const char *axis, int64_t in, int64_t pad0, int64_t pad1, int64_t k,
-                   int64_t stride, int64_t dilation) {
+// Output size of a sliding window; a ShapeMismatch when no window fits a
+// static input. A symbolic input gives floordiv(in + pads - span, stride) + 1,
+// valid where the window fits (the documented run-time precondition).
+Dim window_out(const std::string &op, const char *axis, const Dim &in, int64_t pad0, int64_t pad1, int64_t k,
+               int64_t stride, int64_t dilation) {
   int64_t span = dilation * (k - 1) + 1;
-  if (in + pad0 + pad1 < span)
+  if (!in.is_static())
+    return Dim::floor_div(in + Dim(pad0 + pad1 - span), Dim(stride)) + Dim(1);
+  if (in.value() + pad0 + pad1 < span)
     fail_shape(op, std::string("the ") + axis + " window (" + std::to_string(span) + ") is larger than the padded " +
-                       axis + " (" + std::to_string(in) + " + " + std::to_string(pad0 + pad1) + " padding)");
-  return (in + pad0 + pad1 - span) / stride + 1;
+                       axis + " (" + std::to_string(in.value()) + " + " + std::to_string(pad0 + pad1) + " padding)");
+  return Dim((in.value() + pad0 + pad1 - span) / stride + 1);
 }
 
 struct ConvParams {
@@ -94,8 +102,14 @@ ConvParams conv_params(const std::string &op, const Attrs &attrs, bool transpose
   return p;
 }
 
-// Checks shared by conv2d and conv_transpose2d; returns (C, H, W, kh, kw).
-std::array<int64_t, 5> check_conv_operands(const std::string &op, const std::vector<TensorType> &operands) {
+struct ConvOperands {
+  int64_t C;
+  Dim H, W;
+  int64_t kh, kw;
+};
+
+// Checks shared by conv2d and conv_transpose2d.
+ConvOperands check_conv_operands(const std::string &op, const std::vector<TensorType> &operands) {
   const TensorType &x = operands[0], &w = operands[1];
   require_float(op, x, "input");
   require_same_dtype(op, operands);
@@ -105,12 +119,10 @@ std::array<int64_t, 5> check_conv_operands(const std::string &op, const std::vec
   if (!shape_is_static(w.shape))
     fail_shape(op, "weight must have a static shape, got " + w.to_string());
   int64_t C = static_dim(op, x, 1, "input channels");
-  int64_t H = static_dim(op, x, 2, "input height");
-  int64_t W = static_dim(op, x, 3, "input width");
   int64_t kh = w.shape[2].value(), kw = w.shape[3].value();
   if (kh < 1 || kw < 1)
     fail_shape(op, "kernel must be non-empty, got weight " + w.to_string());
-  return {C, H, W, kh, kw};
+  return {C, x.shape[2], x.shape[3], kh, kw};
 }
 
 void check_bias(const std::string &op, const std::vector<TensorType> &operands, int64_t out_channels) {
@@ -153,8 +165,8 @@ OpDef conv2d_op() {
       fail_shape(op, "weight " + w.to_string() + " must have C/groups = " + std::to_string(C / p.groups) +
                          " input channels (dim 1) for input " + x.to_string());
     check_bias(op, c.operands, O);
-    int64_t OH = window_out(op, "height", H, p.pad[0], p.pad[2], kh, p.stride[0], p.dilation[0]);
-    int64_t OW = window_out(op, "width", W, p.pad[1], p.pad[3], kw, p.stride[1], p.dilation[1]);
+    Dim OH = window_out(op, "height", H, p.pad[0], p.pad[2], kh, p.stride[0], p.dilation[0]);
+    Dim OW = window_out(op, "width", W, p.pad[1], p.pad[3], kw, p.stride[1], p.dilation[1]);
     return std::vector<TensorType>{TensorType(x.dtype, {x.shape[0], O, OH, OW}, x.device)};
   };
   def.reference = [](const ReferenceContext &c) {
@@ -220,10 +232,14 @@ OpDef conv_transpose2d_op() {
                  "input channels " + std::to_string(C) + " must be divisible by groups " + std::to_string(p.groups));
     int64_t O = w.shape[1].value() * p.groups;
     check_bias(op, c.operands, O);
-    int64_t OH = (H - 1) * p.stride[0] - p.pad[0] - p.pad[2] + p.dilation[0] * (kh - 1) + p.output_padding[0] + 1;
-    int64_t OW = (W - 1) * p.stride[1] - p.pad[1] - p.pad[3] + p.dilation[1] * (kw - 1) + p.output_padding[1] + 1;
-    if (OH < 1 || OW < 1)
-      fail_shape(op, "output would be empty (" + std::to_string(OH) + "x" + std::to_string(OW) + ") for input " +
+    // A symbolic H or W: the same polynomial; an output of at least 1 is
+    // then a run-time precondition (static ones are checked here).
+    Dim OH = (H - Dim(1)) * Dim(p.stride[0]) +
+             Dim(-p.pad[0] - p.pad[2] + p.dilation[0] * (kh - 1) + p.output_padding[0] + 1);
+    Dim OW = (W - Dim(1)) * Dim(p.stride[1]) +
+             Dim(-p.pad[1] - p.pad[3] + p.dilation[1] * (kw - 1) + p.output_padding[1] + 1);
+    if ((OH.is_static() && OH.value() < 1) || (OW.is_static() && OW.value() < 1))
+      fail_shape(op, "output would be empty (" + OH.to_string() + "x" + OW.to_string() + ") for input " +
                          x.to_string() + ": padding trims more than the output has");
     return std::vector<TensorType>{TensorType(x.dtype, {x.shape[0], O, OH, OW}, x.device)};
   };
@@ -302,12 +318,12 @@ OpDef pool_op(const std::string &name, const std::string &summary, bool is_max) 
     const TensorType &x = c.operands[0];
     require_float(name, x, "input");
     require_rank(name, x, 4, "input");
-    int64_t H = static_dim(name, x, 2, "input height"), W = static_dim(name, x, 3, "input width");
-    if (H < 1 || W < 1)
+    const Dim &H = x.shape[2], &W = x.shape[3];
+    if ((H.is_static() && H.value() < 1) || (W.is_static() && W.value() < 1))
       fail_shape(name, "input height and width must be non-empty, got " + x.to_string());
     PoolParams p = pool_params(name, c.attrs);
-    int64_t OH = window_out(name, "height", H, p.pad[0], p.pad[2], p.kernel[0], p.stride[0], 1);
-    int64_t OW = window_out(name, "width", W, p.pad[1], p.pad[3], p.kernel[1], p.stride[1], 1);
+    Dim OH = window_out(name, "height", H, p.pad[0], p.pad[2], p.kernel[0], p.stride[0], 1);
+    Dim OW = window_out(name, "width", W, p.pad[1], p.pad[3], p.kernel[1], p.stride[1], 1);
     return std::vector<TensorType>{TensorType(x.dtype, {x.shape[0], x.shape[1], OH, OW}, x.device)};
   };
   def.reference = [name, is_max](const ReferenceContext &c) {

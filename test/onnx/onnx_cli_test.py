@@ -244,6 +244,51 @@ def case_run_paths(c):
         assert np.allclose(got, want, rtol=1e-4, atol=1e-6), (device, np.abs(got - want).max())
 
 
+def case_symbolic_image_size(c):
+    """A tiny feature pyramid with symbolic H and W (issue #22): strided Conv,
+    MaxPool, nearest Resize x2 added to the finer map, Concat of both, a
+    ConvTranspose and GlobalAveragePool. Compiles without pins; the reference,
+    the compiled CPU code and the GPU emulator agree at several sizes."""
+    rng = np.random.default_rng(3)
+    def w(name, shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
+    inits = [w("w1", (4, 2, 3, 3)), w("w2", (4, 4, 3, 3)), w("wt", (10, 3, 2, 2)),
+             numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="c1", strides=[2, 2], pads=[1, 1, 1, 1]),  # /2
+        helper.make_node("Conv", ["c1", "w2"], ["c2"], name="c2", strides=[2, 2], pads=[1, 1, 1, 1]),  # /4
+        helper.make_node("Resize", ["c2", "", "scales"], ["up"], name="up", mode="nearest",
+                         coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+        helper.make_node("Add", ["c1", "up"], ["sum"], name="add"),
+        helper.make_node("MaxPool", ["x"], ["p"], name="pool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("Concat", ["sum", "up", "p"], ["cat"], name="cat", axis=1),
+        helper.make_node("ConvTranspose", ["cat", "wt"], ["y"], name="convt", strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["y"], ["g"], name="gap"),
+    ]
+    g = helper.make_graph(nodes, "fpn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, "h", "w"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                           helper.make_tensor_value_info("g", TensorProto.FLOAT, None)], inits)
+    p = c.save(helper.make_model(g, opset_imports=OPSET), "fpn.onnx")
+    c.run("compile", p, "-o", c.path("fpn.o"))
+    for h, wd, devices in [(8, 12, ["reference", "cpu", "amdgpu-emu"]), (16, 4, ["reference", "cpu"])]:
+        np.save(c.path("x.npy"), rng.standard_normal((1, 2, h, wd)).astype(np.float32))
+        outs = {}
+        for device in devices:
+            out = c.path(f"fpn-{device}")
+            c.run("run", p, "--input", f"x={c.path('x.npy')}", "--device", device, "--output-dir", out)
+            outs[device] = np.load(os.path.join(out, "y.npy"))
+        assert outs["reference"].shape == (1, 3, h, wd), outs["reference"].shape
+        for device in devices[1:]:
+            assert np.allclose(outs[device], outs["reference"], rtol=1e-4, atol=1e-5), (device, h, wd)
+    # Resize by a fractional scale along a symbolic dim still needs a pin.
+    bad = helper.make_graph([helper.make_node("Resize", ["x", "", "s"], ["y"], name="r", mode="nearest")], "bad",
+                            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, "h", "w"])],
+                            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                            [numpy_helper.from_array(np.array([1, 1, 1.5, 1.5], np.float32), "s")])
+    r = c.run("check", c.save(helper.make_model(bad, opset_imports=OPSET), "bad_resize.onnx"), expect=1)
+    assert "pin it with --dim" in r.stderr, r.stderr
+
+
 def case_source_names(c):
     """Header and manifest keep the ONNX names beside the mangled C names, and the header still compiles."""
     g = helper.make_graph([helper.make_node("Relu", ["input.1"], ["/out/Relu_output_0"], name="/n/Relu")], "names",

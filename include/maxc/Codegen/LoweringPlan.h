@@ -56,6 +56,14 @@ struct LoweringPlan {
 /// group); its scratch bytes are returned in `bytes`.
 bool conv_uses_gemm(const Graph &graph, const Node &node, int64_t *bytes = nullptr);
 
+/// True for an f32 single-group conv2d with static channels and kernel but
+/// a symbolic height or width: conv_uses_gemm too, lowered as a GEMM whose
+/// N = OH*OW is read at run time, after a run-time im2col (none for a
+/// pointwise conv) into conv_symbolic_scratch bytes of the scratch slot.
+bool conv_is_symbolic_gemm(const Graph &graph, const Node &node);
+/// The im2col bytes of a conv_is_symbolic_gemm conv: C*KH*KW*OH*OW*4.
+Dim conv_symbolic_scratch(const Graph &graph, const Node &node);
+
 /// A 1x1 conv2d with stride 1 and no padding: each image [C, H*W] is
 /// already the GEMM's B operand (no im2col, no scratch).
 bool conv_is_pointwise(const Graph &graph, const Node &node);

@@ -174,6 +174,70 @@ void emit_im2col_f32(llvm::IRBuilder<> &outer, const ConvShape &s, Value *x_in, 
              });
 }
 
+void emit_im2col_dynamic_f32(llvm::IRBuilder<> &outer, const ConvShape &s, const ConvRunTimeSize &rt, Value *x_in,
+                             Value *cols_in, const std::string &prefix) {
+  // The (c, ky) units split as for a nominal 64x64 output (the size is not
+  // known here; the copy's result does not depend on the split).
+  const std::array<int64_t, 2> split = conv_task_split(s.C * s.KH, s.KW * 64 * 64);
+  const int64_t tasks = split[0], per = split[1];
+  int64_t sy = s.stride[0], sx = s.stride[1], dy = s.dilation[0], dx = s.dilation[1];
+  emit_tasks(
+      outer, prefix, "im2col.dyn", {x_in, cols_in, rt.H, rt.W, rt.OH, rt.OW}, tasks, nullptr,
+      [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
+        Value *x = f[0], *cols = f[1], *H = f[2], *W = f[3], *OH = f[4], *OW = f[5];
+        Value *P = b.CreateMul(OH, OW);
+        Value *u0 = mul(b, t, per);
+        Value *u1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, u0, per), b.getInt64(s.C * s.KH));
+        auto smin = [&](Value *a, Value *c) { return b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, a, c); };
+        auto smax = [&](Value *a, Value *c) { return b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, a, c); };
+        auto zero = [&](Value *from, Value *n) { // n >= 0 floats
+          b.CreateMemSet(f32_at(b, cols, from), b.getInt8(0), b.CreateMul(n, b.getInt64(4)), llvm::Align(4));
+        };
+        for_range(b, u0, u1, [&](Value *u) {
+          Value *c = b.CreateUDiv(u, b.getInt64(s.KH)), *ky = b.CreateURem(u, b.getInt64(s.KH));
+          Value *row0 = mul(b, u, s.KW);
+          for (int64_t kx = 0; kx < s.KW; ++kx) {
+            // ix = ox * sx + off is inside [0, W) for ox in [lo, hi).
+            int64_t off = kx * dx - s.pad[1];
+            Value *lo = smin(b.getInt64(std::max<int64_t>(ceil_div(-off, sx), 0)), OW);
+            Value *last = b.CreateSub(W, b.getInt64(1 + off)); // W - 1 - off
+            Value *hi_raw = add(b, b.CreateSDiv(smax(last, b.getInt64(0)), b.getInt64(sx)), 1);
+            Value *hi = b.CreateSelect(b.CreateICmpSLT(last, b.getInt64(0)), lo, smax(lo, smin(hi_raw, OW)));
+            Value *row = b.CreateMul(add(b, row0, kx), P);
+            for_range(b, b.getInt64(0), OH, [&](Value *oy) {
+              Value *dst = add(b, row, b.CreateMul(oy, OW));
+              Value *iy = add(b, mul(b, oy, sy), add(b, mul(b, ky, dy), -s.pad[0]));
+              Value *y_ok = b.CreateICmpULT(iy, H); // 0 <= iy < H
+              llvm::Function *fn = b.GetInsertBlock()->getParent();
+              auto *copy = llvm::BasicBlock::Create(b.getContext(), "im2col.copy", fn);
+              auto *none = llvm::BasicBlock::Create(b.getContext(), "im2col.zero", fn);
+              auto *done = llvm::BasicBlock::Create(b.getContext(), "im2col.done", fn);
+              b.CreateCondBr(y_ok, copy, none);
+              b.SetInsertPoint(copy);
+              zero(dst, lo);
+              Value *src = add(b, b.CreateMul(add(b, b.CreateMul(c, H), iy), W), add(b, mul(b, lo, sx), off));
+              Value *n = b.CreateSub(hi, lo);
+              if (sx == 1) {
+                b.CreateMemCpy(f32_at(b, cols, add(b, dst, lo)), llvm::Align(4), f32_at(b, x, src), llvm::Align(4),
+                               b.CreateMul(n, b.getInt64(4)));
+              } else {
+                for_range(b, b.getInt64(0), n, [&](Value *i) {
+                  Value *v = b.CreateLoad(b.getFloatTy(), f32_at(b, x, add(b, src, mul(b, i, sx))));
+                  b.CreateStore(v, f32_at(b, cols, add(b, dst, add(b, i, lo))));
+                });
+              }
+              zero(add(b, dst, hi), b.CreateSub(OW, hi));
+              b.CreateBr(done);
+              b.SetInsertPoint(none);
+              zero(dst, OW);
+              b.CreateBr(done);
+              b.SetInsertPoint(done);
+            });
+          }
+        });
+      });
+}
+
 namespace {
 
 /// The max pool's row kernel (emit_max_pool_f32) on a

@@ -52,6 +52,17 @@ ConvShape conv_shape_of(const Graph &g, const Node &node);
 void emit_im2col_f32(llvm::IRBuilder<> &b, const ConvShape &s, llvm::Value *x, llvm::Value *cols,
                      const std::string &prefix);
 
+/// The run-time spatial sizes of a conv_is_symbolic_gemm conv (i64 values of
+/// the calling function); its ConvShape's H, W, OH, OW are not used.
+struct ConvRunTimeSize {
+  llvm::Value *H, *W, *OH, *OW;
+};
+
+/// emit_im2col_f32 for a symbolic height or width: the same matrix (ld
+/// OH*OW), the valid ox range of each kx computed at run time.
+void emit_im2col_dynamic_f32(llvm::IRBuilder<> &b, const ConvShape &s, const ConvRunTimeSize &rt, llvm::Value *x,
+                             llvm::Value *cols, const std::string &prefix);
+
 /// conv2d (f32, one group, not pointwise) as implicit im2col + GEMM, one
 /// image: conv_block_plan's tasks, each packing its rows' slice of colsT
 /// into `cols` (scratch: blocks * K * rows * OW floats) and multiplying it

@@ -857,6 +857,8 @@ private:
   // colsT (emit_conv_blocks_f32). Grouped and depthwise convs: the direct
   // kernel (Cpu/ConvEmitter.cpp).
   void emit_conv_gemm(const Node &node) {
+    if (conv_is_symbolic_gemm(g_, node))
+      return emit_conv_gemm_symbolic(node);
     ValueId x = node.operands[0], w = node.operands[1], out = node.results[0];
     ConvShape s = conv_shape(node);
     bool direct = conv_uses_direct(g_, node);
@@ -897,6 +899,43 @@ private:
       GemmArgs args{wptr, pointwise ? x_n : scratch, out_n, b_.getInt64(s.O), b_.getInt64(P), b_.getInt64(K),
                     b_.getInt64(K), b_.getInt64(P), b_.getInt64(P), mod_.lanes, mod_.prefix,
                     epi ? &epi->gemm : nullptr};
+      emit_gemm_f32(b_, args);
+    });
+  }
+
+  /// A conv_is_symbolic_gemm conv: per image, a run-time im2col (none for
+  /// a pointwise conv) and the GEMM [O, K] x [K, OH*OW] with N read from
+  /// the dims, then the epilogue (bias and the plan's chain).
+  void emit_conv_gemm_symbolic(const Node &node) {
+    ValueId x = node.operands[0], w = node.operands[1], out = node.results[0];
+    const Shape &xs = g_.type_of(x).shape, &ws = g_.type_of(w).shape, &os = g_.type_of(out).shape;
+    std::vector<int64_t> stride = node.attrs.get_ints("stride"), dil = node.attrs.get_ints("dilation");
+    std::array<int64_t, 4> pad = padding4(node.attrs);
+    // The static part of the geometry; H, W, OH, OW come from the dims.
+    ConvShape s{xs[1].value(), 0, 0, ws[0].value(), ws[2].value(), ws[3].value(), 0, 0, 1,
+                {stride[0], stride[1]}, {dil[0], dil[1]}, pad};
+    ConvRunTimeSize rt{dim(xs[2]), dim(xs[3]), dim(os[2]), dim(os[3])};
+    bool pointwise = conv_is_pointwise(g_, node);
+    Value *scratch = pointwise ? nullptr
+                               : b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(plan_.scratch_slot));
+    size_t n_index = node_index(node);
+    Value *xptr = pointer_of(x), *wptr = pointer_of(w), *optr = gemm_output(n_index, out);
+    int64_t K = s.C * s.KH * s.KW;
+    Value *P = dim(os[2] * os[3]), *in_plane = dim(xs[2] * xs[3]);
+    ValueId bias = node.operands.size() > 2 ? node.operands[2] : kNoValue;
+    loop(dim(xs[0]), [&](Value *n) {
+      Value *x_n = b_.CreateGEP(b_.getFloatTy(), xptr, b_.CreateMul(n, b_.CreateMul(b_.getInt64(s.C), in_plane)));
+      Value *out_n = b_.CreateGEP(b_.getFloatTy(), optr, b_.CreateMul(n, b_.CreateMul(b_.getInt64(s.O), P)));
+      // OW read in the function the epilogue runs in (a GEMM task's scope).
+      auto epi = make_epilogue(node, n_index, {n}, bias, [this, ow_dim = os[3]](const Index &prefix, Value *row,
+                                                                                 Value *col) {
+        Value *ow = dim(ow_dim);
+        return Index{prefix[0], row, b_.CreateUDiv(col, ow), b_.CreateURem(col, ow)};
+      });
+      if (!pointwise)
+        emit_im2col_dynamic_f32(b_, s, rt, x_n, scratch, mod_.prefix);
+      GemmArgs args{wptr, pointwise ? x_n : scratch, out_n, b_.getInt64(s.O), P, b_.getInt64(K), b_.getInt64(K), P, P,
+                    mod_.lanes, mod_.prefix, epi ? &epi->gemm : nullptr};
       emit_gemm_f32(b_, args);
     });
   }

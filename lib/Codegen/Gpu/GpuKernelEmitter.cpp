@@ -1275,16 +1275,18 @@ private:
     const Shape &xs = g_.type_of(x).shape, &ws = g_.type_of(w).shape, &os = g_.type_of(out).shape;
     DType d = g_.type_of(out).dtype;
     int64_t groups = node.attrs.get_int("groups");
-    int64_t C = xs[1].value(), H = xs[2].value(), W = xs[3].value(), KH = ws[2].value(), KW = ws[3].value();
-    int64_t O = os[1].value(), OH = os[2].value(), OW = os[3].value();
+    int64_t C = xs[1].value(), KH = ws[2].value(), KW = ws[3].value(), O = os[1].value();
     int64_t cin_g = C / groups, cout_g = O / groups;
     std::vector<int64_t> stride = node.attrs.get_ints("stride"), dil = node.attrs.get_ints("dilation");
     auto pad = padding4(node.attrs);
     begin_kernel("conv2d", kTile * kTile);
+    // H, W (and so OH, OW) may be symbolic: read from the dims of the phase
+    // function each access is emitted in.
+    const Dim OHW_dim = os[2] * os[3];
     TiledGemm gm;
     gm.batch = xs[0] * Dim(groups);
     gm.m = Dim(cout_g);
-    gm.n = Dim(OH * OW);
+    gm.n = OHW_dim;
     gm.k = Dim(cin_g * KH * KW);
     gm.dtype = d;
     gm.acc_type = accumulator_type(ctx_, d);
@@ -1298,7 +1300,8 @@ private:
     gm.load_b = [&](Value *bl, Value *q, Value *p) {
       Value *n = b_.CreateUDiv(bl, b_.getInt64(groups)), *g = b_.CreateURem(bl, b_.getInt64(groups));
       Index cyx = window(q);
-      Value *oy = b_.CreateUDiv(p, b_.getInt64(OW)), *ox = b_.CreateURem(p, b_.getInt64(OW));
+      Value *H = dim(xs[2]), *W = dim(xs[3]), *OW = dim(os[3]);
+      Value *oy = b_.CreateUDiv(p, OW), *ox = b_.CreateURem(p, OW);
       Value *iy = b_.CreateAdd(b_.CreateSub(b_.CreateMul(oy, b_.getInt64(stride[0])), b_.getInt64(pad[0])),
                                b_.CreateMul(cyx[1], b_.getInt64(dil[0])));
       Value *ix = b_.CreateAdd(b_.CreateSub(b_.CreateMul(ox, b_.getInt64(stride[1])), b_.getInt64(pad[1])),
@@ -1312,8 +1315,9 @@ private:
       Value *o = b_.CreateAdd(b_.CreateMul(g, b_.getInt64(cout_g)), i);
       if (node.operands.size() > 2)
         acc = b_.CreateFAdd(acc, widen(element(node.operands[2], {o}), d, gm.acc_type));
-      Value *lin = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(n, b_.getInt64(O)), o), b_.getInt64(OH * OW)), p);
-      Index idx = {n, o, b_.CreateUDiv(p, b_.getInt64(OW)), b_.CreateURem(p, b_.getInt64(OW))};
+      Value *OW = dim(os[3]), *OHW = dim(OHW_dim);
+      Value *lin = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(n, b_.getInt64(O)), o), OHW), p);
+      Index idx = {n, o, b_.CreateUDiv(p, OW), b_.CreateURem(p, OW)};
       store_gemm_result(node, idx, lin, from_accumulator(acc, d));
     };
     tiled_gemm(gm);

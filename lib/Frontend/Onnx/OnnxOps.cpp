@@ -114,7 +114,7 @@ Tensor sc(double v, DType dtype) { return ops::scalar(v, dtype); }
 
 int64_t static_dim(const Dim &d, const std::string &what) {
   if (!d.is_static())
-    unsupported(what + " must be static, got " + d.to_string());
+    unsupported(what + " must be static, got " + d.to_string() + " (pin it with --dim NAME=N)");
   return d.value();
 }
 
@@ -395,9 +395,15 @@ std::optional<std::vector<Val>> fold_symbolic(const OnnxNode &node) {
       dtype = x.data.dtype();
     return std::vector<Val>{make_sym(out, false, dtype)};
   }
-  if (op == "Slice" && !x.scalar && node.opset() >= 10) {
-    std::vector<int64_t> starts = node.ints(1), ends = node.ints(2);
-    std::vector<int64_t> steps = node.has(4) ? node.ints(4) : std::vector<int64_t>{1};
+  if (op == "Slice" && !x.scalar) {
+    // Opset 10+: starts, ends, (axes,) steps as inputs; before: attributes.
+    bool inputs = node.opset() >= 10;
+    std::vector<int64_t> starts = inputs ? node.ints(1) : node.attr_ints("starts");
+    std::vector<int64_t> ends = inputs ? node.ints(2) : node.attr_ints("ends");
+    std::vector<int64_t> steps = inputs && node.has(4) ? node.ints(4) : std::vector<int64_t>{1};
+    std::vector<int64_t> axes = inputs ? std::vector<int64_t>{0} : node.attr_ints("axes", {0}); // 1-D: axis 0
+    if (axes.size() != 1 || (axes[0] != 0 && axes[0] != -1))
+      return std::nullopt;
     if (starts.size() != 1 || ends.size() != 1 || steps.size() != 1 || steps[0] == 0)
       return std::nullopt;
     int64_t n = static_cast<int64_t>(x.dims.size()), s = starts[0], e = ends[0], st = steps[0];
@@ -529,7 +535,58 @@ Tensor unary_op(const std::string &op, const Tensor &x, const OnnxNode &node) {
   throw Error(ErrorCode::Internal, "no unary mapping for " + op);
 }
 
+/// ONNX takes dims that meet in a broadcast (or off a Concat's axis) to be
+/// equal at run time; maxc's ops need them equal as Dims. Where every such
+/// dim at one position (right-aligned; static 1s broadcast) is symbolic and
+/// they differ — a feature pyramid adds an upsampled coarse map,
+/// 2*floordiv(floordiv(h+1,2)+1,2), to a finer one, floordiv(h+1,2), equal
+/// for the sizes the model accepts (h a multiple of the strides) — each
+/// operand is cropped to one of them (the shortest text, then the first)
+/// by a gather of iota indices: equal sizes read every element, and as a
+/// gather clamps its indices, no other size reads out of range. A static
+/// dim among them is left to the op's own check. `skip`: an axis (from the
+/// left, in the operands' common rank) not to reconcile (Concat's axis).
+std::vector<Tensor> reconcile_symbolic_dims(std::vector<Tensor> ts, int64_t skip = -1) {
+  int64_t rank = 0;
+  for (const Tensor &t : ts)
+    rank = std::max(rank, t.rank());
+  for (int64_t back = 1; back <= rank; ++back) {
+    if (rank - back == skip)
+      continue;
+    std::optional<Dim> target;
+    bool differ = false, all_symbolic = true;
+    for (const Tensor &t : ts) {
+      if (t.rank() < back)
+        continue;
+      const Dim &d = t.shape()[t.rank() - back];
+      if (d.is_static() && d.value() == 1)
+        continue;
+      all_symbolic = all_symbolic && !d.is_static();
+      if (target && *target != d)
+        differ = true;
+      if (!target || d.to_string().size() < target->to_string().size())
+        target = d;
+    }
+    if (!differ || !all_symbolic)
+      continue;
+    for (Tensor &t : ts) {
+      if (t.rank() < back)
+        continue;
+      int64_t axis = t.rank() - back;
+      const Dim &d = t.shape()[axis];
+      if (d != *target && !(d.is_static() && d.value() == 1))
+        t = ops::gather(t, ops::iota({*target}, 0, DType::i64), axis);
+    }
+  }
+  return ts;
+}
+
 Tensor binary_op(const std::string &op, Tensor a, Tensor b, const OnnxNode &node) {
+  if (!shape_is_static(a.shape()) || !shape_is_static(b.shape())) {
+    std::vector<Tensor> ab = reconcile_symbolic_dims({a, b});
+    a = ab[0];
+    b = ab[1];
+  }
   if (op == "Pow" && !is_float(a.dtype())) // integer powers: computed in f64, exact below 2^53
     return ops::cast(ops::pow(ops::cast(a, DType::f64), ops::cast(b, DType::f64)), a.dtype());
   if (op == "Pow" && a.dtype() != b.dtype())
@@ -1181,6 +1238,41 @@ Taps resize_taps(const OnnxNode &node, int64_t in, int64_t out, double scale, do
   return taps;
 }
 
+/// Resize along a symbolic dim `a` of `y`: only a whole-number scale k
+/// whose index map repeats each input element k times (nearest mode with a
+/// coordinate transform that maps output o to input o / k, e.g. asymmetric
+/// or half_pixel), as unsqueeze, broadcast and reshape; the map is checked
+/// on the static lengths 1..16. Anything else needs the dim pinned.
+Tensor resize_symbolic(const OnnxNode &node, const Tensor &y, int64_t a, std::optional<double> scale) {
+  const Dim &in = y.shape()[a];
+  auto refuse = [&](const std::string &why) {
+    unsupported("Resize along the symbolic dim " + in.to_string() + " (axis " + std::to_string(a) + ") " + why +
+                "; pin it with --dim");
+  };
+  if (!scale)
+    refuse("by `sizes` is not supported (only a whole-number scale)");
+  int64_t k = static_cast<int64_t>(std::llround(*scale));
+  if (k < 1 || double(k) != *scale)
+    refuse("by the scale " + std::to_string(*scale) + " is not supported (only a whole-number scale)");
+  if (k == 1 && node.attr_string("mode", "nearest") != "nearest")
+    refuse("in mode '" + node.attr_string("mode", "nearest") + "' is not supported");
+  for (int64_t n = 1; n <= 16; ++n) {
+    Taps taps = resize_taps(node, n, n * k, double(k), double(n * k));
+    if (taps.index.size() != 1)
+      refuse("in mode '" + node.attr_string("mode", "nearest") + "' is not supported (only nearest)");
+    for (int64_t o = 0; o < n * k; ++o)
+      if (taps.index[0][o] != o / k)
+        refuse("with this coordinate_transformation_mode and nearest_mode is not supported (output o must read "
+               "input o / scale)");
+  }
+  if (k == 1)
+    return y;
+  Shape wide = y.shape(), out = y.shape();
+  wide.insert(wide.begin() + a + 1, Dim(k));
+  out[a] = in * Dim(k);
+  return ops::reshape(ops::broadcast_to(ops::unsqueeze(y, {a + 1}), wide), out);
+}
+
 Outs resize(const OnnxNode &node) {
   Tensor x = node.in(0);
   int64_t rank = x.rank();
@@ -1202,7 +1294,11 @@ Outs resize(const OnnxNode &node) {
     unsupported("Resize needs scales or sizes with one value per dim");
   Tensor y = x;
   for (int64_t a = 0; a < rank; ++a) {
-    int64_t in = static_dim(x.shape()[a], "a resized dim");
+    if (!x.shape()[a].is_static()) {
+      y = resize_symbolic(node, y, a, sizes.empty() ? std::optional<double>(scales[a]) : std::nullopt);
+      continue;
+    }
+    int64_t in = x.shape()[a].value();
     int64_t out = sizes.empty() ? static_cast<int64_t>(std::floor(in * scales[a])) : sizes[a];
     double scale = sizes.empty() ? scales[a] : double(out) / double(in);
     if (out == in && scale == 1.0)
@@ -1703,7 +1799,7 @@ std::vector<Tensor> map_node(const OnnxNode &node) {
       kept.push_back(xs[0]);
     if (kept.size() == 1)
       return {kept[0]};
-    return {ops::concat(kept, axis)};
+    return {ops::concat(reconcile_symbolic_dims(kept, axis), axis)};
   }
   if (op == "Split") return split(node);
   if (op == "Slice") return slice(node);

@@ -801,6 +801,69 @@ TEST_CASE(MAXC_COMPILED_NAME("compiled graphs with symbolic dims run at several 
   run(false, {0});
 }
 
+// Symbolic H and W (one compiled graph, several image sizes): convolutions
+// (plain, strided/padded/dilated, depthwise, pointwise), transposed
+// convolutions (the kernel = stride rewrite to a matmul, and the general
+// one), pools and global pooling, all through their general paths.
+TEST_CASE(MAXC_COMPILED_NAME("compiled conv, transposed conv and pools with symbolic height and width"),
+          MAXC_COMPILED_TAGS) {
+  HostTensor w = random_tensor(DType::f32, {6, 4, 3, 3}), bias = random_tensor(DType::f32, {6});
+  HostTensor wd = random_tensor(DType::f32, {4, 1, 3, 3}), w1 = random_tensor(DType::f32, {5, 4, 1, 1});
+  HostTensor wt2 = random_tensor(DType::f32, {4, 3, 2, 2}), wt3 = random_tensor(DType::f32, {4, 3, 3, 3});
+  Graph graph("spatial", {TensorType(DType::f32, {1, 4, Dim("h"), Dim("w")})});
+  std::vector<std::string> names;
+  std::vector<Tol> tols;
+  {
+    GraphRealizationContext ctx(graph);
+    Tensor x = Tensor::from_graph_value(graph.inputs()[0]);
+    auto c = [](const HostTensor &t) { return Tensor::from_host(t); };
+    std::vector<Value> outs;
+    auto out = [&](const std::string &name, const Tensor &t, Tol tol = kF32Acc) {
+      names.push_back(name);
+      tols.push_back(tol);
+      outs.push_back(t.value());
+    };
+    ops::Conv2dOptions same;
+    same.padding = {1, 1};
+    ops::Conv2dOptions strided;
+    strided.stride = {2, 1};
+    strided.padding = {1, 0, 2, 1};
+    strided.dilation = {1, 2};
+    ops::Conv2dOptions depthwise;
+    depthwise.groups = 4;
+    depthwise.padding = {1, 1, 1, 1};
+    depthwise.stride = {2, 2};
+    ops::ConvTranspose2dOptions t2;
+    t2.stride = {2, 2};
+    ops::ConvTranspose2dOptions t3;
+    t3.stride = {2, 2};
+    t3.padding = {1, 1, 1, 1};
+    t3.output_padding = {1, 0};
+    ops::Pool2dOptions k3;
+    k3.kernel = {3, 3};
+    k3.stride = {2, 2};
+    k3.padding = {1, 1, 1, 1};
+    ops::Pool2dOptions k3inc = k3;
+    k3inc.count_include_pad = true;
+    out("conv same+bias+relu", ops::relu(ops::conv2d(x, c(w), c(bias), same)));
+    out("conv stride/pad/dilation", ops::conv2d(x, c(w), std::nullopt, strided));
+    out("depthwise stride 2", ops::conv2d(x, c(wd), std::nullopt, depthwise));
+    out("pointwise", ops::conv2d(x, c(w1)));
+    out("conv_transpose k2 s2", ops::conv_transpose2d(x, c(wt2), std::nullopt, t2), Tol{1e-5, 1e-6});
+    out("conv_transpose k3 s2 pad", ops::conv_transpose2d(x, c(wt3), std::nullopt, t3), Tol{1e-5, 1e-6});
+    out("max_pool 2x2", ops::max_pool2d(x), kExact);
+    out("max_pool k3 s2 pad", ops::max_pool2d(x, k3), kExact);
+    out("avg_pool k3 s2 pad", ops::avg_pool2d(x, k3), Tol{1e-6, 1e-7});
+    out("avg_pool k3 s2 pad include", ops::avg_pool2d(x, k3inc), Tol{1e-6, 1e-7});
+    out("global_avg_pool2d", ops::global_avg_pool2d(x), Tol{1e-6, 1e-7});
+    graph.output(outs);
+  }
+  for (auto [h, wd_] : std::vector<std::pair<int64_t, int64_t>>{{5, 7}, {3, 12}}) {
+    INFO("h = " << h << ", w = " << wd_);
+    check_graph(graph, {random_tensor(DType::f32, {1, 4, h, wd_})}, names, tols);
+  }
+}
+
 TEST_CASE(MAXC_COMPILED_NAME("compiled ops on rank-0 tensors"), MAXC_COMPILED_TAGS) {
   HostTensor x = random_tensor(DType::f32, {}), i = random_tensor(DType::i32, {}, -9, 9);
   check_cases({x, i}, {{"exp", [](auto &in) { return ops::exp(in[0]); }},

@@ -90,6 +90,30 @@ TEST_CASE("f32 convolutions reserve one shared im2col scratch slot", "[codegen][
   CHECK(conv_uses_gemm(*g, g->nodes()[0]));
 }
 
+TEST_CASE("symbolic-size f32 convolutions take the GEMM path with a run-time scratch size", "[codegen][plan]") {
+  auto g = trace({TensorType(DType::f32, {1, 3, Dim("h"), Dim("w")}), TensorType(DType::f32, {4, 3, 3, 3}),
+                  TensorType(DType::f32, {5, 4, 1, 1}), TensorType(DType::f32, {4, 1, 3, 3})},
+                 [](auto &in) {
+                   ops::Conv2dOptions same;
+                   same.padding = {1, 1, 1, 1};
+                   Tensor y = ops::conv2d(in[0], in[1], std::nullopt, same); // colsT 27 x h*w floats
+                   ops::Conv2dOptions dw = same;
+                   dw.groups = 4;
+                   return std::vector<Tensor>{ops::conv2d(y, in[2]), ops::conv2d(y, in[3], std::nullopt, dw)};
+                 });
+  LoweringPlan plan = plan_lowering(*g);
+  const Node &conv3 = g->nodes()[0], &pointwise = g->nodes()[1], &depthwise = g->nodes()[2];
+  CHECK(conv_is_symbolic_gemm(*g, conv3));
+  CHECK(conv_uses_gemm(*g, conv3));
+  CHECK(conv_is_symbolic_gemm(*g, pointwise));
+  CHECK_FALSE(conv_is_symbolic_gemm(*g, depthwise)); // groups: the elemental loop
+  CHECK_FALSE(conv_uses_direct(*g, depthwise));
+  CHECK_FALSE(conv_winograd_shape(*g, conv3));
+  CHECK(conv_block_plan(*g, conv3).blocks == 0);
+  REQUIRE(plan.scratch_slot != static_cast<size_t>(-1));
+  CHECK(plan.slots[plan.scratch_slot].bytes == Dim(27 * 4) * Dim("h") * Dim("w"));
+}
+
 TEST_CASE("GEMM epilogues: linear + bias + relu runs in the GEMM kernel", "[codegen][plan][epilogue]") {
   auto g = std::make_unique<Graph>("g", std::vector<TensorType>{TensorType(DType::f32, {Dim("n"), 8})});
   {

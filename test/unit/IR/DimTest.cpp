@@ -121,6 +121,10 @@ TEST_CASE("dim floor_div is exact where it can be and an atom otherwise", "[ir][
   CHECK(Dim::floor_div(n - 1, 4).to_string() == "floordiv(n+3,4)-1");
   CHECK(Dim::floor_div(Dim::floor_div(n, 2), 3) == Dim::floor_div(n, 6));
   CHECK(Dim::floor_div(Dim::floor_div(n, 2) + 3, 3) == Dim::floor_div(n, 6) + 1);
+  // A chain of stride-2 windows: floor((floor(y/m) + c)/k) = floor((y + c*m)/(m*k)).
+  CHECK(Dim::floor_div(Dim::floor_div(n + 1, 2) + 1, 2).to_string() == "floordiv(n+3,4)");
+  CHECK(Dim::floor_div(Dim::floor_div(Dim::floor_div(n + 1, 2) + 1, 2) + 1, 2).to_string() == "floordiv(n+7,8)");
+  CHECK(Dim::floor_div(Dim::floor_div(n, m) + 2, 3).to_string() == "floordiv(2*m+n,3*m)");
   CHECK(Dim::floor_div(n * m * 6, m * 3) == n * 2);
   CHECK(Dim::floor_div(Dim(0), m) == Dim(0));
   CHECK(Dim::floor_div(n, m).to_string() == "floordiv(n,m)");
@@ -138,6 +142,8 @@ TEST_CASE("dim floor_div is exact where it can be and an atom otherwise", "[ir][
     CHECK(Dim::ceil_div(n, 4).evaluate(at) == -floor_of(-v, 4));
     CHECK(Dim::floor_div(n, m).evaluate(at) == floor_of(v, 3));
     CHECK(Dim::floor_div(Dim::floor_div(n, 2), 3).evaluate(at) == floor_of(floor_of(v, 2), 3));
+    CHECK(Dim::floor_div(Dim::floor_div(n + 1, 2) + 1, 3).evaluate(at) == floor_of(floor_of(v + 1, 2) + 1, 3));
+    CHECK(Dim::floor_div(Dim::floor_div(n, m) + 2, 3).evaluate(at) == floor_of(floor_of(v, 3) + 2, 3));
   }
   MAXC_REQUIRE_ERROR(Dim::floor_div(n, m).evaluate({{"n", 4}, {"m", 0}}), ErrorCode::InvalidArgument, "positive");
 }
