@@ -1142,12 +1142,14 @@ private:
           info_.needs_value.push_back(in);
       if (behind.size() == 1) {
         message += ": it is computed from the graph input '" + behind[0] + "'; fix it with --bind " + behind[0] +
-                   "=VALUE";
+                   "=VALUE if that input is a setting, not data (If on run-time data is not supported yet)";
       } else if (!behind.empty()) {
         std::string list;
         for (const std::string &in : behind)
           list += (list.empty() ? "" : ", ") + in;
-        message += ": it is computed from the graph inputs " + list + "; fix them with --bind NAME=VALUE";
+        message += ": it is computed from the graph inputs " + list +
+                   "; fix them with --bind NAME=VALUE if they are settings, not data (If on run-time data is not "
+                   "supported yet)";
       } else {
         message += " (it depends on computed tensor values, not only on shapes)";
       }
