@@ -410,36 +410,45 @@ private:
     return out;
   }
 
-  /// Node indices in an order where every input is defined first (ONNX
-  /// requires sorted graphs, but exporters do not always comply). Reports
-  /// undefined inputs and cycles.
-  std::vector<int> topological_order() {
+  /// The graph's node indices in an order where every input is defined
+  /// first (ONNX requires sorted graphs, but exporters do not always comply).
+  std::vector<int> topological_order() { return dependency_order(graph_proto_, ""); }
+
+  /// Node indices of `graph` (the model's graph, or an If branch being
+  /// resolved, `scope` naming it in diagnostics) in an order where each node
+  /// comes after the producers of what it reads (reads_of: inputs and a
+  /// subgraph's captures); values already known (values_) are ready.
+  /// Reports names defined twice, inputs defined nowhere, and a cycle; nodes
+  /// on a cycle are left out of the order. Records the nodes' op types.
+  std::vector<int> dependency_order(const onnx::GraphProto &graph, const std::string &scope) {
+    auto where = [&](const onnx::NodeProto &node) { return scope.empty() ? describe_node(node) : scope + ": " + describe_node(node); };
+    size_t errors = diags_.error_count();
     std::map<std::string, int> producer;
-    int n = graph_proto_.node_size();
+    int n = graph.node_size();
     for (int i = 0; i < n; ++i)
-      if (std::find(info_.op_types.begin(), info_.op_types.end(), graph_proto_.node(i).op_type()) ==
-          info_.op_types.end())
-        info_.op_types.push_back(graph_proto_.node(i).op_type());
+      if (std::find(info_.op_types.begin(), info_.op_types.end(), graph.node(i).op_type()) == info_.op_types.end())
+        info_.op_types.push_back(graph.node(i).op_type());
     for (int i = 0; i < n; ++i)
-      for (const std::string &o : graph_proto_.node(i).output())
+      for (const std::string &o : graph.node(i).output())
         if (!o.empty()) {
           if (values_.count(o) || poisoned_.count(o) || producer.count(o) || defined_.count(o))
-            diags_.error(ErrorCode::OnnxGraph, path_, describe_node(graph_proto_.node(i)),
+            diags_.error(ErrorCode::OnnxGraph, path_, where(graph.node(i)),
                          "the name '" + o + "' is defined more than once");
           producer[o] = i;
         }
     std::map<int, size_t> pending;
     std::map<int, std::vector<int>> users;
     for (int i = 0; i < n; ++i) {
-      const auto &node = graph_proto_.node(i);
+      const auto &node = graph.node(i);
       std::set<int> deps;
       for (const std::string &in : reads_of(node)) {
         if (in.empty() || values_.count(in) || poisoned_.count(in))
           continue;
         auto p = producer.find(in);
         if (p == producer.end()) {
-          diags_.error(ErrorCode::OnnxGraph, path_, describe_node(node),
-                       "input '" + in + "' is not a graph input, an initializer or any node's output");
+          diags_.error(ErrorCode::OnnxGraph, path_, where(node),
+                       "input '" + in + "' is not a graph input, an initializer or any node's output" +
+                           (scope.empty() ? "" : " in the branch or around it"));
           continue;
         }
         deps.insert(p->second);
@@ -453,11 +462,11 @@ private:
       all[i] = i;
     std::vector<int> order = kahn_order(all, pending, users);
     std::set<int> placed(order.begin(), order.end());
-    if (static_cast<int>(order.size()) != n && !diags_.has_errors())
+    if (static_cast<int>(order.size()) != n && diags_.error_count() == errors)
       for (int i = 0; i < n; ++i)
         if (!placed.count(i)) { // on a cycle, or downstream of one
-          diags_.error(ErrorCode::OnnxGraph, path_, describe_node(graph_proto_.node(i)),
-                       "the graph has a cycle through this node");
+          diags_.error(ErrorCode::OnnxGraph, path_, where(graph.node(i)),
+                       std::string(scope.empty() ? "the graph" : "the branch") + " has a cycle through this node");
           break;
         }
     return order;
@@ -1178,42 +1187,12 @@ private:
     // The branch's initializers, then its nodes in dependency order.
     for (const auto &t : branch->initializer())
       read_initializer(t, in_branch + " initializer '" + t.name() + "'");
-    std::map<std::string, int> producer;
-    for (int i = 0; i < branch->node_size(); ++i)
-      for (const std::string &o : branch->node(i).output())
-        if (!o.empty()) {
-          if (values_.count(o) || poisoned_.count(o) || producer.count(o) || defined_.count(o))
-            return fail(ErrorCode::OnnxGraph, in_branch + ": the name '" + o + "' is defined more than once");
-          producer[o] = i;
-        }
-    std::map<int, size_t> pending;
-    std::map<int, std::vector<int>> users;
-    std::vector<int> all;
-    for (int i = 0; i < branch->node_size(); ++i) {
-      all.push_back(i);
-      std::set<int> deps;
-      for (const std::string &in : reads_of(branch->node(i))) {
-        if (in.empty() || values_.count(in) || poisoned_.count(in))
-          continue;
-        auto p = producer.find(in);
-        if (p == producer.end())
-          return fail(ErrorCode::OnnxGraph, describe_node(branch->node(i)) + " in " + taken + ": input '" + in +
-                                                "' is not defined in the branch or around it");
-        deps.insert(p->second);
-      }
-      pending[i] = deps.size();
-      for (int d : deps)
-        users[d].push_back(i);
-    }
-    std::vector<int> order = kahn_order(all, pending, users);
-    if (static_cast<int>(order.size()) != branch->node_size())
-      return fail(ErrorCode::OnnxGraph, std::string(taken) + " has a cycle");
-    for (int i : order) {
-      const std::string &op = branch->node(i).op_type();
-      if (std::find(info_.op_types.begin(), info_.op_types.end(), op) == info_.op_types.end())
-        info_.op_types.push_back(op);
+    size_t errors = diags_.error_count();
+    std::vector<int> order = dependency_order(*branch, in_branch);
+    if (diags_.error_count() != errors)
+      return poison(proto);
+    for (int i : order)
       run_node(branch->node(i));
-    }
     for (int i = 0; i < proto.output_size(); ++i) {
       const std::string &out = proto.output(i), &inner = branch->output(i).name();
       if (out.empty())
