@@ -90,4 +90,19 @@ LoadOptions load_options(const GlobalOptions &global) {
   return load;
 }
 
+LoadedModel load_model_to_run(const GlobalOptions &global, const std::string &model, const std::string &weights,
+                              const DimBindings &dims, DiagnosticEngine &diagnostics) {
+  LoadOptions load = load_options(global);
+  load.weights_path = weights;
+  LoadedModel loaded = load_model(model, load, diagnostics);
+  if (!loaded.graph)
+    return loaded;
+  try {
+    check_dim_names(*loaded.graph, dims);
+  } catch (const Error &e) {
+    diagnostics.error(e);
+  }
+  return loaded;
+}
+
 } // namespace maxc::cli

@@ -26,6 +26,13 @@ int exit_code_for(const DiagnosticEngine &diagnostics);
 /// (ONNX: `--dim` pins, `--no-dedup`); the command adds its own (weights).
 LoadOptions load_options(const GlobalOptions &global);
 
+/// Loads the model a run-time command runs (`maxc run`, `maxc profile`):
+/// the global flags, `weights` if given, and a check that every `--dim`
+/// name of the command is a symbol of the model (reported to
+/// `diagnostics`). Null graph when loading failed.
+LoadedModel load_model_to_run(const GlobalOptions &global, const std::string &model, const std::string &weights,
+                              const DimBindings &dims, DiagnosticEngine &diagnostics);
+
 /// `--dim NAME=N` values of a command (`maxc run`, `maxc profile`); malformed
 /// ones are reported to `diagnostics`.
 std::map<std::string, int64_t> parse_dim_values(const std::vector<std::string> &dims, DiagnosticEngine &diagnostics);

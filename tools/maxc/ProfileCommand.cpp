@@ -74,17 +74,10 @@ int run_profile(const GlobalOptions &global, const ProfileOptions &options) {
   if (diagnostics.has_errors())
     return finish(global, diagnostics);
 
-  LoadOptions load = load_options(global);
-  load.weights_path = options.weights;
-  LoadedModel model = load_model(options.model, load, diagnostics);
+  LoadedModel model = load_model_to_run(global, options.model, options.weights, dims, diagnostics);
   if (!model.graph)
     return finish(global, diagnostics);
   const Graph &graph = *model.graph;
-  try {
-    check_dim_names(graph, dims);
-  } catch (const Error &e) {
-    diagnostics.error(e);
-  }
   // Inputs: the files given, then random ones (their symbolic dims bound
   // by the files or by --dim).
   std::vector<HostTensor> inputs(graph.input_ids().size());

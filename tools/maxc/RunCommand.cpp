@@ -40,17 +40,10 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
   if (diagnostics.has_errors())
     return finish(global, diagnostics);
 
-  LoadOptions load = load_options(global);
-  load.weights_path = options.weights;
-  LoadedModel model = load_model(options.model, load, diagnostics);
+  LoadedModel model = load_model_to_run(global, options.model, options.weights, dims, diagnostics);
   if (!model.graph)
     return finish(global, diagnostics);
   const Graph &graph = *model.graph;
-  try {
-    check_dim_names(graph, dims);
-  } catch (const Error &e) {
-    diagnostics.error(e);
-  }
 
   std::vector<HostTensor> inputs;
   for (ValueId id : graph.input_ids()) {
