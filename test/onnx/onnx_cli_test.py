@@ -66,12 +66,10 @@ def encoder(layers, hidden=16, ffn=32, seed=0):
     return helper.make_model(graph, opset_imports=OPSET)
 
 
-def anonymous_stack(layers, hidden=8, ffn=16, seed=0):
-    """A residual feed-forward stack whose node and weight names carry no
-    layer numbers ("n17", "w5"): the repeated layers can only be found by
-    structure. A gate computed once from the input is read by every layer,
-    and every layer has an unnamed Constant of its own."""
-    rng = np.random.default_rng(seed)
+def anonymous_builder():
+    """Node and initializer lists with adders that name nothing after a layer:
+    node(op, inputs, **attrs) -> output "v<i>" (node "n<i>"), init(array) ->
+    initializer "w<i>" (the array's own dtype)."""
     nodes, inits = [], []
     def node(op, ins, **kw):
         out = "v%d" % len(nodes)
@@ -79,8 +77,20 @@ def anonymous_stack(layers, hidden=8, ffn=16, seed=0):
         return out
     def init(arr):
         name = "w%d" % len(inits)
-        inits.append(numpy_helper.from_array(arr.astype(np.float32), name))
+        inits.append(numpy_helper.from_array(arr, name))
         return name
+    return nodes, inits, node, init
+
+
+def anonymous_stack(layers, hidden=8, ffn=16, seed=0):
+    """A residual feed-forward stack whose node and weight names carry no
+    layer numbers ("n17", "w5"): the repeated layers can only be found by
+    structure. A gate computed once from the input is read by every layer,
+    and every layer has an unnamed Constant of its own."""
+    rng = np.random.default_rng(seed)
+    nodes, inits, node, add_init = anonymous_builder()
+    def init(arr):
+        return add_init(arr.astype(np.float32))
     gate = node("Tanh", ["input"])
     x = node("Relu", ["input"])
     for _ in range(layers):
@@ -175,15 +185,7 @@ def quantized_stack(layers, hidden=8, seed=0):
     integer weights must become block parameters for them to share one
     definition."""
     rng = np.random.default_rng(seed)
-    nodes, inits = [], []
-    def node(op, ins, **kw):
-        out = "v%d" % len(nodes)
-        nodes.append(helper.make_node(op, ins, [out], name="n%d" % len(nodes), **kw))
-        return out
-    def init(arr):
-        name = "w%d" % len(inits)
-        inits.append(numpy_helper.from_array(arr, name))
-        return name
+    nodes, inits, node, init = anonymous_builder()
     x = node("Relu", ["input"])
     weights = []
     for _ in range(layers):
