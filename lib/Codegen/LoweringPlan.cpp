@@ -177,7 +177,8 @@ std::optional<StridedView> strided_view(const Graph &g, const LoweringPlan &plan
   return in;
 }
 
-LoweringPlan plan_lowering(const Graph &g, const PlanOptions &options) {
+// The common plan of one graph (options.refine is the callers').
+static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
   LoweringPlan plan;
   const auto &nodes = g.nodes();
   plan.values.resize(g.num_values());
@@ -681,11 +682,22 @@ std::array<int64_t, 2> conv_direct_split(const Graph &g, const Node &node) {
   return conv_task_split(groups, work);
 }
 
+LoweringPlan plan_lowering(const Graph &g, const PlanOptions &options) {
+  if (!options.refine)
+    return plan_graph(g, options);
+  LoweringPlans one;
+  one.emplace(&g, plan_graph(g, options));
+  options.refine(g, one);
+  return std::move(one.at(&g));
+}
+
 LoweringPlans plan_lowering_all(const Graph &root, const PlanOptions &options) {
   LoweringPlans plans;
-  plans.emplace(&root, plan_lowering(root, options));
+  plans.emplace(&root, plan_graph(root, options));
   for (const auto &[name, sub] : root.subgraphs())
-    plans.emplace(sub.get(), plan_lowering(*sub, options));
+    plans.emplace(sub.get(), plan_graph(*sub, options));
+  if (options.refine)
+    options.refine(root, plans);
   return plans;
 }
 
@@ -720,6 +732,8 @@ std::string describe_plan(const Graph &g, const LoweringPlan &plan) {
         out += " " + std::to_string(p.index);
       if (auto it = plan.epilogues.find(n); it != plan.epilogues.end() && v == g.nodes()[n].results[0])
         out += " (GEMM epilogue -> %" + std::to_string(it->second) + ")";
+      if (auto it = plan.stored_through.find(n); it != plan.stored_through.end() && v == g.nodes()[n].results[0])
+        out += " (stored through views -> %" + std::to_string(g.nodes()[it->second.back()].results[0]) + ")";
       out += "\n";
     }
   return out;

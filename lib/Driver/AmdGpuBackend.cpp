@@ -46,6 +46,7 @@ public:
 
   std::vector<std::string> emit_kinds() const override { return {"obj", "header", "hsaco", "gpu-asm"}; }
   DecomposeOptions decompose_options() const override { return gpu_decompose_options(); }
+  PlanOptions plan_options() const override { return gpu_plan_options(); }
 
   std::vector<std::string> artifact_kinds(const std::set<std::string> &emit, const BackendOptions &options) const override {
     return gpu_artifact_kinds(emit, {"hsaco", "gpu-asm"}, resolve_gpu_arches(options.gpu));
@@ -76,7 +77,7 @@ public:
     gpu.jobs = options.jobs;
     if (emit.count("obj"))
       gpu.early = options.early_writes;
-    GpuCodegenResult code = compile_amdgpu(*model.lowered, model.abi, host, gpu, timer);
+    GpuCodegenResult code = compile_amdgpu(*model.lowered, model.abi, host, gpu, timer, &model.plans);
 
     if (emit.count("obj"))
       out.artifacts.emplace_back("obj", code.host_object);
@@ -141,6 +142,7 @@ public:
   }
   std::vector<std::string> emit_kinds() const override { return {}; }
   DecomposeOptions decompose_options() const override { return gpu_decompose_options(); }
+  PlanOptions plan_options() const override { return gpu_plan_options(); }
   std::vector<std::string> artifact_kinds(const std::set<std::string> &, const BackendOptions &) const override {
     return {};
   }
@@ -155,7 +157,8 @@ public:
     return {};
   }
   std::unique_ptr<llvm::Module> build_host_module(const PlannedModel &model, llvm::LLVMContext &context) const override {
-    return codegen::build_gpu_emulation_module(*model.lowered, model.abi.name, context);
+    return codegen::build_gpu_emulation_module(*model.lowered, model.abi.name, context, codegen::kGpuEmulationArch,
+                                               &model.plans);
   }
 };
 

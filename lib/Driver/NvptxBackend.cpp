@@ -83,6 +83,7 @@ public:
 
   std::vector<std::string> emit_kinds() const override { return {"obj", "header", "ptx", "cubin"}; }
   DecomposeOptions decompose_options() const override { return gpu_decompose_options(); }
+  PlanOptions plan_options() const override { return gpu_plan_options(); }
 
   std::vector<std::string> artifact_kinds(const std::set<std::string> &emit, const BackendOptions &options) const override {
     return gpu_artifact_kinds(emit, {"ptx", "cubin"}, resolve_cuda_arches(options.gpu));
@@ -113,7 +114,7 @@ public:
     cuda.jobs = options.jobs;
     if (emit.count("obj"))
       cuda.early = options.early_writes;
-    CudaCodegenResult code = compile_cuda(*model.lowered, model.abi, host, cuda, timer);
+    CudaCodegenResult code = compile_cuda(*model.lowered, model.abi, host, cuda, timer, &model.plans);
 
     if (emit.count("obj"))
       out.artifacts.emplace_back("obj", code.host_object);
@@ -174,7 +175,7 @@ public:
   }
 
   std::unique_ptr<llvm::Module> build_host_module(const PlannedModel &model, llvm::LLVMContext &context) const override {
-    return build_cuda_host_run_module(*model.lowered, model.abi, cuda_device_sm(), context);
+    return build_cuda_host_run_module(*model.lowered, model.abi, cuda_device_sm(), context, &model.plans);
   }
 };
 

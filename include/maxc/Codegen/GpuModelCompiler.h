@@ -21,6 +21,7 @@
 #pragma once
 
 #include "maxc/Codegen/GpuTarget.h"
+#include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ModelAbi.h"
 #include "maxc/Codegen/PassTimer.h"
 #include "maxc/Codegen/Target.h"
@@ -46,6 +47,18 @@ namespace maxc {
 inline DecomposeOptions gpu_decompose_options() {
   return {/*keep_rowwise=*/false, /*fuse_attention=*/true, /*attention_low_precision=*/true};
 }
+
+/// What the GPU backends plan with (plan step): the common plan, refined by
+/// refine_gpu_plans. The GPU kernel generator takes only plans made so.
+PlanOptions gpu_plan_options();
+/// The GPU backends' plan pass (lib/Codegen/Gpu/GpuPlan.cpp), over the plans
+/// of `root` and its subgraphs that `plans` holds: stored values the GPU
+/// kernels recompute instead (constant subexpressions such as the causal
+/// mask; views read only by matmuls and attentions, whose loaders read
+/// through them; elementwise values read only by the row group after them),
+/// and matmuls that store through the views after them
+/// (LoweringPlan::stored_through). Positions, slots and epilogues stay.
+void refine_gpu_plans(const Graph &root, LoweringPlans &plans);
 
 struct GpuCompileOptions {
   std::vector<std::string> arches; // gfx names (resolve_gpu_arches)
@@ -75,9 +88,11 @@ struct GpuCodegenResult {
 /// transcendentals and pow need a device libm: rejected with the nodes
 /// named), then generates the kernels once per arch, links the code
 /// objects and builds the host object for `host`. `abi` is
-/// describe_interface(lowered, name). Throws maxc::Error.
+/// describe_interface(lowered, name); `plans` the driver's (made with
+/// gpu_plan_options(); null: planned here). Throws maxc::Error.
 GpuCodegenResult compile_amdgpu(const Graph &lowered, const ModelInterface &abi, const CpuTarget &host,
-                                const GpuCompileOptions &options, PassTimer &timer);
+                                const GpuCompileOptions &options, PassTimer &timer,
+                                const LoweringPlans *plans = nullptr);
 
 /// The same kernels lowered to NVPTX: PTX text for `sm` with one .entry per
 /// kernel (the kernel ABI of the AMDGPU code objects), from an undecomposed
@@ -119,22 +134,27 @@ std::vector<std::string> resolve_cuda_arches(const std::string &list);
 std::string find_ptxas();
 
 /// Validates as compile_amdgpu does, generates PTX per sm, cubins through
-/// `options.ptxas`, and the host object. Throws maxc::Error.
+/// `options.ptxas`, and the host object (`plans`: as compile_amdgpu's).
+/// Throws maxc::Error.
 CudaCodegenResult compile_cuda(const Graph &lowered, const ModelInterface &abi, const CpuTarget &host,
-                               const CudaCompileOptions &options, PassTimer &timer);
+                               const CudaCompileOptions &options, PassTimer &timer,
+                               const LoweringPlans *plans = nullptr);
 
 /// For `maxc run --device cuda`: the host module of the artifact (PTX for
 /// `sm` only) whose NAME_run_packed(buffers, dims, workspace) takes host
 /// buffers (the backends' in-process convention), for the ORC JIT; libcuda
-/// must be loaded into the process.
+/// must be loaded into the process. `plans`: as compile_amdgpu's.
 std::unique_ptr<llvm::Module> build_cuda_host_run_module(const Graph &lowered, const ModelInterface &abi,
-                                                         const std::string &sm, llvm::LLVMContext &context);
+                                                         const std::string &sm, llvm::LLVMContext &context,
+                                                         const LoweringPlans *plans = nullptr);
 
 namespace codegen {
 /// The kernels and launches the generator makes of a decomposed graph for
 /// `arch` (a gfx name, "" for the arch-neutral kernels), without compiling
-/// them: for tests of launch sequences. `launches`: per run.
-std::vector<GpuKernelSummary> plan_gpu_kernels(const Graph &lowered, const std::string &arch, uint64_t *launches = nullptr);
+/// them: for tests of launch sequences. `launches`: per run; `plans`: as
+/// compile_amdgpu's.
+std::vector<GpuKernelSummary> plan_gpu_kernels(const Graph &lowered, const std::string &arch, uint64_t *launches = nullptr,
+                                               const LoweringPlans *plans = nullptr);
 
 /// The GPU backend executed on the host ("amdgpu-emu"): a host module of a
 /// decomposed graph exporting
@@ -143,10 +163,12 @@ std::vector<GpuKernelSummary> plan_gpu_kernels(const Graph &lowered, const std::
 /// are lowered to the emulation target (GpuEmulation.cpp). The kernels are
 /// those generated for `arch` (the default: gfx942, whose matmuls run on
 /// MFMA; "gfx1100": WMMA; "sm_90": NVIDIA's, f16/bf16 on mma.sync; "": the
-/// arch-neutral kernels).
+/// arch-neutral kernels). `plans`: as compile_amdgpu's.
+inline constexpr char kGpuEmulationArch[] = "gfx942";
 std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &lowered, const std::string &name,
                                                          llvm::LLVMContext &context,
-                                                         const std::string &arch = "gfx942");
+                                                         const std::string &arch = kGpuEmulationArch,
+                                                         const LoweringPlans *plans = nullptr);
 
 /// Tests only: while alive, the kernels' mma.sync A fragments take a wrong
 /// lane layout (`kind` 1: elements 0 and 2 swapped), so that a test can show

@@ -50,7 +50,20 @@ struct LoweringPlan {
   /// lowered to GEMM); only one kernel runs at a time, so they share it.
   /// npos when no kernel needs scratch.
   size_t scratch_slot = static_cast<size_t>(-1);
+  /// Matmuls whose kernel stores its result straight through a chain of
+  /// transposes/reshapes (the attention heads' merge): matmul node index ->
+  /// the view nodes, in order; the matmul's result and the views' are
+  /// fused, the last view's result is the stored value the matmul writes.
+  /// Made by the GPU backends' plan pass (refine_gpu_plans); empty otherwise.
+  std::map<size_t, std::vector<size_t>> stored_through;
+  /// Refined by the GPU backends' plan pass (gpu_plan_options): the plan
+  /// the GPU kernel generator takes.
+  bool gpu = false;
 };
+
+/// The plans of a graph and of each of its subgraphs, by graph: the
+/// compile pipeline plans once and hands these to the emitters.
+using LoweringPlans = std::map<const Graph *, LoweringPlan>;
 
 /// True for a conv2d the code generator lowers as im2col + GEMM (f32, one
 /// group); its scratch bytes are returned in `bytes`.
@@ -162,10 +175,19 @@ struct PlanOptions {
   /// chain's root (a bias add) is stored instead, usually as the epilogue
   /// of the GEMM before it.
   bool strided_attention_operands = false;
+  /// A backend's plan pass, run over the plans of the root graph and its
+  /// subgraphs once they are made (plan_lowering_all; plan_lowering runs it
+  /// on its one graph as a root). The GPU backends' is refine_gpu_plans
+  /// (gpu_plan_options, Codegen/GpuModelCompiler.h). A function pointer:
+  /// the neutral planner calls no backend code by name.
+  void (*refine)(const Graph &root, LoweringPlans &plans) = nullptr;
 };
 /// The CPU backend's options (CpuBackend, Cpu/ModelCompiler).
 inline PlanOptions cpu_plan_options() { return {/*strided_attention_operands=*/true}; }
 
+/// The plan of `graph`; with options.refine, refined as a root graph (its
+/// inputs not known to be bound to constants: plan_lowering_all knows
+/// each subgraph's call sites).
 LoweringPlan plan_lowering(const Graph &graph, const PlanOptions &options = {});
 
 /// A value that reads a stored buffer at an affine index: element idx of the
@@ -181,9 +203,8 @@ struct StridedView {
 /// dims must be one run of memory) of one; else nullopt.
 std::optional<StridedView> strided_view(const Graph &graph, const LoweringPlan &plan, ValueId v);
 
-/// The plans of a graph and of each of its subgraphs, by graph: the
-/// compile pipeline plans once and hands these to the emitters.
-using LoweringPlans = std::map<const Graph *, LoweringPlan>;
+/// The plans of `root` and of each of its subgraphs, then options.refine
+/// over them.
 LoweringPlans plan_lowering_all(const Graph &root, const PlanOptions &options = {});
 
 /// Bytes of workspace a run of `graph` (decomposed, with its subgraphs)
@@ -195,7 +216,8 @@ Dim workspace_bound(const Graph &graph, const LoweringPlans *plans = nullptr);
 
 /// "%3 temp slot 1", one line per value; for golden tests of fusion
 /// decisions. A GEMM result with an epilogue reads "fused (GEMM epilogue ->
-/// %7)", %7 being the stored value its kernel writes.
+/// %7)", %7 being the stored value its kernel writes; a matmul result
+/// stored through views "fused (stored through views -> %9)".
 std::string describe_plan(const Graph &graph, const LoweringPlan &plan);
 
 } // namespace maxc

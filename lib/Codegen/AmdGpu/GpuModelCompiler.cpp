@@ -17,7 +17,7 @@
 namespace maxc {
 
 GpuCodegenResult compile_amdgpu(const Graph &lowered, const ModelInterface &abi, const CpuTarget &host,
-                                const GpuCompileOptions &options, PassTimer &timer) {
+                                const GpuCompileOptions &options, PassTimer &timer, const LoweringPlans *plans) {
   GpuCodegenResult out;
   const std::string &name = abi.name;
   if (options.arches.empty())
@@ -48,7 +48,7 @@ GpuCodegenResult compile_amdgpu(const Graph &lowered, const ModelInterface &abi,
       device.setTargetTriple("amdgcn-amd-amdhsa");
       device.setDataLayout(amdgpu_data_layout(arch));
       code.programs = code.timer.run("kernels " + arch, [&] {
-        auto p = codegen::emit_gpu_kernels(device, lowered, name, symbols, arch);
+        auto p = codegen::emit_gpu_kernels(device, lowered, name, symbols, arch, plans);
         codegen::lower_gpu_kernels(device, p, codegen::GpuLoweringTarget::amdgpu, symbols.size());
         codegen::verify_module(device, "AMDGPU kernel");
         return p;
@@ -94,13 +94,13 @@ GpuCodegenResult compile_amdgpu(const Graph &lowered, const ModelInterface &abi,
 }
 
 std::vector<GpuKernelSummary> codegen::plan_gpu_kernels(const Graph &lowered, const std::string &arch,
-                                                       uint64_t *launches) {
+                                                       uint64_t *launches, const LoweringPlans *plans) {
   llvm::LLVMContext context;
   llvm::Module device("plan", context);
   device.setTargetTriple("amdgcn-amd-amdhsa");
   device.setDataLayout(amdgpu_data_layout(arch.empty() ? "gfx942" : arch));
   std::vector<std::string> symbols = dim_symbols(lowered);
-  std::vector<GpuGraphProgram> programs = emit_gpu_kernels(device, lowered, "plan", symbols, arch);
+  std::vector<GpuGraphProgram> programs = emit_gpu_kernels(device, lowered, "plan", symbols, arch, plans);
   if (launches)
     *launches = gpu_launch_count(programs);
   std::vector<GpuKernelSummary> out;

@@ -38,13 +38,14 @@ private:
 } // namespace
 
 std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &lowered, const std::string &name,
-                                                         llvm::LLVMContext &context, const std::string &arch) {
+                                                         llvm::LLVMContext &context, const std::string &arch,
+                                                         const LoweringPlans *plans) {
   std::vector<std::string> symbols = dim_symbols(lowered);
   auto module = std::make_unique<llvm::Module>(name, context);
   ConstantOffsets offsets;
   std::string blob = layout_constants(lowered, offsets);
 
-  std::vector<GpuGraphProgram> programs = emit_gpu_kernels(*module, lowered, name, symbols, arch);
+  std::vector<GpuGraphProgram> programs = emit_gpu_kernels(*module, lowered, name, symbols, arch, plans);
   lower_gpu_kernels(*module, programs, GpuLoweringTarget::emulation, symbols.size());
   EmulationLauncher launcher(*module);
   GpuHostGraph root = emit_gpu_host(*module, programs, name, symbols, offsets, launcher);

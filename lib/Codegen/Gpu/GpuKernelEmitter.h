@@ -118,8 +118,12 @@ struct GpuGraphProgram {
 /// `arch` (a gfx name, "" for none) selects the matrix-core GEMM kernels
 /// (Gpu/GpuMatmul.h) where the arch has them; grids and buffers may differ
 /// between arches, so host and device must be built for the same family.
+/// `plans`: the driver's, of `root` and its subgraphs, made with
+/// gpu_plan_options() (the GPU plan pass ran on them; anything else is an
+/// internal error); null: planned here, for callers without a driver.
 std::vector<GpuGraphProgram> emit_gpu_kernels(llvm::Module &module, const Graph &root, const std::string &prefix,
-                                              const std::vector<std::string> &symbols, const std::string &arch = "");
+                                              const std::vector<std::string> &symbols, const std::string &arch = "",
+                                              const LoweringPlans *plans = nullptr);
 
 /// Kernel launches of one run of the root graph (the last program): its
 /// kernels plus, per call, the callee's launches (grids that turn out empty

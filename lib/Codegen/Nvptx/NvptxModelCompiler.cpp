@@ -32,15 +32,16 @@ namespace maxc {
 
 namespace {
 
-/// PTX for `sm` of the kernels of `lowered`; `programs` gets their launch
-/// sequence when empty.
+/// PTX for `sm` of the kernels of `lowered` (`plans`: emit_gpu_kernels');
+/// `programs` gets their launch sequence when empty.
 std::string kernels_ptx(const Graph &lowered, const std::string &name, const std::vector<std::string> &symbols,
-                        const std::string &sm, std::vector<codegen::GpuGraphProgram> *programs) {
+                        const std::string &sm, std::vector<codegen::GpuGraphProgram> *programs,
+                        const LoweringPlans *plans) {
   llvm::LLVMContext context;
   llvm::Module device(name + ".ptx", context);
   device.setTargetTriple("nvptx64-nvidia-cuda");
   device.setDataLayout(nvptx_data_layout(sm));
-  auto p = codegen::emit_gpu_kernels(device, lowered, name, symbols, sm); // sm_80+: f16/bf16 GEMMs on mma.sync
+  auto p = codegen::emit_gpu_kernels(device, lowered, name, symbols, sm, plans); // sm_80+: f16/bf16 GEMMs on mma.sync
   codegen::lower_gpu_kernels(device, p, codegen::GpuLoweringTarget::nvptx, symbols.size());
   codegen::verify_module(device, "NVPTX kernel");
   std::string ptx = emit_nvptx_assembly(device, sm);
@@ -126,11 +127,11 @@ std::string compile_gpu_kernels_ptx(const Graph &graph, const std::string &name,
     throw Error(ErrorCode::InvalidArgument, "model name '" + name + "' is not a C identifier (use --name)");
   std::unique_ptr<Graph> canonical = canonicalize(graph);
   std::unique_ptr<Graph> lowered = decompose(canonical ? *canonical : graph, gpu_decompose_options());
-  return kernels_ptx(*lowered, name, dim_symbols(*lowered), sm, nullptr);
+  return kernels_ptx(*lowered, name, dim_symbols(*lowered), sm, nullptr, nullptr);
 }
 
 CudaCodegenResult compile_cuda(const Graph &lowered, const ModelInterface &abi, const CpuTarget &host,
-                               const CudaCompileOptions &options, PassTimer &timer) {
+                               const CudaCompileOptions &options, PassTimer &timer, const LoweringPlans *plans) {
   CudaCodegenResult out;
   const std::string &name = abi.name;
   if (options.sms.empty())
@@ -151,7 +152,7 @@ CudaCodegenResult compile_cuda(const Graph &lowered, const ModelInterface &abi, 
     codegen::run_jobs(options.sms.size(), options.jobs, [&](size_t i) {
       const std::string &sm = options.sms[i];
       SmCode &code = per_sm[i];
-      code.ptx = code.timer.run("ptx " + sm, [&] { return kernels_ptx(lowered, name, abi.symbols, sm, &code.programs); });
+      code.ptx = code.timer.run("ptx " + sm, [&] { return kernels_ptx(lowered, name, abi.symbols, sm, &code.programs, plans); });
       if (!options.ptxas.empty())
         std::tie(code.cubin, code.error) =
             code.timer.run("ptxas " + sm, [&] { return assemble(options.ptxas, code.ptx, sm); });
@@ -201,12 +202,13 @@ CudaCodegenResult compile_cuda(const Graph &lowered, const ModelInterface &abi, 
 }
 
 std::unique_ptr<llvm::Module> build_cuda_host_run_module(const Graph &lowered, const ModelInterface &abi,
-                                                         const std::string &sm, llvm::LLVMContext &context) {
+                                                         const std::string &sm, llvm::LLVMContext &context,
+                                                         const LoweringPlans *plans) {
   codegen::check_gpu_model(lowered, abi.name);
   std::vector<codegen::GpuGraphProgram> programs;
   std::vector<GpuKernelSummary> summaries;
   codegen::GpuImages images;
-  images.images.emplace_back(sm + ".ptx", kernels_ptx(lowered, abi.name, abi.symbols, sm, &programs) + std::string(1, '\0'));
+  images.images.emplace_back(sm + ".ptx", kernels_ptx(lowered, abi.name, abi.symbols, sm, &programs, plans) + std::string(1, '\0'));
   codegen::keep_launch_sequence(programs, summaries);
   auto module = std::make_unique<llvm::Module>(abi.name, context);
   codegen::build_gpu_runtime_host(*module, abi, lowered, programs, images, codegen::cuda_runtime_api(),

@@ -21,10 +21,11 @@ namespace maxc::test {
 class EmulatedGraph {
 public:
   EmulatedGraph(const Graph &graph, const std::string &arch) : graph_(graph) {
-    driver::PlannedModel planned = driver::plan_model(graph, "maxc_jit", gpu_decompose_options()); // as amdgpu-emu
+    driver::PlannedModel planned =
+        driver::plan_model(graph, "maxc_jit", gpu_decompose_options(), gpu_plan_options()); // as amdgpu-emu
     REQUIRE(planned.abi.symbols.empty());
     auto context = std::make_unique<llvm::LLVMContext>();
-    auto module = codegen::build_gpu_emulation_module(*planned.lowered, planned.abi.name, *context, arch);
+    auto module = codegen::build_gpu_emulation_module(*planned.lowered, planned.abi.name, *context, arch, &planned.plans);
     jit_ = std::make_unique<JitModule>(std::move(context), std::move(module), 1);
     run_ = reinterpret_cast<int32_t (*)(void *const *, const int64_t *, void *)>(jit_->lookup("maxc_jit_run_packed"));
   }
