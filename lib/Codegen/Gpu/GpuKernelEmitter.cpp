@@ -1,3 +1,9 @@
+// The GPU kernel generator (GpuKernelEmitter.h): KernelBuilder turns one
+// graph's plan — the driver's LoweringPlans entry, already refined by the
+// GPU plan pass (Gpu/GpuPlan.cpp) — into kernels and a launch sequence. It
+// does not plan again: the only decisions left here are how consecutive
+// plan positions are launched (a row group as one row kernel, a position
+// whose results are all fused as none) and each kernel's code.
 #include "Gpu/GpuKernelEmitter.h"
 #include "EntryPointUtil.h"
 

@@ -1,7 +1,11 @@
 // The GPU kernel generator: one kernel *body* per kernel of a graph's
 // LoweringPlan, written once and lowered three ways (GpuLowering.h): to
 // AMDGPU, to NVPTX, and to a host emulation that runs every work-item of
-// every workgroup on the CPU.
+// every workgroup on the CPU. The plan is the driver's, made with
+// gpu_plan_options(): the GPU-only fusion decisions are a plan pass run
+// once when the driver plans (Gpu/GpuPlan.h, refine_gpu_plans); this
+// generator plans nothing, it only groups plan positions into launches
+// (row kernels, positions whose results are all fused).
 //
 // A body is a short program of *phases* separated by workgroup barriers.
 // A phase is an internal LLVM function

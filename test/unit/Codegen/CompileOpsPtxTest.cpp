@@ -18,7 +18,7 @@ std::vector<maxc::HostTensor> compile_ptx(const maxc::Graph &graph, const std::v
   using namespace maxc::driver;
   const Backend *cuda = find_backend("cuda");
   REQUIRE(cuda);
-  PlannedModel planned = plan_model(graph, "maxc_ptx", cuda->decompose_options());
+  PlannedModel planned = plan_model(graph, "maxc_ptx", cuda->decompose_options(), cuda->plan_options());
   BackendOptions options;
   options.gpu = "sm_90";
   options.jobs = 1;

@@ -80,7 +80,8 @@ std::unique_ptr<Graph> attention_graph(const Case &c, std::vector<HostTensor> &i
 }
 
 driver::PlannedModel gpu_planned(const Graph &graph) {
-  return driver::plan_model(graph, "attn", driver::find_backend("amdgpu")->decompose_options());
+  const driver::Backend *amdgpu = driver::find_backend("amdgpu");
+  return driver::plan_model(graph, "attn", amdgpu->decompose_options(), amdgpu->plan_options());
 }
 
 } // namespace

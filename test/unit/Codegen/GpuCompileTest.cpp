@@ -30,7 +30,8 @@ driver::BackendOutput compile_gpu(const Graph &graph, const std::vector<std::str
     options.gpu += (options.gpu.empty() ? "" : ",") + a;
   options.cpu = "";
   PassTimer timer;
-  return driver::find_backend("amdgpu")->compile(driver::plan_model(graph, "small"), options, emit, timer);
+  return driver::find_backend("amdgpu")->compile(driver::plan_model(graph, "small", {}, gpu_plan_options()), options,
+                                                 emit, timer);
 }
 
 std::string artifact(const driver::BackendOutput &out, const std::string &kind) {

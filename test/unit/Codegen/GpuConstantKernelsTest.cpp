@@ -3,13 +3,16 @@
 // kernel reads constants only (its results would be the same every run:
 // issue #13's bar). Values computed from weights alone, subgraph parameters
 // bound to weights at every call site included, are fused into the kernels
-// that read them. Kernels are generated, not compiled: cheap.
+// that read them. Kernels are generated, not compiled: cheap. Also: the
+// generator runs the driver's plan, which the GPU plan pass refined.
+#include "EmulatedRunner.h"
 #include "TestUtil.h"
 
 #include "maxc/Codegen/GpuModelCompiler.h"
 #include "maxc/Driver/Backend.h"
 #include "maxc/Driver/Compile.h"
 #include "maxc/Frontend/ModelLoader.h"
+#include "maxc/Interpreter/Interpreter.h"
 #include "maxc/Support/Diagnostics.h"
 
 #include <catch2/catch.hpp>
@@ -50,15 +53,25 @@ std::string f16_gpt_text() {
   return src.dump();
 }
 
-std::vector<GpuKernelSummary> gpu_kernels(const std::string &text, const std::string &arch, uint64_t &launches) {
+LoadedModel load_text(const std::string &text) {
   LoadOptions options;
   options.synthesize_weights = true;
   DiagnosticEngine diagnostics;
   LoadedModel model = load_model_text(text, "model.json", options, diagnostics);
   REQUIRE(model.graph);
-  driver::PlannedModel planned =
-      driver::plan_model(*model.graph, "m", driver::find_backend("amdgpu")->decompose_options());
-  return codegen::plan_gpu_kernels(*planned.lowered, arch, &launches);
+  return model;
+}
+
+/// Decomposed and planned as the amdgpu backend does (its plan pass too).
+driver::PlannedModel plan_for_amdgpu(const Graph &graph) {
+  const driver::Backend *amdgpu = driver::find_backend("amdgpu");
+  return driver::plan_model(graph, "m", amdgpu->decompose_options(), amdgpu->plan_options());
+}
+
+std::vector<GpuKernelSummary> gpu_kernels(const std::string &text, const std::string &arch, uint64_t &launches) {
+  LoadedModel model = load_text(text);
+  driver::PlannedModel planned = plan_for_amdgpu(*model.graph);
+  return codegen::plan_gpu_kernels(*planned.lowered, arch, &launches, &planned.plans);
 }
 
 } // namespace
@@ -99,4 +112,66 @@ TEST_CASE("GPU: a value computed from constants only would be flagged", "[codege
   for (const GpuKernelSummary &k : kernels)
     flagged = flagged || k.constant_inputs;
   CHECK(flagged);
+}
+
+TEST_CASE("GPU: the kernels run the driver's plan, refined once by the GPU plan pass", "[codegen][gpu]") {
+  for (const std::string text : {example_text("gpt"), f16_gpt_text()}) {
+    LoadedModel model = load_text(text);
+    driver::PlannedModel planned = plan_for_amdgpu(*model.graph);
+    // The driver's plans carry the GPU's fusion decisions: they differ from
+    // the common plan (the f16 GPT's weight casts, its casts before the
+    // norms: fused on the GPU only).
+    LoweringPlans common = plan_lowering_all(*planned.lowered);
+    bool refined = false;
+    for (const auto &[graph, plan] : planned.plans) {
+      CHECK(plan.gpu);
+      CHECK(plan.kernels == common.at(graph).kernels); // positions, slots and epilogues stay
+      CHECK(plan.slots.size() == common.at(graph).slots.size());
+      CHECK(plan.epilogues == common.at(graph).epilogues);
+      refined = refined || describe_plan(*graph, plan) != describe_plan(*graph, common.at(graph));
+    }
+    CHECK(refined);
+    // The generator emits from them what it emits planning for itself.
+    uint64_t given = 0, own = 0;
+    std::vector<GpuKernelSummary> from_driver =
+        codegen::plan_gpu_kernels(*planned.lowered, "gfx942", &given, &planned.plans);
+    std::vector<GpuKernelSummary> planned_here = codegen::plan_gpu_kernels(*planned.lowered, "gfx942", &own);
+    CHECK(given == own);
+    REQUIRE(from_driver.size() == planned_here.size());
+    for (size_t k = 0; k < from_driver.size(); ++k) {
+      CHECK(from_driver[k].name == planned_here[k].name);
+      CHECK(from_driver[k].kind == planned_here[k].kind);
+      CHECK(from_driver[k].grid == planned_here[k].grid);
+    }
+    // A plan the GPU pass did not make (the CPU's, say) is refused.
+    CHECK_THROWS_AS(codegen::plan_gpu_kernels(*planned.lowered, "gfx942", nullptr, &common), Error);
+  }
+}
+
+TEST_CASE("GPU plan pass: a matmul stores through the views after it", "[codegen][gpu][plan]") {
+  // h = x @ w, its heads merged (transpose, reshape) into m, which a
+  // broadcasting add reads (so m is stored). The GPU plan pass lets the
+  // matmul write m at the permuted position: no copy kernel between them.
+  std::vector<HostTensor> inputs = {test::random_tensor(DType::f32, {2, 3, 8, 4}),
+                                    test::random_tensor(DType::f32, {4, 4}),
+                                    test::random_tensor(DType::f32, {5, 2, 8, 12})};
+  auto g = test::trace_graph(test::types_of(inputs), [](const std::vector<Tensor> &in) {
+    Tensor h = ops::matmul(in[0], in[1]);
+    Tensor m = ops::reshape(ops::transpose(h, {0, 2, 1, 3}), {Dim(2), Dim(8), Dim(12)});
+    return std::vector<Tensor>{ops::add(m, in[2])};
+  });
+  LoweringPlans common = plan_lowering_all(*g);
+  LoweringPlans plans = plan_lowering_all(*g, gpu_plan_options());
+  const LoweringPlan &plan = plans.at(g.get());
+  std::string text = describe_plan(*g, plan);
+  INFO(text);
+  CHECK(common.at(g.get()).stored_through.empty());
+  REQUIRE(plan.stored_through.size() == 1);
+  CHECK(text.find("matmul: fused (stored through views -> %") != std::string::npos);
+  uint64_t launches = 0;
+  codegen::plan_gpu_kernels(*g, "", &launches, &plans);
+  CHECK(launches == 2); // the matmul and the add
+  std::vector<HostTensor> expected = Interpreter::run(*g, inputs);
+  std::vector<HostTensor> actual = test::run_emulated(*g, inputs, "gfx942");
+  MAXC_REQUIRE_CLOSE(actual[0], expected[0], 1e-5, 1e-5);
 }

@@ -36,7 +36,7 @@ driver::BackendOutput compile_with(const std::string &backend, const Graph &grap
   PassTimer timer;
   const driver::Backend *b = driver::find_backend(backend);
   b->validate(options);
-  return b->compile(driver::plan_model(graph, "tiny"), options, emit, timer);
+  return b->compile(driver::plan_model(graph, "tiny", {}, b->plan_options()), options, emit, timer);
 }
 
 std::string artifact_of(const driver::BackendOutput &out, const std::string &kind) {

@@ -122,7 +122,8 @@ TEST_CASE("f16/bf16 matmuls use mma.sync on sm_80/sm_90 (not on sm_75) and pass 
     options.jobs = 1;
     PassTimer timer;
     driver::BackendOutput out =
-        driver::find_backend("cuda")->compile(driver::plan_model(*graph, "mm"), options, {"ptx", "cubin"}, timer);
+        driver::find_backend("cuda")->compile(driver::plan_model(*graph, "mm", {}, gpu_plan_options()), options,
+                                              {"ptx", "cubin"}, timer);
     std::string want = std::string("mma.sync.aligned.m16n8k16.row.col.f32.") + (d == DType::f16 ? "f16.f16" : "bf16.bf16") + ".f32";
     bool ptxas = !find_ptxas().empty();
     int ptx_seen = 0;
@@ -148,7 +149,8 @@ driver::BackendOutput compile_asm(const Graph &graph) {
   options.gpu = "gfx90a,gfx942,gfx1100";
   options.cpu = "";
   PassTimer timer;
-  return driver::find_backend("amdgpu")->compile(driver::plan_model(graph, "mm"), options, {"gpu-asm"}, timer);
+  return driver::find_backend("amdgpu")->compile(driver::plan_model(graph, "mm", {}, gpu_plan_options()), options,
+                                                 {"gpu-asm"}, timer);
 }
 
 /// Per kernel of an AMDGPU assembly file: its metadata field `field`.
@@ -219,7 +221,8 @@ TEST_CASE("NVIDIA: only GEMMs that fill the GPU with macro-tiles take them (smal
     options.jobs = 1;
     PassTimer timer;
     driver::BackendOutput out =
-        driver::find_backend("cuda")->compile(driver::plan_model(*graph, "mm"), options, {"ptx"}, timer);
+        driver::find_backend("cuda")->compile(driver::plan_model(*graph, "mm", {}, gpu_plan_options()), options,
+                                              {"ptx"}, timer);
     for (const auto &[kind, text] : out.artifacts)
       if (kind == "ptx.sm_90")
         return count_occurrences(text, "mma.sync");

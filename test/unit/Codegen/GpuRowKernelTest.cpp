@@ -22,8 +22,9 @@ std::string gpu_manifest(const Graph &graph) {
   options.cpu = "";
   PassTimer timer;
   const driver::Backend *amdgpu = driver::find_backend("amdgpu");
-  return amdgpu->compile(driver::plan_model(graph, "rows", amdgpu->decompose_options()), options, {"obj"}, timer)
-      .manifest.extra_json;
+  driver::PlannedModel planned =
+      driver::plan_model(graph, "rows", amdgpu->decompose_options(), amdgpu->plan_options());
+  return amdgpu->compile(planned, options, {"obj"}, timer).manifest.extra_json;
 }
 
 } // namespace

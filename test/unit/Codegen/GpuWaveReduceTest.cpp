@@ -69,7 +69,8 @@ TEST_CASE("row kernels reduce with DPP, ds_swizzle and ds_bpermute, two barriers
   options.cpu = "";
   PassTimer timer;
   driver::BackendOutput out =
-      driver::find_backend("amdgpu")->compile(driver::plan_model(*graph, "rows"), options, {"gpu-asm"}, timer);
+      driver::find_backend("amdgpu")->compile(driver::plan_model(*graph, "rows", {}, gpu_plan_options()), options,
+                                              {"gpu-asm"}, timer);
   size_t seen = 0;
   for (const auto &[kind, text] : out.artifacts) {
     if (kind.rfind("gpu-asm.", 0) != 0)
