@@ -180,11 +180,12 @@ HostTensor tensor_attr(const OnnxNode &node, const onnx::AttributeProto &a) {
 const std::set<std::string> kSupported = {
     "Abs", "Add", "And", "ArgMax", "ArgMin", "AveragePool", "BatchNormalization", "Cast", "CastLike", "Ceil",
     "Celu", "Clip", "Concat", "Constant", "ConstantOfShape", "Conv", "ConvTranspose", "Cos", "Cosh", "CumSum",
-    "DepthToSpace", "Div", "Dropout", "Einsum", "Elu", "Equal", "Erf", "Exp", "Expand", "EyeLike", "Flatten", "Floor", "GRU", "Gather",
+    "DepthToSpace", "Div", "Dropout", "Einsum", "Elu", "Equal", "Erf", "Exp", "Expand", "EyeLike", "Flatten", "Floor", "Gather",
     "GatherElements", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "Greater", "GreaterOrEqual", "HardSigmoid",
-    "HardSwish", "Hardmax", "Identity", "If", "InstanceNormalization", "IsInf", "IsNaN", "LSTM", "LayerNormalization", "LeakyRelu",
+    "GRU", "LSTM", "RNN", // OnnxRecurrent.cpp
+    "HardSwish", "Hardmax", "Identity", "If", "InstanceNormalization", "IsInf", "IsNaN", "LayerNormalization", "LeakyRelu",
     "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "MeanVarianceNormalization", "Min",
-    "Mod", "Mul", "Neg", "Not", "Or", "PRelu", "Pad", "Pow", "RNN", "Range", "Reciprocal", "ReduceL1", "ReduceL2",
+    "Mod", "Mul", "Neg", "Not", "Or", "PRelu", "Pad", "Pow", "Range", "Reciprocal", "ReduceL1", "ReduceL2",
     "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum",
     "ReduceSumSquare", "Relu", "Reshape", "Resize", "Round", "Selu", "Shape", "Shrink", "Sigmoid", "Sign", "Sin",
     "Sinh", "Size", "Slice", "Softmax", "Softplus", "Softsign", "SpaceToDepth", "Split", "Sqrt", "Squeeze", "Sub",
@@ -455,12 +456,6 @@ std::optional<std::vector<Val>> fold_symbolic(const OnnxNode &node) {
 
 // ---- the op mapping ----
 
-namespace {
-
-using Outs = std::vector<Tensor>;
-
-} // namespace
-
 Tensor unary_op(const std::string &op, const Tensor &x, const OnnxNode &node, const FloatAttr &attr) {
   DType t = x.dtype();
   if (op == "Abs") return ops::abs(x);
@@ -538,6 +533,8 @@ Tensor unary_op(const std::string &op, const Tensor &x, const OnnxNode &node, co
 }
 
 namespace {
+
+using Outs = std::vector<Tensor>;
 
 /// ONNX takes dims that meet in a broadcast (or off a Concat's axis) to be
 /// equal at run time; maxc's ops need them equal as Dims. Where every such
