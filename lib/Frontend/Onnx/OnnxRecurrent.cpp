@@ -9,6 +9,7 @@
 #include "OnnxOps.h"
 
 #include "maxc/Ops/Ops.h"
+#include "maxc/Realization/GraphRealizationContext.h"
 #include "maxc/Support/Error.h"
 
 #include <algorithm>
@@ -271,22 +272,84 @@ std::vector<Tensor> recurrent(const OnnxNode &node) {
   };
   auto part = [&](const Tensor &v, int64_t k) { return ops::slice(v, {k * hidden}, {(k + 1) * hidden}, {1}); };
 
+  struct Weights {
+    Tensor r, r_zr, r_h, rbh, p_i, p_o, p_f;
+    std::vector<std::pair<std::string, Tensor *>> fields() {
+      return {{"r", &r}, {"r_zr", &r_zr}, {"r_h", &r_h}, {"rbh", &rbh}, {"p_i", &p_i}, {"p_o", &p_o}, {"p_f", &p_f}};
+    }
+  };
+  // One time step: the new h, the new c (LSTM), and where `mask` is given
+  // (rows past their length keep their state), Y's step.
+  auto step_fn = [&](const Activation *f, bool h_zero, const Tensor &pt, Tensor h, Tensor c, const Tensor &mask,
+                     const Weights &w) {
+    const Tensor &rd = w.r;
+    Tensor h_new, c_new;
+    if (cell == Cell::lstm) { // gates i, o, f, c
+      Tensor g = h_zero ? pt : ops::add(pt, ops::matmul(h, rd, false, true));
+      Tensor gi = part(g, 0), go = part(g, 1), gf = part(g, 2), gc = part(g, 3);
+      if (!w.p_i.is_null()) {
+        gi = ops::add(gi, ops::mul(w.p_i, c));
+        gf = ops::add(gf, ops::mul(w.p_f, c));
+      }
+      Tensor i = activate(f[0], clipped(gi), node);
+      Tensor fg = input_forget ? ops::sub(sc(1, t), i) : activate(f[0], clipped(gf), node);
+      Tensor cand = activate(f[1], clipped(gc), node);
+      c_new = ops::add(ops::mul(fg, c), ops::mul(i, cand));
+      if (!w.p_o.is_null())
+        go = ops::add(go, ops::mul(w.p_o, c_new));
+      Tensor o = activate(f[0], clipped(go), node);
+      h_new = ops::mul(o, activate(f[2], c_new, node));
+    } else if (cell == Cell::gru) { // gates z, r, h
+      Tensor gzr = ops::slice(pt, {0}, {2 * hidden}, {1}), gh_in = part(pt, 2), hr;
+      if (lbr) {
+        Tensor rec = h_zero ? Tensor() : ops::matmul(h, rd, false, true);
+        if (!rec.is_null()) {
+          gzr = ops::add(gzr, ops::slice(rec, {0}, {2 * hidden}, {1}));
+          hr = part(rec, 2);
+        }
+        if (!w.rbh.is_null())
+          hr = hr.is_null() ? ops::broadcast_to(w.rbh, state) : ops::add(hr, w.rbh);
+      } else if (!h_zero) {
+        gzr = ops::add(gzr, ops::matmul(h, w.r_zr, false, true));
+      }
+      Tensor z = activate(f[0], clipped(part(gzr, 0)), node);
+      Tensor rg = activate(f[0], clipped(part(gzr, 1)), node);
+      if (lbr && !hr.is_null())
+        gh_in = ops::add(gh_in, ops::mul(rg, hr));
+      else if (!lbr && !h_zero)
+        gh_in = ops::add(gh_in, ops::matmul(ops::mul(rg, h), w.r_h, false, true));
+      Tensor cand = activate(f[1], clipped(gh_in), node);
+      h_new = ops::add(ops::mul(ops::sub(sc(1, t), z), cand), ops::mul(z, h));
+    } else {
+      Tensor g = h_zero ? pt : ops::add(pt, ops::matmul(h, rd, false, true));
+      h_new = activate(f[0], clipped(g), node);
+    }
+    std::vector<Tensor> out{mask.is_null() ? h_new : ops::where(mask, h_new, h)};
+    if (cell == Cell::lstm)
+      out.push_back(mask.is_null() ? c_new : ops::where(mask, c_new, c));
+    if (!mask.is_null())
+      out.push_back(ops::where(mask, h_new, sc(0, t)));
+    return out;
+  };
+  auto *graph_ctx = dynamic_cast<GraphRealizationContext *>(RealizationContext::current());
   std::vector<Tensor> ys(static_cast<size_t>(dirs)), hs, cs;
   for (int64_t d = 0; d < dirs; ++d) {
     const Activation *f = &acts[size_t(d) * per_dir];
+    Weights w;
     Tensor rd = direction(r, d, {Dim(gh), Dim(hidden)});
-    Tensor r_zr, r_h, rbh_d, p_i, p_o, p_f;
     if (cell == Cell::gru && !lbr) { // (r ⊙ h) @ Rh^T needs the h gate's R apart
-      r_zr = ops::slice(rd, {0}, {2 * hidden}, {0});
-      r_h = ops::slice(rd, {2 * hidden}, {gh}, {0});
+      w.r_zr = ops::slice(rd, {0}, {2 * hidden}, {0});
+      w.r_h = ops::slice(rd, {2 * hidden}, {gh}, {0});
+    } else {
+      w.r = rd;
     }
     if (!rbh.is_null())
-      rbh_d = direction(rbh, d, {Dim(hidden)});
+      w.rbh = direction(rbh, d, {Dim(hidden)});
     if (!peep.is_null()) {
       Tensor pd = direction(peep, d, {Dim(3 * hidden)});
-      p_i = ops::slice(pd, {0}, {hidden}, {0});
-      p_o = ops::slice(pd, {hidden}, {2 * hidden}, {0});
-      p_f = ops::slice(pd, {2 * hidden}, {3 * hidden}, {0});
+      w.p_i = ops::slice(pd, {0}, {hidden}, {0});
+      w.p_o = ops::slice(pd, {hidden}, {2 * hidden}, {0});
+      w.p_f = ops::slice(pd, {2 * hidden}, {3 * hidden}, {0});
     }
     // A state that is still the implicit zero skips its matmul.
     bool h_zero = init_h.is_null();
@@ -302,58 +365,41 @@ std::vector<Tensor> recurrent(const OnnxNode &node) {
         continue;
       }
       Tensor pt = ops::reshape(ops::slice(proj, {step, d * gh}, {step + 1, (d + 1) * gh}, {0, 2}), {batch, Dim(gh)});
-      Tensor h_new, c_new;
-      if (cell == Cell::lstm) { // gates i, o, f, c
-        Tensor g = h_zero ? pt : ops::add(pt, ops::matmul(h, rd, false, true));
-        Tensor gi = part(g, 0), go = part(g, 1), gf = part(g, 2), gc = part(g, 3);
-        if (!p_i.is_null()) {
-          gi = ops::add(gi, ops::mul(p_i, c));
-          gf = ops::add(gf, ops::mul(p_f, c));
-        }
-        Tensor i = activate(f[0], clipped(gi), node);
-        Tensor fg = input_forget ? ops::sub(sc(1, t), i) : activate(f[0], clipped(gf), node);
-        Tensor cand = activate(f[1], clipped(gc), node);
-        c_new = ops::add(ops::mul(fg, c), ops::mul(i, cand));
-        if (!p_o.is_null())
-          go = ops::add(go, ops::mul(p_o, c_new));
-        Tensor o = activate(f[0], clipped(go), node);
-        h_new = ops::mul(o, activate(f[2], c_new, node));
-      } else if (cell == Cell::gru) { // gates z, r, h
-        Tensor gzr = ops::slice(pt, {0}, {2 * hidden}, {1}), gh_in = part(pt, 2), hr;
-        if (lbr) {
-          Tensor rec = h_zero ? Tensor() : ops::matmul(h, rd, false, true);
-          if (!rec.is_null()) {
-            gzr = ops::add(gzr, ops::slice(rec, {0}, {2 * hidden}, {1}));
-            hr = part(rec, 2);
-          }
-          if (!rbh_d.is_null())
-            hr = hr.is_null() ? ops::broadcast_to(rbh_d, state) : ops::add(hr, rbh_d);
-        } else if (!h_zero) {
-          gzr = ops::add(gzr, ops::matmul(h, r_zr, false, true));
-        }
-        Tensor z = activate(f[0], clipped(part(gzr, 0)), node);
-        Tensor rg = activate(f[0], clipped(part(gzr, 1)), node);
-        if (lbr && !hr.is_null())
-          gh_in = ops::add(gh_in, ops::mul(rg, hr));
-        else if (!lbr && !h_zero)
-          gh_in = ops::add(gh_in, ops::matmul(ops::mul(rg, h), r_h, false, true));
-        Tensor cand = activate(f[1], clipped(gh_in), node);
-        h_new = ops::add(ops::mul(ops::sub(sc(1, t), z), cand), ops::mul(z, h));
-      } else {
-        Tensor g = h_zero ? pt : ops::add(pt, ops::matmul(h, rd, false, true));
-        h_new = activate(f[0], clipped(g), node);
-      }
       Tensor mask = masks.at(step);
-      if (mask.is_null()) {
-        y[size_t(step)] = h_new;
-        h = h_new;
-        c = c_new;
+      std::vector<Tensor> args{pt, h};
+      if (cell == Cell::lstm)
+        args.push_back(c);
+      if (!mask.is_null())
+        args.push_back(mask);
+      std::vector<Tensor> out;
+      if (graph_ctx) { // one definition for every step of the same shape
+        CallOptions call;
+        call.name = lower(op) + "_step";
+        SubgraphBody body = [&](GraphRealizationContext &, const std::vector<Tensor> &a, const NamedTensors &p) {
+          Weights bw;
+          for (auto &[name, field] : bw.fields())
+            if (auto it = p.find(name); it != p.end())
+              *field = it->second;
+          size_t k = 2;
+          Tensor bc = cell == Cell::lstm ? a[k++] : Tensor(), bm = mask.is_null() ? Tensor() : a[k++];
+          std::vector<TensorTree> leaves;
+          for (Tensor &v : step_fn(f, h_zero, a[0], a[1], bc, bm, bw))
+            leaves.emplace_back(std::move(v));
+          return TensorTree::list(std::move(leaves));
+        };
+        NamedTensors params;
+        for (auto &[name, field] : w.fields())
+          if (!field->is_null())
+            params[name] = *field;
+        out = graph_ctx->call(call, body, args, params).flatten();
       } else {
-        y[size_t(step)] = ops::where(mask, h_new, sc(0, t));
-        h = ops::where(mask, h_new, h);
-        if (cell == Cell::lstm)
-          c = ops::where(mask, c_new, c);
+        out = step_fn(f, h_zero, pt, h, c, mask, w);
       }
+      // out: h, then c (LSTM), then Y's step where rows are masked
+      h = out[0];
+      if (cell == Cell::lstm)
+        c = out[1];
+      y[size_t(step)] = mask.is_null() ? h : out.back();
       h_zero = false;
     }
     if (node.wants_output(0)) {
