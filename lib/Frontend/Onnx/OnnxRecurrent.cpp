@@ -273,19 +273,24 @@ std::vector<Tensor> recurrent(const OnnxNode &node) {
   auto part = [&](const Tensor &v, int64_t k) { return ops::slice(v, {k * hidden}, {(k + 1) * hidden}, {1}); };
 
   struct Weights {
-    Tensor r, r_zr, r_h, rbh, p_i, p_o, p_f;
+    Tensor r, r_zr, r_h, rbh, p_i, p_o, p_f; // r, r_zr, r_h: transposed ([hidden, gates*hidden])
     std::vector<std::pair<std::string, Tensor *>> fields() {
       return {{"r", &r}, {"r_zr", &r_zr}, {"r_h", &r_h}, {"rbh", &rbh}, {"p_i", &p_i}, {"p_o", &p_o}, {"p_f", &p_f}};
     }
   };
   // One time step: the new h, the new c (LSTM), and where `mask` is given
   // (rows past their length keep their state), Y's step.
-  auto step_fn = [&](const Activation *f, bool h_zero, const Tensor &pt, Tensor h, Tensor c, const Tensor &mask,
-                     const Weights &w) {
+  auto step_fn = [&](const Activation *f, bool h_zero, int64_t d, const Tensor &proj_all, const Tensor &index, Tensor h,
+                     Tensor c, const Tensor &mask, const Weights &w) {
+    // The step's input projection: row `index` (a scalar) of the projection
+    // (an operand of the step, not a slice per step in the caller).
+    Tensor pt = ops::gather(proj_all, index, 0);
+    if (dirs > 1)
+      pt = ops::slice(pt, {d * gh}, {(d + 1) * gh}, {1});
     const Tensor &rd = w.r;
     Tensor h_new, c_new;
     if (cell == Cell::lstm) { // gates i, o, f, c
-      Tensor g = h_zero ? pt : ops::add(pt, ops::matmul(h, rd, false, true));
+      Tensor g = h_zero ? pt : ops::add(pt, ops::matmul(h, rd));
       Tensor gi = part(g, 0), go = part(g, 1), gf = part(g, 2), gc = part(g, 3);
       if (!w.p_i.is_null()) {
         gi = ops::add(gi, ops::mul(w.p_i, c));
@@ -302,7 +307,7 @@ std::vector<Tensor> recurrent(const OnnxNode &node) {
     } else if (cell == Cell::gru) { // gates z, r, h
       Tensor gzr = ops::slice(pt, {0}, {2 * hidden}, {1}), gh_in = part(pt, 2), hr;
       if (lbr) {
-        Tensor rec = h_zero ? Tensor() : ops::matmul(h, rd, false, true);
+        Tensor rec = h_zero ? Tensor() : ops::matmul(h, rd);
         if (!rec.is_null()) {
           gzr = ops::add(gzr, ops::slice(rec, {0}, {2 * hidden}, {1}));
           hr = part(rec, 2);
@@ -310,18 +315,18 @@ std::vector<Tensor> recurrent(const OnnxNode &node) {
         if (!w.rbh.is_null())
           hr = hr.is_null() ? ops::broadcast_to(w.rbh, state) : ops::add(hr, w.rbh);
       } else if (!h_zero) {
-        gzr = ops::add(gzr, ops::matmul(h, w.r_zr, false, true));
+        gzr = ops::add(gzr, ops::matmul(h, w.r_zr));
       }
       Tensor z = activate(f[0], clipped(part(gzr, 0)), node);
       Tensor rg = activate(f[0], clipped(part(gzr, 1)), node);
       if (lbr && !hr.is_null())
         gh_in = ops::add(gh_in, ops::mul(rg, hr));
       else if (!lbr && !h_zero)
-        gh_in = ops::add(gh_in, ops::matmul(ops::mul(rg, h), w.r_h, false, true));
+        gh_in = ops::add(gh_in, ops::matmul(ops::mul(rg, h), w.r_h));
       Tensor cand = activate(f[1], clipped(gh_in), node);
       h_new = ops::add(ops::mul(ops::sub(sc(1, t), z), cand), ops::mul(z, h));
     } else {
-      Tensor g = h_zero ? pt : ops::add(pt, ops::matmul(h, rd, false, true));
+      Tensor g = h_zero ? pt : ops::add(pt, ops::matmul(h, rd));
       h_new = activate(f[0], clipped(g), node);
     }
     std::vector<Tensor> out{mask.is_null() ? h_new : ops::where(mask, h_new, h)};
@@ -337,11 +342,12 @@ std::vector<Tensor> recurrent(const OnnxNode &node) {
     const Activation *f = &acts[size_t(d) * per_dir];
     Weights w;
     Tensor rd = direction(r, d, {Dim(gh), Dim(hidden)});
+    // R^T, transposed once here rather than in every step's matmul.
     if (cell == Cell::gru && !lbr) { // (r ⊙ h) @ Rh^T needs the h gate's R apart
-      w.r_zr = ops::slice(rd, {0}, {2 * hidden}, {0});
-      w.r_h = ops::slice(rd, {2 * hidden}, {gh}, {0});
+      w.r_zr = ops::transpose(ops::slice(rd, {0}, {2 * hidden}, {0}), {1, 0});
+      w.r_h = ops::transpose(ops::slice(rd, {2 * hidden}, {gh}, {0}), {1, 0});
     } else {
-      w.r = rd;
+      w.r = ops::transpose(rd, {1, 0});
     }
     if (!rbh.is_null())
       w.rbh = direction(rbh, d, {Dim(hidden)});
@@ -364,9 +370,9 @@ std::vector<Tensor> recurrent(const OnnxNode &node) {
         y[size_t(step)] = ops::full(0, t, state);
         continue;
       }
-      Tensor pt = ops::reshape(ops::slice(proj, {step, d * gh}, {step + 1, (d + 1) * gh}, {0, 2}), {batch, Dim(gh)});
+      Tensor index = Tensor::from_i64(DType::i64, {}, {step});
       Tensor mask = masks.at(step);
-      std::vector<Tensor> args{pt, h};
+      std::vector<Tensor> args{proj, index, h};
       if (cell == Cell::lstm)
         args.push_back(c);
       if (!mask.is_null())
@@ -380,10 +386,10 @@ std::vector<Tensor> recurrent(const OnnxNode &node) {
           for (auto &[name, field] : bw.fields())
             if (auto it = p.find(name); it != p.end())
               *field = it->second;
-          size_t k = 2;
+          size_t k = 3;
           Tensor bc = cell == Cell::lstm ? a[k++] : Tensor(), bm = mask.is_null() ? Tensor() : a[k++];
           std::vector<TensorTree> leaves;
-          for (Tensor &v : step_fn(f, h_zero, a[0], a[1], bc, bm, bw))
+          for (Tensor &v : step_fn(f, h_zero, d, a[0], a[1], a[2], bc, bm, bw))
             leaves.emplace_back(std::move(v));
           return TensorTree::list(std::move(leaves));
         };
@@ -393,7 +399,7 @@ std::vector<Tensor> recurrent(const OnnxNode &node) {
             params[name] = *field;
         out = graph_ctx->call(call, body, args, params).flatten();
       } else {
-        out = step_fn(f, h_zero, pt, h, c, mask, w);
+        out = step_fn(f, h_zero, d, proj, index, h, c, mask, w);
       }
       // out: h, then c (LSTM), then Y's step where rows are masked
       h = out[0];
