@@ -868,7 +868,8 @@ def case_rnn_activations(c):
 
 
 def case_recurrent_refused(c):
-    """A symbolic sequence length (E0607 naming the dim to pin; pinned it works),
+    """A symbolic sequence length (E0607 naming the dim to pin; pinned it works,
+    every step a call of one definition),
     an activation maxc lacks (E0605 naming node and activation), and more steps
     than are unrolled (E0607)."""
     def model(seq, act=None, op="LSTM"):
@@ -886,6 +887,8 @@ def case_recurrent_refused(c):
     err = expect_code(c, p, "E0607")
     assert "node '/enc/lstm' (LSTM, opset 17)" in err and "--dim frames=N" in err, err
     c.run("check", p, "--dim", "frames=7")
+    s = c.stats(p, "--dim", "frames=7")  # one step definition (and one for the first, from a zero state), 7 calls
+    assert s["subgraph_definitions"] == "2" and s["subgraph_calls"] == "7", s
     err = expect_code(c, c.save(model(4, ["Sigmoid", "Gelu", "Tanh"]), "act.onnx"), "E0605")
     assert "node '/enc/lstm' (LSTM, opset 17)" in err and "activation 'Gelu' is not supported" in err, err
     err = expect_code(c, c.save(model(4, ["Tanh", "Tanh"], "RNN"), "nact.onnx"), "E0607")
