@@ -168,6 +168,22 @@ private:
 
 enum class Cell { lstm, gru, rnn };
 
+/// Concatenates many pieces as a tree of concats of at most 16 each: a
+/// concat's kernel picks each element's operand in turn, so one of 512
+/// pieces costs far more than three levels of 16.
+Tensor concat_tree(std::vector<Tensor> xs, int64_t axis) {
+  constexpr size_t kFan = 16;
+  while (xs.size() > 1) {
+    std::vector<Tensor> next;
+    for (size_t i = 0; i < xs.size(); i += kFan) {
+      std::vector<Tensor> group(xs.begin() + long(i), xs.begin() + long(std::min(xs.size(), i + kFan)));
+      next.push_back(group.size() == 1 ? group[0] : ops::concat(group, axis));
+    }
+    xs = std::move(next);
+  }
+  return xs.at(0);
+}
+
 } // namespace
 
 std::vector<Tensor> recurrent(const OnnxNode &node) {
@@ -412,7 +428,7 @@ std::vector<Tensor> recurrent(const OnnxNode &node) {
       std::vector<Tensor> steps;
       for (const Tensor &v : y)
         steps.push_back(ops::unsqueeze(v, {0, 1}));
-      ys[size_t(d)] = steps.size() == 1 ? steps[0] : ops::concat(steps, 0); // [seq, 1, batch, hidden]
+      ys[size_t(d)] = concat_tree(steps, 0); // [seq, 1, batch, hidden]
     }
     hs.push_back(ops::unsqueeze(h, {0}));
     if (cell == Cell::lstm)
