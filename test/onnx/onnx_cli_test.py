@@ -859,12 +859,16 @@ def case_gru_linear_before_reset(c):
 
 
 def case_rnn_activations(c):
-    """RNN with every remaining activation (alpha/beta consumed in order) and clip."""
+    """RNN with every remaining activation (alpha/beta consumed in order) and clip;
+    a 40-step bidirectional one with a short row."""
     for i, acts in enumerate([[("ScaledTanh", 0.8, 1.3), ("Affine", 0.5, 0.1)],
                               [("Elu", 0.7, 0), ("ThresholdedRelu", 0.1, 0)],
                               [("Softplus", 0, 0), ("Relu", 0, 0)]]):
         rnn_case(c, f"rnn{i}", "RNN", seq=3, batch=2, inp=3, hid=4, direction="bidirectional", acts=acts, h0=True,
                  clip=2.0 if i == 0 else None)
+    # Longer than one concat of Y's steps (16), rows of different lengths.
+    rnn_case(c, "rnn_long", "RNN", seq=40, batch=2, inp=3, hid=4, direction="bidirectional", lens=[40, 23], h0=True,
+             devices=("reference", "cpu"))
 
 
 def case_recurrent_refused(c):
