@@ -224,6 +224,8 @@ std::vector<Tensor> recurrent(const OnnxNode &node) {
         ": the recurrence is unrolled and needs a static length (there is no Loop op yet); pin it with --dim " +
         seq_dim.to_string() + "=N");
   const int64_t seq = seq_dim.value();
+  if (seq < 1)
+    bad(op + " has no time steps");
   if (seq > kMaxSteps)
     bad(op + " has " + std::to_string(seq) + " time steps; at most " + std::to_string(kMaxSteps) +
         " are unrolled");
@@ -233,6 +235,8 @@ std::vector<Tensor> recurrent(const OnnxNode &node) {
   if (r.rank() != 3)
     bad(op + " input R must have rank 3, got " + shape_to_string(r.shape()));
   const int64_t hidden = static_extent(r, 2, op + " input R");
+  if (hidden < 1)
+    bad(op + " has a hidden size of 0");
   if (node.has_attr("hidden_size") && node.attr_int("hidden_size", 0) != hidden)
     bad(op + " hidden_size " + std::to_string(node.attr_int("hidden_size", 0)) + " disagrees with R's " +
         std::to_string(hidden));
