@@ -2,7 +2,10 @@
 // sequence, whose length must be static (pinned with --dim or constant):
 // one matmul projects every time step's input for all directions at once
 // (X [seq*batch, input] @ W^T + bias), then each step adds the recurrent
-// matmul h @ R^T to its slice and applies the gates and state updates.
+// matmul h @ R^T to its row and applies the gates and state updates. In a
+// graph trace each step is a subgraph call (the projection, the step's row
+// index, the state, R^T and the mask as operands), so the steps of one
+// shape share one definition and the compiler sees one cell, not seq.
 // sequence_lens masks the state update of rows past their length and zeroes
 // Y there (a reverse direction then starts at each row's own last step:
 // the masked steps before it keep the initial state).
