@@ -49,7 +49,7 @@ ElementalEmitter::ElementalEmitter(llvm::Module &module, const Graph &g, Lowerin
 
 void ElementalEmitter::begin_function(Value *dims) {
   dims_ = dims;
-  dim_values_ = std::make_unique<DimValues>(entry_b_, dims, symbols_);
+  dim_values_ = std::make_unique<DimValues>(entry_b_, dims, symbols_, &g_.root()->symbol_table(), &b_);
 }
 
 ElementalEmitter::FunctionScope::FunctionScope(ElementalEmitter &e, llvm::BasicBlock::iterator entry,

@@ -115,6 +115,17 @@ llvm::Value *align_to_64(llvm::IRBuilder<> &b, llvm::Value *mem) {
   return b.CreateGEP(b.getInt8Ty(), mem, b.CreateSub(aligned, addr));
 }
 
+llvm::Value *graph_dims_array(llvm::IRBuilder<> &b, llvm::Value *dims, size_t params, size_t defined) {
+  if (defined == 0)
+    return dims;
+  size_t all = params + defined;
+  llvm::Value *own = b.CreateAlloca(b.getInt64Ty(), b.getInt64(static_cast<int64_t>(all)));
+  b.CreateMemSet(own, b.getInt8(0), all * 8, llvm::MaybeAlign(8));
+  if (params)
+    b.CreateMemCpy(own, llvm::MaybeAlign(8), dims, llvm::MaybeAlign(8), params * 8);
+  return own;
+}
+
 llvm::BranchInst *emit_counted_loop(llvm::IRBuilder<> &b, llvm::Value *n, const std::function<void(llvm::Value *)> &body,
                                     const std::string &prefix, const std::string &counter, bool no_wrap) {
   llvm::LLVMContext &ctx = b.getContext();

@@ -50,6 +50,12 @@ llvm::Value *emit_derived_atom(llvm::IRBuilder<> &b, const DimAtom &atom,
 /// `mem` (from an allocator giving `size + 64` bytes) rounded up to 64.
 llvm::Value *align_to_64(llvm::IRBuilder<> &b, llvm::Value *mem);
 
+/// The graph functions' dims array from an entry point's `dims` (`params`
+/// i64s, the C dims): `dims` itself when no symbol is defined by a node,
+/// else a zeroed stack array of params + `defined` slots holding a copy of
+/// them (the kernels defining symbols store theirs after).
+llvm::Value *graph_dims_array(llvm::IRBuilder<> &b, llvm::Value *dims, size_t params, size_t defined);
+
 /// for (i = 0; i < n; ++i) body(i), an i64 counter from 0 (named `counter`;
 /// `no_wrap`: the increment is nuw nsw), blocks PREFIX"loop", "body",
 /// "exit". Leaves the builder at the exit; returns the latch (the back

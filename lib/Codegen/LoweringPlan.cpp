@@ -222,9 +222,10 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
       OpTraits traits = op_traits(node.op);
       if (traits.any(kElementalTraits)) {
         if (traits.has(OpTrait::generator)) {
-          // ...except into a call: its operands are passed as buffers.
+          // ...except into a call (its operands are passed as buffers) or
+          // a node defining a symbol (the symbol is loaded from memory).
           fuse = std::none_of(consumers[v].begin(), consumers[v].end(),
-                              [&](size_t c) { return has_bodies(nodes[c].op); });
+                              [&](size_t c) { return has_bodies(nodes[c].op) || defines_symbol(nodes[c]); });
         } else if (consumers[v].size() == 1) {
           const Node &c = nodes[consumers[v][0]];
           // Fuse where every element is still computed once: into an
@@ -455,7 +456,9 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
       if (p.storage != Storage::temp)
         continue;
       const TensorType &t = g.type_of(v);
-      Dim bytes = shape_numel(t.shape) * Dim(static_cast<int64_t>(dtype_size(t.dtype)));
+      // A size naming a symbol a node defines is allocated by its bound.
+      Dim bytes = bound_node_symbols(shape_numel(t.shape) * Dim(static_cast<int64_t>(dtype_size(t.dtype))),
+                                     g.root()->symbol_table(), "value %" + std::to_string(v));
       size_t slot = plan.slots.size();
       for (size_t s = 0; s < plan.slots.size(); ++s)
         if (slot_free[s] && plan.slots[s].bytes == bytes) {

@@ -7,6 +7,9 @@
 #include "maxc/IR/GraphSymbols.h"
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/CNames.h"
+#include "maxc/Support/Error.h"
+
+#include <algorithm>
 
 
 namespace maxc {
@@ -57,7 +60,20 @@ ModelInterface describe_interface(const Graph &graph, const std::string &name) {
     m.outputs.push_back({names.mangle(source, "output" + std::to_string(i)), graph.type_of(graph.output_ids()[i]),
                          source});
   }
-  m.symbols = dim_symbols(graph);
+  const SymbolTable &table = graph.symbol_table();
+  for (const std::string &s : dim_symbols(graph)) {
+    const SymbolInfo *info = table.find(s);
+    (info && info->origin == SymbolOrigin::NodeResult ? m.defined_symbols : m.symbols).push_back(s);
+  }
+  for (size_t i = 0; i < graph.output_ids().size(); ++i)
+    for (const Dim &d : graph.type_of(graph.output_ids()[i]).shape)
+      for (const std::string &s : d.symbols())
+        if (std::find(m.defined_symbols.begin(), m.defined_symbols.end(), s) != m.defined_symbols.end())
+          throw Error(ErrorCode::InvalidGraph, "output " + std::to_string(i) + " (" + m.outputs[i].source_name +
+                                                  ") is " + graph.type_of(graph.output_ids()[i]).to_string() +
+                                                  ": its size names '" + s +
+                                                  "', defined by a node at run time; an output's size must follow "
+                                                  "from the inputs' dims");
   for (size_t i = 0; i < m.symbols.size(); ++i)
     m.symbol_params.push_back(names.mangle(m.symbols[i], "dim" + std::to_string(i)));
   for (const auto &[cname, data] : graph.constant_types())

@@ -2,6 +2,8 @@
 
 #include "EntryPointUtil.h"
 
+#include "maxc/Support/Error.h"
+
 #include <llvm/IR/Module.h>
 
 #include <algorithm>
@@ -11,31 +13,58 @@ namespace maxc::codegen {
 
 using llvm::Value;
 
-DimValues::DimValues(llvm::IRBuilder<> &entry, Value *dims, const std::vector<std::string> &symbols)
-    : entry_(entry), dims_(dims), symbols_(symbols) {}
+DimValues::DimValues(llvm::IRBuilder<> &entry, Value *dims, const std::vector<std::string> &symbols,
+                     const SymbolTable *table, llvm::IRBuilder<> *current)
+    : entry_(entry), dims_(dims), symbols_(symbols), table_(table), current_(current) {}
+
+Value *DimValues::slot(llvm::IRBuilder<> &b, const std::string &name) const {
+  auto pos = std::find(symbols_.begin(), symbols_.end(), name);
+  if (pos == symbols_.end())
+    throw Error(ErrorCode::Internal, "codegen: symbol '" + name + "' has no slot in the dims array");
+  return b.CreateConstGEP1_64(b.getInt64Ty(), dims_, static_cast<uint64_t>(pos - symbols_.begin()));
+}
+
+bool DimValues::is_late(const Dim &d) const {
+  if (!table_)
+    return false;
+  for (const std::string &name : d.symbols())
+    if (const SymbolInfo *info = table_->find(name); info && info->origin == SymbolOrigin::NodeResult)
+      return true;
+  return false;
+}
 
 Value *DimValues::symbol(const std::string &name) {
+  if (is_late(Dim(name))) {
+    if (!current_)
+      throw Error(ErrorCode::Internal, "codegen: '" + name + "' (defined by a node) is read where no kernel runs");
+    return current_->CreateLoad(current_->getInt64Ty(), slot(*current_, name), name);
+  }
   if (auto it = symbols_loaded_.find(name); it != symbols_loaded_.end())
     return it->second;
-  auto pos = std::find(symbols_.begin(), symbols_.end(), name);
-  size_t index = static_cast<size_t>(pos - symbols_.begin());
-  Value *ptr = entry_.CreateConstGEP1_64(entry_.getInt64Ty(), dims_, index);
-  return symbols_loaded_[name] = entry_.CreateLoad(entry_.getInt64Ty(), ptr, name);
+  return symbols_loaded_[name] = entry_.CreateLoad(entry_.getInt64Ty(), slot(entry_, name), name);
+}
+
+Value *DimValues::emit(llvm::IRBuilder<> &b, const Dim &d) {
+  return emit_dim(
+      b, d,
+      [&](const DimAtom &a) {
+        return a.is_symbol() ? symbol(a.symbol()) : emit_derived_atom(b, a, [&](const Dim &x) { return get(x); });
+      },
+      [&](Value *x, Value *y) { return b.CreateMul(x, y); },
+      [&](Value *x, Value *y, bool subtract) { return subtract ? b.CreateSub(x, y) : b.CreateAdd(x, y); });
 }
 
 Value *DimValues::get(const Dim &d) {
   if (d.is_static())
     return entry_.getInt64(d.value());
+  if (is_late(d)) {
+    if (!current_)
+      throw Error(ErrorCode::Internal, "codegen: '" + d.to_string() + "' (defined by a node) is read where no kernel runs");
+    return emit(*current_, d);
+  }
   if (auto it = polynomials_.find(d); it != polynomials_.end())
     return it->second;
-  Value *total = emit_dim(
-      entry_, d,
-      [&](const DimAtom &a) {
-        return a.is_symbol() ? symbol(a.symbol()) : emit_derived_atom(entry_, a, [&](const Dim &x) { return get(x); });
-      },
-      [&](Value *x, Value *y) { return entry_.CreateMul(x, y); },
-      [&](Value *x, Value *y, bool subtract) { return subtract ? entry_.CreateSub(x, y) : entry_.CreateAdd(x, y); });
-  return polynomials_[d] = total;
+  return polynomials_[d] = emit(entry_, d);
 }
 
 WorkspaceLayout::WorkspaceLayout(const LoweringPlan &plan, DimValues &dims, llvm::IRBuilder<> &entry)

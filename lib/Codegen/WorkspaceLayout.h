@@ -19,18 +19,30 @@ namespace maxc::codegen {
 /// The values of symbolic dims in one function: each symbol loaded once
 /// from the function's dims array (one i64 per symbol, in `symbols` order),
 /// each polynomial (and min/max/floordiv atom) computed once, in the entry
-/// block (`entry`), from Dim::terms().
+/// block (`entry`), from Dim::terms(). A symbol that `table` says a node
+/// defines is stored into the array by that node's kernel, mid-function:
+/// it and every Dim naming it are loaded and computed where asked, at
+/// `current`'s insertion point (each time; never cached in the entry).
 class DimValues {
 public:
-  DimValues(llvm::IRBuilder<> &entry, llvm::Value *dims, const std::vector<std::string> &symbols);
+  DimValues(llvm::IRBuilder<> &entry, llvm::Value *dims, const std::vector<std::string> &symbols,
+            const SymbolTable *table = nullptr, llvm::IRBuilder<> *current = nullptr);
   llvm::Value *dims() const { return dims_; }
   llvm::Value *symbol(const std::string &name);
   llvm::Value *get(const Dim &d);
+  /// The address of symbol `name`'s slot in the dims array, at `b`.
+  llvm::Value *slot(llvm::IRBuilder<> &b, const std::string &name) const;
 
 private:
+  /// True when `d` names a symbol a node defines.
+  bool is_late(const Dim &d) const;
+  llvm::Value *emit(llvm::IRBuilder<> &b, const Dim &d);
+
   llvm::IRBuilder<> &entry_;
   llvm::Value *dims_;
   const std::vector<std::string> &symbols_;
+  const SymbolTable *table_;
+  llvm::IRBuilder<> *current_;
   std::map<std::string, llvm::Value *> symbols_loaded_;
   std::map<Dim, llvm::Value *> polynomials_;
 };

@@ -103,6 +103,7 @@ const std::map<std::string, OpDoc> &docs() {
     t["call"] = {{OperandDoc{"args", "[...]", "any", "", false, true}}, "the callee's results", {}};
     t["if"] = {{OperandDoc{"pred", "[]", "any", ""}, OperandDoc{"captures", "[...]", "any", "", false, true}},
                "the taken body's results", {}};
+    t["bind_dim"] = {{OperandDoc{"value", "[]", "I", "[]"}}, "[]", {{"symbol", std::string("n")}, {"bound", int64_t(16)}}};
     t["allreduce_sum"] = {{OperandDoc{"shards", "[...]", "T", "", false, true}}, "one [...] per shard", {}};
     return t;
   }();

@@ -204,6 +204,28 @@ static int64_t evaluate_atom(const DimAtom &a, const DimBindings &bindings) {
   throw Error(ErrorCode::Internal, "unknown dim atom");
 }
 
+Dim Dim::substitute(const std::map<std::string, Dim> &values) const {
+  Dim total(0);
+  for (const auto &[mono, coeff] : terms_) {
+    Dim term(coeff);
+    for (const DimAtom &a : mono) {
+      if (a.is_symbol()) {
+        auto it = values.find(a.symbol());
+        term = term * (it == values.end() ? Dim(a.symbol()) : it->second);
+        continue;
+      }
+      std::vector<Dim> args;
+      for (const Dim &arg : a.args())
+        args.push_back(arg.substitute(values));
+      term = term * (a.kind() == DimAtom::Kind::FloorDiv ? floor_div(args[0], args[1])
+                     : a.kind() == DimAtom::Kind::Min    ? min(args)
+                                                         : max(args));
+    }
+    total = total + term;
+  }
+  return total;
+}
+
 int64_t Dim::evaluate(const DimBindings &bindings) const {
   int64_t total = 0;
   for (const auto &[mono, coeff] : terms_) {

@@ -167,4 +167,40 @@ Range range_of(const Dim &d, const SymbolTable &table) {
 std::optional<int64_t> Dim::upper_bound(const SymbolTable &table) const { return range_of(*this, table).hi; }
 std::optional<int64_t> Dim::lower_bound(const SymbolTable &table) const { return range_of(*this, table).lo; }
 
+Dim bound_node_symbols(const Dim &d, const SymbolTable &table, const std::string &what) {
+  std::map<std::string, Dim> bounds;
+  for (const std::string &name : d.symbols()) {
+    const SymbolInfo *info = table.find(name);
+    if (!info || info->origin != SymbolOrigin::NodeResult)
+      continue;
+    if (!info->upper_bound)
+      throw Error(ErrorCode::InvalidArgument, what + ": its size " + d.to_string() + " names '" + name +
+                                                  "', defined by a node, which has no upper bound");
+    bounds.emplace(name, Dim(*info->upper_bound));
+  }
+  if (bounds.empty())
+    return d;
+  bool monotone = true;
+  for (const DimTerm &t : d.terms())
+    for (const DimAtom &a : t.factors) {
+      std::vector<std::string> names;
+      if (a.is_symbol())
+        names.push_back(a.symbol());
+      else
+        for (const Dim &arg : a.args())
+          for (const std::string &n : arg.symbols())
+            names.push_back(n);
+      bool names_defined = std::any_of(names.begin(), names.end(), [&](const std::string &n) { return bounds.count(n); });
+      if (names_defined && (!a.is_symbol() || t.coeff < 0))
+        monotone = false;
+    }
+  if (monotone)
+    return d.substitute(bounds);
+  if (std::optional<int64_t> hi = d.upper_bound(table))
+    return Dim(*hi);
+  throw Error(ErrorCode::InvalidArgument, what + ": its size " + d.to_string() +
+                                              " has no upper bound (a symbol defined by a node appears with a "
+                                              "negative sign or inside min/max/floordiv)");
+}
+
 } // namespace maxc

@@ -72,6 +72,8 @@ void Interpreter::execute(const Graph &graph, std::vector<std::optional<HostTens
       if (results.size() != node.results.size())
         throw Error(ErrorCode::Internal, "reference kernel returned " + std::to_string(results.size()) +
                                              " results, expected " + std::to_string(node.results.size()));
+      if (def.has(OpTrait::defines_symbol)) // later shapes read the symbol
+        dims[defined_symbol(node)] = results[0].get_i64(0);
       for (size_t r = 0; r < results.size(); ++r) {
         if (results[r].shape() != result_shapes[r] || results[r].dtype() != result_types[r].dtype)
           throw Error(ErrorCode::Internal, "reference kernel result " + std::to_string(r) + " is " +

@@ -2,6 +2,7 @@
 
 #include "Families.h"
 #include "maxc/IR/Graph.h"
+#include "maxc/Realization/GraphRealizationContext.h"
 #include "maxc/Support/Error.h"
 
 #include <algorithm>
@@ -228,11 +229,19 @@ std::array<const Graph *, 2> branch_bodies(const Graph &graph, const Node &node)
   return out;
 }
 
+bool defines_symbol(const Node &node) { return op_traits(node.op).has(OpTrait::defines_symbol); }
+
+const std::string &defined_symbol(const Node &node) {
+  if (!defines_symbol(node))
+    throw Error(ErrorCode::Internal, "op '" + node.op + "' defines no symbol");
+  return node.attrs.get_string(kBindDimSymbolAttr);
+}
+
 std::string op_traits_text(OpTraits t) {
   static const char *names[] = {"elementwise", "unary",     "binary",   "reduction",  "shape",
                                 "generator",   "gemm_like", "epilogue_safe", "device_libm_f64", "device_libm",
                                 "indirect",    "window",    "composite", "collective", "structural", "index_result",
-                                "rowwise",     "strided",   "call",     "branch"};
+                                "rowwise",     "strided",   "call",     "branch",   "defines_symbol"};
   std::string out;
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i)
     if (t.bits() & (1u << i))

@@ -102,6 +102,39 @@ OpDef if_op() {
   return def;
 }
 
+// Operand: an integer scalar. Result: its value as an i64 scalar. Defines
+// the symbol kBindDimSymbolAttr (OpTrait::defines_symbol): shapes recorded
+// after it may name the symbol, whose run-time value is the operand's.
+OpDef bind_dim_op() {
+  OpDef def;
+  def.name = kBindDimOp;
+  def.traits = OpTrait::structural | OpTrait::defines_symbol;
+  def.summary = "defines a symbolic dim from the value of an integer scalar at run time (at most `bound`; "
+                "buffers are sized by the bound)";
+  def.attrs = {{kBindDimSymbolAttr, AttrKind::string, std::nullopt, "the symbol defined (an identifier)"},
+               {kBindDimBoundAttr, AttrKind::integer, std::nullopt, "the largest value the symbol may take"}};
+  def.infer = [](const InferContext &c) {
+    const TensorType &x = c.operands[0];
+    const std::string &symbol = c.attrs.get_string(kBindDimSymbolAttr);
+    std::string where = "bind_dim '" + symbol + "'";
+    (void)Dim(symbol); // an identifier (throws naming it otherwise)
+    if (!is_integer(x.dtype) || x.rank() != 0)
+      throw Error(ErrorCode::DTypeMismatch, where + ": expects an integer scalar, got " + x.to_string());
+    if (c.attrs.get_int(kBindDimBoundAttr) < 0)
+      throw Error(ErrorCode::InvalidAttribute, where + ": bound " + std::to_string(c.attrs.get_int(kBindDimBoundAttr)) +
+                                                   " is negative (symbols are sizes)");
+    return std::vector<TensorType>{TensorType(DType::i64, Shape{})};
+  };
+  def.reference = [](const ReferenceContext &c) {
+    int64_t v = c.operands[0].get_i64(0), bound = c.attrs.get_int(kBindDimBoundAttr);
+    if (v < 0 || v > bound)
+      throw Error(ErrorCode::InvalidArgument, "bind_dim '" + c.attrs.get_string(kBindDimSymbolAttr) + "': value " +
+                                                  std::to_string(v) + " is outside [0, " + std::to_string(bound) + "]");
+    return std::vector<HostTensor>{HostTensor::scalar(DType::i64, static_cast<double>(v))};
+  };
+  return def;
+}
+
 // Operands: N shards, then any signal buffers. Results: N shards, each the
 // elementwise sum of all shards, on its shard's device.
 OpDef allreduce_op() {
@@ -148,6 +181,7 @@ void register_structural_ops(OpRegistry &r) {
   r.add(call_op());
   r.add(if_op());
   r.add(allreduce_op());
+  r.add(bind_dim_op());
 }
 
 namespace ops {
@@ -176,6 +210,15 @@ std::vector<Tensor> cond(const Tensor &pred, const BranchBody &then_body, const 
   if (!ctx)
     throw Error(ErrorCode::InvalidArgument, "cond: records an `if` node, so it needs a GraphRealizationContext");
   return ctx->cond(pred, then_body, else_body, captures, name);
+}
+
+Dim bind_dim(const Tensor &value, const std::string &symbol, int64_t bound) {
+  auto &ctx = RealizationContext::require_current("bind_dim");
+  if (auto *graph_ctx = dynamic_cast<GraphRealizationContext *>(&ctx))
+    return graph_ctx->bind_dim(value, symbol, bound);
+  // Eager: the value is known now; the checks are the op's.
+  Tensor r = ctx.record(kBindDimOp, {value}, {{kBindDimSymbolAttr, symbol}, {kBindDimBoundAttr, bound}}).at(0);
+  return Dim(r.host().get_i64(0));
 }
 
 } // namespace ops

@@ -95,6 +95,8 @@ std::vector<Tensor> GraphRealizationContext::record(const std::string &op, const
     for (const Tensor &t : operands)
       ids.push_back(to_value(t, s).id());
     std::vector<ValueId> results = graph_->add_node(op, ids, attrs, node_name_);
+    if (op == kBindDimOp) // however recorded (bind_dim, a model file's statement)
+      declare_defined_symbol(graph_->nodes().back());
     per_result.resize(results.size());
     for (size_t r = 0; r < results.size(); ++r)
       per_result[r].push_back(graph_->value(results[r]));
@@ -265,6 +267,20 @@ std::vector<Tensor> GraphRealizationContext::cond(const Tensor &pred, const Bran
   for (ValueId id : results)
     out.push_back(Tensor::make_unrealized(this, {graph_->value(id)}));
   return out;
+}
+
+void GraphRealizationContext::declare_defined_symbol(const Node &node) {
+  // A body traced again (structural dedup) declares it again at the same
+  // node: kept. Any other second source throws (SymbolTable::declare).
+  const std::string &symbol = node.attrs.get_string(kBindDimSymbolAttr);
+  SymbolTable &table = root_->graph().symbol_table();
+  table.declare(symbol, SymbolOrigin::NodeResult, static_cast<int64_t>(graph_->nodes().size()) - 1, 0);
+  table.set_upper_bound(symbol, node.attrs.get_int(kBindDimBoundAttr));
+}
+
+Dim GraphRealizationContext::bind_dim(const Tensor &value, const std::string &symbol, int64_t bound) {
+  record(kBindDimOp, {value}, {{kBindDimSymbolAttr, symbol}, {kBindDimBoundAttr, bound}});
+  return Dim(symbol);
 }
 
 } // namespace maxc

@@ -1,5 +1,6 @@
 #include "maxc/Transforms/Rewrite.h"
 
+#include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Error.h"
 
 namespace maxc {
@@ -153,13 +154,16 @@ size_t rewrite_round(const Graph &from, Graph &to, const std::map<std::string, s
 }
 
 /// Which nodes of `g` something reads (a node whose results are all unread
-/// is dead, and so are the nodes only dead ones read). One backward sweep.
+/// is dead, and so are the nodes only dead ones read). A node that defines
+/// a symbol is always live: later types read it, not its result. One
+/// backward sweep.
 std::vector<bool> live_nodes(const Graph &g) {
   std::vector<bool> live(g.nodes().size(), false), needed(g.num_values(), false);
   for (ValueId id : g.output_ids())
     needed[id] = true;
   for (size_t n = g.nodes().size(); n-- > 0;) {
     const Node &node = g.nodes()[n];
+    live[n] = defines_symbol(node);
     for (ValueId r : node.results)
       live[n] = live[n] || needed[r];
     if (live[n])

@@ -691,6 +691,216 @@ def case_attention_spellings(c):
         assert np.allclose(got, want, rtol=1e-4, atol=1e-5), (masked, np.abs(got - want).max())
 
 
+def rnn_act(name, x, alpha, beta):
+    n = name.lower()
+    table = {
+        "sigmoid": lambda: 1 / (1 + np.exp(-x)), "tanh": lambda: np.tanh(x), "relu": lambda: np.maximum(x, 0),
+        "affine": lambda: alpha * x + beta, "leakyrelu": lambda: np.where(x < 0, alpha * x, x),
+        "thresholdedrelu": lambda: np.where(x > alpha, x, 0), "scaledtanh": lambda: alpha * np.tanh(beta * x),
+        "hardsigmoid": lambda: np.clip(alpha * x + beta, 0, 1), "elu": lambda: np.where(x > 0, x, alpha * (np.exp(x) - 1)),
+        "softsign": lambda: x / (1 + np.abs(x)), "softplus": lambda: np.log1p(np.exp(x))}
+    return table[n]()
+
+
+def rnn_reference(op, X, W, R, B=None, lens=None, h0=None, c0=None, P=None, direction="forward", layout=0,
+                  acts=None, clip=None, input_forget=0, lbr=0):
+    """The ONNX equations, one batch row and one time step at a time (float64):
+    a reverse direction walks each row from its own last step. acts: (name,
+    alpha, beta) per activation, every direction's."""
+    if layout:
+        X = X.transpose(1, 0, 2)
+        h0 = None if h0 is None else h0.transpose(1, 0, 2)
+        c0 = None if c0 is None else c0.transpose(1, 0, 2)
+    seq, batch, _ = X.shape
+    dirs, gh, hid = R.shape
+    k = len(acts) // dirs
+    Y, Yh, Yc = np.zeros((seq, dirs, batch, hid)), np.zeros((dirs, batch, hid)), np.zeros((dirs, batch, hid))
+    cl = (lambda v: np.clip(v, -clip, clip)) if clip is not None else (lambda v: v)
+    for d in range(dirs):
+        F = [lambda v, a=a: rnn_act(a[0], v, a[1], a[2]) for a in acts[d * k:(d + 1) * k]]
+        wb, rb = (np.zeros(gh), np.zeros(gh)) if B is None else (B[d, :gh], B[d, gh:])
+        backward = direction == "reverse" or d == 1
+        for b in range(batch):
+            n = seq if lens is None else int(lens[b])
+            h = np.zeros(hid) if h0 is None else h0[d, b].astype(np.float64)
+            c = np.zeros(hid) if c0 is None else c0[d, b].astype(np.float64)
+            for t in (reversed(range(n)) if backward else range(n)):
+                gx = W[d] @ X[t, b] + wb
+                if op == "LSTM":
+                    i, o, f, cc = np.split(gx + R[d] @ h + rb, 4)
+                    if P is not None:
+                        pi, po, pf = np.split(P[d], 3)
+                        i, f = i + pi * c, f + pf * c
+                    i = F[0](cl(i))
+                    f = 1 - i if input_forget else F[0](cl(f))
+                    c = f * c + i * F[1](cl(cc))
+                    if P is not None:
+                        o = o + po * c
+                    h = F[0](cl(o)) * F[2](c)
+                elif op == "GRU":
+                    z = F[0](cl(gx[:hid] + R[d, :hid] @ h + rb[:hid]))
+                    r = F[0](cl(gx[hid:2 * hid] + R[d, hid:2 * hid] @ h + rb[hid:2 * hid]))
+                    if lbr:
+                        hh = F[1](cl(gx[2 * hid:] + r * (R[d, 2 * hid:] @ h + rb[2 * hid:])))
+                    else:
+                        hh = F[1](cl(gx[2 * hid:] + R[d, 2 * hid:] @ (r * h) + rb[2 * hid:]))
+                    h = (1 - z) * hh + z * h
+                else:
+                    h = F[0](cl(gx + R[d] @ h + rb))
+                Y[t, d, b] = h
+            Yh[d, b], Yc[d, b] = h, c
+    if layout:
+        return Y.transpose(2, 0, 1, 3), Yh.transpose(1, 0, 2), Yc.transpose(1, 0, 2)
+    return Y, Yh, Yc
+
+
+def rnn_case(c, tag, op, seq, batch, inp, hid, direction="forward", layout=0, lens=None, lens_input=False,
+             h0=False, c0=False, peep=False, bias=True, acts=None, clip=None, input_forget=0, lbr=0,
+             outputs=("Y", "Y_h", "Y_c"), devices=("reference",), seed=0):
+    """Builds one LSTM/GRU/RNN model (W, R, B, P and a constant sequence_lens as
+    initializers; X, initial states and a run-time sequence_lens as inputs),
+    runs it on every device and compares each output with rnn_reference."""
+    rng = np.random.default_rng(seed)
+    dirs = 2 if direction == "bidirectional" else 1
+    g = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    f32 = lambda *s: (rng.standard_normal(s) * 0.5).astype(np.float32)
+    X = f32(*((batch, seq, inp) if layout else (seq, batch, inp)))
+    W, R, B = f32(dirs, g * hid, inp), f32(dirs, g * hid, hid), f32(dirs, 2 * g * hid) if bias else None
+    st = (batch, dirs, hid) if layout else (dirs, batch, hid)
+    H0, C0, P = f32(*st) if h0 else None, f32(*st) if c0 else None, f32(dirs, 3 * hid) if peep else None
+    L = None if lens is None else np.array(lens, np.int32)
+    inputs = {"X": X}
+    inits = [numpy_helper.from_array(W, "W"), numpy_helper.from_array(R, "R")]
+    names = ["X", "W", "R", "B" if bias else "", "", "", "", ""]
+    if bias:
+        inits.append(numpy_helper.from_array(B, "B"))
+    if L is not None:
+        names[4] = "sequence_lens"
+        if lens_input:
+            inputs["sequence_lens"] = L
+        else:
+            inits.append(numpy_helper.from_array(L, "sequence_lens"))
+    for idx, name, arr in [(5, "initial_h", H0), (6, "initial_c", C0)]:
+        if arr is not None:
+            names[idx] = name
+            inputs[name] = arr
+    if P is not None:
+        names[7] = "P"
+        inits.append(numpy_helper.from_array(P, "P"))
+    while names and not names[-1]:
+        names.pop()
+    attrs = {"hidden_size": hid, "direction": direction}
+    if layout:
+        attrs["layout"] = 1
+    if clip is not None:
+        attrs["clip"] = clip
+    if input_forget:
+        attrs["input_forget"] = 1
+    if lbr:
+        attrs["linear_before_reset"] = 1
+    defaults = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}[op]
+    if acts is None:
+        acts = [(a, 0, 0) for a in defaults * dirs]
+    else:
+        attrs["activations"] = [a[0] for a in acts]
+        uses = {"affine": 2, "leakyrelu": 1, "thresholdedrelu": 1, "scaledtanh": 2, "hardsigmoid": 2, "elu": 1}
+        alphas = [a[1] for a in acts if uses.get(a[0].lower(), 0) >= 1]
+        betas = [a[2] for a in acts if uses.get(a[0].lower(), 0) == 2]
+        if alphas:
+            attrs["activation_alpha"] = alphas
+        if betas:
+            attrs["activation_beta"] = betas
+    outs = [o if o in outputs else "" for o in (["Y", "Y_h", "Y_c"] if op == "LSTM" else ["Y", "Y_h"])]
+    while not outs[-1]:
+        outs.pop()
+    node = helper.make_node(op, names, outs, name=f"/rnn/{op}", **attrs)
+    vi = lambda n, a: helper.make_tensor_value_info(n, TensorProto.INT32 if a.dtype == np.int32 else TensorProto.FLOAT, list(a.shape))
+    want = dict(zip(["Y", "Y_h", "Y_c"], rnn_reference(op, X.astype(np.float64), W, R, B, L, H0, C0, P, direction, layout,
+                                                      acts, clip, input_forget, lbr)))
+    graph = helper.make_graph([node], "rnn", [vi(n, a) for n, a in inputs.items()],
+                              [vi(o, want[o].astype(np.float32)) for o in outs if o], inits)
+    p = c.save(helper.make_model(graph, opset_imports=OPSET), f"{tag}.onnx")
+    args = []
+    for n, a in inputs.items():
+        np.save(c.path(f"{tag}.{n}.npy"), a)
+        args += ["--input", f"{n}={c.path(f'{tag}.{n}.npy')}"]
+    for device in devices:
+        out = c.path(f"{tag}-{device}")
+        c.run("run", p, *args, "--device", device, "--output-dir", out)
+        for o in outs:
+            if o:
+                got = np.load(os.path.join(out, o + ".npy"))
+                assert got.shape == want[o].shape, (tag, device, o, got.shape, want[o].shape)
+                assert np.allclose(got, want[o], rtol=1e-4, atol=2e-6), (tag, device, o, np.abs(got - want[o]).max())
+
+
+def case_lstm_bidirectional_sequence_lens(c):
+    """A bidirectional LSTM with initial states, peepholes and rows shorter than
+    the sequence (constant sequence_lens, then a run-time one, then layout=1):
+    the state stops at each row's length, Y is zero past it, and the reverse
+    direction starts at each row's own last step. Against a numpy loop."""
+    common = dict(seq=5, batch=3, inp=4, hid=3, direction="bidirectional", lens=[5, 2, 4], h0=True, c0=True, peep=True)
+    rnn_case(c, "lstm_const", "LSTM", devices=("reference", "cpu"), **common)
+    rnn_case(c, "lstm_rt", "LSTM", lens_input=True, **common)
+    rnn_case(c, "lstm_l1", "LSTM", layout=1, lens_input=True, clip=0.7, **common)
+    rnn_case(c, "lstm_if", "LSTM", seq=4, batch=2, inp=3, hid=5, direction="reverse", input_forget=1, h0=True,
+             outputs=("Y_c",))
+
+
+def case_gru_linear_before_reset(c):
+    """GRU with linear_before_reset 0 and 1 (forward and bidirectional), clip,
+    initial_h, layout=1, a constant sequence_lens, and activations with alpha/beta."""
+    for lbr in (0, 1):
+        rnn_case(c, f"gru{lbr}", "GRU", seq=4, batch=2, inp=3, hid=4, lbr=lbr, h0=True, clip=1.5,
+                 devices=("reference", "cpu") if lbr else ("reference",))
+        rnn_case(c, f"gru{lbr}_bi", "GRU", seq=3, batch=2, inp=3, hid=4, lbr=lbr, direction="bidirectional", layout=1,
+                 lens=[3, 1], acts=[("HardSigmoid", 0.3, 0.4), ("LeakyRelu", 0.2, 0), ("Sigmoid", 0, 0), ("Softsign", 0, 0)])
+    rnn_case(c, "gru_nobias", "GRU", seq=2, batch=1, inp=2, hid=3, lbr=1, bias=False, direction="reverse")
+
+
+def case_rnn_activations(c):
+    """RNN with every remaining activation (alpha/beta consumed in order) and clip;
+    a 40-step bidirectional one with a short row."""
+    for i, acts in enumerate([[("ScaledTanh", 0.8, 1.3), ("Affine", 0.5, 0.1)],
+                              [("Elu", 0.7, 0), ("ThresholdedRelu", 0.1, 0)],
+                              [("Softplus", 0, 0), ("Relu", 0, 0)]]):
+        rnn_case(c, f"rnn{i}", "RNN", seq=3, batch=2, inp=3, hid=4, direction="bidirectional", acts=acts, h0=True,
+                 clip=2.0 if i == 0 else None)
+    # Longer than one concat of Y's steps (16), rows of different lengths.
+    rnn_case(c, "rnn_long", "RNN", seq=40, batch=2, inp=3, hid=4, direction="bidirectional", lens=[40, 23], h0=True,
+             devices=("reference", "cpu"))
+
+
+def case_recurrent_refused(c):
+    """A symbolic sequence length (E0607 naming the dim to pin; pinned it works,
+    every step a call of one definition),
+    an activation maxc lacks (E0605 naming node and activation), and more steps
+    than are unrolled (E0607)."""
+    def model(seq, act=None, op="LSTM"):
+        g = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+        attrs = {"hidden_size": 2}
+        if act:
+            attrs["activations"] = act
+        inits = [numpy_helper.from_array(np.ones((1, g * 2, 3), np.float32), "W"),
+                 numpy_helper.from_array(np.ones((1, g * 2, 2), np.float32), "R")]
+        graph = helper.make_graph([helper.make_node(op, ["X", "W", "R"], ["", "Y_h"], name="/enc/lstm", **attrs)], "r",
+                                  [helper.make_tensor_value_info("X", TensorProto.FLOAT, [seq, 1, 3])],
+                                  [helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, None)], inits)
+        return helper.make_model(graph, opset_imports=OPSET)
+    p = c.save(model("frames"), "sym.onnx")
+    err = expect_code(c, p, "E0607")
+    assert "node '/enc/lstm' (LSTM, opset 17)" in err and "--dim frames=N" in err, err
+    c.run("check", p, "--dim", "frames=7")
+    s = c.stats(p, "--dim", "frames=7")  # one step definition (and one for the first, from a zero state), 7 calls
+    assert s["subgraph_definitions"] == "2" and s["subgraph_calls"] == "7", s
+    err = expect_code(c, c.save(model(4, ["Sigmoid", "Gelu", "Tanh"]), "act.onnx"), "E0605")
+    assert "node '/enc/lstm' (LSTM, opset 17)" in err and "activation 'Gelu' is not supported" in err, err
+    err = expect_code(c, c.save(model(4, ["Tanh", "Tanh"], "RNN"), "nact.onnx"), "E0607")
+    assert "needs 1 activations" in err, err
+    err = expect_code(c, c.save(model(5000, op="GRU"), "long.onnx"), "E0607")
+    assert "5000 time steps; at most 4096" in err, err
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

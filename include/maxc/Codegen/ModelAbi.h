@@ -60,6 +60,16 @@ struct ModelInterface {
   std::vector<Tensor> inputs, outputs;
   std::vector<std::string> symbols; // symbolic dims, in argument order (the model's names)
   std::vector<std::string> symbol_params; // their C parameter names (mangled)
+  /// Symbols defined by nodes at run time (SymbolOrigin::NodeResult): no
+  /// parameter; the compiled functions' dims array holds them after
+  /// `symbols`, stored by the node that defines each (dims_array()).
+  std::vector<std::string> defined_symbols;
+  /// The compiled functions' dims array: symbols, then defined_symbols.
+  std::vector<std::string> dims_array() const {
+    std::vector<std::string> all = symbols;
+    all.insert(all.end(), defined_symbols.begin(), defined_symbols.end());
+    return all;
+  }
   uint64_t constant_bytes = 0;
   /// Workspace bytes, at most: a Dim over the symbols (0 when not
   /// planned). NAME_run rejects dims for which it overflows.

@@ -119,6 +119,10 @@ public:
   std::optional<int64_t> upper_bound(const SymbolTable &table) const;
   std::optional<int64_t> lower_bound(const SymbolTable &table) const;
 
+  /// This Dim with each symbol of `values` replaced by its Dim (inside
+  /// min/max/floordiv atoms too), simplified as the operators do.
+  Dim substitute(const std::map<std::string, Dim> &values) const;
+
   friend Dim operator+(const Dim &a, const Dim &b);
   friend Dim operator-(const Dim &a, const Dim &b);
   friend Dim operator*(const Dim &a, const Dim &b);

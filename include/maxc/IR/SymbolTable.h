@@ -70,4 +70,14 @@ private:
   std::map<std::string, SymbolInfo> symbols_;
 };
 
+/// An upper bound of `d` in which every symbol that `table` says a node
+/// defines (SymbolOrigin::NodeResult) is replaced by its upper bound, the
+/// other symbols kept: what a buffer whose size is `d` is allocated with
+/// before the node runs. Replacing is exact where each such symbol appears
+/// only in terms with a positive coefficient, outside min/max/floordiv;
+/// otherwise the whole of `d` must have a finite bound (Dim::upper_bound).
+/// Throws maxc::Error (InvalidArgument) naming `what` when neither holds or
+/// a node-defined symbol has no bound. `d` itself when it names none.
+Dim bound_node_symbols(const Dim &d, const SymbolTable &table, const std::string &what);
+
 } // namespace maxc

@@ -123,6 +123,13 @@ enum class OpTrait : uint32_t {
   /// outputs. Code that binds operands to body inputs asks is_branch /
   /// branch_bodies; a call's rules (is_call) never apply to it.
   branch = 1u << 19,
+  /// Defines a symbolic dim from its operand's value at run time
+  /// (`bind_dim`: the string attribute kBindDimSymbolAttr names the symbol,
+  /// declared in the root's table as a node result with an upper bound).
+  /// The node is always live (the symbol is read through types, not through
+  /// its result), its operand is stored, and the code generators load the
+  /// symbol after its kernel; buffers are sized by the bound.
+  defines_symbol = 1u << 20,
 };
 
 /// A set of OpTraits.
@@ -200,6 +207,11 @@ bool is_branch(const Node &node);
 /// root graph's subgraph table; {null, null} when `node` is not a branch
 /// (either is null when its name has no subgraph).
 std::array<const Graph *, 2> branch_bodies(const Graph &graph, const Node &node);
+/// True for a node that defines a symbol (OpTrait::defines_symbol); the
+/// symbol it defines is defined_symbol(node).
+bool defines_symbol(const Node &node);
+/// The symbol a defines_symbol node defines; throws for any other node.
+const std::string &defined_symbol(const Node &node);
 /// A branch's operand i + kBranchFirstInput is its bodies' input i
 /// (operand 0 is the predicate).
 inline constexpr size_t kBranchFirstInput = 1;

@@ -160,6 +160,12 @@ Tensor embedding(const Tensor &table, const Tensor &ids);
 Tensor pad(const Tensor &x, const std::vector<int64_t> &pads, double value = 0.0);
 Tensor tile(const Tensor &x, const std::vector<int64_t> &repeats);
 
+/// Defines the symbol `symbol` as the run-time value of the integer scalar
+/// `value` (at most `bound`) and returns it as a Dim for later shapes
+/// (ops::full, reshape, broadcast_to...). In a graph it records `bind_dim`
+/// (GraphRealizationContext::bind_dim); eagerly it is the value itself.
+Dim bind_dim(const Tensor &value, const std::string &symbol, int64_t bound);
+
 // ---- structural ----
 /// Sums a sharded tensor across its shards (one result shard per device),
 /// using the context's signal buffers.

@@ -49,6 +49,11 @@ inline constexpr char kSubgraphCalleeAttr[] = "callee";
 inline constexpr char kIfOp[] = "if";
 inline constexpr char kIfThenAttr[] = "then_body";
 inline constexpr char kIfElseAttr[] = "else_body";
+/// The node `bind_dim` records: op kBindDimOp, the symbol it defines in
+/// kBindDimSymbolAttr and its upper bound in kBindDimBoundAttr.
+inline constexpr char kBindDimOp[] = "bind_dim";
+inline constexpr char kBindDimSymbolAttr[] = "symbol";
+inline constexpr char kBindDimBoundAttr[] = "bound";
 
 /// A subgraph body: given the body's context, its arguments and its
 /// parameters (all as tensors of the body graph), returns its results.
@@ -135,6 +140,14 @@ public:
   std::vector<Tensor> cond(const Tensor &pred, const BranchBody &then_body, const BranchBody &else_body,
                            const std::vector<Tensor> &captures, const std::string &name = "if");
 
+  /// Records `bind_dim`: the symbol `symbol` takes the value of the integer
+  /// scalar `value` at run time, at most `bound` (buffers whose size it
+  /// names are sized by the bound). Declares it in the root graph's symbol
+  /// table (origin node result) and returns it as a Dim for later shapes.
+  /// A symbol has one defining node per graph; the same name defined in
+  /// another graph is an error (a symbol has one source).
+  Dim bind_dim(const Tensor &value, const std::string &symbol, int64_t bound);
+
   /// The dedup table; null inside a subgraph body (nested calls inline).
   SubgraphCache *subgraph_cache() const { return cache_; }
   /// Output structure per keyed subgraph (key → TreeDef).
@@ -149,6 +162,9 @@ private:
   /// registers it in the root (deduplicated); returns its name.
   std::string trace_branch_body(const BranchBody &body, const std::vector<TensorType> &inputs,
                                 const std::string &name);
+  /// Declares the symbol a recorded `bind_dim` node defines in the root's
+  /// table (origin node result, its bound).
+  void declare_defined_symbol(const Node &node);
   /// Turns an operand into a value of this graph (realized → constant).
   Value to_value(const Tensor &tensor, size_t shard);
   TensorTree call_inline(const CallOptions &options, const SubgraphBody &body, const std::vector<Tensor> &args,

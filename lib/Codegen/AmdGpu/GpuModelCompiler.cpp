@@ -24,7 +24,7 @@ GpuCodegenResult compile_amdgpu(const Graph &lowered, const ModelInterface &abi,
     throw Error(ErrorCode::InvalidArgument, "no AMD GPU architecture given (--gpu gfx90a,...)");
   resolve_code_object_version(options.code_object_version);
   codegen::check_gpu_model(lowered, name);
-  const std::vector<std::string> &symbols = abi.symbols;
+  const std::vector<std::string> symbols = abi.dims_array(); // kernels take every dim, defined ones too
 
   // The host object's head (ELF header and weights) does not depend on the
   // code: with the driver's writer it is written while the arches compile.

@@ -195,6 +195,8 @@ private:
       return emit_call(node);
     if (is_branch(node))
       return emit_branch(node);
+    if (defines_symbol(node))
+      return emit_define_symbol(node);
     std::string lowering = cpu_lowering(node.op);
     if (lowering == "matmul")
       return emit_matmul(node);
@@ -578,6 +580,24 @@ private:
       b_.CreateBr(done);
     }
     b_.SetInsertPoint(done);
+  }
+
+  /// A node defining a symbol: its operand's value, clamped to [0, its
+  /// bound] (the buffers are sized by the bound; the reference interpreter
+  /// rejects such a value instead), stored into the symbol's slot of the
+  /// dims array, where the kernels after this one load it, and into its
+  /// result.
+  void emit_define_symbol(const Node &node) {
+    ValueId x = node.operands[0], r = node.results[0];
+    Value *v = element(x, {});
+    v = is_signed(g_.type_of(x).dtype) ? b_.CreateSExtOrTrunc(v, b_.getInt64Ty())
+                                       : b_.CreateZExtOrTrunc(v, b_.getInt64Ty());
+    v = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, v, b_.getInt64(0));
+    v = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, v,
+                                 b_.getInt64(g_.root()->symbol_table().upper_bound(defined_symbol(node)).value()));
+    b_.CreateStore(v, dim_values_->slot(b_, defined_symbol(node)));
+    if (plan_.values[r].storage != Storage::fused)
+      store_element(DType::i64, pointer_of(r), b_.getInt64(0), v);
   }
 
   /// Calls `callee`'s function with `args`, then `results`, then the
@@ -1037,6 +1057,8 @@ std::string cpu_lowering(const std::string &op) {
     return "call"; // a call of the subgraph's function
   if (op_traits(op).has(OpTrait::branch))
     return "branch"; // the predicate loaded, then a call of the taken body's function
+  if (op_traits(op).has(OpTrait::defines_symbol))
+    return "symbol"; // the value stored into the dims array, read by the kernels after it
   if (op == "constant")
     return op; // a global (or the weights blob)
   if (op == "matmul")

@@ -68,6 +68,8 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
               RunStatus::weights_not_set);
     if (profile) // a run the profile counters cover (RuntimeProfile.c)
       b.CreateCall(module.getOrInsertFunction(m.name + ".rt.profile_run", b.getVoidTy()));
+    // The graph functions' dims: a slot more per symbol a node defines.
+    dims = codegen::graph_dims_array(b, dims, ndims, m.defined_symbols.size());
     auto *own = llvm::BasicBlock::Create(c, "own_workspace", packed);
     auto *given = llvm::BasicBlock::Create(c, "given_workspace", packed);
     b.CreateCondBr(b.CreateICmpEQ(ws, llvm::ConstantPointerNull::get(b.getPtrTy())), own, given);
@@ -342,7 +344,7 @@ std::unique_ptr<llvm::Module> build_module(const ModuleSpec &spec, llvm::LLVMCon
       counters->index[{(*spec.profile)[k].graph, (*spec.profile)[k].node}] = k;
   }
   codegen::EmittedGraph root = codegen::emit_graph_functions(
-      *module, lowered, name, m.symbols, spec.vector_lanes ? spec.vector_lanes : host_vector_lanes(), external.get(),
+      *module, lowered, name, m.dims_array(), spec.vector_lanes ? spec.vector_lanes : host_vector_lanes(), external.get(),
       spec.plans, spec.packed, spec.only, counters.get());
   if (main) {
     emit_entry_points(*module, m, root, external ? external->base : nullptr, spec.profile != nullptr);

@@ -4,6 +4,7 @@
 #include "Gpu/GpuHostEmitter.h"
 #include "Gpu/GpuLowering.h"
 #include "maxc/IR/GraphSymbols.h"
+#include "maxc/Codegen/ModelAbi.h"
 #include <llvm/IR/Module.h>
 
 namespace maxc::codegen {
@@ -40,7 +41,8 @@ private:
 std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &lowered, const std::string &name,
                                                          llvm::LLVMContext &context, const std::string &arch,
                                                          const LoweringPlans *plans) {
-  std::vector<std::string> symbols = dim_symbols(lowered);
+  ModelInterface abi = describe_interface(lowered, name);
+  std::vector<std::string> symbols = abi.dims_array();
   auto module = std::make_unique<llvm::Module>(name, context);
   ConstantOffsets offsets;
   std::string blob = layout_constants(lowered, offsets);
@@ -63,19 +65,20 @@ std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &lowered, c
   llvm::Value *context_struct = b.CreateAlloca(ptr);
   b.CreateStore(weights, context_struct);
   llvm::Value *ws = fn->getArg(2);
+  llvm::Value *dims = graph_dims_array(b, fn->getArg(1), abi.symbols.size(), abi.defined_symbols.size());
   auto *own = llvm::BasicBlock::Create(context, "own_workspace", fn);
   auto *given = llvm::BasicBlock::Create(context, "given_workspace", fn);
   b.CreateCondBr(b.CreateICmpEQ(ws, llvm::ConstantPointerNull::get(b.getPtrTy())), own, given);
   b.SetInsertPoint(given);
-  b.CreateRet(b.CreateCall(root.run, {fn->getArg(0), fn->getArg(1), ws, context_struct}));
+  b.CreateRet(b.CreateCall(root.run, {fn->getArg(0), dims, ws, context_struct}));
   b.SetInsertPoint(own);
   llvm::FunctionCallee malloc_fn = module->getOrInsertFunction("malloc", ptr, i64);
   llvm::FunctionCallee free_fn = module->getOrInsertFunction("free", b.getVoidTy(), ptr);
-  llvm::Value *size = b.CreateCall(root.workspace_size, {fn->getArg(1)});
+  llvm::Value *size = b.CreateCall(root.workspace_size, {dims});
   llvm::Value *mem = b.CreateCall(malloc_fn, {b.CreateAdd(size, b.getInt64(64))});
   return_if(b, b.CreateICmpEQ(mem, llvm::ConstantPointerNull::get(b.getPtrTy())),
             b.getInt32(static_cast<int32_t>(RunStatus::out_of_memory)));
-  llvm::Value *status = b.CreateCall(root.run, {fn->getArg(0), fn->getArg(1), align_to_64(b, mem), context_struct});
+  llvm::Value *status = b.CreateCall(root.run, {fn->getArg(0), dims, align_to_64(b, mem), context_struct});
   b.CreateCall(free_fn, {mem});
   b.CreateRet(status);
 

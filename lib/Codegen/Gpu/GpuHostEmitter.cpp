@@ -4,6 +4,7 @@
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Error.h"
 
+#include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
 #include <array>
@@ -40,11 +41,13 @@ public:
     entry_b_.SetInsertPoint(entry);
     entry_b_.SetInsertPoint(entry_b_.CreateBr(body));
     b_.SetInsertPoint(body);
-    dim_values_ = std::make_unique<DimValues>(entry_b_, dims_, symbols_);
+    dim_values_ = std::make_unique<DimValues>(entry_b_, dims_, symbols_, &g_.root()->symbol_table(), &b_);
     layout_ = std::make_unique<WorkspaceLayout>(plan_, *dim_values_, entry_b_);
     for (const GpuGraphProgram::Item &item : program_.items) {
       if (item.call && is_branch(*item.call))
         emit_branch(*item.call);
+      else if (item.call && defines_symbol(*item.call))
+        emit_define_symbol(*item.call);
       else if (item.call)
         fail_if_nonzero(emit_call(*item.call));
       else
@@ -142,6 +145,26 @@ private:
       b_.CreateBr(done);
     }
     b_.SetInsertPoint(done);
+  }
+
+  /// A node defining a symbol: its operand copied to the host, clamped to
+  /// [0, its bound] (as the CPU does) and stored into the symbol's slot of
+  /// the dims array, which the launches after it read. Its i64 result is
+  /// not stored on the device: a launch that reads it would need a copy
+  /// back, and nothing records one (gpu codegen refuses such a graph).
+  void emit_define_symbol(const Node &node) {
+    ValueId x = node.operands[0];
+    DType dt = g_.type_of(x).dtype;
+    auto bytes = static_cast<uint64_t>(dtype_size(dt));
+    llvm::Type *type = b_.getIntNTy(static_cast<unsigned>(bytes * 8));
+    Value *host = entry_b_.CreateAlloca(type);
+    fail_if_nonzero(launcher_.copy_to_host(b_, host, pointer_of(x), bytes, context_));
+    Value *v = b_.CreateLoad(type, host);
+    v = is_signed(dt) ? b_.CreateSExtOrTrunc(v, b_.getInt64Ty()) : b_.CreateZExtOrTrunc(v, b_.getInt64Ty());
+    v = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, v, b_.getInt64(0));
+    v = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, v,
+                                 b_.getInt64(g_.root()->symbol_table().upper_bound(defined_symbol(node)).value()));
+    b_.CreateStore(v, dim_values_->slot(b_, defined_symbol(node)));
   }
 
   /// Calls `callee`'s host function with `args`, then `results`, as its

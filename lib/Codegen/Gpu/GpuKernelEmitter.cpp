@@ -61,7 +61,14 @@ public:
     program.tag = tag_;
     for (size_t i = 0; i < plan_.kernels.size(); ++i) {
       const Node &node = g_.nodes()[plan_.kernels[i]];
-      if (has_bodies(node.op)) { // a call or a branch: host code
+      if (defines_symbol(node))
+        for (const Node &reader : g_.nodes())
+          if (std::find(reader.operands.begin(), reader.operands.end(), node.results[0]) != reader.operands.end())
+            throw Error(ErrorCode::InvalidGraph, "gpu codegen: the value of symbol '" + defined_symbol(node) +
+                                                     "' is read as a tensor by node '" + reader.op +
+                                                     "'; on the GPU a symbol's definition only sets the dim "
+                                                     "(read the operand it was defined from instead)");
+      if (has_bodies(node.op) || defines_symbol(node)) { // a call, a branch, a symbol's store: host code
         program.items.push_back({-1, &node});
         continue;
       }
@@ -883,6 +890,8 @@ std::string gpu_kernel_kind(const std::string &op) {
     return "call"; // a host-side call of the subgraph's launches
   if (traits.has(OpTrait::branch))
     return "branch"; // the predicate read on the host, then the taken body's launches
+  if (traits.has(OpTrait::defines_symbol))
+    return "symbol"; // the value read on the host into the dims array, read by the launches after it
   if (op == "constant")
     return op; // a weight in the blob
   if (op == "matmul" || op == "conv2d")

@@ -108,7 +108,7 @@ struct GpuGraphProgram {
   LoweringPlan plan;
   struct Item {
     int kernel = -1;            // index into kernels, or
-    const Node *call = nullptr; // a node running bodies (a call, a branch) on the host
+    const Node *call = nullptr; // a node run on the host: bodies (a call, a branch) or a symbol's definition
   };
   std::vector<Item> items;
   std::vector<GpuKernel> kernels;

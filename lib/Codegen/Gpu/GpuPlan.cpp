@@ -261,9 +261,9 @@ private:
   void fuse_constant_subexpressions() {
     constant_memo_.clear();
     std::set<ValueId> outputs(g_.output_ids().begin(), g_.output_ids().end());
-    std::set<ValueId> call_operands;
+    std::set<ValueId> call_operands; // read by host code: calls, branches, a symbol's definition
     for (const Node &n : g_.nodes())
-      if (has_bodies(n.op))
+      if (has_bodies(n.op) || defines_symbol(n))
         call_operands.insert(n.operands.begin(), n.operands.end());
     for (size_t pos = 0; pos < plan_.kernels.size(); ++pos) {
       const Node &node = g_.nodes()[plan_.kernels[pos]];

@@ -114,7 +114,7 @@ std::string weights_symbol(const ModelInterface &iface) { return iface.name + ".
 class HostModuleBuilder {
 public:
   HostModuleBuilder(llvm::Module &m, const ModelInterface &iface, const GpuRuntimeApi &api)
-      : m_(m), c_(m.getContext()), b_(c_), iface_(iface), api_(api) {}
+      : m_(m), c_(m.getContext()), b_(c_), iface_(iface), dims_array_(iface.dims_array()), api_(api) {}
 
   /// `streamed_weights` non-null: the weights are only a symbol
   /// (append_weights_section defines it in the object) and their bytes, as
@@ -129,8 +129,8 @@ public:
     llvm::Type *ptr = b_.getPtrTy(), *i32 = b_.getInt32Ty();
     context_type_ = llvm::StructType::create(
         c_, {ptr, ptr, i32, ptr, ptr, i32, llvm::ArrayType::get(ptr, total_kernels)}, iface_.name + ".context");
-    RuntimeLauncher launcher(m_, context_type_, iface_.symbols.size(), api_);
-    root_ = emit_gpu_host(m_, programs, iface_.name, iface_.symbols, offsets, launcher);
+    RuntimeLauncher launcher(m_, context_type_, dims_array_.size(), api_);
+    root_ = emit_gpu_host(m_, programs, iface_.name, dims_array_, offsets, launcher);
     if (streamed_weights) {
       weights_ = new llvm::GlobalVariable(m_, llvm::ArrayType::get(b_.getInt8Ty(), blob.size()), true,
                                           llvm::GlobalValue::ExternalLinkage, nullptr, weights_symbol(iface_));
@@ -377,6 +377,8 @@ private:
         fail_if(b_.CreateICmpEQ(dims, null()), b_.getInt32(kNullPointer));
         fail_if(dims_invalid(b_, dims, iface_.symbols, iface_.workspace_bound), b_.getInt32(kInvalidDim));
       }
+      // The graph functions' dims: a slot more per symbol a node defines.
+      dims = graph_dims_array(b_, dims, ndims, iface_.defined_symbols.size());
       if (api_.runtime == GpuRuntime::cuda) // the calling thread may have another context current
         b_.CreateCall(rt("cuCtxSetCurrent", i32, {ptr}), {b_.CreateLoad(ptr, field(ctx, kDeviceContext))});
       b_.CreateStore(stream, field(ctx, kStream));
@@ -521,6 +523,7 @@ private:
   llvm::LLVMContext &c_;
   llvm::IRBuilder<> b_;
   const ModelInterface &iface_;
+  std::vector<std::string> dims_array_; // the graph functions' dims: iface_.symbols, then the defined ones
   const GpuRuntimeApi &api_;
   llvm::StructType *context_type_ = nullptr;
   GpuHostGraph root_;

@@ -152,7 +152,7 @@ CudaCodegenResult compile_cuda(const Graph &lowered, const ModelInterface &abi, 
     codegen::run_jobs(options.sms.size(), options.jobs, [&](size_t i) {
       const std::string &sm = options.sms[i];
       SmCode &code = per_sm[i];
-      code.ptx = code.timer.run("ptx " + sm, [&] { return kernels_ptx(lowered, name, abi.symbols, sm, &code.programs, plans); });
+      code.ptx = code.timer.run("ptx " + sm, [&] { return kernels_ptx(lowered, name, abi.dims_array(), sm, &code.programs, plans); });
       if (!options.ptxas.empty())
         std::tie(code.cubin, code.error) =
             code.timer.run("ptxas " + sm, [&] { return assemble(options.ptxas, code.ptx, sm); });
@@ -208,7 +208,7 @@ std::unique_ptr<llvm::Module> build_cuda_host_run_module(const Graph &lowered, c
   std::vector<codegen::GpuGraphProgram> programs;
   std::vector<GpuKernelSummary> summaries;
   codegen::GpuImages images;
-  images.images.emplace_back(sm + ".ptx", kernels_ptx(lowered, abi.name, abi.symbols, sm, &programs, plans) + std::string(1, '\0'));
+  images.images.emplace_back(sm + ".ptx", kernels_ptx(lowered, abi.name, abi.dims_array(), sm, &programs, plans) + std::string(1, '\0'));
   codegen::keep_launch_sequence(programs, summaries);
   auto module = std::make_unique<llvm::Module>(abi.name, context);
   codegen::build_gpu_runtime_host(*module, abi, lowered, programs, images, codegen::cuda_runtime_api(),

@@ -182,6 +182,7 @@ const std::set<std::string> kSupported = {
     "Celu", "Clip", "Concat", "Constant", "ConstantOfShape", "Conv", "ConvTranspose", "Cos", "Cosh", "CumSum",
     "DepthToSpace", "Div", "Dropout", "Einsum", "Elu", "Equal", "Erf", "Exp", "Expand", "EyeLike", "Flatten", "Floor", "Gather",
     "GatherElements", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "Greater", "GreaterOrEqual", "HardSigmoid",
+    "GRU", "LSTM", "RNN", // OnnxRecurrent.cpp
     "HardSwish", "Hardmax", "Identity", "If", "InstanceNormalization", "IsInf", "IsNaN", "LayerNormalization", "LeakyRelu",
     "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "MeanVarianceNormalization", "Min",
     "Mod", "Mul", "Neg", "Not", "Or", "PRelu", "Pad", "Pow", "Range", "Reciprocal", "ReduceL1", "ReduceL2",
@@ -455,11 +456,7 @@ std::optional<std::vector<Val>> fold_symbolic(const OnnxNode &node) {
 
 // ---- the op mapping ----
 
-namespace {
-
-using Outs = std::vector<Tensor>;
-
-Tensor unary_op(const std::string &op, const Tensor &x, const OnnxNode &node) {
+Tensor unary_op(const std::string &op, const Tensor &x, const OnnxNode &node, const FloatAttr &attr) {
   DType t = x.dtype();
   if (op == "Abs") return ops::abs(x);
   if (op == "Neg") return ops::neg(x);
@@ -499,41 +496,45 @@ Tensor unary_op(const std::string &op, const Tensor &x, const OnnxNode &node) {
     return ops::logical_and(p, n); // all false
   }
   if (op == "Elu") {
-    double alpha = node.attr_float("alpha", 1.0);
+    double alpha = attr("alpha", 1.0);
     return ops::where(ops::greater(x, sc(0, t)), x, ops::mul(sc(alpha, t), ops::sub(ops::exp(x), sc(1, t))));
   }
   if (op == "Celu") {
-    double alpha = node.attr_float("alpha", 1.0);
+    double alpha = attr("alpha", 1.0);
     Tensor neg = ops::mul(sc(alpha, t), ops::sub(ops::exp(ops::div(x, sc(alpha, t))), sc(1, t)));
     return ops::add(ops::relu(x), ops::minimum(sc(0, t), neg));
   }
   if (op == "Selu") {
-    double alpha = node.attr_float("alpha", 1.67326319217681884765625),
-           gamma = node.attr_float("gamma", 1.05070102214813232421875);
+    double alpha = attr("alpha", 1.67326319217681884765625),
+           gamma = attr("gamma", 1.05070102214813232421875);
     Tensor neg = ops::sub(ops::mul(sc(alpha, t), ops::exp(x)), sc(alpha, t));
     return ops::mul(sc(gamma, t), ops::where(ops::greater(x, sc(0, t)), x, neg));
   }
   if (op == "LeakyRelu") {
-    double alpha = node.attr_float("alpha", 0.01);
+    double alpha = attr("alpha", 0.01);
     return ops::where(ops::less(x, sc(0, t)), ops::mul(x, sc(alpha, t)), x);
   }
   if (op == "ThresholdedRelu") {
-    double alpha = node.attr_float("alpha", 1.0);
+    double alpha = attr("alpha", 1.0);
     return ops::where(ops::greater(x, sc(alpha, t)), x, sc(0, t));
   }
   if (op == "HardSigmoid" || op == "HardSwish") {
-    double alpha = op == "HardSwish" ? 1.0 / 6 : node.attr_float("alpha", 0.2);
-    double beta = op == "HardSwish" ? 0.5 : node.attr_float("beta", 0.5);
+    double alpha = op == "HardSwish" ? 1.0 / 6 : attr("alpha", 0.2);
+    double beta = op == "HardSwish" ? 0.5 : attr("beta", 0.5);
     Tensor h = ops::maximum(sc(0, t), ops::minimum(sc(1, t), ops::add(ops::mul(x, sc(alpha, t)), sc(beta, t))));
     return op == "HardSwish" ? ops::mul(x, h) : h;
   }
   if (op == "Shrink") {
-    double bias = node.attr_float("bias", 0.0), lambd = node.attr_float("lambd", 0.5);
+    double bias = attr("bias", 0.0), lambd = attr("lambd", 0.5);
     return ops::where(ops::less(x, sc(-lambd, t)), ops::add(x, sc(bias, t)),
                       ops::where(ops::greater(x, sc(lambd, t)), ops::sub(x, sc(bias, t)), sc(0, t)));
   }
   throw Error(ErrorCode::Internal, "no unary mapping for " + op);
 }
+
+namespace {
+
+using Outs = std::vector<Tensor>;
 
 /// ONNX takes dims that meet in a broadcast (or off a Concat's axis) to be
 /// equal at run time; maxc's ops need them equal as Dims. Where every such
@@ -1669,7 +1670,8 @@ std::vector<Tensor> map_node(const OnnxNode &node) {
   static const std::set<std::string> binary = {"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater",
                                                "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Mod"};
   if (unary.count(op))
-    return {unary_op(op, node.in(0), node)};
+    return {unary_op(op, node.in(0), node,
+                     [&](const std::string &name, double fallback) { return node.attr_float(name, fallback); })};
   if (binary.count(op))
     return {binary_op(op, node.in(0), node.in(1), node)};
   if (op == "Max" || op == "Min" || op == "Sum" || op == "Mean") {
@@ -1873,6 +1875,7 @@ std::vector<Tensor> map_node(const OnnxNode &node) {
   if (op == "DepthToSpace" || op == "SpaceToDepth") return depth_space(node);
   if (op == "TopK") return top_k(node);
   if (op == "Einsum") return einsum(node);
+  if (op == "LSTM" || op == "GRU" || op == "RNN") return recurrent(node);
   if (op == "Shape" || op == "Size" || op == "Constant")
     throw Error(ErrorCode::Internal, op + " should have been folded");
   throw Error(ErrorCode::OnnxUnsupportedOp, "the op " + op + " is not supported");

@@ -8,6 +8,7 @@
 
 #include "onnx.pb.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -96,5 +97,14 @@ std::optional<std::vector<Val>> fold_symbolic(const OnnxNode &node);
 /// Records the node through maxc ops in the current context: one tensor per
 /// output (null tensors for outputs it does not compute).
 std::vector<Tensor> map_node(const OnnxNode &node);
+
+/// A float attribute of a unary op (alpha, beta, ...) by name, or `fallback`.
+using FloatAttr = std::function<double(const std::string &name, double fallback)>;
+/// The elementwise unary op `op` (ONNX name: Relu, Elu, HardSigmoid, ...) on x,
+/// its float attributes read through `attr` (the node's own, or an RNN's
+/// activation_alpha/beta); `node` for the rest (IsInf's flags).
+Tensor unary_op(const std::string &op, const Tensor &x, const OnnxNode &node, const FloatAttr &attr);
+/// LSTM, GRU and RNN, unrolled over a static sequence length (OnnxRecurrent.cpp).
+std::vector<Tensor> recurrent(const OnnxNode &node);
 
 } // namespace maxc::onnx_import

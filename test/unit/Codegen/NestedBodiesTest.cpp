@@ -2,13 +2,16 @@
 // once, called twice with its own weights) holding an `if` whose then-body
 // holds an `if` whose then-body holds an `if` (three deep), captures passed
 // explicitly from every level, predicates of both dtypes (bool, i32) and one
-// computed by a kernel inside a body. It traces, plans and runs equal on the
-// reference interpreter, the CPU JIT and amdgpu-emu for every path through
-// the branches; and the near misses fail with clear errors.
+// computed by a kernel inside a body, and a dim the innermost body defines
+// from a value it computes (bind_dim: a symbol whose value is known only at
+// run time, its buffers sized by its bound). It traces, plans and runs equal
+// on the reference interpreter, the CPU JIT and amdgpu-emu for every path
+// through the branches; and the near misses fail with clear errors.
 #include "CompiledRunner.h"
 #include "EmulatedRunner.h"
 
 #include "maxc/Codegen/LoweringPlan.h"
+#include "maxc/Codegen/ModelAbi.h"
 #include "maxc/IR/GraphJson.h"
 #include "maxc/IR/GraphSymbols.h"
 
@@ -21,15 +24,29 @@ namespace {
 
 constexpr int64_t kRows = 4, kCols = 8;
 
-// The innermost body (depth 3): captures u, x.
-std::vector<Tensor> innermost_then(const std::vector<Tensor> &c) { return {c[0] * c[1] + 1.0}; }
+// The innermost body (depth 3): captures u, x, t. Its then-body defines the
+// dim n = int(|t|*4 + 1) (at most kCols) from t, and computes with tensors
+// of n elements: an iota over [kRows, n] times ones [n, kCols] (a matmul with
+// a run-time inner dim) gives every element n(n-1)/2; a stored ramp of n
+// elements, its sum and max.
+constexpr int64_t kMaxN = kCols;
+std::vector<Tensor> innermost_then(const std::vector<Tensor> &c) {
+  Dim n = ops::bind_dim(ops::cast(ops::abs(c[2]) * 4.0 + 1.0, DType::i32), "n", kMaxN);
+  Tensor w = ops::iota({Dim(kRows), n}, 1, DType::f32);
+  Tensor tri = ops::matmul(w, ops::full(1.0, DType::f32, {n, Dim(kCols)}));
+  // A stored value of n elements (read twice): its kernel's extent is n,
+  // read in the body's own function after the definition.
+  Tensor ramp = ops::iota({n}, 0, DType::f32) * 0.5;
+  Tensor stats = ops::sum(ramp, {0}) + ops::max(ramp, {0});
+  return {c[0] * c[1] + 1.0 + tri * 0.125 + stats};
+}
 std::vector<Tensor> innermost_else(const std::vector<Tensor> &c) { return {c[0] - c[1]}; }
 
 // Depth 2: captures u, x, t (an f32 scalar); its predicate t > 0 is computed
 // here, by a kernel of this body.
 std::vector<Tensor> middle_then(const std::vector<Tensor> &c) {
   Tensor pred = ops::greater(c[2], ops::full(0.0, DType::f32));
-  return ops::cond(pred, innermost_then, innermost_else, {c[0], c[1]}, "inner");
+  return ops::cond(pred, innermost_then, innermost_else, {c[0], c[1], c[2]}, "inner");
 }
 std::vector<Tensor> middle_else(const std::vector<Tensor> &c) { return {c[0] + c[1] * c[2]}; }
 
@@ -108,6 +125,21 @@ TEST_CASE("if nested three deep in a deduplicated block traces and plans", "[bod
   CHECK(count_op(*g->find_subgraph("outer.then"), "if") == 1);
   CHECK(count_op(*g->find_subgraph("middle.then"), "if") == 1);
   CHECK(count_op(*g->find_subgraph("inner.then"), "if") == 0);
+  // The innermost then-body defines n: the root's table knows it (a node
+  // result, bounded); it is no parameter of the artifact, but has a slot in
+  // its functions' dims array; the buffers naming it are sized by its bound.
+  REQUIRE(count_op(*g->find_subgraph("inner.then"), "bind_dim") == 1);
+  const SymbolInfo *n = g->symbol_table().find("n");
+  REQUIRE(n != nullptr);
+  CHECK(n->origin == SymbolOrigin::NodeResult);
+  CHECK(n->upper_bound == kMaxN);
+  CHECK(dim_symbols(*g) == std::vector<std::string>{"n"});
+  ModelInterface abi = describe_interface(*g, "nested");
+  CHECK(abi.symbols.empty());
+  CHECK(abi.defined_symbols == std::vector<std::string>{"n"});
+  LoweringPlan inner = plan_lowering(*g->find_subgraph("inner.then"));
+  for (const WorkspaceSlot &slot : inner.slots)
+    CHECK(slot.bytes.is_static());
   // Every body sees the root's table; each is its own function in the plan.
   for (const auto &[name, sub] : g->subgraphs())
     CHECK(sub->root() == g.get());
@@ -157,7 +189,9 @@ TEST_CASE("if nested three deep runs equal on reference, cpu and amdgpu-emu", "[
     int32_t level;
     float t;
   };
-  for (Path p : {Path{false, 1, 1.f}, Path{true, 0, 1.f}, Path{true, 7, -0.5f}, Path{true, -2, 0.75f}}) {
+  // The last three define n = 4, 7 and 8 (its bound) in the innermost body.
+  for (Path p : {Path{false, 1, 1.f}, Path{true, 0, 1.f}, Path{true, 7, -0.5f}, Path{true, -2, 0.75f},
+                 Path{true, 3, 1.5f}, Path{true, 1, 1.75f}}) {
     INFO("flag " << p.flag << " level " << p.level << " t " << p.t);
     std::vector<HostTensor> in = model_inputs(p.flag, p.level, p.t);
     std::vector<HostTensor> expected = Interpreter::run(*g, in);
@@ -183,6 +217,20 @@ TEST_CASE("if nested three deep runs equal on reference, cpu and amdgpu-emu", "[
   HostTensor taken = Interpreter::run(*g, in)[0];
   in[1].set_f64(0, 0);
   CHECK(!compare(Interpreter::run(*g, in)[0], taken, 1e-5, 1e-5).empty());
+  // ...and n's value matters: n = 4 and n = 5 differ.
+  // (HostTensor copies share their bytes: a new scalar, not set_f64 on a copy.)
+  std::vector<HostTensor> n4 = model_inputs(true, 1, 0.75f), n5 = n4;
+  n5[3] = HostTensor::scalar(DType::f32, 1.0);
+  CHECK(!compare(Interpreter::run(*g, n5)[0], Interpreter::run(*g, n4)[0], 1e-5, 1e-5).empty());
+  // A value past the bound: the reference rejects it; compiled code clamps
+  // it to the bound (the buffers are sized by it), so it computes n = 8.
+  std::vector<HostTensor> over = model_inputs(true, 1, 3.f); // int(3*4+1) = 13 > 8
+  MAXC_REQUIRE_ERROR(Interpreter::run(*g, over), ErrorCode::InvalidArgument, "value 13 is outside [0, 8]");
+  std::vector<HostTensor> at_bound = over;
+  at_bound[3] = HostTensor::scalar(DType::f32, 1.75); // int(1.75*4+1) = 8
+  HostTensor clamped = Interpreter::run(*g, at_bound)[0];
+  MAXC_REQUIRE_CLOSE(cpu.run(over, false)[0], clamped, 1e-5, 1e-5);
+  MAXC_REQUIRE_CLOSE(emu.run(over)[0], clamped, 1e-5, 1e-5);
 }
 
 TEST_CASE("if at the root compiles through the cpu's and gpu's passes", "[bodies][if][codegen][gpu-emu]") {
