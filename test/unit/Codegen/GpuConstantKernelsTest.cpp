@@ -13,6 +13,7 @@
 #include "maxc/Driver/Compile.h"
 #include "maxc/Frontend/ModelLoader.h"
 #include "maxc/Interpreter/Interpreter.h"
+#include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Diagnostics.h"
 
 #include <catch2/catch.hpp>
@@ -174,4 +175,25 @@ TEST_CASE("GPU plan pass: a matmul stores through the views after it", "[codegen
   std::vector<HostTensor> expected = Interpreter::run(*g, inputs);
   std::vector<HostTensor> actual = test::run_emulated(*g, inputs, "gfx942");
   MAXC_REQUIRE_CLOSE(actual[0], expected[0], 1e-5, 1e-5);
+}
+
+TEST_CASE("GPU plan pass: a symbol's definition computed from constants stays stored", "[codegen][gpu][plan]") {
+  // n = int(full(2) * 1.5) is computed from constants only, but bind_dim
+  // reads it on the host (into the dims array): the pass must not fuse it,
+  // as it fuses other constant subexpressions.
+  std::vector<HostTensor> inputs = {test::random_tensor(DType::f32, {4, 8})};
+  auto g = test::trace_graph(test::types_of(inputs), [](const std::vector<Tensor> &in) {
+    Dim n = ops::bind_dim(ops::cast(ops::full(2.0, DType::f32) * 1.5, DType::i32), "n", 8);
+    return std::vector<Tensor>{in[0] + ops::sum(ops::iota({n}, 0, DType::f32), {0})};
+  });
+  LoweringPlans plans = plan_lowering_all(*g, gpu_plan_options());
+  const Graph *graph = g.get();
+  for (const Node &node : graph->nodes())
+    if (defines_symbol(node)) {
+      INFO(describe_plan(*graph, plans.at(graph)));
+      CHECK(plans.at(graph).values[node.operands[0]].storage != Storage::fused);
+    }
+  std::vector<HostTensor> expected = Interpreter::run(*g, inputs);
+  std::vector<HostTensor> actual = test::run_emulated(*g, inputs, "gfx942");
+  MAXC_REQUIRE_CLOSE(actual[0], expected[0], 1e-6, 1e-6);
 }
