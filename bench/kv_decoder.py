@@ -7,13 +7,22 @@ past_k_0's shape), RoPE from those positions, grouped-query attention through
 expand+reshape (HF's repeat_kv), a causal mask over past+seq keys built from aranges,
 RMSNorm spelled out, SwiGLU. `seq` and `past` are symbolic (dynamic axes).
 
-Writes kv_decoder.onnx (2 layers, d 128, 4 heads, 2 kv heads, vocab 512) into the current
-directory, and kv_decoder_io.npz: a 7-token prefill and 3 greedy steps as torch ran them
+    /usr/bin/python3 bench/kv_decoder.py [--layers 2 --d 128 --heads 4 --kv-heads 2 --ff 344
+                                          --vocab 512 --out kv_decoder]
+
+Writes OUT.onnx (by default 2 layers, d 128, 4 heads, 2 kv heads, vocab 512) into the
+current directory, and OUT_io.npz: a 7-token prefill and 3 greedy steps as torch ran them
 (inputs and outputs per step), to check a runtime against. Random weights. Not a test
-dependency: the issue-23 corpus model (docs/PERFORMANCE.md)."""
-import math, numpy as np, torch, torch.nn as nn, torch.nn.functional as F
+dependency: the issue-23 corpus model (docs/PERFORMANCE.md; bench/kv_decode_bench.py times
+decode steps of a larger one against ONNX Runtime)."""
+import argparse, math, numpy as np, torch, torch.nn as nn, torch.nn.functional as F
+ap = argparse.ArgumentParser()
+for flag, default in [("layers", 2), ("d", 128), ("heads", 4), ("kv-heads", 2), ("ff", 344), ("vocab", 512)]:
+    ap.add_argument("--" + flag, type=int, default=default)
+ap.add_argument("--out", default="kv_decoder")
+args = ap.parse_args()
 torch.manual_seed(0)
-D, H, KVH, FF, V, L = 128, 4, 2, 344, 512, 2
+D, H, KVH, FF, V, L = args.d, args.heads, args.kv_heads, args.ff, args.vocab, args.layers
 HD = D // H
 
 class RMSNorm(nn.Module):
@@ -67,7 +76,7 @@ tokens = torch.randint(0, V, (1, 7))
 empty = [torch.zeros(1, KVH, 0, HD) for _ in names]
 dyn = {"tokens": {1: "seq"}, **{n: {2: "past"} for n in names}, "logits": {1: "seq"},
        **{o: {2: "total"} for o in outs[1:]}}
-torch.onnx.export(m, (tokens, *[torch.zeros(1, KVH, 3, HD) for _ in names]), "kv_decoder.onnx",
+torch.onnx.export(m, (tokens, *[torch.zeros(1, KVH, 3, HD) for _ in names]), args.out + ".onnx",
                   input_names=["tokens"] + names, output_names=outs, dynamic_axes=dyn, opset_version=14)
 # A 7-token prefill, then greedy steps feeding present back as past.
 io, past, tok = {}, empty, tokens
@@ -78,5 +87,5 @@ with torch.no_grad():
         for n, p in zip(names, past): io[f"s{step}_{n}"] = p.numpy()
         io[f"s{step}_logits"] = r[0].numpy()
         past = list(r[1:]); tok = r[0][:, -1:].argmax(-1)
-np.savez("kv_decoder_io.npz", **io)
-print("wrote kv_decoder.onnx and kv_decoder_io.npz")
+np.savez(args.out + "_io.npz", **io)
+print("wrote %s.onnx and %s_io.npz" % (args.out, args.out))
