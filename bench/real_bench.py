@@ -54,7 +54,8 @@ P2O = "p2o_DynamicDimension_"  # paddle2onnx's dim names, as maxc spells them
 
 # name: package, version, path (or chunks: [resources.json, key]), sha256,
 # domain, inputs [(name, dtype, shape, fill)] with fill "randn", ("randn",
-# SCALE), "zeros" or a number, dims {name: value} (maxc --dim).
+# SCALE), "zeros" or a number, dims {name: value} (maxc --dim), binds {input:
+# value} (maxc --bind: scalar inputs pinned at import).
 MODELS = {
     "ppocr_det": dict(
         pkg=OCR, path="assets/ch_PP-OCRv4_det_infer.onnx", domain="vision (OCR text detection)",
@@ -76,13 +77,13 @@ MODELS = {
         sha256="a35ebf52fd3ce5f1469b2a36158dba761bc47b973ea3382b3186ca15b1f5af28",
         inputs=[("input", "float32", [1, 512], "randn"), ("sr", "int64", [], 16000),
                 ("h", "float32", [2, 1, 64], "zeros"), ("c", "float32", [2, 1, 64], "zeros")],
-        dims={"batch": 1, "sequence": 512}),
+        dims={"batch": 1, "sequence": 512}, binds={"sr": 16000}),
     "silero_vad_v5": dict(
         pkg=VAD, path="dist/silero_vad_v5.onnx", domain="audio (voice activity)",
         sha256="2623a2953f6ff3d2c1e61740c6cdb7168133479b267dfef114a4a3cc5bdd788f",
         inputs=[("input", "float32", [1, 512], "randn"), ("state", "float32", [2, 1, 128], "zeros"),
                 ("sr", "int64", [], 16000)],
-        dims={}),
+        dims={"input_dim0": 1, "input_dim1": 512, "state_dim1": 1}, binds={"sr": 16000}),
     "oww_melspectrogram": dict(
         pkg=OWW, path="models/melspectrogram.onnx", domain="audio (mel spectrogram)",
         sha256="ba2b0e0f8b7b875369a2c89cb13360ff53bac436f2895cced9f479fa65eb176f",
@@ -194,9 +195,15 @@ def maxc_run(a, model, spec, inputs, out_dir, device):
     cmd = [a.maxc]
     for d, v in spec["dims"].items():
         cmd += ["--dim", "%s=%d" % (d, v)]
+    # Scalar inputs pinned at import (maxc --bind; e.g. a sample rate that
+    # selects a branch): no longer inputs of maxc's graph; ORT still gets them.
+    binds = spec.get("binds", {})
+    for n, v in binds.items():
+        cmd += ["--bind", "%s=%s" % (n, v)]
     cmd += ["run", model, "--output-dir", out_dir]
     for i, (name, _, npy, _) in enumerate(inputs):
-        cmd += ["--input", "%s=%s" % (c_name(name, i), npy)]
+        if name not in binds:
+            cmd += ["--input", "%s=%s" % (c_name(name, i), npy)]
     if device:
         cmd += ["--device", device]
     r = subprocess.run(cmd, capture_output=True, text=True)

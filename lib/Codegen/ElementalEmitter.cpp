@@ -468,6 +468,15 @@ const std::map<std::string, ElementFormula> &ElementalEmitter::element_formulas(
            axis += static_cast<int64_t>(a.idx.size());
          return e.from_i64(a.idx[axis], a.out);
        }},
+      {"dim_values", [](E &e, const A &a) {
+         const Shape &dims = a.node.attrs.get_shape("dims");
+         if (dims.empty()) // [0]: no element is ever asked for
+           return e.from_i64(e.b_.getInt64(0), a.out);
+         Value *v = e.dim(dims.back());
+         for (size_t i = dims.size() - 1; i-- > 0;) // a select per dim: few (a shape's rank)
+           v = e.b_.CreateSelect(e.b_.CreateICmpEQ(a.idx[0], e.b_.getInt64(static_cast<int64_t>(i))), e.dim(dims[i]), v);
+         return e.from_i64(v, a.out);
+       }},
       {"range", [](E &e, const A &a) {
          auto &b = e.b_;
          Value *x = b.CreateFAdd(b.CreateFMul(b.CreateSIToFP(a.idx[0], b.getDoubleTy()),

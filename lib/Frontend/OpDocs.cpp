@@ -99,6 +99,7 @@ const std::map<std::string, OpDoc> &docs() {
     t["full"] = {{}, "dtype[shape]", {}};
     t["iota"] = {{}, "dtype[shape]", {}};
     t["range"] = {{}, "dtype[n]", {}};
+    t["dim_values"] = {{}, "dtype[len(dims)] or dtype[]", {{"dims", Shape{2, 3}}}};
     t["constant"] = {{}, "the constant's type", {}};
     t["call"] = {{OperandDoc{"args", "[...]", "any", "", false, true}}, "the callee's results", {}};
     t["if"] = {{OperandDoc{"pred", "[]", "any", ""}, OperandDoc{"captures", "[...]", "any", "", false, true}},

@@ -117,6 +117,38 @@ OpDef range_op() {
   return def;
 }
 
+// The run-time values of symbolic dims as an integer tensor: dims as values
+// (ONNX Shape/Size arithmetic that reaches a run-time tensor).
+OpDef dim_values_op() {
+  OpDef def;
+  def.name = "dim_values";
+  def.traits = OpTrait::generator;
+  def.summary = "the values of dims (symbolic ones at run time) as an integer tensor: [len(dims)], or a scalar";
+  def.min_operands = def.max_operands = 0;
+  def.attrs = {{"dims", AttrKind::shape, std::nullopt, "the dims whose values the elements are"},
+               {"dtype", AttrKind::dtype, AttrValue(DType::i64), "integer element type"},
+               {"scalar", AttrKind::boolean, AttrValue(false), "rank 0 (dims holds one dim)"}};
+  def.infer = [](const InferContext &c) {
+    const Shape &dims = c.attrs.get_shape("dims");
+    DType dtype = c.attrs.get_dtype("dtype");
+    if (!is_integer(dtype))
+      fail_dtype("dim_values", "dtype must be an integer type, got " + std::string(dtype_name(dtype)));
+    bool scalar = c.attrs.get_bool("scalar");
+    if (scalar && dims.size() != 1)
+      fail_attr("dim_values", "a scalar holds one dim, got " + std::to_string(dims.size()));
+    return std::vector<TensorType>{
+        TensorType(dtype, scalar ? Shape{} : Shape{Dim(static_cast<int64_t>(dims.size()))})};
+  };
+  def.reference = [](const ReferenceContext &c) {
+    HostTensor out = c.make_result();
+    const Shape &dims = c.attrs.get_shape("dims");
+    for (int64_t i = 0; i < out.numel(); ++i)
+      out.set_i64(i, dims[static_cast<size_t>(i)].evaluate(c.dims));
+    return std::vector<HostTensor>{out};
+  };
+  return def;
+}
+
 } // namespace
 
 void register_creation_ops(OpRegistry &r) {
@@ -124,6 +156,7 @@ void register_creation_ops(OpRegistry &r) {
   r.add(full_op());
   r.add(iota_op());
   r.add(range_op());
+  r.add(dim_values_op());
 }
 
 namespace ops {
@@ -134,6 +167,9 @@ Tensor full(double value, DType dtype, const Shape &shape) {
 Tensor scalar(double value, DType dtype) { return full(value, dtype, {}); }
 Tensor iota(const Shape &shape, int64_t axis, DType dtype) {
   return record_op("iota", {}, {{"shape", shape}, {"axis", axis}, {"dtype", dtype}});
+}
+Tensor dim_values(const Shape &dims, DType dtype, bool scalar) {
+  return record_op("dim_values", {}, {{"dims", dims}, {"dtype", dtype}, {"scalar", scalar}});
 }
 Tensor range(double start, double stop, double step, DType dtype) {
   return record_op("range", {}, {{"start", start}, {"stop", stop}, {"step", step}, {"dtype", dtype}});

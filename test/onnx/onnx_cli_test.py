@@ -562,6 +562,55 @@ def case_not_foldable(c):
     assert "node '/m/Reshape' (Reshape, opset 17)" in err, err
 
 
+def case_shape_values_at_run_time(c):
+    """Shape values with symbolic elements reaching run-time arithmetic
+    (issue #23): positions = Range(0, seq) + past, past read from the cache's
+    shape, as HF-style decoders compute them; the new cache concatenates past
+    and new rows; past + seq and the positions are outputs too. Compiles once
+    with seq and past symbolic; the reference, the compiled CPU code and the
+    GPU emulator agree with numpy at several (seq, past), past = 0 included."""
+    def const(name, value):
+        return helper.make_node("Constant", [], [name], name=name, value=numpy_helper.from_array(np.array(value, np.int64)))
+    nodes = [
+        const("zero", 0), const("one", 1), const("ax1", [1]),
+        helper.make_node("Shape", ["x"], ["sx"], name="/Shape"),
+        helper.make_node("Gather", ["sx", "zero"], ["seq"], name="/Gather", axis=0),
+        helper.make_node("Shape", ["past_k"], ["sp"], name="/Shape_1"),
+        helper.make_node("Gather", ["sp", "zero"], ["past"], name="/Gather_1", axis=0),
+        helper.make_node("Range", ["zero", "seq", "one"], ["r"], name="/Range"),
+        helper.make_node("Add", ["r", "past"], ["positions"], name="/Add"),
+        helper.make_node("Add", ["past", "seq"], ["total"], name="/Add_1"),
+        helper.make_node("Cast", ["positions"], ["posf"], name="/Cast", to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["posf", "ax1"], ["posc"], name="/Unsqueeze"),
+        helper.make_node("Add", ["x", "posc"], ["y"], name="/Add_2"),
+        helper.make_node("Concat", ["past_k", "y"], ["present_k"], name="/Concat", axis=0),
+    ]
+    g = helper.make_graph(nodes, "kvpos", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["seq", 4]),
+                                           helper.make_tensor_value_info("past_k", TensorProto.FLOAT, ["past", 4])],
+                          [helper.make_tensor_value_info("present_k", TensorProto.FLOAT, None),
+                           helper.make_tensor_value_info("positions", TensorProto.INT64, None),
+                           helper.make_tensor_value_info("total", TensorProto.INT64, None)])
+    p = c.save(helper.make_model(g, opset_imports=OPSET), "kvpos.onnx")
+    c.run("compile", p, "-o", c.path("kvpos.o"))  # one artifact for every (seq, past)
+    rng = np.random.default_rng(5)
+    for seq, past in [(7, 0), (1, 7), (3, 12)]:
+        x = rng.standard_normal((seq, 4)).astype(np.float32)
+        pk = rng.standard_normal((past, 4)).astype(np.float32)
+        np.save(c.path("x.npy"), x)
+        np.save(c.path("pk.npy"), pk)
+        pos = np.arange(seq, dtype=np.int64) + past
+        want = {"present_k": np.concatenate([pk, x + pos[:, None].astype(np.float32)]), "positions": pos,
+                "total": np.array(past + seq, np.int64)}
+        for device in ["reference", "cpu", "amdgpu-emu"]:
+            out = c.path(f"kv-{device}-{seq}-{past}")
+            c.run("run", p, "--input", f"x={c.path('x.npy')}", "--input", f"past_k={c.path('pk.npy')}",
+                  "--device", device, "--output-dir", out)
+            for name, w in want.items():
+                got = np.load(os.path.join(out, name + ".npy"))
+                assert got.shape == w.shape and got.dtype == w.dtype, (device, seq, past, name, got.shape, got.dtype)
+                assert np.allclose(got, w, rtol=1e-6, atol=1e-6), (device, seq, past, name)
+
+
 def if_model(run_time_cond=False):
     """An If on a scalar graph input (a VAD model's sample-rate switch): cond =
     Equal(sr, 16000). The then branch has an initializer of its own, captures

@@ -26,6 +26,10 @@ Tensor scalar(double value, DType dtype);
 Tensor iota(const Shape &shape, int64_t axis, DType dtype = DType::i64);
 /// start, start+step, ... below `stop` (like numpy.arange), 1-D.
 Tensor range(double start, double stop, double step = 1.0, DType dtype = DType::i64);
+/// The values of `dims` (symbolic ones as bound at run time) as an integer
+/// tensor of shape [dims.size()], or a scalar when `scalar` (one dim): a
+/// shape computation that reaches run-time arithmetic ("arange(seq) + past").
+Tensor dim_values(const Shape &dims, DType dtype = DType::i64, bool scalar = false);
 
 // ---- elementwise unary ----
 Tensor neg(const Tensor &x);

@@ -154,11 +154,9 @@ public:
       }
       return Tensor::from_host(v.data);
     case Val::Kind::sym:
-      throw Error(ErrorCode::OnnxNotFoldable,
-                  "input " + std::to_string(index) + " ('" + n.input_name(index) + "') holds the shape values " +
-                      shape_to_string(v.dims) +
-                      " with symbolic elements; maxc folds such values only into shapes (Reshape, Expand, "
-                      "ConstantOfShape, Range, ...), not into run-time tensors (pin the dim with --dim)");
+      // Shape values with symbolic elements reaching run-time arithmetic
+      // ("arange(seq) + past"): their values, read from the dims at run time.
+      return ops::dim_values(v.dims, v.dtype, v.scalar);
     case Val::Kind::missing:
       break;
     }
@@ -1317,9 +1315,8 @@ private:
       Tensor t = tensor_of(v, dummy_node, 0);
       return ops::reshape(t, t.shape()); // a constant output still needs a node writing it
     }
-    if (v.kind == Val::Kind::sym)
-      throw Error(ErrorCode::OnnxNotFoldable, "holds the shape values " + shape_to_string(v.dims) +
-                                                  " with symbolic elements, which maxc cannot output as a tensor");
+    if (v.kind == Val::Kind::sym) // a model output holding shape values: read from the dims at run time
+      return ops::dim_values(v.dims, v.dtype, v.scalar);
     throw Error(ErrorCode::OnnxGraph, "is not computed");
   }
 

@@ -28,7 +28,7 @@ constexpr int64_t kRows = 4, kCols = 8;
 // dim n = int(|t|*4 + 1) (at most kCols) from t, and computes with tensors
 // of n elements: an iota over [kRows, n] times ones [n, kCols] (a matmul with
 // a run-time inner dim) gives every element n(n-1)/2; a stored ramp of n
-// elements, its sum and max.
+// elements, its sum and max; n itself as a value (dim_values).
 constexpr int64_t kMaxN = kCols;
 std::vector<Tensor> innermost_then(const std::vector<Tensor> &c) {
   Dim n = ops::bind_dim(ops::cast(ops::abs(c[2]) * 4.0 + 1.0, DType::i32), "n", kMaxN);
@@ -38,7 +38,9 @@ std::vector<Tensor> innermost_then(const std::vector<Tensor> &c) {
   // read in the body's own function after the definition.
   Tensor ramp = ops::iota({n}, 0, DType::f32) * 0.5;
   Tensor stats = ops::sum(ramp, {0}) + ops::max(ramp, {0});
-  return {c[0] * c[1] + 1.0 + tri * 0.125 + stats};
+  // ...and n back as a value (dim_values): dims as values, values as dims.
+  Tensor nv = ops::cast(ops::dim_values({n}, DType::i64, true), DType::f32);
+  return {c[0] * c[1] + 1.0 + tri * 0.125 + stats + nv * 0.25};
 }
 std::vector<Tensor> innermost_else(const std::vector<Tensor> &c) { return {c[0] - c[1]}; }
 

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Greedy decoding of a KV-cache decoder, maxc vs ONNX Runtime (issue #23's
+first bar; not a test).
+
+    /usr/bin/python3 bench/kv_greedy_check.py MODEL.onnx [--prompt 7] [--steps 8]
+        [--maxc build/bin/maxc] [--ort-dir build/bench/ort] [--work build/bench/kv-greedy]
+
+MODEL is an HF/optimum-style decoder (bench/kv_decoder.py): inputs tokens[1,
+seq] and past caches past_*[1, kv_heads, past, head_dim]; outputs logits[1,
+seq, vocab] and present_* (same order as the pasts). Both runtimes prefill the
+same random prompt (--prompt tokens, empty caches), then decode --steps tokens
+greedily, each feeding its own `present` back as `past`:
+  - ONNX Runtime: bench/ort_run.js per step;
+  - maxc: the model compiled ONCE (`maxc compile`, seq and past symbolic) with
+    its generated test harness (NAME_test.c), which runs the object on each of
+    ORT's steps and compares every output with ORT's (rtol 1e-4, atol 1e-5:
+    the harness's exit status), and `maxc run --device cpu` for maxc's own
+    greedy sequence.
+Prints per step the tokens, the max relative logits difference, and PASS or
+FAIL; exit status 1 when the tokens differ or a step fails.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("--prompt", type=int, default=7)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--maxc", default=os.path.join(ROOT, "build", "bin", "maxc"))
+    ap.add_argument("--ort-dir", default=os.path.join(ROOT, "build", "bench", "ort"))
+    ap.add_argument("--work", default=os.path.join(ROOT, "build", "bench", "kv-greedy"))
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    w = lambda *p: os.path.join(a.work, *p)
+    env = dict(os.environ, NODE_PATH=os.path.join(a.ort_dir, "node_modules"))
+
+    # One compile: object, manifest and test harness.
+    obj = w("kv.o")
+    subprocess.run([a.maxc, "compile", a.model, "-o", obj, "--name", "kv", "--emit", "obj,header,manifest,test-harness",
+                    "-q"], check=True)
+    subprocess.run(["cc", "-O2", w("kv_test.c"), obj, "-lm", "-lpthread", "-o", w("kv_test")], check=True)
+    with open(w("kv.manifest.json")) as f:
+        iface = json.load(f)["interface"]
+    ins, outs = iface["inputs"], iface["outputs"]
+    vocab = outs[0]["shape"][-1]
+    rng = np.random.default_rng(0)
+
+    def ort_step(step, feeds):
+        spec = {"inputs": []}
+        for i in ins:
+            arr = feeds[i["name"]]
+            raw = w("ort%d_%s.bin" % (step, i["name"]))
+            arr.tofile(raw)
+            spec["inputs"].append({"name": i["name"], "dtype": str(arr.dtype), "shape": list(arr.shape), "file": raw})
+        with open(w("spec.json"), "w") as f:
+            json.dump(spec, f)
+        d = w("ort%d" % step)
+        os.makedirs(d, exist_ok=True)
+        subprocess.run(["node", os.path.join(ROOT, "bench", "ort_run.js"), a.model, w("spec.json"), d], check=True, env=env)
+        with open(os.path.join(d, "outputs.json")) as f:
+            meta = json.load(f)
+        res = {}
+        for k, m in enumerate(meta):
+            dt = np.float32 if m["dtype"] == "float32" else np.int64
+            res[m["name"]] = np.fromfile(os.path.join(d, "out%d.bin" % k), dtype=dt).reshape(m["dims"])
+        return res
+
+    def maxc_step(step, feeds):
+        d = w("maxc%d" % step)
+        os.makedirs(d, exist_ok=True)
+        cmd = [a.maxc, "run", a.model, "--device", "cpu", "--output-dir", d]
+        for i in ins:
+            p = w("m%d_%s.npy" % (step, i["name"]))
+            np.save(p, feeds[i["name"]])
+            cmd += ["--input", "%s=%s" % (i["name"], p)]
+        subprocess.run(cmd, check=True, capture_output=True)
+        return {o["name"]: np.load(os.path.join(d, o["name"] + ".npy")) for o in outs}
+
+    def first_feeds():
+        f = {ins[0]["name"]: rng.integers(0, vocab, (1, a.prompt), dtype=np.int64)}
+        for i in ins[1:]:
+            shape = [0 if d == "past" else d for d in i["shape"]]
+            f[i["name"]] = np.zeros(shape, np.float32)
+        return f
+
+    def next_feeds(res, token):
+        f = {ins[0]["name"]: np.array([[token]], np.int64)}
+        for i, o in zip(ins[1:], outs[1:]):
+            f[i["name"]] = res[o["name"]]
+        return f
+
+    ok = True
+    of = mf = first_feeds()
+    ort_tokens, maxc_tokens = [], []
+    for step in range(a.steps + 1):
+        o = ort_step(step, of)
+        m = maxc_step(step, mf)
+        # The compiled object on ORT's inputs, checked against ORT's outputs.
+        args = [w("kv_test")]
+        for i in ins:
+            p = w("o%d_%s.npy" % (step, i["name"]))
+            np.save(p, of[i["name"]])
+            args.append(p)
+        for out in outs:
+            p = w("o%d_want_%s.npy" % (step, out["name"]))
+            np.save(p, o[out["name"]])
+            args.append(p)
+        harness = subprocess.run(args, capture_output=True, text=True)
+        ot, mt = int(o[outs[0]["name"]][0, -1].argmax()), int(m[outs[0]["name"]][0, -1].argmax())
+        ort_tokens.append(ot)
+        maxc_tokens.append(mt)
+        lo, lm = o[outs[0]["name"]], m[outs[0]["name"]]
+        rel = float(np.abs(lo - lm).max() / np.abs(lo).max()) if step == 0 else float("nan")
+        print("step %d (%s, past %d): ORT token %d, maxc token %d; object on ORT's inputs: %s%s" % (
+            step, "prefill %d" % a.prompt if step == 0 else "decode", of[ins[1]["name"]].shape[2], ot, mt,
+            "PASS" if harness.returncode == 0 else "FAIL " + harness.stdout.strip().splitlines()[-1][:200],
+            "; logits rel diff %.1e" % rel if step == 0 else ""), flush=True)
+        ok = ok and harness.returncode == 0 and ot == mt
+        of, mf = next_feeds(o, ot), next_feeds(m, mt)
+    print("greedy tokens: ORT %s, maxc %s: %s" % (ort_tokens, maxc_tokens, "identical" if ort_tokens == maxc_tokens
+                                                                              else "DIFFERENT"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+// Latency of one ONNX model under ONNX Runtime (onnxruntime-node) on
+// pseudo-random inputs of given shapes: the ORT side of the benchmarks whose
+// maxc side is a generated bench harness (maxc compile --emit bench-harness),
+// for models with several inputs (bench/kv_decode_bench.py).
+//
+//   node bench/ort_time.js MODEL.onnx THREADS RUNS WARMUP NAME:DTYPE:D1xD2x... [...]
+//
+// DTYPE float32 (uniform in [-1, 1)) or int64 (0..99). Prints one line: the
+// RUNS run times in ms, space separated. Inputs are created once; each run is
+// `await session.run(feeds)` (ORT allocates the outputs).
+'use strict';
+const ort = require('onnxruntime-node');
+
+async function main() {
+  const [modelPath, threads, runs, warmup, ...specs] = process.argv.slice(2);
+  const session = await ort.InferenceSession.create(modelPath, {
+    intraOpNumThreads: Number(threads),
+    interOpNumThreads: 1,
+    executionMode: 'sequential',
+    graphOptimizationLevel: 'all',
+  });
+  let seed = 12345;
+  const rand = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
+  const feeds = {};
+  for (const spec of specs) {
+    const [name, dtype, shapeText] = spec.split(':');
+    const shape = shapeText === '' ? [] : shapeText.split('x').map(Number);
+    const n = shape.reduce((a, b) => a * b, 1);
+    let data;
+    if (dtype === 'int64') {
+      data = new BigInt64Array(n);
+      for (let i = 0; i < n; ++i) data[i] = BigInt(Math.floor(rand() * 100));
+    } else {
+      data = new Float32Array(n);
+      for (let i = 0; i < n; ++i) data[i] = rand() * 2 - 1;
+    }
+    feeds[name] = new ort.Tensor(dtype, data, shape);
+  }
+  for (let i = 0; i < Number(warmup); ++i) await session.run(feeds);
+  const times = [];
+  for (let i = 0; i < Number(runs); ++i) {
+    const t0 = process.hrtime.bigint();
+    await session.run(feeds);
+    times.push(Number(process.hrtime.bigint() - t0) / 1e6);
+  }
+  console.log(times.map((t) => t.toFixed(4)).join(' '));
+}
+
+main().catch((e) => { console.error(String(e)); process.exit(1); });
