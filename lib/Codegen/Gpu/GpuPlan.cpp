@@ -21,8 +21,8 @@ bool constant_value(const LoweringPlan &plan, const std::vector<bool> &constant_
          (vp.storage == Storage::input && vp.index < constant_params.size() && constant_params[vp.index]);
 }
 
-ReductionShape reduction_shape(const Graph &g_, const Node &node) {
-  const Shape &xs = g_.type_of(node.operands[0]).shape;
+ReductionShape reduction_shape(const Graph &g, const Node &node) {
+  const Shape &xs = g.type_of(node.operands[0]).shape;
   int64_t rank = static_cast<int64_t>(xs.size());
   ReductionShape s;
   s.reduced.assign(rank, false);
@@ -41,18 +41,17 @@ ReductionShape reduction_shape(const Graph &g_, const Node &node) {
 }
 
 /// A reduction over the last axis only of a rank >= 1 operand.
-bool last_axis_reduction(const Graph &g_, const Node &node, Rows *rows) {
+bool last_axis_reduction(const Graph &g, const Node &node, Rows *rows) {
   if (gpu_kernel_kind(node.op) != "reduction" || node.results.size() != 1)
     return false;
-  const Shape &xs = g_.type_of(node.operands[0]).shape;
-  ReductionShape s = reduction_shape(g_, node);
+  const Shape &xs = g.type_of(node.operands[0]).shape;
+  ReductionShape s = reduction_shape(g, node);
   if (xs.empty() || !s.reduced.back() || std::count(s.reduced.begin(), s.reduced.end(), true) != 1)
     return false;
   rows->outer.assign(xs.begin(), xs.end() - 1);
   rows->length = xs.back();
   return true;
 }
-
 
 namespace {
 
@@ -170,7 +169,6 @@ public:
   }
 
 private:
-
   /// Temp slots the kernel at plan position `pos` writes.
   std::vector<size_t> slots_written(size_t pos) {
     std::vector<size_t> out;
@@ -532,8 +530,9 @@ void refine_gpu_plans(const Graph &root, LoweringPlans &plans) {
   for (const auto &[name, sub] : root.subgraphs())
     if (auto it = plans.find(sub.get()); it != plans.end())
       codegen::GpuPlanPass(*sub, it->second, constant_params[name]).run();
+  std::vector<bool> root_params; // the root's inputs: never known constant
   if (auto it = plans.find(&root); it != plans.end())
-    codegen::GpuPlanPass(root, it->second, {}).run();
+    codegen::GpuPlanPass(root, it->second, root_params).run();
 }
 
 } // namespace maxc
