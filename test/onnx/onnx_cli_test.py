@@ -654,8 +654,11 @@ def if_model(run_time_cond=False):
 def case_if_resolved_at_import(c):
     """An If whose condition folds once an input is fixed with --bind: the taken
     branch (with a nested If on a shape) runs, on every device; the other is never
-    read. Without --bind the error names the input to pin; bad --bind values and
-    names are errors; a condition known only at run time is E0608."""
+    read. Without --bind, and with a condition computed from data, the If is a
+    run-time branch (an `if` node, both branches traced, captures explicit) that
+    takes either way on every device. An If whose branch cannot be imported is
+    E0608 naming the input to pin and why; bad --bind values and names are
+    errors."""
     p = c.save(if_model(), "if.onnx")
     x = np.random.default_rng(7).standard_normal((2, 3)).astype(np.float32)
     np.save(c.path("xif.npy"), x)
@@ -670,8 +673,18 @@ def case_if_resolved_at_import(c):
             assert np.allclose(got, expected, rtol=1e-6, atol=1e-6), (rate, device, got, expected)
     s = c.stats("--bind", "sr=16000", p)
     assert s["inputs"] == "1" and s["nodes"] == "4", s  # sr bound; relu, k, mul, add
-    err = expect_code(c, p, "E0608")
-    assert "graph input 'sr'; fix it with --bind sr=VALUE" in err and "node '/If' (If, opset 17)" in err, err
+    # Unbound, sr is data: a run-time If, one artifact for both rates.
+    s = c.stats(p)
+    assert s["inputs"] == "2" and s["subgraph_definitions"] == "2", s
+    c.run("compile", p, "-o", c.path("ifrt.o"))
+    for rate, expected in want.items():
+        np.save(c.path("sr.npy"), np.array(int(rate), np.int64))
+        for device in ["reference", "cpu", "amdgpu-emu"]:
+            out = c.path(f"ifrt-{rate}-{device}")
+            c.run("run", p, "--input", f"x={c.path('xif.npy')}", "--input", f"sr={c.path('sr.npy')}", "--device",
+                  device, "--output-dir", out)
+            got = np.load(os.path.join(out, "y.npy"))
+            assert np.allclose(got, expected, rtol=1e-6, atol=1e-6), ("run time", rate, device, got, expected)
     r = c.run("--bind", "rate=1", "check", p, expect=1)
     assert "no graph input named 'rate'" in r.stderr and "x, sr" in r.stderr, r.stderr
     r = c.run("--bind", "sr=1.5", "check", p, expect=1)
@@ -680,8 +693,23 @@ def case_if_resolved_at_import(c):
     assert "got 2 value(s)" in r.stderr, r.stderr
     r = c.run("--bind", "sr", "check", p, expect=1)
     assert "expected NAME=VALUES" in r.stderr, r.stderr
-    err = expect_code(c, c.save(if_model(run_time_cond=True), "ifrt.onnx"), "E0608")
-    assert "known only at run time" in err and "computed from the graph input 'x'" in err, err
+    # A condition computed from data: both signs, every device.
+    pd = c.save(if_model(run_time_cond=True), "ifdata.onnx")
+    for sign in [1.0, -1.0]:
+        xs = (np.abs(x) * sign).astype(np.float32)
+        np.save(c.path("xs.npy"), xs)
+        expected = np.maximum(xs, 0) + xs * k if sign > 0 else -xs
+        for device in ["reference", "cpu", "amdgpu-emu"]:
+            out = c.path(f"ifdata-{sign}-{device}")
+            c.run("run", pd, "--input", f"x={c.path('xs.npy')}", "--device", device, "--output-dir", out)
+            got = np.load(os.path.join(out, "y.npy"))
+            assert np.allclose(got, expected, rtol=1e-6, atol=1e-6), ("data", sign, device, got, expected)
+    # A branch maxc cannot import: E0608 with the pin to try and the reason.
+    m = if_model()
+    m.graph.node[-1].attribute[1].g.node[0].op_type = "NoSuchOp"  # the else branch's Neg
+    err = expect_code(c, c.save(m, "ifbad.onnx"), "E0608")
+    assert "graph input 'sr': fix it with --bind sr=VALUE" in err and "node '/If' (If, opset 17)" in err, err
+    assert "as a run-time If" in err and "NoSuchOp" in err, err
 
 
 def attention_model(seq, heads=2, dh=16, masked_fill=True, seed=0):

@@ -55,14 +55,14 @@ class Importer : public NodeHost {
 public:
   Importer(const onnx::ModelProto &model, const std::string &path, const LoadOptions &options,
            DiagnosticEngine &diags, const OnnxImportOptions &onnx, OnnxImportInfo &info, LoadedModel &out)
-      : model_(model), graph_proto_(model.graph()), path_(path), options_(options), diags_(diags), onnx_(onnx),
+      : model_(model), graph_proto_(model.graph()), path_(path), options_(options), diags_(&diags), onnx_(onnx),
         info_(info), out_(out) {
     dir_ = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
   }
 
   std::unique_ptr<Graph> run() {
     read_opsets();
-    if (diags_.has_errors())
+    if (diags_->has_errors())
       return nullptr;
     // The model's name (the default C prefix and header name) is the file's
     // stem: ONNX graph names are exporter constants ("torch_jit",
@@ -78,7 +78,7 @@ public:
       read_initializers();
       read_inputs(*graph);
       std::vector<int> order = topological_order();
-      if (diags_.has_errors())
+      if (diags_->has_errors())
         return nullptr;
       alias_initializers(order);
       // Repeated layers are looked for in graphs without subgraphs (If):
@@ -103,14 +103,14 @@ public:
         auto it = values_.find(o.name());
         if (it == values_.end()) {
           if (!poisoned_.count(o.name()))
-            diags_.error(ErrorCode::OnnxGraph, path_, "graph output '" + o.name() + "'",
+            diags_->error(ErrorCode::OnnxGraph, path_, "graph output '" + o.name() + "'",
                          "no node or input produces it");
           outputs.emplace_back();
           continue;
         }
         outputs.push_back(it->second);
       }
-      if (!diags_.has_errors()) {
+      if (!diags_->has_errors()) {
         std::vector<ValueId> ids;
         std::vector<std::string> names;
         for (size_t i = 0; i < outputs.size(); ++i) {
@@ -119,7 +119,7 @@ public:
             Tensor t = output_tensor(outputs[i], onnx_name);
             ids.push_back(t.value().id());
           } catch (const Error &e) {
-            diags_.error(e.code(), path_, "graph output '" + onnx_name + "'", e.message());
+            diags_->error(e.code(), path_, "graph output '" + onnx_name + "'", e.message());
             continue;
           }
           names.push_back(names_.mangle(onnx_name, "output" + std::to_string(i)));
@@ -127,12 +127,12 @@ public:
           if (names.back() != onnx_name)
             out_.source_names[names.back()] = onnx_name;
         }
-        if (!diags_.has_errors())
+        if (!diags_->has_errors())
           graph->set_outputs(ids, names);
       }
       root_ = nullptr;
     }
-    if (diags_.has_errors())
+    if (diags_->has_errors())
       return nullptr;
     return graph;
   }
@@ -186,24 +186,24 @@ private:
       if (o.domain().empty() || o.domain() == "ai.onnx") {
         opset_ = o.version();
         if (o.version() > kMaxOpset)
-          diags_.error(ErrorCode::OnnxUnsupportedOp, path_, "opset_import",
+          diags_->error(ErrorCode::OnnxUnsupportedOp, path_, "opset_import",
                        "the model uses ai.onnx opset " + std::to_string(o.version()) + "; maxc supports opsets up to " +
                            std::to_string(kMaxOpset) + " (ONNX 1.12)");
         else if (o.version() < 1)
-          diags_.error(ErrorCode::OnnxFormat, path_, "opset_import", "invalid ai.onnx opset version");
+          diags_->error(ErrorCode::OnnxFormat, path_, "opset_import", "invalid ai.onnx opset version");
       } else {
         domains_.insert(o.domain());
       }
     }
     if (!graph_proto_.sparse_initializer().empty())
-      diags_.error(ErrorCode::OnnxUnsupportedType, path_, "graph", "sparse initializers are not supported");
+      diags_->error(ErrorCode::OnnxUnsupportedType, path_, "graph", "sparse initializers are not supported");
   }
 
   bool define(const std::string &name, const std::string &what) {
     if (name.empty())
       return false;
     if (!defined_.insert(name).second) {
-      diags_.error(ErrorCode::OnnxGraph, path_, what, "the name '" + name + "' is defined more than once");
+      diags_->error(ErrorCode::OnnxGraph, path_, what, "the name '" + name + "' is defined more than once");
       return false;
     }
     return true;
@@ -227,7 +227,7 @@ private:
       out_.params.push_back(ParamSpec{t.name(), v.data.dtype(), v.data.shape(), ""});
       values_[t.name()] = std::move(v);
     } catch (const Error &e) {
-      diags_.error(e.code(), path_, where, e.message());
+      diags_->error(e.code(), path_, where, e.message());
       poisoned_.insert(t.name());
     }
   }
@@ -308,17 +308,17 @@ private:
         if (cname != in.name())
           out_.source_names[cname] = in.name();
       } catch (const Error &e) {
-        diags_.error(e.code(), path_, where, e.message());
+        diags_->error(e.code(), path_, where, e.message());
         poisoned_.insert(in.name());
       }
     }
-    report_unknown_dims(options_.dims, known_dims, path_, diags_);
+    report_unknown_dims(options_.dims, known_dims, path_, *diags_);
     for (const auto &[name, text] : options_.bound_inputs)
       if (!bound_seen.count(name) && !poisoned_.count(name)) {
         std::string inputs;
         for (const std::string &n : info_.declared_inputs)
           inputs += (inputs.empty() ? "" : ", ") + n;
-        diags_.error(ErrorCode::InvalidArgument, path_, "--bind " + name,
+        diags_->error(ErrorCode::InvalidArgument, path_, "--bind " + name,
                      "the model has no graph input named '" + name + "' (its inputs: " +
                          (inputs.empty() ? std::string("none") : inputs) + ")");
       }
@@ -420,7 +420,7 @@ private:
   /// on a cycle are left out of the order. Records the nodes' op types.
   std::vector<int> dependency_order(const onnx::GraphProto &graph, const std::string &scope) {
     auto where = [&](const onnx::NodeProto &node) { return scope.empty() ? describe_node(node) : scope + ": " + describe_node(node); };
-    size_t errors = diags_.error_count();
+    size_t errors = diags_->error_count();
     std::map<std::string, int> producer;
     int n = graph.node_size();
     for (int i = 0; i < n; ++i)
@@ -430,7 +430,7 @@ private:
       for (const std::string &o : graph.node(i).output())
         if (!o.empty()) {
           if (values_.count(o) || poisoned_.count(o) || producer.count(o) || defined_.count(o))
-            diags_.error(ErrorCode::OnnxGraph, path_, where(graph.node(i)),
+            diags_->error(ErrorCode::OnnxGraph, path_, where(graph.node(i)),
                          "the name '" + o + "' is defined more than once");
           producer[o] = i;
         }
@@ -444,7 +444,7 @@ private:
           continue;
         auto p = producer.find(in);
         if (p == producer.end()) {
-          diags_.error(ErrorCode::OnnxGraph, path_, where(node),
+          diags_->error(ErrorCode::OnnxGraph, path_, where(node),
                        "input '" + in + "' is not a graph input, an initializer or any node's output" +
                            (scope.empty() ? "" : " in the branch or around it"));
           continue;
@@ -460,10 +460,10 @@ private:
       all[i] = i;
     std::vector<int> order = kahn_order(all, pending, users);
     std::set<int> placed(order.begin(), order.end());
-    if (static_cast<int>(order.size()) != n && diags_.error_count() == errors)
+    if (static_cast<int>(order.size()) != n && diags_->error_count() == errors)
       for (int i = 0; i < n; ++i)
         if (!placed.count(i)) { // on a cycle, or downstream of one
-          diags_.error(ErrorCode::OnnxGraph, path_, where(graph.node(i)),
+          diags_->error(ErrorCode::OnnxGraph, path_, where(graph.node(i)),
                        std::string(scope.empty() ? "the graph" : "the branch") + " has a cycle through this node");
           break;
         }
@@ -905,12 +905,12 @@ private:
         shadow(block.params[i], v);
       }
       ++in_body_;
-      size_t errors = diags_.error_count();
+      size_t errors = diags_->error_count();
       for (int i : block.nodes)
         run_node(graph_proto_.node(i));
       --in_body_;
       std::vector<TensorTree> leaves;
-      bool failed = diags_.error_count() != errors;
+      bool failed = diags_->error_count() != errors;
       traced_outputs.clear();
       folded_outputs.clear();
       for (const std::string &o : block.outputs) {
@@ -992,7 +992,7 @@ private:
         named.emplace(*graph_ctx, !proto.name().empty() ? proto.name() : proto.output_size() ? proto.output(0) : "");
       results = evaluate(node);
     } catch (const Error &e) {
-      diags_.error(e.code(), path_, describe_node(proto), e.message());
+      diags_->error(e.code(), path_, describe_node(proto), e.message());
       if (e.code() == ErrorCode::OnnxUnsupportedOp &&
           std::find(info_.unsupported_ops.begin(), info_.unsupported_ops.end(), proto.op_type()) ==
               info_.unsupported_ops.end())
@@ -1005,7 +1005,7 @@ private:
       if (name.empty())
         continue;
       if (static_cast<size_t>(i) >= results.size() || results[i].kind == Val::Kind::missing) {
-        diags_.error(ErrorCode::OnnxUnsupportedOp, path_, describe_node(proto),
+        diags_->error(ErrorCode::OnnxUnsupportedOp, path_, describe_node(proto),
                      "output " + std::to_string(i) + " ('" + name + "') is not supported");
         poisoned_.insert(name);
         continue;
@@ -1120,7 +1120,7 @@ private:
   void run_if(const onnx::NodeProto &proto) {
     const std::string where = describe_node(proto);
     auto fail = [&](ErrorCode code, const std::string &message) {
-      diags_.error(code, path_, where, message);
+      diags_->error(code, path_, where, message);
       poison(proto);
     };
     if (proto.input_size() != 1 || proto.input(0).empty())
@@ -1140,26 +1140,57 @@ private:
     } else if (c->second.kind == Val::Kind::sym && c->second.dims.size() == 1 && c->second.dims[0].is_static()) {
       cond = c->second.dims[0].value() != 0;
     }
+    std::string run_time_failure; // why tracing both branches failed, if it did
+    if (!cond && c->second.kind == Val::Kind::traced && root_ && mode_ == Mode::graph) {
+      if (if_depth_ >= kMaxIfDepth)
+        return fail(ErrorCode::OnnxGraph, "If nodes nest more than " + std::to_string(kMaxIfDepth) + " deep");
+      ++if_depth_;
+      struct Leave {
+        int &depth;
+        ~Leave() { --depth; }
+      } leave{if_depth_};
+      // The branches' diagnostics go to a scratch engine: on success its
+      // warnings are passed on; on failure the If is reported as before (the
+      // pin to try) with the first reason, not each branch error.
+      DiagnosticEngine scratch, *outer = diags_;
+      diags_ = &scratch;
+      std::optional<std::string> failed;
+      try {
+        failed = run_if_at_run_time(proto, c->second.tensor, where);
+      } catch (...) {
+        diags_ = outer;
+        throw;
+      }
+      diags_ = outer;
+      if (!failed) {
+        for (const Diagnostic &d : scratch.diagnostics())
+          diags_->report(d);
+        return;
+      }
+      run_time_failure = *failed;
+    }
     if (!cond) {
-      std::string message = "the condition '" + cname + "' is known only at run time; maxc resolves If at " +
-                             "compile time, when its condition folds to a constant";
+      std::string message = "the condition '" + cname + "' is known only at run time, and the If cannot be " +
+                             "compiled as a run-time branch";
       std::vector<std::string> behind = graph_inputs_behind(cname);
       for (const std::string &in : behind)
         if (std::find(info_.needs_value.begin(), info_.needs_value.end(), in) == info_.needs_value.end())
           info_.needs_value.push_back(in);
       if (behind.size() == 1) {
-        message += ": it is computed from the graph input '" + behind[0] + "'; fix it with --bind " + behind[0] +
-                   "=VALUE if that input is a setting, not data (If on run-time data is not supported yet)";
+        message += "; it is computed from the graph input '" + behind[0] + "': fix it with --bind " + behind[0] +
+                   "=VALUE if that input is a setting, not data, and only the taken branch is imported";
       } else if (!behind.empty()) {
         std::string list;
         for (const std::string &in : behind)
           list += (list.empty() ? "" : ", ") + in;
-        message += ": it is computed from the graph inputs " + list +
-                   "; fix them with --bind NAME=VALUE if they are settings, not data (If on run-time data is not "
-                   "supported yet)";
+        message += "; it is computed from the graph inputs " + list +
+                   ": fix them with --bind NAME=VALUE if they are settings, not data, and only the taken branch is "
+                   "imported";
       } else {
         message += " (it depends on computed tensor values, not only on shapes)";
       }
+      if (!run_time_failure.empty())
+        message += " (as a run-time If: " + run_time_failure + ")";
       return fail(ErrorCode::OnnxNotFoldable, message);
     }
     const char *taken = *cond ? "then_branch" : "else_branch";
@@ -1185,9 +1216,9 @@ private:
     // The branch's initializers, then its nodes in dependency order.
     for (const auto &t : branch->initializer())
       read_initializer(t, in_branch + " initializer '" + t.name() + "'");
-    size_t errors = diags_.error_count();
+    size_t errors = diags_->error_count();
     std::vector<int> order = dependency_order(*branch, in_branch);
-    if (diags_.error_count() != errors)
+    if (diags_->error_count() != errors)
       return poison(proto);
     for (int i : order)
       run_node(branch->node(i));
@@ -1201,7 +1232,7 @@ private:
       }
       auto v = values_.find(inner);
       if (v == values_.end()) {
-        diags_.error(ErrorCode::OnnxGraph, path_, where,
+        diags_->error(ErrorCode::OnnxGraph, path_, where,
                      std::string(taken) + " output '" + inner + "' is not defined in the branch or around it");
         poisoned_.insert(out);
         continue;
@@ -1209,6 +1240,118 @@ private:
       Val copy = v->second;
       values_[out] = std::move(copy);
     }
+  }
+
+  /// An If whose condition is a run-time tensor: an `if` node (ops::cond)
+  /// whose bodies are the two branches, each traced with the traced outer
+  /// values it reads as explicit captures (known values become constants of
+  /// the body, shape values stay shape values). Returns nullopt when the
+  /// node is recorded, else why not (the caller reports it); the importer's
+  /// values are as before either way.
+  std::optional<std::string> run_if_at_run_time(const onnx::NodeProto &proto, const Tensor &cond_tensor,
+                                                const std::string &where) {
+    const onnx::GraphProto *branches[2] = {nullptr, nullptr};
+    for (const auto &a : proto.attribute())
+      for (int b = 0; b < 2; ++b)
+        if (a.name() == (b == 0 ? "then_branch" : "else_branch") && a.has_g())
+          branches[b] = &a.g();
+    for (int b = 0; b < 2; ++b) {
+      const char *name = b == 0 ? "then_branch" : "else_branch";
+      if (!branches[b])
+        return std::string("If has no ") + name + " graph";
+      if (branches[b]->output_size() != proto.output_size())
+        return std::string(name) + " has " + std::to_string(branches[b]->output_size()) + " outputs; the If has " +
+               std::to_string(proto.output_size());
+      if (!branches[b]->sparse_initializer().empty())
+        return std::string(name) + ": sparse initializers are not supported";
+    }
+    // The traced outer values either branch reads: the captures, in name order.
+    std::vector<std::string> capture_names;
+    std::vector<Tensor> captures;
+    std::set<std::string> read = captured_names(*branches[0]);
+    for (const std::string &n : captured_names(*branches[1]))
+      read.insert(n);
+    for (const std::string &n : read) {
+      auto v = values_.find(n);
+      if (v == values_.end())
+        return "'" + n + "' is read by a branch but defined neither in it nor around it";
+      if (poisoned_.count(n))
+        return "'" + n + "' failed to import";
+      if (v->second.kind == Val::Kind::traced) {
+        capture_names.push_back(n);
+        captures.push_back(v->second.tensor);
+      }
+    }
+    std::string why;
+    auto trace_branch = [&](int b) {
+      return [&, b](const std::vector<Tensor> &body_captures) {
+        const onnx::GraphProto &branch = *branches[b];
+        const std::string in_branch = where + (b == 0 ? " then_branch" : " else_branch");
+        std::map<std::string, Val> saved = values_; // the branch's names are its own
+        std::set<std::string> saved_poison = poisoned_;
+        ++in_body_;
+        struct Restore {
+          Importer &self;
+          std::map<std::string, Val> &values;
+          std::set<std::string> &poison;
+          ~Restore() {
+            --self.in_body_;
+            self.values_ = std::move(values);
+            self.poisoned_ = std::move(poison);
+          }
+        } restore{*this, saved, saved_poison};
+        for (size_t i = 0; i < capture_names.size(); ++i) {
+          Val v;
+          v.kind = Val::Kind::traced;
+          v.tensor = body_captures[i];
+          values_[capture_names[i]] = v;
+        }
+        size_t errors = diags_->error_count();
+        for (const auto &t : branch.initializer())
+          read_initializer(t, in_branch + " initializer '" + t.name() + "'");
+        std::vector<int> order = dependency_order(branch, in_branch);
+        for (int i : order)
+          if (diags_->error_count() == errors)
+            run_node(branch.node(i));
+        std::vector<Tensor> outs;
+        for (int i = 0; i < branch.output_size() && diags_->error_count() == errors; ++i) {
+          const std::string &inner = branch.output(i).name();
+          auto v = values_.find(inner);
+          if (v == values_.end() || poisoned_.count(inner)) {
+            why = in_branch + ": output '" + inner + "' is not computed";
+            throw BodyFailed{};
+          }
+          OnnxNode dummy(proto, opset_, {}, *this);
+          outs.push_back(tensor_of(v->second, dummy, 0));
+        }
+        if (diags_->error_count() != errors) {
+          why = diags_->diagnostics().back().message;
+          throw BodyFailed{};
+        }
+        return outs;
+      };
+    };
+    std::vector<Tensor> results;
+    try {
+      std::optional<NodeNameScope> named;
+      if (auto *graph_ctx = dynamic_cast<GraphRealizationContext *>(RealizationContext::current()))
+        named.emplace(*graph_ctx, !proto.name().empty() ? proto.name() : proto.output(0));
+      Tensor pred = cond_tensor.shape().empty() ? cond_tensor : ops::reshape(cond_tensor, Shape{});
+      results = ops::cond(pred, trace_branch(0), trace_branch(1), captures,
+                          if_names_.mangle(proto.name().empty() ? "if" : proto.name(), "if"));
+    } catch (const BodyFailed &) {
+      return why.empty() ? std::string("a branch failed to import") : why;
+    } catch (const Error &e) {
+      return e.message();
+    }
+    for (int i = 0; i < proto.output_size(); ++i)
+      if (!proto.output(i).empty()) {
+        Val v;
+        v.kind = Val::Kind::traced;
+        v.tensor = results.at(static_cast<size_t>(i));
+        values_[proto.output(i)] = v;
+      }
+    return std::nullopt;
   }
 
   void poison(const onnx::NodeProto &proto) {
@@ -1324,7 +1467,7 @@ private:
   const onnx::GraphProto &graph_proto_;
   std::string path_, dir_;
   const LoadOptions &options_;
-  DiagnosticEngine &diags_;
+  DiagnosticEngine *diags_; // a scratch engine while a run-time If is tried (run_if)
   const OnnxImportOptions &onnx_;
   OnnxImportInfo &info_;
   LoadedModel &out_;
@@ -1340,6 +1483,7 @@ private:
   Mode mode_ = Mode::graph;
   int in_body_ = 0;
   int if_depth_ = 0; // Ifs being resolved (run_if)
+  CNameMangler if_names_; // the bodies of run-time Ifs: "<name>.then" / "<name>.else", unique
   std::vector<Block> blocks_;
   std::map<int, size_t> block_of_;
   std::set<std::string> graph_outputs_;
