@@ -128,8 +128,11 @@ TEST_CASE("pre-transposed subgraph parameters keep results", "[transforms][layou
       INFO("n = " << n);
       std::vector<HostTensor> inputs = {random_tensor(DType::f32, {n, 6}), random_tensor(DType::f32, {6, 6})};
       HostTensor expected = Interpreter::run(graph, inputs)[0];
-      MAXC_REQUIRE_CLOSE(Interpreter::run(*lowered, inputs)[0], expected, 1e-4, 1e-4); // f32 roundings of the rewritten ops; seed-independent margin
-      MAXC_REQUIRE_CLOSE(run_compiled(graph, inputs)[0], expected, 1e-4, 1e-4);
+      // f32 roundings of the rewritten ops through three layers: 1e-4 failed
+      // for 2 seeds in 60 (--rng-seed 33 and 49; e.g. 2.3e-4 at 0.23). A
+      // wrong layout is off by far more than 2e-3.
+      MAXC_REQUIRE_CLOSE(Interpreter::run(*lowered, inputs)[0], expected, 2e-3, 2e-3);
+      MAXC_REQUIRE_CLOSE(run_compiled(graph, inputs)[0], expected, 2e-3, 2e-3);
     }
   }
 }
