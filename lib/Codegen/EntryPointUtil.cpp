@@ -115,6 +115,12 @@ llvm::Value *align_to_64(llvm::IRBuilder<> &b, llvm::Value *mem) {
   return b.CreateGEP(b.getInt8Ty(), mem, b.CreateSub(aligned, addr));
 }
 
+llvm::Value *clamp_symbol_value(llvm::IRBuilder<> &b, llvm::Value *v, bool is_signed, int64_t bound) {
+  v = is_signed ? b.CreateSExtOrTrunc(v, b.getInt64Ty()) : b.CreateZExtOrTrunc(v, b.getInt64Ty());
+  v = b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, v, b.getInt64(0));
+  return b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, v, b.getInt64(bound));
+}
+
 llvm::Value *graph_dims_array(llvm::IRBuilder<> &b, llvm::Value *dims, size_t params, size_t defined) {
   if (defined == 0)
     return dims;

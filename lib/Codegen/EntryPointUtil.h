@@ -54,6 +54,11 @@ llvm::Value *align_to_64(llvm::IRBuilder<> &b, llvm::Value *mem);
 /// i64s, the C dims): `dims` itself when no symbol is defined by a node,
 /// else a zeroed stack array of params + `defined` slots holding a copy of
 /// them (the kernels defining symbols store theirs after).
+/// The value a node defining a symbol stores (CPU kernel and GPU host
+/// alike): integer `v` widened to i64 by its signedness and clamped to
+/// [0, bound], the bound its buffers are sized by.
+llvm::Value *clamp_symbol_value(llvm::IRBuilder<> &b, llvm::Value *v, bool is_signed, int64_t bound);
+
 llvm::Value *graph_dims_array(llvm::IRBuilder<> &b, llvm::Value *dims, size_t params, size_t defined);
 
 /// for (i = 0; i < n; ++i) body(i), an i64 counter from 0 (named `counter`;

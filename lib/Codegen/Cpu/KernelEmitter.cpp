@@ -1,6 +1,7 @@
 #include "Cpu/KernelEmitter.h"
 
 #include "ElementalEmitter.h"
+#include "EntryPointUtil.h"
 #include "Cpu/AttentionEmitter.h"
 #include "Cpu/ConvEmitter.h"
 #include "Cpu/WinogradEmitter.h"
@@ -589,12 +590,8 @@ private:
   /// result.
   void emit_define_symbol(const Node &node) {
     ValueId x = node.operands[0], r = node.results[0];
-    Value *v = element(x, {});
-    v = is_signed(g_.type_of(x).dtype) ? b_.CreateSExtOrTrunc(v, b_.getInt64Ty())
-                                       : b_.CreateZExtOrTrunc(v, b_.getInt64Ty());
-    v = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, v, b_.getInt64(0));
-    v = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, v,
-                                 b_.getInt64(g_.root()->symbol_table().upper_bound(defined_symbol(node)).value()));
+    Value *v = clamp_symbol_value(b_, element(x, {}), is_signed(g_.type_of(x).dtype),
+                                  g_.root()->symbol_table().upper_bound(defined_symbol(node)).value());
     b_.CreateStore(v, dim_values_->slot(b_, defined_symbol(node)));
     if (plan_.values[r].storage != Storage::fused)
       store_element(DType::i64, pointer_of(r), b_.getInt64(0), v);

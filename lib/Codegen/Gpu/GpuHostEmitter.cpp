@@ -1,10 +1,10 @@
 #include "Gpu/GpuHostEmitter.h"
 
+#include "EntryPointUtil.h"
 #include "WorkspaceLayout.h"
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Error.h"
 
-#include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
 #include <array>
@@ -159,11 +159,8 @@ private:
     llvm::Type *type = b_.getIntNTy(static_cast<unsigned>(bytes * 8));
     Value *host = entry_b_.CreateAlloca(type);
     fail_if_nonzero(launcher_.copy_to_host(b_, host, pointer_of(x), bytes, context_));
-    Value *v = b_.CreateLoad(type, host);
-    v = is_signed(dt) ? b_.CreateSExtOrTrunc(v, b_.getInt64Ty()) : b_.CreateZExtOrTrunc(v, b_.getInt64Ty());
-    v = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, v, b_.getInt64(0));
-    v = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, v,
-                                 b_.getInt64(g_.root()->symbol_table().upper_bound(defined_symbol(node)).value()));
+    Value *v = clamp_symbol_value(b_, b_.CreateLoad(type, host), is_signed(dt),
+                                  g_.root()->symbol_table().upper_bound(defined_symbol(node)).value());
     b_.CreateStore(v, dim_values_->slot(b_, defined_symbol(node)));
   }
 
