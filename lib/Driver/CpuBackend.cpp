@@ -66,6 +66,8 @@ public:
     CpuCodegenResult code = compile_cpu_module(*model.lowered, model.abi, target, request, timer, &model.plans);
     ModelInterface interface = model.interface;
     interface.profile = options.profile;
+    interface.cpu = target.cpu;
+    interface.cpu_features = checked_cpu_features(target);
     if (options.external_weights) {
       interface.external_weights = true;
       interface.weights_blob_bytes = out.weights_blob_bytes = code.weights_blob.size();
@@ -93,12 +95,15 @@ public:
                                                       {"cpu", target.cpu},
                                                       {"cpu_requested", options.cpu},
                                                       {"features", target.features},
+                                                      {"checked_features", interface.cpu_features},
                                                       {"opt_level", target.opt_level}}
                                    .dump();
     out.manifest.entry_points = {n + "_run", n + "_run_packed", n + "_workspace_size", n + "_status_string",
                                  n + "_set_parallel_for", n + "_set_num_threads"};
     if (options.external_weights)
       out.manifest.entry_points.push_back(n + "_set_weights");
+    if (!interface.cpu_features.empty())
+      out.manifest.entry_points.push_back(n + "_check_cpu");
     if (options.profile) {
       out.manifest.entry_points.push_back(n + "_profile_report");
       out.manifest.entry_points.push_back(n + "_profile_reset");

@@ -3,6 +3,7 @@
 #include "maxc/Codegen/CompileJobs.h"
 #include "EntryPointUtil.h"
 #include "LldLink.h"
+#include "Cpu/CpuCheck.h"
 #include "Cpu/KernelEmitter.h"
 #include "Cpu/GemmPanels.h"
 #include "Cpu/WinogradEmitter.h"
@@ -35,8 +36,10 @@ void return_status_if(llvm::IRBuilder<> &b, llvm::Value *cond, RunStatus status)
 }
 
 // The exported C entry points around the root graph function.
+// With a CPU check (`check.missing` set) a CPU without the code's features
+// gets ERROR_UNSUPPORTED_CPU from NAME_run and -1 from NAME_workspace_size.
 void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::EmittedGraph root,
-                       llvm::GlobalVariable *weights_base, bool profile) {
+                       llvm::GlobalVariable *weights_base, bool profile, const codegen::CpuCheck &check) {
   llvm::LLVMContext &c = module.getContext();
   llvm::IRBuilder<> b(c);
   llvm::Type *i32 = b.getInt32Ty(), *i64 = b.getInt64Ty(), *ptr = b.getPtrTy();
@@ -52,6 +55,8 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
     b.SetInsertPoint(entry);
     llvm::Value *buffers = packed->getArg(0), *dims = packed->getArg(1), *ws = packed->getArg(2);
     auto fail_if = [&](llvm::Value *cond, RunStatus status) { return_status_if(b, cond, status); };
+    if (check.missing) // before anything compiled for the target's features runs
+      fail_if(b.CreateICmpNE(b.CreateCall(check.missing), b.getInt64(0)), RunStatus::unsupported_cpu);
     fail_if(b.CreateICmpEQ(buffers, llvm::ConstantPointerNull::get(b.getPtrTy())), RunStatus::null_pointer);
     for (size_t i = 0; i < nbuf; ++i) {
       llvm::Value *p = b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, buffers, i));
@@ -111,7 +116,10 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
     llvm::Value *dims = b.CreateAlloca(i64, b.getInt64(static_cast<int64_t>(std::max<size_t>(ndims, 1))));
     for (size_t i = 0; i < ndims; ++i)
       b.CreateStore(size_fn->getArg(static_cast<unsigned>(i)), b.CreateConstGEP1_64(i64, dims, i));
-    // -1 for the dims NAME_run rejects with INVALID_DIM.
+    // -1 for the dims NAME_run rejects with INVALID_DIM, and on a CPU it
+    // rejects with UNSUPPORTED_CPU.
+    if (check.missing)
+      codegen::return_if(b, b.CreateICmpNE(b.CreateCall(check.missing), b.getInt64(0)), b.getInt64(-1));
     codegen::return_if(b, codegen::dims_invalid(b, dims, m.symbols, m.workspace_bound), b.getInt64(-1));
     b.CreateRet(b.CreateCall(root.workspace_size, {dims}));
   }
@@ -199,6 +207,10 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
       auto *bb = llvm::BasicBlock::Create(c, "status", status_fn);
       sw->addCase(b.getInt32(s), bb);
       b.SetInsertPoint(bb);
+      if (info.status == RunStatus::unsupported_cpu && check.message) { // names the missing features
+        b.CreateRet(b.CreateCall(check.message));
+        continue;
+      }
       b.CreateRet(b.CreateGlobalStringPtr(info.message, m.name + ".status." + std::to_string(s), 0, &module));
     }
     b.SetInsertPoint(unknown);
@@ -281,6 +293,9 @@ struct ModuleSpec {
   const codegen::PackedWeights *packed; // GEMM weights packed at compile time
   const Graph *only;
   const std::vector<ProfiledKernel> *profile = nullptr; // a profile build's kernels; null: not one
+  /// The target whose features the entry points check before the first
+  /// run (Cpu/CpuCheck.h); null: no check (the JIT runs on the host).
+  const CpuTarget *check = nullptr;
 };
 
 /// Makes `gv` a hidden global: defined in one partition, used by others.
@@ -347,10 +362,21 @@ std::unique_ptr<llvm::Module> build_module(const ModuleSpec &spec, llvm::LLVMCon
       *module, lowered, name, m.dims_array(), spec.vector_lanes ? spec.vector_lanes : host_vector_lanes(), external.get(),
       spec.plans, spec.packed, spec.only, counters.get());
   if (main) {
-    emit_entry_points(*module, m, root, external ? external->base : nullptr, spec.profile != nullptr);
+    codegen::CpuCheck check;
+    if (spec.check)
+      check = codegen::emit_cpu_check(*module, name, *spec.check);
+    emit_entry_points(*module, m, root, external ? external->base : nullptr, spec.profile != nullptr, check);
     if (spec.profile)
       emit_profile_entry_points(*module, name, counters->table, *spec.profile);
     codegen::link_cpu_runtime(*module, name, spec.profile != nullptr);
+    // What may run before the check has passed is compiled for the
+    // baseline: the exported functions and the runtime (the kernels are
+    // not inlined into them: LLVM inlines a callee only into a caller with
+    // its features).
+    if (check.missing)
+      for (llvm::Function &fn : *module)
+        if (!fn.isDeclaration() && (fn.getName().starts_with(name + "_") || fn.getName().starts_with(name + ".rt.")))
+          codegen::set_baseline_target(fn, spec.check->triple);
   }
   // The runtime's functions that every partition's kernels call.
   for (const char *f : {"parallel_for", "profile_begin", "profile_end"})
@@ -477,7 +503,7 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
       llvm::LLVMContext context;
       std::unique_ptr<llvm::Module> module = own.run("codegen", [&] {
         return build_module({lowered, abi, placement, &offsets, weights.size(), plans, cpu_vector_lanes(target),
-                             &packed, split ? parts[i] : nullptr, request.profile ? &kernels : nullptr},
+                             &packed, split ? parts[i] : nullptr, request.profile ? &kernels : nullptr, &target},
                             context);
       });
       own.run("optimize", [&] { optimize_module(*module, target); });
