@@ -324,9 +324,10 @@ public:
       std::string list;
       for (const std::string &in : behind)
         list += (list.empty() ? "" : ", ") + in;
-      message += "; it is computed from the graph input" + std::string(behind.size() > 1 ? "s " : " ") + list +
-                 ": fix " + (behind.size() > 1 ? "them" : "it") + " with --bind NAME=VALUE if " +
-                 (behind.size() > 1 ? "they are settings" : "it is a setting") + ", not data";
+      message += behind.size() > 1 ? "; it is computed from the graph inputs " + list +
+                                         ": fix them with --bind NAME=VALUE if they are settings, not data"
+                                   : "; it is computed from the graph input '" + list + "': fix it with --bind " +
+                                         list + "=VALUE if it is a setting, not data";
     } else {
       message += " (it depends on computed tensor values, not only on shapes)";
     }
