@@ -203,6 +203,9 @@ public:
       throw Error(ErrorCode::OnnxUnsupportedType, where + ": sparse initializers are not supported");
     if (if_depth_ >= kMaxIfDepth)
       throw Error(ErrorCode::OnnxGraph, "subgraphs nest more than " + std::to_string(kMaxIfDepth) + " deep");
+    if (++body_runs_ > kMaxBodyRuns) // nested Loops multiply their trip counts
+      throw Error(ErrorCode::OnnxAttribute, "Loop and Scan bodies have run " + std::to_string(kMaxBodyRuns) +
+                                                " times in all (nested loops multiply); that is as far as maxc unrolls");
     // Every name the body (and subgraphs in it) defines is its own: what it
     // shadows comes back afterwards, and the rest is forgotten, so the next
     // iteration defines them again.
@@ -1642,6 +1645,8 @@ private:
   CNameMangler names_, dim_names_, constant_names_;
   std::map<std::string, Tensor> initializer_tensors_;
   std::map<const onnx::TensorProto *, HostTensor> body_initializers_; // Loop/Scan bodies', read once
+  static constexpr int64_t kMaxBodyRuns = 16384; // Loop/Scan iterations in all, nested ones included
+  int64_t body_runs_ = 0;
   GraphRealizationContext *root_ = nullptr;
   Mode mode_ = Mode::graph;
   int in_body_ = 0;
