@@ -897,18 +897,7 @@ def rnn_case(c, tag, op, seq, batch, inp, hid, direction="forward", layout=0, le
     graph = helper.make_graph([node], "rnn", [vi(n, a) for n, a in inputs.items()],
                               [vi(o, want[o].astype(np.float32)) for o in outs if o], inits)
     p = c.save(helper.make_model(graph, opset_imports=OPSET), f"{tag}.onnx")
-    args = []
-    for n, a in inputs.items():
-        np.save(c.path(f"{tag}.{n}.npy"), a)
-        args += ["--input", f"{n}={c.path(f'{tag}.{n}.npy')}"]
-    for device in devices:
-        out = c.path(f"{tag}-{device}")
-        c.run("run", p, *args, "--device", device, "--output-dir", out)
-        for o in outs:
-            if o:
-                got = np.load(os.path.join(out, o + ".npy"))
-                assert got.shape == want[o].shape, (tag, device, o, got.shape, want[o].shape)
-                assert np.allclose(got, want[o], rtol=1e-4, atol=2e-6), (tag, device, o, np.abs(got - want[o]).max())
+    run_devices(c, tag, p, inputs, {o: want[o].astype(np.float32) for o in outs if o}, devices, rtol=1e-4, atol=2e-6)
 
 
 def case_lstm_bidirectional_sequence_lens(c):
@@ -982,7 +971,7 @@ def vi_f(name, shape):
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
 
 
-def run_devices(c, tag, p, inputs, want, devices=("reference", "cpu", "amdgpu-emu"), extra=()):
+def run_devices(c, tag, p, inputs, want, devices=("reference", "cpu", "amdgpu-emu"), extra=(), rtol=1e-5, atol=1e-6):
     """Runs model p on every device with the numpy inputs; compares each output."""
     args = []
     for n, a in inputs.items():
@@ -994,7 +983,7 @@ def run_devices(c, tag, p, inputs, want, devices=("reference", "cpu", "amdgpu-em
         for name, w in want.items():
             got = np.load(os.path.join(out, name + ".npy"))
             assert got.shape == w.shape and got.dtype == w.dtype, (tag, device, name, got.shape, w.shape, got.dtype)
-            assert np.allclose(got, w, rtol=1e-5, atol=1e-6), (tag, device, name, got, w)
+            assert np.allclose(got, w, rtol=rtol, atol=atol), (tag, device, name, np.abs(got - w).max())
 
 
 def loop_model(trip=5):
