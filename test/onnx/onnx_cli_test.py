@@ -1081,8 +1081,9 @@ def scan_model(steps="T"):
         helper.make_node("Mul", ["at", "bk"], ["ab"], name="/scan/Mul"),
         helper.make_node("Add", ["s", "ab"], ["s1"], name="/scan/Add"),
         helper.make_node("Sub", ["at", "bk"], ["d"], name="/scan/Sub"),
+        helper.make_node("Identity", ["s1"], ["s1o"], name="/scan/Out"),
     ], "body", [vi_f("s", [2, 3]), vi_f("at", [2, 3]), vi_f("bt", [2, 3])],
-        [vi_f("s1", [2, 3]), vi_f("s1", [2, 3]), vi_f("d", [2, 3])])
+        [vi_f("s1", [2, 3]), vi_f("s1o", [2, 3]), vi_f("d", [2, 3])])
     g = helper.make_graph([
         helper.make_node("Scan", ["s0", "a", "b"], ["s_final", "ss", "ds"], name="/Scan", body=body, num_scan_inputs=2,
                          scan_input_axes=[0, 2], scan_input_directions=[0, 1], scan_output_axes=[0, -1],

@@ -182,10 +182,7 @@ std::vector<Val> run_iteration(BodyHost &host, const onnx::GraphProto &body, con
   return outs;
 }
 
-std::string body_name(const OnnxNode &node) {
-  std::string n = node.op() == "Loop" ? "loop_body" : "scan_body";
-  return n;
-}
+std::string body_name(const OnnxNode &node) { return node.op() == "Loop" ? "loop_body" : "scan_body"; }
 
 /// Scan's iterations (the opset 9+ form, or one batch row of opset 8's):
 /// the final states, then the scan outputs.
