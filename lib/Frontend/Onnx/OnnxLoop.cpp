@@ -100,8 +100,22 @@ Val stack(const std::vector<Val> &pieces, int64_t axis, BodyHost &host) {
     return known_val(concat_tree(parts, axis).realize().host());
   }
   for (const Val &v : pieces)
-    parts.push_back(ops::unsqueeze(host.tensor(v), {axis}));
-  return traced_val(concat_tree(parts, axis));
+    parts.push_back(host.tensor(v));
+  const Shape piece = parts.at(0).shape();
+  for (const Tensor &p : parts)
+    if (p.shape() != piece)
+      bad(ErrorCode::OnnxAttribute, "the iterations' scan outputs have different shapes (" + shape_to_string(piece) +
+                                        " and " + shape_to_string(p.shape()) + ")");
+  if (axis == int64_t(piece.size())) { // a new last axis: each piece unsqueezed
+    for (Tensor &p : parts)
+      p = ops::unsqueeze(p, {axis});
+    return traced_val(concat_tree(parts, axis));
+  }
+  // Concatenated along `axis`, then that axis split in (pieces, its size):
+  // the same elements without a reshape per piece.
+  Shape shape = piece;
+  shape.insert(shape.begin() + axis, Dim(int64_t(parts.size())));
+  return traced_val(ops::reshape(concat_tree(parts, axis), shape));
 }
 
 /// One body input of an iteration.
