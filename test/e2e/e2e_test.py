@@ -621,6 +621,53 @@ def onnx_ops_x86_64_v3_under_qemu(ctx):
 
 
 @case
+def cpu_variants(ctx):
+    """--cpu x86-64-v2,x86-64-v3,znver2,skylake-avx512: one object with four
+    code variants, their GEMM weights packed once per vector width (v3 and
+    znver2 share 8-lane panels); each CPU runs the most capable variant it supports
+    (NAME_cpu_variant: v2 on an emulated Nehalem, v3 on qemu's AVX2 CPU),
+    correctly; an SSE3-only CPU gets NAME_ERROR_UNSUPPORTED_CPU naming what
+    the least demanding variant needs; the bytes do not depend on --jobs."""
+    require_tool("qemu-x86_64", "run x86-64 programs on an emulated CPU")
+    cpus = "x86-64-v2,x86-64-v3,znver2,skylake-avx512"
+    manifest = compile_link_run(ctx, "mlp", [3], ["--cpu", cpus, "-j", "2"], runner=QEMU_X86_MAX)
+    target = manifest["target"]
+    expect(target["cpu"] == cpus and [v["cpu"] for v in target["variants"]] == cpus.split(","),
+           "manifest target: %s" % target)
+    v2, v3, zen2, avx512 = target["variants"]
+    expect(v3["extra_weights_bytes"] > 0 and zen2["extra_weights_bytes"] == 0 and avx512["extra_weights_bytes"] > 0,
+           "v3 and skylake-avx512 add weights, znver2 reads v3's: %s" % target["variants"])
+    expect(target["checked_features"] == v2["checked_features"], "the header's minimum is v2's: %s" % target)
+    expect_in("mlp_cpu_variant", manifest["interface"]["entry_points"], "the manifest's entry points")
+    header = open(ctx.path("mlp.h")).read()
+    expect_in('#define MLP_CPU "%s"' % cpus, header, "mlp.h")
+    expect_in("#define MLP_CPU_VARIANTS 4", header, "mlp.h")
+    with open(ctx.path("which.c"), "w") as f:
+        f.write('#include <stdio.h>\n#include "mlp.h"\nint main(void) { printf("variant %d check %d\\n", '
+                '(int)mlp_cpu_variant(), (int)mlp_check_cpu()); return 0; }\n')
+    which = ctx.cc([ctx.path("which.c")], [ctx.path("mlp.o")], ctx.path("which"))
+    for cpu, expected in (("Nehalem", "variant 0 check 0"), ("max", "variant 1 check 0"),
+                          ("qemu64", "variant -1 check 9")):
+        r = run_command(["qemu-x86_64", "-cpu", cpu, which], ctx.tmp, rc=0)
+        expect_in(expected, r.stdout, "mlp_cpu_variant() under qemu -cpu " + cpu, r)
+    r = run_command([which], ctx.tmp, rc=0)
+    print("this machine: %s" % r.stdout.strip())
+    # The harness on the emulated Nehalem (variant 0) and on this machine.
+    iface = manifest["interface"]
+    for tag, runner in (("nehalem", ["qemu-x86_64", "-cpu", "Nehalem"]), ("host", [])):
+        job = Job(ctx, "mlp", iface, {d: 2 for d in iface["dims"]}, random.Random(SEED), tag)
+        run_command(runner + [ctx.path("app")] + job.harness_args(), ctx.tmp, rc=0, timeout=300)
+        job.check_against(ctx, ctx.example("mlp"), "mlp on %s" % tag)
+    unsupported_cpu_run(ctx, "mlp", ["--cpu", cpus], "cc", ["qemu-x86_64", "-cpu", "qemu64"],
+                        ["ssse3", "sse4.1", "sse4.2", "popcnt"], cpus.replace(",", ", "))
+    # The same object at --jobs 1.
+    one = ctx.mkdir("j1")
+    ctx.compile(ctx.example("mlp"), one, "mlp", ["--cpu", cpus, "-j", "1"])
+    expect(open(os.path.join(one, "mlp.o"), "rb").read() == open(ctx.path("mlp.o"), "rb").read(),
+           "mlp.o differs between -j 1 and -j 2")
+
+
+@case
 def aarch64_under_qemu(ctx):
     """aarch64 objects of every example (the default CPU, generic, and
     neoverse-v1's SVE/BF16/I8MM features for mlp) linked with

@@ -84,8 +84,9 @@ struct ModelInterface {
   /// CPU objects: the CPU the code was compiled for and the features it
   /// checks before the first run (checked_cpu_features, Codegen/Target.h;
   /// empty: no check).
-  std::string cpu;
-  std::vector<std::string> cpu_features;
+  std::string cpu;                       // "x86-64-v3,znver5" with several code variants
+  std::vector<std::string> cpu_features; // the least demanding variant's
+  size_t cpu_variants = 1;               // > 1: NAME_cpu_variant() says which runs
   /// A profile build (maxc compile --profile): NAME_profile_report and
   /// NAME_profile_reset exported (Codegen/Profile.h).
   bool profile = false;

@@ -54,6 +54,11 @@ unsigned cpu_vector_lanes(const CpuTarget &target);
 /// "avx2", "fma", ..., "avx512f", .... Empty for the baseline CPUs.
 std::vector<std::string> checked_cpu_features(const CpuTarget &target);
 
+/// Of several targets (code variants, maxc compile --cpu A,B), the index of
+/// the least demanding: the fewest checked features (the earliest on a
+/// tie). Its features are what a CPU needs to run the artifact at all.
+size_t least_demanding_target(const std::vector<CpuTarget> &targets);
+
 /// cpu_vector_lanes of the host ("native"), what the in-process JIT runs on;
 /// decided once.
 unsigned host_vector_lanes();

@@ -8,6 +8,7 @@
 #include <llvm/IR/Module.h>
 #include <llvm/TargetParser/Triple.h>
 
+#include <algorithm>
 #include <array>
 #include <map>
 
@@ -191,18 +192,34 @@ void set_baseline_target(llvm::Function &fn, const std::string &triple) {
   fn.addFnAttr("tune-cpu", x86 ? "generic" : "generic");
 }
 
-CpuCheck emit_cpu_check(llvm::Module &module, const std::string &name, const CpuTarget &target) {
-  std::vector<std::string> names = checked_cpu_features(target);
+CpuCheck emit_cpu_check(llvm::Module &module, const std::string &name, const std::vector<CpuTarget> &targets) {
+  if (targets.empty())
+    throw Error(ErrorCode::Internal, "emit_cpu_check: no target");
+  const CpuTarget &target = targets.front(); // the triple's
+  const bool x86 = is_x86(target);
+  // The union of the variants' features in table order, and each variant's
+  // bits of it.
+  std::vector<std::vector<std::string>> wanted;
+  for (const CpuTarget &t : targets)
+    wanted.push_back(checked_cpu_features(t));
+  std::vector<std::string> names;
+  std::vector<const CpuFeatureBit *> features;
+  for (const CpuFeatureBit &f : cpu_feature_table(x86))
+    for (const std::vector<std::string> &w : wanted)
+      if (std::find(w.begin(), w.end(), f.name) != w.end()) {
+        names.emplace_back(f.name);
+        features.push_back(&f);
+        break;
+      }
   if (names.empty())
     return {};
   if (names.size() > 63)
     throw Error(ErrorCode::Internal, "the CPU check holds 63 features, not " + std::to_string(names.size()));
-  const bool x86 = is_x86(target);
-  std::vector<const CpuFeatureBit *> features;
-  for (const std::string &n : names)
-    for (const CpuFeatureBit &f : cpu_feature_table(x86))
-      if (n == f.name)
-        features.push_back(&f);
+  std::vector<uint64_t> required(targets.size(), 0);
+  for (size_t v = 0; v < targets.size(); ++v)
+    for (size_t k = 0; k < names.size(); ++k)
+      if (std::find(wanted[v].begin(), wanted[v].end(), names[k]) != wanted[v].end())
+        required[v] |= uint64_t{1} << k;
   llvm::LLVMContext &c = module.getContext();
   llvm::IRBuilder<> b(c);
   llvm::Type *i64 = b.getInt64Ty(), *i32 = b.getInt32Ty(), *ptr = b.getPtrTy();
@@ -235,18 +252,43 @@ CpuCheck emit_cpu_check(llvm::Module &module, const std::string &name, const Cpu
     b.CreateRet(missing);
   }
 
+  // i32 NAME.rt.cpu_variant(): the supported variants tried from the most
+  // demanding down.
+  std::vector<size_t> order(targets.size());
+  for (size_t v = 0; v < order.size(); ++v)
+    order[v] = v;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b_) {
+    return __builtin_popcountll(required[a]) > __builtin_popcountll(required[b_]);
+  });
+  out.variant = new_function(module, llvm::FunctionType::get(i32, false), llvm::GlobalValue::InternalLinkage,
+                             name + ".rt.cpu_variant", target.triple);
+  {
+    b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", out.variant));
+    llvm::Value *missing = b.CreateCall(out.missing);
+    llvm::Value *chosen = b.getInt32(-1);
+    for (auto v = order.rbegin(); v != order.rend(); ++v) // the first in `order` is tested last, wins
+      chosen = b.CreateSelect(
+          b.CreateICmpEQ(b.CreateAnd(missing, b.getInt64(static_cast<int64_t>(required[*v]))), b.getInt64(0)),
+          b.getInt32(static_cast<int32_t>(*v)), chosen);
+    b.CreateRet(chosen);
+  }
+  const size_t least = least_demanding_target(targets);
+  std::string cpus;
+  for (const CpuTarget &t : targets)
+    cpus += (cpus.empty() ? "" : ", ") + t.cpu;
+
   // i32 NAME_check_cpu()
   out.check = new_function(module, llvm::FunctionType::get(i32, false), llvm::GlobalValue::ExternalLinkage,
                            name + "_check_cpu", target.triple);
   b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", out.check));
-  b.CreateRet(b.CreateSelect(b.CreateICmpEQ(b.CreateCall(out.missing), b.getInt64(0)),
+  b.CreateRet(b.CreateSelect(b.CreateICmpSGE(b.CreateCall(out.variant), b.getInt32(0)),
                              b.getInt32(static_cast<int32_t>(RunStatus::ok)),
                              b.getInt32(static_cast<int32_t>(RunStatus::unsupported_cpu))));
 
   // ptr NAME.rt.cpu_message(): "this CPU lacks F1, F2 (model 'NAME' was
   // compiled for CPU)" written into a buffer long enough for every
   // feature (each run writes the same bytes).
-  const std::string head = "this CPU lacks ", tail = " (model '" + name + "' was compiled for " + target.cpu + ")";
+  const std::string head = "this CPU lacks ", tail = " (model '" + name + "' was compiled for " + cpus + ")";
   size_t capacity = head.size() + tail.size() + 1;
   for (const std::string &n : names)
     capacity += n.size() + 2;
@@ -257,7 +299,8 @@ CpuCheck emit_cpu_check(llvm::Module &module, const std::string &name, const Cpu
                              name + ".rt.cpu_message", target.triple);
   {
     b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", out.message));
-    llvm::Value *missing = b.CreateCall(out.missing);
+    llvm::Value *missing =
+        b.CreateAnd(b.CreateCall(out.missing), b.getInt64(static_cast<int64_t>(required[least])));
     llvm::AllocaInst *at = b.CreateAlloca(i64, nullptr, "at"); // bytes written
     b.CreateStore(b.getInt64(0), at);
     auto append = [&](const std::string &text) {
@@ -269,6 +312,8 @@ CpuCheck emit_cpu_check(llvm::Module &module, const std::string &name, const Cpu
     };
     append(head);
     for (size_t k = 0; k < names.size(); ++k) {
+      if (!(required[least] >> k & 1))
+        continue;
       llvm::Value *lacks = b.CreateICmpNE(b.CreateAnd(missing, b.getInt64(int64_t{1} << k)), b.getInt64(0));
       auto *yes = llvm::BasicBlock::Create(c, "lacks." + names[k], out.message);
       auto *next = llvm::BasicBlock::Create(c, "next", out.message);

@@ -41,18 +41,24 @@ struct CpuFeatureBit {
 /// are not listed.
 const std::vector<CpuFeatureBit> &cpu_feature_table(bool arch_x86);
 
-/// The check emitted into `module` for model `name`:
+/// The check emitted into `module` for model `name` compiled for
+/// `targets` (maxc compile --cpu A,B,...: one code variant per target):
 ///   i64 NAME.rt.cpu_missing(): a bit per checked feature the CPU lacks
-///     (bit k: checked_cpu_features(target)[k]), computed once and cached;
+///     (bit k: the k-th of the targets' checked features, in table order),
+///     computed once and cached;
+///   i32 NAME.rt.cpu_variant(): the variant runs use: of those whose
+///     features the CPU has, the one with the most (the earliest on a tie);
+///     -1 when none;
 ///   i32 NAME_check_cpu(): NAME_OK or NAME_ERROR_UNSUPPORTED_CPU;
-///   ptr NAME.rt.cpu_message(): "this CPU lacks avx512f, avx512bw: ..." naming
-///     the missing features (for NAME_status_string).
-/// Every function is baseline-compiled. `missing` is null when the target
-/// has no feature to check (the baseline CPU): then nothing is emitted.
+///   ptr NAME.rt.cpu_message(): "this CPU lacks avx512f, avx512bw (model
+///     'NAME' was compiled for CPU)": what the least demanding variant needs
+///     and the CPU lacks (for NAME_status_string).
+/// Every function is baseline-compiled. Nothing is emitted (all null) when
+/// no target has a feature to check (a single baseline CPU).
 struct CpuCheck {
-  llvm::Function *missing = nullptr, *check = nullptr, *message = nullptr;
+  llvm::Function *missing = nullptr, *variant = nullptr, *check = nullptr, *message = nullptr;
 };
-CpuCheck emit_cpu_check(llvm::Module &module, const std::string &name, const CpuTarget &target);
+CpuCheck emit_cpu_check(llvm::Module &module, const std::string &name, const std::vector<CpuTarget> &targets);
 
 /// Compiles `fn` for the triple's baseline CPU (x86-64 / generic aarch64)
 /// whatever the TargetMachine's CPU.

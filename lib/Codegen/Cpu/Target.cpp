@@ -194,6 +194,14 @@ std::vector<std::string> checked_cpu_features(const CpuTarget &target) {
   return out;
 }
 
+size_t least_demanding_target(const std::vector<CpuTarget> &targets) {
+  size_t best = 0;
+  for (size_t v = 1; v < targets.size(); ++v)
+    if (checked_cpu_features(targets[v]).size() < checked_cpu_features(targets[best]).size())
+      best = v;
+  return best;
+}
+
 unsigned cpu_vector_lanes(const CpuTarget &target) {
   if (checked_triple(target.triple).getArch() != llvm::Triple::x86_64)
     return 4; // NEON (and the generic baseline): 128-bit vectors
