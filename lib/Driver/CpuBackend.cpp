@@ -55,6 +55,7 @@ public:
   /// two resolve to the same code.
   static std::vector<CpuTarget> cpu_variants(const BackendOptions &options) {
     std::vector<CpuTarget> out;
+    std::vector<std::string> names; // as listed
     size_t start = 0;
     while (true) {
       size_t comma = options.cpu.find(',', start);
@@ -67,18 +68,29 @@ public:
           throw Error(ErrorCode::InvalidArgument,
                       "--cpu '" + options.cpu + "' names " + t.cpu + " twice (" + cpu + " resolves to it)", "--cpu");
       out.push_back(std::move(t));
+      names.push_back(cpu);
       if (comma == std::string::npos)
         break;
       start = comma + 1;
     }
-    for (size_t a = 0; a < out.size(); ++a) // the run-time check must tell the variants apart
+    // The run-time check must tell the variants apart. `native` adds a
+    // variant only where this machine has features beyond the others
+    // (--cpu portable,native on any machine).
+    for (size_t a = 0; a < out.size(); ++a)
       for (size_t b = a + 1; b < out.size(); ++b)
-        if (checked_cpu_features(out[a]) == checked_cpu_features(out[b]))
+        if (checked_cpu_features(out[a]) == checked_cpu_features(out[b])) {
+          if (names[b] == "native" || names[a] == "native") {
+            out.erase(out.begin() + static_cast<std::ptrdiff_t>(names[b] == "native" ? b : a));
+            names.erase(names.begin() + static_cast<std::ptrdiff_t>(names[b] == "native" ? b : a));
+            a = static_cast<size_t>(-1);
+            break;
+          }
           throw Error(ErrorCode::InvalidArgument,
                       "--cpu '" + options.cpu + "': " + out[a].cpu + " and " + out[b].cpu +
                           " have the same instruction-set features, which the run-time check cannot tell apart; "
                           "list one of them",
                       "--cpu");
+        }
     if (out.size() > 8)
       throw Error(ErrorCode::InvalidArgument, "--cpu lists " + std::to_string(out.size()) + " CPUs; at most 8", "--cpu");
     if (out.size() > 1 && options.profile)
