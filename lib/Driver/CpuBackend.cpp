@@ -54,6 +54,8 @@ public:
   /// --cpu A,B,...: one code variant per CPU, each resolved; refused when
   /// two resolve to the same code.
   static std::vector<CpuTarget> cpu_variants(const BackendOptions &options) {
+    if (options.cpu.empty()) // the API's "" is the architecture's baseline (Target.h)
+      return {resolve_cpu_target(options.triple, "", options.opt_level)};
     std::vector<CpuTarget> out;
     std::vector<std::string> names; // as listed
     size_t start = 0;

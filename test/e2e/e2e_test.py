@@ -1298,6 +1298,17 @@ def bad_target(ctx):
     r = ctx.run(["compile", model, "-o", obj, "--target", "aarch64-linux-gnu", "--cpu", "znver4"], rc=1)
     expect_in("cortex-a53", r.stderr, "the list of valid aarch64 CPUs", r)
     nothing_written(r, "--target aarch64-linux-gnu --cpu znver4")
+    # Bad --cpu lists: an empty name, a CPU twice, two CPUs the run-time
+    # check cannot tell apart, --profile with several.
+    for cpus, message in (("x86-64-v3,", "empty CPU name"), ("znver4,znver4", "names znver4 twice"),
+                          ("portable,x86-64-v3", "names x86-64-v3 twice"),
+                          ("x86-64-v3,znver99", "unknown CPU 'znver99'")):
+        r = ctx.run(["compile", model, "-o", obj, "--cpu", cpus], rc=1)
+        expect_in(message, r.stderr, "stderr of --cpu %s" % cpus, r)
+        nothing_written(r, "--cpu " + cpus)
+    r = ctx.run(["compile", model, "-o", obj, "--cpu", "x86-64-v3,znver4", "--profile"], rc=1)
+    expect_in("--profile takes one CPU", r.stderr, "stderr of --profile with two CPUs", r)
+    nothing_written(r, "--profile with two CPUs")
     # An unsupported triple: the accepted ones are listed.
     r = ctx.run(["compile", model, "-o", obj, "--target", "riscv64-linux-gnu"], rc=1)
     expect_in("riscv64-linux-gnu", r.stderr, "stderr", r)
