@@ -56,7 +56,7 @@ public:
     reject_gpu_unsupported_options(options);
     at_flag("--gpu", [&] { resolve_gpu_arches(options.gpu); });
     at_flag("--code-object-version", [&] { resolve_code_object_version(code_object_version(options)); });
-    resolve_cpu_target(options.triple, options.cpu, options.opt_level);
+    gpu_host_target(options);
   }
 
   std::vector<TargetInfo> targets() const override {
@@ -69,7 +69,7 @@ public:
   BackendOutput compile(const PlannedModel &model, const BackendOptions &options, const std::set<std::string> &emit,
                         PassTimer &timer) const override {
     BackendOutput out;
-    CpuTarget host = resolve_cpu_target(options.triple, options.cpu, options.opt_level);
+    CpuTarget host = gpu_host_target(options);
     GpuCompileOptions gpu;
     gpu.arches = resolve_gpu_arches(options.gpu);
     gpu.code_object_version = code_object_version(options);

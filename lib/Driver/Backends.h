@@ -23,6 +23,12 @@ std::vector<std::string> gpu_artifact_kinds(const std::set<std::string> &emit, c
 /// Throws maxc::Error (InvalidArgument) for the options no GPU backend
 /// supports yet (--weights-mode external).
 void reject_gpu_unsupported_options(const BackendOptions &options);
+
+/// The CPU a GPU artifact's host object is compiled for: the architecture's
+/// baseline for the default `--cpu portable` (the host code only drives the
+/// GPU runtime: it runs on any CPU of the triple, no check needed), else
+/// the one CPU named (a list is refused: no code variants on the host).
+CpuTarget gpu_host_target(const BackendOptions &options);
 /// Runs `check`, rethrowing its maxc::Error located at `flag` ("--gpu").
 void at_flag(const char *flag, const std::function<void()> &check);
 /// A GPU backend's row of `maxc targets` (alias may be null).

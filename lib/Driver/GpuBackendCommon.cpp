@@ -32,6 +32,13 @@ void reject_gpu_unsupported_options(const BackendOptions &options) {
                 "--weights-mode");
 }
 
+CpuTarget gpu_host_target(const BackendOptions &options) {
+  if (options.cpu.find(',') != std::string::npos)
+    throw Error(ErrorCode::InvalidArgument,
+                "--cpu '" + options.cpu + "': a GPU artifact's host code is compiled for one CPU, not a list", "--cpu");
+  return resolve_cpu_target(options.triple, options.cpu == kPortableCpu ? "" : options.cpu, options.opt_level);
+}
+
 void at_flag(const char *flag, const std::function<void()> &check) {
   try {
     check();

@@ -94,7 +94,7 @@ public:
     if (options.code_object_version)
       throw Error(ErrorCode::InvalidArgument, "--code-object-version applies to AMD GPUs only", "--code-object-version");
     at_flag("--gpu", [&] { resolve_cuda_arches(options.gpu); });
-    resolve_cpu_target(options.triple, options.cpu, options.opt_level);
+    gpu_host_target(options);
   }
 
   std::vector<TargetInfo> targets() const override {
@@ -107,7 +107,7 @@ public:
   BackendOutput compile(const PlannedModel &model, const BackendOptions &options, const std::set<std::string> &emit,
                         PassTimer &timer) const override {
     BackendOutput out;
-    CpuTarget host = resolve_cpu_target(options.triple, options.cpu, options.opt_level);
+    CpuTarget host = gpu_host_target(options);
     CudaCompileOptions cuda;
     cuda.sms = resolve_cuda_arches(options.gpu);
     cuda.ptxas = find_ptxas();
