@@ -23,7 +23,11 @@ public:
   std::string name() const override { return "cpu"; }
   // Softmax and the norms run as one row kernel each (Cpu/NormEmitter),
   // attention as one kernel (Cpu/AttentionEmitter).
-  DecomposeOptions decompose_options() const override { return {true, true}; }
+  DecomposeOptions decompose_options() const override {
+    DecomposeOptions o{true, true};
+    o.promote_low_precision = true; // f16/bf16 in f32: the CPU kernels are f32 (PromotePrecision.h)
+    return o;
+  }
   PlanOptions plan_options() const override { return cpu_plan_options(); }
   std::string description() const override { return "x86-64 and aarch64 Linux objects (maxc compile)"; }
 

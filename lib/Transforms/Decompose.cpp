@@ -1,4 +1,5 @@
 #include "maxc/Transforms/Decompose.h"
+#include "maxc/Transforms/PromotePrecision.h"
 
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Ops/Ops.h"
@@ -221,7 +222,9 @@ bool keeps_row_kernel(const Graph &graph, const Node &node) {
   return true; // the norms: rows over the trailing weight.rank() dims
 }
 
-std::unique_ptr<Graph> decompose(const Graph &graph, const DecomposeOptions &options) {
+std::unique_ptr<Graph> decompose(const Graph &source, const DecomposeOptions &options) {
+  std::unique_ptr<Graph> promoted = options.promote_low_precision ? promote_low_precision(source) : nullptr;
+  const Graph &graph = promoted ? *promoted : source;
   CallSiteLayout calls = plan_call_site_layout(graph);
   CallSiteBatchNorms folds = plan_call_site_batch_norms(graph);
   auto out = std::make_unique<Graph>(graph.name());

@@ -29,6 +29,9 @@ struct DecomposeOptions {
   /// With fuse_attention: f16 and bf16 attention too (the GPU's kernel
   /// widens to f32; the CPU's is f32 only).
   bool attention_low_precision = false;
+  /// Precision policy: f16 and bf16 computed in f32 (PromotePrecision.h),
+  /// for a backend whose fast kernels are f32 only (the CPU).
+  bool promote_low_precision = false;
 };
 
 std::unique_ptr<Graph> decompose(const Graph &graph, const DecomposeOptions &options = {});
