@@ -940,9 +940,15 @@ Outs pool(const OnnxNode &node) {
       unsupported("pooling with dilations is not supported");
   if (node.wants_output(1))
     unsupported("MaxPool's Indices output is not supported");
-  if (!is_float(x.dtype())) // the core pools are float-only (ONNX also has MaxPool on int8/uint8)
+  // The core pools are float-only: MaxPool on int8/uint8 pools in f32, which
+  // holds every 8-bit value exactly (the max is one of them), and casts back.
+  DType in_dtype = x.dtype();
+  if (is_max && (in_dtype == DType::u8 || in_dtype == DType::i8))
+    x = ops::cast(x, DType::f32);
+  else if (!is_float(in_dtype))
     throw Error(ErrorCode::OnnxUnsupportedType,
                 node.op() + " on " + std::string(dtype_name(x.dtype())) + " is not supported (maxc pools floats)");
+  auto back = [&](const Tensor &t) { return t.dtype() == in_dtype ? t : ops::cast(t, in_dtype); };
   std::vector<int64_t> pads = spatial_pads(node, x.shape(), kernel, strides, dil);
   bool include_pad = node.attr_int("count_include_pad", 0) != 0;
   if (node.attr_int("ceil_mode", 0)) {
@@ -979,12 +985,12 @@ Outs pool(const OnnxNode &node) {
     o.stride = {strides[0], 1};
     o.padding = {pads[0], 0, pads[3], 0};
     Tensor d = pool2d(ops::reshape(hw, {s[0], s[1], s[2], oh * ow}));
-    return {ops::reshape(d, {s[0], s[1], d.shape()[2], oh, ow})};
+    return {back(ops::reshape(d, {s[0], s[1], d.shape()[2], oh, ow}))};
   }
   o.kernel = sp.two(kernel, 1);
   o.stride = sp.two(strides, 1);
   o.padding = sp.pads2(pads);
-  return {sp.lower(pool2d(sp.lift(x)))};
+  return {back(sp.lower(pool2d(sp.lift(x))))};
 }
 
 Outs gemm(const OnnxNode &node) {
