@@ -1076,6 +1076,26 @@ def case_quantized_ops(c):
             assert np.array_equal(got, w), (device, name, int(np.sum(got != w)), got.ravel()[:8], np.ravel(w)[:8])
 
 
+def case_quantized_refused(c):
+    """Quantized forms maxc lacks are refused by name: ConvInteger on float
+    input (E0606), blocked quantization (block_size, E0607), a 2-D scale (E0607)."""
+    def model(node, inputs, inits=()):
+        graph = helper.make_graph([node], "q", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+                                  [helper.make_tensor_value_info("y", TensorProto.UNDEFINED, None)], list(inits))
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    f = [("x", TensorProto.FLOAT, [1, 1, 3, 3]), ("w", TensorProto.FLOAT, [1, 1, 2, 2])]
+    err = expect_code(c, c.save(model(helper.make_node("ConvInteger", ["x", "w"], ["y"], name="ci"), f), "ci.onnx"),
+                      "E0606")
+    assert "node 'ci' (ConvInteger" in err and "f32" in err, err
+    scale = numpy_helper.from_array(np.ones((2, 2), np.float32), "s")
+    node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"], name="ql", block_size=2)
+    err = expect_code(c, c.save(model(node, f[:1], [scale]), "blocked.onnx"), "E0607")
+    assert "block_size" in err, err
+    node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"], name="ql2")
+    err = expect_code(c, c.save(model(node, f[:1], [scale]), "scale2d.onnx"), "E0607")
+    assert "scalar or 1-D" in err, err
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
