@@ -1017,7 +1017,8 @@ def case_quantized_ops(c):
                   y_scale=np.array(0.1, np.float32), y_zp=np.array(128, np.uint8),
                   bias=rng.integers(-2000, 2000, 4).astype(np.int32),
                   a_scale=np.array(0.02, np.float32), B_scale=np.array(0.03, np.float32), B_zp=np.array(2, np.int8),
-                  m_scale=np.array(0.5, np.float32), m_zp=np.array(10, np.uint8))
+                  m_scale=np.array(0.5, np.float32), m_zp=np.array(10, np.uint8),
+                  t_scale=np.array(0.007, np.float32), t_zp=np.array(128, np.uint8))
     inits = [numpy_helper.from_array(v, k) for k, v in consts.items()]
     n = helper.make_node
     nodes = [
@@ -1033,21 +1034,32 @@ def case_quantized_ops(c):
           name="qlc", pads=[1, 0, 1, 0], strides=[2, 1]),
         n("QLinearMatMul", ["a", "a_scale", "a_zp1", "B", "B_scale", "B_zp", "m_scale", "m_zp"], ["qm"], name="qlm"),
         n("Constant", [], ["a_zp1"], name="c", value=numpy_helper.from_array(np.array(100, np.uint8))),
+        n("QuantizeLinear", ["t", "t_scale", "t_zp"], ["tq"], name="ql_ties"),
     ]
     outs = [("xq", TensorProto.UINT8), ("xs", TensorProto.FLOAT), ("xzp", TensorProto.UINT8),
             ("conv_int", TensorProto.INT32), ("conv_f32", TensorProto.FLOAT), ("q", TensorProto.INT8),
-            ("dq", TensorProto.FLOAT), ("mm", TensorProto.INT32), ("qc", TensorProto.UINT8), ("qm", TensorProto.UINT8)]
+            ("dq", TensorProto.FLOAT), ("mm", TensorProto.INT32), ("qc", TensorProto.UINT8), ("qm", TensorProto.UINT8),
+            ("tq", TensorProto.UINT8)]
     graph = helper.make_graph(nodes, "quant",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6]),
-                               helper.make_tensor_value_info("a", TensorProto.UINT8, [3, 20])],
+                               helper.make_tensor_value_info("a", TensorProto.UINT8, [3, 20]),
+                               helper.make_tensor_value_info("t", TensorProto.FLOAT, [16])],
                               [helper.make_tensor_value_info(o, t, None) for o, t in outs], inits)
     p = c.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "quant.onnx")
     x = (rng.standard_normal((1, 3, 6, 6)) * 2 + 0.5).astype(np.float32)
     a = rng.integers(0, 256, (3, 20)).astype(np.uint8)
     np.save(c.path("x.npy"), x)
     np.save(c.path("a.npy"), a)
-    # numpy: the ONNX formulas (ONNX Runtime's scale rule for DynamicQuantizeLinear).
+    # Ties of t / 0.007 in f32 that t * f32(1 / 0.007) misses (a constant scale
+    # must stay a division): each tie by itself and its neighbours.
     f32 = np.float32
+    base = ((np.arange(-120, 120) + 0.5) * np.float64(f32(0.007))).astype(f32)
+    cand = np.concatenate([base, np.nextafter(base, f32(np.inf)), np.nextafter(base, f32(-np.inf))])
+    quot, by_inv = cand / f32(0.007), cand * (f32(1) / f32(0.007))
+    t = cand[(quot - np.floor(quot) == 0.5) & (np.rint(quot) != np.rint(by_inv))][:16]
+    assert t.size == 16
+    np.save(c.path("t.npy"), t)
+    # numpy: the ONNX formulas (ONNX Runtime's scale rule for DynamicQuantizeLinear).
     lo, hi = min(f32(0), x.min()), max(f32(0), x.max())
     xs = f32(hi - lo) / f32(255)
     xzp = np_saturate(np.clip(f32(0) - lo / xs, 0, 255), 0, np.uint8)
@@ -1064,12 +1076,13 @@ def case_quantized_ops(c):
     qc = np_saturate(acc.astype(f32) * mult.reshape(4, 1, 1), 128, np.uint8)
     accm = (a.astype(np.int64) - 100) @ (B.astype(np.int64) - 2)
     qm = np_saturate(accm.astype(f32) * ((consts["a_scale"] * consts["B_scale"]) / consts["m_scale"]), 10, np.uint8)
-    want = dict(xq=xq, xs=xs, xzp=xzp, conv_int=conv_int, conv_f32=conv_f32, q=q, dq=dq, mm=mm, qc=qc, qm=qm)
+    tq = np_saturate(t / f32(0.007), 128, np.uint8)
+    want = dict(xq=xq, xs=xs, xzp=xzp, conv_int=conv_int, conv_f32=conv_f32, q=q, dq=dq, mm=mm, qc=qc, qm=qm, tq=tq)
     assert len(np.unique(xq)) > 50 and q.min() == -128 and qc.max() == 255, "inputs reach saturation"
     for device in ["reference", "cpu", "amdgpu-emu"]:
         out = c.path("out-" + device)
-        c.run("run", p, "--input", f"x={c.path('x.npy')}", "--input", f"a={c.path('a.npy')}", "--device", device,
-              "--output-dir", out)
+        c.run("run", p, "--input", f"x={c.path('x.npy')}", "--input", f"a={c.path('a.npy')}",
+              "--input", f"t={c.path('t.npy')}", "--device", device, "--output-dir", out)
         for name, w in want.items():
             got = np.load(os.path.join(out, name + ".npy"))
             assert got.dtype == np.asarray(w).dtype and got.shape == np.shape(w), (device, name, got.dtype, got.shape)

@@ -21,7 +21,8 @@
 //                     (not 0, finite); where 1/c is inexact  two), else ≤ 1 ulp
 //                     not for a one-element quotient nor one
 //                     rounded to an integer (round, floor,
-//                     ceil, cast to an integer: quantization)
+//                     ceil, cast to an integer), directly or
+//                     within 4 elementwise steps (quantization)
 //   identity          x·1, 1·x, x-0, x/1 → x; integer x+0    bit-exact
 //   cast-chain        cast(x, dtype(x)) → x;                 bit-exact
 //                     cast(cast(x, B), C) → cast(x, C) when every value of
