@@ -40,7 +40,7 @@ def build(a, model, name, work, pins):
     for d, v in pins.items():
         cmd += ["--dim", "%s=%d" % (d, v)]
     obj = os.path.join(work, name + ".o")
-    cmd += ["compile", model, "-o", obj, "--name", name, "--emit", "obj,header", "-O", "3"]
+    cmd += ["compile", model, "-o", obj, "--name", name, "--emit", "obj,header", "-O", "3", "--cpu", "native"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit("ocr_sizes: %s\n%s" % (" ".join(cmd), real_bench.first_error(r.stderr + r.stdout)))

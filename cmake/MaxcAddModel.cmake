@@ -4,7 +4,7 @@
 #   maxc_add_model(<target> MODEL <model.json>
 #                  [WEIGHTS <weights.safetensors>]
 #                  [NAME <c-identifier>]       # symbol prefix and header name; default <target>
-#                  [CPU <cpu>]                 # default ${MAXC_DEFAULT_CPU} ("native")
+#                  [CPU <cpu>]                 # default ${MAXC_DEFAULT_CPU} ("portable")
 #                  [OPT <0-3>]                 # default 2
 #                  [OPTIONS <extra maxc compile args>...])
 #
@@ -29,8 +29,8 @@ if(CMAKE_VERSION VERSION_LESS 3.20)
   message(FATAL_ERROR "maxc_add_model needs CMake 3.20 or newer (DEPFILE with Ninja and Makefiles)")
 endif()
 
-set(MAXC_DEFAULT_CPU "native" CACHE STRING
-    "Default --cpu for maxc_add_model() (native, znver4, skylake-avx512, x86-64-v3, ...)")
+set(MAXC_DEFAULT_CPU "portable" CACHE STRING
+    "Default --cpu for maxc_add_model() (portable: x86-64-v3 on x86-64; native, znver4, skylake-avx512, ...)")
 
 # Functions run with the policies in force where they are defined: CMP0116
 # NEW makes the Ninja generator rewrite depfile paths to match build.ninja.

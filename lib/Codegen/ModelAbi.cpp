@@ -32,6 +32,8 @@ const std::vector<StatusInfo> &status_table() {
        "the GPU's architecture has no code object in this build (recompile with --gpu ARCH)", false, true},
       {RunStatus::gpu_error, "ERROR_GPU", "gpu error", "a HIP call failed (%s_hip_error() gives its code)", false,
        true},
+      {RunStatus::unsupported_cpu, "ERROR_UNSUPPORTED_CPU", "unsupported cpu",
+       "this CPU lacks instructions the code was compiled for", true, false},
   };
   return table;
 }

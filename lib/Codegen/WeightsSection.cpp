@@ -276,31 +276,35 @@ void write_transposed(const HostTensor &w, uint64_t offset, size_t n, char *dst)
 
 } // namespace
 
+uint64_t append_constant(ByteChunks &blob, const Graph &g, const std::string &name, const ConstantRewrite &rewrite) {
+  blob.append_zeros(((blob.size() + 63) & ~uint64_t(63)) - blob.size());
+  const uint64_t offset = blob.size();
+  if (auto [size, generate] = rewrite ? rewrite(g, name) : std::pair<size_t, ByteChunks::Generator>{}; size) {
+    blob.append_generated(size, std::move(generate));
+    return offset;
+  }
+  // A pre-transposed weight not made yet (Graph::add_transposed_constant)
+  // is made while the blob is written, a block at a time, from its source.
+  if (const HostTensor *source = g.transposed_source(name); source && !g.constant_types().at(name).storage()) {
+    HostTensor w = *source;
+    size_t size = w.nbytes();
+    blob.append_generated(size, [w, size](uint64_t at, size_t n, char *dst) {
+      write_transposed(w, at, n, dst);
+      if (at + n == size) // (a mapped weights file's pages: not needed resident)
+        release_file_pages(w.data(), w.nbytes());
+    });
+    return offset;
+  }
+  const HostTensor &data = g.constant(name);
+  blob.append_view(data.data(), data.nbytes(), data.storage());
+  return offset;
+}
+
 ByteChunks weights_blob(const Graph &lowered, ConstantOffsets &offsets, const ConstantRewrite &rewrite) {
   ByteChunks blob;
   auto add = [&](const Graph &g) {
-    for (const std::string &name : read_constants(g)) {
-      blob.append_zeros(((blob.size() + 63) & ~uint64_t(63)) - blob.size());
-      offsets[{&g, name}] = blob.size();
-      if (auto [size, generate] = rewrite ? rewrite(g, name) : std::pair<size_t, ByteChunks::Generator>{}; size) {
-        blob.append_generated(size, std::move(generate));
-        continue;
-      }
-      // A pre-transposed weight not made yet (Graph::add_transposed_constant)
-      // is made while the blob is written, a block at a time, from its source.
-      if (const HostTensor *source = g.transposed_source(name); source && !g.constant_types().at(name).storage()) {
-        HostTensor w = *source;
-        size_t size = w.nbytes();
-        blob.append_generated(size, [w, size](uint64_t offset, size_t n, char *dst) {
-          write_transposed(w, offset, n, dst);
-          if (offset + n == size) // (a mapped weights file's pages: not needed resident)
-            release_file_pages(w.data(), w.nbytes());
-        });
-        continue;
-      }
-      const HostTensor &data = g.constant(name);
-      blob.append_view(data.data(), data.nbytes(), data.storage());
-    }
+    for (const std::string &name : read_constants(g))
+      offsets[{&g, name}] = append_constant(blob, g, name, rewrite);
   };
   add(lowered);
   for (const auto &[name, sub] : lowered.subgraphs())

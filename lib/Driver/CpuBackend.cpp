@@ -46,15 +46,66 @@ public:
       throw Error(ErrorCode::InvalidArgument, "--gpu selects the amdgpu backend, not cpu", "--gpu");
     if (options.code_object_version != 0)
       throw Error(ErrorCode::InvalidArgument, "--code-object-version applies to --gpu only", "--code-object-version");
-    resolve_cpu_target(options.triple, options.cpu, options.opt_level);
+    cpu_variants(options);
   }
 
   std::vector<TargetInfo> targets() const override { return cpu_targets(); }
 
+  /// --cpu A,B,...: one code variant per CPU, each resolved; refused when
+  /// two resolve to the same code.
+  static std::vector<CpuTarget> cpu_variants(const BackendOptions &options) {
+    if (options.cpu.empty()) // the API's "" is the architecture's baseline (Target.h)
+      return {resolve_cpu_target(options.triple, "", options.opt_level)};
+    std::vector<CpuTarget> out;
+    std::vector<std::string> names; // as listed
+    size_t start = 0;
+    while (true) {
+      size_t comma = options.cpu.find(',', start);
+      std::string cpu = options.cpu.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (cpu.empty())
+        throw Error(ErrorCode::InvalidArgument, "--cpu '" + options.cpu + "' has an empty CPU name in its list", "--cpu");
+      CpuTarget t = resolve_cpu_target(options.triple, cpu, options.opt_level);
+      for (const CpuTarget &earlier : out)
+        if (earlier.cpu == t.cpu && earlier.features == t.features)
+          throw Error(ErrorCode::InvalidArgument,
+                      "--cpu '" + options.cpu + "' names " + t.cpu + " twice (" + cpu + " resolves to it)", "--cpu");
+      out.push_back(std::move(t));
+      names.push_back(cpu);
+      if (comma == std::string::npos)
+        break;
+      start = comma + 1;
+    }
+    // The run-time check must tell the variants apart. `native` adds a
+    // variant only where this machine has features beyond the others
+    // (--cpu portable,native on any machine).
+    for (size_t a = 0; a < out.size(); ++a)
+      for (size_t b = a + 1; b < out.size(); ++b)
+        if (checked_cpu_features(out[a]) == checked_cpu_features(out[b])) {
+          if (names[b] == "native" || names[a] == "native") {
+            out.erase(out.begin() + static_cast<std::ptrdiff_t>(names[b] == "native" ? b : a));
+            names.erase(names.begin() + static_cast<std::ptrdiff_t>(names[b] == "native" ? b : a));
+            a = static_cast<size_t>(-1);
+            break;
+          }
+          throw Error(ErrorCode::InvalidArgument,
+                      "--cpu '" + options.cpu + "': " + out[a].cpu + " and " + out[b].cpu +
+                          " have the same instruction-set features, which the run-time check cannot tell apart; "
+                          "list one of them",
+                      "--cpu");
+        }
+    if (out.size() > 8)
+      throw Error(ErrorCode::InvalidArgument, "--cpu lists " + std::to_string(out.size()) + " CPUs; at most 8", "--cpu");
+    if (out.size() > 1 && options.profile)
+      throw Error(ErrorCode::InvalidArgument, "--profile takes one CPU (--cpu lists " + std::to_string(out.size()) + ")",
+                  "--cpu");
+    return out;
+  }
+
   BackendOutput compile(const PlannedModel &model, const BackendOptions &options, const std::set<std::string> &emit,
                         PassTimer &timer) const override {
     BackendOutput out;
-    CpuTarget target = resolve_cpu_target(options.triple, options.cpu, options.opt_level);
+    const std::vector<CpuTarget> variants = cpu_variants(options);
+    const CpuTarget &target = variants[least_demanding_target(variants)];
     CpuCodegenRequest request;
     request.object = emit.count("obj") != 0;
     request.assembly = emit.count("asm") != 0;
@@ -63,9 +114,15 @@ public:
     request.jobs = options.jobs;
     request.early = options.early_writes;
     request.profile = options.profile;
-    CpuCodegenResult code = compile_cpu_module(*model.lowered, model.abi, target, request, timer, &model.plans);
+    CpuCodegenResult code = compile_cpu_module(*model.lowered, model.abi, variants, request, timer, &model.plans);
     ModelInterface interface = model.interface;
     interface.profile = options.profile;
+    std::string cpus;
+    for (const CpuTarget &t : variants)
+      cpus += (cpus.empty() ? "" : ",") + t.cpu;
+    interface.cpu = cpus;
+    interface.cpu_features = checked_cpu_features(target); // what every variant's CPU has
+    interface.cpu_variants = variants.size();
     if (options.external_weights) {
       interface.external_weights = true;
       interface.weights_blob_bytes = out.weights_blob_bytes = code.weights_blob.size();
@@ -88,23 +145,38 @@ public:
 
     const std::string &n = interface.name;
     out.manifest.backend = "cpu";
-    out.manifest.target_json = nlohmann::ordered_json{{"kind", "cpu"},
-                                                      {"triple", target.triple},
-                                                      {"cpu", target.cpu},
-                                                      {"cpu_requested", options.cpu},
-                                                      {"features", target.features},
-                                                      {"opt_level", target.opt_level}}
-                                   .dump();
+    nlohmann::ordered_json target_json{{"kind", "cpu"},
+                                       {"triple", target.triple},
+                                       {"cpu", cpus},
+                                       {"cpu_requested", options.cpu},
+                                       {"features", target.features},
+                                       {"checked_features", interface.cpu_features},
+                                       {"opt_level", target.opt_level}};
+    if (variants.size() > 1) {
+      nlohmann::ordered_json list = nlohmann::ordered_json::array();
+      for (size_t v = 0; v < variants.size(); ++v)
+        list.push_back({{"cpu", variants[v].cpu},
+                        {"features", variants[v].features},
+                        {"checked_features", checked_cpu_features(variants[v])},
+                        {"code_bytes", code.variant_code_bytes[v]},
+                        {"extra_weights_bytes", code.variant_weights_bytes[v]}});
+      target_json["variants"] = list;
+    }
+    out.manifest.target_json = target_json.dump();
     out.manifest.entry_points = {n + "_run", n + "_run_packed", n + "_workspace_size", n + "_status_string",
                                  n + "_set_parallel_for", n + "_set_num_threads"};
     if (options.external_weights)
       out.manifest.entry_points.push_back(n + "_set_weights");
+    if (!interface.cpu_features.empty() || variants.size() > 1)
+      out.manifest.entry_points.push_back(n + "_check_cpu");
+    if (variants.size() > 1)
+      out.manifest.entry_points.push_back(n + "_cpu_variant");
     if (options.profile) {
       out.manifest.entry_points.push_back(n + "_profile_report");
       out.manifest.entry_points.push_back(n + "_profile_reset");
     }
     out.manifest.link = {"-lm"};
-    out.summary = target.triple + ", " + target.cpu;
+    out.summary = target.triple + ", " + cpus;
     return out;
   }
 

@@ -36,7 +36,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from maxc_testlib import Failure, describe, expect, expect_in, listing, read_npy, tail, write_npy_raw  # noqa: E402
+from maxc_testlib import Failure, describe, expect, expect_in, listing, read_npy, read_tensor_pb, tail, write_npy_raw  # noqa: E402
 
 EXAMPLES = ["mlp", "cnn", "gpt"]
 
@@ -115,9 +115,9 @@ class Context:
             manifest = json.load(f)
         return obj, manifest
 
-    def cc(self, sources, objects, output):
+    def cc(self, sources, objects, output, compiler="cc"):
         """Builds a C program from `sources` (in the temp dir) and maxc objects."""
-        cc = require_tool("cc", "build the C harness that links the generated object")
+        cc = require_tool(compiler, "build the C harness that links the generated object")
         cmd = [cc, "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", self.tmp] + list(sources) + \
             list(objects) + ["-lm", "-o", output]
         run_command(cmd, self.tmp, rc=0)
@@ -425,21 +425,26 @@ def case(fn):
     return fn
 
 
-def compile_link_run(ctx, name, batches):
+def compile_link_run(ctx, name, batches, extra=(), compiler="cc", runner=()):
+    """Compiles example `name` (with `extra` flags), links the harness with
+    `compiler` and runs it (through `runner`, e.g. qemu) on each batch,
+    against the reference."""
     model = ctx.example(name)
     ctx.weights(name)
-    obj, manifest = ctx.compile(model, ctx.tmp, name)
+    obj, manifest = ctx.compile(model, ctx.tmp, name, extra)
     iface = manifest["interface"]
-    app = ctx.cc([write_harness(ctx, {name: iface})], [obj], ctx.path("app"))
+    app = ctx.cc([write_harness(ctx, {name: iface})], [obj], ctx.path("app"), compiler)
     rng = random.Random(SEED)
     for batch in batches:
         dims = {d: batch for d in iface["dims"]}
         expect(set(iface["dims"]) <= {"batch"}, "unexpected symbolic dims %s" % iface["dims"])
         job = Job(ctx, name, iface, dims, rng, "b%d" % batch)
         start = time.time()
-        run_command([app] + job.harness_args(), ctx.tmp, rc=0)
-        print("%s batch %d: compiled code ran in %.2f s" % (name, batch, time.time() - start))
+        run_command(list(runner) + [app] + job.harness_args(), ctx.tmp, rc=0, timeout=300)
+        print("%s batch %d%s: compiled code ran in %.2f s" % (name, batch, " under " + runner[0] if runner else "",
+                                                              time.time() - start))
         job.check_against(ctx, model, "%s batch %d" % (name, batch))
+    return manifest
 
 
 @case
@@ -456,6 +461,232 @@ def compile_link_run_cnn(ctx):
 @case
 def compile_link_run_gpt(ctx):
     compile_link_run(ctx, "gpt", [2])
+
+
+# ---------------------------------------------------------------------------
+# Other CPUs, under qemu-user (Debian's qemu-user; TOOLCHAIN: emulated
+# timings mean nothing, correctness does). `qemu-x86_64 -cpu max` is an
+# x86-64 with AVX2 and no AVX-512; `qemu-aarch64 -cpu max` has every aarch64
+# feature maxc checks, `-cpu cortex-a53` none beyond the baseline.
+
+QEMU_X86_MAX = ["qemu-x86_64", "-cpu", "max"]
+AARCH64_SYSROOT = "/usr/aarch64-linux-gnu"
+
+
+def qemu_aarch64(cpu="max"):
+    require_tool("qemu-aarch64", "run aarch64 programs")
+    return ["qemu-aarch64", "-cpu", cpu, "-L", AARCH64_SYSROOT]
+
+
+def unsupported_cpu_run(ctx, name, extra, compiler, runner, missing, cpu):
+    """Example `name` compiled with `extra`, its harness run through `runner`
+    on a CPU without the features `missing`: NAME_run returns
+    NAME_ERROR_UNSUPPORTED_CPU naming exactly them (no SIGILL)."""
+    out = ctx.mkdir("unsupported")
+    model = ctx.example(name)
+    obj, manifest = ctx.compile(model, out, name, extra)
+    iface = manifest["interface"]
+    features = manifest["target"]["checked_features"]
+    for f in missing:
+        expect_in(f, features, "the manifest's checked features")
+    app = ctx.cc([write_harness(ctx, {name: iface}, os.path.join(out, "harness.c"))], [obj],
+                 os.path.join(out, "app"), compiler)
+    job = Job(ctx, name, iface, {d: 1 for d in iface["dims"]}, random.Random(SEED), "unsupported")
+    r = run_command(list(runner) + [app] + job.harness_args(), out, rc=1, timeout=300)
+    expect_in("%s_run returned status 9: this CPU lacks %s (model '%s' was compiled for %s)"
+              % (name, ", ".join(missing), name, cpu), r.stderr, "the harness's error", r)
+    expect("signal" not in r.stderr, "the run died of a signal", r)
+    print("%s --cpu %s: %s" % (name, cpu, r.stderr.strip()))
+
+
+@case
+def default_cpu_under_qemu(ctx):
+    """maxc compile's default CPU (portable: x86-64-v3, i.e. AVX2, FMA, F16C,
+    BMI2) runs every example correctly on an x86-64 without AVX-512
+    (qemu-x86_64 -cpu max), whatever CPU compiled it."""
+    require_tool("qemu-x86_64", "run x86-64 programs on an emulated CPU")
+    for name, batches in (("mlp", [3]), ("cnn", [1]), ("gpt", [1])):
+        manifest = compile_link_run(ctx, name, batches, runner=QEMU_X86_MAX)
+        target = manifest["target"]
+        expect(target["cpu_requested"] == "portable" and target["cpu"] == "x86-64-v3", "default CPU: %s" % target)
+        features = target["checked_features"]
+        expect("avx2" in features and not any(f.startswith("avx512") for f in features),
+               "x86-64-v3 checks %s" % features)
+
+
+@case
+def unsupported_cpu_x86_64(ctx):
+    """An object built for AVX-512 (--cpu skylake-avx512) run on a CPU
+    without it (qemu-x86_64 -cpu max, which also lacks PREFETCHW):
+    NAME_ERROR_UNSUPPORTED_CPU, and
+    NAME_status_string names the missing features; never SIGILL."""
+    require_tool("qemu-x86_64", "run x86-64 programs on an emulated CPU")
+    unsupported_cpu_run(ctx, "mlp", ["--cpu", "skylake-avx512"], "cc", QEMU_X86_MAX,
+                        ["prfchw", "avx512f", "avx512dq", "avx512cd", "avx512bw", "avx512vl"], "skylake-avx512")
+
+
+@case
+def cpu_check_entry_points(ctx):
+    """The header and manifest name the CPU and the checked features;
+    NAME_check_cpu() is OK on the CPU the code was built for (native), and a
+    baseline object (--cpu x86-64) checks nothing and has no NAME_check_cpu."""
+    ctx.weights("mlp")
+    native = ctx.mkdir("native")
+    obj, manifest = ctx.compile(ctx.example("mlp"), native, "mlp", ["--cpu", "native"])
+    header = open(os.path.join(native, "mlp.h")).read()
+    features = manifest["target"]["checked_features"]
+    expect(features, "a native object checks no CPU feature: %s" % manifest["target"])
+    expect_in('#define MLP_CPU_FEATURES "%s"' % ",".join(features), header, "mlp.h")
+    expect_in('#define MLP_CPU "%s"' % manifest["target"]["cpu"], header, "mlp.h")
+    expect_in("mlp_check_cpu", manifest["interface"]["entry_points"], "the manifest's entry points")
+    with open(os.path.join(native, "check.c"), "w") as f:
+        f.write('#include <stdio.h>\n#include "mlp.h"\n'
+                'int main(void) { int32_t s = mlp_check_cpu(); printf("%d %s\\n", (int)s, mlp_status_string(s));'
+                ' return s == MLP_OK && mlp_status_string(MLP_ERROR_UNSUPPORTED_CPU)[0] ? 0 : 1; }\n')
+    run_command([require_tool("cc", "build a C program"), "-std=c11", "-I", native, "check.c", obj, "-lm", "-o",
+                 "check"], native, rc=0)
+    r = run_command([os.path.join(native, "check")], native, rc=0)
+    expect_in("0 ok", r.stdout, "mlp_check_cpu() on the host", r)
+    base = ctx.mkdir("baseline")
+    obj, manifest = ctx.compile(ctx.example("mlp"), base, "mlp", ["--cpu", "x86-64"])
+    expect(manifest["target"]["checked_features"] == [], "x86-64 checks %s" % manifest["target"]["checked_features"])
+    expect("mlp_check_cpu" not in manifest["interface"]["entry_points"], "a baseline object exports mlp_check_cpu")
+    expect_in('#define MLP_CPU_FEATURES ""', open(os.path.join(base, "mlp.h")).read(), "mlp.h (x86-64)")
+
+
+# ONNX node tests (Debian's libonnx-testdata, data someone else wrote), one
+# or two per op family, compiled for another CPU and run there under qemu by
+# maxc's generated test harness (NAME_test.c) against the tests' expected
+# outputs. Tests whose inputs are shapes, axes or pads are left to the JIT
+# conformance run (here they would be run-time tensors).
+QEMU_OP_TESTS = [
+    "test_add_bcast", "test_div", "test_pow", "test_max_example", "test_mean_example",  # elementwise, broadcasting
+    "test_sigmoid", "test_tanh", "test_exp", "test_erf", "test_where_long_example",    # transcendental, select
+    "test_reduce_mean_keepdims_random", "test_reduce_max_keepdims_random",             # reductions
+    "test_softmax_axis_1", "test_logsoftmax_axis_1", "test_hardmax_axis_1",            # row kernels
+    "test_matmul_3d", "test_matmul_4d", "test_gemm_all_attributes", "test_einsum_batch_matmul",  # GEMM
+    "test_conv_with_strides_padding", "test_convtranspose",                            # conv
+    "test_maxpool_2d_pads", "test_averagepool_2d_strides", "test_globalaveragepool",   # pooling
+    "test_batchnorm_epsilon", "test_instancenorm_example", "test_layer_normalization_4d_axis1",  # norms
+    "test_transpose_all_permutations_1", "test_concat_3d_axis_1", "test_gather_0",     # data movement
+    "test_split_equal_parts_1d", "test_depthtospace_example",
+    "test_cast_FLOAT_to_FLOAT16", "test_argmax_default_axis_example",                  # dtypes
+    "test_lstm_defaults", "test_gru_defaults",                                         # recurrent (calls)
+]
+
+
+def onnx_ops_under_qemu(ctx, extra, compiler, runner):
+    """Compiles each QEMU_OP_TESTS model with `extra`, links its generated
+    test harness with `compiler` and runs it through `runner` on the test's
+    inputs against its expected outputs (rtol 1e-3, atol 1e-5)."""
+    data = os.environ.get("MAXC_ONNX_TESTDATA", "/usr/share/libonnx-testdata/data")
+    start = time.time()
+    for test in QEMU_OP_TESTS:
+        src = os.path.join(data, "node", test)
+        expect(os.path.isdir(src), "%s is missing (apt-get install libonnx-testdata)" % src)
+        out = ctx.mkdir(test)
+        ctx.run(["-q", "compile", os.path.join(src, "model.onnx"), "-o", os.path.join(out, "op.o"), "--name", "op",
+                 "--emit", "obj,header,test-harness"] + list(extra), rc=0)
+        app = ctx.cc([os.path.join(out, "op_test.c")], [os.path.join(out, "op.o")], os.path.join(out, "op_test"),
+                     compiler)
+        files = {"input": [], "output": []}
+        case_dir = os.path.join(src, "test_data_set_0")
+        for kind in ("input", "output"):
+            i = 0
+            while os.path.exists(os.path.join(case_dir, "%s_%d.pb" % (kind, i))):
+                descr, shape, raw = read_tensor_pb(os.path.join(case_dir, "%s_%d.pb" % (kind, i)))
+                files[kind].append(write_npy_raw(os.path.join(out, "%s_%d.npy" % (kind, i)), descr, shape, raw))
+                i += 1
+        r = run_command(list(runner) + [app] + files["input"] + files["output"] + ["--rtol", "1e-3", "--atol", "1e-5"],
+                        out, timeout=120)
+        expect(r.returncode == 0, "%s: the compiled op does not match the test's outputs" % test, r)
+    print("%d ONNX node tests passed under %s in %.1f s" % (len(QEMU_OP_TESTS), runner[0], time.time() - start))
+
+
+@case
+def onnx_ops_aarch64_under_qemu(ctx):
+    """The op families of QEMU_OP_TESTS compiled for aarch64 (neoverse-n1:
+    NEON, dotprod, fp16) pass their ONNX node tests under qemu-aarch64."""
+    gcc = "aarch64-linux-gnu-gcc"
+    require_tool(gcc, "link aarch64 programs")
+    onnx_ops_under_qemu(ctx, ["--target", "aarch64-linux-gnu", "--cpu", "neoverse-n1"], gcc, qemu_aarch64())
+
+
+@case
+def onnx_ops_x86_64_v3_under_qemu(ctx):
+    """The op families of QEMU_OP_TESTS compiled for x86-64-v3 pass their
+    ONNX node tests on an x86-64 without AVX-512 (qemu-x86_64 -cpu max)."""
+    require_tool("qemu-x86_64", "run x86-64 programs on an emulated CPU")
+    onnx_ops_under_qemu(ctx, ["--cpu", "x86-64-v3"], "cc", QEMU_X86_MAX)
+
+
+@case
+def cpu_variants(ctx):
+    """--cpu x86-64-v2,x86-64-v3,znver2,skylake-avx512: one object with four
+    code variants, their GEMM weights packed once per vector width (v3 and
+    znver2 share 8-lane panels); each CPU runs the most capable variant it supports
+    (NAME_cpu_variant: v2 on an emulated Nehalem, v3 on qemu's AVX2 CPU),
+    correctly; an SSE3-only CPU gets NAME_ERROR_UNSUPPORTED_CPU naming what
+    the least demanding variant needs; the bytes do not depend on --jobs."""
+    require_tool("qemu-x86_64", "run x86-64 programs on an emulated CPU")
+    cpus = "x86-64-v2,x86-64-v3,znver2,skylake-avx512"
+    manifest = compile_link_run(ctx, "mlp", [3], ["--cpu", cpus, "-j", "2"], runner=QEMU_X86_MAX)
+    target = manifest["target"]
+    expect(target["cpu"] == cpus and [v["cpu"] for v in target["variants"]] == cpus.split(","),
+           "manifest target: %s" % target)
+    v2, v3, zen2, avx512 = target["variants"]
+    expect(v3["extra_weights_bytes"] > 0 and zen2["extra_weights_bytes"] == 0 and avx512["extra_weights_bytes"] > 0,
+           "v3 and skylake-avx512 add weights, znver2 reads v3's: %s" % target["variants"])
+    expect(target["checked_features"] == v2["checked_features"], "the header's minimum is v2's: %s" % target)
+    expect_in("mlp_cpu_variant", manifest["interface"]["entry_points"], "the manifest's entry points")
+    header = open(ctx.path("mlp.h")).read()
+    expect_in('#define MLP_CPU "%s"' % cpus, header, "mlp.h")
+    expect_in("#define MLP_CPU_VARIANTS 4", header, "mlp.h")
+    with open(ctx.path("which.c"), "w") as f:
+        f.write('#include <stdio.h>\n#include "mlp.h"\nint main(void) { printf("variant %d check %d\\n", '
+                '(int)mlp_cpu_variant(), (int)mlp_check_cpu()); return 0; }\n')
+    which = ctx.cc([ctx.path("which.c")], [ctx.path("mlp.o")], ctx.path("which"))
+    for cpu, expected in (("Nehalem", "variant 0 check 0"), ("max", "variant 1 check 0"),
+                          ("qemu64", "variant -1 check 9")):
+        r = run_command(["qemu-x86_64", "-cpu", cpu, which], ctx.tmp, rc=0)
+        expect_in(expected, r.stdout, "mlp_cpu_variant() under qemu -cpu " + cpu, r)
+    r = run_command([which], ctx.tmp, rc=0)
+    print("this machine: %s" % r.stdout.strip())
+    # The harness on the emulated Nehalem (variant 0) and on this machine.
+    iface = manifest["interface"]
+    for tag, runner in (("nehalem", ["qemu-x86_64", "-cpu", "Nehalem"]), ("host", [])):
+        job = Job(ctx, "mlp", iface, {d: 2 for d in iface["dims"]}, random.Random(SEED), tag)
+        run_command(runner + [ctx.path("app")] + job.harness_args(), ctx.tmp, rc=0, timeout=300)
+        job.check_against(ctx, ctx.example("mlp"), "mlp on %s" % tag)
+    unsupported_cpu_run(ctx, "mlp", ["--cpu", cpus], "cc", ["qemu-x86_64", "-cpu", "qemu64"],
+                        ["ssse3", "sse4.1", "sse4.2", "popcnt"], cpus.replace(",", ", "))
+    # The same object at --jobs 1.
+    one = ctx.mkdir("j1")
+    ctx.compile(ctx.example("mlp"), one, "mlp", ["--cpu", cpus, "-j", "1"])
+    expect(open(os.path.join(one, "mlp.o"), "rb").read() == open(ctx.path("mlp.o"), "rb").read(),
+           "mlp.o differs between -j 1 and -j 2")
+
+
+@case
+def aarch64_under_qemu(ctx):
+    """aarch64 objects of every example (the default CPU, generic, and
+    neoverse-v1's SVE/BF16/I8MM features for mlp) linked with
+    aarch64-linux-gnu-gcc run correctly under qemu-aarch64; the neoverse-v1
+    object on a Cortex-A53 returns NAME_ERROR_UNSUPPORTED_CPU naming what the
+    A53 lacks."""
+    gcc = "aarch64-linux-gnu-gcc"
+    require_tool(gcc, "link aarch64 programs")
+    target = ["--target", "aarch64-linux-gnu"]
+    for name, batches in (("mlp", [3]), ("cnn", [1]), ("gpt", [1])):
+        manifest = compile_link_run(ctx, name, batches, target, gcc, qemu_aarch64())  # default CPU: generic
+        expect(manifest["target"]["cpu"] == "generic" and manifest["target"]["checked_features"] == [],
+               "aarch64's default CPU: %s" % manifest["target"])
+    sub = ctx.mkdir("v1")
+    ctx_v1 = Context(ctx.maxc, ctx.source_dir, sub)
+    compile_link_run(ctx_v1, "mlp", [2], target + ["--cpu", "neoverse-v1"], gcc, qemu_aarch64())
+    unsupported_cpu_run(ctx, "mlp", target + ["--cpu", "neoverse-v1"], gcc, qemu_aarch64("cortex-a53"),
+                        ["lse", "fullfp16", "rdm", "jsconv", "complxnum", "rcpc", "dotprod", "sve",
+                         "fp16fml", "flagm", "i8mm", "bf16"], "neoverse-v1")
 
 
 def interface_of(ctx, name):
@@ -1067,6 +1298,17 @@ def bad_target(ctx):
     r = ctx.run(["compile", model, "-o", obj, "--target", "aarch64-linux-gnu", "--cpu", "znver4"], rc=1)
     expect_in("cortex-a53", r.stderr, "the list of valid aarch64 CPUs", r)
     nothing_written(r, "--target aarch64-linux-gnu --cpu znver4")
+    # Bad --cpu lists: an empty name, a CPU twice, two CPUs the run-time
+    # check cannot tell apart, --profile with several.
+    for cpus, message in (("x86-64-v3,", "empty CPU name"), ("znver4,znver4", "names znver4 twice"),
+                          ("portable,x86-64-v3", "names x86-64-v3 twice"),
+                          ("x86-64-v3,znver99", "unknown CPU 'znver99'")):
+        r = ctx.run(["compile", model, "-o", obj, "--cpu", cpus], rc=1)
+        expect_in(message, r.stderr, "stderr of --cpu %s" % cpus, r)
+        nothing_written(r, "--cpu " + cpus)
+    r = ctx.run(["compile", model, "-o", obj, "--cpu", "x86-64-v3,znver4", "--profile"], rc=1)
+    expect_in("--profile takes one CPU", r.stderr, "stderr of --profile with two CPUs", r)
+    nothing_written(r, "--profile with two CPUs")
     # An unsupported triple: the accepted ones are listed.
     r = ctx.run(["compile", model, "-o", obj, "--target", "riscv64-linux-gnu"], rc=1)
     expect_in("riscv64-linux-gnu", r.stderr, "stderr", r)

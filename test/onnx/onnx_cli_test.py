@@ -897,18 +897,7 @@ def rnn_case(c, tag, op, seq, batch, inp, hid, direction="forward", layout=0, le
     graph = helper.make_graph([node], "rnn", [vi(n, a) for n, a in inputs.items()],
                               [vi(o, want[o].astype(np.float32)) for o in outs if o], inits)
     p = c.save(helper.make_model(graph, opset_imports=OPSET), f"{tag}.onnx")
-    args = []
-    for n, a in inputs.items():
-        np.save(c.path(f"{tag}.{n}.npy"), a)
-        args += ["--input", f"{n}={c.path(f'{tag}.{n}.npy')}"]
-    for device in devices:
-        out = c.path(f"{tag}-{device}")
-        c.run("run", p, *args, "--device", device, "--output-dir", out)
-        for o in outs:
-            if o:
-                got = np.load(os.path.join(out, o + ".npy"))
-                assert got.shape == want[o].shape, (tag, device, o, got.shape, want[o].shape)
-                assert np.allclose(got, want[o], rtol=1e-4, atol=2e-6), (tag, device, o, np.abs(got - want[o]).max())
+    run_devices(c, tag, p, inputs, {o: want[o].astype(np.float32) for o in outs if o}, devices, rtol=1e-4, atol=2e-6)
 
 
 def case_lstm_bidirectional_sequence_lens(c):
@@ -1107,6 +1096,179 @@ def case_quantized_refused(c):
     node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"], name="ql2")
     err = expect_code(c, c.save(model(node, f[:1], [scale]), "scale2d.onnx"), "E0607")
     assert "scalar or 1-D" in err, err
+
+
+def vi_f(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def run_devices(c, tag, p, inputs, want, devices=("reference", "cpu", "amdgpu-emu"), extra=(), rtol=1e-5, atol=1e-6):
+    """Runs model p on every device with the numpy inputs; compares each output."""
+    args = []
+    for n, a in inputs.items():
+        np.save(c.path(f"{tag}.{n}.npy"), a)
+        args += ["--input", f"{n}={c.path(f'{tag}.{n}.npy')}"]
+    for device in devices:
+        out = c.path(f"{tag}-{device}")
+        c.run(*extra, "run", p, *args, "--device", device, "--output-dir", out)
+        for name, w in want.items():
+            got = np.load(os.path.join(out, name + ".npy"))
+            assert got.shape == w.shape and got.dtype == w.dtype, (tag, device, name, got.shape, w.shape, got.dtype)
+            assert np.allclose(got, w, rtol=rtol, atol=atol), (tag, device, name, np.abs(got - w).max())
+
+
+def loop_model(trip=5):
+    """Two Loops. The first: trip count `trip` (an initializer), no condition
+    input, the state h (from the graph input x) updated as h*w + x (w an outer
+    initializer, x an outer input: captures); in iteration 0 h doubles instead
+    (an If on Equal(i, 0), a run-time branch inside the body); scan output
+    h_new * float(i). The second: no trip count, a counter k from 0 and
+    cond = Less(k + 1, 3) (folds each iteration): y doubles 3 times."""
+    w = numpy_helper.from_array(np.array([0.5, -1.0, 0.25], np.float32), "w")
+    one = numpy_helper.from_array(np.array(1, np.int64), "one")
+    zero = numpy_helper.from_array(np.array(0, np.int64), "zero")
+    three = numpy_helper.from_array(np.array(3, np.int64), "three")
+    m = numpy_helper.from_array(np.array(trip, np.int64), "M")
+    true = numpy_helper.from_array(np.array(True), "true")
+    then = helper.make_graph([helper.make_node("Add", ["h", "h"], ["b.t"], name="/body/then/Add")], "then", [],
+                             [vi_f("b.t", [2, 3])])
+    other = helper.make_graph([helper.make_node("Mul", ["h", "w"], ["b.m"], name="/body/else/Mul"),
+                               helper.make_node("Add", ["b.m", "x"], ["b.e"], name="/body/else/Add")], "else", [],
+                              [vi_f("b.e", [2, 3])])
+    body = helper.make_graph([
+        helper.make_node("Identity", ["cond_in"], ["cond_out"], name="/body/cond"),
+        helper.make_node("Equal", ["i", "zero"], ["first"], name="/body/Equal"),
+        helper.make_node("If", ["first"], ["h_new"], name="/body/If", then_branch=then, else_branch=other),
+        helper.make_node("Cast", ["i"], ["fi"], name="/body/Cast", to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["h_new", "fi"], ["scan"], name="/body/Mul"),
+    ], "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []), vi_f("h", [2, 3])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), vi_f("h_new", [2, 3]), vi_f("scan", [2, 3])])
+    body2 = helper.make_graph([
+        helper.make_node("Add", ["k", "one"], ["k1"], name="/body2/Add"),
+        helper.make_node("Less", ["k1", "three"], ["c1"], name="/body2/Less"),
+        helper.make_node("Add", ["y", "y"], ["y1"], name="/body2/Double"),
+    ], "body2", [helper.make_tensor_value_info("j", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("k", TensorProto.INT64, []), vi_f("y", [2, 3])],
+        [helper.make_tensor_value_info("c1", TensorProto.BOOL, []), helper.make_tensor_value_info("k1", TensorProto.INT64, []),
+         vi_f("y1", [2, 3])])
+    g = helper.make_graph([
+        helper.make_node("Loop", ["M", "", "x"], ["h_final", "hs"], name="/Loop", body=body),
+        helper.make_node("Loop", ["", "true", "zero", "x"], ["k_final", "y"], name="/Loop2", body=body2),
+    ], "loops", [vi_f("x", [2, 3])],
+        [vi_f("h_final", [2, 3]), vi_f("hs", [trip, 2, 3]), helper.make_tensor_value_info("k_final", TensorProto.INT64, []),
+         vi_f("y", [2, 3])], [w, one, zero, three, m, true])
+    return helper.make_model(g, opset_imports=OPSET)
+
+
+def loop_reference(x, trip=5):
+    w = np.array([0.5, -1.0, 0.25], np.float32)
+    h, hs = x, []
+    for i in range(trip):
+        h = h + h if i == 0 else h * w + x
+        hs.append(h * np.float32(i))
+    return {"h_final": h, "hs": np.stack(hs), "k_final": np.array(3, np.int64), "y": x * 8}
+
+
+def case_loop_unrolled(c):
+    """Loop with a constant trip count and with a condition that folds per
+    iteration: loop-carried values, scan outputs, the iteration number, outer
+    captures and a run-time If in the body, on every device against numpy; each
+    Loop's iterations share one body definition. Then the Loop
+    inside a run-time If branch (nesting the other way)."""
+    x = np.random.default_rng(3).standard_normal((2, 3)).astype(np.float32)
+    p = c.save(loop_model(), "loop.onnx")
+    run_devices(c, "loop", p, {"x": x}, loop_reference(x))
+    s = c.stats(p)
+    # The first Loop's body and its If's two branches; the second's body (k folds): 5 + 3 calls.
+    assert s["subgraph_definitions"] == "4" and s["subgraph_calls"] == "8", s
+    # The Loop in the then branch of an If on data; the else branch negates x.
+    inner = loop_model()
+    then = helper.make_graph(list(inner.graph.node), "then", [], [vi_f("h_final", [2, 3])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["neg"], name="/else/Neg")], "else", [],
+                              [vi_f("neg", [2, 3])])
+    g = helper.make_graph([
+        helper.make_node("ReduceSum", ["x"], ["sum"], name="/ReduceSum", keepdims=0),
+        helper.make_node("Greater", ["sum", "zerof"], ["cond"], name="/Greater"),
+        helper.make_node("If", ["cond"], ["out"], name="/If", then_branch=then, else_branch=other),
+    ], "nested", [vi_f("x", [2, 3])], [vi_f("out", [2, 3])],
+        list(inner.graph.initializer) + [numpy_helper.from_array(np.array(0, np.float32), "zerof")])
+    pn = c.save(helper.make_model(g, opset_imports=OPSET), "loop_in_if.onnx")
+    for sign in (1.0, -1.0):
+        xs = (np.abs(x) * sign).astype(np.float32)
+        want = loop_reference(xs)["h_final"] if sign > 0 else -xs
+        run_devices(c, f"loopif{sign}", pn, {"x": xs}, {"out": want}, devices=("reference", "cpu"))
+
+
+def scan_model(steps="T"):
+    """Scan with a state s [2, 3] and two scan inputs: a [T, 2, 3] along axis 0
+    forward and b [2, 3, T] along axis 2 in reverse; s' = s + a * b (b scaled
+    by the outer initializer k), outputs s' (axis 0, reversed) and a - b
+    (axis -1)."""
+    k = numpy_helper.from_array(np.array(0.5, np.float32), "k")
+    body = helper.make_graph([
+        helper.make_node("Mul", ["bt", "k"], ["bk"], name="/scan/Scale"),
+        helper.make_node("Mul", ["at", "bk"], ["ab"], name="/scan/Mul"),
+        helper.make_node("Add", ["s", "ab"], ["s1"], name="/scan/Add"),
+        helper.make_node("Sub", ["at", "bk"], ["d"], name="/scan/Sub"),
+        helper.make_node("Identity", ["s1"], ["s1o"], name="/scan/Out"),
+    ], "body", [vi_f("s", [2, 3]), vi_f("at", [2, 3]), vi_f("bt", [2, 3])],
+        [vi_f("s1", [2, 3]), vi_f("s1o", [2, 3]), vi_f("d", [2, 3])])
+    g = helper.make_graph([
+        helper.make_node("Scan", ["s0", "a", "b"], ["s_final", "ss", "ds"], name="/Scan", body=body, num_scan_inputs=2,
+                         scan_input_axes=[0, 2], scan_input_directions=[0, 1], scan_output_axes=[0, -1],
+                         scan_output_directions=[1, 0]),
+    ], "scan", [vi_f("s0", [2, 3]), vi_f("a", [steps, 2, 3]), vi_f("b", [2, 3, steps])],
+        [vi_f("s_final", [2, 3]), vi_f("ss", None), vi_f("ds", None)], [k])
+    return helper.make_model(g, opset_imports=OPSET)
+
+
+def case_scan_unrolled(c):
+    """Scan with two scan inputs on different axes and directions, a state, a
+    captured initializer and outputs on axes 0 (reversed) and -1, on every
+    device against numpy (the sequence length pinned with --dim); the 4
+    iterations share one body definition."""
+    rng = np.random.default_rng(5)
+    T = 4
+    s0, a, b = (rng.standard_normal(sh).astype(np.float32) for sh in [(2, 3), (T, 2, 3), (2, 3, T)])
+    s, ss, ds = s0, [], []
+    for t in range(T):
+        at, bt = a[t], b[:, :, T - 1 - t] * np.float32(0.5)
+        s = s + at * bt
+        ss.append(s)
+        ds.append(at - bt)
+    want = {"s_final": s, "ss": np.stack(ss[::-1]), "ds": np.stack(ds, axis=-1)}
+    p = c.save(scan_model(), "scan.onnx")
+    run_devices(c, "scan", p, {"s0": s0, "a": a, "b": b}, want, extra=("--dim", f"T={T}"))
+    s = c.stats(p, "--dim", f"T={T}")
+    assert s["subgraph_definitions"] == "1" and s["subgraph_calls"] == str(T), s
+
+
+def case_loop_scan_refused(c):
+    """What cannot be unrolled at import is refused, naming the node and why: a
+    trip count from a graph input (E0608 naming the input to --bind; bound, it
+    works), a condition computed from data (E0608), too many iterations and a
+    Scan over a symbolic length (E0607)."""
+    m = loop_model()
+    m.graph.initializer.remove(next(t for t in m.graph.initializer if t.name == "M"))
+    m.graph.input.append(helper.make_tensor_value_info("M", TensorProto.INT64, []))
+    p = c.save(m, "loop_m.onnx")
+    err = expect_code(c, p, "E0608")
+    assert "node '/Loop' (Loop, opset 17)" in err and "trip count M ('M') is known only at run time" in err, err
+    assert "graph input 'M': fix it with --bind M=VALUE" in err, err
+    c.run("--bind", "M=2", "check", p)
+    m = loop_model()
+    body2 = m.graph.node[1].attribute[0].g
+    body2.node[1].CopyFrom(helper.make_node("ReduceSum", ["y"], ["rs"], name="/body2/Sum", keepdims=0))
+    body2.node.append(helper.make_node("Greater", ["rs", "zf"], ["c1"], name="/body2/Greater"))
+    m.graph.initializer.append(numpy_helper.from_array(np.array(0, np.float32), "zf"))
+    err = expect_code(c, c.save(m, "loop_data.onnx"), "E0608")
+    assert "node '/Loop2' (Loop, opset 17)" in err and "in iteration 0 depends on values known only at run time" in err, err
+    err = expect_code(c, c.save(loop_model(5000), "loop_long.onnx"), "E0607")
+    assert "trip count of 5000; at most 4096" in err, err
+    err = expect_code(c, c.save(scan_model(), "scan_sym.onnx"), "E0607")
+    assert "node '/Scan' (Scan, opset 17)" in err and "--dim T=N" in err, err
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

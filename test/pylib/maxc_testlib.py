@@ -52,6 +52,105 @@ def write_npy_raw(path, descr, shape, raw):
     return path
 
 
+# onnx.TensorProto data_type -> (npy descr, bytes per element, field holding
+# the values when there is no raw_data: 4 float_data, 5 int32_data, 7
+# int64_data, 10 double_data; and the struct format of that field's values).
+ONNX_TENSOR_TYPES = {
+    1: ("<f4", 4, 4, "f"), 2: ("|u1", 1, 5, "B"), 3: ("|i1", 1, 5, "b"), 6: ("<i4", 4, 5, "i"),
+    7: ("<i8", 8, 7, "q"), 9: ("|b1", 1, 5, "B"), 10: ("<f2", 2, 5, "H"), 11: ("<f8", 8, 10, "d"),
+}
+
+
+def read_tensor_pb(path):
+    """Reads a serialized onnx.TensorProto (the conformance data's
+    input_N.pb): (npy descr, shape, little-endian bytes). A small protobuf
+    reader, so tests need neither numpy nor the onnx package."""
+    with open(path, "rb") as f:
+        data = f.read()
+    pos = 0
+
+    def varint():
+        nonlocal pos
+        value, shift = 0, 0
+        while True:
+            if pos >= len(data):
+                raise Failure("%s: truncated protobuf" % path)
+            byte = data[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return value
+    dims, dtype, raw, values = [], None, None, {}
+    while pos < len(data):
+        key = varint()
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            v = varint()
+            if field == 1:
+                dims.append(v)
+            elif field == 2:
+                dtype = v
+            else:
+                values.setdefault(field, []).append(v)
+        elif wire == 2:
+            n = varint()
+            chunk = data[pos:pos + n]
+            pos += n
+            if field == 9:
+                raw = chunk
+            elif field == 1:  # packed dims
+                dims.extend(unpack_packed(chunk, 1))
+            else:
+                values.setdefault(field, []).append(chunk)
+        elif wire == 5:
+            values.setdefault(field, []).append(data[pos:pos + 4])
+            pos += 4
+        elif wire == 1:
+            values.setdefault(field, []).append(data[pos:pos + 8])
+            pos += 8
+        else:
+            raise Failure("%s: unsupported protobuf wire type %d" % (path, wire))
+    if dtype not in ONNX_TENSOR_TYPES:
+        raise Failure("%s: tensor data_type %s is not one the tests read" % (path, dtype))
+    descr, size, field, fmt = ONNX_TENSOR_TYPES[dtype]
+    count = 1
+    for d in dims:
+        count *= d
+    if raw is None:
+        items = []
+        for chunk in values.get(field, []):
+            if isinstance(chunk, int):
+                items.append(chunk)
+            else:
+                items.extend(unpack_packed(chunk, field))
+        if fmt in "bi" and field == 5:
+            items = [v - (1 << 32) if v >= 1 << 31 else v for v in items]
+        if fmt == "q":
+            items = [v - (1 << 64) if v >= 1 << 63 else v for v in items]
+        raw = struct.pack("<%d%s" % (len(items), fmt), *items)
+    if len(raw) != count * size:
+        raise Failure("%s: %d bytes for shape %s of %s" % (path, len(raw), dims, descr))
+    return descr, dims, raw
+
+
+def unpack_packed(chunk, field):
+    """The values of a packed repeated field: floats/doubles as fixed-width
+    words, integers as varints."""
+    if field == 4:
+        return list(struct.unpack("<%df" % (len(chunk) // 4), chunk))
+    if field == 10:
+        return list(struct.unpack("<%dd" % (len(chunk) // 8), chunk))
+    out, value, shift = [], 0, 0
+    for byte in chunk:
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            out.append(value)
+            value, shift = 0, 0
+    return out
+
+
 def write_npy(path, shape, values, descr="<f4"):
     """Writes a list of values as a C-ordered version 1.0 .npy file."""
     fmt, _ = NPY_FORMATS[descr]

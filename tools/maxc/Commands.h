@@ -7,6 +7,8 @@
 //   3 the two artifacts' interfaces differ.
 #pragma once
 
+#include "maxc/Codegen/Target.h"
+
 #include <map>
 #include <string>
 #include <vector>
@@ -81,7 +83,7 @@ struct CompileCommandOptions {
   bool output_given = false;   // -o given (-o "" is an error)
   std::string name;            // C symbol prefix; default: the model's name
   std::string target;          // triple
-  std::string cpu = "native";
+  std::string cpu = kPortableCpu; // maxc compile's default (Codegen/Target.h)
   int opt_level = 2;
   std::vector<std::string> emit; // obj header manifest asm llvm-ir graph test-harness bench-harness
   std::string weights_mode = "embed";

@@ -18,6 +18,8 @@ static const char *kFooter = R"(Examples:
   maxc check examples/mlp/model.json
   maxc compile examples/mlp/model.json -o build/mlp.o     # + mlp.h, mlp.manifest.json
   maxc compile model.json -O3 --cpu znver4 --emit obj,header,manifest,asm
+  maxc compile model.json -O3 --cpu native     # this machine's CPU (AVX-512 where it has it); default: portable
+  maxc compile model.json -O3 --cpu portable,native   # both: runs anywhere with AVX2, at full speed here
   maxc compile examples/mlp/model.json -o mlp.o --emit obj,header,test-harness,bench-harness
   maxc compile examples/mlp/model.json -o mlp_gpu.o --gpu gfx90a,gfx942,gfx1100   # + mlp.h (HIP; -lamdhip64)
   maxc compile examples/gpt/model.json -o gpt.o -j 4         # code generation on 4 threads (default: all)
@@ -145,7 +147,7 @@ the most threads one of its jobs ran on, and the model nodes it computes.)");
   compile_cmd->add_option("-o,--output", compile.output, "Object file to write (default: NAME.o); other artifacts go next to it");
   compile_cmd->add_option("--name", compile.name, "C symbol prefix (default: the model's name)");
   compile_cmd->add_option("--target", compile.target, "Target triple: x86_64-linux-gnu (default), aarch64-linux-gnu");
-  compile_cmd->add_option("--cpu", compile.cpu, "Target CPU: native (default), znver4, skylake-avx512, x86-64-v3, ...");
+  compile_cmd->add_option("--cpu", compile.cpu, "Target CPU: portable (default: x86-64-v3, i.e. AVX2, on x86-64; generic on aarch64), native (this machine's), znver4, skylake-avx512, ...; a list (portable,native) makes one code variant per CPU, the best one the running CPU supports picked at run time. Checked at run time: NAME_ERROR_UNSUPPORTED_CPU on a CPU without the features");
   compile_cmd->add_option("-O", compile.opt_level, "Optimization level 0-3 (default 2)");
   compile_cmd->add_option("--emit", compile.emit,
                           "Artifacts: obj,header,manifest (default), asm, llvm-ir, graph, test-harness (NAME_test.c), "

@@ -26,6 +26,7 @@ enum class RunStatus : int32_t {
   no_device = 6,        // GPU: no device visible to the HIP runtime
   no_matching_arch = 7, // GPU: the device's architecture has no code object
   gpu_error = 8,        // GPU: a HIP call failed; NAME_hip_error() has its code
+  unsupported_cpu = 9,  // CPU: the CPU lacks features the code was compiled for
 };
 
 /// One row of the status table: the code, its header constant's suffix
@@ -80,6 +81,12 @@ struct ModelInterface {
   bool external_weights = false;
   uint64_t weights_blob_bytes = 0;
   uint64_t weights_blob_checksum = 0;
+  /// CPU objects: the CPU the code was compiled for and the features it
+  /// checks before the first run (checked_cpu_features, Codegen/Target.h;
+  /// empty: no check).
+  std::string cpu;                       // "x86-64-v3,znver5" with several code variants
+  std::vector<std::string> cpu_features; // the least demanding variant's
+  size_t cpu_variants = 1;               // > 1: NAME_cpu_variant() says which runs
   /// A profile build (maxc compile --profile): NAME_profile_report and
   /// NAME_profile_reset exported (Codegen/Profile.h).
   bool profile = false;

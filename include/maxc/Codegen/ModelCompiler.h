@@ -74,6 +74,10 @@ struct CpuCodegenResult {
   std::string assembly, llvm_ir;         // as requested (the weights as a symbol)
   ByteChunks weights_blob;               // external weights: NAME.weights.bin
   uint64_t weights_blob_checksum = 0;
+  /// Per code variant (one per target): its objects' bytes before joining,
+  /// and the weights bytes it adds to the blob (packed for its own vector
+  /// width; 0 where it reads an earlier variant's).
+  std::vector<uint64_t> variant_code_bytes, variant_weights_bytes;
 };
 
 /// The pieces compile_cpu_module splits a decomposed graph into: the root
@@ -82,14 +86,16 @@ struct CpuCodegenResult {
 /// the number of jobs; one piece (no subgraphs) is one module, as before.
 std::vector<const Graph *> cpu_partitions(const Graph &lowered);
 
-/// Builds, optimizes and emits a decomposed graph for `target`: each
-/// partition in its own LLVMContext on one of `request.jobs` threads, the
-/// objects joined (ld.lld -r) in partition order, so the bytes are the same
-/// for any number of jobs. Times "codegen", "optimize", "emit obj" (summed
+/// Builds, optimizes and emits a decomposed graph for `targets` (one code
+/// variant per target, maxc compile --cpu A,B,...; the entry points pick
+/// one per CPU at run time, Cpu/CpuCheck.h): each partition of each
+/// variant in its own LLVMContext on one of `request.jobs` threads, the
+/// objects joined (ld.lld -r) in (variant, partition) order, so the bytes
+/// are the same for any number of jobs. Times "codegen", "optimize", "emit obj" (summed
 /// over the partitions), "partitions" (their wall time), "link partitions",
 /// and "emit <kind>" for assembly and IR (of the partitions' IR linked).
-CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &abi, const CpuTarget &target,
-                                    const CpuCodegenRequest &request, PassTimer &timer,
-                                    const LoweringPlans *plans = nullptr);
+CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &abi,
+                                    const std::vector<CpuTarget> &targets, const CpuCodegenRequest &request,
+                                    PassTimer &timer, const LoweringPlans *plans = nullptr);
 
 } // namespace maxc

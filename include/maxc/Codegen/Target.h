@@ -19,11 +19,17 @@ struct CpuTarget {
   int opt_level = 2;    // 0..3
 };
 
+/// `--cpu portable`, maxc compile's default: a CPU most machines of the
+/// architecture have — x86-64-v3 (AVX2, FMA, F16C, BMI2: Haswell, Zen 1
+/// and later) on x86-64, the generic (NEON) baseline on aarch64. The
+/// artifact's CPU check refuses older CPUs with ERROR_UNSUPPORTED_CPU.
+inline constexpr const char *kPortableCpu = "portable";
+
 /// Resolves and validates a triple and CPU. `triple` empty → the default
 /// (x86_64-unknown-linux-gnu); accepted: x86-64 and aarch64 Linux triples
 /// ("x86_64-linux-gnu", "aarch64-linux-gnu", ...). `cpu` "native" → the host
-/// CPU (only when the triple is the host's architecture), "" → the
-/// architecture's generic baseline. Throws maxc::Error (InvalidArgument)
+/// CPU (only when the triple is the host's architecture), "portable" → see
+/// kPortableCpu, "" → the architecture's generic baseline. Throws maxc::Error (InvalidArgument)
 /// listing the valid names.
 CpuTarget resolve_cpu_target(const std::string &triple, const std::string &cpu, int opt_level);
 
@@ -40,6 +46,18 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const CpuTarget &target
 /// AVX/AVX2, 4 otherwise (SSE, NEON, generic). Decided from the CPU and its
 /// features, as the TargetMachine would see them.
 unsigned cpu_vector_lanes(const CpuTarget &target);
+
+/// The CPU features beyond the architecture's baseline (SSE2 / NEON) that
+/// code for `target` may use and that its artifact checks at run time before
+/// the first run (NAME_ERROR_UNSUPPORTED_CPU on a CPU without one; CPUID on
+/// x86-64, HWCAP on aarch64), in the check's fixed order: "sse3", ...,
+/// "avx2", "fma", ..., "avx512f", .... Empty for the baseline CPUs.
+std::vector<std::string> checked_cpu_features(const CpuTarget &target);
+
+/// Of several targets (code variants, maxc compile --cpu A,B), the index of
+/// the least demanding: the fewest checked features (the earliest on a
+/// tie). Its features are what a CPU needs to run the artifact at all.
+size_t least_demanding_target(const std::vector<CpuTarget> &targets);
 
 /// cpu_vector_lanes of the host ("native"), what the in-process JIT runs on;
 /// decided once.

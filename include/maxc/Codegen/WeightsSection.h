@@ -121,6 +121,10 @@ using ConstantOffsets = std::map<std::pair<const Graph *, std::string>, uint64_t
 using ConstantRewrite = std::function<std::pair<size_t, ByteChunks::Generator>(const Graph &graph, const std::string &name)>;
 ByteChunks weights_blob(const Graph &lowered, ConstantOffsets &offsets, const ConstantRewrite &rewrite = {});
 
+/// Appends constant `name` of `g` to `blob` as weights_blob lays it out
+/// (64-byte aligned; rewritten where `rewrite` says); returns its offset.
+uint64_t append_constant(ByteChunks &blob, const Graph &g, const std::string &name, const ConstantRewrite &rewrite = {});
+
 /// Appends `weights` to `object`, a relocatable little-endian ELF64 object
 /// (x86-64 or aarch64) in which `symbol` is undefined, as a read-only
 /// allocated section `section` (alignment `align`, a power of two), and defines

@@ -3,6 +3,7 @@
 #include "maxc/Codegen/CompileJobs.h"
 #include "EntryPointUtil.h"
 #include "LldLink.h"
+#include "Cpu/CpuCheck.h"
 #include "Cpu/KernelEmitter.h"
 #include "Cpu/GemmPanels.h"
 #include "Cpu/WinogradEmitter.h"
@@ -23,6 +24,7 @@
 #include <llvm/IR/Module.h>
 
 #include <future>
+#include <set>
 #include <system_error>
 
 
@@ -35,10 +37,25 @@ void return_status_if(llvm::IRBuilder<> &b, llvm::Value *cond, RunStatus status)
 }
 
 // The exported C entry points around the root graph function.
-void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::EmittedGraph root,
-                       llvm::GlobalVariable *weights_base, bool profile) {
+// With a CPU check (`check.missing` set) a CPU without the code's features
+// gets ERROR_UNSUPPORTED_CPU from NAME_run and -1 from NAME_workspace_size.
+// `roots`: the root graph's functions of each code variant (--cpu A,B:
+// check.variant picks one per call; one variant: no choice).
+void emit_entry_points(llvm::Module &module, const ModelInterface &m, const std::vector<codegen::EmittedGraph> &roots,
+                       llvm::GlobalVariable *weights_base, bool profile, const codegen::CpuCheck &check) {
   llvm::LLVMContext &c = module.getContext();
   llvm::IRBuilder<> b(c);
+  // The chosen variant's function: `variant` (i32) selects among the roots'.
+  auto variant_fn = [&](llvm::Value *variant, llvm::Function *codegen::EmittedGraph::*fn) -> llvm::Value * {
+    llvm::Value *callee = roots[0].*fn;
+    for (size_t v = 1; v < roots.size(); ++v)
+      callee = b.CreateSelect(b.CreateICmpEQ(variant, b.getInt32(static_cast<int32_t>(v))), roots[v].*fn, callee);
+    return callee;
+  };
+  auto call = [&](llvm::Value *variant, llvm::Function *codegen::EmittedGraph::*fn,
+                  std::initializer_list<llvm::Value *> args) {
+    return b.CreateCall((roots[0].*fn)->getFunctionType(), variant_fn(variant, fn), args);
+  };
   llvm::Type *i32 = b.getInt32Ty(), *i64 = b.getInt64Ty(), *ptr = b.getPtrTy();
   size_t nbuf = m.inputs.size() + m.outputs.size(), ndims = m.symbols.size();
   llvm::FunctionCallee malloc_fn = module.getOrInsertFunction("malloc", ptr, i64);
@@ -52,6 +69,11 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
     b.SetInsertPoint(entry);
     llvm::Value *buffers = packed->getArg(0), *dims = packed->getArg(1), *ws = packed->getArg(2);
     auto fail_if = [&](llvm::Value *cond, RunStatus status) { return_status_if(b, cond, status); };
+    llvm::Value *variant = b.getInt32(0);
+    if (check.missing) { // before anything compiled for the target's features runs
+      variant = b.CreateCall(check.variant, {}, "variant");
+      fail_if(b.CreateICmpSLT(variant, b.getInt32(0)), RunStatus::unsupported_cpu);
+    }
     fail_if(b.CreateICmpEQ(buffers, llvm::ConstantPointerNull::get(b.getPtrTy())), RunStatus::null_pointer);
     for (size_t i = 0; i < nbuf; ++i) {
       llvm::Value *p = b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, buffers, i));
@@ -74,14 +96,14 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
     auto *given = llvm::BasicBlock::Create(c, "given_workspace", packed);
     b.CreateCondBr(b.CreateICmpEQ(ws, llvm::ConstantPointerNull::get(b.getPtrTy())), own, given);
     b.SetInsertPoint(given);
-    b.CreateCall(root.run, {buffers, dims, ws});
+    call(variant, &codegen::EmittedGraph::run, {buffers, dims, ws});
     b.CreateRet(b.getInt32(0));
     b.SetInsertPoint(own);
-    llvm::Value *size = b.CreateCall(root.workspace_size, {dims});
+    llvm::Value *size = call(variant, &codegen::EmittedGraph::workspace_size, {dims});
     llvm::Value *mem = b.CreateCall(malloc_fn, {b.CreateAdd(size, b.getInt64(64))});
     fail_if(b.CreateICmpEQ(mem, llvm::ConstantPointerNull::get(b.getPtrTy())), RunStatus::out_of_memory);
     // Align to 64 bytes by hand (malloc gives 16).
-    b.CreateCall(root.run, {buffers, dims, codegen::align_to_64(b, mem)});
+    call(variant, &codegen::EmittedGraph::run, {buffers, dims, codegen::align_to_64(b, mem)});
     b.CreateCall(free_fn, {mem});
     b.CreateRet(b.getInt32(0));
   }
@@ -111,9 +133,15 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
     llvm::Value *dims = b.CreateAlloca(i64, b.getInt64(static_cast<int64_t>(std::max<size_t>(ndims, 1))));
     for (size_t i = 0; i < ndims; ++i)
       b.CreateStore(size_fn->getArg(static_cast<unsigned>(i)), b.CreateConstGEP1_64(i64, dims, i));
-    // -1 for the dims NAME_run rejects with INVALID_DIM.
+    // -1 for the dims NAME_run rejects with INVALID_DIM, and on a CPU it
+    // rejects with UNSUPPORTED_CPU.
+    llvm::Value *variant = b.getInt32(0);
+    if (check.missing) {
+      variant = b.CreateCall(check.variant, {}, "variant");
+      codegen::return_if(b, b.CreateICmpSLT(variant, b.getInt32(0)), b.getInt64(-1));
+    }
     codegen::return_if(b, codegen::dims_invalid(b, dims, m.symbols, m.workspace_bound), b.getInt64(-1));
-    b.CreateRet(b.CreateCall(root.workspace_size, {dims}));
+    b.CreateRet(call(variant, &codegen::EmittedGraph::workspace_size, {dims}));
   }
 
   // NAME_set_parallel_for and NAME_set_num_threads come with the runtime
@@ -186,6 +214,14 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
     b.CreateRet(b.getInt32(0));
   }
 
+  // NAME_cpu_variant(): which --cpu variant runs here (several variants).
+  if (roots.size() > 1 && check.variant) {
+    auto *fn = llvm::Function::Create(llvm::FunctionType::get(b.getInt32Ty(), false),
+                                      llvm::GlobalValue::ExternalLinkage, m.name + "_cpu_variant", module);
+    b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", fn));
+    b.CreateRet(b.CreateCall(check.variant));
+  }
+
   // NAME_status_string(status)
   auto *status_fn = llvm::Function::Create(llvm::FunctionType::get(ptr, {i32}, false),
                                            llvm::GlobalValue::ExternalLinkage, m.name + "_status_string", module);
@@ -199,6 +235,10 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, codegen::E
       auto *bb = llvm::BasicBlock::Create(c, "status", status_fn);
       sw->addCase(b.getInt32(s), bb);
       b.SetInsertPoint(bb);
+      if (info.status == RunStatus::unsupported_cpu && check.message) { // names the missing features
+        b.CreateRet(b.CreateCall(check.message));
+        continue;
+      }
       b.CreateRet(b.CreateGlobalStringPtr(info.message, m.name + ".status." + std::to_string(s), 0, &module));
     }
     b.SetInsertPoint(unknown);
@@ -281,7 +321,20 @@ struct ModuleSpec {
   const codegen::PackedWeights *packed; // GEMM weights packed at compile time
   const Graph *only;
   const std::vector<ProfiledKernel> *profile = nullptr; // a profile build's kernels; null: not one
+  /// The targets of the code variants (maxc compile --cpu A,B,...), whose
+  /// features the entry points check before the first run (Cpu/CpuCheck.h);
+  /// null: no check (the JIT runs on the host).
+  const std::vector<CpuTarget> *targets = nullptr;
+  /// This module's variant (an index in `targets`): variant 0's root
+  /// partition holds the entry points and the runtime; another's graph
+  /// functions are renamed NAME.v<N>.graph.* / NAME.v<N>.workspace.*.
+  size_t variant = 0;
 };
+
+/// A graph function's name in code variant `v`: NAME.graph.X -> NAME.vV.graph.X.
+std::string variant_symbol(const std::string &symbol, const std::string &name, size_t v) {
+  return v == 0 ? symbol : name + ".v" + std::to_string(v) + symbol.substr(name.size());
+}
 
 /// Makes `gv` a hidden global: defined in one partition, used by others.
 void share(llvm::GlobalValue *gv) {
@@ -296,6 +349,8 @@ std::unique_ptr<llvm::Module> build_module(const ModuleSpec &spec, llvm::LLVMCon
   if (!is_c_identifier(name))
     throw Error(ErrorCode::InvalidArgument, "model name '" + name + "' is not a C identifier (use --name)");
   const bool split = spec.only != nullptr, main = !split || spec.only == &lowered;
+  const bool entry = main && spec.variant == 0; // the entry points, the runtime, shared globals
+  const size_t variants = spec.targets ? spec.targets->size() : 1;
   ModelInterface m = spec.abi;
   std::string module_name = name;
   for (const auto &[sub_name, sub] : lowered.subgraphs())
@@ -320,7 +375,7 @@ std::unique_ptr<llvm::Module> build_module(const ModuleSpec &spec, llvm::LLVMCon
       // defines it, the others read it.
       external->base = new llvm::GlobalVariable(
           *module, ptr, false, llvm::GlobalValue::InternalLinkage,
-          main ? llvm::ConstantPointerNull::get(llvm::PointerType::getUnqual(context)) : nullptr, name + ".weights");
+          entry ? llvm::ConstantPointerNull::get(llvm::PointerType::getUnqual(context)) : nullptr, name + ".weights");
       if (split)
         share(external->base);
       m.external_weights = true;
@@ -335,7 +390,7 @@ std::unique_ptr<llvm::Module> build_module(const ModuleSpec &spec, llvm::LLVMCon
     auto *type = llvm::ArrayType::get(llvm::ArrayType::get(llvm::Type::getInt64Ty(context), 3),
                                       std::max<size_t>(spec.profile->size(), 1));
     counters->table = new llvm::GlobalVariable(*module, type, false, llvm::GlobalValue::InternalLinkage,
-                                               main ? llvm::ConstantAggregateZero::get(type) : nullptr,
+                                               entry ? llvm::ConstantAggregateZero::get(type) : nullptr,
                                                name + ".profile.counters");
     counters->table->setAlignment(llvm::Align(64));
     if (split)
@@ -346,11 +401,47 @@ std::unique_ptr<llvm::Module> build_module(const ModuleSpec &spec, llvm::LLVMCon
   codegen::EmittedGraph root = codegen::emit_graph_functions(
       *module, lowered, name, m.dims_array(), spec.vector_lanes ? spec.vector_lanes : host_vector_lanes(), external.get(),
       spec.plans, spec.packed, spec.only, counters.get());
-  if (main) {
-    emit_entry_points(*module, m, root, external ? external->base : nullptr, spec.profile != nullptr);
+  if (entry) {
+    codegen::CpuCheck check;
+    if (spec.targets)
+      check = codegen::emit_cpu_check(*module, name, *spec.targets);
+    std::vector<codegen::EmittedGraph> roots = {root};
+    for (size_t v = 1; v < variants; ++v) { // defined in variant v's root partition
+      codegen::EmittedGraph other;
+      for (auto [fn, out] : {std::pair{root.run, &other.run}, std::pair{root.workspace_size, &other.workspace_size}}) {
+        *out = llvm::Function::Create(fn->getFunctionType(), llvm::GlobalValue::ExternalLinkage,
+                                      variant_symbol(fn->getName().str(), name, v), *module);
+        (*out)->copyAttributesFrom(fn);
+        share(*out);
+      }
+      roots.push_back(other);
+    }
+    emit_entry_points(*module, m, roots, external ? external->base : nullptr, spec.profile != nullptr, check);
     if (spec.profile)
       emit_profile_entry_points(*module, name, counters->table, *spec.profile);
     codegen::link_cpu_runtime(*module, name, spec.profile != nullptr);
+    // What may run before the check has passed is compiled for the
+    // baseline: the exported functions and the runtime (the kernels are
+    // not inlined into them: LLVM inlines a callee only into a caller with
+    // its features).
+    if (check.missing)
+      for (llvm::Function &fn : *module)
+        if (!fn.isDeclaration() && (fn.getName().starts_with(name + "_") || fn.getName().starts_with(name + ".rt.")))
+          codegen::set_baseline_target(fn, spec.targets->front().triple);
+  }
+  if (spec.variant > 0) // its graph functions, defined and declared
+    for (llvm::Function &fn : *module)
+      if (!fn.hasLocalLinkage() &&
+          (fn.getName().starts_with(name + ".graph.") || fn.getName().starts_with(name + ".workspace.")))
+        fn.setName(variant_symbol(fn.getName().str(), name, spec.variant));
+  if (variants > 1) { // each function says its CPU: the partitions' IR is joined for --emit asm/llvm-ir
+    const CpuTarget &target = (*spec.targets)[spec.variant];
+    for (llvm::Function &fn : *module)
+      if (!fn.isDeclaration() && !fn.hasFnAttribute("target-cpu")) {
+        fn.addFnAttr("target-cpu", target.cpu);
+        if (!target.features.empty())
+          fn.addFnAttr("target-features", target.features);
+      }
   }
   // The runtime's functions that every partition's kernels call.
   for (const char *f : {"parallel_for", "profile_begin", "profile_end"})
@@ -404,16 +495,50 @@ std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::
   return build_cpu_module(*lowered, abi, context, WeightsPlacement::ir, nullptr, &plans, vector_lanes);
 }
 
-CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &abi, const CpuTarget &target,
-                                    const CpuCodegenRequest &request, PassTimer &timer,
-                                    const LoweringPlans *plans) {
+CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &abi,
+                                    const std::vector<CpuTarget> &targets, const CpuCodegenRequest &request,
+                                    PassTimer &timer, const LoweringPlans *plans) {
   CpuCodegenResult out;
+  if (targets.empty())
+    throw Error(ErrorCode::Internal, "compile_cpu_module: no target");
+  if (targets.size() > 1 && request.profile)
+    throw Error(ErrorCode::InvalidArgument, "--profile takes one CPU, not " + std::to_string(targets.size()), "--cpu");
   LoweringPlans own_plans = plans ? LoweringPlans{} : plan_lowering_all(lowered, cpu_plan_options());
   if (!plans)
     plans = &own_plans;
-  const codegen::PackedWeights packed = codegen::plan_packed_weights(lowered, *plans, cpu_vector_lanes(target));
-  codegen::ConstantOffsets offsets;
-  ByteChunks weights = layout_weights(lowered, offsets, packed, *plans);
+  // Each variant's GEMM weights packed for its vector width; the blob holds
+  // variant 0's layout, then what another variant reads differently (its
+  // packed panels of another width, or a constant it reads unpacked).
+  std::vector<codegen::PackedWeights> packed;
+  for (const CpuTarget &t : targets)
+    packed.push_back(codegen::plan_packed_weights(lowered, *plans, cpu_vector_lanes(t)));
+  std::vector<codegen::ConstantOffsets> offsets_of(targets.size());
+  codegen::ConstantOffsets &offsets = offsets_of[0];
+  ByteChunks weights = layout_weights(lowered, offsets, packed[0], *plans);
+  out.variant_weights_bytes.assign(targets.size(), 0);
+  auto same_packing = [&](size_t a, size_t b) {
+    return packed[a].nr == packed[b].nr && packed[a].constants == packed[b].constants;
+  };
+  for (size_t v = 1; v < targets.size(); ++v) {
+    size_t u = 0;
+    while (u < v && !same_packing(u, v))
+      ++u;
+    if (u < v) { // reads an earlier variant's weights
+      offsets_of[v] = offsets_of[u];
+      continue;
+    }
+    offsets_of[v] = offsets;
+    const uint64_t before = weights.size();
+    codegen::ConstantRewrite rewrite = codegen::packed_weights_rewrite(packed[v]);
+    std::vector<const Graph *> graphs = {&lowered};
+    for (const auto &[sub_name, sub] : lowered.subgraphs())
+      graphs.push_back(sub.get());
+    for (const Graph *g : graphs) // in layout order: the same blob every compile
+      for (const auto &[key, offset] : offsets) // (by name within a graph)
+        if (key.first == g && (packed[v].constants.count(key) || packed[0].constants.count(key)))
+          offsets_of[v][key] = codegen::append_constant(weights, *g, key.second, rewrite);
+    out.variant_weights_bytes[v] = weights.size() - before;
+  }
   // The weights do not depend on the code: with the driver's writer
   // (request.early) they are written while LLVM works, on a second thread:
   // NAME.weights.bin whole (external; its lanes64 checksum taken on the way), or the
@@ -426,7 +551,7 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
     early = request.early->start("weights", weights,
                                  [&early_sum](const char *data, size_t size) { early_sum.update(data, size); });
   else if (request.early && request.object) {
-    object_head = codegen::weights_section_head(target.triple, weights);
+    object_head = codegen::weights_section_head(targets[0].triple, weights);
     early = request.early->start("obj", object_head, {});
     if (!early)
       object_head = ByteChunks();
@@ -457,34 +582,41 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
   // Each partition built, optimized and emitted in its own LLVMContext on
   // one of --jobs threads. The partitions do not depend on --jobs, so the
   // bytes do not either; a model without subgraphs is one module, as
-  // before partitioning.
+  // before partitioning. Several CPUs: every partition once per variant.
   std::vector<const Graph *> parts = cpu_partitions(lowered);
-  const bool split = parts.size() > 1;
+  const size_t nparts = parts.size(), variants = targets.size();
+  const bool split = nparts > 1 || variants > 1;
   std::vector<ProfiledKernel> kernels;
   if (request.profile)
     kernels = profiled_kernels(lowered, *plans);
   const bool keep_ir = request.assembly || request.llvm_ir;
   struct Piece {
     std::string object, bitcode;
+    uint64_t code_bytes = 0;
     double ms[3] = {0, 0, 0}; // codegen, optimize, emit obj
   };
-  std::vector<Piece> pieces(parts.size());
+  std::vector<Piece> pieces(nparts * variants);
   WeightsPlacement placement = request.external_weights ? WeightsPlacement::run_time : WeightsPlacement::object_section;
   timer.run("partitions", [&] {
-    codegen::run_jobs(parts.size(), request.jobs, [&](size_t i) {
+    codegen::run_jobs(pieces.size(), request.jobs, [&](size_t i) {
       Piece &piece = pieces[i];
+      const size_t v = i / nparts;
+      const CpuTarget &target = targets[v];
       PassTimer own;
       llvm::LLVMContext context;
       std::unique_ptr<llvm::Module> module = own.run("codegen", [&] {
-        return build_module({lowered, abi, placement, &offsets, weights.size(), plans, cpu_vector_lanes(target),
-                             &packed, split ? parts[i] : nullptr, request.profile ? &kernels : nullptr},
-                            context);
+        ModuleSpec spec{lowered, abi, placement, &offsets_of[v], weights.size(), plans, cpu_vector_lanes(target),
+                        &packed[v], split ? parts[i % nparts] : nullptr, request.profile ? &kernels : nullptr,
+                        &targets};
+        spec.variant = v;
+        return build_module(spec, context);
       });
       own.run("optimize", [&] { optimize_module(*module, target); });
       if (keep_ir)
         piece.bitcode = bitcode_of(*module);
       if (request.object)
         piece.object = own.run("emit obj", [&] { return emit_module(*module, target, OutputKind::object); });
+      piece.code_bytes = piece.object.size();
       for (const auto &[step, ms] : own.passes())
         piece.ms[step == "codegen" ? 0 : step == "optimize" ? 1 : 2] += ms;
       spdlog::debug("partition {} ({}): codegen {:.1f} ms, optimize {:.1f} ms, emit {:.1f} ms", i,
@@ -501,6 +633,9 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
     timer.record(steps[k], ms);
   }
 
+  out.variant_code_bytes.assign(variants, 0);
+  for (size_t i = 0; i < pieces.size(); ++i)
+    out.variant_code_bytes[i / nparts] += pieces[i].code_bytes;
   if (request.object)
     out.object = timer.run("link partitions", [&] {
       std::string code;
@@ -530,9 +665,9 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
       bitcode.push_back(std::move(piece.bitcode));
     std::unique_ptr<llvm::Module> module = timer.run("join ir", [&] { return join_bitcode(bitcode, context); });
     if (request.assembly)
-      out.assembly = timer.run("emit asm", [&] { return emit_module(*module, target, OutputKind::assembly); });
+      out.assembly = timer.run("emit asm", [&] { return emit_module(*module, targets[0], OutputKind::assembly); });
     if (request.llvm_ir)
-      out.llvm_ir = timer.run("emit llvm-ir", [&] { return emit_module(*module, target, OutputKind::llvm_ir); });
+      out.llvm_ir = timer.run("emit llvm-ir", [&] { return emit_module(*module, targets[0], OutputKind::llvm_ir); });
   }
   if (request.external_weights) {
     blob_checksum();

@@ -1,6 +1,7 @@
 // Target resolution: everything a user can get wrong about a triple or a CPU
 // is checked here, before LLVM sees it (LLVM aborts on an unknown CPU).
 #include "OptLevel.h"
+#include "Cpu/CpuCheck.h"
 #include "maxc/Codegen/Target.h"
 
 #include "maxc/Support/Error.h"
@@ -115,7 +116,7 @@ void check_cpu(const llvm::Triple &triple, const std::string &cpu) {
   }
   if (unique && best_distance <= std::max<size_t>(2, cpu.size() / 3))
     message += " did you mean '" + best + "'?";
-  message += " valid CPUs: native";
+  message += " valid CPUs: native, portable";
   for (const std::string &name : names)
     message += ", " + name;
   throw Error(ErrorCode::InvalidArgument, message);
@@ -140,6 +141,8 @@ CpuTarget resolve_cpu_target(const std::string &triple, const std::string &cpu, 
     out.features = host_features();
   } else if (cpu.empty()) {
     out.cpu = t.getArch() == llvm::Triple::x86_64 ? "x86-64" : "generic";
+  } else if (cpu == kPortableCpu) {
+    out.cpu = t.getArch() == llvm::Triple::x86_64 ? "x86-64-v3" : "generic";
   } else {
     out.cpu = cpu;
   }
@@ -166,16 +169,43 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const CpuTarget &target
   return tm;
 }
 
-unsigned cpu_vector_lanes(const CpuTarget &target) {
+namespace {
+
+/// LLVM's description of the target's CPU with its features.
+std::unique_ptr<llvm::MCSubtargetInfo> cpu_subtarget(const CpuTarget &target) {
   llvm::Triple t = checked_triple(target.triple);
   check_cpu(t, target.cpu);
-  if (t.getArch() != llvm::Triple::x86_64)
-    return 4; // NEON (and the generic baseline): 128-bit vectors
   const llvm::Target &llvm_target = lookup_target(t);
   std::unique_ptr<llvm::MCSubtargetInfo> sti(
       llvm_target.createMCSubtargetInfo(t.str(), target.cpu, target.features));
   if (!sti)
     throw Error(ErrorCode::Internal, "LLVM cannot describe the CPU '" + target.cpu + "' of " + t.str());
+  return sti;
+}
+
+} // namespace
+
+std::vector<std::string> checked_cpu_features(const CpuTarget &target) {
+  std::unique_ptr<llvm::MCSubtargetInfo> sti = cpu_subtarget(target);
+  std::vector<std::string> out;
+  for (const codegen::CpuFeatureBit &f : codegen::cpu_feature_table(sti->getTargetTriple().getArch() == llvm::Triple::x86_64))
+    if (sti->checkFeatures(std::string("+") + f.name))
+      out.emplace_back(f.name);
+  return out;
+}
+
+size_t least_demanding_target(const std::vector<CpuTarget> &targets) {
+  size_t best = 0;
+  for (size_t v = 1; v < targets.size(); ++v)
+    if (checked_cpu_features(targets[v]).size() < checked_cpu_features(targets[best]).size())
+      best = v;
+  return best;
+}
+
+unsigned cpu_vector_lanes(const CpuTarget &target) {
+  if (checked_triple(target.triple).getArch() != llvm::Triple::x86_64)
+    return 4; // NEON (and the generic baseline): 128-bit vectors
+  std::unique_ptr<llvm::MCSubtargetInfo> sti = cpu_subtarget(target);
   if (sti->checkFeatures("+avx512f,+evex512"))
     return 16;
   if (sti->checkFeatures("+avx"))

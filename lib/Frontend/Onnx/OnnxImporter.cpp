@@ -12,6 +12,7 @@
 // sym value either folds it (Gather, Concat, Add, ... on dims) or uses it as
 // a shape (Reshape, Expand, ConstantOfShape, Range); anything else that
 // needs a value known only at run time is an error naming the node.
+#include "OnnxLoop.h"
 #include "OnnxOps.h"
 #include "OnnxTensor.h"
 
@@ -51,7 +52,7 @@ constexpr int64_t kMaxOpset = 17;
 /// evaluated at import time.
 constexpr int64_t kFoldLimit = 1 << 16;
 
-class Importer : public NodeHost {
+class Importer : public NodeHost, public BodyHost {
 public:
   Importer(const onnx::ModelProto &model, const std::string &path, const LoadOptions &options,
            DiagnosticEngine &diags, const OnnxImportOptions &onnx, OnnxImportInfo &info, LoadedModel &out)
@@ -174,6 +175,166 @@ public:
     throw Error(ErrorCode::OnnxNotFoldable, "input " + std::to_string(index) + " ('" + n.input_name(index) +
                                                 "') is computed at run time, but this node needs its value at "
                                                 "compile time");
+  }
+
+  // ---- BodyHost (Loop and Scan, OnnxLoop.cpp) ----
+
+  std::vector<std::pair<std::string, Tensor>> traced_captures(const onnx::GraphProto &body) override {
+    std::vector<std::pair<std::string, Tensor>> out;
+    for (const std::string &n : captured_names(body)) {
+      if (poisoned_.count(n))
+        throw Error(ErrorCode::OnnxGraph, "'" + n + "', which the body reads, failed to import");
+      auto v = values_.find(n);
+      if (v == values_.end())
+        throw Error(ErrorCode::OnnxGraph, "'" + n + "' is read by the body but defined neither in it nor around it");
+      if (v->second.kind == Val::Kind::traced)
+        out.emplace_back(n, v->second.tensor);
+    }
+    return out;
+  }
+
+  std::vector<Val> run_body(const onnx::GraphProto &body, const std::vector<Val> &inputs,
+                            const std::map<std::string, Val> &overrides, bool in_call,
+                            const std::string &where) override {
+    if (size_t(body.input_size()) != inputs.size())
+      throw Error(ErrorCode::OnnxGraph, where + " has " + std::to_string(body.input_size()) + " inputs, expected " +
+                                            std::to_string(inputs.size()));
+    if (!body.sparse_initializer().empty())
+      throw Error(ErrorCode::OnnxUnsupportedType, where + ": sparse initializers are not supported");
+    if (if_depth_ >= kMaxIfDepth)
+      throw Error(ErrorCode::OnnxGraph, "subgraphs nest more than " + std::to_string(kMaxIfDepth) + " deep");
+    if (++body_runs_ > kMaxBodyRuns) // nested Loops multiply their trip counts
+      throw Error(ErrorCode::OnnxAttribute, "Loop and Scan bodies have run " + std::to_string(kMaxBodyRuns) +
+                                                " times in all (nested loops multiply); that is as far as maxc unrolls");
+    // Every name the body (and subgraphs in it) defines is its own: what it
+    // shadows comes back afterwards, and the rest is forgotten, so the next
+    // iteration defines them again.
+    std::set<std::string> local;
+    std::vector<const onnx::GraphProto *> graphs{&body};
+    for (size_t g = 0; g < graphs.size() && g < 4096; ++g) {
+      for (const auto &in : graphs[g]->input())
+        local.insert(in.name());
+      for (const auto &t : graphs[g]->initializer())
+        local.insert(t.name());
+      for (const auto &node : graphs[g]->node()) {
+        local.insert(node.output().begin(), node.output().end());
+        for (const auto &a : node.attribute()) {
+          if (a.has_g())
+            graphs.push_back(&a.g());
+          for (const auto &sub : a.graphs())
+            graphs.push_back(&sub);
+        }
+      }
+    }
+    for (const auto &[name, v] : overrides)
+      local.insert(name);
+    local.erase("");
+    std::map<std::string, Val> saved;
+    for (const std::string &n : local)
+      if (auto it = values_.find(n); it != values_.end()) {
+        saved.emplace(n, std::move(it->second));
+        values_.erase(it);
+      }
+    std::set<std::string> saved_poison = poisoned_;
+    size_t params_before = out_.params.size();
+    DiagnosticEngine scratch, *outer = diags_;
+    struct Restore {
+      Importer &self;
+      std::set<std::string> &local;
+      std::map<std::string, Val> &saved;
+      std::set<std::string> &poison;
+      DiagnosticEngine *outer;
+      bool in_call;
+      size_t params_before;
+      ~Restore() {
+        self.diags_ = outer;
+        --self.if_depth_;
+        self.in_body_ -= in_call ? 1 : 0;
+        for (const std::string &n : local) {
+          self.values_.erase(n);
+          self.defined_.erase(n);
+        }
+        for (auto &[n, v] : saved)
+          self.values_[n] = std::move(v);
+        self.poisoned_ = std::move(poison);
+        // An If resolved in the body reads its branch's initializers once per run.
+        auto &params = self.out_.params;
+        std::set<std::string> seen;
+        for (size_t i = 0; i < params_before; ++i)
+          seen.insert(params[i].name);
+        size_t keep = params_before;
+        for (size_t i = params_before; i < params.size(); ++i)
+          if (seen.insert(params[i].name).second)
+            params[keep++] = params[i];
+        params.resize(keep);
+      }
+    } restore{*this, local, saved, saved_poison, outer, in_call, params_before};
+    diags_ = &scratch;
+    ++if_depth_;
+    in_body_ += in_call ? 1 : 0;
+    for (const auto &[name, v] : overrides)
+      values_[name] = v;
+    for (int i = 0; i < body.input_size(); ++i)
+      if (!body.input(i).name().empty())
+        values_[body.input(i).name()] = inputs[size_t(i)];
+    for (const auto &t : body.initializer()) {
+      auto cached = body_initializers_.find(&t);
+      if (cached == body_initializers_.end())
+        cached = body_initializers_.emplace(&t, tensor_from_proto(t, dir_, &out_.files_read)).first;
+      Val v;
+      v.kind = Val::Kind::known;
+      v.data = cached->second;
+      values_[t.name()] = v;
+    }
+    std::vector<int> order = dependency_order(body, where);
+    for (int i : order)
+      if (!scratch.has_errors())
+        run_node(body.node(i));
+    auto failure = [&]() -> Error {
+      for (const Diagnostic &d : scratch.diagnostics())
+        if (d.severity == Severity::error)
+          return Error(d.code, (d.pointer.empty() ? "" : d.pointer + ": ") + d.message);
+      return Error(ErrorCode::OnnxGraph, where + " failed to import");
+    };
+    if (scratch.has_errors())
+      throw failure();
+    std::vector<Val> outs;
+    for (const auto &o : body.output()) {
+      auto v = values_.find(o.name());
+      if (v == values_.end())
+        throw Error(ErrorCode::OnnxGraph, where + ": output '" + o.name() + "' is not computed");
+      outs.push_back(v->second);
+    }
+    for (const Diagnostic &d : scratch.diagnostics())
+      outer->report(d);
+    return outs;
+  }
+
+  Tensor tensor(const Val &v) override {
+    OnnxNode dummy(onnx::NodeProto::default_instance(), opset_, {}, *this);
+    return tensor_of(v, dummy, 0);
+  }
+
+  void needs_import_value(const OnnxNode &node, size_t index, const std::string &what) override {
+    const std::string name = node.input_name(index);
+    std::string message = what + " ('" + name + "') is known only at run time; maxc unrolls " + node.op() +
+                          " at import, so it must be a constant or computed from known values";
+    std::vector<std::string> behind = graph_inputs_behind(name);
+    for (const std::string &in : behind)
+      if (std::find(info_.needs_value.begin(), info_.needs_value.end(), in) == info_.needs_value.end())
+        info_.needs_value.push_back(in);
+    if (!behind.empty()) {
+      std::string list;
+      for (const std::string &in : behind)
+        list += (list.empty() ? "" : ", ") + in;
+      message += behind.size() > 1 ? "; it is computed from the graph inputs " + list +
+                                         ": fix them with --bind NAME=VALUE if they are settings, not data"
+                                   : "; it is computed from the graph input '" + list + "': fix it with --bind " +
+                                         list + "=VALUE if it is a setting, not data";
+    } else {
+      message += " (it depends on computed tensor values, not only on shapes)";
+    }
+    throw Error(ErrorCode::OnnxNotFoldable, message);
   }
 
 private:
@@ -1364,6 +1525,10 @@ private:
     const std::string &op = node.op();
     if (!is_supported_op(op))
       throw Error(ErrorCode::OnnxUnsupportedOp, "the op " + op + " is not supported");
+    if (op == "Loop")
+      return loop(node, *this);
+    if (op == "Scan")
+      return scan(node, *this);
     // Ops on shapes alone, and folding on symbolic dims.
     if (std::optional<std::vector<Val>> folded = fold_shape_op(node))
       return *folded;
@@ -1479,6 +1644,9 @@ private:
   // order describe_interface names them, so its second pass changes nothing.
   CNameMangler names_, dim_names_, constant_names_;
   std::map<std::string, Tensor> initializer_tensors_;
+  std::map<const onnx::TensorProto *, HostTensor> body_initializers_; // Loop/Scan bodies', read once
+  static constexpr int64_t kMaxBodyRuns = 16384; // Loop/Scan iterations in all, nested ones included
+  int64_t body_runs_ = 0;
   GraphRealizationContext *root_ = nullptr;
   Mode mode_ = Mode::graph;
   int in_body_ = 0;

@@ -185,6 +185,7 @@ const std::set<std::string> kSupported = {
     "GRU", "LSTM", "RNN", // OnnxRecurrent.cpp
     "ConvInteger", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "QLinearConv", "QLinearMatMul",
     "QuantizeLinear", // OnnxQuantized.cpp
+    "Loop", "Scan",       // OnnxLoop.cpp (the importer runs their bodies)
     "HardSwish", "Hardmax", "Identity", "If", "InstanceNormalization", "IsInf", "IsNaN", "LayerNormalization", "LeakyRelu",
     "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "MeanVarianceNormalization", "Min",
     "Mod", "Mul", "Neg", "Not", "Or", "PRelu", "Pad", "Pow", "Range", "Reciprocal", "ReduceL1", "ReduceL2",

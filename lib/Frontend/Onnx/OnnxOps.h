@@ -104,6 +104,9 @@ using FloatAttr = std::function<double(const std::string &name, double fallback)
 /// its float attributes read through `attr` (the node's own, or an RNN's
 /// activation_alpha/beta); `node` for the rest (IsInf's flags).
 Tensor unary_op(const std::string &op, const Tensor &x, const OnnxNode &node, const FloatAttr &attr);
+/// The pieces concatenated along `axis` as a tree of concats of at most 16
+/// each (OnnxRecurrent.cpp).
+Tensor concat_tree(std::vector<Tensor> xs, int64_t axis);
 /// LSTM, GRU and RNN, unrolled over a static sequence length (OnnxRecurrent.cpp).
 std::vector<Tensor> recurrent(const OnnxNode &node);
 /// Conv's mapping on the given operands (1-D and 2-D): the node's

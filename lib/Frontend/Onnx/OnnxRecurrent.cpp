@@ -171,9 +171,10 @@ private:
 
 enum class Cell { lstm, gru, rnn };
 
-/// Concatenates many pieces as a tree of concats of at most 16 each: a
-/// concat's kernel picks each element's operand in turn, so one of 512
-/// pieces costs far more than three levels of 16.
+} // namespace
+
+// A concat's kernel picks each element's operand in turn, so one of 512
+// pieces costs far more than three levels of 16.
 Tensor concat_tree(std::vector<Tensor> xs, int64_t axis) {
   constexpr size_t kFan = 16;
   while (xs.size() > 1) {
@@ -186,8 +187,6 @@ Tensor concat_tree(std::vector<Tensor> xs, int64_t axis) {
   }
   return xs.at(0);
 }
-
-} // namespace
 
 std::vector<Tensor> recurrent(const OnnxNode &node) {
   const std::string &op = node.op();
