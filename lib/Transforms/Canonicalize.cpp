@@ -6,6 +6,7 @@
 #include "maxc/Transforms/FuseNorms.h"
 
 #include <cmath>
+#include <set>
 
 namespace maxc {
 
@@ -77,7 +78,43 @@ public:
     const Tensor &x = in[0];
     if (!c || !is_float(x.dtype()) || *c == 0 || !std::isfinite(*c) || *c == 1 || x.type() != result_type(rc, node))
       return {};
+    int exp = 0;
+    if (std::frexp(*c, &exp) != 0.5 && !worth_a_rounding(node, rc.match)) // 1/c not exact: ≤ 1 ulp off
+      return {};
     return {x * ops::full(1.0 / *c, x.dtype())};
+  }
+
+private:
+  /// Whether x · (1/c), one ulp from x / c, may stand for it: not for a
+  /// one-element quotient (nothing to gain), nor for one rounded to an
+  /// integer (round, floor, ceil, a cast to an integer), directly or through
+  /// a few elementwise steps — quantization: ONNX's QuantizeLinear divides,
+  /// and QLinearConv's multiplier (x_scale · w_scale) / y_scale scales the
+  /// accumulator before the rounding; one ulp moves a tie or a boundary.
+  static bool worth_a_rounding(const Node &node, const GraphMatcher &m) {
+    const Graph &g = m.graph();
+    if (shape_numel(g.type_of(node.results[0]).shape) == Dim(1))
+      return false;
+    return !rounded(node.results[0], m, 4);
+  }
+
+  static bool rounded(ValueId v, const GraphMatcher &m, int depth) {
+    static const std::set<std::string> through = {"add", "sub", "mul", "div", "neg", "maximum", "minimum",
+                                                  "where", "reshape", "broadcast_to"};
+    const Graph &g = m.graph();
+    for (int64_t r : m.readers().of(v)) {
+      if (r < 0)
+        continue;
+      const Node &reader = g.nodes()[static_cast<size_t>(r)];
+      if (reader.op == "round" || reader.op == "floor" || reader.op == "ceil" ||
+          (reader.op == "cast" && !is_float(reader.attrs.get_dtype("dtype"))))
+        return true;
+      if (depth > 1 && through.count(reader.op))
+        for (ValueId out : reader.results)
+          if (rounded(out, m, depth - 1))
+            return true;
+    }
+    return false;
   }
 };
 

@@ -967,6 +967,137 @@ def case_recurrent_refused(c):
     assert "5000 time steps; at most 4096" in err, err
 
 
+def np_conv(x, w, pads=(0, 0, 0, 0), stride=1):
+    """conv2d on integers in int64 (NCHW, OIHW, zero padding)."""
+    x = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    oh, ow = (h - kh) // stride + 1, (wd - kw) // stride + 1
+    y = np.zeros((n, o, oh, ow), np.int64)
+    for i in range(oh):
+        for j in range(ow):
+            patch = x[:, :, i * stride:i * stride + kh, j * stride:j * stride + kw]
+            y[:, :, i, j] = np.einsum("nchw,ochw->no", patch, w.astype(np.int64))
+    return y
+
+
+def np_saturate(v, zp, dtype):
+    """ONNX's saturate(round_half_even(v) + zp) in f32."""
+    info = np.iinfo(dtype)
+    return np.clip(np.rint(v.astype(np.float32)) + np.float32(zp), info.min, info.max).astype(dtype)
+
+
+def case_quantized_ops(c):
+    """The quantized ops as ONNX Runtime's dynamic and static quantization
+    emit them (DynamicQuantizeLinear → ConvInteger → scale; QuantizeLinear /
+    DequantizeLinear per tensor and per axis; MatMulInteger with per-row and
+    per-column zero points; QLinearConv with per-channel int8 weights and an
+    int32 bias; QLinearMatMul): every output equals numpy's ONNX formulas
+    bit for bit on the reference, the CPU and the GPU emulator."""
+    rng = np.random.default_rng(3)
+    W = rng.integers(0, 256, (4, 3, 3, 3)).astype(np.uint8)
+    W2 = rng.integers(-128, 128, (4, 3, 3, 3)).astype(np.int8)
+    B = rng.integers(-128, 128, (20, 5)).astype(np.int8)
+    consts = dict(W=W, W_zp=np.array(128, np.uint8), W_scale=np.array(0.02, np.float32),
+                  q_scale=np.array(0.05, np.float32), q_zp=np.array(-3, np.int8),
+                  dq_scale=np.array([0.05, 0.1, 0.025, 0.2], np.float32), dq_zp=np.array([0, -3, 5, 127], np.int8),
+                  B=B, a_zp=np.array([0, 128, 255], np.uint8), b_zp=np.array([0, -128, 127, 3, -1], np.int8),
+                  W2=W2, W2_scale=np.array([0.01, 0.02, 0.005, 0.03], np.float32), W2_zp=np.zeros(4, np.int8),
+                  y_scale=np.array(0.1, np.float32), y_zp=np.array(128, np.uint8),
+                  bias=rng.integers(-2000, 2000, 4).astype(np.int32),
+                  a_scale=np.array(0.02, np.float32), B_scale=np.array(0.03, np.float32), B_zp=np.array(2, np.int8),
+                  m_scale=np.array(0.5, np.float32), m_zp=np.array(10, np.uint8),
+                  t_scale=np.array(0.007, np.float32), t_zp=np.array(128, np.uint8))
+    inits = [numpy_helper.from_array(v, k) for k, v in consts.items()]
+    n = helper.make_node
+    nodes = [
+        n("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xzp"], name="dql"),
+        n("ConvInteger", ["xq", "W", "xzp", "W_zp"], ["conv_int"], name="ci", pads=[1, 1, 1, 1]),
+        n("Cast", ["conv_int"], ["ci_f"], name="cast", to=TensorProto.FLOAT),
+        n("Mul", ["xs", "W_scale"], ["s"], name="mul_s"),
+        n("Mul", ["ci_f", "s"], ["conv_f32"], name="mul"),
+        n("QuantizeLinear", ["conv_f32", "q_scale", "q_zp"], ["q"], name="ql"),
+        n("DequantizeLinear", ["q", "dq_scale", "dq_zp"], ["dq"], name="dq", axis=1),
+        n("MatMulInteger", ["a", "B", "a_zp", "b_zp"], ["mm"], name="mmi"),
+        n("QLinearConv", ["xq", "xs", "xzp", "W2", "W2_scale", "W2_zp", "y_scale", "y_zp", "bias"], ["qc"],
+          name="qlc", pads=[1, 0, 1, 0], strides=[2, 1]),
+        n("QLinearMatMul", ["a", "a_scale", "a_zp1", "B", "B_scale", "B_zp", "m_scale", "m_zp"], ["qm"], name="qlm"),
+        n("Constant", [], ["a_zp1"], name="c", value=numpy_helper.from_array(np.array(100, np.uint8))),
+        n("QuantizeLinear", ["t", "t_scale", "t_zp"], ["tq"], name="ql_ties"),
+    ]
+    outs = [("xq", TensorProto.UINT8), ("xs", TensorProto.FLOAT), ("xzp", TensorProto.UINT8),
+            ("conv_int", TensorProto.INT32), ("conv_f32", TensorProto.FLOAT), ("q", TensorProto.INT8),
+            ("dq", TensorProto.FLOAT), ("mm", TensorProto.INT32), ("qc", TensorProto.UINT8), ("qm", TensorProto.UINT8),
+            ("tq", TensorProto.UINT8)]
+    graph = helper.make_graph(nodes, "quant",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6]),
+                               helper.make_tensor_value_info("a", TensorProto.UINT8, [3, 20]),
+                               helper.make_tensor_value_info("t", TensorProto.FLOAT, [16])],
+                              [helper.make_tensor_value_info(o, t, None) for o, t in outs], inits)
+    p = c.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "quant.onnx")
+    x = (rng.standard_normal((1, 3, 6, 6)) * 2 + 0.5).astype(np.float32)
+    a = rng.integers(0, 256, (3, 20)).astype(np.uint8)
+    np.save(c.path("x.npy"), x)
+    np.save(c.path("a.npy"), a)
+    # Ties of t / 0.007 in f32 that t * f32(1 / 0.007) misses (a constant scale
+    # must stay a division): each tie by itself and its neighbours.
+    f32 = np.float32
+    base = ((np.arange(-120, 120) + 0.5) * np.float64(f32(0.007))).astype(f32)
+    cand = np.concatenate([base, np.nextafter(base, f32(np.inf)), np.nextafter(base, f32(-np.inf))])
+    quot, by_inv = cand / f32(0.007), cand * (f32(1) / f32(0.007))
+    t = cand[(quot - np.floor(quot) == 0.5) & (np.rint(quot) != np.rint(by_inv))][:16]
+    assert t.size == 16
+    np.save(c.path("t.npy"), t)
+    # numpy: the ONNX formulas (ONNX Runtime's scale rule for DynamicQuantizeLinear).
+    lo, hi = min(f32(0), x.min()), max(f32(0), x.max())
+    xs = f32(hi - lo) / f32(255)
+    xzp = np_saturate(np.clip(f32(0) - lo / xs, 0, 255), 0, np.uint8)
+    xq = np_saturate(x / xs, xzp, np.uint8)
+    conv_int = np_conv(xq.astype(np.int64) - int(xzp), W.astype(np.int64) - 128, (1, 1, 1, 1)).astype(np.int32)
+    conv_f32 = conv_int.astype(f32) * (xs * consts["W_scale"])
+    q = np_saturate(conv_f32 / consts["q_scale"], -3, np.int8)
+    dq = (q.astype(np.int32) - consts["dq_zp"].astype(np.int32).reshape(4, 1, 1)).astype(f32) * \
+        consts["dq_scale"].reshape(4, 1, 1)
+    mm = ((a.astype(np.int64) - consts["a_zp"].astype(np.int64).reshape(3, 1)) @
+          (B.astype(np.int64) - consts["b_zp"].astype(np.int64))).astype(np.int32)
+    acc = np_conv(xq.astype(np.int64) - int(xzp), W2, (1, 0, 1, 0), 1)[:, :, ::2, :] + consts["bias"].reshape(4, 1, 1)
+    mult = (xs * consts["W2_scale"]) / consts["y_scale"]
+    qc = np_saturate(acc.astype(f32) * mult.reshape(4, 1, 1), 128, np.uint8)
+    accm = (a.astype(np.int64) - 100) @ (B.astype(np.int64) - 2)
+    qm = np_saturate(accm.astype(f32) * ((consts["a_scale"] * consts["B_scale"]) / consts["m_scale"]), 10, np.uint8)
+    tq = np_saturate(t / f32(0.007), 128, np.uint8)
+    want = dict(xq=xq, xs=xs, xzp=xzp, conv_int=conv_int, conv_f32=conv_f32, q=q, dq=dq, mm=mm, qc=qc, qm=qm, tq=tq)
+    assert len(np.unique(xq)) > 50 and q.min() == -128 and qc.max() == 255, "inputs reach saturation"
+    for device in ["reference", "cpu", "amdgpu-emu"]:
+        out = c.path("out-" + device)
+        c.run("run", p, "--input", f"x={c.path('x.npy')}", "--input", f"a={c.path('a.npy')}",
+              "--input", f"t={c.path('t.npy')}", "--device", device, "--output-dir", out)
+        for name, w in want.items():
+            got = np.load(os.path.join(out, name + ".npy"))
+            assert got.dtype == np.asarray(w).dtype and got.shape == np.shape(w), (device, name, got.dtype, got.shape)
+            assert np.array_equal(got, w), (device, name, int(np.sum(got != w)), got.ravel()[:8], np.ravel(w)[:8])
+
+
+def case_quantized_refused(c):
+    """Quantized forms maxc lacks are refused by name: ConvInteger on float
+    input (E0606), blocked quantization (block_size, E0607), a 2-D scale (E0607)."""
+    def model(node, inputs, inits=()):
+        graph = helper.make_graph([node], "q", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+                                  [helper.make_tensor_value_info("y", TensorProto.UNDEFINED, None)], list(inits))
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    f = [("x", TensorProto.FLOAT, [1, 1, 3, 3]), ("w", TensorProto.FLOAT, [1, 1, 2, 2])]
+    err = expect_code(c, c.save(model(helper.make_node("ConvInteger", ["x", "w"], ["y"], name="ci"), f), "ci.onnx"),
+                      "E0606")
+    assert "node 'ci' (ConvInteger" in err and "f32" in err, err
+    scale = numpy_helper.from_array(np.ones((2, 2), np.float32), "s")
+    node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"], name="ql", block_size=2)
+    err = expect_code(c, c.save(model(node, f[:1], [scale]), "blocked.onnx"), "E0607")
+    assert "block_size" in err, err
+    node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"], name="ql2")
+    err = expect_code(c, c.save(model(node, f[:1], [scale]), "scale2d.onnx"), "E0607")
+    assert "scalar or 1-D" in err, err
+
+
 def vi_f(name, shape):
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
 

@@ -52,9 +52,6 @@ const std::map<std::string, std::string> kExcludedOps = [] {
                          "OptionalGetElement", "OptionalHasElement", "Optional", "StringNormalizer",
                          "TfIdfVectorizer"})
     m[op] = "sequence/optional/string";
-  for (const char *op : {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
-                         "QLinearMatMul", "ConvInteger", "MatMulInteger"})
-    m[op] = "quantized";
   for (const char *op : {"Bernoulli", "RandomUniformLike", "RandomNormalLike", "RandomUniform", "RandomNormal",
                          "Multinomial"})
     m[op] = "random";

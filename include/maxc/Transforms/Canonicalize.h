@@ -18,7 +18,11 @@
 //   div-by-sqrt       x / sqrt(y) → x · rsqrt(y), the sqrt   ≤ 2 ulp
 //                     read there only
 //   div-by-constant   x / c → x · (1/c), c a float splat     bit-exact when 1/c is (c a power of
-//                     (not 0, finite)                        two), else ≤ 1 ulp
+//                     (not 0, finite); where 1/c is inexact  two), else ≤ 1 ulp
+//                     not for a one-element quotient nor one
+//                     rounded to an integer (round, floor,
+//                     ceil, cast to an integer), directly or
+//                     within 4 elementwise steps (quantization)
 //   identity          x·1, 1·x, x-0, x/1 → x; integer x+0    bit-exact
 //   cast-chain        cast(x, dtype(x)) → x;                 bit-exact
 //                     cast(cast(x, B), C) → cast(x, C) when every value of

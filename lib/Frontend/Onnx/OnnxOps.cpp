@@ -183,6 +183,8 @@ const std::set<std::string> kSupported = {
     "DepthToSpace", "Div", "Dropout", "Einsum", "Elu", "Equal", "Erf", "Exp", "Expand", "EyeLike", "Flatten", "Floor", "Gather",
     "GatherElements", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "Greater", "GreaterOrEqual", "HardSigmoid",
     "GRU", "LSTM", "RNN", // OnnxRecurrent.cpp
+    "ConvInteger", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "QLinearConv", "QLinearMatMul",
+    "QuantizeLinear", // OnnxQuantized.cpp
     "Loop", "Scan",       // OnnxLoop.cpp (the importer runs their bodies)
     "HardSwish", "Hardmax", "Identity", "If", "InstanceNormalization", "IsInf", "IsNaN", "LayerNormalization", "LeakyRelu",
     "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "MeanVarianceNormalization", "Min",
@@ -764,8 +766,9 @@ struct ConvGeometry {
   Spatial sp;
   size_t n;
   std::vector<int64_t> kernel, strides, dil;
-  ConvGeometry(const OnnxNode &node)
-      : x(node.in(0)), w(node.in(1)), sp(x.rank() == 5 ? Spatial{false} : spatial_for(x, node.op())) {
+  ConvGeometry(const OnnxNode &node) : ConvGeometry(node, node.in(0), node.in(1)) {}
+  ConvGeometry(const OnnxNode &node, Tensor x_, Tensor w_)
+      : x(std::move(x_)), w(std::move(w_)), sp(x.rank() == 5 ? Spatial{false} : spatial_for(x, node.op())) {
     n = x.rank() == 5 ? 3 : sp.one_d ? 1 : 2; // 3-D: conv3d, conv_transpose3d
     require(w.rank() == x.rank(), "the weight's rank must equal the input's");
     kernel = node.attr_ints("kernel_shape");
@@ -816,7 +819,16 @@ Outs conv3d(const OnnxNode &node) {
 Outs conv(const OnnxNode &node) {
   if (node.in(0).rank() == 5)
     return conv3d(node);
-  ConvGeometry g(node);
+  std::optional<Tensor> bias;
+  if (node.has(2))
+    bias = node.in(2);
+  return {conv_of(node, node.in(0), node.in(1), bias)};
+}
+
+} // namespace
+
+Tensor conv_of(const OnnxNode &node, const Tensor &x_in, const Tensor &w_in, const std::optional<Tensor> &bias) {
+  ConvGeometry g(node, x_in, w_in);
   const Tensor &x = g.x, &w = g.w;
   const Spatial &sp = g.sp;
   const std::vector<int64_t> &kernel = g.kernel, &strides = g.strides, &dil = g.dil;
@@ -825,11 +837,10 @@ Outs conv(const OnnxNode &node) {
   o.dilation = sp.two(dil, 1);
   o.padding = sp.pads2(spatial_pads(node, x.shape(), kernel, strides, dil));
   o.groups = node.attr_int("group", 1);
-  std::optional<Tensor> bias;
-  if (node.has(2))
-    bias = node.in(2);
-  return {sp.lower(ops::conv2d(sp.lift(x), sp.lift(w), bias, o))};
+  return sp.lower(ops::conv2d(sp.lift(x), sp.lift(w), bias, o));
 }
+
+namespace {
 
 /// 3-D transposed convolution: for each kernel depth kd, a 2-D transposed
 /// convolution of every input depth (folded into the batch) with W[:, :, kd],
@@ -930,9 +941,15 @@ Outs pool(const OnnxNode &node) {
       unsupported("pooling with dilations is not supported");
   if (node.wants_output(1))
     unsupported("MaxPool's Indices output is not supported");
-  if (!is_float(x.dtype())) // the core pools are float-only (ONNX also has MaxPool on int8/uint8)
+  // The core pools are float-only: MaxPool on int8/uint8 pools in f32, which
+  // holds every 8-bit value exactly (the max is one of them), and casts back.
+  DType in_dtype = x.dtype();
+  if (is_max && (in_dtype == DType::u8 || in_dtype == DType::i8))
+    x = ops::cast(x, DType::f32);
+  else if (!is_float(in_dtype))
     throw Error(ErrorCode::OnnxUnsupportedType,
                 node.op() + " on " + std::string(dtype_name(x.dtype())) + " is not supported (maxc pools floats)");
+  auto back = [&](const Tensor &t) { return t.dtype() == in_dtype ? t : ops::cast(t, in_dtype); };
   std::vector<int64_t> pads = spatial_pads(node, x.shape(), kernel, strides, dil);
   bool include_pad = node.attr_int("count_include_pad", 0) != 0;
   if (node.attr_int("ceil_mode", 0)) {
@@ -969,12 +986,12 @@ Outs pool(const OnnxNode &node) {
     o.stride = {strides[0], 1};
     o.padding = {pads[0], 0, pads[3], 0};
     Tensor d = pool2d(ops::reshape(hw, {s[0], s[1], s[2], oh * ow}));
-    return {ops::reshape(d, {s[0], s[1], d.shape()[2], oh, ow})};
+    return {back(ops::reshape(d, {s[0], s[1], d.shape()[2], oh, ow}))};
   }
   o.kernel = sp.two(kernel, 1);
   o.stride = sp.two(strides, 1);
   o.padding = sp.pads2(pads);
-  return {sp.lower(pool2d(sp.lift(x)))};
+  return {back(sp.lower(pool2d(sp.lift(x))))};
 }
 
 Outs gemm(const OnnxNode &node) {
@@ -1877,6 +1894,7 @@ std::vector<Tensor> map_node(const OnnxNode &node) {
   if (op == "TopK") return top_k(node);
   if (op == "Einsum") return einsum(node);
   if (op == "LSTM" || op == "GRU" || op == "RNN") return recurrent(node);
+  if (is_quantized_op(op)) return quantized(node);
   if (op == "Shape" || op == "Size" || op == "Constant")
     throw Error(ErrorCode::Internal, op + " should have been folded");
   throw Error(ErrorCode::OnnxUnsupportedOp, "the op " + op + " is not supported");

@@ -109,5 +109,12 @@ Tensor unary_op(const std::string &op, const Tensor &x, const OnnxNode &node, co
 Tensor concat_tree(std::vector<Tensor> xs, int64_t axis);
 /// LSTM, GRU and RNN, unrolled over a static sequence length (OnnxRecurrent.cpp).
 std::vector<Tensor> recurrent(const OnnxNode &node);
+/// Conv's mapping on the given operands (1-D and 2-D): the node's
+/// kernel_shape, strides, pads, auto_pad, dilations and group.
+Tensor conv_of(const OnnxNode &node, const Tensor &x, const Tensor &w, const std::optional<Tensor> &bias);
+/// QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
+/// ConvInteger, QLinearMatMul and QLinearConv (OnnxQuantized.cpp).
+bool is_quantized_op(const std::string &op);
+std::vector<Tensor> quantized(const OnnxNode &node);
 
 } // namespace maxc::onnx_import

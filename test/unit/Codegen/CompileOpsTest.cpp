@@ -34,6 +34,7 @@
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Transforms/Decompose.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -584,6 +585,70 @@ TEST_CASE(MAXC_COMPILED_NAME("compiled conv2d: stride, padding, dilation, groups
                  {"conv_relu", [](auto &in) { return ops::relu(ops::conv2d(ops::exp(in[0]), in[1], in[2])); }}},
                 tol);
   }
+}
+
+// The compositions the ONNX importer builds for the quantized ops
+// (lib/Frontend/Onnx/OnnxQuantized.cpp): QuantizeLinear is
+// cast(clamp(round(x / scale) + zp)) in f32, round half to even; ConvInteger
+// runs conv2d in f64 on the zero-point-shifted 8-bit values (exact: every
+// partial sum is an integer below 2^53); MatMulInteger is an i32 matmul.
+static Tensor quantize_like_onnx(const Tensor &x, double scale, double zp, DType dtype) {
+  double lo = dtype == DType::u8 ? 0 : -128, hi = dtype == DType::u8 ? 255 : 127;
+  Tensor q = ops::add(ops::round(ops::div(x, ops::scalar(scale, DType::f32))), ops::scalar(zp, DType::f32));
+  return ops::cast(ops::minimum(ops::maximum(q, ops::scalar(lo, DType::f32)), ops::scalar(hi, DType::f32)), dtype);
+}
+
+TEST_CASE(MAXC_COMPILED_NAME("compiled quantization: ties to even, saturation, zero points 0/128/255"),
+          MAXC_COMPILED_TAGS) {
+  const std::vector<double> edges = {0.5,   -0.5,  1.5,    -1.5,  2.5,   -2.5,   126.5, 127.5, 128.5,
+                                     -127.5, -128.5, -129.5, 254.5, 255.5, 256.5, -0.49, 0.51,  1e9,
+                                     -1e9,  0,     -0.0,   300,   -300,  3.5,   -3.5};
+  HostTensor x = with_values(random_tensor(DType::f32, {64}, -400, 400), edges);
+  struct Q {
+    DType dtype;
+    double scale, zp;
+  };
+  const Q qs[] = {{DType::u8, 1, 0},   {DType::u8, 1, 128}, {DType::u8, 0.5, 255}, {DType::i8, 1, 0},
+                  {DType::i8, 2, -128}, {DType::i8, 1, 127}};
+  std::vector<Case> cases;
+  for (const Q &q : qs) {
+    cases.push_back({std::string(dtype_name(q.dtype)) + " zp " + std::to_string(int(q.zp)),
+                     [q](auto &in) { return quantize_like_onnx(in[0], q.scale, q.zp, q.dtype); }});
+    // The reference itself against ONNX's formula (std::nearbyint: ties to even).
+    Graph g("q", {TensorType(DType::f32, make_shape(x.shape()))});
+    {
+      GraphRealizationContext ctx(g);
+      g.output({quantize_like_onnx(Tensor::from_graph_value(g.inputs()[0]), q.scale, q.zp, q.dtype).value()});
+    }
+    HostTensor ref = Interpreter::run(g, {x})[0];
+    double lo = q.dtype == DType::u8 ? 0 : -128, hi = q.dtype == DType::u8 ? 255 : 127;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      float v = std::nearbyint(static_cast<float>(x.get_f64(i)) / static_cast<float>(q.scale)) + float(q.zp);
+      INFO(dtype_name(q.dtype) << " zp " << q.zp << " x " << x.get_f64(i));
+      CHECK(ref.get_i64(i) == static_cast<int64_t>(std::clamp<double>(v, lo, hi)));
+    }
+  }
+  check_cases({x}, cases);
+
+  // ConvInteger / MatMulInteger: sums beyond f32's 2^24 (K = 64*3*3 products
+  // of up to 255*255), exact on every path.
+  HostTensor xc = random_tensor(DType::u8, {1, 64, 5, 5}, 0, 255), wc = random_tensor(DType::u8, {4, 64, 3, 3}, 0, 255);
+  for (int64_t i = 0; i < xc.numel(); i += 2)
+    xc.set_i64(i, 255); // with w's zero point 255 and x's 0: products of -255*255
+  HostTensor a = random_tensor(DType::u8, {3, 600}, 0, 255), b = random_tensor(DType::i8, {600, 5}, -128, 127);
+  ops::Conv2dOptions padded;
+  padded.padding = {1, 1};
+  check_cases({xc, wc, a, b},
+              {{"conv_integer", [&](auto &in) {
+                  Tensor xs = ops::cast(in[0], DType::f64);
+                  Tensor ws = ops::sub(ops::cast(in[1], DType::f64), ops::scalar(255, DType::f64));
+                  return ops::cast(ops::conv2d(xs, ws, std::nullopt, padded), DType::i32);
+                }},
+               {"matmul_integer", [](auto &in) {
+                  Tensor as = ops::sub(ops::cast(in[2], DType::i32), ops::scalar(128, DType::i32));
+                  Tensor bs = ops::sub(ops::cast(in[3], DType::i32), ops::scalar(-128, DType::i32));
+                  return ops::matmul(as, bs);
+                }}});
 }
 
 TEST_CASE(MAXC_COMPILED_NAME("compiled conv_transpose2d"), MAXC_COMPILED_TAGS) {

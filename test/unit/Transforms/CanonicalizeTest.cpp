@@ -155,6 +155,19 @@ TEST_CASE("canonicalize: division by a square root and by a constant", "[transfo
   check_unchanged({row}, [](auto &in) { return T{in[0] / constant_like(4.0, {3, 40})}; });
   check_unchanged({x, y}, [](auto &in) { return T{in[0] / ops::exp(in[1])}; });
   check_unchanged({x, y}, [](auto &in) { return T{ops::sqrt(in[1]) / in[0]}; });
+  // 1/3 is inexact and the quotient is rounded to an integer (ONNX's
+  // QuantizeLinear: one ulp moves a tie), or has one element: it stays a
+  // division. 1/4 is exact: rewritten even there.
+  HostTensor ties = HostTensor::from_f64(DType::f32, {8}, {1.5, 4.5, 7.5, -1.5, 0.3, 10.5, 100.5, -7.5});
+  check_unchanged({x}, [](auto &in) { return T{ops::round(in[0] / ops::full(3.0, DType::f32))}; });
+  check_unchanged({x}, [](auto &in) { return T{ops::floor(in[0] / ops::full(3.0, DType::f32))}; });
+  check_unchanged({x}, [](auto &in) { return T{ops::cast(in[0] / ops::full(0.1, DType::f32), DType::u8)}; });
+  check_unchanged({x}, [](auto &in) { return T{ops::max(in[0], {}) / ops::full(255.0, DType::f32)}; });
+  check_unchanged({x, y}, [](auto &in) { // a requantization multiplier: rounded two steps on
+    return T{ops::round(ops::add(ops::mul(in[0], in[1] / ops::full(3.0, DType::f32)), ops::full(1.0, DType::f32)))};
+  });
+  check_rule({ties}, [](auto &in) { return T{ops::round(in[0] / ops::full(4.0, DType::f32))}; }, "mul round", 0);
+  check_rule({x}, [](auto &in) { return T{ops::exp(in[0] / ops::full(3.0, DType::f32))}; }, "mul exp", 1);
   // The sqrt is read elsewhere too: it stays, so an rsqrt would be extra work.
   check_unchanged({x, y}, [](auto &in) {
     Tensor s = ops::sqrt(in[1]);
