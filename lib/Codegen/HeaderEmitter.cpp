@@ -196,20 +196,16 @@ std::string emit_c_header(const ModelInterface &m, const Dim &workspace_bound) {
          " * set features beyond the architecture's baseline it uses. */\n";
     h += "#define " + N + "_CPU \"" + m.cpu + "\"\n";
     h += "#define " + N + "_CPU_FEATURES \"" + features + "\"\n";
-    if (!m.cpu_features.empty() || m.cpu_variants > 1) {
-      h += "/* " + N + "_OK when this CPU has them all, else " + N + "_ERROR_UNSUPPORTED_CPU,\n"
-           " * which " + m.name + "_run also returns (it checks once, before its first run, and\n"
-           " * runs nothing compiled for them on a CPU that lacks one); " + m.name + "_status_string\n"
-           " * then names the missing features. */\n";
-      h += "int32_t " + m.name + "_check_cpu(void);\n";
-    }
-    if (m.cpu_variants > 1) {
-      h += "/* One code variant per CPU of " + N + "_CPU (" + N + "_CPU_FEATURES: what the least\n"
-           " * demanding needs); runs use the one this CPU supports with the most features.\n"
-           " * Its index in " + N + "_CPU's list, -1 when none runs here. */\n";
-      h += "#define " + N + "_CPU_VARIANTS " + std::to_string(m.cpu_variants) + "\n";
-      h += "int32_t " + m.name + "_cpu_variant(void);\n";
-    }
+    h += "/* " + N + "_OK when this CPU has them all, else " + N + "_ERROR_UNSUPPORTED_CPU,\n"
+         " * which " + m.name + "_run also returns (it checks once, before its first run, and\n"
+         " * runs nothing compiled for them on a CPU that lacks one); " + m.name + "_status_string\n"
+         " * then names the missing features. */\n";
+    h += "int32_t " + m.name + "_check_cpu(void);\n";
+    h += "/* With several CPUs (--cpu A,B: one code variant each, " + N + "_CPU lists them)\n"
+         " * runs use the one this CPU supports with the most features (" + N + "_CPU_FEATURES:\n"
+         " * what the least demanding needs). Its index in that list; -1 when none runs here. */\n";
+    h += "#define " + N + "_CPU_VARIANTS " + std::to_string(m.cpu_variants) + "\n";
+    h += "int32_t " + m.name + "_cpu_variant(void);\n";
     h += "\n";
   }
   if (m.profile) {

@@ -171,10 +171,8 @@ public:
                                  n + "_set_parallel_for", n + "_set_num_threads"};
     if (options.external_weights)
       out.manifest.entry_points.push_back(n + "_set_weights");
-    if (!interface.cpu_features.empty() || variants.size() > 1)
-      out.manifest.entry_points.push_back(n + "_check_cpu");
-    if (variants.size() > 1)
-      out.manifest.entry_points.push_back(n + "_cpu_variant");
+    out.manifest.entry_points.push_back(n + "_check_cpu");
+    out.manifest.entry_points.push_back(n + "_cpu_variant");
     if (options.profile) {
       out.manifest.entry_points.push_back(n + "_profile_report");
       out.manifest.entry_points.push_back(n + "_profile_reset");

@@ -529,7 +529,7 @@ def unsupported_cpu_x86_64(ctx):
 def cpu_check_entry_points(ctx):
     """The header and manifest name the CPU and the checked features;
     NAME_check_cpu() is OK on the CPU the code was built for (native), and a
-    baseline object (--cpu x86-64) checks nothing and has no NAME_check_cpu."""
+    baseline object (--cpu x86-64) checks nothing: its NAME_check_cpu() is OK."""
     ctx.weights("mlp")
     native = ctx.mkdir("native")
     obj, manifest = ctx.compile(ctx.example("mlp"), native, "mlp", ["--cpu", "native"])
@@ -550,8 +550,12 @@ def cpu_check_entry_points(ctx):
     base = ctx.mkdir("baseline")
     obj, manifest = ctx.compile(ctx.example("mlp"), base, "mlp", ["--cpu", "x86-64"])
     expect(manifest["target"]["checked_features"] == [], "x86-64 checks %s" % manifest["target"]["checked_features"])
-    expect("mlp_check_cpu" not in manifest["interface"]["entry_points"], "a baseline object exports mlp_check_cpu")
+    expect_in("mlp_check_cpu", manifest["interface"]["entry_points"], "a baseline object's entry points")
     expect_in('#define MLP_CPU_FEATURES ""', open(os.path.join(base, "mlp.h")).read(), "mlp.h (x86-64)")
+    run_command([require_tool("cc", "build a C program"), "-std=c11", "-I", base, os.path.join(native, "check.c"),
+                 obj, "-lm", "-o", "check"], base, rc=0)
+    r = run_command([os.path.join(base, "check")], base, rc=0)
+    expect_in("0 ok", r.stdout, "mlp_check_cpu() of a baseline object", r)
 
 
 # ONNX node tests (Debian's libonnx-testdata, data someone else wrote), one

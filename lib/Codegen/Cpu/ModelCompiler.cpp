@@ -214,12 +214,20 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, const std:
     b.CreateRet(b.getInt32(0));
   }
 
-  // NAME_cpu_variant(): which --cpu variant runs here (several variants).
-  if (roots.size() > 1 && check.variant) {
+  // NAME_cpu_variant(): which --cpu variant runs here (-1: none); and,
+  // where nothing is checked (a baseline CPU), NAME_check_cpu() is OK: every
+  // CPU artifact exports both.
+  {
     auto *fn = llvm::Function::Create(llvm::FunctionType::get(b.getInt32Ty(), false),
                                       llvm::GlobalValue::ExternalLinkage, m.name + "_cpu_variant", module);
     b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", fn));
-    b.CreateRet(b.CreateCall(check.variant));
+    b.CreateRet(check.variant ? static_cast<llvm::Value *>(b.CreateCall(check.variant)) : b.getInt32(0));
+  }
+  if (!check.check) {
+    auto *fn = llvm::Function::Create(llvm::FunctionType::get(b.getInt32Ty(), false),
+                                      llvm::GlobalValue::ExternalLinkage, m.name + "_check_cpu", module);
+    b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", fn));
+    b.CreateRet(b.getInt32(static_cast<int32_t>(RunStatus::ok)));
   }
 
   // NAME_status_string(status)
@@ -487,8 +495,9 @@ std::vector<const Graph *> cpu_partitions(const Graph &lowered) {
 std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::string &name,
                                                  llvm::LLVMContext &context, unsigned vector_lanes) {
   std::unique_ptr<Graph> canonical = canonicalize(graph);
-  std::unique_ptr<Graph> lowered =
-      decompose(canonical ? *canonical : graph, {/*keep_rowwise=*/true, /*fuse_attention=*/true});
+  DecomposeOptions options{/*keep_rowwise=*/true, /*fuse_attention=*/true};
+  options.promote_low_precision = true; // as the CPU backend (Driver/CpuBackend.cpp)
+  std::unique_ptr<Graph> lowered = decompose(canonical ? *canonical : graph, options);
   ModelInterface abi = describe_interface(*lowered, name);
   LoweringPlans plans = plan_lowering_all(*lowered, cpu_plan_options());
   abi.workspace_bound = workspace_bound(*lowered, &plans);

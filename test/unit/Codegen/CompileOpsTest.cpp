@@ -27,8 +27,14 @@
 // CompileOpsEmuTest.cpp for the GPU kernels under host emulation.
 #ifndef MAXC_COMPILED_RUN
 #define MAXC_COMPILED_RUN(graph, inputs) run_compiled(graph, inputs)
+// The CPU computes f16/bf16 in f32 (its precision policy): the reference runs the same.
+#define MAXC_COMPILED_REFERENCE(graph, inputs) cpu_reference(graph, inputs)
 #define MAXC_COMPILED_NAME(text) text
 #define MAXC_COMPILED_TAGS "[codegen][compile-ops]"
+#endif
+
+#ifndef MAXC_COMPILED_REFERENCE
+#define MAXC_COMPILED_REFERENCE(graph, inputs) Interpreter::run(graph, inputs)
 #endif
 
 #include "maxc/Codegen/LoweringPlan.h"
@@ -97,7 +103,7 @@ std::string mismatch(const HostTensor &actual, const HostTensor &expected, Tol t
 void check_graph(const Graph &graph, const std::vector<HostTensor> &inputs, const std::vector<std::string> &names,
                  const std::vector<Tol> &tols) {
   graph.verify();
-  std::vector<HostTensor> expected = Interpreter::run(graph, inputs);
+  std::vector<HostTensor> expected = MAXC_COMPILED_REFERENCE(graph, inputs);
   std::vector<HostTensor> actual = MAXC_COMPILED_RUN(graph, inputs);
   REQUIRE(actual.size() == expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {

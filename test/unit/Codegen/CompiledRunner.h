@@ -7,6 +7,7 @@
 #include "maxc/Codegen/CompiledRun.h"
 #include "maxc/Codegen/Jit.h"
 #include "maxc/Codegen/ModelCompiler.h"
+#include "maxc/Transforms/PromotePrecision.h"
 
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
@@ -16,6 +17,14 @@
 #include <thread>
 
 namespace maxc::test {
+
+/// What the CPU backend computes `graph` as, on the interpreter: f16/bf16
+/// in f32 (its precision policy, Transforms/PromotePrecision.h), the
+/// reference CPU results are compared with.
+inline std::vector<HostTensor> cpu_reference(const Graph &graph, const std::vector<HostTensor> &inputs) {
+  std::unique_ptr<Graph> promoted = promote_low_precision(graph);
+  return Interpreter::run(promoted ? *promoted : graph, inputs);
+}
 
 inline std::vector<HostTensor> run_compiled(const Graph &graph, const std::vector<HostTensor> &inputs,
                                             int opt_level = 2) {
@@ -27,7 +36,7 @@ inline void check_compiled(const std::vector<HostTensor> &inputs, const BuildFn 
                            double atol = 1e-6) {
   std::unique_ptr<Graph> traced = trace_graph(types_of(inputs), build);
   const Graph &graph = *traced;
-  auto expected = Interpreter::run(graph, inputs);
+  auto expected = cpu_reference(graph, inputs);
   auto actual = run_compiled(graph, inputs);
   REQUIRE(actual.size() == expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {

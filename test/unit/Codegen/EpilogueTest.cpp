@@ -37,7 +37,7 @@ Planned plan_of(const Graph &g) {
 /// Compiled (serial, and with two threads) vs the interpreter.
 void check(const Graph &graph, const std::vector<HostTensor> &inputs, Tol tol) {
   graph.verify();
-  std::vector<HostTensor> expected = Interpreter::run(graph, inputs);
+  std::vector<HostTensor> expected = cpu_reference(graph, inputs);
   std::vector<HostTensor> serial = run_compiled(graph, inputs);
   std::vector<HostTensor> parallel = run_compiled_two_threads(graph, inputs);
   REQUIRE(serial.size() == expected.size());
