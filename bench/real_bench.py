@@ -233,10 +233,14 @@ def ort_run(a, model, inputs, out_dir):
         return None, first_error(r.stderr + r.stdout)
     with open(os.path.join(out_dir, "outputs.json")) as f:
         meta = json.load(f)
-    dtypes = {"float32": np.float32, "int64": np.int64, "int32": np.int32, "bool": np.bool_}
+    # onnxruntime-node's tensor type names
+    dtypes = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "int64": np.int64,
+              "int32": np.int32, "int8": np.int8, "uint8": np.uint8, "bool": np.bool_}
     outs = []
     for i, m in enumerate(meta):
-        arr = np.fromfile(os.path.join(out_dir, "out%d.bin" % i), dtype=dtypes.get(m["dtype"], np.float32))
+        if m["dtype"] not in dtypes:
+            return None, "ORT output %s has type %s, which this script does not read" % (m["name"], m["dtype"])
+        arr = np.fromfile(os.path.join(out_dir, "out%d.bin" % i), dtype=dtypes[m["dtype"]])
         outs.append((m["name"], arr.reshape(m["dims"])))
     return outs, None
 
