@@ -1,5 +1,6 @@
 // maxc targets: what each registered backend compiles for (lib/Driver's
 // registry: the same backends `maxc compile` and `maxc run` use).
+#include "maxc/Codegen/Target.h"
 #include "Commands.h"
 
 #include "maxc/Driver/Backend.h"
@@ -45,6 +46,7 @@ int run_targets(const GlobalOptions &, bool json) {
       if (!t.cpus.empty() || !t.baseline.empty()) {
         out["default"] = t.is_default;
         out["baseline_cpu"] = t.baseline;
+        out["portable_cpu"] = resolve_cpu_target(t.triples.at(0), kPortableCpu, 2).cpu;
         out["native"] = t.native.empty() ? ojson(nullptr) : ojson(t.native);
         out["cpus"] = t.cpus;
       }
@@ -84,12 +86,15 @@ int run_targets(const GlobalOptions &, bool json) {
     std::cout << "  " << a.arch << (a.is_default ? " (default)" : "") << "\n    triples:";
     for (const std::string &t : a.triples)
       std::cout << " " << t;
-    std::cout << "\n    --cpu native: ";
+    std::cout << "\n    --cpu portable: " << resolve_cpu_target(a.triples.at(0), kPortableCpu, 2).cpu
+              << ", the default (checked at run time: NAME_ERROR_UNSUPPORTED_CPU on an older CPU)\n";
+    std::cout << "    --cpu native: ";
     if (!a.native.empty())
-      std::cout << "this host (" << a.native << "), the default\n";
+      std::cout << "this host (" << a.native << ")\n";
     else
       std::cout << "not available (the host is " << host.getArchName().str() << ")\n";
     std::cout << "    --cpu \"\": " << a.baseline << " (the architecture's baseline)\n";
+    std::cout << "    --cpu A,B,...: one code variant per CPU, picked at run time\n";
     std::cout << "    cpus (" << a.cpus.size() << "):\n" << wrap(a.cpus, "      ");
   }
   std::cout << "amdgpu (maxc compile --gpu ARCH,...: a HIP artifact, link -lamdhip64; any gfx name LLVM knows):\n";
