@@ -1,6 +1,5 @@
 // maxc targets: what each registered backend compiles for (lib/Driver's
 // registry: the same backends `maxc compile` and `maxc run` use).
-#include "maxc/Codegen/Target.h"
 #include "Commands.h"
 
 #include "maxc/Driver/Backend.h"
