@@ -82,21 +82,28 @@ public:
     // The run-time check must tell the variants apart. `native` adds a
     // variant only where this machine has features beyond the others
     // (--cpu portable,native on any machine).
+    std::vector<std::vector<std::string>> features;
+    for (const CpuTarget &t : out)
+      features.push_back(checked_cpu_features(t));
+    auto twin = [&](size_t a) { // another variant with a's features
+      for (size_t b = 0; b < out.size(); ++b)
+        if (b != a && features[b] == features[a])
+          return b;
+      return out.size();
+    };
     for (size_t a = 0; a < out.size(); ++a)
-      for (size_t b = a + 1; b < out.size(); ++b)
-        if (checked_cpu_features(out[a]) == checked_cpu_features(out[b])) {
-          if (names[b] == "native" || names[a] == "native") {
-            out.erase(out.begin() + static_cast<std::ptrdiff_t>(names[b] == "native" ? b : a));
-            names.erase(names.begin() + static_cast<std::ptrdiff_t>(names[b] == "native" ? b : a));
-            a = static_cast<size_t>(-1);
-            break;
-          }
-          throw Error(ErrorCode::InvalidArgument,
-                      "--cpu '" + options.cpu + "': " + out[a].cpu + " and " + out[b].cpu +
-                          " have the same instruction-set features, which the run-time check cannot tell apart; "
-                          "list one of them",
-                      "--cpu");
-        }
+      if (names[a] == "native" && twin(a) < out.size()) {
+        out.erase(out.begin() + static_cast<std::ptrdiff_t>(a));
+        features.erase(features.begin() + static_cast<std::ptrdiff_t>(a));
+        break; // native is listed once (a second would resolve twice, refused above)
+      }
+    for (size_t a = 0; a < out.size(); ++a)
+      if (size_t b = twin(a); b < out.size())
+        throw Error(ErrorCode::InvalidArgument,
+                    "--cpu '" + options.cpu + "': " + out[a].cpu + " and " + out[b].cpu +
+                        " have the same instruction-set features, which the run-time check cannot tell apart; "
+                        "list one of them",
+                    "--cpu");
     if (out.size() > 8)
       throw Error(ErrorCode::InvalidArgument, "--cpu lists " + std::to_string(out.size()) + " CPUs; at most 8", "--cpu");
     if (out.size() > 1 && options.profile)

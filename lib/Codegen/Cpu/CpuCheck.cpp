@@ -189,7 +189,7 @@ void set_baseline_target(llvm::Function &fn, const std::string &triple) {
   bool x86 = llvm::Triple(triple).getArch() == llvm::Triple::x86_64;
   fn.addFnAttr("target-cpu", x86 ? "x86-64" : "generic");
   fn.addFnAttr("target-features", "");
-  fn.addFnAttr("tune-cpu", x86 ? "generic" : "generic");
+  fn.addFnAttr("tune-cpu", "generic");
 }
 
 CpuCheck emit_cpu_check(llvm::Module &module, const std::string &name, const std::vector<CpuTarget> &targets) {
@@ -323,14 +323,18 @@ CpuCheck emit_cpu_check(llvm::Module &module, const std::string &name, const std
       b.CreateBr(next);
       b.SetInsertPoint(next);
     }
-    // Drop the last ", " (nothing missing: "this CPU lacks none of ...",
-    // which NAME_status_string does not ask for).
-    llvm::Value *end = b.CreateLoad(i64, at);
-    end = b.CreateSelect(b.CreateICmpEQ(missing, b.getInt64(0)), end, b.CreateSub(end, b.getInt64(2)));
-    b.CreateStore(end, at);
+    // Drop the last ", ".
+    b.CreateStore(b.CreateSub(b.CreateLoad(i64, at), b.getInt64(2)), at);
     append(tail);
     b.CreateStore(b.getInt8(0), b.CreateGEP(b.getInt8Ty(), buffer, b.CreateLoad(i64, at)));
-    b.CreateRet(buffer);
+    // Nothing missing (NAME_status_string(9) asked on a CPU that runs the
+    // code): the status table's own message.
+    const char *message = "";
+    for (const StatusInfo &info : status_table())
+      if (info.status == RunStatus::unsupported_cpu)
+        message = info.message;
+    llvm::Value *general = b.CreateGlobalStringPtr(message, name + ".rt.cpu_text", 0, &module);
+    b.CreateRet(b.CreateSelect(b.CreateICmpEQ(missing, b.getInt64(0)), general, buffer));
   }
   return out;
 }

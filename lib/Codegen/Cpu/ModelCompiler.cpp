@@ -24,7 +24,6 @@
 #include <llvm/IR/Module.h>
 
 #include <future>
-#include <set>
 #include <system_error>
 
 
