@@ -2,6 +2,8 @@
 
 #include "maxc/Support/Error.h"
 
+#include <algorithm>
+
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
@@ -106,6 +108,33 @@ llvm::Value *dims_invalid(llvm::IRBuilder<> &b, llvm::Value *dims, const std::ve
   value = [&](const Dim &d) { return emit_dim(b, d, atom, mul, add_sub); };
   value(bound);
   return bad;
+}
+
+llvm::Value *emit_dims_value(llvm::IRBuilder<> &b, llvm::Value *dims, const std::vector<std::string> &symbols,
+                             const Dim &d) {
+  std::function<llvm::Value *(const Dim &)> value;
+  std::function<llvm::Value *(const DimAtom &)> atom = [&](const DimAtom &a) -> llvm::Value * {
+    if (!a.is_symbol())
+      return emit_derived_atom(b, a, value);
+    auto it = std::find(symbols.begin(), symbols.end(), a.symbol());
+    if (it == symbols.end())
+      throw Error(ErrorCode::Internal, "'" + d.to_string() + "' names '" + a.symbol() + "', not a dim");
+    return b.CreateLoad(b.getInt64Ty(), b.CreateConstGEP1_64(b.getInt64Ty(), dims, static_cast<uint64_t>(it - symbols.begin())));
+  };
+  value = [&](const Dim &x) {
+    return emit_dim(
+        b, x, atom, [&](llvm::Value *p, llvm::Value *q) { return b.CreateMul(p, q); },
+        [&](llvm::Value *p, llvm::Value *q, bool subtract) { return subtract ? b.CreateSub(p, q) : b.CreateAdd(p, q); });
+  };
+  return value(d);
+}
+
+llvm::Value *state_overflows(llvm::IRBuilder<> &b, llvm::Value *dims, const std::vector<std::string> &symbols,
+                             const ModelState &state) {
+  // Dims are in [0, 2^40] here (dims_invalid ran first): no overflow.
+  llvm::Value *end = b.CreateAdd(emit_dims_value(b, dims, symbols, Dim(state.length)),
+                                 emit_dims_value(b, dims, symbols, state.advance));
+  return b.CreateICmpSGT(end, emit_dims_value(b, dims, symbols, Dim(state.capacity)));
 }
 
 llvm::Value *align_to_64(llvm::IRBuilder<> &b, llvm::Value *mem) {

@@ -47,6 +47,16 @@ llvm::Value *emit_dim(llvm::IRBuilder<> &b, const Dim &d, const std::function<ll
 llvm::Value *emit_derived_atom(llvm::IRBuilder<> &b, const DimAtom &atom,
                                const std::function<llvm::Value *(const Dim &)> &operand);
 
+/// The value of `d` (a Dim over `symbols`, plain arithmetic) from `dims`
+/// (an i64 per symbol).
+llvm::Value *emit_dims_value(llvm::IRBuilder<> &b, llvm::Value *dims, const std::vector<std::string> &symbols,
+                             const Dim &d);
+
+/// i1, true when a run of a model with state would append past its
+/// buffers: length + advance > capacity (ModelState), from `dims`.
+llvm::Value *state_overflows(llvm::IRBuilder<> &b, llvm::Value *dims, const std::vector<std::string> &symbols,
+                             const ModelState &state);
+
 /// `mem` (from an allocator giving `size + 64` bytes) rounded up to 64.
 llvm::Value *align_to_64(llvm::IRBuilder<> &b, llvm::Value *mem);
 

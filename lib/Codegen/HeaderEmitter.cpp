@@ -19,9 +19,9 @@ static std::string upper(const std::string &s) {
 // An ABI hash over everything that decides how the entry points are called:
 // changes exactly when a caller would have to change.
 // The status table as #defines: one convention for every backend.
-static std::string status_defines(const std::string &N, bool gpu) {
+static std::string status_defines(const std::string &N, bool gpu, bool state = false) {
   std::string h;
-  for (const StatusInfo &s : status_codes(gpu))
+  for (const StatusInfo &s : status_codes(gpu, state))
     h += "#define " + N + "_" + s.macro + " " + std::to_string(static_cast<int32_t>(s.status)) + "\n";
   return h;
 }
@@ -71,6 +71,64 @@ static std::string tensor_comment(const ModelInterface &m) {
   return h;
 }
 
+// The state API of a model with state (ModelState): a state object owns
+// the buffers, NAME_step runs the model on it.
+static std::string state_api(const ModelInterface &m, const std::string &N) {
+  const ModelState &st = *m.state;
+  std::string buffers, step_params, step_args;
+  for (size_t i = 0, k = 0; i < m.inputs.size(); ++i) {
+    const auto &t = m.inputs[i];
+    if (t.state) {
+      buffers += " *   " + t.name + ": " + std::to_string(m.state_row_bytes[k++]) + " bytes per row\n";
+      continue;
+    }
+    step_params += "const " + std::string(c_type_name(t.type.dtype)) + " *" + t.name + ", ";
+    step_args += t.name + ", ";
+  }
+  for (const auto &t : m.outputs) {
+    step_params += std::string(c_type_name(t.type.dtype)) + " *" + t.name + ", ";
+    step_args += t.name + ", ";
+  }
+  for (size_t i = 0; i < m.symbols.size(); ++i)
+    if (m.symbols[i] != st.length && m.symbols[i] != st.capacity) {
+      step_params += "int64_t " + m.symbol_params[i] + ", ";
+      step_args += m.symbol_params[i] + ", ";
+    }
+  if (!step_params.empty())
+    step_params.resize(step_params.size() - 2);
+  if (!step_args.empty())
+    step_args.resize(step_args.size() - 2);
+  std::string h;
+  h += "/* Model state (a KV cache). A state object owns the state buffers, each\n"
+       " * of capacity rows (" + st.capacity + "), of which the first `length` (" + st.length +
+       ") are filled:\n" + buffers +
+       " * " + m.name + "_step runs the model on a state, appending " + st.advance.to_string() +
+       " rows: a prefill is a\n"
+       " * step with many rows, a decode step one. Several states (one per\n"
+       " * conversation) may live in one process; a state is used by one thread at\n"
+       " * a time, different states by different threads at once. The state keeps\n"
+       " * its own workspace (grown on demand). " + m.name + "_run takes the buffers directly\n"
+       " * (caller-owned, with " + st.length + " and " + st.capacity + " as dims) and returns " + N +
+       "_ERROR_STATE_FULL\n"
+       " * when " + st.length + " + " + st.advance.to_string() + " > " + st.capacity + ". */\n";
+  h += "typedef struct " + m.name + "_state " + m.name + "_state;\n";
+  h += "/* A zeroed state of `max_context` rows; NULL when out of memory or\n"
+       " * max_context is not in [1, 2^40]. */\n";
+  h += m.name + "_state *" + m.name + "_state_create(int64_t max_context);\n";
+  h += "void " + m.name + "_state_destroy(" + m.name + "_state *state); /* NULL: nothing */\n";
+  h += "void " + m.name + "_state_reset(" + m.name + "_state *state);   /* length 0 (rows kept, unread) */\n";
+  h += "int64_t " + m.name + "_state_length(const " + m.name + "_state *state);\n";
+  h += "int64_t " + m.name + "_state_capacity(const " + m.name + "_state *state);\n";
+  h += "/* Runs the model on `state` (" + st.length + " = its length, " + st.capacity +
+       " = its capacity), then\n"
+       " * advances its length by " + st.advance.to_string() + ". " + N +
+       "_ERROR_STATE_FULL (nothing run) when the rows do\n"
+       " * not fit. Usage: " + m.name + "_step(state" + (step_args.empty() ? "" : ", " + step_args) + "); */\n";
+  h += "int32_t " + m.name + "_step(" + m.name + "_state *state" + (step_params.empty() ? "" : ", " + step_params) +
+       ");\n\n";
+  return h;
+}
+
 static uint64_t abi_hash(const ModelInterface &m) {
   std::string text = m.name;
   for (const auto &t : m.inputs)
@@ -79,6 +137,11 @@ static uint64_t abi_hash(const ModelInterface &m) {
     text += "|out " + t.name + " " + t.type.to_string();
   for (const auto &s : m.symbols)
     text += "|dim " + s;
+  if (m.state) { // the state API's signatures
+    text += "|state " + m.state->length + " " + m.state->capacity + " " + m.state->advance.to_string();
+    for (const auto &t : m.inputs)
+      text += t.state ? "|state-buffer " + t.name : "";
+  }
   if (m.external_weights)
     text += "|external-weights";
   return fnv1a64(text);
@@ -113,7 +176,7 @@ std::string emit_c_header(const ModelInterface &m, const Dim &workspace_bound) {
   std::snprintf(hash, sizeof hash, "0x%016llxull", static_cast<unsigned long long>(abi_hash(m)));
   h += "/* Changes whenever the entry points' signatures or tensor types change. */\n";
   h += "#define " + N + "_ABI_VERSION 1\n#define " + N + "_ABI_HASH " + hash + "\n\n";
-  h += "/* Status codes. */\n" + status_defines(N, false) + "\n";
+  h += "/* Status codes. */\n" + status_defines(N, false, m.state.has_value()) + "\n";
   auto shape_macros = [&](const char *kind, const std::vector<ModelInterface::Tensor> &ts) {
     for (size_t i = 0; i < ts.size(); ++i) {
       const auto &t = ts[i];
@@ -141,8 +204,8 @@ std::string emit_c_header(const ModelInterface &m, const Dim &workspace_bound) {
     h += "/* Workspace bytes, at most: " + workspace_bound.to_string() + " (see " + m.name + "_workspace_size). */\n\n";
 
   std::string params;
-  for (const auto &t : m.inputs)
-    params += "const " + std::string(c_type_name(t.type.dtype)) + " *" + t.name + ", ";
+  for (const auto &t : m.inputs) // a state buffer is written in place
+    params += (t.state ? "" : "const ") + std::string(c_type_name(t.type.dtype)) + " *" + t.name + ", ";
   for (const auto &t : m.outputs)
     params += std::string(c_type_name(t.type.dtype)) + " *" + t.name + ", ";
   for (const auto &s : m.symbol_params)
@@ -158,6 +221,8 @@ std::string emit_c_header(const ModelInterface &m, const Dim &workspace_bound) {
        " * " + m.name + "_run rejects with " + N + "_ERROR_INVALID_DIM (negative, above 2^40, or\n"
        " * a workspace size that overflows int64_t). */\n";
   h += "int64_t " + m.name + "_workspace_size(" + (dims_params.empty() ? "void" : dims_params) + ");\n\n";
+  if (m.state)
+    h += state_api(m, N);
   h += "/* Multithreading. The model carries a thread pool of its own (pthreads),\n"
        " * off by default: " + m.name + "_set_num_threads(n) runs its large kernels on n\n"
        " * threads (the calling thread and n - 1 workers, started at the next run;\n"

@@ -193,7 +193,9 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
   for (size_t o = 0; o < g.output_ids().size(); ++o) {
     ValueId v = g.output_ids()[o];
     const ValueInfo &info = g.value_info(v);
-    bool elsewhere = info.producer < 0 || nodes[info.producer].op == "constant" || is_output[v];
+    // A view of a state buffer (aliases_operand) is copied out of it.
+    bool elsewhere = info.producer < 0 || nodes[info.producer].op == "constant" || is_output[v] ||
+                     op_traits(nodes[info.producer].op).has(OpTrait::aliases_operand);
     if (elsewhere)
       plan.output_copies.emplace_back(o, v);
     else
@@ -218,8 +220,17 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
         p = {Storage::constant, 0};
         continue;
       }
-      bool fuse = false;
       OpTraits traits = op_traits(node.op);
+      if (traits.has(OpTrait::aliases_operand)) {
+        // A view of a state buffer's rows: the buffer's own storage.
+        const ValuePlan &buffer = plan.values[node.operands[0]];
+        if (buffer.storage != Storage::input)
+          throw Error(ErrorCode::Internal, "plan: " + node.op + " of value %" + std::to_string(node.operands[0]) +
+                                               ", which is not a graph input (a state buffer)");
+        p = buffer;
+        continue;
+      }
+      bool fuse = false;
       if (traits.any(kElementalTraits)) {
         if (traits.has(OpTrait::generator)) {
           // ...except into a call (its operands are passed as buffers) or

@@ -45,7 +45,7 @@ std::string emit_manifest(const ModelInterface &m, const ManifestInputs &info) {
   for (const auto &t : m.outputs)
     outputs.push_back(tensor_json(t));
   json status = json::object();
-  for (const StatusInfo &row : status_codes(s.gpu_status_codes))
+  for (const StatusInfo &row : status_codes(s.gpu_status_codes, m.state.has_value()))
     status[std::to_string(static_cast<int32_t>(row.status))] = row.summary;
   json out;
   out["manifest_version"] = kManifestVersion;
@@ -59,6 +59,16 @@ std::string emit_manifest(const ModelInterface &m, const ManifestInputs &info) {
   if (m.symbol_params != m.symbols)
     out["interface"]["dim_params"] = m.symbol_params;
   out["interface"]["entry_points"] = s.entry_points;
+  if (m.state) {
+    json buffers = json::array();
+    for (size_t i = 0, k = 0; i < m.inputs.size(); ++i)
+      if (m.inputs[i].state)
+        buffers.push_back({{"name", m.inputs[i].name}, {"row_bytes", m.state_row_bytes[k++]}});
+    out["interface"]["state"] = {{"length", m.state->length},
+                                 {"capacity", m.state->capacity},
+                                 {"advance", m.state->advance.to_string()},
+                                 {"buffers", buffers}};
+  }
   out["interface"]["status_codes"] = status;
   out["memory"] = {{"workspace_bytes_max", info.workspace_bytes}, {"weights_bytes", m.constant_bytes},
                    {"weights_mode", m.external_weights ? "external" : "embed"}};

@@ -34,14 +34,16 @@ const std::vector<StatusInfo> &status_table() {
        true},
       {RunStatus::unsupported_cpu, "ERROR_UNSUPPORTED_CPU", "unsupported cpu",
        "this CPU lacks instructions the code was compiled for", true, false},
+      {RunStatus::state_full, "ERROR_STATE_FULL", "state full",
+       "the state has no room for the rows this run appends (length + advance > capacity)", true, false, true},
   };
   return table;
 }
 
-std::vector<StatusInfo> status_codes(bool gpu) {
+std::vector<StatusInfo> status_codes(bool gpu, bool state) {
   std::vector<StatusInfo> out;
   for (const StatusInfo &s : status_table())
-    if (gpu ? s.gpu : s.cpu)
+    if ((gpu ? s.gpu : s.cpu) && (state || !s.state_only))
       out.push_back(s);
   return out;
 }
@@ -76,6 +78,32 @@ ModelInterface describe_interface(const Graph &graph, const std::string &name) {
                                                   ": its size names '" + s +
                                                   "', defined by a node at run time; an output's size must follow "
                                                   "from the inputs' dims");
+  if (const std::optional<ModelState> &state = table.model_state()) {
+    m.state = *state;
+    for (const std::string &buffer : state->buffers) {
+      auto it = std::find_if(m.inputs.begin(), m.inputs.end(),
+                             [&](const ModelInterface::Tensor &t) { return t.source_name == buffer; });
+      if (it == m.inputs.end())
+        throw Error(ErrorCode::InvalidGraph, "state buffer '" + buffer + "' is no input of the model");
+      const Shape &shape = it->type.shape;
+      Dim row_bytes(static_cast<int64_t>(dtype_size(it->type.dtype)));
+      for (size_t d = 1; d < shape.size(); ++d)
+        row_bytes = row_bytes * shape[d];
+      if (shape.empty() || shape[0] != Dim(state->capacity) || !row_bytes.is_static())
+        throw Error(ErrorCode::InvalidGraph, "state buffer '" + buffer + "' is " + it->type.to_string() +
+                                                 ": expected [" + state->capacity + ", static dims...]");
+      it->state = true;
+      m.state_row_bytes.push_back(row_bytes.value());
+    }
+    auto is_param = [&](const std::string &s) { return std::find(m.symbols.begin(), m.symbols.end(), s) != m.symbols.end(); };
+    if (!is_param(state->length) || !is_param(state->capacity))
+      throw Error(ErrorCode::InvalidGraph, "the state's length '" + state->length + "' and capacity '" +
+                                               state->capacity + "' must be dims of the model");
+    for (const std::string &s : state->advance.symbols())
+      if (!is_param(s))
+        throw Error(ErrorCode::InvalidGraph, "the state's advance " + state->advance.to_string() + " names '" + s +
+                                                 "', which is no dim of the model");
+  }
   for (size_t i = 0; i < m.symbols.size(); ++i)
     m.symbol_params.push_back(names.mangle(m.symbols[i], "dim" + std::to_string(i)));
   for (const auto &[cname, data] : graph.constant_types())

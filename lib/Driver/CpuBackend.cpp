@@ -180,6 +180,9 @@ public:
       out.manifest.entry_points.push_back(n + "_set_weights");
     out.manifest.entry_points.push_back(n + "_check_cpu");
     out.manifest.entry_points.push_back(n + "_cpu_variant");
+    if (interface.state)
+      for (const char *f : {"_state_create", "_state_destroy", "_state_reset", "_state_length", "_state_capacity", "_step"})
+        out.manifest.entry_points.push_back(n + f);
     if (options.profile) {
       out.manifest.entry_points.push_back(n + "_profile_report");
       out.manifest.entry_points.push_back(n + "_profile_reset");

@@ -11,5 +11,6 @@ void register_linalg_ops(OpRegistry &registry);        // Linalg.cpp: matmul lin
 void register_convolution_ops(OpRegistry &registry);   // Convolution.cpp: conv2d conv_transpose2d pools
 void register_shape_ops(OpRegistry &registry);         // Shape.cpp: reshape transpose ... gather pad tile
 void register_structural_ops(OpRegistry &registry);
+void register_state_ops(OpRegistry &registry);         // State.cpp: buffer_prefix buffer_append (model state)
 void register_attention_ops(OpRegistry &registry);     // Attention.cpp: attention (fused; Transforms/FuseAttention)    // Structural.cpp: call allreduce_sum
 } // namespace maxc

@@ -28,6 +28,7 @@ const OpRegistry &OpRegistry::instance() {
     register_shape_ops(r);
     register_structural_ops(r);
     register_attention_ops(r);
+    register_state_ops(r);
     return r;
   }();
   return registry;
@@ -230,6 +231,18 @@ std::array<const Graph *, 2> branch_bodies(const Graph &graph, const Node &node)
 }
 
 bool defines_symbol(const Node &node) { return op_traits(node.op).has(OpTrait::defines_symbol); }
+bool writes_buffer(const Node &node) { return op_traits(node.op).has(OpTrait::writes_buffer); }
+
+bool has_effects(const Graph &graph, const Node &node) {
+  if (writes_buffer(node))
+    return true;
+  // Bodies nest a bounded depth (each is a distinct, earlier-defined graph).
+  for (const Graph *body : node_bodies(graph, node))
+    for (const Node &n : body->nodes())
+      if (has_effects(*body, n))
+        return true;
+  return false;
+}
 
 const std::string &defined_symbol(const Node &node) {
   if (!defines_symbol(node))
@@ -241,7 +254,7 @@ std::string op_traits_text(OpTraits t) {
   static const char *names[] = {"elementwise", "unary",     "binary",   "reduction",  "shape",
                                 "generator",   "gemm_like", "epilogue_safe", "device_libm_f64", "device_libm",
                                 "indirect",    "window",    "composite", "collective", "structural", "index_result",
-                                "rowwise",     "strided",   "call",     "branch",   "defines_symbol"};
+                                "rowwise",     "strided",   "call",     "branch",   "defines_symbol", "aliases_operand", "writes_buffer"};
   std::string out;
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i)
     if (t.bits() & (1u << i))

@@ -155,7 +155,8 @@ size_t rewrite_round(const Graph &from, Graph &to, const std::map<std::string, s
 
 /// Which nodes of `g` something reads (a node whose results are all unread
 /// is dead, and so are the nodes only dead ones read). A node that defines
-/// a symbol is always live: later types read it, not its result. One
+/// a symbol is always live: later types read it, not its result; so is one
+/// with an effect (a state write, has_effects). One
 /// backward sweep.
 std::vector<bool> live_nodes(const Graph &g) {
   std::vector<bool> live(g.nodes().size(), false), needed(g.num_values(), false);
@@ -163,7 +164,7 @@ std::vector<bool> live_nodes(const Graph &g) {
     needed[id] = true;
   for (size_t n = g.nodes().size(); n-- > 0;) {
     const Node &node = g.nodes()[n];
-    live[n] = defines_symbol(node);
+    live[n] = defines_symbol(node) || has_effects(g, node);
     for (ValueId r : node.results)
       live[n] = live[n] || needed[r];
     if (live[n])

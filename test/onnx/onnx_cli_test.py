@@ -1271,6 +1271,158 @@ def case_loop_scan_refused(c):
     assert "node '/Scan' (Scan, opset 17)" in err and "--dim T=N" in err, err
 
 
+def kv_model(layers=2, d=8, heads=2, seed=0):
+    """An HF-style decoder stack: x [1, seq, d], per layer past_k_i / past_v_i [1, heads, past, d/heads]
+    grown by Concat into present_k_i / present_v_i; attention over every cached row; the layers named
+    /layers.N/ (so they deduplicate)."""
+    rng = np.random.default_rng(seed)
+    hd = d // heads
+    nodes, inits = [], [numpy_helper.from_array(np.array([1, -1, heads, hd], np.int64), "split_shape"),
+                        numpy_helper.from_array(np.array([1, -1, d], np.int64), "merge_shape")]
+    inputs = [vi_f("x", [1, "seq", d])]
+    outputs = []
+    h = "x"
+    for i in range(layers):
+        s = f"/layers.{i}/"
+        heads_of = {}
+        for w in "qkv":
+            inits.append(numpy_helper.from_array(rng.uniform(-0.5, 0.5, (d, d)).astype(np.float32), f"layers.{i}.{w}"))
+            nodes += [helper.make_node("MatMul", [h, f"layers.{i}.{w}"], [s + w], name=s + w + "/MatMul"),
+                      helper.make_node("Reshape", [s + w, "split_shape"], [s + w + "_r"], name=s + w + "/Reshape"),
+                      helper.make_node("Transpose", [s + w + "_r"], [s + w + "_t"], perm=[0, 2, 1, 3],
+                                       name=s + w + "/Transpose")]
+            heads_of[w] = s + w + "_t"
+        for w in "kv":
+            inputs.append(vi_f(f"past_{w}_{i}", [1, heads, "past", hd]))
+            outputs.append(vi_f(f"present_{w}_{i}", [1, heads, "total", hd]))
+            nodes.append(helper.make_node("Concat", [f"past_{w}_{i}", heads_of[w]], [f"present_{w}_{i}"], axis=2,
+                                          name=s + w + "/Concat"))
+        nodes += [helper.make_node("Transpose", [f"present_k_{i}"], [s + "kT"], perm=[0, 1, 3, 2], name=s + "kT"),
+                  helper.make_node("MatMul", [heads_of["q"], s + "kT"], [s + "scores"], name=s + "scores"),
+                  helper.make_node("Softmax", [s + "scores"], [s + "p"], axis=-1, name=s + "softmax"),
+                  helper.make_node("MatMul", [s + "p", f"present_v_{i}"], [s + "a"], name=s + "av"),
+                  helper.make_node("Transpose", [s + "a"], [s + "a_t"], perm=[0, 2, 1, 3], name=s + "merge"),
+                  helper.make_node("Reshape", [s + "a_t", "merge_shape"], [s + "a_r"], name=s + "merge_reshape"),
+                  helper.make_node("Add", [h, s + "a_r"], [s + "out"], name=s + "residual")]
+        h = s + "out"
+    nodes.append(helper.make_node("Identity", [h], ["y"], name="y"))
+    g = helper.make_graph(nodes, "kv", inputs, [vi_f("y", [1, "seq", d])] + outputs, inits)
+    m = helper.make_model(g, opset_imports=OPSET)
+    weights = {n.name: numpy_helper.to_array(n) for n in inits}
+    return m, weights
+
+
+def kv_reference(weights, xs, layers=2, d=8, heads=2):
+    """y for each run of one conversation (xs: a list of [1, seq, d]), the caches grown along."""
+    hd = d // heads
+    cache = {(w, i): np.zeros((1, heads, 0, hd), np.float32) for w in "kv" for i in range(layers)}
+    ys = []
+    for x in xs:
+        h = x.astype(np.float64)
+        for i in range(layers):
+            t = {w: (h @ weights[f"layers.{i}.{w}"]).reshape(1, -1, heads, hd).transpose(0, 2, 1, 3) for w in "qkv"}
+            for w in "kv":
+                cache[(w, i)] = np.concatenate([cache[(w, i)], t[w]], axis=2)
+            sc = t["q"] @ cache[("k", i)].transpose(0, 1, 3, 2)
+            p = np.exp(sc - sc.max(-1, keepdims=True))
+            p /= p.sum(-1, keepdims=True)
+            h = h + (p @ cache[("v", i)]).transpose(0, 2, 1, 3).reshape(1, -1, d)
+        ys.append(h.astype(np.float32))
+    return ys
+
+
+KV_STATE_C = r"""
+#include "kv.h"
+#include <stdio.h>
+#include <stdlib.h>
+/* argv: x.bin y.bin then (conversation letter, rows) pairs: runs NAME_step on
+   state a or b with the next rows of x, writing y's rows in the same order. */
+int main(int argc, char **argv) {
+  FILE *xf = fopen(argv[1], "rb"), *yf = fopen(argv[2], "wb");
+  kv_state *s[2] = {kv_state_create(16), kv_state_create(16)};
+  if (!xf || !yf || !s[0] || !s[1]) return 10;
+  if (kv_state_capacity(s[0]) != 16 || kv_state_length(s[1]) != 0) return 11;
+  for (int i = 3; i + 1 < argc; i += 2) {
+    kv_state *st = s[argv[i][0] == 'b'];
+    long rows = atol(argv[i + 1]);
+    float x[16 * 8], y[16 * 8];
+    if (fread(x, sizeof(float), (size_t)rows * 8, xf) != (size_t)rows * 8) return 12;
+    int64_t before = kv_state_length(st);
+    int32_t status = kv_step(st, x, y, rows);
+    if (status != KV_OK) { fprintf(stderr, "%s\n", kv_status_string(status)); return 13; }
+    if (kv_state_length(st) != before + rows) return 14;
+    fwrite(y, sizeof(float), (size_t)rows * 8, yf);
+  }
+  /* A state that is full refuses a step and keeps its length. */
+  float x[17 * 8] = {0}, y[17 * 8];
+  if (kv_step(s[0], x, y, 17) != KV_ERROR_STATE_FULL || kv_state_length(s[0]) == 17) return 15;
+  kv_state_reset(s[0]);
+  if (kv_state_length(s[0]) != 0) return 16;
+  kv_state_destroy(s[0]);
+  kv_state_destroy(s[1]);
+  kv_state_destroy(NULL);
+  fclose(yf);
+  return 0;
+}
+"""
+
+
+def case_kv_state(c):
+    """--state auto: an HF-style KV-cache stack (two deduplicated layers) compiles with its past/present
+    pairs as model state; a C program drives kv_state_create / kv_step on two interleaved conversations
+    and matches numpy; the manifest and header say so; bad --state specs and GPUs are refused clearly."""
+    m, weights = kv_model()
+    p = c.save(m, "kv.onnx")
+    obj = c.path("kv.o")
+    c.run("compile", p, "-o", obj, "--name", "kv", "--state", "auto", "-q")
+    c.run("compile", p, "-o", c.path("kv2.o"), "--name", "kv", "--state", "past_*=present_*", "-q")
+    man = json.load(open(c.path("kv.manifest.json")))
+    st = man["interface"]["state"]
+    assert st["length"] == "past" and st["capacity"] == "max_context" and st["advance"] == "seq", st
+    assert [b["name"] for b in st["buffers"]] == ["past_k_0", "past_v_0", "past_k_1", "past_v_1"], st
+    assert all(b["row_bytes"] == 32 for b in st["buffers"]), st
+    assert [o["name"] for o in man["interface"]["outputs"]] == ["y"], man["interface"]["outputs"]
+    assert "kv_step" in man["interface"]["entry_points"], man["interface"]["entry_points"]
+    assert man["subgraphs"]["definitions"] == 1 and man["subgraphs"]["calls"] == 2, man["subgraphs"]
+    header = open(c.path("kv.h")).read()
+    assert "int32_t kv_step(kv_state *state, const float *x, float *y, int64_t seq);" in header, header
+    assert "float *past_k_0," in header and "const float *past_k_0" not in header, header
+    with open(c.path("main.c"), "w") as f:
+        f.write(KV_STATE_C)
+    exe = c.path("kv_main")
+    subprocess.run(["cc", "-O1", "-Wall", "-Werror", "-I", c.tmp, c.path("main.c"), obj, "-lm", "-lpthread",
+                    "-o", exe], check=True)
+    plan = [("a", 3), ("b", 2), ("a", 1), ("b", 1), ("a", 1), ("b", 4), ("a", 2)]
+    rng = np.random.default_rng(1)
+    xs = [rng.uniform(-1, 1, (1, n, 8)).astype(np.float32) for _, n in plan]
+    np.concatenate([x.reshape(-1) for x in xs]).tofile(c.path("x.bin"))
+    args = [a for step in plan for a in (step[0], str(step[1]))]
+    subprocess.run([exe, c.path("x.bin"), c.path("y.bin"), *args], check=True)
+    got = np.fromfile(c.path("y.bin"), np.float32)
+    want = {}
+    for conv in "ab":
+        runs = [x for (who, _), x in zip(plan, xs) if who == conv]
+        want[conv] = iter(kv_reference(weights, runs))
+    expected = np.concatenate([next(want[who]).reshape(-1) for who, _ in plan])
+    assert got.shape == expected.shape and np.allclose(got, expected, rtol=1e-4, atol=1e-5), \
+        np.abs(got - expected).max()
+    # Without --state the same file keeps its past/present interface.
+    c.run("compile", p, "-o", c.path("plain.o"), "--name", "plain", "-q")
+    assert len(json.load(open(c.path("plain.manifest.json")))["interface"]["outputs"]) == 5
+    # Refusals, each naming what is wrong.
+    r = c.run("compile", p, "-o", c.path("bad.o"), "--state", "past_q_*=present_q_*", expect=1)
+    assert "E0002" in r.stderr and "no graph input matches" in r.stderr, r.stderr
+    r = c.run("compile", p, "-o", c.path("bad.o"), "--state", "past_k_0=y", expect=1)
+    assert "is not Concat" in r.stderr, r.stderr
+    r = c.run("compile", c.save(small("Relu"), "relu.onnx"), "-o", c.path("bad.o"), "--state", "auto", expect=1)
+    assert "no KV-cache pairs" in r.stderr, r.stderr
+    r = c.run("compile", p, "-o", c.path("bad.o"), "--state", "auto", "--dim", "past=4", expect=1)
+    assert "not a symbol" in r.stderr, r.stderr
+    r = c.run("compile", p, "-o", c.path("bad_gpu.o"), "--state", "auto", "--gpu", "gfx942", expect=1)
+    assert "CPU backend only" in r.stderr, r.stderr
+    assert not os.path.exists(c.path("bad.o")) and not os.path.exists(c.path("bad_gpu.o"))
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -27,6 +27,7 @@ struct GlobalOptions {
   std::map<std::string, int64_t> onnx_dims;
   std::map<std::string, std::string> bound_inputs; // --bind NAME=VALUES
   bool no_dedup = false;
+  std::string state; // --state auto | IN=OUT,...
 };
 
 struct CheckOptions {

@@ -87,6 +87,7 @@ LoadOptions load_options(const GlobalOptions &global) {
   load.dims = global.onnx_dims;
   load.bound_inputs = global.bound_inputs;
   load.dedup = !global.no_dedup;
+  load.state = global.state;
   return load;
 }
 

@@ -76,6 +76,11 @@ int main(int argc, char **argv) {
                  "computed from it fold")
       ->type_name("NAME=VALUES")
       ->allow_extra_args(false);
+  app.add_option("--state", global.state,
+                 "ONNX models: make KV-cache inputs model state, updated in place (docs/ONNX.md): 'auto' finds "
+                 "every output that is Concat(graph input, new rows), or IN=OUT pairs (comma-separated, '*' "
+                 "matching the same text on both sides: 'past_key_values.*=present.*')")
+      ->type_name("auto|IN=OUT,...");
   app.add_flag("--no-dedup", global.no_dedup, "ONNX models: do not trace repeated layers as shared subgraphs");
 
   CheckOptions check;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,7 @@ enum class RunStatus : int32_t {
   no_matching_arch = 7, // GPU: the device's architecture has no code object
   gpu_error = 8,        // GPU: a HIP call failed; NAME_hip_error() has its code
   unsupported_cpu = 9,  // CPU: the CPU lacks features the code was compiled for
+  state_full = 10,      // a model with state: length + advance > capacity
 };
 
 /// One row of the status table: the code, its header constant's suffix
@@ -38,13 +40,15 @@ struct StatusInfo {
   const char *message; // NAME_status_string (may contain %s: the model name)
   bool cpu;            // returned by the CPU backend
   bool gpu;            // returned by the GPU backend
+  bool state_only = false; // only models with state (ModelState) return it
 };
 
 /// The one status table (header constants, manifest, status strings).
 const std::vector<StatusInfo> &status_table();
 
-/// The rows a backend returns ("cpu" or "gpu" column).
-std::vector<StatusInfo> status_codes(bool gpu);
+/// The rows a backend returns ("cpu" or "gpu" column), for a model with or
+/// without state.
+std::vector<StatusInfo> status_codes(bool gpu, bool state = false);
 
 /// The C type of a dtype's elements in the generated headers ("float",
 /// "uint16_t" for f16/bf16 bits, "uint8_t" for bool, ...).
@@ -56,6 +60,9 @@ struct ModelInterface {
     std::string name;   // C identifier (mangled; see c_name below)
     TensorType type;
     std::string source_name; // the model's own name ("h.0"), shown in comments and manifests
+    /// A model-state buffer (ModelState): the run writes into it, so its C
+    /// pointer is not const, and NAME_step passes the state object's.
+    bool state = false;
   };
   std::string name;
   std::vector<Tensor> inputs, outputs;
@@ -71,6 +78,12 @@ struct ModelInterface {
     all.insert(all.end(), defined_symbols.begin(), defined_symbols.end());
     return all;
   }
+  /// The model's state (a KV cache; IR/SymbolTable.h): NAME_state_create,
+  /// NAME_step... are exported, and NAME_run checks length + advance <=
+  /// capacity. Its buffers are the inputs with `state` set.
+  std::optional<ModelState> state;
+  /// State buffers' bytes per row (of `capacity` rows), in input order.
+  std::vector<int64_t> state_row_bytes;
   uint64_t constant_bytes = 0;
   /// Workspace bytes, at most: a Dim over the symbols (0 when not
   /// planned). NAME_run rejects dims for which it overflows.

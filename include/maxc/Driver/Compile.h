@@ -19,6 +19,7 @@ struct CompileRequest {
   std::string model, weights;
   std::map<std::string, int64_t> dims; // ONNX: --dim NAME=VALUE pins a symbolic dim
   std::map<std::string, std::string> bound_inputs; // ONNX: --bind NAME=VALUES fixes a graph input
+  std::string state; // ONNX: --state auto | IN=OUT,... makes KV-cache pairs model state
   bool dedup = true;                   // ONNX: trace repeated blocks as shared subgraphs
   std::string backend = "cpu";
   BackendOptions options;

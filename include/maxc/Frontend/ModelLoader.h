@@ -45,6 +45,12 @@ struct LoadOptions {
   /// ONNX: find repeated layers and trace each unique block once as a
   /// subgraph definition (`--no-dedup` turns it off).
   bool dedup = true;
+  /// ONNX: KV-cache pairs made model state (`--state`): "auto" takes every
+  /// graph output computed as Concat(graph input, new rows) along a symbolic
+  /// dim; else comma-separated IN=OUT pairs, where '*' matches the same
+  /// text in both names. The inputs become state buffers [max_context,
+  /// ...] written in place (ModelState), the outputs leave the graph.
+  std::string state;
 };
 
 struct TraceStats {

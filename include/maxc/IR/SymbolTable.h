@@ -45,6 +45,22 @@ struct SymbolInfo {
   std::optional<int64_t> upper_bound;
 };
 
+/// Model state (a KV cache): graph inputs that are buffers the model updates
+/// in place (buffer_append, Ops/State.cpp), kept between runs by the caller
+/// (NAME_run) or by the artifact's state object (NAME_state_create /
+/// NAME_step). Every buffer's leading dim is the symbol `capacity`; before
+/// a run its first `length` rows hold the state, and a run appends `advance`
+/// rows (length + advance <= capacity, checked by NAME_run).
+struct ModelState {
+  std::vector<std::string> buffers; // the graph inputs' names, in input order
+  std::string length;               // a dim argument: rows filled ("past")
+  std::string capacity;             // an input dim: rows allocated ("max_context")
+  Dim advance;                      // rows a run appends ("seq")
+  bool operator==(const ModelState &o) const {
+    return buffers == o.buffers && length == o.length && capacity == o.capacity && advance == o.advance;
+  }
+};
+
 class SymbolTable {
 public:
   /// Declares `name` (an identifier) with its origin. Declaring a symbol
@@ -66,8 +82,13 @@ public:
   size_t size() const { return symbols_.size(); }
   bool empty() const { return symbols_.empty(); }
 
+  /// The model's state, when it has some (root graph only).
+  const std::optional<ModelState> &model_state() const { return state_; }
+  void set_model_state(ModelState state) { state_ = std::move(state); }
+
 private:
   std::map<std::string, SymbolInfo> symbols_;
+  std::optional<ModelState> state_;
 };
 
 /// An upper bound of `d` in which every symbol that `table` says a node

@@ -130,6 +130,15 @@ enum class OpTrait : uint32_t {
   /// its result), its operand is stored, and the code generators load the
   /// symbol after its kernel; buffers are sized by the bound.
   defines_symbol = 1u << 20,
+  /// Result 0 is a view of the first rows of operand 0's storage, which is
+  /// a model-state buffer (a graph input, ModelState): no copy is made, the
+  /// planner gives the result operand 0's storage (buffer_prefix,
+  /// buffer_append; Ops/State.cpp).
+  aliases_operand = 1u << 21,
+  /// Writes into operand 0's storage in place (buffer_append): an effect, so
+  /// the node is live whether or not its result is read, and so is a call
+  /// whose body holds one (has_effects).
+  writes_buffer = 1u << 22,
 };
 
 /// A set of OpTraits.
@@ -210,6 +219,12 @@ std::array<const Graph *, 2> branch_bodies(const Graph &graph, const Node &node)
 /// True for a node that defines a symbol (OpTrait::defines_symbol); the
 /// symbol it defines is defined_symbol(node).
 bool defines_symbol(const Node &node);
+/// True for a node that writes a state buffer in place (OpTrait::writes_buffer).
+bool writes_buffer(const Node &node);
+/// True when running `node` has an effect besides its results: it writes a
+/// state buffer, or it runs a body (a call, a branch) that has one. Such a
+/// node is live whether or not its results are read.
+bool has_effects(const Graph &graph, const Node &node);
 /// The symbol a defines_symbol node defines; throws for any other node.
 const std::string &defined_symbol(const Node &node);
 /// A branch's operand i + kBranchFirstInput is its bodies' input i

@@ -170,6 +170,14 @@ Tensor tile(const Tensor &x, const std::vector<int64_t> &repeats);
 /// (GraphRealizationContext::bind_dim); eagerly it is the value itself.
 Dim bind_dim(const Tensor &value, const std::string &symbol, int64_t bound);
 
+// ---- model state (Ops/State.cpp) ----
+/// The first `length` rows of the state buffer `buffer` (a graph input named
+/// in the root's ModelState): a view, no copy.
+Tensor buffer_prefix(const Tensor &buffer, const Dim &length);
+/// Writes `rows` [n, *R] into `buffer` [capacity, *R] at rows [offset,
+/// offset + n), in place, and returns its first offset + n rows (a view).
+Tensor buffer_append(const Tensor &buffer, const Tensor &rows, const Dim &offset);
+
 // ---- structural ----
 /// Sums a sharded tensor across its shards (one result shard per device),
 /// using the context's signal buffers.

@@ -199,6 +199,8 @@ private:
     if (defines_symbol(node))
       return emit_define_symbol(node);
     std::string lowering = cpu_lowering(node.op);
+    if (lowering == "state")
+      return emit_buffer_write(node);
     if (lowering == "matmul")
       return emit_matmul(node);
     if (lowering == "rows")
@@ -220,6 +222,21 @@ private:
         store_element(dtype, pointer_of(v), linear_index(idx, dims_of(v)), node_element(node, r, idx));
       });
     }
+  }
+
+  // buffer_append: the new rows stored at rows [offset, offset + n) of the
+  // state buffer, which is the result's storage (aliases_operand);
+  // buffer_prefix moves nothing.
+  void emit_buffer_write(const Node &node) {
+    if (!writes_buffer(node))
+      return;
+    ValueId x = node.operands[1], out = node.results[0];
+    DType dtype = g_.type_of(x).dtype;
+    parallel_loop_nest(g_.type_of(x).shape, b_.getInt64(1), [&](const Index &idx) {
+      Index at = idx;
+      at[0] = b_.CreateAdd(idx[0], dim(node.attrs.get_shape("offset")[0]));
+      store_element(dtype, pointer_of(out), linear_index(at, dims_of(out)), element(x, idx));
+    });
   }
 
   // softmax / log_softmax (last axis), layer_norm / rms_norm (trailing
@@ -1056,6 +1073,8 @@ std::string cpu_lowering(const std::string &op) {
     return "branch"; // the predicate loaded, then a call of the taken body's function
   if (op_traits(op).has(OpTrait::defines_symbol))
     return "symbol"; // the value stored into the dims array, read by the kernels after it
+  if (op_traits(op).has(OpTrait::aliases_operand))
+    return "state"; // a view of a state buffer: buffer_append stores its rows, buffer_prefix nothing
   if (op == "constant")
     return op; // a global (or the weights blob)
   if (op == "matmul")

@@ -77,6 +77,7 @@ public:
       GraphRealizationContext ctx(*graph);
       root_ = &ctx;
       read_initializers();
+      find_state_pairs();
       read_inputs(*graph);
       std::vector<int> order = topological_order();
       if (diags_->has_errors())
@@ -101,6 +102,8 @@ public:
         }
       }
       for (const auto &o : graph_proto_.output()) {
+        if (state_outputs_.count(o.name()))
+          continue; // kept in the state buffer
         auto it = values_.find(o.name());
         if (it == values_.end()) {
           if (!poisoned_.count(o.name()))
@@ -114,8 +117,12 @@ public:
       if (!diags_->has_errors()) {
         std::vector<ValueId> ids;
         std::vector<std::string> names;
+        std::vector<std::string> output_names;
+        for (const auto &o : graph_proto_.output())
+          if (!state_outputs_.count(o.name()))
+            output_names.push_back(o.name());
         for (size_t i = 0; i < outputs.size(); ++i) {
-          const std::string &onnx_name = graph_proto_.output(i).name();
+          const std::string &onnx_name = output_names[i];
           try {
             Tensor t = output_tensor(outputs[i], onnx_name);
             ids.push_back(t.value().id());
@@ -130,6 +137,8 @@ public:
         }
         if (!diags_->has_errors())
           graph->set_outputs(ids, names);
+        if (!diags_->has_errors() && !state_pairs_.empty())
+          declare_state(*graph);
       }
       root_ = nullptr;
     }
@@ -459,11 +468,18 @@ private:
           continue;
         }
         std::string cname = names_.mangle(in.name(), "input" + std::to_string(graph.input_ids().size()));
-        ValueId id = graph.add_input(TensorType(*dtype, shape), cname);
+        auto pair = state_pairs_.find(in.name());
+        ValueId id = graph.add_input(TensorType(*dtype, pair == state_pairs_.end() ? shape : state_buffer_shape(pair->second, shape)), cname);
         Val v;
         v.kind = Val::Kind::traced;
         v.tensor = Tensor::from_graph_value(graph.value(id));
         v.graph_input = in.name();
+        if (pair != state_pairs_.end()) {
+          state_buffers_.push_back(cname);
+          v.state_buffer = v.tensor;
+          v.state_axis = pair->second.axis;
+          v.tensor = state_view(v.state_buffer, v.state_axis);
+        }
         values_[in.name()] = v;
         info_.input_names.push_back(in.name());
         if (cname != in.name())
@@ -699,7 +715,8 @@ private:
       by_prefix[prefix][scope].push_back(i);
     }
     for (const auto &o : graph_proto_.output())
-      graph_outputs_.insert(o.name());
+      if (!state_outputs_.count(o.name())) // a state output lives in its buffer
+        graph_outputs_.insert(o.name());
     for (int i : order)
       for (const std::string &in : graph_proto_.node(i).input())
         consumers_[in].push_back(i);
@@ -1013,10 +1030,12 @@ private:
     // Traced inputs are call arguments; known and sym inputs bake into the body.
     std::vector<Tensor> args;
     std::vector<std::string> arg_names;
+    std::vector<int64_t> arg_state_axes; // a state input passes its buffer
     for (const std::string &in : block.inputs)
-      if (values_.at(in).kind == Val::Kind::traced) {
-        args.push_back(values_.at(in).tensor);
+      if (const Val &v = values_.at(in); v.kind == Val::Kind::traced) {
+        args.push_back(v.state_axis >= 0 ? v.state_buffer : v.tensor);
         arg_names.push_back(in);
+        arg_state_axes.push_back(v.state_axis);
       }
     // The instance is the scope in dotted form ("/encoder/layer.3/" →
     // "encoder.layer.3"); a parameter named "<instance>.<rest>" (torch's
@@ -1057,6 +1076,11 @@ private:
         Val v;
         v.kind = Val::Kind::traced;
         v.tensor = body_args[i];
+        if (arg_state_axes[i] >= 0) { // the body's own view of the buffer
+          v.state_buffer = body_args[i];
+          v.state_axis = arg_state_axes[i];
+          v.tensor = state_view(v.state_buffer, v.state_axis);
+        }
         shadow(arg_names[i], v);
       }
       for (size_t i = 0; i < block.params.size(); ++i) {
@@ -1124,6 +1148,214 @@ private:
 
   // ---- nodes ----
 
+  // ---- Model state (--state): KV-cache pairs kept in place ----
+  //
+  // A pair: a graph input IN [.., past, ..] and a graph output OUT computed
+  // as Concat(IN, new rows) along the axis of `past` (a symbolic dim). IN
+  // becomes a state buffer [max_context, IN's other dims] (the growing axis
+  // first, so each run's rows are contiguous and every prefix is a view);
+  // readers of IN get the view of its first `past` rows, transposed back;
+  // the Concat becomes buffer_append at row `past`; OUT leaves the graph's
+  // outputs (the buffer holds it). docs/ONNX.md, "Model state".
+  struct StatePair {
+    std::string output;
+    int64_t axis = -1;
+  };
+  std::map<std::string, StatePair> state_pairs_; // by input name
+  std::set<std::string> state_outputs_;
+  std::vector<std::string> state_buffers_; // the graph inputs' (C) names, in input order
+  std::string state_length_;               // the symbol of `past`
+  static constexpr const char *kStateCapacity = "max_context";
+
+  /// Matches `name` against a --state side with at most one '*'; the text
+  /// the star matched goes to `star`.
+  static bool glob_match(const std::string &pattern, const std::string &name, std::string &star) {
+    size_t at = pattern.find('*');
+    if (at == std::string::npos)
+      return star.clear(), pattern == name;
+    std::string pre = pattern.substr(0, at), post = pattern.substr(at + 1);
+    if (name.size() < pre.size() + post.size() || name.compare(0, pre.size(), pre) != 0 ||
+        name.compare(name.size() - post.size(), post.size(), post) != 0)
+      return false;
+    star = name.substr(pre.size(), name.size() - pre.size() - post.size());
+    return true;
+  }
+
+  void find_state_pairs() {
+    const std::string &spec = options_.state;
+    if (spec.empty())
+      return;
+    std::map<std::string, int> producer;
+    for (int i = 0; i < graph_proto_.node_size(); ++i)
+      for (const std::string &o : graph_proto_.node(i).output())
+        producer[o] = i;
+    std::map<std::string, const onnx::ValueInfoProto *> inputs;
+    for (const auto &in : graph_proto_.input())
+      if (!values_.count(in.name()))
+        inputs[in.name()] = &in;
+    // The pair's Concat: OUT = Concat(IN, x) along a dim of IN that is a
+    // dim_param; "" when it is one, else why not.
+    auto check = [&](const std::string &in, const std::string &out, StatePair &pair) -> std::string {
+      auto p = producer.find(out);
+      if (p == producer.end())
+        return "no node computes the output '" + out + "'";
+      const onnx::NodeProto &n = graph_proto_.node(p->second);
+      if (n.op_type() != "Concat" || n.input_size() != 2 || n.input(0) != in)
+        return "'" + out + "' is not Concat('" + in + "', new rows)";
+      auto i = inputs.find(in);
+      if (i == inputs.end() || !i->second->type().has_tensor_type() || !i->second->type().tensor_type().has_shape())
+        return "'" + in + "' is no graph input with a shape";
+      const auto &shape = i->second->type().tensor_type().shape();
+      int64_t axis = 0;
+      for (const auto &a : n.attribute())
+        if (a.name() == "axis")
+          axis = a.i();
+      if (axis < 0)
+        axis += shape.dim_size();
+      if (axis < 0 || axis >= shape.dim_size() || !shape.dim(static_cast<int>(axis)).has_dim_param())
+        return "'" + out + "' concatenates along a dim of '" + in + "' that is not symbolic (a dim_param)";
+      pair = {out, axis};
+      return "";
+    };
+    if (spec == "auto") {
+      for (const auto &o : graph_proto_.output()) {
+        auto p = producer.find(o.name());
+        StatePair pair;
+        if (p != producer.end() && graph_proto_.node(p->second).input_size() == 2 &&
+            check(graph_proto_.node(p->second).input(0), o.name(), pair).empty())
+          state_pairs_[graph_proto_.node(p->second).input(0)] = pair;
+      }
+      if (state_pairs_.empty())
+        diags_->error(ErrorCode::InvalidArgument, path_, "--state auto",
+                     "no graph output is Concat(graph input, new rows) along a symbolic dim: the model has no "
+                     "KV-cache pairs to keep as state");
+    } else {
+      size_t start = 0;
+      while (start <= spec.size()) {
+        size_t comma = spec.find(',', start);
+        std::string item = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        start = comma == std::string::npos ? spec.size() + 1 : comma + 1;
+        size_t eq = item.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+          diags_->error(ErrorCode::InvalidArgument, path_, "--state " + item, "expected IN=OUT (or 'auto')");
+          continue;
+        }
+        std::string in_pat = item.substr(0, eq), out_pat = item.substr(eq + 1);
+        size_t matched = 0;
+        for (const auto &[name, info] : inputs) {
+          std::string star, out_star;
+          if (!glob_match(in_pat, name, star))
+            continue;
+          std::string out = out_pat;
+          if (size_t at = out.find('*'); at != std::string::npos)
+            out.replace(at, 1, star);
+          ++matched;
+          StatePair pair;
+          std::string why = check(name, out, pair);
+          if (!why.empty())
+            diags_->error(ErrorCode::InvalidArgument, path_, "--state " + item, why);
+          else
+            state_pairs_[name] = pair;
+        }
+        if (!matched)
+          diags_->error(ErrorCode::InvalidArgument, path_, "--state " + item,
+                       "no graph input matches '" + in_pat + "'");
+      }
+    }
+    for (const auto &[in, pair] : state_pairs_)
+      state_outputs_.insert(pair.output);
+    for (const auto &in : graph_proto_.input()) // the buffers' capacity is a symbol of its own
+      if (!state_pairs_.empty() && in.type().has_tensor_type())
+        for (const auto &d : in.type().tensor_type().shape().dim())
+          if (d.has_dim_param() && d.dim_param() == kStateCapacity)
+            diags_->error(ErrorCode::InvalidArgument, path_, "--state",
+                         "the graph input '" + in.name() + "' has a dim named '" + kStateCapacity +
+                             "', the name the state's capacity takes");
+  }
+
+  /// A state input's buffer shape: [max_context, its dims but the axis].
+  /// Records the length symbol (the axis' dim: one for every pair).
+  Shape state_buffer_shape(const StatePair &pair, const Shape &shape) {
+    const Dim &length = shape[static_cast<size_t>(pair.axis)];
+    if (!length.is_symbol())
+      throw Error(ErrorCode::InvalidArgument,
+                  "--state: the dim the cache grows along is " + length.to_string() +
+                      ", not a symbol (do not pin it with --dim)");
+    std::string symbol = length.symbols().at(0);
+    if (!state_length_.empty() && state_length_ != symbol)
+      throw Error(ErrorCode::InvalidArgument, "--state: the caches grow along different dims ('" + state_length_ +
+                                                  "' and '" + symbol + "'); a state has one length");
+    state_length_ = symbol;
+    Shape out{Dim(kStateCapacity)};
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (static_cast<int64_t>(d) != pair.axis) {
+        if (!shape[d].is_static())
+          throw Error(ErrorCode::InvalidArgument, "--state: dim " + std::to_string(d) + " of the cache is " +
+                                                      shape[d].to_string() + "; only the growing dim may be symbolic");
+        out.push_back(shape[d]);
+      }
+    return out;
+  }
+
+  /// The logical value of a state buffer: its first `length` rows, the
+  /// rows' axis moved back to `axis`.
+  Tensor state_view(const Tensor &buffer, int64_t axis) const {
+    return ops::transpose(ops::buffer_prefix(buffer, Dim(state_length_)), rows_back(buffer.shape().size(), axis));
+  }
+  /// The permutation moving dim 0 (the rows) to `axis`, and its inverse.
+  static std::vector<int64_t> rows_back(size_t rank, int64_t axis) {
+    std::vector<int64_t> perm;
+    for (int64_t j = 0; j < static_cast<int64_t>(rank); ++j)
+      perm.push_back(j == axis ? 0 : j < axis ? j + 1 : j);
+    return perm;
+  }
+  static std::vector<int64_t> rows_first(size_t rank, int64_t axis) {
+    std::vector<int64_t> perm{axis};
+    for (int64_t j = 0; j < static_cast<int64_t>(rank); ++j)
+      if (j != axis)
+        perm.push_back(j);
+    return perm;
+  }
+
+  /// A pair's Concat(IN, x): x's rows appended to IN's buffer in place; the
+  /// result is the view of every filled row. False for any other node.
+  bool append_to_state(const onnx::NodeProto &proto, const OnnxNode &node, std::vector<Val> &results) {
+    if (proto.op_type() != "Concat" || proto.input_size() != 2 || proto.output_size() != 1 ||
+        !values_.count(proto.input(0)))
+      return false;
+    const Val &past = values_.at(proto.input(0));
+    if (past.state_axis < 0 || !state_outputs_.count(proto.output(0)))
+      return false;
+    size_t rank = past.tensor.shape().size();
+    Tensor rows = ops::transpose(tensor_of(values_.at(proto.input(1)), node, 1), rows_first(rank, past.state_axis));
+    Tensor all = ops::buffer_append(past.state_buffer, rows, Dim(state_length_));
+    Val v;
+    v.kind = Val::Kind::traced;
+    v.tensor = ops::transpose(all, rows_back(rank, past.state_axis));
+    results = {v};
+    Dim advance = rows.shape()[0];
+    if (!state_advance_)
+      state_advance_ = advance;
+    else if (*state_advance_ != advance)
+      throw Error(ErrorCode::InvalidArgument, "--state: this cache appends " + advance.to_string() +
+                                                  " rows, another " + state_advance_->to_string() +
+                                                  "; a state grows by one count per run");
+    return true;
+  }
+  std::optional<Dim> state_advance_;
+
+  /// The root's ModelState, once the graph is traced.
+  void declare_state(Graph &graph) {
+    if (!state_advance_) {
+      diags_->error(ErrorCode::InvalidArgument, path_, "--state", "no KV-cache Concat was traced");
+      return;
+    }
+    if (!graph.symbol_table().contains(state_length_)) // no other input's dim: passed (NAME_step: the state's)
+      graph.symbol_table().declare(state_length_, SymbolOrigin::DimArgument);
+
+    graph.symbol_table().set_model_state({state_buffers_, state_length_, kStateCapacity, *state_advance_});
+  }
+
   void run_node(const onnx::NodeProto &proto) {
     if (proto.op_type() == "If" && (proto.domain().empty() || proto.domain() == "ai.onnx"))
       return run_if(proto);
@@ -1151,7 +1383,8 @@ private:
       std::optional<NodeNameScope> named;
       if (auto *graph_ctx = dynamic_cast<GraphRealizationContext *>(RealizationContext::current()))
         named.emplace(*graph_ctx, !proto.name().empty() ? proto.name() : proto.output_size() ? proto.output(0) : "");
-      results = evaluate(node);
+      if (!append_to_state(proto, node, results))
+        results = evaluate(node);
     } catch (const Error &e) {
       diags_->error(e.code(), path_, describe_node(proto), e.message());
       if (e.code() == ErrorCode::OnnxUnsupportedOp &&

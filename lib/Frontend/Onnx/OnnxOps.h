@@ -25,6 +25,11 @@ struct Val {
   DType dtype = DType::i64;  // sym: its integer dtype
   std::string initializer;   // known: the initializer it is (a named weight)
   std::string graph_input;   // traced: the graph input it is
+  // traced, a KV-cache input made model state (--state): `tensor` is its
+  // logical value (a view of the buffer's first rows), `state_buffer` the
+  // buffer [capacity, the other dims] its rows grow along `state_axis` in.
+  Tensor state_buffer;
+  int64_t state_axis = -1;
 };
 
 class OnnxNode;

@@ -96,6 +96,18 @@ public:
     return run_through(inputs, two ? two_threads : nullptr);
   }
 
+  /// One thread, with `dims` binding the symbols no input determines (a
+  /// model state's length). The inputs' bytes are the buffers: a state
+  /// buffer is updated in place.
+  std::vector<HostTensor> run_dims(const std::vector<HostTensor> &inputs, const DimBindings &dims) {
+    set_threads_(1);
+    set_pf_(nullptr);
+    return execute(inputs, dims);
+  }
+
+  /// The artifact's function `maxc_jit<suffix>` ("_step", "_state_create"...).
+  void *lookup(const std::string &suffix) const { return jit_->lookup("maxc_jit" + suffix); }
+
   /// Through the caller's `parallel_for` (null: one thread).
   std::vector<HostTensor> run_through(const std::vector<HostTensor> &inputs, void (*parallel_for)(void *, int64_t, TaskFn)) {
     set_threads_(1);
@@ -111,8 +123,7 @@ public:
   }
 
 private:
-  std::vector<HostTensor> execute(const std::vector<HostTensor> &inputs) {
-    DimBindings dims;
+  std::vector<HostTensor> execute(const std::vector<HostTensor> &inputs, DimBindings dims = {}) {
     bind_input_dims(graph_, inputs, dims);
     std::vector<HostTensor> outputs;
     for (ValueId id : graph_.output_ids())

@@ -1,0 +1,183 @@
+// Model state: a buffer the graph updates in place (buffer_append) and reads
+// as views of its first rows (buffer_prefix, the append's result), inside a
+// deduplicated block called twice (one state buffer per call), kept between
+// runs by the caller (NAME_run) or by the artifact's state object
+// (NAME_state_create / NAME_step). Runs equal on the reference interpreter
+// and the CPU, step after step, with two interleaved states.
+#include "CompiledRunner.h"
+
+#include "maxc/Codegen/LoweringPlan.h"
+#include "maxc/Codegen/ModelAbi.h"
+#include "maxc/Transforms/Rewrite.h"
+
+using namespace maxc;
+using namespace maxc::test;
+
+namespace {
+
+constexpr int64_t kWidth = 4;
+
+// The block: appends x * w (its rows) to its cache at row `past`, then
+// attends: scores = x @ cache^T over every filled row, softmax, @ cache; and
+// the sum of the rows filled before this run (a prefix view).
+TensorTree block(GraphRealizationContext &, const std::vector<Tensor> &a, const NamedTensors &p) {
+  Tensor rows = ops::matmul(a[0], p.at("w"));
+  Tensor cache = ops::buffer_append(a[1], rows, Dim("past"));          // [past + n, W]
+  Tensor before = ops::buffer_prefix(a[1], Dim("past"));               // [past, W]
+  Tensor att = ops::matmul(ops::softmax(ops::matmul(a[0], ops::transpose(cache, {1, 0})), -1), cache);
+  Tensor old = ops::sum(before, {0}, true);                            // [1, W]
+  return TensorTree(att + old + a[0]);
+}
+
+// Inputs: x [n, W], cache0 and cache1 [cap, W] (state); output [n, W].
+std::unique_ptr<Graph> state_model() {
+  auto graph = std::make_unique<Graph>("cached");
+  graph->add_input(TensorType(DType::f32, {Dim("n"), Dim(kWidth)}), "x");
+  graph->add_input(TensorType(DType::f32, {Dim("cap"), Dim(kWidth)}), "cache0");
+  graph->add_input(TensorType(DType::f32, {Dim("cap"), Dim(kWidth)}), "cache1");
+  graph->symbol_table().declare("past", SymbolOrigin::DimArgument);
+  graph->symbol_table().set_model_state({{"cache0", "cache1"}, "past", "cap", Dim("n")});
+  {
+    GraphRealizationContext ctx(*graph);
+    std::vector<Tensor> in;
+    for (const Value &v : graph->inputs())
+      in.push_back(Tensor::from_graph_value(v));
+    Tensor x = in[0];
+    for (int i = 0; i < 2; ++i) {
+      CallOptions options;
+      options.key = "block";
+      options.instance = "blocks." + std::to_string(i);
+      options.name = "block";
+      NamedTensors params{{"w", Tensor::from_host(random_tensor(DType::f32, {kWidth, kWidth}, -0.5, 0.5))}};
+      x = ctx.call(options, block, {x, in[1 + i]}, params).tensor();
+    }
+    graph->output({x.value()});
+  }
+  graph->verify();
+  return graph;
+}
+
+} // namespace
+
+TEST_CASE("state buffers: appended in place, read as views, planned without copies", "[state]") {
+  std::unique_ptr<Graph> g = state_model();
+  const Graph &blk = *g->find_subgraph("block");
+  LoweringPlan plan = plan_lowering(blk);
+  for (const Node &n : blk.nodes())
+    if (n.op == "buffer_append" || n.op == "buffer_prefix") {
+      INFO(n.op);
+      // The views live in the buffer (input 1 of the block): no slot, no copy.
+      CHECK(plan.values[n.results[0]].storage == Storage::input);
+      CHECK(plan.values[n.results[0]].index == 1);
+    }
+  // The write is an effect: kept by dead-code removal even when unread.
+  std::unique_ptr<Graph> unread = trace_graph({TensorType(DType::f32, {2, kWidth}), TensorType(DType::f32, {8, kWidth})},
+                                              [](const std::vector<Tensor> &x) {
+                                                (void)ops::buffer_append(x[1], x[0] * 2.0, Dim(3));
+                                                return std::vector<Tensor>{x[0] + 1.0};
+                                              });
+  std::unique_ptr<Graph> pruned = without_dead_nodes(*unread);
+  const Graph &kept = pruned ? *pruned : *unread;
+  CHECK(std::count_if(kept.nodes().begin(), kept.nodes().end(),
+                      [](const Node &n) { return n.op == "buffer_append"; }) == 1);
+  // The interface: state buffers are written (non-const), the state API exists.
+  ModelInterface abi = describe_interface(*g, "cached");
+  REQUIRE(abi.state);
+  CHECK(abi.inputs[1].state);
+  CHECK(!abi.inputs[0].state);
+  CHECK(abi.state_row_bytes == std::vector<int64_t>{16, 16});
+  CHECK(abi.symbols == std::vector<std::string>{"cap", "n", "past"});
+  // Near misses: the op checks its operands.
+  MAXC_REQUIRE_ERROR(trace_graph({TensorType(DType::f32, {2, 3}), TensorType(DType::f32, {8, kWidth})},
+                                 [](const std::vector<Tensor> &x) {
+                                   return std::vector<Tensor>{ops::buffer_append(x[1], x[0], Dim(0))};
+                                 }),
+                     ErrorCode::ShapeMismatch, "must match the buffer");
+}
+
+TEST_CASE("state buffers run equal on reference and cpu, step after step", "[state][codegen]") {
+  std::unique_ptr<Graph> g = state_model();
+  JitCompiledGraph cpu(*g);
+  constexpr int64_t kCap = 16;
+  // Caller-owned buffers through NAME_run: the reference's and the CPU's
+  // own copies, each updated in place by its runs.
+  HostTensor ref0(DType::f32, {kCap, kWidth}), ref1(DType::f32, {kCap, kWidth});
+  HostTensor cpu0(DType::f32, {kCap, kWidth}), cpu1(DType::f32, {kCap, kWidth});
+  int64_t past = 0;
+  for (int64_t n : {5, 1, 1, 3, 1}) { // a prefill, then steps
+    INFO("past " << past << " n " << n);
+    HostTensor x = random_tensor(DType::f32, {n, kWidth});
+    std::vector<HostTensor> expected = Interpreter::run(*g, {x, ref0, ref1}, {{"past", past}});
+    std::vector<HostTensor> actual = cpu.run_dims({x, cpu0, cpu1}, {{"past", past}});
+    MAXC_REQUIRE_CLOSE(actual[0], expected[0], 1e-5, 1e-5);
+    past += n;
+    MAXC_REQUIRE_CLOSE(cpu0, ref0, 1e-5, 1e-6);
+    MAXC_REQUIRE_CLOSE(cpu1, ref1, 1e-5, 1e-6);
+  }
+  // The rows past the filled ones were never written.
+  for (int64_t e = past * kWidth; e < kCap * kWidth; ++e)
+    REQUIRE(cpu0.get_f64(e) == 0.0);
+  // Earlier rows matter: the same x after other steps gives another result.
+  HostTensor x = random_tensor(DType::f32, {1, kWidth});
+  HostTensor fresh0(DType::f32, {kCap, kWidth}), fresh1(DType::f32, {kCap, kWidth});
+  CHECK(!compare(Interpreter::run(*g, {x, ref0, ref1}, {{"past", past}})[0],
+                 Interpreter::run(*g, {x, fresh0, fresh1}, {{"past", 0}})[0], 1e-5, 1e-5)
+             .empty());
+}
+
+TEST_CASE("the state API: two interleaved states, a full state, reset", "[state][codegen]") {
+  std::unique_ptr<Graph> g = state_model();
+  JitCompiledGraph cpu(*g);
+  using Create = void *(*)(int64_t);
+  using Free = void (*)(void *);
+  using Length = int64_t (*)(const void *);
+  using Step = int32_t (*)(void *, const float *, float *, int64_t);
+  auto create = reinterpret_cast<Create>(cpu.lookup("_state_create"));
+  auto destroy = reinterpret_cast<Free>(cpu.lookup("_state_destroy"));
+  auto reset = reinterpret_cast<Free>(cpu.lookup("_state_reset"));
+  auto length = reinterpret_cast<Length>(cpu.lookup("_state_length"));
+  auto capacity = reinterpret_cast<Length>(cpu.lookup("_state_capacity"));
+  auto step = reinterpret_cast<Step>(cpu.lookup("_step")); // (state, x, out, n)
+  CHECK(create(0) == nullptr);
+  CHECK(create(-3) == nullptr);
+  CHECK(length(nullptr) == -1);
+  constexpr int64_t kCap = 12;
+  void *a = create(kCap), *b = create(kCap);
+  REQUIRE(a != nullptr);
+  REQUIRE(b != nullptr);
+  CHECK(capacity(a) == kCap);
+  // The reference keeps its own buffers per conversation.
+  HostTensor ra0(DType::f32, {kCap, kWidth}), ra1(DType::f32, {kCap, kWidth});
+  HostTensor rb0(DType::f32, {kCap, kWidth}), rb1(DType::f32, {kCap, kWidth});
+  auto check_step = [&](void *state, HostTensor &r0, HostTensor &r1, int64_t n) {
+    HostTensor x = random_tensor(DType::f32, {n, kWidth});
+    int64_t past = length(state);
+    std::vector<HostTensor> expected = Interpreter::run(*g, {x, r0, r1}, {{"past", past}});
+    HostTensor out(DType::f32, {n, kWidth});
+    REQUIRE(step(state, reinterpret_cast<const float *>(x.data()), reinterpret_cast<float *>(out.data()), n) == 0);
+    MAXC_REQUIRE_CLOSE(out, expected[0], 1e-5, 1e-5);
+    CHECK(length(state) == past + n);
+  };
+  check_step(a, ra0, ra1, 4); // prefill a
+  check_step(b, rb0, rb1, 2); // prefill b
+  for (int i = 0; i < 3; ++i) {
+    check_step(a, ra0, ra1, 1);
+    check_step(b, rb0, rb1, 1);
+  }
+  // a holds 7 rows: 6 more do not fit; nothing runs, the length stays.
+  HostTensor x6 = random_tensor(DType::f32, {6, kWidth}), out6(DType::f32, {6, kWidth});
+  CHECK(step(a, reinterpret_cast<const float *>(x6.data()), reinterpret_cast<float *>(out6.data()), 6) ==
+        static_cast<int32_t>(RunStatus::state_full));
+  CHECK(length(a) == 7);
+  check_step(a, ra0, ra1, 5); // exactly full
+  CHECK(length(a) == kCap);
+  // Reset: a new conversation on the same buffers.
+  reset(a);
+  CHECK(length(a) == 0);
+  HostTensor fa0(DType::f32, {kCap, kWidth}), fa1(DType::f32, {kCap, kWidth});
+  check_step(a, fa0, fa1, 3);
+  CHECK(step(nullptr, nullptr, nullptr, 1) == static_cast<int32_t>(RunStatus::null_pointer));
+  destroy(a);
+  destroy(b);
+  destroy(nullptr);
+}
