@@ -477,8 +477,7 @@ private:
         if (pair != state_pairs_.end()) {
           state_buffers_.push_back(cname);
           v.state_buffer = v.tensor;
-          v.state_axis = pair->second.axis;
-          v.tensor = state_view(v.state_buffer, v.state_axis);
+          v.state_axis = pair->second.axis; // its view is made once every input is added
         }
         values_[in.name()] = v;
         info_.input_names.push_back(in.name());
@@ -489,6 +488,9 @@ private:
         poisoned_.insert(in.name());
       }
     }
+    for (auto &[name, v] : values_) // the state inputs' logical values: views of their buffers
+      if (v.state_axis >= 0 && !poisoned_.count(name))
+        v.tensor = state_view(v.state_buffer, v.state_axis);
     report_unknown_dims(options_.dims, known_dims, path_, *diags_);
     for (const auto &[name, text] : options_.bound_inputs)
       if (!bound_seen.count(name) && !poisoned_.count(name)) {
