@@ -18,6 +18,12 @@ greedily, each feeding its own `present` back as `past`:
     greedy sequence.
 Prints per step the tokens, the max relative logits difference, and PASS or
 FAIL; exit status 1 when the tokens differ or a step fails.
+
+--state also compiles the model with `--state auto` (past/present pairs kept
+in place) and drives its state API from a small C program: kvs_state_create,
+kvs_step on the prompt, then kvs_step on each of ORT's greedy tokens; every
+step's last logits row must match ORT's (rtol 1e-4, atol 1e-5) and give
+ORT's token.
 """
 
 import argparse
@@ -40,6 +46,7 @@ def main():
     ap.add_argument("--maxc", default=os.path.join(ROOT, "build", "bin", "maxc"))
     ap.add_argument("--ort-dir", default=os.path.join(ROOT, "build", "bench", "ort"))
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "bench", "kv-greedy"))
+    ap.add_argument("--state", action="store_true", help="also check the state API (--state auto)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     w = lambda *p: os.path.join(a.work, *p)
@@ -102,7 +109,8 @@ def main():
 
     ok = True
     of = mf = first_feeds()
-    ort_tokens, maxc_tokens = [], []
+    ort_tokens, maxc_tokens, ort_logits = [], [], []
+    prompt_tokens = [int(t) for t in of[ins[0]["name"]][0]]
     for step in range(a.steps + 1):
         o = ort_step(step, of)
         m = maxc_step(step, mf)
@@ -119,6 +127,7 @@ def main():
         harness = subprocess.run(args, capture_output=True, text=True)
         ot, mt = int(o[outs[0]["name"]][0, -1].argmax()), int(m[outs[0]["name"]][0, -1].argmax())
         ort_tokens.append(ot)
+        ort_logits.append(o[outs[0]["name"]][0, -1])
         maxc_tokens.append(mt)
         lo, lm = o[outs[0]["name"]], m[outs[0]["name"]]
         rel = float(np.abs(lo - lm).max() / np.abs(lo).max()) if step == 0 else float("nan")
@@ -130,7 +139,54 @@ def main():
         of, mf = next_feeds(o, ot), next_feeds(m, mt)
     print("greedy tokens: ORT %s, maxc %s: %s" % (ort_tokens, maxc_tokens, "identical" if ort_tokens == maxc_tokens
                                                                               else "DIFFERENT"))
+    if a.state:
+        ok = check_state(a, w, ort_logits, prompt_tokens, ort_tokens, vocab) and ok
     return 0 if ok else 1
+
+
+STATE_DRIVER = r"""
+#include "kvs.h"
+#include <stdio.h>
+#include <stdlib.h>
+/* argv: logits.bin vocab prompt_len tokens...: one kvs_step on the prompt, then one per further token. */
+int main(int argc, char **argv) {
+  FILE *out = fopen(argv[1], "wb");
+  long vocab = atol(argv[2]), prompt = atol(argv[3]), n = argc - 4;
+  int64_t *tokens = malloc(sizeof(int64_t) * n);
+  float *logits = malloc(sizeof(float) * vocab * prompt);
+  for (long i = 0; i < n; ++i) tokens[i] = atoll(argv[4 + i]);
+  kvs_state *s = kvs_state_create(n + 1);
+  if (!out || !s || kvs_step(s, tokens, logits, prompt) != KVS_OK) return 2;
+  fwrite(logits + (prompt - 1) * vocab, sizeof(float), vocab, out);
+  for (long i = prompt; i < n; ++i) {
+    if (kvs_step(s, tokens + i, logits, 1) != KVS_OK) return 3;
+    fwrite(logits, sizeof(float), vocab, out);
+  }
+  kvs_state_destroy(s);
+  return fclose(out) != 0;
+}
+"""
+
+
+def check_state(a, w, ort_logits, prompt_tokens, ort_tokens, vocab):
+    obj = w("kvs.o")
+    subprocess.run([a.maxc, "compile", a.model, "-o", obj, "--name", "kvs", "--state", "auto", "-q"], check=True)
+    with open(w("kvs_main.c"), "w") as f:
+        f.write(STATE_DRIVER)
+    subprocess.run(["cc", "-O2", "-I", a.work, w("kvs_main.c"), obj, "-lm", "-lpthread", "-o", w("kvs_main")],
+                   check=True)
+    tokens = list(prompt_tokens) + ort_tokens[:-1]
+    subprocess.run([w("kvs_main"), w("kvs_logits.bin"), str(vocab), str(len(prompt_tokens)), *map(str, tokens)],
+                   check=True)
+    got = np.fromfile(w("kvs_logits.bin"), np.float32).reshape(-1, vocab)
+    ok = True
+    for step, (g, o) in enumerate(zip(got, ort_logits)):
+        close = np.allclose(g, o, rtol=1e-4, atol=1e-5)
+        same = int(g.argmax()) == ort_tokens[step]
+        print("state API step %d: max abs diff %.1e, token %d: %s" % (step, float(np.abs(g - o).max()), int(g.argmax()),
+                                                                    "PASS" if close and same else "FAIL"))
+        ok = ok and close and same
+    return ok
 
 
 if __name__ == "__main__":
