@@ -7,7 +7,9 @@
 //   q [*B, Sq, D], k [*B, Sk, D], v [*B, Sk, Dv] (the same batch dims, one
 //   float dtype), optional mask broadcastable to [*B, Sq, Sk]: bool keeps a
 //   score where true and puts `fill` elsewhere, a float mask is added.
-//   Result [*B, Sq, Dv].
+//   Result [*B, Sq, Dv]. kv_groups = g > 1 (grouped-query attention): k and
+//   v have 1/g of q's heads (the last batch dim), query head h reads kv head
+//   h / g — HF's repeat_kv read in place (FuseAttention matches it).
 //
 // Reference semantics: scores, softmax and the weighted sum in double,
 // rounded once.
@@ -31,7 +33,9 @@ OpDef attention_op() {
   def.min_operands = 3;
   def.max_operands = 4;
   def.attrs = {{"scale", AttrKind::real, AttrValue(1.0), "multiplies q @ k^T"},
-               {"fill", AttrKind::real, AttrValue(0.0), "the score where a bool mask is false"}};
+               {"fill", AttrKind::real, AttrValue(0.0), "the score where a bool mask is false"},
+               {"kv_groups", AttrKind::integer, AttrValue(int64_t(1)),
+                "query heads per k/v head (grouped-query attention; k and v's last batch dim is q's / kv_groups)"}};
   def.infer = [](const InferContext &c) {
     const std::string op = "attention";
     const TensorType &q = c.operands[0], &k = c.operands[1], &v = c.operands[2];
@@ -42,10 +46,19 @@ OpDef attention_op() {
     if (k.rank() != q.rank() || v.rank() != q.rank())
       fail_shape(op, "q " + q.to_string() + ", k " + k.to_string() + " and v " + v.to_string() + " must have one rank");
     int64_t r = q.rank();
-    Shape batch(q.shape.begin(), q.shape.end() - 2);
-    if (Shape(k.shape.begin(), k.shape.end() - 2) != batch || Shape(v.shape.begin(), v.shape.end() - 2) != batch)
+    Shape batch(q.shape.begin(), q.shape.end() - 2), kv_batch = batch;
+    int64_t groups = c.attrs.get_int("kv_groups");
+    if (groups < 1 || (groups > 1 && r < 3))
+      fail_attr(op, "kv_groups " + std::to_string(groups) + " must be >= 1 (and > 1 only with a heads dim)");
+    if (groups > 1) {
+      const Dim &heads = batch.back();
+      if (!heads.is_static() || heads.value() % groups != 0)
+        fail_shape(op, "q " + q.to_string() + ": its heads dim must be a multiple of kv_groups " + std::to_string(groups));
+      kv_batch.back() = Dim(heads.value() / groups);
+    }
+    if (Shape(k.shape.begin(), k.shape.end() - 2) != kv_batch || Shape(v.shape.begin(), v.shape.end() - 2) != kv_batch)
       fail_shape(op, "q " + q.to_string() + ", k " + k.to_string() + " and v " + v.to_string() +
-                         " must have the same batch dims");
+                         " must have the same batch dims" + (groups > 1 ? " (k and v: 1/kv_groups of the heads)" : ""));
     if (k.shape[r - 1] != q.shape[r - 1])
       fail_shape(op, "k " + k.to_string() + " must have q's last dim (" + q.shape[r - 1].to_string() + ")");
     if (v.shape[r - 2] != k.shape[r - 2])
@@ -70,6 +83,7 @@ OpDef attention_op() {
     const HostTensor *mask = c.operands.size() > 3 ? &c.operands[3] : nullptr;
     HostTensor out = c.make_result();
     double scale = c.attrs.get_real("scale"), fill = c.attrs.get_real("fill");
+    int64_t groups = c.attrs.get_int("kv_groups"); // kv batch entry of q's entry b: b / groups
     const std::vector<int64_t> &qs = q.shape();
     size_t r = qs.size();
     int64_t sq = qs[r - 2], d = qs[r - 1], sk = k.shape()[r - 2], dv = v.shape()[r - 1];
@@ -85,7 +99,7 @@ OpDef attention_op() {
         for (int64_t j = 0; j < sk; ++j) {
           double dot = 0;
           for (int64_t e = 0; e < d; ++e)
-            dot += q.get_f64((b * sq + i) * d + e) * k.get_f64((b * sk + j) * d + e);
+            dot += q.get_f64((b * sq + i) * d + e) * k.get_f64((b / groups * sk + j) * d + e);
           double x = dot * scale;
           if (mask) {
             int64_t m = mask_at[static_cast<size_t>((b * sq + i) * sk + j)];
@@ -100,7 +114,7 @@ OpDef attention_op() {
         for (int64_t e = 0; e < dv; ++e) {
           double acc = 0;
           for (int64_t j = 0; j < sk; ++j)
-            acc += s[j] * v.get_f64((b * sk + j) * dv + e);
+            acc += s[j] * v.get_f64((b / groups * sk + j) * dv + e);
           out.set_f64((b * sq + i) * dv + e, acc / sum);
         }
       }

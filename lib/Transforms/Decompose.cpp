@@ -47,14 +47,23 @@ std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, Mat
     return {in_f32(in, [&](const std::vector<Tensor> &x) { return softmax_primitives(x[0], axis, op == "log_softmax"); })};
   }
   if (op == "attention") { // the pattern FuseAttention.h recognizes, row-major matmuls
+    std::vector<Tensor> kv = {in[1], in[2]};
+    if (int64_t g = a.get_int("kv_groups"); g > 1) // repeated over each group of query heads
+      for (Tensor &t : kv) {
+        Shape s = t.shape(), grouped = s;
+        size_t h = s.size() - 3;
+        grouped.insert(grouped.begin() + static_cast<std::ptrdiff_t>(h) + 1, Dim(g));
+        s[h] = s[h] * Dim(g);
+        t = ops::reshape(ops::broadcast_to(ops::unsqueeze(t, {static_cast<int64_t>(h) + 1}), grouped), s);
+      }
     std::vector<int64_t> perm;
-    for (int64_t i = 0; i < in[1].rank(); ++i)
-      perm.push_back(i < in[1].rank() - 2 ? i : i == in[1].rank() - 2 ? i + 1 : i - 1);
-    Tensor s = ops::matmul(in[0], ops::transpose(in[1], perm)) * ops::full(a.get_real("scale"), in[0].dtype());
+    for (int64_t i = 0; i < kv[0].rank(); ++i)
+      perm.push_back(i < kv[0].rank() - 2 ? i : i == kv[0].rank() - 2 ? i + 1 : i - 1);
+    Tensor s = ops::matmul(in[0], ops::transpose(kv[0], perm)) * ops::full(a.get_real("scale"), in[0].dtype());
     if (in.size() > 3)
       s = in[3].dtype() == DType::boolean ? ops::where(in[3], s, ops::full(a.get_real("fill"), s.dtype())) : s + in[3];
     Tensor p = in_f32({s}, [&](const std::vector<Tensor> &x) { return softmax_primitives(x[0], -1, false); });
-    return {ops::matmul(p, in[2])};
+    return {ops::matmul(p, kv[1])};
   }
   if (op == "layer_norm") {
     return {in_f32(in, [&](const std::vector<Tensor> &x) {
@@ -146,7 +155,7 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
   // Attention patterns become one attention node; their inner nodes go.
   std::map<size_t, AttentionMatch> attention;
   if (options.fuse_attention)
-    attention = match_attention(from, readers, options.attention_low_precision);
+    attention = match_attention(from, readers, options.attention_low_precision, options.attention_kv_groups);
   for (const auto &[n, m] : attention)
     for (size_t inner : m.inner)
       folded[inner] = true;
@@ -166,7 +175,10 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
       std::vector<Tensor> qkv = {values[m.q], k, values[m.v]};
       if (m.mask)
         qkv.push_back(m.mask_inverted ? ops::logical_not(values[*m.mask]) : values[*m.mask]);
-      values[node.results[0]] = ctx.record("attention", qkv, {{"scale", m.scale}, {"fill", m.fill}})[0];
+      Attrs attrs{{"scale", m.scale}, {"fill", m.fill}};
+      if (m.kv_groups > 1)
+        attrs.set("kv_groups", m.kv_groups);
+      values[node.results[0]] = ctx.record("attention", qkv, attrs)[0];
       continue;
     }
     if (auto it = fold_at.find(n); it != fold_at.end()) { // W' and b' arrive as parameters
@@ -186,7 +198,8 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
       continue;
     }
     bool whole = (options.keep_rowwise && keeps_row_kernel(from, node)) ||
-                 (options.fuse_attention && node.op == "attention" && keeps_attention(from, node, options.attention_low_precision));
+                 (options.fuse_attention && node.op == "attention" && keeps_attention(from, node, options.attention_low_precision) &&
+                  (options.attention_kv_groups || node.attrs.get_int("kv_groups") == 1));
     std::vector<Tensor> results = whole                      ? std::vector<Tensor>{}
                                   : is_composite_op(node.op) ? rewrite(node, operands, layout)
                                   : is_call(node)          ? layout.rewrite_call(node, operands, calls)

@@ -15,6 +15,7 @@ struct Matcher {
   /// v is read by exactly one node (and is no graph output).
   bool single_use(ValueId v) const { return m.single_use(v); }
   bool low_precision = false; // f16/bf16 patterns too (match_attention)
+  bool kv_groups = false;     // grouped-query k and v read in place (match_attention)
   /// f32, or f16/bf16 when low_precision (the pattern's one dtype is checked in match).
   bool f32(ValueId v) const {
     DType d = g.type_of(v).dtype;
@@ -147,15 +148,65 @@ struct Matcher {
     for (size_t i = 0; i + 2 < r; ++i)
       if (ks[i] != qs[i] || vs[i] != qs[i])
         return std::nullopt;
+    // Grouped-query attention: k and v each x repeated over groups of heads.
+    if (kv_groups && m.k_perm.empty() && r >= 3) {
+      AttentionMatch grouped = m;
+      int64_t gk = 0, gv = 0;
+      if (ungroup(grouped.k, gk, grouped) && ungroup(grouped.v, gv, grouped) && gk == gv) {
+        grouped.kv_groups = gk;
+        return grouped;
+      }
+    }
     return m;
+  }
+
+  /// v = reshape(broadcast_to(unsqueeze(x))) [*B, KVH*g, S, D] from x
+  /// [*B, KVH, S, D] through [*B, KVH, 1, S, D] and [*B, KVH, g, S, D]
+  /// (the unsqueeze may be a reshape): v becomes x, g > 1 is returned in
+  /// `groups`, the three nodes join the pattern's inner nodes.
+  bool ungroup(ValueId &v, int64_t &groups, AttentionMatch &m) const {
+    const Node *rs = producer(v);
+    if (!rs || rs->op != "reshape" || !single_use(v))
+      return false;
+    ValueId b = rs->operands[0];
+    const Node *bc = producer(b);
+    if (!bc || bc->op != "broadcast_to" || !single_use(b))
+      return false;
+    ValueId u = bc->operands[0];
+    const Node *un = producer(u);
+    if (!un || (un->op != "unsqueeze" && un->op != "reshape") || !single_use(u))
+      return false;
+    ValueId x = un->operands[0];
+    const Shape &vs = g.type_of(v).shape, &bs = g.type_of(b).shape, &us = g.type_of(u).shape,
+                &xs = g.type_of(x).shape;
+    size_t r = vs.size();
+    if (bs.size() != r + 1 || us.size() != r + 1 || xs.size() != r || !bs[r - 2].is_static() ||
+        bs[r - 2].value() < 2 || !bs[r - 3].is_static() || !vs[r - 3].is_static() ||
+        bs[r - 3].value() * bs[r - 2].value() != vs[r - 3].value())
+      return false;
+    for (size_t i = 0; i < r; ++i) { // x's dims: v's, but for the heads
+      if (i + 3 != r && xs[i] != vs[i])
+        return false;
+      size_t j = i < r - 2 ? i : i + 1; // x's dim i is b's and u's dim j
+      if (xs[i] != bs[j] || xs[i] != us[j])
+        return false;
+    }
+    if (us[r - 2] != Dim(1))
+      return false;
+    groups = bs[r - 2].value();
+    v = x;
+    for (const Node *n : {rs, bc, un})
+      m.inner.push_back(index(n));
+    return true;
   }
 };
 
 } // namespace
 
-std::map<size_t, AttentionMatch> match_attention(const Graph &g, const Readers &readers, bool low_precision) {
+std::map<size_t, AttentionMatch> match_attention(const Graph &g, const Readers &readers, bool low_precision,
+                                                 bool kv_groups) {
   std::map<size_t, AttentionMatch> out;
-  Matcher matcher{g, GraphMatcher(g, readers), low_precision};
+  Matcher matcher{g, GraphMatcher(g, readers), low_precision, kv_groups};
   for (size_t n = 0; n < g.nodes().size(); ++n)
     if (auto m = matcher.match(g.nodes()[n]))
       out[n] = *m;

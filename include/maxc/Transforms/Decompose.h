@@ -29,6 +29,10 @@ struct DecomposeOptions {
   /// With fuse_attention: f16 and bf16 attention too (the GPU's kernel
   /// widens to f32; the CPU's is f32 only).
   bool attention_low_precision = false;
+  /// With fuse_attention: grouped-query attention (k and v repeated over
+  /// groups of query heads: HF's repeat_kv, expand + reshape) read in place
+  /// by one attention node with kv_groups > 1 (the CPU's kernel takes it).
+  bool attention_kv_groups = false;
   /// Precision policy: f16 and bf16 computed in f32 (PromotePrecision.h),
   /// for a backend whose fast kernels are f32 only (the CPU).
   bool promote_low_precision = false;

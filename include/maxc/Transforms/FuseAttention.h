@@ -33,6 +33,9 @@ struct AttentionMatch {
   bool mask_inverted = false; // where(mask, f, s): scores are kept where the mask is false
   /// k is k_source permuted by this (empty: k_source itself).
   std::vector<int64_t> k_perm;
+  /// Grouped-query attention: k and v have 1/kv_groups of q's heads (their
+  /// last batch dim); query head h reads kv head h / kv_groups.
+  int64_t kv_groups = 1;
   double scale = 1.0, fill = 0.0;
   std::vector<size_t> inner; // the pattern's other nodes (not rebuilt)
 };
@@ -40,7 +43,10 @@ struct AttentionMatch {
 /// The attention patterns of `g`, by the index of their final matmul.
 /// `low_precision`: f16 and bf16 patterns too (one dtype throughout), for
 /// backends whose attention kernel takes them (the GPU's, f32 accumulation).
-std::map<size_t, AttentionMatch> match_attention(const Graph &g, const Readers &readers, bool low_precision = false);
+/// `kv_groups`: k and v repeated over groups of heads (reshape(broadcast_to(
+/// unsqueeze(x))), HF's repeat_kv) are matched as x with kv_groups > 1.
+std::map<size_t, AttentionMatch> match_attention(const Graph &g, const Readers &readers, bool low_precision = false,
+                                                 bool kv_groups = false);
 
 /// Whether bool `mask` of an attention with q and k of these shapes keeps
 /// exactly the scores with key j <= query i (then the kernel needs no mask

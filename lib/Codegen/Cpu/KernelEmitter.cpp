@@ -329,9 +329,16 @@ private:
       a.dv = g_.type_of(out).shape[r - 1].value();
       a.scale = node.attrs.get_real("scale");
       a.fill = node.attrs.get_real("fill");
+      // k and v of grouped-query attention: query head h reads kv head h / kv_groups.
+      auto kv_at = [&](Value *row, Value *col) {
+        Index idx = at(row, col);
+        if (int64_t g = node.attrs.get_int("kv_groups"); g > 1)
+          idx[r - 3] = b_.CreateUDiv(idx[r - 3], b_.getInt64(g));
+        return idx;
+      };
       a.q = [&](Value *i, Value *e) { return element(node.operands[0], at(i, e)); };
-      a.k = [&](Value *j, Value *e) { return element(node.operands[1], at(j, e)); };
-      a.v = [&](Value *j, Value *e) { return element(node.operands[2], at(j, e)); };
+      a.k = [&](Value *j, Value *e) { return element(node.operands[1], kv_at(j, e)); };
+      a.v = [&](Value *j, Value *e) { return element(node.operands[2], kv_at(j, e)); };
       if (node.operands.size() > 3)
         a.mask = [&](Value *i, Value *j) { return element(node.operands[3], broadcast(node.operands[3], scores, at(i, j))); };
       a.store = [&](Value *i, Value *e, Value *y) { store_element(DType::f32, ptr, linear_index(at(i, e), od), y); };
@@ -406,9 +413,12 @@ private:
       loop(b_.CreateSub(end, begin), [&](Value *t) {
         Value *row = b_.CreateAdd(begin, t);
         Value *entry = b_.CreateUDiv(row, blocks), *i0 = b_.CreateMul(b_.CreateURem(row, blocks), b_.getInt64(w));
-        auto at = [&](ValueId v, Value *rows) {
+        // k and v's entry of grouped-query attention: query head h reads kv
+        // head h / kv_groups, and q's batch entries run heads last.
+        int64_t groups = node.attrs.get_int("kv_groups");
+        auto at = [&](ValueId v, Value *rows, Value *e = nullptr) {
           return b_.CreateInBoundsGEP(b_.getFloatTy(), pointer_of(v),
-                                      b_.CreateMul(entry, b_.CreateMul(rows, b_.getInt64(g_.type_of(v).shape[r - 1].value()))));
+                                      b_.CreateMul(e ? e : entry, b_.CreateMul(rows, b_.getInt64(g_.type_of(v).shape[r - 1].value()))));
         };
         auto batch_index = [&] {
           Index bidx(batch.size());
@@ -421,9 +431,12 @@ private:
         };
         // Operand i's rows for this batch entry.
         auto operand = [&](size_t i, Value *rows) {
+          bool kv = i > 0 && groups > 1;
           if (!views[i])
-            return at(node.operands[i], rows);
+            return at(node.operands[i], rows, kv ? b_.CreateUDiv(entry, b_.getInt64(groups)) : nullptr);
           Index bidx = batch_index();
+          if (kv)
+            bidx.back() = b_.CreateUDiv(bidx.back(), b_.getInt64(groups));
           Value *offset = b_.getInt64(views[i]->offset);
           for (size_t d = 0; d < bidx.size(); ++d)
             offset = b_.CreateAdd(offset, b_.CreateMul(bidx[d], b_.getInt64(views[i]->strides[d])));

@@ -7,6 +7,7 @@
 // decomposition (what GPU backends get) must agree, also under GPU
 // emulation.
 #include "CompiledRunner.h"
+#include "EmulatedRunner.h"
 
 #include "maxc/Codegen/CompiledRun.h"
 #include "maxc/Codegen/LoweringPlan.h"
@@ -96,6 +97,41 @@ TEST_CASE("attention: grouped-query K/V repeated per head fuse over the repeated
     return ops::reshape(ops::broadcast_to(ops::unsqueeze(k, {2}), {b, kvh, rep, s, d}), {b, h, s, d});
   };
   check_fused(in, [&](auto &x) { return sdpa(x[0], expand_reshape(x[1]), expand_reshape(x[2])); });
+  {
+    // With attention_kv_groups (the CPU's option) HF's repeat_kv is read in
+    // place: one attention node with kv_groups = 2 over the unrepeated k and
+    // v, no broadcast left; without it (the GPUs) the repeat stays before it;
+    // a kv_groups node decomposed for a backend without it repeats k and v
+    // again. All equal to the interpreter.
+    auto build = [&](auto &x) { return sdpa(x[0], expand_reshape(x[1]), expand_reshape(x[2])); };
+    std::unique_ptr<Graph> traced = trace_graph(types_of(in), build);
+    DecomposeOptions cpu{true, true};
+    cpu.attention_kv_groups = true;
+    auto grouped = decompose(*traced, cpu);
+    grouped->verify();
+    REQUIRE(count_op(*grouped, "attention") == 1);
+    CHECK(count_op(*grouped, "broadcast_to") == 0);
+    for (const Node &n : grouped->nodes())
+      if (n.op == "attention") {
+        CHECK(n.attrs.get_int("kv_groups") == rep);
+        CHECK(grouped->type_of(n.operands[1]).shape == make_shape({b, kvh, s, d}));
+      }
+    std::vector<HostTensor> expected = Interpreter::run(*traced, in);
+    MAXC_REQUIRE_CLOSE(Interpreter::run(*grouped, in)[0], expected[0], kRtol, kAtol);
+    auto gpu = decompose(*traced, {false, true});
+    CHECK(count_op(*gpu, "broadcast_to") == 2);
+    auto decomposed = decompose(*grouped, {false, false});
+    CHECK(count_op(*decomposed, "attention") == 0);
+    MAXC_REQUIRE_CLOSE(Interpreter::run(*decomposed, in)[0], expected[0], kRtol, kAtol);
+    MAXC_REQUIRE_CLOSE(run_compiled(*traced, in)[0], expected[0], kRtol, kAtol);
+    MAXC_REQUIRE_CLOSE(run_gpu_emulated(*traced, in)[0], expected[0], kRtol, kAtol);
+    // A query block per head (8 > one vector of rows) and one query row (decode).
+    for (int64_t sq : {int64_t(19), int64_t(1)}) {
+      std::vector<HostTensor> rows = {random_tensor(DType::f32, {b, h, sq, d}, -3, 3), in[1], in[2]};
+      MAXC_REQUIRE_CLOSE(run_compiled(*trace_graph(types_of(rows), build), rows)[0],
+                         Interpreter::run(*trace_graph(types_of(rows), build), rows)[0], kRtol, kAtol);
+    }
+  }
   check_fused(in, [&](auto &x) { return sdpa(x[0], ops::tile(x[1], {1, rep, 1, 1}), ops::tile(x[2], {1, rep, 1, 1})); });
   check_fused(in, [&](auto &x) {
     Tensor heads = Tensor::from_host(HostTensor::from_i64(DType::i64, {4}, {0, 0, 1, 1}));
