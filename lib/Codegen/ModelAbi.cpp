@@ -78,6 +78,17 @@ ModelInterface describe_interface(const Graph &graph, const std::string &name) {
                                                   ": its size names '" + s +
                                                   "', defined by a node at run time; an output's size must follow "
                                                   "from the inputs' dims");
+  if (!table.model_state()) { // a buffer write needs buffers the caller knows are state
+    auto writes = [](const Graph &g) {
+      return std::any_of(g.nodes().begin(), g.nodes().end(), [](const Node &n) { return writes_buffer(n); });
+    };
+    bool any = writes(graph);
+    for (const auto &[sname, sub] : graph.subgraphs())
+      any = any || writes(*sub);
+    if (any)
+      throw Error(ErrorCode::InvalidGraph, "the model writes a state buffer (buffer_append) but declares no model "
+                                           "state: its buffers must be inputs named in the root's ModelState");
+  }
   if (const std::optional<ModelState> &state = table.model_state()) {
     m.state = *state;
     for (const std::string &buffer : state->buffers) {

@@ -105,6 +105,10 @@ const std::map<std::string, OpDoc> &docs() {
     t["if"] = {{OperandDoc{"pred", "[]", "any", ""}, OperandDoc{"captures", "[...]", "any", "", false, true}},
                "the taken body's results", {}};
     t["bind_dim"] = {{OperandDoc{"value", "[]", "I", "[]"}}, "[]", {{"symbol", std::string("n")}, {"bound", int64_t(16)}}};
+    t["buffer_prefix"] = {{OperandDoc{"buffer", "[capacity, ...]", "T", "[4,3]"}}, "[length, ...]",
+                          {{"length", Shape{2}}}};
+    t["buffer_append"] = {{OperandDoc{"buffer", "[capacity, ...]", "T", "[4,3]"}, OperandDoc{"rows", "[n, ...]", "T", "[1,3]"}},
+                          "[offset + n, ...]", {{"offset", Shape{2}}}};
     t["allreduce_sum"] = {{OperandDoc{"shards", "[...]", "T", "", false, true}}, "one [...] per shard", {}};
     return t;
   }();
