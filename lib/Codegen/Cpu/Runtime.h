@@ -36,7 +36,11 @@ llvm::FunctionType *task_function_type(llvm::LLVMContext &c);
 /// parallel_for (the program's parallel-for, the built-in pool, or a loop)
 /// when `count` > 1, else one direct call task(ctx, 0). Tasks must be
 /// independent; which thread runs one must not change what it computes.
+/// `work`: the whole job's estimated work (i64, about one multiply-add or
+/// one element operation a unit; null: unknown): the built-in pool runs a
+/// job below RuntimePool.c's MAXC_RT_MIN_WORK on the calling thread (a
+/// program's own parallel-for gets every job).
 void emit_parallel_for(llvm::IRBuilder<> &b, const std::string &prefix, llvm::Value *ctx, llvm::Value *count,
-                       llvm::Function *task);
+                       llvm::Function *task, llvm::Value *work);
 
 } // namespace maxc::codegen
