@@ -182,7 +182,8 @@ public:
   }
 };
 
-/// reshape / squeeze / unsqueeze of a constant read only there: a constant
+/// reshape / squeeze / unsqueeze of a constant read only there (its value
+/// has one reader, and no other constant node reads its bytes): a constant
 /// of the new shape holding the same bytes (HostTensor::reshaped shares
 /// them). A kernel that needs its operand in a buffer (a conv's weight, a
 /// GEMM's packed B) then reads the constant where it lies, instead of a copy
@@ -201,7 +202,13 @@ public:
         !std::all_of(type.shape.begin(), type.shape.end(), [](const Dim &d) { return d.is_static(); }))
       return {};
     const std::string &name = c->attrs.get_string("name");
-    const HostTensor &data = rc.match.graph().constant(name);
+    // Read nowhere else: not by a second constant node of the same name.
+    const Graph &g = rc.match.graph();
+    if (std::count_if(g.nodes().begin(), g.nodes().end(), [&](const Node &n) {
+          return n.op == "constant" && n.attrs.get_string("name") == name;
+        }) != 1)
+      return {};
+    const HostTensor &data = g.constant(name);
     if (data.dtype() != type.dtype)
       return {};
     std::vector<int64_t> shape;
