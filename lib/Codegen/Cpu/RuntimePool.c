@@ -44,7 +44,7 @@
  * is decided by the generated code from the shapes alone, so results are the
  * same bits whatever the thread count.
  *
- * Small jobs (session 13). On the 2-core VM of docs/PERFORMANCE.md a hand-off
+ * Small jobs (session 14). On the 2-core VM of docs/PERFORMANCE.md a hand-off
  * costs the caller a few microseconds of cache-line round trips (one way
  * 50-250 ns), and it leaves the job's output half in the other core's
  * cache, which a following kernel on the caller reads back line by line:
@@ -64,7 +64,7 @@
  * waiting, then sleep on a condition variable: an idle pool costs no CPU.
  * A model's next parallel kernel is usually within that window, and a
  * worker that is awake joins it in under a microsecond, where one woken
- * from sleep takes 30-50 us. (Before session 13 the spin was 4096 plain
+ * from sleep takes 30-50 us. (Before session 14 the spin was 4096 plain
  * loads, ~1 us, and the sched_yield polling lasted 0.5 ms: a system call
  * costs ~1 us in this VM, and those calls were 12 % of a 2-thread run's
  * samples.) The caller takes the mutex and broadcasts only when a worker
