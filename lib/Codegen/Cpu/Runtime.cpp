@@ -6,6 +6,7 @@
 #include <llvm/IR/IntrinsicsAArch64.h>
 #include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Module.h>
+#include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
 #include <llvm/Linker/Linker.h>
 #include <llvm/Support/MemoryBuffer.h>
@@ -73,7 +74,7 @@ void emit_profile_end(llvm::IRBuilder<> &b, const std::string &prefix, llvm::Val
   b.CreateCall(end, {counter, t0});
 }
 
-void link_cpu_runtime(llvm::Module &module, const std::string &name, bool profile) {
+void link_cpu_runtime(llvm::Module &module, const std::string &name, bool profile, const std::string &triple_name) {
   llvm::StringRef bytes = profile ? llvm::StringRef(reinterpret_cast<const char *>(kProfileRuntimeBitcode),
                                                     sizeof kProfileRuntimeBitcode)
                                   : llvm::StringRef(reinterpret_cast<const char *>(kRuntimeBitcode), sizeof kRuntimeBitcode);
@@ -92,7 +93,7 @@ void link_cpu_runtime(llvm::Module &module, const std::string &name, bool profil
   // maxc_rt_relax: the target's spin-wait hint.
   if (llvm::Function *relax = rt->getFunction(std::string(kPrefix) + "relax"); relax && relax->isDeclaration()) {
     llvm::IRBuilder<> rb(llvm::BasicBlock::Create(rt->getContext(), "entry", relax));
-    llvm::Triple triple(module.getTargetTriple());
+    llvm::Triple triple(triple_name.empty() ? llvm::sys::getProcessTriple() : triple_name);
     if (triple.isX86())
       rb.CreateIntrinsic(llvm::Intrinsic::x86_sse2_pause, {}, {});
     else if (triple.isAArch64())

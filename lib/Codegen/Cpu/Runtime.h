@@ -20,8 +20,11 @@ namespace maxc::codegen {
 /// after the kernels are emitted.
 /// `profile`: the profile build's runtime (RuntimePool.c with
 /// RuntimeProfile.c), which also defines NAME.rt.profile_{begin,end,run,
-/// reset,report}.
-void link_cpu_runtime(llvm::Module &module, const std::string &name, bool profile = false);
+/// reset,report}. `triple`: the target's (whose spin-wait hint
+/// NAME.rt.relax emits: x86 pause, aarch64 yield); empty: this host's (the
+/// JIT). The module's own triple is set only when the object is written.
+void link_cpu_runtime(llvm::Module &module, const std::string &name, bool profile = false,
+                      const std::string &triple = {});
 
 /// Profile builds: `t0 = NAME.rt.profile_begin()` before a kernel and
 /// `NAME.rt.profile_end(counter, t0)` after it (`counter`: the kernel's

@@ -319,6 +319,13 @@ void maxc_rt_set_num_threads(int32_t n) {
  * pool (NULL: back to the pool, or one thread). */
 void maxc_rt_set_parallel_for(maxc_rt_parallel_for_fn fn) { maxc_rt_user_parallel_for = fn; }
 
+/* Whether no pool job ended in the last MAXC_RT_SPIN_NS (the workers have
+ * stopped spinning); no clock read while the pool never ran one. */
+static int maxc_rt_workers_cold(void) {
+  int64_t last = atomic_load_explicit(&maxc_rt_pool.last_end, memory_order_relaxed);
+  return last == 0 || maxc_rt_now_ns() - last > MAXC_RT_SPIN_NS;
+}
+
 /* task(ctx, i) for i in [0, count); `work`: the job's estimated work in the
  * units of MAXC_RT_MIN_WORK (the generated code's estimate from the shapes;
  * negative: unknown, as large). */
@@ -333,8 +340,7 @@ void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task, int64_
   }
   int expected = 0;
   if (count < 2 || count > 0x7fffffff || maxc_rt_pool.wanted < 2 ||
-      (work >= 0 && work < MAXC_RT_MIN_WORK &&
-       maxc_rt_now_ns() - atomic_load_explicit(&maxc_rt_pool.last_end, memory_order_relaxed) > MAXC_RT_SPIN_NS) ||
+      (work >= 0 && work < MAXC_RT_MIN_WORK && maxc_rt_workers_cold()) ||
       !atomic_compare_exchange_strong(&maxc_rt_pool.busy, &expected, 1)) {
     for (int64_t i = 0; i < count; ++i)
       task(ctx, i);
