@@ -19,7 +19,15 @@
 #include <time.h>
 
 void maxc_rt_set_num_threads(int32_t n);
-void maxc_rt_parallel_for(void *ctx, int64_t count, void (*task)(void *, int64_t));
+void maxc_rt_parallel_for(void *ctx, int64_t count, void (*task)(void *, int64_t), int64_t work);
+/* The spin-wait hint that maxc links into each artifact (Cpu/Runtime.cpp). */
+void maxc_rt_relax(void) {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
 
 static double now_us(void) {
   struct timespec t;
@@ -65,7 +73,7 @@ int main(int argc, char **argv) {
     busy_us(gap);
     first_other = -1;
     call_start = now_us();
-    maxc_rt_parallel_for(0, tasks, task);
+    maxc_rt_parallel_for(0, tasks, task, -1); /* work unknown: always on the pool */
     t[r] = now_us() - call_start;
     join[r] = first_other < 0 ? 1e9 : first_other;
     joined += first_other >= 0;

@@ -5,6 +5,7 @@
 #include "maxc/Transforms/FuseActivations.h"
 #include "maxc/Transforms/FuseNorms.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -181,6 +182,45 @@ public:
   }
 };
 
+/// reshape / squeeze / unsqueeze of a constant read only there (its value
+/// has one reader, and no other constant node reads its bytes): a constant
+/// of the new shape holding the same bytes (HostTensor::reshaped shares
+/// them). A kernel that needs its operand in a buffer (a conv's weight, a
+/// GEMM's packed B) then reads the constant where it lies, instead of a copy
+/// of it made on every run (openWakeWord's mel spectrogram: its two STFT
+/// weights, 257 x 512 each, unsqueezed to conv weights, were copied every
+/// run, 25 % of the model's time).
+class ConstantReshape final : public RewritePattern {
+public:
+  explicit ConstantReshape(const char *op) : op_(op) {}
+  const char *name() const override { return "constant-reshape"; }
+  const char *root_op() const override { return op_; }
+  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &, RewriteContext &rc) const override {
+    const Node *c = rc.match.producer_op(node.operands[0], "constant");
+    const TensorType &type = result_type(rc, node);
+    if (!c || !rc.match.single_use(node.operands[0]) ||
+        !std::all_of(type.shape.begin(), type.shape.end(), [](const Dim &d) { return d.is_static(); }))
+      return {};
+    const std::string &name = c->attrs.get_string("name");
+    // Read nowhere else: not by a second constant node of the same name.
+    const Graph &g = rc.match.graph();
+    if (std::count_if(g.nodes().begin(), g.nodes().end(), [&](const Node &n) {
+          return n.op == "constant" && n.attrs.get_string("name") == name;
+        }) != 1)
+      return {};
+    const HostTensor &data = g.constant(name);
+    if (data.dtype() != type.dtype)
+      return {};
+    std::vector<int64_t> shape;
+    for (const Dim &d : type.shape)
+      shape.push_back(d.value());
+    return {rc.out.add_source(Tensor::from_host(data.reshaped(shape)), name)};
+  }
+
+private:
+  const char *op_;
+};
+
 class TransposeChain final : public RewritePattern {
 public:
   const char *name() const override { return "transpose-chain"; }
@@ -228,10 +268,13 @@ const std::vector<const RewritePattern *> &canonicalization_patterns() {
   static const CastChain cast_chain;
   static const ReshapeChain reshape_chain;
   static const TransposeChain transpose_chain;
+  static const ConstantReshape constant_reshape("reshape"), constant_squeeze("squeeze"),
+      constant_unsqueeze("unsqueeze");
   static const std::vector<const RewritePattern *> list = [&] {
     std::vector<const RewritePattern *> l = {&pow_by_constant, &div_identity, &div_by_sqrt,  &div_by_constant,
                                              &mul_identity,    &sub_identity, &add_identity, &cast_chain,
-                                             &reshape_chain,   &transpose_chain};
+                                             &reshape_chain,   &transpose_chain, &constant_reshape,
+                                             &constant_squeeze, &constant_unsqueeze};
     for (const RewritePattern *p : norm_patterns())
       l.push_back(p);
     for (const RewritePattern *p : activation_patterns())

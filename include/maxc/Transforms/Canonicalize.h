@@ -31,6 +31,12 @@
 //                     a reshape to x's own shape → x
 //   transpose-chain   transpose(transpose(x, p), q) → one;   bit-exact
 //                     an identity permutation → x
+//   constant-reshape  reshape/squeeze/unsqueeze of a         bit-exact (the same bytes)
+//                     constant read there only (one reader, no
+//                     other constant node of its name) → a
+//                     constant of the new shape: a conv's or
+//                     GEMM's weight is read where it lies, not
+//                     copied each run (STFT-as-conv weights)
 //   layer-norm        mean/sub/mul/mean/add/rsqrt/mul/add    the reference layer_norm (computed
 //                     over trailing axes → layer_norm         in double): ≤ 1e-5 relative
 //   rms-norm          x·rsqrt(mean(x·x)+eps)·w → rms_norm    likewise (FuseNorms.h)

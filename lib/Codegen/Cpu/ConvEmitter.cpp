@@ -55,7 +55,7 @@ int64_t ceil_div(int64_t a, int64_t d) { return a >= 0 ? (a + d - 1) / d : -((-a
 int64_t floor_div(int64_t a, int64_t d) { return a >= 0 ? a / d : -((-a + d - 1) / d); }
 
 void emit_tasks(llvm::IRBuilder<> &b, const std::string &prefix, const std::string &name,
-                const std::vector<Value *> &fields, int64_t tasks, const GemmEpilogue *epilogue,
+                const std::vector<Value *> &fields, int64_t tasks, int64_t work, const GemmEpilogue *epilogue,
                 const std::function<void(llvm::IRBuilder<> &, const std::vector<Value *> &, Value *)> &body) {
   llvm::Function *caller = b.GetInsertBlock()->getParent();
   llvm::Module &m = *caller->getParent();
@@ -88,7 +88,7 @@ void emit_tasks(llvm::IRBuilder<> &b, const std::string &prefix, const std::stri
   tb.CreateRetVoid();
   if (epilogue)
     epilogue->leave();
-  emit_parallel_for(b, prefix, args, b.getInt64(tasks), task);
+  emit_parallel_for(b, prefix, args, b.getInt64(tasks), task, b.getInt64(work));
 }
 
 } // namespace conv_ir
@@ -166,7 +166,7 @@ void emit_im2col_f32(llvm::IRBuilder<> &outer, const ConvShape &s, Value *x_in, 
   // Units (c, ky), not channels: a 3-channel stem splits too.
   const std::array<int64_t, 2> split = conv_task_split(s.C * s.KH, s.KW * P);
   const int64_t tasks = split[0], per = split[1];
-  emit_tasks(outer, prefix, "im2col", {x_in, cols_in}, tasks, nullptr,
+  emit_tasks(outer, prefix, "im2col", {x_in, cols_in}, tasks, s.C * s.KH * s.KW * P, nullptr,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
                Value *u0 = mul(b, t, per);
                Value *u1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, u0, per), b.getInt64(s.C * s.KH));
@@ -182,7 +182,7 @@ void emit_im2col_dynamic_f32(llvm::IRBuilder<> &outer, const ConvShape &s, const
   const int64_t tasks = split[0], per = split[1];
   int64_t sy = s.stride[0], sx = s.stride[1], dy = s.dilation[0], dx = s.dilation[1];
   emit_tasks(
-      outer, prefix, "im2col.dyn", {x_in, cols_in, rt.H, rt.W, rt.OH, rt.OW}, tasks, nullptr,
+      outer, prefix, "im2col.dyn", {x_in, cols_in, rt.H, rt.W, rt.OH, rt.OW}, tasks, -1, nullptr,
       [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
         Value *x = f[0], *cols = f[1], *H = f[2], *W = f[3], *OH = f[4], *OW = f[5];
         Value *P = b.CreateMul(OH, OW);
@@ -388,7 +388,7 @@ void emit_conv_blocks_f32(llvm::IRBuilder<> &outer, const ConvBlockArgs &a) {
   const ConvShape &s = a.shape;
   int64_t K = s.C * s.KH * s.KW, P = s.OH * s.OW, rows = a.plan.rows;
   std::vector<Value *> fields = {a.x, a.w, a.out, a.cols};
-  emit_tasks(outer, a.prefix, "conv_blocks", fields, a.plan.blocks, a.epilogue,
+  emit_tasks(outer, a.prefix, "conv_blocks", fields, a.plan.blocks, s.O * K * P / s.groups, a.epilogue,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
                // Output rows [oy0, oy1): columns [p0, p0 + nb) of the conv's
                // [O, P] output; the task's colsT slice, K x nb.
@@ -533,7 +533,8 @@ void emit_conv_direct_f32(llvm::IRBuilder<> &b, const DirectConvArgs &a) {
   std::vector<Value *> fields = {a.x, a.w, a.out, a.plane};
   if (a.bias)
     fields.push_back(a.bias);
-  emit_tasks(b, a.prefix, "conv_direct", fields, tasks, a.epilogue,
+  const ConvShape &s = a.shape;
+  emit_tasks(b, a.prefix, "conv_direct", fields, tasks, s.O * s.C / s.groups * s.KH * s.KW * s.OH * s.OW, a.epilogue,
              [&](llvm::IRBuilder<> &tb, const std::vector<Value *> &f, Value *t) {
                DirectConvArgs here = a;
                here.x = f[0];
@@ -553,7 +554,7 @@ void emit_max_pool_f32(llvm::IRBuilder<> &outer, const PoolShape &s, Value *x, V
   // the input rows a row-split producer made on the same core.
   const std::array<int64_t, 2> split = conv_task_split(s.OH, s.C * s.OW * s.KH * s.KW);
   const int64_t tasks = split[0], per = split[1];
-  emit_tasks(outer, prefix, "max_pool", {x, out}, tasks, nullptr,
+  emit_tasks(outer, prefix, "max_pool", {x, out}, tasks, s.OH * s.C * s.OW * s.KH * s.KW, nullptr,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
                PoolRows rows(b, s, lanes);
                Value *oy0 = mul(b, t, per);

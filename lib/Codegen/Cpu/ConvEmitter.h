@@ -129,9 +129,10 @@ llvm::Value *add(llvm::IRBuilder<> &b, llvm::Value *x, int64_t c);
 /// `<prefix>.<name>` of its own: `fields` (pointers, i64) and the
 /// epilogue's captures go through an entry-block struct; in the task,
 /// `captured` holds the fields' copies, and the epilogue (if any) has been
-/// entered (GemmEpilogue::enter) for the task's duration.
+/// entered (GemmEpilogue::enter) for the task's duration. `work`: all the
+/// tasks' estimated work (emit_parallel_for; -1: unknown).
 void emit_tasks(llvm::IRBuilder<> &b, const std::string &prefix, const std::string &name,
-                const std::vector<llvm::Value *> &fields, int64_t tasks, const GemmEpilogue *epilogue,
+                const std::vector<llvm::Value *> &fields, int64_t tasks, int64_t work, const GemmEpilogue *epilogue,
                 const std::function<void(llvm::IRBuilder<> &, const std::vector<llvm::Value *> &, llvm::Value *)> &body);
 } // namespace conv_ir
 

@@ -478,7 +478,7 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
   e.loop(b.getInt64(0), tasks, 1, [&](Value *t) { b.CreateCall(task, {task_args, t}); });
   b.CreateBr(join);
   b.SetInsertPoint(split);
-  emit_parallel_for(b, args.prefix, task_args, tasks, task);
+  emit_parallel_for(b, args.prefix, task_args, tasks, task, macs);
   b.CreateBr(join);
   b.SetInsertPoint(join);
 }

@@ -516,7 +516,7 @@ private:
       body(begin, end);
       b_.CreateRetVoid();
     }
-    emit_parallel_for(b_, mod_.prefix, args, tasks, task);
+    emit_parallel_for(b_, mod_.prefix, args, tasks, task, b_.CreateMul(rows, cost));
   }
 
   /// The index of row-major position `flat` in `extents` (the first

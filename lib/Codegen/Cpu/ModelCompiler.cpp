@@ -561,7 +561,8 @@ std::unique_ptr<llvm::Module> build_module(const ModuleSpec &spec, llvm::LLVMCon
     emit_entry_points(*module, m, roots, external ? external->base : nullptr, spec.profile != nullptr, check);
     if (spec.profile)
       emit_profile_entry_points(*module, name, counters->table, *spec.profile);
-    codegen::link_cpu_runtime(*module, name, spec.profile != nullptr);
+    codegen::link_cpu_runtime(*module, name, spec.profile != nullptr,
+                              spec.targets ? spec.targets->front().triple : std::string());
     // What may run before the check has passed is compiled for the
     // baseline: the exported functions and the runtime (the kernels are
     // not inlined into them: LLVM inlines a callee only into a caller with

@@ -3,7 +3,11 @@
 #include "maxc/Support/Error.h"
 
 #include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/IR/IntrinsicsAArch64.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Module.h>
+#include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/Triple.h>
 #include <llvm/Linker/Linker.h>
 #include <llvm/Support/MemoryBuffer.h>
 
@@ -34,10 +38,11 @@ llvm::FunctionType *task_function_type(llvm::LLVMContext &c) {
 }
 
 void emit_parallel_for(llvm::IRBuilder<> &b, const std::string &prefix, llvm::Value *ctx, llvm::Value *count,
-                       llvm::Function *task) {
+                       llvm::Function *task, llvm::Value *work) {
   llvm::Module &m = *b.GetInsertBlock()->getModule();
   llvm::LLVMContext &c = m.getContext();
-  auto *pf_type = llvm::FunctionType::get(b.getVoidTy(), {b.getPtrTy(), b.getInt64Ty(), b.getPtrTy()}, false);
+  auto *pf_type =
+      llvm::FunctionType::get(b.getVoidTy(), {b.getPtrTy(), b.getInt64Ty(), b.getPtrTy(), b.getInt64Ty()}, false);
   llvm::FunctionCallee pf = m.getOrInsertFunction(parallel_for_name(prefix), pf_type);
   if (auto *f = llvm::dyn_cast<llvm::Function>(pf.getCallee()))
     f->addFnAttr(llvm::Attribute::NoUnwind);
@@ -50,7 +55,7 @@ void emit_parallel_for(llvm::IRBuilder<> &b, const std::string &prefix, llvm::Va
   b.CreateCall(task, {ctx, b.getInt64(0)});
   b.CreateBr(join);
   b.SetInsertPoint(many);
-  b.CreateCall(pf, {ctx, count, task});
+  b.CreateCall(pf, {ctx, count, task, work ? work : b.getInt64(-1)});
   b.CreateBr(join);
   b.SetInsertPoint(join);
 }
@@ -69,7 +74,7 @@ void emit_profile_end(llvm::IRBuilder<> &b, const std::string &prefix, llvm::Val
   b.CreateCall(end, {counter, t0});
 }
 
-void link_cpu_runtime(llvm::Module &module, const std::string &name, bool profile) {
+void link_cpu_runtime(llvm::Module &module, const std::string &name, bool profile, const std::string &triple_name) {
   llvm::StringRef bytes = profile ? llvm::StringRef(reinterpret_cast<const char *>(kProfileRuntimeBitcode),
                                                     sizeof kProfileRuntimeBitcode)
                                   : llvm::StringRef(reinterpret_cast<const char *>(kRuntimeBitcode), sizeof kRuntimeBitcode);
@@ -85,6 +90,17 @@ void link_cpu_runtime(llvm::Module &module, const std::string &name, bool profil
     rt->eraseNamedMetadata(flags);
   if (llvm::NamedMDNode *ident = rt->getNamedMetadata("llvm.ident"))
     rt->eraseNamedMetadata(ident);
+  // maxc_rt_relax: the target's spin-wait hint.
+  if (llvm::Function *relax = rt->getFunction(std::string(kPrefix) + "relax"); relax && relax->isDeclaration()) {
+    llvm::IRBuilder<> rb(llvm::BasicBlock::Create(rt->getContext(), "entry", relax));
+    llvm::Triple triple(triple_name.empty() ? llvm::sys::getProcessTriple() : triple_name);
+    if (triple.isX86())
+      rb.CreateIntrinsic(llvm::Intrinsic::x86_sse2_pause, {}, {});
+    else if (triple.isAArch64())
+      rb.CreateIntrinsic(llvm::Intrinsic::aarch64_hint, {}, {rb.getInt32(1)}); // yield
+    rb.CreateRetVoid();
+    relax->setLinkage(llvm::GlobalValue::ExternalLinkage);
+  }
   std::vector<std::string> internal;
   auto rename = [&](llvm::GlobalValue &gv) {
     if (gv.isDeclaration() || !gv.getName().starts_with(kPrefix))

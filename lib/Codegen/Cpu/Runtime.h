@@ -20,8 +20,11 @@ namespace maxc::codegen {
 /// after the kernels are emitted.
 /// `profile`: the profile build's runtime (RuntimePool.c with
 /// RuntimeProfile.c), which also defines NAME.rt.profile_{begin,end,run,
-/// reset,report}.
-void link_cpu_runtime(llvm::Module &module, const std::string &name, bool profile = false);
+/// reset,report}. `triple`: the target's (whose spin-wait hint
+/// NAME.rt.relax emits: x86 pause, aarch64 yield); empty: this host's (the
+/// JIT). The module's own triple is set only when the object is written.
+void link_cpu_runtime(llvm::Module &module, const std::string &name, bool profile = false,
+                      const std::string &triple = {});
 
 /// Profile builds: `t0 = NAME.rt.profile_begin()` before a kernel and
 /// `NAME.rt.profile_end(counter, t0)` after it (`counter`: the kernel's
@@ -36,7 +39,11 @@ llvm::FunctionType *task_function_type(llvm::LLVMContext &c);
 /// parallel_for (the program's parallel-for, the built-in pool, or a loop)
 /// when `count` > 1, else one direct call task(ctx, 0). Tasks must be
 /// independent; which thread runs one must not change what it computes.
+/// `work`: the whole job's estimated work (i64, about one multiply-add or
+/// one element operation a unit; null: unknown): the built-in pool runs a
+/// job below RuntimePool.c's MAXC_RT_MIN_WORK on the calling thread (a
+/// program's own parallel-for gets every job).
 void emit_parallel_for(llvm::IRBuilder<> &b, const std::string &prefix, llvm::Value *ctx, llvm::Value *count,
-                       llvm::Function *task);
+                       llvm::Function *task, llvm::Value *work);
 
 } // namespace maxc::codegen

@@ -15,9 +15,13 @@
  * architecture) initialized by pthread_*_init. Link.cpp drops the triple,
  * data layout and CPU attributes, which the model's target then supplies.
  *
- * Generated code calls maxc_rt_parallel_for(ctx, count, task): task(ctx, i)
- * for every i in [0, count). It runs them
+ * Generated code calls maxc_rt_parallel_for(ctx, count, task, work):
+ * task(ctx, i) for every i in [0, count), `work` the job's estimated work
+ * from the shapes (emit_parallel_for, Cpu/Runtime.h). It runs them
  *   - through the program's parallel-for, if it installed one;
+ *   - else on the calling thread if the job is small (below
+ *     MAXC_RT_MIN_WORK) and the workers are not hot (no pool job ended in
+ *     the last MAXC_RT_SPIN_NS, so they have stopped spinning): see below;
  *   - else on the pool (NAME_set_num_threads(n), n > 1): thread k of the
  *     n (the caller is 0, worker k is k) owns the k-th of n equal
  *     consecutive ranges of the indices and runs them in order, one claim
@@ -40,18 +44,37 @@
  * is decided by the generated code from the shapes alone, so results are the
  * same bits whatever the thread count.
  *
- * Waiting threads spin a bounded number of iterations (~1 us), then poll
- * with sched_yield until MAXC_RT_POLL_NS (0.5 ms) have passed since they
- * started waiting, then sleep on a condition variable: an idle pool costs
- * no CPU. A model's next parallel kernel is usually within that window, and
- * a worker that is awake joins it in about a microsecond, where one woken
- * from sleep takes 5-50 us and costs the caller a futex syscall: with the
- * spin alone (as before) workers slept between kernels, so on a GEMM of 8
- * tasks of ~10 us the caller ran most of them alone. Yielding lets other
- * processes on a shared machine run meanwhile. A call waits for its tasks, not for
- * the workers: one that wakes late (descheduled on a busy machine) finds
- * the job closed and goes back to waiting. Workers start at the first parallel
- * call after NAME_set_num_threads(n > 1) and are joined by
+ * Small jobs (session 14). On the 2-core VM of docs/PERFORMANCE.md a hand-off
+ * costs the caller a few microseconds of cache-line round trips (one way
+ * 50-250 ns), and it leaves the job's output half in the other core's
+ * cache, which a following kernel on the caller reads back line by line:
+ * the PaddleOCR direction classifier, whose ~45 jobs are all 1-30 us, ran
+ * 0.36 ms on one thread and 0.49 ms on two. A job below MAXC_RT_MIN_WORK
+ * (~40 us of work) therefore starts no hand-off: it runs on the caller
+ * unless a pool job ended less than MAXC_RT_SPIN_NS ago, i.e. the workers
+ * are still spinning and the data of the kernels around it is already
+ * split between the cores (the small kernels between a large model's large
+ * ones: run alone, they made the PP-OCRv4 recognizer 8 % slower at 2
+ * threads). A model of small kernels thus runs on one thread and never
+ * wakes a worker; a large one keeps its workers hot.
+ *
+ * Waiting threads spin with the CPU's spin-wait hint (maxc_rt_relax: x86
+ * pause, aarch64 yield; no system call) for MAXC_RT_SPIN_NS, then poll
+ * with sched_yield until MAXC_RT_POLL_NS have passed since they started
+ * waiting, then sleep on a condition variable: an idle pool costs no CPU.
+ * A model's next parallel kernel is usually within that window, and a
+ * worker that is awake joins it in under a microsecond, where one woken
+ * from sleep takes 30-50 us. (Before session 14 the spin was 4096 plain
+ * loads, ~1 us, and the sched_yield polling lasted 0.5 ms: a system call
+ * costs ~1 us in this VM, and those calls were 12 % of a 2-thread run's
+ * samples.) The caller takes the mutex and broadcasts only when a worker
+ * sleeps, and a worker signals the caller only when it sleeps (`sleepers`,
+ * `caller_sleeps`), so a job between awake threads makes no system call;
+ * the polled words and the job's fields sit on cache lines of their own.
+ * A call waits for its tasks, not for the workers: one that wakes late
+ * (descheduled on a busy machine) finds the job closed and goes back to
+ * waiting. Workers start at the first pooled call after
+ * NAME_set_num_threads(n > 1) and are joined by
  * NAME_set_num_threads(1) (or any change of n). */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -85,31 +108,48 @@ typedef struct {
 int clock_gettime(int clock, maxc_rt_timespec *t);
 #define MAXC_RT_CLOCK_MONOTONIC 1
 
+/* The CPU's spin-wait hint (x86 pause, aarch64 yield): link_cpu_runtime
+ * (Cpu/Runtime.cpp) gives it a body for the model's target. */
+void maxc_rt_relax(void);
+
 #define MAXC_RT_MAX_THREADS 256
-/* Spin iterations (a few microseconds), then polling with sched_yield up to
- * MAXC_RT_POLL_NS from the start of the wait, before sleeping. */
-#define MAXC_RT_SPIN 4096
-#define MAXC_RT_POLL_NS 500000
+/* A job of less estimated work than this (the `work` of
+ * maxc_rt_parallel_for: about one multiply-add or one element operation a
+ * unit; 30-100 units a nanosecond on one core of the VM) runs on the
+ * calling thread unless the workers are hot (see "Small jobs" above). */
+#define MAXC_RT_MIN_WORK (1 << 21)
+/* Waiting threads spin (with maxc_rt_relax, no system call) for
+ * MAXC_RT_SPIN_NS, then poll with sched_yield until MAXC_RT_POLL_NS from the
+ * start of the wait, then sleep. */
+#define MAXC_RT_SPIN_NS 50000
+#define MAXC_RT_POLL_NS 200000
 /* The job's state word: this bit once the job takes no more workers, the
  * low bits count the workers inside it. */
 #define MAXC_RT_CLOSED (1ull << 63)
 
+/* Fields on cache lines of their own by who writes them when: the job
+ * (written by the caller before it bumps `generation`, read by the workers
+ * after), the state and finished counters (written by every thread of a
+ * job), the sleepers (written when a thread goes to sleep). */
 static struct {
   maxc_rt_sync mutex, wake, done;
   int sync_ready;  /* mutex and conditions initialized */
   int wanted;      /* NAME_set_num_threads */
   int workers;     /* started */
   maxc_rt_thread threads[MAXC_RT_MAX_THREADS];
-  atomic_int busy; /* a call is running on the pool */
+  _Alignas(64) atomic_int busy; /* a call is running on the pool */
   atomic_int stop;
-  atomic_uint_fast64_t generation; /* bumped for each job (and to stop) */
-  atomic_uint_fast64_t state;      /* MAXC_RT_CLOSED | workers inside the job */
-  atomic_uint_fast64_t finished;   /* the job's tasks done */
+  uint_fast64_t start_generation; /* the generation new workers have seen */
+  _Alignas(64) atomic_uint_fast64_t generation; /* bumped for each job (and to stop) */
   void *ctx;
   int64_t count;
   int job_threads; /* the job's ranges: workers + 1 */
   maxc_rt_task_fn task;
-  uint_fast64_t start_generation; /* the generation new workers have seen */
+  _Alignas(64) atomic_uint_fast64_t state; /* MAXC_RT_CLOSED | workers inside the job */
+  _Alignas(64) atomic_uint_fast64_t finished; /* the job's tasks done */
+  _Alignas(64) atomic_int sleepers;           /* workers waiting on `wake` */
+  atomic_int caller_sleeps;                   /* the caller waits on `done` */
+  _Alignas(64) atomic_int_fast64_t last_end;  /* when the last pool job ended (ns) */
 } maxc_rt_pool = {.state = MAXC_RT_CLOSED};
 
 /* Thread k's range of the job's indices, [low 32 bits, high 32 bits), each
@@ -135,20 +175,27 @@ static int64_t maxc_rt_now_ns(void) {
 }
 
 /* Waits, without sleeping, while *word == value (equal: 1) or *word < value
- * (equal: 0): MAXC_RT_SPIN loads, then sched_yield between loads until
- * MAXC_RT_POLL_NS have passed. Returns the last value read; the caller
- * sleeps if the wait is not over. */
+ * (equal: 0): spins with maxc_rt_relax for MAXC_RT_SPIN_NS (the clock read
+ * every 64 polls), then polls with sched_yield until MAXC_RT_POLL_NS have
+ * passed. Returns the last value read; the caller sleeps if the wait is not
+ * over. */
 static uint_fast64_t maxc_rt_poll(atomic_uint_fast64_t *word, uint_fast64_t value, int equal) {
   uint_fast64_t w = atomic_load_explicit(word, memory_order_acquire);
 #define MAXC_RT_WAITING (equal ? w == value : w < value)
-  for (int spin = 0; MAXC_RT_WAITING && spin < MAXC_RT_SPIN; ++spin)
-    w = atomic_load_explicit(word, memory_order_acquire);
-  if (MAXC_RT_WAITING) {
-    int64_t start = maxc_rt_now_ns();
-    while (MAXC_RT_WAITING && maxc_rt_now_ns() - start < MAXC_RT_POLL_NS) {
-      sched_yield();
+  if (!MAXC_RT_WAITING)
+    return w;
+  int64_t start = maxc_rt_now_ns(), waited = 0;
+  while (MAXC_RT_WAITING && waited < MAXC_RT_SPIN_NS) {
+    for (int spin = 0; MAXC_RT_WAITING && spin < 64; ++spin) {
+      maxc_rt_relax();
       w = atomic_load_explicit(word, memory_order_acquire);
     }
+    waited = maxc_rt_now_ns() - start;
+  }
+  while (MAXC_RT_WAITING && waited < MAXC_RT_POLL_NS) {
+    sched_yield();
+    w = atomic_load_explicit(word, memory_order_acquire);
+    waited = maxc_rt_now_ns() - start;
   }
 #undef MAXC_RT_WAITING
   return w;
@@ -197,7 +244,13 @@ static int maxc_rt_drain(int self) {
 /* A worker waits for a job, joins it unless it is closed (its tasks all
  * taken: a worker that wakes late never holds the caller up), helps drain
  * it and leaves. The caller publishes the next job only once the last one
- * is closed and empty, so a joined worker reads stable job fields. */
+ * is closed and empty, so a joined worker reads stable job fields.
+ * Sleeping and waking pair up through seq_cst operations on both sides: a
+ * worker counts itself in `sleepers` before it reads `generation` (under
+ * the mutex), the caller bumps `generation` before it reads `sleepers`, so
+ * either the worker sees the new job or the caller sees the sleeper and
+ * broadcasts (the same between the caller's `caller_sleeps` and a worker's
+ * `finished`). No job takes the mutex while every thread is awake. */
 static void *maxc_rt_worker(void *arg) {
   int self = (int)(uintptr_t)arg; /* 1 .. workers */
   uint_fast64_t seen = maxc_rt_pool.start_generation;
@@ -205,8 +258,10 @@ static void *maxc_rt_worker(void *arg) {
     uint_fast64_t g = maxc_rt_poll(&maxc_rt_pool.generation, seen, 1);
     if (g == seen) {
       pthread_mutex_lock(&maxc_rt_pool.mutex);
+      atomic_fetch_add(&maxc_rt_pool.sleepers, 1);
       while ((g = atomic_load(&maxc_rt_pool.generation)) == seen)
         pthread_cond_wait(&maxc_rt_pool.wake, &maxc_rt_pool.mutex);
+      atomic_fetch_sub(&maxc_rt_pool.sleepers, 1);
       pthread_mutex_unlock(&maxc_rt_pool.mutex);
     }
     if (atomic_load(&maxc_rt_pool.stop))
@@ -217,7 +272,7 @@ static void *maxc_rt_worker(void *arg) {
     }
     if (s & MAXC_RT_CLOSED)
       continue;
-    if (maxc_rt_drain(self)) {
+    if (maxc_rt_drain(self) && atomic_load(&maxc_rt_pool.caller_sleeps)) {
       pthread_mutex_lock(&maxc_rt_pool.mutex);
       pthread_cond_signal(&maxc_rt_pool.done);
       pthread_mutex_unlock(&maxc_rt_pool.mutex);
@@ -264,7 +319,17 @@ void maxc_rt_set_num_threads(int32_t n) {
  * pool (NULL: back to the pool, or one thread). */
 void maxc_rt_set_parallel_for(maxc_rt_parallel_for_fn fn) { maxc_rt_user_parallel_for = fn; }
 
-void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task) {
+/* Whether no pool job ended in the last MAXC_RT_SPIN_NS (the workers have
+ * stopped spinning); no clock read while the pool never ran one. */
+static int maxc_rt_workers_cold(void) {
+  int64_t last = atomic_load_explicit(&maxc_rt_pool.last_end, memory_order_relaxed);
+  return last == 0 || maxc_rt_now_ns() - last > MAXC_RT_SPIN_NS;
+}
+
+/* task(ctx, i) for i in [0, count); `work`: the job's estimated work in the
+ * units of MAXC_RT_MIN_WORK (the generated code's estimate from the shapes;
+ * negative: unknown, as large). */
+void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task, int64_t work) {
   maxc_rt_parallel_for_fn user = maxc_rt_user_parallel_for;
   if (user) {
     user(ctx, count, task);
@@ -275,6 +340,7 @@ void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task) {
   }
   int expected = 0;
   if (count < 2 || count > 0x7fffffff || maxc_rt_pool.wanted < 2 ||
+      (work >= 0 && work < MAXC_RT_MIN_WORK && maxc_rt_workers_cold()) ||
       !atomic_compare_exchange_strong(&maxc_rt_pool.busy, &expected, 1)) {
     for (int64_t i = 0; i < count; ++i)
       task(ctx, i);
@@ -310,24 +376,31 @@ void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task) {
   atomic_store(&maxc_rt_profile_participants, 0);
 #endif
   atomic_store(&maxc_rt_pool.state, 0);
-  pthread_mutex_lock(&maxc_rt_pool.mutex);
   atomic_fetch_add(&maxc_rt_pool.generation, 1);
-  pthread_cond_broadcast(&maxc_rt_pool.wake);
-  pthread_mutex_unlock(&maxc_rt_pool.mutex);
+  if (atomic_load(&maxc_rt_pool.sleepers) > 0) {
+    pthread_mutex_lock(&maxc_rt_pool.mutex);
+    pthread_cond_broadcast(&maxc_rt_pool.wake);
+    pthread_mutex_unlock(&maxc_rt_pool.mutex);
+  }
   maxc_rt_drain(0);
   /* Every task done (those workers took too)... */
   if (maxc_rt_poll(&maxc_rt_pool.finished, (uint_fast64_t)count, 0) < (uint_fast64_t)count) {
     pthread_mutex_lock(&maxc_rt_pool.mutex);
+    atomic_store(&maxc_rt_pool.caller_sleeps, 1);
     while (atomic_load(&maxc_rt_pool.finished) < (uint_fast64_t)count)
       pthread_cond_wait(&maxc_rt_pool.done, &maxc_rt_pool.mutex);
+    atomic_store(&maxc_rt_pool.caller_sleeps, 0);
     pthread_mutex_unlock(&maxc_rt_pool.mutex);
   }
   /* ...then close the job and let the workers inside it leave (they find
    * no task left). Workers still asleep or late are not waited for. */
   atomic_fetch_or(&maxc_rt_pool.state, MAXC_RT_CLOSED);
   for (int spin = 0; atomic_load(&maxc_rt_pool.state) != MAXC_RT_CLOSED; ++spin)
-    if (spin >= MAXC_RT_SPIN)
+    if (spin < 4096)
+      maxc_rt_relax();
+    else
       sched_yield();
+  atomic_store_explicit(&maxc_rt_pool.last_end, maxc_rt_now_ns(), memory_order_relaxed);
   atomic_store(&maxc_rt_pool.busy, 0);
 #ifdef MAXC_RT_PROFILE
   maxc_rt_profile_job_threads(atomic_load(&maxc_rt_profile_participants));

@@ -451,7 +451,8 @@ void emit_winograd(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
     // transform or GEMM output crosses to another thread, and one pool
     // hand-off per conv instead of three.
     const int64_t r = p.rows_per_task, plane_rows = p.plane_h;
-    emit_tasks(outer, a.prefix, "winograd", {a.x, a.u, v_base, m_base, a.out, planes}, p.row_tasks, a.epilogue,
+    emit_tasks(outer, a.prefix, "winograd", {a.x, a.u, v_base, m_base, a.out, planes}, p.row_tasks,
+               E * T * (s.C * s.O + s.C + s.O), a.epilogue,
                [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
                  Value *ty0 = mul(b, t, r);
                  Value *nty = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b.getInt64(r),
@@ -475,7 +476,7 @@ void emit_winograd(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
   }
 
   // 1. Input transform, tasks over channels, each with a plane of its own.
-  emit_tasks(outer, a.prefix, "winograd_in", {a.x, v_base, planes}, p.in_tasks, nullptr,
+  emit_tasks(outer, a.prefix, "winograd_in", {a.x, v_base, planes}, p.in_tasks, E * T * s.C, nullptr,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
                Value *plane = f32_at(b, f[2], mul(b, t, p.plane_h * p.plane_w));
                Value *c0 = mul(b, t, p.in_per);
@@ -487,7 +488,7 @@ void emit_winograd(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
   // e (one hand-off to the pool for all of them, not one per GEMM; the
   // 7x7 layers' GEMMs of 16 columns split poorly), each GEMM run serially
   // inside its task, so its bits do not depend on the thread count.
-  emit_tasks(outer, a.prefix, "winograd_gemm", {a.u, v_base, m_base}, E, nullptr,
+  emit_tasks(outer, a.prefix, "winograd_gemm", {a.u, v_base, m_base}, E, E * T * s.C * s.O, nullptr,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *e) {
                ph.gemms(b, f[0], f[1], f[2], b.getInt64(T), b.getInt64(T), b.getInt64(p.v_estride),
                         b.getInt64(p.m_estride), e, add(b, e, 1));
@@ -496,7 +497,7 @@ void emit_winograd(llvm::IRBuilder<> &outer, const WinogradArgs &a) {
   // 3. Output transform and epilogue, tasks over output channels.
   const std::array<int64_t, 2> split = conv_task_split(s.O, E * T);
   const int64_t tasks = split[0], per = split[1];
-  emit_tasks(outer, a.prefix, "winograd_out", {m_base, a.out}, tasks, a.epilogue,
+  emit_tasks(outer, a.prefix, "winograd_out", {m_base, a.out}, tasks, E * T * s.O, a.epilogue,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
                Value *o0 = mul(b, t, per);
                Value *o1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, o0, per), b.getInt64(s.O));

@@ -11,6 +11,8 @@
 // transcendentals and decomposed norms, (1e-4, 1e-5) where f32 accumulates.
 #include "CompiledRunner.h"
 
+#include "maxc/Driver/Compile.h"
+
 using namespace maxc;
 using namespace maxc::test;
 
@@ -78,13 +80,15 @@ TEST_CASE("threads: convolution and pooling", "[codegen][threads]") {
 }
 
 TEST_CASE("threads: the pool starts, changes size and stops between runs", "[codegen][threads]") {
-  HostTensor x = random_tensor(DType::f32, {97, 389}, -2, 2);
+  // 2.1M elements: above the pool's MAXC_RT_MIN_WORK (2^21), so the job
+  // goes to the workers even when they are cold.
+  HostTensor x = random_tensor(DType::f32, {1031, 2039}, -2, 2);
   auto graph = trace_graph(types_of({x}), [](auto &in) { return std::vector<Tensor>{ops::exp(in[0]) + in[0]}; });
   JitCompiledGraph compiled(*graph);
   std::vector<HostTensor> one = compiled.run_threads({x}, 1);
   task_counts().clear();
   REQUIRE(bitwise_mismatch(compiled.run_through({x}, counting_parallel_for), one).empty());
-  REQUIRE(task_counts() == std::vector<int64_t>{3}); // 97 rows of 389: 42 rows a task
+  REQUIRE(task_counts() == std::vector<int64_t>{129}); // 1031 rows of 2039: 8 rows a task
   for (int threads : {4, 2, 1, 3, 3, 0, 2}) { // 0: as 1
     INFO(threads << " threads");
     REQUIRE(bitwise_mismatch(compiled.run_threads({x}, threads), one).empty());
@@ -99,4 +103,26 @@ TEST_CASE("threads: the pool starts, changes size and stops between runs", "[cod
   t.join();
   REQUIRE(bitwise_mismatch(here, one).empty());
   REQUIRE(bitwise_mismatch(other, one).empty());
+}
+
+TEST_CASE("threads: a small job runs on the calling thread while the workers are cold, a large one on the pool",
+          "[codegen][threads]") {
+  // exp over 40 x 4001 (160K units, 10 tasks) and over 1031 x 2039 (2.1M,
+  // above MAXC_RT_MIN_WORK): on 2 threads the small one never wakes a
+  // worker; the large one is handed to the pool (the profile's `threads`:
+  // the most threads a job ran on, 2 once the worker joined one).
+  auto most_threads = [](const HostTensor &x, int runs) {
+    auto graph = trace_graph(types_of({x}), [](auto &in) { return std::vector<Tensor>{ops::exp(in[0])}; });
+    driver::HostProfile p = driver::profile_on_host(*graph, {x}, {}, 2, runs, 0);
+    int64_t most = 0;
+    for (const KernelCounter &c : p.counters)
+      most = std::max(most, c.threads);
+    return most;
+  };
+  CHECK(most_threads(random_tensor(DType::f32, {40, 4001}), 20) == 1);
+  // A worker that never got a core (a starved machine) joins no job: a few tries.
+  int64_t large = 0;
+  for (int attempt = 0; attempt < 5 && large < 2; ++attempt)
+    large = most_threads(random_tensor(DType::f32, {1031, 2039}), 10);
+  CHECK(large == 2);
 }

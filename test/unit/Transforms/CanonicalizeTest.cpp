@@ -235,6 +235,30 @@ TEST_CASE("canonicalize: reshape and transpose chains", "[transforms][canonicali
   check_unchanged({x}, [](auto &in) { return T{ops::transpose(ops::reshape(in[0], {6, 4}), {1, 0})}; });
 }
 
+TEST_CASE("canonicalize: a reshaped, squeezed or unsqueezed constant read once is a constant", "[transforms][canonicalize]") {
+  HostTensor x = random_tensor(DType::f32, {3, 4}), w = random_tensor(DType::f32, {20}), b = random_tensor(DType::f32, {4});
+  check_rule({x}, [&](auto &in) { return T{ops::matmul(in[0], ops::reshape(Tensor::from_host(w), {4, 5}))}; }, "matmul",
+             0);
+  // unsqueeze, then squeeze of the constant the first rewrite made.
+  Canonicalized c = canonicalize_traced({x}, [&](auto &in) {
+    return T{in[0] + ops::squeeze(ops::unsqueeze(Tensor::from_host(b), {0, 2}), {2})};
+  });
+  REQUIRE(c.after);
+  CHECK(op_list(*c.after) == "add");
+  CHECK(c.stats.fired["constant-reshape"] == 2);
+  CHECK(Interpreter::run(*c.after, {x})[0].identical(Interpreter::run(*c.before, {x})[0]));
+  // Near miss: the constant is also read as it is (a second constant of the
+  // same bytes would be a second copy in the artifact).
+  Graph g("g", {TensorType(DType::f32, {3, 4}), TensorType(DType::f32, {20})});
+  {
+    GraphRealizationContext ctx(g);
+    Tensor cw = ctx.add_source(Tensor::from_host(w), "w"); // one constant node, two readers
+    Tensor a = Tensor::from_graph_value(g.inputs()[0]), y = Tensor::from_graph_value(g.inputs()[1]);
+    g.output({ops::matmul(a, ops::reshape(cw, {4, 5})).value(), (y + cw).value()});
+  }
+  CHECK_FALSE(canonicalize(g));
+}
+
 TEST_CASE("rewrite driver: fixed point, dead nodes, bodies shared, unchanged graphs", "[transforms][rewrite]") {
   HostTensor x = random_tensor(DType::f32, {4, 16}, 0.5, 2);
   // A chain that takes several rewrites: cast chains collapse one link per
