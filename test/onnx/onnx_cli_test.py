@@ -1177,6 +1177,7 @@ def case_quantized_exact_f32(c):
     trace = c.run("trace", p).stdout
     assert trace.count("exact = true") == 2 + 1 + 3 + 3, trace
     assert trace.count("conv2d(") - trace.count("exact = true") == 1, trace
+    assert trace.count("matmul(") == 2 + 3, trace  # B known: 2 chunks of K; b2 traced: 600 = 258 + 258 + 84
 
 
 def case_quantized_refused(c):

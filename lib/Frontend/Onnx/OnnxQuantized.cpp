@@ -48,6 +48,7 @@
 #include "maxc/Support/Error.h"
 
 #include <cmath>
+#include <functional>
 #include <set>
 
 namespace maxc::onnx_import {
@@ -222,16 +223,16 @@ std::optional<HostTensor> known_shifted(const OnnxNode &node, size_t w, size_t z
   return out;
 }
 
-/// Columns [c0, c1) of [0, n) such that, for every output j, the costs
-/// cost[j * n + c] of the columns of a range add up to less than
-/// kExactF32: greedy, the fewest ranges. Empty when one column alone
-/// reaches the bound.
-std::vector<std::pair<int64_t, int64_t>> exact_chunks(int64_t n, int64_t outputs, const std::vector<double> &cost) {
+/// Ranges [c0, c1) of the reduction [0, n) such that, for every output j,
+/// the costs cost(j, c) of a range add up to less than kExactF32: greedy,
+/// the fewest ranges. Empty when one c alone reaches the bound.
+std::vector<std::pair<int64_t, int64_t>> exact_chunks(int64_t n, int64_t outputs,
+                                                      const std::function<double(int64_t, int64_t)> &cost) {
   std::vector<std::pair<int64_t, int64_t>> chunks;
-  std::vector<double> run(static_cast<size_t>(outputs), 0.0);
+  std::vector<double> run(static_cast<size_t>(outputs), 0.0), here(static_cast<size_t>(outputs));
   auto fits = [&](int64_t c) {
     for (int64_t j = 0; j < outputs; ++j)
-      if (run[j] + cost[j * n + c] >= kExactF32)
+      if (run[j] + (here[j] = cost(j, c)) >= kExactF32)
         return false;
     return true;
   };
@@ -247,7 +248,7 @@ std::vector<std::pair<int64_t, int64_t>> exact_chunks(int64_t n, int64_t outputs
         return {};
     }
     for (int64_t j = 0; j < outputs; ++j)
-      run[j] += cost[j * n + c];
+      run[j] += here[j];
   }
   chunks.push_back({c0, n});
   return chunks;
@@ -305,14 +306,13 @@ Tensor matmul_integer(const OnnxNode &node, const Tensor &a, const std::optional
     for (int64_t i = 0; i + 2 < b.rank(); ++i)
       batch *= b.shape()[i].value();
     bk = known_shifted(node, b_index, b_zp_index, b.rank() - 1);
-    // Outputs j = (batch, column), reduction k: cost[j * K + k].
-    std::vector<double> cost(static_cast<size_t>(batch * N * K), *amax * *bmax);
-    if (bk)
-      for (int64_t bt = 0; bt < batch; ++bt)
-        for (int64_t k = 0; k < K; ++k)
-          for (int64_t n = 0; n < N; ++n)
-            cost[(bt * N + n) * K + k] = *amax * std::abs(bk->data_as<float>()[(bt * K + k) * N + n]);
-    chunks = exact_chunks(K, batch * N, cost);
+    // Outputs j = (batch, column), reduction k; unknown b: the same cost
+    // for every output.
+    const float *bv = bk ? bk->data_as<float>() : nullptr;
+    double unknown = *amax * *bmax;
+    chunks = exact_chunks(K, bv ? batch * N : 1, [&](int64_t j, int64_t k) {
+      return bv ? *amax * std::abs(bv[(j / N * K + k) * N + j % N]) : unknown;
+    });
   }
   DType acc = chunks.empty() ? DType::i32 : DType::f32;
   Tensor ai = as(a, acc), bi = as(b, acc);
@@ -381,7 +381,7 @@ Tensor conv_integer(const OnnxNode &node, const Tensor &x, const std::optional<T
           s += std::abs(wk->data_as<float>()[oc * taps + t]);
         cost[oc] = *xmax * s;
       }
-    chunks = exact_chunks(Cg, O, cost);
+    chunks = exact_chunks(Cg, O, [&](int64_t o, int64_t c) { return cost[o * Cg + c]; });
     if (chunks.size() > 1 && node.attr_int("group", 1) != 1)
       chunks.clear(); // a chunk of a grouped conv's channels is no conv
   }
