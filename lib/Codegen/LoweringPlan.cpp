@@ -596,7 +596,9 @@ ConvBlockPlan conv_block_plan(const Graph &g, const Node &node) {
 }
 
 bool conv_winograd_shape(const Graph &g, const Node &node) {
-  if (!conv_is_static_f32(g, node) || node.attrs.get_int("groups") != 1)
+  // An exact conv (integer-valued operands, e.g. a ConvInteger run in f32)
+  // must not round: Winograd's transforms do.
+  if (!conv_is_static_f32(g, node) || node.attrs.get_int("groups") != 1 || node.attrs.get_int("exact", 0) != 0)
     return false;
   const Shape &w = g.type_of(node.operands[1]).shape, &out = g.type_of(node.results[0]).shape;
   return w[2] == Dim(3) && w[3] == Dim(3) && node.attrs.get_ints("stride") == std::vector<int64_t>{1, 1} &&

@@ -151,7 +151,10 @@ OpDef conv2d_op() {
                {"padding", AttrKind::ints, AttrValue(std::vector<int64_t>{0, 0, 0, 0}),
                 "(top, left, bottom, right), or (h, w) for symmetric"},
                {"dilation", AttrKind::ints, AttrValue(std::vector<int64_t>{1, 1}), "(h, w)"},
-               {"groups", AttrKind::integer, AttrValue(int64_t{1}), "channel groups (C for depthwise)"}};
+               {"groups", AttrKind::integer, AttrValue(int64_t{1}), "channel groups (C for depthwise)"},
+               {"exact", AttrKind::boolean, AttrValue(false),
+                "the operands are integer-valued and every partial sum is exact in the dtype: the lowering must "
+                "not round intermediates (no Winograd), so the result is the exact sum"}};
   def.infer = [](const InferContext &c) {
     const std::string op = "conv2d";
     auto [C, H, W, kh, kw] = check_conv_operands(op, c.operands);
@@ -410,8 +413,10 @@ std::vector<Tensor> with_bias(const Tensor &x, const Tensor &weight, const std::
 } // namespace
 
 Tensor conv2d(const Tensor &x, const Tensor &weight, const std::optional<Tensor> &bias, const Conv2dOptions &o) {
-  return record_op("conv2d", with_bias(x, weight, bias),
-                   {{"stride", o.stride}, {"padding", o.padding}, {"dilation", o.dilation}, {"groups", o.groups}});
+  Attrs attrs{{"stride", o.stride}, {"padding", o.padding}, {"dilation", o.dilation}, {"groups", o.groups}};
+  if (o.exact)
+    attrs.set("exact", true);
+  return record_op("conv2d", with_bias(x, weight, bias), attrs);
 }
 Tensor conv_transpose2d(const Tensor &x, const Tensor &weight, const std::optional<Tensor> &bias,
                         const ConvTranspose2dOptions &o) {

@@ -24,7 +24,7 @@ std::string constant_name(const Graph &g, ValueId id) {
 
 int64_t foldable_batch_norm(const Graph &from, size_t conv, const std::vector<std::vector<int64_t>> &consumers) {
   const Node &c = from.nodes()[conv];
-  if (c.op != "conv2d")
+  if (c.op != "conv2d" || c.attrs.get_int("exact", 0) != 0) // folding would round an exact conv's weights
     return -1;
   const std::vector<int64_t> &readers = consumers[c.results[0]];
   if (readers.size() != 1 || readers[0] < 0)
@@ -104,7 +104,7 @@ CallSiteBatchNorms plan_call_site_batch_norms(const Graph &root) {
     };
     for (size_t c = 0; c < g.nodes().size(); ++c) {
       const Node &conv = g.nodes()[c];
-      if (conv.op != "conv2d")
+      if (conv.op != "conv2d" || conv.attrs.get_int("exact", 0) != 0)
         continue;
       const std::vector<int64_t> &readers = consumers[conv.results[0]];
       if (readers.size() != 1 || readers[0] < 0)

@@ -1078,6 +1078,108 @@ def case_quantized_ops(c):
             assert np.array_equal(got, w), (device, name, int(np.sum(got != w)), got.ravel()[:8], np.ravel(w)[:8])
 
 
+def case_quantized_exact_f32(c):
+    """ConvInteger, QLinearConv and MatMulInteger run in f32 where every
+    partial sum stays below 2^24, and in chunks of input channels (of K)
+    summed in i32 where it does not (OnnxQuantized.cpp): weights whose bound
+    255 * sum |w - w_zp| is just below 2^24 (one chunk: 255 * 65793 =
+    2^24 - 1) and just above (255 * 65795, odd: no f32), at worst-case
+    magnitudes (x - x_zp = 255 everywhere in one image), u8 and i8, per-tensor
+    and per-channel zero points, dynamic B, and a grouped conv past the bound
+    (f64); every output equals numpy's int64 result bit for bit on the
+    reference, the CPU and the GPU emulator."""
+    rng = np.random.default_rng(25)
+
+    def rows(sums, k, hi=255):
+        """Rows of k values in [0, hi] with the given sums, shuffled."""
+        out = []
+        for s in sums:
+            v = np.full(k, hi, np.int64)
+            deficit, i = hi * k - s, 0
+            while deficit > 0:
+                d = min(hi, deficit)
+                v[i] -= d
+                deficit -= d
+                i += 1
+            out.append(rng.permutation(v))
+        return np.array(out)
+
+    # u8, zero points 0: o0 just below the bound, o1 just above (two chunks).
+    W = rows([65793, 65795, 40000, 1000], 32 * 9).reshape(4, 32, 3, 3).astype(np.uint8)
+    Wlo = rows([65793, 65793], 32 * 9).reshape(2, 32, 3, 3).astype(np.uint8)  # one chunk
+    # i8, per-channel zero points: w - zp = 255, -255 and random; 64 channels.
+    W2 = np.stack([np.full((64, 3, 3), 127), np.full((64, 3, 3), -128),
+                   rng.integers(-128, 128, (64, 3, 3))]).astype(np.int8)
+    W2_zp = np.array([-128, 127, 0], np.int8)
+    Wg = np.full((4, 32, 3, 3), 255, np.uint8)  # grouped, past the bound: f64
+    B = rows([65793, 65795, 30000, 7], 600).T.astype(np.uint8).copy()
+    consts = dict(W=W, Wlo=Wlo, zp0=np.array(0, np.uint8), W2=W2, W2_zp=W2_zp, x2_zp=np.array(-128, np.int8),
+                  Wg=Wg, B=B, b2_zp=np.array(-128, np.int8), a_zp=np.array(0, np.uint8),
+                  bias=np.array([2**24, -7, 123456], np.int32), x2_scale=np.array(0.5, np.float32),
+                  W2_scale=np.array([1e-6, 2e-6, 3e-5], np.float32), y_scale=np.array(0.25, np.float32),
+                  y_zp=np.array(100, np.uint8))
+    inits = [numpy_helper.from_array(v, k) for k, v in consts.items()]
+    n = helper.make_node
+    nodes = [
+        n("ConvInteger", ["x", "W", "zp0", "zp0"], ["split"], name="split"),
+        n("ConvInteger", ["x", "Wlo", "zp0"], ["whole"], name="whole"),
+        n("ConvInteger", ["x2", "W2", "x2_zp", "W2_zp"], ["pc"], name="pc", pads=[1, 1, 1, 1], strides=[2, 2]),
+        n("QLinearConv", ["x2", "x2_scale", "x2_zp", "W2", "W2_scale", "W2_zp", "y_scale", "y_zp", "bias"], ["qc"],
+          name="qc", pads=[1, 1, 1, 1]),
+        n("ConvInteger", ["xg", "Wg"], ["grouped"], name="grouped", group=2),
+        n("MatMulInteger", ["a", "B", "a_zp"], ["mm"], name="mm"),
+        n("MatMulInteger", ["a", "b2", "a_zp", "b2_zp"], ["mm_dyn"], name="mm_dyn"),
+    ]
+    outs = ["split", "whole", "pc", "grouped", "mm", "mm_dyn"]
+    graph = helper.make_graph(nodes, "exact",
+                              [helper.make_tensor_value_info("x", TensorProto.UINT8, [2, 32, 6, 6]),
+                               helper.make_tensor_value_info("x2", TensorProto.INT8, [1, 64, 7, 7]),
+                               helper.make_tensor_value_info("xg", TensorProto.UINT8, [1, 64, 4, 4]),
+                               helper.make_tensor_value_info("a", TensorProto.UINT8, [3, 600]),
+                               helper.make_tensor_value_info("b2", TensorProto.INT8, [600, 5])],
+                              [helper.make_tensor_value_info(o, TensorProto.INT32, None) for o in outs] +
+                              [helper.make_tensor_value_info("qc", TensorProto.UINT8, None)], inits)
+    p = c.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "exact.onnx")
+    x = rng.integers(0, 256, (2, 32, 6, 6)).astype(np.uint8)
+    x[0] = 255
+    x2 = rng.integers(-128, 128, (1, 64, 7, 7)).astype(np.int8)
+    x2[:, :, :4] = 127
+    xg = np.full((1, 64, 4, 4), 255, np.uint8)
+    a = rng.integers(0, 256, (3, 600)).astype(np.uint8)
+    a[0] = 255
+    b2 = rng.integers(-128, 128, (600, 5)).astype(np.int8)
+    b2[:, 0] = 127
+    inputs = dict(x=x, x2=x2, xg=xg, a=a, b2=b2)
+    for k, v in inputs.items():
+        np.save(c.path(k + ".npy"), v)
+    i64 = np.int64
+    x2s = x2.astype(i64) + 128
+    W2s = W2.astype(i64) - W2_zp.astype(i64).reshape(3, 1, 1, 1)
+    acc = np_conv(x2s, W2s, (1, 1, 1, 1)) + consts["bias"].astype(i64).reshape(3, 1, 1)
+    mult = (consts["x2_scale"] * consts["W2_scale"]) / consts["y_scale"]
+    want = dict(split=np_conv(x, W), whole=np_conv(x, Wlo), pc=np_conv(x2s, W2s, (1, 1, 1, 1), 2),
+                grouped=np.concatenate([np_conv(xg[:, :32], Wg[:2]), np_conv(xg[:, 32:], Wg[2:])], axis=1),
+                mm=a.astype(i64) @ B.astype(i64), mm_dyn=a.astype(i64) @ (b2.astype(i64) + 128))
+    want = {k: v.astype(np.int32) for k, v in want.items()}
+    want["qc"] = np_saturate(acc.astype(np.float32) * mult.reshape(3, 1, 1), 100, np.uint8)
+    # The worst cases are reached: sums of 255 * 65795 (odd, above 2^24) and beyond.
+    assert want["split"][0, 1].max() == 255 * 65795 and want["whole"][0].max() == 255 * 65793
+    assert want["mm"][0, 1] == 255 * 65795 and abs(want["pc"]).max() > 2**24 and want["grouped"].max() > 2**24
+    args = [a for k in inputs for a in ("--input", f"{k}={c.path(k + '.npy')}")]
+    for device in ["reference", "cpu", "amdgpu-emu"]:
+        out = c.path("out-" + device)
+        c.run("run", p, *args, "--device", device, "--output-dir", out)
+        for name, w in want.items():
+            got = np.load(os.path.join(out, name + ".npy"))
+            assert got.dtype == w.dtype and got.shape == w.shape, (device, name, got.dtype, got.shape)
+            assert np.array_equal(got, w), (device, name, int(np.sum(got != w)), got.ravel()[:8], w.ravel()[:8])
+    # The split and exact convs: f32 convs marked exact, none left in f64 but the grouped one.
+    trace = c.run("trace", p).stdout
+    assert trace.count("exact = true") == 2 + 1 + 3 + 3, trace
+    assert trace.count("conv2d(") - trace.count("exact = true") == 1, trace
+    assert trace.count("matmul(") == 2 + 3, trace  # B known: 2 chunks of K; b2 traced: 600 = 258 + 258 + 84
+
+
 def case_quantized_refused(c):
     """Quantized forms maxc lacks are refused by name: ConvInteger on float
     input (E0606), blocked quantization (block_size, E0607), a 2-D scale (E0607)."""

@@ -102,8 +102,9 @@ ConvBlockPlan conv_block_plan(const Graph &graph, const Node &node);
 constexpr int64_t kWinogradMinChannels = 32;
 /// True for a conv_uses_gemm conv2d that the CPU lowers through Winograd
 /// F(m,3) (Cpu/WinogradEmitter.h) when its weight is constant: 3x3, stride 1,
-/// dilation 1, at least kWinogradMinChannels input and output channels, and
-/// an output of a size winograd_tile() gives a tile for. Its scratch
+/// dilation 1, at least kWinogradMinChannels input and output channels, an
+/// output of a size winograd_tile() gives a tile for, and not `exact` (the
+/// transforms round: an exact conv takes the im2col GEMM). Its scratch
 /// (conv_uses_gemm) covers the transforms.
 bool conv_winograd_shape(const Graph &graph, const Node &node);
 /// The Winograd output tile m (F(m,3)) for an OH x OW output: 4 from

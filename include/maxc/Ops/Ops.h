@@ -112,6 +112,9 @@ struct Conv2dOptions {
   std::vector<int64_t> padding{0, 0, 0, 0}; // top, left, bottom, right
   std::vector<int64_t> dilation{1, 1};
   int64_t groups = 1;
+  /// Integer-valued operands whose every partial sum is exact in the dtype
+  /// (the conv2d attribute `exact`): no lowering that rounds intermediates.
+  bool exact = false;
 };
 Tensor conv2d(const Tensor &x, const Tensor &weight, const std::optional<Tensor> &bias = std::nullopt,
               const Conv2dOptions &options = {});

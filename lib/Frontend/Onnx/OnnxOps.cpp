@@ -827,7 +827,8 @@ Outs conv(const OnnxNode &node) {
 
 } // namespace
 
-Tensor conv_of(const OnnxNode &node, const Tensor &x_in, const Tensor &w_in, const std::optional<Tensor> &bias) {
+Tensor conv_of(const OnnxNode &node, const Tensor &x_in, const Tensor &w_in, const std::optional<Tensor> &bias,
+               bool exact) {
   ConvGeometry g(node, x_in, w_in);
   const Tensor &x = g.x, &w = g.w;
   const Spatial &sp = g.sp;
@@ -837,6 +838,7 @@ Tensor conv_of(const OnnxNode &node, const Tensor &x_in, const Tensor &w_in, con
   o.dilation = sp.two(dil, 1);
   o.padding = sp.pads2(spatial_pads(node, x.shape(), kernel, strides, dil));
   o.groups = node.attr_int("group", 1);
+  o.exact = exact;
   return sp.lower(ops::conv2d(sp.lift(x), sp.lift(w), bias, o));
 }
 

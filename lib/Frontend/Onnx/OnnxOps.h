@@ -116,7 +116,10 @@ Tensor concat_tree(std::vector<Tensor> xs, int64_t axis);
 std::vector<Tensor> recurrent(const OnnxNode &node);
 /// Conv's mapping on the given operands (1-D and 2-D): the node's
 /// kernel_shape, strides, pads, auto_pad, dilations and group.
-Tensor conv_of(const OnnxNode &node, const Tensor &x, const Tensor &w, const std::optional<Tensor> &bias);
+/// `exact`: the conv2d's `exact` attribute (integer-valued operands whose
+/// partial sums the dtype holds exactly: no Winograd).
+Tensor conv_of(const OnnxNode &node, const Tensor &x, const Tensor &w, const std::optional<Tensor> &bias,
+               bool exact = false);
 /// QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
 /// ConvInteger, QLinearMatMul and QLinearConv (OnnxQuantized.cpp).
 bool is_quantized_op(const std::string &op);

@@ -7,7 +7,7 @@
 //                       rule for an all-zero input), zp = round(clip(-lo /
 //                       scale, 0, 255)), y = QuantizeLinear(x, scale, zp)
 //   MatMulInteger       (int32(a) - a_zp) @ (int32(b) - b_zp), an i32 matmul
-//   ConvInteger         conv(x - x_zp, w - w_zp) computed in f64, then i32
+//   ConvInteger         conv(x - x_zp, w - w_zp), an i32 conv (exact in f32, below)
 //   QLinearMatMul/Conv  the integer accumulator (plus the int32 bias) as f32
 //                       times (x_scale * w_scale) / y_scale, then saturated
 //                       like QuantizeLinear (ONNX Runtime's requantization)
@@ -19,19 +19,36 @@
 // default 1; the rows of a matmul's a, the columns of its b, the output
 // channels of a conv's weight).
 //
-// The conv has no integer kernel, so ConvInteger and QLinearConv run the
-// float conv in f64: every product of two zero-point-shifted 8-bit values
-// is at most 255 * 255 in magnitude, so any partial sum of K of them is an
-// integer below 2^53 for K < 2^37, and f64 holds it exactly whatever the
-// summation order (f32 would be exact only below 2^24, K < 258). The result
-// is the ONNX int32 result bit for bit (|sum| < 2^31 for K < 33025; ONNX's
-// int32 accumulator would wrap beyond that, the cast saturates). A fast
-// integer GEMM/conv is a later stage (issue 25).
+// Integer products in f32 (issue 25). maxc has no integer GEMM/conv
+// kernel; f32 runs through the fast float kernels and is exact here: the
+// operands are integers (8-bit values minus zero points, |x| <= 255), and
+// f32 holds every integer below 2^24, so when the magnitudes of all the
+// terms of a sum add up to less than 2^24, every partial sum is such an
+// integer and the f32 sum is exact in any order (GEMM panels, FMA, threads).
+// With the weights known at import (initializers, the usual case) that
+// bound is max|x| * sum |w - w_zp| over one output's reduction (K =
+// C/group * kh * kw for a conv, K for a matmul), per output channel or
+// column; unknown weights count 255 per element. ConvInteger, QLinearConv
+// and MatMulInteger therefore split the reduction into the fewest greedy
+// chunks of input channels (matmul: of K) that each stay under the bound,
+// run each chunk in f32, convert it to i32 (exact) and add the chunks in
+// i32: bit-identical to the integer result (isnet_quint8: 102 of its 119
+// convs in one chunk, 15 in two, 2 in four). The convs are marked `exact`, so
+// no lowering that rounds intermediates (Winograd) takes them.
+//
+// Where no chunking can work (one input channel's kernel alone reaches the
+// bound, or a grouped conv that needs more than one chunk) the conv runs in
+// f64 as before: every partial sum of K products of magnitude at most
+// 255 * 255 is an integer below 2^53 for K < 2^37, exact in any order. The
+// result is the ONNX int32 result bit for bit (|sum| < 2^31 for K < 33025;
+// ONNX's int32 accumulator would wrap beyond that, the cast saturates).
 #include "OnnxOps.h"
 
 #include "maxc/Ops/Ops.h"
 #include "maxc/Support/Error.h"
 
+#include <cmath>
+#include <functional>
 #include <set>
 
 namespace maxc::onnx_import {
@@ -163,25 +180,167 @@ std::vector<Tensor> dynamic_quantize_linear(const OnnxNode &node) {
   return {quantize(x, scale, zp, DType::u8, node), scale, zp};
 }
 
+/// f32 holds every integer of magnitude below this exactly.
+constexpr double kExactF32 = 16777216.0; // 2^24
+
+/// The largest |a - zp| for an 8-bit a (dtype `a`) and a zero point of the
+/// given dtype (none: 0); nullopt for a zero point that is not 8-bit.
+std::optional<double> max_shifted(DType a, const std::optional<Tensor> &zp) {
+  auto range = [](DType d) { return d == DType::u8 ? QRange{0, 255} : QRange{-128, 127}; };
+  if (zp && zp->dtype() != DType::u8 && zp->dtype() != DType::i8)
+    return std::nullopt;
+  QRange ra = range(a), rz = zp ? range(zp->dtype()) : QRange{0, 0};
+  return std::max(std::abs(ra.hi - rz.lo), std::abs(rz.hi - ra.lo));
+}
+
+/// Input `w` minus input `zp` (absent: 0) as f32, when both are known at
+/// import: zp per tensor (one element) or one per index of w's dim `axis`.
+/// nullopt otherwise (traced operands, another zero point shape).
+std::optional<HostTensor> known_shifted(const OnnxNode &node, size_t w, size_t zp, int64_t axis) {
+  if (!node.has(w) || node.val(w).kind != Val::Kind::known || (node.has(zp) && node.val(zp).kind != Val::Kind::known))
+    return std::nullopt;
+  HostTensor wv = node.known(w);
+  const std::vector<int64_t> &shape = wv.shape();
+  if (axis < 0)
+    axis += static_cast<int64_t>(shape.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
+    return std::nullopt;
+  int64_t dim = shape[static_cast<size_t>(axis)], inner = 1;
+  for (size_t i = static_cast<size_t>(axis) + 1; i < shape.size(); ++i)
+    inner *= shape[i];
+  std::optional<HostTensor> zv;
+  if (node.has(zp)) {
+    zv = node.known(zp);
+    if (zv->numel() != 1 && (zv->numel() != dim || zv->shape().size() != 1))
+      return std::nullopt;
+  }
+  HostTensor out(DType::f32, shape);
+  float *dst = out.data_as<float>();
+  for (int64_t i = 0, n = wv.numel(); i < n; ++i) {
+    double z = !zv ? 0 : zv->numel() == 1 ? zv->get_f64(0) : zv->get_f64(i / inner % dim);
+    dst[i] = static_cast<float>(wv.get_f64(i) - z); // |.| <= 255: exact
+  }
+  return out;
+}
+
+/// Ranges [c0, c1) of the reduction [0, n) such that, for every output j,
+/// the costs cost(j, c) of a range add up to less than kExactF32: greedy,
+/// the fewest ranges. Empty when one c alone reaches the bound.
+std::vector<std::pair<int64_t, int64_t>> exact_chunks(int64_t n, int64_t outputs,
+                                                      const std::function<double(int64_t, int64_t)> &cost) {
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  std::vector<double> run(static_cast<size_t>(outputs), 0.0), here(static_cast<size_t>(outputs));
+  auto fits = [&](int64_t c) {
+    for (int64_t j = 0; j < outputs; ++j)
+      if (run[j] + (here[j] = cost(j, c)) >= kExactF32)
+        return false;
+    return true;
+  };
+  int64_t c0 = 0;
+  for (int64_t c = 0; c < n; ++c) {
+    if (!fits(c)) {
+      if (c == c0)
+        return {};
+      chunks.push_back({c0, c});
+      c0 = c;
+      std::fill(run.begin(), run.end(), 0.0);
+      if (!fits(c))
+        return {};
+    }
+    for (int64_t j = 0; j < outputs; ++j)
+      run[j] += here[j];
+  }
+  chunks.push_back({c0, n});
+  return chunks;
+}
+
+/// Dims [c0, c1) of `axis` of a host tensor.
+HostTensor slice_host(const HostTensor &t, int64_t axis, int64_t c0, int64_t c1) {
+  std::vector<int64_t> shape = t.shape();
+  int64_t dim = shape[axis], inner = 1, outer = 1;
+  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i)
+    if (i < axis)
+      outer *= shape[i];
+    else if (i > axis)
+      inner *= shape[i];
+  shape[axis] = c1 - c0;
+  HostTensor out(t.dtype(), shape);
+  const float *src = t.data_as<float>();
+  float *dst = out.data_as<float>();
+  for (int64_t o = 0; o < outer; ++o)
+    std::copy(src + (o * dim + c0) * inner, src + (o * dim + c1) * inner, dst + o * (c1 - c0) * inner);
+  return out;
+}
+
+/// A chunk's f32 weight: the known values (a constant named after input
+/// `w`) or the traced tensor, sliced to [c0, c1) along `axis` unless whole.
+Tensor weight_chunk(const OnnxNode &node, size_t w, const std::optional<HostTensor> &known, const Tensor &traced,
+                    int64_t axis, std::pair<int64_t, int64_t> chunk, bool whole) {
+  std::string name = node.input_name(w) + ".f32";
+  if (known)
+    return whole ? Tensor::from_host(*known, name)
+                 : Tensor::from_host(slice_host(*known, axis, chunk.first, chunk.second),
+                                     name + "." + std::to_string(chunk.first));
+  return whole ? traced : ops::slice(traced, {chunk.first}, {chunk.second}, {axis});
+}
+
 /// (int32(a) - a_zp) @ (int32(b) - b_zp): a_zp per tensor or per row of a,
-/// b_zp per tensor or per column of b.
+/// b_zp per tensor or per column of b. In f32 chunks of K summed in i32
+/// (exact: see the top of the file); in i32 where K is not static.
 Tensor matmul_integer(const OnnxNode &node, const Tensor &a, const std::optional<Tensor> &a_zp, const Tensor &b,
-                      const std::optional<Tensor> &b_zp) {
+                      const std::optional<Tensor> &b_zp, size_t b_index, size_t b_zp_index) {
   require_8bit(a, node, "A");
   require_8bit(b, node, "B");
   if (a.rank() < 1 || b.rank() < 1)
     bad(node.op() + " needs inputs of rank at least 1");
-  Tensor ai = as(a, DType::i32), bi = as(b, DType::i32);
+  std::optional<double> amax = max_shifted(a.dtype(), a_zp), bmax = max_shifted(b.dtype(), b_zp);
+  const Dim &kdim = b.shape()[b.rank() == 1 ? 0 : b.rank() - 2];
+  bool fast = amax && bmax && kdim.is_static();
+  for (const Dim &d : b.shape())
+    fast = fast && d.is_static();
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  std::optional<HostTensor> bk;
+  if (fast) {
+    int64_t K = kdim.value(), N = b.rank() == 1 ? 1 : b.shape()[b.rank() - 1].value();
+    int64_t batch = 1;
+    for (int64_t i = 0; i + 2 < b.rank(); ++i)
+      batch *= b.shape()[i].value();
+    bk = known_shifted(node, b_index, b_zp_index, b.rank() - 1);
+    // Outputs j = (batch, column), reduction k; unknown b: the same cost
+    // for every output.
+    const float *bv = bk ? bk->data_as<float>() : nullptr;
+    double unknown = *amax * *bmax;
+    chunks = exact_chunks(K, bv ? batch * N : 1, [&](int64_t j, int64_t k) {
+      return bv ? *amax * std::abs(bv[(j / N * K + k) * N + j % N]) : unknown;
+    });
+  }
+  DType acc = chunks.empty() ? DType::i32 : DType::f32;
+  Tensor ai = as(a, acc), bi = as(b, acc);
   if (a_zp)
-    ai = ops::sub(ai, as(along_axis(*a_zp, std::max<int64_t>(a.rank(), 2), -2, node, "a_zero_point"), DType::i32));
+    ai = ops::sub(ai, as(along_axis(*a_zp, std::max<int64_t>(a.rank(), 2), -2, node, "a_zero_point"), acc));
   if (b_zp)
-    bi = ops::sub(bi, as(along_axis(*b_zp, 1, 0, node, "b_zero_point"), DType::i32));
+    bi = ops::sub(bi, as(along_axis(*b_zp, 1, 0, node, "b_zero_point"), acc));
   bool a_vec = ai.rank() == 1, b_vec = bi.rank() == 1;
   if (a_vec)
     ai = ops::unsqueeze(ai, {0});
-  if (b_vec)
+  if (b_vec) {
     bi = ops::unsqueeze(bi, {1});
-  Tensor y = ops::matmul(ai, bi);
+    if (bk)
+      bk = bk->reshaped({bk->numel(), 1});
+  }
+  std::optional<Tensor> sum;
+  if (chunks.empty()) {
+    sum = ops::matmul(ai, bi);
+  } else {
+    for (const auto &chunk : chunks) {
+      bool whole = chunks.size() == 1;
+      Tensor ac = whole ? ai : ops::slice(ai, {chunk.first}, {chunk.second}, {ai.rank() - 1});
+      Tensor bc = weight_chunk(node, b_index, bk, bi, bi.rank() - 2, chunk, whole);
+      Tensor y = ops::cast(ops::matmul(ac, bc), DType::i32);
+      sum = sum ? ops::add(*sum, y) : y;
+    }
+  }
+  Tensor y = *sum;
   if (b_vec)
     y = ops::squeeze(y, {y.rank() - 1});
   if (a_vec)
@@ -189,7 +348,8 @@ Tensor matmul_integer(const OnnxNode &node, const Tensor &a, const std::optional
   return y;
 }
 
-/// conv(x - x_zp, w - w_zp (+ bias)) in f64 (exact: see the top of the file);
+/// conv(x - x_zp, w - w_zp (+ bias)) as i32: in f32 chunks of input
+/// channels summed in i32, else in f64 (exact: see the top of the file);
 /// w_zp per tensor or per output channel.
 Tensor conv_integer(const OnnxNode &node, const Tensor &x, const std::optional<Tensor> &x_zp, const Tensor &w,
                     const std::optional<Tensor> &w_zp, const std::optional<Tensor> &bias) {
@@ -197,21 +357,62 @@ Tensor conv_integer(const OnnxNode &node, const Tensor &x, const std::optional<T
   require_8bit(w, node, "w");
   if (x.rank() != 3 && x.rank() != 4)
     bad(node.op() + " on a rank-" + std::to_string(x.rank()) + " input is not supported (maxc supports 1-D and 2-D)");
-  Tensor xf = as(x, DType::f64), wf = as(w, DType::f64);
-  if (x_zp) {
-    if (x_zp->rank() > 1 || (x_zp->rank() == 1 && !(x_zp->shape()[0].is_static() && x_zp->shape()[0].value() == 1)))
-      bad(node.op() + "'s x_zero_point must be a scalar");
-    xf = ops::sub(xf, as(along_axis(*x_zp, x.rank(), 0, node, "x_zero_point"), DType::f64));
+  if (x_zp && (x_zp->rank() > 1 || (x_zp->rank() == 1 && !(x_zp->shape()[0].is_static() && x_zp->shape()[0].value() == 1))))
+    bad(node.op() + "'s x_zero_point must be a scalar");
+  if (bias && bias->dtype() != DType::i32)
+    throw Error(ErrorCode::OnnxUnsupportedType, node.op() + "'s bias must be i32");
+  size_t w_index = node.op() == "QLinearConv" ? 3 : 1, w_zp_index = node.op() == "QLinearConv" ? 5 : 3;
+  std::optional<double> xmax = max_shifted(x.dtype(), x_zp), wmax = max_shifted(w.dtype(), w_zp);
+  bool fast = xmax && wmax && w.rank() == x.rank();
+  for (const Dim &d : w.shape())
+    fast = fast && d.is_static();
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  std::optional<HostTensor> wk;
+  if (fast) {
+    int64_t O = w.shape()[0].value(), Cg = w.shape()[1].value(), taps = 1;
+    for (int64_t i = 2; i < w.rank(); ++i)
+      taps *= w.shape()[i].value();
+    wk = known_shifted(node, w_index, w_zp_index, 0);
+    std::vector<double> cost(static_cast<size_t>(O * Cg), *xmax * *wmax * static_cast<double>(taps));
+    if (wk)
+      for (int64_t oc = 0; oc < O * Cg; ++oc) {
+        double s = 0;
+        for (int64_t t = 0; t < taps; ++t)
+          s += std::abs(wk->data_as<float>()[oc * taps + t]);
+        cost[oc] = *xmax * s;
+      }
+    chunks = exact_chunks(Cg, O, [&](int64_t o, int64_t c) { return cost[o * Cg + c]; });
+    if (chunks.size() > 1 && node.attr_int("group", 1) != 1)
+      chunks.clear(); // a chunk of a grouped conv's channels is no conv
   }
-  if (w_zp)
-    wf = ops::sub(wf, as(along_axis(*w_zp, w.rank(), 0, node, "w_zero_point"), DType::f64));
-  std::optional<Tensor> b;
-  if (bias) {
-    if (bias->dtype() != DType::i32)
-      throw Error(ErrorCode::OnnxUnsupportedType, node.op() + "'s bias must be i32");
-    b = ops::cast(*bias, DType::f64);
+  if (chunks.empty()) {
+    Tensor xf = as(x, DType::f64), wf = as(w, DType::f64);
+    if (x_zp)
+      xf = ops::sub(xf, as(along_axis(*x_zp, x.rank(), 0, node, "x_zero_point"), DType::f64));
+    if (w_zp)
+      wf = ops::sub(wf, as(along_axis(*w_zp, w.rank(), 0, node, "w_zero_point"), DType::f64));
+    std::optional<Tensor> b;
+    if (bias)
+      b = ops::cast(*bias, DType::f64);
+    return ops::cast(conv_of(node, xf, wf, b), DType::i32);
   }
-  return conv_of(node, xf, wf, b);
+  Tensor xf = as(x, DType::f32);
+  if (x_zp)
+    xf = ops::sub(xf, as(along_axis(*x_zp, x.rank(), 0, node, "x_zero_point"), DType::f32));
+  Tensor wf = wk ? Tensor() : as(w, DType::f32);
+  if (!wk && w_zp)
+    wf = ops::sub(wf, as(along_axis(*w_zp, w.rank(), 0, node, "w_zero_point"), DType::f32));
+  std::optional<Tensor> sum;
+  for (const auto &chunk : chunks) {
+    bool whole = chunks.size() == 1;
+    Tensor xc = whole ? xf : ops::slice(xf, {chunk.first}, {chunk.second}, {1});
+    Tensor wc = weight_chunk(node, w_index, wk, wf, 1, chunk, whole);
+    Tensor y = ops::cast(conv_of(node, xc, wc, std::nullopt, /*exact=*/true), DType::i32);
+    sum = sum ? ops::add(*sum, y) : y;
+  }
+  if (bias)
+    sum = ops::add(*sum, along_axis(*bias, x.rank(), 1, node, "bias"));
+  return *sum;
 }
 
 /// The requantized output of QLinearMatMul/QLinearConv: acc (integer
@@ -239,14 +440,12 @@ std::vector<Tensor> quantized(const OnnxNode &node) {
   if (op == "DynamicQuantizeLinear")
     return dynamic_quantize_linear(node);
   if (op == "MatMulInteger")
-    return {matmul_integer(node, node.in(0), optional_in(node, 2), node.in(1), optional_in(node, 3))};
-  if (op == "ConvInteger") {
-    Tensor y = conv_integer(node, node.in(0), optional_in(node, 2), node.in(1), optional_in(node, 3), std::nullopt);
-    return {ops::cast(y, DType::i32)};
-  }
+    return {matmul_integer(node, node.in(0), optional_in(node, 2), node.in(1), optional_in(node, 3), 1, 3)};
+  if (op == "ConvInteger")
+    return {conv_integer(node, node.in(0), optional_in(node, 2), node.in(1), optional_in(node, 3), std::nullopt)};
   if (op == "QLinearMatMul") {
     Tensor a = node.in(0), b = node.in(3);
-    Tensor acc = matmul_integer(node, a, node.in(2), b, node.in(5));
+    Tensor acc = matmul_integer(node, a, node.in(2), b, node.in(5), 3, 5);
     int64_t rank = std::max<int64_t>(acc.rank(), 2);
     Tensor a_scale = along_axis(node.in(1), rank, -2, node, "a_scale");
     Tensor b_scale = along_axis(node.in(4), 1, 0, node, "b_scale");

@@ -596,8 +596,10 @@ TEST_CASE(MAXC_COMPILED_NAME("compiled conv2d: stride, padding, dilation, groups
 // The compositions the ONNX importer builds for the quantized ops
 // (lib/Frontend/Onnx/OnnxQuantized.cpp): QuantizeLinear is
 // cast(clamp(round(x / scale) + zp)) in f32, round half to even; ConvInteger
-// runs conv2d in f64 on the zero-point-shifted 8-bit values (exact: every
-// partial sum is an integer below 2^53); MatMulInteger is an i32 matmul.
+// runs an `exact` conv2d in f32 on the zero-point-shifted 8-bit values where
+// every partial sum stays below 2^24 (chunks of channels summed in i32
+// beyond), else in f64 (every partial sum an integer below 2^53);
+// MatMulInteger likewise in f32 chunks, or an i32 matmul.
 static Tensor quantize_like_onnx(const Tensor &x, double scale, double zp, DType dtype) {
   double lo = dtype == DType::u8 ? 0 : -128, hi = dtype == DType::u8 ? 255 : 127;
   Tensor q = ops::add(ops::round(ops::div(x, ops::scalar(scale, DType::f32))), ops::scalar(zp, DType::f32));
@@ -655,6 +657,48 @@ TEST_CASE(MAXC_COMPILED_NAME("compiled quantization: ties to even, saturation, z
                   Tensor bs = ops::sub(ops::cast(in[3], DType::i32), ops::scalar(-128, DType::i32));
                   return ops::matmul(as, bs);
                 }}});
+
+  // The f32 form: an `exact` conv of a shape Winograd would take (3x3, 32
+  // channels, 16x16) at worst-case magnitudes: x = 255 on most pixels,
+  // constant weights in [0, 255] whose sum per output channel is 65793 (the
+  // bound 255 * 65793 = 2^24 - 1, one chunk) or 65795 (above: two chunks of
+  // 16 channels, summed in i32). Winograd's transforms would round these sums.
+  HostTensor xe = random_tensor(DType::u8, {1, 32, 16, 16}, 0, 255);
+  for (int64_t i = 0; i < xe.numel(); ++i)
+    if (i % 7 != 0)
+      xe.set_i64(i, 255);
+  auto weights = [](int64_t sum) {
+    HostTensor w(DType::f32, {32, 32, 3, 3});
+    for (int64_t o = 0; o < 32; ++o) {
+      int64_t deficit = 255 * 288 - (sum - o % 3); // 0, 1 or 2 below `sum`
+      for (int64_t j = 0; j < 288; ++j) {
+        int64_t d = std::min<int64_t>(255, deficit);
+        deficit -= d;
+        w.set_f64(o * 288 + (j * 97 + o) % 288, static_cast<double>(255 - d)); // spread over channels
+      }
+    }
+    return w;
+  };
+  HostTensor below = weights(65793), above = weights(65795);
+  ops::Conv2dOptions exact;
+  exact.padding = {1, 1};
+  exact.exact = true;
+  auto exact_conv = [&](const Tensor &x, const HostTensor &w) {
+    return ops::cast(ops::conv2d(ops::cast(x, DType::f32), Tensor::from_host(w), std::nullopt, exact), DType::i32);
+  };
+  auto channels = [](const HostTensor &w, int64_t c0, int64_t c1) {
+    HostTensor out(DType::f32, {32, c1 - c0, 3, 3});
+    for (int64_t o = 0; o < 32; ++o)
+      for (int64_t k = 0; k < (c1 - c0) * 9; ++k)
+        out.set_f64(o * (c1 - c0) * 9 + k, w.get_f64(o * 288 + c0 * 9 + k));
+    return out;
+  };
+  HostTensor above_lo = channels(above, 0, 16), above_hi = channels(above, 16, 32);
+  check_cases({xe}, {{"exact_conv_below_2^24", [&](auto &in) { return exact_conv(in[0], below); }},
+                     {"exact_conv_split_above_2^24", [&](auto &in) {
+                        return ops::add(exact_conv(ops::slice(in[0], {0}, {16}, {1}), above_lo),
+                                        exact_conv(ops::slice(in[0], {16}, {32}, {1}), above_hi));
+                      }}});
 }
 
 TEST_CASE(MAXC_COMPILED_NAME("compiled conv_transpose2d"), MAXC_COMPILED_TAGS) {

@@ -238,6 +238,27 @@ TEST_CASE("Winograd tiles: F(4,3) from 14x14 outputs, F(2,3) below; block stride
   }
 }
 
+TEST_CASE("an exact conv2d (integer-valued operands) never takes Winograd, whose transforms round",
+          "[codegen][plan]") {
+  for (bool exact : {false, true}) {
+    auto g = trace_graph({TensorType(DType::f32, {1, 64, 14, 14})}, [&](auto &t) {
+      ops::Conv2dOptions o;
+      o.padding = {1, 1};
+      o.exact = exact;
+      return std::vector<Tensor>{
+          ops::conv2d(t[0], Tensor::from_host(random_tensor(DType::f32, {64, 64, 3, 3})), std::nullopt, o)};
+    });
+    const Node *node = nullptr;
+    for (const Node &n : g->nodes())
+      if (n.op == "conv2d")
+        node = &n;
+    REQUIRE(node);
+    CHECK(node->attrs.get_int("exact") == (exact ? 1 : 0));
+    CHECK(conv_uses_gemm(*g, *node)); // the im2col GEMM instead
+    CHECK(conv_winograd_shape(*g, *node) == !exact);
+  }
+}
+
 TEST_CASE("the workspace bound takes the largest callee need, not their sum", "[codegen][plan]") {
   // A body with one stored reduction per row: (4*rows + 63) bytes of slots.
   auto body = [](const std::string &name, const Dim &rows) {
