@@ -2,6 +2,7 @@
 // --device cpu|amdgpu-emu` and the tests that compare compiled kernels with
 // the reference interpreter. The same load → decompose → plan as a compile.
 #include "maxc/Codegen/CompiledRun.h"
+#include "maxc/Codegen/ModelAbi.h"
 #include "maxc/Codegen/Jit.h"
 #include "maxc/Driver/Compile.h"
 #include "maxc/Interpreter/Interpreter.h"
@@ -16,6 +17,17 @@
 #include <chrono>
 
 namespace maxc::driver {
+
+namespace {
+/// "the compiled model returned status 10 (the state has no room ...)".
+std::string status_message(int32_t status) {
+  std::string text = "the compiled model returned status " + std::to_string(status);
+  for (const StatusInfo &row : status_table())
+    if (static_cast<int32_t>(row.status) == status)
+      return text + " (" + row.message + ")";
+  return text;
+}
+} // namespace
 
 namespace {
 
@@ -70,7 +82,7 @@ std::vector<HostTensor> run_on_host(const std::string &backend_name, const Graph
   if (set_threads)
     set_threads(1);
   if (status != 0)
-    throw Error(ErrorCode::InputMismatch, "the compiled model returned status " + std::to_string(status));
+    throw Error(ErrorCode::InputMismatch, status_message(status));
   return std::move(io.outputs);
 }
 
@@ -116,7 +128,7 @@ HostProfile profile_on_host(const Graph &graph, const std::vector<HostTensor> &i
   }
   set_threads(1);
   if (status != 0)
-    throw Error(ErrorCode::InputMismatch, "the compiled model returned status " + std::to_string(status));
+    throw Error(ErrorCode::InputMismatch, status_message(status));
   out.runs = runs;
   out.run_ms = runs > 0 ? ms / runs : 0;
   for (size_t k = 0; k < out.kernels.size(); ++k) {
@@ -129,6 +141,7 @@ HostProfile profile_on_host(const Graph &graph, const std::vector<HostTensor> &i
 } // namespace maxc::driver
 
 namespace maxc {
+
 
 std::vector<HostTensor> run_compiled_on_host(const Graph &graph, const std::vector<HostTensor> &inputs,
                                              DimBindings dims, int opt_level) {

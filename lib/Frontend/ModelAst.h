@@ -4,6 +4,7 @@
 #pragma once
 
 #include "maxc/IR/HostTensor.h"
+#include "maxc/IR/SymbolTable.h"
 #include "maxc/IR/TensorType.h"
 #include "maxc/Support/Diagnostics.h"
 
@@ -72,6 +73,9 @@ struct ModelAst {
   std::map<std::string, HostTensor> constants;
   std::map<std::string, Module> modules;
   Module main; // args = input names
+  /// "state": inputs that are model state, updated in place (ModelState,
+  /// IR/SymbolTable.h; checked against the inputs by the parser).
+  std::optional<ModelState> state;
 };
 
 /// The deepest nesting of module calls (main calling A calling B is 2).

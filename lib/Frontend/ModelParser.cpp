@@ -112,7 +112,8 @@ public:
     auto slash = file_.find_last_of('/');
     ast.dir = slash == std::string::npos ? "." : file_.substr(0, slash == 0 ? 1 : slash);
 
-    check_keys(root, "", {"maxc", "name", "weights", "inputs", "outputs", "constants", "modules", "main", "description"});
+    check_keys(root, "", {"maxc", "name", "weights", "inputs", "outputs", "constants", "modules", "main", "description",
+                          "state"});
     if (!root.contains("maxc"))
       schema("", "missing field 'maxc' (the format version; this maxc reads 1)");
     else if (!root["maxc"].is_number_integer() || root["maxc"].get<int64_t>() != 1)
@@ -131,6 +132,8 @@ public:
       schema("/description", "expected a string");
 
     parse_inputs(root, ast);
+    if (root.contains("state"))
+      parse_state(root["state"], ast);
     if (root.contains("constants"))
       parse_constants(root["constants"], ast);
     if (root.contains("modules")) {
@@ -220,6 +223,73 @@ private:
       }
     }
     return ok ? std::optional<Shape>(shape) : std::nullopt;
+  }
+
+  // "state": {"buffers": [input names], "length": "past", "advance": "seq"}:
+  // the buffers are inputs [capacity, static dims...] with one capacity
+  // symbol; `length` (rows filled before a run) is a symbol no input
+  // declares; `advance` (rows a run appends) a dim expression.
+  void parse_state(const json &st, ModelAst &ast) {
+    const std::string p = "/state";
+    if (!st.is_object()) {
+      schema(p, std::string("expected {\"buffers\", \"length\", \"advance\"}, got ") + json_kind(st));
+      return;
+    }
+    check_keys(st, p, {"buffers", "length", "advance"});
+    ModelState state;
+    state.length = required_string(st, p, "length");
+    if (!state.length.empty() && !is_identifier(state.length))
+      schema(p + "/length", "'" + state.length + "' must be a symbol (an identifier)");
+    std::string advance = required_string(st, p, "advance");
+    try {
+      state.advance = Dim::parse(advance.empty() ? "0" : advance);
+    } catch (const Error &e) {
+      schema(p + "/advance", e.message());
+    }
+    if (!st.contains("buffers") || !st["buffers"].is_array() || st["buffers"].empty()) {
+      schema(p + "/buffers", "expected a non-empty list of input names");
+      return;
+    }
+    for (size_t i = 0; i < st["buffers"].size(); ++i) {
+      std::string q = p + "/buffers/" + std::to_string(i);
+      const json &b = st["buffers"][i];
+      auto in = b.is_string() ? std::find_if(ast.inputs.begin(), ast.inputs.end(),
+                                             [&](const auto &x) { return x.first == b.get<std::string>(); })
+                              : ast.inputs.end();
+      if (in == ast.inputs.end()) {
+        schema(q, "expected the name of a declared input, got " + b.dump());
+        continue;
+      }
+      const Shape &shape = in->second.shape;
+      if (shape.empty() || !shape[0].is_symbol()) {
+        schema(q, "state buffer '" + in->first + "' is " + in->second.to_string() +
+                      ": its first dim must be a symbol (the capacity)");
+        continue;
+      }
+      if (!state.capacity.empty() && shape[0].symbol() != state.capacity)
+        schema(q, "state buffer '" + in->first + "' has capacity '" + shape[0].symbol() + "', another '" +
+                      state.capacity + "': one capacity for every buffer");
+      state.capacity = shape[0].symbol();
+      for (size_t d = 1; d < shape.size(); ++d)
+        if (!shape[d].is_static())
+          schema(q, "state buffer '" + in->first + "' is " + in->second.to_string() + ": only its first dim may be symbolic");
+      if (std::find(state.buffers.begin(), state.buffers.end(), in->first) != state.buffers.end())
+        schema(q, "state buffer '" + in->first + "' is listed twice");
+      state.buffers.push_back(in->first);
+    }
+    for (const auto &[name, type] : ast.inputs)
+      for (const Dim &d : type.shape)
+        for (const std::string &s : d.symbols())
+          if (s == state.length)
+            schema(p + "/length", "'" + s + "' is a dim of input '" + name +
+                                      "': the state's length is passed (NAME_step: the state's own), not an input dim");
+    // The buffers in input order (the C interface's).
+    std::vector<std::string> ordered;
+    for (const auto &[name, type] : ast.inputs)
+      if (std::find(state.buffers.begin(), state.buffers.end(), name) != state.buffers.end())
+        ordered.push_back(name);
+    state.buffers = ordered;
+    ast.state = state;
   }
 
   void parse_inputs(const json &root, ModelAst &ast) {

@@ -153,6 +153,11 @@ public:
       names.push_back(ast_.outputs[i].name);
     }
     graph->set_outputs(ids, names);
+    if (ast_.state) { // the model's state: its length is passed, not an input dim
+      if (!graph->symbol_table().contains(ast_.state->length))
+        graph->symbol_table().declare(ast_.state->length, SymbolOrigin::DimArgument);
+      graph->symbol_table().set_model_state(*ast_.state);
+    }
     report_unused_weights();
     return graph;
   }

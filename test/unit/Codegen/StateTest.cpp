@@ -9,6 +9,7 @@
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ModelAbi.h"
 #include "maxc/Transforms/Rewrite.h"
+#include "maxc/Frontend/ModelLoader.h"
 
 using namespace maxc;
 using namespace maxc::test;
@@ -180,4 +181,69 @@ TEST_CASE("the state API: two interleaved states, a full state, reset", "[state]
   destroy(a);
   destroy(b);
   destroy(nullptr);
+}
+
+namespace {
+// maxc's JSON format: a "state" declaration and the ops in statements.
+const char *kJsonState = R"({
+  "maxc": 1, "name": "cache",
+  "inputs": [{"name": "x", "dtype": "f32", "shape": ["seq", 3]},
+             {"name": "k", "dtype": "f32", "shape": ["ctx", 3]}],
+  "state": {"buffers": ["k"], "length": "past", "advance": "seq"},
+  "main": [
+    {"rows": ["mul", "x", 2.0]},
+    {"all": ["buffer_append", "k", "rows", {"offset": ["past"]}]},
+    {"y": ["sum", "all", {"axes": [0], "keepdims": true}]},
+    {"out": ["add", "x", "y"]}
+  ],
+  "outputs": ["out"]
+})";
+
+std::string with_state(const std::string &state) {
+  std::string m = kJsonState;
+  size_t at = m.find(R"("state": )"), end = m.find('\n', at);
+  return m.replace(at, end - at, R"("state": )" + state + ",");
+}
+} // namespace
+
+TEST_CASE("state in maxc's JSON format: declared, traced, run step after step", "[state][frontend]") {
+  DiagnosticEngine diags;
+  LoadOptions options;
+  LoadedModel m = load_model_text(kJsonState, "cache.json", options, diags);
+  INFO(diags.to_text());
+  REQUIRE(m.graph);
+  const std::optional<ModelState> &st = m.graph->symbol_table().model_state();
+  REQUIRE(st);
+  CHECK(st->buffers == std::vector<std::string>{"k"});
+  CHECK(st->capacity == "ctx");
+  CHECK(st->length == "past");
+  CHECK(st->advance == Dim("seq"));
+  CHECK(m.graph->symbol_table().find("past")->origin == SymbolOrigin::DimArgument);
+  JitCompiledGraph cpu(*m.graph);
+  HostTensor ref(DType::f32, {8, 3}), mine(DType::f32, {8, 3});
+  int64_t past = 0;
+  for (int64_t n : {3, 1, 2}) {
+    HostTensor x = random_tensor(DType::f32, {n, 3});
+    std::vector<HostTensor> expected = Interpreter::run(*m.graph, {x, ref}, {{"past", past}});
+    MAXC_REQUIRE_CLOSE(cpu.run_dims({x, mine}, {{"past", past}})[0], expected[0], 1e-5, 1e-6);
+    past += n;
+  }
+  MAXC_REQUIRE_CLOSE(mine, ref, 0, 0);
+  // Each problem named at its JSON pointer.
+  auto error_of = [](const std::string &text) {
+    DiagnosticEngine d;
+    LoadedModel bad = load_model_text(text, "cache.json", LoadOptions{}, d);
+    CHECK(!bad.graph);
+    return d.to_text();
+  };
+  CHECK_THAT(error_of(with_state(R"({"buffers": ["nope"], "length": "past", "advance": "seq"})")),
+             Catch::Matchers::Contains("/state/buffers/0") && Catch::Matchers::Contains("declared input"));
+  CHECK_THAT(error_of(with_state(R"({"buffers": ["k", "x"], "length": "past", "advance": "seq"})")),
+             Catch::Matchers::Contains("one capacity for every buffer"));
+  CHECK_THAT(error_of(with_state(R"({"buffers": ["k"], "length": "seq", "advance": "seq"})")),
+             Catch::Matchers::Contains("is a dim of input 'x'"));
+  CHECK_THAT(error_of(with_state(R"({"buffers": ["k"], "length": "past"})")),
+             Catch::Matchers::Contains("advance"));
+  CHECK_THAT(error_of(with_state(R"({"buffers": ["k"], "length": "past", "advance": "seq", "extra": 1})")),
+             Catch::Matchers::Contains("extra"));
 }
