@@ -225,8 +225,9 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
         // A view of a state buffer's rows: the buffer's own storage.
         const ValuePlan &buffer = plan.values[node.operands[0]];
         if (buffer.storage != Storage::input)
-          throw Error(ErrorCode::Internal, "plan: " + node.op + " of value %" + std::to_string(node.operands[0]) +
-                                               ", which is not a graph input (a state buffer)");
+          throw Error(ErrorCode::InvalidGraph, node.op + ": operand 0 (value %" + std::to_string(node.operands[0]) +
+                                                   ") must be a state buffer (an input of the graph), not a "
+                                                   "computed value");
         p = buffer;
         continue;
       }

@@ -67,6 +67,9 @@ void Interpreter::execute(const Graph &graph, std::vector<std::optional<HostTens
       const OpDef &def = OpRegistry::instance().get(node.op);
       if (!def.reference)
         throw Error(ErrorCode::Internal, "op '" + node.op + "' has no reference implementation");
+      if (def.has(OpTrait::aliases_operand) && graph.value_info(node.operands[0]).producer >= 0)
+        throw Error(ErrorCode::InvalidGraph, node.op + ": operand 0 must be a state buffer (an input of the graph), "
+                                                       "not a computed value");
       ReferenceContext ctx{operands, node.attrs, result_types, result_shapes, dims, graph, run_graph};
       std::vector<HostTensor> results = def.reference(ctx);
       if (results.size() != node.results.size())

@@ -88,6 +88,14 @@ TEST_CASE("state buffers: appended in place, read as views, planned without copi
   CHECK(!abi.inputs[0].state);
   CHECK(abi.state_row_bytes == std::vector<int64_t>{16, 16});
   CHECK(abi.symbols == std::vector<std::string>{"cap", "n", "past"});
+  // A buffer that is a computed value: refused by the interpreter and the planner.
+  std::unique_ptr<Graph> computed = trace_graph({TensorType(DType::f32, {2, kWidth}), TensorType(DType::f32, {8, kWidth})},
+                                                [](const std::vector<Tensor> &x) {
+                                                  return std::vector<Tensor>{ops::buffer_append(x[1] * 1.0, x[0], Dim(3))};
+                                                });
+  MAXC_REQUIRE_ERROR(Interpreter::run(*computed, {random_tensor(DType::f32, {2, kWidth}), HostTensor(DType::f32, {8, kWidth})}),
+                     ErrorCode::InvalidGraph, "must be a state buffer");
+  MAXC_REQUIRE_ERROR(plan_lowering(*computed), ErrorCode::InvalidGraph, "must be a state buffer");
   // Near misses: the op checks its operands.
   MAXC_REQUIRE_ERROR(trace_graph({TensorType(DType::f32, {2, 3}), TensorType(DType::f32, {8, kWidth})},
                                  [](const std::vector<Tensor> &x) {
