@@ -351,4 +351,71 @@ llvm::Function *emit_attention_function(llvm::Module &m, const std::string &name
   return BlockKernel(m, name, a).emit();
 }
 
+llvm::Function *emit_attention_rows_function(llvm::Module &m, const std::string &name, const AttentionFunction &a) {
+  llvm::LLVMContext &c = m.getContext();
+  llvm::IRBuilder<> b(c);
+  llvm::Type *f = b.getFloatTy(), *i64 = b.getInt64Ty(), *ptr = b.getPtrTy();
+  auto *type = llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, i64}, false);
+  auto *fn = llvm::Function::Create(type, llvm::GlobalValue::InternalLinkage, name, m);
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  for (unsigned i = 0; i < 5; ++i) {
+    fn->addParamAttr(i, llvm::Attribute::NoAlias);
+    fn->addParamAttr(i, llvm::Attribute::NoCapture);
+  }
+  auto *entry = llvm::BasicBlock::Create(c, "entry", fn);
+  auto *body = llvm::BasicBlock::Create(c, "body", fn);
+  llvm::IRBuilder<> allocas(entry);
+  b.SetInsertPoint(body);
+  Value *q = fn->getArg(0), *k = fn->getArg(1), *v = fn->getArg(2), *mask = fn->getArg(3), *out = fn->getArg(4);
+  Value *sk = fn->getArg(6), *i0 = fn->getArg(7), *i1 = fn->getArg(8), *mrs = fn->getArg(9), *mcs = fn->getArg(10);
+  int64_t q_rs = a.q_row_stride ? a.q_row_stride : a.d, k_rs = a.k_row_stride ? a.k_row_stride : a.d,
+          v_rs = a.v_row_stride ? a.v_row_stride : a.dv;
+  auto load = [&](Value *base, Value *row, int64_t stride, Value *col) {
+    return b.CreateLoad(f, b.CreateInBoundsGEP(f, base, b.CreateAdd(b.CreateMul(row, b.getInt64(stride)), col)));
+  };
+  AttentionKernel r;
+  r.sq = b.CreateSub(i1, i0);
+  r.sk = sk;
+  r.d = a.d;
+  r.dv = a.dv;
+  r.scale = a.scale;
+  r.fill = a.fill;
+  r.q = [&](Value *i, Value *e) { return load(q, b.CreateAdd(i0, i), q_rs, e); };
+  r.k = [&](Value *j, Value *e) { return load(k, j, k_rs, e); };
+  r.v = [&](Value *j, Value *e) { return load(v, j, v_rs, e); };
+  if (a.mask == AttentionFunction::Mask::causal)
+    r.mask = [&](Value *i, Value *j) { return b.CreateICmpSLE(j, b.CreateAdd(i0, i)); };
+  else if (a.mask != AttentionFunction::Mask::none)
+    r.mask = [&](Value *i, Value *j) -> Value * {
+      Value *at = b.CreateAdd(b.CreateMul(b.CreateAdd(i0, i), mrs), b.CreateMul(j, mcs));
+      if (a.mask == AttentionFunction::Mask::additive)
+        return b.CreateLoad(f, b.CreateInBoundsGEP(f, mask, at));
+      return b.CreateICmpNE(b.CreateLoad(b.getInt8Ty(), b.CreateInBoundsGEP(b.getInt8Ty(), mask, at)), b.getInt8(0));
+    };
+  r.store = [&](Value *i, Value *e, Value *y) {
+    b.CreateStore(y, b.CreateInBoundsGEP(f, out, b.CreateAdd(b.CreateMul(b.CreateAdd(i0, i), b.getInt64(a.dv)), e)));
+  };
+  r.loop = [&](Value *n, const std::function<void(Value *)> &each) {
+    llvm::BasicBlock *pre = b.GetInsertBlock();
+    auto *head = llvm::BasicBlock::Create(c, "loop", fn), *step = llvm::BasicBlock::Create(c, "loop.body", fn),
+         *exit = llvm::BasicBlock::Create(c, "loop.exit", fn);
+    b.CreateBr(head);
+    b.SetInsertPoint(head);
+    llvm::PHINode *i = b.CreatePHI(i64, 2);
+    i->addIncoming(b.getInt64(0), pre);
+    b.CreateCondBr(b.CreateICmpSLT(i, n), step, exit);
+    b.SetInsertPoint(step);
+    each(i);
+    Value *next = b.CreateAdd(i, b.getInt64(1));
+    i->addIncoming(next, b.GetInsertBlock());
+    b.CreateBr(head);
+    b.SetInsertPoint(exit);
+  };
+  r.local = [&](llvm::Type *t) { return allocas.CreateAlloca(t); };
+  emit_attention_kernel(b, r);
+  b.CreateRetVoid();
+  allocas.CreateBr(body);
+  return fn;
+}
+
 } // namespace maxc::codegen

@@ -84,4 +84,10 @@ struct AttentionFunction {
 
 llvm::Function *emit_attention_function(llvm::Module &m, const std::string &name, const AttentionFunction &a);
 
+/// The same signature and result for a few query rows (a decode step): each
+/// row on its own (emit_attention_kernel: the dot products vectorized over
+/// d, p * v over dv), where the query-block kernel would fill one vector
+/// lane of `lanes`. The caller picks it when a block has few rows.
+llvm::Function *emit_attention_rows_function(llvm::Module &m, const std::string &name, const AttentionFunction &a);
+
 } // namespace maxc::codegen

@@ -390,6 +390,9 @@ private:
     a.k_row_stride = views[1] ? views[1]->strides[r - 2] : a.d;
     a.v_row_stride = views[2] ? views[2]->strides[r - 2] : a.dv;
     llvm::Function *kernel = emit_attention_function(mod_.m, mod_.prefix + ".attention", a);
+    // A block of a quarter of the lanes or fewer rows (a decode step's one
+    // row) runs row by row: the block kernel would leave most lanes idle.
+    llvm::Function *rows_kernel = emit_attention_rows_function(mod_.m, mod_.prefix + ".attention_rows", a);
     Shape scores(qs.begin(), qs.end() - 1);
     scores.push_back(ks[r - 2]);
     int64_t w = a.lanes;
@@ -457,9 +460,10 @@ private:
           if (a.mask_per_row)
             mrs = ms[mr - 1] == Dim(1) ? b_.getInt64(1) : mdims[mr - 1];
         }
-        b_.CreateCall(kernel, {operand(0, sq), operand(1, sk), operand(2, sk), mask,
-                               at(out, sq), sq, sk, i0, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(i0, b_.getInt64(w)), sq),
-                               mrs, mcs});
+        Value *i1 = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(i0, b_.getInt64(w)), sq);
+        Value *few = b_.CreateICmpSLE(b_.CreateSub(i1, i0), b_.getInt64(std::max<int64_t>(w / 4, 1)));
+        b_.CreateCall(kernel->getFunctionType(), b_.CreateSelect(few, rows_kernel, kernel),
+                      {operand(0, sq), operand(1, sk), operand(2, sk), mask, at(out, sq), sq, sk, i0, i1, mrs, mcs});
       });
     });
   }

@@ -205,12 +205,16 @@ TEST_CASE("attention blocks: a symbolic sequence length, causal and with a paddi
   {
     llvm::LLVMContext context;
     auto module = build_model_module(graph, "maxc_jit", context);
-    int kernels_found = 0;
-    for (llvm::Function &f : *module)
-      kernels_found += f.getName().starts_with("maxc_jit.attention");
+    int kernels_found = 0, rows_found = 0;
+    for (llvm::Function &f : *module) {
+      rows_found += f.getName().starts_with("maxc_jit.attention_rows");
+      kernels_found += f.getName().starts_with("maxc_jit.attention") && !f.getName().starts_with("maxc_jit.attention_rows");
+    }
     CHECK(kernels_found == 2);
+    CHECK(rows_found == 2); // the row-by-row variant of each, for blocks of few rows
   }
-  for (int64_t s : {5, 37, 0}) {
+  // 1 and 3 rows: every block row by row; 36: the last block (4 rows) too.
+  for (int64_t s : {5, 37, 0, 1, 3, 36}) {
     INFO("seq " << s);
     std::vector<HostTensor> in = {rand({1, 2, s, 16}), rand({1, 2, s, 16}), rand({1, 2, s, 16}), rand({1, 1, 1, s}, -100, 0)};
     std::vector<HostTensor> expected = Interpreter::run(graph, in);
