@@ -35,7 +35,10 @@ namespace {
 
 const char *const kEntrySuffixes[] = {"_init",          "_run",          "_run_packed",       "_workspace_size",
                                       "_status_string", "_set_parallel_for", "_set_num_threads", "_set_weights", "_hip_error",
-                                      "_cuda_error",    "_destroy"};
+                                      "_cuda_error",    "_destroy",
+                                      // model state (NAME_state_create...; docs/ONNX.md "Model state")
+                                      "_state_create",  "_state_destroy", "_state_reset",    "_state_length",
+                                      "_state_capacity", "_step"};
 
 std::string human_bytes(uint64_t bytes) {
   char buf[64];
