@@ -17,5 +17,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       maxc::load_onnx_model(bytes, "/nonexistent-maxc-fuzz/model.onnx", options, diagnostics);
   if (model.graph && diagnostics.has_errors())
     __builtin_trap(); // a graph must never come with errors
+  // The same bytes with KV-cache pairs made model state (--state auto):
+  // the pairs' search, the buffers and the Concat rewrite see every input.
+  maxc::DiagnosticEngine state_diagnostics;
+  options.state = "auto";
+  maxc::LoadedModel stateful =
+      maxc::load_onnx_model(bytes, "/nonexistent-maxc-fuzz/model.onnx", options, state_diagnostics);
+  if (stateful.graph && state_diagnostics.has_errors())
+    __builtin_trap();
   return 0;
 }
