@@ -164,8 +164,10 @@ struct Matcher {
   /// [*B, KVH, S, D] through [*B, KVH, 1, S, D] and [*B, KVH, g, S, D]
   /// (the unsqueeze may be a reshape): v becomes x, g > 1 is returned in
   /// `groups`, the three nodes join the pattern's inner nodes.
-  bool ungroup(ValueId &v, int64_t &groups, AttentionMatch &m) const {
+  bool ungroup(ValueId &v, int64_t &groups, AttentionMatch &m, bool heads = true) const {
     const Node *rs = producer(v);
+    if (heads && rs && rs->op == "concat" && single_use(v)) // (a part is never a concat again: no recursion)
+      return ungroup_heads(v, groups, m);
     if (!rs || rs->op != "reshape" || !single_use(v))
       return false;
     ValueId b = rs->operands[0];
@@ -197,6 +199,47 @@ struct Matcher {
     v = x;
     for (const Node *n : {rs, bc, un})
       m.inner.push_back(index(n));
+    return true;
+  }
+
+  /// torch 1.13's repeat_interleave: v = concat(parts, heads axis), part i
+  /// the repeat (ungroup) of result i of one split of x [*B, KVH, S, D] into
+  /// single heads, every part by the same g: v becomes x.
+  bool ungroup_heads(ValueId &v, int64_t &groups, AttentionMatch &m) const {
+    const Node *cat = producer(v);
+    size_t r = g.type_of(v).shape.size();
+    int64_t axis = cat->attrs.get_int("axis");
+    if (r < 3 || (axis < 0 ? axis + static_cast<int64_t>(r) : axis) != static_cast<int64_t>(r) - 3)
+      return false;
+    AttentionMatch tried = m;
+    const Node *split = nullptr;
+    int64_t g0 = 0;
+    for (size_t i = 0; i < cat->operands.size(); ++i) {
+      ValueId part = cat->operands[i];
+      int64_t gi = 0;
+      if (std::count(cat->operands.begin(), cat->operands.end(), part) != 1 || !ungroup(part, gi, tried, false) ||
+          (i > 0 && gi != g0))
+        return false;
+      g0 = gi;
+      const ValueInfo &info = g.value_info(part);
+      const Node *sp = producer(part);
+      if (!sp || sp->op != "split" || (split && sp != split) || info.index != i || !single_use(part))
+        return false;
+      split = sp;
+    }
+    if (!split || split->results.size() != cat->operands.size())
+      return false;
+    ValueId x = split->operands[0];
+    int64_t split_axis = split->attrs.get_int("axis");
+    const Shape &xs = g.type_of(x).shape;
+    if (xs.size() != r || (split_axis < 0 ? split_axis + static_cast<int64_t>(r) : split_axis) != static_cast<int64_t>(r) - 3 ||
+        xs[r - 3] != Dim(static_cast<int64_t>(split->results.size())))
+      return false;
+    tried.inner.push_back(index(cat));
+    tried.inner.push_back(index(split));
+    m = tried;
+    groups = g0;
+    v = x;
     return true;
   }
 };

@@ -125,6 +125,20 @@ TEST_CASE("attention: grouped-query K/V repeated per head fuse over the repeated
     MAXC_REQUIRE_CLOSE(Interpreter::run(*decomposed, in)[0], expected[0], kRtol, kAtol);
     MAXC_REQUIRE_CLOSE(run_compiled(*traced, in)[0], expected[0], kRtol, kAtol);
     MAXC_REQUIRE_CLOSE(run_gpu_emulated(*traced, in)[0], expected[0], kRtol, kAtol);
+    // torch 1.13's repeat_interleave (Split -> per head Expand -> Concat) too.
+    auto per_head = [&](const Tensor &k) {
+      std::vector<Tensor> parts;
+      for (const Tensor &one : ops::split(k, {1, 1}, 1))
+        parts.push_back(ops::reshape(ops::broadcast_to(ops::unsqueeze(one, {2}), {b, 1, rep, s, d}), {b, rep, s, d}));
+      return ops::concat(parts, 1);
+    };
+    auto interleaved = trace_graph(types_of(in), [&](auto &x) { return sdpa(x[0], per_head(x[1]), per_head(x[2])); });
+    auto grouped2 = decompose(*interleaved, cpu);
+    REQUIRE(count_op(*grouped2, "attention") == 1);
+    CHECK(count_op(*grouped2, "concat") == 0);
+    CHECK(count_op(*grouped2, "split") == 0);
+    MAXC_REQUIRE_CLOSE(Interpreter::run(*grouped2, in)[0], expected[0], kRtol, kAtol);
+    MAXC_REQUIRE_CLOSE(run_compiled(*interleaved, in)[0], expected[0], kRtol, kAtol);
     // A query block per head (8 > one vector of rows) and one query row (decode).
     for (int64_t sq : {int64_t(19), int64_t(1)}) {
       std::vector<HostTensor> rows = {random_tensor(DType::f32, {b, h, sq, d}, -3, 3), in[1], in[2]};
