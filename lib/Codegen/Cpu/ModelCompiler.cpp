@@ -136,10 +136,15 @@ void emit_state_entry_points(llvm::Module &module, const ModelInterface &m, llvm
       b.CreateStore(v, b.CreateConstGEP1_64(i64, dims, d));
       dim_values.push_back(v);
     }
-    // Invalid dims (or a full state): NAME_run_packed says which, running nothing.
+    // Invalid dims (or a full state): NAME_run_packed says which, running
+    // nothing (it checks before it runs) — called only on that path.
     llvm::Value *size = b.CreateCall(size_fn, dim_values);
     llvm::Value *reject = b.CreateOr(b.CreateICmpSLT(size, b.getInt64(0)), codegen::state_overflows(b, dims, m.symbols, st));
-    codegen::return_if(b, reject, b.CreateCall(packed, {buffers, dims, null}));
+    auto *rejected = llvm::BasicBlock::Create(c, "rejected", step), *accepted = llvm::BasicBlock::Create(c, "accepted", step);
+    b.CreateCondBr(reject, rejected, accepted);
+    b.SetInsertPoint(rejected);
+    b.CreateRet(b.CreateCall(packed, {buffers, dims, null}));
+    b.SetInsertPoint(accepted);
     // The state's workspace, grown on demand (at least 64 bytes: never the run's own).
     size = b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, size, b.getInt64(64));
     auto *grow = llvm::BasicBlock::Create(c, "grow", step), *run = llvm::BasicBlock::Create(c, "run", step);

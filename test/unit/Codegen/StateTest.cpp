@@ -11,6 +11,9 @@
 #include "maxc/Transforms/Rewrite.h"
 #include "maxc/Frontend/ModelLoader.h"
 
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/Instructions.h>
+
 using namespace maxc;
 using namespace maxc::test;
 
@@ -186,6 +189,25 @@ TEST_CASE("the state API: two interleaved states, a full state, reset", "[state]
   HostTensor fa0(DType::f32, {kCap, kWidth}), fa1(DType::f32, {kCap, kWidth});
   check_step(a, fa0, fa1, 3);
   CHECK(step(nullptr, nullptr, nullptr, 1) == static_cast<int32_t>(RunStatus::null_pointer));
+  // A step runs the model once: NAME_run_packed without a workspace (which
+  // reports invalid dims or a full state) only on the path that returns its
+  // status at once, never before the real run.
+  {
+    llvm::LLVMContext context;
+    auto module = build_model_module(*g, "m", context);
+    const llvm::Function *step_fn = module->getFunction("m_step");
+    REQUIRE(step_fn != nullptr);
+    int calls = 0;
+    for (const llvm::BasicBlock &bb : *step_fn)
+      for (const llvm::Instruction &inst : bb)
+        if (const auto *call = llvm::dyn_cast<llvm::CallInst>(&inst))
+          if (const llvm::Function *f = call->getCalledFunction(); f && f->getName() == "m_run_packed") {
+            ++calls;
+            if (llvm::isa<llvm::ConstantPointerNull>(call->getArgOperand(2)))
+              CHECK(llvm::isa<llvm::ReturnInst>(call->getNextNode()));
+          }
+    CHECK(calls == 2);
+  }
   destroy(a);
   destroy(b);
   destroy(nullptr);
