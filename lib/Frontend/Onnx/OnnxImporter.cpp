@@ -1331,6 +1331,7 @@ private:
     size_t rank = past.tensor.shape().size();
     Tensor rows = ops::transpose(tensor_of(values_.at(proto.input(1)), node, 1), rows_first(rank, past.state_axis));
     Tensor all = ops::buffer_append(past.state_buffer, rows, Dim(state_length_));
+    state_appended_.insert(proto.input(0));
     Val v;
     v.kind = Val::Kind::traced;
     v.tensor = ops::transpose(all, rows_back(rank, past.state_axis));
@@ -1345,13 +1346,16 @@ private:
     return true;
   }
   std::optional<Dim> state_advance_;
+  std::set<std::string> state_appended_; // the pairs whose Concat was traced
 
   /// The root's ModelState, once the graph is traced.
   void declare_state(Graph &graph) {
-    if (!state_advance_) {
-      diags_->error(ErrorCode::InvalidArgument, path_, "--state", "no KV-cache Concat was traced");
-      return;
-    }
+    for (const auto &[in, pair] : state_pairs_)
+      if (!state_appended_.count(in)) { // e.g. inside an If branch not taken: its rows would never be written
+        diags_->error(ErrorCode::InvalidArgument, path_, "--state",
+                      "the Concat computing '" + pair.output + "' from '" + in + "' was not traced as a cache append");
+        return;
+      }
     if (!graph.symbol_table().contains(state_length_)) // no other input's dim: passed (NAME_step: the state's)
       graph.symbol_table().declare(state_length_, SymbolOrigin::DimArgument);
 
