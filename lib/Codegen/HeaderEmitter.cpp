@@ -117,8 +117,8 @@ static std::string state_api(const ModelInterface &m, const std::string &N) {
   h += m.name + "_state *" + m.name + "_state_create(int64_t max_context);\n";
   h += "void " + m.name + "_state_destroy(" + m.name + "_state *state); /* NULL: nothing */\n";
   h += "void " + m.name + "_state_reset(" + m.name + "_state *state);   /* length 0 (rows kept, unread) */\n";
-  h += "int64_t " + m.name + "_state_length(const " + m.name + "_state *state);\n";
-  h += "int64_t " + m.name + "_state_capacity(const " + m.name + "_state *state);\n";
+  h += "int64_t " + m.name + "_state_length(const " + m.name + "_state *state);   /* -1 for NULL */\n";
+  h += "int64_t " + m.name + "_state_capacity(const " + m.name + "_state *state); /* -1 for NULL */\n";
   h += "/* Runs the model on `state` (" + st.length + " = its length, " + st.capacity +
        " = its capacity), then\n"
        " * advances its length by " + st.advance.to_string() + ". " + N +
