@@ -67,7 +67,8 @@ GenerateResult generate(const Graph &graph, const HostTensor &prompt, const DimB
       continue;
     if (token_input != inputs.size())
       unfit("the model takes inputs '" + graph.value_info(inputs[token_input]).name + "' and '" + name +
-            "' besides its state; it must take only the tokens");
+            "' besides its state; it must take only the tokens" +
+            (state ? std::string() : " (ONNX: --state auto makes KV-cache inputs model state)"));
     token_input = i;
   }
   if (token_input == inputs.size())
@@ -101,6 +102,11 @@ GenerateResult generate(const Graph &graph, const HostTensor &prompt, const DimB
       unfit("the model has no state (a KV cache; ONNX: --state) and its tokens input '" + token_name + "' " +
             token_type.to_string() + " has no symbolic sequence dim to grow");
   }
+  for (const Dim &d : token_type.shape)
+    if (!(d.is_symbol() || (d.is_static() && d.value() == 1)))
+      unfit("the tokens input '" + token_name + "' " + token_type.to_string() + " must be one row of tokens along " +
+            (seq.empty() ? std::string("the state's advance") : "its sequence dim '" + seq + "'") +
+            ", its other dims 1; " + d.to_string() + " is not");
   const int64_t n_prompt = prompt.numel();
   if (chunk > 0 && (chunk != 1 && n_prompt % chunk != 0))
     unfit("the model advances by " + std::to_string(chunk) + " tokens a step; the prompt's " +

@@ -25,7 +25,7 @@ int run_generate(const GlobalOptions &global, const RunOptions &options, const G
                  DiagnosticEngine &diagnostics) {
   if (options.generate < 1) {
     diagnostics.error(ErrorCode::InvalidArgument, "", "--generate",
-                      options.generate != 0 ? "expected a token count >= 1, got " + std::to_string(options.generate)
+                      options.generate_given ? "expected a token count >= 1, got " + std::to_string(options.generate)
                                             : "--prompt and --max-context need --generate N");
     return finish(global, diagnostics);
   }
@@ -142,7 +142,7 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
     return finish(global, diagnostics);
   const Graph &graph = *model.graph;
 
-  if (options.generate != 0 || !options.prompt.empty() || options.max_context != 0)
+  if (options.generate_given || !options.prompt.empty() || options.max_context != 0)
     return run_generate(global, options, graph, dims, input_files, max_memory, diagnostics);
 
   std::vector<HostTensor> inputs;
