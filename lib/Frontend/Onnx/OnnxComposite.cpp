@@ -1,0 +1,265 @@
+// ONNX ops with no maxc op of their own, written as exact or accurate
+// compositions of core ops (so every backend runs them with no new kernel):
+// the inverse trigonometric and hyperbolic functions, the signal windows
+// (HannWindow, HammingWindow, BlackmanWindow), OneHot, GatherND, LRN and
+// ReverseSequence.
+#include "OnnxOps.h"
+#include "OnnxTensor.h"
+
+#include "maxc/Ops/Ops.h"
+#include "maxc/Support/Error.h"
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+namespace maxc::onnx_import {
+namespace {
+
+using Outs = std::vector<Tensor>;
+
+Tensor sc(double v, DType dtype) { return ops::scalar(v, dtype); }
+
+[[noreturn]] void bad(const std::string &what) { throw Error(ErrorCode::OnnxAttribute, what); }
+
+int64_t fixed(const Dim &d, const std::string &what) {
+  if (!d.is_static())
+    throw Error(ErrorCode::OnnxNotFoldable, what + " must be static, got '" + d.to_string() + "' (pin it with --dim)");
+  return d.value();
+}
+
+int64_t axis_in(int64_t axis, int64_t rank, const std::string &what) {
+  if (axis < -rank || axis >= rank)
+    bad(what + " " + std::to_string(axis) + " is outside [" + std::to_string(-rank) + ", " + std::to_string(rank) + ")");
+  return axis < 0 ? axis + rank : axis;
+}
+
+Tensor float_input(const OnnxNode &node) {
+  Tensor x = node.in(0);
+  if (!is_float(x.dtype()))
+    throw Error(ErrorCode::DTypeMismatch, node.op() + " takes floats, got " + std::string(dtype_name(x.dtype())));
+  return x;
+}
+
+// ---- inverse trigonometric and hyperbolic functions ----
+// Built on atan, by two range reductions (|x| > 1 → π/2 - atan(1/|x|);
+// above tan(π/12) → π/6 + atan((t - 1/√3) / (1 + t/√3))) to |u| ≤ 0.268,
+// where the Taylor series to u^13 is within 3e-10 of atan.
+
+Tensor atan_of(const Tensor &x) {
+  DType t = x.dtype();
+  const double pi = 3.14159265358979323846, k = 1.0 / std::sqrt(3.0);
+  Tensor a = ops::abs(x), big = ops::greater(a, sc(1, t));
+  Tensor r = ops::where(big, ops::div(sc(1, t), a), a);
+  Tensor reduced = ops::greater(r, sc(0.26794919243112270647, t)); // tan(π/12)
+  Tensor u = ops::where(reduced, ops::div(ops::sub(r, sc(k, t)), ops::add(sc(1, t), ops::mul(r, sc(k, t)))), r);
+  Tensor u2 = ops::mul(u, u);
+  // atan(u) = u (c1 + u² (c3 + u² (... + u² c13))), c_n = (-1)^((n-1)/2) / n.
+  Tensor p = sc(1.0 / 13, t);
+  for (int n = 11; n >= 1; n -= 2)
+    p = ops::add(sc(((n - 1) / 2 % 2 == 0 ? 1.0 : -1.0) / n, t), ops::mul(u2, p));
+  Tensor y = ops::add(ops::mul(u, p), ops::where(reduced, sc(pi / 6, t), sc(0, t)));
+  y = ops::where(big, ops::sub(sc(pi / 2, t), y), y);
+  return ops::where(ops::less(x, sc(0, t)), ops::neg(y), y);
+}
+
+/// log(1 + u), accurate for small u: log(w) * u / (w - 1) with w = 1 + u
+/// (Goldberg), u itself where w rounds to 1.
+Tensor log1p_of(const Tensor &u) {
+  DType t = u.dtype();
+  Tensor w = ops::add(sc(1, t), u);
+  return ops::where(ops::equal(w, sc(1, t)), u, ops::div(ops::mul(ops::log(w), u), ops::sub(w, sc(1, t))));
+}
+
+Tensor inverse_trig(const std::string &op, const Tensor &x) {
+  DType t = x.dtype();
+  const double ln2 = 0.69314718055994530942, huge = 1e8; // beyond it, sqrt(x² ± 1) is |x| in f32 and f64
+  Tensor one = sc(1, t);
+  if (op == "Atan")
+    return atan_of(x);
+  if (op == "Asin") // NaN outside [-1, 1] (the sqrt)
+    return atan_of(ops::div(x, ops::sqrt(ops::sub(one, ops::mul(x, x)))));
+  if (op == "Acos") // 2 atan(sqrt((1 - x) / (1 + x))): accurate near 1, π at -1
+    return ops::mul(sc(2, t), atan_of(ops::sqrt(ops::div(ops::sub(one, x), ops::add(one, x)))));
+  if (op == "Asinh") { // sign(x) log1p(a + a² / (1 + sqrt(1 + a²)))
+    Tensor a = ops::abs(x), a2 = ops::mul(a, a);
+    Tensor small = log1p_of(ops::add(a, ops::div(a2, ops::add(one, ops::sqrt(ops::add(one, a2))))));
+    Tensor y = ops::where(ops::greater(a, sc(huge, t)), ops::add(ops::log(a), sc(ln2, t)), small);
+    return ops::where(ops::less(x, sc(0, t)), ops::neg(y), y);
+  }
+  if (op == "Acosh") { // log(x + sqrt(x² - 1)); NaN below 1
+    Tensor y = ops::log(ops::add(x, ops::sqrt(ops::sub(ops::mul(x, x), one))));
+    return ops::where(ops::greater(x, sc(huge, t)), ops::add(ops::log(x), sc(ln2, t)), y);
+  }
+  // Atanh: sign(x) log1p(2a / (1 - a)) / 2; ±inf at ±1, NaN beyond
+  Tensor a = ops::abs(x);
+  Tensor y = ops::mul(sc(0.5, t), log1p_of(ops::div(ops::mul(sc(2, t), a), ops::sub(one, a))));
+  y = ops::where(ops::equal(a, one), sc(std::numeric_limits<double>::infinity(), t), y);
+  return ops::where(ops::less(x, sc(0, t)), ops::neg(y), y);
+}
+
+// ---- windows (opset 17): size known at import, computed here ----
+
+Outs window(const OnnxNode &node) {
+  std::vector<int64_t> size = node.ints(0);
+  if (size.size() != 1 || size[0] < 0)
+    bad(node.op() + " size must be one non-negative integer");
+  int64_t n = size[0];
+  std::optional<DType> dtype = dtype_from_onnx(static_cast<int32_t>(node.attr_int("output_datatype", 1)));
+  if (!dtype)
+    bad(node.op() + " output_datatype " + std::to_string(node.attr_int("output_datatype", 1)) + " is not supported");
+  // periodic (default): the denominator is N (one period of an N+1 window); symmetric: N - 1.
+  double denom = node.attr_int("periodic", 1) ? static_cast<double>(n) : static_cast<double>(n - 1);
+  const double pi = 3.14159265358979323846;
+  std::vector<double> w(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    double c = denom > 0 ? 2 * pi * static_cast<double>(i) / denom : 0;
+    if (node.op() == "HannWindow")
+      w[i] = 0.5 - 0.5 * std::cos(c);
+    else if (node.op() == "HammingWindow")
+      w[i] = 25.0 / 46.0 - (1 - 25.0 / 46.0) * std::cos(c);
+    else // BlackmanWindow
+      w[i] = 0.42 - 0.5 * std::cos(c) + 0.08 * std::cos(2 * c);
+  }
+  return {Tensor::from_f64(*dtype, {n}, w)};
+}
+
+// ---- OneHot: where(indices == iota over the new axis, on, off) ----
+
+Outs one_hot(const OnnxNode &node) {
+  Tensor idx = node.in(0), values = node.in(2);
+  std::vector<double> depth_v = node.reals(1);
+  if (depth_v.size() != 1 || !(depth_v[0] >= 1) || depth_v[0] > 1e12)
+    bad("OneHot depth must be one value >= 1");
+  int64_t depth = static_cast<int64_t>(depth_v[0]); // a float depth is truncated (the spec casts it)
+  if (values.rank() != 1 || fixed(values.shape()[0], "OneHot values' length") != 2)
+    bad("OneHot values must be [off_value, on_value]");
+  if (!is_integer(idx.dtype()) && !is_float(idx.dtype()))
+    throw Error(ErrorCode::DTypeMismatch, "OneHot indices must be numbers");
+  int64_t axis = axis_in(node.attr_int("axis", -1), idx.rank() + 1, "OneHot axis");
+  Tensor i = ops::cast(idx, DType::i64); // float indices truncate, as the spec casts them
+  i = ops::where(ops::less(i, sc(0, DType::i64)), ops::add(i, sc(double(depth), DType::i64)), i);
+  Shape shape = idx.shape();
+  shape.insert(shape.begin() + axis, Dim(depth));
+  Tensor hit = ops::equal(ops::unsqueeze(i, {axis}), ops::iota(shape, axis, DType::i64));
+  Tensor off = ops::reshape(ops::slice(values, {0}, {1}), Shape{}), on = ops::reshape(ops::slice(values, {1}, {2}), Shape{});
+  return {ops::where(hit, on, off)};
+}
+
+// ---- GatherND: the indexed dims (and the batch dims) flattened into one,
+// the index tuples into one linear index, then a gather ----
+
+Outs gather_nd(const OnnxNode &node) {
+  Tensor data = node.in(0), idx = node.in(1);
+  int64_t b = node.attr_int("batch_dims", 0), q = idx.rank(), r = data.rank();
+  if (q < 1 || b < 0 || b >= std::min(q, r))
+    bad("GatherND batch_dims " + std::to_string(b) + " must be below both ranks (" + std::to_string(r) + ", " +
+        std::to_string(q) + ")");
+  if (!is_integer(idx.dtype()))
+    throw Error(ErrorCode::DTypeMismatch, "GatherND indices must be integers");
+  int64_t k = fixed(idx.shape()[q - 1], "GatherND's index tuple length");
+  if (k < 1 || b + k > r)
+    bad("GatherND index tuples of " + std::to_string(k) + " exceed the data's rank " + std::to_string(r) +
+        " after " + std::to_string(b) + " batch dims");
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < b + k; ++i)
+    dims.push_back(fixed(data.shape()[i], "a GatherND data dim"));
+  for (int64_t i = 0; i < b; ++i)
+    if (fixed(idx.shape()[i], "a GatherND batch dim") != dims[i])
+      bad("GatherND batch dim " + std::to_string(i) + " differs between data and indices");
+  // linear = Σ_batch iota_i * stride_i + Σ_j idx[..., j] * stride_{b+j}, strides over dims.
+  std::vector<int64_t> stride(dims.size(), 1);
+  for (int64_t i = static_cast<int64_t>(dims.size()) - 2; i >= 0; --i)
+    stride[i] = stride[i + 1] * dims[i + 1];
+  Tensor i64 = ops::cast(idx, DType::i64);
+  Shape lead(idx.shape().begin(), idx.shape().end() - 1);
+  Tensor linear = ops::full(0, DType::i64, lead);
+  for (int64_t i = 0; i < b; ++i)
+    linear = ops::add(linear, ops::mul(ops::iota(lead, i, DType::i64), sc(double(stride[i]), DType::i64)));
+  for (int64_t j = 0; j < k; ++j) {
+    Tensor c = ops::squeeze(ops::slice(i64, {j}, {j + 1}, {q - 1}), {q - 1});
+    Tensor n = sc(double(dims[b + j]), DType::i64);
+    c = ops::where(ops::less(c, sc(0, DType::i64)), ops::add(c, n), c);
+    linear = ops::add(linear, ops::mul(c, sc(double(stride[b + j]), DType::i64)));
+  }
+  int64_t total = stride[0] * dims[0];
+  Shape flat{Dim(total)};
+  flat.insert(flat.end(), data.shape().begin() + b + k, data.shape().end());
+  return {ops::gather(ops::reshape(data, flat), linear, 0)};
+}
+
+// ---- LRN: x / (bias + alpha/size · Σ_window x²)^beta over channels ----
+
+Outs lrn(const OnnxNode &node) {
+  Tensor x = float_input(node);
+  if (x.rank() < 3)
+    bad("LRN takes [N, C, ...] (rank >= 3)");
+  int64_t size = node.attr_int("size", 0);
+  if (size < 1)
+    bad("LRN size must be >= 1 (it is required)");
+  double alpha = node.attr_float("alpha", 1e-4), beta = node.attr_float("beta", 0.75), bias = node.attr_float("bias", 1.0);
+  int64_t c = fixed(x.shape()[1], "LRN's channel dim");
+  int64_t before = (size - 1) / 2, after = size - 1 - before;
+  std::vector<int64_t> pads(2 * static_cast<size_t>(x.rank()), 0);
+  pads[2] = before;
+  pads[3] = after;
+  DType t = x.dtype();
+  Tensor sq = ops::pad(ops::mul(x, x), pads);
+  Tensor acc = ops::slice(sq, {0}, {c}, {1});
+  for (int64_t s = 1; s < size; ++s)
+    acc = ops::add(acc, ops::slice(sq, {s}, {s + c}, {1}));
+  Tensor base = ops::add(sc(bias, t), ops::mul(sc(alpha / static_cast<double>(size), t), acc));
+  return {ops::div(x, ops::pow(base, sc(beta, t)))};
+}
+
+// ---- ReverseSequence: each batch row's first len[b] time steps reversed,
+// a gather per row ----
+
+Outs reverse_sequence(const OnnxNode &node) {
+  Tensor x = node.in(0), lens = node.in(1);
+  if (x.rank() < 2)
+    bad("ReverseSequence takes a tensor of rank >= 2");
+  int64_t time = node.attr_int("time_axis", 0), batch = node.attr_int("batch_axis", 1);
+  if (!((time == 0 && batch == 1) || (time == 1 && batch == 0)))
+    bad("ReverseSequence time_axis/batch_axis must be 0/1 or 1/0");
+  int64_t nb = fixed(x.shape()[batch], "ReverseSequence's batch dim"), nt = fixed(x.shape()[time], "its time dim");
+  if (lens.rank() != 1 || fixed(lens.shape()[0], "sequence_lens' length") != nb)
+    bad("ReverseSequence sequence_lens must have one length per batch row");
+  Tensor l = ops::cast(lens, DType::i64);
+  Tensor steps = ops::iota({Dim(nt)}, 0, DType::i64);
+  Outs rows;
+  for (int64_t b = 0; b < nb; ++b) {
+    Tensor lb = ops::reshape(ops::slice(l, {b}, {b + 1}), Shape{});
+    Tensor src = ops::where(ops::less(steps, lb), ops::sub(ops::sub(lb, sc(1, DType::i64)), steps), steps);
+    Tensor row = ops::slice(x, {b}, {b + 1}, {batch}); // the time axis keeps its place
+    rows.push_back(ops::gather(row, src, time));
+  }
+  return {ops::concat(rows, batch)};
+}
+
+const std::set<std::string> kComposite = {"Acos",         "Acosh",         "Asin",           "Asinh", "Atan",
+                                          "Atanh",        "BlackmanWindow", "GatherND",      "HammingWindow",
+                                          "HannWindow",   "LRN",            "OneHot",        "ReverseSequence"};
+
+} // namespace
+
+bool is_composite_op(const std::string &op) { return kComposite.count(op) != 0; }
+
+std::vector<Tensor> composite(const OnnxNode &node) {
+  const std::string &op = node.op();
+  if (op == "Asin" || op == "Acos" || op == "Atan" || op == "Asinh" || op == "Acosh" || op == "Atanh")
+    return {inverse_trig(op, float_input(node))};
+  if (op == "HannWindow" || op == "HammingWindow" || op == "BlackmanWindow")
+    return window(node);
+  if (op == "OneHot")
+    return one_hot(node);
+  if (op == "GatherND")
+    return gather_nd(node);
+  if (op == "LRN")
+    return lrn(node);
+  if (op == "ReverseSequence")
+    return reverse_sequence(node);
+  throw Error(ErrorCode::Internal, "composite: no mapping for " + op);
+}
+
+} // namespace maxc::onnx_import
