@@ -2,7 +2,8 @@
 // compositions of core ops (so every backend runs them with no new kernel):
 // the inverse trigonometric and hyperbolic functions, the signal windows
 // (HannWindow, HammingWindow, BlackmanWindow), OneHot, GatherND, LRN and
-// ReverseSequence.
+// ReverseSequence; and, with what they need known at import, Compress, DFT,
+// Det (up to 4x4), BitShift and Upsample (nearest).
 #include "OnnxOps.h"
 #include "OnnxTensor.h"
 
@@ -237,9 +238,194 @@ Outs reverse_sequence(const OnnxNode &node) {
   return {ops::concat(rows, batch)};
 }
 
-const std::set<std::string> kComposite = {"Acos",         "Acosh",         "Asin",           "Asinh", "Atan",
-                                          "Atanh",        "BlackmanWindow", "GatherND",      "HammingWindow",
-                                          "HannWindow",   "LRN",            "OneHot",        "ReverseSequence"};
+// ---- Compress: the condition known at import, a gather of the kept
+// positions (a run-time condition would need a run-time length) ----
+
+Outs compress(const OnnxNode &node) {
+  Tensor x = node.in(0);
+  std::vector<double> cond = node.known(1).to_f64(); // bool (or numbers: nonzero keeps)
+  bool flat = !node.has_attr("axis");
+  if (flat) {
+    int64_t n = 1;
+    for (const Dim &d : x.shape())
+      n *= fixed(d, "Compress's input dim");
+    x = ops::reshape(x, {Dim(n)});
+  }
+  int64_t axis = flat ? 0 : axis_in(node.attr_int("axis", 0), x.rank(), "Compress axis");
+  int64_t n = fixed(x.shape()[axis], "Compress's axis");
+  if (static_cast<int64_t>(cond.size()) > n)
+    bad("Compress condition has " + std::to_string(cond.size()) + " elements, the axis " + std::to_string(n));
+  std::vector<double> kept;
+  for (size_t i = 0; i < cond.size(); ++i)
+    if (cond[i] != 0)
+      kept.push_back(static_cast<double>(i));
+  return {ops::gather(x, Tensor::from_f64(DType::i64, {static_cast<int64_t>(kept.size())}, kept), axis)};
+}
+
+// ---- BitShift: x * 2^y or x / 2^y, 2^y looked up (0 for shifts past the width) ----
+
+Outs bit_shift(const OnnxNode &node) {
+  Tensor x = node.in(0), y = node.in(1);
+  if (!is_integer(x.dtype()) || is_signed(x.dtype()) || y.dtype() != x.dtype())
+    throw Error(ErrorCode::DTypeMismatch, "BitShift takes two unsigned integer tensors of one dtype");
+  std::string direction = node.attr_string("direction", "");
+  if (direction != "LEFT" && direction != "RIGHT")
+    bad("BitShift direction must be LEFT or RIGHT, got '" + direction + "'");
+  int64_t bits = static_cast<int64_t>(dtype_size(x.dtype())) * 8;
+  std::vector<double> powers;
+  for (int64_t i = 0; i < bits; ++i)
+    powers.push_back(std::ldexp(1.0, static_cast<int>(i)));
+  Tensor shift = ops::cast(y, DType::i64);
+  Tensor past = ops::greater_equal(shift, sc(double(bits), DType::i64));
+  Tensor p = ops::gather(Tensor::from_f64(x.dtype(), {bits}, powers),
+                         ops::where(past, sc(0, DType::i64), shift), 0);
+  Tensor r = direction == "LEFT" ? ops::mul(x, p) : ops::div(x, p); // unsigned: wraps, floors
+  return {ops::where(past, sc(0, x.dtype()), r)};
+}
+
+// ---- Det: cofactor expansion along the first row (matrices up to 4x4) ----
+
+Tensor det_of(const std::vector<std::vector<Tensor>> &m) {
+  size_t n = m.size();
+  if (n == 1)
+    return m[0][0];
+  if (n == 2)
+    return ops::sub(ops::mul(m[0][0], m[1][1]), ops::mul(m[0][1], m[1][0]));
+  Tensor acc;
+  for (size_t j = 0; j < n; ++j) {
+    std::vector<std::vector<Tensor>> minor;
+    for (size_t i = 1; i < n; ++i) {
+      std::vector<Tensor> row;
+      for (size_t k = 0; k < n; ++k)
+        if (k != j)
+          row.push_back(m[i][k]);
+      minor.push_back(row);
+    }
+    Tensor term = ops::mul(m[0][j], det_of(minor));
+    acc = j == 0 ? term : (j % 2 ? ops::sub(acc, term) : ops::add(acc, term));
+  }
+  return acc;
+}
+
+Outs det(const OnnxNode &node) {
+  Tensor x = float_input(node);
+  int64_t r = x.rank();
+  if (r < 2)
+    bad("Det takes [..., M, M]");
+  int64_t n = fixed(x.shape()[r - 1], "Det's matrix size");
+  if (fixed(x.shape()[r - 2], "Det's matrix size") != n)
+    bad("Det takes square matrices");
+  if (n < 1 || n > 4)
+    throw Error(ErrorCode::OnnxUnsupportedOp, "Det of " + std::to_string(n) + "x" + std::to_string(n) +
+                                                  " matrices is not supported (cofactor expansion: up to 4x4)");
+  std::vector<std::vector<Tensor>> m(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      m[i].push_back(ops::squeeze(ops::slice(x, {i, j}, {i + 1, j + 1}, {r - 2, r - 1}), {r - 2, r - 1}));
+  return {det_of(m)};
+}
+
+// ---- Upsample (opsets 7-9, deprecated by Resize): nearest, integer-free
+// scales known at import; out[i] = in[floor(i / scale)] per axis ----
+
+Outs upsample(const OnnxNode &node) {
+  Tensor x = node.in(0);
+  std::string mode = node.attr_string("mode", "nearest");
+  if (mode != "nearest")
+    throw Error(ErrorCode::OnnxUnsupportedOp, "Upsample mode '" + mode + "' is not supported (nearest is; Resize "
+                                              "covers linear)");
+  std::vector<double> scales = node.num_inputs() > 1 ? node.reals(1) : node.attr_floats("scales");
+  if (static_cast<int64_t>(scales.size()) != x.rank())
+    bad("Upsample needs one scale per dim");
+  for (int64_t a = 0; a < x.rank(); ++a) {
+    if (!(scales[a] >= 1) || scales[a] > 1e6)
+      bad("Upsample scales must be >= 1");
+    if (scales[a] == 1)
+      continue;
+    int64_t in = fixed(x.shape()[a], "an upsampled dim");
+    auto out = static_cast<int64_t>(std::floor(static_cast<double>(in) * scales[a]));
+    std::vector<double> src;
+    for (int64_t i = 0; i < out; ++i)
+      src.push_back(std::min<double>(static_cast<double>(in - 1), std::floor(static_cast<double>(i) / scales[a])));
+    x = ops::gather(x, Tensor::from_f64(DType::i64, {out}, src), a);
+  }
+  return {x};
+}
+
+// ---- DFT (opset 17): products with cos/sin matrices over the signal axis ----
+
+Outs dft(const OnnxNode &node) {
+  Tensor x = float_input(node);
+  int64_t r = x.rank();
+  if (r < 3)
+    bad("DFT takes [batch, ..., signal, 1 or 2]");
+  int64_t comps = fixed(x.shape()[r - 1], "DFT's last dim");
+  if (comps != 1 && comps != 2)
+    bad("DFT's last dim must be 1 (real) or 2 (complex), got " + std::to_string(comps));
+  int64_t axis = axis_in(node.attr_int("axis", 1), r, "DFT axis");
+  if (axis == 0 || axis == r - 1)
+    bad("DFT axis must be a signal dim (not the batch or the last)");
+  bool inverse = node.attr_int("inverse", 0) != 0, onesided = node.attr_int("onesided", 0) != 0;
+  if (inverse && onesided)
+    bad("DFT: inverse with onesided is not defined");
+  int64_t n = fixed(x.shape()[axis], "DFT's signal length");
+  int64_t len = n;
+  if (node.has(1))
+    len = node.ints(1).at(0);
+  if (len < 1)
+    bad("DFT dft_length must be >= 1");
+  // The signal axis moved just before the components: [..., n, comps].
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < r - 1; ++i)
+    if (i != axis)
+      perm.push_back(i);
+  perm.push_back(axis);
+  perm.push_back(r - 1);
+  Tensor t = ops::transpose(x, perm);
+  if (len < n)
+    t = ops::slice(t, {0}, {len}, {r - 2});
+  else if (len > n) {
+    std::vector<int64_t> pads(2 * static_cast<size_t>(r), 0);
+    pads[2 * (r - 2) + 1] = len - n;
+    t = ops::pad(t, pads);
+  }
+  Tensor re = ops::squeeze(ops::slice(t, {0}, {1}, {r - 1}), {r - 1});
+  std::optional<Tensor> im;
+  if (comps == 2)
+    im = ops::squeeze(ops::slice(t, {1}, {2}, {r - 1}), {r - 1});
+  int64_t k = onesided ? len / 2 + 1 : len;
+  std::vector<double> c(static_cast<size_t>(len * k)), s(c.size());
+  const double pi = 3.14159265358979323846;
+  for (int64_t i = 0; i < len; ++i)
+    for (int64_t j = 0; j < k; ++j) {
+      double a = 2 * pi * static_cast<double>((i * j) % len) / static_cast<double>(len);
+      c[i * k + j] = std::cos(a);
+      s[i * k + j] = std::sin(a);
+    }
+  DType dt = x.dtype();
+  Tensor cm = Tensor::from_f64(dt, {len, k}, c), sm = Tensor::from_f64(dt, {len, k}, s);
+  // forward: (re + i im)(cos - i sin); inverse: (re + i im)(cos + i sin) / len.
+  double sg = inverse ? 1.0 : -1.0;
+  Tensor yr = ops::matmul(re, cm), yi = ops::mul(sc(sg, dt), ops::matmul(re, sm));
+  if (im) {
+    yr = ops::sub(yr, ops::mul(sc(sg, dt), ops::matmul(*im, sm)));
+    yi = ops::add(yi, ops::matmul(*im, cm));
+  }
+  if (inverse) {
+    yr = ops::div(yr, sc(double(len), dt));
+    yi = ops::div(yi, sc(double(len), dt));
+  }
+  Tensor y = ops::concat({ops::unsqueeze(yr, {r - 1}), ops::unsqueeze(yi, {r - 1})}, r - 1);
+  std::vector<int64_t> back(static_cast<size_t>(r));
+  for (int64_t i = 0; i < r; ++i)
+    back[perm[i]] = i;
+  return {ops::transpose(y, back)};
+}
+
+const std::set<std::string> kComposite = {"Acos",       "Acosh",         "Asin",      "Asinh",         "Atan",
+                                          "Atanh",      "BitShift",      "BlackmanWindow", "Compress", "DFT",
+                                          "Det",        "GatherND",      "HammingWindow", "HannWindow", "LRN",
+                                          "OneHot",     "ReverseSequence", "Upsample"};
 
 } // namespace
 
@@ -259,6 +445,16 @@ std::vector<Tensor> composite(const OnnxNode &node) {
     return lrn(node);
   if (op == "ReverseSequence")
     return reverse_sequence(node);
+  if (op == "Compress")
+    return compress(node);
+  if (op == "BitShift")
+    return bit_shift(node);
+  if (op == "Det")
+    return det(node);
+  if (op == "Upsample")
+    return upsample(node);
+  if (op == "DFT")
+    return dft(node);
   throw Error(ErrorCode::Internal, "composite: no mapping for " + op);
 }
 
