@@ -3,7 +3,8 @@
 // the inverse trigonometric and hyperbolic functions, the signal windows
 // (HannWindow, HammingWindow, BlackmanWindow), OneHot, GatherND, LRN and
 // ReverseSequence; and, with what they need known at import, Compress, DFT,
-// Det (up to 4x4), BitShift and Upsample (nearest).
+// Det (up to 4x4), BitShift and Upsample (nearest); the scatters (Scatter,
+// ScatterElements, ScatterND, MaxUnpool) through one-hot masks.
 #include "OnnxOps.h"
 #include "OnnxTensor.h"
 
@@ -422,10 +423,159 @@ Outs dft(const OnnxNode &node) {
   return {ops::transpose(y, back)};
 }
 
+// ---- Scatters: one-hot masks. `linear` [M] indexes the rows of `data`
+// [T, rest...]; `updates` [M, rest...]. Masks of M x T x rest elements, so
+// for modest sizes only (a scatter kernel would be the general answer). ----
+
+constexpr int64_t kMaxScatterMask = int64_t(1) << 26;
+
+int64_t count_of(const Shape &shape, const std::string &what) {
+  int64_t n = 1;
+  for (const Dim &d : shape)
+    n *= fixed(d, what);
+  return n;
+}
+
+Tensor scatter_rows(const std::string &op, const Tensor &data, const Tensor &linear, const Tensor &updates,
+                    const std::string &reduction) {
+  int64_t t = fixed(data.shape()[0], op + "'s data"), m = fixed(linear.shape()[0], op + "'s updates");
+  int64_t rest = count_of(Shape(data.shape().begin() + 1, data.shape().end()), op + "'s data");
+  if (m * t > kMaxScatterMask / std::max<int64_t>(rest, 1))
+    throw Error(ErrorCode::OnnxUnsupportedOp, op + ": " + std::to_string(m) + " updates into " + std::to_string(t) +
+                                                  " rows of " + std::to_string(rest) +
+                                                  " elements is past what maxc composes with masks (2^26 elements)");
+  DType dt = data.dtype();
+  int64_t extra = data.rank() - 1; // trailing dims of a row
+  Tensor hit = ops::equal(ops::reshape(linear, {Dim(m), Dim(1)}), ops::iota({Dim(m), Dim(t)}, 1, DType::i64));
+  Tensor any = ops::greater(ops::sum(ops::cast(hit, DType::i64), {0}), sc(0, DType::i64)); // [T]
+  std::vector<int64_t> tail_axes, row_axes;
+  for (int64_t i = 0; i < extra; ++i) {
+    tail_axes.push_back(2 + i);
+    row_axes.push_back(1 + i);
+  }
+  Tensor hit3 = extra ? ops::unsqueeze(hit, tail_axes) : hit;      // [M, T, 1...]
+  Tensor any2 = extra ? ops::unsqueeze(any, row_axes) : any;       // [T, 1...]
+  Tensor upd3 = ops::unsqueeze(updates, {1});                      // [M, 1, rest...]
+  Tensor data3 = ops::unsqueeze(data, {0});                        // [1, T, rest...]: the identity of max/min
+  if (reduction == "none" || reduction == "add") {
+    Tensor contrib = ops::sum(ops::where(hit3, upd3, sc(0, dt)), {0});
+    return reduction == "add" ? ops::add(data, contrib) : ops::where(any2, contrib, data);
+  }
+  if (reduction == "mul")
+    return ops::mul(data, ops::prod(ops::where(hit3, upd3, sc(1, dt)), {0}));
+  if (reduction == "max")
+    return ops::maximum(data, ops::max(ops::where(hit3, upd3, data3), {0}));
+  if (reduction == "min")
+    return ops::minimum(data, ops::min(ops::where(hit3, upd3, data3), {0}));
+  bad(op + " reduction must be none, add, mul, max or min, got '" + reduction + "'");
+}
+
+Tensor normalized_index(const Tensor &idx, int64_t n) {
+  Tensor i = ops::cast(idx, DType::i64);
+  return ops::where(ops::less(i, sc(0, DType::i64)), ops::add(i, sc(double(n), DType::i64)), i);
+}
+
+Outs scatter_elements(const OnnxNode &node) {
+  Tensor data = node.in(0), idx = node.in(1), upd = node.in(2);
+  int64_t r = data.rank();
+  if (idx.rank() != r || upd.rank() != r || idx.shape() != upd.shape())
+    bad(node.op() + ": indices and updates must have one shape, of the data's rank");
+  if (!is_integer(idx.dtype()))
+    throw Error(ErrorCode::DTypeMismatch, node.op() + " indices must be integers");
+  int64_t axis = axis_in(node.attr_int("axis", 0), r, node.op() + " axis");
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < r; ++d)
+    dims.push_back(fixed(data.shape()[d], node.op() + "'s data dim"));
+  // The flat position of each update: its own coordinates, the index on `axis`.
+  Tensor linear = ops::full(0, DType::i64, idx.shape());
+  int64_t stride = 1;
+  for (int64_t d = r - 1; d >= 0; --d) {
+    Tensor coord = d == axis ? normalized_index(idx, dims[d]) : ops::iota(idx.shape(), d, DType::i64);
+    linear = ops::add(linear, ops::mul(coord, sc(double(stride), DType::i64)));
+    stride *= dims[d];
+  }
+  int64_t m = count_of(idx.shape(), node.op() + "'s indices");
+  Tensor flat = scatter_rows(node.op(), ops::reshape(data, {Dim(stride)}), ops::reshape(linear, {Dim(m)}),
+                             ops::reshape(upd, {Dim(m)}), node.attr_string("reduction", "none"));
+  return {ops::reshape(flat, data.shape())};
+}
+
+Outs scatter_nd(const OnnxNode &node) {
+  Tensor data = node.in(0), idx = node.in(1), upd = node.in(2);
+  int64_t q = idx.rank(), r = data.rank();
+  if (!is_integer(idx.dtype()) || q < 1)
+    throw Error(ErrorCode::DTypeMismatch, "ScatterND indices must be integers of rank >= 1");
+  int64_t k = fixed(idx.shape()[q - 1], "ScatterND's index tuple length");
+  if (k < 1 || k > r)
+    bad("ScatterND index tuples of " + std::to_string(k) + " exceed the data's rank " + std::to_string(r));
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < k; ++d)
+    dims.push_back(fixed(data.shape()[d], "ScatterND's data dim"));
+  Tensor i64 = ops::cast(idx, DType::i64);
+  Shape lead(idx.shape().begin(), idx.shape().end() - 1);
+  Tensor linear = ops::full(0, DType::i64, lead);
+  int64_t stride = 1;
+  for (int64_t j = k - 1; j >= 0; --j) {
+    Tensor c = normalized_index(ops::squeeze(ops::slice(i64, {j}, {j + 1}, {q - 1}), {q - 1}), dims[j]);
+    linear = ops::add(linear, ops::mul(c, sc(double(stride), DType::i64)));
+    stride *= dims[j];
+  }
+  int64_t m = count_of(lead, "ScatterND's indices");
+  Shape rows{Dim(stride)}, upd_rows{Dim(m)};
+  rows.insert(rows.end(), data.shape().begin() + k, data.shape().end());
+  upd_rows.insert(upd_rows.end(), data.shape().begin() + k, data.shape().end());
+  Tensor flat = scatter_rows("ScatterND", ops::reshape(data, rows), ops::reshape(linear, {Dim(m)}),
+                             ops::reshape(upd, upd_rows), node.attr_string("reduction", "none"));
+  return {ops::reshape(flat, data.shape())};
+}
+
+// MaxUnpool: MaxPool's values put back at their (whole-tensor flat) Indices.
+Outs max_unpool(const OnnxNode &node) {
+  Tensor x = float_input(node), idx = node.in(1);
+  int64_t r = x.rank();
+  if (r < 3 || idx.shape() != x.shape())
+    bad("MaxUnpool takes X [N, C, ...] and Indices of X's shape");
+  std::vector<int64_t> kernel = node.attr_ints("kernel_shape"), strides = node.attr_ints("strides"),
+                       pads = node.attr_ints("pads");
+  size_t sp = static_cast<size_t>(r - 2);
+  if (kernel.size() != sp)
+    bad("MaxUnpool kernel_shape needs one size per spatial dim");
+  strides.resize(sp, 1);
+  pads.resize(2 * sp, 0);
+  // The indices address the shape MaxPool's input had (the default); a
+  // larger output_shape pads that result, half of the extra before (as the
+  // ONNX reference does).
+  Shape out = {x.shape()[0], x.shape()[1]};
+  for (size_t i = 0; i < sp; ++i)
+    out.emplace_back((fixed(x.shape()[2 + i], "a MaxUnpool input dim") - 1) * strides[i] - pads[i] - pads[sp + i] +
+                     kernel[i]);
+  std::vector<int64_t> grow;
+  if (node.has(2)) {
+    std::vector<int64_t> shape = node.ints(2);
+    if (static_cast<int64_t>(shape.size()) != r)
+      bad("MaxUnpool output_shape must have X's rank");
+    grow.assign(2 * static_cast<size_t>(r), 0);
+    for (int64_t d = 0; d < r; ++d) {
+      int64_t extra = shape[d] - fixed(out[d], "a MaxUnpool output dim");
+      if (extra < 0 || (d < 2 && extra != 0))
+        bad("MaxUnpool output_shape " + std::to_string(shape[d]) + " at dim " + std::to_string(d) +
+            " is below the unpooled size " + out[d].to_string() + " (or changes N or C)");
+      grow[2 * d] = extra / 2;
+      grow[2 * d + 1] = extra - extra / 2;
+    }
+  }
+  int64_t t = count_of(out, "MaxUnpool's output"), m = count_of(x.shape(), "MaxUnpool's input");
+  Tensor flat = scatter_rows("MaxUnpool", ops::full(0, x.dtype(), {Dim(t)}),
+                             normalized_index(ops::reshape(idx, {Dim(m)}), t), ops::reshape(x, {Dim(m)}), "none");
+  Tensor y = ops::reshape(flat, out);
+  return {grow.empty() ? y : ops::pad(y, grow)};
+}
+
 const std::set<std::string> kComposite = {"Acos",       "Acosh",         "Asin",      "Asinh",         "Atan",
                                           "Atanh",      "BitShift",      "BlackmanWindow", "Compress", "DFT",
                                           "Det",        "GatherND",      "HammingWindow", "HannWindow", "LRN",
-                                          "OneHot",     "ReverseSequence", "Upsample"};
+                                          "MaxUnpool",  "OneHot",        "ReverseSequence", "Scatter", "ScatterElements",
+                                          "ScatterND",  "Upsample"};
 
 } // namespace
 
@@ -455,6 +605,12 @@ std::vector<Tensor> composite(const OnnxNode &node) {
     return upsample(node);
   if (op == "DFT")
     return dft(node);
+  if (op == "Scatter" || op == "ScatterElements")
+    return scatter_elements(node);
+  if (op == "ScatterND")
+    return scatter_nd(node);
+  if (op == "MaxUnpool")
+    return max_unpool(node);
   throw Error(ErrorCode::Internal, "composite: no mapping for " + op);
 }
 

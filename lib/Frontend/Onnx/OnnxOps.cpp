@@ -187,7 +187,8 @@ const std::set<std::string> kSupported = {
     "QuantizeLinear", // OnnxQuantized.cpp
     "Loop", "Scan",       // OnnxLoop.cpp (the importer runs their bodies)
     "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BlackmanWindow", "GatherND", "HammingWindow", "HannWindow",
-    "LRN", "OneHot", "ReverseSequence", "BitShift", "Compress", "DFT", "Det", "Upsample", // OnnxComposite.cpp
+    "LRN", "OneHot", "ReverseSequence", "BitShift", "Compress", "DFT", "Det", "Upsample",
+    "MaxUnpool", "Scatter", "ScatterElements", "ScatterND", // OnnxComposite.cpp
     "HardSwish", "Hardmax", "Identity", "If", "InstanceNormalization", "IsInf", "IsNaN", "LayerNormalization", "LeakyRelu",
     "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "MeanVarianceNormalization", "Min",
     "Mod", "Mul", "Neg", "Not", "Or", "PRelu", "Pad", "Pow", "Range", "Reciprocal", "ReduceL1", "ReduceL2",
