@@ -1011,6 +1011,12 @@ private:
     s.KW = k[1];
     s.stride = stride.empty() ? k : pair(stride);
     s.pad = pad.empty() ? std::array<int64_t, 2>{0, 0} : std::array<int64_t, 2>{pad[0], pad[1]};
+    // The row kernel unrolls over a row's vectors and the window's taps:
+    // past a few thousand vector ops (a 1-D pool over a long signal, a huge
+    // window) LLVM's time explodes, and the elemental loop nest is used.
+    int64_t chunks = (s.W + mod_.lanes - 1) / mod_.lanes + (s.OW + mod_.lanes - 1) / mod_.lanes;
+    if (chunks * std::max(s.KH, s.KW) > 4096)
+      return false;
     Value *xptr = pointer_of(x), *optr = pointer_of(out);
     loop(dim(xs[0]), [&](Value *n) {
       emit_max_pool_f32(b_, s, b_.CreateGEP(b_.getFloatTy(), xptr, b_.CreateMul(n, b_.getInt64(s.C * s.H * s.W))),

@@ -929,6 +929,80 @@ Outs conv_transpose(const OnnxNode &node) {
   return {sp.lower(ops::conv_transpose2d(sp.lift(x), sp.lift(w), bias, o))};
 }
 
+/// MaxPool as the running max of one strided slice per kernel offset (any
+/// rank, dilations), with the Indices output: each max's flat position in
+/// the input tensor (row-major, or column-major spatial dims with
+/// storage_order 1), the first of equal maxima in window order. pads:
+/// [begins..., ends...] per spatial dim.
+Outs max_pool_windows(const Tensor &x, const std::vector<int64_t> &kernel, const std::vector<int64_t> &strides,
+                      const std::vector<int64_t> &dil, const std::vector<int64_t> &pads, bool column_major,
+                      bool with_indices) {
+  size_t n = kernel.size();
+  int64_t r = x.rank();
+  std::vector<int64_t> in(n), out(n), place(n);
+  for (size_t i = 0; i < n; ++i) {
+    in[i] = static_dim(x.shape()[2 + i], "a pooled dim");
+    out[i] = (in[i] + pads[i] + pads[i + n] - ((kernel[i] - 1) * dil[i] + 1)) / strides[i] + 1;
+    require(out[i] >= 1, "the pooling window is larger than the padded input");
+  }
+  // Spatial strides of the flat index.
+  int64_t plane = 1;
+  for (size_t j = 0; j < n; ++j) {
+    size_t i = column_major ? j : n - 1 - j;
+    place[i] = plane;
+    plane *= in[i];
+  }
+  std::vector<int64_t> pad_all(2 * static_cast<size_t>(r), 0);
+  for (size_t i = 0; i < n; ++i) {
+    pad_all[2 * (2 + i)] = pads[i];
+    pad_all[2 * (2 + i) + 1] = pads[i + n];
+  }
+  Tensor padded = ops::pad(x, pad_all, -std::numeric_limits<double>::infinity());
+  Shape oshape = {x.shape()[0], x.shape()[1]};
+  for (int64_t o : out)
+    oshape.emplace_back(o);
+  int64_t channels = static_dim(x.shape()[1], "the channels");
+  Tensor base = ops::mul(ops::add(ops::mul(ops::iota(oshape, 0, DType::i64), sc(double(channels), DType::i64)),
+                                  ops::iota(oshape, 1, DType::i64)),
+                         sc(double(plane), DType::i64));
+  std::optional<Tensor> best, index;
+  std::vector<int64_t> k(n, 0);
+  for (;;) {
+    std::vector<int64_t> starts, ends, axes, steps;
+    Tensor at = base;
+    for (size_t i = 0; i < n; ++i) {
+      starts.push_back(k[i] * dil[i]);
+      ends.push_back(k[i] * dil[i] + (out[i] - 1) * strides[i] + 1);
+      axes.push_back(static_cast<int64_t>(2 + i));
+      steps.push_back(strides[i]);
+      if (!with_indices)
+        continue;
+      // The input coordinate o * stride + k * dilation - pad_begin.
+      Tensor coord = ops::add(ops::mul(ops::iota(oshape, static_cast<int64_t>(2 + i), DType::i64),
+                                       sc(double(strides[i]), DType::i64)),
+                              sc(double(k[i] * dil[i] - pads[i]), DType::i64));
+      at = ops::add(at, ops::mul(coord, sc(double(place[i]), DType::i64)));
+    }
+    Tensor v = ops::slice(padded, starts, ends, axes, steps);
+    if (!best) {
+      best = v;
+      index = at;
+    } else if (with_indices) {
+      Tensor better = ops::greater(v, *best);
+      index = ops::where(better, at, *index);
+      best = ops::where(better, v, *best);
+    } else {
+      best = ops::maximum(*best, v);
+    }
+    size_t i = n;
+    while (i > 0 && ++k[i - 1] == kernel[i - 1])
+      k[--i] = 0;
+    if (i == 0)
+      break;
+  }
+  return {*best, with_indices ? *index : Tensor()};
+}
+
 Outs pool(const OnnxNode &node) {
   Tensor x = node.in(0);
   bool is_max = node.op() == "MaxPool";
@@ -941,11 +1015,9 @@ Outs pool(const OnnxNode &node) {
   std::vector<int64_t> strides = node.attr_ints("strides", std::vector<int64_t>(n, 1));
   std::vector<int64_t> dil = node.attr_ints("dilations", std::vector<int64_t>(n, 1));
   require(strides.size() == n && dil.size() == n, "strides and dilations need one value per spatial dim");
-  for (int64_t d : dil)
-    if (d != 1)
-      unsupported("pooling with dilations is not supported");
-  if (node.wants_output(1))
-    unsupported("MaxPool's Indices output is not supported");
+  bool dilated = std::any_of(dil.begin(), dil.end(), [](int64_t d) { return d != 1; });
+  if (dilated && !is_max)
+    unsupported("AveragePool with dilations is not supported");
   // The core pools are float-only: MaxPool on int8/uint8 pools in f32, which
   // holds every 8-bit value exactly (the max is one of them), and casts back.
   DType in_dtype = x.dtype();
@@ -973,8 +1045,45 @@ Outs pool(const OnnxNode &node) {
       }
     }
   }
+  int64_t offsets = 1;
+  for (int64_t k : kernel)
+    offsets *= k;
+  bool phases = dilated && !node.wants_output(1) && !three_d;
+  for (size_t i = 0; i < n; ++i)
+    phases = phases && strides[i] % dil[i] == 0 && pads[i] % dil[i] == 0;
+  if ((dilated || node.wants_output(1)) && !phases) {
+    if (offsets > 64)
+      unsupported("MaxPool with " + std::string(node.wants_output(1) ? "Indices" : "dilations") + " and a window of " +
+                  std::to_string(offsets) + " elements is not supported (up to 64; or dilations dividing the "
+                  "strides and pads)");
+    Outs r = max_pool_windows(x, kernel, strides, dil, pads, node.attr_int("storage_order", 0) != 0,
+                              node.wants_output(1));
+    return {back(r[0]), r[1]};
+  }
   ops::Pool2dOptions o;
   o.count_include_pad = include_pad;
+  std::vector<int64_t> phase_out; // the output's extents (the phase's pool may cover more)
+  if (phases) {
+    // Dilation d dividing the stride and the begin padding: every window
+    // reads one phase of the input, x[.., ::d], as an undilated window.
+    std::vector<int64_t> starts, ends, axes, steps;
+    for (size_t i = 0; i < n; ++i) {
+      int64_t in = static_dim(x.shape()[2 + i], "a pooled dim");
+      int64_t out = (in + pads[i] + pads[i + n] - ((kernel[i] - 1) * dil[i] + 1)) / strides[i] + 1;
+      int64_t len = (in + dil[i] - 1) / dil[i]; // the phase's length
+      int64_t begin = pads[i] / dil[i], stride = strides[i] / dil[i];
+      int64_t end = std::max<int64_t>(0, (out - 1) * stride + kernel[i] - begin - len);
+      starts.push_back(0);
+      ends.push_back(in);
+      axes.push_back(static_cast<int64_t>(2 + i));
+      steps.push_back(dil[i]);
+      pads[i] = begin;
+      pads[i + n] = end;
+      strides[i] = stride;
+      phase_out.push_back(out);
+    }
+    x = ops::slice(x, starts, ends, axes, steps);
+  }
   auto pool2d = [&](const Tensor &t) { return is_max ? ops::max_pool2d(t, o) : ops::avg_pool2d(t, o); };
   if (three_d) {
     // Box windows are separable: pool H and W with D folded into the
@@ -996,7 +1105,14 @@ Outs pool(const OnnxNode &node) {
   o.kernel = sp.two(kernel, 1);
   o.stride = sp.two(strides, 1);
   o.padding = sp.pads2(pads);
-  return {back(sp.lower(pool2d(sp.lift(x))))};
+  Tensor y = sp.lower(pool2d(sp.lift(x)));
+  if (!phase_out.empty()) {
+    std::vector<int64_t> zeros(n, 0), axes;
+    for (size_t i = 0; i < n; ++i)
+      axes.push_back(static_cast<int64_t>(2 + i));
+    y = ops::slice(y, zeros, phase_out, axes);
+  }
+  return {back(y)};
 }
 
 Outs gemm(const OnnxNode &node) {
