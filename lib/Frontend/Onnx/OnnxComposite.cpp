@@ -4,7 +4,8 @@
 // (HannWindow, HammingWindow, BlackmanWindow), OneHot, GatherND, LRN and
 // ReverseSequence; and, with what they need known at import, Compress, DFT,
 // Det (up to 4x4), BitShift and Upsample (nearest); the scatters (Scatter,
-// ScatterElements, ScatterND, MaxUnpool) through one-hot masks.
+// ScatterElements, ScatterND, MaxUnpool) through one-hot masks; GridSample
+// (2-D) through gathers of its taps.
 #include "OnnxOps.h"
 #include "OnnxTensor.h"
 
@@ -571,9 +572,135 @@ Outs max_unpool(const OnnxNode &node) {
   return {grow.empty() ? y : ops::pad(y, grow)};
 }
 
+// ---- GridSample (2-D): the ONNX reference's (and PyTorch's) sampling,
+// coordinates computed elementwise, the taps gathered from X as rows of
+// [N*H*W, C] ----
+
+struct GridAxis {
+  int64_t size;
+  double lo, hi; // the borders: [-0.5, size - 0.5], or [0, size - 1] with align_corners
+};
+
+/// The ONNX reference's reflection of v into [lo, hi] (repeatedly, by the
+/// near border), where v is outside.
+Tensor reflect_into(const Tensor &v, double lo, double hi) {
+  DType t = v.dtype();
+  double range = hi - lo;
+  auto fold = [&](const Tensor &dx, double near, double far) {
+    Tensor n = ops::floor(ops::div(dx, sc(range, t)));
+    Tensor r = ops::sub(dx, ops::mul(n, sc(range, t)));
+    Tensor even = ops::equal(ops::mod(n, sc(2, t)), sc(0, t));
+    double dir = near < far ? 1.0 : -1.0; // toward the inside
+    return ops::where(even, ops::add(sc(near, t), ops::mul(sc(dir, t), r)), ops::sub(sc(far, t), ops::mul(sc(dir, t), r)));
+  };
+  Tensor below = fold(ops::sub(sc(lo, t), v), lo, hi), above = fold(ops::sub(v, sc(hi, t)), hi, lo);
+  return ops::where(ops::less(v, sc(lo, t)), below, ops::where(ops::greater(v, sc(hi, t)), above, v));
+}
+
+Outs grid_sample(const OnnxNode &node) {
+  Tensor x = float_input(node), grid = node.in(1);
+  if (x.rank() != 4 || grid.rank() != 4)
+    throw Error(ErrorCode::OnnxUnsupportedOp, "GridSample is supported in 2-D (X [N, C, H, W], grid [N, H', W', 2])");
+  if (grid.dtype() != x.dtype())
+    grid = ops::cast(grid, x.dtype());
+  std::string mode = node.attr_string("mode", "bilinear"), padding = node.attr_string("padding_mode", "zeros");
+  if (mode == "linear")
+    mode = "bilinear";
+  if (mode == "cubic")
+    mode = "bicubic";
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic")
+    bad("GridSample mode must be bilinear, nearest or bicubic, got '" + mode + "'");
+  if (padding != "zeros" && padding != "border" && padding != "reflection")
+    bad("GridSample padding_mode must be zeros, border or reflection, got '" + padding + "'");
+  bool align = node.attr_int("align_corners", 0) != 0;
+  int64_t batch = fixed(x.shape()[0], "GridSample's batch"), channels = fixed(x.shape()[1], "GridSample's channels");
+  int64_t h = fixed(x.shape()[2], "GridSample's height"), w = fixed(x.shape()[3], "GridSample's width");
+  if (fixed(grid.shape()[0], "the grid's batch") != batch || fixed(grid.shape()[3], "the grid's last dim") != 2)
+    bad("GridSample grid must be [N, H', W', 2] with X's N");
+  DType t = x.dtype();
+  auto axis_of = [&](int64_t size) {
+    return align ? GridAxis{size, 0.0, static_cast<double>(size - 1)} : GridAxis{size, -0.5, size - 0.5};
+  };
+  GridAxis ax = axis_of(w), ay = axis_of(h);
+  // Unnormalized coordinates, then brought inside as the padding mode says.
+  auto coordinate = [&](int64_t comp, const GridAxis &a) {
+    Tensor g = ops::squeeze(ops::slice(grid, {comp}, {comp + 1}, {3}), {3}); // [N, H', W']
+    Tensor v = align ? ops::mul(ops::add(g, sc(1, t)), sc((a.size - 1) / 2.0, t))
+                     : ops::div(ops::sub(ops::mul(ops::add(g, sc(1, t)), sc(double(a.size), t)), sc(1, t)), sc(2, t));
+    if (mode == "nearest")
+      v = ops::round(v); // half to even (nearbyint), as PyTorch's 2-D sampler
+    Tensor out = ops::logical_or(ops::less(v, sc(a.lo, t)), ops::greater(v, sc(a.hi, t)));
+    if (padding == "border")
+      v = ops::where(out, ops::minimum(ops::maximum(v, sc(0, t)), sc(double(a.size - 1), t)), v);
+    else if (padding == "reflection")
+      v = reflect_into(v, a.lo, a.hi);
+    return v;
+  };
+  Tensor fx = coordinate(0, ax), fy = coordinate(1, ay);
+  // X as rows [N*H*W, C]; a tap is the row (n*H + y)*W + x.
+  Tensor rows = ops::reshape(ops::transpose(x, {0, 2, 3, 1}), {Dim(batch * h * w), Dim(channels)});
+  Tensor base = ops::mul(ops::iota(fx.shape(), 0, DType::i64), sc(double(h * w), DType::i64));
+  // The pixel at integer coordinates (float tensors of whole numbers), with
+  // the padding mode: zeros outside, clamped, or reflected.
+  auto pixel = [&](const Tensor &py, const Tensor &px) {
+    Tensor yy = py, xx = px;
+    std::optional<Tensor> inside;
+    if (padding == "zeros") {
+      inside = ops::logical_and(
+          ops::logical_and(ops::greater_equal(xx, sc(0, t)), ops::less(xx, sc(double(w), t))),
+          ops::logical_and(ops::greater_equal(yy, sc(0, t)), ops::less(yy, sc(double(h), t))));
+    } else if (padding == "reflection") {
+      xx = ops::cast(ops::cast(reflect_into(xx, ax.lo, ax.hi), DType::i64), t); // int(): toward zero
+      yy = ops::cast(ops::cast(reflect_into(yy, ay.lo, ay.hi), DType::i64), t);
+    }
+    xx = ops::minimum(ops::maximum(xx, sc(0, t)), sc(double(w - 1), t));
+    yy = ops::minimum(ops::maximum(yy, sc(0, t)), sc(double(h - 1), t));
+    Tensor idx = ops::add(base, ops::add(ops::mul(ops::cast(yy, DType::i64), sc(double(w), DType::i64)),
+                                         ops::cast(xx, DType::i64)));
+    Tensor v = ops::gather(rows, idx, 0); // [N, H', W', C]
+    return inside ? ops::where(ops::unsqueeze(*inside, {3}), v, sc(0, t)) : v;
+  };
+  auto weighted = [&](const Tensor &v, const Tensor &weight) { return ops::mul(v, ops::unsqueeze(weight, {3})); };
+  Tensor y;
+  if (mode == "nearest") {
+    y = pixel(fy, fx);
+  } else {
+    Tensor x0 = ops::floor(fx), y0 = ops::floor(fy);
+    Tensor tx = ops::sub(fx, x0), ty = ops::sub(fy, y0);
+    std::vector<Tensor> cx, cy;
+    int64_t first = mode == "bilinear" ? 0 : -1, taps = mode == "bilinear" ? 2 : 4;
+    if (mode == "bilinear") {
+      cx = {ops::sub(sc(1, t), tx), tx};
+      cy = {ops::sub(sc(1, t), ty), ty};
+    } else { // Keys' cubic convolution, A = -0.75
+      const double a = -0.75;
+      auto cubic = [&](const Tensor &d) {
+        Tensor d1 = ops::add(d, sc(1, t)), e = ops::sub(sc(1, t), d), e1 = ops::sub(sc(2, t), d);
+        auto far = [&](const Tensor &z) { // ((a z - 5a) z + 8a) z - 4a
+          return ops::sub(ops::mul(ops::add(ops::mul(ops::sub(ops::mul(sc(a, t), z), sc(5 * a, t)), z), sc(8 * a, t)), z),
+                          sc(4 * a, t));
+        };
+        auto near = [&](const Tensor &z) { // ((a + 2) z - (a + 3)) z z + 1
+          return ops::add(ops::mul(ops::mul(ops::sub(ops::mul(sc(a + 2, t), z), sc(a + 3, t)), z), z), sc(1, t));
+        };
+        return std::vector<Tensor>{far(d1), near(d), near(e), far(e1)};
+      };
+      cx = cubic(tx);
+      cy = cubic(ty);
+    }
+    for (int64_t i = 0; i < taps; ++i)
+      for (int64_t j = 0; j < taps; ++j) {
+        Tensor v = weighted(pixel(ops::add(y0, sc(double(first + i), t)), ops::add(x0, sc(double(first + j), t))),
+                            ops::mul(cy[i], cx[j]));
+        y = i == 0 && j == 0 ? v : ops::add(y, v);
+      }
+  }
+  return {ops::transpose(y, {0, 3, 1, 2})};
+}
+
 const std::set<std::string> kComposite = {"Acos",       "Acosh",         "Asin",      "Asinh",         "Atan",
                                           "Atanh",      "BitShift",      "BlackmanWindow", "Compress", "DFT",
-                                          "Det",        "GatherND",      "HammingWindow", "HannWindow", "LRN",
+                                          "Det",        "GatherND",      "GridSample",      "HammingWindow", "HannWindow", "LRN",
                                           "MaxUnpool",  "OneHot",        "ReverseSequence", "Scatter", "ScatterElements",
                                           "ScatterND",  "Upsample"};
 
@@ -611,6 +738,8 @@ std::vector<Tensor> composite(const OnnxNode &node) {
     return scatter_nd(node);
   if (op == "MaxUnpool")
     return max_unpool(node);
+  if (op == "GridSample")
+    return grid_sample(node);
   throw Error(ErrorCode::Internal, "composite: no mapping for " + op);
 }
 
