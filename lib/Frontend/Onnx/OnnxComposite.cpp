@@ -354,6 +354,122 @@ Outs upsample(const OnnxNode &node) {
   return {x};
 }
 
+/// The DFT of signals along the last axis of `re` (+ i `im`), `len` long:
+/// products with cos/sin matrices. Forward: (re + i im)(cos - i sin);
+/// inverse: (re + i im)(cos + i sin) / len. onesided: the first len/2 + 1
+/// bins. Returns (real, imaginary), [..., bins].
+std::pair<Tensor, Tensor> dft_rows(const Tensor &re, const std::optional<Tensor> &im, int64_t len, bool inverse,
+                                   bool onesided) {
+  int64_t k = onesided ? len / 2 + 1 : len;
+  std::vector<double> c(static_cast<size_t>(len * k)), s(c.size());
+  const double pi = 3.14159265358979323846;
+  for (int64_t i = 0; i < len; ++i)
+    for (int64_t j = 0; j < k; ++j) {
+      double a = 2 * pi * static_cast<double>((i * j) % len) / static_cast<double>(len);
+      c[i * k + j] = std::cos(a);
+      s[i * k + j] = std::sin(a);
+    }
+  DType dt = re.dtype();
+  Tensor cm = Tensor::from_f64(dt, {len, k}, c), sm = Tensor::from_f64(dt, {len, k}, s);
+  double sg = inverse ? 1.0 : -1.0;
+  Tensor yr = ops::matmul(re, cm), yi = ops::mul(sc(sg, dt), ops::matmul(re, sm));
+  if (im) {
+    yr = ops::sub(yr, ops::mul(sc(sg, dt), ops::matmul(*im, sm)));
+    yi = ops::add(yi, ops::matmul(*im, cm));
+  }
+  if (inverse) {
+    yr = ops::div(yr, sc(double(len), dt));
+    yi = ops::div(yi, sc(double(len), dt));
+  }
+  return {yr, yi};
+}
+
+// STFT (opset 17): frames of frame_length every frame_step samples (a
+// gather of constant positions), times the window, then their DFTs.
+Outs stft(const OnnxNode &node) {
+  Tensor x = float_input(node);
+  int64_t r = x.rank();
+  if (r != 3)
+    bad("STFT takes a signal [batch, length, 1 or 2]");
+  int64_t length = fixed(x.shape()[1], "STFT's signal length"), comps = fixed(x.shape()[2], "STFT's last dim");
+  if (comps != 1 && comps != 2)
+    bad("STFT's last dim must be 1 (real) or 2 (complex)");
+  std::vector<int64_t> step = node.ints(1);
+  if (step.size() != 1 || step[0] < 1)
+    bad("STFT frame_step must be one integer >= 1");
+  std::optional<Tensor> window;
+  if (node.has(2))
+    window = node.in(2);
+  int64_t frame = window ? fixed(window->shape()[0], "STFT's window length") : length;
+  if (node.has(3)) {
+    std::vector<int64_t> fl = node.ints(3);
+    if (fl.size() != 1)
+      bad("STFT frame_length must be one integer");
+    frame = fl[0];
+  }
+  if (frame < 1 || frame > length)
+    bad("STFT frame_length " + std::to_string(frame) + " must be in [1, " + std::to_string(length) + "]");
+  if (window && fixed(window->shape()[0], "STFT's window length") != frame)
+    bad("STFT window length differs from frame_length");
+  int64_t frames = 1 + (length - frame) / step[0];
+  std::vector<double> at;
+  for (int64_t f = 0; f < frames; ++f)
+    for (int64_t i = 0; i < frame; ++i)
+      at.push_back(static_cast<double>(f * step[0] + i));
+  Tensor framed = ops::gather(x, Tensor::from_f64(DType::i64, {frames, frame}, at), 1); // [B, F, frame, comps]
+  if (window)
+    framed = ops::mul(framed, ops::reshape(ops::cast(*window, x.dtype()), {Dim(1), Dim(1), Dim(frame), Dim(1)}));
+  Tensor re = ops::squeeze(ops::slice(framed, {0}, {1}, {3}), {3});
+  std::optional<Tensor> im;
+  if (comps == 2)
+    im = ops::squeeze(ops::slice(framed, {1}, {2}, {3}), {3});
+  auto [yr, yi] = dft_rows(re, im, frame, false, node.attr_int("onesided", 1) != 0);
+  return {ops::concat({ops::unsqueeze(yr, {3}), ops::unsqueeze(yi, {3})}, 3)};
+}
+
+// MelWeightMatrix (opset 17): known at import, as the ONNX reference builds it.
+Outs mel_weight_matrix(const OnnxNode &node) {
+  auto one = [&](size_t i, const char *what) {
+    std::vector<double> v = node.reals(i);
+    if (v.size() != 1)
+      bad(std::string("MelWeightMatrix ") + what + " must be a scalar");
+    return v[0];
+  };
+  auto mels = static_cast<int64_t>(one(0, "num_mel_bins")), dft_length = static_cast<int64_t>(one(1, "dft_length"));
+  auto rate = static_cast<int64_t>(one(2, "sample_rate"));
+  double lower = one(3, "lower_edge_hertz"), upper = one(4, "upper_edge_hertz");
+  if (mels < 1 || dft_length < 1 || rate < 1 || mels > 100000 || dft_length > (int64_t(1) << 24) || !(upper > lower))
+    bad("MelWeightMatrix needs num_mel_bins, dft_length, sample_rate >= 1 and upper > lower edge");
+  std::optional<DType> dtype = dtype_from_onnx(static_cast<int32_t>(node.attr_int("output_datatype", 1)));
+  if (!dtype)
+    bad("MelWeightMatrix output_datatype is not supported");
+  int64_t bins = dft_length / 2 + 1;
+  double low_mel = 2595 * std::log10(1 + lower / 700), high_mel = 2595 * std::log10(1 + upper / 700);
+  double step = (high_mel - low_mel) / static_cast<double>(mels + 2);
+  std::vector<int64_t> f(static_cast<size_t>(mels + 2));
+  for (int64_t i = 0; i < mels + 2; ++i) {
+    double hz = 700 * (std::pow(10.0, (static_cast<double>(i) * step + low_mel) / 2595) - 1);
+    f[i] = static_cast<int64_t>(std::floor(static_cast<double>(dft_length + 1) * hz / static_cast<double>(rate)));
+  }
+  std::vector<double> out(static_cast<size_t>(bins * mels), 0.0);
+  auto set = [&](int64_t j, int64_t i, double v) {
+    if (j < 0 || j >= bins)
+      bad("MelWeightMatrix: the upper edge maps past the spectrogram's bins");
+    out[j * mels + i] = v;
+  };
+  for (int64_t i = 0; i < mels; ++i) {
+    int64_t lo = f[i], center = f[i + 1], hi = f[i + 2];
+    if (center == lo)
+      set(center, i, 1);
+    else
+      for (int64_t j = lo; j <= center; ++j)
+        set(j, i, static_cast<double>(j - lo) / static_cast<double>(center - lo));
+    for (int64_t j = center; j < hi; ++j)
+      set(j, i, static_cast<double>(hi - j) / static_cast<double>(hi - center));
+  }
+  return {Tensor::from_f64(*dtype, {bins, mels}, out)};
+}
+
 // ---- DFT (opset 17): products with cos/sin matrices over the signal axis ----
 
 Outs dft(const OnnxNode &node) {
@@ -395,28 +511,7 @@ Outs dft(const OnnxNode &node) {
   std::optional<Tensor> im;
   if (comps == 2)
     im = ops::squeeze(ops::slice(t, {1}, {2}, {r - 1}), {r - 1});
-  int64_t k = onesided ? len / 2 + 1 : len;
-  std::vector<double> c(static_cast<size_t>(len * k)), s(c.size());
-  const double pi = 3.14159265358979323846;
-  for (int64_t i = 0; i < len; ++i)
-    for (int64_t j = 0; j < k; ++j) {
-      double a = 2 * pi * static_cast<double>((i * j) % len) / static_cast<double>(len);
-      c[i * k + j] = std::cos(a);
-      s[i * k + j] = std::sin(a);
-    }
-  DType dt = x.dtype();
-  Tensor cm = Tensor::from_f64(dt, {len, k}, c), sm = Tensor::from_f64(dt, {len, k}, s);
-  // forward: (re + i im)(cos - i sin); inverse: (re + i im)(cos + i sin) / len.
-  double sg = inverse ? 1.0 : -1.0;
-  Tensor yr = ops::matmul(re, cm), yi = ops::mul(sc(sg, dt), ops::matmul(re, sm));
-  if (im) {
-    yr = ops::sub(yr, ops::mul(sc(sg, dt), ops::matmul(*im, sm)));
-    yi = ops::add(yi, ops::matmul(*im, cm));
-  }
-  if (inverse) {
-    yr = ops::div(yr, sc(double(len), dt));
-    yi = ops::div(yi, sc(double(len), dt));
-  }
+  auto [yr, yi] = dft_rows(re, im, len, inverse, onesided);
   Tensor y = ops::concat({ops::unsqueeze(yr, {r - 1}), ops::unsqueeze(yi, {r - 1})}, r - 1);
   std::vector<int64_t> back(static_cast<size_t>(r));
   for (int64_t i = 0; i < r; ++i)
@@ -700,7 +795,7 @@ Outs grid_sample(const OnnxNode &node) {
 
 const std::set<std::string> kComposite = {"Acos",       "Acosh",         "Asin",      "Asinh",         "Atan",
                                           "Atanh",      "BitShift",      "BlackmanWindow", "Compress", "DFT",
-                                          "Det",        "GatherND",      "GridSample",      "HammingWindow", "HannWindow", "LRN",
+                                          "Det",        "GatherND",      "GridSample",  "MelWeightMatrix", "STFT",      "HammingWindow", "HannWindow", "LRN",
                                           "MaxUnpool",  "OneHot",        "ReverseSequence", "Scatter", "ScatterElements",
                                           "ScatterND",  "Upsample"};
 
@@ -740,6 +835,10 @@ std::vector<Tensor> composite(const OnnxNode &node) {
     return max_unpool(node);
   if (op == "GridSample")
     return grid_sample(node);
+  if (op == "STFT")
+    return stft(node);
+  if (op == "MelWeightMatrix")
+    return mel_weight_matrix(node);
   throw Error(ErrorCode::Internal, "composite: no mapping for " + op);
 }
 
