@@ -9,6 +9,7 @@
 #include "maxc/IR/HostTensor.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,7 +50,9 @@ LoadedModel load_onnx_model(const std::string &bytes, const std::string &path, c
                             OnnxImportInfo *info = nullptr);
 
 /// Reads a serialized ONNX TensorProto (a conformance test's input_N.pb /
-/// output_N.pb). Throws maxc::Error.
-HostTensor read_onnx_tensor_file(const std::string &path);
+/// output_N.pb). Throws maxc::Error. `declared`: the dtype the model declares
+/// for it; ONNX's test data stores bfloat16 tensors as UINT16 (numpy has no
+/// bfloat16), read as bf16 when the model declares bf16.
+HostTensor read_onnx_tensor_file(const std::string &path, std::optional<DType> declared = std::nullopt);
 
 } // namespace maxc

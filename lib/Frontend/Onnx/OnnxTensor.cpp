@@ -186,7 +186,7 @@ HostTensor tensor_from_proto(const TensorProto &t, const std::string &model_dir,
 
 namespace maxc {
 
-HostTensor read_onnx_tensor_file(const std::string &path) {
+HostTensor read_onnx_tensor_file(const std::string &path, std::optional<DType> declared) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Error(ErrorCode::FileNotReadable, "cannot open " + path);
@@ -196,6 +196,8 @@ HostTensor read_onnx_tensor_file(const std::string &path) {
   onnx::TensorProto t;
   if (!t.ParseFromString(bytes))
     throw Error(ErrorCode::OnnxFormat, path + " is not a serialized ONNX TensorProto");
+  if (declared == DType::bf16 && t.data_type() == onnx::TensorProto::UINT16)
+    t.set_data_type(onnx::TensorProto::BFLOAT16); // the same 16 bits per element
   std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
   return onnx_import::tensor_from_proto(t, dir, nullptr);
 }
