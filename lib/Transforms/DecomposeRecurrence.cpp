@@ -55,6 +55,11 @@ std::vector<Tensor> unroll_recurrence(const Node &node, const std::vector<Tensor
     throw Error(ErrorCode::UnboundDim,
                 "recurrence '" + node.name + "': this backend unrolls the recurrence and needs a static sequence length, got " +
                     seq_dim.to_string() + "; pin it with --dim " + seq_dim.to_string() + "=N");
+  constexpr int64_t kMaxSteps = 4096; // the unrolled graph grows with the steps
+  if (seq_dim.value() > kMaxSteps)
+    throw Error(ErrorCode::InvalidGraph, "recurrence '" + node.name + "' has " + std::to_string(seq_dim.value()) +
+                                             " time steps; this backend unrolls at most " + std::to_string(kMaxSteps) +
+                                             " (the CPU runs any length)");
   const int64_t seq = seq_dim.value(), hidden = rb.shape()[1].value(), gh = gates_of(cell) * hidden;
   const DType t = proj.dtype();
   // R^T [H, G*H] from its column blocks [G*H/K, H, K].
