@@ -16,12 +16,29 @@ struct Emitter {
   llvm::IRBuilder<> &b;
   const RecurrenceKernel &k;
   llvm::Type *f32 = b.getFloatTy();
+  /// The gates are computed gw columns at a time (<gw x float>, or float).
+  int64_t gw = lanes_dividing(k.hidden);
+  llvm::Type *gt = gw > 1 ? static_cast<llvm::Type *>(llvm::FixedVectorType::get(f32, unsigned(gw))) : f32;
 
-  Value *fc(double v) { return llvm::ConstantFP::get(f32, v); }
+  /// The widest vector (at most 16 lanes, the target's lanes) dividing n.
+  int64_t lanes_dividing(int64_t n) const {
+    for (int64_t cand = std::min<int64_t>(k.lanes, 16); cand > 1; cand /= 2)
+      if (n % cand == 0)
+        return cand;
+    return 1;
+  }
+
+  Value *fc(double v) { return llvm::ConstantFP::get(gt, v); }
   Value *i64(int64_t v) { return b.getInt64(v); }
   Value *at(Value *ptr, Value *i) { return b.CreateGEP(f32, ptr, i); }
-  Value *load(Value *ptr, Value *i) { return b.CreateAlignedLoad(f32, at(ptr, i), llvm::Align(4)); }
+  /// gw floats at ptr[i].
+  Value *load(Value *ptr, Value *i) { return b.CreateAlignedLoad(gt, at(ptr, i), llvm::Align(4)); }
   void store(Value *v, Value *ptr, Value *i) { b.CreateAlignedStore(v, at(ptr, i), llvm::Align(4)); }
+  Value *fma(Value *x, Value *y, Value *z) { return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {gt}, {x, y, z}); }
+  /// for (j = 0; j < H; j += gw) body(j)
+  void columns(const std::function<void(Value *)> &body) {
+    loop(i64(k.hidden / gw), [&](Value *jc) { body(b.CreateMul(jc, i64(gw))); });
+  }
 
   /// for (i = 0; i < n; ++i) body(i)
   void loop(Value *n, const std::function<void(Value *)> &body) {
@@ -78,15 +95,9 @@ struct Emitter {
   /// out[j] = (init ? init[j] : 0) + sum_k x[k] * R[j, k] for the columns of
   /// blocks [b0, b1): K/W vector accumulators over H rows per block.
   void gemv(int64_t b0, int64_t b1, Value *x, Value *init, Value *out) {
-    const int64_t K = k.block, H = k.hidden;
-    int64_t w = 1;
-    for (int64_t cand = std::min<int64_t>(k.lanes, 16); cand > 1; cand /= 2)
-      if (K % cand == 0) {
-        w = cand;
-        break;
-      }
+    const int64_t K = k.block, H = k.hidden, w = lanes_dividing(K);
     const int64_t nv = K / w;
-    auto *vt = llvm::FixedVectorType::get(f32, static_cast<unsigned>(w));
+    llvm::Type *vt = w > 1 ? static_cast<llvm::Type *>(llvm::FixedVectorType::get(f32, unsigned(w))) : f32;
     std::vector<Value *> acc;
     for (int64_t v = 0; v < nv; ++v)
       acc.push_back(k.local(vt));
@@ -98,7 +109,8 @@ struct Emitter {
         b.CreateStore(init ? static_cast<Value *>(vload(init, b.CreateAdd(col, i64(v * w)))) : llvm::Constant::getNullValue(vt), acc[v]);
       Value *block = at(k.r, b.CreateMul(jb, i64(H * K)));
       loop(i64(H), [&](Value *kk) {
-        Value *xs = b.CreateVectorSplat(static_cast<unsigned>(w), load(x, kk));
+        Value *xk = b.CreateAlignedLoad(f32, at(x, kk), llvm::Align(4));
+        Value *xs = w > 1 ? b.CreateVectorSplat(static_cast<unsigned>(w), xk) : xk;
         Value *row = at(block, b.CreateMul(kk, i64(K)));
         for (int64_t v = 0; v < nv; ++v) {
           Value *a = b.CreateLoad(vt, acc[v]);
@@ -115,22 +127,21 @@ struct Emitter {
   void step(Value *hb, Value *cb, Value *xb, Value *yb) {
     const int64_t H = k.hidden, K = k.block, GH = gates_of(k.cell) * H, per_gate = H / K;
     const std::vector<Activation> &f = k.acts;
-    Value *Hv = i64(H);
     auto col = [&](int64_t gate, Value *j) { return b.CreateAdd(j, i64(gate * H)); };
     if (k.cell == Cell::lstm) {
       gemv(0, GH / K, hb, xb, k.g);
-      loop(Hv, [&](Value *j) {
+      columns([&](Value *j) {
         Value *gi = load(k.g, j), *go = load(k.g, col(1, j)), *gf = load(k.g, col(2, j)), *gc = load(k.g, col(3, j));
         Value *cj = load(cb, j);
         if (k.p) {
-          gi = b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {f32}, {load(k.p, j), cj, gi});
-          gf = b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {f32}, {load(k.p, col(2, j)), cj, gf});
+          gi = fma(load(k.p, j), cj, gi);
+          gf = fma(load(k.p, col(2, j)), cj, gf);
         }
         Value *i = act(f[0], clipped(gi));
         Value *fg = k.input_forget ? b.CreateFSub(fc(1), i) : act(f[0], clipped(gf));
         Value *cn = b.CreateFAdd(b.CreateFMul(fg, cj), b.CreateFMul(i, act(f[1], clipped(gc))));
         if (k.p)
-          go = b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {f32}, {load(k.p, col(1, j)), cn, go});
+          go = fma(load(k.p, col(1, j)), cn, go);
         Value *hn = b.CreateFMul(act(f[0], clipped(go)), act(f[2], cn));
         store(cn, cb, j);
         store(hn, hb, j);
@@ -143,14 +154,14 @@ struct Emitter {
       } else {
         gemv(0, 2 * per_gate, hb, xb, k.g);
       }
-      loop(Hv, [&](Value *j) {
+      columns([&](Value *j) {
         Value *z = act(f[0], clipped(load(k.g, j)));
         Value *rg = act(f[0], clipped(load(k.g, col(1, j))));
         Value *hj = load(hb, j);
         if (k.lbr) {
           Value *rec = b.CreateFAdd(load(k.g, col(2, j)), load(k.rbh, j));
-          Value *n = act(f[1], clipped(b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {f32}, {rg, rec, load(xb, col(2, j))})));
-          Value *hn = b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {f32}, {z, b.CreateFSub(hj, n), n}); // (1-z)n + zh
+          Value *n = act(f[1], clipped(fma(rg, rec, load(xb, col(2, j)))));
+          Value *hn = fma(z, b.CreateFSub(hj, n), n); // (1-z)n + zh
           store(hn, hb, j);
           store(hn, yb, j);
         } else {
@@ -160,17 +171,17 @@ struct Emitter {
       });
       if (!k.lbr) {
         gemv(2 * per_gate, 3 * per_gate, k.tmp, xb, k.g);
-        loop(Hv, [&](Value *j) {
+        columns([&](Value *j) {
           Value *z = load(k.g, j), *hj = load(hb, j);
           Value *n = act(f[1], clipped(load(k.g, col(2, j))));
-          Value *hn = b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {f32}, {z, b.CreateFSub(hj, n), n});
+          Value *hn = fma(z, b.CreateFSub(hj, n), n);
           store(hn, hb, j);
           store(hn, yb, j);
         });
       }
     } else {
       gemv(0, per_gate, hb, xb, k.g);
-      loop(Hv, [&](Value *j) {
+      columns([&](Value *j) {
         Value *hn = act(f[0], clipped(load(k.g, j)));
         store(hn, hb, j);
         store(hn, yb, j);
@@ -199,7 +210,9 @@ struct Emitter {
         auto *idle = llvm::BasicBlock::Create(b.getContext(), "rec.idle", fn);
         b.CreateCondBr(b.CreateICmpSLT(t, k.length(row)), active, idle);
         b.SetInsertPoint(idle);
-        loop(i64(H), [&](Value *j) { store(fc(0), yb, j); });
+        loop(i64(H), [&](Value *j) {
+          b.CreateAlignedStore(llvm::ConstantFP::get(f32, 0.0), at(yb, j), llvm::Align(4));
+        });
         b.CreateBr(done);
         b.SetInsertPoint(active);
         step(hb, cb, xb, yb);
