@@ -156,8 +156,11 @@ OpDef recurrence_op() {
   OpDef def;
   def.name = "recurrence";
   def.traits = OpTrait::composite;
-  def.summary = "one direction of an LSTM/GRU/RNN over a sequence after its input projection "
-                "(maxc/Ops/Recurrence.h): Y, Y_h (and Y_c)";
+  def.summary = "one direction of an LSTM (gates i o f c), GRU (z r h) or RNN over a sequence of any length, after "
+                "its input projection proj = X @ W^T + biases; r is R^T in column blocks of K (r[b, k, j] = "
+                "R[b*K + j, k]); c0 and the peepholes p: lstm only; a GRU with linear_before_reset takes rbh [H] "
+                "(R's h-gate bias) in their place; lens (with `masked`): rows past their length keep their state "
+                "and get zeros in Y (maxc/Ops/Recurrence.h)";
   def.min_operands = 3;
   def.max_operands = 6;
   def.attrs = {
