@@ -1,5 +1,6 @@
 #include "Cpu/RecurrenceEmitter.h"
 
+#include "Cpu/Runtime.h"
 #include "MathEmitter.h"
 
 #include <llvm/IR/Intrinsics.h>
@@ -95,6 +96,13 @@ struct Emitter {
   /// out[j] = (init ? init[j] : 0) + sum_k x[k] * R[j, k] for the columns of
   /// blocks [b0, b1): K/W vector accumulators over H rows per block.
   void gemv(int64_t b0, int64_t b1, Value *x, Value *init, Value *out) {
+    if (!k.prefix.empty() && b1 - b0 > 1)
+      return parallel_gemv(b0, b1, x, init, out);
+    gemv_blocks(i64(b0), i64(b1 - b0), x, init, out);
+  }
+
+  /// gemv's loop over `count` blocks from `first` (i64 values).
+  void gemv_blocks(Value *first, Value *count, Value *x, Value *init, Value *out) {
     const int64_t K = k.block, H = k.hidden, w = lanes_dividing(K);
     const int64_t nv = K / w;
     llvm::Type *vt = w > 1 ? static_cast<llvm::Type *>(llvm::FixedVectorType::get(f32, unsigned(w))) : f32;
@@ -102,8 +110,8 @@ struct Emitter {
     for (int64_t v = 0; v < nv; ++v)
       acc.push_back(k.local(vt));
     auto vload = [&](Value *ptr, Value *i) { return b.CreateAlignedLoad(vt, at(ptr, i), llvm::Align(4)); };
-    loop(i64(b1 - b0), [&](Value *jb0) {
-      Value *jb = b.CreateAdd(jb0, i64(b0));
+    loop(count, [&](Value *jb0) {
+      Value *jb = b.CreateAdd(jb0, first);
       Value *col = b.CreateMul(jb, i64(K));
       for (int64_t v = 0; v < nv; ++v)
         b.CreateStore(init ? static_cast<Value *>(vload(init, b.CreateAdd(col, i64(v * w)))) : llvm::Constant::getNullValue(vt), acc[v]);
@@ -121,6 +129,42 @@ struct Emitter {
       for (int64_t v = 0; v < nv; ++v)
         b.CreateAlignedStore(b.CreateLoad(vt, acc[v]), at(out, b.CreateAdd(col, i64(v * w))), llvm::Align(4));
     });
+  }
+
+  /// gemv with one pool task per column block (RuntimePool.c gives each
+  /// thread the same consecutive blocks every step, so its part of R stays
+  /// in its own cache; a block is computed by one task, so the bits do not
+  /// depend on the thread count).
+  void parallel_gemv(int64_t b0, int64_t b1, Value *x, Value *init, Value *out) {
+    llvm::LLVMContext &c = b.getContext();
+    llvm::Module *m = b.GetInsertBlock()->getModule();
+    auto *ptr = b.getPtrTy();
+    auto *st = llvm::StructType::get(c, {ptr, ptr, ptr, ptr});
+    Value *args = k.local(st);
+    Value *fields[] = {x, init ? init : llvm::ConstantPointerNull::get(ptr), out, k.r};
+    for (unsigned i = 0; i < 4; ++i)
+      b.CreateStore(fields[i], b.CreateStructGEP(st, args, i));
+    auto *task = llvm::Function::Create(task_function_type(c), llvm::GlobalValue::InternalLinkage,
+                                        k.prefix + ".recurrence_gemv", m);
+    task->addFnAttr(llvm::Attribute::NoUnwind);
+    {
+      auto *entry = llvm::BasicBlock::Create(c, "entry", task);
+      auto *body = llvm::BasicBlock::Create(c, "body", task);
+      llvm::IRBuilder<> entry_b(entry), tb(body);
+      auto field = [&](unsigned i) { return entry_b.CreateLoad(ptr, entry_b.CreateStructGEP(st, task->getArg(0), i)); };
+      Value *tx = field(0), *tinit = init ? field(1) : nullptr, *tout = field(2), *tr = field(3);
+      RecurrenceKernel tk = k;
+      tk.prefix.clear();
+      tk.r = tr;
+      tk.local = [&](llvm::Type *t) { return entry_b.CreateAlloca(t); };
+      Emitter te{tb, tk};
+      // One block: b0 + the task index.
+      Value *jb = tb.CreateAdd(task->getArg(1), tb.getInt64(b0));
+      te.gemv_blocks(jb, tb.getInt64(1), tx, tinit, tout);
+      tb.CreateRetVoid();
+      entry_b.CreateBr(body);
+    }
+    emit_parallel_for(b, k.prefix, args, i64(b1 - b0), task, i64((b1 - b0) * k.block * k.hidden));
   }
 
   /// One batch row's step: state hb/cb, input projection xb, Y row yb.

@@ -9,8 +9,10 @@
 //     polynomials, Codegen/MathEmitter, so it vectorizes), writing the new h
 //     and c in place into Y_h / Y_c (the state) and the step's Y row.
 // GRU without linear_before_reset runs two GEMVs (z|r, then (r*h) @ Rh^T).
-// Single-threaded: a step is a few microseconds, less than a pool barrier
-// would cost per step.
+// With a prefix, each step's GEMV is one pool job of one task per column
+// block: each thread keeps its consecutive blocks of R^T in its own cache
+// (at hidden 256 an LSTM's R is 1 MB, half of it fits a core's L2). The
+// gates run on the calling thread.
 #pragma once
 
 #include "maxc/Ops/Recurrence.h"
@@ -18,6 +20,8 @@
 #include <llvm/IR/IRBuilder.h>
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 namespace maxc::codegen {
@@ -39,6 +43,9 @@ struct RecurrenceKernel {
   llvm::Value *g = nullptr, *tmp = nullptr;
   /// With sequence lengths: i64 length of batch row `b` (else null).
   std::function<llvm::Value *(llvm::Value *b)> length;
+  /// Non-empty: the model's prefix, and each step's GEMV is split into pool
+  /// tasks of one column block (emit_parallel_for); empty: inline.
+  std::string prefix;
   /// An entry-block local of type t (accumulators).
   std::function<llvm::Value *(llvm::Type *)> local;
 };
