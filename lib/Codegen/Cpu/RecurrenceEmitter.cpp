@@ -96,7 +96,11 @@ struct Emitter {
   /// out[j] = (init ? init[j] : 0) + sum_k x[k] * R[j, k] for the columns of
   /// blocks [b0, b1): K/W vector accumulators over H rows per block.
   void gemv(int64_t b0, int64_t b1, Value *x, Value *init, Value *out) {
-    if (!k.prefix.empty() && b1 - b0 > 1)
+    // Split only a GEMV of at least kMinSplitWork multiply-adds (an LSTM's at
+    // hidden 181 and up): a smaller one (a few microseconds) would pay more
+    // for the pool hand-off than the split saves.
+    constexpr int64_t kMinSplitWork = int64_t(1) << 17;
+    if (!k.prefix.empty() && b1 - b0 > 1 && (b1 - b0) * k.block * k.hidden >= kMinSplitWork)
       return parallel_gemv(b0, b1, x, init, out);
     gemv_blocks(i64(b0), i64(b1 - b0), x, init, out);
   }

@@ -9,10 +9,10 @@
 //     polynomials, Codegen/MathEmitter, so it vectorizes), writing the new h
 //     and c in place into Y_h / Y_c (the state) and the step's Y row.
 // GRU without linear_before_reset runs two GEMVs (z|r, then (r*h) @ Rh^T).
-// With a prefix, each step's GEMV is one pool job of one task per column
-// block: each thread keeps its consecutive blocks of R^T in its own cache
-// (at hidden 256 an LSTM's R is 1 MB, half of it fits a core's L2). The
-// gates run on the calling thread.
+// With a prefix, a step's GEMV of at least kMinSplitWork multiply-adds is
+// one pool job of one task per column block: each thread keeps its
+// consecutive blocks of R^T in its own cache (at hidden 256 an LSTM's R is
+// 1 MB, half of it fits a core's L2). The gates run on the calling thread.
 #pragma once
 
 #include "maxc/Ops/Recurrence.h"
