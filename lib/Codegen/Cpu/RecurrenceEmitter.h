@@ -5,9 +5,9 @@
 //   recurrent GEMV  g = x_t + h @ R^T, over R^T's column blocks of K
 //     ([G*H/K, H, K], contiguous: one stream per block): K/W accumulator
 //     vectors of W lanes stay in registers over the H rows of a block;
-//   gates           one loop over the H columns (activations as inline
-//     polynomials, Codegen/MathEmitter, so it vectorizes), writing the new h
-//     and c in place into Y_h / Y_c (the state) and the step's Y row.
+//   gates           one loop over the H columns in <W x float> vectors
+//     (activations as inline polynomials, Codegen/MathEmitter), writing the
+//     new h and c in place into Y_h / Y_c (the state) and the step's Y row.
 // GRU without linear_before_reset runs two GEMVs (z|r, then (r*h) @ Rh^T).
 // With a prefix, a step's GEMV of at least kMinSplitWork multiply-adds is
 // one pool job of one task per column block: each thread keeps its
