@@ -12,7 +12,6 @@
 
 #include "maxc/Ops/Ops.h"
 #include "maxc/Ops/Recurrence.h"
-#include "maxc/Realization/GraphRealizationContext.h"
 #include "maxc/Support/Error.h"
 
 #include <algorithm>
