@@ -353,7 +353,6 @@ private:
     k.g = entry_b_.CreateAlloca(llvm::ArrayType::get(f32, static_cast<uint64_t>(GH)));
     k.tmp = entry_b_.CreateAlloca(llvm::ArrayType::get(f32, static_cast<uint64_t>(H)));
     k.local = [&](llvm::Type *t) { return local(t); };
-    k.prefix = mod_.prefix; // each step's GEMV split into pool tasks
     emit_recurrence_kernel(b_, k);
   }
 

@@ -1,6 +1,5 @@
 #include "Cpu/RecurrenceEmitter.h"
 
-#include "Cpu/Runtime.h"
 #include "MathEmitter.h"
 
 #include <llvm/IR/Intrinsics.h>
@@ -17,6 +16,7 @@ struct Emitter {
   llvm::IRBuilder<> &b;
   const RecurrenceKernel &k;
   llvm::Type *f32 = b.getFloatTy();
+  Value *odd = nullptr; // i1: the step's index is odd (the GEMVs walk their blocks backwards)
   /// The gates are computed gw columns at a time (<gw x float>, or float).
   int64_t gw = lanes_dividing(k.hidden);
   llvm::Type *gt = gw > 1 ? static_cast<llvm::Type *>(llvm::FixedVectorType::get(f32, unsigned(gw))) : f32;
@@ -96,12 +96,6 @@ struct Emitter {
   /// out[j] = (init ? init[j] : 0) + sum_k x[k] * R[j, k] for the columns of
   /// blocks [b0, b1): K/W vector accumulators over H rows per block.
   void gemv(int64_t b0, int64_t b1, Value *x, Value *init, Value *out) {
-    // Split only a GEMV of at least kMinSplitWork multiply-adds (an LSTM's at
-    // hidden 181 and up): a smaller one (a few microseconds) would pay more
-    // for the pool hand-off than the split saves.
-    constexpr int64_t kMinSplitWork = int64_t(1) << 17;
-    if (!k.prefix.empty() && b1 - b0 > 1 && (b1 - b0) * k.block * k.hidden >= kMinSplitWork)
-      return parallel_gemv(b0, b1, x, init, out);
     gemv_blocks(i64(b0), i64(b1 - b0), x, init, out);
   }
 
@@ -115,7 +109,9 @@ struct Emitter {
       acc.push_back(k.local(vt));
     auto vload = [&](Value *ptr, Value *i) { return b.CreateAlignedLoad(vt, at(ptr, i), llvm::Align(4)); };
     loop(count, [&](Value *jb0) {
-      Value *jb = b.CreateAdd(jb0, first);
+      // Odd steps walk the blocks backwards: the blocks the last step read
+      // most recently are still in cache when this one starts.
+      Value *jb = b.CreateAdd(b.CreateSelect(odd, b.CreateSub(b.CreateSub(count, i64(1)), jb0), jb0), first);
       Value *col = b.CreateMul(jb, i64(K));
       for (int64_t v = 0; v < nv; ++v)
         b.CreateStore(init ? static_cast<Value *>(vload(init, b.CreateAdd(col, i64(v * w)))) : llvm::Constant::getNullValue(vt), acc[v]);
@@ -133,42 +129,6 @@ struct Emitter {
       for (int64_t v = 0; v < nv; ++v)
         b.CreateAlignedStore(b.CreateLoad(vt, acc[v]), at(out, b.CreateAdd(col, i64(v * w))), llvm::Align(4));
     });
-  }
-
-  /// gemv with one pool task per column block (RuntimePool.c gives each
-  /// thread the same consecutive blocks every step, so its part of R stays
-  /// in its own cache; a block is computed by one task, so the bits do not
-  /// depend on the thread count).
-  void parallel_gemv(int64_t b0, int64_t b1, Value *x, Value *init, Value *out) {
-    llvm::LLVMContext &c = b.getContext();
-    llvm::Module *m = b.GetInsertBlock()->getModule();
-    auto *ptr = b.getPtrTy();
-    auto *st = llvm::StructType::get(c, {ptr, ptr, ptr, ptr});
-    Value *args = k.local(st);
-    Value *fields[] = {x, init ? init : llvm::ConstantPointerNull::get(ptr), out, k.r};
-    for (unsigned i = 0; i < 4; ++i)
-      b.CreateStore(fields[i], b.CreateStructGEP(st, args, i));
-    auto *task = llvm::Function::Create(task_function_type(c), llvm::GlobalValue::InternalLinkage,
-                                        k.prefix + ".recurrence_gemv", m);
-    task->addFnAttr(llvm::Attribute::NoUnwind);
-    {
-      auto *entry = llvm::BasicBlock::Create(c, "entry", task);
-      auto *body = llvm::BasicBlock::Create(c, "body", task);
-      llvm::IRBuilder<> entry_b(entry), tb(body);
-      auto field = [&](unsigned i) { return entry_b.CreateLoad(ptr, entry_b.CreateStructGEP(st, task->getArg(0), i)); };
-      Value *tx = field(0), *tinit = init ? field(1) : nullptr, *tout = field(2), *tr = field(3);
-      RecurrenceKernel tk = k;
-      tk.prefix.clear();
-      tk.r = tr;
-      tk.local = [&](llvm::Type *t) { return entry_b.CreateAlloca(t); };
-      Emitter te{tb, tk};
-      // One block: b0 + the task index.
-      Value *jb = tb.CreateAdd(task->getArg(1), tb.getInt64(b0));
-      te.gemv_blocks(jb, tb.getInt64(1), tx, tinit, tout);
-      tb.CreateRetVoid();
-      entry_b.CreateBr(body);
-    }
-    emit_parallel_for(b, k.prefix, args, i64(b1 - b0), task, i64((b1 - b0) * k.block * k.hidden));
   }
 
   /// One batch row's step: state hb/cb, input projection xb, Y row yb.
@@ -240,6 +200,7 @@ struct Emitter {
   void run() {
     const int64_t H = k.hidden, GH = gates_of(k.cell) * H;
     loop(k.seq, [&](Value *s) {
+      odd = b.CreateICmpNE(b.CreateAnd(s, i64(1)), i64(0));
       Value *t = k.reverse ? b.CreateSub(b.CreateSub(k.seq, i64(1)), s) : s;
       loop(k.batch, [&](Value *row) {
         Value *tb = b.CreateAdd(b.CreateMul(t, k.batch), row);

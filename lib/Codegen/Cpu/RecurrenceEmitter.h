@@ -9,10 +9,12 @@
 //     (activations as inline polynomials, Codegen/MathEmitter), writing the
 //     new h and c in place into Y_h / Y_c (the state) and the step's Y row.
 // GRU without linear_before_reset runs two GEMVs (z|r, then (r*h) @ Rh^T).
-// With a prefix, a step's GEMV of at least kMinSplitWork multiply-adds is
-// one pool job of one task per column block: each thread keeps its
-// consecutive blocks of R^T in its own cache (at hidden 256 an LSTM's R is
-// 1 MB, half of it fits a core's L2). The gates run on the calling thread.
+// Odd steps walk R^T's blocks backwards, so a step starts on the blocks the
+// previous one read last, still in cache (a 1 MB R cycled in one order
+// through a 1 MB L2 would miss on every line). Single-threaded: splitting
+// each step's GEMV into pool tasks (one per column block, tried in session
+// 14) measured no gain at 2 threads on the loaded 2-core VM and cost some
+// at 1 thread.
 #pragma once
 
 #include "maxc/Ops/Recurrence.h"
@@ -21,7 +23,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <string>
 #include <vector>
 
 namespace maxc::codegen {
@@ -43,9 +44,6 @@ struct RecurrenceKernel {
   llvm::Value *g = nullptr, *tmp = nullptr;
   /// With sequence lengths: i64 length of batch row `b` (else null).
   std::function<llvm::Value *(llvm::Value *b)> length;
-  /// Non-empty: the model's prefix, and each step's GEMV is split into pool
-  /// tasks of one column block (emit_parallel_for); empty: inline.
-  std::string prefix;
   /// An entry-block local of type t (accumulators).
   std::function<llvm::Value *(llvm::Type *)> local;
 };

@@ -1,6 +1,6 @@
 // The `recurrence` op (LSTM/GRU/RNN directions, maxc/Ops/Recurrence.h): the
-// CPU kernel (Cpu/RecurrenceEmitter: blocked R^T GEMV in pool tasks, vector
-// gates; the same bits on 1, 2 and 3 threads) against
+// CPU kernel (Cpu/RecurrenceEmitter: blocked R^T GEMV, vector gates; the
+// same bits on 1, 2 and 3 threads) against
 // the reference on random inputs (rtol 1e-4, atol 1e-5: f32 dot products and
 // polynomial activations vs double), forward and reverse, lengths masks,
 // batch > 1, GRU linear_before_reset, peepholes, clip, input_forget, other
@@ -84,12 +84,12 @@ std::unique_ptr<Graph> symbolic_graph(const Case &c) {
 TEST_CASE("recurrence: the CPU kernel matches the reference", "[codegen][recurrence]") {
   std::vector<Case> cases = {
       {"lstm", 6, 1, 32},
-      {"lstm", 3, 2, 192}, // a GEMV large enough to be split into pool tasks
+      {"lstm", 3, 2, 192}, // 8 blocks of 96 columns
       {"lstm", 5, 3, 12, true, true, true, false, false, 0.9},
       {"lstm", 4, 2, 3, false, true, false, false, true},
       {"lstm", 3, 2, 16, false, false, false, false, false, -1, "HardSigmoid,Elu,Softplus", {0.3, 0.8}, {0.4}},
       {"gru", 6, 1, 32},
-      {"gru", 3, 1, 256, false, false, false, true}, // split GEMVs (z|r and h)
+      {"gru", 3, 1, 256, false, false, false, true}, // blocks of 128, GEMVs over z|r and h
       {"gru", 5, 3, 12, true, true, false, true, false, 1.1},
       {"gru", 4, 2, 5, false, true, false, false},
       {"gru", 3, 2, 8, true, false, false, true, false, -1, "LeakyRelu,Softsign", {0.2}},
