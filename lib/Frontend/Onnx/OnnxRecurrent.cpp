@@ -162,7 +162,17 @@ std::vector<Tensor> recurrent(const OnnxNode &node) {
   Tensor proj = ops::matmul(ops::reshape(x, {seq * batch, in_dim}), ops::reshape(w, {Dim(dirs * gh), in_dim}),
                             false, true);
   Tensor rbh; // GRU linear_before_reset: R's bias of the h gate, [dirs, hidden]
-  if (node.has(3)) {
+  const Val &b_val = node.has(3) ? node.val(3) : node.val(0);
+  if (node.has(3) && !lbr && b_val.kind == Val::Kind::known && b_val.data.dtype() == t &&
+      b_val.data.shape() == std::vector<int64_t>{dirs, 2 * gh}) {
+    // A known B: Wb + Rb summed here (the same f32 rounding as an add), one
+    // constant the projection GEMM adds in its epilogue.
+    HostTensor bias(t, {dirs * gh});
+    for (int64_t d = 0; d < dirs; ++d)
+      for (int64_t j = 0; j < gh; ++j)
+        bias.set_f64(d * gh + j, b_val.data.get_f64(d * 2 * gh + j) + b_val.data.get_f64(d * 2 * gh + gh + j));
+    proj = ops::add(proj, Tensor::from_host(bias));
+  } else if (node.has(3)) {
     Tensor b = node.in(3);
     check_shape(node, b, "B", {Dim(dirs), Dim(2 * gh)});
     Tensor wb = ops::slice(b, {0}, {gh}, {1}), rb = ops::slice(b, {gh}, {2 * gh}, {1});
