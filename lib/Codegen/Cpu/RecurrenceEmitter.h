@@ -12,8 +12,8 @@
 // Odd steps walk R^T's blocks backwards, so a step starts on the blocks the
 // previous one read last, still in cache (a 1 MB R cycled in one order
 // through a 1 MB L2 would miss on every line). Single-threaded: splitting
-// each step's GEMV into pool tasks (one per column block, tried in session
-// 14) measured no gain at 2 threads on the loaded 2-core VM and cost some
+// each step's GEMV into pool tasks (one per column block, tried in commit
+// 883b665) measured no gain at 2 threads on the loaded 2-core VM and cost some
 // at 1 thread.
 #pragma once
 
