@@ -237,7 +237,10 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
           // ...except into a call (its operands are passed as buffers) or
           // a node defining a symbol (the symbol is loaded from memory).
           fuse = std::none_of(consumers[v].begin(), consumers[v].end(),
-                              [&](size_t c) { return has_bodies(nodes[c].op) || defines_symbol(nodes[c]); });
+                              [&](size_t c) {
+                                return has_bodies(nodes[c].op) || defines_symbol(nodes[c]) ||
+                                       nodes[c].op == "recurrence"; // reads its operands as buffers
+                              });
         } else if (consumers[v].size() == 1) {
           const Node &c = nodes[consumers[v][0]];
           // Fuse where every element is still computed once: into an

@@ -71,27 +71,28 @@ Value *emit_exp_f32(llvm::IRBuilder<> &b, Value *x) {
 // log(x) = e*ln2 + log(m), x = m * 2^e with m in [sqrt(1/2), sqrt(2));
 // log(m) = 2 atanh(s), s = (m-1)/(m+1), |s| ≤ 0.172, by its odd series.
 Value *emit_log_f32(llvm::IRBuilder<> &b, Value *x) {
-  llvm::Type *i32 = b.getInt32Ty();
+  llvm::Type *i32 = x->getType()->getWithNewType(b.getInt32Ty()); // i32 or <N x i32>
+  auto int32 = [&](uint32_t v) { return llvm::ConstantInt::get(i32, v); };
   // Scale denormals into the normal range first.
-  Value *denormal = b.CreateFCmpOLT(x, f32(b, 1.1754943508222875e-38));
-  Value *scaled = b.CreateSelect(denormal, b.CreateFMul(x, f32(b, 8388608.0)), x);
+  Value *denormal = b.CreateFCmpOLT(x, like(x, 1.1754943508222875e-38));
+  Value *scaled = b.CreateSelect(denormal, b.CreateFMul(x, like(x, 8388608.0)), x);
   Value *bits = b.CreateBitCast(scaled, i32);
-  Value *e = b.CreateSub(b.CreateLShr(bits, 23), b.getInt32(127));
-  Value *m = b.CreateBitCast(b.CreateOr(b.CreateAnd(bits, b.getInt32(0x007fffff)), b.getInt32(0x3f800000)),
-                             b.getFloatTy()); // [1, 2)
-  Value *big = b.CreateFCmpOGT(m, f32(b, 1.4142135623730951));
-  m = b.CreateSelect(big, b.CreateFMul(m, f32(b, 0.5)), m);
-  e = b.CreateSelect(big, b.CreateAdd(e, b.getInt32(1)), e);
-  e = b.CreateSelect(denormal, b.CreateSub(e, b.getInt32(23)), e);
-  Value *s = b.CreateFDiv(b.CreateFSub(m, f32(b, 1.0)), b.CreateFAdd(m, f32(b, 1.0)));
+  Value *e = b.CreateSub(b.CreateLShr(bits, 23), int32(127));
+  Value *m = b.CreateBitCast(b.CreateOr(b.CreateAnd(bits, int32(0x007fffff)), int32(0x3f800000)),
+                             x->getType()); // [1, 2)
+  Value *big = b.CreateFCmpOGT(m, like(x, 1.4142135623730951));
+  m = b.CreateSelect(big, b.CreateFMul(m, like(x, 0.5)), m);
+  e = b.CreateSelect(big, b.CreateAdd(e, int32(1)), e);
+  e = b.CreateSelect(denormal, b.CreateSub(e, int32(23)), e);
+  Value *s = b.CreateFDiv(b.CreateFSub(m, like(x, 1.0)), b.CreateFAdd(m, like(x, 1.0)));
   Value *s2 = b.CreateFMul(s, s);
   Value *series = horner(b, s2, {2.0, 2.0 / 3, 2.0 / 5, 2.0 / 7, 2.0 / 9, 2.0 / 11});
-  Value *ef = b.CreateSIToFP(e, b.getFloatTy());
-  Value *result = b.CreateFAdd(b.CreateFMul(ef, f32(b, 0.693145751953125)), b.CreateFMul(s, series));
-  result = b.CreateFAdd(result, b.CreateFMul(ef, f32(b, 1.428606765330187e-06)));
-  result = b.CreateSelect(b.CreateFCmpOEQ(x, f32(b, 0.0)), f32(b, -INFINITY), result);
-  result = b.CreateSelect(b.CreateFCmpOLT(x, f32(b, 0.0)), f32(b, NAN), result);
-  result = b.CreateSelect(b.CreateFCmpOEQ(x, f32(b, INFINITY)), x, result);
+  Value *ef = b.CreateSIToFP(e, x->getType());
+  Value *result = b.CreateFAdd(b.CreateFMul(ef, like(x, 0.693145751953125)), b.CreateFMul(s, series));
+  result = b.CreateFAdd(result, b.CreateFMul(ef, like(x, 1.428606765330187e-06)));
+  result = b.CreateSelect(b.CreateFCmpOEQ(x, like(x, 0.0)), like(x, -INFINITY), result);
+  result = b.CreateSelect(b.CreateFCmpOLT(x, like(x, 0.0)), like(x, NAN), result);
+  result = b.CreateSelect(b.CreateFCmpOEQ(x, like(x, INFINITY)), x, result);
   return b.CreateSelect(is_nan(b, x), x, result);
 }
 
@@ -104,10 +105,10 @@ Value *emit_tanh_f32(llvm::IRBuilder<> &b, Value *x) {
       x, horner(b, x2,
                 {1.0, -1.0 / 3, 2.0 / 15, -17.0 / 315, 62.0 / 2835, -1382.0 / 155925, 21844.0 / 6081075,
                  -929569.0 / 638512875}));
-  Value *e = emit_exp_f32(b, b.CreateFMul(ax, f32(b, 2.0)));
-  Value *large = b.CreateFSub(f32(b, 1.0), b.CreateFDiv(f32(b, 2.0), b.CreateFAdd(e, f32(b, 1.0))));
+  Value *e = emit_exp_f32(b, b.CreateFMul(ax, like(x, 2.0)));
+  Value *large = b.CreateFSub(like(x, 1.0), b.CreateFDiv(like(x, 2.0), b.CreateFAdd(e, like(x, 1.0))));
   large = b.CreateCopySign(large, x);
-  Value *result = b.CreateSelect(b.CreateFCmpOLT(ax, f32(b, 0.5)), small, large);
+  Value *result = b.CreateSelect(b.CreateFCmpOLT(ax, like(x, 0.5)), small, large);
   return b.CreateSelect(is_nan(b, x), x, result);
 }
 
@@ -214,8 +215,8 @@ Value *emit_cos_f32(llvm::IRBuilder<> &b, Value *x) { return sincos_f32(b, x, tr
 // that 1/(1 + exp(-x)) flushed to 0 once exp(-x) overflowed.
 Value *emit_sigmoid_f32(llvm::IRBuilder<> &b, Value *x) {
   Value *e = emit_exp_f32(b, b.CreateFNeg(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x)));
-  Value *num = b.CreateSelect(b.CreateFCmpOLT(x, f32(b, 0.0)), e, f32(b, 1.0));
-  return b.CreateFDiv(num, b.CreateFAdd(f32(b, 1.0), e));
+  Value *num = b.CreateSelect(b.CreateFCmpOLT(x, like(x, 0.0)), e, like(x, 1.0));
+  return b.CreateFDiv(num, b.CreateFAdd(like(x, 1.0), e));
 }
 
 } // namespace maxc::codegen

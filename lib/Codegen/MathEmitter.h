@@ -25,7 +25,8 @@
 
 namespace maxc::codegen {
 
-/// exp also takes <N x float> (lane by lane, the same formula).
+/// exp, log, tanh and sigmoid also take <N x float> (lane by lane, the same
+/// formula).
 llvm::Value *emit_exp_f32(llvm::IRBuilder<> &b, llvm::Value *x);
 llvm::Value *emit_log_f32(llvm::IRBuilder<> &b, llvm::Value *x);
 llvm::Value *emit_tanh_f32(llvm::IRBuilder<> &b, llvm::Value *x);

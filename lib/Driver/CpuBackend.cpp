@@ -27,6 +27,7 @@ public:
     DecomposeOptions o{true, true};
     o.promote_low_precision = true; // f16/bf16 in f32: the CPU kernels are f32 (PromotePrecision.h)
     o.attention_kv_groups = true;   // grouped-query attention read in place (Cpu/AttentionEmitter)
+    o.keep_recurrence = true;       // LSTM/GRU/RNN as one kernel over the sequence (Cpu/RecurrenceEmitter)
     return o;
   }
   PlanOptions plan_options() const override { return cpu_plan_options(); }

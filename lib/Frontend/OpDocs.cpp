@@ -71,6 +71,11 @@ const std::map<std::string, OpDoc> &docs() {
     t["attention"] = {{x("q", "[..., M, D]", "[2,3,4]"), x("k", "[..., S, D]", "[2,5,4]"), x("v", "[..., S, E]", "[2,5,3]"),
                        OperandDoc{"mask", "[..., M, S]", "T", "[3,5]", true}},
                       "[..., M, E]", {}};
+    t["recurrence"] = {{x("proj", "[S, B, G*H]", "[2,1,16]"), x("r", "[G*H/K, H, K]", "[4,4,4]"), x("h0", "[B, H]", "[1,4]"),
+                        OperandDoc{"c0", "[B, H]", "T", "[1,4]", true}, OperandDoc{"p", "[3H]", "T", "[12]", true},
+                        OperandDoc{"lens", "[B]", "I", "[1]", true}},
+                       "[S, B, H] (Y), T[B, H] (Y_h; lstm: Y_c too)",
+                       {{"cell", std::string("lstm")}, {"peephole", true}, {"masked", true}}};
     t["linear"] = {{x("x", "[..., IN]", "[2,3]"), x("weight", "[OUT, IN]", "[4,3]"),
                     OperandDoc{"bias", "[OUT]", "T", "[4]", true}},
                    "[..., OUT]", {}};

@@ -12,5 +12,6 @@ void register_convolution_ops(OpRegistry &registry);   // Convolution.cpp: conv2
 void register_shape_ops(OpRegistry &registry);         // Shape.cpp: reshape transpose ... gather pad tile
 void register_structural_ops(OpRegistry &registry);
 void register_state_ops(OpRegistry &registry);         // State.cpp: buffer_prefix buffer_append (model state)
+void register_recurrence_ops(OpRegistry &registry);  // Recurrence.cpp: recurrence (LSTM/GRU/RNN; Ops/Recurrence.h)
 void register_attention_ops(OpRegistry &registry);     // Attention.cpp: attention (fused; Transforms/FuseAttention)    // Structural.cpp: call allreduce_sum
 } // namespace maxc

@@ -1,4 +1,5 @@
 #include "maxc/Transforms/Decompose.h"
+#include "DecomposeRecurrence.h"
 #include "maxc/Transforms/PromotePrecision.h"
 
 #include "maxc/Ops/OpRegistry.h"
@@ -46,6 +47,8 @@ std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, Mat
     int64_t axis = a.get_int("axis");
     return {in_f32(in, [&](const std::vector<Tensor> &x) { return softmax_primitives(x[0], axis, op == "log_softmax"); })};
   }
+  if (op == "recurrence") // unrolled (a static length)
+    return unroll_recurrence(node, in);
   if (op == "attention") { // the pattern FuseAttention.h recognizes, row-major matmuls
     std::vector<Tensor> kv = {in[1], in[2]};
     if (int64_t g = a.get_int("kv_groups"); g > 1) // repeated over each group of query heads
@@ -198,6 +201,7 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
       continue;
     }
     bool whole = (options.keep_rowwise && keeps_row_kernel(from, node)) ||
+                 (options.keep_recurrence && node.op == "recurrence" && keeps_recurrence(from, node)) ||
                  (options.fuse_attention && node.op == "attention" && keeps_attention(from, node, options.attention_low_precision) &&
                   (options.attention_kv_groups || node.attrs.get_int("kv_groups") == 1));
     std::vector<Tensor> results = whole                      ? std::vector<Tensor>{}
@@ -213,13 +217,17 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
 
 bool is_composite_op(const std::string &op) {
   return op == "softmax" || op == "log_softmax" || op == "layer_norm" || op == "rms_norm" || op == "batch_norm" ||
-         op == "linear" || op == "embedding" || op == "global_avg_pool2d" || op == "attention";
+         op == "linear" || op == "embedding" || op == "global_avg_pool2d" || op == "attention" || op == "recurrence";
 }
 
 bool keeps_attention(const Graph &graph, const Node &node, bool f16_too) {
   const Shape &q = graph.type_of(node.operands[0]).shape, &v = graph.type_of(node.operands[2]).shape;
   DType d = graph.type_of(node.operands[0]).dtype;
   return (d == DType::f32 || (f16_too && low_precision(d))) && q.back().is_static() && v.back().is_static();
+}
+
+bool keeps_recurrence(const Graph &graph, const Node &node) {
+  return graph.type_of(node.operands[0]).dtype == DType::f32;
 }
 
 bool keeps_row_kernel(const Graph &graph, const Node &node) {

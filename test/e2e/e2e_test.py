@@ -628,7 +628,7 @@ QEMU_OP_TESTS = [
     "test_transpose_all_permutations_1", "test_concat_3d_axis_1", "test_gather_0",     # data movement
     "test_split_equal_parts_1d", "test_depthtospace_example",
     "test_cast_FLOAT_to_FLOAT16", "test_argmax_default_axis_example",                  # dtypes
-    "test_lstm_defaults", "test_gru_defaults",                                         # recurrent (calls)
+    "test_lstm_defaults", "test_gru_defaults",                                         # recurrence kernel
 ]
 
 

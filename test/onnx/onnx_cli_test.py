@@ -938,33 +938,47 @@ def case_rnn_activations(c):
 
 
 def case_recurrent_refused(c):
-    """A symbolic sequence length (E0607 naming the dim to pin; pinned it works,
-    every step a call of one definition),
-    an activation maxc lacks (E0605 naming node and activation), and more steps
-    than are unrolled (E0607)."""
+    """A symbolic sequence length: the CPU runs one compiled model at two
+    lengths (against numpy); the GPU emulator, which unrolls, asks for the dim
+    to be pinned (E0108) and runs once it is. An activation maxc lacks (E0605
+    naming node and activation), a wrong activation count (E0607), and more
+    steps than the GPU backends unroll (E0109; the CPU takes them)."""
+    rng = np.random.default_rng(3)
+    W, R = (rng.standard_normal((1, 8, 3)) * 0.5).astype(np.float32), (rng.standard_normal((1, 8, 2)) * 0.5).astype(np.float32)
+
     def model(seq, act=None, op="LSTM"):
         g = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
         attrs = {"hidden_size": 2}
         if act:
             attrs["activations"] = act
-        inits = [numpy_helper.from_array(np.ones((1, g * 2, 3), np.float32), "W"),
-                 numpy_helper.from_array(np.ones((1, g * 2, 2), np.float32), "R")]
+        inits = [numpy_helper.from_array(W if op == "LSTM" else np.ones((1, g * 2, 3), np.float32), "W"),
+                 numpy_helper.from_array(R if op == "LSTM" else np.ones((1, g * 2, 2), np.float32), "R")]
         graph = helper.make_graph([helper.make_node(op, ["X", "W", "R"], ["", "Y_h"], name="/enc/lstm", **attrs)], "r",
                                   [helper.make_tensor_value_info("X", TensorProto.FLOAT, [seq, 1, 3])],
                                   [helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, None)], inits)
         return helper.make_model(graph, opset_imports=OPSET)
     p = c.save(model("frames"), "sym.onnx")
-    err = expect_code(c, p, "E0607")
-    assert "node '/enc/lstm' (LSTM, opset 17)" in err and "--dim frames=N" in err, err
-    c.run("check", p, "--dim", "frames=7")
-    s = c.stats(p, "--dim", "frames=7")  # one step definition (and one for the first, from a zero state), 7 calls
-    assert s["subgraph_definitions"] == "2" and s["subgraph_calls"] == "7", s
+    c.run("check", p)
+    so = c.path("sym.so")
+    c.run("compile", p, "-o", so)
+    for seq in (3, 11):
+        X = rng.standard_normal((seq, 1, 3)).astype(np.float32)
+        want = rnn_reference("LSTM", X.astype(np.float64), W, R, acts=[(a, 0, 0) for a in ("Sigmoid", "Tanh", "Tanh")])[1]
+        run_devices(c, f"sym{seq}", p, {"X": X}, {"Y_h": want.astype(np.float32)}, devices=("reference", "cpu"),
+                    rtol=1e-4, atol=2e-6)
+    r = c.run("run", p, "--device", "amdgpu-emu", "--input", f"X={c.path('sym3.X.npy')}", expect=1)
+    assert "error[E0108]" in r.stderr and "--dim frames=N" in r.stderr, r.stderr
+    c.run("--dim", "frames=3", "run", p, "--device", "amdgpu-emu", "--input", f"X={c.path('sym3.X.npy')}",
+          "--output-dir", c.path("sym-emu"))
     err = expect_code(c, c.save(model(4, ["Sigmoid", "Gelu", "Tanh"]), "act.onnx"), "E0605")
     assert "node '/enc/lstm' (LSTM, opset 17)" in err and "activation 'Gelu' is not supported" in err, err
     err = expect_code(c, c.save(model(4, ["Tanh", "Tanh"], "RNN"), "nact.onnx"), "E0607")
     assert "needs 1 activations" in err, err
-    err = expect_code(c, c.save(model(5000, op="GRU"), "long.onnx"), "E0607")
-    assert "5000 time steps; at most 4096" in err, err
+    long = c.save(model(5000, op="GRU"), "long.onnx")
+    c.run("check", long)
+    np.save(c.path("long.X.npy"), np.zeros((5000, 1, 3), np.float32))
+    r = c.run("run", long, "--device", "amdgpu-emu", "--input", f"X={c.path('long.X.npy')}", expect=1)
+    assert "5000 time steps; this backend unrolls at most 4096" in r.stderr, r.stderr
 
 
 def np_conv(x, w, pads=(0, 0, 0, 0), stride=1):

@@ -105,6 +105,9 @@ Tensor batch_norm(const Tensor &x, const Tensor &scale, const Tensor &bias, cons
 Tensor matmul(const Tensor &a, const Tensor &b, bool transpose_a = false, bool transpose_b = false);
 /// x @ weight^T + bias, weight [out, in].
 Tensor linear(const Tensor &x, const Tensor &weight, const std::optional<Tensor> &bias = std::nullopt);
+/// One direction of an LSTM/GRU/RNN after its input projection: the
+/// `recurrence` op (operands, attributes, results: maxc/Ops/Recurrence.h).
+std::vector<Tensor> recurrence(const std::vector<Tensor> &operands, const Attrs &attrs);
 
 // ---- convolution and pooling (NCHW) ----
 struct Conv2dOptions {

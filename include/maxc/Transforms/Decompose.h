@@ -36,6 +36,11 @@ struct DecomposeOptions {
   /// Precision policy: f16 and bf16 computed in f32 (PromotePrecision.h),
   /// for a backend whose fast kernels are f32 only (the CPU).
   bool promote_low_precision = false;
+  /// Keep `recurrence` nodes (LSTM/GRU/RNN directions, maxc/Ops/Recurrence.h)
+  /// of f32 values whole: the backend runs each as one kernel over the
+  /// sequence (the CPU: Codegen/Cpu/RecurrenceEmitter), of any length.
+  /// Otherwise they are unrolled, which needs a static length.
+  bool keep_recurrence = false;
 };
 
 std::unique_ptr<Graph> decompose(const Graph &graph, const DecomposeOptions &options = {});
@@ -48,5 +53,7 @@ bool is_composite_op(const std::string &op);
 bool keeps_row_kernel(const Graph &graph, const Node &node);
 /// True for an attention node that DecomposeOptions::fuse_attention keeps.
 bool keeps_attention(const Graph &graph, const Node &node, bool low_precision = false);
+/// True for a recurrence node that DecomposeOptions::keep_recurrence keeps (f32).
+bool keeps_recurrence(const Graph &graph, const Node &node);
 
 } // namespace maxc

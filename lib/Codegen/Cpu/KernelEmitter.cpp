@@ -8,6 +8,7 @@
 #include "Cpu/GemmEmitter.h"
 #include "Cpu/GemmPanels.h"
 #include "Cpu/NormEmitter.h"
+#include "Cpu/RecurrenceEmitter.h"
 #include "Cpu/Runtime.h"
 #include "MathEmitter.h"
 #include "maxc/Codegen/LoweringPlan.h"
@@ -207,6 +208,8 @@ private:
       return emit_rows(node);
     if (lowering == "attention")
       return emit_attention(node);
+    if (lowering == "recurrence")
+      return emit_recurrence(node);
     if (lowering == "conv2d" && node_uses_gemm(g_, plan_, node))
       return emit_conv_gemm(node);
     if (node.op == "max_pool2d" && emit_max_pool(node))
@@ -287,6 +290,70 @@ private:
         emit_row_kernel(b_, r);
       });
     });
+  }
+
+  // recurrence (f32, kept whole by DecomposeOptions::keep_recurrence): the
+  // state (Y_h, Y_c) initialized from h0/c0, then Cpu/RecurrenceEmitter's
+  // loop over the steps. proj and r are stored (the planner fuses nothing
+  // into this node); the small operands are read through element().
+  void emit_recurrence(const Node &node) {
+    using namespace recurrence;
+    const Attrs &a = node.attrs;
+    RecurrenceKernel k;
+    k.cell = parse_cell(a.get_string("cell"));
+    k.acts = node_activations(a, k.cell);
+    k.reverse = a.get_bool("reverse");
+    k.input_forget = a.get_bool("input_forget");
+    k.lbr = k.cell == Cell::gru && a.get_bool("linear_before_reset");
+    k.clip = a.get_real("clip");
+    const Shape &rs = g_.type_of(node.operands[1]).shape;
+    k.hidden = rs[1].value();
+    k.block = rs[2].value();
+    k.lanes = mod_.lanes;
+    const int64_t H = k.hidden, GH = gates_of(k.cell) * H;
+    std::vector<Value *> pd = dims_of(node.operands[0]);
+    k.seq = pd[0];
+    k.batch = pd[1];
+    for (size_t i : {size_t(0), size_t(1)})
+      if (plan_.values[node.operands[i]].storage == Storage::fused)
+        throw Error(ErrorCode::Internal, "codegen: recurrence operand " + std::to_string(i) + " is not stored");
+    for (ValueId v : node.results)
+      if (plan_.values[v].storage == Storage::fused)
+        throw Error(ErrorCode::Internal, "codegen: a recurrence result is not stored");
+    k.proj = pointer_of(node.operands[0]);
+    k.r = pointer_of(node.operands[1]);
+    k.y = pointer_of(node.results[0]);
+    k.h = pointer_of(node.results[1]);
+    k.c = k.cell == Cell::lstm ? pointer_of(node.results[2]) : nullptr;
+    size_t next = 3;
+    ValueId c0 = k.cell == Cell::lstm ? node.operands[next++] : ValueId(-1);
+    llvm::Type *f32 = b_.getFloatTy();
+    // A small operand copied into an entry-block array of n floats.
+    auto local_copy = [&](ValueId v, int64_t n) {
+      Value *buf = entry_b_.CreateAlloca(llvm::ArrayType::get(f32, static_cast<uint64_t>(n)));
+      loop(b_.getInt64(n), [&](Value *i) { b_.CreateStore(element(v, {i}), b_.CreateGEP(f32, buf, i)); });
+      return buf;
+    };
+    if (k.cell == Cell::lstm && a.get_bool("peephole"))
+      k.p = local_copy(node.operands[next++], 3 * H);
+    if (k.lbr)
+      k.rbh = local_copy(node.operands[next++], H);
+    if (a.get_bool("masked")) {
+      ValueId lens = node.operands[next++];
+      DType ld = g_.type_of(lens).dtype;
+      k.length = [this, lens, ld](Value *row) { return cast(element(lens, {row}), ld, DType::i64); };
+    }
+    // The state: h0 (and c0) into Y_h (and Y_c).
+    loop_nest({k.batch, b_.getInt64(H)}, [&](const Index &idx) {
+      Value *at = b_.CreateAdd(b_.CreateMul(idx[0], b_.getInt64(H)), idx[1]);
+      b_.CreateStore(element(node.operands[2], idx), b_.CreateGEP(f32, k.h, at));
+      if (k.c)
+        b_.CreateStore(element(c0, idx), b_.CreateGEP(f32, k.c, at));
+    });
+    k.g = entry_b_.CreateAlloca(llvm::ArrayType::get(f32, static_cast<uint64_t>(GH)));
+    k.tmp = entry_b_.CreateAlloca(llvm::ArrayType::get(f32, static_cast<uint64_t>(H)));
+    k.local = [&](llvm::Type *t) { return local(t); };
+    emit_recurrence_kernel(b_, k);
   }
 
   // attention (f32, static head dims): with q, k, v (and the mask) stored,
@@ -1106,6 +1173,8 @@ std::string cpu_lowering(const std::string &op) {
     return op; // im2col + GEMM (f32, one group), the direct kernel (f32, groups), or the elemental window loop
   if (op == "attention")
     return op; // kept whole for f32 (DecomposeOptions::fuse_attention): Cpu/AttentionEmitter
+  if (op == "recurrence")
+    return op; // kept whole for f32 (DecomposeOptions::keep_recurrence): Cpu/RecurrenceEmitter
   if (op_traits(op).has(OpTrait::rowwise))
     return "rows"; // softmax, norms kept whole (f32): one row kernel (NormEmitter)
   if (has_elemental_lowering(op))

@@ -56,8 +56,11 @@ TEST_CASE("every op has a lowering on every backend", "[codegen][ops][traits]") 
     if (def->has(OpTrait::composite)) {
       // The CPU lowers rowwise composites as one row kernel (Cpu/NormEmitter).
       // ...and attention as one flash-style kernel (Cpu/AttentionEmitter;
-      // on the GPU Gpu/GpuAttention).
-      CHECK(cpu == (def->has(OpTrait::rowwise) ? "rows" : def->name == "attention" ? "attention" : ""));
+      // on the GPU Gpu/GpuAttention), and recurrence as one loop over the
+      // steps (Cpu/RecurrenceEmitter; the GPU backends get it unrolled).
+      CHECK(cpu == (def->has(OpTrait::rowwise)                                        ? "rows"
+                    : def->name == "attention" || def->name == "recurrence" ? def->name
+                                                                                      : ""));
       CHECK(gpu == (def->name == "attention" ? "attention" : ""));
       continue;
     }
