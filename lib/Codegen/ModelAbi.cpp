@@ -35,7 +35,7 @@ const std::vector<StatusInfo> &status_table() {
       {RunStatus::unsupported_cpu, "ERROR_UNSUPPORTED_CPU", "unsupported cpu",
        "this CPU lacks instructions the code was compiled for", true, false},
       {RunStatus::state_full, "ERROR_STATE_FULL", "state full",
-       "the state has no room for the rows this run appends (length + advance > capacity)", true, false, true},
+       "the state has no room for the rows this run appends (length + advance > capacity)", true, true, true},
   };
   return table;
 }

@@ -65,6 +65,9 @@ std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &lowered, c
   llvm::Value *context_struct = b.CreateAlloca(ptr);
   b.CreateStore(weights, context_struct);
   llvm::Value *ws = fn->getArg(2);
+  if (abi.state) // the appended rows must fit the buffers, as the artifacts check
+    return_if(b, state_overflows(b, fn->getArg(1), abi.symbols, *abi.state),
+              b.getInt32(static_cast<int32_t>(RunStatus::state_full)));
   llvm::Value *dims = graph_dims_array(b, fn->getArg(1), abi.symbols.size(), abi.defined_symbols.size());
   auto *own = llvm::BasicBlock::Create(context, "own_workspace", fn);
   auto *given = llvm::BasicBlock::Create(context, "given_workspace", fn);

@@ -72,6 +72,13 @@ public:
         program.items.push_back({-1, &node});
         continue;
       }
+      if (op_traits(node.op).has(OpTrait::aliases_operand)) { // a view of a state buffer: its storage
+        if (writes_buffer(node)) {
+          program.items.push_back({static_cast<int>(program.kernels.size()), nullptr});
+          program.kernels.push_back(buffer_write_kernel(node));
+        }
+        continue;
+      }
       if (std::vector<const Node *> group = row_group(g_, plan_, i); group.size() > 1) {
         program.items.push_back({static_cast<int>(program.kernels.size()), nullptr});
         program.kernels.push_back(row_kernel(group));
@@ -293,6 +300,25 @@ private:
     if_then(b_.CreateICmpULT(gid, dim(numel)), [&] {
       Index idx = unravel(gid, dims_of(v));
       store_element(g_.type_of(v).dtype, buffer_pointer({0, output}), gid, element(v, idx));
+    });
+    kernel_.steps.push_back(end_phase(fn));
+    return std::move(kernel_);
+  }
+
+  /// buffer_append: one work-item per element of the new rows, stored at
+  /// rows [offset, offset + n) of the state buffer, which is the result's
+  /// storage (aliases_operand: the caller's device buffer, written in place).
+  GpuKernel buffer_write_kernel(const Node &node) {
+    ValueId x = node.operands[1], out = node.results[0];
+    begin_kernel("state", kElementwiseGroup);
+    Dim numel = shape_numel(g_.type_of(x).shape);
+    kernel_.grid = {{numel, kElementwiseGroup}};
+    llvm::Function *fn = begin_phase();
+    Value *gid = global_id();
+    if_then(b_.CreateICmpULT(gid, dim(numel)), [&] {
+      Index idx = unravel(gid, dims_of(x)), at = idx;
+      at[0] = b_.CreateAdd(idx[0], dim(node.attrs.get_shape("offset")[0]));
+      store_element(g_.type_of(x).dtype, pointer_of(out), linear_index(at, dims_of(out)), element(x, idx));
     });
     kernel_.steps.push_back(end_phase(fn));
     return std::move(kernel_);
@@ -892,6 +918,8 @@ std::string gpu_kernel_kind(const std::string &op) {
     return "branch"; // the predicate read on the host, then the taken body's launches
   if (traits.has(OpTrait::defines_symbol))
     return "symbol"; // the value read on the host into the dims array, read by the launches after it
+  if (traits.has(OpTrait::aliases_operand))
+    return "state"; // a view of a state buffer: buffer_append's kernel stores its rows, buffer_prefix is none
   if (op == "constant")
     return op; // a weight in the blob
   if (op == "matmul" || op == "conv2d")

@@ -2,9 +2,11 @@
 // as views of its first rows (buffer_prefix, the append's result), inside a
 // deduplicated block called twice (one state buffer per call), kept between
 // runs by the caller (NAME_run) or by the artifact's state object
-// (NAME_state_create / NAME_step). Runs equal on the reference interpreter
-// and the CPU, step after step, with two interleaved states.
+// (NAME_state_create / NAME_step). Runs equal on the reference interpreter,
+// the CPU and the GPU kernels (host emulation), step after step, with two
+// interleaved states.
 #include "CompiledRunner.h"
+#include "EmulatedRunner.h"
 
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ModelAbi.h"
@@ -135,6 +137,57 @@ TEST_CASE("state buffers run equal on reference and cpu, step after step", "[sta
   CHECK(!compare(Interpreter::run(*g, {x, ref0, ref1}, {{"past", past}})[0],
                  Interpreter::run(*g, {x, fresh0, fresh1}, {{"past", 0}})[0], 1e-5, 1e-5)
              .empty());
+}
+
+TEST_CASE("state buffers run equal on reference and amdgpu-emu, step after step", "[state][codegen][gpu]") {
+  std::unique_ptr<Graph> g = state_model();
+  // The GPU plan: the views live in their buffer, the write is a kernel.
+  driver::PlannedModel planned = driver::plan_model(*g, "maxc_jit", gpu_decompose_options(), gpu_plan_options());
+  const Graph &blk = *planned.lowered->find_subgraph("block");
+  const LoweringPlan &plan = planned.plans.at(&blk);
+  int views = 0;
+  for (const Node &n : blk.nodes())
+    if (n.op == "buffer_append" || n.op == "buffer_prefix") {
+      ++views;
+      CHECK(plan.values[n.results[0]].storage == Storage::input);
+      CHECK(plan.values[n.results[0]].index == 1);
+    }
+  CHECK(views == 2);
+  EmulatedGraph emu(*g, codegen::kGpuEmulationArch);
+  constexpr int64_t kCap = 8;
+  HostTensor ref0(DType::f32, {kCap, kWidth}), ref1(DType::f32, {kCap, kWidth});
+  HostTensor gpu0(DType::f32, {kCap, kWidth}), gpu1(DType::f32, {kCap, kWidth});
+  int64_t past = 0;
+  for (int64_t n : {3, 2}) { // the second run appends after the first
+    INFO("past " << past << " n " << n);
+    HostTensor x = random_tensor(DType::f32, {n, kWidth});
+    std::vector<HostTensor> expected = Interpreter::run(*g, {x, ref0, ref1}, {{"past", past}});
+    std::vector<HostTensor> actual = emu.run({x, gpu0, gpu1}, {{"past", past}});
+    MAXC_REQUIRE_CLOSE(actual[0], expected[0], 1e-5, 1e-5);
+    past += n;
+    MAXC_REQUIRE_CLOSE(gpu0, ref0, 1e-5, 1e-6);
+    MAXC_REQUIRE_CLOSE(gpu1, ref1, 1e-5, 1e-6);
+  }
+  for (int64_t e = past * kWidth; e < kCap * kWidth; ++e) // rows past the filled ones: never written
+    REQUIRE(gpu0.get_f64(e) == 0.0);
+  // A graph output that is a view of a buffer is copied out of it.
+  Graph view("view");
+  view.add_input(TensorType(DType::f32, {Dim("n"), Dim(kWidth)}), "x");
+  view.add_input(TensorType(DType::f32, {Dim("cap"), Dim(kWidth)}), "buf");
+  view.symbol_table().declare("past", SymbolOrigin::DimArgument);
+  view.symbol_table().set_model_state({{"buf"}, "past", "cap", Dim("n")});
+  {
+    GraphRealizationContext ctx(view);
+    Tensor x = Tensor::from_graph_value(view.inputs()[0]), buf = Tensor::from_graph_value(view.inputs()[1]);
+    view.output({ops::buffer_append(buf, x * 2.0, Dim("past")).value()});
+  }
+  view.verify();
+  HostTensor x = random_tensor(DType::f32, {2, kWidth});
+  HostTensor rbuf = random_tensor(DType::f32, {kCap, kWidth}), gbuf = rbuf.clone();
+  std::vector<HostTensor> expected = Interpreter::run(view, {x, rbuf}, {{"past", 3}});
+  EmulatedGraph copied(view, codegen::kGpuEmulationArch);
+  MAXC_REQUIRE_CLOSE(copied.run({x, gbuf}, {{"past", 3}})[0], expected[0], 0, 0);
+  MAXC_REQUIRE_CLOSE(gbuf, rbuf, 0, 0);
 }
 
 TEST_CASE("the state API: two interleaved states, a full state, reset", "[state][codegen]") {
