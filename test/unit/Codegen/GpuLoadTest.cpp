@@ -8,6 +8,7 @@
 #include "maxc/Codegen/GpuModelCompiler.h"
 #include "maxc/Codegen/GpuTarget.h"
 #include "maxc/Driver/Compile.h"
+#include "maxc/Frontend/ModelLoader.h"
 
 #include <catch2/catch.hpp>
 
@@ -360,4 +361,106 @@ TEST_CASE("the HIP artifact's loading fallbacks, against a stub runtime", "[code
         "load bundle\nload mach 0x3f\nload mach 0x54\ninit 7\n");
   CHECK(run_output("STUB_ARCH=gfx90a:sramecc+:xnack- " + app) ==
         "load bundle\nload mach 0x3f\nload mach 0x3f\nload mach 0x54\ninit 8\n");
+}
+
+// The state API of a HIP artifact (NAME_state_create / NAME_step; docs/ONNX.md
+// "Model state"), against the stub runtime with device memory counted: each
+// state loads a context, its buffers are device memory zeroed by hipMemset,
+// a step launches the append kernel and advances the length, a full state
+// runs nothing, destroy frees everything it allocated.
+namespace {
+
+const char *kHipStateStub = R"(
+int hipMemset(void *p, int v, size_t n) { memset(p, v, n); printf("memset %zu\n", n); return 0; }
+static int live;
+int hipMalloc(void **p, size_t n) { *p = malloc(n); ++live; return 0; }
+int hipFree(void *p) { if (p) --live; free(p); return 0; }
+int stub_live(void) { return live; }
+)";
+
+const char *kStateApp = R"(#include <stdio.h>
+#include "cache.h"
+int stub_live(void);
+int main(void) {
+  if (cache_state_create(0) || cache_state_length(0) != -1) return 1;
+  cache_state *a = cache_state_create(8), *b = cache_state_create(8);
+  if (!a || !b) { printf("create failed\n"); return 0; }
+  float x[3 * 3] = {0}, y[3 * 3];
+  printf("step %d\n", cache_step(a, x, y, 3));
+  printf("step %d\n", cache_step(a, x, y, 2));
+  printf("length %lld %lld capacity %lld\n", (long long)cache_state_length(a), (long long)cache_state_length(b),
+         (long long)cache_state_capacity(a));
+  printf("full %d length %lld\n", cache_step(a, x, y, 4), (long long)cache_state_length(a));
+  cache_state_reset(a);
+  printf("reset %lld\n", (long long)cache_state_length(a));
+  cache_state_destroy(a);
+  cache_state_destroy(b);
+  cache_state_destroy(0);
+  printf("live %d\n", stub_live());
+  return 0;
+}
+)";
+
+} // namespace
+
+TEST_CASE("the HIP artifact's state API, against a stub runtime", "[codegen][gpu][gpuload][state]") {
+  if (!have("cc"))
+    return;
+  DiagnosticEngine diags;
+  LoadedModel m = load_model_text(R"({
+    "maxc": 1, "name": "cache",
+    "inputs": [{"name": "x", "dtype": "f32", "shape": ["seq", 3]},
+               {"name": "k", "dtype": "f32", "shape": ["ctx", 3]}],
+    "state": {"buffers": ["k"], "length": "past", "advance": "seq"},
+    "main": [
+      {"rows": ["mul", "x", 2.0]},
+      {"all": ["buffer_append", "k", "rows", {"offset": ["past"]}]},
+      {"y": ["sum", "all", {"axes": [0], "keepdims": true}]},
+      {"out": ["add", "x", "y"]}
+    ],
+    "outputs": ["out"]
+  })", "cache.json", LoadOptions{}, diags);
+  INFO(diags.to_text());
+  REQUIRE(m.graph);
+  driver::BackendOptions options;
+  options.gpu = "gfx90a";
+  options.cpu = "";
+  PassTimer timer;
+  const driver::Backend *backend = driver::find_backend("amdgpu");
+  driver::BackendOutput out =
+      backend->compile(driver::plan_model(*m.graph, "cache", {}, backend->plan_options()), options, {"obj", "header"}, timer);
+  std::string header = artifact_of(out, "header");
+  CHECK_THAT(header, Catch::Contains("cache_state *cache_state_create(int64_t max_context);"));
+  CHECK_THAT(header, Catch::Contains("int32_t cache_step(cache_state *state, const float *x, float *out, int64_t seq);"));
+  CHECK_THAT(header, Catch::Contains("#define CACHE_ERROR_STATE_FULL 10"));
+  CHECK_THAT(header, Catch::Contains(", float *k, float *out,")); // NAME_run writes the buffer
+  TempDir dir;
+  std::string d = dir.path;
+  std::ofstream(d + "/cache.o", std::ios::binary) << artifact_of(out, "obj");
+  std::ofstream(d + "/cache.h") << header;
+  std::string stub = kHipStub;
+  for (const char *name : {"int hipMalloc", "int hipFree"}) // replaced by the counting ones
+    stub.replace(stub.find(name), 4, "static int unused_");
+  std::ofstream(d + "/stub.c") << stub + kHipStateStub;
+  std::ofstream(d + "/app.c") << kStateApp;
+  REQUIRE(std::system(("cc -shared -fPIC -Wno-unused-function -o " + d + "/libamdhip64.so " + d + "/stub.c").c_str()) == 0);
+  REQUIRE(std::system(("cc -Wall -Werror -I" + d + " -o " + d + "/app " + d + "/app.c " + d + "/cache.o -L" + d +
+                       " -lamdhip64 -Wl,-rpath," + d).c_str()) == 0);
+  std::string log = run_output("STUB_ARCH=gfx90a STUB_MACH=3f " + d + "/app");
+  INFO(log);
+  // Two states: a context each (the code loaded twice), a zeroed buffer of
+  // 8 rows of 12 bytes each (96, plus 64, rounded up to 64).
+  size_t loads = 0;
+  for (size_t at = log.find("load bundle"); at != std::string::npos; at = log.find("load bundle", at + 1))
+    ++loads;
+  CHECK(loads == 2);
+  CHECK_THAT(log, Catch::StartsWith("load bundle\nload mach 0x3f\nmemset 192\nload bundle\nload mach 0x3f\nmemset 192\n"));
+  // A step: 2 * x (k0), its rows appended (k1, 9 elements: one workgroup),
+  // the sum over every filled row (k2, a workgroup per column), the add.
+  const std::string step = "launch cache.main.k0 1 256\nlaunch cache.main.k1 1 256\nlaunch cache.main.k2 3 256\n"
+                           "launch cache.main.k3 1 256\nstep 0\n";
+  CHECK_THAT(log, Catch::Contains(step + step + "length 5 0 capacity 8\n"));
+  // A full state runs nothing and keeps its length; reset empties it.
+  CHECK_THAT(log, Catch::Contains("capacity 8\nfull 10 length 5\nreset 0\n"));
+  CHECK_THAT(log, Catch::EndsWith("unload\nunload\nlive 0\n"));
 }
