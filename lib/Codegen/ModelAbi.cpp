@@ -48,6 +48,12 @@ std::vector<StatusInfo> status_codes(bool gpu, bool state) {
   return out;
 }
 
+const std::vector<std::string> &state_entry_point_suffixes() {
+  static const std::vector<std::string> suffixes = {"_state_create", "_state_destroy",  "_state_reset",
+                                                    "_state_length", "_state_capacity", "_step"};
+  return suffixes;
+}
+
 const char *c_type_name(DType d) { return dtype_info(d).c_type.data(); }
 
 ModelInterface describe_interface(const Graph &graph, const std::string &name) {
