@@ -2,6 +2,7 @@
 // (checked against clang-offload-bundler-19 where installed), the
 // launcher's arch matching (generic targets, xnack/sramecc), and the CUDA
 // artifact (PTX per sm, cubins through ptxas where installed).
+#include "StateModel.h"
 #include "TestUtil.h"
 
 #include "maxc/Codegen/CompiledRun.h"
@@ -423,19 +424,7 @@ TEST_CASE("the GPU artifacts' state API, against stub runtimes", "[codegen][gpu]
   if (!have("cc"))
     return;
   DiagnosticEngine diags;
-  LoadedModel m = load_model_text(R"({
-    "maxc": 1, "name": "cache",
-    "inputs": [{"name": "x", "dtype": "f32", "shape": ["seq", 3]},
-               {"name": "k", "dtype": "f32", "shape": ["ctx", 3]}],
-    "state": {"buffers": ["k"], "length": "past", "advance": "seq"},
-    "main": [
-      {"rows": ["mul", "x", 2.0]},
-      {"all": ["buffer_append", "k", "rows", {"offset": ["past"]}]},
-      {"y": ["sum", "all", {"axes": [0], "keepdims": true}]},
-      {"out": ["add", "x", "y"]}
-    ],
-    "outputs": ["out"]
-  })", "cache.json", LoadOptions{}, diags);
+  LoadedModel m = load_model_text(kJsonStateModel, "cache.json", LoadOptions{}, diags);
   INFO(diags.to_text());
   REQUIRE(m.graph);
   struct Runtime {

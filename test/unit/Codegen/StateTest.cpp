@@ -7,6 +7,7 @@
 // interleaved states.
 #include "CompiledRunner.h"
 #include "EmulatedRunner.h"
+#include "StateModel.h"
 
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ModelAbi.h"
@@ -15,6 +16,8 @@
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/Instructions.h>
+
+#include <functional>
 
 using namespace maxc;
 using namespace maxc::test;
@@ -61,6 +64,36 @@ std::unique_ptr<Graph> state_model() {
   }
   graph->verify();
   return graph;
+}
+
+using Runner = std::function<std::vector<HostTensor>(const std::vector<HostTensor> &, const DimBindings &)>;
+
+/// Runs `g` for each count of new rows in `steps` (a prefill, then steps)
+/// through `run`, on its own caller-owned buffers of `cap` rows, and on the
+/// reference's; the outputs and the buffers must match after every run
+/// (each updated in place). Checks the rows past the filled ones were never
+/// written; returns the rows filled and the reference's buffers.
+struct Filled {
+  int64_t past;
+  HostTensor ref0, ref1;
+};
+Filled run_steps_against_reference(const Graph &g, int64_t cap, std::initializer_list<int64_t> steps, const Runner &run) {
+  HostTensor ref0(DType::f32, {cap, kWidth}), ref1(DType::f32, {cap, kWidth});
+  HostTensor mine0(DType::f32, {cap, kWidth}), mine1(DType::f32, {cap, kWidth});
+  int64_t past = 0;
+  for (int64_t n : steps) {
+    INFO("past " << past << " n " << n);
+    HostTensor x = random_tensor(DType::f32, {n, kWidth});
+    std::vector<HostTensor> expected = Interpreter::run(g, {x, ref0, ref1}, {{"past", past}});
+    std::vector<HostTensor> actual = run({x, mine0, mine1}, {{"past", past}});
+    MAXC_REQUIRE_CLOSE(actual[0], expected[0], 1e-5, 1e-5);
+    past += n;
+    MAXC_REQUIRE_CLOSE(mine0, ref0, 1e-5, 1e-6);
+    MAXC_REQUIRE_CLOSE(mine1, ref1, 1e-5, 1e-6);
+  }
+  for (int64_t e = past * kWidth; e < cap * kWidth; ++e)
+    REQUIRE(mine0.get_f64(e) == 0.0);
+  return {past, ref0, ref1};
 }
 
 } // namespace
@@ -115,26 +148,12 @@ TEST_CASE("state buffers run equal on reference and cpu, step after step", "[sta
   constexpr int64_t kCap = 16;
   // Caller-owned buffers through NAME_run: the reference's and the CPU's
   // own copies, each updated in place by its runs.
-  HostTensor ref0(DType::f32, {kCap, kWidth}), ref1(DType::f32, {kCap, kWidth});
-  HostTensor cpu0(DType::f32, {kCap, kWidth}), cpu1(DType::f32, {kCap, kWidth});
-  int64_t past = 0;
-  for (int64_t n : {5, 1, 1, 3, 1}) { // a prefill, then steps
-    INFO("past " << past << " n " << n);
-    HostTensor x = random_tensor(DType::f32, {n, kWidth});
-    std::vector<HostTensor> expected = Interpreter::run(*g, {x, ref0, ref1}, {{"past", past}});
-    std::vector<HostTensor> actual = cpu.run_dims({x, cpu0, cpu1}, {{"past", past}});
-    MAXC_REQUIRE_CLOSE(actual[0], expected[0], 1e-5, 1e-5);
-    past += n;
-    MAXC_REQUIRE_CLOSE(cpu0, ref0, 1e-5, 1e-6);
-    MAXC_REQUIRE_CLOSE(cpu1, ref1, 1e-5, 1e-6);
-  }
-  // The rows past the filled ones were never written.
-  for (int64_t e = past * kWidth; e < kCap * kWidth; ++e)
-    REQUIRE(cpu0.get_f64(e) == 0.0);
+  Filled f = run_steps_against_reference(*g, kCap, {5, 1, 1, 3, 1},
+                                         [&](const auto &in, const auto &dims) { return cpu.run_dims(in, dims); });
   // Earlier rows matter: the same x after other steps gives another result.
   HostTensor x = random_tensor(DType::f32, {1, kWidth});
   HostTensor fresh0(DType::f32, {kCap, kWidth}), fresh1(DType::f32, {kCap, kWidth});
-  CHECK(!compare(Interpreter::run(*g, {x, ref0, ref1}, {{"past", past}})[0],
+  CHECK(!compare(Interpreter::run(*g, {x, f.ref0, f.ref1}, {{"past", f.past}})[0],
                  Interpreter::run(*g, {x, fresh0, fresh1}, {{"past", 0}})[0], 1e-5, 1e-5)
              .empty());
 }
@@ -155,21 +174,8 @@ TEST_CASE("state buffers run equal on reference and amdgpu-emu, step after step"
   CHECK(views == 2);
   EmulatedGraph emu(*g, codegen::kGpuEmulationArch);
   constexpr int64_t kCap = 8;
-  HostTensor ref0(DType::f32, {kCap, kWidth}), ref1(DType::f32, {kCap, kWidth});
-  HostTensor gpu0(DType::f32, {kCap, kWidth}), gpu1(DType::f32, {kCap, kWidth});
-  int64_t past = 0;
-  for (int64_t n : {3, 2}) { // the second run appends after the first
-    INFO("past " << past << " n " << n);
-    HostTensor x = random_tensor(DType::f32, {n, kWidth});
-    std::vector<HostTensor> expected = Interpreter::run(*g, {x, ref0, ref1}, {{"past", past}});
-    std::vector<HostTensor> actual = emu.run({x, gpu0, gpu1}, {{"past", past}});
-    MAXC_REQUIRE_CLOSE(actual[0], expected[0], 1e-5, 1e-5);
-    past += n;
-    MAXC_REQUIRE_CLOSE(gpu0, ref0, 1e-5, 1e-6);
-    MAXC_REQUIRE_CLOSE(gpu1, ref1, 1e-5, 1e-6);
-  }
-  for (int64_t e = past * kWidth; e < kCap * kWidth; ++e) // rows past the filled ones: never written
-    REQUIRE(gpu0.get_f64(e) == 0.0);
+  // The second run appends after the first.
+  run_steps_against_reference(*g, kCap, {3, 2}, [&](const auto &in, const auto &dims) { return emu.run(in, dims); });
   // A graph output that is a view of a buffer is copied out of it.
   Graph view("view");
   view.add_input(TensorType(DType::f32, {Dim("n"), Dim(kWidth)}), "x");
@@ -267,20 +273,8 @@ TEST_CASE("the state API: two interleaved states, a full state, reset", "[state]
 }
 
 namespace {
-// maxc's JSON format: a "state" declaration and the ops in statements.
-const char *kJsonState = R"({
-  "maxc": 1, "name": "cache",
-  "inputs": [{"name": "x", "dtype": "f32", "shape": ["seq", 3]},
-             {"name": "k", "dtype": "f32", "shape": ["ctx", 3]}],
-  "state": {"buffers": ["k"], "length": "past", "advance": "seq"},
-  "main": [
-    {"rows": ["mul", "x", 2.0]},
-    {"all": ["buffer_append", "k", "rows", {"offset": ["past"]}]},
-    {"y": ["sum", "all", {"axes": [0], "keepdims": true}]},
-    {"out": ["add", "x", "y"]}
-  ],
-  "outputs": ["out"]
-})";
+// maxc's JSON format: a "state" declaration and the ops in statements (StateModel.h).
+const char *kJsonState = kJsonStateModel;
 
 std::string with_state(const std::string &state) {
   std::string m = kJsonState;
