@@ -57,33 +57,55 @@ struct RunBuffers {
 
 } // namespace
 
-std::vector<HostTensor> run_on_host(const std::string &backend_name, const Graph &graph,
-                                    const std::vector<HostTensor> &inputs, DimBindings dims, int opt_level,
-                                    int threads) {
+struct HostModel::Impl {
+  std::string backend;
+  const Graph *graph = nullptr;
+  PlannedModel planned;
+  std::unique_ptr<JitModule> jit;
+  int32_t (*run)(void *const *, const int64_t *, void *) = nullptr;
+  void (*set_threads)(int32_t) = nullptr; // the CPU artifact's pool; null elsewhere
+};
+
+HostModel::HostModel(const std::string &backend_name, const Graph &graph, int opt_level, int threads)
+    : impl_(std::make_unique<Impl>()) {
   const Backend *backend = find_backend(backend_name);
   if (!backend)
     throw Error(ErrorCode::InvalidArgument, "unknown backend '" + backend_name + "' (expected " + backend_names() + ")");
-  bind_input_dims(graph, inputs, dims);
-  PlannedModel planned = plan_model(graph, "maxc_jit", backend->decompose_options(), backend->plan_options());
+  impl_->backend = backend_name;
+  impl_->graph = &graph;
+  impl_->planned = plan_model(graph, "maxc_jit", backend->decompose_options(), backend->plan_options());
   auto context = std::make_unique<llvm::LLVMContext>();
-  std::unique_ptr<llvm::Module> module = backend->build_host_module(planned, *context);
+  std::unique_ptr<llvm::Module> module = backend->build_host_module(impl_->planned, *context);
   if (!module)
     throw Error(ErrorCode::InvalidArgument, "the " + backend_name + " backend's code cannot run on this machine");
-  JitModule jit(std::move(context), std::move(module), opt_level);
-  auto run = reinterpret_cast<int32_t (*)(void *const *, const int64_t *, void *)>(jit.lookup("maxc_jit_run_packed"));
-  RunBuffers io(graph, inputs, dims, planned.abi.symbols);
-  // The CPU artifact's pool; its workers are joined before the JIT goes.
-  void (*set_threads)(int32_t) = nullptr;
+  impl_->jit = std::make_unique<JitModule>(std::move(context), std::move(module), opt_level);
+  impl_->run = reinterpret_cast<int32_t (*)(void *const *, const int64_t *, void *)>(
+      impl_->jit->lookup("maxc_jit_run_packed"));
   if (backend_name == "cpu")
-    set_threads = reinterpret_cast<void (*)(int32_t)>(jit.lookup("maxc_jit_set_num_threads"));
-  if (set_threads)
-    set_threads(threads);
-  int32_t status = run(io.buffers.data(), io.dims.data(), nullptr);
-  if (set_threads)
-    set_threads(1);
+    impl_->set_threads = reinterpret_cast<void (*)(int32_t)>(impl_->jit->lookup("maxc_jit_set_num_threads"));
+  if (impl_->set_threads)
+    impl_->set_threads(threads);
+}
+
+HostModel::~HostModel() {
+  // The pool's workers are joined before the JIT'd code goes.
+  if (impl_ && impl_->set_threads)
+    impl_->set_threads(1);
+}
+
+std::vector<HostTensor> HostModel::run(const std::vector<HostTensor> &inputs, DimBindings dims) {
+  bind_input_dims(*impl_->graph, inputs, dims);
+  RunBuffers io(*impl_->graph, inputs, dims, impl_->planned.abi.symbols);
+  int32_t status = impl_->run(io.buffers.data(), io.dims.data(), nullptr);
   if (status != 0)
     throw Error(ErrorCode::InputMismatch, status_message(status));
   return std::move(io.outputs);
+}
+
+std::vector<HostTensor> run_on_host(const std::string &backend_name, const Graph &graph,
+                                    const std::vector<HostTensor> &inputs, DimBindings dims, int opt_level,
+                                    int threads) {
+  return HostModel(backend_name, graph, opt_level, threads).run(inputs, std::move(dims));
 }
 
 HostProfile profile_on_host(const Graph &graph, const std::vector<HostTensor> &inputs, DimBindings dims, int threads,

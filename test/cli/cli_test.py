@@ -729,6 +729,52 @@ def run_missing_input(ctx):
 
 
 @case
+def run_generate_errors(ctx):
+    """`maxc run --generate`: a working run on the Llama example, and a clear
+    error (exit 1, nothing written) for every argument or model that does
+    not fit."""
+    llama, gpt, mlp = ctx.example("llama"), ctx.example("gpt"), ctx.example("mlp")
+    ctx.weights("llama")
+    r = ctx.run(["run", llama, "--prompt", "5,6", "--generate", "3"], rc=0)
+    tokens = r.stdout.split()
+    expect(len(tokens) == 3 and all(t.isdigit() for t in tokens), "expected 3 tokens on stdout: %r" % r.stdout, r)
+    expect_in("prefill: 2 tokens", r.stderr, "stderr", r)
+    r = ctx.run(["-q", "run", llama, "--prompt", "5,6", "--generate", "3"], rc=0)
+    expect(r.stdout.split() == tokens and r.stderr == "", "-q: the tokens only", r)
+    # The same prompt from an .npy file of the tokens input.
+    write_npy(ctx.path("prompt.npy"), [1, 2], [5, 6], "<i8")
+    r = ctx.run(["-q", "run", llama, "--input", "tokens=prompt.npy", "--generate", "3"], rc=0)
+    expect(r.stdout.split() == tokens, "--input tokens=prompt.npy generated %r, --prompt %r" % (r.stdout, tokens), r)
+    for args, message in [
+            (["--prompt", "1,2"], "need --generate"),
+            (["--max-context", "9"], "need --generate"),
+            (["--generate", "0", "--prompt", "1"], "token count >= 1"),
+            (["--generate", "-2", "--prompt", "1"], "token count >= 1"),
+            (["--generate", "2", "--prompt", "1,x"], "token ids"),
+            (["--generate", "2", "--prompt", "1,"], "token ids"),
+            (["--generate", "2", "--prompt", "-3"], "token ids"),
+            (["--generate", "2"], "--prompt"),
+            (["--generate", "2", "--prompt", "1", "--input", "tokens=prompt.npy"], "not both"),
+            (["--generate", "2", "--prompt", "1", "--max-context", "-1"], "row count"),
+    ]:
+        r = ctx.run(["run", llama] + args, rc=1)
+        expect_in(message, r.stderr, "stderr for %s" % " ".join(args), r)
+        expect(r.stdout == "", "no tokens expected for %s" % " ".join(args), r)
+    r = ctx.run(["run", llama, "--generate", "5", "--prompt", "1,2,3", "--max-context", "6"], rc=1)
+    expect_diagnostic(r, llama, "E0002", message="--max-context 6 has no room .*7 rows")
+    r = ctx.run(["run", llama, "--generate", "5", "--prompt", "1,2,3", "--max-context", "100000000",
+                 "--max-memory", "1M"], rc=1)
+    expect_diagnostic(r, llama, "E0408", message="--max-memory")
+    # A model without state whose sequence is static cannot grow it.
+    r = ctx.run(["run", gpt, "--generate", "2", "--prompt", "1,2"], rc=1)
+    expect_diagnostic(r, gpt, "E0002", message="one row of tokens along its sequence dim .batch.*128 is not")
+    # Float inputs are no tokens.
+    r = ctx.run(["run", mlp, "--generate", "2", "--prompt", "1,2"], rc=1)
+    expect_diagnostic(r, mlp, "E0002", message="not integers")
+    expect(listing(ctx.tmp) == ["prompt.npy"], "nothing should be written: %s" % listing(ctx.tmp))
+
+
+@case
 def init_weights_determinism(ctx):
     model = ctx.example("mlp")
     a, b, c = ctx.path("a.safetensors"), ctx.path("b.safetensors"), ctx.path("c.safetensors")

@@ -463,6 +463,57 @@ def compile_link_run_gpt(ctx):
     compile_link_run(ctx, "gpt", [2])
 
 
+def generate_tokens(ctx, model, prompt, n, device, extra=()):
+    """`maxc run MODEL --generate N` on `device`: the generated tokens."""
+    r = ctx.run(["run", model, "--prompt", ",".join(map(str, prompt)), "--generate", str(n), "--device", device]
+                + list(extra), rc=0, timeout=300)
+    return [int(t) for t in r.stdout.split()]
+
+
+@case
+def llama_generate(ctx):
+    """examples/llama: its C program (llama_state_create / llama_step) decodes
+    two prompts interleaved, each in its own state; the tokens equal `maxc run
+    --generate` on the reference interpreter and on --device cpu, and a
+    prompt extended by generated tokens continues with the same tokens (the
+    cached keys/values equal a prefill of the whole sequence)."""
+    model = ctx.example("llama")
+    ctx.weights("llama")
+    obj, manifest = ctx.compile(model, ctx.tmp, "llama")
+    expect([s["name"] for s in manifest["interface"]["state"]["buffers"]][:2] == ["k_cache_0", "v_cache_0"],
+           "the manifest's state: %s" % manifest["interface"].get("state"))
+    demo = os.path.join(ctx.source_dir, "examples", "llama", "llama_demo.c")
+    app = ctx.cc([demo], [obj], ctx.path("llama_demo"))
+    prompts, n = [[1, 2, 3, 4, 5, 6, 7], [900, 17]], 10
+    r = run_command([app, str(n)] + [",".join(map(str, p)) for p in prompts], ctx.tmp, rc=0)
+    compiled = [[int(t) for t in line.split()] for line in r.stdout.splitlines()]
+    print(r.stderr.strip())
+    expect(len(compiled) == 2 and all(len(t) == n for t in compiled), "llama_demo printed %r" % r.stdout)
+    for prompt, tokens in zip(prompts, compiled):
+        reference = generate_tokens(ctx, model, prompt, n, "reference")
+        expect(tokens == reference, "prompt %s: llama_demo generated %s, maxc run --generate (reference) %s"
+               % (prompt, tokens, reference))
+        jit = generate_tokens(ctx, model, prompt, n, "cpu", ["--threads", "2"])
+        expect(jit == reference, "prompt %s: --device cpu generated %s, the reference %s" % (prompt, jit, reference))
+        print("prompt %s: %s (C program = reference = --device cpu)" % (prompt, tokens))
+    # The same model in numpy (examples/llama/numpy_reference.py), when numpy is there (python3-onnx brings it).
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        print("numpy is missing: the comparison with examples/llama/numpy_reference.py is skipped")
+    else:
+        sys.path.insert(0, os.path.dirname(demo))
+        import numpy_reference
+        llama = numpy_reference.Llama(model, ctx.weights("llama"))
+        for prompt, tokens in zip(prompts, compiled):
+            want = llama.generate(prompt, n)
+            expect(tokens == want, "prompt %s: maxc generated %s, the numpy model %s" % (prompt, tokens, want))
+        print("numpy_reference.py generates the same tokens")
+    rest = generate_tokens(ctx, model, prompts[0] + compiled[0][:4], n - 4, "cpu")
+    expect(rest == compiled[0][4:], "the prompt extended by 4 generated tokens continues with %s, not %s"
+           % (rest, compiled[0][4:]))
+
+
 # ---------------------------------------------------------------------------
 # Other CPUs, under qemu-user (Debian's qemu-user; TOOLCHAIN: emulated
 # timings mean nothing, correctness does). `qemu-x86_64 -cpu max` is an

@@ -3,15 +3,112 @@
 #include "Diagnose.h"
 
 #include "maxc/Driver/Compile.h"
+#include "maxc/Driver/Generate.h"
 #include "maxc/Frontend/ModelLoader.h"
 #include "maxc/Frontend/Npy.h"
 #include "maxc/Interpreter/Interpreter.h"
 
+#include <cstdio>
 #include <iostream>
+#include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace maxc::cli {
+
+namespace {
+
+/// `maxc run --generate N`: the prompt from --prompt or the tokens input's
+/// file; the tokens printed on stdout, timings on stderr.
+int run_generate(const GlobalOptions &global, const RunOptions &options, const Graph &graph, const DimBindings &dims,
+                 const std::map<std::string, std::string> &input_files, uint64_t max_memory,
+                 DiagnosticEngine &diagnostics) {
+  if (options.generate < 1) {
+    diagnostics.error(ErrorCode::InvalidArgument, "", "--generate",
+                      options.generate_given ? "expected a token count >= 1, got " + std::to_string(options.generate)
+                                            : "--prompt and --max-context need --generate N");
+    return finish(global, diagnostics);
+  }
+  HostTensor prompt;
+  if (!options.prompt.empty()) {
+    if (!input_files.empty()) {
+      diagnostics.error(ErrorCode::InvalidArgument, "", "--prompt", "give the prompt with --prompt or --input, not both");
+      return finish(global, diagnostics);
+    }
+    std::vector<int64_t> tokens;
+    std::stringstream list(options.prompt);
+    std::string item;
+    while (std::getline(list, item, ',')) {
+      char *end = nullptr;
+      long long v = std::strtoll(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || v < 0) {
+        diagnostics.error(ErrorCode::InvalidArgument, "", "--prompt",
+                          "expected comma-separated token ids (integers >= 0), got '" + item + "'");
+        return finish(global, diagnostics);
+      }
+      tokens.push_back(v);
+    }
+    if (tokens.empty() || options.prompt.back() == ',') {
+      diagnostics.error(ErrorCode::InvalidArgument, "", "--prompt", "expected comma-separated token ids, got '" + options.prompt + "'");
+      return finish(global, diagnostics);
+    }
+    prompt = HostTensor::from_i64(DType::i64, {static_cast<int64_t>(tokens.size())}, tokens);
+  } else if (input_files.size() == 1) {
+    try {
+      prompt = read_npy(input_files.begin()->second);
+    } catch (const Error &e) {
+      diagnostics.error(e, input_files.begin()->second, "");
+      return finish(global, diagnostics);
+    }
+  } else {
+    diagnostics.error(ErrorCode::InvalidArgument, "", "--generate",
+                      "give the prompt's tokens with --prompt 1,2,3 or one --input TOKENS=FILE.npy");
+    return finish(global, diagnostics);
+  }
+
+  driver::GenerateOptions generate;
+  generate.device = options.device;
+  generate.new_tokens = options.generate;
+  generate.max_context = options.max_context;
+  if (options.max_context < 0) {
+    diagnostics.error(ErrorCode::InvalidArgument, "", "--max-context",
+                      "expected a row count >= 1, got " + std::to_string(options.max_context));
+    return finish(global, diagnostics);
+  }
+  generate.threads = options.threads;
+  generate.max_memory = max_memory;
+  bool streaming = !global.quiet && ::isatty(STDOUT_FILENO);
+  if (streaming)
+    generate.on_token = [](int64_t token) {
+      std::cout << token << ' ' << std::flush;
+    };
+  driver::GenerateResult result;
+  try {
+    result = driver::generate(graph, prompt, dims, generate);
+  } catch (const Error &e) {
+    diagnostics.error(e, options.model, "");
+    return finish(global, diagnostics);
+  }
+  if (streaming) {
+    std::cout << "\n";
+  } else {
+    for (size_t i = 0; i < result.tokens.size(); ++i)
+      std::cout << (i ? " " : "") << result.tokens[i];
+    std::cout << "\n";
+  }
+  if (!global.quiet) {
+    int64_t decoded = static_cast<int64_t>(result.tokens.size()) - 1;
+    char line[256];
+    std::snprintf(line, sizeof line, "prefill: %lld tokens in %.2f ms; decode: %lld tokens in %.2f ms (%.1f tokens/s)%s\n",
+                  static_cast<long long>(prompt.numel()), result.prefill_ms, static_cast<long long>(decoded),
+                  result.decode_ms, decoded > 0 && result.decode_ms > 0 ? 1000.0 * decoded / result.decode_ms : 0.0,
+                  result.stateful ? "" : " (no model state: every step re-runs the whole sequence)");
+    std::cerr << line;
+  }
+  return finish(global, diagnostics);
+}
+
+} // namespace
 
 int run_run(const GlobalOptions &global, const RunOptions &options) {
   DiagnosticEngine diagnostics;
@@ -44,6 +141,9 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
   if (!model.graph)
     return finish(global, diagnostics);
   const Graph &graph = *model.graph;
+
+  if (options.generate_given || !options.prompt.empty() || options.max_context != 0)
+    return run_generate(global, options, graph, dims, input_files, max_memory, diagnostics);
 
   std::vector<HostTensor> inputs;
   for (ValueId id : graph.input_ids()) {

@@ -32,6 +32,7 @@ static const char *kFooter = R"(Examples:
   maxc trace examples/gpt/model.json --emit dot -o gpt.dot
   maxc trace model.onnx --canonicalize --stats      what the canonicalize step rewrote
   maxc run examples/mlp/model.json --input x=x.npy --output-dir out/
+  maxc run examples/llama/model.json --prompt 1,2,3 --generate 16 --device cpu   # greedy tokens, KV cache as state
   maxc profile examples/mlp/model.json --dim batch=8         # time per kernel, with its model nodes
   maxc init-weights examples/mlp/model.json -o mlp.safetensors --seed 1
 
@@ -114,6 +115,12 @@ int main(int argc, char **argv) {
                       "(default: the machine's physical memory)");
   run_cmd->add_option("--threads", run.threads,
                       "With --device cpu: threads of the compiled model's pool (NAME_set_num_threads; default 1)");
+  run_cmd->add_option("--generate", run.generate,
+                      "Generate N tokens greedily after the prompt: a prefill step, then a step per token through "
+                      "the model's state (KV cache), printing the tokens");
+  run_cmd->add_option("--prompt", run.prompt, "With --generate: the prompt's tokens, comma-separated (else --input)");
+  run_cmd->add_option("--max-context", run.max_context,
+                      "With --generate: rows of the model's state (default: prompt + N)");
   run_cmd->add_option("--device", run.device, "Where to run: reference (the interpreter, default), cpu (compiled, JIT), amdgpu-emu (the GPU kernels, emulated on the CPU) or cuda (an NVIDIA GPU through libcuda.so.1)");
 
   ProfileOptions profile;
@@ -256,6 +263,7 @@ the most threads one of its jobs ran on, and the model nodes it computes.)");
   diff.json = diff.json || version_json;
   trace.emit_given = trace_cmd->count("--emit") > 0;
   compile.output_given = compile_cmd->count("--output") > 0;
+  run.generate_given = run_cmd->count("--generate") > 0;
   compile.jobs_given = compile_cmd->count("--jobs") > 0;
   profile.top_given = profile_cmd->count("--top") > 0;
   profile.json = profile.json || version_json;

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,6 +52,24 @@ bool compile(const CompileRequest &request, DiagnosticEngine &diagnostics, Compi
 /// keeping whole what the backend lowers whole (Backend::decompose_options).
 PlannedModel plan_model(const Graph &graph, const std::string &name, const DecomposeOptions &options = {},
                         const PlanOptions &plan_options = {});
+
+/// A model compiled in process by `backend` ("cpu", "amdgpu-emu") once and
+/// run any number of times (maxc run --generate). `graph` must outlive it.
+/// Model state buffers are inputs the runs update in place.
+class HostModel {
+public:
+  HostModel(const std::string &backend, const Graph &graph, int opt_level = 2, int threads = 1);
+  ~HostModel();
+  HostModel(const HostModel &) = delete;
+  HostModel &operator=(const HostModel &) = delete;
+  /// The outputs; dims bind from the inputs and `dims`. Throws maxc::Error
+  /// for an unbound dim or a non-zero run status (its message named).
+  std::vector<HostTensor> run(const std::vector<HostTensor> &inputs, DimBindings dims = {});
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 /// Outputs of `graph` on `inputs`, compiled in-process by `backend` ("cpu"
 /// or "amdgpu-emu") and run once. Symbolic dims bind from the inputs and

@@ -186,6 +186,9 @@ const std::set<std::string> kSupported = {
     "ConvInteger", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "QLinearConv", "QLinearMatMul",
     "QuantizeLinear", // OnnxQuantized.cpp
     "Loop", "Scan",       // OnnxLoop.cpp (the importer runs their bodies)
+    "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BlackmanWindow", "GatherND", "HammingWindow", "HannWindow",
+    "LRN", "OneHot", "ReverseSequence", "BitShift", "Compress", "DFT", "Det", "Upsample",
+    "MaxUnpool", "Scatter", "ScatterElements", "ScatterND", // OnnxComposite.cpp
     "HardSwish", "Hardmax", "Identity", "If", "InstanceNormalization", "IsInf", "IsNaN", "LayerNormalization", "LeakyRelu",
     "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "MeanVarianceNormalization", "Min",
     "Mod", "Mul", "Neg", "Not", "Or", "PRelu", "Pad", "Pow", "Range", "Reciprocal", "ReduceL1", "ReduceL2",
@@ -1897,6 +1900,7 @@ std::vector<Tensor> map_node(const OnnxNode &node) {
   if (op == "Einsum") return einsum(node);
   if (op == "LSTM" || op == "GRU" || op == "RNN") return recurrent(node);
   if (is_quantized_op(op)) return quantized(node);
+  if (is_composite_op(op)) return composite(node);
   if (op == "Shape" || op == "Size" || op == "Constant")
     throw Error(ErrorCode::Internal, op + " should have been folded");
   throw Error(ErrorCode::OnnxUnsupportedOp, "the op " + op + " is not supported");

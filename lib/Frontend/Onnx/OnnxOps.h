@@ -124,5 +124,9 @@ Tensor conv_of(const OnnxNode &node, const Tensor &x, const Tensor &w, const std
 /// ConvInteger, QLinearMatMul and QLinearConv (OnnxQuantized.cpp).
 bool is_quantized_op(const std::string &op);
 std::vector<Tensor> quantized(const OnnxNode &node);
+/// Ops composed of core ops (OnnxComposite.cpp): Asin ... Atanh, the signal
+/// windows, OneHot, GatherND, LRN, ReverseSequence.
+bool is_composite_op(const std::string &op);
+std::vector<Tensor> composite(const OnnxNode &node);
 
 } // namespace maxc::onnx_import
