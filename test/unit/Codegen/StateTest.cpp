@@ -134,6 +134,7 @@ TEST_CASE("state buffers: appended in place, read as views, planned without copi
   MAXC_REQUIRE_ERROR(Interpreter::run(*computed, {random_tensor(DType::f32, {2, kWidth}), HostTensor(DType::f32, {8, kWidth})}),
                      ErrorCode::InvalidGraph, "must be a state buffer");
   MAXC_REQUIRE_ERROR(plan_lowering(*computed), ErrorCode::InvalidGraph, "must be a state buffer");
+  MAXC_REQUIRE_ERROR(plan_lowering_all(*computed, gpu_plan_options()), ErrorCode::InvalidGraph, "must be a state buffer");
   // Near misses: the op checks its operands.
   MAXC_REQUIRE_ERROR(trace_graph({TensorType(DType::f32, {2, 3}), TensorType(DType::f32, {8, kWidth})},
                                  [](const std::vector<Tensor> &x) {
