@@ -44,7 +44,7 @@ public:
     llvm::Type *i64 = llvm::Type::getInt64Ty(module.getContext()), *ptr = llvm::PointerType::getUnqual(module.getContext());
     aligned_alloc_ = module.getOrInsertFunction("aligned_alloc", ptr, i64, i64);
     malloc_ = module.getOrInsertFunction("malloc", ptr, i64);
-    free_ = [&module, ptr] { return module.getOrInsertFunction("free", llvm::Type::getVoidTy(module.getContext()), ptr); };
+    module_ = &module;
   }
   llvm::Value *alloc_buffer(llvm::IRBuilder<> &b, llvm::Value *bytes) override {
     return b.CreateCall(aligned_alloc_, {b.getInt64(64), bytes});
@@ -54,7 +54,9 @@ public:
     return nullptr;
   }
   llvm::Value *alloc_workspace(llvm::IRBuilder<> &b, llvm::Value *bytes) override { return b.CreateCall(malloc_, {bytes}); }
-  void release(llvm::IRBuilder<> &b, llvm::Value *p) override { b.CreateCall(free_(), {p}); }
+  void release(llvm::IRBuilder<> &b, llvm::Value *p) override { // free, declared by the caller after declare()
+    b.CreateCall(module_->getOrInsertFunction("free", b.getVoidTy(), b.getPtrTy()), {p});
+  }
   llvm::Value *run(llvm::IRBuilder<> &b, llvm::Value *, llvm::Value *buffers, llvm::Value *dims,
                    llvm::Value *workspace) override {
     return b.CreateCall(packed_, {buffers, dims, workspace});
@@ -63,7 +65,7 @@ public:
 private:
   llvm::Function *packed_;
   llvm::FunctionCallee aligned_alloc_, malloc_;
-  std::function<llvm::FunctionCallee()> free_;
+  llvm::Module *module_ = nullptr;
 };
 
 // The exported C entry points around the root graph function.
