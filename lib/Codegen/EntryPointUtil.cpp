@@ -137,6 +137,35 @@ llvm::Value *state_overflows(llvm::IRBuilder<> &b, llvm::Value *dims, const std:
   return b.CreateICmpSGT(end, emit_dims_value(b, dims, symbols, Dim(state.capacity)));
 }
 
+void HostStateTarget::declare(llvm::Module &module) {
+  llvm::Type *i64 = llvm::Type::getInt64Ty(module.getContext()), *ptr = llvm::PointerType::getUnqual(module.getContext());
+  aligned_alloc_ = module.getOrInsertFunction("aligned_alloc", ptr, i64, i64);
+  malloc_ = module.getOrInsertFunction("malloc", ptr, i64);
+  module_ = &module;
+}
+
+llvm::Value *HostStateTarget::alloc_buffer(llvm::IRBuilder<> &b, llvm::Value *bytes) {
+  return b.CreateCall(aligned_alloc_, {b.getInt64(64), bytes});
+}
+
+llvm::Value *HostStateTarget::zero(llvm::IRBuilder<> &b, llvm::Value *p, llvm::Value *bytes) {
+  b.CreateMemSet(p, b.getInt8(0), bytes, llvm::MaybeAlign(64));
+  return nullptr;
+}
+
+llvm::Value *HostStateTarget::alloc_workspace(llvm::IRBuilder<> &b, llvm::Value *bytes) {
+  return b.CreateCall(malloc_, {bytes});
+}
+
+void HostStateTarget::release(llvm::IRBuilder<> &b, llvm::Value *p) { // free: declared after declare()
+  b.CreateCall(module_->getOrInsertFunction("free", b.getVoidTy(), b.getPtrTy()), {p});
+}
+
+llvm::Value *HostStateTarget::run(llvm::IRBuilder<> &b, llvm::Value *, llvm::Value *buffers, llvm::Value *dims,
+                                  llvm::Value *workspace) {
+  return b.CreateCall(packed_, {buffers, dims, workspace});
+}
+
 void emit_state_entry_points(llvm::Module &module, const ModelInterface &m, llvm::Function *size_fn,
                              StateTarget &target) {
   llvm::LLVMContext &c = module.getContext();

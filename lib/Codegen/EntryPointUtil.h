@@ -88,6 +88,26 @@ public:
                            llvm::Value *workspace) = 0;
 };
 
+/// The state's memory in the host's: buffers from aligned_alloc (zeroed), a
+/// malloc'd workspace, and `packed` (NAME_run_packed(buffers, dims,
+/// workspace)) runs a step: the CPU artifact, and the GPU emulation.
+class HostStateTarget : public StateTarget {
+public:
+  explicit HostStateTarget(llvm::Function *packed) : packed_(packed) {}
+  void declare(llvm::Module &module) override;
+  llvm::Value *alloc_buffer(llvm::IRBuilder<> &b, llvm::Value *bytes) override;
+  llvm::Value *zero(llvm::IRBuilder<> &b, llvm::Value *p, llvm::Value *bytes) override;
+  llvm::Value *alloc_workspace(llvm::IRBuilder<> &b, llvm::Value *bytes) override;
+  void release(llvm::IRBuilder<> &b, llvm::Value *p) override;
+  llvm::Value *run(llvm::IRBuilder<> &b, llvm::Value *ctx, llvm::Value *buffers, llvm::Value *dims,
+                   llvm::Value *workspace) override;
+
+private:
+  llvm::Function *packed_;
+  llvm::Module *module_ = nullptr;
+  llvm::FunctionCallee aligned_alloc_, malloc_;
+};
+
 /// The state API of a model with state (ModelInterface::state; the header's
 /// declarations: emit_c_header): NAME_state_create/destroy/reset/length/
 /// capacity and NAME_step, around `size_fn` (NAME_workspace_size). The

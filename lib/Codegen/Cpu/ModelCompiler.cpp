@@ -35,39 +35,6 @@ void return_status_if(llvm::IRBuilder<> &b, llvm::Value *cond, RunStatus status)
   codegen::return_if(b, cond, b.getInt32(static_cast<int32_t>(status)));
 }
 
-// The state API's memory on the CPU (codegen::emit_state_entry_points):
-// buffers from aligned_alloc (zeroed), a malloc'd workspace, NAME_run_packed.
-class CpuStateTarget : public codegen::StateTarget {
-public:
-  explicit CpuStateTarget(llvm::Function *packed) : packed_(packed) {}
-  void declare(llvm::Module &module) override {
-    llvm::Type *i64 = llvm::Type::getInt64Ty(module.getContext()), *ptr = llvm::PointerType::getUnqual(module.getContext());
-    aligned_alloc_ = module.getOrInsertFunction("aligned_alloc", ptr, i64, i64);
-    malloc_ = module.getOrInsertFunction("malloc", ptr, i64);
-    module_ = &module;
-  }
-  llvm::Value *alloc_buffer(llvm::IRBuilder<> &b, llvm::Value *bytes) override {
-    return b.CreateCall(aligned_alloc_, {b.getInt64(64), bytes});
-  }
-  llvm::Value *zero(llvm::IRBuilder<> &b, llvm::Value *p, llvm::Value *bytes) override {
-    b.CreateMemSet(p, b.getInt8(0), bytes, llvm::MaybeAlign(64));
-    return nullptr;
-  }
-  llvm::Value *alloc_workspace(llvm::IRBuilder<> &b, llvm::Value *bytes) override { return b.CreateCall(malloc_, {bytes}); }
-  void release(llvm::IRBuilder<> &b, llvm::Value *p) override { // free, declared by the caller after declare()
-    b.CreateCall(module_->getOrInsertFunction("free", b.getVoidTy(), b.getPtrTy()), {p});
-  }
-  llvm::Value *run(llvm::IRBuilder<> &b, llvm::Value *, llvm::Value *buffers, llvm::Value *dims,
-                   llvm::Value *workspace) override {
-    return b.CreateCall(packed_, {buffers, dims, workspace});
-  }
-
-private:
-  llvm::Function *packed_;
-  llvm::FunctionCallee aligned_alloc_, malloc_;
-  llvm::Module *module_ = nullptr;
-};
-
 // The exported C entry points around the root graph function.
 // With a CPU check (`check.missing` set) a CPU without the code's features
 // gets ERROR_UNSUPPORTED_CPU from NAME_run and -1 from NAME_workspace_size.
@@ -179,7 +146,7 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, const std:
   }
 
   if (m.state) {
-    CpuStateTarget state(packed);
+    codegen::HostStateTarget state(packed);
     codegen::emit_state_entry_points(module, m, size_fn, state);
   }
 

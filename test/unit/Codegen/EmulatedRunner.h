@@ -51,6 +51,9 @@ public:
     return outputs;
   }
 
+  /// The module's function `maxc_jit<suffix>` (a model with state: "_step", "_state_create"...).
+  void *lookup(const std::string &suffix) const { return jit_->lookup("maxc_jit" + suffix); }
+
 private:
   const Graph &graph_;
   std::vector<std::string> symbols_;

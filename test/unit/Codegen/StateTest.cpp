@@ -197,19 +197,21 @@ TEST_CASE("state buffers run equal on reference and amdgpu-emu, step after step"
   MAXC_REQUIRE_CLOSE(gbuf, rbuf, 0, 0);
 }
 
-TEST_CASE("the state API: two interleaved states, a full state, reset", "[state][codegen]") {
-  std::unique_ptr<Graph> g = state_model();
-  JitCompiledGraph cpu(*g);
+namespace {
+/// Drives a compiled model's state API (`lookup`: its functions by suffix)
+/// on two interleaved states, a full one and a reset, each step against
+/// the reference on its own buffers; destroys them.
+void drive_state_api(const Graph &g, const std::function<void *(const std::string &)> &lookup) {
   using Create = void *(*)(int64_t);
   using Free = void (*)(void *);
   using Length = int64_t (*)(const void *);
   using Step = int32_t (*)(void *, const float *, float *, int64_t);
-  auto create = reinterpret_cast<Create>(cpu.lookup("_state_create"));
-  auto destroy = reinterpret_cast<Free>(cpu.lookup("_state_destroy"));
-  auto reset = reinterpret_cast<Free>(cpu.lookup("_state_reset"));
-  auto length = reinterpret_cast<Length>(cpu.lookup("_state_length"));
-  auto capacity = reinterpret_cast<Length>(cpu.lookup("_state_capacity"));
-  auto step = reinterpret_cast<Step>(cpu.lookup("_step")); // (state, x, out, n)
+  auto create = reinterpret_cast<Create>(lookup("_state_create"));
+  auto destroy = reinterpret_cast<Free>(lookup("_state_destroy"));
+  auto reset = reinterpret_cast<Free>(lookup("_state_reset"));
+  auto length = reinterpret_cast<Length>(lookup("_state_length"));
+  auto capacity = reinterpret_cast<Length>(lookup("_state_capacity"));
+  auto step = reinterpret_cast<Step>(lookup("_step")); // (state, x, out, n)
   CHECK(create(0) == nullptr);
   CHECK(create(-3) == nullptr);
   CHECK(length(nullptr) == -1);
@@ -224,7 +226,7 @@ TEST_CASE("the state API: two interleaved states, a full state, reset", "[state]
   auto check_step = [&](void *state, HostTensor &r0, HostTensor &r1, int64_t n) {
     HostTensor x = random_tensor(DType::f32, {n, kWidth});
     int64_t past = length(state);
-    std::vector<HostTensor> expected = Interpreter::run(*g, {x, r0, r1}, {{"past", past}});
+    std::vector<HostTensor> expected = Interpreter::run(g, {x, r0, r1}, {{"past", past}});
     HostTensor out(DType::f32, {n, kWidth});
     REQUIRE(step(state, reinterpret_cast<const float *>(x.data()), reinterpret_cast<float *>(out.data()), n) == 0);
     MAXC_REQUIRE_CLOSE(out, expected[0], 1e-5, 1e-5);
@@ -249,6 +251,19 @@ TEST_CASE("the state API: two interleaved states, a full state, reset", "[state]
   HostTensor fa0(DType::f32, {kCap, kWidth}), fa1(DType::f32, {kCap, kWidth});
   check_step(a, fa0, fa1, 3);
   CHECK(step(nullptr, nullptr, nullptr, 1) == static_cast<int32_t>(RunStatus::null_pointer));
+  destroy(a);
+  destroy(b);
+  destroy(nullptr);
+}
+} // namespace
+
+TEST_CASE("the state API: two interleaved states, a full state, reset (cpu, amdgpu-emu)", "[state][codegen]") {
+  std::unique_ptr<Graph> g = state_model();
+  JitCompiledGraph cpu(*g);
+  drive_state_api(*g, [&](const std::string &suffix) { return cpu.lookup(suffix); });
+  // The same API over the GPU kernels (emulated; host memory).
+  EmulatedGraph emu(*g, codegen::kGpuEmulationArch);
+  drive_state_api(*g, [&](const std::string &suffix) { return emu.lookup(suffix); });
   // A step runs the model once: NAME_run_packed without a workspace (which
   // reports invalid dims or a full state) only on the path that returns its
   // status at once, never before the real run.
@@ -268,9 +283,6 @@ TEST_CASE("the state API: two interleaved states, a full state, reset", "[state]
           }
     CHECK(calls == 2);
   }
-  destroy(a);
-  destroy(b);
-  destroy(nullptr);
 }
 
 namespace {
