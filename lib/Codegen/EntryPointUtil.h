@@ -57,6 +57,65 @@ llvm::Value *emit_dims_value(llvm::IRBuilder<> &b, llvm::Value *dims, const std:
 llvm::Value *state_overflows(llvm::IRBuilder<> &b, llvm::Value *dims, const std::vector<std::string> &symbols,
                              const ModelState &state);
 
+/// Where a model state's memory lives and how NAME_step runs the model:
+/// host memory and NAME_run_packed on the CPU, device memory and a context
+/// of the model's own (NAME_init) on a GPU runtime.
+class StateTarget {
+public:
+  virtual ~StateTarget() = default;
+  /// Declares the runtime functions the hooks call (after calloc, before
+  /// free: the declarations' order is the object's symbols').
+  virtual void declare(llvm::Module &module) = 0;
+  /// A state buffer of `bytes` bytes (64-byte aligned), or null.
+  virtual llvm::Value *alloc_buffer(llvm::IRBuilder<> &b, llvm::Value *bytes) = 0;
+  /// Zeroes buffer `p`; an i1 true on failure, or null when it cannot fail.
+  virtual llvm::Value *zero(llvm::IRBuilder<> &b, llvm::Value *p, llvm::Value *bytes) = 0;
+  /// A workspace of `bytes` bytes (aligned by the caller), or null.
+  virtual llvm::Value *alloc_workspace(llvm::IRBuilder<> &b, llvm::Value *bytes) = 0;
+  /// Frees a buffer or the workspace (null: nothing).
+  virtual void release(llvm::IRBuilder<> &b, llvm::Value *p) = 0;
+  /// A GPU: each state holds a context (a field after the buffers).
+  virtual bool has_context() const { return false; }
+  /// A new context, or null on failure (has_context only).
+  virtual llvm::Value *open_context(llvm::IRBuilder<> &) { return nullptr; }
+  /// Makes `ctx` current before device memory is touched (CUDA), and
+  /// destroys it (null: nothing).
+  virtual void enter_context(llvm::IRBuilder<> &, llvm::Value *) {}
+  virtual void close_context(llvm::IRBuilder<> &, llvm::Value *) {}
+  /// NAME_run_packed on the state's buffers: an i32 status. A null
+  /// `workspace` only on the path that reports invalid dims or a full state.
+  virtual llvm::Value *run(llvm::IRBuilder<> &b, llvm::Value *ctx, llvm::Value *buffers, llvm::Value *dims,
+                           llvm::Value *workspace) = 0;
+};
+
+/// The state's memory in the host's: buffers from aligned_alloc (zeroed), a
+/// malloc'd workspace, and `packed` (NAME_run_packed(buffers, dims,
+/// workspace)) runs a step: the CPU artifact, and the GPU emulation.
+class HostStateTarget : public StateTarget {
+public:
+  explicit HostStateTarget(llvm::Function *packed) : packed_(packed) {}
+  void declare(llvm::Module &module) override;
+  llvm::Value *alloc_buffer(llvm::IRBuilder<> &b, llvm::Value *bytes) override;
+  llvm::Value *zero(llvm::IRBuilder<> &b, llvm::Value *p, llvm::Value *bytes) override;
+  llvm::Value *alloc_workspace(llvm::IRBuilder<> &b, llvm::Value *bytes) override;
+  void release(llvm::IRBuilder<> &b, llvm::Value *p) override;
+  llvm::Value *run(llvm::IRBuilder<> &b, llvm::Value *ctx, llvm::Value *buffers, llvm::Value *dims,
+                   llvm::Value *workspace) override;
+
+private:
+  llvm::Function *packed_;
+  llvm::Module *module_ = nullptr;
+  llvm::FunctionCallee aligned_alloc_, malloc_;
+};
+
+/// The state API of a model with state (ModelInterface::state; the header's
+/// declarations: emit_c_header): NAME_state_create/destroy/reset/length/
+/// capacity and NAME_step, around `size_fn` (NAME_workspace_size). The
+/// state object (calloc'd): { i64 capacity, i64 length, ptr workspace (not
+/// aligned), i64 its usable bytes, ptr buffers[n] (zeroed)[, ptr context] }.
+void emit_state_entry_points(llvm::Module &module, const ModelInterface &m, llvm::Function *size_fn,
+                             StateTarget &target);
+
 /// `mem` (from an allocator giving `size + 64` bytes) rounded up to 64.
 llvm::Value *align_to_64(llvm::IRBuilder<> &b, llvm::Value *mem);
 

@@ -72,8 +72,9 @@ static std::string tensor_comment(const ModelInterface &m) {
 }
 
 // The state API of a model with state (ModelState): a state object owns
-// the buffers, NAME_step runs the model on it.
-static std::string state_api(const ModelInterface &m, const std::string &N) {
+// the buffers, NAME_step runs the model on it. `gpu_alloc`: the GPU
+// runtime's allocator ("hipMalloc"), null for the CPU.
+static std::string state_api(const ModelInterface &m, const std::string &N, const char *gpu_alloc = nullptr) {
   const ModelState &st = *m.state;
   std::string buffers, step_params, step_args;
   for (size_t i = 0, k = 0; i < m.inputs.size(); ++i) {
@@ -111,6 +112,13 @@ static std::string state_api(const ModelInterface &m, const std::string &N) {
        " * (caller-owned, with " + st.length + " and " + st.capacity + " as dims) and returns " + N +
        "_ERROR_STATE_FULL\n"
        " * when " + st.length + " + " + st.advance.to_string() + " > " + st.capacity + ". */\n";
+  if (gpu_alloc)
+    h += "/* On the GPU each state holds a context of its own (" + m.name + "_init at\n"
+         " * create: the code and the weights, " + std::to_string(m.constant_bytes) +
+         " bytes, loaded once per state), its buffers\n"
+         " * and workspace are device memory (" + gpu_alloc + "), the tensors " + m.name +
+         "_step takes\n"
+         " * are device pointers, and it runs on the default stream (NULL). */\n";
   h += "typedef struct " + m.name + "_state " + m.name + "_state;\n";
   h += "/* A zeroed state of `max_context` rows; NULL when out of memory or\n"
        " * max_context is not in [1, 2^40]. */\n";
@@ -311,7 +319,7 @@ std::string emit_gpu_c_header(const ModelInterface &m, const std::vector<std::st
        " * A context is not thread-safe: use one per thread or stream.\n */\n";
   h += "#ifndef " + guard + "\n#define " + guard + "\n\n#include <stdint.h>\n\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
   h += "typedef struct " + m.name + "_context " + m.name + "_context;\n\n";
-  h += "/* Status codes. */\n" + status_defines(N, true) + "\n";
+  h += "/* Status codes. */\n" + status_defines(N, true, m.state.has_value()) + "\n";
   h += "/* Loads the code object for the current device and uploads the weights\n"
        " * (" + std::to_string(m.constant_bytes) + " bytes). Returns " + N + "_ERROR_NO_DEVICE without a GPU. */\n";
   h += "int32_t " + m.name + "_init(" + m.name + "_context **ctx);\n";
@@ -319,8 +327,8 @@ std::string emit_gpu_c_header(const ModelInterface &m, const std::vector<std::st
   h += "/* Runs the model. workspace: NAME_workspace_size() bytes of device memory, or\n"
        " * NULL to allocate one for this call (which then synchronizes the stream). */\n";
   h += "int32_t " + m.name + "_run(" + m.name + "_context *ctx";
-  for (const auto &t : m.inputs)
-    h += ", const " + std::string(c_type_name(t.type.dtype)) + " *" + t.name;
+  for (const auto &t : m.inputs) // a state buffer is written in place
+    h += std::string(t.state ? ", " : ", const ") + c_type_name(t.type.dtype) + " *" + t.name;
   for (const auto &t : m.outputs)
     h += ", " + std::string(c_type_name(t.type.dtype)) + " *" + t.name;
   for (const auto &s : m.symbol_params)
@@ -335,6 +343,8 @@ std::string emit_gpu_c_header(const ModelInterface &m, const std::vector<std::st
   h += std::string(m.symbol_params.empty() ? "void" : "") + ");\n";
   h += "int32_t " + m.name + (cuda ? "_cuda_error" : "_hip_error") + "(const " + m.name + "_context *ctx);\n";
   h += "const char *" + m.name + "_status_string(int32_t status);\n\n";
+  if (m.state)
+    h += state_api(m, N, cuda ? "cuMemAlloc" : "hipMalloc");
   h += "#ifdef __cplusplus\n}\n#endif\n\n#endif\n";
   return h;
 }

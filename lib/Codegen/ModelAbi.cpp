@@ -35,7 +35,7 @@ const std::vector<StatusInfo> &status_table() {
       {RunStatus::unsupported_cpu, "ERROR_UNSUPPORTED_CPU", "unsupported cpu",
        "this CPU lacks instructions the code was compiled for", true, false},
       {RunStatus::state_full, "ERROR_STATE_FULL", "state full",
-       "the state has no room for the rows this run appends (length + advance > capacity)", true, false, true},
+       "the state has no room for the rows this run appends (length + advance > capacity)", true, true, true},
   };
   return table;
 }
@@ -46,6 +46,12 @@ std::vector<StatusInfo> status_codes(bool gpu, bool state) {
     if ((gpu ? s.gpu : s.cpu) && (state || !s.state_only))
       out.push_back(s);
   return out;
+}
+
+const std::vector<std::string> &state_entry_point_suffixes() {
+  static const std::vector<std::string> suffixes = {"_state_create", "_state_destroy",  "_state_reset",
+                                                    "_state_length", "_state_capacity", "_step"};
+  return suffixes;
 }
 
 const char *c_type_name(DType d) { return dtype_info(d).c_type.data(); }

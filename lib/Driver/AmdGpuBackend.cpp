@@ -98,6 +98,9 @@ public:
                         json{{"code_object_version", gpu.code_object_version}}.dump());
     out.manifest.entry_points = {n + "_init",        n + "_run",       n + "_run_packed",   n + "_workspace_size",
                                  n + "_hip_error",   n + "_destroy",   n + "_status_string"};
+    if (model.interface.state)
+      for (const std::string &f : state_entry_point_suffixes())
+        out.manifest.entry_points.push_back(n + f);
     out.manifest.link = {"-lamdhip64"};
     out.manifest.gpu_status_codes = true;
     json arches = json::array();

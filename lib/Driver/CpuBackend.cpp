@@ -183,7 +183,7 @@ public:
     out.manifest.entry_points.push_back(n + "_check_cpu");
     out.manifest.entry_points.push_back(n + "_cpu_variant");
     if (interface.state)
-      for (const char *f : {"_state_create", "_state_destroy", "_state_reset", "_state_length", "_state_capacity", "_step"})
+      for (const std::string &f : state_entry_point_suffixes())
         out.manifest.entry_points.push_back(n + f);
     if (options.profile) {
       out.manifest.entry_points.push_back(n + "_profile_report");

@@ -144,6 +144,9 @@ public:
         json{{"ptxas", code.ptxas_version.empty() ? json(nullptr) : json(code.ptxas_version)}}.dump());
     out.manifest.entry_points = {n + "_init",       n + "_run",     n + "_run_packed",   n + "_workspace_size",
                                  n + "_cuda_error", n + "_destroy", n + "_status_string"};
+    if (model.interface.state)
+      for (const std::string &f : state_entry_point_suffixes())
+        out.manifest.entry_points.push_back(n + f);
     out.manifest.link = {"-lcuda"};
     out.manifest.gpu_status_codes = true;
     json kernels = json::array();

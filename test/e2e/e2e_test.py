@@ -474,7 +474,8 @@ def generate_tokens(ctx, model, prompt, n, device, extra=()):
 def llama_generate(ctx):
     """examples/llama: its C program (llama_state_create / llama_step) decodes
     two prompts interleaved, each in its own state; the tokens equal `maxc run
-    --generate` on the reference interpreter and on --device cpu, and a
+    --generate` on the reference interpreter, on --device cpu and on
+    --device amdgpu-emu (the GPU kernels, one prompt), and a
     prompt extended by generated tokens continues with the same tokens (the
     cached keys/values equal a prefill of the whole sequence)."""
     model = ctx.example("llama")
@@ -496,6 +497,10 @@ def llama_generate(ctx):
         jit = generate_tokens(ctx, model, prompt, n, "cpu", ["--threads", "2"])
         expect(jit == reference, "prompt %s: --device cpu generated %s, the reference %s" % (prompt, jit, reference))
         print("prompt %s: %s (C program = reference = --device cpu)" % (prompt, tokens))
+    # The GPU kernels (emulated: ~5 s, so one prompt) decode the same tokens through the state.
+    emu = generate_tokens(ctx, model, prompts[1], n, "amdgpu-emu")
+    expect(emu == compiled[1], "prompt %s: --device amdgpu-emu generated %s, the C program %s"
+           % (prompts[1], emu, compiled[1]))
     # The same model in numpy (examples/llama/numpy_reference.py), when numpy is there (python3-onnx brings it).
     try:
         import numpy  # noqa: F401

@@ -50,6 +50,10 @@ const std::vector<StatusInfo> &status_table();
 /// without state.
 std::vector<StatusInfo> status_codes(bool gpu, bool state = false);
 
+/// The state API's entry points (a model with state, every backend):
+/// NAME followed by each of these.
+const std::vector<std::string> &state_entry_point_suffixes();
+
 /// The C type of a dtype's elements in the generated headers ("float",
 /// "uint16_t" for f16/bf16 bits, "uint8_t" for bool, ...).
 const char *c_type_name(DType dtype);

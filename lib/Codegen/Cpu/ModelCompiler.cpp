@@ -35,141 +35,6 @@ void return_status_if(llvm::IRBuilder<> &b, llvm::Value *cond, RunStatus status)
   codegen::return_if(b, cond, b.getInt32(static_cast<int32_t>(status)));
 }
 
-// The state API of a model with state (ModelAbi.h, ModelInterface::state):
-// NAME_state_create/destroy/reset/length/capacity and NAME_step, around
-// NAME_run_packed and NAME_workspace_size. The state object (malloc'd):
-// { i64 capacity, i64 length, ptr workspace (malloc'd, not aligned), i64 its
-// usable bytes, ptr buffers[n] (aligned_alloc 64, zeroed) }.
-void emit_state_entry_points(llvm::Module &module, const ModelInterface &m, llvm::Function *packed,
-                             llvm::Function *size_fn) {
-  llvm::LLVMContext &c = module.getContext();
-  llvm::IRBuilder<> b(c);
-  const ModelState &st = *m.state;
-  llvm::Type *i32 = b.getInt32Ty(), *i64 = b.getInt64Ty(), *ptr = b.getPtrTy(), *void_t = b.getVoidTy();
-  size_t nstate = m.state_row_bytes.size(), nbuf = m.inputs.size() + m.outputs.size(), ndims = m.symbols.size();
-  auto *state_t = llvm::StructType::get(c, {i64, i64, ptr, i64, llvm::ArrayType::get(ptr, nstate)});
-  llvm::FunctionCallee calloc_fn = module.getOrInsertFunction("calloc", ptr, i64, i64);
-  llvm::FunctionCallee aligned_alloc_fn = module.getOrInsertFunction("aligned_alloc", ptr, i64, i64);
-  llvm::FunctionCallee malloc_fn = module.getOrInsertFunction("malloc", ptr, i64);
-  llvm::FunctionCallee free_fn = module.getOrInsertFunction("free", void_t, ptr);
-  auto field = [&](llvm::Value *s, unsigned i) { return b.CreateStructGEP(state_t, s, i); };
-  auto buffer_field = [&](llvm::Value *s, size_t k) {
-    return b.CreateInBoundsGEP(state_t, s, {b.getInt32(0), b.getInt32(4), b.getInt32(static_cast<int32_t>(k))});
-  };
-  llvm::Value *null = llvm::ConstantPointerNull::get(b.getPtrTy());
-  auto function = [&](const std::string &suffix, llvm::Type *ret, std::vector<llvm::Type *> params) {
-    auto *f = llvm::Function::Create(llvm::FunctionType::get(ret, params, false), llvm::GlobalValue::ExternalLinkage,
-                                     m.name + suffix, module);
-    b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", f));
-    return f;
-  };
-
-  // NAME_state_destroy(state)
-  llvm::Function *destroy = function("_state_destroy", void_t, {ptr});
-  {
-    llvm::Value *s = destroy->getArg(0);
-    codegen::return_if(b, b.CreateICmpEQ(s, null), nullptr);
-    for (size_t k = 0; k < nstate; ++k)
-      b.CreateCall(free_fn, {b.CreateLoad(ptr, buffer_field(s, k))});
-    b.CreateCall(free_fn, {b.CreateLoad(ptr, field(s, 2))});
-    b.CreateCall(free_fn, {s});
-    b.CreateRetVoid();
-  }
-  // NAME_state_create(max_context)
-  {
-    llvm::Function *f = function("_state_create", ptr, {i64});
-    llvm::Value *cap = f->getArg(0);
-    codegen::return_if(b, b.CreateOr(b.CreateICmpSLT(cap, b.getInt64(1)), b.CreateICmpSGT(cap, b.getInt64(int64_t(1) << 40))),
-                       null);
-    llvm::Value *s = b.CreateCall(calloc_fn, {b.getInt64(1), llvm::ConstantExpr::getSizeOf(state_t)});
-    codegen::return_if(b, b.CreateICmpEQ(s, null), null);
-    b.CreateStore(cap, field(s, 0));
-    for (size_t k = 0; k < nstate; ++k) { // rows <= 2^40, a row's bytes static: no overflow below 2^23 per row
-      llvm::Value *bytes = b.CreateMul(cap, b.getInt64(m.state_row_bytes[k]));
-      llvm::Value *size = b.CreateAnd(b.CreateAdd(bytes, b.getInt64(64 + 63)), b.getInt64(~int64_t(63)));
-      llvm::Value *p = b.CreateCall(aligned_alloc_fn, {b.getInt64(64), size});
-      codegen::return_if(b, b.CreateICmpEQ(p, null), null, [&] { b.CreateCall(destroy, {s}); });
-      b.CreateMemSet(p, b.getInt8(0), size, llvm::MaybeAlign(64));
-      b.CreateStore(p, buffer_field(s, k));
-    }
-    b.CreateRet(s);
-  }
-  // NAME_state_reset(state), NAME_state_length(state), NAME_state_capacity(state)
-  {
-    llvm::Function *f = function("_state_reset", void_t, {ptr});
-    codegen::return_if(b, b.CreateICmpEQ(f->getArg(0), null), nullptr);
-    b.CreateStore(b.getInt64(0), field(f->getArg(0), 1));
-    b.CreateRetVoid();
-    for (auto [suffix, index] : {std::pair{"_state_length", 1u}, std::pair{"_state_capacity", 0u}}) {
-      llvm::Function *g = function(suffix, i64, {ptr});
-      codegen::return_if(b, b.CreateICmpEQ(g->getArg(0), null), b.getInt64(-1));
-      b.CreateRet(b.CreateLoad(i64, field(g->getArg(0), index)));
-    }
-  }
-  // NAME_step(state, non-state inputs..., outputs..., other dims...)
-  std::vector<llvm::Type *> params{ptr};
-  for (const auto &t : m.inputs)
-    if (!t.state)
-      params.push_back(ptr);
-  params.insert(params.end(), m.outputs.size(), ptr);
-  for (const std::string &sym : m.symbols)
-    if (sym != st.length && sym != st.capacity)
-      params.push_back(i64);
-  llvm::Function *step = function("_step", i32, params);
-  {
-    llvm::Value *s = step->getArg(0);
-    codegen::return_if(b, b.CreateICmpEQ(s, null), b.getInt32(static_cast<int32_t>(RunStatus::null_pointer)));
-    unsigned arg = 1;
-    llvm::Value *buffers = b.CreateAlloca(ptr, b.getInt64(static_cast<int64_t>(std::max<size_t>(nbuf, 1))));
-    for (size_t i = 0, k = 0; i < m.inputs.size(); ++i)
-      b.CreateStore(m.inputs[i].state ? static_cast<llvm::Value *>(b.CreateLoad(ptr, buffer_field(s, k++))) : step->getArg(arg++),
-                    b.CreateConstGEP1_64(ptr, buffers, i));
-    for (size_t o = 0; o < m.outputs.size(); ++o)
-      b.CreateStore(step->getArg(arg++), b.CreateConstGEP1_64(ptr, buffers, m.inputs.size() + o));
-    llvm::Value *dims = b.CreateAlloca(i64, b.getInt64(static_cast<int64_t>(std::max<size_t>(ndims, 1))));
-    std::vector<llvm::Value *> dim_values;
-    for (size_t d = 0; d < ndims; ++d) {
-      const std::string &sym = m.symbols[d];
-      llvm::Value *v = sym == st.capacity ? b.CreateLoad(i64, field(s, 0))
-                       : sym == st.length ? b.CreateLoad(i64, field(s, 1))
-                                          : static_cast<llvm::Value *>(step->getArg(arg++));
-      b.CreateStore(v, b.CreateConstGEP1_64(i64, dims, d));
-      dim_values.push_back(v);
-    }
-    // Invalid dims (or a full state): NAME_run_packed says which, running
-    // nothing (it checks before it runs) — called only on that path.
-    llvm::Value *size = b.CreateCall(size_fn, dim_values);
-    llvm::Value *reject = b.CreateOr(b.CreateICmpSLT(size, b.getInt64(0)), codegen::state_overflows(b, dims, m.symbols, st));
-    auto *rejected = llvm::BasicBlock::Create(c, "rejected", step), *accepted = llvm::BasicBlock::Create(c, "accepted", step);
-    b.CreateCondBr(reject, rejected, accepted);
-    b.SetInsertPoint(rejected);
-    b.CreateRet(b.CreateCall(packed, {buffers, dims, null}));
-    b.SetInsertPoint(accepted);
-    // The state's workspace, grown on demand (at least 64 bytes: never the run's own).
-    size = b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, size, b.getInt64(64));
-    auto *grow = llvm::BasicBlock::Create(c, "grow", step), *run = llvm::BasicBlock::Create(c, "run", step);
-    b.CreateCondBr(b.CreateICmpSGT(size, b.CreateLoad(i64, field(s, 3))), grow, run);
-    b.SetInsertPoint(grow);
-    b.CreateCall(free_fn, {b.CreateLoad(ptr, field(s, 2))});
-    llvm::Value *mem = b.CreateCall(malloc_fn, {b.CreateAdd(size, b.getInt64(64))});
-    b.CreateStore(mem, field(s, 2));
-    b.CreateStore(b.CreateSelect(b.CreateICmpEQ(mem, null), b.getInt64(0), size), field(s, 3));
-    codegen::return_if(b, b.CreateICmpEQ(mem, null), b.getInt32(static_cast<int32_t>(RunStatus::out_of_memory)));
-    b.CreateBr(run);
-    b.SetInsertPoint(run);
-    llvm::Value *ws = codegen::align_to_64(b, b.CreateLoad(ptr, field(s, 2)));
-    llvm::Value *status = b.CreateCall(packed, {buffers, dims, ws});
-    auto *advance = llvm::BasicBlock::Create(c, "advance", step), *done = llvm::BasicBlock::Create(c, "done", step);
-    b.CreateCondBr(b.CreateICmpEQ(status, b.getInt32(0)), advance, done);
-    b.SetInsertPoint(advance);
-    llvm::Value *rows = codegen::emit_dims_value(b, dims, m.symbols, st.advance);
-    b.CreateStore(b.CreateAdd(b.CreateLoad(i64, field(s, 1)), rows), field(s, 1));
-    b.CreateBr(done);
-    b.SetInsertPoint(done);
-    b.CreateRet(status);
-  }
-}
-
 // The exported C entry points around the root graph function.
 // With a CPU check (`check.missing` set) a CPU without the code's features
 // gets ERROR_UNSUPPORTED_CPU from NAME_run and -1 from NAME_workspace_size.
@@ -280,8 +145,10 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, const std:
     b.CreateRet(call(variant, &codegen::EmittedGraph::workspace_size, {dims}));
   }
 
-  if (m.state)
-    emit_state_entry_points(module, m, packed, size_fn);
+  if (m.state) {
+    codegen::HostStateTarget state(packed);
+    codegen::emit_state_entry_points(module, m, size_fn, state);
+  }
 
   // NAME_set_parallel_for and NAME_set_num_threads come with the runtime
   // (Cpu/Runtime.h), linked in by build_cpu_module.

@@ -4,6 +4,7 @@
 #include "Gpu/GpuHostEmitter.h"
 #include "Gpu/GpuLowering.h"
 #include "maxc/IR/GraphSymbols.h"
+#include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ModelAbi.h"
 #include <llvm/IR/Module.h>
 
@@ -42,6 +43,8 @@ std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &lowered, c
                                                          llvm::LLVMContext &context, const std::string &arch,
                                                          const LoweringPlans *plans) {
   ModelInterface abi = describe_interface(lowered, name);
+  if (abi.state && plans) // NAME_run_packed's dims check (a model with state)
+    abi.workspace_bound = workspace_bound(lowered, plans);
   std::vector<std::string> symbols = abi.dims_array();
   auto module = std::make_unique<llvm::Module>(name, context);
   ConstantOffsets offsets;
@@ -65,6 +68,12 @@ std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &lowered, c
   llvm::Value *context_struct = b.CreateAlloca(ptr);
   b.CreateStore(weights, context_struct);
   llvm::Value *ws = fn->getArg(2);
+  if (abi.state) { // sizes, and the appended rows must fit the buffers, as the artifacts check
+    return_if(b, dims_invalid(b, fn->getArg(1), abi.symbols, abi.workspace_bound),
+              b.getInt32(static_cast<int32_t>(RunStatus::invalid_dim)));
+    return_if(b, state_overflows(b, fn->getArg(1), abi.symbols, *abi.state),
+              b.getInt32(static_cast<int32_t>(RunStatus::state_full)));
+  }
   llvm::Value *dims = graph_dims_array(b, fn->getArg(1), abi.symbols.size(), abi.defined_symbols.size());
   auto *own = llvm::BasicBlock::Create(context, "own_workspace", fn);
   auto *given = llvm::BasicBlock::Create(context, "given_workspace", fn);
@@ -82,6 +91,19 @@ std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &lowered, c
   b.CreateCall(free_fn, {mem});
   b.CreateRet(status);
 
+  if (abi.state) { // the state API, as the artifacts have it, on host memory
+    size_t ndims = abi.symbols.size();
+    auto *size_fn = llvm::Function::Create(llvm::FunctionType::get(i64, std::vector<llvm::Type *>(ndims, i64), false),
+                                           llvm::GlobalValue::ExternalLinkage, name + "_workspace_size", *module);
+    b.SetInsertPoint(llvm::BasicBlock::Create(context, "entry", size_fn));
+    llvm::Value *values = b.CreateAlloca(i64, b.getInt64(static_cast<int64_t>(std::max<size_t>(ndims, 1))));
+    for (size_t i = 0; i < ndims; ++i)
+      b.CreateStore(size_fn->getArg(static_cast<unsigned>(i)), b.CreateConstGEP1_64(i64, values, i));
+    return_if(b, dims_invalid(b, values, abi.symbols, abi.workspace_bound), b.getInt64(-1));
+    b.CreateRet(b.CreateCall(root.workspace_size, {graph_dims_array(b, values, ndims, abi.defined_symbols.size())}));
+    HostStateTarget state(fn);
+    emit_state_entry_points(*module, abi, size_fn, state);
+  }
   verify_module(*module, "GPU emulation");
   return module;
 }

@@ -72,6 +72,13 @@ public:
         program.items.push_back({-1, &node});
         continue;
       }
+      if (op_traits(node.op).has(OpTrait::aliases_operand)) { // a view of a state buffer: its storage
+        if (writes_buffer(node)) {
+          program.items.push_back({static_cast<int>(program.kernels.size()), nullptr});
+          program.kernels.push_back(buffer_write_kernel(node));
+        }
+        continue;
+      }
       if (std::vector<const Node *> group = row_group(g_, plan_, i); group.size() > 1) {
         program.items.push_back({static_cast<int>(program.kernels.size()), nullptr});
         program.kernels.push_back(row_kernel(group));
@@ -265,37 +272,47 @@ private:
 
   // ---- one work-item per output element ----
 
-  /// Every elemental op, pooling, transposed convolution, argmax/argmin (a
-  /// sequential loop per element) and the shape ops.
-  GpuKernel elementwise_kernel(const Node &node, size_t r) {
-    ValueId v = node.results[r];
-    begin_kernel("elementwise", kElementwiseGroup);
+  /// A kernel of `kind` with one work-item per element of `v` (its
+  /// multi-index `idx`, linear position `gid`): `body(idx, gid)`.
+  GpuKernel per_element_kernel(const char *kind, ValueId v, const std::function<void(const Index &, Value *)> &body) {
+    begin_kernel(kind, kElementwiseGroup);
     Dim numel = shape_numel(g_.type_of(v).shape);
     kernel_.grid = {{numel, kElementwiseGroup}};
     llvm::Function *fn = begin_phase();
     Value *gid = global_id();
-    if_then(b_.CreateICmpULT(gid, dim(numel)), [&] {
-      Index idx = unravel(gid, dims_of(v));
-      store_element(g_.type_of(v).dtype, pointer_of(v), gid, node_element(node, r, idx));
-    });
+    if_then(b_.CreateICmpULT(gid, dim(numel)), [&] { body(unravel(gid, dims_of(v)), gid); });
     kernel_.steps.push_back(end_phase(fn));
     return std::move(kernel_);
   }
 
+  /// Every elemental op, pooling, transposed convolution, argmax/argmin (a
+  /// sequential loop per element) and the shape ops.
+  GpuKernel elementwise_kernel(const Node &node, size_t r) {
+    ValueId v = node.results[r];
+    return per_element_kernel("elementwise", v, [&](const Index &idx, Value *gid) {
+      store_element(g_.type_of(v).dtype, pointer_of(v), gid, node_element(node, r, idx));
+    });
+  }
+
   /// A graph output that lives elsewhere (an input, a constant, another
-  /// output): copied element by element into the caller's output buffer.
+  /// output, a view of a state buffer): copied element by element into the
+  /// caller's output buffer.
   GpuKernel copy_kernel(ValueId v, int output) {
-    begin_kernel("copy", kElementwiseGroup);
-    Dim numel = shape_numel(g_.type_of(v).shape);
-    kernel_.grid = {{numel, kElementwiseGroup}};
-    llvm::Function *fn = begin_phase();
-    Value *gid = global_id();
-    if_then(b_.CreateICmpULT(gid, dim(numel)), [&] {
-      Index idx = unravel(gid, dims_of(v));
+    return per_element_kernel("copy", v, [&](const Index &idx, Value *gid) {
       store_element(g_.type_of(v).dtype, buffer_pointer({0, output}), gid, element(v, idx));
     });
-    kernel_.steps.push_back(end_phase(fn));
-    return std::move(kernel_);
+  }
+
+  /// buffer_append: one work-item per element of the new rows, stored at
+  /// rows [offset, offset + n) of the state buffer, which is the result's
+  /// storage (aliases_operand: the caller's device buffer, written in place).
+  GpuKernel buffer_write_kernel(const Node &node) {
+    ValueId x = node.operands[1], out = node.results[0];
+    return per_element_kernel("state", x, [&](const Index &idx, Value *) {
+      Index at = idx;
+      at[0] = b_.CreateAdd(idx[0], dim(node.attrs.get_shape("offset")[0]));
+      store_element(g_.type_of(x).dtype, pointer_of(out), linear_index(at, dims_of(out)), element(x, idx));
+    });
   }
 
   // ---- reductions: one workgroup per output element ----
@@ -892,6 +909,8 @@ std::string gpu_kernel_kind(const std::string &op) {
     return "branch"; // the predicate read on the host, then the taken body's launches
   if (traits.has(OpTrait::defines_symbol))
     return "symbol"; // the value read on the host into the dims array, read by the launches after it
+  if (traits.has(OpTrait::aliases_operand))
+    return "state"; // a view of a state buffer: buffer_append's kernel stores its rows, buffer_prefix is none
   if (op == "constant")
     return op; // a weight in the blob
   if (op == "matmul" || op == "conv2d")

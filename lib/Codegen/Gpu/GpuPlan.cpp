@@ -527,9 +527,6 @@ PlanOptions gpu_plan_options() {
 }
 
 void refine_gpu_plans(const Graph &root, LoweringPlans &plans) {
-  if (root.symbol_table().model_state())
-    throw Error(ErrorCode::InvalidArgument, "model state (a KV cache kept in place, --state) is supported by the CPU "
-                                          "backend only so far; compile without --state for a GPU");
   std::map<std::string, std::vector<bool>> constant_params = constant_bound_inputs(root, CallSiteScope::Transitive);
   for (const auto &[name, sub] : root.subgraphs())
     if (auto it = plans.find(sub.get()); it != plans.end())

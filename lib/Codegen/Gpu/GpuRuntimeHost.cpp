@@ -28,6 +28,7 @@ constexpr int32_t kOutOfMemory = static_cast<int32_t>(RunStatus::out_of_memory);
 constexpr int32_t kNoDevice = static_cast<int32_t>(RunStatus::no_device);
 constexpr int32_t kNoArch = static_cast<int32_t>(RunStatus::no_matching_arch);
 constexpr int32_t kGpuError = static_cast<int32_t>(RunStatus::gpu_error);
+constexpr int32_t kStateFull = static_cast<int32_t>(RunStatus::state_full);
 
 // hipGetDeviceProperties, the exported symbol, fills the pre-R0600 layout
 // in ROCm 5, 6 and 7 (generated code calls the symbol itself, never the
@@ -106,6 +107,71 @@ std::string replace_all(std::string text, const std::string &from, const std::st
   return text;
 }
 
+/// The state API's memory on a GPU (emit_state_entry_points): each state
+/// holds a context of its own (NAME_init: code and weights on the device),
+/// its buffers and workspace are device memory from the runtime (buffers
+/// zeroed), and NAME_step runs NAME_run_packed on the default stream.
+class GpuStateTarget : public StateTarget {
+public:
+  GpuStateTarget(llvm::Module &m, const std::string &name, llvm::StructType *context_type, const GpuRuntimeApi &api)
+      : m_(m), name_(name), context_type_(context_type), api_(api) {}
+
+  void declare(llvm::Module &) override {}
+  llvm::Value *alloc_buffer(llvm::IRBuilder<> &b, llvm::Value *bytes) override { return device_alloc(b, bytes); }
+  llvm::Value *zero(llvm::IRBuilder<> &b, llvm::Value *p, llvm::Value *bytes) override {
+    bool hip = api_.runtime == GpuRuntime::hip;
+    llvm::Type *value_t = hip ? b.getInt32Ty() : b.getInt8Ty();
+    llvm::Value *rc = b.CreateCall(rt(api_.memset, b.getInt32Ty(), {b.getPtrTy(), value_t, b.getInt64Ty()}),
+                                   {p, llvm::ConstantInt::get(value_t, 0), bytes});
+    return b.CreateICmpNE(rc, b.getInt32(0));
+  }
+  llvm::Value *alloc_workspace(llvm::IRBuilder<> &b, llvm::Value *bytes) override { return device_alloc(b, bytes); }
+  void release(llvm::IRBuilder<> &b, llvm::Value *p) override {
+    emit_if(b, b.CreateICmpNE(p, null(b)),
+            [&] { b.CreateCall(rt(api_.free, b.getInt32Ty(), {b.getPtrTy()}), {p}); });
+  }
+  bool has_context() const override { return true; }
+  llvm::Value *open_context(llvm::IRBuilder<> &b) override {
+    llvm::Value *slot = b.CreateAlloca(b.getPtrTy());
+    b.CreateStore(null(b), slot);
+    llvm::Value *rc = b.CreateCall(m_.getFunction(name_ + "_init"), {slot});
+    return b.CreateSelect(b.CreateICmpEQ(rc, b.getInt32(0)), b.CreateLoad(b.getPtrTy(), slot), null(b));
+  }
+  void enter_context(llvm::IRBuilder<> &b, llvm::Value *ctx) override {
+    if (api_.runtime != GpuRuntime::cuda) // CUDA: the memory calls act in the current context
+      return;
+    emit_if(b, b.CreateICmpNE(ctx, null(b)), [&] {
+      llvm::Value *device_ctx = b.CreateLoad(b.getPtrTy(), b.CreateStructGEP(context_type_, ctx, kDeviceContext));
+      b.CreateCall(rt("cuCtxSetCurrent", b.getInt32Ty(), {b.getPtrTy()}), {device_ctx});
+    });
+  }
+  void close_context(llvm::IRBuilder<> &b, llvm::Value *ctx) override {
+    b.CreateCall(m_.getFunction(name_ + "_destroy"), {ctx});
+  }
+  llvm::Value *run(llvm::IRBuilder<> &b, llvm::Value *ctx, llvm::Value *buffers, llvm::Value *dims,
+                   llvm::Value *workspace) override {
+    return b.CreateCall(m_.getFunction(name_ + "_run_packed"), {ctx, buffers, dims, workspace, null(b)});
+  }
+
+private:
+  llvm::Value *null(llvm::IRBuilder<> &b) { return llvm::ConstantPointerNull::get(b.getPtrTy()); }
+  llvm::FunctionCallee rt(const char *fn, llvm::Type *ret, std::vector<llvm::Type *> args) {
+    return m_.getOrInsertFunction(fn, llvm::FunctionType::get(ret, args, false));
+  }
+  /// Device memory of `bytes` bytes, or null.
+  llvm::Value *device_alloc(llvm::IRBuilder<> &b, llvm::Value *bytes) {
+    llvm::Value *slot = b.CreateAlloca(b.getPtrTy());
+    b.CreateStore(null(b), slot);
+    llvm::Value *rc = b.CreateCall(rt(api_.malloc, b.getInt32Ty(), {b.getPtrTy(), b.getInt64Ty()}), {slot, bytes});
+    return b.CreateSelect(b.CreateICmpEQ(rc, b.getInt32(0)), b.CreateLoad(b.getPtrTy(), slot), null(b));
+  }
+
+  llvm::Module &m_;
+  std::string name_;
+  llvm::StructType *context_type_;
+  const GpuRuntimeApi &api_;
+};
+
 /// Builds the host module: code images and weights as constants, the
 /// launch sequences, and the C entry points.
 /// The weights' symbol in the host object (hidden: two models link into one program).
@@ -158,6 +224,10 @@ public:
     emit_run();
     emit_workspace_size();
     emit_small_functions();
+    if (iface_.state) {
+      GpuStateTarget state(m_, iface_.name, context_type_, api_);
+      emit_state_entry_points(m_, iface_, m_.getFunction(iface_.name + "_workspace_size"), state);
+    }
     if (host_copy_entry)
       emit_host_copy_run();
   }
@@ -376,6 +446,8 @@ private:
       if (ndims) {
         fail_if(b_.CreateICmpEQ(dims, null()), b_.getInt32(kNullPointer));
         fail_if(dims_invalid(b_, dims, iface_.symbols, iface_.workspace_bound), b_.getInt32(kInvalidDim));
+        if (iface_.state) // the appended rows must fit the buffers
+          fail_if(state_overflows(b_, dims, iface_.symbols, *iface_.state), b_.getInt32(kStateFull));
       }
       // The graph functions' dims: a slot more per symbol a node defines.
       dims = graph_dims_array(b_, dims, ndims, iface_.defined_symbols.size());
@@ -443,7 +515,7 @@ private:
     }
     llvm::Function *fn = function("_status_string", ptr, {i32});
     auto *unknown = llvm::BasicBlock::Create(c_, "unknown", fn);
-    std::vector<StatusInfo> codes = status_codes(true);
+    std::vector<StatusInfo> codes = status_codes(true, iface_.state.has_value());
     auto *sw = b_.CreateSwitch(fn->getArg(0), unknown, static_cast<unsigned>(codes.size()));
     for (const StatusInfo &info : codes) {
       int32_t s = static_cast<int32_t>(info.status);
@@ -506,9 +578,10 @@ private:
       when(b_.CreateICmpEQ(b_.CreateLoad(i32, status), b_.getInt32(0)), [&] {
         b_.CreateStore(b_.CreateCall(device_run, {ctx, device, dims, null(), null()}), status);
         fail_status(b_.CreateCall(rt(api_.device_synchronize, i32, {}), {}), kGpuError);
-        for (size_t i = nin; i < nbuf; ++i)
-          fail_status(b_.CreateCall(rt(api_.memcpy_dtoh, i32, {ptr, ptr, i64}), {host_buffer(i), b_.CreateLoad(ptr, slot(i)), sizes[i]}),
-                      kGpuError);
+        for (size_t i = 0; i < nbuf; ++i) // the outputs, and the state buffers (written in place)
+          if (i >= nin || iface_.inputs[i].state)
+            fail_status(b_.CreateCall(rt(api_.memcpy_dtoh, i32, {ptr, ptr, i64}), {host_buffer(i), b_.CreateLoad(ptr, slot(i)), sizes[i]}),
+                        kGpuError);
       });
     });
     for (size_t i = 0; i < nbuf; ++i) {
@@ -542,7 +615,7 @@ const GpuRuntimeApi &hip_runtime_api() {
                                     "hipMemcpyDtoH",      "hipModuleLoadData",
                                     "hipModuleGetFunction", "hipModuleUnload",
                                     "hipModuleLaunchKernel", "hipStreamSynchronize",
-                                    "hipDeviceSynchronize", false};
+                                    "hipDeviceSynchronize", "hipMemset", false};
   return api;
 }
 
@@ -553,7 +626,7 @@ const GpuRuntimeApi &cuda_runtime_api() {
                                     "cuMemcpyDtoH_v2",    "cuModuleLoadData",
                                     "cuModuleGetFunction", "cuModuleUnload",
                                     "cuLaunchKernel",     "cuStreamSynchronize",
-                                    "cuCtxSynchronize",   true};
+                                    "cuCtxSynchronize",   "cuMemsetD8_v2", true};
   return api;
 }
 

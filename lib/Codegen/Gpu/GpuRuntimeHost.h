@@ -35,6 +35,7 @@ struct GpuRuntimeApi {
   const char *error_suffix; // "_hip_error", "_cuda_error": NAME<suffix>(ctx) gives the last error code
   const char *malloc, *free, *memcpy_htod, *memcpy_dtoh, *module_load, *module_get_function, *module_unload,
       *launch, *stream_synchronize, *device_synchronize;
+  const char *memset; // (ptr, value, bytes): hipMemset's value an int, cuMemsetD8's a byte
   bool kernel_dots_to_underscores; // PTX names say '_' where the kernels' names say '.'
 };
 const GpuRuntimeApi &hip_runtime_api();

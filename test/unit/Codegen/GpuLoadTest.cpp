@@ -2,12 +2,14 @@
 // (checked against clang-offload-bundler-19 where installed), the
 // launcher's arch matching (generic targets, xnack/sramecc), and the CUDA
 // artifact (PTX per sm, cubins through ptxas where installed).
+#include "StateModel.h"
 #include "TestUtil.h"
 
 #include "maxc/Codegen/CompiledRun.h"
 #include "maxc/Codegen/GpuModelCompiler.h"
 #include "maxc/Codegen/GpuTarget.h"
 #include "maxc/Driver/Compile.h"
+#include "maxc/Frontend/ModelLoader.h"
 
 #include <catch2/catch.hpp>
 
@@ -360,4 +362,122 @@ TEST_CASE("the HIP artifact's loading fallbacks, against a stub runtime", "[code
         "load bundle\nload mach 0x3f\nload mach 0x54\ninit 7\n");
   CHECK(run_output("STUB_ARCH=gfx90a:sramecc+:xnack- " + app) ==
         "load bundle\nload mach 0x3f\nload mach 0x3f\nload mach 0x54\ninit 8\n");
+}
+
+// The state API of the GPU artifacts (NAME_state_create / NAME_step;
+// docs/ONNX.md "Model state"), against the stub runtimes with device memory
+// counted: each state loads a context, its buffers are device memory zeroed
+// by the runtime's memset, a step launches the model's kernels (the append
+// among them) and advances the length, a full state runs nothing, destroy
+// frees everything it allocated.
+namespace {
+
+const char *kHipStateStub = R"(
+int hipMemset(void *p, int v, size_t n) { memset(p, v, n); printf("memset %zu\n", n); return 0; }
+static int live;
+int hipMalloc(void **p, size_t n) { *p = malloc(n); ++live; return 0; }
+int hipFree(void *p) { if (p) --live; free(p); return 0; }
+int stub_live(void) { return live; }
+)";
+
+const char *kCudaStateStub = R"(
+int cuMemsetD8_v2(unsigned long long p, unsigned char v, size_t n) { memset((void *)p, v, n); printf("memset %zu\n", n); return 0; }
+static int live;
+int cuMemAlloc_v2(unsigned long long *p, size_t n) { *p = (unsigned long long)malloc(n); ++live; return 0; }
+int cuMemFree_v2(unsigned long long p) { if (p) --live; free((void *)p); return 0; }
+int stub_live(void) { return live; }
+)";
+
+const char *kStateApp = R"(#include <stdio.h>
+#include "cache.h"
+int stub_live(void);
+int main(void) {
+  if (cache_state_create(0) || cache_state_length(0) != -1) return 1;
+  cache_state *a = cache_state_create(8), *b = cache_state_create(8);
+  if (!a || !b) { printf("create failed\n"); return 0; }
+  float x[3 * 3] = {0}, y[3 * 3];
+  printf("step %d\n", cache_step(a, x, y, 3));
+  printf("step %d\n", cache_step(a, x, y, 2));
+  printf("length %lld %lld capacity %lld\n", (long long)cache_state_length(a), (long long)cache_state_length(b),
+         (long long)cache_state_capacity(a));
+  printf("full %d length %lld\n", cache_step(a, x, y, 4), (long long)cache_state_length(a));
+  cache_state_reset(a);
+  printf("reset %lld\n", (long long)cache_state_length(a));
+  cache_state_destroy(a);
+  cache_state_destroy(b);
+  cache_state_destroy(0);
+  printf("live %d\n", stub_live());
+  return 0;
+}
+)";
+
+/// `stub` with the functions named in `replaced` renamed out of the way.
+std::string without(std::string stub, std::initializer_list<const char *> replaced) {
+  for (const char *name : replaced)
+    stub.replace(stub.find(name), 4, "static int unused_");
+  return stub;
+}
+
+} // namespace
+
+TEST_CASE("the GPU artifacts' state API, against stub runtimes", "[codegen][gpu][gpuload][state]") {
+  if (!have("cc"))
+    return;
+  DiagnosticEngine diags;
+  LoadedModel m = load_model_text(kJsonStateModel, "cache.json", LoadOptions{}, diags);
+  INFO(diags.to_text());
+  REQUIRE(m.graph);
+  struct Runtime {
+    const char *backend, *gpu, *lib, *env, *load, *kernel;
+    std::string stub;
+  };
+  for (const Runtime &rt : {Runtime{"amdgpu", "gfx90a", "amdhip64", "STUB_ARCH=gfx90a STUB_MACH=3f ",
+                                    "load bundle\n", "cache.main.k",
+                                    without(kHipStub, {"int hipMalloc", "int hipFree"}) + kHipStateStub},
+                            Runtime{"cuda", "sm_80", "cuda", "STUB_ACCEPT=sm_80 ", "retain 0\n", "cache_main_k",
+                                    without(kCudaStub, {"int cuMemAlloc_v2", "int cuMemFree_v2"}) + kCudaStateStub}}) {
+    INFO(rt.backend);
+    driver::BackendOptions options;
+    options.gpu = rt.gpu;
+    options.cpu = "";
+    PassTimer timer;
+    const driver::Backend *backend = driver::find_backend(rt.backend);
+    driver::BackendOutput out = backend->compile(driver::plan_model(*m.graph, "cache", {}, backend->plan_options()),
+                                                 options, {"obj", "header"}, timer);
+    std::string header = artifact_of(out, "header");
+    CHECK_THAT(header, Catch::Contains("cache_state *cache_state_create(int64_t max_context);"));
+    CHECK_THAT(header, Catch::Contains("int32_t cache_step(cache_state *state, const float *x, float *out, int64_t seq);"));
+    CHECK_THAT(header, Catch::Contains("#define CACHE_ERROR_STATE_FULL 10"));
+    CHECK_THAT(header, Catch::Contains(", float *k, float *out,")); // NAME_run writes the buffer
+    TempDir dir;
+    std::string d = dir.path;
+    std::ofstream(d + "/cache.o", std::ios::binary) << artifact_of(out, "obj");
+    std::ofstream(d + "/cache.h") << header;
+    std::ofstream(d + "/stub.c") << rt.stub;
+    std::ofstream(d + "/app.c") << kStateApp;
+    REQUIRE(std::system(("cc -shared -fPIC -Wno-unused-function -o " + d + "/lib" + rt.lib + ".so " + d + "/stub.c").c_str()) == 0);
+    REQUIRE(std::system(("cc -Wall -Werror -I" + d + " -o " + d + "/app " + d + "/app.c " + d + "/cache.o -L" + d +
+                         " -l" + rt.lib + " -Wl,-rpath," + d).c_str()) == 0);
+    std::string log = run_output(rt.env + d + "/app");
+    INFO(log);
+    // Two states: a context each (the code loaded twice), a zeroed buffer of
+    // 8 rows of 12 bytes each (96, plus 64, rounded up to 64).
+    auto count = [&](const std::string &text) {
+      size_t n = 0;
+      for (size_t at = log.find(text); at != std::string::npos; at = log.find(text, at + 1))
+        ++n;
+      return n;
+    };
+    CHECK(count(rt.load) == 2);
+    CHECK(count("memset 192\n") == 2);
+    // A step: 2 * x (k0), its rows appended (k1, 9 elements: one workgroup),
+    // the sum over every filled row (k2, a workgroup per column), the add.
+    std::string k = std::string("launch ") + rt.kernel;
+    std::string step = k + "0 1 256\n" + k + "1 1 256\n" + k + "2 3 256\n" + k + "3 1 256\nstep 0\n";
+    CHECK_THAT(log, Catch::Contains(step + step + "length 5 0 capacity 8\n"));
+    // A full state runs nothing and keeps its length; reset empties it.
+    CHECK_THAT(log, Catch::Contains("capacity 8\nfull 10 length 5\nreset 0\n"));
+    CHECK_THAT(log, Catch::Contains("unload\n"));
+    CHECK_THAT(log, Catch::EndsWith("live 0\n"));
+  }
 }

@@ -2,9 +2,12 @@
 // as views of its first rows (buffer_prefix, the append's result), inside a
 // deduplicated block called twice (one state buffer per call), kept between
 // runs by the caller (NAME_run) or by the artifact's state object
-// (NAME_state_create / NAME_step). Runs equal on the reference interpreter
-// and the CPU, step after step, with two interleaved states.
+// (NAME_state_create / NAME_step). Runs equal on the reference interpreter,
+// the CPU and the GPU kernels (host emulation), step after step, with two
+// interleaved states.
 #include "CompiledRunner.h"
+#include "EmulatedRunner.h"
+#include "StateModel.h"
 
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ModelAbi.h"
@@ -13,6 +16,8 @@
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/Instructions.h>
+
+#include <functional>
 
 using namespace maxc;
 using namespace maxc::test;
@@ -61,6 +66,36 @@ std::unique_ptr<Graph> state_model() {
   return graph;
 }
 
+using Runner = std::function<std::vector<HostTensor>(const std::vector<HostTensor> &, const DimBindings &)>;
+
+/// Runs `g` for each count of new rows in `steps` (a prefill, then steps)
+/// through `run`, on its own caller-owned buffers of `cap` rows, and on the
+/// reference's; the outputs and the buffers must match after every run
+/// (each updated in place). Checks the rows past the filled ones were never
+/// written; returns the rows filled and the reference's buffers.
+struct Filled {
+  int64_t past;
+  HostTensor ref0, ref1;
+};
+Filled run_steps_against_reference(const Graph &g, int64_t cap, std::initializer_list<int64_t> steps, const Runner &run) {
+  HostTensor ref0(DType::f32, {cap, kWidth}), ref1(DType::f32, {cap, kWidth});
+  HostTensor mine0(DType::f32, {cap, kWidth}), mine1(DType::f32, {cap, kWidth});
+  int64_t past = 0;
+  for (int64_t n : steps) {
+    INFO("past " << past << " n " << n);
+    HostTensor x = random_tensor(DType::f32, {n, kWidth});
+    std::vector<HostTensor> expected = Interpreter::run(g, {x, ref0, ref1}, {{"past", past}});
+    std::vector<HostTensor> actual = run({x, mine0, mine1}, {{"past", past}});
+    MAXC_REQUIRE_CLOSE(actual[0], expected[0], 1e-5, 1e-5);
+    past += n;
+    MAXC_REQUIRE_CLOSE(mine0, ref0, 1e-5, 1e-6);
+    MAXC_REQUIRE_CLOSE(mine1, ref1, 1e-5, 1e-6);
+  }
+  for (int64_t e = past * kWidth; e < cap * kWidth; ++e)
+    REQUIRE(mine0.get_f64(e) == 0.0);
+  return {past, ref0, ref1};
+}
+
 } // namespace
 
 TEST_CASE("state buffers: appended in place, read as views, planned without copies", "[state]") {
@@ -99,6 +134,7 @@ TEST_CASE("state buffers: appended in place, read as views, planned without copi
   MAXC_REQUIRE_ERROR(Interpreter::run(*computed, {random_tensor(DType::f32, {2, kWidth}), HostTensor(DType::f32, {8, kWidth})}),
                      ErrorCode::InvalidGraph, "must be a state buffer");
   MAXC_REQUIRE_ERROR(plan_lowering(*computed), ErrorCode::InvalidGraph, "must be a state buffer");
+  MAXC_REQUIRE_ERROR(plan_lowering_all(*computed, gpu_plan_options()), ErrorCode::InvalidGraph, "must be a state buffer");
   // Near misses: the op checks its operands.
   MAXC_REQUIRE_ERROR(trace_graph({TensorType(DType::f32, {2, 3}), TensorType(DType::f32, {8, kWidth})},
                                  [](const std::vector<Tensor> &x) {
@@ -113,43 +149,69 @@ TEST_CASE("state buffers run equal on reference and cpu, step after step", "[sta
   constexpr int64_t kCap = 16;
   // Caller-owned buffers through NAME_run: the reference's and the CPU's
   // own copies, each updated in place by its runs.
-  HostTensor ref0(DType::f32, {kCap, kWidth}), ref1(DType::f32, {kCap, kWidth});
-  HostTensor cpu0(DType::f32, {kCap, kWidth}), cpu1(DType::f32, {kCap, kWidth});
-  int64_t past = 0;
-  for (int64_t n : {5, 1, 1, 3, 1}) { // a prefill, then steps
-    INFO("past " << past << " n " << n);
-    HostTensor x = random_tensor(DType::f32, {n, kWidth});
-    std::vector<HostTensor> expected = Interpreter::run(*g, {x, ref0, ref1}, {{"past", past}});
-    std::vector<HostTensor> actual = cpu.run_dims({x, cpu0, cpu1}, {{"past", past}});
-    MAXC_REQUIRE_CLOSE(actual[0], expected[0], 1e-5, 1e-5);
-    past += n;
-    MAXC_REQUIRE_CLOSE(cpu0, ref0, 1e-5, 1e-6);
-    MAXC_REQUIRE_CLOSE(cpu1, ref1, 1e-5, 1e-6);
-  }
-  // The rows past the filled ones were never written.
-  for (int64_t e = past * kWidth; e < kCap * kWidth; ++e)
-    REQUIRE(cpu0.get_f64(e) == 0.0);
+  Filled f = run_steps_against_reference(*g, kCap, {5, 1, 1, 3, 1},
+                                         [&](const auto &in, const auto &dims) { return cpu.run_dims(in, dims); });
   // Earlier rows matter: the same x after other steps gives another result.
   HostTensor x = random_tensor(DType::f32, {1, kWidth});
   HostTensor fresh0(DType::f32, {kCap, kWidth}), fresh1(DType::f32, {kCap, kWidth});
-  CHECK(!compare(Interpreter::run(*g, {x, ref0, ref1}, {{"past", past}})[0],
+  CHECK(!compare(Interpreter::run(*g, {x, f.ref0, f.ref1}, {{"past", f.past}})[0],
                  Interpreter::run(*g, {x, fresh0, fresh1}, {{"past", 0}})[0], 1e-5, 1e-5)
              .empty());
 }
 
-TEST_CASE("the state API: two interleaved states, a full state, reset", "[state][codegen]") {
+TEST_CASE("state buffers run equal on reference and amdgpu-emu, step after step", "[state][codegen][gpu]") {
   std::unique_ptr<Graph> g = state_model();
-  JitCompiledGraph cpu(*g);
+  // The GPU plan: the views live in their buffer, the write is a kernel.
+  driver::PlannedModel planned = driver::plan_model(*g, "maxc_jit", gpu_decompose_options(), gpu_plan_options());
+  const Graph &blk = *planned.lowered->find_subgraph("block");
+  const LoweringPlan &plan = planned.plans.at(&blk);
+  int views = 0;
+  for (const Node &n : blk.nodes())
+    if (n.op == "buffer_append" || n.op == "buffer_prefix") {
+      ++views;
+      CHECK(plan.values[n.results[0]].storage == Storage::input);
+      CHECK(plan.values[n.results[0]].index == 1);
+    }
+  CHECK(views == 2);
+  EmulatedGraph emu(*g, codegen::kGpuEmulationArch);
+  constexpr int64_t kCap = 8;
+  // The second run appends after the first.
+  run_steps_against_reference(*g, kCap, {3, 2}, [&](const auto &in, const auto &dims) { return emu.run(in, dims); });
+  // A graph output that is a view of a buffer is copied out of it.
+  Graph view("view");
+  view.add_input(TensorType(DType::f32, {Dim("n"), Dim(kWidth)}), "x");
+  view.add_input(TensorType(DType::f32, {Dim("cap"), Dim(kWidth)}), "buf");
+  view.symbol_table().declare("past", SymbolOrigin::DimArgument);
+  view.symbol_table().set_model_state({{"buf"}, "past", "cap", Dim("n")});
+  {
+    GraphRealizationContext ctx(view);
+    Tensor x = Tensor::from_graph_value(view.inputs()[0]), buf = Tensor::from_graph_value(view.inputs()[1]);
+    view.output({ops::buffer_append(buf, x * 2.0, Dim("past")).value()});
+  }
+  view.verify();
+  HostTensor x = random_tensor(DType::f32, {2, kWidth});
+  HostTensor rbuf = random_tensor(DType::f32, {kCap, kWidth}), gbuf = rbuf.clone();
+  std::vector<HostTensor> expected = Interpreter::run(view, {x, rbuf}, {{"past", 3}});
+  EmulatedGraph copied(view, codegen::kGpuEmulationArch);
+  MAXC_REQUIRE_CLOSE(copied.run({x, gbuf}, {{"past", 3}})[0], expected[0], 0, 0);
+  MAXC_REQUIRE_CLOSE(gbuf, rbuf, 0, 0);
+}
+
+namespace {
+/// Drives a compiled model's state API (`lookup`: its functions by suffix)
+/// on two interleaved states, a full one and a reset, each step against
+/// the reference on its own buffers; destroys them.
+void drive_state_api(const Graph &g, const std::function<void *(const std::string &)> &lookup) {
   using Create = void *(*)(int64_t);
   using Free = void (*)(void *);
   using Length = int64_t (*)(const void *);
   using Step = int32_t (*)(void *, const float *, float *, int64_t);
-  auto create = reinterpret_cast<Create>(cpu.lookup("_state_create"));
-  auto destroy = reinterpret_cast<Free>(cpu.lookup("_state_destroy"));
-  auto reset = reinterpret_cast<Free>(cpu.lookup("_state_reset"));
-  auto length = reinterpret_cast<Length>(cpu.lookup("_state_length"));
-  auto capacity = reinterpret_cast<Length>(cpu.lookup("_state_capacity"));
-  auto step = reinterpret_cast<Step>(cpu.lookup("_step")); // (state, x, out, n)
+  auto create = reinterpret_cast<Create>(lookup("_state_create"));
+  auto destroy = reinterpret_cast<Free>(lookup("_state_destroy"));
+  auto reset = reinterpret_cast<Free>(lookup("_state_reset"));
+  auto length = reinterpret_cast<Length>(lookup("_state_length"));
+  auto capacity = reinterpret_cast<Length>(lookup("_state_capacity"));
+  auto step = reinterpret_cast<Step>(lookup("_step")); // (state, x, out, n)
   CHECK(create(0) == nullptr);
   CHECK(create(-3) == nullptr);
   CHECK(length(nullptr) == -1);
@@ -164,7 +226,7 @@ TEST_CASE("the state API: two interleaved states, a full state, reset", "[state]
   auto check_step = [&](void *state, HostTensor &r0, HostTensor &r1, int64_t n) {
     HostTensor x = random_tensor(DType::f32, {n, kWidth});
     int64_t past = length(state);
-    std::vector<HostTensor> expected = Interpreter::run(*g, {x, r0, r1}, {{"past", past}});
+    std::vector<HostTensor> expected = Interpreter::run(g, {x, r0, r1}, {{"past", past}});
     HostTensor out(DType::f32, {n, kWidth});
     REQUIRE(step(state, reinterpret_cast<const float *>(x.data()), reinterpret_cast<float *>(out.data()), n) == 0);
     MAXC_REQUIRE_CLOSE(out, expected[0], 1e-5, 1e-5);
@@ -189,6 +251,19 @@ TEST_CASE("the state API: two interleaved states, a full state, reset", "[state]
   HostTensor fa0(DType::f32, {kCap, kWidth}), fa1(DType::f32, {kCap, kWidth});
   check_step(a, fa0, fa1, 3);
   CHECK(step(nullptr, nullptr, nullptr, 1) == static_cast<int32_t>(RunStatus::null_pointer));
+  destroy(a);
+  destroy(b);
+  destroy(nullptr);
+}
+} // namespace
+
+TEST_CASE("the state API: two interleaved states, a full state, reset (cpu, amdgpu-emu)", "[state][codegen]") {
+  std::unique_ptr<Graph> g = state_model();
+  JitCompiledGraph cpu(*g);
+  drive_state_api(*g, [&](const std::string &suffix) { return cpu.lookup(suffix); });
+  // The same API over the GPU kernels (emulated; host memory).
+  EmulatedGraph emu(*g, codegen::kGpuEmulationArch);
+  drive_state_api(*g, [&](const std::string &suffix) { return emu.lookup(suffix); });
   // A step runs the model once: NAME_run_packed without a workspace (which
   // reports invalid dims or a full state) only on the path that returns its
   // status at once, never before the real run.
@@ -208,26 +283,11 @@ TEST_CASE("the state API: two interleaved states, a full state, reset", "[state]
           }
     CHECK(calls == 2);
   }
-  destroy(a);
-  destroy(b);
-  destroy(nullptr);
 }
 
 namespace {
-// maxc's JSON format: a "state" declaration and the ops in statements.
-const char *kJsonState = R"({
-  "maxc": 1, "name": "cache",
-  "inputs": [{"name": "x", "dtype": "f32", "shape": ["seq", 3]},
-             {"name": "k", "dtype": "f32", "shape": ["ctx", 3]}],
-  "state": {"buffers": ["k"], "length": "past", "advance": "seq"},
-  "main": [
-    {"rows": ["mul", "x", 2.0]},
-    {"all": ["buffer_append", "k", "rows", {"offset": ["past"]}]},
-    {"y": ["sum", "all", {"axes": [0], "keepdims": true}]},
-    {"out": ["add", "x", "y"]}
-  ],
-  "outputs": ["out"]
-})";
+// maxc's JSON format: a "state" declaration and the ops in statements (StateModel.h).
+const char *kJsonState = kJsonStateModel;
 
 std::string with_state(const std::string &state) {
   std::string m = kJsonState;
