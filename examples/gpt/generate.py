@@ -21,8 +21,8 @@ import math
 import os
 import sys
 
-# Width at which a JSON value is written on one line.
-INLINE_WIDTH = 100
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from model_json import dump  # noqa: E402
 
 
 def build_model(layers, seq, d_model, heads, vocab):
@@ -153,22 +153,6 @@ def param_count(layers, seq, d_model, heads, vocab):
     d = d_model
     block = 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d)
     return vocab * d + seq * d + layers * block + 2 * d + vocab * d
-
-
-def dump(value, indent=0, key=None):
-    """JSON with one statement (or other short value) per line."""
-    compact = json.dumps(value, separators=(", ", ": "))
-    if len(compact) + indent <= INLINE_WIDTH or not isinstance(value, (dict, list)):
-        return compact
-    pad = " " * (indent + 2)
-    if isinstance(value, dict):
-        items = ["%s%s: %s" % (pad, json.dumps(k), dump(v, indent + 2, k)) for k, v in value.items()]
-        return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
-    if key in ("body", "main"):  # statements: always one per line
-        items = [pad + json.dumps(v, separators=(", ", ": ")) for v in value]
-    else:
-        items = [pad + dump(v, indent + 2) for v in value]
-    return "[\n" + ",\n".join(items) + "\n" + " " * indent + "]"
 
 
 def main(argv=None):

@@ -29,7 +29,8 @@ import math
 import os
 import sys
 
-INLINE_WIDTH = 100
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from model_json import dump  # noqa: E402
 
 
 def build_model(layers, d_model, heads, kv_heads, ff, vocab):
@@ -177,22 +178,6 @@ def param_count(layers, d_model, heads, kv_heads, ff, vocab):
     kv = d_model // heads * kv_heads
     block = 2 * d_model * d_model + 2 * d_model * kv + 3 * d_model * ff + 2 * d_model
     return 2 * vocab * d_model + layers * block + d_model
-
-
-def dump(value, indent=0, key=None):
-    """JSON with one statement (or other short value) per line."""
-    compact = json.dumps(value, separators=(", ", ": "))
-    if len(compact) + indent <= INLINE_WIDTH or not isinstance(value, (dict, list)):
-        return compact
-    pad = " " * (indent + 2)
-    if isinstance(value, dict):
-        items = ["%s%s: %s" % (pad, json.dumps(k), dump(v, indent + 2, k)) for k, v in value.items()]
-        return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
-    if key in ("body", "main"):  # statements: always one per line
-        items = [pad + json.dumps(v, separators=(", ", ": ")) for v in value]
-    else:
-        items = [pad + dump(v, indent + 2) for v in value]
-    return "[\n" + ",\n".join(items) + "\n" + " " * indent + "]"
 
 
 def main(argv=None):
