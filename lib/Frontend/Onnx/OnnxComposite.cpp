@@ -12,6 +12,7 @@
 #include "maxc/Ops/Ops.h"
 #include "maxc/Support/Error.h"
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -793,9 +794,93 @@ Outs grid_sample(const OnnxNode &node) {
   return {ops::transpose(y, {0, 3, 1, 2})};
 }
 
+// ---- RoiAlign (opset 16), as ONNX Runtime computes it: per ROI a grid of
+// sampling_ratio^2 bilinear samples per output bin, averaged (or the max of
+// the weighted corners); the samples' corners gathered from X's rows ----
+
+Outs roi_align(const OnnxNode &node) {
+  Tensor x = float_input(node), rois = node.in(1), batch_idx = node.in(2);
+  if (x.rank() != 4 || rois.rank() != 2 || batch_idx.rank() != 1)
+    bad("RoiAlign takes X [N, C, H, W], rois [R, 4] and batch_indices [R]");
+  int64_t n = fixed(x.shape()[0], "RoiAlign's batch"), c = fixed(x.shape()[1], "RoiAlign's channels");
+  int64_t h = fixed(x.shape()[2], "RoiAlign's height"), w = fixed(x.shape()[3], "RoiAlign's width");
+  int64_t r = fixed(rois.shape()[0], "RoiAlign's ROI count");
+  if (fixed(rois.shape()[1], "RoiAlign's box size") != 4 || fixed(batch_idx.shape()[0], "batch_indices") != r)
+    bad("RoiAlign rois must be [R, 4] and batch_indices [R]");
+  int64_t ph = node.attr_int("output_height", 1), pw = node.attr_int("output_width", 1);
+  int64_t sr = node.attr_int("sampling_ratio", 0);
+  double scale = node.attr_float("spatial_scale", 1.0);
+  std::string mode = node.attr_string("mode", "avg"), ctm = node.attr_string("coordinate_transformation_mode", "half_pixel");
+  if (ph < 1 || pw < 1 || (mode != "avg" && mode != "max") || (ctm != "half_pixel" && ctm != "output_half_pixel"))
+    bad("RoiAlign: output sizes >= 1, mode avg or max, coordinate_transformation_mode half_pixel or "
+        "output_half_pixel");
+  if (sr < 1)
+    throw Error(ErrorCode::OnnxUnsupportedOp, "RoiAlign with sampling_ratio 0 (a grid from the run-time ROI sizes) "
+                                              "is not supported; set sampling_ratio");
+  bool half = ctm == "half_pixel";
+  DType t = x.dtype();
+  Tensor b = ops::cast(rois, t);
+  auto col = [&](int64_t i) { // rois[:, i] * scale - offset, [R]
+    return ops::sub(ops::mul(ops::squeeze(ops::slice(b, {i}, {i + 1}, {1}), {1}), sc(scale, t)), sc(half ? 0.5 : 0, t));
+  };
+  Tensor x0 = col(0), y0 = col(1), rw = ops::sub(col(2), x0), rh = ops::sub(col(3), y0);
+  if (!half) {
+    rw = ops::maximum(rw, sc(1, t));
+    rh = ops::maximum(rh, sc(1, t));
+  }
+  // Sample positions in bin units: p + (i + 0.5) / sr for bin p, sample i.
+  auto grid = [&](int64_t bins) {
+    std::vector<double> v;
+    for (int64_t p = 0; p < bins; ++p)
+      for (int64_t i = 0; i < sr; ++i)
+        v.push_back(static_cast<double>(p) + (static_cast<double>(i) + 0.5) / static_cast<double>(sr));
+    return Tensor::from_f64(t, {1, bins * sr}, v);
+  };
+  auto column = [](const Tensor &v) { return ops::unsqueeze(v, {1}); }; // [R] -> [R, 1]
+  Tensor ys = ops::add(column(y0), ops::mul(column(ops::div(rh, sc(double(ph), t))), grid(ph))); // [R, PH*sr]
+  Tensor xs = ops::add(column(x0), ops::mul(column(ops::div(rw, sc(double(pw), t))), grid(pw))); // [R, PW*sr]
+  ys = ops::unsqueeze(ys, {2}); // [R, A, 1]
+  xs = ops::unsqueeze(xs, {1}); // [R, 1, B]
+  Tensor valid = ops::logical_not(ops::logical_or(
+      ops::logical_or(ops::less(ys, sc(-1, t)), ops::greater(ys, sc(double(h), t))),
+      ops::logical_or(ops::less(xs, sc(-1, t)), ops::greater(xs, sc(double(w), t))))); // [R, A, B]
+  // Low/high corners and weights along one axis, as ORT clamps them.
+  auto corners = [&](Tensor v, int64_t size) {
+    v = ops::maximum(v, sc(0, t));
+    Tensor low = ops::floor(v);
+    Tensor edge = ops::greater_equal(low, sc(double(size - 1), t));
+    low = ops::where(edge, sc(double(size - 1), t), low);
+    Tensor high = ops::where(edge, low, ops::add(low, sc(1, t)));
+    Tensor frac = ops::where(edge, sc(0, t), ops::sub(v, low));
+    return std::array<Tensor, 3>{low, high, frac};
+  };
+  auto [ylo, yhi, ly] = corners(ys, h);
+  auto [xlo, xhi, lx] = corners(xs, w);
+  Tensor rows = ops::reshape(ops::transpose(x, {0, 2, 3, 1}), {Dim(n * h * w), Dim(c)});
+  Tensor base = ops::reshape(ops::mul(ops::cast(batch_idx, DType::i64), sc(double(h * w), DType::i64)),
+                             {Dim(r), Dim(1), Dim(1)});
+  auto tap = [&](const Tensor &yy, const Tensor &xx, const Tensor &weight) { // [R, A, B, C]
+    Tensor idx = ops::add(base, ops::add(ops::mul(ops::cast(yy, DType::i64), sc(double(w), DType::i64)),
+                                         ops::cast(xx, DType::i64)));
+    Tensor wv = ops::where(valid, weight, sc(0, t));
+    return ops::mul(ops::gather(rows, idx, 0), ops::unsqueeze(wv, {3}));
+  };
+  Tensor hy = ops::sub(sc(1, t), ly), hx = ops::sub(sc(1, t), lx);
+  Tensor v1 = tap(ylo, xlo, ops::mul(hy, hx)), v2 = tap(ylo, xhi, ops::mul(hy, lx)),
+         v3 = tap(yhi, xlo, ops::mul(ly, hx)), v4 = tap(yhi, xhi, ops::mul(ly, lx));
+  Shape bins = {Dim(r), Dim(ph), Dim(sr), Dim(pw), Dim(sr), Dim(c)};
+  Tensor y;
+  if (mode == "avg")
+    y = ops::div(ops::sum(ops::reshape(ops::add(ops::add(v1, v2), ops::add(v3, v4)), bins), {2, 4}),
+                 sc(double(sr * sr), t));
+  else
+    y = ops::max(ops::reshape(ops::maximum(ops::maximum(v1, v2), ops::maximum(v3, v4)), bins), {2, 4});
+  return {ops::transpose(y, {0, 3, 1, 2})}; // [R, PH, PW, C] -> [R, C, PH, PW]
+}
+
 const std::set<std::string> kComposite = {"Acos",       "Acosh",         "Asin",      "Asinh",         "Atan",
                                           "Atanh",      "BitShift",      "BlackmanWindow", "Compress", "DFT",
-                                          "Det",        "GatherND",      "GridSample",  "MelWeightMatrix", "STFT",      "HammingWindow", "HannWindow", "LRN",
+                                          "Det",        "GatherND",      "GridSample",  "MelWeightMatrix", "RoiAlign", "STFT",      "HammingWindow", "HannWindow", "LRN",
                                           "MaxUnpool",  "OneHot",        "ReverseSequence", "Scatter", "ScatterElements",
                                           "ScatterND",  "Upsample"};
 
@@ -839,6 +924,8 @@ std::vector<Tensor> composite(const OnnxNode &node) {
     return stft(node);
   if (op == "MelWeightMatrix")
     return mel_weight_matrix(node);
+  if (op == "RoiAlign")
+    return roi_align(node);
   throw Error(ErrorCode::Internal, "composite: no mapping for " + op);
 }
 

@@ -189,7 +189,7 @@ const std::set<std::string> kSupported = {
     "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BlackmanWindow", "GatherND", "HammingWindow", "HannWindow",
     "LRN", "OneHot", "ReverseSequence", "BitShift", "Compress", "DFT", "Det", "Upsample",
     "MaxUnpool", "Scatter", "ScatterElements", "ScatterND", "GridSample", "STFT",
-    "MelWeightMatrix", // OnnxComposite.cpp
+    "MelWeightMatrix", "RoiAlign", // OnnxComposite.cpp
     "HardSwish", "Hardmax", "Identity", "If", "InstanceNormalization", "IsInf", "IsNaN", "LayerNormalization", "LeakyRelu",
     "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "MeanVarianceNormalization", "Min",
     "Mod", "Mul", "Neg", "Not", "Or", "PRelu", "Pad", "Pow", "Range", "Reciprocal", "ReduceL1", "ReduceL2",
