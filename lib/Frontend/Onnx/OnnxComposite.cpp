@@ -26,6 +26,15 @@ Tensor sc(double v, DType dtype) { return ops::scalar(v, dtype); }
 
 [[noreturn]] void bad(const std::string &what) { throw Error(ErrorCode::OnnxAttribute, what); }
 
+/// The most elements of a table computed at import (a window, DFT matrix,
+/// index list): far above what the ops need, below what would exhaust memory.
+constexpr int64_t kMaxTable = int64_t(1) << 26;
+
+void check_table(int64_t a, int64_t b, const std::string &what) {
+  if (a < 0 || b < 0 || (b > 0 && a > kMaxTable / b))
+    throw Error(ErrorCode::OnnxUnsupportedOp, what + " would need a table of more than 2^26 elements");
+}
+
 int64_t fixed(const Dim &d, const std::string &what) {
   if (!d.is_static())
     throw Error(ErrorCode::OnnxNotFoldable, what + " must be static, got '" + d.to_string() + "' (pin it with --dim)");
@@ -109,6 +118,7 @@ Outs window(const OnnxNode &node) {
   if (size.size() != 1 || size[0] < 0)
     bad(node.op() + " size must be one non-negative integer");
   int64_t n = size[0];
+  check_table(n, 1, node.op());
   std::optional<DType> dtype = dtype_from_onnx(static_cast<int32_t>(node.attr_int("output_datatype", 1)));
   if (!dtype)
     bad(node.op() + " output_datatype " + std::to_string(node.attr_int("output_datatype", 1)) + " is not supported");
@@ -259,6 +269,7 @@ Outs compress(const OnnxNode &node) {
   if (static_cast<int64_t>(cond.size()) > n)
     bad("Compress condition has " + std::to_string(cond.size()) + " elements, the axis " + std::to_string(n));
   std::vector<double> kept;
+  check_table(static_cast<int64_t>(cond.size()), 1, "Compress");
   for (size_t i = 0; i < cond.size(); ++i)
     if (cond[i] != 0)
       kept.push_back(static_cast<double>(i));
@@ -347,6 +358,7 @@ Outs upsample(const OnnxNode &node) {
       continue;
     int64_t in = fixed(x.shape()[a], "an upsampled dim");
     auto out = static_cast<int64_t>(std::floor(static_cast<double>(in) * scales[a]));
+    check_table(out, 1, "Upsample");
     std::vector<double> src;
     for (int64_t i = 0; i < out; ++i)
       src.push_back(std::min<double>(static_cast<double>(in - 1), std::floor(static_cast<double>(i) / scales[a])));
@@ -413,6 +425,8 @@ Outs stft(const OnnxNode &node) {
   if (window && fixed(window->shape()[0], "STFT's window length") != frame)
     bad("STFT window length differs from frame_length");
   int64_t frames = 1 + (length - frame) / step[0];
+  check_table(frames, frame, "STFT");
+  check_table(frame, frame, "STFT");
   std::vector<double> at;
   for (int64_t f = 0; f < frames; ++f)
     for (int64_t i = 0; i < frame; ++i)
@@ -445,6 +459,7 @@ Outs mel_weight_matrix(const OnnxNode &node) {
   if (!dtype)
     bad("MelWeightMatrix output_datatype is not supported");
   int64_t bins = dft_length / 2 + 1;
+  check_table(bins, mels, "MelWeightMatrix");
   double low_mel = 2595 * std::log10(1 + lower / 700), high_mel = 2595 * std::log10(1 + upper / 700);
   double step = (high_mel - low_mel) / static_cast<double>(mels + 2);
   std::vector<int64_t> f(static_cast<size_t>(mels + 2));
@@ -489,10 +504,15 @@ Outs dft(const OnnxNode &node) {
     bad("DFT: inverse with onesided is not defined");
   int64_t n = fixed(x.shape()[axis], "DFT's signal length");
   int64_t len = n;
-  if (node.has(1))
-    len = node.ints(1).at(0);
+  if (node.has(1)) {
+    std::vector<int64_t> v = node.ints(1);
+    if (v.size() != 1)
+      bad("DFT dft_length must be one integer");
+    len = v[0];
+  }
   if (len < 1)
     bad("DFT dft_length must be >= 1");
+  check_table(len, len, "DFT");
   // The signal axis moved just before the components: [..., n, comps].
   std::vector<int64_t> perm;
   for (int64_t i = 0; i < r - 1; ++i)
@@ -817,6 +837,8 @@ Outs roi_align(const OnnxNode &node) {
   if (sr < 1)
     throw Error(ErrorCode::OnnxUnsupportedOp, "RoiAlign with sampling_ratio 0 (a grid from the run-time ROI sizes) "
                                               "is not supported; set sampling_ratio");
+  check_table(ph, sr, "RoiAlign");
+  check_table(pw, sr, "RoiAlign");
   bool half = ctm == "half_pixel";
   DType t = x.dtype();
   Tensor b = ops::cast(rois, t);
