@@ -43,7 +43,7 @@ struct RunBuffers {
     for (ValueId id : graph.output_ids())
       outputs.emplace_back(graph.type_of(id).dtype, evaluate_shape(graph.type_of(id).shape, bindings));
     for (const HostTensor &x : inputs)
-      buffers.push_back(const_cast<std::byte *>(x.data())); // read only
+      buffers.push_back(const_cast<std::byte *>(x.data())); // read only, except state buffers: written in place
     for (HostTensor &y : outputs)
       buffers.push_back(y.data());
     for (const std::string &s : symbols) {

@@ -756,6 +756,7 @@ def run_generate_errors(ctx):
             (["--generate", "2"], "--prompt"),
             (["--generate", "2", "--prompt", "1", "--input", "tokens=prompt.npy"], "not both"),
             (["--generate", "2", "--prompt", "1", "--max-context", "-1"], "row count"),
+            (["--generate", "2", "--prompt", "1", "--output-dir", "out"], "writes no files"),
     ]:
         r = ctx.run(["run", llama] + args, rc=1)
         expect_in(message, r.stderr, "stderr for %s" % " ".join(args), r)

@@ -61,6 +61,7 @@ struct RunOptions {
   std::string max_memory; // --max-memory: "8G", bytes; default: physical memory
   int64_t generate = 0;   // --generate N: greedy tokens after the prompt
   bool generate_given = false;
+  bool output_dir_given = false;
   std::string prompt;     // --prompt 1,2,3: the prompt's tokens (else the tokens input's file)
   int64_t max_context = 0; // --max-context: the state's rows; 0 = prompt + N
 };

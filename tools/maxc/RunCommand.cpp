@@ -29,6 +29,11 @@ int run_generate(const GlobalOptions &global, const RunOptions &options, const G
                                             : "--prompt and --max-context need --generate N");
     return finish(global, diagnostics);
   }
+  if (options.output_dir_given) {
+    diagnostics.error(ErrorCode::InvalidArgument, "", "--output-dir",
+                      "--generate writes no files (the tokens go to stdout); drop --output-dir");
+    return finish(global, diagnostics);
+  }
   HostTensor prompt;
   if (!options.prompt.empty()) {
     if (!input_files.empty()) {

@@ -264,6 +264,7 @@ the most threads one of its jobs ran on, and the model nodes it computes.)");
   trace.emit_given = trace_cmd->count("--emit") > 0;
   compile.output_given = compile_cmd->count("--output") > 0;
   run.generate_given = run_cmd->count("--generate") > 0;
+  run.output_dir_given = run_cmd->count("--output-dir") > 0;
   compile.jobs_given = compile_cmd->count("--jobs") > 0;
   profile.top_given = profile_cmd->count("--top") > 0;
   profile.json = profile.json || version_json;

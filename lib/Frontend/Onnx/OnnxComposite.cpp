@@ -35,12 +35,6 @@ void check_table(int64_t a, int64_t b, const std::string &what) {
     throw Error(ErrorCode::OnnxUnsupportedOp, what + " would need a table of more than 2^26 elements");
 }
 
-int64_t fixed(const Dim &d, const std::string &what) {
-  if (!d.is_static())
-    throw Error(ErrorCode::OnnxNotFoldable, what + " must be static, got '" + d.to_string() + "' (pin it with --dim)");
-  return d.value();
-}
-
 int64_t axis_in(int64_t axis, int64_t rank, const std::string &what) {
   if (axis < -rank || axis >= rank)
     bad(what + " " + std::to_string(axis) + " is outside [" + std::to_string(-rank) + ", " + std::to_string(rank) + ")");
@@ -146,7 +140,7 @@ Outs one_hot(const OnnxNode &node) {
   if (depth_v.size() != 1 || !(depth_v[0] >= 1) || depth_v[0] > 1e12)
     bad("OneHot depth must be one value >= 1");
   int64_t depth = static_cast<int64_t>(depth_v[0]); // a float depth is truncated (the spec casts it)
-  if (values.rank() != 1 || fixed(values.shape()[0], "OneHot values' length") != 2)
+  if (values.rank() != 1 || static_dim(values.shape()[0], "OneHot values' length") != 2)
     bad("OneHot values must be [off_value, on_value]");
   if (!is_integer(idx.dtype()) && !is_float(idx.dtype()))
     throw Error(ErrorCode::DTypeMismatch, "OneHot indices must be numbers");
@@ -171,15 +165,15 @@ Outs gather_nd(const OnnxNode &node) {
         std::to_string(q) + ")");
   if (!is_integer(idx.dtype()))
     throw Error(ErrorCode::DTypeMismatch, "GatherND indices must be integers");
-  int64_t k = fixed(idx.shape()[q - 1], "GatherND's index tuple length");
+  int64_t k = static_dim(idx.shape()[q - 1], "GatherND's index tuple length");
   if (k < 1 || b + k > r)
     bad("GatherND index tuples of " + std::to_string(k) + " exceed the data's rank " + std::to_string(r) +
         " after " + std::to_string(b) + " batch dims");
   std::vector<int64_t> dims;
   for (int64_t i = 0; i < b + k; ++i)
-    dims.push_back(fixed(data.shape()[i], "a GatherND data dim"));
+    dims.push_back(static_dim(data.shape()[i], "a GatherND data dim"));
   for (int64_t i = 0; i < b; ++i)
-    if (fixed(idx.shape()[i], "a GatherND batch dim") != dims[i])
+    if (static_dim(idx.shape()[i], "a GatherND batch dim") != dims[i])
       bad("GatherND batch dim " + std::to_string(i) + " differs between data and indices");
   // linear = Σ_batch iota_i * stride_i + Σ_j idx[..., j] * stride_{b+j}, strides over dims.
   std::vector<int64_t> stride(dims.size(), 1);
@@ -212,7 +206,7 @@ Outs lrn(const OnnxNode &node) {
   if (size < 1)
     bad("LRN size must be >= 1 (it is required)");
   double alpha = node.attr_float("alpha", 1e-4), beta = node.attr_float("beta", 0.75), bias = node.attr_float("bias", 1.0);
-  int64_t c = fixed(x.shape()[1], "LRN's channel dim");
+  int64_t c = static_dim(x.shape()[1], "LRN's channel dim");
   int64_t before = (size - 1) / 2, after = size - 1 - before;
   std::vector<int64_t> pads(2 * static_cast<size_t>(x.rank()), 0);
   pads[2] = before;
@@ -236,8 +230,8 @@ Outs reverse_sequence(const OnnxNode &node) {
   int64_t time = node.attr_int("time_axis", 0), batch = node.attr_int("batch_axis", 1);
   if (!((time == 0 && batch == 1) || (time == 1 && batch == 0)))
     bad("ReverseSequence time_axis/batch_axis must be 0/1 or 1/0");
-  int64_t nb = fixed(x.shape()[batch], "ReverseSequence's batch dim"), nt = fixed(x.shape()[time], "its time dim");
-  if (lens.rank() != 1 || fixed(lens.shape()[0], "sequence_lens' length") != nb)
+  int64_t nb = static_dim(x.shape()[batch], "ReverseSequence's batch dim"), nt = static_dim(x.shape()[time], "its time dim");
+  if (lens.rank() != 1 || static_dim(lens.shape()[0], "sequence_lens' length") != nb)
     bad("ReverseSequence sequence_lens must have one length per batch row");
   Tensor l = ops::cast(lens, DType::i64);
   Tensor steps = ops::iota({Dim(nt)}, 0, DType::i64);
@@ -261,11 +255,11 @@ Outs compress(const OnnxNode &node) {
   if (flat) {
     int64_t n = 1;
     for (const Dim &d : x.shape())
-      n *= fixed(d, "Compress's input dim");
+      n *= static_dim(d, "Compress's input dim");
     x = ops::reshape(x, {Dim(n)});
   }
   int64_t axis = flat ? 0 : axis_in(node.attr_int("axis", 0), x.rank(), "Compress axis");
-  int64_t n = fixed(x.shape()[axis], "Compress's axis");
+  int64_t n = static_dim(x.shape()[axis], "Compress's axis");
   if (static_cast<int64_t>(cond.size()) > n)
     bad("Compress condition has " + std::to_string(cond.size()) + " elements, the axis " + std::to_string(n));
   std::vector<double> kept;
@@ -326,8 +320,8 @@ Outs det(const OnnxNode &node) {
   int64_t r = x.rank();
   if (r < 2)
     bad("Det takes [..., M, M]");
-  int64_t n = fixed(x.shape()[r - 1], "Det's matrix size");
-  if (fixed(x.shape()[r - 2], "Det's matrix size") != n)
+  int64_t n = static_dim(x.shape()[r - 1], "Det's matrix size");
+  if (static_dim(x.shape()[r - 2], "Det's matrix size") != n)
     bad("Det takes square matrices");
   if (n < 1 || n > 4)
     throw Error(ErrorCode::OnnxUnsupportedOp, "Det of " + std::to_string(n) + "x" + std::to_string(n) +
@@ -356,7 +350,7 @@ Outs upsample(const OnnxNode &node) {
       bad("Upsample scales must be >= 1");
     if (scales[a] == 1)
       continue;
-    int64_t in = fixed(x.shape()[a], "an upsampled dim");
+    int64_t in = static_dim(x.shape()[a], "an upsampled dim");
     auto out = static_cast<int64_t>(std::floor(static_cast<double>(in) * scales[a]));
     check_table(out, 1, "Upsample");
     std::vector<double> src;
@@ -404,7 +398,7 @@ Outs stft(const OnnxNode &node) {
   int64_t r = x.rank();
   if (r != 3)
     bad("STFT takes a signal [batch, length, 1 or 2]");
-  int64_t length = fixed(x.shape()[1], "STFT's signal length"), comps = fixed(x.shape()[2], "STFT's last dim");
+  int64_t length = static_dim(x.shape()[1], "STFT's signal length"), comps = static_dim(x.shape()[2], "STFT's last dim");
   if (comps != 1 && comps != 2)
     bad("STFT's last dim must be 1 (real) or 2 (complex)");
   std::vector<int64_t> step = node.ints(1);
@@ -413,7 +407,7 @@ Outs stft(const OnnxNode &node) {
   std::optional<Tensor> window;
   if (node.has(2))
     window = node.in(2);
-  int64_t frame = window ? fixed(window->shape()[0], "STFT's window length") : length;
+  int64_t frame = window ? static_dim(window->shape()[0], "STFT's window length") : length;
   if (node.has(3)) {
     std::vector<int64_t> fl = node.ints(3);
     if (fl.size() != 1)
@@ -422,7 +416,7 @@ Outs stft(const OnnxNode &node) {
   }
   if (frame < 1 || frame > length)
     bad("STFT frame_length " + std::to_string(frame) + " must be in [1, " + std::to_string(length) + "]");
-  if (window && fixed(window->shape()[0], "STFT's window length") != frame)
+  if (window && static_dim(window->shape()[0], "STFT's window length") != frame)
     bad("STFT window length differs from frame_length");
   int64_t frames = 1 + (length - frame) / step[0];
   check_table(frames, frame, "STFT");
@@ -493,7 +487,7 @@ Outs dft(const OnnxNode &node) {
   int64_t r = x.rank();
   if (r < 3)
     bad("DFT takes [batch, ..., signal, 1 or 2]");
-  int64_t comps = fixed(x.shape()[r - 1], "DFT's last dim");
+  int64_t comps = static_dim(x.shape()[r - 1], "DFT's last dim");
   if (comps != 1 && comps != 2)
     bad("DFT's last dim must be 1 (real) or 2 (complex), got " + std::to_string(comps));
   int64_t axis = axis_in(node.attr_int("axis", 1), r, "DFT axis");
@@ -502,7 +496,7 @@ Outs dft(const OnnxNode &node) {
   bool inverse = node.attr_int("inverse", 0) != 0, onesided = node.attr_int("onesided", 0) != 0;
   if (inverse && onesided)
     bad("DFT: inverse with onesided is not defined");
-  int64_t n = fixed(x.shape()[axis], "DFT's signal length");
+  int64_t n = static_dim(x.shape()[axis], "DFT's signal length");
   int64_t len = n;
   if (node.has(1)) {
     std::vector<int64_t> v = node.ints(1);
@@ -549,13 +543,13 @@ constexpr int64_t kMaxScatterMask = int64_t(1) << 26;
 int64_t count_of(const Shape &shape, const std::string &what) {
   int64_t n = 1;
   for (const Dim &d : shape)
-    n *= fixed(d, what);
+    n *= static_dim(d, what);
   return n;
 }
 
 Tensor scatter_rows(const std::string &op, const Tensor &data, const Tensor &linear, const Tensor &updates,
                     const std::string &reduction) {
-  int64_t t = fixed(data.shape()[0], op + "'s data"), m = fixed(linear.shape()[0], op + "'s updates");
+  int64_t t = static_dim(data.shape()[0], op + "'s data"), m = static_dim(linear.shape()[0], op + "'s updates");
   int64_t rest = count_of(Shape(data.shape().begin() + 1, data.shape().end()), op + "'s data");
   if (m * t > kMaxScatterMask / std::max<int64_t>(rest, 1))
     throw Error(ErrorCode::OnnxUnsupportedOp, op + ": " + std::to_string(m) + " updates into " + std::to_string(t) +
@@ -602,7 +596,7 @@ Outs scatter_elements(const OnnxNode &node) {
   int64_t axis = axis_in(node.attr_int("axis", 0), r, node.op() + " axis");
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < r; ++d)
-    dims.push_back(fixed(data.shape()[d], node.op() + "'s data dim"));
+    dims.push_back(static_dim(data.shape()[d], node.op() + "'s data dim"));
   // The flat position of each update: its own coordinates, the index on `axis`.
   Tensor linear = ops::full(0, DType::i64, idx.shape());
   int64_t stride = 1;
@@ -622,12 +616,12 @@ Outs scatter_nd(const OnnxNode &node) {
   int64_t q = idx.rank(), r = data.rank();
   if (!is_integer(idx.dtype()) || q < 1)
     throw Error(ErrorCode::DTypeMismatch, "ScatterND indices must be integers of rank >= 1");
-  int64_t k = fixed(idx.shape()[q - 1], "ScatterND's index tuple length");
+  int64_t k = static_dim(idx.shape()[q - 1], "ScatterND's index tuple length");
   if (k < 1 || k > r)
     bad("ScatterND index tuples of " + std::to_string(k) + " exceed the data's rank " + std::to_string(r));
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < k; ++d)
-    dims.push_back(fixed(data.shape()[d], "ScatterND's data dim"));
+    dims.push_back(static_dim(data.shape()[d], "ScatterND's data dim"));
   Tensor i64 = ops::cast(idx, DType::i64);
   Shape lead(idx.shape().begin(), idx.shape().end() - 1);
   Tensor linear = ops::full(0, DType::i64, lead);
@@ -664,7 +658,7 @@ Outs max_unpool(const OnnxNode &node) {
   // ONNX reference does).
   Shape out = {x.shape()[0], x.shape()[1]};
   for (size_t i = 0; i < sp; ++i)
-    out.emplace_back((fixed(x.shape()[2 + i], "a MaxUnpool input dim") - 1) * strides[i] - pads[i] - pads[sp + i] +
+    out.emplace_back((static_dim(x.shape()[2 + i], "a MaxUnpool input dim") - 1) * strides[i] - pads[i] - pads[sp + i] +
                      kernel[i]);
   std::vector<int64_t> grow;
   if (node.has(2)) {
@@ -673,7 +667,7 @@ Outs max_unpool(const OnnxNode &node) {
       bad("MaxUnpool output_shape must have X's rank");
     grow.assign(2 * static_cast<size_t>(r), 0);
     for (int64_t d = 0; d < r; ++d) {
-      int64_t extra = shape[d] - fixed(out[d], "a MaxUnpool output dim");
+      int64_t extra = shape[d] - static_dim(out[d], "a MaxUnpool output dim");
       if (extra < 0 || (d < 2 && extra != 0))
         bad("MaxUnpool output_shape " + std::to_string(shape[d]) + " at dim " + std::to_string(d) +
             " is below the unpooled size " + out[d].to_string() + " (or changes N or C)");
@@ -729,9 +723,9 @@ Outs grid_sample(const OnnxNode &node) {
   if (padding != "zeros" && padding != "border" && padding != "reflection")
     bad("GridSample padding_mode must be zeros, border or reflection, got '" + padding + "'");
   bool align = node.attr_int("align_corners", 0) != 0;
-  int64_t batch = fixed(x.shape()[0], "GridSample's batch"), channels = fixed(x.shape()[1], "GridSample's channels");
-  int64_t h = fixed(x.shape()[2], "GridSample's height"), w = fixed(x.shape()[3], "GridSample's width");
-  if (fixed(grid.shape()[0], "the grid's batch") != batch || fixed(grid.shape()[3], "the grid's last dim") != 2)
+  int64_t batch = static_dim(x.shape()[0], "GridSample's batch"), channels = static_dim(x.shape()[1], "GridSample's channels");
+  int64_t h = static_dim(x.shape()[2], "GridSample's height"), w = static_dim(x.shape()[3], "GridSample's width");
+  if (static_dim(grid.shape()[0], "the grid's batch") != batch || static_dim(grid.shape()[3], "the grid's last dim") != 2)
     bad("GridSample grid must be [N, H', W', 2] with X's N");
   DType t = x.dtype();
   auto axis_of = [&](int64_t size) {
@@ -822,10 +816,10 @@ Outs roi_align(const OnnxNode &node) {
   Tensor x = float_input(node), rois = node.in(1), batch_idx = node.in(2);
   if (x.rank() != 4 || rois.rank() != 2 || batch_idx.rank() != 1)
     bad("RoiAlign takes X [N, C, H, W], rois [R, 4] and batch_indices [R]");
-  int64_t n = fixed(x.shape()[0], "RoiAlign's batch"), c = fixed(x.shape()[1], "RoiAlign's channels");
-  int64_t h = fixed(x.shape()[2], "RoiAlign's height"), w = fixed(x.shape()[3], "RoiAlign's width");
-  int64_t r = fixed(rois.shape()[0], "RoiAlign's ROI count");
-  if (fixed(rois.shape()[1], "RoiAlign's box size") != 4 || fixed(batch_idx.shape()[0], "batch_indices") != r)
+  int64_t n = static_dim(x.shape()[0], "RoiAlign's batch"), c = static_dim(x.shape()[1], "RoiAlign's channels");
+  int64_t h = static_dim(x.shape()[2], "RoiAlign's height"), w = static_dim(x.shape()[3], "RoiAlign's width");
+  int64_t r = static_dim(rois.shape()[0], "RoiAlign's ROI count");
+  if (static_dim(rois.shape()[1], "RoiAlign's box size") != 4 || static_dim(batch_idx.shape()[0], "batch_indices") != r)
     bad("RoiAlign rois must be [R, 4] and batch_indices [R]");
   int64_t ph = node.attr_int("output_height", 1), pw = node.attr_int("output_width", 1);
   int64_t sr = node.attr_int("sampling_ratio", 0);

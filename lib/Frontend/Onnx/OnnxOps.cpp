@@ -112,11 +112,15 @@ int64_t norm_axis(int64_t axis, int64_t rank) {
 
 Tensor sc(double v, DType dtype) { return ops::scalar(v, dtype); }
 
+} // namespace
+
 int64_t static_dim(const Dim &d, const std::string &what) {
   if (!d.is_static())
     unsupported(what + " must be static, got " + d.to_string() + " (pin it with --dim NAME=N)");
   return d.value();
 }
+
+namespace {
 
 /// Makes a sym value; a known one when every element is static.
 Val make_sym(std::vector<Dim> dims, bool scalar, DType dtype) {
@@ -963,9 +967,11 @@ Outs max_pool_windows(const Tensor &x, const std::vector<int64_t> &kernel, const
   for (int64_t o : out)
     oshape.emplace_back(o);
   int64_t channels = static_dim(x.shape()[1], "the channels");
-  Tensor base = ops::mul(ops::add(ops::mul(ops::iota(oshape, 0, DType::i64), sc(double(channels), DType::i64)),
-                                  ops::iota(oshape, 1, DType::i64)),
-                         sc(double(plane), DType::i64));
+  Tensor base = with_indices ? ops::mul(ops::add(ops::mul(ops::iota(oshape, 0, DType::i64),
+                                                         sc(double(channels), DType::i64)),
+                                                 ops::iota(oshape, 1, DType::i64)),
+                                        sc(double(plane), DType::i64))
+                             : Tensor();
   std::optional<Tensor> best, index;
   std::vector<int64_t> k(n, 0);
   for (;;) {
