@@ -84,6 +84,12 @@ MODELS = {
         inputs=[("input", "float32", [1, 512], "randn"), ("state", "float32", [2, 1, 128], "zeros"),
                 ("sr", "int64", [], 16000)],
         dims={"input_dim0": 1, "input_dim1": 512, "state_dim1": 1}, binds={"sr": 16000}),
+    "silero_vad_v6": dict(
+        pkg=VAD, path="dist/silero_vad_v6.onnx", domain="audio (voice activity)",
+        sha256="1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3",
+        inputs=[("input", "float32", [1, 512], "randn"), ("state", "float32", [2, 1, 128], "zeros"),
+                ("sr", "int64", [], 16000)],
+        dims={"input_dim0": 1, "input_dim1": 512, "state_dim1": 1}, binds={"sr": 16000}),
     "oww_melspectrogram": dict(
         pkg=OWW, path="models/melspectrogram.onnx", domain="audio (mel spectrogram)",
         sha256="ba2b0e0f8b7b875369a2c89cb13360ff53bac436f2895cced9f479fa65eb176f",
