@@ -1567,6 +1567,72 @@ def case_kv_state(c):
     assert np.allclose(ys["amdgpu-emu"], ys["reference"], rtol=1e-5, atol=1e-6), ys
 
 
+def case_einsum_diagonals(c):
+    """Einsum with a label repeated in one operand (a diagonal: the operand's
+    axes gathered at every (n+1)-th flat position), explicit and implicit
+    outputs (the implicit one counts labels as written: 'ii' is a trace,
+    'iij,jk' keeps k), on reference, cpu and amdgpu-emu against numpy."""
+    rng = np.random.default_rng(7)
+    cases = [("ii->i", [(4, 4)]), ("ii", [(5, 5)]), ("bii->bi", [(2, 3, 3)]), ("iji->j", [(3, 2, 3)]),
+             ("ij,jj->i", [(2, 4), (4, 4)]), ("iij,jk", [(3, 3, 4), (4, 2)]), ("...ii->...i", [(2, 3, 3)])]
+    for k, (eq, shapes) in enumerate(cases):
+        names = ["x%d" % i for i in range(len(shapes))]
+        xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+        want = np.einsum(eq, *xs)
+        graph = helper.make_graph([helper.make_node("Einsum", names, ["y"], name="/einsum", equation=eq)], "einsum",
+                                  [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in zip(names, shapes)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(want.shape))])
+        p = c.save(helper.make_model(graph, opset_imports=OPSET), "einsum%d.onnx" % k)
+        args = []
+        for n, x in zip(names, xs):
+            np.save(c.path(n + ".npy"), x)
+            args += ["--input", "%s=%s" % (n, c.path(n + ".npy"))]
+        for device in ["reference", "cpu", "amdgpu-emu"]:
+            out = c.path("out%d-%s" % (k, device))
+            c.run("run", p, *args, "--device", device, "--output-dir", out)
+            got = np.load(os.path.join(out, "y.npy"))
+            assert got.shape == want.shape, (eq, device, got.shape, want.shape)
+            assert np.allclose(got, want, rtol=1e-5, atol=1e-6), (eq, device, np.abs(got - want).max())
+    # A repeated label over two different dims is refused with the dims named.
+    graph = helper.make_graph([helper.make_node("Einsum", ["x"], ["y"], name="/einsum", equation="ii->i")], "bad",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    r = c.run("check", c.save(helper.make_model(graph, opset_imports=OPSET), "bad.onnx"), expect=1)
+    assert "repeated in term 'ii' has the dims 2 and 3" in r.stderr, r.stderr
+
+
+def case_resize_tf_crop_and_resize(c):
+    """Resize's tf_crop_and_resize in nearest mode (the conformance data has
+    linear only): a crop box partly off the input, the extrapolation value
+    where either axis's coordinate lies off it, on reference, cpu and
+    amdgpu-emu against a numpy loop of the ONNX formula."""
+    x = np.arange(20, dtype=np.float32).reshape(1, 1, 4, 5)
+    roi = np.array([0, 0, -0.2, 0.3, 1, 1, 0.9, 1.4], np.float32)
+    sizes = np.array([1, 1, 3, 6], np.int64)
+    want = np.zeros(tuple(sizes), np.float32)
+    for i in range(3):
+        for j in range(6):
+            yi = roi[2] * 3 + i * (roi[6] - roi[2]) * 3 / 2
+            xj = roi[3] * 4 + j * (roi[7] - roi[3]) * 4 / 5
+            off = yi < 0 or yi > 3 or xj < 0 or xj > 4
+            r = lambda v: int(np.floor(v)) if v - np.floor(v) == 0.5 else int(np.round(v))  # round_prefer_floor
+            want[0, 0, i, j] = -1.0 if off else x[0, 0, r(yi), r(xj)]
+    graph = helper.make_graph(
+        [helper.make_node("Resize", ["x", "roi", "", "sizes"], ["y"], name="/resize", mode="nearest",
+                          coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=-1.0)],
+        "crop", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 3, 6])],
+        [numpy_helper.from_array(roi, "roi"), numpy_helper.from_array(sizes, "sizes")])
+    p = c.save(helper.make_model(graph, opset_imports=OPSET), "crop.onnx")
+    np.save(c.path("x.npy"), x)
+    assert (want == -1).any() and (want != -1).any()
+    for device in ["reference", "cpu", "amdgpu-emu"]:
+        out = c.path("out-" + device)
+        c.run("run", p, "--input", "x=" + c.path("x.npy"), "--device", device, "--output-dir", out)
+        got = np.load(os.path.join(out, "y.npy"))
+        assert np.array_equal(got, want), (device, got, want)
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -1309,9 +1309,13 @@ Outs pad(const OnnxNode &node) {
 struct Taps {
   std::vector<std::vector<int64_t>> index;  // per tap, per output position
   std::vector<std::vector<double>> weight;  // per tap, per output position
+  std::vector<bool> outside; // per output position: tf_crop_and_resize's coordinate lies off the input
 };
 
-Taps resize_taps(const OnnxNode &node, int64_t in, int64_t out, double scale, double out_len) {
+/// `roi`: tf_crop_and_resize's crop along this axis (start, end), as
+/// fractions of in - 1.
+Taps resize_taps(const OnnxNode &node, int64_t in, int64_t out, double scale, double out_len,
+                 std::pair<double, double> roi = {0.0, 1.0}) {
   std::string mode = node.attr_string("mode", "nearest");
   std::string ctm = node.attr_string("coordinate_transformation_mode", "half_pixel");
   std::string nearest = node.attr_string("nearest_mode", "round_prefer_floor");
@@ -1335,8 +1339,12 @@ Taps resize_taps(const OnnxNode &node, int64_t in, int64_t out, double scale, do
       x = o / scale;
     else if (ctm == "tf_half_pixel_for_nearest" || ctm == "tf_half_pixel_for_nn")
       x = (o + 0.5) / scale;
+    else if (ctm == "tf_crop_and_resize")
+      x = out > 1 ? roi.first * (in - 1) + o * (roi.second - roi.first) * (in - 1) / double(out - 1)
+                  : 0.5 * (roi.first + roi.second) * (in - 1);
     else
       unsupported("Resize coordinate_transformation_mode '" + ctm + "' is not supported");
+    taps.outside.push_back(ctm == "tf_crop_and_resize" && (x < 0 || x > double(in - 1)));
     if (mode == "nearest") {
       double r;
       if (nearest == "round_prefer_floor")
@@ -1439,18 +1447,45 @@ Outs resize(const OnnxNode &node) {
     unsupported("Resize sizes must have one value per dim");
   if (sizes.empty() && int64_t(scales.size()) != rank)
     unsupported("Resize needs scales or sizes with one value per dim");
+  // tf_crop_and_resize: the crop box (starts, then ends, per dim; a run-time
+  // roi must be known at import) and the value where a coordinate lies off
+  // the input on any axis (a mask multiplied over the axes, applied last).
+  bool crop = node.attr_string("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize";
+  std::vector<double> roi;
+  if (crop) {
+    if (node.opset() < 11 || !node.has(1))
+      unsupported("Resize tf_crop_and_resize needs the roi input");
+    roi = node.reals(1);
+    if (int64_t(roi.size()) != 2 * rank)
+      unsupported("Resize roi must have 2 values per dim (" + std::to_string(2 * rank) + "), not " +
+                  std::to_string(roi.size()));
+  }
+  std::optional<Tensor> inside;
   Tensor y = x;
   for (int64_t a = 0; a < rank; ++a) {
     if (!x.shape()[a].is_static()) {
+      if (crop)
+        unsupported("Resize tf_crop_and_resize along the symbolic dim " + x.shape()[a].to_string() +
+                    "; pin it with --dim");
       y = resize_symbolic(node, y, a, sizes.empty() ? std::optional<double>(scales[a]) : std::nullopt);
       continue;
     }
     int64_t in = x.shape()[a].value();
     int64_t out = sizes.empty() ? static_cast<int64_t>(std::floor(in * scales[a])) : sizes[a];
     double scale = sizes.empty() ? scales[a] : double(out) / double(in);
-    if (out == in && scale == 1.0)
+    std::pair<double, double> box = crop ? std::pair(roi[a], roi[a + rank]) : std::pair(0.0, 1.0);
+    if (out == in && scale == 1.0 && box == std::pair(0.0, 1.0))
       continue;
-    Taps taps = resize_taps(node, in, out, scale, sizes.empty() ? in * scales[a] : double(out));
+    Taps taps = resize_taps(node, in, out, scale, sizes.empty() ? in * scales[a] : double(out), box);
+    if (std::count(taps.outside.begin(), taps.outside.end(), true)) {
+      std::vector<int64_t> mshape(rank, 1);
+      mshape[a] = out;
+      std::vector<double> m;
+      for (bool off : taps.outside)
+        m.push_back(off ? 0.0 : 1.0);
+      Tensor ma = Tensor::from_f64(DType::f32, mshape, m);
+      inside = inside ? ops::mul(*inside, ma) : ma;
+    }
     Tensor acc;
     for (size_t k = 0; k < taps.index.size(); ++k) {
       Tensor g = ops::gather(y, Tensor::from_i64(DType::i64, {out}, taps.index[k]), a);
@@ -1466,6 +1501,9 @@ Outs resize(const OnnxNode &node) {
     }
     y = acc;
   }
+  if (inside)
+    y = ops::where(ops::greater(*inside, sc(0.5, DType::f32)), y,
+                   sc(node.attr_float("extrapolation_value", 0.0), y.dtype()));
   return {y};
 }
 
@@ -1695,7 +1733,8 @@ Outs top_k(const OnnxNode &node) {
   return {ops::transpose(values, inverse), ops::transpose(indices, inverse)};
 }
 
-/// Einsum without repeated labels in one operand: each operand is permuted
+/// Einsum: a label repeated in one operand first takes that operand's
+/// diagonal (a gather); then each operand is permuted
 /// to a common label order with size-1 dims for labels it lacks, the
 /// operands are multiplied (broadcasting), the labels missing from the
 /// output summed. Exact; intermediate size is the product of all label sizes.
@@ -1733,18 +1772,48 @@ Outs einsum(const OnnxNode &node) {
       labels += static_cast<char>('0' + k);
     return t.replace(e, 3, labels);
   };
-  std::string all;
+  std::string all, written;
   for (size_t i = 0; i < terms.size(); ++i) {
     size_t explicit_labels = terms[i].size() - (terms[i].find("...") != std::string::npos ? 3 : 0);
     terms[i] = expand(terms[i], size_t(xs[i].rank()) - explicit_labels);
     if (terms[i].size() != size_t(xs[i].rank()))
       unsupported("Einsum term '" + terms[i] + "' does not match a rank-" + std::to_string(xs[i].rank()) + " input");
-    for (char c : terms[i]) {
-      if (std::count(terms[i].begin(), terms[i].end(), c) > 1)
-        unsupported("Einsum with a repeated label in one operand (a diagonal) is not supported");
+    written += terms[i]; // the implicit output counts labels as written
+    // A label repeated in one operand takes the diagonal over its axes: the
+    // two axes moved last, flattened, and every (n+1)-th element gathered
+    // (the label once, at the end), until no label repeats.
+    for (size_t p = 0; p < terms[i].size(); ++p) {
+      size_t q = terms[i].find(terms[i][p], p + 1);
+      if (q == std::string::npos)
+        continue;
+      const Dim &dp = xs[i].shape()[p], &dq = xs[i].shape()[q];
+      if (!(dp == dq))
+        unsupported("Einsum label '" + std::string(1, terms[i][p]) + "' repeated in term '" + terms[i] +
+                    "' has the dims " + dp.to_string() + " and " + dq.to_string());
+      int64_t n = static_dim(dp, "an Einsum diagonal's dim");
+      std::vector<int64_t> perm;
+      std::string rest;
+      Shape flat;
+      for (size_t k = 0; k < terms[i].size(); ++k)
+        if (k != p && k != q) {
+          perm.push_back(static_cast<int64_t>(k));
+          rest += terms[i][k];
+          flat.push_back(xs[i].shape()[k]);
+        }
+      perm.push_back(static_cast<int64_t>(p));
+      perm.push_back(static_cast<int64_t>(q));
+      flat.emplace_back(n * n);
+      std::vector<int64_t> diag;
+      for (int64_t k = 0; k < n; ++k)
+        diag.push_back(k * (n + 1));
+      xs[i] = ops::gather(ops::reshape(ops::transpose(xs[i], perm), flat),
+                          Tensor::from_i64(DType::i64, {n}, diag), static_cast<int64_t>(flat.size()) - 1);
+      terms[i] = rest + terms[i][p];
+      p = size_t(-1); // the term changed: look again from its start
+    }
+    for (char c : terms[i])
       if (all.find(c) == std::string::npos)
         all += c;
-    }
   }
   std::string out;
   if (arrow != std::string::npos) {
@@ -1752,9 +1821,7 @@ Outs einsum(const OnnxNode &node) {
   } else { // implicit: ellipsis labels, then labels seen once, alphabetically
     std::string once;
     for (char c : all) {
-      int n = 0;
-      for (const std::string &t : terms)
-        n += static_cast<int>(std::count(t.begin(), t.end(), c));
+      auto n = std::count(written.begin(), written.end(), c);
       if (c >= 'A' && n == 1)
         once += c;
     }
