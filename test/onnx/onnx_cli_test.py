@@ -1633,6 +1633,37 @@ def case_resize_tf_crop_and_resize(c):
         assert np.array_equal(got, want), (device, got, want)
 
 
+def case_pad_symbolic(c):
+    """Pad edge/reflect along a symbolic dim (the index map computed at run
+    time from the dim's value): one model run at lengths 1, 2, 5 and 9 on
+    reference, cpu and amdgpu-emu against numpy."""
+    for mode in ["edge", "reflect"]:
+        pads = np.array([0, 3, 0, 2], np.int64)
+        graph = helper.make_graph(
+            [helper.make_node("Pad", ["x", "pads"], ["y"], name="/pad", mode=mode)], "pad",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, "n"])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, None])],
+            [numpy_helper.from_array(pads, "pads")])
+        p = c.save(helper.make_model(graph, opset_imports=OPSET), "pad_%s.onnx" % mode)
+        for n in ([2, 5, 9] if mode == "reflect" else [1, 2, 5, 9]):
+            x = np.random.default_rng(n).standard_normal((2, n)).astype(np.float32)
+            # numpy's reflect needs n > pad for one reflection; ONNX reflects repeatedly
+            idx = np.arange(-3, n + 2)
+            if mode == "edge":
+                idx = np.clip(idx, 0, n - 1)
+            else:
+                period = 2 * (n - 1)
+                idx = np.mod(idx, period)
+                idx = np.where(idx >= n, period - idx, idx)
+            want = x[:, idx]
+            np.save(c.path("x.npy"), x)
+            for device in ["reference", "cpu", "amdgpu-emu"]:
+                out = c.path("out-%s-%d-%s" % (mode, n, device))
+                c.run("run", p, "--input", "x=" + c.path("x.npy"), "--device", device, "--output-dir", out)
+                got = np.load(os.path.join(out, "y.npy"))
+                assert np.array_equal(got, want), (mode, n, device, got, want)
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -1282,6 +1282,26 @@ Outs pad(const OnnxNode &node) {
       continue;
     if (before < 0 || after < 0)
       unsupported("negative pads with mode '" + mode + "'");
+    if (!x.shape()[a].is_static()) {
+      // A symbolic dim n: the same index map computed at run time from n's
+      // value (dims as values), i = -before .. n + after - 1 mapped by clamp
+      // (edge) or by reflection about 0 and n - 1 (period 2(n - 1); n = 1
+      // reads element 0).
+      const Dim &dn = x.shape()[a];
+      Tensor n = ops::dim_values({dn}, DType::i64, true);
+      Tensor i = ops::sub(ops::iota({dn + Dim(before + after)}, 0, DType::i64), sc(double(before), DType::i64));
+      Tensor last = ops::sub(n, sc(1, DType::i64));
+      Tensor j;
+      if (mode == "edge") {
+        j = ops::minimum(ops::maximum(i, sc(0, DType::i64)), last);
+      } else {
+        Tensor period = ops::maximum(ops::mul(last, sc(2, DType::i64)), sc(1, DType::i64));
+        Tensor m = ops::mod(i, period);
+        j = ops::where(ops::greater(m, last), ops::sub(period, m), m);
+      }
+      y = ops::gather(y, j, a);
+      continue;
+    }
     int64_t n = static_dim(x.shape()[a], "a padded dim");
     std::vector<int64_t> idx;
     for (int64_t i = -before; i < n + after; ++i) {
