@@ -495,7 +495,13 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
   std::vector<Dim> symbolic_scratch;
   for (size_t n : plan.kernels) {
     int64_t bytes = 0;
-    if (conv_is_symbolic_gemm(g, nodes[n])) {
+    if (is_loop(nodes[n])) {
+      Dim need = loop_scratch_bytes(g, nodes[n]);
+      if (need.is_static())
+        scratch = std::max(scratch, need.value());
+      else
+        symbolic_scratch.push_back(need);
+    } else if (conv_is_symbolic_gemm(g, nodes[n])) {
       if (!conv_is_pointwise(g, nodes[n]))
         symbolic_scratch.push_back(conv_symbolic_scratch(g, nodes[n]));
     } else if (conv_uses_gemm(g, nodes[n], &bytes) || conv_uses_direct(g, nodes[n], &bytes)) {
@@ -536,6 +542,17 @@ static bool conv_is_static_f32(const Graph &g, const Node &node) {
   const TensorType &out = g.type_of(node.results[0]);
   return x.dtype == DType::f32 && shape_is_static({x.shape[1], x.shape[2], x.shape[3]}) && shape_is_static(w.shape) &&
          shape_is_static({out.shape[2], out.shape[3]});
+}
+
+Dim loop_scratch_bytes(const Graph &g, const Node &node) {
+  Dim bytes(3 * kLoopScalarBytes);
+  for (ValueId r : node.results) {
+    const TensorType &t = g.type_of(r);
+    bytes = bytes + bound_node_symbols(shape_numel(t.shape) * Dim(static_cast<int64_t>(dtype_size(t.dtype))),
+                                       g.root()->symbol_table(), "value %" + std::to_string(r)) +
+            Dim(64);
+  }
+  return bytes;
 }
 
 bool conv_is_symbolic_gemm(const Graph &g, const Node &node) {

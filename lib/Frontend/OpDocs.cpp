@@ -109,6 +109,9 @@ const std::map<std::string, OpDoc> &docs() {
     t["call"] = {{OperandDoc{"args", "[...]", "any", "", false, true}}, "the callee's results", {}};
     t["if"] = {{OperandDoc{"pred", "[]", "any", ""}, OperandDoc{"captures", "[...]", "any", "", false, true}},
                "the taken body's results", {}};
+    t["loop"] = {{OperandDoc{"trip", "[]", "I", ""}, OperandDoc{"cond", "[]", "any", ""},
+                  OperandDoc{"carried_and_captures", "[...]", "any", "", false, true}},
+                 "the last carried values", {}};
     t["bind_dim"] = {{OperandDoc{"value", "[]", "I", "[]"}}, "[]", {{"symbol", std::string("n")}, {"bound", int64_t(16)}}};
     t["buffer_prefix"] = {{OperandDoc{"buffer", "[capacity, ...]", "T", "[4,3]"}}, "[length, ...]",
                           {{"length", Shape{2}}}};

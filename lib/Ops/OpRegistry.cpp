@@ -220,6 +220,15 @@ const Graph *call_body(const Graph &graph, const Node &node) {
 
 bool is_branch(const Node &node) { return op_traits(node.op).has(OpTrait::branch); }
 
+bool is_loop(const Node &node) { return op_traits(node.op).has(OpTrait::loop); }
+
+const Graph *loop_body(const Graph &graph, const Node &node) {
+  const OpDef *def = OpRegistry::instance().find(node.op);
+  if (!def || !def->has(OpTrait::loop) || !node.attrs.has(def->body_attrs[0]))
+    return nullptr;
+  return graph.find_subgraph(node.attrs.get_string(def->body_attrs[0]));
+}
+
 std::array<const Graph *, 2> branch_bodies(const Graph &graph, const Node &node) {
   std::array<const Graph *, 2> out{nullptr, nullptr};
   const OpDef *def = OpRegistry::instance().find(node.op);
@@ -255,7 +264,7 @@ std::string op_traits_text(OpTraits t) {
   static const char *names[] = {"elementwise", "unary",     "binary",   "reduction",  "shape",
                                 "generator",   "gemm_like", "epilogue_safe", "device_libm_f64", "device_libm",
                                 "indirect",    "window",    "composite", "collective", "structural", "index_result",
-                                "rowwise",     "strided",   "call",     "branch",   "defines_symbol", "aliases_operand", "writes_buffer"};
+                                "rowwise",     "strided",   "call",     "branch",   "defines_symbol", "aliases_operand", "writes_buffer", "loop"};
   std::string out;
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i)
     if (t.bits() & (1u << i))

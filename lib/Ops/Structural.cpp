@@ -102,6 +102,84 @@ OpDef if_op() {
   return def;
 }
 
+// Operands: the trip count (integer scalar), the initial condition (scalar),
+// the loop-carried values, the captures. Body inputs: the iteration number
+// (i64 scalar), the condition (bool scalar), the carried values, the
+// captures; body outputs: the next condition (bool or integer scalar), the
+// next carried values (same types). Results: the last carried values.
+OpDef loop_op() {
+  OpDef def;
+  def.name = kLoopOp;
+  def.traits = OpTrait::structural | OpTrait::loop;
+  def.summary = "while the iteration number i is below trip and cond holds, runs body(i, cond, carried..., "
+                "captures...) -> (cond, carried...); returns the last carried values";
+  def.min_operands = 2;
+  def.max_operands = -1;
+  def.attrs = {{kLoopBodyAttr, AttrKind::string, std::nullopt, "subgraph run once per iteration"}};
+  def.body_attrs = {kLoopBodyAttr};
+  def.infer = [](const InferContext &c) {
+    const std::string &name = c.attrs.get_string(kLoopBodyAttr);
+    std::string where = "loop @" + name;
+    for (size_t i = 0; i < 2; ++i) {
+      const TensorType &t = c.operands[i];
+      if (t.rank() != 0 || is_float(t.dtype))
+        fail_shape(where, std::string(i == 0 ? "the trip count" : "the condition") +
+                              " must be an integer or bool scalar, got " + t.to_string());
+    }
+    const Graph *body = c.graph ? c.graph->find_subgraph(name) : nullptr;
+    if (!body)
+      throw Error(ErrorCode::InvalidGraph, where + ": no subgraph named '" + name + "'");
+    const auto &inputs = body->input_ids();
+    const auto &outputs = body->output_ids();
+    if (inputs.size() != c.operands.size() || outputs.empty() || outputs.size() + 1 > inputs.size())
+      throw Error(ErrorCode::OperandCount, where + ": the body takes " + std::to_string(inputs.size()) +
+                                               " inputs and returns " + std::to_string(outputs.size()) +
+                                               "; the loop has " + std::to_string(c.operands.size()) +
+                                               " operands (trip count, condition, carried values, captures)");
+    if (body->type_of(inputs[0]) != TensorType{DType::i64, {}} ||
+        body->type_of(inputs[1]) != TensorType{DType::boolean, {}})
+      fail_shape(where, "the body's first inputs must be the iteration number (i64[]) and the condition (bool[])");
+    for (size_t i = 2; i < inputs.size(); ++i)
+      if (body->type_of(inputs[i]) != c.operands[i])
+        fail_shape(where, "operand " + std::to_string(i) + " is " + c.operands[i].to_string() + ", the body expects " +
+                              body->type_of(inputs[i]).to_string());
+    const TensorType &next = body->type_of(outputs[0]);
+    if (next.rank() != 0 || is_float(next.dtype))
+      fail_shape(where, "the body's first output (the condition) must be an integer or bool scalar, got " +
+                            next.to_string());
+    std::vector<TensorType> out;
+    for (size_t i = 1; i < outputs.size(); ++i) {
+      const TensorType &t = body->type_of(outputs[i]);
+      if (t != c.operands[kLoopFirstCarried + i - 1])
+        fail_shape(where, "carried value " + std::to_string(i - 1) + " enters as " +
+                              c.operands[kLoopFirstCarried + i - 1].to_string() + " and leaves the body as " +
+                              t.to_string() + " (a carried value keeps its type)");
+      out.push_back(t);
+    }
+    return out;
+  };
+  def.reference = [](const ReferenceContext &c) {
+    const Graph &body = *c.graph.find_subgraph(c.attrs.get_string(kLoopBodyAttr));
+    const size_t carried = body.output_ids().size() - 1;
+    int64_t trip = c.operands[0].get_i64(0);
+    HostTensor cond(DType::boolean, {});
+    cond.set_i64(0, c.operands[1].get_i64(0) != 0);
+    std::vector<HostTensor> args(c.operands.begin(), c.operands.end());
+    for (int64_t i = 0; i < trip && cond.get_i64(0) != 0; ++i) {
+      HostTensor iter(DType::i64, {});
+      iter.set_i64(0, i);
+      args[0] = iter;
+      args[1] = cond;
+      std::vector<HostTensor> next = c.run_graph(body, args);
+      cond.set_i64(0, next[0].get_i64(0) != 0);
+      for (size_t k = 0; k < carried; ++k)
+        args[kLoopFirstCarried + k] = next[1 + k];
+    }
+    return std::vector<HostTensor>(args.begin() + kLoopFirstCarried, args.begin() + kLoopFirstCarried + carried);
+  };
+  return def;
+}
+
 // Operand: an integer scalar. Result: its value as an i64 scalar. Defines
 // the symbol kBindDimSymbolAttr (OpTrait::defines_symbol): shapes recorded
 // after it may name the symbol, whose run-time value is the operand's.
@@ -180,6 +258,7 @@ OpDef allreduce_op() {
 void register_structural_ops(OpRegistry &r) {
   r.add(call_op());
   r.add(if_op());
+  r.add(loop_op());
   r.add(allreduce_op());
   r.add(bind_dim_op());
 }
@@ -210,6 +289,14 @@ std::vector<Tensor> cond(const Tensor &pred, const BranchBody &then_body, const 
   if (!ctx)
     throw Error(ErrorCode::InvalidArgument, "cond: records an `if` node, so it needs a GraphRealizationContext");
   return ctx->cond(pred, then_body, else_body, captures, name);
+}
+
+std::vector<Tensor> loop(const Tensor &trip, const Tensor &cond, const std::vector<Tensor> &carried,
+                         const BranchBody &body, const std::vector<Tensor> &captures, const std::string &name) {
+  auto *ctx = dynamic_cast<GraphRealizationContext *>(&RealizationContext::require_current("loop"));
+  if (!ctx)
+    throw Error(ErrorCode::InvalidArgument, "loop: records a `loop` node, so it needs a GraphRealizationContext");
+  return ctx->loop(trip, cond, carried, body, captures, name);
 }
 
 Dim bind_dim(const Tensor &value, const std::string &symbol, int64_t bound) {

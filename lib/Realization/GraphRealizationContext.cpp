@@ -269,6 +269,29 @@ std::vector<Tensor> GraphRealizationContext::cond(const Tensor &pred, const Bran
   return out;
 }
 
+std::vector<Tensor> GraphRealizationContext::loop(const Tensor &trip, const Tensor &cond,
+                                                  const std::vector<Tensor> &carried, const BranchBody &body,
+                                                  const std::vector<Tensor> &captures, const std::string &name) {
+  if (!root_->cache_)
+    throw Error(ErrorCode::InvalidArgument, "loop: the root trace has no subgraph table");
+  std::vector<ValueId> operands{to_value(trip, 0).id(), to_value(cond, 0).id()};
+  std::vector<TensorType> types{TensorType{DType::i64, {}}, TensorType{DType::boolean, {}}};
+  for (const auto *list : {&carried, &captures})
+    for (const Tensor &t : *list) {
+      if (!t.is_null() && !t.is_realized() && t.is_sharded())
+        throw Error(ErrorCode::InvalidArgument, "loop: sharded operands are not supported");
+      Value v = to_value(t, 0);
+      operands.push_back(v.id());
+      types.push_back(v.type());
+    }
+  std::string body_name = trace_branch_body(body, types, name + ".body");
+  std::vector<ValueId> results = graph_->add_node(kLoopOp, operands, {{kLoopBodyAttr, body_name}}, qualify(name));
+  std::vector<Tensor> out;
+  for (ValueId id : results)
+    out.push_back(Tensor::make_unrealized(this, {graph_->value(id)}));
+  return out;
+}
+
 void GraphRealizationContext::declare_defined_symbol(const Node &node) {
   // A body traced again (structural dedup) declares it again at the same
   // node: kept. Any other second source throws (SymbolTable::declare).

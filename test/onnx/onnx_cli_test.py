@@ -1362,10 +1362,11 @@ def case_scan_unrolled(c):
 
 
 def case_loop_scan_refused(c):
-    """What cannot be unrolled at import is refused, naming the node and why: a
-    trip count from a graph input (E0608 naming the input to --bind; bound, it
-    works), a condition computed from data (E0608), too many iterations and a
-    Scan over a symbolic length (E0607)."""
+    """What cannot be unrolled at import is refused, naming the node and why,
+    when it has scan outputs: a trip count from a graph input (E0608 naming
+    the input to --bind; bound, it works), too many iterations and a Scan over
+    a symbolic length (E0607); a condition computed from data makes a
+    run-time `loop` (onnx-loop_at_run_time runs one)."""
     m = loop_model()
     m.graph.initializer.remove(next(t for t in m.graph.initializer if t.name == "M"))
     m.graph.input.append(helper.make_tensor_value_info("M", TensorProto.INT64, []))
@@ -1379,8 +1380,11 @@ def case_loop_scan_refused(c):
     body2.node[1].CopyFrom(helper.make_node("ReduceSum", ["y"], ["rs"], name="/body2/Sum", keepdims=0))
     body2.node.append(helper.make_node("Greater", ["rs", "zf"], ["c1"], name="/body2/Greater"))
     m.graph.initializer.append(numpy_helper.from_array(np.array(0, np.float32), "zf"))
-    err = expect_code(c, c.save(m, "loop_data.onnx"), "E0608")
-    assert "node '/Loop2' (Loop, opset 17)" in err and "in iteration 0 depends on values known only at run time" in err, err
+    # A condition computed from data: no longer refused, a run-time `loop`
+    # (not run here: with sum(x) > 0 it never ends, as in ONNX Runtime).
+    p = c.save(m, "loop_data.onnx")
+    c.run("check", p)
+    assert "= loop(" in c.run("trace", p).stdout
     err = expect_code(c, c.save(loop_model(5000), "loop_long.onnx"), "E0607")
     assert "trip count of 5000; at most 4096" in err, err
     err = expect_code(c, c.save(scan_model(), "scan_sym.onnx"), "E0607")
@@ -1662,6 +1666,89 @@ def case_pad_symbolic(c):
                 c.run("run", p, "--input", "x=" + c.path("x.npy"), "--device", device, "--output-dir", out)
                 got = np.load(os.path.join(out, "y.npy"))
                 assert np.array_equal(got, want), (mode, n, device, got, want)
+
+
+def run_time_loop_model(with_scan=False):
+    """A Loop whose trip count M and initial condition are graph inputs and
+    whose body computes its next condition from data: y <- tanh(y @ w + i),
+    s <- s + sum(y), until M iterations or sum(y) > limit (w: an outer
+    initializer the body captures; limit: a graph input it captures)."""
+    rng = np.random.default_rng(3)
+    w = (rng.standard_normal((4, 4)) * 0.5).astype(np.float32)
+    body_nodes = [
+        helper.make_node("MatMul", ["y_in", "w"], ["yw"]),
+        helper.make_node("Cast", ["i"], ["i_f"], to=TensorProto.FLOAT),
+        helper.make_node("Add", ["yw", "i_f"], ["pre"]),
+        helper.make_node("Tanh", ["pre"], ["y_out"]),
+        helper.make_node("ReduceSum", ["y_out"], ["ysum"], keepdims=0),
+        helper.make_node("Add", ["s_in", "ysum"], ["s_out"]),
+        helper.make_node("Less", ["s_out", "limit"], ["cond_out"]),
+    ]
+    outs = [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("y_out", TensorProto.FLOAT, [2, 4]),
+            helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [])]
+    if with_scan:
+        body_nodes.append(helper.make_node("Identity", ["s_out"], ["s_scan"]))
+        outs.append(helper.make_tensor_value_info("s_scan", TensorProto.FLOAT, []))
+    body = helper.make_graph(
+        body_nodes, "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("y_in", TensorProto.FLOAT, [2, 4]),
+         helper.make_tensor_value_info("s_in", TensorProto.FLOAT, [])], outs)
+    loop_outs = ["y", "s"] + (["scan"] if with_scan else [])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "go", "y0", "s0"], loop_outs, name="/loop", body=body)], "loop",
+        [helper.make_tensor_value_info("M", TensorProto.INT64, []),
+         helper.make_tensor_value_info("go", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("limit", TensorProto.FLOAT, []),
+         helper.make_tensor_value_info("y0", TensorProto.FLOAT, [2, 4]),
+         helper.make_tensor_value_info("s0", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4]),
+         helper.make_tensor_value_info("s", TensorProto.FLOAT, [])]
+        + ([helper.make_tensor_value_info("scan", TensorProto.FLOAT, [None])] if with_scan else []),
+        [numpy_helper.from_array(w, "w")])
+    return helper.make_model(graph, opset_imports=OPSET), w
+
+
+def case_loop_at_run_time(c):
+    """A Loop whose trip count and conditions are known only at run time
+    imports as one `loop` node (not unrolled) and runs on the reference and
+    the CPU against a numpy loop, for several trip counts, initial
+    conditions and limits (0, 1, 2 and 7 iterations; odd and even counts
+    end in either buffer set); the GPU backends refuse it by name, and
+    scan outputs of such a Loop are refused."""
+    m, w = run_time_loop_model()
+    p = c.save(m, "loop.onnx")
+    st = c.stats(p)
+    assert st["nodes"] == "1" and st["subgraph_definitions"] == "1", st  # one loop node, not unrolled
+    rng = np.random.default_rng(4)
+    y0 = rng.standard_normal((2, 4)).astype(np.float32) * 0.3
+    for trip, go, limit in [(5, True, 100.0), (5, False, 100.0), (0, True, 100.0), (7, True, 100.0),
+                            (9, True, 3.0), (1, True, 100.0)]:
+        y, s, i = y0.copy(), np.float32(0.5), 0
+        cond = go
+        while i < trip and cond:
+            y = np.tanh(y @ w + np.float32(i)).astype(np.float32)
+            s = np.float32(s + y.sum())
+            cond = s < limit
+            i += 1
+        args = []
+        for name, value in [("M", np.array(trip, np.int64)), ("go", np.array(go)), ("limit", np.array(limit, np.float32)),
+                            ("y0", y0), ("s0", np.array(0.5, np.float32))]:
+            np.save(c.path(name + ".npy"), value)
+            args += ["--input", "%s=%s" % (name, c.path(name + ".npy"))]
+        for device in ["reference", "cpu"]:
+            out = c.path("out-%d-%s" % (trip, device))
+            c.run("run", p, *args, "--device", device, "--output-dir", out)
+            got_y, got_s = np.load(os.path.join(out, "y.npy")), np.load(os.path.join(out, "s.npy"))
+            assert np.allclose(got_y, y, rtol=1e-5, atol=1e-6), (trip, go, limit, device, got_y, y)
+            assert np.allclose(got_s, s, rtol=1e-5, atol=1e-5), (trip, go, limit, device, got_s, s)
+    r = c.run("run", p, *args, "--device", "amdgpu-emu", expect=1)
+    assert "loop whose trip count or condition is known only at run time" in r.stderr, r.stderr
+    m2, _ = run_time_loop_model(with_scan=True)
+    r = c.run("check", c.save(m2, "loop_scan.onnx"), expect=1)
+    assert "cannot make scan outputs" in r.stderr, r.stderr
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

@@ -77,6 +77,14 @@ bool conv_is_symbolic_gemm(const Graph &graph, const Node &node);
 /// The im2col bytes of a conv_is_symbolic_gemm conv: C*KH*KW*OH*OW*4.
 Dim conv_symbolic_scratch(const Graph &graph, const Node &node);
 
+/// The scratch a `loop` node's CPU kernel takes (the plan's scratch slot,
+/// shared with the other kernels' scratch: one kernel runs at a time): the
+/// iteration number and two conditions (kLoopScalarBytes each), then a
+/// second set of the carried values, each rounded up to 64 bytes (the body
+/// reads one set and writes the other, alternating).
+constexpr int64_t kLoopScalarBytes = 64;
+Dim loop_scratch_bytes(const Graph &graph, const Node &node);
+
 /// A 1x1 conv2d with stride 1 and no padding: each image [C, H*W] is
 /// already the GEMM's B operand (no im2col, no scratch).
 bool conv_is_pointwise(const Graph &graph, const Node &node);

@@ -139,6 +139,16 @@ enum class OpTrait : uint32_t {
   /// the node is live whether or not its result is read, and so is a call
   /// whose body holds one (has_effects).
   writes_buffer = 1u << 22,
+  /// A loop (`loop`): operand 0 is the trip count (an integer scalar),
+  /// operand 1 the initial condition (a scalar, nonzero = true), then the
+  /// loop-carried values, then the captures. While the iteration number is
+  /// below the trip count and the condition holds, runs its one body
+  /// (OpDef::body_attrs) with (iteration number as an i64 scalar, the
+  /// condition, the carried values, the captures) as its inputs; the body
+  /// returns the next condition and the next carried values, of the same
+  /// types. Its results are the last carried values. Code that binds
+  /// operands to body inputs asks is_loop / loop_body.
+  loop = 1u << 23,
 };
 
 /// A set of OpTraits.
@@ -216,6 +226,15 @@ bool is_branch(const Node &node);
 /// root graph's subgraph table; {null, null} when `node` is not a branch
 /// (either is null when its name has no subgraph).
 std::array<const Graph *, 2> branch_bodies(const Graph &graph, const Node &node);
+/// True for a loop (OpTrait::loop).
+bool is_loop(const Node &node);
+/// The body of a loop (a node of `graph`), from the root graph's subgraph
+/// table; null when `node` is not a loop or names no subgraph.
+const Graph *loop_body(const Graph &graph, const Node &node);
+/// A loop's operand i + kLoopFirstCarried is its i-th loop-carried value
+/// (operand 0 is the trip count, 1 the condition); the captures follow the
+/// carried values (their count is the node's result count).
+inline constexpr size_t kLoopFirstCarried = 2;
 /// True for a node that defines a symbol (OpTrait::defines_symbol); the
 /// symbol it defines is defined_symbol(node).
 bool defines_symbol(const Node &node);

@@ -196,5 +196,14 @@ Tensor allreduce_sum(const Tensor &sharded);
 /// trace): GraphRealizationContext::cond.
 std::vector<Tensor> cond(const Tensor &pred, const BranchBody &then_body, const BranchBody &else_body,
                          const std::vector<Tensor> &captures, const std::string &name = "if");
+/// `loop`: i = 0, 1, ... while i < `trip` (an integer scalar) and the
+/// condition holds (initially `cond`, then the body's first result):
+/// `body({i (i64), cond (bool), carried..., captures...})` returns the next
+/// condition and the next carried values (each of its value's type). Returns
+/// the last carried values. The body is traced once (a subgraph); the trip
+/// count and the condition may be known only at run time. Needs a
+/// GraphRealizationContext: GraphRealizationContext::loop.
+std::vector<Tensor> loop(const Tensor &trip, const Tensor &cond, const std::vector<Tensor> &carried,
+                         const BranchBody &body, const std::vector<Tensor> &captures, const std::string &name = "loop");
 
 } // namespace maxc::ops

@@ -49,6 +49,11 @@ inline constexpr char kSubgraphCalleeAttr[] = "callee";
 inline constexpr char kIfOp[] = "if";
 inline constexpr char kIfThenAttr[] = "then_body";
 inline constexpr char kIfElseAttr[] = "else_body";
+/// The node `loop` records: op kLoopOp, its body's name in kLoopBodyAttr
+/// (lib/Ops/Structural.cpp defines the op; code reading a graph asks
+/// is_loop / loop_body).
+inline constexpr char kLoopOp[] = "loop";
+inline constexpr char kLoopBodyAttr[] = "body";
 /// The node `bind_dim` records: op kBindDimOp, the symbol it defines in
 /// kBindDimSymbolAttr and its upper bound in kBindDimBoundAttr.
 inline constexpr char kBindDimOp[] = "bind_dim";
@@ -139,6 +144,18 @@ public:
   /// Works in the root and inside any body (see the file comment).
   std::vector<Tensor> cond(const Tensor &pred, const BranchBody &then_body, const BranchBody &else_body,
                            const std::vector<Tensor> &captures, const std::string &name = "if");
+
+  /// Records `loop`: while the iteration number i (0, 1, ...) is below the
+  /// integer scalar `trip` and the scalar `cond` holds, runs `body` on
+  /// (i as an i64 scalar, the condition as bool, the carried values, the
+  /// captures) and takes its results (the next condition, the next carried
+  /// values, each of its carried value's type) for the next iteration. The
+  /// body is traced once into a body graph; returns the last carried values
+  /// (the initial ones when no iteration runs). `name` names the body
+  /// ("<name>.body"). Works in the root and inside any body.
+  std::vector<Tensor> loop(const Tensor &trip, const Tensor &cond, const std::vector<Tensor> &carried,
+                           const BranchBody &body, const std::vector<Tensor> &captures,
+                           const std::string &name = "loop");
 
   /// Records `bind_dim`: the symbol `symbol` takes the value of the integer
   /// scalar `value` at run time, at most `bound` (buffers whose size it

@@ -197,6 +197,8 @@ private:
       return emit_call(node);
     if (is_branch(node))
       return emit_branch(node);
+    if (is_loop(node))
+      return emit_loop(node);
     if (defines_symbol(node))
       return emit_define_symbol(node);
     std::string lowering = cpu_lowering(node.op);
@@ -682,6 +684,98 @@ private:
       b_.CreateBr(done);
     }
     b_.SetInsertPoint(done);
+  }
+
+  /// A loop: the carried values start in the results' buffers R and a
+  /// second set S in the plan's scratch (loop_scratch_bytes), with the
+  /// iteration number and the conditions; iteration i calls the body with
+  /// R as its input and S as its output when i is even, the other way round
+  /// when odd (a body may read its inputs after writing an output), so the
+  /// last values end in S after an odd number of iterations and are copied
+  /// back. The trip count and the condition are read at run time.
+  void emit_loop(const Node &node) {
+    const Graph *body = loop_body(g_, node);
+    if (!body)
+      throw Error(ErrorCode::Internal, "codegen: a loop names no subgraph");
+    llvm::Type *i8 = b_.getInt8Ty();
+    const size_t carried = node.results.size();
+    Value *scratch = b_.CreateGEP(i8, fn_.workspace, fn_.layout->slot_offset(plan_.scratch_slot));
+    Value *iter_cell = scratch;
+    Value *cond_in = b_.CreateConstGEP1_64(i8, scratch, kLoopScalarBytes);
+    Value *cond_out = b_.CreateConstGEP1_64(i8, scratch, 2 * kLoopScalarBytes);
+    std::vector<Value *> results, spare, bytes;
+    Value *offset = b_.getInt64(3 * kLoopScalarBytes);
+    for (size_t k = 0; k < carried; ++k) {
+      ValueId r = node.results[k];
+      const TensorType &t = g_.type_of(r);
+      Value *n = b_.getInt64(static_cast<int64_t>(dtype_size(t.dtype)));
+      for (const Dim &d : t.shape)
+        n = b_.CreateMul(n, dim(d));
+      bytes.push_back(n);
+      results.push_back(pointer_of(r));
+      spare.push_back(b_.CreateGEP(i8, scratch, offset));
+      offset = b_.CreateAnd(b_.CreateAdd(b_.CreateAdd(offset, n), b_.getInt64(63)), b_.getInt64(~int64_t(63)));
+      // The initial values (an input, a constant, a temporary: never the
+      // result's own buffer, which is allocated after its operands' last use).
+      b_.CreateMemMove(results[k], llvm::MaybeAlign(1), pointer_of(node.operands[kLoopFirstCarried + k]),
+                       llvm::MaybeAlign(1), n);
+    }
+    auto truth = [&](DType dtype, Value *ptr) {
+      auto width = static_cast<unsigned>(dtype_size(dtype) * 8);
+      Value *x = b_.CreateLoad(b_.getIntNTy(width), ptr);
+      return b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
+    };
+    ValueId trip_v = node.operands[0];
+    Value *trip = b_.CreateLoad(b_.getIntNTy(static_cast<unsigned>(dtype_size(g_.type_of(trip_v).dtype) * 8)),
+                                pointer_of(trip_v));
+    trip = is_signed(g_.type_of(trip_v).dtype) ? b_.CreateSExt(trip, b_.getInt64Ty()) : b_.CreateZExt(trip, b_.getInt64Ty());
+    b_.CreateStore(b_.CreateZExt(truth(g_.type_of(node.operands[1]).dtype, pointer_of(node.operands[1])), i8), cond_in);
+
+    llvm::Function *fn = b_.GetInsertBlock()->getParent();
+    llvm::BasicBlock *pre = b_.GetInsertBlock();
+    auto *head = llvm::BasicBlock::Create(mod_.ctx, "loop.head", fn);
+    auto *step = llvm::BasicBlock::Create(mod_.ctx, "loop.body", fn);
+    auto *done = llvm::BasicBlock::Create(mod_.ctx, "loop.done", fn);
+    b_.CreateBr(head);
+    b_.SetInsertPoint(head);
+    llvm::PHINode *i = b_.CreatePHI(b_.getInt64Ty(), 2, "iter");
+    i->addIncoming(b_.getInt64(0), pre);
+    Value *go = b_.CreateAnd(b_.CreateICmpSLT(i, trip),
+                             b_.CreateICmpNE(b_.CreateLoad(i8, cond_in), b_.getInt8(0)));
+    b_.CreateCondBr(go, step, done);
+
+    b_.SetInsertPoint(step);
+    b_.CreateStore(i, iter_cell);
+    Value *odd = b_.CreateTrunc(i, b_.getInt1Ty());
+    // The body's buffer table: its inputs (iteration, condition, carried,
+    // captures), then its outputs (condition, carried).
+    std::vector<Value *> table_entries{iter_cell, cond_in};
+    for (size_t k = 0; k < carried; ++k)
+      table_entries.push_back(b_.CreateSelect(odd, spare[k], results[k]));
+    for (size_t c = kLoopFirstCarried + carried; c < node.operands.size(); ++c)
+      table_entries.push_back(stored_pointer(node.operands[c]));
+    table_entries.push_back(cond_out);
+    for (size_t k = 0; k < carried; ++k)
+      table_entries.push_back(b_.CreateSelect(odd, results[k], spare[k]));
+    Value *table = entry_b_.CreateAlloca(b_.getPtrTy(), entry_b_.getInt64(static_cast<int64_t>(table_entries.size())));
+    for (size_t e = 0; e < table_entries.size(); ++e)
+      b_.CreateStore(table_entries[e], b_.CreateConstGEP1_64(b_.getPtrTy(), table, e));
+    Value *callee_ws = b_.CreateGEP(i8, fn_.workspace, fn_.layout->slots_end());
+    b_.CreateCall(mod_.functions.at(body).run, {table, dims_, callee_ws});
+    b_.CreateStore(b_.CreateZExt(truth(body->type_of(body->output_ids()[0]).dtype, cond_out), i8), cond_in);
+    i->addIncoming(b_.CreateAdd(i, b_.getInt64(1)), b_.GetInsertBlock());
+    b_.CreateBr(head);
+
+    // After an odd number of iterations the last values are in the spare set.
+    b_.SetInsertPoint(done);
+    auto *back = llvm::BasicBlock::Create(mod_.ctx, "loop.copy_back", fn);
+    auto *out = llvm::BasicBlock::Create(mod_.ctx, "loop.out", fn);
+    b_.CreateCondBr(b_.CreateTrunc(i, b_.getInt1Ty()), back, out);
+    b_.SetInsertPoint(back);
+    for (size_t k = 0; k < carried; ++k)
+      b_.CreateMemCpy(results[k], llvm::MaybeAlign(1), spare[k], llvm::MaybeAlign(1), bytes[k]);
+    b_.CreateBr(out);
+    b_.SetInsertPoint(out);
   }
 
   /// A node defining a symbol: its operand's value, clamped to [0, its

@@ -1,7 +1,10 @@
 // ONNX Loop and Scan → maxc ops, unrolled at import like the recurrent
-// layers (OnnxRecurrent.cpp): the number of iterations must be known when the
-// model is imported (Loop: a trip count that is a constant or folds, and
-// conditions that fold in every iteration; Scan: a static sequence length).
+// layers (OnnxRecurrent.cpp) when the number of iterations is known then
+// (Loop: a trip count that is a constant or folds, and conditions that fold
+// in every iteration; Scan: a static sequence length). A Loop whose trip
+// count or condition is known only at run time (or that runs past
+// kMaxIterations) becomes one `loop` node instead (run_time_loop), without
+// scan outputs.
 // Each iteration runs the body subgraph through the importer (BodyHost). In
 // a graph trace, an iteration that takes any traced value is a subgraph call
 // whose arguments are the traced loop-carried values, the traced outer
@@ -19,6 +22,7 @@
 #include "maxc/Support/Error.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 namespace maxc::onnx_import {
@@ -265,6 +269,76 @@ std::string where_of(const OnnxNode &node) {
   return "the body of " + node.op() + " '" + (p.name().empty() ? (p.output_size() ? p.output(0) : "?") : p.name()) + "'";
 }
 
+/// A Loop whose trip count or condition is known only at run time (or that
+/// runs more iterations than are unrolled): one `loop` node (ops::loop)
+/// whose body is traced once, with the iteration number, the condition, the
+/// carried values and the traced outer values it reads as inputs. Its scan
+/// outputs, which would have a run-time length, are refused (`why` says why
+/// the Loop is not unrolled); a carried value must keep its type.
+std::vector<Val> run_time_loop(const OnnxNode &node, BodyHost &host, const onnx::GraphProto &body, size_t n,
+                               size_t scans, const std::string &why, ErrorCode code = ErrorCode::OnnxNotFoldable) {
+  auto *graph_ctx = dynamic_cast<GraphRealizationContext *>(RealizationContext::current());
+  if (!graph_ctx)
+    bad(code, why);
+  for (size_t k = 0; k < scans; ++k)
+    if (node.wants_output(n + k))
+      bad(code, why + "; a Loop run at run time cannot make scan outputs (output " + std::to_string(n + k) + ") yet");
+  const std::string where = where_of(node);
+  auto scalar = [&](size_t i, DType dtype, int64_t absent) {
+    if (!node.has(i))
+      return Tensor::from_i64(dtype, {}, {absent});
+    Tensor t = host.tensor(node.val(i));
+    if (t.shape().size() > 1 || (t.shape().size() == 1 && !(t.shape()[0] == Dim(1))))
+      bad(ErrorCode::OnnxAttribute, std::string("Loop's ") + (i == 0 ? "trip count" : "condition") +
+                                        " must hold one value, got " + shape_to_string(t.shape()));
+    return t.shape().empty() ? t : ops::reshape(t, Shape{});
+  };
+  Tensor trip = scalar(0, DType::i64, std::numeric_limits<int64_t>::max());
+  Tensor cond = scalar(1, DType::boolean, 1);
+  std::vector<Tensor> carried;
+  for (size_t i = 0; i < n; ++i)
+    carried.push_back(host.tensor(node.val(2 + i)));
+  std::vector<std::pair<std::string, Tensor>> captures = host.traced_captures(body);
+  std::vector<Tensor> capture_tensors;
+  for (const auto &c : captures)
+    capture_tensors.push_back(c.second);
+  BranchBody fn = [&](const std::vector<Tensor> &a) {
+    std::vector<Val> vals;
+    for (size_t i = 0; i < 2 + n; ++i)
+      vals.push_back(traced_val(a[i]));
+    std::map<std::string, Val> overrides;
+    for (size_t j = 0; j < captures.size(); ++j)
+      overrides[captures[j].first] = traced_val(a[2 + n + j]);
+    std::vector<Val> outs = host.run_body(body, vals, overrides, true, where);
+    std::vector<Tensor> results;
+    for (size_t i = 0; i < 1 + n; ++i) {
+      Tensor t = host.tensor(outs[i]);
+      if (i == 0) { // the next condition: a one-element bool
+        if (t.shape().size() == 1 && t.shape()[0] == Dim(1))
+          t = ops::reshape(t, Shape{});
+        if (t.dtype() != DType::boolean)
+          t = ops::not_equal(t, ops::scalar(0, t.dtype()));
+      } else if (t.dtype() != carried[i - 1].dtype()) {
+        bad(ErrorCode::OnnxAttribute, where + ": loop-carried value " + std::to_string(i - 1) + " enters as " +
+                                          std::string(dtype_name(carried[i - 1].dtype())) + " and leaves as " +
+                                          std::string(dtype_name(t.dtype())));
+      }
+      results.push_back(t);
+    }
+    return results;
+  };
+  std::vector<Tensor> outs;
+  {
+    NodeNameScope named(*graph_ctx, node.proto().name().empty() ? node.proto().output(0) : node.proto().name());
+    outs = ops::loop(trip, cond, carried, fn, capture_tensors, "loop");
+  }
+  std::vector<Val> result(node.num_outputs());
+  for (size_t k = 0; k < n && k < node.num_outputs(); ++k)
+    if (node.wants_output(k))
+      result[k] = traced_val(outs[k]);
+  return result;
+}
+
 } // namespace
 
 std::vector<Val> loop(const OnnxNode &node, BodyHost &host) {
@@ -284,20 +358,33 @@ std::vector<Val> loop(const OnnxNode &node, BodyHost &host) {
   if (node.num_outputs() > n + scans)
     bad(ErrorCode::OnnxGraph, "Loop has " + std::to_string(node.num_outputs()) + " outputs; its body makes " +
                               std::to_string(n + scans));
+  // What keeps the Loop from being unrolled at import, if anything: then it
+  // runs as a `loop` node (run_time_loop), which the CPU backend runs.
+  auto at_run_time = [&](const std::string &why) { return run_time_loop(node, host, body, n, scans, why); };
+  auto needs = [&](size_t index, const std::string &what) -> std::string {
+    try {
+      host.needs_import_value(node, index, what);
+    } catch (const Error &e) {
+      return e.message();
+    }
+    return what + " is known only at run time";
+  };
   std::optional<int64_t> trip;
   if (node.has(0)) {
     trip = known_scalar(node.val(0));
     if (!trip)
-      host.needs_import_value(node, 0, "the trip count M");
+      return at_run_time(needs(0, "the trip count M"));
     if (*trip > kMaxIterations)
-      bad(ErrorCode::OnnxAttribute, "Loop has a trip count of " + std::to_string(*trip) + "; at most " +
-                                        std::to_string(kMaxIterations) + " iterations are unrolled");
+      return run_time_loop(node, host, body, n, scans,
+                           "Loop has a trip count of " + std::to_string(*trip) + "; at most " +
+                               std::to_string(kMaxIterations) + " iterations are unrolled",
+                           ErrorCode::OnnxAttribute);
   }
   bool cond = true;
   if (node.has(1)) {
     std::optional<int64_t> c = known_scalar(node.val(1));
     if (!c)
-      host.needs_import_value(node, 1, "the loop condition");
+      return at_run_time(needs(1, "the loop condition"));
     cond = *c != 0;
   }
   std::vector<Val> carried;
@@ -312,10 +399,12 @@ std::vector<Val> loop(const OnnxNode &node, BodyHost &host) {
   bool counter_as_arg = true;
   int64_t i = 0;
   for (; (!trip || i < *trip) && cond; ++i) {
-    if (i >= kMaxIterations)
-      bad(ErrorCode::OnnxAttribute, "Loop has run " + std::to_string(kMaxIterations) +
-                                        " iterations and its condition is still true; at most " +
-                                        std::to_string(kMaxIterations) + " iterations are unrolled");
+    if (i >= kMaxIterations) // the unrolled iterations are left unread (dead code)
+      return run_time_loop(node, host, body, n, scans,
+                           "Loop has run " + std::to_string(kMaxIterations) +
+                               " iterations and its condition is still true; at most " +
+                               std::to_string(kMaxIterations) + " iterations are unrolled",
+                           ErrorCode::OnnxAttribute);
     std::vector<BodyIn> inputs{{BodyIn::Kind::counter, {}, i, 0}, {BodyIn::Kind::plain, known_scalar_val(DType::boolean, cond), 0, 0}};
     for (Val &v : carried)
       inputs.push_back({BodyIn::Kind::plain, v, 0, 0});
@@ -330,11 +419,11 @@ std::vector<Val> loop(const OnnxNode &node, BodyHost &host) {
       out = run_iteration(host, body, inputs, captures, counter_as_arg, body_name(node), where);
     }
     std::optional<int64_t> next = known_scalar(out[0]);
-    if (!next)
-      bad(ErrorCode::OnnxNotFoldable,
-          "the condition the body computes ('" + body.output(0).name() + "') in iteration " + std::to_string(i) +
-              " depends on values known only at run time; maxc unrolls Loop at import, so the number of iterations "
-              "must be known then (a trip count, and a condition that is constant or computed from known values)");
+    if (!next) { // from the start, as a run-time loop (the iterations traced so far are left unread)
+      return run_time_loop(node, host, body, n, scans,
+                           "the condition the body computes ('" + body.output(0).name() + "') in iteration " +
+                               std::to_string(i) + " depends on values known only at run time");
+    }
     cond = *next != 0;
     for (size_t k = 0; k < n; ++k)
       carried[k] = out[1 + k];

@@ -57,11 +57,12 @@ TEST_CASE("the call op declares its callee as its one body", "[ir][bodies][subgr
   CHECK_FALSE(has_bodies("no_such_op"));
   CHECK(body_attributes("call") == std::vector<std::string>{"callee"});
   CHECK(body_attributes("matmul").empty());
-  // No other registered op owns bodies (but `if`) or is a call without declaring one.
+  // No other registered op owns bodies (but `if` and `loop`) or is a call without declaring one.
   for (const OpDef *def : OpRegistry::instance().all()) {
     INFO(def->name);
-    CHECK(def->has_bodies() == (def->name == "call" || def->name == "if"));
+    CHECK(def->has_bodies() == (def->name == "call" || def->name == "if" || def->name == "loop"));
     CHECK(def->has(OpTrait::branch) == (def->name == "if"));
+    CHECK(def->has(OpTrait::loop) == (def->name == "loop"));
     CHECK(def->has(OpTrait::call) == (def->name == "call"));
   }
 
