@@ -33,6 +33,18 @@ public:
     return b.getInt32(0);
   }
 
+  llvm::Value *copy_to_device(llvm::IRBuilder<> &b, llvm::Value *device, llvm::Value *host, uint64_t bytes,
+                              llvm::Value *) override {
+    b.CreateMemCpy(device, llvm::MaybeAlign(1), host, llvm::MaybeAlign(1), bytes);
+    return b.getInt32(0);
+  }
+
+  llvm::Value *copy_on_device(llvm::IRBuilder<> &b, llvm::Value *dst, llvm::Value *src, llvm::Value *bytes,
+                              llvm::Value *) override {
+    b.CreateMemMove(dst, llvm::MaybeAlign(1), src, llvm::MaybeAlign(1), bytes);
+    return b.getInt32(0);
+  }
+
 private:
   llvm::Module &m_;
 };

@@ -2,6 +2,7 @@
 
 #include "EntryPointUtil.h"
 #include "WorkspaceLayout.h"
+#include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Error.h"
 
@@ -46,6 +47,8 @@ public:
     for (const GpuGraphProgram::Item &item : program_.items) {
       if (item.call && is_branch(*item.call))
         emit_branch(*item.call);
+      else if (item.call && is_loop(*item.call))
+        emit_loop(*item.call);
       else if (item.call && defines_symbol(*item.call))
         emit_define_symbol(*item.call);
       else if (item.call)
@@ -145,6 +148,101 @@ private:
       b_.CreateBr(done);
     }
     b_.SetInsertPoint(done);
+  }
+
+  /// A loop, as the CPU runs it (KernelEmitter::emit_loop): the carried
+  /// values alternate between the results' buffers and a second set in the
+  /// plan's scratch slot (device memory), beside the iteration number and
+  /// the condition the body reads. The loop itself runs on the host: the
+  /// trip count and each condition are copied to the host, the iteration
+  /// number and the condition to the device before each body's launch
+  /// sequence.
+  void emit_loop(const Node &node) {
+    const Graph *body = loop_body(g_, node);
+    if (!body)
+      throw Error(ErrorCode::Internal, "gpu codegen: a loop names no subgraph");
+    llvm::Type *i8 = b_.getInt8Ty(), *i64 = b_.getInt64Ty();
+    const size_t carried = node.results.size();
+    Value *scratch = b_.CreateGEP(i8, workspace_, layout_->slot_offset(plan_.scratch_slot));
+    Value *iter_cell = scratch;
+    Value *cond_in = b_.CreateConstGEP1_64(i8, scratch, kLoopScalarBytes);
+    Value *cond_out = b_.CreateConstGEP1_64(i8, scratch, 2 * kLoopScalarBytes);
+    std::vector<Value *> results, spare, bytes;
+    Value *offset = b_.getInt64(3 * kLoopScalarBytes);
+    for (size_t k = 0; k < carried; ++k) {
+      const TensorType &t = g_.type_of(node.results[k]);
+      Value *n = b_.getInt64(static_cast<int64_t>(dtype_size(t.dtype)));
+      for (const Dim &d : t.shape)
+        n = b_.CreateMul(n, dim(d));
+      bytes.push_back(n);
+      results.push_back(pointer_of(node.results[k]));
+      spare.push_back(b_.CreateGEP(i8, scratch, offset));
+      offset = b_.CreateAnd(b_.CreateAdd(b_.CreateAdd(offset, n), b_.getInt64(63)), b_.getInt64(~int64_t(63)));
+      fail_if_nonzero(launcher_.copy_on_device(b_, results[k], pointer_of(node.operands[kLoopFirstCarried + k]), n,
+                                               context_));
+    }
+    // A scalar of `dtype` at device address `device`, on the host: nonzero?
+    Value *host = entry_b_.CreateAlloca(i64);
+    auto truth = [&](DType dtype, Value *device) {
+      auto width = static_cast<unsigned>(dtype_size(dtype) * 8);
+      fail_if_nonzero(launcher_.copy_to_host(b_, host, device, dtype_size(dtype), context_));
+      Value *x = b_.CreateLoad(b_.getIntNTy(width), host);
+      return b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
+    };
+    DType trip_type = g_.type_of(node.operands[0]).dtype;
+    fail_if_nonzero(launcher_.copy_to_host(b_, host, pointer_of(node.operands[0]), dtype_size(trip_type), context_));
+    Value *trip = b_.CreateLoad(b_.getIntNTy(static_cast<unsigned>(dtype_size(trip_type) * 8)), host);
+    trip = is_signed(trip_type) ? b_.CreateSExt(trip, i64) : b_.CreateZExt(trip, i64);
+    Value *cond0 = truth(g_.type_of(node.operands[1]).dtype, pointer_of(node.operands[1]));
+    Value *table = entry_b_.CreateAlloca(b_.getPtrTy(), entry_b_.getInt64(static_cast<int64_t>(node.operands.size() + 1 + carried)));
+    Value *host_cond = entry_b_.CreateAlloca(i8);
+
+    llvm::Function *fn = b_.GetInsertBlock()->getParent();
+    llvm::BasicBlock *pre = b_.GetInsertBlock();
+    auto *head = llvm::BasicBlock::Create(ctx_, "loop.head", fn);
+    auto *step = llvm::BasicBlock::Create(ctx_, "loop.body", fn);
+    auto *done = llvm::BasicBlock::Create(ctx_, "loop.done", fn);
+    b_.CreateBr(head);
+    b_.SetInsertPoint(head);
+    llvm::PHINode *i = b_.CreatePHI(i64, 2, "iter");
+    llvm::PHINode *cond = b_.CreatePHI(b_.getInt1Ty(), 2, "cond");
+    i->addIncoming(b_.getInt64(0), pre);
+    cond->addIncoming(cond0, pre);
+    b_.CreateCondBr(b_.CreateAnd(b_.CreateICmpSLT(i, trip), cond), step, done);
+
+    b_.SetInsertPoint(step);
+    b_.CreateStore(i, host);
+    fail_if_nonzero(launcher_.copy_to_device(b_, iter_cell, host, 8, context_));
+    b_.CreateStore(b_.getInt8(1), host_cond); // the body runs only while the condition holds
+    fail_if_nonzero(launcher_.copy_to_device(b_, cond_in, host_cond, 1, context_));
+    Value *odd = b_.CreateTrunc(i, b_.getInt1Ty());
+    std::vector<Value *> entries{iter_cell, cond_in};
+    for (size_t k = 0; k < carried; ++k)
+      entries.push_back(b_.CreateSelect(odd, spare[k], results[k]));
+    for (size_t c = kLoopFirstCarried + carried; c < node.operands.size(); ++c)
+      entries.push_back(pointer_of(node.operands[c]));
+    entries.push_back(cond_out);
+    for (size_t k = 0; k < carried; ++k)
+      entries.push_back(b_.CreateSelect(odd, results[k], spare[k]));
+    for (size_t e = 0; e < entries.size(); ++e)
+      b_.CreateStore(entries[e], b_.CreateConstGEP1_64(b_.getPtrTy(), table, e));
+    Value *callee_ws = b_.CreateGEP(i8, workspace_, layout_->slots_end());
+    fail_if_nonzero(b_.CreateCall(functions_.at(body).run, {table, dims_, callee_ws, context_}));
+    Value *next = truth(body->type_of(body->output_ids()[0]).dtype, cond_out);
+    i->addIncoming(b_.CreateAdd(i, b_.getInt64(1)), b_.GetInsertBlock());
+    cond->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateBr(head);
+
+    // After an odd number of iterations the last values are in the spare set.
+    b_.SetInsertPoint(done);
+    auto *back = llvm::BasicBlock::Create(ctx_, "loop.copy_back", fn);
+    auto *out = llvm::BasicBlock::Create(ctx_, "loop.out", fn);
+    b_.CreateCondBr(b_.CreateTrunc(i, b_.getInt1Ty()), back, out);
+    b_.SetInsertPoint(back);
+    for (size_t k = 0; k < carried; ++k)
+      fail_if_nonzero(launcher_.copy_on_device(b_, results[k], spare[k], bytes[k], context_));
+    b_.CreateBr(out);
+    b_.SetInsertPoint(out);
   }
 
   /// A node defining a symbol: its operand copied to the host, clamped to

@@ -43,6 +43,16 @@ public:
   /// predicate, read on the host); returns an i32 status (0: copied).
   virtual llvm::Value *copy_to_host(llvm::IRBuilder<> &b, llvm::Value *host, llvm::Value *device, uint64_t bytes,
                                     llvm::Value *context) = 0;
+  /// Emits a copy of `bytes` bytes of host memory `host` to device address
+  /// `device`, after every launch so far has finished (a loop's iteration
+  /// number and condition); returns an i32 status.
+  virtual llvm::Value *copy_to_device(llvm::IRBuilder<> &b, llvm::Value *device, llvm::Value *host, uint64_t bytes,
+                                      llvm::Value *context) = 0;
+  /// Emits a copy of `bytes` (an i64 value) bytes between device addresses,
+  /// after every launch so far has finished (a loop's carried values);
+  /// returns an i32 status.
+  virtual llvm::Value *copy_on_device(llvm::IRBuilder<> &b, llvm::Value *dst, llvm::Value *src, llvm::Value *bytes,
+                                      llvm::Value *context) = 0;
 };
 
 struct GpuHostGraph {

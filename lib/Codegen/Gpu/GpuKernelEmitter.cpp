@@ -68,12 +68,7 @@ public:
                                                      "' is read as a tensor by node '" + reader.op +
                                                      "'; on the GPU a symbol's definition only sets the dim "
                                                      "(read the operand it was defined from instead)");
-      if (is_loop(node))
-        throw Error(ErrorCode::InvalidGraph,
-                    "gpu codegen: node '" + node.name + "' is a loop whose trip count or condition is known only at "
-                    "run time; the GPU backends do not run such loops yet (the CPU backend does; a loop known at "
-                    "import is unrolled there: pin its inputs with --bind or --dim)");
-      if (has_bodies(node.op) || defines_symbol(node)) { // a call, a branch, a symbol's store: host code
+      if (has_bodies(node.op) || defines_symbol(node)) { // a call, a branch, a loop, a symbol's store: host code
         program.items.push_back({-1, &node});
         continue;
       }

@@ -82,19 +82,35 @@ public:
 
   llvm::Value *copy_to_host(llvm::IRBuilder<> &b, llvm::Value *host, llvm::Value *device, uint64_t bytes,
                             llvm::Value *context) override {
+    return synced_copy(b, api_.memcpy_dtoh, host, device, b.getInt64(static_cast<int64_t>(bytes)), context);
+  }
+
+  llvm::Value *copy_to_device(llvm::IRBuilder<> &b, llvm::Value *device, llvm::Value *host, uint64_t bytes,
+                              llvm::Value *context) override {
+    return synced_copy(b, api_.memcpy_htod, device, host, b.getInt64(static_cast<int64_t>(bytes)), context);
+  }
+
+  llvm::Value *copy_on_device(llvm::IRBuilder<> &b, llvm::Value *dst, llvm::Value *src, llvm::Value *bytes,
+                              llvm::Value *context) override {
+    return synced_copy(b, api_.memcpy_dtod, dst, src, bytes, context);
+  }
+
+private:
+  /// The stream synchronized (every launch so far done), then the runtime's
+  /// `copy(dst, src, bytes)`; the first failure is the context's error.
+  llvm::Value *synced_copy(llvm::IRBuilder<> &b, const char *copy, llvm::Value *dst, llvm::Value *src,
+                           llvm::Value *bytes, llvm::Value *context) {
     llvm::Type *ptr = b.getPtrTy(), *i32 = b.getInt32Ty(), *i64 = b.getInt64Ty();
     llvm::Value *stream = b.CreateLoad(ptr, b.CreateStructGEP(context_type_, context, kStream));
     llvm::Value *rc = b.CreateCall(
         m_.getOrInsertFunction(api_.stream_synchronize, llvm::FunctionType::get(i32, {ptr}, false)), {stream});
-    llvm::Value *copied = b.CreateCall(
-        m_.getOrInsertFunction(api_.memcpy_dtoh, llvm::FunctionType::get(i32, {ptr, ptr, i64}, false)),
-        {host, device, b.getInt64(static_cast<int64_t>(bytes))});
+    llvm::Value *copied =
+        b.CreateCall(m_.getOrInsertFunction(copy, llvm::FunctionType::get(i32, {ptr, ptr, i64}, false)), {dst, src, bytes});
     rc = b.CreateSelect(b.CreateICmpEQ(rc, b.getInt32(0)), copied, rc);
     b.CreateStore(rc, b.CreateStructGEP(context_type_, context, kError));
     return b.CreateSelect(b.CreateICmpEQ(rc, b.getInt32(0)), b.getInt32(kOk), b.getInt32(kGpuError));
   }
 
-private:
   llvm::Module &m_;
   llvm::StructType *context_type_;
   size_t num_symbols_;
@@ -615,7 +631,7 @@ const GpuRuntimeApi &hip_runtime_api() {
                                     "hipMemcpyDtoH",      "hipModuleLoadData",
                                     "hipModuleGetFunction", "hipModuleUnload",
                                     "hipModuleLaunchKernel", "hipStreamSynchronize",
-                                    "hipDeviceSynchronize", "hipMemset", false};
+                                    "hipDeviceSynchronize", "hipMemset", "hipMemcpyDtoD", false};
   return api;
 }
 
@@ -626,7 +642,7 @@ const GpuRuntimeApi &cuda_runtime_api() {
                                     "cuMemcpyDtoH_v2",    "cuModuleLoadData",
                                     "cuModuleGetFunction", "cuModuleUnload",
                                     "cuLaunchKernel",     "cuStreamSynchronize",
-                                    "cuCtxSynchronize",   "cuMemsetD8_v2", true};
+                                    "cuCtxSynchronize",   "cuMemsetD8_v2", "cuMemcpyDtoD_v2", true};
   return api;
 }
 

@@ -36,6 +36,7 @@ struct GpuRuntimeApi {
   const char *malloc, *free, *memcpy_htod, *memcpy_dtoh, *module_load, *module_get_function, *module_unload,
       *launch, *stream_synchronize, *device_synchronize;
   const char *memset; // (ptr, value, bytes): hipMemset's value an int, cuMemsetD8's a byte
+  const char *memcpy_dtod; // (dst, src, bytes): a loop's carried values
   bool kernel_dots_to_underscores; // PTX names say '_' where the kernels' names say '.'
 };
 const GpuRuntimeApi &hip_runtime_api();
