@@ -197,6 +197,10 @@ public:
 
   Dim runtime_dim(const OnnxNode &n, size_t index, const Tensor &value, const std::string &label,
                   std::optional<int64_t> bound, int64_t element) override {
+    // A Loop or Scan body is one deduplicated subgraph called per
+    // iteration: a symbol has one source, so no run-time dims in there.
+    if (in_body_)
+      needs_value(n.val(index), n, index);
     std::string base = n.num_outputs() && !n.proto().output(0).empty() ? n.proto().output(0) : n.op();
     std::string symbol = dim_names_.mangle(base + "_" + label, "rt_dim");
     std::string input = n.input_name(index);

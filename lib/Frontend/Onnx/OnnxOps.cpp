@@ -1213,7 +1213,10 @@ Outs reshape_runtime(const OnnxNode &node, const Tensor &x, bool allow_zero) {
   require(t.rank() == 1 && t.shape()[0].is_static(), "Reshape's shape must be a vector of static length");
   int64_t r = t.shape()[0].value();
   Dim numel = shape_numel(x.shape());
-  std::optional<int64_t> bound = numel.is_static() ? std::optional<int64_t>(numel.value()) : std::nullopt;
+  // No dim exceeds the element count, unless it is 0 (allowzero: [0, 3]
+  // → [3, 0]); then the bound comes from --max-dim or the run's value.
+  std::optional<int64_t> bound =
+      numel.is_static() && numel.value() > 0 ? std::optional<int64_t>(numel.value()) : std::nullopt;
   Tensor n = ops::dim_values({numel}, DType::i64, true);
   std::vector<Tensor> e;
   Tensor known = i64c(1);
