@@ -548,8 +548,8 @@ def case_bad_opset(c):
 
 def case_unsupported_op(c):
     """An op maxc lacks is named with its node: E0605."""
-    err = expect_code(c, c.save(small("NonZero"), "nonzero.onnx"), "E0605")
-    assert "node '/n/NonZero' (NonZero, opset 17)" in err, err
+    err = expect_code(c, c.save(small("Unique"), "unique.onnx"), "E0605")
+    assert "node '/n/Unique' (Unique, opset 17)" in err, err
 
 
 def case_not_foldable(c):
@@ -570,6 +570,26 @@ def case_not_foldable(c):
               "--output-dir", c.path("nf_out"))
     assert "bound to its value" in r.stderr, r.stderr
     assert np.array_equal(np.load(c.path("nf_out/y.npy")), x.reshape(2, 3))
+
+
+def case_non_zero(c):
+    """NonZero, a data-dependent output [rank, n]: n is a dim bound at run time (at most the element
+    count); maxc run writes the output at its run-time shape on every device, matching numpy."""
+    g = helper.make_graph([helper.make_node("NonZero", ["x"], ["idx"], name="/n/NonZero")], "nz",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+                          [helper.make_tensor_value_info("idx", TensorProto.INT64, None)])
+    p = c.save(helper.make_model(g, opset_imports=OPSET), "nz.onnx")
+    rng = np.random.default_rng(3)
+    for k, x in enumerate([np.where(rng.uniform(size=(3, 4)) < 0.4, 0, rng.standard_normal((3, 4))),
+                           np.zeros((3, 4)), np.ones((3, 4))]):
+        x = x.astype(np.float32)
+        np.save(c.path("x.npy"), x)
+        for device in ["reference", "cpu", "amdgpu-emu"]:
+            out = c.path(f"nz_{k}_{device}")
+            c.run("run", p, "--input", "x=" + c.path("x.npy"), "--device", device, "--output-dir", out)
+            got = np.load(os.path.join(out, "idx.npy"))
+            want = np.array(np.nonzero(x), np.int64)
+            assert got.shape == want.shape and np.array_equal(got, want), (device, got, want)
 
 
 def shape_inputs_model():

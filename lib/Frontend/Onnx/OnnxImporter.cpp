@@ -101,6 +101,12 @@ public:
             run_node(graph_proto_.node(i));
         }
       }
+      if (!diags_->has_errors()) // a --max-dim that bounds nothing is a typo
+        for (const auto &[name, bound] : options_.max_dims)
+          if (!max_dims_used_.count(name))
+            diags_->error(ErrorCode::InvalidArgument, "", "--max-dim " + name,
+                          "no dim read at run time is named '" + name + "' or read from a tensor named '" + name +
+                              "' (the dims' names are the node's output name with _d0, _len0, _n, _k...)");
       for (const auto &o : graph_proto_.output()) {
         if (state_outputs_.count(o.name()))
           continue; // kept in the state buffer
@@ -209,9 +215,10 @@ public:
     // the run gives the graph input.
     std::optional<int64_t> chosen;
     for (const std::string &key : {symbol, input})
-      if (auto it = options_.max_dims.find(key); it != options_.max_dims.end() && !chosen) {
-        chosen = it->second;
+      if (auto it = options_.max_dims.find(key); it != options_.max_dims.end()) {
         max_dims_used_.insert(key);
+        if (!chosen)
+          chosen = it->second;
       }
     if (!chosen)
       chosen = bound;

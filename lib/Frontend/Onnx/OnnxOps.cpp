@@ -227,7 +227,7 @@ const std::set<std::string> kSupported = {
     "MelWeightMatrix", "RoiAlign", // OnnxComposite.cpp
     "HardSwish", "Hardmax", "Identity", "If", "InstanceNormalization", "IsInf", "IsNaN", "LayerNormalization", "LeakyRelu",
     "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "MeanVarianceNormalization", "Min",
-    "Mod", "Mul", "Neg", "Not", "Or", "PRelu", "Pad", "Pow", "Range", "Reciprocal", "ReduceL1", "ReduceL2",
+    "Mod", "Mul", "Neg", "NonZero", "Not", "Or", "PRelu", "Pad", "Pow", "Range", "Reciprocal", "ReduceL1", "ReduceL2",
     "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum",
     "ReduceSumSquare", "Relu", "Reshape", "Resize", "Round", "Selu", "Shape", "Shrink", "Sigmoid", "Sign", "Sin",
     "Sinh", "Size", "Slice", "Softmax", "Softplus", "Softsign", "SpaceToDepth", "Split", "Sqrt", "Squeeze", "Sub",
@@ -1749,6 +1749,37 @@ Outs range(const OnnxNode &node) {
   return {ops::add(ops::mul(i, sc(double(d), dtype)), sc(double(s), dtype))};
 }
 
+/// NonZero, a data-dependent output: [rank, n], n (the nonzero count) a dim
+/// bound at run time, at most x's element count. Composed: the k-th nonzero
+/// element is the one whose exclusive prefix count of nonzeros is k (a
+/// [n, N] comparison, so N is limited as TopK's n), its flat index split
+/// into coordinates.
+Outs non_zero(const OnnxNode &node) {
+  Tensor x = node.in(0);
+  require(x.rank() >= 1, "NonZero of a scalar is not supported");
+  int64_t total = static_dim(shape_numel(x.shape()), "NonZero's element count");
+  if (total > 4096)
+    unsupported("NonZero over more than 4096 elements is not supported");
+  Tensor m = ops::cast(ops::not_equal(ops::reshape(x, {Dim(total)}), sc(0, x.dtype())), DType::i64); // [N]
+  Shape nn{Dim(total), Dim(total)};
+  Tensor before = ops::less(ops::iota(nn, 0, DType::i64), ops::iota(nn, 1, DType::i64)); // i < j
+  Tensor prefix = ops::sum(ops::where(before, ops::unsqueeze(m, {1}), i64c(0)), {0}); // [N]: nonzeros before j
+  Dim n = node.bind(0, ops::sum(m, {0}), "n", total);
+  Shape kn{n, Dim(total)};
+  Tensor hit = ops::logical_and(ops::equal(ops::unsqueeze(prefix, {0}), ops::iota(kn, 0, DType::i64)),
+                                ops::equal(ops::unsqueeze(m, {0}), i64c(1))); // [n, N]
+  Tensor flat = ops::sum(ops::where(hit, ops::iota(kn, 1, DType::i64), i64c(0)), {1}); // [n]
+  std::vector<Tensor> coords;
+  int64_t stride = total;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    int64_t size = x.shape()[d].value();
+    stride = size ? stride / size : 0;
+    Tensor c = stride ? ops::div(flat, i64c(stride)) : flat;
+    coords.push_back(ops::unsqueeze(size ? ops::mod(c, i64c(size)) : c, {0}));
+  }
+  return {coords.size() == 1 ? coords[0] : ops::concat(coords, 0)};
+}
+
 Outs trilu(const OnnxNode &node) {
   Tensor x = node.in(0);
   int64_t k = node.has(1) ? node.ints(1).at(0) : 0;
@@ -2185,6 +2216,7 @@ std::vector<Tensor> map_node(const OnnxNode &node) {
   }
   if (op == "Range") return range(node);
   if (op == "Trilu") return trilu(node);
+  if (op == "NonZero") return non_zero(node);
   if (op == "CumSum") return cumsum(node);
   if (op == "ArgMax" || op == "ArgMin") return arg_reduce(node);
   if (op == "DepthToSpace" || op == "SpaceToDepth") return depth_space(node);
