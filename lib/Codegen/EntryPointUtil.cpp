@@ -325,8 +325,11 @@ llvm::Value *align_to_64(llvm::IRBuilder<> &b, llvm::Value *mem) {
   return b.CreateGEP(b.getInt8Ty(), mem, b.CreateSub(aligned, addr));
 }
 
-llvm::Value *clamp_symbol_value(llvm::IRBuilder<> &b, llvm::Value *v, bool is_signed, int64_t bound) {
+llvm::Value *clamp_symbol_value(llvm::IRBuilder<> &b, llvm::Value *v, bool is_signed, int64_t bound,
+                                llvm::Value **out_of_bound) {
   v = is_signed ? b.CreateSExtOrTrunc(v, b.getInt64Ty()) : b.CreateZExtOrTrunc(v, b.getInt64Ty());
+  if (out_of_bound) // unsigned compare: negative values are huge
+    *out_of_bound = b.CreateICmpUGT(v, b.getInt64(bound));
   v = b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, v, b.getInt64(0));
   return b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, v, b.getInt64(bound));
 }
@@ -334,12 +337,21 @@ llvm::Value *clamp_symbol_value(llvm::IRBuilder<> &b, llvm::Value *v, bool is_si
 llvm::Value *graph_dims_array(llvm::IRBuilder<> &b, llvm::Value *dims, size_t params, size_t defined) {
   if (defined == 0)
     return dims;
-  size_t all = params + defined;
+  size_t all = params + defined + 1; // the last: the out-of-bound flag
   llvm::Value *own = b.CreateAlloca(b.getInt64Ty(), b.getInt64(static_cast<int64_t>(all)));
   b.CreateMemSet(own, b.getInt8(0), all * 8, llvm::MaybeAlign(8));
   if (params)
     b.CreateMemCpy(own, llvm::MaybeAlign(8), dims, llvm::MaybeAlign(8), params * 8);
   return own;
+}
+
+llvm::Value *defined_symbols_failed(llvm::IRBuilder<> &b, llvm::Value *own, llvm::Value *dims, size_t params,
+                                    size_t defined, bool copy_back) {
+  if (copy_back)
+    b.CreateMemCpy(b.CreateConstGEP1_64(b.getInt64Ty(), dims, params), llvm::MaybeAlign(8),
+                   b.CreateConstGEP1_64(b.getInt64Ty(), own, params), llvm::MaybeAlign(8), defined * 8);
+  llvm::Value *flag = b.CreateLoad(b.getInt64Ty(), b.CreateConstGEP1_64(b.getInt64Ty(), own, params + defined));
+  return b.CreateICmpNE(flag, b.getInt64(0));
 }
 
 llvm::BranchInst *emit_counted_loop(llvm::IRBuilder<> &b, llvm::Value *n, const std::function<void(llvm::Value *)> &body,

@@ -119,16 +119,30 @@ void emit_state_entry_points(llvm::Module &module, const ModelInterface &m, llvm
 /// `mem` (from an allocator giving `size + 64` bytes) rounded up to 64.
 llvm::Value *align_to_64(llvm::IRBuilder<> &b, llvm::Value *mem);
 
+/// The value a node defining a symbol stores (CPU kernel and GPU host
+/// alike): integer `v` widened to i64 by its signedness and clamped to
+/// [0, bound], the bound its buffers are sized by. `out_of_bound`, when not
+/// null, receives an i1: v was outside [0, bound] (the run must fail with
+/// INVALID_DIM; the clamp only keeps the kernels after it in bounds).
+llvm::Value *clamp_symbol_value(llvm::IRBuilder<> &b, llvm::Value *v, bool is_signed, int64_t bound,
+                                llvm::Value **out_of_bound = nullptr);
+
 /// The graph functions' dims array from an entry point's `dims` (`params`
 /// i64s, the C dims): `dims` itself when no symbol is defined by a node,
 /// else a zeroed stack array of params + `defined` slots holding a copy of
-/// them (the kernels defining symbols store theirs after).
-/// The value a node defining a symbol stores (CPU kernel and GPU host
-/// alike): integer `v` widened to i64 by its signedness and clamped to
-/// [0, bound], the bound its buffers are sized by.
-llvm::Value *clamp_symbol_value(llvm::IRBuilder<> &b, llvm::Value *v, bool is_signed, int64_t bound);
-
+/// them (the kernels defining symbols store theirs after), and one slot
+/// more, at index params + defined: the CPU kernels set it to 1 when a
+/// defined symbol's value was outside its bound (`defined_symbols_failed`).
 llvm::Value *graph_dims_array(llvm::IRBuilder<> &b, llvm::Value *dims, size_t params, size_t defined);
+
+/// After the graph ran on the dims array `own` (graph_dims_array's, with
+/// `defined` > 0): copies the defined symbols' values into the caller's
+/// `dims` after its `params` values when `copy_back` (an output's size
+/// names them; the caller's array then holds params + defined values), and
+/// returns an i1: a defined symbol's value was outside its bound (the
+/// flag slot the CPU kernels set).
+llvm::Value *defined_symbols_failed(llvm::IRBuilder<> &b, llvm::Value *own, llvm::Value *dims, size_t params,
+                                    size_t defined, bool copy_back);
 
 /// for (i = 0; i < n; ++i) body(i), an i64 counter from 0 (named `counter`;
 /// `no_wrap`: the increment is nuw nsw), blocks PREFIX"loop", "body",

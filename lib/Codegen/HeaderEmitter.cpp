@@ -223,8 +223,21 @@ std::string emit_c_header(const ModelInterface &m, const Dim &workspace_bound) {
     dims_params += (i ? ", " : "") + std::string("int64_t ") + m.symbol_params[i];
   h += "/* Runs the model. Returns " + N + "_OK or an error status. */\n";
   h += "int32_t " + m.name + "_run(" + params + "void *workspace);\n\n";
-  h += "/* The same with buffers[inputs..., outputs...] and dims[] arrays. */\n";
-  h += "int32_t " + m.name + "_run_packed(void *const *buffers, const int64_t *dims, void *workspace);\n\n";
+  if (reports_defined_symbols(m)) {
+    // Outputs sized by dims the model reads from values at run time.
+    std::string list;
+    for (size_t k = 0; k < m.defined_symbols.size(); ++k)
+      list += (k ? ", " : " ") + m.defined_symbols[k] + " (at most " + std::to_string(m.defined_bounds[k]) + ")";
+    h += "/* The same with buffers[inputs..., outputs...] and dims[] arrays. Some outputs'\n"
+         " * sizes are known only at run time: dims[] holds " + N + "_NUM_DIMS values, then\n"
+         " * " + N + "_NUM_RUN_TIME_DIMS more that the run writes (on " + N + "_OK):" + list + ".\n"
+         " * Size output buffers by those bounds. */\n";
+    h += "#define " + N + "_NUM_RUN_TIME_DIMS " + std::to_string(m.defined_symbols.size()) + "\n";
+    h += "int32_t " + m.name + "_run_packed(void *const *buffers, int64_t *dims, void *workspace);\n\n";
+  } else {
+    h += "/* The same with buffers[inputs..., outputs...] and dims[] arrays. */\n";
+    h += "int32_t " + m.name + "_run_packed(void *const *buffers, const int64_t *dims, void *workspace);\n\n";
+  }
   h += "/* Bytes of workspace a run needs for these dims (64-byte aligned); -1 for dims\n"
        " * " + m.name + "_run rejects with " + N + "_ERROR_INVALID_DIM (negative, above 2^40, or\n"
        " * a workspace size that overflows int64_t). */\n";

@@ -59,6 +59,12 @@ std::string emit_manifest(const ModelInterface &m, const ManifestInputs &info) {
   if (m.symbol_params != m.symbols)
     out["interface"]["dim_params"] = m.symbol_params;
   out["interface"]["entry_points"] = s.entry_points;
+  if (reports_defined_symbols(m)) { // outputs sized at run time: the dims the run writes after "dims"
+    json run_time = json::array();
+    for (size_t k = 0; k < m.defined_symbols.size(); ++k)
+      run_time.push_back({{"name", m.defined_symbols[k]}, {"bound", m.defined_bounds[k]}});
+    out["interface"]["run_time_dims"] = run_time;
+  }
   if (m.state) {
     json buffers = json::array();
     for (size_t i = 0, k = 0; i < m.inputs.size(); ++i)

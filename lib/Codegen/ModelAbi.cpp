@@ -56,6 +56,15 @@ const std::vector<std::string> &state_entry_point_suffixes() {
 
 const char *c_type_name(DType d) { return dtype_info(d).c_type.data(); }
 
+bool reports_defined_symbols(const ModelInterface &m) {
+  for (const ModelInterface::Tensor &t : m.outputs)
+    for (const Dim &d : t.type.shape)
+      for (const std::string &s : d.symbols())
+        if (std::find(m.defined_symbols.begin(), m.defined_symbols.end(), s) != m.defined_symbols.end())
+          return true;
+  return false;
+}
+
 ModelInterface describe_interface(const Graph &graph, const std::string &name) {
   ModelInterface m;
   m.name = name;
@@ -74,16 +83,16 @@ ModelInterface describe_interface(const Graph &graph, const std::string &name) {
   for (const std::string &s : dim_symbols(graph)) {
     const SymbolInfo *info = table.find(s);
     (info && info->origin == SymbolOrigin::NodeResult ? m.defined_symbols : m.symbols).push_back(s);
+    if (info && info->origin == SymbolOrigin::NodeResult)
+      m.defined_bounds.push_back(info->upper_bound.value_or(-1));
   }
+  // An output whose size names a symbol defined at run time (a Reshape to
+  // a shape read from an input) is sized by the symbol's bound; the run
+  // writes the symbol's value into the caller's dims array, after the C
+  // dims (reports_defined_symbols).
   for (size_t i = 0; i < graph.output_ids().size(); ++i)
     for (const Dim &d : graph.type_of(graph.output_ids()[i]).shape)
-      for (const std::string &s : d.symbols())
-        if (std::find(m.defined_symbols.begin(), m.defined_symbols.end(), s) != m.defined_symbols.end())
-          throw Error(ErrorCode::InvalidGraph, "output " + std::to_string(i) + " (" + m.outputs[i].source_name +
-                                                  ") is " + graph.type_of(graph.output_ids()[i]).to_string() +
-                                                  ": its size names '" + s +
-                                                  "', defined by a node at run time; an output's size must follow "
-                                                  "from the inputs' dims");
+      (void)bound_node_symbols(d, table, "output " + std::to_string(i) + " (" + m.outputs[i].source_name + ")");
   if (!table.model_state()) { // a buffer write needs buffers the caller knows are state
     auto writes = [](const Graph &g) {
       return std::any_of(g.nodes().begin(), g.nodes().end(), [](const Node &n) { return writes_buffer(n); });

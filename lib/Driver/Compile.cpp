@@ -202,6 +202,7 @@ void load(Compilation &c) {
   options.weights_path = c.request.weights;
   options.dims = c.request.dims;
   options.bound_inputs = c.request.bound_inputs;
+  options.max_dims = c.request.max_dims;
   options.state = c.request.state;
   options.dedup = c.request.dedup;
   c.model = load_model(c.request.model, options, c.diagnostics);

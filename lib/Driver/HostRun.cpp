@@ -39,20 +39,54 @@ struct RunBuffers {
   std::vector<int64_t> dims;
 
   RunBuffers(const Graph &graph, const std::vector<HostTensor> &inputs, const DimBindings &bindings,
-             const std::vector<std::string> &symbols) {
-    for (ValueId id : graph.output_ids())
-      outputs.emplace_back(graph.type_of(id).dtype, evaluate_shape(graph.type_of(id).shape, bindings));
+             const ModelInterface &abi)
+      : graph_(graph), bindings_(bindings), abi_(abi) {
+    // An output sized by a symbol a node defines: a buffer of its bound
+    // (bound_node_symbols), cut to the run's value after (finish).
+    const SymbolTable &table = graph.symbol_table();
+    for (ValueId id : graph.output_ids()) {
+      Shape bound;
+      for (const Dim &d : graph.type_of(id).shape)
+        bound.push_back(bound_node_symbols(d, table, "an output"));
+      outputs.emplace_back(graph.type_of(id).dtype, evaluate_shape(bound, bindings));
+    }
     for (const HostTensor &x : inputs)
       buffers.push_back(const_cast<std::byte *>(x.data())); // read only, except state buffers: written in place
     for (HostTensor &y : outputs)
       buffers.push_back(y.data());
-    for (const std::string &s : symbols) {
+    for (const std::string &s : abi.symbols) {
       auto it = bindings.find(s);
       if (it == bindings.end())
         throw Error(ErrorCode::UnboundDim, "symbolic dim '" + s + "' has no value; pass --dim " + s + "=N");
       dims.push_back(it->second);
     }
+    if (reports_defined_symbols(abi)) // the run writes their values after the C dims
+      dims.resize(dims.size() + abi.defined_symbols.size(), 0);
   }
+
+  /// The outputs at their run-time shapes (the defined symbols' values the
+  /// run reported).
+  std::vector<HostTensor> finish() {
+    if (!reports_defined_symbols(abi_))
+      return std::move(outputs);
+    DimBindings all = bindings_;
+    for (size_t k = 0; k < abi_.defined_symbols.size(); ++k)
+      all[abi_.defined_symbols[k]] = dims[abi_.symbols.size() + k];
+    std::vector<HostTensor> out;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      HostTensor y(outputs[i].dtype(), evaluate_shape(graph_.type_of(graph_.output_ids()[i]).shape, all));
+      if (y.nbytes() > outputs[i].nbytes())
+        throw Error(ErrorCode::Internal, "output " + std::to_string(i) + " is larger than its bound");
+      std::copy(outputs[i].data(), outputs[i].data() + y.nbytes(), y.data()); // row-major: a prefix
+      out.push_back(std::move(y));
+    }
+    return out;
+  }
+
+private:
+  const Graph &graph_;
+  DimBindings bindings_;
+  const ModelInterface &abi_;
 };
 
 } // namespace
@@ -95,11 +129,19 @@ HostModel::~HostModel() {
 
 std::vector<HostTensor> HostModel::run(const std::vector<HostTensor> &inputs, DimBindings dims) {
   bind_input_dims(*impl_->graph, inputs, dims);
-  RunBuffers io(*impl_->graph, inputs, dims, impl_->planned.abi.symbols);
+  RunBuffers io(*impl_->graph, inputs, dims, impl_->planned.abi);
   int32_t status = impl_->run(io.buffers.data(), io.dims.data(), nullptr);
+  const ModelInterface &abi = impl_->planned.abi;
+  if (status == static_cast<int32_t>(RunStatus::invalid_dim) && !abi.defined_symbols.empty()) {
+    std::string list;
+    for (size_t k = 0; k < abi.defined_symbols.size(); ++k)
+      list += (k ? ", " : "") + abi.defined_symbols[k] + " <= " + std::to_string(abi.defined_bounds[k]);
+    throw Error(ErrorCode::InputMismatch, status_message(status) + ": a dim the model reads from a value at run "
+                                          "time is outside its bound (" + list + ")");
+  }
   if (status != 0)
     throw Error(ErrorCode::InputMismatch, status_message(status));
-  return std::move(io.outputs);
+  return io.finish();
 }
 
 std::vector<HostTensor> run_on_host(const std::string &backend_name, const Graph &graph,
@@ -128,7 +170,7 @@ HostProfile profile_on_host(const Graph &graph, const std::vector<HostTensor> &i
   auto reset = reinterpret_cast<void (*)()>(jit.lookup("maxc_jit_profile_reset"));
   auto set_threads = reinterpret_cast<void (*)(int32_t)>(jit.lookup("maxc_jit_set_num_threads"));
   const auto *counters = reinterpret_cast<const int64_t *>(jit.lookup("maxc_jit.profile.counters"));
-  RunBuffers io(graph, inputs, dims, planned.abi.symbols);
+  RunBuffers io(graph, inputs, dims, planned.abi);
   set_threads(threads);
   out.threads = threads;
   // One workspace for every run, as an application keeps it (a run given

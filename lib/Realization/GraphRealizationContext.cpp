@@ -297,7 +297,29 @@ void GraphRealizationContext::declare_defined_symbol(const Node &node) {
   // node: kept. Any other second source throws (SymbolTable::declare).
   const std::string &symbol = node.attrs.get_string(kBindDimSymbolAttr);
   SymbolTable &table = root_->graph().symbol_table();
-  table.declare(symbol, SymbolOrigin::NodeResult, static_cast<int64_t>(graph_->nodes().size()) - 1, 0);
+  int64_t index = static_cast<int64_t>(graph_->nodes().size()) - 1;
+  // A root graph rebuilt by a pass (decompose...) starts from the old
+  // graph's table (carry_symbols): an entry whose node is no bind_dim of
+  // this symbol here is that graph's, and moves to this node.
+  if (const SymbolInfo *info = table.find(symbol);
+      info && info->origin == SymbolOrigin::NodeResult && info->node != index && graph_ == &root_->graph()) {
+    const auto &nodes = graph_->nodes();
+    bool defined_here = info->node >= 0 && info->node < index && nodes[info->node].op == kBindDimOp &&
+                        nodes[info->node].attrs.get_string(kBindDimSymbolAttr) == symbol;
+    if (!defined_here) { // the table without it (SymbolTable has no erase)
+      SymbolTable rest;
+      for (const auto &[name, entry] : table.entries())
+        if (name != symbol) {
+          rest.declare(name, entry.origin, entry.node, entry.result);
+          if (entry.upper_bound)
+            rest.set_upper_bound(name, *entry.upper_bound);
+        }
+      if (table.model_state())
+        rest.set_model_state(*table.model_state());
+      table = std::move(rest);
+    }
+  }
+  table.declare(symbol, SymbolOrigin::NodeResult, index, 0);
   table.set_upper_bound(symbol, node.attrs.get_int(kBindDimBoundAttr));
 }
 

@@ -548,18 +548,177 @@ def case_bad_opset(c):
 
 def case_unsupported_op(c):
     """An op maxc lacks is named with its node: E0605."""
-    err = expect_code(c, c.save(small("NonZero"), "nonzero.onnx"), "E0605")
-    assert "node '/n/NonZero' (NonZero, opset 17)" in err, err
+    err = expect_code(c, c.save(small("Unique"), "unique.onnx"), "E0605")
+    assert "node '/n/Unique' (Unique, opset 17)" in err, err
 
 
 def case_not_foldable(c):
-    """A shape that depends on run-time values: E0608 naming the node."""
-    g = helper.make_graph([helper.make_node("Reshape", ["x", "s"], ["y"], name="/m/Reshape")], "nf",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6]),
-                           helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+    """Axes given as an input cannot become dims: E0608 naming the node, the input and --bind;
+    maxc run binds them from its --input file; --bind makes compile work."""
+    g = helper.make_graph([helper.make_node("Squeeze", ["x", "axes"], ["y"], name="/m/Squeeze")], "nf",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 3]),
+                           helper.make_tensor_value_info("axes", TensorProto.INT64, [1])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    err = expect_code(c, c.save(helper.make_model(g, opset_imports=OPSET), "nf.onnx"), "E0608")
-    assert "node '/m/Reshape' (Reshape, opset 17)" in err, err
+    p = c.save(helper.make_model(g, opset_imports=OPSET), "nf.onnx")
+    err = expect_code(c, p, "E0608")
+    assert "node '/m/Squeeze' (Squeeze, opset 17)" in err and "--bind axes=" in err, err
+    c.run("compile", p, "-o", c.path("nf.o"), "--bind", "axes=1", "-q")
+    x = np.arange(6, dtype=np.float32).reshape(2, 1, 3)
+    np.save(c.path("x.npy"), x)
+    np.save(c.path("axes.npy"), np.array([1], np.int64))
+    r = c.run("run", p, "--input", "x=" + c.path("x.npy"), "--input", "axes=" + c.path("axes.npy"),
+              "--output-dir", c.path("nf_out"))
+    assert "bound to its value" in r.stderr, r.stderr
+    assert np.array_equal(np.load(c.path("nf_out/y.npy")), x.reshape(2, 3))
+
+
+def case_non_zero(c):
+    """NonZero, a data-dependent output [rank, n]: n is a dim bound at run time (at most the element
+    count); maxc run writes the output at its run-time shape on every device, matching numpy."""
+    g = helper.make_graph([helper.make_node("NonZero", ["x"], ["idx"], name="/n/NonZero")], "nz",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+                          [helper.make_tensor_value_info("idx", TensorProto.INT64, None)])
+    p = c.save(helper.make_model(g, opset_imports=OPSET), "nz.onnx")
+    rng = np.random.default_rng(3)
+    for k, x in enumerate([np.where(rng.uniform(size=(3, 4)) < 0.4, 0, rng.standard_normal((3, 4))),
+                           np.zeros((3, 4)), np.ones((3, 4))]):
+        x = x.astype(np.float32)
+        np.save(c.path("x.npy"), x)
+        for device in ["reference", "cpu", "amdgpu-emu"]:
+            out = c.path(f"nz_{k}_{device}")
+            c.run("run", p, "--input", "x=" + c.path("x.npy"), "--device", device, "--output-dir", out)
+            got = np.load(os.path.join(out, "idx.npy"))
+            want = np.array(np.nonzero(x), np.int64)
+            assert got.shape == want.shape and np.array_equal(got, want), (device, got, want)
+
+
+def shape_inputs_model():
+    """Reshape, Slice, Range and Expand driven by graph inputs (the shape-like operands are data)."""
+    nodes = [
+        helper.make_node("Reshape", ["x", "shape"], ["reshaped"], name="/s/Reshape"),
+        helper.make_node("Slice", ["x", "starts", "ends"], ["sliced"], name="/s/Slice"),
+        helper.make_node("Constant", [], ["zero"], value=numpy_helper.from_array(np.array(0, np.int64))),
+        helper.make_node("Constant", [], ["one"], value=numpy_helper.from_array(np.array(1, np.int64))),
+        helper.make_node("Range", ["zero", "n", "one"], ["ramp"], name="/s/Range"),
+        helper.make_node("Expand", ["v", "eshape"], ["expanded"], name="/s/Expand"),
+    ]
+    i64 = TensorProto.INT64
+    g = helper.make_graph(nodes, "shapes",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [12]),
+                           helper.make_tensor_value_info("shape", i64, [2]),
+                           helper.make_tensor_value_info("starts", i64, [1]),
+                           helper.make_tensor_value_info("ends", i64, [1]),
+                           helper.make_tensor_value_info("n", i64, []),
+                           helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, 3]),
+                           helper.make_tensor_value_info("eshape", i64, [2])],
+                          [helper.make_tensor_value_info(o, t, None) for o, t in
+                           [("reshaped", TensorProto.FLOAT), ("sliced", TensorProto.FLOAT), ("ramp", i64),
+                            ("expanded", TensorProto.FLOAT)]])
+    return helper.make_model(g, opset_imports=OPSET)
+
+
+SHAPES_C = r"""
+#include "shapes.h"
+#include <stdio.h>
+#include <stdlib.h>
+/* shapes_main IN.bin OUT.bin: IN holds x[12] f32, then shape[2], starts, ends, n, eshape[2] as int64, v[3] f32;
+   OUT gets the status, the run-time dims, then each output's 64-element buffer. */
+int main(int argc, char **argv) {
+  float x[12], v[3], out_f[3][64];
+  int64_t shape[2], starts[1], ends[1], n[1], eshape[2], ramp[64];
+  int64_t dims[SHAPES_NUM_DIMS + SHAPES_NUM_RUN_TIME_DIMS + 1];
+  FILE *f = fopen(argv[1], "rb");
+  if (!f || fread(x, 4, 12, f) != 12 || fread(shape, 8, 2, f) != 2 || fread(starts, 8, 1, f) != 1 ||
+      fread(ends, 8, 1, f) != 1 || fread(n, 8, 1, f) != 1 || fread(eshape, 8, 2, f) != 2 || fread(v, 4, 3, f) != 3)
+    return 2;
+  fclose(f);
+  void *buffers[] = {x, shape, starts, ends, n, v, eshape, out_f[0], out_f[1], ramp, out_f[2]};
+  int32_t status = shapes_run_packed(buffers, dims, NULL);
+  int64_t st = status;
+  f = fopen(argv[2], "wb");
+  fwrite(&st, 8, 1, f);
+  fwrite(dims, 8, SHAPES_NUM_DIMS + SHAPES_NUM_RUN_TIME_DIMS, f);
+  fwrite(out_f[0], 4, 64, f);
+  fwrite(out_f[1], 4, 64, f);
+  fwrite(ramp, 8, 64, f);
+  fwrite(out_f[2], 4, 64, f);
+  fclose(f);
+  return 0;
+}
+"""
+
+
+def case_shape_inputs_at_run_time(c):
+    """Reshape/Slice/Range/Expand whose shape, starts, limit and shape are graph inputs: one compiled
+    artifact runs at two sets of values, each output's run-time size reported through the dims array
+    and matching numpy; a value above its bound fails the run (INVALID_DIM, no memory corruption);
+    without a bound compile names --max-dim; maxc run takes the values as files and writes the outputs
+    at their run-time shapes, on the reference interpreter and the CPU."""
+    p = c.save(shape_inputs_model(), "shapes.onnx")
+    err = c.run("compile", p, "-o", c.path("nob.o"), expect=1).stderr
+    assert "E0608" in err and "--max-dim n=N" in err, err
+    obj = c.path("shapes.o")
+    c.run("compile", p, "-o", obj, "--name", "shapes", "--max-dim", "n=64", "--max-dim", "eshape=16", "-q")
+    man = json.load(open(c.path("shapes.manifest.json")))
+    run_time = man["interface"]["run_time_dims"]
+    names = [d["name"] for d in run_time]
+    assert len(names) >= 5 and all(d["bound"] >= 0 for d in run_time), run_time
+    header = open(c.path("shapes.h")).read()
+    assert "SHAPES_NUM_RUN_TIME_DIMS" in header and "int64_t *dims" in header, header
+    with open(c.path("main.c"), "w") as f:
+        f.write(SHAPES_C)
+    exe = c.path("shapes_main")
+    subprocess.run(["cc", "-O1", "-Wall", "-Werror", "-I", c.tmp, c.path("main.c"), obj, "-lm", "-lpthread",
+                    "-o", exe], check=True)
+    x = np.arange(12, dtype=np.float32) * 0.5 - 2
+    v = np.array([1.5, -2, 3], np.float32)
+    outs = man["interface"]["outputs"]
+    def run(shape, starts, ends, n, eshape):
+        ints = np.array(shape + [starts, ends, n] + eshape, np.int64)
+        with open(c.path("in.bin"), "wb") as f:
+            f.write(x.tobytes() + ints.tobytes() + v.tobytes())
+        subprocess.run([exe, c.path("in.bin"), c.path("out.bin")], check=True)
+        raw = open(c.path("out.bin"), "rb").read()
+        status = int(np.frombuffer(raw[:8], np.int64)[0])
+        nd = len(man["interface"]["dims"]) + len(names)
+        dims = np.frombuffer(raw[8:8 + 8 * nd], np.int64)
+        env = dict(zip(man["interface"]["dims"] + names, (int(d) for d in dims)))
+        pos, got = 8 + 8 * nd, []
+        for o, dt in zip(outs, [np.float32, np.float32, np.int64, np.float32]):
+            buf = np.frombuffer(raw[pos:pos + 64 * np.dtype(dt).itemsize], dt)
+            pos += 64 * np.dtype(dt).itemsize
+            shp = [s if isinstance(s, int) else eval(s, {}, env) for s in o["shape"]]
+            got.append(buf[:int(np.prod(shp))].reshape(shp))
+        return status, got
+    for shape, starts, ends, n, eshape in [([3, -1], 2, 9, 5, [4, 3]), ([0 + 2, 6], -5, 100, 11, [2, 1])]:
+        status, got = run(shape, starts, ends, n, eshape)
+        assert status == 0, status
+        want = [x.reshape(shape), x[starts:ends], np.arange(n, dtype=np.int64),
+                np.broadcast_to(v, eshape[:1] + [3]) if eshape[1] == 1 else np.broadcast_to(v, eshape)]
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and np.array_equal(g, w), (g, w)
+    status, _ = run([3, -1], 0, 4, 65, [1, 3])  # n above its bound (64)
+    assert status == 2, status  # SHAPES_ERROR_INVALID_DIM
+    status, _ = run([5, -1], 0, 4, 3, [1, 3])  # 12 elements do not reshape to [5, ?]
+    assert status == 2, status
+    # maxc run: the values as files, each output at its run-time shape.
+    vals = {"x": x, "shape": np.array([4, 3], np.int64), "starts": np.array([1], np.int64),
+            "ends": np.array([-1], np.int64), "n": np.array(7, np.int64), "v": v.reshape(1, 3),
+            "eshape": np.array([2, 3], np.int64)}
+    args = []
+    for k, a in vals.items():
+        np.save(c.path(k + ".npy"), a)
+        args += ["--input", f"{k}={c.path(k + '.npy')}"]
+    for device in ["reference", "cpu"]:
+        out = c.path("out_" + device)
+        c.run("run", p, *args, "--device", device, "--output-dir", out)
+        assert np.array_equal(np.load(os.path.join(out, "reshaped.npy")), x.reshape(4, 3))
+        assert np.array_equal(np.load(os.path.join(out, "sliced.npy")), x[1:-1])
+        assert np.array_equal(np.load(os.path.join(out, "ramp.npy")), np.arange(7))
+        assert np.array_equal(np.load(os.path.join(out, "expanded.npy")), np.broadcast_to(v, (2, 3)))
+        r = c.run("run", p, *args, "--device", device, "--max-dim", "n=4", "--output-dir", out, expect=1)
+        assert "outside [0, 4]" in r.stderr or "outside its bound (" in r.stderr, r.stderr
+        assert "ramp_n" in r.stderr, r.stderr
 
 
 def case_shape_values_at_run_time(c):

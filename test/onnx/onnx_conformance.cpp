@@ -80,6 +80,8 @@ struct Result {
   Outcome outcome = Outcome::unsupported;
   bool in_scope = false;
   std::string excluded; // exclusion category, if any
+  bool run_as_given = false; // value-dependent inputs given at run time, as maxc run takes them
+  std::string bound_by_run;  // those maxc run binds at import (--bind), comma-separated
 };
 
 bool close_enough(const HostTensor &got, const HostTensor &want, double rtol, double atol, std::string &why) {
@@ -237,7 +239,28 @@ Result run_test(const fs::path &dir, const Options &opt) {
     OnnxImportInfo pinned_info;
     size_t pins = 0;
     (void)pins;
+    std::vector<std::string> bound_by_run; // inputs maxc run binds at import, as --bind
+    bool run_as_given = false;
     if (pinned) {
+      // As `maxc run model.onnx --input NAME=FILE...` runs it: the data
+      // set's values given (bounds of dims read from them), the inputs a
+      // node needs at import (axes) bound to them; the rest stay run-time
+      // inputs.
+      LoadOptions given = load;
+      given.input_values = by_name;
+      DiagnosticEngine d1;
+      pinned_info = OnnxImportInfo{};
+      pinned_model = load_onnx_model(bytes, (dir / "model.onnx").string(), given, d1, {}, &pinned_info);
+      if (pinned_model.graph) {
+        run_as_given = r.run_as_given = true;
+        bound_by_run = pinned_model.bound_from_values;
+        r.bound_by_run.clear();
+        for (const std::string &n : bound_by_run)
+          r.bound_by_run += (r.bound_by_run.empty() ? "" : ",") + n;
+        graph = pinned_model.graph.get();
+      }
+    }
+    if (pinned && !run_as_given) {
       // Pin the inputs the importer needs the values of, until it needs no more.
       OnnxImportOptions o;
       std::vector<std::string> needed = info.needs_value;
@@ -332,7 +355,11 @@ Result run_test(const fs::path &dir, const Options &opt) {
     }
   }
   r.outcome = Outcome::pass;
-  if (pinned)
+  if (pinned && !r.bound_by_run.empty())
+    r.reason = "run-time inputs; bound at import as maxc run does (--bind): " + r.bound_by_run;
+  else if (pinned && r.run_as_given)
+    r.reason = "run-time inputs";
+  else if (pinned)
     r.reason = "pinned inputs: " + [&] {
       std::string s;
       for (const std::string &n : info.needs_value)

@@ -26,6 +26,7 @@ struct GlobalOptions {
   // ONNX models (docs/ONNX.md): --dim NAME=VALUE pins, --no-dedup.
   std::map<std::string, int64_t> onnx_dims;
   std::map<std::string, std::string> bound_inputs; // --bind NAME=VALUES
+  std::map<std::string, int64_t> max_dims;         // --max-dim NAME=N
   bool no_dedup = false;
   std::string state; // --state auto | IN=OUT,...
 };

@@ -43,6 +43,7 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
   request.weights = options.weights;
   request.dims = global.onnx_dims; // ONNX: --dim pins, --bind, --no-dedup
   request.bound_inputs = global.bound_inputs;
+  request.max_dims = global.max_dims;
   request.state = global.state;
   request.dedup = !global.no_dedup;
   // --gpu sm_80,...: NVIDIA (backend "cuda"); gfx names and AMD aliases: "amdgpu".

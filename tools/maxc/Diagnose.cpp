@@ -86,15 +86,18 @@ LoadOptions load_options(const GlobalOptions &global) {
   LoadOptions load;
   load.dims = global.onnx_dims;
   load.bound_inputs = global.bound_inputs;
+  load.max_dims = global.max_dims;
   load.dedup = !global.no_dedup;
   load.state = global.state;
   return load;
 }
 
 LoadedModel load_model_to_run(const GlobalOptions &global, const std::string &model, const std::string &weights,
-                              const DimBindings &dims, DiagnosticEngine &diagnostics) {
+                              const DimBindings &dims, DiagnosticEngine &diagnostics,
+                              const std::map<std::string, HostTensor> &input_values) {
   LoadOptions load = load_options(global);
   load.weights_path = weights;
+  load.input_values = input_values;
   LoadedModel loaded = load_model(model, load, diagnostics);
   if (!loaded.graph)
     return loaded;

@@ -29,9 +29,12 @@ LoadOptions load_options(const GlobalOptions &global);
 /// Loads the model a run-time command runs (`maxc run`, `maxc profile`):
 /// the global flags, `weights` if given, and a check that every `--dim`
 /// name of the command is a symbol of the model (reported to
-/// `diagnostics`). Null graph when loading failed.
+/// `diagnostics`). `input_values`: the inputs the run gives (ONNX: bounds
+/// of dims read from them, and inputs a node needs the value of bound to
+/// them; LoadOptions::input_values). Null graph when loading failed.
 LoadedModel load_model_to_run(const GlobalOptions &global, const std::string &model, const std::string &weights,
-                              const DimBindings &dims, DiagnosticEngine &diagnostics);
+                              const DimBindings &dims, DiagnosticEngine &diagnostics,
+                              const std::map<std::string, HostTensor> &input_values = {});
 
 /// `--dim NAME=N` values of a command (`maxc run`, `maxc profile`); malformed
 /// ones are reported to `diagnostics`.

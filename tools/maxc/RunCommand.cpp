@@ -142,10 +142,27 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
   if (diagnostics.has_errors())
     return finish(global, diagnostics);
 
-  LoadedModel model = load_model_to_run(global, options.model, options.weights, dims, diagnostics);
+  // The inputs' values, read once: the ONNX importer bounds dims read from
+  // them (a Reshape's shape given as an input) and binds those a node needs
+  // at import (Squeeze's axes), as --bind would.
+  std::map<std::string, HostTensor> input_values;
+  for (const auto &[name, file] : input_files) {
+    try {
+      input_values.emplace(name, read_npy(file));
+    } catch (const Error &) {
+      // reported when the input is read below
+    }
+  }
+  LoadedModel model = load_model_to_run(global, options.model, options.weights, dims, diagnostics, input_values);
   if (!model.graph)
     return finish(global, diagnostics);
   const Graph &graph = *model.graph;
+  for (const std::string &name : model.bound_from_values) {
+    if (!global.quiet)
+      std::cerr << "maxc: input '" << name << "' is bound to its value at import (as --bind " << name
+                << "=FILE): a node needs it to fix axes or a rank\n";
+    input_files.erase(name);
+  }
 
   if (options.generate_given || !options.prompt.empty() || options.max_context != 0)
     return run_generate(global, options, graph, dims, input_files, max_memory, diagnostics);

@@ -70,6 +70,13 @@ int main(int argc, char **argv) {
   // written after the subcommand does not swallow its positional model.
   app.add_option("--dim", onnx_dims, "Pin a symbolic input dim at compile time, NAME=N (JSON dims or ONNX dim_param; repeatable; an unknown NAME is an error)")
       ->allow_extra_args(false);
+  std::vector<std::string> max_dims;
+  app.add_option("--max-dim", max_dims,
+                 "ONNX models: the largest value of a dim read at run time from a tensor (a Reshape's shape, "
+                 "Slice's starts, TopK's k given as inputs), NAME=N: the dim's symbol or the tensor's name "
+                 "(repeatable). Buffers are sized by it; a larger value fails the run")
+      ->type_name("NAME=N")
+      ->allow_extra_args(false);
   std::vector<std::string> binds;
   app.add_option("--bind", binds,
                  "Fix an ONNX graph input at compile time, NAME=VALUES (comma-separated numbers for its static "
@@ -249,6 +256,16 @@ the most threads one of its jobs ran on, and the model nodes it computes.)");
       return 1;
     }
     global.onnx_dims[d.substr(0, eq)] = n;
+  }
+  for (const std::string &d : max_dims) {
+    size_t eq = d.find('=');
+    char *end = nullptr;
+    long long n = eq == std::string::npos ? -1 : std::strtoll(d.c_str() + eq + 1, &end, 10);
+    if (eq == std::string::npos || eq == 0 || *end != '\0' || n < 0) {
+      std::cerr << "maxc: error[E0002]: --max-dim: expected NAME=N with N >= 0, got '" << d << "'\n";
+      return 1;
+    }
+    global.max_dims[d.substr(0, eq)] = n;
   }
   for (const std::string &b : binds) {
     size_t eq = b.find('=');

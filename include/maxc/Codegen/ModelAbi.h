@@ -76,6 +76,8 @@ struct ModelInterface {
   /// parameter; the compiled functions' dims array holds them after
   /// `symbols`, stored by the node that defines each (dims_array()).
   std::vector<std::string> defined_symbols;
+  /// Each defined symbol's upper bound (what buffers are sized by).
+  std::vector<int64_t> defined_bounds;
   /// The compiled functions' dims array: symbols, then defined_symbols.
   std::vector<std::string> dims_array() const {
     std::vector<std::string> all = symbols;
@@ -110,6 +112,11 @@ struct ModelInterface {
 };
 
 ModelInterface describe_interface(const Graph &graph, const std::string &name);
+/// True when an output's size names a symbol a node defines at run time:
+/// NAME_run_packed's dims array then holds symbols.size() +
+/// defined_symbols.size() values, the last written by the run (the
+/// outputs' actual sizes; their buffers are sized by the bounds).
+bool reports_defined_symbols(const ModelInterface &m);
 
 namespace codegen {
 

@@ -20,6 +20,7 @@ struct CompileRequest {
   std::string model, weights;
   std::map<std::string, int64_t> dims; // ONNX: --dim NAME=VALUE pins a symbolic dim
   std::map<std::string, std::string> bound_inputs; // ONNX: --bind NAME=VALUES fixes a graph input
+  std::map<std::string, int64_t> max_dims; // ONNX: --max-dim NAME=N bounds a dim read at run time
   std::string state; // ONNX: --state auto | IN=OUT,... makes KV-cache pairs model state
   bool dedup = true;                   // ONNX: trace repeated blocks as shared subgraphs
   std::string backend = "cpu";

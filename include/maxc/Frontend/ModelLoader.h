@@ -42,6 +42,15 @@ struct LoadOptions {
   /// resolves and shape computations on it fold. VALUES: comma-separated
   /// numbers, as many as the input's static shape holds, or a .npy file.
   std::map<std::string, std::string> bound_inputs;
+  /// ONNX: upper bounds of dims read at run time from a tensor's values
+  /// (`--max-dim NAME=N`; NAME: the dim's symbol, or the tensor holding the
+  /// shape, starts, k ..., bounding every dim read from it). Buffers are
+  /// sized by the bound; a larger value at run time fails the run.
+  std::map<std::string, int64_t> max_dims;
+  /// ONNX: the values the run will give graph inputs (`maxc run`'s files).
+  /// They stay run-time inputs; a dim read from one without a bound from
+  /// its op or --max-dim takes its value here as the bound.
+  std::map<std::string, HostTensor> input_values;
   /// ONNX: find repeated layers and trace each unique block once as a
   /// subgraph definition (`--no-dedup` turns it off).
   bool dedup = true;
@@ -85,6 +94,10 @@ struct LoadedModel {
   /// they differ (ONNX names are mangled to C identifiers for the graph);
   /// headers and manifests show the source names.
   std::map<std::string, std::string> source_names;
+  /// ONNX: graph inputs fixed to their LoadOptions::input_values because a
+  /// node needs their values at import (axes, a rank): as --bind does, they
+  /// left the graph's inputs.
+  std::vector<std::string> bound_from_values;
 };
 
 /// The largest byte size (element count × dtype size) of any one tensor:

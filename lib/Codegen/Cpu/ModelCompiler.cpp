@@ -92,13 +92,23 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, const std:
     if (profile) // a run the profile counters cover (RuntimeProfile.c)
       b.CreateCall(module.getOrInsertFunction(m.name + ".rt.profile_run", b.getVoidTy()));
     // The graph functions' dims: a slot more per symbol a node defines.
+    llvm::Value *caller_dims = dims;
     dims = codegen::graph_dims_array(b, dims, ndims, m.defined_symbols.size());
+    // After a run: a defined symbol out of its bound fails it; the values
+    // go back to the caller when an output's size names them.
+    auto finish = [&] {
+      if (!m.defined_symbols.empty())
+        fail_if(codegen::defined_symbols_failed(b, dims, caller_dims, ndims, m.defined_symbols.size(),
+                                                reports_defined_symbols(m)),
+                RunStatus::invalid_dim);
+      b.CreateRet(b.getInt32(0));
+    };
     auto *own = llvm::BasicBlock::Create(c, "own_workspace", packed);
     auto *given = llvm::BasicBlock::Create(c, "given_workspace", packed);
     b.CreateCondBr(b.CreateICmpEQ(ws, llvm::ConstantPointerNull::get(b.getPtrTy())), own, given);
     b.SetInsertPoint(given);
     call(variant, &codegen::EmittedGraph::run, {buffers, dims, ws});
-    b.CreateRet(b.getInt32(0));
+    finish();
     b.SetInsertPoint(own);
     llvm::Value *size = call(variant, &codegen::EmittedGraph::workspace_size, {dims});
     llvm::Value *mem = b.CreateCall(malloc_fn, {b.CreateAdd(size, b.getInt64(64))});
@@ -106,7 +116,7 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, const std:
     // Align to 64 bytes by hand (malloc gives 16).
     call(variant, &codegen::EmittedGraph::run, {buffers, dims, codegen::align_to_64(b, mem)});
     b.CreateCall(free_fn, {mem});
-    b.CreateRet(b.getInt32(0));
+    finish();
   }
 
   // NAME_run(in..., out..., dims..., workspace)
@@ -118,7 +128,8 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, const std:
   {
     b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", run));
     llvm::Value *buffers = b.CreateAlloca(ptr, b.getInt64(static_cast<int64_t>(std::max<size_t>(nbuf, 1))));
-    llvm::Value *dims = b.CreateAlloca(i64, b.getInt64(static_cast<int64_t>(std::max<size_t>(ndims, 1))));
+    size_t reported = reports_defined_symbols(m) ? m.defined_symbols.size() : 0; // written back, unread
+    llvm::Value *dims = b.CreateAlloca(i64, b.getInt64(static_cast<int64_t>(std::max<size_t>(ndims + reported, 1))));
     for (size_t i = 0; i < nbuf; ++i)
       b.CreateStore(run->getArg(static_cast<unsigned>(i)), b.CreateConstGEP1_64(ptr, buffers, i));
     for (size_t i = 0; i < ndims; ++i)

@@ -87,11 +87,17 @@ std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &lowered, c
               b.getInt32(static_cast<int32_t>(RunStatus::state_full)));
   }
   llvm::Value *dims = graph_dims_array(b, fn->getArg(1), abi.symbols.size(), abi.defined_symbols.size());
+  auto report = [&] { // the defined symbols an output's size names, back to the caller
+    if (reports_defined_symbols(abi))
+      (void)defined_symbols_failed(b, dims, fn->getArg(1), abi.symbols.size(), abi.defined_symbols.size(), true);
+  };
   auto *own = llvm::BasicBlock::Create(context, "own_workspace", fn);
   auto *given = llvm::BasicBlock::Create(context, "given_workspace", fn);
   b.CreateCondBr(b.CreateICmpEQ(ws, llvm::ConstantPointerNull::get(b.getPtrTy())), own, given);
   b.SetInsertPoint(given);
-  b.CreateRet(b.CreateCall(root.run, {fn->getArg(0), dims, ws, context_struct}));
+  llvm::Value *given_status = b.CreateCall(root.run, {fn->getArg(0), dims, ws, context_struct});
+  report();
+  b.CreateRet(given_status);
   b.SetInsertPoint(own);
   llvm::FunctionCallee malloc_fn = module->getOrInsertFunction("malloc", ptr, i64);
   llvm::FunctionCallee free_fn = module->getOrInsertFunction("free", b.getVoidTy(), ptr);
@@ -101,6 +107,7 @@ std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &lowered, c
             b.getInt32(static_cast<int32_t>(RunStatus::out_of_memory)));
   llvm::Value *status = b.CreateCall(root.run, {fn->getArg(0), dims, align_to_64(b, mem), context_struct});
   b.CreateCall(free_fn, {mem});
+  report();
   b.CreateRet(status);
 
   if (abi.state) { // the state API, as the artifacts have it, on host memory

@@ -4,6 +4,7 @@
 #include "WorkspaceLayout.h"
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Ops/OpRegistry.h"
+#include "maxc/Codegen/ModelAbi.h"
 #include "maxc/Support/Error.h"
 
 #include <llvm/IR/Module.h>
@@ -257,8 +258,15 @@ private:
     llvm::Type *type = b_.getIntNTy(static_cast<unsigned>(bytes * 8));
     Value *host = entry_b_.CreateAlloca(type);
     fail_if_nonzero(launcher_.copy_to_host(b_, host, pointer_of(x), bytes, context_));
+    Value *out_of_bound = nullptr;
     Value *v = clamp_symbol_value(b_, b_.CreateLoad(type, host), is_signed(dt),
-                                  g_.root()->symbol_table().upper_bound(defined_symbol(node)).value());
+                                  g_.root()->symbol_table().upper_bound(defined_symbol(node)).value(), &out_of_bound);
+    // A value outside its bound fails the run (INVALID_DIM) before any
+    // kernel sized by it runs; in the root graph only, as on the CPU
+    // (KernelEmitter's emit_define_symbol says why).
+    if (g_.root() == &g_)
+      fail_if_nonzero(b_.CreateSelect(out_of_bound, b_.getInt32(static_cast<int32_t>(RunStatus::invalid_dim)),
+                                      b_.getInt32(0)));
     b_.CreateStore(v, dim_values_->slot(b_, defined_symbol(node)));
   }
 

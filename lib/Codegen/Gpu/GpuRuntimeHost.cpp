@@ -466,7 +466,14 @@ private:
           fail_if(state_overflows(b_, dims, iface_.symbols, *iface_.state), b_.getInt32(kStateFull));
       }
       // The graph functions' dims: a slot more per symbol a node defines.
+      llvm::Value *caller_dims = dims;
       dims = graph_dims_array(b_, dims, ndims, iface_.defined_symbols.size());
+      // The defined symbols an output's size names, back to the caller
+      // (the host code fails the run itself when one is out of bound).
+      auto report = [&] {
+        if (reports_defined_symbols(iface_))
+          (void)defined_symbols_failed(b_, dims, caller_dims, ndims, iface_.defined_symbols.size(), true);
+      };
       if (api_.runtime == GpuRuntime::cuda) // the calling thread may have another context current
         b_.CreateCall(rt("cuCtxSetCurrent", i32, {ptr}), {b_.CreateLoad(ptr, field(ctx, kDeviceContext))});
       b_.CreateStore(stream, field(ctx, kStream));
@@ -474,7 +481,9 @@ private:
       auto *given = llvm::BasicBlock::Create(c_, "given_workspace", packed);
       b_.CreateCondBr(b_.CreateICmpEQ(ws, null()), own, given);
       b_.SetInsertPoint(given);
-      b_.CreateRet(b_.CreateCall(root_.run, {buffers, dims, ws, ctx}));
+      llvm::Value *given_status = b_.CreateCall(root_.run, {buffers, dims, ws, ctx});
+      report();
+      b_.CreateRet(given_status);
       // No workspace given: a device allocation for this run (synchronizes).
       b_.SetInsertPoint(own);
       llvm::Value *mem = b_.CreateAlloca(ptr);
@@ -486,6 +495,7 @@ private:
       llvm::Value *status = b_.CreateCall(root_.run, {buffers, dims, b_.CreateLoad(ptr, mem), ctx});
       b_.CreateCall(rt(api_.stream_synchronize, i32, {ptr}), {stream});
       b_.CreateCall(rt(api_.free, i32, {ptr}), {b_.CreateLoad(ptr, mem)});
+      report();
       b_.CreateRet(status);
     }
     std::vector<llvm::Type *> params = {ptr};
@@ -495,7 +505,8 @@ private:
     params.push_back(ptr);
     llvm::Function *run = function("_run", i32, params);
     llvm::Value *buffers = b_.CreateAlloca(ptr, b_.getInt64(static_cast<int64_t>(std::max<size_t>(nbuf, 1))));
-    llvm::Value *dims = b_.CreateAlloca(i64, b_.getInt64(static_cast<int64_t>(std::max<size_t>(ndims, 1))));
+    size_t reported = reports_defined_symbols(iface_) ? iface_.defined_symbols.size() : 0; // written back, unread
+    llvm::Value *dims = b_.CreateAlloca(i64, b_.getInt64(static_cast<int64_t>(std::max<size_t>(ndims + reported, 1))));
     for (size_t i = 0; i < nbuf; ++i)
       b_.CreateStore(run->getArg(static_cast<unsigned>(1 + i)), b_.CreateConstGEP1_64(ptr, buffers, i));
     for (size_t i = 0; i < ndims; ++i)

@@ -101,6 +101,12 @@ public:
             run_node(graph_proto_.node(i));
         }
       }
+      if (!diags_->has_errors()) // a --max-dim that bounds nothing is a typo
+        for (const auto &[name, bound] : options_.max_dims)
+          if (!max_dims_used_.count(name))
+            diags_->error(ErrorCode::InvalidArgument, "", "--max-dim " + name,
+                          "no dim read at run time is named '" + name + "' or read from a tensor named '" + name +
+                              "' (the dims' names are the node's output name with _d0, _len0, _n, _k...)");
       for (const auto &o : graph_proto_.output()) {
         if (state_outputs_.count(o.name()))
           continue; // kept in the state buffer
@@ -179,11 +185,55 @@ public:
         info_.needs_value.push_back(v.graph_input);
       throw Error(ErrorCode::OnnxNotFoldable,
                   "input " + std::to_string(index) + " is the graph input '" + v.graph_input +
-                      "', whose value this node needs at compile time (make it an initializer or a Constant)");
+                      "', whose value this node needs at compile time (it fixes axes or a rank, so it cannot "
+                      "be a run-time dim): fix it with --bind " + v.graph_input +
+                      "=VALUES (maxc run does so from its --input file), or make it an initializer or a Constant");
     }
     throw Error(ErrorCode::OnnxNotFoldable, "input " + std::to_string(index) + " ('" + n.input_name(index) +
                                                 "') is computed at run time, but this node needs its value at "
                                                 "compile time");
+  }
+
+  std::optional<HostTensor> run_value(const Val &v) override {
+    if (v.graph_input.empty())
+      return std::nullopt;
+    auto it = options_.input_values.find(v.graph_input);
+    return it == options_.input_values.end() ? std::nullopt : std::optional<HostTensor>(it->second);
+  }
+
+  Dim runtime_dim(const OnnxNode &n, size_t index, const Tensor &value, const std::string &label,
+                  std::optional<int64_t> bound, int64_t element) override {
+    // A Loop or Scan body is one deduplicated subgraph called per
+    // iteration: a symbol has one source, so no run-time dims in there.
+    if (in_body_)
+      needs_value(n.val(index), n, index);
+    std::string base = n.num_outputs() && !n.proto().output(0).empty() ? n.proto().output(0) : n.op();
+    std::string symbol = dim_names_.mangle(base + "_" + label, "rt_dim");
+    std::string input = n.input_name(index);
+    const Val &v = n.val(index);
+    // The bound: --max-dim on the symbol or the input, the op's, the value
+    // the run gives the graph input.
+    std::optional<int64_t> chosen;
+    for (const std::string &key : {symbol, input})
+      if (auto it = options_.max_dims.find(key); it != options_.max_dims.end()) {
+        max_dims_used_.insert(key);
+        if (!chosen)
+          chosen = it->second;
+      }
+    if (!chosen)
+      chosen = bound;
+    if (!chosen && element >= 0 && !v.graph_input.empty())
+      if (auto it = options_.input_values.find(v.graph_input); it != options_.input_values.end() &&
+                                                                is_integer(it->second.dtype()) &&
+                                                                element < it->second.numel())
+        chosen = std::max<int64_t>(0, it->second.get_i64(element));
+    if (!chosen)
+      throw Error(ErrorCode::OnnxNotFoldable,
+                  "input " + std::to_string(index) + " ('" + input + "') is known only at run time, and no bound " +
+                      "for the dim '" + symbol + "' it gives follows from the op: give one with --max-dim " + input +
+                      "=N (every dim read from it) or --max-dim " + symbol + "=N (buffers are sized by it; a " +
+                      "larger value at run time fails the run)");
+    return ops::bind_dim(value, symbol, *chosen);
   }
 
   // ---- BodyHost (Loop and Scan, OnnxLoop.cpp) ----
@@ -1882,6 +1932,7 @@ private:
   // Inputs and outputs are named through the one C-name mangler, in the
   // order describe_interface names them, so its second pass changes nothing.
   CNameMangler names_, dim_names_, constant_names_;
+  std::set<std::string> max_dims_used_; // --max-dim names that named a symbol or input
   std::map<std::string, Tensor> initializer_tensors_;
   std::map<const onnx::TensorProto *, HostTensor> body_initializers_; // Loop/Scan bodies', read once
   static constexpr int64_t kMaxBodyRuns = 16384; // Loop/Scan iterations in all, nested ones included
@@ -1919,13 +1970,46 @@ LoadedModel load_onnx_model(const std::string &bytes, const std::string &path, c
     diagnostics.error(ErrorCode::OnnxFormat, path, "", "the ONNX model has no graph");
     return out;
   }
-  try {
-    out.graph = onnx_import::Importer(model, path, options, diagnostics, onnx, inf, out).run();
-    if (out.graph)
-      out.graph->verify();
-  } catch (const Error &e) {
-    diagnostics.report(Diagnostic{Severity::error, e.code(), path, e.location(), e.message()});
-    out.graph.reset();
+  // maxc run knows the inputs' values: an input a node needs the value of
+  // at import (Squeeze's axes, CumSum's axis) that is a small integer
+  // tensor is bound to it, as --bind would, and the import runs again.
+  OnnxImportOptions pins = onnx;
+  for (int round = 0;; ++round) {
+    DiagnosticEngine scratch;
+    bool may_retry = !options.input_values.empty() && round < 8;
+    DiagnosticEngine &diags = may_retry ? scratch : diagnostics;
+    LoadedModel attempt;
+    attempt.files_read = out.files_read;
+    attempt.bound_from_values = out.bound_from_values;
+    inf = OnnxImportInfo{};
+    try {
+      attempt.graph = onnx_import::Importer(model, path, options, diags, pins, inf, attempt).run();
+      if (attempt.graph)
+        attempt.graph->verify();
+    } catch (const Error &e) {
+      diags.report(Diagnostic{Severity::error, e.code(), path, e.location(), e.message()});
+      attempt.graph.reset();
+    }
+    bool added = false;
+    if (!attempt.graph && may_retry)
+      for (const std::string &name : inf.needs_value) {
+        auto it = options.input_values.find(name);
+        if (it == options.input_values.end() || pins.pinned_inputs.count(name) || !is_integer(it->second.dtype()) ||
+            it->second.numel() > 64)
+          continue;
+        pins.pinned_inputs[name] = it->second;
+        out.bound_from_values.push_back(name);
+        added = true;
+      }
+    if (!added) {
+      if (&diags == &scratch)
+        for (const Diagnostic &d : scratch.diagnostics())
+          diagnostics.report(d);
+      std::vector<std::string> bound = std::move(out.bound_from_values);
+      out = std::move(attempt);
+      out.bound_from_values = std::move(bound);
+      break;
+    }
   }
   if (out.graph) {
     const Graph &g = *out.graph;

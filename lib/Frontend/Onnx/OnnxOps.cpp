@@ -63,6 +63,37 @@ std::vector<Dim> OnnxNode::dims(size_t i) const {
   return out;
 }
 
+std::optional<HostTensor> OnnxNode::value_hint(size_t i) const {
+  const Val &v = val(i);
+  if (v.kind == Val::Kind::known)
+    return v.data;
+  return host_.run_value(v);
+}
+
+Tensor OnnxNode::element(size_t i, int64_t k) const {
+  Tensor t = in(i);
+  if (!is_integer(t.dtype()) || t.rank() > 1)
+    throw Error(ErrorCode::OnnxAttribute, "input " + std::to_string(i) + " must be an integer scalar or vector");
+  if (t.dtype() != DType::i64)
+    t = ops::cast(t, DType::i64);
+  return t.rank() == 0 ? t : ops::reshape(ops::slice(t, {k}, {k + 1}, {0}, {1}), Shape{});
+}
+
+std::vector<Dim> OnnxNode::runtime_dims(size_t i, const std::function<std::optional<int64_t>(size_t)> &bound) const {
+  if (!is_runtime(i))
+    return dims(i);
+  Tensor t = in(i);
+  if (t.rank() > 1 || (t.rank() == 1 && !t.shape()[0].is_static()))
+    throw Error(ErrorCode::OnnxAttribute, "input " + std::to_string(i) + " ('" + input_name(i) +
+                                              "') must be a vector of static length, got " + t.type().to_string());
+  int64_t n = t.rank() == 0 ? 1 : t.shape()[0].value();
+  std::vector<Dim> out;
+  for (int64_t k = 0; k < n; ++k)
+    out.push_back(bind(i, element(i, k), t.rank() == 0 ? "n" : "d" + std::to_string(k),
+                       bound ? bound(static_cast<size_t>(k)) : std::nullopt, k));
+  return out;
+}
+
 const onnx::AttributeProto *OnnxNode::attr(const std::string &name) const {
   for (const auto &a : proto_.attribute())
     if (a.name() == name) {
@@ -196,7 +227,7 @@ const std::set<std::string> kSupported = {
     "MelWeightMatrix", "RoiAlign", // OnnxComposite.cpp
     "HardSwish", "Hardmax", "Identity", "If", "InstanceNormalization", "IsInf", "IsNaN", "LayerNormalization", "LeakyRelu",
     "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "MeanVarianceNormalization", "Min",
-    "Mod", "Mul", "Neg", "Not", "Or", "PRelu", "Pad", "Pow", "Range", "Reciprocal", "ReduceL1", "ReduceL2",
+    "Mod", "Mul", "Neg", "NonZero", "Not", "Or", "PRelu", "Pad", "Pow", "Range", "Reciprocal", "ReduceL1", "ReduceL2",
     "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum",
     "ReduceSumSquare", "Relu", "Reshape", "Resize", "Round", "Selu", "Shape", "Shrink", "Sigmoid", "Sign", "Sin",
     "Sinh", "Size", "Slice", "Softmax", "Softplus", "Softsign", "SpaceToDepth", "Split", "Sqrt", "Squeeze", "Sub",
@@ -1169,8 +1200,54 @@ Shape broadcast_shapes(const Shape &a, const Shape &b) {
   return out;
 }
 
+/// i64 scalar constant.
+Tensor i64c(int64_t v) { return sc(static_cast<double>(v), DType::i64); }
+
+/// Reshape to a shape known only at run time: 0 (copy, unless allowzero)
+/// and -1 (inferred) resolved by tensor ops, each element a dim bound at
+/// run time (at most x's element count), the data gathered from the
+/// flattened x; a run whose shape holds another element count fails
+/// (a check dim bound to [0, 0]).
+Outs reshape_runtime(const OnnxNode &node, const Tensor &x, bool allow_zero) {
+  Tensor t = node.in(1);
+  require(t.rank() == 1 && t.shape()[0].is_static(), "Reshape's shape must be a vector of static length");
+  int64_t r = t.shape()[0].value();
+  Dim numel = shape_numel(x.shape());
+  // No dim exceeds the element count, unless it is 0 (allowzero: [0, 3]
+  // → [3, 0]); then the bound comes from --max-dim or the run's value.
+  std::optional<int64_t> bound =
+      numel.is_static() && numel.value() > 0 ? std::optional<int64_t>(numel.value()) : std::nullopt;
+  Tensor n = ops::dim_values({numel}, DType::i64, true);
+  std::vector<Tensor> e;
+  Tensor known = i64c(1);
+  for (int64_t k = 0; k < r; ++k) {
+    Tensor v = node.element(1, k);
+    if (!allow_zero && k < x.rank())
+      v = ops::where(ops::equal(v, i64c(0)), ops::dim_values({x.shape()[k]}, DType::i64, true), v);
+    known = ops::mul(known, ops::where(ops::equal(v, i64c(-1)), i64c(1), v));
+    e.push_back(v);
+  }
+  Tensor inferred = ops::div(n, ops::maximum(known, i64c(1)));
+  Shape shape;
+  Tensor total = i64c(1);
+  for (int64_t k = 0; k < r; ++k) {
+    e[k] = ops::where(ops::equal(e[k], i64c(-1)), inferred, e[k]);
+    total = ops::mul(total, e[k]);
+    shape.push_back(node.bind(1, e[k], "d" + std::to_string(k), bound, k));
+  }
+  Dim check = node.bind(1, ops::where(ops::equal(total, n), i64c(0), i64c(-1)), "numel_check", 0);
+  Dim out_numel = shape_numel(shape);
+  // The index: iota + the check dim's value (0 when the run may go on).
+  Tensor idx = ops::add(ops::iota({out_numel}, 0, DType::i64), ops::dim_values({check}, DType::i64, true));
+  idx = ops::minimum(idx, ops::maximum(ops::sub(n, i64c(1)), i64c(0)));
+  Tensor flat = ops::reshape(x, {numel});
+  return {ops::reshape(ops::gather(flat, idx, 0), shape)};
+}
+
 Outs reshape(const OnnxNode &node) {
   Tensor x = node.in(0);
+  if (node.is_runtime(1))
+    return reshape_runtime(node, x, node.attr_int("allowzero", 0) != 0);
   std::vector<Dim> target = node.dims(1);
   bool allow_zero = node.attr_int("allowzero", 0) != 0;
   Shape shape;
@@ -1186,6 +1263,46 @@ Outs reshape(const OnnxNode &node) {
   return {ops::reshape(x, shape)};
 }
 
+/// Slice with starts or ends known only at run time (axes and steps known):
+/// per axis, the start clamped as ONNX says, the length a dim bound at run
+/// time (at most the axis' size), the elements gathered.
+Outs slice_runtime(const OnnxNode &node, Tensor x) {
+  int64_t count = node.in(1).rank() == 1 && node.in(1).shape()[0].is_static() ? node.in(1).shape()[0].value() : -1;
+  require(count >= 0, "Slice's starts must be a vector of static length");
+  std::vector<int64_t> axes, steps;
+  if (node.has(3))
+    axes = node.ints(3);
+  else
+    for (int64_t i = 0; i < count; ++i)
+      axes.push_back(i);
+  steps = node.has(4) ? node.ints(4) : std::vector<int64_t>(static_cast<size_t>(count), 1);
+  require(static_cast<int64_t>(axes.size()) == count && static_cast<int64_t>(steps.size()) == count,
+          "Slice starts, ends, axes and steps must have the same length");
+  auto value = [&](size_t input, int64_t k) {
+    return node.is_runtime(input) ? node.element(input, k) : i64c(node.ints(input).at(static_cast<size_t>(k)));
+  };
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t a = norm_axis(axes[i], x.rank()), step = steps[i];
+    require(step != 0, "Slice step 0");
+    const Dim &d = x.shape()[a];
+    Tensor n = ops::dim_values({d}, DType::i64, true);
+    auto norm = [&](Tensor v) {
+      v = ops::where(ops::less(v, i64c(0)), ops::add(v, n), v);
+      return step > 0 ? ops::minimum(ops::maximum(v, i64c(0)), n)
+                      : ops::minimum(ops::maximum(v, i64c(-1)), ops::sub(n, i64c(1)));
+    };
+    Tensor s = norm(value(1, i)), e = norm(value(2, i));
+    int64_t m = step > 0 ? step : -step;
+    Tensor span = step > 0 ? ops::sub(e, s) : ops::sub(s, e);
+    Tensor len = ops::maximum(ops::div(ops::add(span, i64c(m - 1)), i64c(m)), i64c(0));
+    std::optional<int64_t> bound = d.is_static() ? std::optional<int64_t>(d.value()) : std::nullopt;
+    Dim l = node.bind(1, len, "len" + std::to_string(a), bound);
+    Tensor idx = ops::add(s, ops::mul(ops::iota({l}, 0, DType::i64), i64c(step)));
+    x = ops::gather(x, idx, a);
+  }
+  return {x};
+}
+
 Outs slice(const OnnxNode &node) {
   Tensor x = node.in(0);
   std::vector<int64_t> starts, ends, axes, steps;
@@ -1193,6 +1310,8 @@ Outs slice(const OnnxNode &node) {
     starts = node.attr_ints("starts");
     ends = node.attr_ints("ends");
     axes = node.attr_ints("axes");
+  } else if (node.is_runtime(1) || node.is_runtime(2)) {
+    return slice_runtime(node, x);
   } else {
     starts = node.ints(1);
     ends = node.ints(2);
@@ -1648,6 +1767,23 @@ Outs gather_elements(const OnnxNode &node) {
 }
 
 Outs range(const OnnxNode &node) {
+  if (node.is_runtime(0) || node.is_runtime(1) || node.is_runtime(2)) {
+    // Values known only at run time: max(ceil((limit - start) / delta), 0)
+    // elements, a dim bound at run time.
+    Tensor start = node.in(0), limit = node.in(1), delta = node.in(2);
+    DType dtype = start.dtype();
+    auto f = [](const Tensor &t) { return ops::cast(t, DType::f64); };
+    Tensor count = ops::cast(
+        ops::maximum(ops::ceil(ops::div(ops::sub(f(limit), f(start)), f(delta))), sc(0, DType::f64)), DType::i64);
+    std::optional<int64_t> bound; // from the values the run gives (maxc run), when all are known then
+    std::optional<HostTensor> hs = node.value_hint(0), hl = node.value_hint(1), hd = node.value_hint(2);
+    if (hs && hl && hd && hs->numel() == 1 && hl->numel() == 1 && hd->numel() == 1 && hd->get_f64(0) != 0)
+      bound = std::max<int64_t>(
+          0, static_cast<int64_t>(std::ceil((hl->get_f64(0) - hs->get_f64(0)) / hd->get_f64(0))));
+    Dim n = node.bind(node.is_runtime(1) ? 1 : node.is_runtime(0) ? 0 : 2, count, "n", bound);
+    Tensor i = ops::iota({n}, 0, dtype);
+    return {ops::add(ops::mul(i, ops::reshape(delta, Shape{})), ops::reshape(start, Shape{}))};
+  }
   if (node.val(1).kind != Val::Kind::sym) {
     HostTensor start = node.known(0), limit = node.known(1), delta = node.known(2);
     DType dtype = start.dtype();
@@ -1669,6 +1805,37 @@ Outs range(const OnnxNode &node) {
   Dim n = d == 1 ? lim[0] - Dim(s) : Dim(s) - lim[0];
   Tensor i = ops::iota({n}, 0, dtype);
   return {ops::add(ops::mul(i, sc(double(d), dtype)), sc(double(s), dtype))};
+}
+
+/// NonZero, a data-dependent output: [rank, n], n (the nonzero count) a dim
+/// bound at run time, at most x's element count. Composed: the k-th nonzero
+/// element is the one whose exclusive prefix count of nonzeros is k (a
+/// [n, N] comparison, so N is limited as TopK's n), its flat index split
+/// into coordinates.
+Outs non_zero(const OnnxNode &node) {
+  Tensor x = node.in(0);
+  require(x.rank() >= 1, "NonZero of a scalar is not supported");
+  int64_t total = static_dim(shape_numel(x.shape()), "NonZero's element count");
+  if (total > 4096)
+    unsupported("NonZero over more than 4096 elements is not supported");
+  Tensor m = ops::cast(ops::not_equal(ops::reshape(x, {Dim(total)}), sc(0, x.dtype())), DType::i64); // [N]
+  Shape nn{Dim(total), Dim(total)};
+  Tensor before = ops::less(ops::iota(nn, 0, DType::i64), ops::iota(nn, 1, DType::i64)); // i < j
+  Tensor prefix = ops::sum(ops::where(before, ops::unsqueeze(m, {1}), i64c(0)), {0}); // [N]: nonzeros before j
+  Dim n = node.bind(0, ops::sum(m, {0}), "n", total);
+  Shape kn{n, Dim(total)};
+  Tensor hit = ops::logical_and(ops::equal(ops::unsqueeze(prefix, {0}), ops::iota(kn, 0, DType::i64)),
+                                ops::equal(ops::unsqueeze(m, {0}), i64c(1))); // [n, N]
+  Tensor flat = ops::sum(ops::where(hit, ops::iota(kn, 1, DType::i64), i64c(0)), {1}); // [n]
+  std::vector<Tensor> coords;
+  int64_t stride = total;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    int64_t size = x.shape()[d].value();
+    stride = size ? stride / size : 0;
+    Tensor c = stride ? ops::div(flat, i64c(stride)) : flat;
+    coords.push_back(ops::unsqueeze(size ? ops::mod(c, i64c(size)) : c, {0}));
+  }
+  return {coords.size() == 1 ? coords[0] : ops::concat(coords, 0)};
 }
 
 Outs trilu(const OnnxNode &node) {
@@ -1724,13 +1891,15 @@ Outs depth_space(const OnnxNode &node) {
 Outs top_k(const OnnxNode &node) {
   Tensor x = node.in(0);
   int64_t axis = norm_axis(node.attr_int("axis", -1), x.rank());
-  int64_t k = node.opset() >= 10 ? node.ints(1).at(0) : node.attr_int("k", 1);
   bool largest = node.attr_int("largest", 1) != 0;
   int64_t n = static_dim(x.shape()[axis], "the TopK dim");
   if (n > 4096)
     unsupported("TopK over more than 4096 elements is not supported");
-  if (k < 0 || k > n)
-    unsupported("TopK k=" + std::to_string(k) + " is out of range");
+  // k from a run-time input: a dim bound at run time, at most n.
+  Dim k = node.opset() >= 10 && node.is_runtime(1) ? node.bind(1, node.element(1, 0), "k", n)
+                                                    : Dim(node.opset() >= 10 ? node.ints(1).at(0) : node.attr_int("k", 1));
+  if (k.is_static() && (k.value() < 0 || k.value() > n))
+    unsupported("TopK k=" + k.to_string() + " is out of range");
   std::vector<int64_t> perm, inverse(x.rank());
   for (int64_t i = 0; i < x.rank(); ++i)
     if (i != axis)
@@ -1746,7 +1915,7 @@ Outs top_k(const OnnxNode &node) {
   Tensor better = largest ? ops::greater(xj, xi) : ops::less(xj, xi);
   Tensor before = ops::logical_or(better, ops::logical_and(ops::equal(xj, xi), ops::less(j_idx, i_idx)));
   Tensor rank = ops::sum(ops::cast(before, DType::i64), {r}, false); // [..., n]
-  Tensor hit = ops::equal(ops::unsqueeze(rank, {r}), ops::iota({Dim(n), Dim(k)}, 1, DType::i64)); // [..., n, k]
+  Tensor hit = ops::equal(ops::unsqueeze(rank, {r}), ops::iota({Dim(n), k}, 1, DType::i64)); // [..., n, k]
   Tensor values = ops::sum(ops::where(hit, xi, sc(0, x.dtype())), {r - 1}, false);
   Tensor pos = ops::iota({Dim(n), Dim(1)}, 0, DType::i64);
   Tensor indices = ops::sum(ops::where(hit, pos, sc(0, DType::i64)), {r - 1}, false);
@@ -2066,13 +2235,44 @@ std::vector<Tensor> map_node(const OnnxNode &node) {
   if (op == "GatherElements") return gather_elements(node);
   if (op == "Expand") {
     Tensor x = node.in(0);
-    std::vector<Dim> target = node.dims(1);
+    std::vector<Dim> target;
+    if (node.is_runtime(1)) {
+      // A shape known only at run time: a dim where x has a static size
+      // other than 1 is x's (ONNX allows only 1 or that size there); the
+      // others are bound at run time.
+      Tensor t = node.in(1);
+      int64_t r = t.rank() == 1 && t.shape()[0].is_static() ? t.shape()[0].value() : -1;
+      require(r >= 0, "Expand's shape must be a vector of static length");
+      for (int64_t k = 0; k < r; ++k) {
+        int64_t xi = k - (r - x.rank());
+        if (xi >= 0 && x.shape()[xi].is_static() && x.shape()[xi].value() != 1)
+          target.push_back(x.shape()[xi]);
+        else
+          target.push_back(node.bind(1, node.element(1, k), "d" + std::to_string(k), std::nullopt, k));
+      }
+    } else {
+      target = node.dims(1);
+    }
     Shape out = broadcast_shapes(x.shape(), Shape(target.begin(), target.end()));
     return {out == x.shape() ? x : ops::broadcast_to(x, out)};
   }
   if (op == "Tile") {
     Tensor x = node.in(0);
-    return {ops::tile(x, node.ints(1))};
+    if (!node.is_runtime(1))
+      return {ops::tile(x, node.ints(1))};
+    // Repeats known only at run time: [.., n, ..] → [.., 1, n, ..] broadcast
+    // to [.., r, n, ..] → [.., r*n, ..].
+    std::vector<Dim> reps = node.runtime_dims(1);
+    require(static_cast<int64_t>(reps.size()) == x.rank(), "Tile needs one repeat per dim");
+    std::vector<int64_t> axes;
+    Shape wide, out;
+    for (int64_t i = 0; i < x.rank(); ++i) {
+      axes.push_back(2 * i);
+      wide.push_back(reps[i]);
+      wide.push_back(x.shape()[i]);
+      out.push_back(reps[i] * x.shape()[i]);
+    }
+    return {ops::reshape(ops::broadcast_to(ops::unsqueeze(x, axes), wide), out)};
   }
   if (op == "Where") {
     Tensor c = node.in(0), a = node.in(1), b = node.in(2);
@@ -2081,7 +2281,7 @@ std::vector<Tensor> map_node(const OnnxNode &node) {
   if (op == "Pad") return pad(node);
   if (op == "Resize") return resize(node);
   if (op == "ConstantOfShape") {
-    std::vector<Dim> shape = node.dims(0);
+    std::vector<Dim> shape = node.runtime_dims(0);
     double value = 0;
     DType dtype = DType::f32;
     if (const auto *a = node.attr("value")) {
@@ -2103,6 +2303,7 @@ std::vector<Tensor> map_node(const OnnxNode &node) {
   }
   if (op == "Range") return range(node);
   if (op == "Trilu") return trilu(node);
+  if (op == "NonZero") return non_zero(node);
   if (op == "CumSum") return cumsum(node);
   if (op == "ArgMax" || op == "ArgMin") return arg_reduce(node);
   if (op == "DepthToSpace" || op == "SpaceToDepth") return depth_space(node);

@@ -44,6 +44,17 @@ public:
   /// Throws OnnxNotFoldable: this node needs input `index`'s value, which is
   /// only known at run time (recording graph inputs that could be pinned).
   [[noreturn]] virtual void needs_value(const Val &v, const OnnxNode &n, size_t index) = 0;
+  /// A dim whose value is the integer scalar `value`, computed at run time
+  /// from input `index` of `n` (a shape, starts, k ... known only then):
+  /// a new symbol bound at run time (ops::bind_dim), named after the node's
+  /// output and `label`. Its bound: --max-dim SYMBOL=N or --max-dim
+  /// INPUT=N, else `bound` (what the op implies), else element `element`
+  /// of the value the run will give the graph input (maxc run); none is an
+  /// error naming --max-dim.
+  /// The value the run will give the graph input `v` is (maxc run's file).
+  virtual std::optional<HostTensor> run_value(const Val &v) = 0;
+  virtual Dim runtime_dim(const OnnxNode &n, size_t index, const Tensor &value, const std::string &label,
+                          std::optional<int64_t> bound, int64_t element) = 0;
 };
 
 /// One node: inputs, attributes, typed accessors.
@@ -71,6 +82,23 @@ public:
   std::vector<double> reals(size_t i) const;
   /// Input i as dims (integer known or sym values), e.g. a Reshape target.
   std::vector<Dim> dims(size_t i) const;
+  /// Input i is a traced integer tensor (values known only at run time).
+  bool is_runtime(size_t i) const { return has(i) && val(i).kind == Val::Kind::traced; }
+  /// Input i as dims, elements known only at run time included: each is a
+  /// symbol bound at run time (NodeHost::runtime_dim) with the bound
+  /// `bound(k)` gives for element k (nullopt: none from the op).
+  std::vector<Dim> runtime_dims(size_t i, const std::function<std::optional<int64_t>(size_t)> &bound = {}) const;
+  /// Input i's value if known at import, else the value the run will give
+  /// the graph input it is (maxc run's file; NodeHost::run_value).
+  std::optional<HostTensor> value_hint(size_t i) const;
+  /// Element k of the rank-0/1 integer input i as an i64 scalar tensor.
+  Tensor element(size_t i, int64_t k) const;
+  /// A run-time dim of value `value` (an integer scalar computed from input
+  /// i): NodeHost::runtime_dim.
+  Dim bind(size_t i, const Tensor &value, const std::string &label, std::optional<int64_t> bound,
+           int64_t element = -1) const {
+    return host_.runtime_dim(*this, i, value, label, bound, element);
+  }
 
   const onnx::AttributeProto *attr(const std::string &name) const;
   bool has_attr(const std::string &name) const { return attr(name) != nullptr; }
