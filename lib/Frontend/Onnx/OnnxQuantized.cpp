@@ -284,15 +284,56 @@ Tensor weight_chunk(const OnnxNode &node, size_t w, const std::optional<HostTens
   return whole ? traced : ops::slice(traced, {chunk.first}, {chunk.second}, {axis});
 }
 
+/// matmul_integer with an 8-bit weight b [K, N] known at import (and its
+/// zero point, if any): the weight kept in one byte, an i32 matmul of the
+/// widened values (the CPU's integer GEMM: Codegen/LoweringPlan.h,
+/// matmul_uses_int8_gemm) with the zero points folded into row and column
+/// sums: (A - a_zp) @ (B - b_zp) = A @ B - b_zp * rowsum(A) - a_zp *
+/// colsum(B - b_zp), the column sums computed here. nullopt otherwise.
+std::optional<Tensor> integer_gemm(const OnnxNode &node, const Tensor &a, const std::optional<Tensor> &a_zp,
+                                   const Tensor &b, const std::optional<Tensor> &b_zp, size_t b_index,
+                                   size_t b_zp_index) {
+  if (b.rank() != 2 || (a_zp && !max_shifted(a.dtype(), a_zp)))
+    return std::nullopt;
+  std::optional<HostTensor> shifted = known_shifted(node, b_index, b_zp_index, 1); // per column
+  if (!shifted || shifted->numel() == 0)
+    return std::nullopt;
+  HostTensor w = node.known(b_index);
+  int64_t K = w.shape()[0], N = w.shape()[1];
+  HostTensor sums(DType::i32, {N});
+  const float *sv = shifted->data_as<float>();
+  for (int64_t j = 0; j < N; ++j) {
+    int64_t s = 0;
+    for (int64_t k = 0; k < K; ++k)
+      s += static_cast<int64_t>(sv[k * N + j]);
+    sums.set_i64(j, s);
+  }
+  std::string name = node.input_name(b_index);
+  auto rows = [&] { return ops::cast(a.rank() == 1 ? ops::unsqueeze(a, {0}) : a, DType::i32); };
+  Tensor y = ops::matmul(rows(), ops::cast(Tensor::from_host(w, name + ".q"), DType::i32));
+  if (b_zp) {
+    Tensor a_rows = rows(); // a cast of its own: the GEMM's is read by the GEMM alone
+    Tensor row_sums = ops::sum(a_rows, {a_rows.rank() - 1}, true);
+    y = ops::sub(y, ops::mul(row_sums, as(along_axis(*b_zp, 1, 0, node, "b_zero_point"), DType::i32)));
+  }
+  if (a_zp)
+    y = ops::sub(y, ops::mul(as(along_axis(*a_zp, std::max<int64_t>(a.rank(), 2), -2, node, "a_zero_point"), DType::i32),
+                             Tensor::from_host(sums, name + ".colsum")));
+  return a.rank() == 1 ? ops::squeeze(y, {y.rank() - 2}) : y;
+}
+
 /// (int32(a) - a_zp) @ (int32(b) - b_zp): a_zp per tensor or per row of a,
-/// b_zp per tensor or per column of b. In f32 chunks of K summed in i32
-/// (exact: see the top of the file); in i32 where K is not static.
+/// b_zp per tensor or per column of b. With an 8-bit weight known at import:
+/// integer_gemm. Else in f32 chunks of K summed in i32 (exact: see the top
+/// of the file); in i32 where K is not static.
 Tensor matmul_integer(const OnnxNode &node, const Tensor &a, const std::optional<Tensor> &a_zp, const Tensor &b,
                       const std::optional<Tensor> &b_zp, size_t b_index, size_t b_zp_index) {
   require_8bit(a, node, "A");
   require_8bit(b, node, "B");
   if (a.rank() < 1 || b.rank() < 1)
     bad(node.op() + " needs inputs of rank at least 1");
+  if (std::optional<Tensor> y = integer_gemm(node, a, a_zp, b, b_zp, b_index, b_zp_index))
+    return *y;
   std::optional<double> amax = max_shifted(a.dtype(), a_zp), bmax = max_shifted(b.dtype(), b_zp);
   const Dim &kdim = b.shape()[b.rank() == 1 ? 0 : b.rank() - 2];
   bool fast = amax && bmax && kdim.is_static();
