@@ -1093,9 +1093,10 @@ def case_quantized_ops(c):
 
 
 def case_quantized_exact_f32(c):
-    """ConvInteger, QLinearConv and MatMulInteger run in f32 where every
-    partial sum stays below 2^24, and in chunks of input channels (of K)
-    summed in i32 where it does not (OnnxQuantized.cpp): weights whose bound
+    """ConvInteger, QLinearConv and MatMulInteger (a traced B) run in f32
+    where every partial sum stays below 2^24, and in chunks of input channels
+    (of K) summed in i32 where it does not (OnnxQuantized.cpp; MatMulInteger
+    with an 8-bit B known at import: one i32 matmul, the integer GEMM): weights whose bound
     255 * sum |w - w_zp| is just below 2^24 (one chunk: 255 * 65793 =
     2^24 - 1) and just above (255 * 65795, odd: no f32), at worst-case
     magnitudes (x - x_zp = 255 everywhere in one image), u8 and i8, per-tensor
@@ -1191,7 +1192,10 @@ def case_quantized_exact_f32(c):
     trace = c.run("trace", p).stdout
     assert trace.count("exact = true") == 2 + 1 + 3 + 3, trace
     assert trace.count("conv2d(") - trace.count("exact = true") == 1, trace
-    assert trace.count("matmul(") == 2 + 3, trace  # B known: 2 chunks of K; b2 traced: 600 = 258 + 258 + 84
+    # B known (8-bit): one i32 matmul of the widened bytes (the CPU's integer GEMM); b2 traced: f32 chunks
+    # of K, 600 = 258 + 258 + 84.
+    assert trace.count("matmul(") == 1 + 3, trace
+    assert "} : i32[3,4]  // mm\n" in trace, trace
 
 
 def case_quantized_refused(c):
