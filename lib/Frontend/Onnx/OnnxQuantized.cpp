@@ -6,7 +6,10 @@
 //                       scale = hi == lo ? 1 : (hi - lo) / 255 (ONNX Runtime's
 //                       rule for an all-zero input), zp = round(clip(-lo /
 //                       scale, 0, 255)), y = QuantizeLinear(x, scale, zp)
-//   MatMulInteger       (int32(a) - a_zp) @ (int32(b) - b_zp), an i32 matmul
+//   MatMulInteger       (int32(a) - a_zp) @ (int32(b) - b_zp), an i32 matmul;
+//                       with b an 8-bit initializer: int32(a) @ int32(b)
+//                       - b_zp * rowsum(a) - a_zp * colsum(b - b_zp), b kept
+//                       in 8 bits (the CPU's integer GEMM: integer_gemm below)
 //   ConvInteger         conv(x - x_zp, w - w_zp), an i32 conv (exact in f32, below)
 //   QLinearMatMul/Conv  the integer accumulator (plus the int32 bias) as f32
 //                       times (x_scale * w_scale) / y_scale, then saturated
@@ -19,8 +22,8 @@
 // default 1; the rows of a matmul's a, the columns of its b, the output
 // channels of a conv's weight).
 //
-// Integer products in f32 (issue 25). maxc has no integer GEMM/conv
-// kernel; f32 runs through the fast float kernels and is exact here: the
+// Integer products in f32 (issue 25). Apart from MatMulInteger's known
+// 8-bit weights (the integer GEMM), maxc has no integer kernel; f32 runs through the fast float kernels and is exact here: the
 // operands are integers (8-bit values minus zero points, |x| <= 255), and
 // f32 holds every integer below 2^24, so when the magnitudes of all the
 // terms of a sum add up to less than 2^24, every partial sum is such an
