@@ -50,6 +50,7 @@
 #include "maxc/Ops/Ops.h"
 #include "maxc/Support/Error.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -287,12 +288,35 @@ Tensor weight_chunk(const OnnxNode &node, size_t w, const std::optional<HostTens
   return whole ? traced : ops::slice(traced, {chunk.first}, {chunk.second}, {axis});
 }
 
+/// (A - a_zp) @ (w - w_zp) in i32 for an 8-bit A [..., M, K] (rank >= 2)
+/// and an 8-bit weight w [K, N] known at import, `shifted` = w - w_zp (f32,
+/// exact): w kept in one byte, an i32 matmul of the widened values (the
+/// CPU's integer GEMM: Codegen/LoweringPlan.h, matmul_uses_int8_gemm) with
+/// the zero points folded into row and column sums: A @ w - w_zp *
+/// rowsum(A) - a_zp * colsum(w - w_zp), the column sums computed here.
+/// a_zp: a scalar or [M, 1]; w_zp: a scalar or [N].
+Tensor folded_integer_gemm(const Tensor &a, const std::optional<Tensor> &a_zp, const HostTensor &w,
+                           const std::optional<Tensor> &w_zp, const HostTensor &shifted, const std::string &name) {
+  int64_t K = w.shape()[0], N = w.shape()[1];
+  HostTensor sums(DType::i32, {N});
+  const float *sv = shifted.data_as<float>();
+  for (int64_t j = 0; j < N; ++j) {
+    int64_t s = 0;
+    for (int64_t k = 0; k < K; ++k)
+      s += static_cast<int64_t>(sv[k * N + j]);
+    sums.set_i64(j, s);
+  }
+  // Each use of A its own cast: the GEMM's is read by the GEMM alone.
+  Tensor y = ops::matmul(ops::cast(a, DType::i32), ops::cast(Tensor::from_host(w, name + ".q"), DType::i32));
+  if (w_zp)
+    y = ops::sub(y, ops::mul(ops::sum(ops::cast(a, DType::i32), {a.rank() - 1}, true), as(*w_zp, DType::i32)));
+  if (a_zp)
+    y = ops::sub(y, ops::mul(as(*a_zp, DType::i32), Tensor::from_host(sums, name + ".colsum")));
+  return y;
+}
+
 /// matmul_integer with an 8-bit weight b [K, N] known at import (and its
-/// zero point, if any): the weight kept in one byte, an i32 matmul of the
-/// widened values (the CPU's integer GEMM: Codegen/LoweringPlan.h,
-/// matmul_uses_int8_gemm) with the zero points folded into row and column
-/// sums: (A - a_zp) @ (B - b_zp) = A @ B - b_zp * rowsum(A) - a_zp *
-/// colsum(B - b_zp), the column sums computed here. nullopt otherwise.
+/// zero point, if any): folded_integer_gemm. nullopt otherwise.
 std::optional<Tensor> integer_gemm(const OnnxNode &node, const Tensor &a, const std::optional<Tensor> &a_zp,
                                    const Tensor &b, const std::optional<Tensor> &b_zp, size_t b_index,
                                    size_t b_zp_index) {
@@ -301,28 +325,66 @@ std::optional<Tensor> integer_gemm(const OnnxNode &node, const Tensor &a, const 
   std::optional<HostTensor> shifted = known_shifted(node, b_index, b_zp_index, 1); // per column
   if (!shifted || shifted->numel() == 0)
     return std::nullopt;
-  HostTensor w = node.known(b_index);
-  int64_t K = w.shape()[0], N = w.shape()[1];
-  HostTensor sums(DType::i32, {N});
-  const float *sv = shifted->data_as<float>();
-  for (int64_t j = 0; j < N; ++j) {
-    int64_t s = 0;
-    for (int64_t k = 0; k < K; ++k)
-      s += static_cast<int64_t>(sv[k * N + j]);
-    sums.set_i64(j, s);
-  }
-  std::string name = node.input_name(b_index);
-  auto rows = [&] { return ops::cast(a.rank() == 1 ? ops::unsqueeze(a, {0}) : a, DType::i32); };
-  Tensor y = ops::matmul(rows(), ops::cast(Tensor::from_host(w, name + ".q"), DType::i32));
-  if (b_zp) {
-    Tensor a_rows = rows(); // a cast of its own: the GEMM's is read by the GEMM alone
-    Tensor row_sums = ops::sum(a_rows, {a_rows.rank() - 1}, true);
-    y = ops::sub(y, ops::mul(row_sums, as(along_axis(*b_zp, 1, 0, node, "b_zero_point"), DType::i32)));
-  }
+  std::optional<Tensor> az, bz;
   if (a_zp)
-    y = ops::sub(y, ops::mul(as(along_axis(*a_zp, std::max<int64_t>(a.rank(), 2), -2, node, "a_zero_point"), DType::i32),
-                             Tensor::from_host(sums, name + ".colsum")));
+    az = along_axis(*a_zp, std::max<int64_t>(a.rank(), 2), -2, node, "a_zero_point");
+  if (b_zp)
+    bz = along_axis(*b_zp, 1, 0, node, "b_zero_point");
+  Tensor y = folded_integer_gemm(a.rank() == 1 ? ops::unsqueeze(a, {0}) : a, az, node.known(b_index), bz, *shifted,
+                                 node.input_name(b_index));
   return a.rank() == 1 ? ops::squeeze(y, {y.rank() - 2}) : y;
+}
+
+/// [O, C, 1, 1] → [C, O] (a 1x1 conv's weight as a GEMM's B).
+HostTensor pointwise_weight(const HostTensor &w) {
+  int64_t o = w.shape()[0], c = w.shape()[1];
+  HostTensor out(w.dtype(), {c, o});
+  for (int64_t i = 0; i < o; ++i)
+    for (int64_t j = 0; j < c; ++j)
+      if (is_integer(w.dtype()))
+        out.set_i64(j * o + i, w.get_i64(i * c + j));
+      else
+        out.set_f64(j * o + i, w.get_f64(i * c + j));
+  return out;
+}
+
+/// ConvInteger/QLinearConv's accumulator on the integer GEMM: a 1x1 conv
+/// (stride 1, no padding, one group, 2-D) of an 8-bit weight known at
+/// import (its zero point too): per image, x [C, H*W] transposed to rows of
+/// C bytes, folded_integer_gemm with wᵀ [C, O], transposed back to [O, H,
+/// W] (plus the bias). nullopt otherwise.
+std::optional<Tensor> pointwise_conv_integer(const OnnxNode &node, const Tensor &x, const std::optional<Tensor> &x_zp,
+                                             const Tensor &w, const std::optional<Tensor> &w_zp,
+                                             const std::optional<Tensor> &bias, size_t w_index, size_t w_zp_index) {
+  if (x.rank() != 4 || w.rank() != 4 || node.attr_int("group", 1) != 1)
+    return std::nullopt;
+  for (int64_t d = 0; d < 4; ++d)
+    if (!w.shape()[d].is_static() || (d >= 2 && w.shape()[d].value() != 1))
+      return std::nullopt;
+  auto all = [](const std::vector<int64_t> &v, int64_t value) {
+    return std::all_of(v.begin(), v.end(), [&](int64_t e) { return e == value; });
+  };
+  std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
+  if (!all(node.attr_ints("strides"), 1) || !all(node.attr_ints("pads"), 0) ||
+      (auto_pad != "NOTSET" && auto_pad != "VALID"))
+    return std::nullopt;
+  std::optional<HostTensor> shifted = known_shifted(node, w_index, w_zp_index, 0); // per output channel
+  if (!shifted || shifted->numel() == 0 || (x_zp && !max_shifted(x.dtype(), x_zp)))
+    return std::nullopt;
+  std::optional<Tensor> xz, wz;
+  if (x_zp)
+    xz = along_axis(*x_zp, 0, 0, node, "x_zero_point");
+  if (w_zp)
+    wz = along_axis(*w_zp, 1, 0, node, "w_zero_point");
+  Shape s = x.shape(); // a copy: recording ops may move the graph's types
+  Tensor rows = ops::permute(ops::reshape(x, {s[0], s[1], s[2] * s[3]}), {0, 2, 1}); // [N, H*W, C]
+  Tensor y = folded_integer_gemm(rows, xz, pointwise_weight(node.known(w_index)), wz, pointwise_weight(*shifted),
+                                 node.input_name(w_index));
+  Shape ys = {s[0], w.shape()[0], s[2], s[3]};
+  y = ops::reshape(ops::permute(y, {0, 2, 1}), ys);
+  if (bias)
+    y = ops::add(y, ops::reshape(*bias, {w.shape()[0], Dim(1), Dim(1)}));
+  return y;
 }
 
 /// (int32(a) - a_zp) @ (int32(b) - b_zp): a_zp per tensor or per row of a,
@@ -406,6 +468,8 @@ Tensor conv_integer(const OnnxNode &node, const Tensor &x, const std::optional<T
   if (bias && bias->dtype() != DType::i32)
     throw Error(ErrorCode::OnnxUnsupportedType, node.op() + "'s bias must be i32");
   size_t w_index = node.op() == "QLinearConv" ? 3 : 1, w_zp_index = node.op() == "QLinearConv" ? 5 : 3;
+  if (std::optional<Tensor> y = pointwise_conv_integer(node, x, x_zp, w, w_zp, bias, w_index, w_zp_index))
+    return *y;
   std::optional<double> xmax = max_shifted(x.dtype(), x_zp), wmax = max_shifted(w.dtype(), w_zp);
   bool fast = xmax && wmax && w.rank() == x.rank();
   for (const Dim &d : w.shape())
