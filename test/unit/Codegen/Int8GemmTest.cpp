@@ -170,3 +170,20 @@ TEST_CASE("integer GEMM with zero points 0, 128, 255 folded into row and column 
   // (the host's and the portable target's AVX2, where the host runs it).
   check_configs(*folded, x, Interpreter::run(*direct, x), 2);
 }
+
+TEST_CASE("integer GEMM with a symbolic number of rows", "[codegen][qgemm]") {
+  const int64_t k = 45, n = 50;
+  HostTensor w = full_range(DType::i8, {k, n});
+  auto graph = trace_graph({TensorType(DType::i8, {Dim("m"), k})}, [&](auto &x) {
+    return std::vector<Tensor>{ops::matmul(ops::cast(x[0], DType::i32), ops::cast(Tensor::from_host(w, "w"), DType::i32))};
+  });
+  REQUIRE(int8_gemm_tasks(*graph) == 1);
+  JitCompiledGraph compiled(*graph);
+  for (int64_t m : {1, 7, 100}) {
+    INFO("M " << m);
+    HostTensor x = full_range(DType::i8, {m, k});
+    std::vector<HostTensor> expected = Interpreter::run(*graph, {x});
+    for (int threads : {1, 2})
+      REQUIRE(bitwise_mismatch(compiled.run_threads({x}, threads), expected).empty());
+  }
+}
