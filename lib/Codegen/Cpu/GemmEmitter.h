@@ -72,7 +72,8 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args);
 // * B[k, n], A and B u8 or i8, exact (wrapping in i32 like ONNX's int32
 // accumulator). B is packed at compile time (Cpu/GemmPanels.h: the integer
 // layout, panels of 2 * lanes columns, groups of four rows, column sums).
-// The microkernel keeps MR x 2 vectors of C's i32 in registers and, per
+// The microkernel keeps MR x 2 vectors of C's i32 in registers (AVX2: two
+// partial sums per column, twice the lanes, added at the end) and, per
 // group of four k, broadcasts four bytes of A per row and multiplies them
 // with two vectors of B's bytes, summing each column's four products into
 // its lane: vpdpbusd (u8 x i8) with VNNI, vpmaddwd on bytes widened to i16

@@ -21,7 +21,7 @@ constexpr unsigned kVectors = 2;         // NR = kVectors * lanes columns
 constexpr int64_t kTilesPerTask = 8;     // rows per task: kTilesPerTask * MR
 constexpr int64_t kParallelMacs = 1 << 16;
 
-unsigned tile_rows(unsigned dot) { return dot == kInt8DotVnni ? 6 : 4; }
+unsigned tile_rows(unsigned dot) { return dot == kInt8DotVnni ? 6 : dot == kInt8DotAvx2 ? 3 : 4; }
 
 // The task's arguments: a, b, c, m, n, k, rows per task.
 llvm::StructType *task_args_type(llvm::LLVMContext &c) {
@@ -43,6 +43,19 @@ struct Kernel {
   int64_t correction() const { return !flip() ? 0 : a_signed ? -128 : 128; } // times sum_k B[k, n]
 
   llvm::FixedVectorType *ivec() { return llvm::FixedVectorType::get(b.getInt32Ty(), lanes); }
+  // AVX2: each column's two vpmaddwd partial sums kept apart in the
+  // accumulators (twice the lanes) until the tile's end.
+  bool pairs() const { return dot == kInt8DotAvx2 && lanes == 8; }
+  llvm::FixedVectorType *acc_type() { return llvm::FixedVectorType::get(b.getInt32Ty(), pairs() ? 2 * lanes : lanes); }
+  /// An accumulator as C's lanes (the pairs summed).
+  Value *finish(Value *acc) {
+    if (!pairs())
+      return acc;
+    std::vector<int> even(lanes), odd(lanes);
+    for (unsigned i = 0; i < lanes; ++i)
+      even[i] = static_cast<int>(2 * i), odd[i] = static_cast<int>(2 * i + 1);
+    return b.CreateAdd(b.CreateShuffleVector(acc, even), b.CreateShuffleVector(acc, odd));
+  }
   llvm::FixedVectorType *bvec() { return llvm::FixedVectorType::get(b.getInt8Ty(), lanes * 4); }
 
   Value *i64(int64_t v) { return b.getInt64(v); }
@@ -57,25 +70,24 @@ struct Kernel {
     Value *ub = b.CreateBitCast(u, bvec()), *sb = b.CreateBitCast(s, bvec());
     if (dot == kInt8DotAvx2 && lanes == 8) {
       // Bytes widened to i16; vpmaddwd sums pairs (exact: 255 * 128 * 2 <
-      // 2^31), the pairs of each column's two partial sums added after.
+      // 2^31): each column's two partial sums side by side in the
+      // accumulator (finish() adds them).
       auto *v32 = llvm::FixedVectorType::get(b.getInt16Ty(), 32);
       Value *uw = b.CreateZExt(ub, v32), *sw = b.CreateSExt(sb, v32);
-      std::vector<int> lo(16), hi(16), even(8), odd(8);
+      std::vector<int> lo(16), hi(16);
       for (int i = 0; i < 16; ++i)
         lo[i] = i, hi[i] = 16 + i;
-      for (int i = 0; i < 8; ++i)
-        even[i] = 2 * i, odd[i] = 2 * i + 1;
       Value *p0 = b.CreateIntrinsic(llvm::Intrinsic::x86_avx2_pmadd_wd, {},
                                     {b.CreateShuffleVector(uw, lo), b.CreateShuffleVector(sw, lo)});
       Value *p1 = b.CreateIntrinsic(llvm::Intrinsic::x86_avx2_pmadd_wd, {},
                                     {b.CreateShuffleVector(uw, hi), b.CreateShuffleVector(sw, hi)});
-      Value *pairs = b.CreateShuffleVector(p0, p1, [] {
+      Value *both = b.CreateShuffleVector(p0, p1, [] {
         std::vector<int> all(16);
         for (int i = 0; i < 16; ++i)
           all[i] = i;
         return all;
       }());
-      return b.CreateAdd(acc, b.CreateAdd(b.CreateShuffleVector(pairs, even), b.CreateShuffleVector(pairs, odd)));
+      return b.CreateAdd(acc, both);
     }
     // Portable: products in i32, each lane's four summed.
     auto *wide = llvm::FixedVectorType::get(b.getInt32Ty(), lanes * 4);
@@ -112,14 +124,14 @@ struct Kernel {
     std::vector<std::vector<llvm::AllocaInst *>> slots(rows, std::vector<llvm::AllocaInst *>(nvec));
     for (auto &row : slots)
       for (auto &s : row) {
-        s = entry.CreateAlloca(ivec());
-        b.CreateStore(llvm::Constant::getNullValue(ivec()), s);
+        s = entry.CreateAlloca(acc_type());
+        b.CreateStore(llvm::Constant::getNullValue(acc_type()), s);
       }
     auto load_accs = [&] {
       std::vector<std::vector<Value *>> acc(rows, std::vector<Value *>(nvec));
       for (unsigned j = 0; j < rows; ++j)
         for (unsigned v = 0; v < nvec; ++v)
-          acc[j][v] = b.CreateLoad(ivec(), slots[j][v]);
+          acc[j][v] = b.CreateLoad(acc_type(), slots[j][v]);
       return acc;
     };
     auto store_accs = [&](const std::vector<std::vector<Value *>> &acc) {
@@ -178,7 +190,7 @@ struct Kernel {
           ctx, llvm::ArrayRef<uint32_t>(std::vector<uint32_t>(lane_ids.begin(), lane_ids.end())));
       Value *mask = b.CreateICmpSLT(ids, b.CreateVectorSplat(lanes, left));
       for (unsigned j = 0; j < rows; ++j) {
-        Value *x = acc[j][v];
+        Value *x = finish(acc[j][v]);
         if (fix)
           x = correction() > 0 ? b.CreateAdd(x, fix) : b.CreateSub(x, fix);
         Value *at = b.CreateGEP(b.getInt32Ty(), c, b.CreateAdd(b.CreateMul(b.CreateAdd(row0, i64(j)), n), col));
