@@ -267,6 +267,25 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
     }
   }
 
+  // Integer GEMMs (PlanOptions::int8_gemm): the widening casts, read by
+  // nothing else, are fused (the kernel reads the 8-bit values); A's 8-bit
+  // value is stored (a DynamicQuantizeLinear's cast would be fused into the
+  // widening cast).
+  if (options.int8_gemm)
+    for (const Node &node : nodes) {
+      auto operands = int8_gemm_operands(g, node);
+      if (!operands)
+        continue;
+      auto only_here = [&](ValueId c) {
+        return consumers[c].size() == 1 && plan.values[c].storage == Storage::temp;
+      };
+      if (!only_here(node.operands[0]) || !only_here(node.operands[1]))
+        continue;
+      plan.values[node.operands[0]] = plan.values[node.operands[1]] = {Storage::fused, 0};
+      if (plan.values[operands->first].storage == Storage::fused)
+        plan.values[operands->first] = {Storage::temp, 0};
+    }
+
   // A causal mask (is_causal_mask) read only as the mask of attention nodes
   // is not computed: the attention kernel masks by index.
   for (size_t n = 0; n < nodes.size(); ++n) {
@@ -525,6 +544,43 @@ bool matmul_uses_gemm(const Graph &g, const LoweringPlan &plan, const Node &node
          g.type_of(node.results[0]).dtype == DType::f32 &&
          plan.values[node.operands[0]].storage != Storage::fused &&
          plan.values[node.operands[1]].storage != Storage::fused;
+}
+
+std::optional<std::pair<ValueId, ValueId>> int8_gemm_operands(const Graph &g, const Node &node) {
+  if (node.op != "matmul" || node.operands.size() != 2 || node.operands[0] == node.operands[1] ||
+      node.attrs.get_bool("transpose_a") || node.attrs.get_bool("transpose_b") ||
+      g.type_of(node.results[0]).dtype != DType::i32)
+    return std::nullopt;
+  // The 8-bit value a cast to i32 widens.
+  auto source = [&](ValueId v) -> std::optional<ValueId> {
+    const ValueInfo &info = g.value_info(v);
+    if (info.producer < 0)
+      return std::nullopt;
+    const Node &cast = g.nodes()[static_cast<size_t>(info.producer)];
+    if (cast.op != "cast" || cast.operands.size() != 1)
+      return std::nullopt;
+    DType from = g.type_of(cast.operands[0]).dtype;
+    if (from != DType::u8 && from != DType::i8)
+      return std::nullopt;
+    return cast.operands[0];
+  };
+  std::optional<ValueId> a = source(node.operands[0]), b = source(node.operands[1]);
+  if (!a || !b)
+    return std::nullopt;
+  const TensorType &at = g.type_of(*a), &bt = g.type_of(*b);
+  const ValueInfo &binfo = g.value_info(*b);
+  if (at.rank() < 2 || bt.rank() != 2 || !shape_is_static(bt.shape) || bt.shape[0].value() <= 0 ||
+      bt.shape[1].value() <= 0 || binfo.producer < 0 || g.nodes()[static_cast<size_t>(binfo.producer)].op != "constant" ||
+      at.shape.back() != bt.shape[0])
+    return std::nullopt;
+  return std::make_pair(*a, *b);
+}
+
+bool matmul_uses_int8_gemm(const Graph &g, const LoweringPlan &plan, const Node &node) {
+  auto operands = int8_gemm_operands(g, node);
+  return operands && plan.values[node.operands[0]].storage == Storage::fused &&
+         plan.values[node.operands[1]].storage == Storage::fused &&
+         plan.values[operands->first].storage != Storage::fused;
 }
 
 bool node_uses_gemm(const Graph &g, const LoweringPlan &plan, const Node &node) {

@@ -1252,9 +1252,10 @@ def case_quantized_ops(c):
 
 
 def case_quantized_exact_f32(c):
-    """ConvInteger, QLinearConv and MatMulInteger run in f32 where every
-    partial sum stays below 2^24, and in chunks of input channels (of K)
-    summed in i32 where it does not (OnnxQuantized.cpp): weights whose bound
+    """ConvInteger, QLinearConv and MatMulInteger (a traced B) run in f32
+    where every partial sum stays below 2^24, and in chunks of input channels
+    (of K) summed in i32 where it does not (OnnxQuantized.cpp; MatMulInteger
+    with an 8-bit B known at import: one i32 matmul, the integer GEMM): weights whose bound
     255 * sum |w - w_zp| is just below 2^24 (one chunk: 255 * 65793 =
     2^24 - 1) and just above (255 * 65795, odd: no f32), at worst-case
     magnitudes (x - x_zp = 255 everywhere in one image), u8 and i8, per-tensor
@@ -1350,7 +1351,72 @@ def case_quantized_exact_f32(c):
     trace = c.run("trace", p).stdout
     assert trace.count("exact = true") == 2 + 1 + 3 + 3, trace
     assert trace.count("conv2d(") - trace.count("exact = true") == 1, trace
-    assert trace.count("matmul(") == 2 + 3, trace  # B known: 2 chunks of K; b2 traced: 600 = 258 + 258 + 84
+    # B known (8-bit): one i32 matmul of the widened bytes (the CPU's integer GEMM); b2 traced: f32 chunks
+    # of K, 600 = 258 + 258 + 84.
+    assert trace.count("matmul(") == 1 + 3, trace
+    assert "} : i32[3,4]  // mm\n" in trace, trace
+
+
+def case_quantized_integer_gemm(c):
+    """The integer GEMM through the importer: MatMulInteger with an 8-bit
+    initializer B (i8 and u8, per-row a and per-column b zero points, a
+    batched rank-3 a, K not a multiple of 4), and 1x1 ConvInteger /
+    QLinearConv (u8 and per-channel i8 weights, zero points 0/128/255, an
+    int32 bias) as one i32 matmul of the widened bytes each: equal to numpy's
+    int64 results bit for bit on the reference, the CPU and the GPU emulator."""
+    rng = np.random.default_rng(7)
+    Bi = rng.integers(-128, 128, (37, 21)).astype(np.int8)
+    Bu = rng.integers(0, 256, (37, 21)).astype(np.uint8)
+    W = rng.integers(0, 256, (13, 19, 1, 1)).astype(np.uint8)
+    W2 = rng.integers(-128, 128, (6, 19, 1, 1)).astype(np.int8)
+    consts = dict(Bi=Bi, Bu=Bu, a_zp=np.array([0, 128, 255, 7, 200], np.uint8), bi_zp=rng.integers(-128, 128, 21).astype(np.int8),
+                  bu_zp=np.array(255, np.uint8), W=W, x_zp=np.array(128, np.uint8),
+                  W_zp=np.array([0, 128, 255, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], np.uint8),
+                  W2=W2, W2_zp=np.zeros(6, np.int8), x_scale=np.array(0.05, np.float32),
+                  W2_scale=np.array([0.01, 0.02, 0.005, 0.03, 0.004, 0.007], np.float32),
+                  y_scale=np.array(0.5, np.float32), y_zp=np.array(100, np.uint8),
+                  bias=rng.integers(-3000, 3000, 6).astype(np.int32))
+    inits = [numpy_helper.from_array(v, k) for k, v in consts.items()]
+    n = helper.make_node
+    nodes = [
+        n("MatMulInteger", ["a", "Bi", "a_zp", "bi_zp"], ["mi"], name="mi"),
+        n("MatMulInteger", ["a3", "Bu", "", "bu_zp"], ["mu"], name="mu"),
+        n("ConvInteger", ["x", "W", "x_zp", "W_zp"], ["ci"], name="ci"),
+        n("QLinearConv", ["x", "x_scale", "x_zp", "W2", "W2_scale", "W2_zp", "y_scale", "y_zp", "bias"], ["qc"],
+          name="qc"),
+    ]
+    graph = helper.make_graph(nodes, "igemm",
+                              [helper.make_tensor_value_info("a", TensorProto.UINT8, [5, 37]),
+                               helper.make_tensor_value_info("a3", TensorProto.INT8, [2, 3, 37]),
+                               helper.make_tensor_value_info("x", TensorProto.UINT8, [2, 19, 5, 7])],
+                              [helper.make_tensor_value_info(o, TensorProto.INT32, None) for o in ["mi", "mu", "ci"]] +
+                              [helper.make_tensor_value_info("qc", TensorProto.UINT8, None)], inits)
+    p = c.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "igemm.onnx")
+    inputs = dict(a=rng.integers(0, 256, (5, 37)).astype(np.uint8), a3=rng.integers(-128, 128, (2, 3, 37)).astype(np.int8),
+                  x=rng.integers(0, 256, (2, 19, 5, 7)).astype(np.uint8))
+    for k, v in inputs.items():
+        np.save(c.path(k + ".npy"), v)
+    i64 = np.int64
+    a, a3, x = inputs["a"].astype(i64), inputs["a3"].astype(i64), inputs["x"].astype(i64)
+    acc = np_conv(x - 128, W2) + consts["bias"].astype(i64).reshape(6, 1, 1)
+    mult = (consts["x_scale"] * consts["W2_scale"]) / consts["y_scale"]
+    want = dict(mi=(a - consts["a_zp"].astype(i64).reshape(5, 1)) @ (Bi.astype(i64) - consts["bi_zp"].astype(i64)),
+                mu=a3 @ (Bu.astype(i64) - 255),
+                ci=np_conv(x - 128, W.astype(i64) - consts["W_zp"].astype(i64).reshape(13, 1, 1, 1)))
+    want = {k: v.astype(np.int32) for k, v in want.items()}
+    want["qc"] = np_saturate(acc.astype(np.float32) * mult.reshape(6, 1, 1), 100, np.uint8)
+    args = [a for k in inputs for a in ("--input", f"{k}={c.path(k + '.npy')}")]
+    for device in ["reference", "cpu", "amdgpu-emu"]:
+        out = c.path("out-" + device)
+        c.run("run", p, *args, "--device", device, "--output-dir", out)
+        for name, w in want.items():
+            got = np.load(os.path.join(out, name + ".npy"))
+            assert got.dtype == w.dtype and got.shape == w.shape, (device, name, got.dtype, got.shape)
+            assert np.array_equal(got, w), (device, name, int(np.sum(got != w)), got.ravel()[:8], w.ravel()[:8])
+    # Four i32 matmuls of widened 8-bit values, no f32/f64 products.
+    trace = c.run("trace", p).stdout
+    assert trace.count("matmul(") == 4 and "conv2d(" not in trace, trace
+    assert trace.count("} : i32[") >= 4 and " : f32[5,21]" not in trace, trace
 
 
 def case_quantized_refused(c):

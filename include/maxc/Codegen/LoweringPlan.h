@@ -164,6 +164,17 @@ std::array<int64_t, 2> conv_direct_split(const Graph &graph, const Node &node);
 /// (f32, no transposes, both operands stored under `plan`).
 bool matmul_uses_gemm(const Graph &graph, const LoweringPlan &plan, const Node &node);
 
+/// For a matmul C = cast(A8, i32) @ cast(B8, i32) with A8, B8 u8 or i8, C
+/// i32, no transposes, A8 [..., M, K] (rank >= 2), B8 a constant [K, N]
+/// (static, K and N > 0): {A8, B8}; else nothing. (Whether the plan takes
+/// it: matmul_uses_int8_gemm.)
+std::optional<std::pair<ValueId, ValueId>> int8_gemm_operands(const Graph &graph, const Node &node);
+
+/// True for a matmul the CPU code generator lowers to the integer GEMM
+/// (PlanOptions::int8_gemm): int8_gemm_operands, the casts fused and A8
+/// stored under `plan`.
+bool matmul_uses_int8_gemm(const Graph &graph, const LoweringPlan &plan, const Node &node);
+
 /// True for a node that runs as a GEMM kernel under `plan`: such a matmul,
 /// or a conv_uses_gemm / conv_uses_direct conv2d whose input and weights are
 /// stored (both take the plan's epilogues).
@@ -184,6 +195,11 @@ struct PlanOptions {
   /// chain's root (a bias add) is stored instead, usually as the epilogue
   /// of the GEMM before it.
   bool strided_attention_operands = false;
+  /// An i32 matmul of 8-bit values widened by casts, B a constant [K, N]
+  /// (int8_gemm_operands), runs the CPU's integer GEMM on the 8-bit values
+  /// themselves: the two casts are fused (never computed), A's 8-bit value
+  /// is stored (matmul_uses_int8_gemm).
+  bool int8_gemm = false;
   /// A backend's plan pass, run over the plans of the root graph and its
   /// subgraphs once they are made (plan_lowering_all; plan_lowering runs it
   /// on its one graph as a root). The GPU backends' is refine_gpu_plans
@@ -192,7 +208,12 @@ struct PlanOptions {
   void (*refine)(const Graph &root, LoweringPlans &plans) = nullptr;
 };
 /// The CPU backend's options (CpuBackend, Cpu/ModelCompiler).
-inline PlanOptions cpu_plan_options() { return {/*strided_attention_operands=*/true}; }
+inline PlanOptions cpu_plan_options() {
+  PlanOptions options;
+  options.strided_attention_operands = true;
+  options.int8_gemm = true;
+  return options;
+}
 
 /// The plan of `graph`; with options.refine, refined as a root graph (its
 /// inputs not known to be bound to constants: plan_lowering_all knows

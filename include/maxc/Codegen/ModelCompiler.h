@@ -50,12 +50,18 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
                                                ByteChunks *weights = nullptr,
                                                const LoweringPlans *plans = nullptr, // null: planned here
                                                unsigned vector_lanes = 0, // 0: the host's (cpu_vector_lanes)
-                                               bool profile = false);     // a profile build (Codegen/Profile.h)
+                                               bool profile = false,      // a profile build (Codegen/Profile.h)
+                                               // the integer GEMM's dot product (Codegen/Target.h:
+                                               // cpu_int8_dot); -1: the host's with vector_lanes 0, else
+                                               // kInt8DotGeneric
+                                               int int8_dot = -1);
 
 /// Decomposes `graph` and builds its module (for tests that JIT a graph),
-/// with kernels for `vector_lanes` f32 lanes (0: the host's).
+/// with kernels for `vector_lanes` f32 lanes (0: the host's) and the
+/// integer GEMM's `int8_dot` (as build_cpu_module).
 std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::string &name,
-                                                 llvm::LLVMContext &context, unsigned vector_lanes = 0);
+                                                 llvm::LLVMContext &context, unsigned vector_lanes = 0,
+                                                 int int8_dot = -1);
 
 struct CpuCodegenRequest {
   bool object = true;

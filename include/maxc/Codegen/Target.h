@@ -47,6 +47,15 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const CpuTarget &target
 /// features, as the TargetMachine would see them.
 unsigned cpu_vector_lanes(const CpuTarget &target);
 
+/// How the CPU's integer GEMM (8-bit A and B, i32 C: Cpu/GemmEmitter.h's
+/// emit_gemm_i8) multiplies groups of four byte pairs on the target, at its
+/// cpu_vector_lanes i32 lanes: kInt8DotVnni with `vpdpbusd` (AVX512-VNNI at
+/// 16 lanes; AVX-VNNI, or AVX512-VNNI with AVX512VL, at 8), kInt8DotAvx2
+/// with AVX2's `vpmaddwd` on values widened to i16 (8 lanes), else
+/// kInt8DotGeneric (portable IR: widened products, summed in groups of four).
+inline constexpr unsigned kInt8DotGeneric = 0, kInt8DotAvx2 = 1, kInt8DotVnni = 2;
+unsigned cpu_int8_dot(const CpuTarget &target);
+
 /// The CPU features beyond the architecture's baseline (SSE2 / NEON) that
 /// code for `target` may use and that its artifact checks at run time before
 /// the first run (NAME_ERROR_UNSUPPORTED_CPU on a CPU without one; CPUID on
@@ -62,6 +71,9 @@ size_t least_demanding_target(const std::vector<CpuTarget> &targets);
 /// cpu_vector_lanes of the host ("native"), what the in-process JIT runs on;
 /// decided once.
 unsigned host_vector_lanes();
+
+/// cpu_int8_dot of the host ("native"); decided once.
+unsigned host_int8_dot();
 
 /// Initializes the LLVM targets maxc uses (idempotent, thread-safe).
 void initialize_llvm_targets();

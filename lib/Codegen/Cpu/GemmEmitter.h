@@ -68,4 +68,32 @@ struct GemmArgs {
 
 void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args);
 
+// The integer GEMM (Cpu/Int8GemmEmitter.cpp): C[M, N] (i32) = sum_k A[m, k]
+// * B[k, n], A and B u8 or i8, exact (wrapping in i32 like ONNX's int32
+// accumulator). B is packed at compile time (Cpu/GemmPanels.h: the integer
+// layout, panels of 2 * lanes columns, groups of four rows, column sums).
+// The microkernel keeps MR x 2 vectors of C's i32 in registers (AVX2: two
+// partial sums per column, twice the lanes, added at the end) and, per
+// group of four k, broadcasts four bytes of A per row and multiplies them
+// with two vectors of B's bytes, summing each column's four products into
+// its lane: vpdpbusd (u8 x i8) with VNNI, vpmaddwd on bytes widened to i16
+// with AVX2, widened products otherwise (Codegen/Target.h: cpu_int8_dot).
+// Signedness: vpdpbusd multiplies unsigned by signed bytes; u8 x i8 and i8
+// x u8 map to it as they are (B as the unsigned operand for the latter);
+// for u8 x u8 and i8 x i8 A's bytes are flipped (xor 0x80: a - 128 as i8,
+// a + 128 as u8) and the result corrected by +-128 * sum_k B[k, n] (the
+// packed column sums). Tasks: blocks of rows times column panels, through
+// the runtime's parallel_for (one after another below 64K multiply-adds).
+struct Int8GemmArgs {
+  llvm::Value *a, *b, *c; // A [M, K] row-major, K bytes apart; B packed; C [M, N] i32 row-major
+  llvm::Value *m;         // i64
+  int64_t n = 0, k = 0;
+  bool a_signed = false, b_signed = false;
+  unsigned lanes = 16;    // i32 lanes per vector (cpu_vector_lanes)
+  unsigned dot = 0;       // Codegen/Target.h: kInt8Dot*
+  std::string prefix;
+};
+
+void emit_gemm_i8(llvm::IRBuilder<> &builder, const Int8GemmArgs &args);
+
 } // namespace maxc::codegen

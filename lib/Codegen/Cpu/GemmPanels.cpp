@@ -68,6 +68,15 @@ PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans,
     for (const Node &n : g->nodes())
       if (n.op == "constant" && only_gemm_b(n.results[0], true))
         out.constants.insert({g, n.attrs.get_string("name")});
+    // An integer GEMM's B: its constant read only by the widening cast.
+    for (const Node &n : g->nodes()) {
+      if (!matmul_uses_int8_gemm(*g, plan, n))
+        continue;
+      ValueId b = int8_gemm_operands(*g, n)->second;
+      const Node &constant = g->nodes()[static_cast<size_t>(g->value_info(b).producer)];
+      if (!output[b] && uses[b].size() == 1)
+        out.constants.insert({g, constant.attrs.get_string("name")});
+    }
     if (auto it = bound.find(g->name()); g != &root && it != bound.end())
       for (size_t i = 0; i < g->input_ids().size(); ++i)
         if (it->second[i] && only_gemm_b(g->input_ids()[i], false))
@@ -179,6 +188,52 @@ size_t panel_bytes(const HostTensor &b, int64_t nr) {
 
 } // namespace
 
+size_t int8_panel_bytes(int64_t k, int64_t n, int64_t nr) {
+  int64_t panels = (n + nr - 1) / nr, k4 = (k + 3) / 4;
+  return static_cast<size_t>(panels * k4 * nr * 4 + panels * nr * 4);
+}
+
+namespace {
+
+// Bytes [offset, offset + size) of B [K, N] (u8/i8) in the integer GEMM's
+// layout (GemmPanels.h), at dst.
+void write_int8_panels(const HostTensor &b, int64_t nr, uint64_t offset, size_t size, char *dst) {
+  int64_t k = b.shape()[0], n = b.shape()[1], panels = (n + nr - 1) / nr, k4 = (k + 3) / 4;
+  int64_t body = panels * k4 * nr * 4, panel = k4 * nr * 4;
+  const auto *src = reinterpret_cast<const uint8_t *>(b.data());
+  auto *out = reinterpret_cast<uint8_t *>(dst);
+  int64_t e0 = static_cast<int64_t>(offset), end = e0 + static_cast<int64_t>(size);
+  for (int64_t e = e0; e < std::min(end, body); ++e) {
+    int64_t p = e / panel, rem = e % panel, r = rem / (nr * 4) * 4 + rem % 4, col = p * nr + rem / 4 % nr;
+    out[e - e0] = r < k && col < n ? src[r * n + col] : 0;
+  }
+  if (end <= body)
+    return;
+  std::vector<int32_t> sums(static_cast<size_t>(panels * nr), 0);
+  for (int64_t r = 0; r < k; ++r)
+    for (int64_t col = 0; col < n; ++col) {
+      uint8_t v = src[r * n + col];
+      sums[static_cast<size_t>(col)] += b.dtype() == DType::i8 ? static_cast<int8_t>(v) : v;
+    }
+  const auto *footer = reinterpret_cast<const uint8_t *>(sums.data());
+  for (int64_t e = std::max(e0, body); e < end; ++e)
+    out[e - e0] = footer[e - body];
+}
+
+} // namespace
+
+std::vector<uint8_t> pack_int8_panels(const HostTensor &b, int64_t nr) {
+  std::vector<uint8_t> out(int8_panel_bytes(b.shape()[0], b.shape()[1], nr));
+  write_int8_panels(b, nr, 0, out.size(), reinterpret_cast<char *>(out.data()));
+  return out;
+}
+
+namespace {
+
+bool is_int8(DType d) { return d == DType::u8 || d == DType::i8; }
+
+} // namespace
+
 std::vector<float> pack_gemm_panels(const HostTensor &b, int64_t nr) {
   std::vector<float> out(panel_bytes(b, nr) / sizeof(float));
   write_panels(b, nr, 0, out.size() * sizeof(float), reinterpret_cast<char *>(out.data()));
@@ -190,6 +245,11 @@ ConstantRewrite packed_weights_rewrite(const PackedWeights &packed) {
     if (!packed.packed_constant(g, name))
       return {0, nullptr};
     int64_t nr = packed.nr;
+    if (const HostTensor &t = g.constant_types().at(name); is_int8(t.dtype())) {
+      HostTensor b = g.constant(name);
+      return {int8_panel_bytes(t.shape()[0], t.shape()[1], nr),
+              [b, nr](uint64_t offset, size_t n, char *dst) { write_int8_panels(b, nr, offset, n, dst); }};
+    }
     // A pre-transposed weight whose transposed bytes were never made
     // (Graph::add_transposed_constant): packed from the original [N, K].
     if (const HostTensor *source = g.transposed_source(name); source && source->rank() == 2) {

@@ -12,6 +12,14 @@
 // constant (Transforms/CallSites.h: constant_bound_inputs) and whose every use is
 // such a B operand. Call sites then pass the packed copy; the subgraph stays
 // one function, and each instance's weights are stored once.
+//
+// The integer GEMM's B (an 8-bit constant [K, N] widened by a cast into an
+// i32 matmul: matmul_uses_int8_gemm) is packed likewise, in bytes: panel p
+// of NR columns at p * K4 * NR * 4 (K4 = ceil(K / 4)), its group of four
+// rows g at + g * NR * 4, column c's four bytes (rows 4g..4g+3) at + c * 4,
+// zeros past K and N (the operand of one vpdpbusd per 16 or 8 columns);
+// after the last panel, the i32 column sums sum_k B[k, n] (as B's dtype,
+// zeros past N) that correct a flipped A (Cpu/GemmEmitter.h: emit_gemm_i8).
 #pragma once
 
 #include "maxc/Codegen/LoweringPlan.h"
@@ -44,6 +52,11 @@ PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans,
 /// B [K, N] (f32) in panel order for panels of `nr` floats:
 /// ceil(N / nr) * nr * K floats.
 std::vector<float> pack_gemm_panels(const HostTensor &b, int64_t nr);
+
+/// B [K, N] (u8 or i8) in the integer GEMM's panel order, then its column
+/// sums: int8_panel_bytes(K, N, nr) bytes.
+std::vector<uint8_t> pack_int8_panels(const HostTensor &b, int64_t nr);
+size_t int8_panel_bytes(int64_t k, int64_t n, int64_t nr);
 
 /// For weights_blob (WeightsSection.h): the packed bytes of packed
 /// constants, made on demand while the blob is written (never all resident:

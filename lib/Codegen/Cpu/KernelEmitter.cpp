@@ -47,6 +47,7 @@ struct Module {
   std::string prefix;
   std::vector<std::string> symbols;
   unsigned lanes; // f32 vector width for the GEMM microkernel
+  unsigned int8_dot; // the integer GEMM's dot product (Codegen/Target.h: cpu_int8_dot)
   const ExternalWeights *external; // null: constants are embedded globals
   const LoweringPlans *plans;      // the driver's; null: plan here
   std::map<const Graph *, EmittedGraph> functions;
@@ -135,8 +136,11 @@ private:
       return it->second;
     const HostTensor &data = g_.constant(name);
     // A GEMM weight packed in panel order (Cpu/GemmPanels.h) holds only that.
+    bool packed = mod_.packed && mod_.packed->packed_constant(g_, name);
+    bool int8 = data.dtype() == DType::u8 || data.dtype() == DType::i8;
     llvm::Constant *bytes =
-        mod_.packed && mod_.packed->packed_constant(g_, name)
+        packed && int8 ? llvm::ConstantDataArray::get(mod_.ctx, llvm::ArrayRef<uint8_t>(pack_int8_panels(data, mod_.packed->nr)))
+        : packed
             ? llvm::ConstantDataArray::get(mod_.ctx, llvm::ArrayRef<float>(pack_gemm_panels(data, mod_.packed->nr)))
             : llvm::ConstantDataArray::getRaw(
                   llvm::StringRef(reinterpret_cast<const char *>(data.data()), data.nbytes()), data.nbytes(),
@@ -874,6 +878,8 @@ private:
     bool ta = node.attrs.get_bool("transpose_a"), tb = node.attrs.get_bool("transpose_b");
     if (matmul_uses_gemm(g_, plan_, node))
       return emit_gemm(node);
+    if (matmul_uses_int8_gemm(g_, plan_, node) && emit_int8_gemm(node))
+      return;
     const Shape &cs = g_.type_of(out).shape;
     const Shape &as = g_.type_of(node.operands[0]).shape;
     const Shape &bs = g_.type_of(node.operands[1]).shape;
@@ -1068,6 +1074,32 @@ private:
       args.packed_b = mod_.packed && mod_.packed->packed_value(g_, bm);
       emit_gemm_f32(b_, args);
     });
+  }
+
+  // An i32 matmul of widened 8-bit values (matmul_uses_int8_gemm) with B
+  // packed: the integer GEMM on the 8-bit values, A's leading dims as rows
+  // (B has none). False where B is not packed (read by something else):
+  // the loop nest then, through the fused casts.
+  bool emit_int8_gemm(const Node &node) {
+    auto [a, bm] = *int8_gemm_operands(g_, node);
+    if (!mod_.packed || !mod_.packed->packed_value(g_, bm))
+      return false;
+    ValueId out = node.results[0];
+    const Shape &bs = g_.type_of(bm).shape;
+    std::vector<Value *> cdims = dims_of(out);
+    Value *rows = b_.getInt64(1);
+    for (size_t d = 0; d + 1 < cdims.size(); ++d)
+      rows = b_.CreateMul(rows, cdims[d]);
+    Int8GemmArgs args{pointer_of(a), pointer_of(bm), pointer_of(out), rows};
+    args.k = bs[0].value();
+    args.n = bs[1].value();
+    args.a_signed = g_.type_of(a).dtype == DType::i8;
+    args.b_signed = g_.type_of(bm).dtype == DType::i8;
+    args.lanes = mod_.lanes;
+    args.dot = mod_.int8_dot;
+    args.prefix = mod_.prefix;
+    emit_gemm_i8(b_, args);
+    return true;
   }
 
   // conv2d (f32, one group) as im2col + GEMM, per image: the transposed
@@ -1290,9 +1322,9 @@ std::string cpu_lowering(const std::string &op) {
 
 EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
                                   const std::vector<std::string> &symbols, unsigned vector_lanes,
-                                  const ExternalWeights *external, const LoweringPlans *plans,
+                                  unsigned int8_dot, const ExternalWeights *external, const LoweringPlans *plans,
                                   const PackedWeights *packed, const Graph *only, const KernelCounters *profile) {
-  Module mod{module, module.getContext(), prefix, symbols, vector_lanes, external, plans, {}, {}, {}, packed, profile};
+  Module mod{module, module.getContext(), prefix, symbols, vector_lanes, int8_dot, external, plans, {}, {}, {}, packed, profile};
   llvm::LLVMContext &c = mod.ctx;
   auto *ptr = llvm::PointerType::getUnqual(c);
   auto *run_type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr, ptr, ptr}, false);

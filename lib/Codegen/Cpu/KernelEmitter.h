@@ -59,6 +59,7 @@ struct KernelCounters {
 /// constants or at `external`'s offsets), read as such; null: none.
 EmittedGraph emit_graph_functions(llvm::Module &module, const Graph &root, const std::string &prefix,
                                   const std::vector<std::string> &symbols, unsigned vector_lanes = 16,
+                                  unsigned int8_dot = 0, // Codegen/Target.h: cpu_int8_dot
                                   const ExternalWeights *external = nullptr,
                                   const LoweringPlans *plans = nullptr, // null: planned here
                                   const PackedWeights *packed = nullptr, const Graph *only = nullptr,

@@ -354,6 +354,9 @@ struct ModuleSpec {
   /// partition holds the entry points and the runtime; another's graph
   /// functions are renamed NAME.v<N>.graph.* / NAME.v<N>.workspace.*.
   size_t variant = 0;
+  /// The integer GEMM's dot product (cpu_int8_dot); -1: the host's when
+  /// vector_lanes is 0 (the JIT), else the portable IR's.
+  int int8_dot = -1;
 };
 
 /// A graph function's name in code variant `v`: NAME.graph.X -> NAME.vV.graph.X.
@@ -424,7 +427,11 @@ std::unique_ptr<llvm::Module> build_module(const ModuleSpec &spec, llvm::LLVMCon
       counters->index[{(*spec.profile)[k].graph, (*spec.profile)[k].node}] = k;
   }
   codegen::EmittedGraph root = codegen::emit_graph_functions(
-      *module, lowered, name, m.dims_array(), spec.vector_lanes ? spec.vector_lanes : host_vector_lanes(), external.get(),
+      *module, lowered, name, m.dims_array(), spec.vector_lanes ? spec.vector_lanes : host_vector_lanes(),
+      spec.int8_dot >= 0 ? static_cast<unsigned>(spec.int8_dot)
+      : spec.vector_lanes ? kInt8DotGeneric
+                          : host_int8_dot(),
+      external.get(),
       spec.plans, spec.packed, spec.only, counters.get());
   if (entry) {
     codegen::CpuCheck check;
@@ -482,7 +489,7 @@ std::unique_ptr<llvm::Module> build_module(const ModuleSpec &spec, llvm::LLVMCon
 std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const ModelInterface &abi,
                                                llvm::LLVMContext &context, WeightsPlacement placement,
                                                ByteChunks *weights, const LoweringPlans *plans,
-                                               unsigned vector_lanes, bool profile) {
+                                               unsigned vector_lanes, bool profile, int int8_dot) {
   LoweringPlans own_plans = plans ? LoweringPlans{} : plan_lowering_all(lowered, cpu_plan_options());
   if (!plans)
     plans = &own_plans;
@@ -495,9 +502,10 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
   std::vector<ProfiledKernel> kernels;
   if (profile)
     kernels = profiled_kernels(lowered, *plans);
-  auto module = build_module(
-      {lowered, abi, placement, &offsets, blob.size(), plans, vector_lanes, &packed, nullptr, profile ? &kernels : nullptr},
-      context);
+  ModuleSpec spec{lowered, abi, placement, &offsets, blob.size(), plans, vector_lanes, &packed, nullptr,
+                  profile ? &kernels : nullptr};
+  spec.int8_dot = int8_dot;
+  auto module = build_module(spec, context);
   if (weights)
     *weights = std::move(blob);
   return module;
@@ -511,7 +519,7 @@ std::vector<const Graph *> cpu_partitions(const Graph &lowered) {
 }
 
 std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::string &name,
-                                                 llvm::LLVMContext &context, unsigned vector_lanes) {
+                                                 llvm::LLVMContext &context, unsigned vector_lanes, int int8_dot) {
   std::unique_ptr<Graph> canonical = canonicalize(graph);
   DecomposeOptions options{/*keep_rowwise=*/true, /*fuse_attention=*/true};
   options.promote_low_precision = true; // as the CPU backend (Driver/CpuBackend.cpp)
@@ -521,7 +529,8 @@ std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::
   ModelInterface abi = describe_interface(*lowered, name);
   LoweringPlans plans = plan_lowering_all(*lowered, cpu_plan_options());
   abi.workspace_bound = workspace_bound(*lowered, &plans);
-  return build_cpu_module(*lowered, abi, context, WeightsPlacement::ir, nullptr, &plans, vector_lanes);
+  return build_cpu_module(*lowered, abi, context, WeightsPlacement::ir, nullptr, &plans, vector_lanes, false,
+                          int8_dot);
 }
 
 CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &abi,
@@ -638,6 +647,7 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
                         &packed[v], split ? parts[i % nparts] : nullptr, request.profile ? &kernels : nullptr,
                         &targets};
         spec.variant = v;
+        spec.int8_dot = static_cast<int>(cpu_int8_dot(target));
         return build_module(spec, context);
       });
       own.run("optimize", [&] { optimize_module(*module, target); });

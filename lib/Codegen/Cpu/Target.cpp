@@ -213,6 +213,25 @@ unsigned cpu_vector_lanes(const CpuTarget &target) {
   return 4;
 }
 
+unsigned cpu_int8_dot(const CpuTarget &target) {
+  if (checked_triple(target.triple).getArch() != llvm::Triple::x86_64)
+    return kInt8DotGeneric;
+  unsigned lanes = cpu_vector_lanes(target);
+  std::unique_ptr<llvm::MCSubtargetInfo> sti = cpu_subtarget(target);
+  if (lanes == 16 && sti->checkFeatures("+avx512vnni"))
+    return kInt8DotVnni;
+  if (lanes == 8 && (sti->checkFeatures("+avxvnni") || sti->checkFeatures("+avx512vnni,+avx512vl")))
+    return kInt8DotVnni;
+  if (lanes == 8 && sti->checkFeatures("+avx2"))
+    return kInt8DotAvx2;
+  return kInt8DotGeneric;
+}
+
+unsigned host_int8_dot() {
+  static const unsigned dot = cpu_int8_dot(resolve_cpu_target(llvm::sys::getProcessTriple(), "native", 2));
+  return dot;
+}
+
 unsigned host_vector_lanes() {
   static const unsigned lanes = cpu_vector_lanes(resolve_cpu_target(llvm::sys::getProcessTriple(), "native", 2));
   return lanes;

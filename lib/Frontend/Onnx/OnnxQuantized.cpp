@@ -6,7 +6,10 @@
 //                       scale = hi == lo ? 1 : (hi - lo) / 255 (ONNX Runtime's
 //                       rule for an all-zero input), zp = round(clip(-lo /
 //                       scale, 0, 255)), y = QuantizeLinear(x, scale, zp)
-//   MatMulInteger       (int32(a) - a_zp) @ (int32(b) - b_zp), an i32 matmul
+//   MatMulInteger       (int32(a) - a_zp) @ (int32(b) - b_zp), an i32 matmul;
+//                       with b an 8-bit initializer: int32(a) @ int32(b)
+//                       - b_zp * rowsum(a) - a_zp * colsum(b - b_zp), b kept
+//                       in 8 bits (the CPU's integer GEMM: integer_gemm below)
 //   ConvInteger         conv(x - x_zp, w - w_zp), an i32 conv (exact in f32, below)
 //   QLinearMatMul/Conv  the integer accumulator (plus the int32 bias) as f32
 //                       times (x_scale * w_scale) / y_scale, then saturated
@@ -19,8 +22,8 @@
 // default 1; the rows of a matmul's a, the columns of its b, the output
 // channels of a conv's weight).
 //
-// Integer products in f32 (issue 25). maxc has no integer GEMM/conv
-// kernel; f32 runs through the fast float kernels and is exact here: the
+// Integer products in f32 (issue 25). Apart from MatMulInteger's known
+// 8-bit weights (the integer GEMM), maxc has no integer kernel; f32 runs through the fast float kernels and is exact here: the
 // operands are integers (8-bit values minus zero points, |x| <= 255), and
 // f32 holds every integer below 2^24, so when the magnitudes of all the
 // terms of a sum add up to less than 2^24, every partial sum is such an
@@ -47,6 +50,7 @@
 #include "maxc/Ops/Ops.h"
 #include "maxc/Support/Error.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -284,15 +288,117 @@ Tensor weight_chunk(const OnnxNode &node, size_t w, const std::optional<HostTens
   return whole ? traced : ops::slice(traced, {chunk.first}, {chunk.second}, {axis});
 }
 
+/// (A - a_zp) @ (w - w_zp) in i32 for an 8-bit A [..., M, K] (rank >= 2)
+/// and an 8-bit weight w [K, N] known at import, `shifted` = w - w_zp (f32,
+/// exact): w kept in one byte, an i32 matmul of the widened values (the
+/// CPU's integer GEMM: Codegen/LoweringPlan.h, matmul_uses_int8_gemm) with
+/// the zero points folded into row and column sums: A @ w - w_zp *
+/// rowsum(A) - a_zp * colsum(w - w_zp), the column sums computed here.
+/// a_zp: a scalar or [M, 1]; w_zp: a scalar or [N].
+Tensor folded_integer_gemm(const Tensor &a, const std::optional<Tensor> &a_zp, const HostTensor &w,
+                           const std::optional<Tensor> &w_zp, const HostTensor &shifted, const std::string &name) {
+  int64_t K = w.shape()[0], N = w.shape()[1];
+  HostTensor sums(DType::i32, {N});
+  const float *sv = shifted.data_as<float>();
+  for (int64_t j = 0; j < N; ++j) {
+    int64_t s = 0;
+    for (int64_t k = 0; k < K; ++k)
+      s += static_cast<int64_t>(sv[k * N + j]);
+    sums.set_i64(j, s);
+  }
+  // Each use of A its own cast: the GEMM's is read by the GEMM alone.
+  Tensor y = ops::matmul(ops::cast(a, DType::i32), ops::cast(Tensor::from_host(w, name + ".q"), DType::i32));
+  if (w_zp)
+    y = ops::sub(y, ops::mul(ops::sum(ops::cast(a, DType::i32), {a.rank() - 1}, true), as(*w_zp, DType::i32)));
+  if (a_zp)
+    y = ops::sub(y, ops::mul(as(*a_zp, DType::i32), Tensor::from_host(sums, name + ".colsum")));
+  return y;
+}
+
+/// matmul_integer with an 8-bit weight b [K, N] known at import (and its
+/// zero point, if any): folded_integer_gemm. nullopt otherwise.
+std::optional<Tensor> integer_gemm(const OnnxNode &node, const Tensor &a, const std::optional<Tensor> &a_zp,
+                                   const Tensor &b, const std::optional<Tensor> &b_zp, size_t b_index,
+                                   size_t b_zp_index) {
+  if (b.rank() != 2 || (a_zp && !max_shifted(a.dtype(), a_zp)))
+    return std::nullopt;
+  std::optional<HostTensor> shifted = known_shifted(node, b_index, b_zp_index, 1); // per column
+  if (!shifted || shifted->numel() == 0)
+    return std::nullopt;
+  std::optional<Tensor> az, bz;
+  if (a_zp)
+    az = along_axis(*a_zp, std::max<int64_t>(a.rank(), 2), -2, node, "a_zero_point");
+  if (b_zp)
+    bz = along_axis(*b_zp, 1, 0, node, "b_zero_point");
+  Tensor y = folded_integer_gemm(a.rank() == 1 ? ops::unsqueeze(a, {0}) : a, az, node.known(b_index), bz, *shifted,
+                                 node.input_name(b_index));
+  return a.rank() == 1 ? ops::squeeze(y, {y.rank() - 2}) : y;
+}
+
+/// [O, C, 1, 1] → [C, O] (a 1x1 conv's weight as a GEMM's B).
+HostTensor pointwise_weight(const HostTensor &w) {
+  int64_t o = w.shape()[0], c = w.shape()[1];
+  HostTensor out(w.dtype(), {c, o});
+  for (int64_t i = 0; i < o; ++i)
+    for (int64_t j = 0; j < c; ++j)
+      if (is_integer(w.dtype()))
+        out.set_i64(j * o + i, w.get_i64(i * c + j));
+      else
+        out.set_f64(j * o + i, w.get_f64(i * c + j));
+  return out;
+}
+
+/// ConvInteger/QLinearConv's accumulator on the integer GEMM: a 1x1 conv
+/// (stride 1, no padding, one group, 2-D) of an 8-bit weight known at
+/// import (its zero point too): per image, x [C, H*W] transposed to rows of
+/// C bytes, folded_integer_gemm with wᵀ [C, O], transposed back to [O, H,
+/// W] (plus the bias). nullopt otherwise.
+std::optional<Tensor> pointwise_conv_integer(const OnnxNode &node, const Tensor &x, const std::optional<Tensor> &x_zp,
+                                             const Tensor &w, const std::optional<Tensor> &w_zp,
+                                             const std::optional<Tensor> &bias, size_t w_index, size_t w_zp_index) {
+  if (x.rank() != 4 || w.rank() != 4 || node.attr_int("group", 1) != 1)
+    return std::nullopt;
+  for (int64_t d = 0; d < 4; ++d)
+    if (!w.shape()[d].is_static() || (d >= 2 && w.shape()[d].value() != 1))
+      return std::nullopt;
+  auto all = [](const std::vector<int64_t> &v, int64_t value) {
+    return std::all_of(v.begin(), v.end(), [&](int64_t e) { return e == value; });
+  };
+  std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
+  if (!all(node.attr_ints("strides"), 1) || !all(node.attr_ints("pads"), 0) ||
+      (auto_pad != "NOTSET" && auto_pad != "VALID"))
+    return std::nullopt;
+  std::optional<HostTensor> shifted = known_shifted(node, w_index, w_zp_index, 0); // per output channel
+  if (!shifted || shifted->numel() == 0 || (x_zp && !max_shifted(x.dtype(), x_zp)))
+    return std::nullopt;
+  std::optional<Tensor> xz, wz;
+  if (x_zp)
+    xz = along_axis(*x_zp, 0, 0, node, "x_zero_point");
+  if (w_zp)
+    wz = along_axis(*w_zp, 1, 0, node, "w_zero_point");
+  Shape s = x.shape(); // a copy: recording ops may move the graph's types
+  Tensor rows = ops::permute(ops::reshape(x, {s[0], s[1], s[2] * s[3]}), {0, 2, 1}); // [N, H*W, C]
+  Tensor y = folded_integer_gemm(rows, xz, pointwise_weight(node.known(w_index)), wz, pointwise_weight(*shifted),
+                                 node.input_name(w_index));
+  Shape ys = {s[0], w.shape()[0], s[2], s[3]};
+  y = ops::reshape(ops::permute(y, {0, 2, 1}), ys);
+  if (bias)
+    y = ops::add(y, ops::reshape(*bias, {w.shape()[0], Dim(1), Dim(1)}));
+  return y;
+}
+
 /// (int32(a) - a_zp) @ (int32(b) - b_zp): a_zp per tensor or per row of a,
-/// b_zp per tensor or per column of b. In f32 chunks of K summed in i32
-/// (exact: see the top of the file); in i32 where K is not static.
+/// b_zp per tensor or per column of b. With an 8-bit weight known at import:
+/// integer_gemm. Else in f32 chunks of K summed in i32 (exact: see the top
+/// of the file); in i32 where K is not static.
 Tensor matmul_integer(const OnnxNode &node, const Tensor &a, const std::optional<Tensor> &a_zp, const Tensor &b,
                       const std::optional<Tensor> &b_zp, size_t b_index, size_t b_zp_index) {
   require_8bit(a, node, "A");
   require_8bit(b, node, "B");
   if (a.rank() < 1 || b.rank() < 1)
     bad(node.op() + " needs inputs of rank at least 1");
+  if (std::optional<Tensor> y = integer_gemm(node, a, a_zp, b, b_zp, b_index, b_zp_index))
+    return *y;
   std::optional<double> amax = max_shifted(a.dtype(), a_zp), bmax = max_shifted(b.dtype(), b_zp);
   const Dim &kdim = b.shape()[b.rank() == 1 ? 0 : b.rank() - 2];
   bool fast = amax && bmax && kdim.is_static();
@@ -362,6 +468,8 @@ Tensor conv_integer(const OnnxNode &node, const Tensor &x, const std::optional<T
   if (bias && bias->dtype() != DType::i32)
     throw Error(ErrorCode::OnnxUnsupportedType, node.op() + "'s bias must be i32");
   size_t w_index = node.op() == "QLinearConv" ? 3 : 1, w_zp_index = node.op() == "QLinearConv" ? 5 : 3;
+  if (std::optional<Tensor> y = pointwise_conv_integer(node, x, x_zp, w, w_zp, bias, w_index, w_zp_index))
+    return *y;
   std::optional<double> xmax = max_shifted(x.dtype(), x_zp), wmax = max_shifted(w.dtype(), w_zp);
   bool fast = xmax && wmax && w.rank() == x.rank();
   for (const Dim &d : w.shape())

@@ -77,10 +77,18 @@ class JitCompiledGraph {
 public:
   /// `cpu` other than "native": kernels and code for that CPU (of the host's
   /// architecture, runnable here: "haswell" for the 8-lane kernels).
-  explicit JitCompiledGraph(const Graph &graph, const std::string &cpu = "native") : graph_(graph) {
+  /// `lanes` other than 0: kernels of that width and the integer GEMM's
+  /// `int8_dot` (Codegen/Target.h), in code for `cpu` (which must have them).
+  explicit JitCompiledGraph(const Graph &graph, const std::string &cpu = "native", unsigned lanes = 0,
+                            int int8_dot = -1)
+      : graph_(graph) {
     auto context = std::make_unique<llvm::LLVMContext>();
-    unsigned lanes = cpu == "native" ? 0 : cpu_vector_lanes(resolve_cpu_target(llvm::sys::getProcessTriple(), cpu, 2));
-    auto module = build_model_module(graph, "maxc_jit", *context, lanes);
+    if (cpu != "native" && lanes == 0) {
+      CpuTarget target = resolve_cpu_target(llvm::sys::getProcessTriple(), cpu, 2);
+      lanes = cpu_vector_lanes(target);
+      int8_dot = static_cast<int>(cpu_int8_dot(target));
+    }
+    auto module = build_model_module(graph, "maxc_jit", *context, lanes, int8_dot);
     jit_ = std::make_unique<JitModule>(std::move(context), std::move(module), 2, cpu);
     set_pf_ = reinterpret_cast<void (*)(void (*)(void *, int64_t, TaskFn))>(jit_->lookup("maxc_jit_set_parallel_for"));
     set_threads_ = reinterpret_cast<void (*)(int32_t)>(jit_->lookup("maxc_jit_set_num_threads"));

@@ -1,0 +1,282 @@
+// The integer GEMM (Cpu/GemmEmitter.h: emit_gemm_i8).
+#include "Cpu/GemmEmitter.h"
+#include "EntryPointUtil.h"
+
+#include "Cpu/Runtime.h"
+#include "maxc/Codegen/Target.h"
+
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
+#include <llvm/IR/Module.h>
+
+#include <vector>
+
+namespace maxc::codegen {
+
+using llvm::Value;
+
+namespace {
+
+constexpr unsigned kVectors = 2;         // NR = kVectors * lanes columns
+constexpr int64_t kTilesPerTask = 8;     // rows per task: kTilesPerTask * MR
+constexpr int64_t kParallelMacs = 1 << 16;
+
+unsigned tile_rows(unsigned dot) { return dot == kInt8DotVnni ? 6 : dot == kInt8DotAvx2 ? 3 : 4; }
+
+// The task's arguments: a, b, c, m, n, k, rows per task.
+llvm::StructType *task_args_type(llvm::LLVMContext &c) {
+  auto *ptr = llvm::PointerType::getUnqual(c);
+  auto *i64 = llvm::Type::getInt64Ty(c);
+  return llvm::StructType::get(c, {ptr, ptr, ptr, i64, i64, i64, i64});
+}
+
+struct Kernel {
+  llvm::IRBuilder<> &b;
+  unsigned lanes, dot;
+  bool a_signed, b_signed;
+  Value *a, *bp, *c, *n, *k;
+  llvm::IRBuilder<> &entry; // the task's entry block (allocas)
+  llvm::LLVMContext &ctx = b.getContext();
+
+  bool b_unsigned() const { return !b_signed; }          // vpdpbusd's unsigned operand: B, else A
+  bool flip() const { return a_signed == b_signed; }      // A's bytes xor 0x80
+  int64_t correction() const { return !flip() ? 0 : a_signed ? -128 : 128; } // times sum_k B[k, n]
+
+  llvm::FixedVectorType *ivec() { return llvm::FixedVectorType::get(b.getInt32Ty(), lanes); }
+  // AVX2: each column's two vpmaddwd partial sums kept apart in the
+  // accumulators (twice the lanes) until the tile's end.
+  bool pairs() const { return dot == kInt8DotAvx2 && lanes == 8; }
+  llvm::FixedVectorType *acc_type() { return llvm::FixedVectorType::get(b.getInt32Ty(), pairs() ? 2 * lanes : lanes); }
+  /// An accumulator as C's lanes (the pairs summed).
+  Value *finish(Value *acc) {
+    if (!pairs())
+      return acc;
+    std::vector<int> even(lanes), odd(lanes);
+    for (unsigned i = 0; i < lanes; ++i)
+      even[i] = static_cast<int>(2 * i), odd[i] = static_cast<int>(2 * i + 1);
+    return b.CreateAdd(b.CreateShuffleVector(acc, even), b.CreateShuffleVector(acc, odd));
+  }
+  llvm::FixedVectorType *bvec() { return llvm::FixedVectorType::get(b.getInt8Ty(), lanes * 4); }
+
+  Value *i64(int64_t v) { return b.getInt64(v); }
+
+  /// acc + (per lane l) sum_j u[4l + j] * s[4l + j], u's bytes unsigned,
+  /// s's signed: vpdpbusd's arithmetic (wrapping i32 sums).
+  Value *dot4(Value *acc, Value *u, Value *s) {
+    if (dot == kInt8DotVnni) {
+      auto id = lanes == 16 ? llvm::Intrinsic::x86_avx512_vpdpbusd_512 : llvm::Intrinsic::x86_avx512_vpdpbusd_256;
+      return b.CreateIntrinsic(id, {}, {acc, b.CreateBitCast(u, ivec()), b.CreateBitCast(s, ivec())});
+    }
+    Value *ub = b.CreateBitCast(u, bvec()), *sb = b.CreateBitCast(s, bvec());
+    if (dot == kInt8DotAvx2 && lanes == 8) {
+      // Bytes widened to i16; vpmaddwd sums pairs (exact: 255 * 128 * 2 <
+      // 2^31): each column's two partial sums side by side in the
+      // accumulator (finish() adds them).
+      auto *v32 = llvm::FixedVectorType::get(b.getInt16Ty(), 32);
+      Value *uw = b.CreateZExt(ub, v32), *sw = b.CreateSExt(sb, v32);
+      std::vector<int> lo(16), hi(16);
+      for (int i = 0; i < 16; ++i)
+        lo[i] = i, hi[i] = 16 + i;
+      Value *p0 = b.CreateIntrinsic(llvm::Intrinsic::x86_avx2_pmadd_wd, {},
+                                    {b.CreateShuffleVector(uw, lo), b.CreateShuffleVector(sw, lo)});
+      Value *p1 = b.CreateIntrinsic(llvm::Intrinsic::x86_avx2_pmadd_wd, {},
+                                    {b.CreateShuffleVector(uw, hi), b.CreateShuffleVector(sw, hi)});
+      Value *both = b.CreateShuffleVector(p0, p1, [] {
+        std::vector<int> all(16);
+        for (int i = 0; i < 16; ++i)
+          all[i] = i;
+        return all;
+      }());
+      return b.CreateAdd(acc, both);
+    }
+    // Portable: products in i32, each lane's four summed.
+    auto *wide = llvm::FixedVectorType::get(b.getInt32Ty(), lanes * 4);
+    Value *prod = b.CreateMul(b.CreateZExt(ub, wide), b.CreateSExt(sb, wide));
+    Value *sum = acc;
+    for (unsigned j = 0; j < 4; ++j) {
+      std::vector<int> idx(lanes);
+      for (unsigned l = 0; l < lanes; ++l)
+        idx[l] = static_cast<int>(4 * l + j);
+      sum = b.CreateAdd(sum, b.CreateShuffleVector(prod, idx));
+    }
+    return sum;
+  }
+
+  /// acc[j][v] += the products of row j's four bytes `word` (i32) with B's
+  /// group at `bgroup`.
+  void step(std::vector<std::vector<Value *>> &acc, const std::vector<Value *> &words, Value *bgroup, unsigned nvec) {
+    std::vector<Value *> bv(nvec);
+    for (unsigned v = 0; v < nvec; ++v)
+      bv[v] = b.CreateAlignedLoad(bvec(), b.CreateGEP(b.getInt8Ty(), bgroup, i64(v * lanes * 4)), llvm::Align(4));
+    for (size_t j = 0; j < words.size(); ++j) {
+      Value *w = flip() ? b.CreateXor(words[j], b.getInt32(0x80808080u)) : words[j];
+      Value *av = b.CreateBitCast(b.CreateVectorSplat(lanes, w), bvec());
+      for (unsigned v = 0; v < nvec; ++v)
+        acc[j][v] = b_unsigned() ? dot4(acc[j][v], bv[v], av) : dot4(acc[j][v], av, bv[v]);
+    }
+  }
+
+  /// Rows [row0, row0 + rows) of C's column panel p (B's panel at `panel`,
+  /// its column sums at `sums`).
+  void tile(Value *row0, unsigned rows, Value *p, Value *panel, Value *sums) {
+    unsigned nvec = kVectors;
+    int64_t nr = kVectors * lanes;
+    std::vector<std::vector<llvm::AllocaInst *>> slots(rows, std::vector<llvm::AllocaInst *>(nvec));
+    for (auto &row : slots)
+      for (auto &s : row) {
+        s = entry.CreateAlloca(acc_type());
+        b.CreateStore(llvm::Constant::getNullValue(acc_type()), s);
+      }
+    auto load_accs = [&] {
+      std::vector<std::vector<Value *>> acc(rows, std::vector<Value *>(nvec));
+      for (unsigned j = 0; j < rows; ++j)
+        for (unsigned v = 0; v < nvec; ++v)
+          acc[j][v] = b.CreateLoad(acc_type(), slots[j][v]);
+      return acc;
+    };
+    auto store_accs = [&](const std::vector<std::vector<Value *>> &acc) {
+      for (unsigned j = 0; j < rows; ++j)
+        for (unsigned v = 0; v < nvec; ++v)
+          b.CreateStore(acc[j][v], slots[j][v]);
+    };
+    std::vector<Value *> arow(rows);
+    for (unsigned j = 0; j < rows; ++j)
+      arow[j] = b.CreateGEP(b.getInt8Ty(), a, b.CreateMul(b.CreateAdd(row0, i64(j)), k));
+    Value *groups = b.CreateSDiv(k, i64(4));
+    // Whole groups of four k: A's four bytes as one (unaligned) i32.
+    emit_counted_loop(b, groups, [&](Value *g) {
+      auto acc = load_accs();
+      std::vector<Value *> words(rows);
+      for (unsigned j = 0; j < rows; ++j)
+        words[j] = b.CreateAlignedLoad(b.getInt32Ty(), b.CreateGEP(b.getInt8Ty(), arow[j], b.CreateMul(g, i64(4))),
+                                       llvm::Align(1));
+      step(acc, words, b.CreateGEP(b.getInt8Ty(), panel, b.CreateMul(g, i64(nr * 4))), nvec);
+      store_accs(acc);
+    }, "qgemm.k.");
+    // The last, partial group: A's 1-3 bytes there (B's rows past K are
+    // zeros), read one at a time.
+    Value *rem = b.CreateSRem(k, i64(4));
+    emit_if(b, b.CreateICmpNE(rem, i64(0)), [&] {
+      auto acc = load_accs();
+      std::vector<Value *> words(rows);
+      Value *k0 = b.CreateMul(groups, i64(4));
+      for (unsigned j = 0; j < rows; ++j) {
+        llvm::AllocaInst *word = entry.CreateAlloca(b.getInt32Ty());
+        b.CreateStore(b.getInt32(0), word);
+        for (int64_t t = 0; t < 3; ++t)
+          emit_if(b, b.CreateICmpSGT(rem, i64(t)), [&] {
+            Value *byte = b.CreateLoad(b.getInt8Ty(), b.CreateGEP(b.getInt8Ty(), arow[j], b.CreateAdd(k0, i64(t))));
+            Value *shifted = b.CreateShl(b.CreateZExt(byte, b.getInt32Ty()), static_cast<uint64_t>(8 * t));
+            b.CreateStore(b.CreateOr(b.CreateLoad(b.getInt32Ty(), word), shifted), word);
+          });
+        words[j] = b.CreateLoad(b.getInt32Ty(), word);
+      }
+      step(acc, words, b.CreateGEP(b.getInt8Ty(), panel, b.CreateMul(groups, i64(nr * 4))), nvec);
+      store_accs(acc);
+    });
+    // Correction, then C's rows (the lanes past N masked off).
+    auto acc = load_accs();
+    std::vector<int> lane_ids(lanes);
+    for (unsigned l = 0; l < lanes; ++l)
+      lane_ids[l] = static_cast<int>(l);
+    for (unsigned v = 0; v < nvec; ++v) {
+      Value *col = b.CreateAdd(b.CreateMul(p, i64(nr)), i64(v * lanes));
+      Value *fix = nullptr;
+      if (correction() != 0)
+        fix = b.CreateShl(b.CreateAlignedLoad(ivec(), b.CreateGEP(b.getInt32Ty(), sums, i64(v * lanes)), llvm::Align(4)),
+                          7);
+      Value *left = b.CreateTrunc(b.CreateSub(n, col), b.getInt32Ty());
+      llvm::Constant *ids = llvm::ConstantDataVector::get(
+          ctx, llvm::ArrayRef<uint32_t>(std::vector<uint32_t>(lane_ids.begin(), lane_ids.end())));
+      Value *mask = b.CreateICmpSLT(ids, b.CreateVectorSplat(lanes, left));
+      for (unsigned j = 0; j < rows; ++j) {
+        Value *x = finish(acc[j][v]);
+        if (fix)
+          x = correction() > 0 ? b.CreateAdd(x, fix) : b.CreateSub(x, fix);
+        Value *at = b.CreateGEP(b.getInt32Ty(), c, b.CreateAdd(b.CreateMul(b.CreateAdd(row0, i64(j)), n), col));
+        b.CreateMaskedStore(x, at, llvm::Align(4), mask);
+      }
+    }
+  }
+};
+
+// void <prefix>.gemm_i8.<lanes>.<dot>.<signs>(ptr args, i64 t): one block of
+// rows of one column panel. Shared by the GEMMs of the same signedness.
+llvm::Function *task_function(llvm::Module &m, const Int8GemmArgs &g) {
+  std::string name = g.prefix + ".gemm_i8." + std::to_string(g.lanes) + "." + std::to_string(g.dot) + "." +
+                     (g.a_signed ? "s" : "u") + (g.b_signed ? "s" : "u");
+  if (llvm::Function *f = m.getFunction(name))
+    return f;
+  llvm::LLVMContext &c = m.getContext();
+  auto *fn = llvm::Function::Create(task_function_type(c), llvm::GlobalValue::InternalLinkage, name, m);
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  auto *entry_block = llvm::BasicBlock::Create(c, "entry", fn);
+  auto *body = llvm::BasicBlock::Create(c, "body", fn);
+  llvm::IRBuilder<> entry(entry_block);
+  llvm::IRBuilder<> b(body);
+  llvm::StructType *st = task_args_type(c);
+  Value *args = fn->getArg(0);
+  auto field = [&](unsigned i, llvm::Type *t) { return entry.CreateLoad(t, entry.CreateStructGEP(st, args, i)); };
+  Value *a = field(0, b.getPtrTy()), *bp = field(1, b.getPtrTy()), *cp = field(2, b.getPtrTy());
+  Value *mrows = field(3, b.getInt64Ty()), *n = field(4, b.getInt64Ty()), *k = field(5, b.getInt64Ty()),
+        *rows = field(6, b.getInt64Ty());
+  llvm::BranchInst *to_body = entry.CreateBr(body);
+  entry.SetInsertPoint(to_body);
+  Kernel kern{b, g.lanes, g.dot, g.a_signed, g.b_signed, a, bp, cp, n, k, entry};
+  int64_t nr = kVectors * g.lanes;
+  Value *panels = b.CreateSDiv(b.CreateAdd(n, b.getInt64(nr - 1)), b.getInt64(nr));
+  Value *k4 = b.CreateSDiv(b.CreateAdd(k, b.getInt64(3)), b.getInt64(4));
+  Value *t = fn->getArg(1);
+  Value *p = b.CreateSRem(t, panels);
+  Value *i0 = b.CreateMul(b.CreateSDiv(t, panels), rows);
+  Value *i1 = b.CreateAdd(i0, rows);
+  i1 = b.CreateSelect(b.CreateICmpSLT(i1, mrows), i1, mrows);
+  Value *panel_bytes = b.CreateMul(k4, b.getInt64(nr * 4));
+  Value *panel = b.CreateGEP(b.getInt8Ty(), bp, b.CreateMul(p, panel_bytes));
+  Value *sums = b.CreateGEP(b.getInt8Ty(), bp,
+                            b.CreateAdd(b.CreateMul(panels, panel_bytes), b.CreateMul(p, b.getInt64(nr * 4))));
+  unsigned mr = tile_rows(g.dot);
+  Value *tiles = b.CreateSDiv(b.CreateSub(i1, i0), b.getInt64(mr));
+  emit_counted_loop(b, tiles, [&](Value *i) {
+    kern.tile(b.CreateAdd(i0, b.CreateMul(i, b.getInt64(mr))), mr, p, panel, sums);
+  }, "qgemm.tile.");
+  Value *rest = b.CreateAdd(i0, b.CreateMul(tiles, b.getInt64(mr)));
+  emit_counted_loop(b, b.CreateSub(i1, rest), [&](Value *i) { kern.tile(b.CreateAdd(rest, i), 1, p, panel, sums); },
+                    "qgemm.row.");
+  b.CreateRetVoid();
+  return fn;
+}
+
+} // namespace
+
+void emit_gemm_i8(llvm::IRBuilder<> &b, const Int8GemmArgs &args) {
+  llvm::Function *fn = b.GetInsertBlock()->getParent();
+  llvm::Module &m = *fn->getParent();
+  llvm::LLVMContext &c = m.getContext();
+  int64_t nr = kVectors * args.lanes, panels = (args.n + nr - 1) / nr;
+  int64_t rows = kTilesPerTask * tile_rows(args.dot);
+  Value *m1 = b.CreateSelect(b.CreateICmpSGT(args.m, b.getInt64(0)), args.m, b.getInt64(0));
+  Value *row_blocks = b.CreateSDiv(b.CreateAdd(m1, b.getInt64(rows - 1)), b.getInt64(rows));
+  Value *tasks = b.CreateMul(row_blocks, b.getInt64(panels));
+  Value *macs = b.CreateMul(m1, b.getInt64(args.n * args.k));
+  llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+  llvm::StructType *st = task_args_type(c);
+  Value *task_args = entry.CreateAlloca(st);
+  Value *fields[] = {args.a, args.b, args.c, m1, b.getInt64(args.n), b.getInt64(args.k), b.getInt64(rows)};
+  for (unsigned i = 0; i < 7; ++i)
+    b.CreateStore(fields[i], b.CreateStructGEP(st, task_args, i));
+  llvm::Function *task = task_function(m, args);
+  auto *single = llvm::BasicBlock::Create(c, "qgemm.single", fn);
+  auto *split = llvm::BasicBlock::Create(c, "qgemm.split", fn);
+  auto *join = llvm::BasicBlock::Create(c, "qgemm.join", fn);
+  b.CreateCondBr(b.CreateICmpSLT(macs, b.getInt64(kParallelMacs)), single, split);
+  b.SetInsertPoint(single);
+  emit_counted_loop(b, tasks, [&](Value *t) { b.CreateCall(task, {task_args, t}); }, "qgemm.task.");
+  b.CreateBr(join);
+  b.SetInsertPoint(split);
+  emit_parallel_for(b, args.prefix, task_args, tasks, task, macs);
+  b.CreateBr(join);
+  b.SetInsertPoint(join);
+}
+
+} // namespace maxc::codegen

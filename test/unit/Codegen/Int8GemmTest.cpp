@@ -1,0 +1,189 @@
+// The integer GEMM (Cpu/GemmEmitter.h: emit_gemm_i8): an i32 matmul of
+// 8-bit values widened by casts, B a constant packed at compile time, bit
+// for bit against the reference interpreter, for every signedness (u8/i8 A
+// times u8/i8 B) at odd sizes: M = 1 and rows left over after the tiles, N
+// not a multiple of the panel, K not a multiple of 4, a batched A; with
+// zero points (0, 128, 255) folded as MatMulInteger folds them (A's row
+// sums, B's shifted column sums) against the direct (a - a_zp) @ (b -
+// b_zp); compiled for the host (VNNI here: vpdpbusd), AVX-VNNI's 8 lanes
+// (alderlake, where the host runs it), vpdpbusd on 256-bit vectors with
+// AVX512-VNNI+VL, AVX2 (haswell: vpmaddwd) and the portable IR (x86-64: 4
+// lanes); 1 and 2 threads.
+#include "CompiledRunner.h"
+
+#include "maxc/Codegen/Target.h"
+
+#include <llvm/ADT/StringMap.h>
+#include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/Triple.h>
+
+using namespace maxc;
+using namespace maxc::test;
+
+namespace {
+
+/// A configuration to compile for that this host runs: a CPU, and the
+/// kernels' lanes and integer dot product (0, -1: the CPU's).
+struct Config {
+  std::string cpu;
+  unsigned lanes = 0;
+  int int8_dot = -1;
+};
+
+std::vector<Config> int8_configs() {
+  std::vector<Config> out = {{"native"}};
+  llvm::Triple host(llvm::sys::getProcessTriple());
+  if (host.getArch() != llvm::Triple::x86_64)
+    return out;
+  llvm::StringMap<bool> f = llvm::sys::getHostCPUFeatures();
+  bool haswell = f.lookup("avx2") && f.lookup("fma") && f.lookup("bmi2") && f.lookup("f16c") && f.lookup("movbe") &&
+                 f.lookup("lzcnt");
+  if (haswell)
+    out.push_back({"haswell"});
+  if (haswell && f.lookup("avxvnni"))
+    out.push_back({"alderlake"});
+  // vpdpbusd on 256-bit vectors (AVX512-VNNI with VL, as AVX-VNNI).
+  if (f.lookup("avx512vnni") && f.lookup("avx512vl"))
+    out.push_back({"native", 8, static_cast<int>(kInt8DotVnni)});
+  out.push_back({"x86-64"});
+  return out;
+}
+
+size_t int8_gemm_tasks(const Graph &graph) {
+  return count_model_functions(graph, [](llvm::StringRef name) { return name.starts_with("m.gemm_i8."); });
+}
+
+HostTensor full_range(DType dtype, std::vector<int64_t> shape) {
+  return dtype == DType::u8 ? random_tensor(dtype, std::move(shape), 0, 255)
+                            : random_tensor(dtype, std::move(shape), -128, 127);
+}
+
+Shape static_shape(const std::vector<int64_t> &dims) {
+  Shape s;
+  for (int64_t d : dims)
+    s.push_back(Dim(d));
+  return s;
+}
+
+/// Column sums of (w - w_zp) as an i32 constant [N].
+HostTensor shifted_column_sums(const HostTensor &w, int64_t zp) {
+  int64_t k = w.shape()[0], n = w.shape()[1];
+  HostTensor out(DType::i32, {n});
+  for (int64_t j = 0; j < n; ++j) {
+    int64_t s = 0;
+    for (int64_t r = 0; r < k; ++r)
+      s += w.get_i64(r * n + j) - zp;
+    out.set_i64(j, s);
+  }
+  return out;
+}
+
+/// `graph` compiled for every configuration, at 1 and 2 threads, equals
+/// `expected` bit for bit.
+void check_configs(const Graph &graph, const std::vector<HostTensor> &inputs, const std::vector<HostTensor> &expected,
+                   size_t max_configs = ~size_t(0)) {
+  std::vector<Config> configs = int8_configs();
+  configs.resize(std::min(configs.size(), max_configs));
+  for (const Config &config : configs) {
+    INFO("cpu " << config.cpu << ", lanes " << config.lanes << ", dot " << config.int8_dot);
+    JitCompiledGraph compiled(graph, config.cpu, config.lanes, config.int8_dot);
+    for (int threads : {1, 2})
+      REQUIRE(bitwise_mismatch(compiled.run_threads(inputs, threads), expected).empty());
+  }
+}
+
+} // namespace
+
+TEST_CASE("integer GEMM: u8/i8 x u8/i8 at odd sizes, bit for bit, every CPU path", "[codegen][qgemm]") {
+  struct Size {
+    std::vector<int64_t> a; // A's shape: [..., M, K]
+    int64_t n;
+  };
+  const std::vector<Size> sizes = {{{1, 13}, 37}, {{7, 8}, 33}, {{13, 65}, 70}, {{6, 3}, 5}, {{2, 5, 31}, 64}};
+  const DType dtypes[] = {DType::u8, DType::i8};
+  // One graph (one compile per CPU path): a GEMM per signedness and size,
+  // the A inputs shared by the two B dtypes.
+  std::vector<TensorType> types;
+  std::vector<HostTensor> inputs, weights;
+  for (DType adt : dtypes)
+    for (const Size &s : sizes) {
+      types.emplace_back(adt, static_shape(s.a));
+      inputs.push_back(full_range(adt, s.a));
+    }
+  for (DType bdt : dtypes)
+    for (const Size &s : sizes)
+      weights.push_back(full_range(bdt, {s.a.back(), s.n}));
+  auto graph = trace_graph(types, [&](auto &x) {
+    std::vector<Tensor> out;
+    for (size_t ai = 0; ai < x.size(); ++ai)
+      for (size_t bi = ai % sizes.size(); bi < weights.size(); bi += sizes.size())
+        out.push_back(ops::matmul(ops::cast(x[ai], DType::i32),
+                                  ops::cast(Tensor::from_host(weights[bi], "w" + std::to_string(ai) + "." +
+                                                                               std::to_string(bi)),
+                                            DType::i32)));
+    return out;
+  });
+  REQUIRE(int8_gemm_tasks(*graph) == 4); // one per signedness
+  check_configs(*graph, inputs, Interpreter::run(*graph, inputs));
+}
+
+TEST_CASE("integer GEMM with zero points 0, 128, 255 folded into row and column sums", "[codegen][qgemm]") {
+  const int64_t m = 9, k = 23, n = 41;
+  const std::vector<int64_t> zps = {0, 128, 255};
+  auto i32 = [](const Tensor &t) { return ops::cast(t, DType::i32); };
+  auto scalar = [](int64_t v) { return ops::scalar(static_cast<double>(v), DType::i32); };
+  // Zero points as the dtypes hold them: 0/128/255 for u8, -128/0/127 for i8.
+  auto zp_of = [](DType d, int64_t zp) { return d == DType::u8 ? zp : zp - 128; };
+  const DType dtypes[] = {DType::u8, DType::i8};
+  std::vector<HostTensor> weights;
+  for (size_t i = 0; i < 2 * zps.size(); ++i)
+    weights.push_back(full_range(i < zps.size() ? DType::i8 : DType::u8, {k, n}));
+  // Per A dtype (input) and zero point: B of the other signedness, zero
+  // points a_zp = zps[i] and b_zp = zps[reversed].
+  auto build = [&](bool fold) {
+    return trace_graph({TensorType(DType::u8, {m, k}), TensorType(DType::i8, {m, k})}, [&](auto &x) {
+      std::vector<Tensor> out;
+      for (size_t t = 0; t < 2; ++t)
+        for (size_t i = 0; i < zps.size(); ++i) {
+          DType adt = dtypes[t], bdt = dtypes[1 - t];
+          int64_t a_zp = zp_of(adt, zps[i]), b_zp = zp_of(bdt, zps[zps.size() - 1 - i]);
+          const HostTensor &w = weights[t * zps.size() + i];
+          std::string name = "w" + std::to_string(t * zps.size() + i);
+          if (!fold) {
+            out.push_back(ops::matmul(ops::sub(i32(x[t]), scalar(a_zp)),
+                                      ops::sub(i32(Tensor::from_host(w, name)), scalar(b_zp))));
+            continue;
+          }
+          // MatMulInteger's composition: A @ B - b_zp * rowsum(A) - a_zp * colsum(B - b_zp).
+          Tensor y = ops::matmul(i32(x[t]), i32(Tensor::from_host(w, name)));
+          y = ops::sub(y, ops::mul(ops::sum(i32(x[t]), {1}, true), scalar(b_zp)));
+          y = ops::sub(y, ops::mul(scalar(a_zp), Tensor::from_host(shifted_column_sums(w, b_zp), name + ".sums")));
+          out.push_back(y);
+        }
+      return out;
+    });
+  };
+  auto folded = build(true), direct = build(false);
+  REQUIRE(int8_gemm_tasks(*folded) == 2); // u8 x i8, i8 x u8
+  std::vector<HostTensor> x = {full_range(DType::u8, {m, k}), full_range(DType::i8, {m, k})};
+  // The kernel paths are the first test's; the folding on two of them
+  // (the host's and the portable target's AVX2, where the host runs it).
+  check_configs(*folded, x, Interpreter::run(*direct, x), 2);
+}
+
+TEST_CASE("integer GEMM with a symbolic number of rows", "[codegen][qgemm]") {
+  const int64_t k = 45, n = 50;
+  HostTensor w = full_range(DType::i8, {k, n});
+  auto graph = trace_graph({TensorType(DType::i8, {Dim("m"), k})}, [&](auto &x) {
+    return std::vector<Tensor>{ops::matmul(ops::cast(x[0], DType::i32), ops::cast(Tensor::from_host(w, "w"), DType::i32))};
+  });
+  REQUIRE(int8_gemm_tasks(*graph) == 1);
+  JitCompiledGraph compiled(*graph);
+  for (int64_t m : {1, 7, 100}) {
+    INFO("M " << m);
+    HostTensor x = full_range(DType::i8, {m, k});
+    std::vector<HostTensor> expected = Interpreter::run(*graph, {x});
+    for (int threads : {1, 2})
+      REQUIRE(bitwise_mismatch(compiled.run_threads({x}, threads), expected).empty());
+  }
+}
