@@ -1,5 +1,7 @@
 #include "EntryPointUtil.h"
 
+#include "maxc/Codegen/LoweringPlan.h"
+
 #include "maxc/Support/Error.h"
 
 #include <algorithm>
@@ -400,6 +402,26 @@ void emit_if(llvm::IRBuilder<> &b, llvm::Value *cond, const std::function<void()
   then();
   b.CreateBr(done);
   b.SetInsertPoint(done);
+}
+
+LoopCells loop_cells(llvm::IRBuilder<> &b, const Graph &graph, const Node &node, llvm::Value *scratch,
+                     const std::function<llvm::Value *(const Dim &)> &dim) {
+  llvm::Type *i8 = b.getInt8Ty();
+  LoopCells cells;
+  cells.iter = scratch;
+  cells.cond_in = b.CreateConstGEP1_64(i8, scratch, kLoopScalarBytes);
+  cells.cond_out = b.CreateConstGEP1_64(i8, scratch, 2 * kLoopScalarBytes);
+  llvm::Value *offset = b.getInt64(3 * kLoopScalarBytes);
+  for (ValueId r : node.results) {
+    const TensorType &t = graph.type_of(r);
+    llvm::Value *n = b.getInt64(static_cast<int64_t>(dtype_size(t.dtype)));
+    for (const Dim &d : t.shape)
+      n = b.CreateMul(n, dim(d));
+    cells.bytes.push_back(n);
+    cells.spare.push_back(b.CreateGEP(i8, scratch, offset));
+    offset = b.CreateAnd(b.CreateAdd(b.CreateAdd(offset, n), b.getInt64(63)), b.getInt64(~int64_t(63)));
+  }
+  return cells;
 }
 
 } // namespace maxc::codegen

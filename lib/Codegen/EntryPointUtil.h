@@ -160,4 +160,16 @@ void emit_if(llvm::IRBuilder<> &b, llvm::Value *cond, const std::function<void()
 
 void set_loop_unroll(llvm::BranchInst *latch, unsigned unroll);
 
+/// A `loop` node's scratch (LoweringPlan.h's loop_scratch_bytes, at
+/// `scratch`) as the CPU and the GPU host code use it: the iteration number,
+/// the condition the body reads and the one it writes (kLoopScalarBytes
+/// each), then the second set of carried values (`spare[k]`, 64-byte
+/// aligned, `bytes[k]` each at the current dims; `dim` gives a Dim's value).
+struct LoopCells {
+  llvm::Value *iter = nullptr, *cond_in = nullptr, *cond_out = nullptr;
+  std::vector<llvm::Value *> spare, bytes;
+};
+LoopCells loop_cells(llvm::IRBuilder<> &b, const Graph &graph, const Node &node, llvm::Value *scratch,
+                     const std::function<llvm::Value *(const Dim &)> &dim);
+
 } // namespace maxc::codegen

@@ -704,25 +704,16 @@ private:
     llvm::Type *i8 = b_.getInt8Ty();
     const size_t carried = node.results.size();
     Value *scratch = b_.CreateGEP(i8, fn_.workspace, fn_.layout->slot_offset(plan_.scratch_slot));
-    Value *iter_cell = scratch;
-    Value *cond_in = b_.CreateConstGEP1_64(i8, scratch, kLoopScalarBytes);
-    Value *cond_out = b_.CreateConstGEP1_64(i8, scratch, 2 * kLoopScalarBytes);
-    std::vector<Value *> results, spare, bytes;
-    Value *offset = b_.getInt64(3 * kLoopScalarBytes);
+    LoopCells cells = loop_cells(b_, g_, node, scratch, [&](const Dim &d) { return dim(d); });
+    Value *iter_cell = cells.iter, *cond_in = cells.cond_in, *cond_out = cells.cond_out;
+    const std::vector<Value *> &spare = cells.spare, &bytes = cells.bytes;
+    std::vector<Value *> results;
     for (size_t k = 0; k < carried; ++k) {
-      ValueId r = node.results[k];
-      const TensorType &t = g_.type_of(r);
-      Value *n = b_.getInt64(static_cast<int64_t>(dtype_size(t.dtype)));
-      for (const Dim &d : t.shape)
-        n = b_.CreateMul(n, dim(d));
-      bytes.push_back(n);
-      results.push_back(pointer_of(r));
-      spare.push_back(b_.CreateGEP(i8, scratch, offset));
-      offset = b_.CreateAnd(b_.CreateAdd(b_.CreateAdd(offset, n), b_.getInt64(63)), b_.getInt64(~int64_t(63)));
+      results.push_back(pointer_of(node.results[k]));
       // The initial values (an input, a constant, a temporary: never the
       // result's own buffer, which is allocated after its operands' last use).
       b_.CreateMemMove(results[k], llvm::MaybeAlign(1), pointer_of(node.operands[kLoopFirstCarried + k]),
-                       llvm::MaybeAlign(1), n);
+                       llvm::MaybeAlign(1), bytes[k]);
     }
     auto truth = [&](DType dtype, Value *ptr) {
       auto width = static_cast<unsigned>(dtype_size(dtype) * 8);

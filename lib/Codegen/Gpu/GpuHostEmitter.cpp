@@ -165,22 +165,14 @@ private:
     llvm::Type *i8 = b_.getInt8Ty(), *i64 = b_.getInt64Ty();
     const size_t carried = node.results.size();
     Value *scratch = b_.CreateGEP(i8, workspace_, layout_->slot_offset(plan_.scratch_slot));
-    Value *iter_cell = scratch;
-    Value *cond_in = b_.CreateConstGEP1_64(i8, scratch, kLoopScalarBytes);
-    Value *cond_out = b_.CreateConstGEP1_64(i8, scratch, 2 * kLoopScalarBytes);
-    std::vector<Value *> results, spare, bytes;
-    Value *offset = b_.getInt64(3 * kLoopScalarBytes);
+    LoopCells cells = loop_cells(b_, g_, node, scratch, [&](const Dim &d) { return dim(d); });
+    Value *iter_cell = cells.iter, *cond_in = cells.cond_in, *cond_out = cells.cond_out;
+    const std::vector<Value *> &spare = cells.spare, &bytes = cells.bytes;
+    std::vector<Value *> results;
     for (size_t k = 0; k < carried; ++k) {
-      const TensorType &t = g_.type_of(node.results[k]);
-      Value *n = b_.getInt64(static_cast<int64_t>(dtype_size(t.dtype)));
-      for (const Dim &d : t.shape)
-        n = b_.CreateMul(n, dim(d));
-      bytes.push_back(n);
       results.push_back(pointer_of(node.results[k]));
-      spare.push_back(b_.CreateGEP(i8, scratch, offset));
-      offset = b_.CreateAnd(b_.CreateAdd(b_.CreateAdd(offset, n), b_.getInt64(63)), b_.getInt64(~int64_t(63)));
-      fail_if_nonzero(launcher_.copy_on_device(b_, results[k], pointer_of(node.operands[kLoopFirstCarried + k]), n,
-                                               context_));
+      fail_if_nonzero(launcher_.copy_on_device(b_, results[k], pointer_of(node.operands[kLoopFirstCarried + k]),
+                                               bytes[k], context_));
     }
     // A scalar of `dtype` at device address `device`, on the host: nonzero?
     Value *host = entry_b_.CreateAlloca(i64);
