@@ -72,7 +72,11 @@ TEST_CASE("safetensors dtype names", "[safetensors]") {
   for (DType d : kAllDTypes)
     CHECK(parse_safetensors_dtype(safetensors_dtype_name(d)) == d);
   CHECK(parse_safetensors_dtype("U8") == DType::u8);
-  CHECK_FALSE(parse_safetensors_dtype("U16"));
+  CHECK(parse_safetensors_dtype("U16") == DType::u16);
+  CHECK(parse_safetensors_dtype("I16") == DType::i16);
+  CHECK(parse_safetensors_dtype("U32") == DType::u32);
+  CHECK(parse_safetensors_dtype("U64") == DType::u64);
+  CHECK_FALSE(parse_safetensors_dtype("F8_E4M3"));
   CHECK_FALSE(parse_safetensors_dtype("f32"));
 }
 
