@@ -852,7 +852,7 @@ TEST_CASE(MAXC_COMPILED_NAME("compiled shape ops on every dtype"), MAXC_COMPILED
     if (d == DType::f32)
       x = with_values(x, {kNaN, -0.0, kInf});
     if (d == DType::i64)
-      x = with_ints(x, {min_of<int64_t>(), max_of<int64_t>(), (int64_t(1) << 53) + 1});
+      x = with_ints(x, {int_min(DType::i64), int_max(DType::i64), (int64_t(1) << 53) + 1});
     HostTensor table = random_tensor(d, {10, 4}, lo, hi);
     check_cases({x, random_tensor(d, {3, 1}, lo, hi), random_tensor(d, {1, 3, 1, 4}, lo, hi),
                  random_tensor(d, {2, 1, 4}, lo, hi), random_tensor(d, {2, 5, 4}, lo, hi)},
