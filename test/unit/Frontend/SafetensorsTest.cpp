@@ -302,8 +302,8 @@ TEST_CASE("safetensors validation errors name the file and tensor", "[safetensor
                  ErrorCode::SafetensorsHeader, path, {"tensor 'w'", "\"data_offsets\" must be"});
   }
   SECTION("unknown dtype") {
-    expect_error(open_bytes(st_file(entry("\"dtype\":\"U16\"," + shape + "," + offsets))), ErrorCode::SafetensorsDType,
-                 path, {"tensor 'w'", "\"U16\"", "BF16"});
+    expect_error(open_bytes(st_file(entry("\"dtype\":\"F8_E4M3\"," + shape + "," + offsets))), ErrorCode::SafetensorsDType,
+                 path, {"tensor 'w'", "\"F8_E4M3\"", "BF16"});
   }
   SECTION("negative dimension and element-count overflow") {
     expect_error(open_bytes(st_file(entry(dtype + ",\"shape\":[2,-2]," + offsets))), ErrorCode::SafetensorsHeader,
