@@ -544,6 +544,11 @@ Value *ElementalEmitter::cast(Value *x, DType from, DType to) {
   if (is_float(from)) {
     // Truncate toward zero, saturate to i64 (NaN → 0), then wrap: as the reference.
     Value *i = b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {b_.getInt64Ty(), x->getType()}, {x});
+    const DTypeInfo &info = dtype_info(to);
+    if (!info.is_signed && info.digits > 63) { // u64: [2^63, 2^64) converts unsigned, past it saturates
+      Value *big = b_.CreateFCmpOGE(x, llvm::ConstantFP::get(x->getType(), 9223372036854775808.0));
+      i = b_.CreateSelect(big, b_.CreateIntrinsic(llvm::Intrinsic::fptoui_sat, {b_.getInt64Ty(), x->getType()}, {x}), i);
+    }
     return t->getIntegerBitWidth() == 64 ? i : b_.CreateTrunc(i, t);
   }
   // From an integer or bool: its signedness says how it extends.

@@ -126,13 +126,20 @@ int64_t saturating_to_i64(double v) {
   return static_cast<int64_t>(v);
 }
 
+// Whether an integer dtype's values can exceed int64 (u64): its bits read
+// as uint64_t.
+bool beyond_i64(const DTypeInfo &info) { return !info.is_signed && info.digits > 63; }
+
 } // namespace
 
 double HostTensor::get_f64(int64_t i) const {
   const DTypeInfo &info = dtype_info(dtype_);
   switch (info.cls) {
   case DTypeClass::floating: return load_float(data_.get(), i, dtype_);
-  case DTypeClass::integer: return static_cast<double>(load_integer(data_.get(), i, info));
+  case DTypeClass::integer:
+    if (beyond_i64(info))
+      return static_cast<double>(static_cast<uint64_t>(load_integer(data_.get(), i, info)));
+    return static_cast<double>(load_integer(data_.get(), i, info));
   case DTypeClass::boolean: return load_bool(data_.get(), i) ? 1.0 : 0.0;
   }
   return 0;
@@ -149,10 +156,18 @@ int64_t HostTensor::get_i64(int64_t i) const {
 }
 
 void HostTensor::set_f64(int64_t i, double v) {
-  switch (dtype_info(dtype_).cls) {
+  const DTypeInfo &info = dtype_info(dtype_);
+  switch (info.cls) {
   case DTypeClass::floating: store_float(data_.get(), i, dtype_, v); return;
   case DTypeClass::boolean: store_bool(data_.get(), i, v != 0.0); return;
-  case DTypeClass::integer: set_i64(i, saturating_to_i64(v)); return;
+  case DTypeClass::integer:
+    if (beyond_i64(info) && v >= 9.2233720368547758e18) { // [2^63, 2^64) as uint64_t; past it saturates
+      uint64_t u = v >= 1.8446744073709552e19 ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(v);
+      set_i64(i, static_cast<int64_t>(u));
+      return;
+    }
+    set_i64(i, saturating_to_i64(v));
+    return;
   }
 }
 

@@ -3,7 +3,9 @@
 //
 // Reference semantics: float math is done in double and rounded once to the
 // result dtype; integer math wraps on overflow (two's complement, like the
-// compiled code) and never divides by zero (the result is 0).
+// compiled code) and never divides by zero (the result is 0). Unsigned
+// integers compare, divide and take remainders as uint64_t (the same as
+// int64_t for u8..u32, which get_i64 zero-extends; what u64 needs).
 #include "Families.h"
 #include "OpHelpers.h"
 #include "maxc/Ops/Ops.h"
@@ -32,9 +34,13 @@ void check_domain(const std::string &op, const TensorType &t, Domain domain) {
 
 using F64Fn = double (*)(double);
 using I64Fn = int64_t (*)(int64_t);
+using U64Fn = uint64_t (*)(uint64_t);
+
+// Whether integer elements of `d` go through the unsigned form of an op.
+bool unsigned_int(DType d) { return is_integer(d) && !is_signed(d); }
 
 OpDef unary(const std::string &name, const std::string &summary, Domain domain, F64Fn f, I64Fn fi = nullptr,
-            std::vector<AttrSpec> attrs = {}) {
+            std::vector<AttrSpec> attrs = {}, U64Fn fu = nullptr) {
   OpDef def;
   def.name = name;
   def.summary = summary;
@@ -44,12 +50,14 @@ OpDef unary(const std::string &name, const std::string &summary, Domain domain, 
     check_domain(name, c.operands[0], domain);
     return std::vector<TensorType>{c.operands[0]};
   };
-  def.reference = [f, fi](const ReferenceContext &c) {
+  def.reference = [f, fi, fu](const ReferenceContext &c) {
     const HostTensor &x = c.operands[0];
     HostTensor out = c.make_result();
-    bool integral = !is_float(x.dtype());
+    bool integral = !is_float(x.dtype()), as_unsigned = fu && unsigned_int(x.dtype());
     for (int64_t i = 0; i < x.numel(); ++i) {
-      if (integral && fi)
+      if (as_unsigned)
+        out.set_i64(i, static_cast<int64_t>(fu(static_cast<uint64_t>(x.get_i64(i)))));
+      else if (integral && fi)
         out.set_i64(i, fi(x.get_i64(i)));
       else
         out.set_f64(i, f(x.get_f64(i)));
@@ -76,6 +84,8 @@ int64_t int_mod(int64_t a, int64_t b) {
   int64_t r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
+uint64_t uint_div(uint64_t a, uint64_t b) { return b == 0 ? 0 : a / b; }
+uint64_t uint_mod(uint64_t a, uint64_t b) { return b == 0 ? 0 : a % b; }
 double float_mod(double a, double b) {
   double r = std::fmod(a, b);
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
@@ -99,9 +109,12 @@ enum class BinaryResult { same, boolean };
 
 using BinF64 = double (*)(double, double);
 using BinI64 = int64_t (*)(int64_t, int64_t);
+using BinU64 = uint64_t (*)(uint64_t, uint64_t);
 
+// `fu`, where given, is the op on unsigned integers (compares, min/max,
+// division); the others compute on the bits as int64_t.
 OpDef binary(const std::string &name, const std::string &summary, Domain domain, BinaryResult result, BinF64 f,
-             BinI64 fi) {
+             BinI64 fi, BinU64 fu = nullptr) {
   OpDef def;
   def.name = name;
   def.summary = summary;
@@ -115,14 +128,17 @@ OpDef binary(const std::string &name, const std::string &summary, Domain domain,
                    broadcast_shapes(name, c.operands[0].shape, c.operands[1].shape), c.operands[0].device);
     return std::vector<TensorType>{out};
   };
-  def.reference = [f, fi](const ReferenceContext &c) {
+  def.reference = [f, fi, fu](const ReferenceContext &c) {
     const HostTensor &a = c.operands[0], &b = c.operands[1];
     HostTensor out = c.make_result();
     auto ia = broadcast_index_map(a.shape(), out.shape());
     auto ib = broadcast_index_map(b.shape(), out.shape());
-    bool integral = !is_float(a.dtype());
+    bool integral = !is_float(a.dtype()), as_unsigned = fu && unsigned_int(a.dtype());
     for (int64_t i = 0; i < out.numel(); ++i) {
-      if (integral && fi)
+      if (as_unsigned)
+        out.set_i64(i, static_cast<int64_t>(fu(static_cast<uint64_t>(a.get_i64(ia[i])),
+                                              static_cast<uint64_t>(b.get_i64(ib[i])))));
+      else if (integral && fi)
         out.set_i64(i, fi(a.get_i64(ia[i]), b.get_i64(ib[i])));
       else
         out.set_f64(i, f(a.get_f64(ia[i]), b.get_f64(ib[i])));
@@ -178,11 +194,9 @@ OpDef cast_op() {
     HostTensor out = c.make_result();
     bool exact_int = !is_float(x.dtype()) && !is_float(out.dtype());
     for (int64_t i = 0; i < x.numel(); ++i) {
-      if (exact_int)
+      if (exact_int) // the bits, extended by the source's signedness (get_i64) and wrapped
         out.set_i64(i, x.get_i64(i));
-      else if (is_float(x.dtype()) && !is_float(out.dtype()) && !is_bool(out.dtype()))
-        out.set_i64(i, x.get_i64(i)); // truncates and saturates
-      else
+      else // floats to integers truncate and saturate (set_f64)
         out.set_f64(i, x.get_f64(i));
     }
     return std::vector<HostTensor>{out};
@@ -196,7 +210,7 @@ void register_elementwise_ops(OpRegistry &r) {
   // clang-format off
   r.add(unary("neg", "-x", Domain::numbers, [](double v) { return -v; }, [](int64_t v) { return wrap_sub(0, v); }));
   r.add(unary("abs", "|x|", Domain::numbers, [](double v) { return std::fabs(v); },
-              [](int64_t v) { return v < 0 ? wrap_sub(0, v) : v; }));
+              [](int64_t v) { return v < 0 ? wrap_sub(0, v) : v; }, {}, [](uint64_t v) { return v; }));
   r.add(needs_libm(unary("exp", "e^x", Domain::floats, [](double v) { return std::exp(v); })));
   r.add(needs_libm(unary("log", "natural logarithm", Domain::floats, [](double v) { return std::log(v); })));
   r.add(unary("sqrt", "square root", Domain::floats, [](double v) { return std::sqrt(v); }));
@@ -204,7 +218,7 @@ void register_elementwise_ops(OpRegistry &r) {
   r.add(needs_libm(unary("tanh", "hyperbolic tangent", Domain::floats, [](double v) { return std::tanh(v); })));
   r.add(needs_libm(unary("sigmoid", "1/(1+e^-x)", Domain::floats, [](double v) { return 1.0 / (1.0 + std::exp(-v)); })));
   r.add(unary("relu", "max(x, 0)", Domain::numbers, [](double v) { return v > 0 ? v : 0.0; },
-              [](int64_t v) { return v > 0 ? v : int64_t{0}; }));
+              [](int64_t v) { return v > 0 ? v : int64_t{0}; }, {}, [](uint64_t v) { return v; }));
   r.add(needs_libm(unary("silu", "x*sigmoid(x)", Domain::floats, [](double v) { return v / (1.0 + std::exp(-v)); })));
   r.add(needs_libm(unary("erf", "error function", Domain::floats, [](double v) { return std::erf(v); })));
   r.add(needs_libm(unary("sin", "sine", Domain::floats, [](double v) { return std::sin(v); })));
@@ -212,7 +226,8 @@ void register_elementwise_ops(OpRegistry &r) {
   r.add(unary("floor", "round down", Domain::numbers, [](double v) { return std::floor(v); }, [](int64_t v) { return v; }));
   r.add(unary("ceil", "round up", Domain::numbers, [](double v) { return std::ceil(v); }, [](int64_t v) { return v; }));
   r.add(unary("round", "round half to even", Domain::numbers, round_half_even, [](int64_t v) { return v; }));
-  r.add(unary("sign", "-1, 0 or 1", Domain::numbers, sign_of, [](int64_t v) { return int64_t((v > 0) - (v < 0)); }));
+  r.add(unary("sign", "-1, 0 or 1", Domain::numbers, sign_of, [](int64_t v) { return int64_t((v > 0) - (v < 0)); }, {},
+              [](uint64_t v) { return uint64_t(v != 0); }));
   r.add(unary("not", "logical not", Domain::booleans, [](double v) { return v != 0 ? 0.0 : 1.0; }));
   // clang-format on
 
@@ -240,26 +255,28 @@ void register_elementwise_ops(OpRegistry &r) {
   r.add(binary("sub", "a - b", Domain::numbers, BinaryResult::same, [](double a, double b) { return a - b; }, wrap_sub));
   r.add(binary("mul", "a * b", Domain::numbers, BinaryResult::same, [](double a, double b) { return a * b; }, wrap_mul));
   r.add(binary("div", "a / b (integers truncate; x/0 = 0)", Domain::numbers, BinaryResult::same,
-               [](double a, double b) { return a / b; }, int_div));
+               [](double a, double b) { return a / b; }, int_div, uint_div));
   r.add(needs_libm(binary("pow", "a ^ b", Domain::floats, BinaryResult::same, [](double a, double b) { return std::pow(a, b); }, nullptr),
                    OpTrait::device_libm | OpTrait::device_libm_f64));
   r.add(binary("maximum", "elementwise maximum", Domain::numbers, BinaryResult::same,
-               [](double a, double b) { return std::isnan(a) || a > b ? a : b; }, [](int64_t a, int64_t b) { return a > b ? a : b; }));
+               [](double a, double b) { return std::isnan(a) || a > b ? a : b; }, [](int64_t a, int64_t b) { return a > b ? a : b; },
+               [](uint64_t a, uint64_t b) { return a > b ? a : b; }));
   r.add(binary("minimum", "elementwise minimum", Domain::numbers, BinaryResult::same,
-               [](double a, double b) { return std::isnan(a) || a < b ? a : b; }, [](int64_t a, int64_t b) { return a < b ? a : b; }));
-  r.add(binary("mod", "remainder with the divisor's sign", Domain::numbers, BinaryResult::same, float_mod, int_mod));
+               [](double a, double b) { return std::isnan(a) || a < b ? a : b; }, [](int64_t a, int64_t b) { return a < b ? a : b; },
+               [](uint64_t a, uint64_t b) { return a < b ? a : b; }));
+  r.add(binary("mod", "remainder with the divisor's sign", Domain::numbers, BinaryResult::same, float_mod, int_mod, uint_mod));
   r.add(binary("eq", "a == b", Domain::any, BinaryResult::boolean, [](double a, double b) { return double(a == b); },
                [](int64_t a, int64_t b) { return int64_t(a == b); }));
   r.add(binary("ne", "a != b", Domain::any, BinaryResult::boolean, [](double a, double b) { return double(a != b); },
                [](int64_t a, int64_t b) { return int64_t(a != b); }));
   r.add(binary("lt", "a < b", Domain::any, BinaryResult::boolean, [](double a, double b) { return double(a < b); },
-               [](int64_t a, int64_t b) { return int64_t(a < b); }));
+               [](int64_t a, int64_t b) { return int64_t(a < b); }, [](uint64_t a, uint64_t b) { return uint64_t(a < b); }));
   r.add(binary("le", "a <= b", Domain::any, BinaryResult::boolean, [](double a, double b) { return double(a <= b); },
-               [](int64_t a, int64_t b) { return int64_t(a <= b); }));
+               [](int64_t a, int64_t b) { return int64_t(a <= b); }, [](uint64_t a, uint64_t b) { return uint64_t(a <= b); }));
   r.add(binary("gt", "a > b", Domain::any, BinaryResult::boolean, [](double a, double b) { return double(a > b); },
-               [](int64_t a, int64_t b) { return int64_t(a > b); }));
+               [](int64_t a, int64_t b) { return int64_t(a > b); }, [](uint64_t a, uint64_t b) { return uint64_t(a > b); }));
   r.add(binary("ge", "a >= b", Domain::any, BinaryResult::boolean, [](double a, double b) { return double(a >= b); },
-               [](int64_t a, int64_t b) { return int64_t(a >= b); }));
+               [](int64_t a, int64_t b) { return int64_t(a >= b); }, [](uint64_t a, uint64_t b) { return uint64_t(a >= b); }));
   r.add(binary("and", "logical and", Domain::booleans, BinaryResult::boolean,
                [](double a, double b) { return double(a != 0 && b != 0); }, [](int64_t a, int64_t b) { return int64_t(a && b); }));
   r.add(binary("or", "logical or", Domain::booleans, BinaryResult::boolean,

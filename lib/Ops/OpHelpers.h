@@ -47,5 +47,12 @@ std::vector<int64_t> unravel(int64_t i, const std::vector<int64_t> &shape);
 /// For broadcasting operand `in` to `out`: the linear index in `in` for each
 /// linear index in `out`.
 std::vector<int64_t> broadcast_index_map(const std::vector<int64_t> &in, const std::vector<int64_t> &out);
+/// An integer element as HostTensor::get_i64 reads it, mapped so that int64
+/// order is the dtype's order: itself for every dtype but u64, whose bits
+/// (read as negative past 2^63 - 1) get their sign bit flipped.
+inline int64_t int_order_key(DType d, int64_t v) {
+  const DTypeInfo &info = dtype_info(d);
+  return !info.is_signed && info.digits > 63 ? static_cast<int64_t>(static_cast<uint64_t>(v) ^ (uint64_t{1} << 63)) : v;
+}
 
 } // namespace maxc::ophelpers

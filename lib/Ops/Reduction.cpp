@@ -167,11 +167,13 @@ OpDef reduce_op(const std::string &name, const std::string &summary, Reduce kind
           a = static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(v));
           break;
         case Reduce::max:
-        case Reduce::min:
-          if (!seen[map[i]] || (kind == Reduce::max ? v > a : v < a))
+        case Reduce::min: {
+          int64_t kv = int_order_key(x.dtype(), v), ka = int_order_key(x.dtype(), a);
+          if (!seen[map[i]] || (kind == Reduce::max ? kv > ka : kv < ka))
             a = v;
           seen[map[i]] = true;
           break;
+        }
         }
       }
       for (int64_t o = 0; o < n_out; ++o)
@@ -217,9 +219,9 @@ OpDef arg_op(const std::string &name, const std::string &summary, bool is_max) {
               best = k, bv = e;
           }
         } else {
-          int64_t bv = x.get_i64(v.at(o, 0, i));
+          int64_t bv = int_order_key(x.dtype(), x.get_i64(v.at(o, 0, i)));
           for (int64_t k = 1; k < v.n; ++k) {
-            int64_t e = x.get_i64(v.at(o, k, i));
+            int64_t e = int_order_key(x.dtype(), x.get_i64(v.at(o, k, i)));
             if (is_max ? e > bv : e < bv)
               best = k, bv = e;
           }

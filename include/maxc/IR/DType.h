@@ -15,7 +15,7 @@
 
 namespace maxc {
 
-enum class DType : uint8_t { f16, bf16, f32, f64, i8, i32, i64, boolean, u8 };
+enum class DType : uint8_t { f16, bf16, f32, f64, i8, i32, i64, boolean, u8, i16, u16, u32, u64 };
 
 /// What kind of number a dtype holds.
 enum class DTypeClass : uint8_t { floating, integer, boolean };
@@ -57,12 +57,17 @@ inline constexpr DTypeInfo kDTypeInfo[] = {
   {DType::i64,     "i64",  8, 64, 63,    0, DTypeClass::integer,  true,  DType::i64,  DType::i64, "int64_t",   7, "<i8", "I64",  "T_I64"},
   {DType::boolean, "bool", 1,  1,  1,    0, DTypeClass::boolean,  false, DType::boolean, DType::i64, "uint8_t", 9, "|b1", "BOOL", "T_BOOL"},
   {DType::u8,      "u8",   1,  8,  8,    0, DTypeClass::integer,  false, DType::u8,   DType::i64, "uint8_t",   2, "|u1", "U8",   "T_U8"},
+  {DType::i16,     "i16",  2, 16, 15,    0, DTypeClass::integer,  true,  DType::i16,  DType::i64, "int16_t",   5, "<i2", "I16",  "T_I16"},
+  {DType::u16,     "u16",  2, 16, 16,    0, DTypeClass::integer,  false, DType::u16,  DType::i64, "uint16_t",  4, "<u2", "U16",  "T_U16"},
+  {DType::u32,     "u32",  4, 32, 32,    0, DTypeClass::integer,  false, DType::u32,  DType::i64, "uint32_t", 12, "<u4", "U32",  "T_U32"},
+  {DType::u64,     "u64",  8, 64, 64,    0, DTypeClass::integer,  false, DType::u64,  DType::u64, "uint64_t", 13, "<u8", "U64",  "T_U64"},
 };
 // clang-format on
 
 /// All dtypes in declaration order (for tests and help texts).
 inline constexpr DType kAllDTypes[] = {DType::f16, DType::bf16, DType::f32,     DType::f64, DType::i8,
-                                       DType::i32, DType::i64,  DType::boolean, DType::u8};
+                                       DType::i32, DType::i64,  DType::boolean, DType::u8,  DType::i16,
+                                       DType::u16, DType::u32,  DType::u64};
 
 constexpr const DTypeInfo &dtype_info(DType dtype) { return kDTypeInfo[static_cast<size_t>(dtype)]; }
 

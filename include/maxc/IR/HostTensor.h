@@ -39,13 +39,18 @@ public:
   template <typename T> T *data_as() { return reinterpret_cast<T *>(data_.get()); }
   template <typename T> const T *data_as() const { return reinterpret_cast<const T *>(data_.get()); }
 
-  /// Element i converted to double (bool → 0/1). Exact for every dtype but i64
-  /// values beyond 2^53.
+  /// Element i converted to double (bool → 0/1). Exact for every dtype but
+  /// i64 and u64 values beyond 2^53.
   double get_f64(int64_t i) const;
-  /// Element i converted to int64 (floats truncate toward zero).
+  /// Element i converted to int64 (floats truncate toward zero). A u64
+  /// element gives its bits: values past 2^63 - 1 read as negative (integer
+  /// arithmetic that wraps is the same on the bits; what compares or divides
+  /// reads them as uint64_t).
   int64_t get_i64(int64_t i) const;
   /// Stores v rounded to the tensor's dtype (nearest-even for floats,
-  /// truncation toward zero for integers, v != 0 for bool).
+  /// truncation toward zero for integers, v != 0 for bool). Integers
+  /// saturate to [-2^63, 2^63) and wrap to their width, but a u64 holds
+  /// [0, 2^64): v past 2^63 saturates to 2^64 - 1 instead.
   void set_f64(int64_t i, double v);
   void set_i64(int64_t i, int64_t v);
 

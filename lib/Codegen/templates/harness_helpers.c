@@ -77,6 +77,10 @@ MAXC_UNUSED static double value_at(const void *data, int type, int64_t i) {
   case T_I8: return ((const int8_t *)data)[i];
   case T_I32: return ((const int32_t *)data)[i];
   case T_I64: return (double)((const int64_t *)data)[i];
+  case T_I16: return ((const int16_t *)data)[i];
+  case T_U16: return ((const uint16_t *)data)[i];
+  case T_U32: return ((const uint32_t *)data)[i];
+  case T_U64: return (double)((const uint64_t *)data)[i];
   default: return ((const uint8_t *)data)[i];
   }
 }

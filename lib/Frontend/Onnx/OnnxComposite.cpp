@@ -283,10 +283,9 @@ Outs bit_shift(const OnnxNode &node) {
   std::vector<double> powers;
   for (int64_t i = 0; i < bits; ++i)
     powers.push_back(std::ldexp(1.0, static_cast<int>(i)));
-  Tensor shift = ops::cast(y, DType::i64);
-  Tensor past = ops::greater_equal(shift, sc(double(bits), DType::i64));
+  Tensor past = ops::greater_equal(y, sc(double(bits), y.dtype())); // compared unsigned: u64 past 2^63 too
   Tensor p = ops::gather(Tensor::from_f64(x.dtype(), {bits}, powers),
-                         ops::where(past, sc(0, DType::i64), shift), 0);
+                         ops::cast(ops::where(past, sc(0, y.dtype()), y), DType::i64), 0);
   Tensor r = direction == "LEFT" ? ops::mul(x, p) : ops::div(x, p); // unsigned: wraps, floors
   return {ops::where(past, sc(0, x.dtype()), r)};
 }

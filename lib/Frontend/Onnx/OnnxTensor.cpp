@@ -27,7 +27,11 @@ static_assert(dtype_info(DType::f16).onnx_type == TensorProto::FLOAT16 &&
               dtype_info(DType::i32).onnx_type == TensorProto::INT32 &&
               dtype_info(DType::i64).onnx_type == TensorProto::INT64 &&
               dtype_info(DType::boolean).onnx_type == TensorProto::BOOL &&
-              dtype_info(DType::u8).onnx_type == TensorProto::UINT8);
+              dtype_info(DType::u8).onnx_type == TensorProto::UINT8 &&
+              dtype_info(DType::i16).onnx_type == TensorProto::INT16 &&
+              dtype_info(DType::u16).onnx_type == TensorProto::UINT16 &&
+              dtype_info(DType::u32).onnx_type == TensorProto::UINT32 &&
+              dtype_info(DType::u64).onnx_type == TensorProto::UINT64);
 
 std::optional<DType> dtype_from_onnx(int32_t type) { return dtype_from_onnx_type(type); }
 
@@ -160,8 +164,8 @@ HostTensor tensor_from_proto(const TensorProto &t, const std::string &model_dir,
       std::memcpy(out.data(), field.data(), nbytes);
   };
   // Which typed field holds the elements (onnx.proto): float_data, double_data
-  // and int64_data their own types; int32_data the narrower integers, bool and
-  // the 16-bit floats' bits.
+  // and int64_data their own types; uint64_data uint32 and uint64; int32_data
+  // the other integers, bool and the 16-bit floats' bits.
   const DTypeInfo &info = dtype_info(*dtype);
   if (*dtype == DType::f32) {
     copy_field(t.float_data());
@@ -169,6 +173,11 @@ HostTensor tensor_from_proto(const TensorProto &t, const std::string &model_dir,
     copy_field(t.double_data());
   } else if (info.cls == DTypeClass::integer && info.bytes == 8 && info.is_signed) {
     copy_field(t.int64_data());
+  } else if (info.cls == DTypeClass::integer && info.bytes >= 4 && !info.is_signed) {
+    if (t.uint64_data_size() != numel)
+      throw count_error(t.uint64_data_size());
+    for (int64_t i = 0; i < numel; ++i)
+      out.set_i64(i, static_cast<int64_t>(t.uint64_data(i)));
   } else {
     if (t.int32_data_size() != numel)
       throw count_error(t.int32_data_size());

@@ -178,21 +178,21 @@ HostTensor quantized(HostTensor t, double step) {
   return t;
 }
 
-template <typename T> int64_t min_of() { return std::numeric_limits<T>::min(); }
-template <typename T> int64_t max_of() { return std::numeric_limits<T>::max(); }
+// The extremes of an integer dtype, from the table's width and signedness,
+// as get_i64 reads them (u64's maximum as its bits: -1).
 int64_t int_min(DType d) {
-  return d == DType::u8 ? 0 : d == DType::i8 ? min_of<int8_t>() : d == DType::i32 ? min_of<int32_t>() : min_of<int64_t>();
+  const DTypeInfo &info = dtype_info(d);
+  return info.is_signed ? static_cast<int64_t>(~uint64_t{0} << (info.bits - 1)) : 0;
 }
 int64_t int_max(DType d) {
-  return d == DType::u8    ? max_of<uint8_t>()
-         : d == DType::i8  ? max_of<int8_t>()
-         : d == DType::i32 ? max_of<int32_t>()
-                           : max_of<int64_t>();
+  const DTypeInfo &info = dtype_info(d);
+  return static_cast<int64_t>(~uint64_t{0} >> (64 - info.digits));
 }
 
-// u8 (unsigned): its values above 127 are negative as i8 bits, so every
-// signed/unsigned choice of the code generator shows.
-const DType kIntTypes[] = {DType::i8, DType::i32, DType::i64, DType::u8};
+// Unsigned dtypes: their values past the signed range are negative as bits
+// of the signed type of their width, so every signed/unsigned choice of the
+// code generator shows (u64 past 2^63 too: int_max(u64), -1).
+const DType kIntTypes[] = {DType::i8, DType::i16, DType::i32, DType::i64, DType::u8, DType::u16, DType::u32, DType::u64};
 
 // Float specials shared by the unary tests: NaN, infinities, signed zeros,
 // halves (round), denormals (f32), overflow/underflow edges of exp.
@@ -497,7 +497,8 @@ TEST_CASE(MAXC_COMPILED_NAME("compiled softmax and normalizations (decomposed)")
 // Linear algebra, convolution, pooling
 
 TEST_CASE(MAXC_COMPILED_NAME("compiled matmul: batched, broadcast batch dims, transposes, dtypes"), MAXC_COMPILED_TAGS) {
-  for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::i8, DType::u8}) {
+  for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::i8, DType::u8, DType::i16,
+                 DType::u16, DType::u32, DType::u64}) {
     INFO(dtype_name(d));
     Tol tol = d == DType::f32 ? kF32Acc : d == DType::f64 ? kF64Acc : is_float(d) ? kLow : kExact;
     double lo = is_float(d) ? -2 : -60, hi = is_float(d) ? 2 : 60; // i8 wraps
@@ -808,6 +809,14 @@ std::vector<Case> shape_cases(DType d, const HostTensor &table) {
       {"gather_u8_axis0", [](auto &in) { // 254 is not -2: it clamps
          return ops::gather(in[0], Tensor::from_i64(DType::u8, {3, 1}, {1, 254, 0}), 0);
        }},
+      {"gather_i16_axis1", [](auto &in) {
+         return ops::gather(in[0], Tensor::from_i64(DType::i16, {2}, {-1, 2}), 1);
+       }},
+      {"gather_u16_u32_u64", [](auto &in) {
+         Tensor g = ops::gather(in[0], Tensor::from_i64(DType::u16, {2}, {2, 0}), 1);
+         g = ops::gather(g, Tensor::from_i64(DType::u32, {3}, {1, 0, 1}), 0);
+         return ops::gather(g, Tensor::from_i64(DType::u64, {2}, {0, 1}), 1);
+       }},
       {"gather_graph_indices", [](auto &in) {
          return ops::gather(in[4], ops::sub(ops::iota({2, 3}, 1, DType::i32), ops::full(1, DType::i32, {2, 3})), 1);
        }},
@@ -843,7 +852,7 @@ TEST_CASE(MAXC_COMPILED_NAME("compiled shape ops on every dtype"), MAXC_COMPILED
     if (d == DType::f32)
       x = with_values(x, {kNaN, -0.0, kInf});
     if (d == DType::i64)
-      x = with_ints(x, {min_of<int64_t>(), max_of<int64_t>(), (int64_t(1) << 53) + 1});
+      x = with_ints(x, {int_min(DType::i64), int_max(DType::i64), (int64_t(1) << 53) + 1});
     HostTensor table = random_tensor(d, {10, 4}, lo, hi);
     check_cases({x, random_tensor(d, {3, 1}, lo, hi), random_tensor(d, {1, 3, 1, 4}, lo, hi),
                  random_tensor(d, {2, 1, 4}, lo, hi), random_tensor(d, {2, 5, 4}, lo, hi)},

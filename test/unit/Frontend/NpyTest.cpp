@@ -223,8 +223,10 @@ TEST_CASE("npy validation errors", "[npy]") {
   SECTION("dtypes") {
     expect_npy_error(read_bytes_as_file(npy_v1(hdr(">f4", "False", "(1,)"), four)), ErrorCode::NpyFormat, path,
                      {"big-endian", "'>f4'", "astype('<f4')"});
-    expect_npy_error(read_bytes_as_file(npy_v1(hdr("<u2", "False", "(2,)"), four)), ErrorCode::NpyFormat, path,
-                     {"unsupported dtype '<u2'", "<f4"});
+    expect_npy_error(read_bytes_as_file(npy_v1(hdr("<c8", "False", "(2,)"), four + four)), ErrorCode::NpyFormat, path,
+                     {"unsupported dtype '<c8'", "<f4", "<u8"});
+    put_bytes(path, npy_v1(hdr("<u2", "False", "(2,)"), four)); // NumPy's uint16
+    CHECK(read_npy(path).dtype() == DType::u16);
     expect_npy_error(read_bytes_as_file(npy_v1("{'descr': [('x', '<i4')], 'fortran_order': False, 'shape': (1,)}",
                                                four)),
                      ErrorCode::NpyFormat, path, {"structured"});

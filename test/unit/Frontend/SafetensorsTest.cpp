@@ -72,7 +72,11 @@ TEST_CASE("safetensors dtype names", "[safetensors]") {
   for (DType d : kAllDTypes)
     CHECK(parse_safetensors_dtype(safetensors_dtype_name(d)) == d);
   CHECK(parse_safetensors_dtype("U8") == DType::u8);
-  CHECK_FALSE(parse_safetensors_dtype("U16"));
+  CHECK(parse_safetensors_dtype("U16") == DType::u16);
+  CHECK(parse_safetensors_dtype("I16") == DType::i16);
+  CHECK(parse_safetensors_dtype("U32") == DType::u32);
+  CHECK(parse_safetensors_dtype("U64") == DType::u64);
+  CHECK_FALSE(parse_safetensors_dtype("F8_E4M3"));
   CHECK_FALSE(parse_safetensors_dtype("f32"));
 }
 
@@ -298,8 +302,8 @@ TEST_CASE("safetensors validation errors name the file and tensor", "[safetensor
                  ErrorCode::SafetensorsHeader, path, {"tensor 'w'", "\"data_offsets\" must be"});
   }
   SECTION("unknown dtype") {
-    expect_error(open_bytes(st_file(entry("\"dtype\":\"U16\"," + shape + "," + offsets))), ErrorCode::SafetensorsDType,
-                 path, {"tensor 'w'", "\"U16\"", "BF16"});
+    expect_error(open_bytes(st_file(entry("\"dtype\":\"F8_E4M3\"," + shape + "," + offsets))), ErrorCode::SafetensorsDType,
+                 path, {"tensor 'w'", "\"F8_E4M3\"", "BF16"});
   }
   SECTION("negative dimension and element-count overflow") {
     expect_error(open_bytes(st_file(entry(dtype + ",\"shape\":[2,-2]," + offsets))), ErrorCode::SafetensorsHeader,

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -53,7 +54,7 @@ TEST_CASE("dtype table rows are consistent", "[dtype]") {
   CHECK(dtype_info(DType::i8).c_type == "int8_t");
   CHECK(dtype_info(DType::f16).accumulator == DType::f32);
   CHECK(dtype_info(DType::i8).accumulator == DType::i64);
-  CHECK(dtype_name_list() == "f16, bf16, f32, f64, i8, i32, i64, bool, u8");
+  CHECK(dtype_name_list() == "f16, bf16, f32, f64, i8, i32, i64, bool, u8, i16, u16, u32, u64");
   // u8: ONNX UINT8, NumPy uint8, unsigned.
   CHECK(dtype_info(DType::u8).onnx_type == 2);
   CHECK(dtype_from_npy_descr("u1") == DType::u8);
@@ -61,6 +62,19 @@ TEST_CASE("dtype table rows are consistent", "[dtype]") {
   CHECK(is_integer(DType::u8));
   CHECK_FALSE(is_signed(DType::u8));
   CHECK(dtype_info(DType::u8).accumulator == DType::i64);
+  // i16, u16, u32, u64: ONNX INT16/UINT16/UINT32/UINT64, NumPy's names.
+  CHECK(dtype_info(DType::i16).onnx_type == 5);
+  CHECK(dtype_info(DType::u16).onnx_type == 4);
+  CHECK(dtype_info(DType::u32).onnx_type == 12);
+  CHECK(dtype_info(DType::u64).onnx_type == 13);
+  CHECK(dtype_from_npy_descr("i2") == DType::i16);
+  CHECK(dtype_from_npy_descr("u2") == DType::u16);
+  CHECK(dtype_from_npy_descr("u4") == DType::u32);
+  CHECK(dtype_from_npy_descr("u8") == DType::u64); // NumPy's "u8" is 8 bytes, maxc's u8 is "u1"
+  CHECK(dtype_from_safetensors_name("U64") == DType::u64);
+  CHECK(dtype_info(DType::u64).accumulator == DType::u64); // i64 cannot hold it
+  CHECK_FALSE(is_signed(DType::u32));
+  CHECK(is_signed(DType::i16));
 }
 
 TEST_CASE("the table's digits and exponent ranges are the C types'", "[dtype]") {
@@ -72,6 +86,10 @@ TEST_CASE("the table's digits and exponent ranges are the C types'", "[dtype]") 
   CHECK(dtype_info(DType::u8).digits == std::numeric_limits<uint8_t>::digits);
   CHECK(dtype_info(DType::i32).digits == std::numeric_limits<int32_t>::digits);
   CHECK(dtype_info(DType::i64).digits == std::numeric_limits<int64_t>::digits);
+  CHECK(dtype_info(DType::i16).digits == std::numeric_limits<int16_t>::digits);
+  CHECK(dtype_info(DType::u16).digits == std::numeric_limits<uint16_t>::digits);
+  CHECK(dtype_info(DType::u32).digits == std::numeric_limits<uint32_t>::digits);
+  CHECK(dtype_info(DType::u64).digits == std::numeric_limits<uint64_t>::digits);
   CHECK(dtype_info(DType::boolean).digits == std::numeric_limits<bool>::digits);
   // IEEE binary16 and bfloat16 (f32's exponent, 8 significant bits).
   CHECK(dtype_info(DType::f16).digits == 11);
@@ -91,9 +109,14 @@ TEST_CASE("cast_is_exact: every pair, from the table", "[dtype]") {
     case DType::f16:
     case DType::bf16: return to == DType::f32 || to == DType::f64;
     case DType::f32: return to == DType::f64;
-    case DType::i8: return to != DType::boolean && to != DType::u8; // |v| <= 128: exact in every float
+    case DType::i8: // |v| <= 128: exact in every float
+      return to != DType::boolean && (is_float(to) || is_signed(to));
     case DType::u8: return to != DType::boolean && to != DType::i8; // 0..255: likewise
+    case DType::i16: return to == DType::i32 || to == DType::i64 || to == DType::f32 || to == DType::f64;
+    case DType::u16: return to == DType::i32 || to == DType::i64 || to == DType::u32 || to == DType::u64 ||
+                            to == DType::f32 || to == DType::f64;
     case DType::i32: return to == DType::i64 || to == DType::f64;
+    case DType::u32: return to == DType::i64 || to == DType::u64 || to == DType::f64;
     default: return false;
     }
   };
@@ -120,7 +143,7 @@ TEST_CASE("HostTensor elements follow the table's width and signedness", "[dtype
     t.set_f64(2, -1.0);
     CHECK(t.get_f64(0) == 1.0);
     CHECK(t.get_i64(1) == 0);
-    CHECK(t.get_f64(2) == (is_bool(d) ? 1.0 : is_signed(d) ? -1.0 : 255.0));
+    CHECK(t.get_f64(2) == (is_bool(d) ? 1.0 : is_signed(d) ? -1.0 : std::ldexp(1.0, dtype_info(d).bits) - 1));
     if (is_integer(d)) {
       int bits = dtype_info(d).bits;
       if (bits < 64) {
@@ -133,6 +156,19 @@ TEST_CASE("HostTensor elements follow the table's width and signedness", "[dtype
       }
     }
   }
+  // u64 holds [0, 2^64): get_i64 gives its bits, get_f64 its value; floats
+  // at or past 2^63 convert unsigned and saturate to 2^64 - 1.
+  HostTensor u(DType::u64, {4});
+  u.set_f64(0, 9223372036854775808.0);
+  u.set_f64(1, 1e30);
+  u.set_f64(2, 17293822569102704640.0);
+  u.set_i64(3, -1);
+  CHECK(static_cast<uint64_t>(u.get_i64(0)) == uint64_t{1} << 63);
+  CHECK(static_cast<uint64_t>(u.get_i64(1)) == ~uint64_t{0});
+  CHECK(static_cast<uint64_t>(u.get_i64(2)) == 0xF000000000000000ull);
+  CHECK(u.get_f64(0) == 9223372036854775808.0);
+  CHECK(u.get_f64(2) == 17293822569102704640.0);
+  CHECK(u.get_f64(3) == 18446744073709551616.0); // 2^64 - 1 rounded
 }
 
 namespace {
