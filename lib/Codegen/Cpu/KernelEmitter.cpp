@@ -1290,6 +1290,8 @@ std::string cpu_lowering(const std::string &op) {
     return "call"; // a call of the subgraph's function
   if (op_traits(op).has(OpTrait::branch))
     return "branch"; // the predicate loaded, then a call of the taken body's function
+  if (op_traits(op).has(OpTrait::loop))
+    return "loop"; // a loop calling the body's function, the carried values in two buffer sets
   if (op_traits(op).has(OpTrait::defines_symbol))
     return "symbol"; // the value stored into the dims array, read by the kernels after it
   if (op_traits(op).has(OpTrait::aliases_operand))

@@ -907,6 +907,8 @@ std::string gpu_kernel_kind(const std::string &op) {
     return "call"; // a host-side call of the subgraph's launches
   if (traits.has(OpTrait::branch))
     return "branch"; // the predicate read on the host, then the taken body's launches
+  if (traits.has(OpTrait::loop))
+    return "loop"; // a host-side loop around the body's launches
   if (traits.has(OpTrait::defines_symbol))
     return "symbol"; // the value read on the host into the dims array, read by the launches after it
   if (traits.has(OpTrait::aliases_operand))
