@@ -202,8 +202,7 @@ def maxc_run(a, model, spec, inputs, out_dir, device):
     os.makedirs(out_dir, exist_ok=True)
     for f in os.listdir(out_dir):
         os.remove(os.path.join(out_dir, f))
-    # The pins go before `run`: maxc's global --dim pins an ONNX dim at
-    # import (run's own --dim binds a dim at run time, after the import).
+    # --dim pins an ONNX input dim at import (the same before or after `run`).
     cmd = [a.maxc]
     for d, v in spec["dims"].items():
         cmd += ["--dim", "%s=%d" % (d, v)]

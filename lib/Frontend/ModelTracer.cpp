@@ -111,12 +111,15 @@ public:
       for (Dim &d : pinned.shape) {
         for (const std::string &s : d.symbols())
           known_dims.insert(s);
-        if (auto it = d.is_symbol() ? options_.dims.find(d.symbol()) : options_.dims.end(); it != options_.dims.end())
+        if (auto it = d.is_symbol() ? options_.dims.find(d.symbol()) : options_.dims.end(); it != options_.dims.end()) {
           d = Dim(it->second);
+          out_.pinned_dims.insert(it->first);
+        }
       }
       graph->add_input(pinned, name);
     }
-    report_unknown_dims(options_.dims, known_dims, ast_.file, diags_);
+    if (!options_.dims_may_be_run_values)
+      report_unknown_dims(options_.dims, known_dims, ast_.file, diags_);
     std::vector<MaybeTensor> outputs;
     {
       GraphRealizationContext ctx(*graph);

@@ -1129,6 +1129,14 @@ def case_recurrent_refused(c):
     assert "error[E0108]" in r.stderr and "--dim frames=N" in r.stderr, r.stderr
     c.run("--dim", "frames=3", "run", p, "--device", "amdgpu-emu", "--input", f"X={c.path('sym3.X.npy')}",
           "--output-dir", c.path("sym-emu"))
+    # --dim means the same after the subcommand: the input dim is pinned at
+    # import (issue 23: one meaning for every command), and an input whose
+    # shape disagrees with the pin is refused by name.
+    c.run("run", p, "--device", "amdgpu-emu", "--input", f"X={c.path('sym3.X.npy')}", "--dim", "frames=3",
+          "--output-dir", c.path("sym-emu2"))
+    assert np.array_equal(np.load(c.path("sym-emu/Y_h.npy")), np.load(c.path("sym-emu2/Y_h.npy")))
+    r = c.run("run", p, "--input", f"X={c.path('sym3.X.npy')}", "--dim", "frames=4", expect=1)
+    assert "'X'" in r.stderr, r.stderr
     err = expect_code(c, c.save(model(4, ["Sigmoid", "Gelu", "Tanh"]), "act.onnx"), "E0605")
     assert "node '/enc/lstm' (LSTM, opset 17)" in err and "activation 'Gelu' is not supported" in err, err
     err = expect_code(c, c.save(model(4, ["Tanh", "Tanh"], "RNN"), "nact.onnx"), "E0607")

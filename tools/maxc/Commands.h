@@ -55,7 +55,6 @@ struct RunOptions {
   std::string model;
   std::string weights;
   std::vector<std::string> inputs; // NAME=FILE.npy
-  std::vector<std::string> dims;   // NAME=N
   std::string output_dir = ".";
   std::string device = "reference";
   int threads = 1;        // --threads: the cpu device's pool
@@ -72,7 +71,6 @@ struct ProfileOptions {
   std::string model;
   std::string weights;
   std::vector<std::string> inputs; // NAME=FILE.npy; the others random
-  std::vector<std::string> dims;   // NAME=N: symbolic dims no input file determines
   int threads = 1;                 // the pool's threads (NAME_set_num_threads)
   int runs = 10;                   // timed runs
   int warmup = 2;                  // runs before the counters are reset

@@ -55,20 +55,6 @@ std::pair<std::string, std::string> split_assignment(const std::string &text) {
 
 } // namespace
 
-std::map<std::string, int64_t> parse_dim_values(const std::vector<std::string> &dims, DiagnosticEngine &diagnostics) {
-  std::map<std::string, int64_t> out;
-  for (const std::string &d : dims) {
-    auto [name, value] = split_assignment(d);
-    char *end = nullptr;
-    long long n = name.empty() ? -1 : std::strtoll(value.c_str(), &end, 10);
-    if (name.empty() || *end != '\0' || n < 0)
-      diagnostics.error(ErrorCode::InvalidArgument, "", "--dim", "expected NAME=N with N >= 0, got '" + d + "'");
-    else
-      out[name] = n;
-  }
-  return out;
-}
-
 std::map<std::string, std::string> parse_input_files(const std::vector<std::string> &inputs,
                                                      DiagnosticEngine &diagnostics) {
   std::map<std::string, std::string> out;
@@ -93,16 +79,21 @@ LoadOptions load_options(const GlobalOptions &global) {
 }
 
 LoadedModel load_model_to_run(const GlobalOptions &global, const std::string &model, const std::string &weights,
-                              const DimBindings &dims, DiagnosticEngine &diagnostics,
+                              DimBindings &run_dims, DiagnosticEngine &diagnostics,
                               const std::map<std::string, HostTensor> &input_values) {
   LoadOptions load = load_options(global);
   load.weights_path = weights;
   load.input_values = input_values;
+  load.dims_may_be_run_values = true;
   LoadedModel loaded = load_model(model, load, diagnostics);
+  run_dims.clear();
   if (!loaded.graph)
     return loaded;
+  for (const auto &[name, value] : global.onnx_dims)
+    if (!loaded.pinned_dims.count(name))
+      run_dims[name] = value;
   try {
-    check_dim_names(*loaded.graph, dims);
+    check_dim_names(*loaded.graph, run_dims);
   } catch (const Error &e) {
     diagnostics.error(e);
   }

@@ -27,18 +27,16 @@ int exit_code_for(const DiagnosticEngine &diagnostics);
 LoadOptions load_options(const GlobalOptions &global);
 
 /// Loads the model a run-time command runs (`maxc run`, `maxc profile`):
-/// the global flags, `weights` if given, and a check that every `--dim`
-/// name of the command is a symbol of the model (reported to
+/// the global flags, `weights` if given. `--dim NAME=N` means what it means
+/// for every command: NAME is N. An input dim is pinned at import, as
+/// `compile` would; the other names go to `run_dims` (the values of dims no
+/// input determines), each checked to be a symbol of the model (reported to
 /// `diagnostics`). `input_values`: the inputs the run gives (ONNX: bounds
 /// of dims read from them, and inputs a node needs the value of bound to
 /// them; LoadOptions::input_values). Null graph when loading failed.
 LoadedModel load_model_to_run(const GlobalOptions &global, const std::string &model, const std::string &weights,
-                              const DimBindings &dims, DiagnosticEngine &diagnostics,
+                              DimBindings &run_dims, DiagnosticEngine &diagnostics,
                               const std::map<std::string, HostTensor> &input_values = {});
-
-/// `--dim NAME=N` values of a command (`maxc run`, `maxc profile`); malformed
-/// ones are reported to `diagnostics`.
-std::map<std::string, int64_t> parse_dim_values(const std::vector<std::string> &dims, DiagnosticEngine &diagnostics);
 
 /// `--input NAME=FILE.npy` values: name -> file; malformed or repeated ones
 /// are reported to `diagnostics`.

@@ -69,7 +69,7 @@ int run_profile(const GlobalOptions &global, const ProfileOptions &options) {
     diagnostics.error(ErrorCode::InvalidArgument, "", "--warmup", "--warmup takes a count >= 0");
   if (options.top < 0)
     diagnostics.error(ErrorCode::InvalidArgument, "", "--top", "--top takes a count >= 0 (0: every kernel)");
-  DimBindings dims = parse_dim_values(options.dims, diagnostics);
+  DimBindings dims; // --dim values of dims no input determines (load_model_to_run)
   std::map<std::string, std::string> input_files = parse_input_files(options.inputs, diagnostics);
   if (diagnostics.has_errors())
     return finish(global, diagnostics);

@@ -129,7 +129,7 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
                       "--threads takes a count >= 1, and only with --device cpu");
     return finish(global, diagnostics);
   }
-  DimBindings dims = parse_dim_values(options.dims, diagnostics);
+  DimBindings dims; // --dim values of dims no input determines (load_model_to_run)
   std::map<std::string, std::string> input_files = parse_input_files(options.inputs, diagnostics);
   uint64_t max_memory = default_max_memory();
   if (!options.max_memory.empty()) {

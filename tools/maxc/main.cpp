@@ -68,7 +68,11 @@ int main(int argc, char **argv) {
   std::vector<std::string> onnx_dims;
   // One value per occurrence (allow_extra_args false), so a global option
   // written after the subcommand does not swallow its positional model.
-  app.add_option("--dim", onnx_dims, "Pin a symbolic input dim at compile time, NAME=N (JSON dims or ONNX dim_param; repeatable; an unknown NAME is an error)")
+  app.add_option("--dim", onnx_dims,
+                 "The value of a symbolic dim, NAME=N, for every command: an input dim (JSON dims, ONNX dim_param) "
+                 "is pinned at import, so the model is specialized to it (run and profile run what compile would "
+                 "build); run and profile also take a dim no input determines. Repeatable; an unknown NAME is an "
+                 "error")
       ->allow_extra_args(false);
   std::vector<std::string> max_dims;
   app.add_option("--max-dim", max_dims,
@@ -115,7 +119,6 @@ int main(int argc, char **argv) {
   run_cmd->add_option("model", run.model, "Model file (.json or .onnx, told apart by content)")->required();
   run_cmd->add_option("--weights", run.weights, "Weights file (.safetensors); overrides the model's");
   run_cmd->add_option("-i,--input", run.inputs, "Input data: NAME=FILE.npy (repeatable)");
-  run_cmd->add_option("--dim", run.dims, "Value of a symbolic dim no input determines: NAME=N (repeatable)");
   run_cmd->add_option("--output-dir", run.output_dir, "Directory for the outputs, one NAME.npy each (default: .)");
   run_cmd->add_option("--max-memory", run.max_memory,
                       "Memory budget for the run's tensors, checked before allocating: bytes or 512M, 8G "
@@ -138,7 +141,6 @@ int main(int argc, char **argv) {
   profile_cmd->add_option("-i,--input", profile.inputs,
                           "Input data: NAME=FILE.npy (repeatable; other inputs are random: floats in [-1, 1), "
                           "integers 0)");
-  profile_cmd->add_option("--dim", profile.dims, "Value of a symbolic dim no input file determines: NAME=N (repeatable)");
   profile_cmd->add_option("--threads", profile.threads, "Threads of the model's pool (NAME_set_num_threads; default 1)");
   profile_cmd->add_option("--runs", profile.runs, "Timed runs (default 10)");
   profile_cmd->add_option("--warmup", profile.warmup, "Runs before the counters are reset (default 2)");
@@ -147,7 +149,7 @@ int main(int argc, char **argv) {
   profile_cmd->footer(R"(Examples:
   maxc profile examples/mlp/model.json --dim batch=8
   maxc profile model.onnx --threads 4 --runs 20 --top 10
-  maxc --dim height=640 --dim width=640 profile det.onnx   # ONNX dims pinned at import
+  maxc profile det.onnx --dim height=640 --dim width=640  # the same as: maxc --dim ... profile det.onnx
   maxc profile model.onnx --input x=x.npy --json > profile.json
 Each row is one kernel of the compiled code: its time per run and share of
 all kernels' time, calls per run (a repeated block's kernels: once per call),

@@ -13,9 +13,9 @@
 
 #include <cstdint>
 #include <map>
-#include <set>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,9 +34,14 @@ struct LoadOptions {
   /// default bounds a trace near 2 GB and half a minute, hundreds of times
   /// what the largest real models need.
   uint64_t max_statements = 2'000'000;
-  /// ONNX: symbolic dims (dim_param names, or their mangled C names) pinned
-  /// to static sizes (`--dim NAME=VALUE`).
+  /// Symbolic input dims (JSON dims; ONNX dim_param names, or their mangled
+  /// C names) pinned to static sizes (`--dim NAME=VALUE`). A name that is no
+  /// input dim is an error, unless `dims_may_be_run_values` (below).
   std::map<std::string, int64_t> dims;
+  /// `maxc run` / `profile`: a `dims` entry that names no input dim is not an
+  /// error here; the command gives it as the value of a dim no input
+  /// determines (LoadedModel::pinned_dims tells the two kinds apart).
+  bool dims_may_be_run_values = false;
   /// ONNX: graph inputs fixed at compile time (`--bind NAME=VALUES`): the
   /// input becomes a constant and leaves the model's inputs, so an If on it
   /// resolves and shape computations on it fold. VALUES: comma-separated
@@ -98,6 +103,8 @@ struct LoadedModel {
   /// node needs their values at import (axes, a rank): as --bind does, they
   /// left the graph's inputs.
   std::vector<std::string> bound_from_values;
+  /// The LoadOptions::dims entries that pinned an input dim at import.
+  std::set<std::string> pinned_dims;
 };
 
 /// The largest byte size (element count × dtype size) of any one tensor:

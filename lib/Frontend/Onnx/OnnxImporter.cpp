@@ -456,6 +456,14 @@ private:
     std::map<std::string, std::string> dim_symbols; // dim_param → symbol
     std::set<std::string> known_dims;               // every dim_param and symbol, for --dim
     std::set<std::string> bound_seen;               // inputs pinned with --bind
+    // `maxc run --dim past=N` with --state: the dim a cache grows along is
+    // the state's length, a run-time value by nature, never pinned.
+    std::set<std::string> state_lengths;
+    if (options_.dims_may_be_run_values)
+      for (const auto &in : graph_proto_.input())
+        if (auto pair = state_pairs_.find(in.name()); pair != state_pairs_.end() && in.type().has_tensor_type() &&
+                                                        pair->second.axis < in.type().tensor_type().shape().dim_size())
+          state_lengths.insert(in.type().tensor_type().shape().dim(pair->second.axis).dim_param());
     for (const auto &in : graph_proto_.input()) {
       if (values_.count(in.name()) || poisoned_.count(in.name()))
         continue; // an initializer listed as input (IR < 4): a weight with a default
@@ -503,8 +511,10 @@ private:
           auto pinned = options_.dims.find(sym);
           if (pinned == options_.dims.end())
             pinned = options_.dims.find(param);
-          if (pinned != options_.dims.end())
+          if (pinned != options_.dims.end() && !state_lengths.count(param)) {
             shape.emplace_back(pinned->second);
+            out_.pinned_dims.insert(pinned->first);
+          }
           else
             shape.emplace_back(sym);
         }
@@ -541,7 +551,8 @@ private:
     for (auto &[name, v] : values_) // the state inputs' logical values: views of their buffers
       if (v.state_axis >= 0 && !poisoned_.count(name))
         v.tensor = state_view(v.state_buffer, v.state_axis);
-    report_unknown_dims(options_.dims, known_dims, path_, *diags_);
+    if (!options_.dims_may_be_run_values)
+      report_unknown_dims(options_.dims, known_dims, path_, *diags_);
     for (const auto &[name, text] : options_.bound_inputs)
       if (!bound_seen.count(name) && !poisoned_.count(name)) {
         std::string inputs;
