@@ -424,4 +424,18 @@ LoopCells loop_cells(llvm::IRBuilder<> &b, const Graph &graph, const Node &node,
   return cells;
 }
 
+void LoopCells::store_table(llvm::IRBuilder<> &b, llvm::Value *table, llvm::Value *odd,
+                            const std::vector<llvm::Value *> &results,
+                            const std::vector<llvm::Value *> &captures) const {
+  std::vector<llvm::Value *> entries{iter, cond_in};
+  for (size_t k = 0; k < results.size(); ++k)
+    entries.push_back(b.CreateSelect(odd, spare[k], results[k]));
+  entries.insert(entries.end(), captures.begin(), captures.end());
+  entries.push_back(cond_out);
+  for (size_t k = 0; k < results.size(); ++k)
+    entries.push_back(b.CreateSelect(odd, results[k], spare[k]));
+  for (size_t e = 0; e < entries.size(); ++e)
+    b.CreateStore(entries[e], b.CreateConstGEP1_64(b.getPtrTy(), table, e));
+}
+
 } // namespace maxc::codegen

@@ -168,6 +168,15 @@ void set_loop_unroll(llvm::BranchInst *latch, unsigned unroll);
 struct LoopCells {
   llvm::Value *iter = nullptr, *cond_in = nullptr, *cond_out = nullptr;
   std::vector<llvm::Value *> spare, bytes;
+  /// Stores the body's buffer table of one iteration into `table`: its
+  /// inputs (the iteration number, the condition, the carried values,
+  /// `captures`), then its outputs (the condition, the carried values). The
+  /// carried values alternate by parity: `results` in, `spare` out when
+  /// `odd` is false, the other way round when true.
+  void store_table(llvm::IRBuilder<> &b, llvm::Value *table, llvm::Value *odd,
+                   const std::vector<llvm::Value *> &results, const std::vector<llvm::Value *> &captures) const;
+  /// The number of entries store_table writes.
+  static size_t table_size(const Node &node) { return node.operands.size() + 1 + node.results.size(); }
 };
 LoopCells loop_cells(llvm::IRBuilder<> &b, const Graph &graph, const Node &node, llvm::Value *scratch,
                      const std::function<llvm::Value *(const Dim &)> &dim);

@@ -741,20 +741,11 @@ private:
 
     b_.SetInsertPoint(step);
     b_.CreateStore(i, iter_cell);
-    Value *odd = b_.CreateTrunc(i, b_.getInt1Ty());
-    // The body's buffer table: its inputs (iteration, condition, carried,
-    // captures), then its outputs (condition, carried).
-    std::vector<Value *> table_entries{iter_cell, cond_in};
-    for (size_t k = 0; k < carried; ++k)
-      table_entries.push_back(b_.CreateSelect(odd, spare[k], results[k]));
+    std::vector<Value *> captures;
     for (size_t c = kLoopFirstCarried + carried; c < node.operands.size(); ++c)
-      table_entries.push_back(stored_pointer(node.operands[c]));
-    table_entries.push_back(cond_out);
-    for (size_t k = 0; k < carried; ++k)
-      table_entries.push_back(b_.CreateSelect(odd, results[k], spare[k]));
-    Value *table = entry_b_.CreateAlloca(b_.getPtrTy(), entry_b_.getInt64(static_cast<int64_t>(table_entries.size())));
-    for (size_t e = 0; e < table_entries.size(); ++e)
-      b_.CreateStore(table_entries[e], b_.CreateConstGEP1_64(b_.getPtrTy(), table, e));
+      captures.push_back(stored_pointer(node.operands[c]));
+    Value *table = entry_b_.CreateAlloca(b_.getPtrTy(), entry_b_.getInt64(static_cast<int64_t>(LoopCells::table_size(node))));
+    cells.store_table(b_, table, b_.CreateTrunc(i, b_.getInt1Ty()), results, captures);
     Value *callee_ws = b_.CreateGEP(i8, fn_.workspace, fn_.layout->slots_end());
     b_.CreateCall(mod_.functions.at(body).run, {table, dims_, callee_ws});
     b_.CreateStore(b_.CreateZExt(truth(body->type_of(body->output_ids()[0]).dtype, cond_out), i8), cond_in);

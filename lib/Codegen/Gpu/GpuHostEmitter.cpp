@@ -187,7 +187,7 @@ private:
     Value *trip = b_.CreateLoad(b_.getIntNTy(static_cast<unsigned>(dtype_size(trip_type) * 8)), host);
     trip = is_signed(trip_type) ? b_.CreateSExt(trip, i64) : b_.CreateZExt(trip, i64);
     Value *cond0 = truth(g_.type_of(node.operands[1]).dtype, pointer_of(node.operands[1]));
-    Value *table = entry_b_.CreateAlloca(b_.getPtrTy(), entry_b_.getInt64(static_cast<int64_t>(node.operands.size() + 1 + carried)));
+    Value *table = entry_b_.CreateAlloca(b_.getPtrTy(), entry_b_.getInt64(static_cast<int64_t>(LoopCells::table_size(node))));
     Value *host_cond = entry_b_.CreateAlloca(i8);
 
     llvm::Function *fn = b_.GetInsertBlock()->getParent();
@@ -208,17 +208,10 @@ private:
     fail_if_nonzero(launcher_.copy_to_device(b_, iter_cell, host, 8, context_));
     b_.CreateStore(b_.getInt8(1), host_cond); // the body runs only while the condition holds
     fail_if_nonzero(launcher_.copy_to_device(b_, cond_in, host_cond, 1, context_));
-    Value *odd = b_.CreateTrunc(i, b_.getInt1Ty());
-    std::vector<Value *> entries{iter_cell, cond_in};
-    for (size_t k = 0; k < carried; ++k)
-      entries.push_back(b_.CreateSelect(odd, spare[k], results[k]));
+    std::vector<Value *> captures;
     for (size_t c = kLoopFirstCarried + carried; c < node.operands.size(); ++c)
-      entries.push_back(pointer_of(node.operands[c]));
-    entries.push_back(cond_out);
-    for (size_t k = 0; k < carried; ++k)
-      entries.push_back(b_.CreateSelect(odd, results[k], spare[k]));
-    for (size_t e = 0; e < entries.size(); ++e)
-      b_.CreateStore(entries[e], b_.CreateConstGEP1_64(b_.getPtrTy(), table, e));
+      captures.push_back(pointer_of(node.operands[c]));
+    cells.store_table(b_, table, b_.CreateTrunc(i, b_.getInt1Ty()), results, captures);
     Value *callee_ws = b_.CreateGEP(i8, workspace_, layout_->slots_end());
     fail_if_nonzero(b_.CreateCall(functions_.at(body).run, {table, dims_, callee_ws, context_}));
     Value *next = truth(body->type_of(body->output_ids()[0]).dtype, cond_out);

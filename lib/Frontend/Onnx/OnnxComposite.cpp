@@ -22,8 +22,6 @@ namespace {
 
 using Outs = std::vector<Tensor>;
 
-Tensor sc(double v, DType dtype) { return ops::scalar(v, dtype); }
-
 [[noreturn]] void bad(const std::string &what) { throw Error(ErrorCode::OnnxAttribute, what); }
 
 /// The most elements of a table computed at import (a window, DFT matrix,

@@ -141,9 +141,9 @@ int64_t norm_axis(int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
-Tensor sc(double v, DType dtype) { return ops::scalar(v, dtype); }
-
 } // namespace
+
+Tensor sc(double v, DType dtype) { return ops::scalar(v, dtype); }
 
 int64_t static_dim(const Dim &d, const std::string &what) {
   if (!d.is_static())

@@ -134,6 +134,9 @@ std::vector<Tensor> map_node(const OnnxNode &node);
 /// d's value; a symbolic d is an error naming `what` (pin it with --dim).
 int64_t static_dim(const Dim &d, const std::string &what);
 
+/// A scalar constant of `dtype` (shorthand in the importer's compositions).
+Tensor sc(double v, DType dtype);
+
 /// A float attribute of a unary op (alpha, beta, ...) by name, or `fallback`.
 using FloatAttr = std::function<double(const std::string &name, double fallback)>;
 /// The elementwise unary op `op` (ONNX name: Relu, Elu, HardSigmoid, ...) on x,
