@@ -246,6 +246,28 @@ def case_run_paths(c):
         assert np.allclose(got, want, rtol=1e-4, atol=1e-6), (device, np.abs(got - want).max())
 
 
+def case_unknown_dims(c):
+    """Dims an exporter marks unknown: dim_value -1 and dim_param "?"
+    (paddle2onnx's PP-OCRv3 files: x [-1, 3, ?, ?]). Each is a symbol of its
+    own named after the input and axis (two "?" dims are not one size), so
+    the model runs at H != W and pins name them (x_dim2)."""
+    rng = np.random.default_rng(5)
+    wt = numpy_helper.from_array((rng.standard_normal((4, 3, 1, 1)) * 0.5).astype(np.float32), "w")
+    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "?", "?"])
+    x_info.type.tensor_type.shape.dim[0].Clear()
+    x_info.type.tensor_type.shape.dim[0].dim_value = -1
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], name="c")], "unknown", [x_info],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [wt])
+    p = c.save(helper.make_model(g, opset_imports=OPSET), "unknown.onnx")
+    out = c.run("trace", p).stdout
+    assert "x_dim0" in out and "x_dim2" in out and "x_dim3" in out, out
+    X = rng.standard_normal((2, 3, 3, 5)).astype(np.float32)
+    want = np.einsum("oc,nchw->nohw", numpy_helper.to_array(wt)[:, :, 0, 0], X)
+    run_devices(c, "unknown", p, {"x": X}, {"y": want}, devices=("reference", "cpu"),
+                rtol=1e-5, atol=1e-6)
+    c.run("check", p, "--dim", "x_dim2=48")
+
+
 def case_symbolic_image_size(c):
     """A tiny feature pyramid with symbolic H and W (issue #22): strided Conv,
     MaxPool, nearest Resize x2 added to the finer map, Concat of both, a

@@ -492,9 +492,13 @@ private:
         Shape shape;
         for (int i = 0; i < tt.shape().dim_size(); ++i) {
           const auto &d = tt.shape().dim(i);
-          std::string param = d.has_dim_param() && !d.dim_param().empty()
+          // No dim_param and no dim_value, dim_value -1 or dim_param "?"
+          // (paddle2onnx and older exporters write these for "unknown": two
+          // "?" dims are not the same size, and ONNX Runtime reads them so):
+          // a symbol of its own, named after the input and the axis.
+          std::string param = d.has_dim_param() && !d.dim_param().empty() && d.dim_param() != "?"
                                   ? d.dim_param()
-                                  : (d.has_dim_value() ? "" : in.name() + "_dim" + std::to_string(i));
+                                  : (d.has_dim_value() && d.dim_value() != -1 ? "" : in.name() + "_dim" + std::to_string(i));
           if (param.empty()) {
             if (d.dim_value() < 0)
               throw Error(ErrorCode::OnnxTensorData, "dim " + std::to_string(i) + " is negative");
