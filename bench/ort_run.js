@@ -4,7 +4,7 @@
 //
 //   node bench/ort_run.js MODEL.onnx SPEC.json OUT_DIR
 //
-// SPEC.json: {"inputs": [{"name", "dtype": "float32"|"int64", "shape": [...],
+// SPEC.json: {"inputs": [{"name", "dtype": "float32"|"int64"|"bool", "shape": [...],
 // "file": "x.bin"}, ...]}. Writes OUT_DIR/out<i>.bin (the raw data of output
 // i, in session.outputNames order) and OUT_DIR/outputs.json ([{"name",
 // "dtype", "dims"}, ...]). One thread, all graph optimizations.
@@ -26,7 +26,9 @@ async function main() {
   for (const input of spec.inputs) {
     const buf = fs.readFileSync(input.file);
     const bytes = buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.length);
-    const data = input.dtype === 'int64' ? new BigInt64Array(bytes) : new Float32Array(bytes);
+    const data = input.dtype === 'int64' ? new BigInt64Array(bytes)
+               : input.dtype === 'bool' ? new Uint8Array(bytes)
+               : new Float32Array(bytes);
     feeds[input.name] = new ort.Tensor(input.dtype, data, input.shape);
   }
   const result = await session.run(feeds);

