@@ -678,9 +678,11 @@ bool conv_winograd_shape(const Graph &g, const Node &node) {
   if (!conv_is_static_f32(g, node) || node.attrs.get_int("groups") != 1 || node.attrs.get_int("exact", 0) != 0)
     return false;
   const Shape &w = g.type_of(node.operands[1]).shape, &out = g.type_of(node.results[0]).shape;
+  const int64_t O = w[0].value(), C = w[1].value();
   return w[2] == Dim(3) && w[3] == Dim(3) && node.attrs.get_ints("stride") == std::vector<int64_t>{1, 1} &&
-         node.attrs.get_ints("dilation") == std::vector<int64_t>{1, 1} && w[0].value() >= kWinogradMinChannels &&
-         w[1].value() >= kWinogradMinChannels && winograd_tile(out[2].value(), out[3].value()) != 0;
+         node.attrs.get_ints("dilation") == std::vector<int64_t>{1, 1} && O >= kWinogradMinChannels &&
+         C >= kWinogradMinChannels && C * O >= kWinogradChannelRatio * (C + O) &&
+         winograd_tile(out[2].value(), out[3].value()) != 0;
 }
 
 int64_t winograd_tile(int64_t OH, int64_t OW) {

@@ -104,13 +104,15 @@ struct ConvBlockPlan {
 };
 ConvBlockPlan conv_block_plan(const Graph &graph, const Node &node);
 
-/// The smallest input and output channel count of a Winograd conv: below it
-/// the transforms (O((m+2)^2*(C+O)) per tile) weigh too much next to the
-/// GEMMs' O((m+2)^2*O*C) per tile.
-constexpr int64_t kWinogradMinChannels = 32;
+/// Winograd's channel rule: the transforms cost O((m+2)^2*(C+O)) per tile,
+/// the GEMMs O((m+2)^2*O*C), so it pays where 1/C + 1/O <= 1/16 (C = O = 32,
+/// as measured on ResNet-18; also C = 96, O = 24 in PP-OCRv3's detector neck),
+/// with at least kWinogradMinChannels of each.
+constexpr int64_t kWinogradMinChannels = 16;
+constexpr int64_t kWinogradChannelRatio = 16;
 /// True for a conv_uses_gemm conv2d that the CPU lowers through Winograd
 /// F(m,3) (Cpu/WinogradEmitter.h) when its weight is constant: 3x3, stride 1,
-/// dilation 1, at least kWinogradMinChannels input and output channels, an
+/// dilation 1, input and output channels by the rule above, an
 /// output of a size winograd_tile() gives a tile for, and not `exact` (the
 /// transforms round: an exact conv takes the im2col GEMM). Its scratch
 /// (conv_uses_gemm) covers the transforms.
