@@ -5,6 +5,7 @@
 #include "maxc/Transforms/Decompose.h"
 
 #include <algorithm>
+#include <tuple>
 
 using namespace maxc;
 using namespace maxc::test;
@@ -88,6 +89,21 @@ TEST_CASE("f32 convolutions reserve one shared im2col scratch slot", "[codegen][
   REQUIRE(plan.scratch_slot != static_cast<size_t>(-1));
   CHECK(plan.slots[plan.scratch_slot].bytes == Dim(27 * 64 * 4));
   CHECK(conv_uses_gemm(*g, g->nodes()[0]));
+}
+
+TEST_CASE("Winograd's channel rule: 1/C + 1/O <= 1/16, each at least 16", "[codegen][plan]") {
+  // {input channels C, output channels O, takes Winograd}
+  for (auto [C, O, winograd] : std::vector<std::tuple<int64_t, int64_t, bool>>{
+           {32, 32, true}, {96, 24, true}, {24, 96, true}, {64, 64, true}, {24, 24, false}, {48, 20, false},
+           {256, 15, false}, {16, 1024, false}}) {
+    auto g = trace({TensorType(DType::f32, {1, C, 20, 20}), TensorType(DType::f32, {O, C, 3, 3})}, [](auto &in) {
+      ops::Conv2dOptions same;
+      same.padding = {1, 1, 1, 1};
+      return std::vector<Tensor>{ops::conv2d(in[0], in[1], std::nullopt, same)};
+    });
+    INFO("C " << C << ", O " << O);
+    CHECK(conv_winograd_shape(*g, g->nodes()[0]) == winograd);
+  }
 }
 
 TEST_CASE("symbolic-size f32 convolutions take the GEMM path with a run-time scratch size", "[codegen][plan]") {
