@@ -708,6 +708,47 @@ Value *ElementalEmitter::reshape_element(const Node &node, size_t result, const 
   Index in(in_dims.size());
   for (size_t d = 0; d < same; ++d)
     in[d] = idx[d];
+  // Static positive tails: map groups of dims whose sizes multiply to the
+  // same product ([24, 2, 2] <-> [96], [160, 160] <-> [25600]), each
+  // linearized and unravelled on its own, so no division spans a whole
+  // tail (the vectorizer sees w + 160 * h, not (...) mod 25600).
+  auto static_tail = [&](const Shape &s) {
+    for (size_t d = same; d < s.size(); ++d)
+      if (!s[d].is_static() || s[d].value() <= 0)
+        return false;
+    return true;
+  };
+  if (static_tail(os) && static_tail(xs)) {
+    size_t i = same, j = same;
+    bool matched = true;
+    while (i < os.size() && j < xs.size()) {
+      size_t i0 = i, j0 = j;
+      int64_t po = os[i].value(), px = xs[j].value();
+      while (po != px && matched) {
+        if (po < px)
+          matched = ++i < os.size() && (po *= os[i].value(), true);
+        else
+          matched = ++j < xs.size() && (px *= xs[j].value(), true);
+      }
+      if (!matched)
+        break;
+      Value *group = linear_index(Index(idx.begin() + static_cast<std::ptrdiff_t>(i0), idx.begin() + static_cast<std::ptrdiff_t>(i + 1)),
+                                  std::vector<Value *>(out_dims.begin() + static_cast<std::ptrdiff_t>(i0),
+                                                       out_dims.begin() + static_cast<std::ptrdiff_t>(i + 1)));
+      for (size_t d = j; d > j0; --d) {
+        in[d] = b_.CreateURem(group, in_dims[d]);
+        group = b_.CreateUDiv(group, in_dims[d]);
+      }
+      in[j0] = group;
+      ++i;
+      ++j;
+    }
+    if (matched) {
+      for (; j < xs.size(); ++j) // trailing size-1 dims of the input
+        in[j] = b_.getInt64(0);
+      return element(x, in);
+    }
+  }
   Value *lin = linear_index(Index(idx.begin() + static_cast<std::ptrdiff_t>(same), idx.end()),
                             std::vector<Value *>(out_dims.begin() + static_cast<std::ptrdiff_t>(same), out_dims.end()));
   for (size_t d = in_dims.size(); d-- > same;) {

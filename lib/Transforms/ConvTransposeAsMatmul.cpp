@@ -5,8 +5,8 @@
 // view of its result:
 //
 //   m = matmul(reshape(W, [C, O*kh*kw]), reshape(x, [N, C, H*W]), transpose_a)
-//   y = reshape(transpose(reshape(m, [N, O, kh, kw, H, W]), [0, 1, 4, 2, 5, 3]),
-//               [N, O, H*kh, W*kw])  (+ reshape(b, [O, 1, 1]))
+//   y = reshape(transpose(reshape(m, [N, O, kh, kw, H, W]), [0, 1, 4, 2, 5, 3])
+//               (+ reshape(b, [O, 1, 1, 1, 1])), [N, O, H*kh, W*kw])
 //
 // Decoders' and segmentation heads' 2x2 / stride-2 upsampling (PaddleOCR's
 // DB head, U-Nets) is written so. The direct lowering reads the C input
@@ -48,11 +48,14 @@ public:
       return {}; // a 1x1 stride-1 transposed conv is a pointwise conv already
     Dim N = xs[0], H = xs[2], W = xs[3];
     Tensor m = ops::matmul(ops::reshape(w, {C, O * kh * kw}), ops::reshape(x, {N, C, H * W}), true, false);
-    Tensor y = ops::reshape(ops::transpose(ops::reshape(m, {N, O, kh, kw, H, W}), {0, 1, 4, 2, 5, 3}),
-                            {N, O, H * kh, W * kw});
+    // The bias goes on the 6-D transpose, whose innermost axis is the
+    // small kw: the CPU's loop over it unrolls, and the loop over W then
+    // reads m's rows contiguously and stores kw interleaved vectors. The
+    // last reshape is a view of that contiguous result.
+    Tensor y = ops::transpose(ops::reshape(m, {N, O, kh, kw, H, W}), {0, 1, 4, 2, 5, 3});
     if (in.size() > 2)
-      y = y + ops::reshape(in[2], {O, 1, 1});
-    return {y};
+      y = y + ops::reshape(in[2], {O, 1, 1, 1, 1});
+    return {ops::reshape(y, {N, O, H * kh, W * kw})};
   }
 };
 

@@ -222,6 +222,8 @@ private:
       return;
     if (lowering != "conv2d" && lowering != "elemental")
       throw Error(ErrorCode::Internal, "codegen: no lowering for op '" + node.op + "'");
+    if (emit_reshape_by_operand(node))
+      return;
     for (size_t r = 0; r < node.results.size(); ++r) {
       ValueId v = node.results[r];
       if (plan_.values[v].storage == Storage::fused)
@@ -231,6 +233,26 @@ private:
         store_element(dtype, pointer_of(v), linear_index(idx, dims_of(v)), node_element(node, r, idx));
       });
     }
+  }
+
+  /// A kernel that ends in a reshape of a fused value whose innermost dim is
+  /// a small constant the reshape merges away (a depth-to-space transpose
+  /// [..., W, 2] -> [..., 2W]): the loop runs over the operand's shape
+  /// instead (the same row-major positions), so the small dim's loop unrolls
+  /// and the one above it reads its sources contiguously.
+  bool emit_reshape_by_operand(const Node &node) {
+    if (node.op != "reshape")
+      return false;
+    ValueId x = node.operands[0], v = node.results[0];
+    const Shape &xs = g_.type_of(x).shape, &vs = g_.type_of(v).shape;
+    if (plan_.values[x].storage != Storage::fused || plan_.values[v].storage == Storage::fused || xs.size() < 2 ||
+        vs.empty() || !xs.back().is_static() || xs.back().value() > 4 || xs.back().value() < 2 || xs.back() == vs.back())
+      return false;
+    DType dtype = g_.type_of(v).dtype;
+    parallel_loop_nest(xs, element_cost(node, v), [&](const Index &idx) {
+      store_element(dtype, pointer_of(v), linear_index(idx, dims_of(x)), element(x, idx));
+    });
+    return true;
   }
 
   // buffer_append: the new rows stored at rows [offset, offset + n) of the
