@@ -1,0 +1,192 @@
+// The weight-only quantized matmul (Cpu/NbitsGemvEmitter.h).
+#include "Cpu/NbitsGemvEmitter.h"
+#include "EntryPointUtil.h"
+
+#include "Cpu/Runtime.h"
+#include "maxc/Ops/MatmulNbits.h"
+
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace maxc::codegen {
+
+using llvm::Value;
+
+namespace {
+
+constexpr int64_t kColumnsPerTask = 16;
+constexpr unsigned kMaxRows = 4;      // rows of A sharing one dequantized chunk
+constexpr int64_t kMaxChunk = 32;     // codes per vector step
+
+// The task's arguments: a, b, scales, zero points (or null), c, m.
+llvm::StructType *task_args_type(llvm::LLVMContext &c) {
+  auto *ptr = llvm::PointerType::getUnqual(c);
+  return llvm::StructType::get(c, {ptr, ptr, ptr, ptr, ptr, llvm::Type::getInt64Ty(c)});
+}
+
+struct Kernel {
+  llvm::IRBuilder<> &b;
+  llvm::IRBuilder<> &entry;
+  NbitsLayout l;
+  bool has_zp;
+  Value *a, *bq, *scales, *zp, *c, *m;
+  int64_t chunk = std::min(l.block, kMaxChunk);
+  llvm::LLVMContext &ctx = b.getContext();
+
+  llvm::FixedVectorType *fvec() { return llvm::FixedVectorType::get(b.getFloatTy(), static_cast<unsigned>(chunk)); }
+  Value *i64(int64_t v) { return b.getInt64(v); }
+
+  /// Chunk `ci` of block `blk` of column n: its codes as f32, dequantized
+  /// (code * s + bias, bias = -zp * s).
+  Value *weights(Value *col_bytes, Value *blk, Value *ci, Value *s, Value *bias) {
+    int64_t bytes = chunk * l.bits / 8;
+    Value *at = b.CreateGEP(b.getInt8Ty(), col_bytes,
+                            b.CreateAdd(b.CreateMul(blk, i64(l.blob_bytes())), b.CreateMul(ci, i64(bytes))));
+    auto *bvec = llvm::FixedVectorType::get(b.getInt8Ty(), static_cast<unsigned>(bytes));
+    Value *raw = b.CreateAlignedLoad(bvec, at, llvm::Align(1));
+    Value *codes = raw;
+    if (l.bits == 4) {
+      Value *lo = b.CreateAnd(raw, llvm::ConstantInt::get(bvec, 15));
+      Value *hi = b.CreateLShr(raw, llvm::ConstantInt::get(bvec, 4));
+      std::vector<int> mix(static_cast<size_t>(chunk));
+      for (int64_t i = 0; i < chunk; ++i)
+        mix[i] = static_cast<int>(i % 2 == 0 ? i / 2 : bytes + i / 2);
+      codes = b.CreateShuffleVector(lo, hi, mix);
+    }
+    Value *f = b.CreateUIToFP(codes, fvec());
+    return b.CreateIntrinsic(llvm::Intrinsic::fma, {fvec()},
+                             {f, b.CreateVectorSplat(static_cast<unsigned>(chunk), s),
+                              b.CreateVectorSplat(static_cast<unsigned>(chunk), bias)});
+  }
+
+  /// Rows [row0, row0 + rows) of C's columns [n0, n1).
+  void columns(Value *row0, unsigned rows, Value *n0, Value *n1) {
+    std::vector<llvm::AllocaInst *> acc(rows);
+    for (auto &s : acc)
+      s = entry.CreateAlloca(fvec());
+    std::vector<Value *> arow(rows);
+    for (unsigned r = 0; r < rows; ++r)
+      arow[r] = b.CreateGEP(b.getFloatTy(), a, b.CreateMul(b.CreateAdd(row0, i64(r)), i64(l.k)));
+    int64_t nb = l.blocks(), full = l.k / l.block, chunks = l.block / chunk;
+    emit_counted_loop(b, b.CreateSub(n1, n0), [&](Value *j) {
+      Value *n = b.CreateAdd(n0, j);
+      for (auto *s : acc)
+        b.CreateStore(llvm::Constant::getNullValue(fvec()), s);
+      Value *col_bytes = b.CreateGEP(b.getInt8Ty(), bq, b.CreateMul(n, i64(l.row_bytes())));
+      // One block: its scale and zero point, then its chunks.
+      auto block = [&](Value *blk, bool tail) {
+        Value *s = b.CreateAlignedLoad(b.getFloatTy(),
+                                       b.CreateGEP(b.getFloatTy(), scales, b.CreateAdd(b.CreateMul(n, i64(nb)), blk)),
+                                       llvm::Align(4));
+        Value *z;
+        if (!has_zp) {
+          z = llvm::ConstantFP::get(b.getFloatTy(), static_cast<double>(l.default_zero_point()));
+        } else {
+          Value *row = b.CreateGEP(b.getInt8Ty(), zp, b.CreateMul(n, i64(l.zp_row_bytes())));
+          Value *byte = b.CreateLoad(b.getInt8Ty(),
+                                     b.CreateGEP(b.getInt8Ty(), row, l.bits == 8 ? blk : b.CreateLShr(blk, 1)));
+          if (l.bits == 4)
+            byte = b.CreateAnd(b.CreateLShr(byte, b.CreateTrunc(b.CreateShl(b.CreateAnd(blk, 1), 2), b.getInt8Ty())),
+                               b.getInt8(15));
+          z = b.CreateUIToFP(byte, b.getFloatTy());
+        }
+        Value *bias = b.CreateFNeg(b.CreateFMul(z, s));
+        auto step = [&](Value *ci, int64_t valid) { // valid: A's elements in the chunk (< chunk: masked)
+          Value *w = weights(col_bytes, blk, ci, s, bias);
+          Value *k0 = b.CreateAdd(b.CreateMul(blk, i64(l.block)), b.CreateMul(ci, i64(chunk)));
+          Value *mask = nullptr;
+          if (valid < chunk) {
+            std::vector<llvm::Constant *> bits;
+            for (int64_t i = 0; i < chunk; ++i)
+              bits.push_back(b.getInt1(i < valid));
+            mask = llvm::ConstantVector::get(bits);
+          }
+          for (unsigned r = 0; r < rows; ++r) {
+            Value *at = b.CreateGEP(b.getFloatTy(), arow[r], k0);
+            Value *x = mask ? static_cast<Value *>(b.CreateMaskedLoad(fvec(), at, llvm::Align(4), mask,
+                                                                      llvm::Constant::getNullValue(fvec())))
+                            : static_cast<Value *>(b.CreateAlignedLoad(fvec(), at, llvm::Align(4)));
+            Value *sum = b.CreateIntrinsic(llvm::Intrinsic::fma, {fvec()}, {w, x, b.CreateLoad(fvec(), acc[r])});
+            b.CreateStore(sum, acc[r]);
+          }
+        };
+        if (!tail) {
+          emit_counted_loop(b, i64(chunks), [&](Value *ci) { step(ci, chunk); }, "nbits.chunk.");
+          return;
+        }
+        int64_t left = l.k - full * l.block; // the tail block's codes within K
+        for (int64_t ci = 0; ci * chunk < left; ++ci)
+          step(i64(ci), std::min(chunk, left - ci * chunk));
+      };
+      emit_counted_loop(b, i64(full), [&](Value *blk) { block(blk, false); }, "nbits.block.");
+      if (full < nb)
+        block(i64(full), true);
+      for (unsigned r = 0; r < rows; ++r) {
+        Value *sum = b.CreateFAddReduce(llvm::ConstantFP::get(b.getFloatTy(), 0.0), b.CreateLoad(fvec(), acc[r]));
+        llvm::cast<llvm::Instruction>(sum)->setHasAllowReassoc(true);
+        Value *out = b.CreateGEP(b.getFloatTy(), c, b.CreateAdd(b.CreateMul(b.CreateAdd(row0, i64(r)), i64(l.n)), n));
+        b.CreateAlignedStore(sum, out, llvm::Align(4));
+      }
+    }, "nbits.col.");
+  }
+};
+
+// void <prefix>.nbits.<K>.<N>.<bits>.<block>.<zp>(ptr args, i64 t): every
+// row of columns [t * kColumnsPerTask, ...).
+llvm::Function *task_function(llvm::Module &m, const NbitsGemvArgs &g) {
+  bool has_zp = g.zero_points != nullptr;
+  std::string name = g.prefix + ".nbits." + std::to_string(g.k) + "." + std::to_string(g.n) + "." +
+                     std::to_string(g.bits) + "." + std::to_string(g.block) + (has_zp ? ".z" : ".s");
+  if (llvm::Function *f = m.getFunction(name))
+    return f;
+  llvm::LLVMContext &c = m.getContext();
+  auto *fn = llvm::Function::Create(task_function_type(c), llvm::GlobalValue::InternalLinkage, name, m);
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  auto *entry_block = llvm::BasicBlock::Create(c, "entry", fn);
+  auto *body = llvm::BasicBlock::Create(c, "body", fn);
+  llvm::IRBuilder<> entry(entry_block);
+  llvm::IRBuilder<> b(body);
+  llvm::StructType *st = task_args_type(c);
+  Value *args = fn->getArg(0);
+  auto field = [&](unsigned i, llvm::Type *t) { return entry.CreateLoad(t, entry.CreateStructGEP(st, args, i)); };
+  Value *a = field(0, b.getPtrTy()), *bq = field(1, b.getPtrTy()), *sc = field(2, b.getPtrTy()),
+        *zp = field(3, b.getPtrTy()), *cp = field(4, b.getPtrTy()), *rows = field(5, b.getInt64Ty());
+  llvm::BranchInst *to_body = entry.CreateBr(body);
+  entry.SetInsertPoint(to_body);
+  Kernel k{b, entry, NbitsLayout{g.k, g.n, g.bits, g.block}, has_zp, a, bq, sc, zp, cp, rows};
+  Value *n0 = b.CreateMul(fn->getArg(1), b.getInt64(kColumnsPerTask));
+  Value *n1 = b.CreateAdd(n0, b.getInt64(kColumnsPerTask));
+  n1 = b.CreateSelect(b.CreateICmpSLT(n1, b.getInt64(g.n)), n1, b.getInt64(g.n));
+  Value *groups = b.CreateUDiv(rows, b.getInt64(kMaxRows));
+  emit_counted_loop(b, groups, [&](Value *i) { k.columns(b.CreateMul(i, b.getInt64(kMaxRows)), kMaxRows, n0, n1); },
+                    "nbits.rows.");
+  Value *rest = b.CreateMul(groups, b.getInt64(kMaxRows)), *left = b.CreateSub(rows, rest);
+  for (unsigned r = 1; r < kMaxRows; ++r)
+    emit_if(b, b.CreateICmpEQ(left, b.getInt64(r)), [&] { k.columns(rest, r, n0, n1); });
+  b.CreateRetVoid();
+  return fn;
+}
+
+} // namespace
+
+void emit_matmul_nbits_kernel(llvm::IRBuilder<> &b, const NbitsGemvArgs &args) {
+  llvm::Function *fn = b.GetInsertBlock()->getParent();
+  llvm::Module &m = *fn->getParent();
+  llvm::LLVMContext &c = m.getContext();
+  llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+  llvm::StructType *st = task_args_type(c);
+  Value *task_args = entry.CreateAlloca(st);
+  Value *rows = b.CreateSelect(b.CreateICmpSGT(args.m, b.getInt64(0)), args.m, b.getInt64(0));
+  Value *zp = args.zero_points ? args.zero_points : llvm::ConstantPointerNull::get(b.getPtrTy());
+  Value *fields[] = {args.a, args.b, args.scales, zp, args.c, rows};
+  for (unsigned i = 0; i < 6; ++i)
+    b.CreateStore(fields[i], b.CreateStructGEP(st, task_args, i));
+  int64_t tasks = (args.n + kColumnsPerTask - 1) / kColumnsPerTask;
+  Value *work = b.CreateMul(rows, b.getInt64(args.n * args.k));
+  emit_parallel_for(b, args.prefix, task_args, b.getInt64(tasks), task_function(m, args), work);
+}
+
+} // namespace maxc::codegen
