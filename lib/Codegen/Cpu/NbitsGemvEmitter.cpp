@@ -32,7 +32,8 @@ struct Kernel {
   llvm::IRBuilder<> &entry;
   NbitsLayout l;
   bool has_zp;
-  Value *a, *bq, *scales, *zp, *c, *m;
+  Value *a, *bq, *scales, *zp, *c_ptr, *m;
+  int64_t lanes;
   int64_t chunk = std::min(l.block, kMaxChunk);
   llvm::LLVMContext &ctx = b.getContext();
 
@@ -62,30 +63,50 @@ struct Kernel {
                               b.CreateVectorSplat(static_cast<unsigned>(chunk), bias)});
   }
 
-  /// Rows [row0, row0 + rows) of C's columns [n0, n1).
+  /// Rows [row0, row0 + rows) of C's columns [n0, n1): two columns at a
+  /// time (independent FMA chains sharing A's loads) where the accumulators
+  /// fit in eight vector registers, else one.
   void columns(Value *row0, unsigned rows, Value *n0, Value *n1) {
-    std::vector<llvm::AllocaInst *> acc(rows);
-    for (auto &s : acc)
-      s = entry.CreateAlloca(fvec());
     std::vector<Value *> arow(rows);
     for (unsigned r = 0; r < rows; ++r)
       arow[r] = b.CreateGEP(b.getFloatTy(), a, b.CreateMul(b.CreateAdd(row0, i64(r)), i64(l.k)));
-    int64_t nb = l.blocks(), full = l.k / l.block, chunks = l.block / chunk;
-    emit_counted_loop(b, b.CreateSub(n1, n0), [&](Value *j) {
-      Value *n = b.CreateAdd(n0, j);
-      for (auto *s : acc)
+    int64_t vectors = std::max<int64_t>(1, chunk / lanes); // registers per accumulator
+    unsigned width = rows * 2 * vectors <= 8 ? 2 : 1;
+    Value *count = b.CreateSub(n1, n0);
+    emit_counted_loop(b, b.CreateUDiv(count, i64(width)), [&](Value *j) {
+      group(arow, b.CreateAdd(n0, b.CreateMul(j, i64(width))), width, row0);
+    }, "nbits.col.");
+    if (width == 2)
+      emit_if(b, b.CreateICmpNE(b.CreateAnd(count, i64(1)), i64(0)), [&] { group(arow, b.CreateSub(n1, i64(1)), 1, row0); });
+  }
+
+  /// Columns [n, n + width) of the rows at `arow`.
+  void group(const std::vector<Value *> &arow, Value *n, unsigned width, Value *row0) {
+    unsigned rows = static_cast<unsigned>(arow.size());
+    std::vector<std::vector<llvm::AllocaInst *>> acc(width, std::vector<llvm::AllocaInst *>(rows));
+    for (auto &col : acc)
+      for (auto &s : col) {
+        s = entry.CreateAlloca(fvec());
         b.CreateStore(llvm::Constant::getNullValue(fvec()), s);
-      Value *col_bytes = b.CreateGEP(b.getInt8Ty(), bq, b.CreateMul(n, i64(l.row_bytes())));
-      // One block: its scale and zero point, then its chunks.
-      auto block = [&](Value *blk, bool tail) {
-        Value *s = b.CreateAlignedLoad(b.getFloatTy(),
-                                       b.CreateGEP(b.getFloatTy(), scales, b.CreateAdd(b.CreateMul(n, i64(nb)), blk)),
-                                       llvm::Align(4));
+      }
+    int64_t nb = l.blocks(), full = l.k / l.block, chunks = l.block / chunk;
+    std::vector<Value *> cols(width), col_bytes(width);
+    for (unsigned c = 0; c < width; ++c) {
+      cols[c] = b.CreateAdd(n, i64(c));
+      col_bytes[c] = b.CreateGEP(b.getInt8Ty(), bq, b.CreateMul(cols[c], i64(l.row_bytes())));
+    }
+    // One block: its scales and zero points, then its chunks.
+    auto block = [&](Value *blk, bool tail) {
+      std::vector<Value *> s(width), bias(width);
+      for (unsigned c = 0; c < width; ++c) {
+        s[c] = b.CreateAlignedLoad(b.getFloatTy(),
+                                   b.CreateGEP(b.getFloatTy(), scales, b.CreateAdd(b.CreateMul(cols[c], i64(nb)), blk)),
+                                   llvm::Align(4));
         Value *z;
         if (!has_zp) {
           z = llvm::ConstantFP::get(b.getFloatTy(), static_cast<double>(l.default_zero_point()));
         } else {
-          Value *row = b.CreateGEP(b.getInt8Ty(), zp, b.CreateMul(n, i64(l.zp_row_bytes())));
+          Value *row = b.CreateGEP(b.getInt8Ty(), zp, b.CreateMul(cols[c], i64(l.zp_row_bytes())));
           Value *byte = b.CreateLoad(b.getInt8Ty(),
                                      b.CreateGEP(b.getInt8Ty(), row, l.bits == 8 ? blk : b.CreateLShr(blk, 1)));
           if (l.bits == 4)
@@ -93,44 +114,49 @@ struct Kernel {
                                b.getInt8(15));
           z = b.CreateUIToFP(byte, b.getFloatTy());
         }
-        Value *bias = b.CreateFNeg(b.CreateFMul(z, s));
-        auto step = [&](Value *ci, int64_t valid) { // valid: A's elements in the chunk (< chunk: masked)
-          Value *w = weights(col_bytes, blk, ci, s, bias);
-          Value *k0 = b.CreateAdd(b.CreateMul(blk, i64(l.block)), b.CreateMul(ci, i64(chunk)));
-          Value *mask = nullptr;
-          if (valid < chunk) {
-            std::vector<llvm::Constant *> bits;
-            for (int64_t i = 0; i < chunk; ++i)
-              bits.push_back(b.getInt1(i < valid));
-            mask = llvm::ConstantVector::get(bits);
-          }
-          for (unsigned r = 0; r < rows; ++r) {
-            Value *at = b.CreateGEP(b.getFloatTy(), arow[r], k0);
-            Value *x = mask ? static_cast<Value *>(b.CreateMaskedLoad(fvec(), at, llvm::Align(4), mask,
-                                                                      llvm::Constant::getNullValue(fvec())))
-                            : static_cast<Value *>(b.CreateAlignedLoad(fvec(), at, llvm::Align(4)));
-            Value *sum = b.CreateIntrinsic(llvm::Intrinsic::fma, {fvec()}, {w, x, b.CreateLoad(fvec(), acc[r])});
-            b.CreateStore(sum, acc[r]);
-          }
-        };
-        if (!tail) {
-          emit_counted_loop(b, i64(chunks), [&](Value *ci) { step(ci, chunk); }, "nbits.chunk.");
-          return;
+        bias[c] = b.CreateFNeg(b.CreateFMul(z, s[c]));
+      }
+      auto step = [&](Value *ci, int64_t valid) { // valid: A's elements in the chunk (< chunk: masked)
+        std::vector<Value *> w(width);
+        for (unsigned c = 0; c < width; ++c)
+          w[c] = weights(col_bytes[c], blk, ci, s[c], bias[c]);
+        Value *k0 = b.CreateAdd(b.CreateMul(blk, i64(l.block)), b.CreateMul(ci, i64(chunk)));
+        Value *mask = nullptr;
+        if (valid < chunk) {
+          std::vector<llvm::Constant *> bits;
+          for (int64_t i = 0; i < chunk; ++i)
+            bits.push_back(b.getInt1(i < valid));
+          mask = llvm::ConstantVector::get(bits);
         }
-        int64_t left = l.k - full * l.block; // the tail block's codes within K
-        for (int64_t ci = 0; ci * chunk < left; ++ci)
-          step(i64(ci), std::min(chunk, left - ci * chunk));
+        for (unsigned r = 0; r < rows; ++r) {
+          Value *at = b.CreateGEP(b.getFloatTy(), arow[r], k0);
+          Value *x = mask ? static_cast<Value *>(b.CreateMaskedLoad(fvec(), at, llvm::Align(4), mask,
+                                                                    llvm::Constant::getNullValue(fvec())))
+                          : static_cast<Value *>(b.CreateAlignedLoad(fvec(), at, llvm::Align(4)));
+          for (unsigned c = 0; c < width; ++c)
+            b.CreateStore(b.CreateIntrinsic(llvm::Intrinsic::fma, {fvec()}, {w[c], x, b.CreateLoad(fvec(), acc[c][r])}),
+                          acc[c][r]);
+        }
       };
-      emit_counted_loop(b, i64(full), [&](Value *blk) { block(blk, false); }, "nbits.block.");
-      if (full < nb)
-        block(i64(full), true);
+      if (!tail) {
+        emit_counted_loop(b, i64(chunks), [&](Value *ci) { step(ci, chunk); }, "nbits.chunk.");
+        return;
+      }
+      int64_t left = l.k - full * l.block; // the tail block's codes within K
+      for (int64_t ci = 0; ci * chunk < left; ++ci)
+        step(i64(ci), std::min(chunk, left - ci * chunk));
+    };
+    emit_counted_loop(b, i64(full), [&](Value *blk) { block(blk, false); }, "nbits.block.");
+    if (full < nb)
+      block(i64(full), true);
+    for (unsigned c = 0; c < width; ++c)
       for (unsigned r = 0; r < rows; ++r) {
-        Value *sum = b.CreateFAddReduce(llvm::ConstantFP::get(b.getFloatTy(), 0.0), b.CreateLoad(fvec(), acc[r]));
+        Value *sum = b.CreateFAddReduce(llvm::ConstantFP::get(b.getFloatTy(), 0.0), b.CreateLoad(fvec(), acc[c][r]));
         llvm::cast<llvm::Instruction>(sum)->setHasAllowReassoc(true);
-        Value *out = b.CreateGEP(b.getFloatTy(), c, b.CreateAdd(b.CreateMul(b.CreateAdd(row0, i64(r)), i64(l.n)), n));
+        Value *out =
+            b.CreateGEP(b.getFloatTy(), c_ptr, b.CreateAdd(b.CreateMul(b.CreateAdd(row0, i64(r)), i64(l.n)), cols[c]));
         b.CreateAlignedStore(sum, out, llvm::Align(4));
       }
-    }, "nbits.col.");
   }
 };
 
@@ -156,7 +182,7 @@ llvm::Function *task_function(llvm::Module &m, const NbitsGemvArgs &g) {
         *zp = field(3, b.getPtrTy()), *cp = field(4, b.getPtrTy()), *rows = field(5, b.getInt64Ty());
   llvm::BranchInst *to_body = entry.CreateBr(body);
   entry.SetInsertPoint(to_body);
-  Kernel k{b, entry, NbitsLayout{g.k, g.n, g.bits, g.block}, has_zp, a, bq, sc, zp, cp, rows};
+  Kernel k{b, entry, NbitsLayout{g.k, g.n, g.bits, g.block}, has_zp, a, bq, sc, zp, cp, rows, g.lanes};
   Value *n0 = b.CreateMul(fn->getArg(1), b.getInt64(kColumnsPerTask));
   Value *n1 = b.CreateAdd(n0, b.getInt64(kColumnsPerTask));
   n1 = b.CreateSelect(b.CreateICmpSLT(n1, b.getInt64(g.n)), n1, b.getInt64(g.n));
