@@ -7,7 +7,9 @@
 // [min(0, lo), max(0, hi)] mapped onto 0..2^bits - 1: MatMulNBits' layout and
 // ONNX Runtime's default), the f32 weight dropped. A bias of a linear is
 // added after. Other matmuls (an A transposed, a batched B, a computed B)
-// and other dtypes are left as they are.
+// and other dtypes are left as they are, and so are weights that reach a
+// matmul as arguments of a subgraph call (ONNX dedup's repeated layers:
+// `--no-dedup` makes them constants of the root graph).
 #pragma once
 
 #include "maxc/IR/Graph.h"
