@@ -20,6 +20,7 @@ namespace {
 constexpr int64_t kColumnsPerTask = 16;
 constexpr unsigned kMaxRows = 4;      // rows of A sharing one dequantized chunk
 constexpr int64_t kMaxChunk = 32;     // codes per vector step
+constexpr int64_t kMaxSplitBytes = 32 << 10; // the task's stack buffer for A's rows copied (4 bits)
 
 // The task's arguments: a, b, scales, zero points (or null), c, m.
 llvm::StructType *task_args_type(llvm::LLVMContext &c) {
@@ -35,6 +36,8 @@ struct Kernel {
   Value *a, *bq, *scales, *zp, *c_ptr, *m;
   int64_t lanes;
   int64_t chunk = std::min(l.block, kMaxChunk);
+  bool split = false; // A's rows read from the even/odd copy (columns())
+  llvm::AllocaInst *split_buffer = nullptr;
   llvm::LLVMContext &ctx = b.getContext();
 
   llvm::FixedVectorType *fvec() { return llvm::FixedVectorType::get(b.getFloatTy(), static_cast<unsigned>(chunk)); }
@@ -54,7 +57,7 @@ struct Kernel {
       Value *hi = b.CreateLShr(raw, llvm::ConstantInt::get(bvec, 4));
       std::vector<int> mix(static_cast<size_t>(chunk));
       for (int64_t i = 0; i < chunk; ++i)
-        mix[i] = static_cast<int>(i % 2 == 0 ? i / 2 : bytes + i / 2);
+        mix[i] = static_cast<int>(split ? i : i % 2 == 0 ? i / 2 : bytes + i / 2);
       codes = b.CreateShuffleVector(lo, hi, mix);
     }
     Value *f = b.CreateUIToFP(codes, fvec());
@@ -65,11 +68,50 @@ struct Kernel {
 
   /// Rows [row0, row0 + rows) of C's columns [n0, n1): two columns at a
   /// time (independent FMA chains sharing A's loads) where the accumulators
-  /// fit in eight vector registers, else one.
+  /// fit in eight vector registers, else one. 4 bits, where the rows fit in
+  /// kMaxSplitBytes: A's rows copied first with each chunk's even elements
+  /// ahead of its odd ones (zeros past K), so that the low and high nibbles
+  /// need no interleaving (`split`).
   void columns(Value *row0, unsigned rows, Value *n0, Value *n1) {
     std::vector<Value *> arow(rows);
     for (unsigned r = 0; r < rows; ++r)
       arow[r] = b.CreateGEP(b.getFloatTy(), a, b.CreateMul(b.CreateAdd(row0, i64(r)), i64(l.k)));
+    int64_t padded = l.blocks() * l.block;
+    int64_t fit = std::min<int64_t>(kMaxRows, kMaxSplitBytes / (padded * 4)); // rows the buffer holds
+    split = l.bits == 4 && static_cast<int64_t>(rows) <= fit;
+    if (split) {
+      if (!split_buffer) { // one buffer for every row count's code
+        split_buffer = entry.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), static_cast<uint64_t>(fit * padded)));
+        split_buffer->setAlignment(llvm::Align(64));
+      }
+      llvm::AllocaInst *buffer = split_buffer;
+      int64_t half = chunk / 2;
+      std::vector<int> even_odd(static_cast<size_t>(chunk));
+      for (int64_t p = 0; p < chunk; ++p)
+        even_odd[p] = static_cast<int>(p < half ? 2 * p : 2 * (p - half) + 1);
+      for (unsigned r = 0; r < rows; ++r) {
+        Value *dst = b.CreateGEP(b.getFloatTy(), buffer, i64(r * padded));
+        auto copy = [&](Value *k0, int64_t valid) {
+          Value *at = b.CreateGEP(b.getFloatTy(), arow[r], k0);
+          Value *x;
+          if (valid < chunk) {
+            std::vector<llvm::Constant *> bits;
+            for (int64_t i = 0; i < chunk; ++i)
+              bits.push_back(b.getInt1(i < valid));
+            x = b.CreateMaskedLoad(fvec(), at, llvm::Align(4), llvm::ConstantVector::get(bits),
+                                   llvm::Constant::getNullValue(fvec()));
+          } else {
+            x = b.CreateAlignedLoad(fvec(), at, llvm::Align(4));
+          }
+          b.CreateAlignedStore(b.CreateShuffleVector(x, even_odd), b.CreateGEP(b.getFloatTy(), dst, k0), llvm::Align(4));
+        };
+        int64_t whole = l.k / chunk;
+        emit_counted_loop(b, i64(whole), [&](Value *i) { copy(b.CreateMul(i, i64(chunk)), chunk); }, "nbits.split.");
+        for (int64_t k0 = whole * chunk; k0 < padded; k0 += chunk) // the tail and the padding: zeros past K
+          copy(i64(k0), std::max<int64_t>(0, l.k - k0));
+        arow[r] = dst;
+      }
+    }
     int64_t vectors = std::max<int64_t>(1, chunk / lanes); // registers per accumulator
     unsigned width = rows * 2 * vectors <= 8 ? 2 : 1;
     Value *count = b.CreateSub(n1, n0);
@@ -130,7 +172,7 @@ struct Kernel {
         }
         for (unsigned r = 0; r < rows; ++r) {
           Value *at = b.CreateGEP(b.getFloatTy(), arow[r], k0);
-          Value *x = mask ? static_cast<Value *>(b.CreateMaskedLoad(fvec(), at, llvm::Align(4), mask,
+          Value *x = mask && !split ? static_cast<Value *>(b.CreateMaskedLoad(fvec(), at, llvm::Align(4), mask,
                                                                     llvm::Constant::getNullValue(fvec())))
                           : static_cast<Value *>(b.CreateAlignedLoad(fvec(), at, llvm::Align(4)));
           for (unsigned c = 0; c < width; ++c)

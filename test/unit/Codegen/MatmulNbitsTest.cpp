@@ -71,6 +71,7 @@ const std::vector<Case> &cases() {
       {{17, 100}, 9, 4, 16, false},      {{1, 70}, 35, 8, 32, false},    {{3, 70}, 21, 8, 64, true},
       {{2, 17, 48}, 5, 8, 16, true},     {{5, 40}, 7, 4, 128, true},     {{1, 96}, 3, 4, 32, true, true},
       {{3, 100}, 41, 8, 32, false, true}, {{100}, 11, 4, 32, true},
+      {{6, 2100}, 3, 4, 32, true}, // 4 and 2 rows: A's rows past the split buffer (interleaved codes)
   };
   return all;
 }
