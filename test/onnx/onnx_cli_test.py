@@ -1983,9 +1983,10 @@ def np_nbits_pack(codes, bits):
     return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
 
 
-def matmul_nbits_model(k, n, bits, block, zp, bias, rng, name="mm", g_idx=False, b_shape=None):
-    """A com.microsoft MatMulNBits node on random codes; returns the model and
-    numpy's Y = A @ dequant(B)^T (+ bias) as a function of A."""
+def nbits_node(k, n, bits, block, zp, bias, rng, name="mm", g_idx=False, b_shape=None, tag=""):
+    """A com.microsoft MatMulNBits node on random codes reading A<tag>, writing
+    Y<tag>: (node, initializers, numpy's Y = A @ dequant(B)^T (+ bias) as a
+    function of A)."""
     nb = (k + block - 1) // block
     codes = rng.integers(0, 2 ** bits, (n, nb, block))
     scales = (rng.standard_normal((n, nb)) * 0.05).astype(np.float32)
@@ -1994,48 +1995,66 @@ def matmul_nbits_model(k, n, bits, block, zp, bias, rng, name="mm", g_idx=False,
     b_arr = np_nbits_pack(codes, bits)
     if b_shape:
         b_arr = np.zeros(b_shape, np.uint8)
-    inits = [numpy_helper.from_array(b_arr, "B"), numpy_helper.from_array(scales.reshape(-1), "scales")]
-    ins = ["A", "B", "scales"]
+    inits = [numpy_helper.from_array(b_arr, "B" + tag), numpy_helper.from_array(scales.reshape(-1), "scales" + tag)]
+    ins = ["A" + tag, "B" + tag, "scales" + tag]
     if zp:
-        inits.append(numpy_helper.from_array(np_nbits_pack(zps, bits).reshape(-1), "zp"))
-        ins.append("zp")
+        inits.append(numpy_helper.from_array(np_nbits_pack(zps, bits).reshape(-1), "zp" + tag))
+        ins.append("zp" + tag)
     bias_v = (rng.standard_normal(n) * 0.1).astype(np.float32)
     if g_idx:
-        ins += [""] * (4 - len(ins)) + ["g_idx"]
-        inits.append(numpy_helper.from_array(np.arange(k, dtype=np.int32) // block, "g_idx"))
+        ins += [""] * (4 - len(ins)) + ["g_idx" + tag]
+        inits.append(numpy_helper.from_array(np.arange(k, dtype=np.int32) // block, "g_idx" + tag))
     if bias:
-        ins += [""] * (5 - len(ins)) + ["bias"]
-        inits.append(numpy_helper.from_array(bias_v, "bias"))
-    node = helper.make_node("MatMulNBits", ins, ["Y"], name=name, domain="com.microsoft", K=k, N=n, bits=bits,
+        ins += [""] * (5 - len(ins)) + ["bias" + tag]
+        inits.append(numpy_helper.from_array(bias_v, "bias" + tag))
+    node = helper.make_node("MatMulNBits", ins, ["Y" + tag], name=name, domain="com.microsoft", K=k, N=n, bits=bits,
                             block_size=block)
-    graph = helper.make_graph([node], "nbits", [helper.make_tensor_value_info("A", TensorProto.FLOAT, [None, k])],
-                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], inits)
-    model = helper.make_model(graph, opset_imports=OPSET + [helper.make_opsetid("com.microsoft", 1)])
     def want(a):
         y = a.astype(np.float64) @ w.astype(np.float64).T
         return (y + bias_v if bias else y).astype(np.float32)
-    return model, want
+    return node, inits, want
+
+
+def nbits_model(parts):
+    """A model of MatMulNBits nodes: parts = [(tag, k, node, inits)]."""
+    graph = helper.make_graph([p[2] for p in parts], "nbits",
+                              [helper.make_tensor_value_info("A" + p[0], TensorProto.FLOAT, [None, p[1]]) for p in parts],
+                              [helper.make_tensor_value_info("Y" + p[0], TensorProto.FLOAT, None) for p in parts],
+                              [i for p in parts for i in p[3]])
+    return helper.make_model(graph, opset_imports=OPSET + [helper.make_opsetid("com.microsoft", 1)])
+
+
+def matmul_nbits_model(k, n, bits, block, zp, bias, rng, **kw):
+    node, inits, want = nbits_node(k, n, bits, block, zp, bias, rng, **kw)
+    return nbits_model([("", k, node, inits)]), want
 
 
 def case_matmul_nbits(c):
     """com.microsoft MatMulNBits (weight-only int4/int8, ONNX Runtime's layout):
     bits 4 and 8, with and without zero points and bias, K not a multiple of
-    the block, N odd, A of 1 and 3 rows; equal to numpy's dequant + matmul
-    (rtol 1e-4) on the reference, the CPU and the GPU emulator."""
+    the block, N odd, A of 1 and 3 rows, one model of five nodes; equal to
+    numpy's dequant + matmul (rtol 1e-4) on the reference, the CPU and the
+    GPU emulator."""
     rng = np.random.default_rng(7)
-    for k, n, bits, block, zp, bias in [(64, 33, 4, 32, True, False), (100, 17, 4, 16, False, True),
-                                        (70, 9, 8, 32, True, True), (48, 5, 8, 64, False, False)]:
-        model, want = matmul_nbits_model(k, n, bits, block, zp, bias, rng)
-        p = c.save(model, f"nbits{bits}_{k}.onnx")
-        for m in ([1, 3] if bits == 4 and zp else [3]):
-            a = rng.standard_normal((m, k)).astype(np.float32)
-            np.save(c.path("A.npy"), a)
-            for device in ["reference", "cpu", "amdgpu-emu"]:
-                out = c.path(f"out-{device}")
-                c.run("run", p, "--input", f"A={c.path('A.npy')}", "--device", device, "--output-dir", out)
-                got = np.load(os.path.join(out, "Y.npy"))
-                assert got.shape == (m, n), (device, got.shape)
-                assert np.allclose(got, want(a), rtol=1e-4, atol=1e-4), (k, n, bits, device, np.abs(got - want(a)).max())
+    parts, wants, args = [], {}, []
+    for i, (m, k, n, bits, block, zp, bias) in enumerate([
+            (1, 64, 33, 4, 32, True, False), (3, 64, 33, 4, 32, True, False), (3, 100, 17, 4, 16, False, True),
+            (3, 70, 9, 8, 32, True, True), (3, 48, 5, 8, 64, False, False)]):
+        tag = str(i)
+        node, inits, want = nbits_node(k, n, bits, block, zp, bias, rng, name=f"mm{i}", tag=tag)
+        parts.append((tag, k, node, inits))
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        np.save(c.path(f"A{tag}.npy"), a)
+        args += ["--input", f"A{tag}={c.path(f'A{tag}.npy')}"]
+        wants[tag] = want(a)
+    p = c.save(nbits_model(parts), "nbits.onnx")
+    for device in ["reference", "cpu", "amdgpu-emu"]:
+        out = c.path(f"out-{device}")
+        c.run("run", p, *args, "--device", device, "--output-dir", out)
+        for tag, want in wants.items():
+            got = np.load(os.path.join(out, f"Y{tag}.npy"))
+            assert got.shape == want.shape, (device, tag, got.shape)
+            assert np.allclose(got, want, rtol=1e-4, atol=1e-4), (device, tag, np.abs(got - want).max())
 
 
 def case_matmul_nbits_refused(c):
