@@ -50,13 +50,15 @@ def main():
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "bench", "kv"))
     ap.add_argument("--state", action="store_true", help="also time the model compiled with --state auto")
     ap.add_argument("--no-bandwidth", action="store_true", help="skip the memory-bandwidth limit")
+    ap.add_argument("--compile-flags", default="",
+                    help="extra maxc compile flags, space-separated (e.g. '--quantize-weights int4 --no-dedup')")
     a = ap.parse_args()
 
     os.makedirs(a.work, exist_ok=True)
     name = "kv_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(a.model))[0])
     obj = os.path.join(a.work, name + ".o")
     cmd = [a.maxc, "compile", a.model, "-o", obj, "--name", name, "-O3", "--cpu", "native",
-           "--emit", "obj,header,manifest,bench-harness", "-q"]
+           "--emit", "obj,header,manifest,bench-harness", "-q"] + a.compile_flags.split()
     print("$ " + " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
     harness = os.path.join(a.work, name + "_bench")
@@ -66,7 +68,7 @@ def main():
     if a.state:
         sobj = os.path.join(a.work, name + "_state.o")
         cmd = [a.maxc, "compile", a.model, "-o", sobj, "--name", name + "_state", "-O3", "--cpu", "native",
-               "--state", "auto", "--emit", "obj,header,manifest,bench-harness", "-q"]
+               "--state", "auto", "--emit", "obj,header,manifest,bench-harness", "-q"] + a.compile_flags.split()
         print("$ " + " ".join(cmd), flush=True)
         subprocess.run(cmd, check=True)
         state_harness = os.path.join(a.work, name + "_state_bench")

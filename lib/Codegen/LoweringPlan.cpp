@@ -239,7 +239,8 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
           fuse = std::none_of(consumers[v].begin(), consumers[v].end(),
                               [&](size_t c) {
                                 return has_bodies(nodes[c].op) || defines_symbol(nodes[c]) ||
-                                       nodes[c].op == "recurrence"; // reads its operands as buffers
+                                       nodes[c].op == "recurrence" || // reads its operands as buffers
+                                       nodes[c].op == "matmul_nbits";
                               });
         } else if (consumers[v].size() == 1) {
           const Node &c = nodes[consumers[v][0]];

@@ -208,6 +208,18 @@ void load(Compilation &c) {
   c.model = load_model(c.request.model, options, c.diagnostics);
   if (!c.model.graph)
     return;
+  if (!c.request.quantize_weights.empty()) {
+    try {
+      QuantizeWeightsOptions q;
+      q.bits = quantize_weights_bits(c.request.quantize_weights);
+      if (std::unique_ptr<Graph> g = quantize_weights(*c.model.graph, q, &c.result.quantized))
+        c.model.graph = std::move(g);
+    } catch (const Error &e) {
+      c.diagnostics.error(e.code(), c.request.model, "--quantize-weights", e.message());
+      c.model.graph.reset();
+      return;
+    }
+  }
   c.name = c.request.name.empty() ? c.model.graph->name() : c.request.name;
   if (!is_c_identifier(c.name)) {
     c.diagnostics.error(ErrorCode::InvalidArgument, c.request.model, "",

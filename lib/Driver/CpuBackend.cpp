@@ -28,6 +28,7 @@ public:
     o.promote_low_precision = true; // f16/bf16 in f32: the CPU kernels are f32 (PromotePrecision.h)
     o.attention_kv_groups = true;   // grouped-query attention read in place (Cpu/AttentionEmitter)
     o.keep_recurrence = true;       // LSTM/GRU/RNN as one kernel over the sequence (Cpu/RecurrenceEmitter)
+    o.keep_matmul_nbits = true;     // weight-only quantized matmuls read in their bits (Cpu/NbitsGemvEmitter)
     return o;
   }
   PlanOptions plan_options() const override { return cpu_plan_options(); }

@@ -17,7 +17,7 @@ namespace maxc {
 namespace {
 
 // One operand: its name, its shape in the signature, the dtype variable
-// ("T", "I" for an index-like operand, or a fixed dtype such as "bool"), a
+// ("T", "I" for an index-like operand, or a fixed dtype: "bool", "u8"), a
 // concrete shape to probe the verifier with, and whether it is optional
 // (trailing) or repeated (variadic).
 struct OperandDoc {
@@ -68,6 +68,10 @@ const std::map<std::string, OpDoc> &docs() {
                         x("mean", "[C]", "[2]"), x("var", "[C]", "[2]")},
                        "[B, C, ...]", {}};
     t["matmul"] = {{x("a", "[..., M, K]", "[2,3]"), x("b", "[..., K, N]", "[3,4]")}, "[..., M, N]", {}};
+    t["matmul_nbits"] = {{x("a", "[..., K]", "[2,32]"), OperandDoc{"b", "[N, ceil(K/block_size), block_size*bits/8]", "u8", "[3,1,16]"},
+                          x("scales", "[N*ceil(K/block_size)]", "[3]"),
+                          OperandDoc{"zero_points", "[N*ceil(ceil(K/block_size)*bits/8)]", "u8", "[3]", true}},
+                         "[..., N]", {{"K", int64_t(32)}, {"N", int64_t(3)}}};
     t["attention"] = {{x("q", "[..., M, D]", "[2,3,4]"), x("k", "[..., S, D]", "[2,5,4]"), x("v", "[..., S, E]", "[2,5,3]"),
                        OperandDoc{"mask", "[..., M, S]", "T", "[3,5]", true}},
                       "[..., M, E]", {}};
@@ -134,7 +138,7 @@ std::vector<DType> accepted(const OpDef &def, const OpDoc &doc, const std::strin
   for (DType d : kAllDTypes) {
     std::vector<TensorType> operands;
     for (const OperandDoc &o : doc.operands) {
-      DType dt = o.var == var ? d : o.var == "bool" ? DType::boolean : fixed.count(o.var) ? fixed.at(o.var) : DType::i64;
+      DType dt = o.var == var ? d : o.var == "bool" ? DType::boolean : o.var == "u8" ? DType::u8 : fixed.count(o.var) ? fixed.at(o.var) : DType::i64;
       operands.emplace_back(dt, probe_shape(o.probe));
     }
     try {
@@ -179,7 +183,7 @@ Signature signature(const OpDef &def, const OpDoc &doc) {
     // The result dtype: T when it follows T, else what the verifier says.
     std::vector<TensorType> operands;
     for (const OperandDoc &o : doc.operands)
-      operands.emplace_back(o.var == "bool" ? DType::boolean : fixed.count(o.var) ? fixed[o.var] : DType::i64,
+      operands.emplace_back(o.var == "bool" ? DType::boolean : o.var == "u8" ? DType::u8 : fixed.count(o.var) ? fixed[o.var] : DType::i64,
                             probe_shape(o.probe));
     Attrs attrs;
     for (const auto &[name, value] : doc.probe_attrs)
@@ -193,7 +197,7 @@ Signature signature(const OpDef &def, const OpDoc &doc) {
       if (ds.size() > 1) {
         std::vector<TensorType> ops2;
         for (const OperandDoc &o : doc.operands)
-          ops2.emplace_back(o.var == "T" ? ds[1] : o.var == "bool" ? DType::boolean : fixed.count(o.var) ? fixed[o.var] : DType::i64,
+          ops2.emplace_back(o.var == "T" ? ds[1] : o.var == "bool" ? DType::boolean : o.var == "u8" ? DType::u8 : fixed.count(o.var) ? fixed[o.var] : DType::i64,
                             probe_shape(o.probe));
         follows = infer_result_types(def, ops2, normalize_attrs(def, attrs), nullptr).at(0).dtype == ds[1];
       }

@@ -13,5 +13,6 @@ void register_shape_ops(OpRegistry &registry);         // Shape.cpp: reshape tra
 void register_structural_ops(OpRegistry &registry);
 void register_state_ops(OpRegistry &registry);         // State.cpp: buffer_prefix buffer_append (model state)
 void register_recurrence_ops(OpRegistry &registry);  // Recurrence.cpp: recurrence (LSTM/GRU/RNN; Ops/Recurrence.h)
+void register_quantized_ops(OpRegistry &registry);     // MatmulNbits.cpp: matmul_nbits (weight-only quantized)
 void register_attention_ops(OpRegistry &registry);     // Attention.cpp: attention (fused; Transforms/FuseAttention)    // Structural.cpp: call allreduce_sum
 } // namespace maxc

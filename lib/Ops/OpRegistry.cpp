@@ -28,6 +28,7 @@ const OpRegistry &OpRegistry::instance() {
     register_shape_ops(r);
     register_structural_ops(r);
     register_attention_ops(r);
+    register_quantized_ops(r);
     register_recurrence_ops(r);
     register_state_ops(r);
     return r;

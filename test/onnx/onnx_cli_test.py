@@ -2004,6 +2004,145 @@ def case_loop_at_run_time(c):
     assert "cannot make scan outputs" in r.stderr, r.stderr
 
 
+def np_nbits_pack(codes, bits):
+    """Codes [..., m] (0..2^bits-1) packed low bits first: MatMulNBits' bytes."""
+    if bits == 8:
+        return codes.astype(np.uint8)
+    if codes.shape[-1] % 2:
+        codes = np.concatenate([codes, np.zeros(codes.shape[:-1] + (1,), codes.dtype)], -1)
+    return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
+
+
+def nbits_node(k, n, bits, block, zp, bias, rng, name="mm", g_idx=False, b_shape=None, tag=""):
+    """A com.microsoft MatMulNBits node on random codes reading A<tag>, writing
+    Y<tag>: (node, initializers, numpy's Y = A @ dequant(B)^T (+ bias) as a
+    function of A)."""
+    nb = (k + block - 1) // block
+    codes = rng.integers(0, 2 ** bits, (n, nb, block))
+    scales = (rng.standard_normal((n, nb)) * 0.05).astype(np.float32)
+    zps = rng.integers(0, 2 ** bits, (n, nb)) if zp else np.full((n, nb), 2 ** (bits - 1))
+    w = ((codes - zps[:, :, None]).astype(np.float32) * scales[:, :, None]).reshape(n, nb * block)[:, :k]
+    b_arr = np_nbits_pack(codes, bits)
+    if b_shape:
+        b_arr = np.zeros(b_shape, np.uint8)
+    inits = [numpy_helper.from_array(b_arr, "B" + tag), numpy_helper.from_array(scales.reshape(-1), "scales" + tag)]
+    ins = ["A" + tag, "B" + tag, "scales" + tag]
+    if zp:
+        inits.append(numpy_helper.from_array(np_nbits_pack(zps, bits).reshape(-1), "zp" + tag))
+        ins.append("zp" + tag)
+    bias_v = (rng.standard_normal(n) * 0.1).astype(np.float32)
+    if g_idx:
+        ins += [""] * (4 - len(ins)) + ["g_idx" + tag]
+        inits.append(numpy_helper.from_array(np.arange(k, dtype=np.int32) // block, "g_idx" + tag))
+    if bias:
+        ins += [""] * (5 - len(ins)) + ["bias" + tag]
+        inits.append(numpy_helper.from_array(bias_v, "bias" + tag))
+    node = helper.make_node("MatMulNBits", ins, ["Y" + tag], name=name, domain="com.microsoft", K=k, N=n, bits=bits,
+                            block_size=block)
+    def want(a):
+        y = a.astype(np.float64) @ w.astype(np.float64).T
+        return (y + bias_v if bias else y).astype(np.float32)
+    return node, inits, want
+
+
+def nbits_model(parts):
+    """A model of MatMulNBits nodes: parts = [(tag, k, node, inits)]."""
+    graph = helper.make_graph([p[2] for p in parts], "nbits",
+                              [helper.make_tensor_value_info("A" + p[0], TensorProto.FLOAT, [None, p[1]]) for p in parts],
+                              [helper.make_tensor_value_info("Y" + p[0], TensorProto.FLOAT, None) for p in parts],
+                              [i for p in parts for i in p[3]])
+    return helper.make_model(graph, opset_imports=OPSET + [helper.make_opsetid("com.microsoft", 1)])
+
+
+def matmul_nbits_model(k, n, bits, block, zp, bias, rng, **kw):
+    node, inits, want = nbits_node(k, n, bits, block, zp, bias, rng, **kw)
+    return nbits_model([("", k, node, inits)]), want
+
+
+def case_matmul_nbits(c):
+    """com.microsoft MatMulNBits (weight-only int4/int8, ONNX Runtime's layout):
+    bits 4 and 8, with and without zero points and bias, K not a multiple of
+    the block, N odd, A of 1 and 3 rows, one model of five nodes; equal to
+    numpy's dequant + matmul (rtol 1e-4) on the reference, the CPU and the
+    GPU emulator."""
+    rng = np.random.default_rng(7)
+    parts, wants, args = [], {}, []
+    for i, (m, k, n, bits, block, zp, bias) in enumerate([
+            (1, 64, 33, 4, 32, True, False), (3, 64, 33, 4, 32, True, False), (3, 100, 17, 4, 16, False, True),
+            (3, 70, 9, 8, 32, True, True), (3, 48, 5, 8, 64, False, False)]):
+        tag = str(i)
+        node, inits, want = nbits_node(k, n, bits, block, zp, bias, rng, name=f"mm{i}", tag=tag)
+        parts.append((tag, k, node, inits))
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        np.save(c.path(f"A{tag}.npy"), a)
+        args += ["--input", f"A{tag}={c.path(f'A{tag}.npy')}"]
+        wants[tag] = want(a)
+    p = c.save(nbits_model(parts), "nbits.onnx")
+    for device in ["reference", "cpu", "amdgpu-emu"]:
+        out = c.path(f"out-{device}")
+        c.run("run", p, *args, "--device", device, "--output-dir", out)
+        for tag, want in wants.items():
+            got = np.load(os.path.join(out, f"Y{tag}.npy"))
+            assert got.shape == want.shape, (device, tag, got.shape)
+            assert np.allclose(got, want, rtol=1e-4, atol=1e-4), (device, tag, np.abs(got - want).max())
+
+
+def case_matmul_nbits_refused(c):
+    """MatMulNBits variants maxc does not take: clear errors naming the node."""
+    rng = np.random.default_rng(8)
+    model, _ = matmul_nbits_model(64, 8, 4, 32, False, False, rng, name="/q/MatMulNBits", g_idx=True)
+    err = expect_code(c, c.save(model, "gidx.onnx"), "E0605")
+    assert "node '/q/MatMulNBits' (com.microsoft.MatMulNBits" in err and "g_idx" in err, err
+    model, _ = matmul_nbits_model(64, 8, 4, 32, False, False, rng, name="/q/bits")
+    model.graph.node[0].attribute[2].i = 3  # bits
+    err = expect_code(c, c.save(model, "bits3.onnx"), "E0605")
+    assert "node '/q/bits'" in err and "bits=3" in err, err
+    model, _ = matmul_nbits_model(64, 8, 4, 32, False, False, rng, name="/q/shape", b_shape=(8, 2, 8))
+    err = expect_code(c, c.save(model, "bshape.onnx"), "E0104")
+    assert "node '/q/shape'" in err and "ceil(K / block_size)" in err, err
+    model, _ = matmul_nbits_model(64, 8, 4, 32, False, False, rng, name="/q/block")
+    model.graph.node[0].attribute[3].i = 8  # block_size
+    err = expect_code(c, c.save(model, "block8.onnx"), "E0607")
+    assert "node '/q/block'" in err and "block_size 8" in err, err
+
+
+def case_quantize_weights(c):
+    """maxc compile/run --quantize-weights int8|int4 on a float MatMul model:
+    the weight becomes matmul_nbits (the object's weight bytes shrink), the
+    per-layer error is printed (not with --quiet), and the outputs stay
+    within the quantization error of the float model's."""
+    rng = np.random.default_rng(9)
+    w = (rng.standard_normal((96, 80)) * 0.1).astype(np.float32)
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"], name="fc")], "qw",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 96])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 80])],
+                          [numpy_helper.from_array(w, "W")])
+    p = c.save(helper.make_model(g, opset_imports=OPSET), "qw.onnx")
+    x = rng.standard_normal((2, 96)).astype(np.float32)
+    np.save(c.path("x.npy"), x)
+    sizes = {}
+    for kind, tol in [("", 1e-4), ("int8", 0.02), ("int4", 0.3)]:
+        flags = ["--quantize-weights", kind] if kind else []
+        out = c.path("out" + kind)
+        r = c.run(*flags, "run", p, "--input", f"x={c.path('x.npy')}", "--device", "cpu", "--output-dir", out)
+        got = np.load(os.path.join(out, "y.npy"))
+        ref = x @ w
+        rel = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+        assert rel < tol, (kind, rel)
+        if kind:
+            assert f"maxc: {kind} W [N 80, K 96]: relative error" in r.stderr, r.stderr
+            assert c.run("--quiet", *flags, "check", p).stderr == ""
+        obj = c.path(f"qw{kind}.o")
+        c.run(*flags, "compile", p, "-o", obj)
+        with open(c.path("qw.manifest.json")) as f:  # named after the model
+            sizes[kind] = json.load(f)["memory"]["weights_bytes"]
+    # 7680 weights: f32 4 bytes each; int8 1 byte, int4 half a byte, plus an
+    # f32 scale and a packed zero point per block of 32 (3 blocks x 80 rows; int4: a row's 3 in 2 bytes)
+    assert sizes == {"": 30720, "int8": 7680 + 960 + 240, "int4": 3840 + 960 + 160}, sizes
+    r = c.run("--quantize-weights", "int3", "check", p, expect=1)
+    assert "expected int8 or int4" in r.stderr, r.stderr
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -29,6 +29,7 @@ struct GlobalOptions {
   std::map<std::string, int64_t> max_dims;         // --max-dim NAME=N
   bool no_dedup = false;
   std::string state; // --state auto | IN=OUT,...
+  std::string quantize_weights; // --quantize-weights int8 | int4 (compile, run, check, profile, trace)
 };
 
 struct CheckOptions {

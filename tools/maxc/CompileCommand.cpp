@@ -46,6 +46,7 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
   request.max_dims = global.max_dims;
   request.state = global.state;
   request.dedup = !global.no_dedup;
+  request.quantize_weights = global.quantize_weights;
   // --gpu sm_80,...: NVIDIA (backend "cuda"); gfx names and AMD aliases: "amdgpu".
   request.backend = options.gpu.empty() ? "cpu" : options.gpu.find("sm_") != std::string::npos ? "cuda" : "amdgpu";
   request.options.triple = options.target;
@@ -77,6 +78,8 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
   });
   if (progress)
     std::fprintf(stderr, "\r\033[K");
+  if (!global.quiet)
+    print_quantized_layers(result.quantized, global.quantize_weights);
   if (ok && options.print_outputs) {
     for (const auto &[kind, path] : result.outputs)
       if (kind != "depfile")

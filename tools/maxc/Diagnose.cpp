@@ -3,6 +3,7 @@
 #include "maxc/Support/FileSystem.h"
 #include "maxc/Support/Version.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -78,6 +79,38 @@ LoadOptions load_options(const GlobalOptions &global) {
   return load;
 }
 
+void print_quantized_layers(const std::vector<QuantizedLayer> &layers, const std::string &kind) {
+  if (kind.empty())
+    return;
+  double worst = 0;
+  int64_t weights = 0;
+  for (const QuantizedLayer &l : layers) {
+    std::fprintf(stderr, "maxc: %s %s [N %lld, K %lld]: relative error %.4g\n", kind.c_str(), l.weight.c_str(),
+                 static_cast<long long>(l.n), static_cast<long long>(l.k), l.relative_error);
+    worst = std::max(worst, l.relative_error);
+    weights += l.n * l.k;
+  }
+  std::fprintf(stderr, "maxc: --quantize-weights %s: %zu weights (%lld values) quantized, worst relative error %.4g\n",
+               kind.c_str(), layers.size(), static_cast<long long>(weights), worst);
+}
+
+void apply_quantize_weights(const GlobalOptions &global, LoadedModel &model, DiagnosticEngine &diagnostics) {
+  if (global.quantize_weights.empty() || !model.graph)
+    return;
+  try {
+    QuantizeWeightsOptions q;
+    q.bits = quantize_weights_bits(global.quantize_weights);
+    std::vector<QuantizedLayer> layers;
+    if (std::unique_ptr<Graph> g = quantize_weights(*model.graph, q, &layers))
+      model.graph = std::move(g);
+    if (!global.quiet)
+      print_quantized_layers(layers, global.quantize_weights);
+  } catch (const Error &e) {
+    diagnostics.error(e.code(), "", "--quantize-weights", e.message());
+    model.graph.reset();
+  }
+}
+
 LoadedModel load_model_to_run(const GlobalOptions &global, const std::string &model, const std::string &weights,
                               DimBindings &run_dims, DiagnosticEngine &diagnostics,
                               const std::map<std::string, HostTensor> &input_values) {
@@ -86,6 +119,7 @@ LoadedModel load_model_to_run(const GlobalOptions &global, const std::string &mo
   load.input_values = input_values;
   load.dims_may_be_run_values = true;
   LoadedModel loaded = load_model(model, load, diagnostics);
+  apply_quantize_weights(global, loaded, diagnostics);
   run_dims.clear();
   if (!loaded.graph)
     return loaded;

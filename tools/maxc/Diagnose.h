@@ -5,6 +5,7 @@
 
 #include "maxc/Codegen/ModelAbi.h"
 #include "maxc/Frontend/ModelLoader.h"
+#include "maxc/Transforms/QuantizeWeights.h"
 #include "maxc/Support/Diagnostics.h"
 
 #include <nlohmann/json_fwd.hpp>
@@ -25,6 +26,12 @@ int exit_code_for(const DiagnosticEngine &diagnostics);
 /// The model-loading options every command takes from the global flags
 /// (ONNX: `--dim` pins, `--no-dedup`); the command adds its own (weights).
 LoadOptions load_options(const GlobalOptions &global);
+
+/// --quantize-weights: the loaded graph's constant matmul weights quantized
+/// (Transforms/QuantizeWeights.h), each layer's error printed unless --quiet.
+void apply_quantize_weights(const GlobalOptions &global, LoadedModel &model, DiagnosticEngine &diagnostics);
+/// One stderr line per quantized weight, and a total.
+void print_quantized_layers(const std::vector<QuantizedLayer> &layers, const std::string &kind);
 
 /// Loads the model a run-time command runs (`maxc run`, `maxc profile`):
 /// the global flags, `weights` if given. `--dim NAME=N` means what it means

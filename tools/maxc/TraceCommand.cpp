@@ -40,6 +40,7 @@ int run_trace(const GlobalOptions &global, const TraceOptions &options) {
   load.weights_path = options.weights;
   load.synthesize_weights = options.no_weights;
   LoadedModel model = load_model(options.model, load, diagnostics);
+  apply_quantize_weights(global, model, diagnostics);
   if (!model.graph)
     return finish(global, diagnostics);
 

@@ -93,6 +93,11 @@ int main(int argc, char **argv) {
                  "every output that is Concat(graph input, new rows), or IN=OUT pairs (comma-separated, '*' "
                  "matching the same text on both sides: 'past_key_values.*=present.*')")
       ->type_name("auto|IN=OUT,...");
+  app.add_option("--quantize-weights", global.quantize_weights,
+                 "int8 or int4: weight-only quantization of every matmul/linear with a constant f32 weight "
+                 "(K >= 32): blocks of 32 along K, a scale and a zero point each (asymmetric), the weight kept "
+                 "in 8 or 4 bits (matmul_nbits); the per-layer relative error goes to stderr (not with --quiet). ONNX: "
+                 "add --no-dedup, else the weights of repeated layers (arguments of one shared subgraph) stay f32");
   app.add_flag("--no-dedup", global.no_dedup, "ONNX models: do not trace repeated layers as shared subgraphs");
 
   CheckOptions check;

@@ -3,6 +3,7 @@
 // and timed, whatever the backend. `maxc compile` and the tests call it.
 #pragma once
 
+#include "maxc/Transforms/QuantizeWeights.h"
 #include "maxc/Codegen/Profile.h"
 #include "maxc/Driver/Backend.h"
 #include "maxc/Support/Diagnostics.h"
@@ -23,6 +24,7 @@ struct CompileRequest {
   std::map<std::string, int64_t> max_dims; // ONNX: --max-dim NAME=N bounds a dim read at run time
   std::string state; // ONNX: --state auto | IN=OUT,... makes KV-cache pairs model state
   bool dedup = true;                   // ONNX: trace repeated blocks as shared subgraphs
+  std::string quantize_weights;        // "" | int8 | int4: constant matmul weights to matmul_nbits (Transforms/QuantizeWeights.h)
   std::string backend = "cpu";
   BackendOptions options;
   std::string name;       // C symbol prefix; "" = the model's name
@@ -41,6 +43,7 @@ struct CompileResult {
   std::vector<std::pair<std::string, std::string>> outputs; // kind, path; --print-outputs order
   PassTimer timer;
   std::string object_path, summary;
+  std::vector<QuantizedLayer> quantized; // --quantize-weights: each weight quantized, with its error
 };
 
 /// Runs the pipeline. Problems go to `diagnostics`; returns false when a

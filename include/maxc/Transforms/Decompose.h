@@ -41,6 +41,10 @@ struct DecomposeOptions {
   /// sequence (the CPU: Codegen/Cpu/RecurrenceEmitter), of any length.
   /// Otherwise they are unrolled, which needs a static length.
   bool keep_recurrence = false;
+  /// Keep `matmul_nbits` nodes (weight-only quantized matmuls,
+  /// maxc/Ops/MatmulNbits.h) of f32 values whole: the backend reads the
+  /// packed codes as they are (the CPU: Codegen/Cpu/NbitsGemvEmitter).
+  bool keep_matmul_nbits = false;
 };
 
 std::unique_ptr<Graph> decompose(const Graph &graph, const DecomposeOptions &options = {});
@@ -55,5 +59,7 @@ bool keeps_row_kernel(const Graph &graph, const Node &node);
 bool keeps_attention(const Graph &graph, const Node &node, bool low_precision = false);
 /// True for a recurrence node that DecomposeOptions::keep_recurrence keeps (f32).
 bool keeps_recurrence(const Graph &graph, const Node &node);
+/// True for a matmul_nbits node that DecomposeOptions::keep_matmul_nbits keeps (f32).
+bool keeps_matmul_nbits(const Graph &graph, const Node &node);
 
 } // namespace maxc

@@ -7,6 +7,7 @@
 #include "Cpu/WinogradEmitter.h"
 #include "Cpu/GemmEmitter.h"
 #include "Cpu/GemmPanels.h"
+#include "Cpu/NbitsGemvEmitter.h"
 #include "Cpu/NormEmitter.h"
 #include "Cpu/RecurrenceEmitter.h"
 #include "Cpu/Runtime.h"
@@ -216,6 +217,8 @@ private:
       return emit_attention(node);
     if (lowering == "recurrence")
       return emit_recurrence(node);
+    if (lowering == "matmul_nbits")
+      return emit_matmul_nbits(node);
     if (lowering == "conv2d" && node_uses_gemm(g_, plan_, node))
       return emit_conv_gemm(node);
     if (node.op == "max_pool2d" && emit_max_pool(node))
@@ -318,6 +321,28 @@ private:
         emit_row_kernel(b_, r);
       });
     });
+  }
+
+  // matmul_nbits (f32, kept whole by DecomposeOptions::keep_matmul_nbits):
+  // Cpu/NbitsGemvEmitter on the stored operands, a's leading dims as rows.
+  void emit_matmul_nbits(const Node &node) {
+    for (ValueId v : node.operands)
+      if (plan_.values[v].storage == Storage::fused)
+        throw Error(ErrorCode::Internal, "codegen: a matmul_nbits operand is not stored");
+    ValueId out = node.results[0];
+    std::vector<Value *> cdims = dims_of(out);
+    Value *rows = b_.getInt64(1);
+    for (size_t d = 0; d + 1 < cdims.size(); ++d)
+      rows = b_.CreateMul(rows, cdims[d]);
+    NbitsGemvArgs args{pointer_of(node.operands[0]), pointer_of(node.operands[1]), pointer_of(node.operands[2]),
+                       node.operands.size() > 3 ? pointer_of(node.operands[3]) : nullptr, pointer_of(out), rows};
+    args.k = node.attrs.get_int("K");
+    args.n = node.attrs.get_int("N");
+    args.bits = node.attrs.get_int("bits");
+    args.block = node.attrs.get_int("block_size");
+    args.lanes = mod_.lanes;
+    args.prefix = mod_.prefix;
+    emit_matmul_nbits_kernel(b_, args);
   }
 
   // recurrence (f32, kept whole by DecomposeOptions::keep_recurrence): the
@@ -1319,6 +1344,8 @@ std::string cpu_lowering(const std::string &op) {
     return op; // kept whole for f32 (DecomposeOptions::fuse_attention): Cpu/AttentionEmitter
   if (op == "recurrence")
     return op; // kept whole for f32 (DecomposeOptions::keep_recurrence): Cpu/RecurrenceEmitter
+  if (op == "matmul_nbits")
+    return op; // kept whole for f32 (DecomposeOptions::keep_matmul_nbits): Cpu/NbitsGemvEmitter
   if (op_traits(op).has(OpTrait::rowwise))
     return "rows"; // softmax, norms kept whole (f32): one row kernel (NormEmitter)
   if (has_elemental_lowering(op))

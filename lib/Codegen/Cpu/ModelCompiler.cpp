@@ -525,6 +525,7 @@ std::unique_ptr<llvm::Module> build_model_module(const Graph &graph, const std::
   options.promote_low_precision = true; // as the CPU backend (Driver/CpuBackend.cpp)
   options.attention_kv_groups = true;
   options.keep_recurrence = true;
+  options.keep_matmul_nbits = true;
   std::unique_ptr<Graph> lowered = decompose(canonical ? *canonical : graph, options);
   ModelInterface abi = describe_interface(*lowered, name);
   LoweringPlans plans = plan_lowering_all(*lowered, cpu_plan_options());

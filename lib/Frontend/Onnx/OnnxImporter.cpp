@@ -1445,7 +1445,7 @@ private:
     OnnxNode node(proto, opset_, inputs, *this);
     std::vector<Val> results;
     try {
-      if (!proto.domain().empty() && proto.domain() != "ai.onnx")
+      if (!proto.domain().empty() && proto.domain() != "ai.onnx" && !is_contrib_op(proto.domain(), proto.op_type()))
         throw Error(ErrorCode::OnnxUnsupportedOp, "the domain '" + proto.domain() + "' is not supported");
       if (opset_ == 0)
         throw Error(ErrorCode::OnnxFormat, "the model imports no ai.onnx opset");
@@ -1827,7 +1827,7 @@ private:
 
   std::vector<Val> evaluate(OnnxNode &node) {
     const std::string &op = node.op();
-    if (!is_supported_op(op))
+    if (!is_supported_op(op) && !is_contrib_op(node.proto().domain(), op))
       throw Error(ErrorCode::OnnxUnsupportedOp, "the op " + op + " is not supported");
     if (op == "Loop")
       return loop(node, *this);

@@ -2310,6 +2310,7 @@ std::vector<Tensor> map_node(const OnnxNode &node) {
   if (op == "TopK") return top_k(node);
   if (op == "Einsum") return einsum(node);
   if (op == "LSTM" || op == "GRU" || op == "RNN") return recurrent(node);
+  if (is_contrib_op(node.proto().domain(), op)) return contrib(node);
   if (is_quantized_op(op)) return quantized(node);
   if (is_composite_op(op)) return composite(node);
   if (op == "Shape" || op == "Size" || op == "Constant")

@@ -162,5 +162,9 @@ std::vector<Tensor> quantized(const OnnxNode &node);
 /// windows, OneHot, GatherND, LRN, ReverseSequence.
 bool is_composite_op(const std::string &op);
 std::vector<Tensor> composite(const OnnxNode &node);
+/// ONNX Runtime's contrib ops maxc imports (OnnxContrib.cpp): com.microsoft
+/// MatMulNBits.
+bool is_contrib_op(const std::string &domain, const std::string &op);
+std::vector<Tensor> contrib(const OnnxNode &node);
 
 } // namespace maxc::onnx_import

@@ -57,9 +57,10 @@ TEST_CASE("every op has a lowering on every backend", "[codegen][ops][traits]") 
       // The CPU lowers rowwise composites as one row kernel (Cpu/NormEmitter).
       // ...and attention as one flash-style kernel (Cpu/AttentionEmitter;
       // on the GPU Gpu/GpuAttention), and recurrence as one loop over the
-      // steps (Cpu/RecurrenceEmitter; the GPU backends get it unrolled).
+      // steps (Cpu/RecurrenceEmitter; the GPU backends get it unrolled),
+      // and matmul_nbits as one kernel on the packed codes (Cpu/NbitsGemvEmitter).
       CHECK(cpu == (def->has(OpTrait::rowwise)                                        ? "rows"
-                    : def->name == "attention" || def->name == "recurrence" ? def->name
+                    : def->name == "attention" || def->name == "recurrence" || def->name == "matmul_nbits" ? def->name
                                                                                       : ""));
       CHECK(gpu == (def->name == "attention" ? "attention" : ""));
       continue;

@@ -1,0 +1,48 @@
+// Weight-only quantization (`maxc compile --quantize-weights int8|int4`):
+// every matmul whose B is a constant f32 matrix [K, N] (or [N, K] with
+// transpose_b), and every linear with a constant weight, of K >= the block
+// and at least kMinQuantizedElements weights, becomes matmul_nbits
+// (maxc/Ops/MatmulNbits.h) on the weight quantized block by block along K:
+// asymmetric (a scale and a zero point per block of 32, the block's range
+// [min(0, lo), max(0, hi)] mapped onto 0..2^bits - 1: MatMulNBits' layout and
+// ONNX Runtime's default), the f32 weight dropped. A bias of a linear is
+// added after. Other matmuls (an A transposed, a batched B, a computed B)
+// and other dtypes are left as they are, and so are weights that reach a
+// matmul as arguments of a subgraph call (ONNX dedup's repeated layers:
+// `--no-dedup` makes them constants of the root graph).
+#pragma once
+
+#include "maxc/IR/Graph.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace maxc {
+
+inline constexpr int64_t kMinQuantizedElements = 1024;
+
+struct QuantizeWeightsOptions {
+  int64_t bits = 4;     // 4 or 8
+  int64_t block = 32;   // codes per scale along K
+  bool symmetric = false;
+};
+
+/// One quantized weight: its constant, the node reading it, K and N, and
+/// the relative error ||W - dequant(W)||_F / ||W||_F.
+struct QuantizedLayer {
+  std::string weight, node;
+  int64_t k = 0, n = 0;
+  double relative_error = 0;
+};
+
+/// `graph` with its matmuls on constant f32 weights quantized (subgraph
+/// bodies too), or null when there is none. `layers` (optional) gets one
+/// entry per weight quantized, in node order.
+std::unique_ptr<Graph> quantize_weights(const Graph &graph, const QuantizeWeightsOptions &options,
+                                        std::vector<QuantizedLayer> *layers = nullptr);
+
+/// "int8" -> 8, "int4" -> 4; throws maxc::Error (InvalidArgument) otherwise.
+int64_t quantize_weights_bits(const std::string &text);
+
+} // namespace maxc

@@ -1,0 +1,260 @@
+// The weight-only quantized matmul (Cpu/NbitsGemvEmitter.h).
+#include "Cpu/NbitsGemvEmitter.h"
+#include "EntryPointUtil.h"
+
+#include "Cpu/Runtime.h"
+#include "maxc/Ops/MatmulNbits.h"
+
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace maxc::codegen {
+
+using llvm::Value;
+
+namespace {
+
+constexpr int64_t kColumnsPerTask = 16;
+constexpr unsigned kMaxRows = 4;      // rows of A sharing one dequantized chunk
+constexpr int64_t kMaxChunk = 32;     // codes per vector step
+constexpr int64_t kMaxSplitBytes = 32 << 10; // the task's stack buffer for A's rows copied (4 bits)
+
+// The task's arguments: a, b, scales, zero points (or null), c, m.
+llvm::StructType *task_args_type(llvm::LLVMContext &c) {
+  auto *ptr = llvm::PointerType::getUnqual(c);
+  return llvm::StructType::get(c, {ptr, ptr, ptr, ptr, ptr, llvm::Type::getInt64Ty(c)});
+}
+
+struct Kernel {
+  llvm::IRBuilder<> &b;
+  llvm::IRBuilder<> &entry;
+  NbitsLayout l;
+  bool has_zp;
+  Value *a, *bq, *scales, *zp, *c_ptr, *m;
+  int64_t lanes;
+  int64_t chunk = std::min(l.block, kMaxChunk);
+  bool split = false; // A's rows read from the even/odd copy (columns())
+  llvm::AllocaInst *split_buffer = nullptr;
+  llvm::LLVMContext &ctx = b.getContext();
+
+  llvm::FixedVectorType *fvec() { return llvm::FixedVectorType::get(b.getFloatTy(), static_cast<unsigned>(chunk)); }
+  Value *i64(int64_t v) { return b.getInt64(v); }
+
+  /// Chunk `ci` of block `blk` of column n: its codes as f32, dequantized
+  /// (code * s + bias, bias = -zp * s).
+  Value *weights(Value *col_bytes, Value *blk, Value *ci, Value *s, Value *bias) {
+    int64_t bytes = chunk * l.bits / 8;
+    Value *at = b.CreateGEP(b.getInt8Ty(), col_bytes,
+                            b.CreateAdd(b.CreateMul(blk, i64(l.blob_bytes())), b.CreateMul(ci, i64(bytes))));
+    auto *bvec = llvm::FixedVectorType::get(b.getInt8Ty(), static_cast<unsigned>(bytes));
+    Value *raw = b.CreateAlignedLoad(bvec, at, llvm::Align(1));
+    Value *codes = raw;
+    if (l.bits == 4) {
+      Value *lo = b.CreateAnd(raw, llvm::ConstantInt::get(bvec, 15));
+      Value *hi = b.CreateLShr(raw, llvm::ConstantInt::get(bvec, 4));
+      std::vector<int> mix(static_cast<size_t>(chunk));
+      for (int64_t i = 0; i < chunk; ++i)
+        mix[i] = static_cast<int>(split ? i : i % 2 == 0 ? i / 2 : bytes + i / 2);
+      codes = b.CreateShuffleVector(lo, hi, mix);
+    }
+    Value *f = b.CreateUIToFP(codes, fvec());
+    return b.CreateIntrinsic(llvm::Intrinsic::fma, {fvec()},
+                             {f, b.CreateVectorSplat(static_cast<unsigned>(chunk), s),
+                              b.CreateVectorSplat(static_cast<unsigned>(chunk), bias)});
+  }
+
+  /// Rows [row0, row0 + rows) of C's columns [n0, n1): two columns at a
+  /// time (independent FMA chains sharing A's loads) where the accumulators
+  /// fit in eight vector registers, else one. 4 bits, where the rows fit in
+  /// kMaxSplitBytes: A's rows copied first with each chunk's even elements
+  /// ahead of its odd ones (zeros past K), so that the low and high nibbles
+  /// need no interleaving (`split`).
+  void columns(Value *row0, unsigned rows, Value *n0, Value *n1) {
+    std::vector<Value *> arow(rows);
+    for (unsigned r = 0; r < rows; ++r)
+      arow[r] = b.CreateGEP(b.getFloatTy(), a, b.CreateMul(b.CreateAdd(row0, i64(r)), i64(l.k)));
+    int64_t padded = l.blocks() * l.block;
+    int64_t fit = std::min<int64_t>(kMaxRows, kMaxSplitBytes / (padded * 4)); // rows the buffer holds
+    split = l.bits == 4 && static_cast<int64_t>(rows) <= fit;
+    if (split) {
+      if (!split_buffer) { // one buffer for every row count's code
+        split_buffer = entry.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), static_cast<uint64_t>(fit * padded)));
+        split_buffer->setAlignment(llvm::Align(64));
+      }
+      llvm::AllocaInst *buffer = split_buffer;
+      int64_t half = chunk / 2;
+      std::vector<int> even_odd(static_cast<size_t>(chunk));
+      for (int64_t p = 0; p < chunk; ++p)
+        even_odd[p] = static_cast<int>(p < half ? 2 * p : 2 * (p - half) + 1);
+      for (unsigned r = 0; r < rows; ++r) {
+        Value *dst = b.CreateGEP(b.getFloatTy(), buffer, i64(r * padded));
+        auto copy = [&](Value *k0, int64_t valid) {
+          Value *at = b.CreateGEP(b.getFloatTy(), arow[r], k0);
+          Value *x;
+          if (valid < chunk) {
+            std::vector<llvm::Constant *> bits;
+            for (int64_t i = 0; i < chunk; ++i)
+              bits.push_back(b.getInt1(i < valid));
+            x = b.CreateMaskedLoad(fvec(), at, llvm::Align(4), llvm::ConstantVector::get(bits),
+                                   llvm::Constant::getNullValue(fvec()));
+          } else {
+            x = b.CreateAlignedLoad(fvec(), at, llvm::Align(4));
+          }
+          b.CreateAlignedStore(b.CreateShuffleVector(x, even_odd), b.CreateGEP(b.getFloatTy(), dst, k0), llvm::Align(4));
+        };
+        int64_t whole = l.k / chunk;
+        emit_counted_loop(b, i64(whole), [&](Value *i) { copy(b.CreateMul(i, i64(chunk)), chunk); }, "nbits.split.");
+        for (int64_t k0 = whole * chunk; k0 < padded; k0 += chunk) // the tail and the padding: zeros past K
+          copy(i64(k0), std::max<int64_t>(0, l.k - k0));
+        arow[r] = dst;
+      }
+    }
+    int64_t vectors = std::max<int64_t>(1, chunk / lanes); // registers per accumulator
+    unsigned width = rows * 2 * vectors <= 8 ? 2 : 1;
+    Value *count = b.CreateSub(n1, n0);
+    emit_counted_loop(b, b.CreateUDiv(count, i64(width)), [&](Value *j) {
+      group(arow, b.CreateAdd(n0, b.CreateMul(j, i64(width))), width, row0);
+    }, "nbits.col.");
+    if (width == 2)
+      emit_if(b, b.CreateICmpNE(b.CreateAnd(count, i64(1)), i64(0)), [&] { group(arow, b.CreateSub(n1, i64(1)), 1, row0); });
+  }
+
+  /// Columns [n, n + width) of the rows at `arow`.
+  void group(const std::vector<Value *> &arow, Value *n, unsigned width, Value *row0) {
+    unsigned rows = static_cast<unsigned>(arow.size());
+    std::vector<std::vector<llvm::AllocaInst *>> acc(width, std::vector<llvm::AllocaInst *>(rows));
+    for (auto &col : acc)
+      for (auto &s : col) {
+        s = entry.CreateAlloca(fvec());
+        b.CreateStore(llvm::Constant::getNullValue(fvec()), s);
+      }
+    int64_t nb = l.blocks(), full = l.k / l.block, chunks = l.block / chunk;
+    std::vector<Value *> cols(width), col_bytes(width);
+    for (unsigned c = 0; c < width; ++c) {
+      cols[c] = b.CreateAdd(n, i64(c));
+      col_bytes[c] = b.CreateGEP(b.getInt8Ty(), bq, b.CreateMul(cols[c], i64(l.row_bytes())));
+    }
+    // One block: its scales and zero points, then its chunks.
+    auto block = [&](Value *blk, bool tail) {
+      std::vector<Value *> s(width), bias(width);
+      for (unsigned c = 0; c < width; ++c) {
+        s[c] = b.CreateAlignedLoad(b.getFloatTy(),
+                                   b.CreateGEP(b.getFloatTy(), scales, b.CreateAdd(b.CreateMul(cols[c], i64(nb)), blk)),
+                                   llvm::Align(4));
+        Value *z;
+        if (!has_zp) {
+          z = llvm::ConstantFP::get(b.getFloatTy(), static_cast<double>(l.default_zero_point()));
+        } else {
+          Value *row = b.CreateGEP(b.getInt8Ty(), zp, b.CreateMul(cols[c], i64(l.zp_row_bytes())));
+          Value *byte = b.CreateLoad(b.getInt8Ty(),
+                                     b.CreateGEP(b.getInt8Ty(), row, l.bits == 8 ? blk : b.CreateLShr(blk, 1)));
+          if (l.bits == 4)
+            byte = b.CreateAnd(b.CreateLShr(byte, b.CreateTrunc(b.CreateShl(b.CreateAnd(blk, 1), 2), b.getInt8Ty())),
+                               b.getInt8(15));
+          z = b.CreateUIToFP(byte, b.getFloatTy());
+        }
+        bias[c] = b.CreateFNeg(b.CreateFMul(z, s[c]));
+      }
+      auto step = [&](Value *ci, int64_t valid) { // valid: A's elements in the chunk (< chunk: masked)
+        std::vector<Value *> w(width);
+        for (unsigned c = 0; c < width; ++c)
+          w[c] = weights(col_bytes[c], blk, ci, s[c], bias[c]);
+        Value *k0 = b.CreateAdd(b.CreateMul(blk, i64(l.block)), b.CreateMul(ci, i64(chunk)));
+        Value *mask = nullptr;
+        if (valid < chunk) {
+          std::vector<llvm::Constant *> bits;
+          for (int64_t i = 0; i < chunk; ++i)
+            bits.push_back(b.getInt1(i < valid));
+          mask = llvm::ConstantVector::get(bits);
+        }
+        for (unsigned r = 0; r < rows; ++r) {
+          Value *at = b.CreateGEP(b.getFloatTy(), arow[r], k0);
+          Value *x = mask && !split ? static_cast<Value *>(b.CreateMaskedLoad(fvec(), at, llvm::Align(4), mask,
+                                                                    llvm::Constant::getNullValue(fvec())))
+                          : static_cast<Value *>(b.CreateAlignedLoad(fvec(), at, llvm::Align(4)));
+          for (unsigned c = 0; c < width; ++c)
+            b.CreateStore(b.CreateIntrinsic(llvm::Intrinsic::fma, {fvec()}, {w[c], x, b.CreateLoad(fvec(), acc[c][r])}),
+                          acc[c][r]);
+        }
+      };
+      if (!tail) {
+        emit_counted_loop(b, i64(chunks), [&](Value *ci) { step(ci, chunk); }, "nbits.chunk.");
+        return;
+      }
+      int64_t left = l.k - full * l.block; // the tail block's codes within K
+      for (int64_t ci = 0; ci * chunk < left; ++ci)
+        step(i64(ci), std::min(chunk, left - ci * chunk));
+    };
+    emit_counted_loop(b, i64(full), [&](Value *blk) { block(blk, false); }, "nbits.block.");
+    if (full < nb)
+      block(i64(full), true);
+    for (unsigned c = 0; c < width; ++c)
+      for (unsigned r = 0; r < rows; ++r) {
+        Value *sum = b.CreateFAddReduce(llvm::ConstantFP::get(b.getFloatTy(), 0.0), b.CreateLoad(fvec(), acc[c][r]));
+        llvm::cast<llvm::Instruction>(sum)->setHasAllowReassoc(true);
+        Value *out =
+            b.CreateGEP(b.getFloatTy(), c_ptr, b.CreateAdd(b.CreateMul(b.CreateAdd(row0, i64(r)), i64(l.n)), cols[c]));
+        b.CreateAlignedStore(sum, out, llvm::Align(4));
+      }
+  }
+};
+
+// void <prefix>.nbits.<K>.<N>.<bits>.<block>.<zp>(ptr args, i64 t): every
+// row of columns [t * kColumnsPerTask, ...).
+llvm::Function *task_function(llvm::Module &m, const NbitsGemvArgs &g) {
+  bool has_zp = g.zero_points != nullptr;
+  std::string name = g.prefix + ".nbits." + std::to_string(g.k) + "." + std::to_string(g.n) + "." +
+                     std::to_string(g.bits) + "." + std::to_string(g.block) + (has_zp ? ".z" : ".s");
+  if (llvm::Function *f = m.getFunction(name))
+    return f;
+  llvm::LLVMContext &c = m.getContext();
+  auto *fn = llvm::Function::Create(task_function_type(c), llvm::GlobalValue::InternalLinkage, name, m);
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  auto *entry_block = llvm::BasicBlock::Create(c, "entry", fn);
+  auto *body = llvm::BasicBlock::Create(c, "body", fn);
+  llvm::IRBuilder<> entry(entry_block);
+  llvm::IRBuilder<> b(body);
+  llvm::StructType *st = task_args_type(c);
+  Value *args = fn->getArg(0);
+  auto field = [&](unsigned i, llvm::Type *t) { return entry.CreateLoad(t, entry.CreateStructGEP(st, args, i)); };
+  Value *a = field(0, b.getPtrTy()), *bq = field(1, b.getPtrTy()), *sc = field(2, b.getPtrTy()),
+        *zp = field(3, b.getPtrTy()), *cp = field(4, b.getPtrTy()), *rows = field(5, b.getInt64Ty());
+  llvm::BranchInst *to_body = entry.CreateBr(body);
+  entry.SetInsertPoint(to_body);
+  Kernel k{b, entry, NbitsLayout{g.k, g.n, g.bits, g.block}, has_zp, a, bq, sc, zp, cp, rows, g.lanes};
+  Value *n0 = b.CreateMul(fn->getArg(1), b.getInt64(kColumnsPerTask));
+  Value *n1 = b.CreateAdd(n0, b.getInt64(kColumnsPerTask));
+  n1 = b.CreateSelect(b.CreateICmpSLT(n1, b.getInt64(g.n)), n1, b.getInt64(g.n));
+  Value *groups = b.CreateUDiv(rows, b.getInt64(kMaxRows));
+  emit_counted_loop(b, groups, [&](Value *i) { k.columns(b.CreateMul(i, b.getInt64(kMaxRows)), kMaxRows, n0, n1); },
+                    "nbits.rows.");
+  Value *rest = b.CreateMul(groups, b.getInt64(kMaxRows)), *left = b.CreateSub(rows, rest);
+  for (unsigned r = 1; r < kMaxRows; ++r)
+    emit_if(b, b.CreateICmpEQ(left, b.getInt64(r)), [&] { k.columns(rest, r, n0, n1); });
+  b.CreateRetVoid();
+  return fn;
+}
+
+} // namespace
+
+void emit_matmul_nbits_kernel(llvm::IRBuilder<> &b, const NbitsGemvArgs &args) {
+  llvm::Function *fn = b.GetInsertBlock()->getParent();
+  llvm::Module &m = *fn->getParent();
+  llvm::LLVMContext &c = m.getContext();
+  llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+  llvm::StructType *st = task_args_type(c);
+  Value *task_args = entry.CreateAlloca(st);
+  Value *rows = b.CreateSelect(b.CreateICmpSGT(args.m, b.getInt64(0)), args.m, b.getInt64(0));
+  Value *zp = args.zero_points ? args.zero_points : llvm::ConstantPointerNull::get(b.getPtrTy());
+  Value *fields[] = {args.a, args.b, args.scales, zp, args.c, rows};
+  for (unsigned i = 0; i < 6; ++i)
+    b.CreateStore(fields[i], b.CreateStructGEP(st, task_args, i));
+  int64_t tasks = (args.n + kColumnsPerTask - 1) / kColumnsPerTask;
+  Value *work = b.CreateMul(rows, b.getInt64(args.n * args.k));
+  emit_parallel_for(b, args.prefix, task_args, b.getInt64(tasks), task_function(m, args), work);
+}
+
+} // namespace maxc::codegen

@@ -1,0 +1,36 @@
+// The CPU's weight-only quantized matmul (matmul_nbits, maxc/Ops/MatmulNbits.h):
+// C[M, N] (f32) = A[M, K] (f32) @ dequant(B)^T, B's codes read in their 4 or
+// 8 bits as MatMulNBits lays them out (the constant stays that small in the
+// object) and dequantized in registers.
+//
+// GEMV-shaped (decode: M = 1..4 rows, memory-bound): for each column n, a
+// block of K's codes is loaded (chunks of up to 32 codes), unpacked (4 bits:
+// the low and high nibbles interleaved), converted to f32 and scaled,
+// w = code * s - zp * s (one FMA), then multiplied into up to four rows of A
+// at once (one vector accumulator per row), so B is read once per four
+// rows. Larger M loops over groups of four rows (correct, not tuned: B's
+// columns of a task stay in cache between groups). A's K tail past the
+// last whole block is read with masked loads. Each output element is one
+// column's sum in a fixed order: the same at any thread count.
+//
+// Tasks are groups of kColumnsPerTask columns (all rows), handed to the
+// runtime's parallel_for (Cpu/Runtime.h).
+#pragma once
+
+#include <llvm/IR/IRBuilder.h>
+
+#include <string>
+
+namespace maxc::codegen {
+
+struct NbitsGemvArgs {
+  llvm::Value *a, *b, *scales, *zero_points, *c; // zero_points null: the default 2^(bits - 1)
+  llvm::Value *m;                                // i64 rows of A and C
+  int64_t k = 0, n = 0, bits = 4, block = 32;
+  unsigned lanes = 16;
+  std::string prefix;
+};
+
+void emit_matmul_nbits_kernel(llvm::IRBuilder<> &builder, const NbitsGemvArgs &args);
+
+} // namespace maxc::codegen
