@@ -138,8 +138,10 @@ private:
     // A GEMM weight packed in panel order (Cpu/GemmPanels.h) holds only that.
     bool packed = mod_.packed && mod_.packed->packed_constant(g_, name);
     bool int8 = data.dtype() == DType::u8 || data.dtype() == DType::i8;
+    bool conv_int8 = packed && mod_.packed->conv_int8.count({&g_, name});
     llvm::Constant *bytes =
-        packed && int8 ? llvm::ConstantDataArray::get(mod_.ctx, llvm::ArrayRef<uint8_t>(pack_int8_panels(data, mod_.packed->nr)))
+        conv_int8 ? llvm::ConstantDataArray::get(mod_.ctx, llvm::ArrayRef<uint8_t>(pack_conv_int8_weight(data)))
+        : packed && int8 ? llvm::ConstantDataArray::get(mod_.ctx, llvm::ArrayRef<uint8_t>(pack_int8_panels(data, mod_.packed->nr)))
         : packed
             ? llvm::ConstantDataArray::get(mod_.ctx, llvm::ArrayRef<float>(pack_gemm_panels(data, mod_.packed->nr)))
             : llvm::ConstantDataArray::getRaw(
@@ -216,6 +218,8 @@ private:
       return emit_attention(node);
     if (lowering == "recurrence")
       return emit_recurrence(node);
+    if (lowering == "conv2d" && conv_uses_int8_gemm(g_, plan_, node) && emit_conv_int8(node))
+      return;
     if (lowering == "conv2d" && node_uses_gemm(g_, plan_, node))
       return emit_conv_gemm(node);
     if (node.op == "max_pool2d" && emit_max_pool(node))
@@ -1090,6 +1094,35 @@ private:
     args.dot = mod_.int8_dot;
     args.prefix = mod_.prefix;
     emit_gemm_i8(b_, args);
+    return true;
+  }
+
+  // An integer conv (conv_uses_int8_gemm) with its weight packed, per
+  // image: Cpu/ConvEmitter.h, emit_conv_i8. False where the weight is not
+  // packed (read by something else): the loop nest then, through the fused
+  // sub and casts.
+  bool emit_conv_int8(const Node &node) {
+    ConvInt8Operands ops = *conv_int8_operands(g_, node);
+    if (!mod_.packed || !mod_.packed->packed_value(g_, ops.weight))
+      return false;
+    ValueId out = node.results[0];
+    ConvShape s = conv_shape(node);
+    Value *scratch = b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(plan_.scratch_slot));
+    Value *xptr = pointer_of(ops.x), *optr = pointer_of(out), *wptr = pointer_of(ops.weight);
+    Value *zptr = ops.has_zero_point ? pointer_of(ops.zero_point) : nullptr;
+    loop(dim(g_.type_of(ops.x).shape[0]), [&](Value *n) {
+      ConvInt8Args args{s,
+                        b_.CreateGEP(b_.getInt8Ty(), xptr, b_.CreateMul(n, b_.getInt64(s.C * s.H * s.W))),
+                        zptr,
+                        wptr,
+                        b_.CreateGEP(b_.getFloatTy(), optr, b_.CreateMul(n, b_.getInt64(s.O * s.OH * s.OW))),
+                        scratch};
+      args.x_signed = g_.type_of(ops.x).dtype == DType::i8;
+      args.lanes = mod_.lanes;
+      args.dot = mod_.int8_dot;
+      args.prefix = mod_.prefix;
+      emit_conv_i8(b_, args);
+    });
     return true;
   }
 

@@ -187,3 +187,68 @@ TEST_CASE("integer GEMM with a symbolic number of rows", "[codegen][qgemm]") {
       REQUIRE(bitwise_mismatch(compiled.run_threads({x}, threads), expected).empty());
   }
 }
+
+// Integer convs (Cpu/ConvEmitter.h: emit_conv_i8): the importer's exact f32
+// conv of 8-bit activations minus their zero point (ConvInteger), weights w
+// - w_zp known (f32 integers, up to 255 apart per output channel), through
+// the byte im2col (the padding the zero point) and the integer GEMM; bit for
+// bit against the reference: u8 and i8 activations, zero points 0/128/255
+// (as the dtype holds them), u8 and i8 weights with their zero points, 3x3
+// padded, stride 2, dilation 2, 5x3 unpadded, K not a multiple of 4.
+TEST_CASE("integer conv: k x k ConvInteger through the integer GEMM, bit for bit", "[codegen][qgemm]") {
+  struct Conv {
+    DType x;
+    int64_t c, h, w, o, kh, kw;
+    std::vector<int64_t> stride, pad, dilation;
+    DType wdt;
+    int64_t w_zp;
+  };
+  const std::vector<Conv> convs = {
+      {DType::u8, 8, 9, 11, 19, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, DType::u8, 131},
+      {DType::u8, 5, 12, 10, 33, 3, 3, {2, 2}, {1, 0, 1, 2}, {1, 1}, DType::i8, 0},
+      {DType::i8, 4, 13, 13, 16, 3, 3, {1, 1}, {2, 2, 2, 2}, {2, 2}, DType::u8, 255},
+      {DType::i8, 3, 7, 9, 7, 5, 3, {1, 2}, {0, 0, 0, 0}, {1, 1}, DType::i8, -128},
+  };
+  const std::vector<int64_t> zps = {0, 128, 255};
+  std::vector<TensorType> types;
+  std::vector<HostTensor> inputs, weights;
+  for (const Conv &cv : convs) {
+    types.emplace_back(cv.x, static_shape({2, cv.c, cv.h, cv.w}));
+    inputs.push_back(full_range(cv.x, {2, cv.c, cv.h, cv.w}));
+    HostTensor w = full_range(cv.wdt, {cv.o, cv.c, cv.kh, cv.kw});
+    HostTensor shifted(DType::f32, w.shape());
+    for (int64_t i = 0; i < w.numel(); ++i)
+      shifted.set_f64(i, static_cast<double>(w.get_i64(i) - cv.w_zp));
+    weights.push_back(shifted);
+  }
+  for (const Conv &cv : convs) {
+    for (int64_t zp : zps) {
+      types.emplace_back(cv.x, Shape{});
+      HostTensor z(cv.x, {});
+      z.set_i64(0, cv.x == DType::u8 ? zp : zp - 128);
+      inputs.push_back(z);
+    }
+  }
+  auto graph = trace_graph(types, [&](auto &in) {
+    std::vector<Tensor> out;
+    for (size_t i = 0; i < convs.size(); ++i) {
+      const Conv &cv = convs[i];
+      ops::Conv2dOptions opts;
+      opts.stride = cv.stride;
+      opts.padding = cv.pad;
+      opts.dilation = cv.dilation;
+      opts.exact = true;
+      Tensor x = ops::cast(in[i], DType::f32);
+      for (size_t z = 0; z < zps.size(); ++z) {
+        Tensor xs = ops::sub(ops::cast(in[i], DType::f32),
+                             ops::cast(in[convs.size() + i * zps.size() + z], DType::f32));
+        std::string name = "w" + std::to_string(i) + "." + std::to_string(z);
+        out.push_back(ops::conv2d(xs, Tensor::from_host(weights[i], name), std::nullopt, opts));
+      }
+    }
+    return out;
+  });
+  REQUIRE(count_model_functions(*graph, [](llvm::StringRef name) { return name.starts_with("m.pack_i8"); }) ==
+          convs.size() * zps.size());
+  check_configs(*graph, inputs, Interpreter::run(*graph, inputs));
+}
