@@ -381,7 +381,7 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
   std::map<size_t, size_t> epilogue_at; // the node computing r -> its GEMM node
   for (size_t n = 0; n < nodes.size(); ++n) {
     const Node &node = nodes[n];
-    if (!node_uses_gemm(g, plan, node))
+    if (!node_uses_gemm(g, plan, node) && !(options.int8_gemm && conv_uses_int8_gemm(g, plan, node)))
       continue;
     ValueId m = node.results[0];
     if (plan.values[m].storage != Storage::temp)

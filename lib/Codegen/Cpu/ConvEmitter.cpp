@@ -664,7 +664,7 @@ void emit_conv_i8(llvm::IRBuilder<> &outer, const ConvInt8Args &a) {
     Value *zp32 = outer.CreateZExt(a.x_signed ? outer.CreateXor(zp, outer.getInt8(0x80)) : zp, i32);
     const std::array<int64_t, 2> split = conv_task_split(s.O, P);
     const int64_t per = split[1];
-    emit_tasks(outer, a.prefix, "requant_i8", {acc, tail, a.out, zp32}, split[0], s.O * P, nullptr,
+    emit_tasks(outer, a.prefix, "requant_i8", {acc, tail, a.out, zp32}, split[0], s.O * P, a.epilogue,
                [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
                  Value *o0 = mul(b, t, per);
                  Value *o1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, o0, per), b.getInt64(s.O));
@@ -679,7 +679,10 @@ void emit_conv_i8(llvm::IRBuilder<> &outer, const ConvInt8Args &a) {
                      Value *v = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), row, p));
                      Value *r = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), ones, p));
                      v = b.CreateSub(b.CreateAdd(v, b.CreateMul(z, r)), corr);
-                     b.CreateStore(b.CreateSIToFP(v, b.getFloatTy()), f32_at(b, dst, p));
+                     Value *f = b.CreateSIToFP(v, b.getFloatTy());
+                     if (a.epilogue)
+                       f = a.epilogue->apply(b, f, o, p);
+                     b.CreateStore(f, f32_at(b, dst, p));
                    });
                  });
                });

@@ -1098,7 +1098,8 @@ private:
   }
 
   // An integer conv (conv_uses_int8_gemm) with its weight packed, per
-  // image: Cpu/ConvEmitter.h, emit_conv_i8. False where the weight is not
+  // image: Cpu/ConvEmitter.h, emit_conv_i8, with the plan's epilogue (the
+  // dequantization after a ConvInteger). False where the weight is not
   // packed (read by something else): the loop nest then, through the fused
   // sub and casts.
   bool emit_conv_int8(const Node &node) {
@@ -1108,9 +1109,16 @@ private:
     ValueId out = node.results[0];
     ConvShape s = conv_shape(node);
     Value *scratch = b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(plan_.scratch_slot));
-    Value *xptr = pointer_of(ops.x), *optr = pointer_of(out), *wptr = pointer_of(ops.weight);
+    size_t n_index = node_index(node);
+    Value *xptr = pointer_of(ops.x), *optr = gemm_output(n_index, out), *wptr = pointer_of(ops.weight);
     Value *zptr = ops.has_zero_point ? pointer_of(ops.zero_point) : nullptr;
     loop(dim(g_.type_of(ops.x).shape[0]), [&](Value *n) {
+      // The plan's epilogue chain at (n, o, oy, ox), applied as the sums are
+      // finished.
+      auto epi = make_epilogue(node, n_index, {n}, kNoValue, [this, s](const Index &prefix, Value *row, Value *col) {
+        Value *ow = b_.getInt64(s.OW);
+        return Index{prefix[0], row, b_.CreateUDiv(col, ow), b_.CreateURem(col, ow)};
+      });
       ConvInt8Args args{s,
                         b_.CreateGEP(b_.getInt8Ty(), xptr, b_.CreateMul(n, b_.getInt64(s.C * s.H * s.W))),
                         zptr,
@@ -1121,6 +1129,7 @@ private:
       args.lanes = mod_.lanes;
       args.dot = mod_.int8_dot;
       args.prefix = mod_.prefix;
+      args.epilogue = epi ? &epi->gemm : nullptr;
       emit_conv_i8(b_, args);
     });
     return true;
