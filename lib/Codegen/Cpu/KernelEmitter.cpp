@@ -224,6 +224,8 @@ private:
       return emit_conv_gemm(node);
     if (node.op == "max_pool2d" && emit_max_pool(node))
       return;
+    if ((node.op == "min" || node.op == "max") && emit_full_min_max(node))
+      return;
     if (lowering != "conv2d" && lowering != "elemental")
       throw Error(ErrorCode::Internal, "codegen: no lowering for op '" + node.op + "'");
     for (size_t r = 0; r < node.results.size(); ++r) {
@@ -1227,6 +1229,97 @@ private:
                     mod_.lanes, mod_.prefix, epi ? &epi->gemm : nullptr};
       emit_gemm_f32(b_, args);
     });
+  }
+
+  /// min / max of a whole stored f32 tensor (static, non-empty) into a
+  /// stored scalar (DynamicQuantizeLinear's range): vectors of the target's
+  /// lanes, four accumulators, then the reference's result bit for bit
+  /// (Ops/Reduction.cpp: the last NaN, ties keeping the first): a NaN seen
+  /// anywhere gives the last NaN, a zero result the first zero (+0 or -0),
+  /// found by a second scan that stops there; any other result has only one
+  /// bit pattern. False (nothing emitted) otherwise.
+  bool emit_full_min_max(const Node &node) {
+    ValueId x = node.operands[0], out = node.results[0];
+    const TensorType &xt = g_.type_of(x);
+    if (xt.dtype != DType::f32 || !shape_is_static(xt.shape) || shape_numel(xt.shape).value() < 1 ||
+        shape_numel(g_.type_of(out).shape) != Dim(1) || plan_.values[x].storage == Storage::fused ||
+        plan_.values[out].storage == Storage::fused)
+      return false;
+    bool is_min = node.op == "min";
+    int64_t n = shape_numel(xt.shape).value(), lanes = mod_.lanes, block = 4 * lanes;
+    llvm::Type *f32 = b_.getFloatTy();
+    auto *vec = llvm::FixedVectorType::get(f32, static_cast<unsigned>(lanes));
+    Value *src = pointer_of(x), *dst = pointer_of(out);
+    float init = is_min ? INFINITY : -INFINITY;
+    llvm::Function *host = b_.GetInsertBlock()->getParent();
+    llvm::IRBuilder<> entry(&host->getEntryBlock(), host->getEntryBlock().begin());
+    std::vector<llvm::AllocaInst *> acc(4), nan(4);
+    for (int j = 0; j < 4; ++j) {
+      acc[j] = entry.CreateAlloca(vec);
+      nan[j] = entry.CreateAlloca(llvm::FixedVectorType::get(b_.getInt1Ty(), static_cast<unsigned>(lanes)));
+      b_.CreateStore(llvm::ConstantFP::get(vec, init), acc[j]);
+      b_.CreateStore(llvm::Constant::getNullValue(nan[j]->getAllocatedType()), nan[j]);
+    }
+    auto better = [&](Value *v, Value *a) { return is_min ? b_.CreateFCmpOLT(v, a) : b_.CreateFCmpOGT(v, a); };
+    auto step = [&](int j, Value *v) {
+      Value *a = b_.CreateLoad(acc[j]->getAllocatedType(), acc[j]);
+      b_.CreateStore(b_.CreateSelect(better(v, a), v, a), acc[j]);
+      Value *u = b_.CreateLoad(nan[j]->getAllocatedType(), nan[j]);
+      b_.CreateStore(b_.CreateOr(u, b_.CreateFCmpUNO(v, v)), nan[j]);
+    };
+    emit_counted_loop(b_, b_.getInt64(n / block), [&](Value *i) {
+      for (int j = 0; j < 4; ++j) {
+        Value *at = b_.CreateGEP(f32, src, b_.CreateAdd(b_.CreateMul(i, b_.getInt64(block)), b_.getInt64(j * lanes)));
+        step(j, b_.CreateAlignedLoad(vec, at, llvm::Align(4)));
+      }
+    }, "minmax.v.");
+    // The tail, one element at a time (in lane 0 of accumulator 0).
+    emit_counted_loop(b_, b_.getInt64(n % block), [&](Value *i) {
+      Value *e = b_.CreateLoad(f32, b_.CreateGEP(f32, src, b_.CreateAdd(i, b_.getInt64(n / block * block))));
+      Value *v = b_.CreateInsertElement(llvm::ConstantFP::get(vec, init), e, b_.getInt64(0));
+      step(0, v);
+    }, "minmax.t.");
+    Value *m = llvm::ConstantFP::get(f32, init), *any_nan = b_.getFalse();
+    for (int j = 0; j < 4; ++j) {
+      Value *a = b_.CreateLoad(vec, acc[j]);
+      Value *u = b_.CreateLoad(nan[j]->getAllocatedType(), nan[j]);
+      any_nan = b_.CreateOr(any_nan, b_.CreateOrReduce(u));
+      for (int64_t l = 0; l < lanes; ++l) {
+        Value *e = b_.CreateExtractElement(a, b_.getInt64(l));
+        m = b_.CreateSelect(better(e, m), e, m);
+      }
+    }
+    b_.CreateStore(m, dst);
+    // A NaN seen: the last NaN (the reference's `a = v` on every NaN); else a
+    // zero result: the first element == 0. Scans that stop at the element.
+    auto scan = [&](Value *cond, bool backward, const std::function<Value *(Value *)> &hit) {
+      emit_if(b_, cond, [&] {
+        llvm::Function *fn = b_.GetInsertBlock()->getParent();
+        auto *head = llvm::BasicBlock::Create(mod_.ctx, "minmax.scan", fn);
+        auto *body = llvm::BasicBlock::Create(mod_.ctx, "minmax.scan.body", fn);
+        auto *found = llvm::BasicBlock::Create(mod_.ctx, "minmax.found", fn);
+        auto *done = llvm::BasicBlock::Create(mod_.ctx, "minmax.done", fn);
+        llvm::BasicBlock *pre = b_.GetInsertBlock();
+        b_.CreateBr(head);
+        b_.SetInsertPoint(head);
+        llvm::PHINode *i = b_.CreatePHI(b_.getInt64Ty(), 2);
+        i->addIncoming(b_.getInt64(0), pre);
+        b_.CreateCondBr(b_.CreateICmpSLT(i, b_.getInt64(n)), body, done);
+        b_.SetInsertPoint(body);
+        Value *at = backward ? b_.CreateSub(b_.getInt64(n - 1), i) : static_cast<Value *>(i);
+        Value *e = b_.CreateLoad(f32, b_.CreateGEP(f32, src, at));
+        i->addIncoming(b_.CreateAdd(i, b_.getInt64(1)), body);
+        b_.CreateCondBr(hit(e), found, head);
+        b_.SetInsertPoint(found);
+        b_.CreateStore(e, dst);
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
+      });
+    };
+    scan(any_nan, true, [&](Value *e) { return b_.CreateFCmpUNO(e, e); });
+    scan(b_.CreateAnd(b_.CreateNot(any_nan), b_.CreateFCmpOEQ(m, llvm::ConstantFP::get(f32, 0.0))), false,
+         [&](Value *e) { return b_.CreateFCmpOEQ(e, llvm::ConstantFP::get(f32, 0.0)); });
+    return true;
   }
 
   /// f32 max_pool2d with static C, H, W, stored input and output: the

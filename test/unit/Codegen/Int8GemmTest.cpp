@@ -257,3 +257,43 @@ TEST_CASE("integer conv: k x k ConvInteger through the integer GEMM, bit for bit
           convs.size() + (convs.size() + 1) / 2);
   check_configs(*graph, inputs, Interpreter::run(*graph, inputs));
 }
+
+// DynamicQuantizeLinear's range: min / max of a whole f32 tensor (the CPU's
+// vector kernel, KernelEmitter's emit_full_min_max) bit for bit against the
+// reference: the last NaN (payloads differ), ties of +0 and -0 keeping the
+// first, all +-inf, sizes around the vector blocks (1, 7, 64, 100, 1000).
+TEST_CASE("whole-tensor min and max: last NaN, first zero, bit for bit", "[codegen][qgemm]") {
+  auto bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  std::vector<HostTensor> inputs;
+  for (int64_t n : {1, 7, 64, 100, 1000}) {
+    HostTensor r = random_tensor(DType::f32, {n}, -5, 5);
+    inputs.push_back(r);
+    HostTensor z = random_tensor(DType::f32, {n}, 0, 5); // relu-like: zeros of both signs
+    for (int64_t i = n / 3; i < n; i += 5)
+      z.set_f64(i, i % 2 ? 0.0 : -0.0);
+    inputs.push_back(z);
+    HostTensor q = r;
+    if (n > 2) {
+      q.data_as<float>()[n / 2] = bits(0x7fc00001u);
+      q.data_as<float>()[n - 1] = bits(0xffc00002u);
+    }
+    inputs.push_back(q);
+    HostTensor inf(DType::f32, {n});
+    for (int64_t i = 0; i < n; ++i)
+      inf.data_as<float>()[i] = i % 2 ? INFINITY : -INFINITY;
+    inputs.push_back(inf);
+  }
+  auto graph = trace_graph(types_of(inputs), [&](auto &in) {
+    std::vector<Tensor> out;
+    for (auto &x : in) {
+      out.push_back(ops::min(x, {}));
+      out.push_back(ops::max(x, {}, true));
+    }
+    return out;
+  });
+  check_configs(*graph, inputs, Interpreter::run(*graph, inputs), 2);
+}
