@@ -300,6 +300,18 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
           (plan.values[a].storage != Storage::temp && plan.values[a].storage != Storage::fused))
         continue;
       plan.values[a] = {Storage::fused, 0};
+      // A chunk's slice: the sliced value too, where every use is such a
+      // slice (the other chunks').
+      if (const ValueInfo &info = g.value_info(a); info.producer >= 0 && nodes[info.producer].op == "slice") {
+        ValueId whole = nodes[info.producer].operands[0];
+        bool chunks_only = std::all_of(consumers[whole].begin(), consumers[whole].end(), [&](size_t c) {
+          const Node &s = nodes[c];
+          return s.op == "slice" && consumers[s.results[0]].size() == 1 &&
+                 conv_int8_operands(g, nodes[consumers[s.results[0]][0]]).has_value();
+        });
+        if (chunks_only && plan.values[whole].storage == Storage::temp)
+          plan.values[whole] = {Storage::fused, 0};
+      }
       for (ValueId v : {ops->x, ops->zero_point})
         if (plan.values[v].storage == Storage::fused && (v == ops->x || ops->has_zero_point))
           plan.values[v] = {Storage::temp, 0};
@@ -646,12 +658,26 @@ std::optional<ConvInt8Operands> conv_int8_operands(const Graph &g, const Node &n
     return cast->operands[0];
   };
   ConvInt8Operands ops;
-  const Node *sub = producer(node.operands[0]);
-  if (std::optional<ValueId> x8 = widened(node.operands[0])) {
+  ValueId a = node.operands[0];
+  // A slice of input channels (step 1, from a non-negative start).
+  if (const Node *slice = producer(a); slice && slice->op == "slice" && slice->operands.size() == 1) {
+    std::vector<int64_t> axes = slice->attrs.get_ints("axes"), starts = slice->attrs.get_ints("starts"),
+                         steps = slice->attrs.get_ints("steps");
+    const TensorType &whole = g.type_of(slice->operands[0]);
+    if (axes != std::vector<int64_t>{1} || starts.size() != 1 || starts[0] < 0 ||
+        !(steps.empty() || steps == std::vector<int64_t>{1}) || whole.rank() != 4 || !shape_is_static(whole.shape) ||
+        whole.shape[0] != x.shape[0] || whole.shape[2] != x.shape[2] || whole.shape[3] != x.shape[3])
+      return std::nullopt;
+    ops.channel_offset = starts[0];
+    a = slice->operands[0];
+  }
+  const TensorType &xa = g.type_of(a);
+  const Node *sub = producer(a);
+  if (std::optional<ValueId> x8 = widened(a)) {
     ops.x = *x8;
-  } else if (sub && sub->op == "sub" && sub->operands.size() == 2 && g.type_of(sub->results[0]) == x) {
+  } else if (sub && sub->op == "sub" && sub->operands.size() == 2 && g.type_of(sub->results[0]) == xa) {
     std::optional<ValueId> x8 = widened(sub->operands[0]), z8 = widened(sub->operands[1]);
-    if (!x8 || !z8 || g.type_of(*z8).dtype != g.type_of(*x8).dtype || g.type_of(*x8).shape != x.shape)
+    if (!x8 || !z8 || g.type_of(*z8).dtype != g.type_of(*x8).dtype || g.type_of(*x8).shape != xa.shape)
       return std::nullopt;
     const TensorType &zt = g.type_of(*z8);
     if (!shape_is_static(zt.shape) || shape_numel(zt.shape) != Dim(1))

@@ -181,9 +181,12 @@ bool matmul_uses_int8_gemm(const Graph &graph, const LoweringPlan &plan, const N
 /// group, static, no bias, X8 u8 or i8 (Z8 a one-element value of its
 /// dtype), W an f32 constant [O, C, KH, KW] of integers whose every output
 /// channel spans at most 255 (w - w_zp of 8-bit weights: conv_int8_weight_ok).
+/// The activation may also be a slice of input channels [c, c + C) of that
+/// (a chunk of the importer's f32 exactness split): channel_offset c.
 struct ConvInt8Operands {
   ValueId x = 0, zero_point = 0, weight = 0;
   bool has_zero_point = false;
+  int64_t channel_offset = 0;
 };
 std::optional<ConvInt8Operands> conv_int8_operands(const Graph &graph, const Node &node);
 /// W's values as conv_int8_operands needs them (|w| <= 255, integers, each

@@ -1114,6 +1114,8 @@ private:
     size_t n_index = node_index(node);
     Value *xptr = pointer_of(ops.x), *optr = gemm_output(n_index, out), *wptr = pointer_of(ops.weight);
     Value *zptr = ops.has_zero_point ? pointer_of(ops.zero_point) : nullptr;
+    int64_t image = g_.type_of(ops.x).shape[1].value() * s.H * s.W; // all channels (a chunk reads some)
+    xptr = b_.CreateGEP(b_.getInt8Ty(), xptr, b_.getInt64(ops.channel_offset * s.H * s.W));
     loop(dim(g_.type_of(ops.x).shape[0]), [&](Value *n) {
       // The plan's epilogue chain at (n, o, oy, ox), applied as the sums are
       // finished.
@@ -1122,7 +1124,7 @@ private:
         return Index{prefix[0], row, b_.CreateUDiv(col, ow), b_.CreateURem(col, ow)};
       });
       ConvInt8Args args{s,
-                        b_.CreateGEP(b_.getInt8Ty(), xptr, b_.CreateMul(n, b_.getInt64(s.C * s.H * s.W))),
+                        b_.CreateGEP(b_.getInt8Ty(), xptr, b_.CreateMul(n, b_.getInt64(image))),
                         zptr,
                         wptr,
                         b_.CreateGEP(b_.getFloatTy(), optr, b_.CreateMul(n, b_.getInt64(s.O * s.OH * s.OW))),

@@ -195,7 +195,8 @@ TEST_CASE("integer GEMM with a symbolic number of rows", "[codegen][qgemm]") {
 // bit against the reference: u8 and i8 activations, zero points 0/128/255
 // (as the dtype holds them), u8 and i8 weights with their zero points, 3x3
 // padded, stride 2, dilation 2, 5x3 unpadded, K not a multiple of 4; with
-// and without an epilogue (cast, scale, bias, relu).
+// and without an epilogue (cast, scale, bias, relu); three chunks of input
+// channels (slices of the shifted activation) summed in i32.
 TEST_CASE("integer conv: k x k ConvInteger through the integer GEMM, bit for bit", "[codegen][qgemm]") {
   struct Conv {
     DType x;
@@ -251,10 +252,28 @@ TEST_CASE("integer conv: k x k ConvInteger through the integer GEMM, bit for bit
         out.push_back(ops::relu(ops::add(ops::mul(y, ops::scalar(0.0625, DType::f32)), ops::scalar(-3, DType::f32))));
       }
     }
+    // The importer's chunks of input channels (OnnxQuantized.cpp: f32
+    // exactness), each a slice of the shifted activation, summed in i32.
+    Tensor xs = ops::sub(ops::cast(in[0], DType::f32), ops::cast(in[convs.size()], DType::f32));
+    ops::Conv2dOptions opts;
+    opts.padding = {1, 1, 1, 1};
+    opts.exact = true;
+    std::optional<Tensor> sum;
+    for (int64_t c0 : {0, 3, 5}) {
+      int64_t c1 = c0 == 5 ? 8 : c0 == 3 ? 5 : 3;
+      HostTensor w(DType::f32, {6, c1 - c0, 3, 3});
+      for (int64_t j = 0; j < w.numel(); ++j)
+        w.set_f64(j, static_cast<double>(((j * 37 + c0) % 256) - 128));
+      Tensor y = ops::cast(ops::conv2d(ops::slice(xs, {c0}, {c1}, {1}), Tensor::from_host(w, "chunk" + std::to_string(c0)),
+                                       std::nullopt, opts),
+                           DType::i32);
+      sum = sum ? ops::add(*sum, y) : y;
+    }
+    out.push_back(ops::mul(ops::cast(*sum, DType::f32), ops::scalar(0.5, DType::f32)));
     return out;
   });
   REQUIRE(count_model_functions(*graph, [](llvm::StringRef name) { return name.starts_with("m.pack_i8"); }) ==
-          convs.size() + (convs.size() + 1) / 2);
+          convs.size() + (convs.size() + 1) / 2 + 3);
   check_configs(*graph, inputs, Interpreter::run(*graph, inputs));
 }
 
