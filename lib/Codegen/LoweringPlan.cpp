@@ -5,6 +5,7 @@
 #include "maxc/Transforms/FuseAttention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -287,6 +288,36 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
         plan.values[operands->first] = {Storage::temp, 0};
     }
 
+  // Integer convs (conv_int8_operands): the activation's sub (and its
+  // casts), read by nothing else, are fused (the kernel reads the 8-bit
+  // values); the 8-bit activation and its zero point are stored.
+  if (options.int8_gemm)
+    for (const Node &node : nodes) {
+      auto ops = conv_int8_operands(g, node);
+      if (!ops)
+        continue;
+      ValueId a = node.operands[0];
+      if (consumers[a].size() != 1 ||
+          (plan.values[a].storage != Storage::temp && plan.values[a].storage != Storage::fused))
+        continue;
+      plan.values[a] = {Storage::fused, 0};
+      // A chunk's slice: the sliced value too, where every use is such a
+      // slice (the other chunks').
+      if (const ValueInfo &info = g.value_info(a); info.producer >= 0 && nodes[info.producer].op == "slice") {
+        ValueId whole = nodes[info.producer].operands[0];
+        bool chunks_only = std::all_of(consumers[whole].begin(), consumers[whole].end(), [&](size_t c) {
+          const Node &s = nodes[c];
+          return s.op == "slice" && consumers[s.results[0]].size() == 1 &&
+                 conv_int8_operands(g, nodes[consumers[s.results[0]][0]]).has_value();
+        });
+        if (chunks_only && plan.values[whole].storage == Storage::temp)
+          plan.values[whole] = {Storage::fused, 0};
+      }
+      for (ValueId v : {ops->x, ops->zero_point})
+        if (plan.values[v].storage == Storage::fused && (v == ops->x || ops->has_zero_point))
+          plan.values[v] = {Storage::temp, 0};
+    }
+
   // A causal mask (is_causal_mask) read only as the mask of attention nodes
   // is not computed: the attention kernel masks by index.
   for (size_t n = 0; n < nodes.size(); ++n) {
@@ -363,7 +394,7 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
   std::map<size_t, size_t> epilogue_at; // the node computing r -> its GEMM node
   for (size_t n = 0; n < nodes.size(); ++n) {
     const Node &node = nodes[n];
-    if (!node_uses_gemm(g, plan, node))
+    if (!node_uses_gemm(g, plan, node) && !(options.int8_gemm && conv_uses_int8_gemm(g, plan, node)))
       continue;
     ValueId m = node.results[0];
     if (plan.values[m].storage != Storage::temp)
@@ -526,6 +557,8 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
         symbolic_scratch.push_back(conv_symbolic_scratch(g, nodes[n]));
     } else if (conv_uses_gemm(g, nodes[n], &bytes) || conv_uses_direct(g, nodes[n], &bytes)) {
       scratch = std::max(scratch, bytes);
+      if (options.int8_gemm && conv_uses_int8_gemm(g, plan, nodes[n]))
+        scratch = std::max(scratch, conv_int8_scratch_bytes(g, nodes[n]));
     }
   }
   if (!symbolic_scratch.empty()) {
@@ -582,6 +615,97 @@ bool matmul_uses_int8_gemm(const Graph &g, const LoweringPlan &plan, const Node 
   return operands && plan.values[node.operands[0]].storage == Storage::fused &&
          plan.values[node.operands[1]].storage == Storage::fused &&
          plan.values[operands->first].storage != Storage::fused;
+}
+
+bool conv_int8_weight_ok(const HostTensor &w) {
+  if (w.dtype() != DType::f32 || w.shape().size() != 4 || w.numel() == 0)
+    return false;
+  int64_t O = w.shape()[0], K = w.numel() / O;
+  const float *v = w.data_as<float>();
+  for (int64_t o = 0; o < O; ++o) {
+    float lo = v[o * K], hi = v[o * K];
+    for (int64_t k = 0; k < K; ++k) {
+      float e = v[o * K + k];
+      if (!(std::abs(e) <= 255.0f) || e != std::nearbyint(e))
+        return false;
+      lo = std::min(lo, e), hi = std::max(hi, e);
+    }
+    if (hi - lo > 255.0f)
+      return false;
+  }
+  return true;
+}
+
+std::optional<ConvInt8Operands> conv_int8_operands(const Graph &g, const Node &node) {
+  if (node.op != "conv2d" || node.operands.size() != 2 || node.attrs.get_int("groups") != 1 ||
+      !node.attrs.get_bool("exact") || g.type_of(node.results[0]).dtype != DType::f32)
+    return std::nullopt;
+  const TensorType &x = g.type_of(node.operands[0]), &w = g.type_of(node.operands[1]);
+  const TensorType &out = g.type_of(node.results[0]);
+  if (!shape_is_static(x.shape) || !shape_is_static(w.shape) || !shape_is_static(out.shape))
+    return std::nullopt;
+  auto producer = [&](ValueId v) -> const Node * {
+    const ValueInfo &info = g.value_info(v);
+    return info.producer < 0 ? nullptr : &g.nodes()[static_cast<size_t>(info.producer)];
+  };
+  // The 8-bit value a cast to f32 widens.
+  auto widened = [&](ValueId v) -> std::optional<ValueId> {
+    const Node *cast = producer(v);
+    if (!cast || cast->op != "cast" || cast->operands.size() != 1)
+      return std::nullopt;
+    DType from = g.type_of(cast->operands[0]).dtype;
+    if (from != DType::u8 && from != DType::i8)
+      return std::nullopt;
+    return cast->operands[0];
+  };
+  ConvInt8Operands ops;
+  ValueId a = node.operands[0];
+  // A slice of input channels (step 1, from a non-negative start).
+  if (const Node *slice = producer(a); slice && slice->op == "slice" && slice->operands.size() == 1) {
+    std::vector<int64_t> axes = slice->attrs.get_ints("axes"), starts = slice->attrs.get_ints("starts"),
+                         steps = slice->attrs.get_ints("steps");
+    const TensorType &whole = g.type_of(slice->operands[0]);
+    if (axes != std::vector<int64_t>{1} || starts.size() != 1 || starts[0] < 0 ||
+        !(steps.empty() || steps == std::vector<int64_t>{1}) || whole.rank() != 4 || !shape_is_static(whole.shape) ||
+        whole.shape[0] != x.shape[0] || whole.shape[2] != x.shape[2] || whole.shape[3] != x.shape[3])
+      return std::nullopt;
+    ops.channel_offset = starts[0];
+    a = slice->operands[0];
+  }
+  const TensorType &xa = g.type_of(a);
+  const Node *sub = producer(a);
+  if (std::optional<ValueId> x8 = widened(a)) {
+    ops.x = *x8;
+  } else if (sub && sub->op == "sub" && sub->operands.size() == 2 && g.type_of(sub->results[0]) == xa) {
+    std::optional<ValueId> x8 = widened(sub->operands[0]), z8 = widened(sub->operands[1]);
+    if (!x8 || !z8 || g.type_of(*z8).dtype != g.type_of(*x8).dtype || g.type_of(*x8).shape != xa.shape)
+      return std::nullopt;
+    const TensorType &zt = g.type_of(*z8);
+    if (!shape_is_static(zt.shape) || shape_numel(zt.shape) != Dim(1))
+      return std::nullopt;
+    ops.x = *x8, ops.zero_point = *z8, ops.has_zero_point = true;
+  } else {
+    return std::nullopt;
+  }
+  const Node *wc = producer(node.operands[1]);
+  if (!wc || wc->op != "constant" || !conv_int8_weight_ok(g.constant(wc->attrs.get_string("name"))))
+    return std::nullopt;
+  ops.weight = node.operands[1];
+  return ops;
+}
+
+bool conv_uses_int8_gemm(const Graph &g, const LoweringPlan &plan, const Node &node) {
+  auto ops = conv_int8_operands(g, node);
+  return ops && plan.values[node.operands[0]].storage == Storage::fused &&
+         plan.values[ops->x].storage != Storage::fused &&
+         (!ops->has_zero_point || plan.values[ops->zero_point].storage != Storage::fused);
+}
+
+int64_t conv_int8_scratch_bytes(const Graph &g, const Node &node) {
+  const Shape &w = g.type_of(node.operands[1]).shape, &out = g.type_of(node.results[0]).shape;
+  int64_t K = w[1].value() * w[2].value() * w[3].value(), K4 = (K + 3) / 4 * 4;
+  int64_t P = out[2].value() * out[3].value(), Pp = (P + kConvInt8Panel - 1) / kConvInt8Panel * kConvInt8Panel;
+  return 2 * K4 * Pp + (w[0].value() + 1) * Pp * 4;
 }
 
 bool node_uses_gemm(const Graph &g, const LoweringPlan &plan, const Node &node) {

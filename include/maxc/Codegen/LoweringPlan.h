@@ -177,6 +177,33 @@ std::optional<std::pair<ValueId, ValueId>> int8_gemm_operands(const Graph &graph
 /// stored under `plan`.
 bool matmul_uses_int8_gemm(const Graph &graph, const LoweringPlan &plan, const Node &node);
 
+/// An exact f32 conv2d of 8-bit activations minus their zero point (an
+/// imported ConvInteger/QLinearConv: Frontend/Onnx/OnnxQuantized.cpp):
+/// conv2d(sub(cast(X8, f32), cast(Z8, f32)) or cast(X8, f32), W), exact, one
+/// group, static, no bias, X8 u8 or i8 (Z8 a one-element value of its
+/// dtype), W an f32 constant [O, C, KH, KW] of integers whose every output
+/// channel spans at most 255 (w - w_zp of 8-bit weights: conv_int8_weight_ok).
+/// The activation may also be a slice of input channels [c, c + C) of that
+/// (a chunk of the importer's f32 exactness split): channel_offset c.
+struct ConvInt8Operands {
+  ValueId x = 0, zero_point = 0, weight = 0;
+  bool has_zero_point = false;
+  int64_t channel_offset = 0;
+};
+std::optional<ConvInt8Operands> conv_int8_operands(const Graph &graph, const Node &node);
+/// W's values as conv_int8_operands needs them (|w| <= 255, integers, each
+/// output channel's max - min <= 255).
+bool conv_int8_weight_ok(const HostTensor &w);
+/// True for a conv2d the CPU code generator lowers to the integer GEMM
+/// (PlanOptions::int8_gemm): conv_int8_operands, the activation's sub and
+/// cast fused (never computed), X8 (and Z8) stored. Cpu/ConvEmitter.h:
+/// emit_conv_i8.
+bool conv_uses_int8_gemm(const Graph &graph, const LoweringPlan &plan, const Node &node);
+/// Its columns are padded to kConvInt8Panel pixels (the widest integer GEMM
+/// panel); scratch: the byte im2col, its packed copy and the i32 result.
+constexpr int64_t kConvInt8Panel = 32;
+int64_t conv_int8_scratch_bytes(const Graph &graph, const Node &node);
+
 /// True for a node that runs as a GEMM kernel under `plan`: such a matmul,
 /// or a conv_uses_gemm / conv_uses_direct conv2d whose input and weights are
 /// stored (both take the plan's epilogues).

@@ -98,10 +98,19 @@ using namespace conv_ir;
 /// Units [u_begin, u_end) of im2col (one task's): unit u = c * KH + ky,
 /// the KW rows (u * KW + kx) of cols for input channel c and kernel row ky,
 /// output rows [oy_begin, oy_end) (oy at column (oy - oy_begin) * OW of a
-/// cols row; rows ld floats apart).
+/// cols row; rows ld elements apart). Elements of type `elem` (f32, or
+/// bytes for the integer conv), `fill` (an i8, repeated) where the window
+/// hangs over the padding.
 static void emit_im2col_units(llvm::IRBuilder<> &b, const ConvShape &s, Value *x, Value *cols, Value *u_begin,
-                              Value *u_end, Value *oy_begin, Value *oy_end, Value *ld) {
+                              Value *u_end, Value *oy_begin, Value *oy_end, Value *ld, llvm::Type *elem,
+                              Value *fill) {
   int64_t sy = s.stride[0], sx = s.stride[1], dy = s.dilation[0], dx = s.dilation[1];
+  int64_t size = static_cast<int64_t>(elem->getPrimitiveSizeInBits() / 8);
+  auto at = [&](Value *base, Value *i) { return b.CreateGEP(elem, base, i); };
+  auto pad = [&](Value *from, int64_t n) { // n elements of fill (n > 0 only)
+    if (n > 0)
+      b.CreateMemSet(at(cols, from), fill, b.getInt64(n * size), llvm::Align(size));
+  };
   for_range(b, u_begin, u_end, [&](Value *u) {
     Value *c = b.CreateUDiv(u, b.getInt64(s.KH)), *ky = b.CreateURem(u, b.getInt64(s.KH));
     {
@@ -123,29 +132,34 @@ static void emit_im2col_units(llvm::IRBuilder<> &b, const ConvShape &s, Value *x
           auto *done = llvm::BasicBlock::Create(b.getContext(), "im2col.done", fn);
           b.CreateCondBr(y_ok, copy, zero);
           b.SetInsertPoint(copy);
-          zero_floats(b, cols, dst, lo);
+          pad(dst, lo);
           Value *src = add(b, mul(b, add(b, mul(b, c, s.H), iy), s.W), lo * sx + off);
           if (hi > lo) {
             if (sx == 1) {
-              b.CreateMemCpy(f32_at(b, cols, add(b, dst, lo)), llvm::Align(4), f32_at(b, x, src), llvm::Align(4),
-                             b.getInt64((hi - lo) * 4));
+              b.CreateMemCpy(at(cols, add(b, dst, lo)), llvm::Align(size), at(x, src), llvm::Align(size),
+                             b.getInt64((hi - lo) * size));
             } else {
               for_count(b, hi - lo, [&](Value *i) {
-                Value *v = b.CreateLoad(b.getFloatTy(), f32_at(b, x, add(b, src, mul(b, i, sx))));
-                b.CreateStore(v, f32_at(b, cols, add(b, dst, add(b, i, lo))));
+                Value *v = b.CreateLoad(elem, at(x, add(b, src, mul(b, i, sx))));
+                b.CreateStore(v, at(cols, add(b, dst, add(b, i, lo))));
               });
             }
           }
-          zero_floats(b, cols, add(b, dst, hi), s.OW - hi);
+          pad(add(b, dst, hi), s.OW - hi);
           b.CreateBr(done);
           b.SetInsertPoint(zero);
-          zero_floats(b, cols, dst, s.OW);
+          pad(dst, s.OW);
           b.CreateBr(done);
           b.SetInsertPoint(done);
         });
       }
     }
   });
+}
+
+static void emit_im2col_units(llvm::IRBuilder<> &b, const ConvShape &s, Value *x, Value *cols, Value *u_begin,
+                              Value *u_end, Value *oy_begin, Value *oy_end, Value *ld) {
+  emit_im2col_units(b, s, x, cols, u_begin, u_end, oy_begin, oy_end, ld, b.getFloatTy(), b.getInt8(0));
 }
 
 ConvShape conv_shape_of(const Graph &g, const Node &node) {
@@ -571,6 +585,108 @@ void emit_max_pool_f32(llvm::IRBuilder<> &outer, const PoolShape &s, Value *x, V
                      });
                });
              });
+}
+
+
+void emit_conv_i8(llvm::IRBuilder<> &outer, const ConvInt8Args &a) {
+  const ConvShape &s = a.shape;
+  int64_t K = s.C * s.KH * s.KW, K4 = (K + 3) / 4, Kp = K4 * 4, P = s.OH * s.OW;
+  int64_t Pp = (P + kConvInt8Panel - 1) / kConvInt8Panel * kConvInt8Panel, nr = 2 * static_cast<int64_t>(a.lanes);
+  llvm::Type *i8 = outer.getInt8Ty(), *i32 = outer.getInt32Ty();
+  Value *cols = a.scratch, *packed = outer.CreateGEP(i8, a.scratch, outer.getInt64(Kp * Pp));
+  Value *acc = outer.CreateGEP(i8, a.scratch, outer.getInt64(2 * Kp * Pp));
+  Value *zp = a.zero_point ? static_cast<Value *>(outer.CreateLoad(i8, a.zero_point)) : outer.getInt8(0);
+  // 1. The byte im2col (colsT [Kp, Pp], the padding the zero point, rows
+  // past K zeros; columns past P are not read back).
+  if (Kp > K)
+    outer.CreateMemSet(outer.CreateGEP(i8, cols, outer.getInt64(K * Pp)), outer.getInt8(0),
+                       outer.getInt64((Kp - K) * Pp), llvm::Align(1));
+  {
+    const std::array<int64_t, 2> split = conv_task_split(s.C * s.KH, s.KW * P / 4);
+    const int64_t per = split[1];
+    emit_tasks(outer, a.prefix, "im2col_i8", {a.x, cols, zp}, split[0], s.C * s.KH * s.KW * P / 4, nullptr,
+               [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
+                 Value *u0 = mul(b, t, per);
+                 Value *u1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, u0, per), b.getInt64(s.C * s.KH));
+                 emit_im2col_units(b, s, f[0], f[1], u0, u1, b.getInt64(0), b.getInt64(s.OH), b.getInt64(Pp),
+                                   b.getInt8Ty(), f[2]);
+               });
+  }
+  // 2. colsT as the integer GEMM's B (GemmPanels.h's layout: panels of nr
+  // columns, each column's four rows of a group side by side; i8
+  // activations xor 0x80, read as u8).
+  {
+    int64_t panels = Pp / nr;
+    const std::array<int64_t, 2> split = conv_task_split(panels, K4 * nr * 4);
+    const int64_t per = split[1];
+    emit_tasks(outer, a.prefix, "pack_i8", {cols, packed}, split[0], panels * K4 * nr * 4, nullptr,
+               [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
+                 auto *row_t = llvm::FixedVectorType::get(b.getInt8Ty(), static_cast<unsigned>(nr));
+                 std::vector<int> two(2 * nr), four(4 * nr);
+                 for (int64_t i = 0; i < 2 * nr; ++i)
+                   two[i] = static_cast<int>(i);
+                 for (int64_t c = 0; c < nr; ++c)
+                   for (int64_t r = 0; r < 4; ++r)
+                     four[c * 4 + r] = static_cast<int>(r * nr + c);
+                 Value *p0 = mul(b, t, per);
+                 Value *p1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, p0, per), b.getInt64(panels));
+                 for_range(b, p0, p1, [&](Value *p) {
+                   for_count(b, K4, [&](Value *g) {
+                     Value *rows[4];
+                     for (int64_t r = 0; r < 4; ++r) {
+                       Value *at = add(b, b.CreateMul(add(b, mul(b, g, 4), r), b.getInt64(Pp)), mul(b, p, nr));
+                       rows[r] = b.CreateAlignedLoad(row_t, b.CreateGEP(b.getInt8Ty(), f[0], at), llvm::Align(1));
+                       if (a.x_signed)
+                         rows[r] = b.CreateXor(rows[r], llvm::ConstantInt::get(row_t, 0x80));
+                     }
+                     Value *v = b.CreateShuffleVector(b.CreateShuffleVector(rows[0], rows[1], two),
+                                                      b.CreateShuffleVector(rows[2], rows[3], two), four);
+                     Value *to = b.CreateMul(add(b, b.CreateMul(p, b.getInt64(K4)), g), b.getInt64(nr * 4));
+                     b.CreateAlignedStore(v, b.CreateGEP(b.getInt8Ty(), f[1], to), llvm::Align(1));
+                   });
+                 });
+               });
+  }
+  // 3. acc [O + 1, Pp] (i32) = weights (A, i8) @ packed (B, u8).
+  Int8GemmArgs g{a.w, packed, acc, outer.getInt64(s.O + 1)};
+  g.n = Pp;
+  g.k = K;
+  g.a_signed = true;
+  g.b_signed = false;
+  g.lanes = a.lanes;
+  g.dot = a.dot;
+  g.prefix = a.prefix;
+  emit_gemm_i8(outer, g);
+  // 4. out[o, p] = f32(acc[o, p] + z[o] * acc[O, p] - zp * S[o]): sum_k
+  // W[o, k] * (x - zp) (the zero point as the unsigned byte B holds).
+  {
+    Value *tail = outer.CreateGEP(i8, a.w, outer.getInt64(((s.O + 1) * K + 3) / 4 * 4));
+    Value *zp32 = outer.CreateZExt(a.x_signed ? outer.CreateXor(zp, outer.getInt8(0x80)) : zp, i32);
+    const std::array<int64_t, 2> split = conv_task_split(s.O, P);
+    const int64_t per = split[1];
+    emit_tasks(outer, a.prefix, "requant_i8", {acc, tail, a.out, zp32}, split[0], s.O * P, a.epilogue,
+               [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
+                 Value *o0 = mul(b, t, per);
+                 Value *o1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, o0, per), b.getInt64(s.O));
+                 Value *ones = b.CreateGEP(b.getInt32Ty(), f[0], b.getInt64(s.O * Pp));
+                 for_range(b, o0, o1, [&](Value *o) {
+                   Value *sum = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), f[1], o));
+                   Value *z = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), f[1], add(b, o, s.O)));
+                   Value *corr = b.CreateMul(f[3], sum);
+                   Value *row = b.CreateGEP(b.getInt32Ty(), f[0], mul(b, o, Pp));
+                   Value *dst = f32_at(b, f[2], mul(b, o, P));
+                   for_count(b, P, [&](Value *p) {
+                     Value *v = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), row, p));
+                     Value *r = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), ones, p));
+                     v = b.CreateSub(b.CreateAdd(v, b.CreateMul(z, r)), corr);
+                     Value *f = b.CreateSIToFP(v, b.getFloatTy());
+                     if (a.epilogue)
+                       f = a.epilogue->apply(b, f, o, p);
+                     b.CreateStore(f, f32_at(b, dst, p));
+                   });
+                 });
+               });
+  }
 }
 
 } // namespace maxc::codegen

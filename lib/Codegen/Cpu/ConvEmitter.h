@@ -78,6 +78,24 @@ struct ConvBlockArgs {
 };
 void emit_conv_blocks_f32(llvm::IRBuilder<> &b, const ConvBlockArgs &args);
 
+/// An integer conv (LoweringPlan.h: conv_uses_int8_gemm), one image: the
+/// byte im2col of x (u8 or i8; the padding its zero point), packed as the
+/// integer GEMM's B (Cpu/GemmEmitter.h: emit_gemm_i8) at run time, times the
+/// weights packed at compile time (Cpu/GemmPanels.h: pack_conv_int8_weight)
+/// as A, then out = f32(sum_k W[o, k] * (x - zp)), exact: the i32 sum
+/// corrected by the offsets of the packed rows times the columns' sums (the
+/// ones row) and by the zero point times the rows' sums, then the optional
+/// epilogue (row o, column oy * OW + ox). Scratch: conv_int8_scratch_bytes.
+struct ConvInt8Args {
+  ConvShape shape;
+  llvm::Value *x, *zero_point, *w, *out, *scratch; // zero_point: its byte, or null (0)
+  bool x_signed = false;
+  unsigned lanes = 16, dot = 0;
+  std::string prefix;
+  const GemmEpilogue *epilogue = nullptr; // optional: applied to each f32 result
+};
+void emit_conv_i8(llvm::IRBuilder<> &b, const ConvInt8Args &args);
+
 struct DirectConvArgs {
   ConvShape shape;
   llvm::Value *x, *w, *bias, *out; // one image of x and out; bias may be null

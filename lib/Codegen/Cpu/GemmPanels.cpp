@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 namespace maxc::codegen {
@@ -76,6 +77,17 @@ PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans,
       const Node &constant = g->nodes()[static_cast<size_t>(g->value_info(b).producer)];
       if (!output[b] && uses[b].size() == 1)
         out.constants.insert({g, constant.attrs.get_string("name")});
+    }
+    // An integer conv's weight, read by the conv alone.
+    for (const Node &n : g->nodes()) {
+      if (!conv_uses_int8_gemm(*g, plan, n))
+        continue;
+      ValueId w = n.operands[1];
+      const Node &constant = g->nodes()[static_cast<size_t>(g->value_info(w).producer)];
+      if (!output[w] && uses[w].size() == 1) {
+        out.constants.insert({g, constant.attrs.get_string("name")});
+        out.conv_int8.insert({g, constant.attrs.get_string("name")});
+      }
     }
     if (auto it = bound.find(g->name()); g != &root && it != bound.end())
       for (size_t i = 0; i < g->input_ids().size(); ++i)
@@ -240,11 +252,49 @@ std::vector<float> pack_gemm_panels(const HostTensor &b, int64_t nr) {
   return out;
 }
 
+size_t conv_int8_weight_bytes(int64_t o, int64_t k) {
+  return static_cast<size_t>(((o + 1) * k + 3) / 4 * 4 + 8 * o);
+}
+
+std::vector<uint8_t> pack_conv_int8_weight(const HostTensor &w) {
+  int64_t O = w.shape()[0], K = w.numel() / O;
+  std::vector<uint8_t> out(conv_int8_weight_bytes(O, K), 0);
+  const float *v = w.data_as<float>();
+  std::vector<int32_t> sums(static_cast<size_t>(O)), offsets(static_cast<size_t>(O));
+  for (int64_t o = 0; o < O; ++o) {
+    const float *row = v + o * K;
+    auto [lo, hi] = std::minmax_element(row, row + K);
+    int32_t l = static_cast<int32_t>(*lo), h = static_cast<int32_t>(*hi), z = 0;
+    if (h > 127)
+      z = h - 127;
+    else if (l < -128)
+      z = l + 128;
+    int32_t s = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      int32_t e = static_cast<int32_t>(row[k]);
+      s += e;
+      out[static_cast<size_t>(o * K + k)] = static_cast<uint8_t>(static_cast<int8_t>(e - z));
+    }
+    sums[static_cast<size_t>(o)] = s, offsets[static_cast<size_t>(o)] = z;
+  }
+  std::fill(out.begin() + O * K, out.begin() + (O + 1) * K, uint8_t{1});
+  size_t tail = static_cast<size_t>(((O + 1) * K + 3) / 4 * 4);
+  std::memcpy(out.data() + tail, sums.data(), sums.size() * 4);
+  std::memcpy(out.data() + tail + sums.size() * 4, offsets.data(), offsets.size() * 4);
+  return out;
+}
+
 ConstantRewrite packed_weights_rewrite(const PackedWeights &packed) {
   return [&packed](const Graph &g, const std::string &name) -> std::pair<size_t, ByteChunks::Generator> {
     if (!packed.packed_constant(g, name))
       return {0, nullptr};
     int64_t nr = packed.nr;
+    if (packed.conv_int8.count({&g, name})) {
+      auto bytes = std::make_shared<std::vector<uint8_t>>(pack_conv_int8_weight(g.constant(name)));
+      return {bytes->size(), [bytes](uint64_t offset, size_t n, char *dst) {
+                std::memcpy(dst, bytes->data() + offset, n);
+              }};
+    }
     if (const HostTensor &t = g.constant_types().at(name); is_int8(t.dtype())) {
       HostTensor b = g.constant(name);
       return {int8_panel_bytes(t.shape()[0], t.shape()[1], nr),

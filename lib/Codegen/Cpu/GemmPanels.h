@@ -39,6 +39,9 @@ struct PackedWeights {
   int64_t nr = 0; // panel width in floats (2 * lanes)
   std::set<std::pair<const Graph *, std::string>> constants; // (graph, constant name)
   std::set<std::pair<const Graph *, size_t>> inputs;         // (subgraph, input index)
+  // Of `constants`: integer convs' weights (conv_uses_int8_gemm), packed by
+  // pack_conv_int8_weight.
+  std::set<std::pair<const Graph *, std::string>> conv_int8;
 
   bool packed_constant(const Graph &g, const std::string &name) const { return constants.count({&g, name}) != 0; }
   /// Whether value `v` of `g` (a constant's result or a subgraph input) is packed.
@@ -57,6 +60,15 @@ std::vector<float> pack_gemm_panels(const HostTensor &b, int64_t nr);
 /// sums: int8_panel_bytes(K, N, nr) bytes.
 std::vector<uint8_t> pack_int8_panels(const HostTensor &b, int64_t nr);
 size_t int8_panel_bytes(int64_t k, int64_t n, int64_t nr);
+
+/// An integer conv's weight W [O, C, KH, KW] (f32 integers, conv_int8_weight_ok)
+/// as the integer GEMM's A [O + 1, K] (K = C * KH * KW) in i8, row o = W[o]
+/// - z[o], the last row all ones (its product: the columns' sums), then
+/// (at the next multiple of 4 bytes) i32 S[O] = sum_k W[o, k] and i32 z[O],
+/// each z[o] the offset that brings row o into [-128, 127] (0 where it is
+/// already). Cpu/ConvEmitter.h: emit_conv_i8.
+std::vector<uint8_t> pack_conv_int8_weight(const HostTensor &w);
+size_t conv_int8_weight_bytes(int64_t o, int64_t k);
 
 /// For weights_blob (WeightsSection.h): the packed bytes of packed
 /// constants, made on demand while the blob is written (never all resident:

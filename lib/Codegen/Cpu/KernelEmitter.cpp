@@ -139,8 +139,10 @@ private:
     // A GEMM weight packed in panel order (Cpu/GemmPanels.h) holds only that.
     bool packed = mod_.packed && mod_.packed->packed_constant(g_, name);
     bool int8 = data.dtype() == DType::u8 || data.dtype() == DType::i8;
+    bool conv_int8 = packed && mod_.packed->conv_int8.count({&g_, name});
     llvm::Constant *bytes =
-        packed && int8 ? llvm::ConstantDataArray::get(mod_.ctx, llvm::ArrayRef<uint8_t>(pack_int8_panels(data, mod_.packed->nr)))
+        conv_int8 ? llvm::ConstantDataArray::get(mod_.ctx, llvm::ArrayRef<uint8_t>(pack_conv_int8_weight(data)))
+        : packed && int8 ? llvm::ConstantDataArray::get(mod_.ctx, llvm::ArrayRef<uint8_t>(pack_int8_panels(data, mod_.packed->nr)))
         : packed
             ? llvm::ConstantDataArray::get(mod_.ctx, llvm::ArrayRef<float>(pack_gemm_panels(data, mod_.packed->nr)))
             : llvm::ConstantDataArray::getRaw(
@@ -219,9 +221,13 @@ private:
       return emit_recurrence(node);
     if (lowering == "matmul_nbits")
       return emit_matmul_nbits(node);
+    if (lowering == "conv2d" && conv_uses_int8_gemm(g_, plan_, node) && emit_conv_int8(node))
+      return;
     if (lowering == "conv2d" && node_uses_gemm(g_, plan_, node))
       return emit_conv_gemm(node);
     if (node.op == "max_pool2d" && emit_max_pool(node))
+      return;
+    if ((node.op == "min" || node.op == "max") && emit_full_min_max(node))
       return;
     if (lowering != "conv2d" && lowering != "elemental")
       throw Error(ErrorCode::Internal, "codegen: no lowering for op '" + node.op + "'");
@@ -1131,6 +1137,46 @@ private:
     return true;
   }
 
+  // An integer conv (conv_uses_int8_gemm) with its weight packed, per
+  // image: Cpu/ConvEmitter.h, emit_conv_i8, with the plan's epilogue (the
+  // dequantization after a ConvInteger). False where the weight is not
+  // packed (read by something else): the loop nest then, through the fused
+  // sub and casts.
+  bool emit_conv_int8(const Node &node) {
+    ConvInt8Operands ops = *conv_int8_operands(g_, node);
+    if (!mod_.packed || !mod_.packed->packed_value(g_, ops.weight))
+      return false;
+    ValueId out = node.results[0];
+    ConvShape s = conv_shape(node);
+    Value *scratch = b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(plan_.scratch_slot));
+    size_t n_index = node_index(node);
+    Value *xptr = pointer_of(ops.x), *optr = gemm_output(n_index, out), *wptr = pointer_of(ops.weight);
+    Value *zptr = ops.has_zero_point ? pointer_of(ops.zero_point) : nullptr;
+    int64_t image = g_.type_of(ops.x).shape[1].value() * s.H * s.W; // all channels (a chunk reads some)
+    xptr = b_.CreateGEP(b_.getInt8Ty(), xptr, b_.getInt64(ops.channel_offset * s.H * s.W));
+    loop(dim(g_.type_of(ops.x).shape[0]), [&](Value *n) {
+      // The plan's epilogue chain at (n, o, oy, ox), applied as the sums are
+      // finished.
+      auto epi = make_epilogue(node, n_index, {n}, kNoValue, [this, s](const Index &prefix, Value *row, Value *col) {
+        Value *ow = b_.getInt64(s.OW);
+        return Index{prefix[0], row, b_.CreateUDiv(col, ow), b_.CreateURem(col, ow)};
+      });
+      ConvInt8Args args{s,
+                        b_.CreateGEP(b_.getInt8Ty(), xptr, b_.CreateMul(n, b_.getInt64(image))),
+                        zptr,
+                        wptr,
+                        b_.CreateGEP(b_.getFloatTy(), optr, b_.CreateMul(n, b_.getInt64(s.O * s.OH * s.OW))),
+                        scratch};
+      args.x_signed = g_.type_of(ops.x).dtype == DType::i8;
+      args.lanes = mod_.lanes;
+      args.dot = mod_.int8_dot;
+      args.prefix = mod_.prefix;
+      args.epilogue = epi ? &epi->gemm : nullptr;
+      emit_conv_i8(b_, args);
+    });
+    return true;
+  }
+
   // conv2d (f32, one group) as im2col + GEMM, per image: the transposed
   // column matrix colsT[c*KH*KW + ky*KW + kx, oy*OW + ox] (zeros where the
   // window hangs over the padding) goes to the scratch slot; then
@@ -1223,6 +1269,97 @@ private:
                     mod_.lanes, mod_.prefix, epi ? &epi->gemm : nullptr};
       emit_gemm_f32(b_, args);
     });
+  }
+
+  /// min / max of a whole stored f32 tensor (static, non-empty) into a
+  /// stored scalar (DynamicQuantizeLinear's range): vectors of the target's
+  /// lanes, four accumulators, then the reference's result bit for bit
+  /// (Ops/Reduction.cpp: the last NaN, ties keeping the first): a NaN seen
+  /// anywhere gives the last NaN, a zero result the first zero (+0 or -0),
+  /// found by a second scan that stops there; any other result has only one
+  /// bit pattern. False (nothing emitted) otherwise.
+  bool emit_full_min_max(const Node &node) {
+    ValueId x = node.operands[0], out = node.results[0];
+    const TensorType &xt = g_.type_of(x);
+    if (xt.dtype != DType::f32 || !shape_is_static(xt.shape) || shape_numel(xt.shape).value() < 1 ||
+        shape_numel(g_.type_of(out).shape) != Dim(1) || plan_.values[x].storage == Storage::fused ||
+        plan_.values[out].storage == Storage::fused)
+      return false;
+    bool is_min = node.op == "min";
+    int64_t n = shape_numel(xt.shape).value(), lanes = mod_.lanes, block = 4 * lanes;
+    llvm::Type *f32 = b_.getFloatTy();
+    auto *vec = llvm::FixedVectorType::get(f32, static_cast<unsigned>(lanes));
+    Value *src = pointer_of(x), *dst = pointer_of(out);
+    float init = is_min ? INFINITY : -INFINITY;
+    llvm::Function *host = b_.GetInsertBlock()->getParent();
+    llvm::IRBuilder<> entry(&host->getEntryBlock(), host->getEntryBlock().begin());
+    std::vector<llvm::AllocaInst *> acc(4), nan(4);
+    for (int j = 0; j < 4; ++j) {
+      acc[j] = entry.CreateAlloca(vec);
+      nan[j] = entry.CreateAlloca(llvm::FixedVectorType::get(b_.getInt1Ty(), static_cast<unsigned>(lanes)));
+      b_.CreateStore(llvm::ConstantFP::get(vec, init), acc[j]);
+      b_.CreateStore(llvm::Constant::getNullValue(nan[j]->getAllocatedType()), nan[j]);
+    }
+    auto better = [&](Value *v, Value *a) { return is_min ? b_.CreateFCmpOLT(v, a) : b_.CreateFCmpOGT(v, a); };
+    auto step = [&](int j, Value *v) {
+      Value *a = b_.CreateLoad(acc[j]->getAllocatedType(), acc[j]);
+      b_.CreateStore(b_.CreateSelect(better(v, a), v, a), acc[j]);
+      Value *u = b_.CreateLoad(nan[j]->getAllocatedType(), nan[j]);
+      b_.CreateStore(b_.CreateOr(u, b_.CreateFCmpUNO(v, v)), nan[j]);
+    };
+    emit_counted_loop(b_, b_.getInt64(n / block), [&](Value *i) {
+      for (int j = 0; j < 4; ++j) {
+        Value *at = b_.CreateGEP(f32, src, b_.CreateAdd(b_.CreateMul(i, b_.getInt64(block)), b_.getInt64(j * lanes)));
+        step(j, b_.CreateAlignedLoad(vec, at, llvm::Align(4)));
+      }
+    }, "minmax.v.");
+    // The tail, one element at a time (in lane 0 of accumulator 0).
+    emit_counted_loop(b_, b_.getInt64(n % block), [&](Value *i) {
+      Value *e = b_.CreateLoad(f32, b_.CreateGEP(f32, src, b_.CreateAdd(i, b_.getInt64(n / block * block))));
+      Value *v = b_.CreateInsertElement(llvm::ConstantFP::get(vec, init), e, b_.getInt64(0));
+      step(0, v);
+    }, "minmax.t.");
+    Value *m = llvm::ConstantFP::get(f32, init), *any_nan = b_.getFalse();
+    for (int j = 0; j < 4; ++j) {
+      Value *a = b_.CreateLoad(vec, acc[j]);
+      Value *u = b_.CreateLoad(nan[j]->getAllocatedType(), nan[j]);
+      any_nan = b_.CreateOr(any_nan, b_.CreateOrReduce(u));
+      for (int64_t l = 0; l < lanes; ++l) {
+        Value *e = b_.CreateExtractElement(a, b_.getInt64(l));
+        m = b_.CreateSelect(better(e, m), e, m);
+      }
+    }
+    b_.CreateStore(m, dst);
+    // A NaN seen: the last NaN (the reference's `a = v` on every NaN); else a
+    // zero result: the first element == 0. Scans that stop at the element.
+    auto scan = [&](Value *cond, bool backward, const std::function<Value *(Value *)> &hit) {
+      emit_if(b_, cond, [&] {
+        llvm::Function *fn = b_.GetInsertBlock()->getParent();
+        auto *head = llvm::BasicBlock::Create(mod_.ctx, "minmax.scan", fn);
+        auto *body = llvm::BasicBlock::Create(mod_.ctx, "minmax.scan.body", fn);
+        auto *found = llvm::BasicBlock::Create(mod_.ctx, "minmax.found", fn);
+        auto *done = llvm::BasicBlock::Create(mod_.ctx, "minmax.done", fn);
+        llvm::BasicBlock *pre = b_.GetInsertBlock();
+        b_.CreateBr(head);
+        b_.SetInsertPoint(head);
+        llvm::PHINode *i = b_.CreatePHI(b_.getInt64Ty(), 2);
+        i->addIncoming(b_.getInt64(0), pre);
+        b_.CreateCondBr(b_.CreateICmpSLT(i, b_.getInt64(n)), body, done);
+        b_.SetInsertPoint(body);
+        Value *at = backward ? b_.CreateSub(b_.getInt64(n - 1), i) : static_cast<Value *>(i);
+        Value *e = b_.CreateLoad(f32, b_.CreateGEP(f32, src, at));
+        i->addIncoming(b_.CreateAdd(i, b_.getInt64(1)), body);
+        b_.CreateCondBr(hit(e), found, head);
+        b_.SetInsertPoint(found);
+        b_.CreateStore(e, dst);
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
+      });
+    };
+    scan(any_nan, true, [&](Value *e) { return b_.CreateFCmpUNO(e, e); });
+    scan(b_.CreateAnd(b_.CreateNot(any_nan), b_.CreateFCmpOEQ(m, llvm::ConstantFP::get(f32, 0.0))), false,
+         [&](Value *e) { return b_.CreateFCmpOEQ(e, llvm::ConstantFP::get(f32, 0.0)); });
+    return true;
   }
 
   /// f32 max_pool2d with static C, H, W, stored input and output: the

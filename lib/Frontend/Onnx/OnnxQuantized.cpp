@@ -23,7 +23,10 @@
 // channels of a conv's weight).
 //
 // Integer products in f32 (issue 25). Apart from MatMulInteger's known
-// 8-bit weights (the integer GEMM), maxc has no integer kernel; f32 runs through the fast float kernels and is exact here: the
+// 8-bit weights (the integer GEMM), the products are f32 compositions (the
+// CPU plan runs the exact convs of shifted 8-bit values below on the
+// integer GEMM too: LoweringPlan.h, conv_uses_int8_gemm); f32 runs through
+// the fast float kernels elsewhere and is exact here: the
 // operands are integers (8-bit values minus zero points, |x| <= 255), and
 // f32 holds every integer below 2^24, so when the magnitudes of all the
 // terms of a sum add up to less than 2^24, every partial sum is such an

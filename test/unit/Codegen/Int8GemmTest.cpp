@@ -187,3 +187,134 @@ TEST_CASE("integer GEMM with a symbolic number of rows", "[codegen][qgemm]") {
       REQUIRE(bitwise_mismatch(compiled.run_threads({x}, threads), expected).empty());
   }
 }
+
+// Integer convs (Cpu/ConvEmitter.h: emit_conv_i8): the importer's exact f32
+// conv of 8-bit activations minus their zero point (ConvInteger), weights w
+// - w_zp known (f32 integers, up to 255 apart per output channel), through
+// the byte im2col (the padding the zero point) and the integer GEMM; bit for
+// bit against the reference: u8 and i8 activations, zero points 0/128/255
+// (as the dtype holds them), u8 and i8 weights with their zero points, 3x3
+// padded, stride 2, dilation 2, 5x3 unpadded, K not a multiple of 4; with
+// and without an epilogue (cast, scale, bias, relu); three chunks of input
+// channels (slices of the shifted activation) summed in i32.
+TEST_CASE("integer conv: k x k ConvInteger through the integer GEMM, bit for bit", "[codegen][qgemm]") {
+  struct Conv {
+    DType x;
+    int64_t c, h, w, o, kh, kw;
+    std::vector<int64_t> stride, pad, dilation;
+    DType wdt;
+    int64_t w_zp;
+  };
+  const std::vector<Conv> convs = {
+      {DType::u8, 8, 9, 11, 19, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, DType::u8, 131},
+      {DType::u8, 5, 12, 10, 33, 3, 3, {2, 2}, {1, 0, 1, 2}, {1, 1}, DType::i8, 0},
+      {DType::i8, 4, 13, 13, 16, 3, 3, {1, 1}, {2, 2, 2, 2}, {2, 2}, DType::u8, 255},
+      {DType::i8, 3, 7, 9, 7, 5, 3, {1, 2}, {0, 0, 0, 0}, {1, 1}, DType::i8, -128},
+  };
+  const std::vector<int64_t> zps = {0, 128, 255};
+  std::vector<TensorType> types;
+  std::vector<HostTensor> inputs, weights;
+  for (const Conv &cv : convs) {
+    types.emplace_back(cv.x, static_shape({2, cv.c, cv.h, cv.w}));
+    inputs.push_back(full_range(cv.x, {2, cv.c, cv.h, cv.w}));
+    HostTensor w = full_range(cv.wdt, {cv.o, cv.c, cv.kh, cv.kw});
+    HostTensor shifted(DType::f32, w.shape());
+    for (int64_t i = 0; i < w.numel(); ++i)
+      shifted.set_f64(i, static_cast<double>(w.get_i64(i) - cv.w_zp));
+    weights.push_back(shifted);
+  }
+  // Conv i's zero point zps[i % 3] (none for the last: the cast alone).
+  for (size_t i = 0; i < convs.size(); ++i) {
+    types.emplace_back(convs[i].x, Shape{});
+    HostTensor z(convs[i].x, {});
+    z.set_i64(0, convs[i].x == DType::u8 ? zps[i % 3] : zps[i % 3] - 128);
+    inputs.push_back(z);
+  }
+  auto graph = trace_graph(types, [&](auto &in) {
+    std::vector<Tensor> out;
+    for (size_t i = 0; i < convs.size(); ++i) {
+      const Conv &cv = convs[i];
+      ops::Conv2dOptions opts;
+      opts.stride = cv.stride;
+      opts.padding = cv.pad;
+      opts.dilation = cv.dilation;
+      opts.exact = true;
+      auto x = [&] {
+        Tensor xf = ops::cast(in[i], DType::f32);
+        return i + 1 == convs.size() ? xf : ops::sub(xf, ops::cast(in[convs.size() + i], DType::f32));
+      };
+      out.push_back(ops::conv2d(x(), Tensor::from_host(weights[i], "w" + std::to_string(i)), std::nullopt, opts));
+      // Dequantized as after a ConvInteger (the plan's epilogue: the kernel
+      // writes only the chain's value).
+      if (i % 2 == 0) {
+        Tensor y = ops::conv2d(x(), Tensor::from_host(weights[i], "w" + std::to_string(i) + ".epi"), std::nullopt, opts);
+        y = ops::cast(ops::cast(y, DType::i32), DType::f32);
+        out.push_back(ops::relu(ops::add(ops::mul(y, ops::scalar(0.0625, DType::f32)), ops::scalar(-3, DType::f32))));
+      }
+    }
+    // The importer's chunks of input channels (OnnxQuantized.cpp: f32
+    // exactness), each a slice of the shifted activation, summed in i32.
+    Tensor xs = ops::sub(ops::cast(in[0], DType::f32), ops::cast(in[convs.size()], DType::f32));
+    ops::Conv2dOptions opts;
+    opts.padding = {1, 1, 1, 1};
+    opts.exact = true;
+    std::optional<Tensor> sum;
+    for (int64_t c0 : {0, 3, 5}) {
+      int64_t c1 = c0 == 5 ? 8 : c0 == 3 ? 5 : 3;
+      HostTensor w(DType::f32, {6, c1 - c0, 3, 3});
+      for (int64_t j = 0; j < w.numel(); ++j)
+        w.set_f64(j, static_cast<double>(((j * 37 + c0) % 256) - 128));
+      Tensor y = ops::cast(ops::conv2d(ops::slice(xs, {c0}, {c1}, {1}), Tensor::from_host(w, "chunk" + std::to_string(c0)),
+                                       std::nullopt, opts),
+                           DType::i32);
+      sum = sum ? ops::add(*sum, y) : y;
+    }
+    out.push_back(ops::mul(ops::cast(*sum, DType::f32), ops::scalar(0.5, DType::f32)));
+    return out;
+  });
+  REQUIRE(count_model_functions(*graph, [](llvm::StringRef name) { return name.starts_with("m.pack_i8"); }) ==
+          convs.size() + (convs.size() + 1) / 2 + 3);
+  // The GEMM's kernel paths are the first test's (u8 x i8 among them); the
+  // conv on two of them (the host's and AVX2).
+  check_configs(*graph, inputs, Interpreter::run(*graph, inputs), 2);
+}
+
+// DynamicQuantizeLinear's range: min / max of a whole f32 tensor (the CPU's
+// vector kernel, KernelEmitter's emit_full_min_max) bit for bit against the
+// reference: the last NaN (payloads differ), ties of +0 and -0 keeping the
+// first, all +-inf, sizes around the vector blocks (1, 7, 64, 100, 1000).
+TEST_CASE("whole-tensor min and max: last NaN, first zero, bit for bit", "[codegen][qgemm]") {
+  auto bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  std::vector<HostTensor> inputs;
+  for (int64_t n : {1, 7, 64, 100, 1000}) {
+    HostTensor r = random_tensor(DType::f32, {n}, -5, 5);
+    inputs.push_back(r);
+    HostTensor z = random_tensor(DType::f32, {n}, 0, 5); // relu-like: zeros of both signs
+    for (int64_t i = n / 3; i < n; i += 5)
+      z.set_f64(i, i % 2 ? 0.0 : -0.0);
+    inputs.push_back(z);
+    HostTensor q = r;
+    if (n > 2) {
+      q.data_as<float>()[n / 2] = bits(0x7fc00001u);
+      q.data_as<float>()[n - 1] = bits(0xffc00002u);
+    }
+    inputs.push_back(q);
+    HostTensor inf(DType::f32, {n});
+    for (int64_t i = 0; i < n; ++i)
+      inf.data_as<float>()[i] = i % 2 ? INFINITY : -INFINITY;
+    inputs.push_back(inf);
+  }
+  auto graph = trace_graph(types_of(inputs), [&](auto &in) {
+    std::vector<Tensor> out;
+    for (auto &x : in) {
+      out.push_back(ops::min(x, {}));
+      out.push_back(ops::max(x, {}, true));
+    }
+    return out;
+  });
+  check_configs(*graph, inputs, Interpreter::run(*graph, inputs), 2);
+}
