@@ -79,7 +79,7 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
   if (progress)
     std::fprintf(stderr, "\r\033[K");
   if (!global.quiet)
-    print_quantized_layers(result.quantized, global.quantize_weights);
+    print_quantized_layers(result.quantized, global);
   if (ok && options.print_outputs) {
     for (const auto &[kind, path] : result.outputs)
       if (kind != "depfile")

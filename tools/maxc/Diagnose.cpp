@@ -79,8 +79,9 @@ LoadOptions load_options(const GlobalOptions &global) {
   return load;
 }
 
-void print_quantized_layers(const std::vector<QuantizedLayer> &layers, const std::string &kind) {
-  if (kind.empty())
+void print_quantized_layers(const std::vector<QuantizedLayer> &layers, const GlobalOptions &global) {
+  const std::string &kind = global.quantize_weights;
+  if (kind.empty() || global.quiet)
     return;
   double worst = 0;
   int64_t weights = 0;
@@ -92,6 +93,9 @@ void print_quantized_layers(const std::vector<QuantizedLayer> &layers, const std
   }
   std::fprintf(stderr, "maxc: --quantize-weights %s: %zu weights (%lld values) quantized, worst relative error %.4g\n",
                kind.c_str(), layers.size(), static_cast<long long>(weights), worst);
+  if (!global.no_dedup)
+    std::fprintf(stderr, "maxc: note: matmuls inside repeated blocks (subgraphs) keep f32 weights: a block's weights "
+                         "are its call's arguments; for ONNX models, --no-dedup traces each layer on its own\n");
 }
 
 void apply_quantize_weights(const GlobalOptions &global, LoadedModel &model, DiagnosticEngine &diagnostics) {
@@ -103,8 +107,7 @@ void apply_quantize_weights(const GlobalOptions &global, LoadedModel &model, Dia
     std::vector<QuantizedLayer> layers;
     if (std::unique_ptr<Graph> g = quantize_weights(*model.graph, q, &layers))
       model.graph = std::move(g);
-    if (!global.quiet)
-      print_quantized_layers(layers, global.quantize_weights);
+    print_quantized_layers(layers, global);
   } catch (const Error &e) {
     diagnostics.error(e.code(), "", "--quantize-weights", e.message());
     model.graph.reset();

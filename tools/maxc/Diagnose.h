@@ -31,7 +31,7 @@ LoadOptions load_options(const GlobalOptions &global);
 /// (Transforms/QuantizeWeights.h), each layer's error printed unless --quiet.
 void apply_quantize_weights(const GlobalOptions &global, LoadedModel &model, DiagnosticEngine &diagnostics);
 /// One stderr line per quantized weight, and a total.
-void print_quantized_layers(const std::vector<QuantizedLayer> &layers, const std::string &kind);
+void print_quantized_layers(const std::vector<QuantizedLayer> &layers, const GlobalOptions &global);
 
 /// Loads the model a run-time command runs (`maxc run`, `maxc profile`):
 /// the global flags, `weights` if given. `--dim NAME=N` means what it means
