@@ -208,20 +208,13 @@ llvm::Function *task_function(llvm::Module &m, const Int8GemmArgs &g) {
   if (llvm::Function *f = m.getFunction(name))
     return f;
   llvm::LLVMContext &c = m.getContext();
-  auto *fn = llvm::Function::Create(task_function_type(c), llvm::GlobalValue::InternalLinkage, name, m);
-  fn->addFnAttr(llvm::Attribute::NoUnwind);
-  auto *entry_block = llvm::BasicBlock::Create(c, "entry", fn);
-  auto *body = llvm::BasicBlock::Create(c, "body", fn);
-  llvm::IRBuilder<> entry(entry_block);
-  llvm::IRBuilder<> b(body);
+  llvm::IRBuilder<> entry(c), b(c);
+  llvm::Function *fn = create_task_function(m, name, entry, b);
   llvm::StructType *st = task_args_type(c);
-  Value *args = fn->getArg(0);
-  auto field = [&](unsigned i, llvm::Type *t) { return entry.CreateLoad(t, entry.CreateStructGEP(st, args, i)); };
+  auto field = [&](unsigned i, llvm::Type *t) { return task_arg(entry, st, fn->getArg(0), i, t); };
   Value *a = field(0, b.getPtrTy()), *bp = field(1, b.getPtrTy()), *cp = field(2, b.getPtrTy());
   Value *mrows = field(3, b.getInt64Ty()), *n = field(4, b.getInt64Ty()), *k = field(5, b.getInt64Ty()),
         *rows = field(6, b.getInt64Ty());
-  llvm::BranchInst *to_body = entry.CreateBr(body);
-  entry.SetInsertPoint(to_body);
   Kernel kern{b, g.lanes, g.dot, g.a_signed, g.b_signed, a, bp, cp, n, k, entry};
   int64_t nr = kVectors * g.lanes;
   Value *panels = b.CreateSDiv(b.CreateAdd(n, b.getInt64(nr - 1)), b.getInt64(nr));
@@ -259,12 +252,8 @@ void emit_gemm_i8(llvm::IRBuilder<> &b, const Int8GemmArgs &args) {
   Value *row_blocks = b.CreateSDiv(b.CreateAdd(m1, b.getInt64(rows - 1)), b.getInt64(rows));
   Value *tasks = b.CreateMul(row_blocks, b.getInt64(panels));
   Value *macs = b.CreateMul(m1, b.getInt64(args.n * args.k));
-  llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
-  llvm::StructType *st = task_args_type(c);
-  Value *task_args = entry.CreateAlloca(st);
-  Value *fields[] = {args.a, args.b, args.c, m1, b.getInt64(args.n), b.getInt64(args.k), b.getInt64(rows)};
-  for (unsigned i = 0; i < 7; ++i)
-    b.CreateStore(fields[i], b.CreateStructGEP(st, task_args, i));
+  Value *task_args = emit_task_args(b, task_args_type(c),
+                                    {args.a, args.b, args.c, m1, b.getInt64(args.n), b.getInt64(args.k), b.getInt64(rows)});
   llvm::Function *task = task_function(m, args);
   auto *single = llvm::BasicBlock::Create(c, "qgemm.single", fn);
   auto *split = llvm::BasicBlock::Create(c, "qgemm.split", fn);

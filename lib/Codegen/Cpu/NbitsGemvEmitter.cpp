@@ -211,19 +211,12 @@ llvm::Function *task_function(llvm::Module &m, const NbitsGemvArgs &g) {
   if (llvm::Function *f = m.getFunction(name))
     return f;
   llvm::LLVMContext &c = m.getContext();
-  auto *fn = llvm::Function::Create(task_function_type(c), llvm::GlobalValue::InternalLinkage, name, m);
-  fn->addFnAttr(llvm::Attribute::NoUnwind);
-  auto *entry_block = llvm::BasicBlock::Create(c, "entry", fn);
-  auto *body = llvm::BasicBlock::Create(c, "body", fn);
-  llvm::IRBuilder<> entry(entry_block);
-  llvm::IRBuilder<> b(body);
+  llvm::IRBuilder<> entry(c), b(c);
+  llvm::Function *fn = create_task_function(m, name, entry, b);
   llvm::StructType *st = task_args_type(c);
-  Value *args = fn->getArg(0);
-  auto field = [&](unsigned i, llvm::Type *t) { return entry.CreateLoad(t, entry.CreateStructGEP(st, args, i)); };
+  auto field = [&](unsigned i, llvm::Type *t) { return task_arg(entry, st, fn->getArg(0), i, t); };
   Value *a = field(0, b.getPtrTy()), *bq = field(1, b.getPtrTy()), *sc = field(2, b.getPtrTy()),
         *zp = field(3, b.getPtrTy()), *cp = field(4, b.getPtrTy()), *rows = field(5, b.getInt64Ty());
-  llvm::BranchInst *to_body = entry.CreateBr(body);
-  entry.SetInsertPoint(to_body);
   Kernel k{b, entry, NbitsLayout{g.k, g.n, g.bits, g.block}, has_zp, a, bq, sc, zp, cp, rows, g.lanes};
   Value *n0 = b.CreateMul(fn->getArg(1), b.getInt64(kColumnsPerTask));
   Value *n1 = b.CreateAdd(n0, b.getInt64(kColumnsPerTask));
@@ -243,15 +236,9 @@ llvm::Function *task_function(llvm::Module &m, const NbitsGemvArgs &g) {
 void emit_matmul_nbits_kernel(llvm::IRBuilder<> &b, const NbitsGemvArgs &args) {
   llvm::Function *fn = b.GetInsertBlock()->getParent();
   llvm::Module &m = *fn->getParent();
-  llvm::LLVMContext &c = m.getContext();
-  llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
-  llvm::StructType *st = task_args_type(c);
-  Value *task_args = entry.CreateAlloca(st);
   Value *rows = b.CreateSelect(b.CreateICmpSGT(args.m, b.getInt64(0)), args.m, b.getInt64(0));
   Value *zp = args.zero_points ? args.zero_points : llvm::ConstantPointerNull::get(b.getPtrTy());
-  Value *fields[] = {args.a, args.b, args.scales, zp, args.c, rows};
-  for (unsigned i = 0; i < 6; ++i)
-    b.CreateStore(fields[i], b.CreateStructGEP(st, task_args, i));
+  Value *task_args = emit_task_args(b, task_args_type(m.getContext()), {args.a, args.b, args.scales, zp, args.c, rows});
   int64_t tasks = (args.n + kColumnsPerTask - 1) / kColumnsPerTask;
   Value *work = b.CreateMul(rows, b.getInt64(args.n * args.k));
   emit_parallel_for(b, args.prefix, task_args, b.getInt64(tasks), task_function(m, args), work);

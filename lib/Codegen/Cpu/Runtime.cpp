@@ -37,6 +37,33 @@ llvm::FunctionType *task_function_type(llvm::LLVMContext &c) {
                                  {llvm::PointerType::getUnqual(c), llvm::Type::getInt64Ty(c)}, false);
 }
 
+llvm::Function *create_task_function(llvm::Module &m, const std::string &name, llvm::IRBuilder<> &entry,
+                                     llvm::IRBuilder<> &body) {
+  llvm::LLVMContext &c = m.getContext();
+  auto *fn = llvm::Function::Create(task_function_type(c), llvm::GlobalValue::InternalLinkage, name, m);
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  auto *entry_block = llvm::BasicBlock::Create(c, "entry", fn);
+  auto *body_block = llvm::BasicBlock::Create(c, "body", fn);
+  entry.SetInsertPoint(entry_block);
+  entry.SetInsertPoint(entry.CreateBr(body_block));
+  body.SetInsertPoint(body_block);
+  return fn;
+}
+
+llvm::Value *task_arg(llvm::IRBuilder<> &entry, llvm::StructType *st, llvm::Value *args, unsigned i,
+                      llvm::Type *type) {
+  return entry.CreateLoad(type, entry.CreateStructGEP(st, args, i));
+}
+
+llvm::Value *emit_task_args(llvm::IRBuilder<> &b, llvm::StructType *st, const std::vector<llvm::Value *> &fields) {
+  llvm::Function *fn = b.GetInsertBlock()->getParent();
+  llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+  llvm::Value *args = entry.CreateAlloca(st);
+  for (unsigned i = 0; i < fields.size(); ++i)
+    b.CreateStore(fields[i], b.CreateStructGEP(st, args, i));
+  return args;
+}
+
 void emit_parallel_for(llvm::IRBuilder<> &b, const std::string &prefix, llvm::Value *ctx, llvm::Value *count,
                        llvm::Function *task, llvm::Value *work) {
   llvm::Module &m = *b.GetInsertBlock()->getModule();

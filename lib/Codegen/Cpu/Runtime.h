@@ -6,6 +6,7 @@
 #include <llvm/IR/IRBuilder.h>
 
 #include <string>
+#include <vector>
 
 namespace llvm {
 class Function;
@@ -34,6 +35,20 @@ void emit_profile_end(llvm::IRBuilder<> &b, const std::string &prefix, llvm::Val
 
 /// void task(ptr ctx, i64 i): the signature of a task function.
 llvm::FunctionType *task_function_type(llvm::LLVMContext &c);
+
+/// Creates the internal, nounwind task function NAME of `m` with an "entry"
+/// block that ends in a branch to an empty "body" block, and positions
+/// `entry` before that branch (where the argument loads go: task_arg) and
+/// `body` in the body block.
+llvm::Function *create_task_function(llvm::Module &m, const std::string &name, llvm::IRBuilder<> &entry,
+                                     llvm::IRBuilder<> &body);
+/// Field `i` (of type `type`) of the task's argument struct `args` (of type
+/// `st`), loaded at `entry`.
+llvm::Value *task_arg(llvm::IRBuilder<> &entry, llvm::StructType *st, llvm::Value *args, unsigned i,
+                      llvm::Type *type);
+/// The caller's side: a task argument struct of type `st` (an alloca at the
+/// entry of `b`'s function) with `fields` stored at `b`.
+llvm::Value *emit_task_args(llvm::IRBuilder<> &b, llvm::StructType *st, const std::vector<llvm::Value *> &fields);
 
 /// Emits `task(ctx, i)` for every i in [0, count): through the runtime's
 /// parallel_for (the program's parallel-for, the built-in pool, or a loop)
