@@ -52,6 +52,18 @@ constexpr int64_t kMaxOpset = 17;
 /// evaluated at import time.
 constexpr int64_t kFoldLimit = 1 << 16;
 
+/// The name of graph input `in`'s dim `i`: its dim_param, "<input>_dim<i>"
+/// where the exporter left it unknown (no dim_param and no dim_value,
+/// dim_value -1 or dim_param "?", which paddle2onnx and older exporters
+/// write: two "?" dims are not the same size, and ONNX Runtime reads them
+/// so), or "" for a static dim.
+std::string input_dim_param(const onnx::ValueInfoProto &in, int i) {
+  const auto &d = in.type().tensor_type().shape().dim(i);
+  if (d.has_dim_param() && !d.dim_param().empty() && d.dim_param() != "?")
+    return d.dim_param();
+  return d.has_dim_value() && d.dim_value() != -1 ? "" : in.name() + "_dim" + std::to_string(i);
+}
+
 class Importer : public NodeHost, public BodyHost {
 public:
   Importer(const onnx::ModelProto &model, const std::string &path, const LoadOptions &options,
@@ -463,7 +475,7 @@ private:
       for (const auto &in : graph_proto_.input())
         if (auto pair = state_pairs_.find(in.name()); pair != state_pairs_.end() && in.type().has_tensor_type() &&
                                                         pair->second.axis < in.type().tensor_type().shape().dim_size())
-          state_lengths.insert(in.type().tensor_type().shape().dim(pair->second.axis).dim_param());
+          state_lengths.insert(input_dim_param(in, pair->second.axis));
     for (const auto &in : graph_proto_.input()) {
       if (values_.count(in.name()) || poisoned_.count(in.name()))
         continue; // an initializer listed as input (IR < 4): a weight with a default
@@ -492,13 +504,7 @@ private:
         Shape shape;
         for (int i = 0; i < tt.shape().dim_size(); ++i) {
           const auto &d = tt.shape().dim(i);
-          // No dim_param and no dim_value, dim_value -1 or dim_param "?"
-          // (paddle2onnx and older exporters write these for "unknown": two
-          // "?" dims are not the same size, and ONNX Runtime reads them so):
-          // a symbol of its own, named after the input and the axis.
-          std::string param = d.has_dim_param() && !d.dim_param().empty() && d.dim_param() != "?"
-                                  ? d.dim_param()
-                                  : (d.has_dim_value() && d.dim_value() != -1 ? "" : in.name() + "_dim" + std::to_string(i));
+          std::string param = input_dim_param(in, i);
           if (param.empty()) {
             if (d.dim_value() < 0)
               throw Error(ErrorCode::OnnxTensorData, "dim " + std::to_string(i) + " is negative");
