@@ -4,11 +4,15 @@
 // for models with several inputs (bench/kv_decode_bench.py).
 //
 //   node bench/ort_time.js MODEL.onnx THREADS RUNS WARMUP NAME:DTYPE:D1xD2x... [...]
+//   node bench/ort_time.js MODEL.onnx THREADS RUNS WARMUP SPEC.json
 //
-// DTYPE float32 (uniform in [-1, 1)) or int64 (0..99). Prints one line: the
+// DTYPE float32 (uniform in [-1, 1)) or int64 (0..99); or the inputs of a
+// SPEC.json as bench/ort_run.js reads it (raw files; bench/real_bench.py's
+// timing of models with several inputs). Prints one line: the
 // RUNS run times in ms, space separated. Inputs are created once; each run is
 // `await session.run(feeds)` (ORT allocates the outputs).
 'use strict';
+const fs = require('fs');
 const ort = require('onnxruntime-node');
 
 async function main() {
@@ -22,6 +26,17 @@ async function main() {
   let seed = 12345;
   const rand = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
   const feeds = {};
+  if (specs.length === 1 && specs[0].endsWith('.json')) {
+    for (const input of JSON.parse(fs.readFileSync(specs[0], 'utf8')).inputs) {
+      const buf = fs.readFileSync(input.file);
+      const bytes = buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.length);
+      const data = input.dtype === 'int64' ? new BigInt64Array(bytes)
+                 : input.dtype === 'bool' ? new Uint8Array(bytes)
+                 : new Float32Array(bytes);
+      feeds[input.name] = new ort.Tensor(input.dtype, data, input.shape);
+    }
+    specs.length = 0;
+  }
   for (const spec of specs) {
     const [name, dtype, shapeText] = spec.split(':');
     const shape = shapeText === '' ? [] : shapeText.split('x').map(Number);

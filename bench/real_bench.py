@@ -25,7 +25,9 @@ vs the reference and vs ORT. Then, for models with one float input and one
 output, the timing of bench/onnx_bench.py (`maxc compile -O3 --cpu native`
 into bench/model_bench.c's timing server, alternating blocks with ORT's
 bench/ort_bench.js) at each --threads count; models with several inputs or
-outputs are checked but not timed ("n/a: k inputs, m outputs").
+outputs are timed with maxc's generated bench harness (`--emit bench-harness`,
+the same input files given with --input) against bench/ort_time.js, in
+alternating blocks (medians of the blocks' medians).
 
 Prints one markdown table: model, package@version, inputs, correctness
 (max rel err of cpu vs reference / vs ORT), ORT/maxc at each thread count
@@ -39,6 +41,7 @@ import hashlib
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -369,6 +372,77 @@ def time_model(a, model, spec, work):
     return ratios, None
 
 
+def time_harness(a, model, spec, work, inputs):
+    """ORT/maxc per thread count for a model with several inputs or outputs:
+    maxc's generated bench harness (`--emit bench-harness`, the inputs' .npy
+    files given with --input) against bench/ort_time.js (the same values as raw
+    files), in alternating blocks of about --block-seconds; the median of the
+    blocks' medians per side."""
+    tdir = os.path.join(work, "timing")
+    os.makedirs(tdir, exist_ok=True)
+    name = "real_" + re.sub(r"\W", "_", os.path.basename(work))
+    obj = os.path.join(tdir, name + ".o")
+    binds = spec.get("binds", {})
+    cmd = [a.maxc]
+    for d, v in spec["dims"].items():
+        cmd += ["--dim", "%s=%d" % (d, v)]
+    for n, v in binds.items():
+        cmd += ["--bind", "%s=%s" % (n, v)]
+    cmd += ["compile", model, "-o", obj, "--name", name, "-O3", "--cpu", a.cpu, "--emit", "obj,header,bench-harness",
+            "-q"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, first_error(r.stderr + r.stdout)
+    exe = os.path.join(tdir, name + "_bench")
+    r = subprocess.run(["cc", "-O2", os.path.join(tdir, name + "_bench.c"), obj, "-lm", "-lpthread", "-o", exe],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, first_error(r.stderr + r.stdout)
+    files = []
+    for i, (n, _, npy, _) in enumerate(inputs):
+        if n not in binds:
+            files += ["--input", "%s=%s" % (c_name(n, i), npy)]
+    spec_path = os.path.join(tdir, "spec.json")
+    with open(spec_path, "w") as f:
+        json.dump({"inputs": [{"name": n, "dtype": str(arr.dtype), "shape": list(arr.shape), "file": raw}
+                              for n, arr, _, raw in inputs]}, f)
+    env = dict(os.environ, NODE_PATH=os.path.join(a.ort_dir, "node_modules"))
+
+    def maxc_block(threads, runs, warmup):
+        r = subprocess.run([exe, "-n", str(runs), "--warmup", str(warmup), "--threads", str(threads)] + files,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(first_error(r.stderr + r.stdout))
+        return float(re.search(r"p50 ([0-9.]+)", r.stdout).group(1))
+
+    def ort_block(threads, runs, warmup):
+        r = subprocess.run(["node", os.path.join(ROOT, "bench", "ort_time.js"), model, str(threads), str(runs),
+                            str(warmup), spec_path], capture_output=True, text=True, env=env)
+        if r.returncode != 0:
+            raise RuntimeError("ONNX Runtime: " + first_error(r.stderr + r.stdout))
+        return statistics.median(float(t) for t in r.stdout.split())
+
+    ratios = {}
+    try:
+        for threads in [int(t) for t in a.threads.split(",")]:
+            # Runs per block from one short run of each side.
+            per_run = max(maxc_block(threads, 2, 1), ort_block(threads, 2, 1))
+            runs = max(3, min(2000, int(a.block_seconds * 1e3 / max(per_run, 1e-3))))
+            warmup = max(1, runs // 5)
+            m, o = [], []
+            for k in range(a.rounds):
+                order = [(maxc_block, m), (ort_block, o)]
+                for fn, out in (order if k % 2 == 0 else order[::-1]):
+                    out.append(fn(threads, runs, warmup))
+            mm, om = statistics.median(m), statistics.median(o)
+            ratios[threads] = (om / mm, mm, om)
+            print("  threads %d: maxc %.4g ms, ORT %.4g ms, ORT/maxc %.2f (%d runs per block)"
+                  % (threads, mm, om, om / mm, runs), flush=True)
+    except RuntimeError as e:
+        return None, str(e)
+    return ratios, None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated names: " + ", ".join(MODELS))
@@ -425,7 +499,7 @@ def main():
             if a.no_timing:
                 row["timing_note"] = "not timed"
             elif len(spec["inputs"]) != 1 or n_out != 1 or spec["inputs"][0][1] != "float32":
-                row["timing_note"] = "n/a: %d inputs, %d outputs" % (len(spec["inputs"]), n_out)
+                row["timing"], err = time_harness(a, model, spec, work, inputs)
             else:
                 row["timing"], err = time_model(a, model, spec, work)
                 if err:

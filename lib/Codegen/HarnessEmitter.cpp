@@ -263,7 +263,8 @@ const std::string kHelpers = template_text(
 #include "templates/harness_helpers.c"
 );
 
-// The .npy reader and the comparison (test harness only).
+// The .npy reader and the comparison (the test harness; the bench harness's
+// --input reads with it).
 const std::string kTestHelpers = fill_template(template_text(
 #include "templates/harness_test_helpers.c"
                                                                 ),
@@ -407,10 +408,12 @@ std::string emit_bench_harness(const ModelInterface &m) {
   const std::string file = m.name + "_bench.c", program = m.name + "_bench";
   std::string usage = " *   cc -O2 " + file + " " + m.name + ".o -lm -o " + program + "\n *   ./" + program +
                       " [-n RUNS] [--warmup W] [--dim NAME=N] [--threads T]\n"
+                      " *            [--input NAME=FILE.npy ...]\n"
                       " *\n"
                       " * Runs " + m.name + "_run W times (default 10), then RUNS times (default 100),\n"
-                      " * timing each run, on deterministic pseudo-random inputs; symbolic dims are 1\n"
-                      " * unless given with --dim. Prints p50/p90/p99 latency in milliseconds and\n"
+                      " * timing each run, on deterministic pseudo-random inputs, or an input's values\n"
+                      " * from a .npy file (--input; its dtype and shape the input's for these dims);\n"
+                      " * symbolic dims are 1 unless given with --dim. Prints p50/p90/p99 latency in milliseconds and\n"
                       " * runs per second. The workspace is allocated once, outside the timing.\n"
                       " * --threads T: the model's own pool (" + m.name + "_set_num_threads; default 1).\n";
   std::string c = "/* clock_gettime */\n#define _POSIX_C_SOURCE 199309L\n";
@@ -420,9 +423,10 @@ std::string emit_bench_harness(const ModelInterface &m) {
   c += "/* The model's entry points (from " + m.name + ".o). */\n" + declarations(m) + "\n";
   c += model_tables(m);
   c += kHelpers;
+  c += kTestHelpers;
   c += kBenchHelpers;
   c += "static void usage(FILE *out) {\n  fprintf(out, \"usage: " + program +
-       " [-n RUNS] [--warmup W] [--dim NAME=N] [--threads T]\\n\");\n}\n\n";
+       " [-n RUNS] [--warmup W] [--dim NAME=N] [--threads T] [--input NAME=FILE.npy ...]\\n\");\n}\n\n";
   std::string run = "    status = " + run_call(m, "workspace") + ";\n";
   run += "    if (status != 0) {\n      fprintf(stderr, \"error: " + m.name + "_run returned %d: %s\\n\", (int)status, " +
          m.name + "_status_string(status));\n      return 1;\n    }\n";

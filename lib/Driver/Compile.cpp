@@ -197,6 +197,25 @@ void validate(Compilation &c) {
         }
 }
 
+} // namespace
+
+void quantize_loaded_weights(LoadedModel &model, const std::string &kind, const std::string &file,
+                             DiagnosticEngine &diagnostics, std::vector<QuantizedLayer> &layers) {
+  if (kind.empty() || !model.graph)
+    return;
+  try {
+    QuantizeWeightsOptions q;
+    q.bits = quantize_weights_bits(kind);
+    if (std::unique_ptr<Graph> g = quantize_weights(*model.graph, q, &layers))
+      model.graph = std::move(g);
+  } catch (const Error &e) {
+    diagnostics.error(e.code(), file, "--quantize-weights", e.message());
+    model.graph.reset();
+  }
+}
+
+namespace {
+
 void load(Compilation &c) {
   LoadOptions options;
   options.weights_path = c.request.weights;
@@ -206,20 +225,9 @@ void load(Compilation &c) {
   options.state = c.request.state;
   options.dedup = c.request.dedup;
   c.model = load_model(c.request.model, options, c.diagnostics);
+  quantize_loaded_weights(c.model, c.request.quantize_weights, c.request.model, c.diagnostics, c.result.quantized);
   if (!c.model.graph)
     return;
-  if (!c.request.quantize_weights.empty()) {
-    try {
-      QuantizeWeightsOptions q;
-      q.bits = quantize_weights_bits(c.request.quantize_weights);
-      if (std::unique_ptr<Graph> g = quantize_weights(*c.model.graph, q, &c.result.quantized))
-        c.model.graph = std::move(g);
-    } catch (const Error &e) {
-      c.diagnostics.error(e.code(), c.request.model, "--quantize-weights", e.message());
-      c.model.graph.reset();
-      return;
-    }
-  }
   c.name = c.request.name.empty() ? c.model.graph->name() : c.request.name;
   if (!is_c_identifier(c.name)) {
     c.diagnostics.error(ErrorCode::InvalidArgument, c.request.model, "",

@@ -1130,6 +1130,15 @@ def compile_harness(ctx):
     expect_in("2 thread(s)", r.stdout, "bench output", r)
     run_program(["./mlp_bench", "--dim", "seq=4"], ctx.tmp, rc=2)
     run_program(["./mlp_bench", "-n", "0"], ctx.tmp, rc=2)
+    # --input: the values of a .npy file, whose shape must be the input's for the dims.
+    r = run_program(["./mlp_bench", "-n", "2", "--dim", "batch=3", "--input", "x=x.npy"], ctx.tmp, rc=0)
+    expect_in("batch=3", r.stdout, "bench output", r)
+    r = run_program(["./mlp_bench", "-n", "2", "--input", "x=x.npy"], ctx.tmp, rc=2)  # batch 1, file batch 3
+    expect_in("x.npy: shape", r.stderr, "stderr", r)
+    r = run_program(["./mlp_bench", "--dim", "batch=3", "--input", "x=f64.npy"], ctx.tmp, rc=2)
+    expect_in("<f4", r.stderr, "stderr", r)
+    r = run_program(["./mlp_bench", "--input", "y=x.npy"], ctx.tmp, rc=2)
+    expect_in("one of the model's inputs: x", r.stderr, "stderr", r)
 
 
 def snapshot(directory):

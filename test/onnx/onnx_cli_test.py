@@ -268,6 +268,110 @@ def case_unknown_dims(c):
     c.run("check", p, "--dim", "x_dim2=48")
 
 
+def case_scatter_known_indices(c):
+    """Scatters whose indices are known at import (HTDemucs' ScatterND of
+    344k updates): a gather through a table, not a one-hot mask, so sizes far
+    past the masks' 2^26 elements import. ScatterND (none) of 40k rows into
+    4096x64 (mask: 2^33), ScatterElements (add) with repeated rows, and an
+    out-of-range index refused with the node named."""
+    rng = np.random.default_rng(11)
+    rows = rng.permutation(4096 * 16)[:40000].reshape(40000, 1)  # rows of [65536, 4]
+    ind = numpy_helper.from_array(rows.astype(np.int64) - 65536 * (rows % 3 == 0), "ind")  # some negative
+    dup = numpy_helper.from_array(np.array([[0, 2, 0], [1, 1, 1]], np.int64), "dup")
+    nodes = [helper.make_node("ScatterND", ["data", "ind", "upd"], ["y"], name="/scatter/ScatterND"),
+             helper.make_node("ScatterElements", ["small", "dup", "su"], ["z"], name="/scatter/Add", axis=1,
+                              reduction="add")]
+    g = helper.make_graph(nodes, "scatter",
+                          [vi_f("data", [65536, 4]), vi_f("upd", [40000, 4]), vi_f("small", [2, 3]), vi_f("su", [2, 3])],
+                          [vi_f("y", [65536, 4]), vi_f("z", [2, 3])], [ind, dup])
+    p = c.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)]), "scatter.onnx")
+    data = rng.standard_normal((65536, 4)).astype(np.float32)
+    upd = rng.standard_normal((40000, 4)).astype(np.float32)
+    small_in = rng.standard_normal((2, 3)).astype(np.float32)
+    su = rng.standard_normal((2, 3)).astype(np.float32)
+    y = data.copy()
+    y[rows[:, 0]] = upd
+    z = small_in.copy()
+    for i in range(2):
+        for j in range(3):
+            z[i, [[0, 2, 0], [1, 1, 1]][i][j]] += su[i, j]
+    run_devices(c, "scatter", p, {"data": data, "upd": upd, "small": small_in, "su": su}, {"y": y, "z": z},
+                devices=("reference", "cpu"))
+    bad = numpy_helper.from_array(np.array([[5], [70000]], np.int64), "ind")
+    g = helper.make_graph([nodes[0]], "scatter_bad", [vi_f("data", [65536, 4]), vi_f("upd", [2, 4])],
+                          [vi_f("y", [65536, 4])], [bad])
+    p = c.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)]), "scatter_bad.onnx")
+    r = c.run("check", p, expect=1)
+    assert "/scatter/ScatterND" in r.stderr and "70000" in r.stderr, r.stderr
+
+
+def case_opset20(c):
+    """Ops and attributes of opsets 18-20 (ONNX 1.13-1.15), checked against
+    numpy: Gelu (both forms), Mish, GroupNormalization, CenterCropPad, Pad
+    wrap, Resize with axes + keep_aspect_ratio_policy and
+    half_pixel_symmetric, Split num_outputs, ReduceMax axes as an input."""
+    import math
+    rng = np.random.default_rng(20)
+    X = rng.standard_normal((2, 4, 5, 6)).astype(np.float32)
+    scale = (rng.standard_normal(2) * 0.5 + 1).astype(np.float32)
+    bias = (rng.standard_normal(2) * 0.1).astype(np.float32)
+    inits = [numpy_helper.from_array(scale, "gs"), numpy_helper.from_array(bias, "gb"),
+             numpy_helper.from_array(np.array([4, 3], np.int64), "crop"),
+             numpy_helper.from_array(np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64), "pads"),
+             numpy_helper.from_array(np.array([10, 20], np.int64), "sizes"),
+             numpy_helper.from_array(np.array([1.5], np.float32), "sc1"),
+             numpy_helper.from_array(np.array([1], np.int64), "ax1")]
+    nodes = [
+        helper.make_node("Gelu", ["x"], ["gelu"], name="gelu"),
+        helper.make_node("Gelu", ["x"], ["gelu_t"], name="gelu_t", approximate="tanh"),
+        helper.make_node("Mish", ["x"], ["mish"], name="mish"),
+        helper.make_node("GroupNormalization", ["x", "gs", "gb"], ["gn"], name="gn", num_groups=2, epsilon=1e-5),
+        helper.make_node("CenterCropPad", ["x", "crop"], ["ccp"], name="ccp", axes=[2, 3]),
+        helper.make_node("Pad", ["x", "pads"], ["wrap"], name="wrap", mode="wrap"),
+        helper.make_node("Resize", ["x", "", "", "sizes"], ["rs"], name="rs", mode="nearest", axes=[2, 3],
+                         keep_aspect_ratio_policy="not_larger"),
+        helper.make_node("Resize", ["x", "", "sc1"], ["rsym"], name="rsym", mode="linear", axes=[3],
+                         coordinate_transformation_mode="half_pixel_symmetric"),
+        helper.make_node("Split", ["x"], ["s0", "s1"], name="split", axis=3, num_outputs=2),
+        helper.make_node("ReduceMax", ["x", "ax1"], ["rmax"], name="rmax", keepdims=0),
+    ]
+    outs = ["gelu", "gelu_t", "mish", "gn", "ccp", "wrap", "rs", "rsym", "s0", "s1", "rmax"]
+    g = helper.make_graph(nodes, "opset20", [vi_f("x", [2, 4, 5, 6])], [vi_f(o, None) for o in outs], inits)
+    p = c.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)]), "opset20.onnx")
+    x = X.astype(np.float64)
+    erf = np.vectorize(math.erf)
+    want = {
+        "gelu": 0.5 * x * (1 + erf(x / math.sqrt(2))),
+        "gelu_t": 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
+        "mish": x * np.tanh(np.log1p(np.exp(x))),
+    }
+    gx = x.reshape(2, 2, -1)
+    gn = ((gx - gx.mean(-1, keepdims=True)) / np.sqrt(gx.var(-1, keepdims=True) + 1e-5)).reshape(x.shape)
+    want["gn"] = gn * np.repeat(scale, 2)[None, :, None, None] + np.repeat(bias, 2)[None, :, None, None]
+    want["ccp"] = x[:, :, 0:4, 1:4]  # H 5 -> 4 crops [0, 4); W 6 -> 3 crops [1, 4)
+    want["wrap"] = np.pad(x, ((0, 0), (0, 0), (1, 2), (2, 1)), mode="wrap")
+    # not_larger: scale min(10/5, 20/6) = 2, output 10 x 12; nearest half_pixel, round_prefer_floor
+    def near(n_in, n_out, s):
+        idx = []
+        for o in range(n_out):
+            v = (o + 0.5) / s - 0.5
+            r = math.floor(v) if v - math.floor(v) == 0.5 else round(v)
+            idx.append(min(max(int(r), 0), n_in - 1))
+        return idx
+    want["rs"] = x[:, :, near(5, 10, 2.0), :][:, :, :, near(6, 12, 2.0)]
+    # half_pixel_symmetric, W 6 * 1.5 = 9 (exact: the same as half_pixel)
+    cols = []
+    for o in range(9):
+        v = min(max((o + 0.5) / 1.5 - 0.5, 0), 5)
+        lo = int(math.floor(v)); hi = min(lo + 1, 5); f = v - lo
+        cols.append(x[..., lo] * (1 - f) + x[..., hi] * f)
+    want["rsym"] = np.stack(cols, -1)
+    want["s0"], want["s1"] = x[..., :3], x[..., 3:]
+    want["rmax"] = x.max(1)
+    want = {k: v.astype(np.float32) for k, v in want.items()}
+    run_devices(c, "opset20", p, {"x": X}, want, devices=("reference", "cpu"), rtol=1e-4, atol=1e-5)
+
+
 def case_symbolic_image_size(c):
     """A tiny feature pyramid with symbolic H and W (issue #22): strided Conv,
     MaxPool, nearest Resize x2 added to the finer map, Concat of both, a

@@ -14,7 +14,7 @@ int run_check(const GlobalOptions &global, const CheckOptions &options) {
   load.weights_path = options.weights;
   load.synthesize_weights = options.no_weights;
   LoadedModel model = load_model(options.model, load, diagnostics);
-  apply_quantize_weights(global, model, diagnostics);
+  quantize_loaded_weights(global, model, options.model, diagnostics);
   int code = finish(global, diagnostics);
   if (code == kSuccess && !global.quiet && global.diagnostics == DiagnosticsFormat::text)
     std::cerr << options.model << ": ok (" << model.graph->nodes().size() << " nodes, "

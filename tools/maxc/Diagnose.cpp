@@ -1,5 +1,6 @@
 #include "Diagnose.h"
 
+#include "maxc/Driver/Compile.h"
 #include "maxc/Support/FileSystem.h"
 #include "maxc/Support/Version.h"
 
@@ -98,20 +99,12 @@ void print_quantized_layers(const std::vector<QuantizedLayer> &layers, const Glo
                          "are its call's arguments; for ONNX models, --no-dedup traces each layer on its own\n");
 }
 
-void apply_quantize_weights(const GlobalOptions &global, LoadedModel &model, DiagnosticEngine &diagnostics) {
-  if (global.quantize_weights.empty() || !model.graph)
-    return;
-  try {
-    QuantizeWeightsOptions q;
-    q.bits = quantize_weights_bits(global.quantize_weights);
-    std::vector<QuantizedLayer> layers;
-    if (std::unique_ptr<Graph> g = quantize_weights(*model.graph, q, &layers))
-      model.graph = std::move(g);
+void quantize_loaded_weights(const GlobalOptions &global, LoadedModel &model, const std::string &file,
+                             DiagnosticEngine &diagnostics) {
+  std::vector<QuantizedLayer> layers;
+  driver::quantize_loaded_weights(model, global.quantize_weights, file, diagnostics, layers);
+  if (model.graph)
     print_quantized_layers(layers, global);
-  } catch (const Error &e) {
-    diagnostics.error(e.code(), "", "--quantize-weights", e.message());
-    model.graph.reset();
-  }
 }
 
 LoadedModel load_model_to_run(const GlobalOptions &global, const std::string &model, const std::string &weights,
@@ -122,7 +115,7 @@ LoadedModel load_model_to_run(const GlobalOptions &global, const std::string &mo
   load.input_values = input_values;
   load.dims_may_be_run_values = true;
   LoadedModel loaded = load_model(model, load, diagnostics);
-  apply_quantize_weights(global, loaded, diagnostics);
+  quantize_loaded_weights(global, loaded, model, diagnostics);
   run_dims.clear();
   if (!loaded.graph)
     return loaded;

@@ -27,9 +27,10 @@ int exit_code_for(const DiagnosticEngine &diagnostics);
 /// (ONNX: `--dim` pins, `--no-dedup`); the command adds its own (weights).
 LoadOptions load_options(const GlobalOptions &global);
 
-/// --quantize-weights: the loaded graph's constant matmul weights quantized
-/// (Transforms/QuantizeWeights.h), each layer's error printed unless --quiet.
-void apply_quantize_weights(const GlobalOptions &global, LoadedModel &model, DiagnosticEngine &diagnostics);
+/// --quantize-weights on a loaded model (driver::quantize_loaded_weights,
+/// the step compile runs), each layer's error printed unless --quiet.
+void quantize_loaded_weights(const GlobalOptions &global, LoadedModel &model, const std::string &file,
+                             DiagnosticEngine &diagnostics);
 /// One stderr line per quantized weight, and a total.
 void print_quantized_layers(const std::vector<QuantizedLayer> &layers, const GlobalOptions &global);
 

@@ -40,7 +40,7 @@ int run_trace(const GlobalOptions &global, const TraceOptions &options) {
   load.weights_path = options.weights;
   load.synthesize_weights = options.no_weights;
   LoadedModel model = load_model(options.model, load, diagnostics);
-  apply_quantize_weights(global, model, diagnostics);
+  quantize_loaded_weights(global, model, options.model, diagnostics);
   if (!model.graph)
     return finish(global, diagnostics);
 

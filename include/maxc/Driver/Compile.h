@@ -15,6 +15,10 @@
 #include <utility>
 #include <vector>
 
+namespace maxc {
+struct LoadedModel; // maxc/Frontend/ModelLoader.h
+} // namespace maxc
+
 namespace maxc::driver {
 
 struct CompileRequest {
@@ -45,6 +49,13 @@ struct CompileResult {
   std::string object_path, summary;
   std::vector<QuantizedLayer> quantized; // --quantize-weights: each weight quantized, with its error
 };
+
+/// `--quantize-weights KIND` ("int8", "int4"; "" does nothing) on a loaded
+/// model's graph (Transforms/QuantizeWeights.h), for compile and for the
+/// commands that run or check a model. `layers` gets one entry per weight
+/// quantized. A bad KIND is an error for `file` and drops the graph.
+void quantize_loaded_weights(LoadedModel &model, const std::string &kind, const std::string &file,
+                             DiagnosticEngine &diagnostics, std::vector<QuantizedLayer> &layers);
 
 /// Runs the pipeline. Problems go to `diagnostics`; returns false when a
 /// step failed (then no output was changed). `on_step` is told each step's

@@ -31,6 +31,34 @@ static void fill(void *data, int type, int64_t n) {
   }
 }
 
+/* Input I's values from a .npy file (--input): its dtype and shape must be
+ * the input's for these dims (bf16 is read from float32). Returns 0 or -1. */
+static int read_input(const char *path, int i, const int64_t *shape, void *data) {
+  npy_array a;
+  int64_t k;
+  if (npy_read(path, &a) != 0 ||
+      check_array(path, &a, "input", input_names[i], input_types[i], input_ranks[i], input_shapes[i]) != 0)
+    return -1;
+  for (k = 0; k < input_ranks[i]; ++k)
+    if (a.shape[k] != shape[k]) {
+      fprintf(stderr, "%s: shape ", path);
+      print_shape(stderr, a.shape, a.rank);
+      fprintf(stderr, ", but input '%s' is %s, here ", input_names[i], input_shapes[i]);
+      print_shape(stderr, shape, input_ranks[i]);
+      fprintf(stderr, "\n");
+      buffer_free(a.data);
+      return -1;
+    }
+  if (input_types[i] == T_BF16) {
+    for (k = 0; k < a.count; ++k)
+      ((uint16_t *)data)[k] = float_to_bf16(((const float *)a.data)[k]);
+  } else {
+    memcpy(data, a.data, (size_t)a.count * type_sizes[input_types[i]]);
+  }
+  buffer_free(a.data);
+  return 0;
+}
+
 static double now_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);

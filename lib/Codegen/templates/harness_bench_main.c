@@ -24,6 +24,7 @@ int main(int argc, char **argv) {
   int bound[AT_LEAST_1(NUM_DIMS)] = {0};
   int64_t in_shape[AT_LEAST_1(NUM_INPUTS)][MAX_RANK], out_shape[AT_LEAST_1(NUM_OUTPUTS)][MAX_RANK];
   void *in_data[AT_LEAST_1(NUM_INPUTS)] = {0}, *out_data[AT_LEAST_1(NUM_OUTPUTS)] = {0}, *workspace;
+  const char *input_files[AT_LEAST_1(NUM_INPUTS)] = {0};
   int64_t workspace_bytes;
   double *times, sum = 0, wall;
   int32_t status;
@@ -35,7 +36,7 @@ int main(int argc, char **argv) {
       return 0;
     }
     if (i + 1 >= argc && (!strcmp(argv[i], "-n") || !strcmp(argv[i], "--warmup") || !strcmp(argv[i], "--dim") ||
-                          !strcmp(argv[i], "--threads"))) {
+                          !strcmp(argv[i], "--threads") || !strcmp(argv[i], "--input"))) {
       fprintf(stderr, "error: %s needs a value\n", argv[i]);
       return 2;
     }
@@ -51,6 +52,19 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--dim")) {
       if (parse_dim(argv[++i], d, bound) != 0)
         return 2;
+    } else if (!strcmp(argv[i], "--input")) {
+      const char *text = argv[++i], *eq = strchr(text, '=');
+      for (k = 0; eq && k < NUM_INPUTS; ++k)
+        if (strlen(input_names[k]) == (size_t)(eq - text) && !strncmp(input_names[k], text, (size_t)(eq - text)))
+          break;
+      if (!eq || eq[1] == 0 || k >= NUM_INPUTS) {
+        fprintf(stderr, "error: --input expects NAME=FILE.npy with NAME one of the model's inputs:");
+        for (k = 0; k < NUM_INPUTS; ++k)
+          fprintf(stderr, " %s", input_names[k]);
+        fprintf(stderr, "; got '%s'\n", text);
+        return 2;
+      }
+      input_files[k] = eq + 1;
     } else {
       fprintf(stderr, "error: unexpected argument '%s'\n", argv[i]);
       usage(stderr);
@@ -67,6 +81,8 @@ int main(int argc, char **argv) {
     }
     in_data[i] = buffer_new((size_t)n * type_sizes[input_types[i]]);
     fill(in_data[i], input_types[i], n);
+    if (input_files[i] && read_input(input_files[i], i, in_shape[i], in_data[i]) != 0)
+      return 2;
   }
   for (j = 0; j < NUM_OUTPUTS; ++j) {
     int64_t n = numel(out_shape[j], output_ranks[j]);

@@ -1,7 +1,8 @@
 /* lib/Codegen/templates/harness_test_helpers.c: C that maxc pastes into the generated harnesses
  * (HarnessEmitter.cpp embeds it at build time; the harness test compiles it
  * as C with -Wall -Wextra -pedantic -Werror). Between the two MAXC_EMBED
- * markers every byte is copied into NAME_test.c / NAME_bench.c, but for
+ * markers every byte is copied into NAME_test.c and NAME_bench.c (which reads
+ * --input files with npy_read), but for
  * TYPE_DESCRS: type_descrs[], which HarnessEmitter.cpp writes from the dtype
  * table (include/maxc/IR/DType.h). */
 #ifdef MAXC_EMBED
@@ -184,7 +185,7 @@ static int check_array(const char *path, const npy_array *a, const char *what, c
   return 0;
 }
 
-static void print_index(FILE *out, int64_t flat, const int64_t *shape, int rank) {
+MAXC_UNUSED static void print_index(FILE *out, int64_t flat, const int64_t *shape, int rank) {
   int64_t index[32];
   int k;
   for (k = rank - 1; k >= 0; --k) {
@@ -195,7 +196,7 @@ static void print_index(FILE *out, int64_t flat, const int64_t *shape, int rank)
 }
 
 /* Compares output j with the expected array; prints one line. Returns 1 if it passes. */
-static int compare(int j, const void *actual, const npy_array *expected, const int64_t *shape, int rank,
+MAXC_UNUSED static int compare(int j, const void *actual, const npy_array *expected, const int64_t *shape, int rank,
                    double rtol, double atol) {
   int type = output_types[j], expected_type = type == T_BF16 ? T_F32 : type;
   int64_t i, count = expected->count, bad = 0, first = -1;

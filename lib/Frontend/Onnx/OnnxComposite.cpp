@@ -12,9 +12,12 @@
 #include "maxc/Ops/Ops.h"
 #include "maxc/Support/Error.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <optional>
 #include <set>
 
 namespace maxc::onnx_import {
@@ -487,7 +490,10 @@ Outs dft(const OnnxNode &node) {
   int64_t comps = static_dim(x.shape()[r - 1], "DFT's last dim");
   if (comps != 1 && comps != 2)
     bad("DFT's last dim must be 1 (real) or 2 (complex), got " + std::to_string(comps));
-  int64_t axis = axis_in(node.attr_int("axis", 1), r, "DFT axis");
+  // Opset 20 moved the axis to input 2 (default -2, the signal before the
+  // components).
+  int64_t axis = axis_in(node.opset() >= 20 ? (node.has(2) ? node.ints(2).at(0) : -2) : node.attr_int("axis", 1), r,
+                         "DFT axis");
   if (axis == 0 || axis == r - 1)
     bad("DFT axis must be a signal dim (not the batch or the last)");
   bool inverse = node.attr_int("inverse", 0) != 0, onesided = node.attr_int("onesided", 0) != 0;
@@ -544,8 +550,75 @@ int64_t count_of(const Shape &shape, const std::string &what) {
   return n;
 }
 
+/// The most passes scatter_rows_known makes: a row hit more often than this
+/// by a reducing scatter goes to the masks.
+constexpr size_t kMaxScatterPasses = 16;
+
+/// scatter_rows with the rows `linear` known at import: pass p gathers each
+/// row's p-th update (a constant table of update numbers) and reduces it into
+/// the row where it has one, so a row hit k times is reduced k times in update
+/// order (reduction "none": the last update wins). O(rows) per pass, no mask.
+/// nullopt when some row is hit more than kMaxScatterPasses times.
+std::optional<Tensor> scatter_rows_known(const std::string &op, const Tensor &data, const std::vector<int64_t> &linear,
+                                         const Tensor &updates, const std::string &reduction) {
+  if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" && reduction != "min")
+    bad(op + " reduction must be none, add, mul, max or min, got '" + reduction + "'");
+  int64_t t = static_dim(data.shape()[0], op + "'s data");
+  std::vector<std::vector<double>> passes; // per pass and row: the update number, or -1
+  std::vector<size_t> hits(static_cast<size_t>(t), 0);
+  for (size_t j = 0; j < linear.size(); ++j) {
+    int64_t row = linear[j];
+    if (row < 0 || row >= t)
+      throw Error(ErrorCode::OnnxAttribute, op + ": update " + std::to_string(j) + " addresses element " +
+                                                std::to_string(row) + " of " + std::to_string(t) +
+                                                " (the flattened index is out of range)");
+    size_t pass = reduction == "none" ? 0 : hits[static_cast<size_t>(row)]++;
+    if (pass >= kMaxScatterPasses)
+      return std::nullopt;
+    if (pass >= passes.size())
+      passes.emplace_back(static_cast<size_t>(t), -1.0);
+    passes[pass][static_cast<size_t>(row)] = static_cast<double>(j);
+  }
+  Shape row_shape{Dim(t)};
+  for (int64_t i = 1; i < data.rank(); ++i)
+    row_shape.emplace_back(1);
+  Tensor out = data;
+  for (const std::vector<double> &table : passes) {
+    std::vector<double> index(table.size()), hit(table.size());
+    bool all = true;
+    for (size_t r = 0; r < table.size(); ++r) {
+      index[r] = std::max(table[r], 0.0);
+      hit[r] = table[r] >= 0;
+      all = all && table[r] >= 0;
+    }
+    Tensor g = ops::gather(updates, Tensor::from_f64(DType::i64, {t}, index), 0); // [T, rest...]
+    Tensor merged = reduction == "none" ? g
+                    : reduction == "add" ? ops::add(out, g)
+                    : reduction == "mul" ? ops::mul(out, g)
+                    : reduction == "max" ? ops::maximum(out, g)
+                                         : ops::minimum(out, g);
+    out = all ? merged : ops::where(ops::reshape(Tensor::from_f64(DType::boolean, {t}, hit), row_shape), merged, out);
+  }
+  return out;
+}
+
+/// `linear`'s values when they are known at import (the node's indices
+/// input `index` is known), computed by `flatten` from the indices' values.
+std::optional<std::vector<int64_t>> known_rows(const OnnxNode &node, size_t index,
+                                               const std::function<std::vector<int64_t>(const HostTensor &)> &flatten) {
+  const Val &v = node.val(index);
+  if (v.kind != Val::Kind::known && !(v.kind == Val::Kind::sym && std::all_of(v.dims.begin(), v.dims.end(), [](const Dim &d) {
+                                        return d.is_static();
+                                      })))
+    return std::nullopt;
+  return flatten(node.known(index));
+}
+
 Tensor scatter_rows(const std::string &op, const Tensor &data, const Tensor &linear, const Tensor &updates,
-                    const std::string &reduction) {
+                    const std::string &reduction, const std::optional<std::vector<int64_t>> &known = std::nullopt) {
+  if (known)
+    if (std::optional<Tensor> out = scatter_rows_known(op, data, *known, updates, reduction))
+      return *out;
   int64_t t = static_dim(data.shape()[0], op + "'s data"), m = static_dim(linear.shape()[0], op + "'s updates");
   int64_t rest = count_of(Shape(data.shape().begin() + 1, data.shape().end()), op + "'s data");
   if (m * t > kMaxScatterMask / std::max<int64_t>(rest, 1))
@@ -578,6 +651,15 @@ Tensor scatter_rows(const std::string &op, const Tensor &data, const Tensor &lin
   bad(op + " reduction must be none, add, mul, max or min, got '" + reduction + "'");
 }
 
+/// A known index into a dim of n, negatives counted from the end; out of
+/// range is an error naming the op.
+int64_t normalized_known(int64_t i, int64_t n, const std::string &op) {
+  if (i < -n || i >= n)
+    throw Error(ErrorCode::OnnxAttribute, op + ": index " + std::to_string(i) + " is outside [" +
+                                              std::to_string(-n) + ", " + std::to_string(n) + ")");
+  return i < 0 ? i + n : i;
+}
+
 Tensor normalized_index(const Tensor &idx, int64_t n) {
   Tensor i = ops::cast(idx, DType::i64);
   return ops::where(ops::less(i, sc(0, DType::i64)), ops::add(i, sc(double(n), DType::i64)), i);
@@ -603,8 +685,21 @@ Outs scatter_elements(const OnnxNode &node) {
     stride *= dims[d];
   }
   int64_t m = count_of(idx.shape(), node.op() + "'s indices");
+  auto flatten = [&](const HostTensor &values) { // the same positions, computed at import
+    std::vector<int64_t> v = values.to_i64(), out(v.size()), coord(static_cast<size_t>(r), 0);
+    for (size_t e = 0; e < v.size(); ++e) {
+      int64_t pos = 0;
+      for (int64_t d = 0; d < r; ++d)
+        pos = pos * dims[d] + (d == axis ? normalized_known(v[e], dims[d], node.op()) : coord[d]);
+      out[e] = pos;
+      for (int64_t d = r - 1; d >= 0 && ++coord[d] == static_dim(idx.shape()[d], "an index dim"); --d)
+        coord[d] = 0; // the next element's coordinates in the indices' shape
+    }
+    return out;
+  };
   Tensor flat = scatter_rows(node.op(), ops::reshape(data, {Dim(stride)}), ops::reshape(linear, {Dim(m)}),
-                             ops::reshape(upd, {Dim(m)}), node.attr_string("reduction", "none"));
+                             ops::reshape(upd, {Dim(m)}), node.attr_string("reduction", "none"),
+                             known_rows(node, 1, flatten));
   return {ops::reshape(flat, data.shape())};
 }
 
@@ -632,8 +727,19 @@ Outs scatter_nd(const OnnxNode &node) {
   Shape rows{Dim(stride)}, upd_rows{Dim(m)};
   rows.insert(rows.end(), data.shape().begin() + k, data.shape().end());
   upd_rows.insert(upd_rows.end(), data.shape().begin() + k, data.shape().end());
+  auto flatten = [&](const HostTensor &values) { // the same rows, computed at import
+    std::vector<int64_t> v = values.to_i64(), out(static_cast<size_t>(m));
+    for (int64_t e = 0; e < m; ++e) {
+      int64_t pos = 0;
+      for (int64_t j = 0; j < k; ++j)
+        pos = pos * dims[j] + normalized_known(v[static_cast<size_t>(e * k + j)], dims[j], "ScatterND");
+      out[static_cast<size_t>(e)] = pos;
+    }
+    return out;
+  };
   Tensor flat = scatter_rows("ScatterND", ops::reshape(data, rows), ops::reshape(linear, {Dim(m)}),
-                             ops::reshape(upd, upd_rows), node.attr_string("reduction", "none"));
+                             ops::reshape(upd, upd_rows), node.attr_string("reduction", "none"),
+                             known_rows(node, 1, flatten));
   return {ops::reshape(flat, data.shape())};
 }
 

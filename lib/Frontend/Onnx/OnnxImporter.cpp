@@ -47,7 +47,7 @@ namespace onnx_import {
 
 namespace {
 
-constexpr int64_t kMaxOpset = 17;
+constexpr int64_t kMaxOpset = 20;
 /// Nodes whose known inputs hold at most this many elements in all are
 /// evaluated at import time.
 constexpr int64_t kFoldLimit = 1 << 16;
@@ -420,7 +420,7 @@ private:
         if (o.version() > kMaxOpset)
           diags_->error(ErrorCode::OnnxUnsupportedOp, path_, "opset_import",
                        "the model uses ai.onnx opset " + std::to_string(o.version()) + "; maxc supports opsets up to " +
-                           std::to_string(kMaxOpset) + " (ONNX 1.12)");
+                           std::to_string(kMaxOpset) + " (ONNX 1.15)");
         else if (o.version() < 1)
           diags_->error(ErrorCode::OnnxFormat, path_, "opset_import", "invalid ai.onnx opset version");
       } else {

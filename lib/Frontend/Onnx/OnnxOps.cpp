@@ -231,7 +231,8 @@ const std::set<std::string> kSupported = {
     "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum",
     "ReduceSumSquare", "Relu", "Reshape", "Resize", "Round", "Selu", "Shape", "Shrink", "Sigmoid", "Sign", "Sin",
     "Sinh", "Size", "Slice", "Softmax", "Softplus", "Softsign", "SpaceToDepth", "Split", "Sqrt", "Squeeze", "Sub",
-    "Sum", "Tan", "Tanh", "ThresholdedRelu", "Tile", "TopK", "Transpose", "Trilu", "Unsqueeze", "Where", "Xor"};
+    "Sum", "Tan", "Tanh", "ThresholdedRelu", "Tile", "TopK", "Transpose", "Trilu", "Unsqueeze", "Where", "Xor",
+    "CenterCropPad", "Gelu", "GroupNormalization", "Mish"}; // opsets 18-20
 
 } // namespace
 
@@ -565,6 +566,14 @@ Tensor unary_op(const std::string &op, const Tensor &x, const OnnxNode &node, co
     double beta = op == "HardSwish" ? 0.5 : attr("beta", 0.5);
     Tensor h = ops::maximum(sc(0, t), ops::minimum(sc(1, t), ops::add(ops::mul(x, sc(alpha, t)), sc(beta, t))));
     return op == "HardSwish" ? ops::mul(x, h) : h;
+  }
+  if (op == "Mish") // x tanh(softplus(x)), softplus as above
+    return ops::mul(x, ops::tanh(ops::add(ops::relu(x), ops::log(ops::add(sc(1, t), ops::exp(ops::neg(ops::abs(x))))))));
+  if (op == "Gelu") { // opset 20
+    std::string approximate = node.attr_string("approximate", "none");
+    if (approximate != "none" && approximate != "tanh")
+      unsupported("Gelu approximate must be none or tanh, got '" + approximate + "'");
+    return ops::gelu(x, approximate);
   }
   if (op == "Shrink") {
     double bias = attr("bias", 0.0), lambd = attr("lambd", 0.5);
@@ -1391,9 +1400,10 @@ Outs pad(const OnnxNode &node) {
   }
   if (mode == "constant")
     return {ops::pad(x, core, value)};
-  if (mode != "edge" && mode != "reflect")
+  if (mode != "edge" && mode != "reflect" && mode != "wrap")
     unsupported("Pad mode '" + mode + "' is not supported");
-  // edge / reflect: gather along each padded axis with computed indices.
+  // edge / reflect / wrap (opset 19): gather along each padded axis with
+  // computed indices.
   Tensor y = x;
   for (int64_t a = 0; a < rank; ++a) {
     int64_t before = core[2 * a], after = core[2 * a + 1];
@@ -1413,6 +1423,8 @@ Outs pad(const OnnxNode &node) {
       Tensor j;
       if (mode == "edge") {
         j = ops::minimum(ops::maximum(i, sc(0, DType::i64)), last);
+      } else if (mode == "wrap") { // i + before * n >= 0
+        j = ops::mod(ops::add(i, ops::mul(n, sc(double(before), DType::i64))), n);
       } else {
         Tensor period = ops::maximum(ops::mul(last, sc(2, DType::i64)), sc(1, DType::i64));
         Tensor m = ops::mod(i, period);
@@ -1422,11 +1434,15 @@ Outs pad(const OnnxNode &node) {
       continue;
     }
     int64_t n = static_dim(x.shape()[a], "a padded dim");
+    if (n == 0)
+      unsupported("Pad mode '" + mode + "' on the empty dim " + std::to_string(a));
     std::vector<int64_t> idx;
     for (int64_t i = -before; i < n + after; ++i) {
       int64_t j = i;
       if (mode == "edge")
         j = std::clamp<int64_t>(i, 0, n - 1);
+      else if (mode == "wrap")
+        j = ((i % n) + n) % n;
       else {
         if (n == 1)
           j = 0;
@@ -1470,6 +1486,8 @@ Taps resize_taps(const OnnxNode &node, int64_t in, int64_t out, double scale, do
     double x;
     if (ctm == "half_pixel")
       x = (o + 0.5) / scale - 0.5;
+    else if (ctm == "half_pixel_symmetric") // opset 19: centred when out is not in * scale
+      x = in / 2.0 * (1 - double(out) / (scale * double(in))) + (o + 0.5) / scale - 0.5;
     else if (ctm == "pytorch_half_pixel")
       x = out_len > 1 ? (o + 0.5) / scale - 0.5 : 0;
     else if (ctm == "align_corners")
@@ -1580,8 +1598,75 @@ Outs resize(const OnnxNode &node) {
     else if (node.has(2))
       scales = node.reals(2);
   }
-  if (node.has_attr("axes") || node.attr_string("keep_aspect_ratio_policy", "stretch") != "stretch")
-    unsupported("Resize axes / keep_aspect_ratio_policy are not supported");
+  // Opset 18: scales or sizes for the listed axes only (the others keep
+  // their size), and sizes that keep the aspect ratio (one scale for the
+  // listed axes: the smallest or the largest of sizes / input).
+  std::optional<double> common_scale;
+  if (node.has_attr("axes")) {
+    std::vector<int64_t> axes = node.attr_ints("axes");
+    std::vector<int64_t> full_sizes;
+    std::vector<double> full_scales(static_cast<size_t>(rank), 1.0);
+    size_t given = sizes.empty() ? scales.size() : sizes.size();
+    if (given != axes.size())
+      unsupported("Resize with axes needs one scale or size per listed axis (" + std::to_string(axes.size()) + "), not " +
+                  std::to_string(given));
+    if (!sizes.empty())
+      for (int64_t a = 0; a < rank; ++a)
+        full_sizes.push_back(x.shape()[a].is_static() ? x.shape()[a].value() : -1);
+    std::vector<bool> seen(static_cast<size_t>(rank), false);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      int64_t a = norm_axis(axes[i], rank);
+      if (seen[a])
+        unsupported("Resize axes lists axis " + std::to_string(a) + " twice");
+      seen[a] = true;
+      if (sizes.empty())
+        full_scales[a] = scales[i];
+      else
+        full_sizes[a] = sizes[i];
+    }
+    for (int64_t a = 0; a < rank; ++a)
+      if (!sizes.empty() && !seen[a] && full_sizes[a] < 0)
+        unsupported("Resize sizes with axes leave the symbolic dim " + x.shape()[a].to_string() + " as it is; pin it with --dim");
+    if (sizes.empty())
+      scales = full_scales;
+    else
+      sizes = full_sizes;
+  }
+  std::string policy = node.attr_string("keep_aspect_ratio_policy", "stretch");
+  if (policy != "stretch") {
+    if (policy != "not_larger" && policy != "not_smaller")
+      unsupported("Resize keep_aspect_ratio_policy '" + policy + "' is not stretch, not_larger or not_smaller");
+    if (!sizes.empty()) {
+      std::vector<int64_t> axes = node.attr_ints("axes");
+      if (axes.empty())
+        for (int64_t a = 0; a < rank; ++a)
+          axes.push_back(a);
+      for (int64_t a : axes) {
+        a = norm_axis(a, rank);
+        if (!x.shape()[a].is_static())
+          unsupported("Resize keep_aspect_ratio_policy along the symbolic dim " + x.shape()[a].to_string() +
+                      "; pin it with --dim");
+        double r = double(sizes[a]) / double(x.shape()[a].value());
+        common_scale = !common_scale ? r : policy == "not_larger" ? std::min(*common_scale, r) : std::max(*common_scale, r);
+      }
+      // The kept axes' sizes are round(scale * input) (half to even, as the
+      // ONNX reference), resized by that one scale.
+      for (int64_t a : axes) {
+        a = norm_axis(a, rank);
+        sizes[a] = static_cast<int64_t>(std::nearbyint(*common_scale * double(x.shape()[a].value())));
+      }
+      scales.assign(static_cast<size_t>(rank), 1.0);
+      for (int64_t a : axes)
+        scales[norm_axis(a, rank)] = *common_scale;
+    }
+  }
+  if (node.attr_int("antialias", 0) != 0 && node.attr_string("mode", "nearest") != "nearest")
+    for (int64_t a = 0; a < rank; ++a) {
+      bool down = sizes.empty() ? scales[a] < 1.0
+                                : x.shape()[a].is_static() && sizes[a] < x.shape()[a].value();
+      if (down)
+        unsupported("Resize antialias when downsampling (axis " + std::to_string(a) + ") is not supported");
+    }
   if (!sizes.empty() && int64_t(sizes.size()) != rank)
     unsupported("Resize sizes must have one value per dim");
   if (sizes.empty() && int64_t(scales.size()) != rank)
@@ -1611,7 +1696,7 @@ Outs resize(const OnnxNode &node) {
     }
     int64_t in = x.shape()[a].value();
     int64_t out = sizes.empty() ? static_cast<int64_t>(std::floor(in * scales[a])) : sizes[a];
-    double scale = sizes.empty() ? scales[a] : double(out) / double(in);
+    double scale = sizes.empty() ? scales[a] : common_scale ? scales[a] : double(out) / double(in);
     std::pair<double, double> box = crop ? std::pair(roi[a], roi[a + rank]) : std::pair(0.0, 1.0);
     if (out == in && scale == 1.0 && box == std::pair(0.0, 1.0))
       continue;
@@ -1669,6 +1754,68 @@ Outs layer_norm(const OnnxNode &node) {
   if (bias)
     y = ops::add(y, *bias);
   return {y, mean, inv};
+}
+
+// GroupNormalization (opset 18; 21 made scale and bias per channel): x
+// [N, C, ...] as [N, G, C/G, ...], normalized over all but N and G.
+Outs group_norm(const OnnxNode &node) {
+  Tensor x = node.in(0), scale = node.in(1), bias = node.in(2);
+  require(x.rank() >= 3, "GroupNormalization needs a rank >= 3 input [N, C, ...]");
+  int64_t groups = node.attr_int("num_groups", 0);
+  int64_t c = static_dim(x.shape()[1], "GroupNormalization's channel dim");
+  require(groups > 0 && c % groups == 0, "GroupNormalization num_groups must divide the " + std::to_string(c) +
+                                             " channels, got " + std::to_string(groups));
+  double eps = node.attr_float("epsilon", 1e-5);
+  DType t = x.dtype();
+  Shape grouped{x.shape()[0], Dim(groups), Dim(c / groups)};
+  grouped.insert(grouped.end(), x.shape().begin() + 2, x.shape().end());
+  std::vector<int64_t> axes;
+  for (int64_t i = 2; i < x.rank() + 1; ++i)
+    axes.push_back(i);
+  Tensor g = ops::reshape(x, grouped);
+  Tensor centered = ops::sub(g, ops::mean(g, axes, true));
+  Tensor var = ops::mean(ops::mul(centered, centered), axes, true);
+  Tensor y = ops::reshape(ops::mul(centered, ops::rsqrt(ops::add(var, sc(eps, t)))), x.shape());
+  auto per_channel = [&](const Tensor &v, const char *what) {
+    int64_t n = v.rank() == 1 ? static_dim(v.shape()[0], "GroupNormalization's scale") : -1;
+    require(n == c || n == groups, std::string("GroupNormalization ") + what + " must have C (" + std::to_string(c) +
+                                       ") or num_groups (" + std::to_string(groups) + ") values");
+    Tensor per = n == c ? v : ops::reshape(ops::broadcast_to(ops::reshape(v, {Dim(groups), Dim(1)}),
+                                                       {Dim(groups), Dim(c / groups)}),
+                                           {Dim(c)});
+    std::vector<int64_t> tail;
+    for (int64_t i = 1; i < x.rank() - 1; ++i)
+      tail.push_back(i);
+    return ops::unsqueeze(per, tail); // [C, 1, ...]
+  };
+  return {ops::add(ops::mul(y, per_channel(scale, "scale")), per_channel(bias, "bias"))};
+}
+
+// CenterCropPad (opset 18): each listed axis cropped to the middle or
+// padded with zeros on both sides (the extra element after) to its size.
+Outs center_crop_pad(const OnnxNode &node) {
+  Tensor y = node.in(0);
+  int64_t rank = y.rank();
+  std::vector<int64_t> shape = node.ints(1), axes = node.attr_ints("axes");
+  if (axes.empty())
+    for (int64_t a = 0; a < rank; ++a)
+      axes.push_back(a);
+  require(shape.size() == axes.size(), "CenterCropPad needs one size per axis (" + std::to_string(axes.size()) +
+                                           "), got " + std::to_string(shape.size()));
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = norm_axis(axes[i], rank), in = static_dim(y.shape()[a], "a CenterCropPad dim"), want = shape[i];
+    require(want >= 0, "CenterCropPad sizes must be >= 0");
+    if (want < in) {
+      int64_t start = (in - want) / 2;
+      y = ops::slice(y, {start}, {start + want}, {a});
+    } else if (want > in) {
+      std::vector<int64_t> pads(2 * static_cast<size_t>(rank), 0);
+      pads[2 * a] = (want - in) / 2;
+      pads[2 * a + 1] = want - in - (want - in) / 2;
+      y = ops::pad(y, pads);
+    }
+  }
+  return {y};
 }
 
 Outs instance_norm(const OnnxNode &node) {
@@ -2068,7 +2215,7 @@ std::vector<Tensor> map_node(const OnnxNode &node) {
   static const std::set<std::string> unary = {
       "Abs", "Neg", "Exp", "Log", "Sqrt", "Tanh", "Sigmoid", "Relu", "Erf", "Sin", "Cos", "Tan", "Floor",
       "Ceil", "Round", "Sign", "Not", "Reciprocal", "Softsign", "Softplus", "Sinh", "Cosh", "IsNaN", "IsInf",
-      "Elu", "Celu", "Selu", "LeakyRelu", "ThresholdedRelu", "HardSigmoid", "HardSwish", "Shrink"};
+      "Elu", "Celu", "Selu", "LeakyRelu", "ThresholdedRelu", "HardSigmoid", "HardSwish", "Shrink", "Mish", "Gelu"};
   static const std::set<std::string> binary = {"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater",
                                                "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Mod"};
   if (unary.count(op))
@@ -2142,6 +2289,8 @@ std::vector<Tensor> map_node(const OnnxNode &node) {
   }
   if (op == "BatchNormalization") return batch_norm(node);
   if (op == "InstanceNormalization") return instance_norm(node);
+  if (op == "GroupNormalization") return group_norm(node);
+  if (op == "CenterCropPad") return center_crop_pad(node);
   if (op == "LayerNormalization") return layer_norm(node);
   if (op == "MeanVarianceNormalization") {
     Tensor x = node.in(0);
