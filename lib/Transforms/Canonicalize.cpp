@@ -1,6 +1,7 @@
 #include "maxc/Transforms/Canonicalize.h"
 
 #include "maxc/Ops/Ops.h"
+#include "maxc/Realization/EagerRealizationContext.h"
 #include "maxc/Transforms/ConvTransposeAsMatmul.h"
 #include "maxc/Transforms/FuseActivations.h"
 #include "maxc/Transforms/FuseNorms.h"
@@ -221,6 +222,74 @@ private:
   const char *op_;
 };
 
+/// Data movement on constants computed at compile time: a slice, concat,
+/// transpose, gather or pad whose every operand is (already, in the graph
+/// being built) a constant becomes a constant, so a weight an
+/// exporter reorders (an LSTM's gates sliced and concatenated, a matrix
+/// transposed) is read where it lies instead of rebuilt on every run, and
+/// the kernels that pack constant weights see it. Bit-exact: the reference
+/// interpreter moves the same elements. (Not casts: a widened 8-bit weight
+/// is what the integer GEMM recognizes, and would take 4x the bytes.) Chains fold in one round
+/// (the operands are looked up in the new graph; reshapes of the result,
+/// ConstantReshape's, in the next). No copies of big constants: each
+/// operand is read only here unless the result is small
+/// (kMaxGrownElements), nothing past kMaxFoldedElements, and an op that
+/// makes more elements than it reads (pad, a gather that repeats) only up
+/// to kMaxGrownElements.
+class ConstantFold final : public RewritePattern {
+public:
+  static constexpr int64_t kMaxFoldedElements = int64_t(1) << 24;
+  static constexpr int64_t kMaxGrownElements = int64_t(1) << 16;
+  explicit ConstantFold(const char *op) : op_(op) {}
+  const char *name() const override { return "constant-fold"; }
+  const char *root_op() const override { return op_; }
+  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
+    const TensorType &type = result_type(rc, node);
+    if (node.results.size() != 1 || in.empty() ||
+        !std::all_of(type.shape.begin(), type.shape.end(), [](const Dim &d) { return d.is_static(); }))
+      return {};
+    const Graph &to = rc.out.graph();
+    std::vector<Tensor> operands;
+    int64_t read = 0;
+    std::string base;
+    bool single_use = true;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const Tensor &t = in[i];
+      single_use = single_use && rc.match.single_use(node.operands[i]);
+      if (t.is_null() || t.value().graph() != &to)
+        return {};
+      int64_t producer = to.value_info(t.value().id()).producer;
+      if (producer < 0 || to.nodes()[static_cast<size_t>(producer)].op != "constant")
+        return {};
+      const std::string &name = to.nodes()[static_cast<size_t>(producer)].attrs.get_string("name");
+      const HostTensor &data = to.constant(name);
+      read += data.numel();
+      operands.push_back(Tensor::from_host(data));
+      if (base.empty())
+        base = name + "." + node.op;
+    }
+    int64_t made = 1;
+    for (const Dim &d : type.shape)
+      made *= d.value();
+    if (made > kMaxFoldedElements || (made > kMaxGrownElements && (made > read || !single_use)))
+      return {};
+    HostTensor result;
+    {
+      EagerRealizationContext eager;
+      std::vector<Tensor> out = eager.record(node.op, operands, node.attrs);
+      if (out.size() != 1)
+        return {};
+      result = out[0].realize().host();
+    }
+    if (result.dtype() != type.dtype)
+      return {};
+    return {rc.out.add_source(Tensor::from_host(result), base)};
+  }
+
+private:
+  const char *op_;
+};
+
 class TransposeChain final : public RewritePattern {
 public:
   const char *name() const override { return "transpose-chain"; }
@@ -270,11 +339,14 @@ const std::vector<const RewritePattern *> &canonicalization_patterns() {
   static const TransposeChain transpose_chain;
   static const ConstantReshape constant_reshape("reshape"), constant_squeeze("squeeze"),
       constant_unsqueeze("unsqueeze");
+  static const ConstantFold fold_slice("slice"), fold_concat("concat"), fold_transpose("transpose"),
+      fold_gather("gather"), fold_pad("pad");
   static const std::vector<const RewritePattern *> list = [&] {
     std::vector<const RewritePattern *> l = {&pow_by_constant, &div_identity, &div_by_sqrt,  &div_by_constant,
                                              &mul_identity,    &sub_identity, &add_identity, &cast_chain,
                                              &reshape_chain,   &transpose_chain, &constant_reshape,
-                                             &constant_squeeze, &constant_unsqueeze};
+                                             &constant_squeeze, &constant_unsqueeze, &fold_slice, &fold_concat,
+                                             &fold_transpose, &fold_gather, &fold_pad};
     for (const RewritePattern *p : norm_patterns())
       l.push_back(p);
     for (const RewritePattern *p : activation_patterns())

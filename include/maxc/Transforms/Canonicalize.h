@@ -37,6 +37,14 @@
 //                     constant of the new shape: a conv's or
 //                     GEMM's weight is read where it lies, not
 //                     copied each run (STFT-as-conv weights)
+//   constant-fold     slice/concat/transpose/gather/pad      bit-exact (the same elements moved
+//                     whose every operand is a constant      by the reference interpreter)
+//                     → a constant (up to 2^24
+//                     elements, its operands read there
+//                     only; past 2^16 none that grows):
+//                     an exporter's reordered weights (LSTM
+//                     gates sliced and concatenated) are
+//                     read where they lie, and packed
 //   layer-norm        mean/sub/mul/mean/add/rsqrt/mul/add    the reference layer_norm (computed
 //                     over trailing axes → layer_norm         in double): ≤ 1e-5 relative
 //   rms-norm          x·rsqrt(mean(x·x)+eps)·w → rms_norm    likewise (FuseNorms.h)

@@ -49,8 +49,11 @@ namespace {
 
 constexpr int64_t kMaxOpset = 20;
 /// Nodes whose known inputs hold at most this many elements in all are
-/// evaluated at import time.
+/// evaluated at import time; integer and bool values (index arithmetic,
+/// masks: what a scatter's or gather's indices are computed by, which the
+/// importer can then turn into tables) up to kFoldLimitIntegers.
 constexpr int64_t kFoldLimit = 1 << 16;
+constexpr int64_t kFoldLimitIntegers = 1 << 22;
 
 /// The name of graph input `in`'s dim `i`: its dim_param, "<input>_dim<i>"
 /// where the exporter left it unknown (no dim_param and no dim_value,
@@ -1842,7 +1845,7 @@ private:
     // Ops on shapes alone, and folding on symbolic dims.
     if (std::optional<std::vector<Val>> folded = fold_shape_op(node))
       return *folded;
-    bool any_sym = false, all_known = true;
+    bool any_sym = false, all_known = true, all_integer = true;
     int64_t known_elements = 0;
     for (size_t i = 0; i < node.num_inputs(); ++i) {
       if (!node.has(i))
@@ -1850,13 +1853,16 @@ private:
       const Val &v = node.val(i);
       any_sym = any_sym || v.kind == Val::Kind::sym;
       all_known = all_known && v.kind == Val::Kind::known;
-      if (v.kind == Val::Kind::known)
+      if (v.kind == Val::Kind::known) {
         known_elements += v.data.numel();
+        all_integer = all_integer && !is_float(v.data.dtype());
+      }
     }
     if (any_sym)
       if (std::optional<std::vector<Val>> folded = fold_symbolic(node))
         return *folded;
-    if (all_known && known_elements <= kFoldLimit && is_deterministic(op) && small_results(node)) {
+    if (all_known && known_elements <= (all_integer ? kFoldLimitIntegers : kFoldLimit) && is_deterministic(op) &&
+        small_results(node)) {
       // Evaluate at import time with the same op mapping.
       Mode saved = mode_;
       mode_ = Mode::eager;

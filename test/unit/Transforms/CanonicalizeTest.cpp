@@ -259,6 +259,41 @@ TEST_CASE("canonicalize: a reshaped, squeezed or unsqueezed constant read once i
   CHECK_FALSE(canonicalize(g));
 }
 
+TEST_CASE("canonicalize: data movement on constants folds to a constant", "[transforms][canonicalize]") {
+  // An LSTM's weight as an exporter reorders its gates: slices of a constant
+  // concatenated in another order, transposed, then reshaped: one constant,
+  // read by the matmul where it lies, the same bits.
+  HostTensor x = random_tensor(DType::f32, {3, 4}), w = random_tensor(DType::f32, {8, 4});
+  Canonicalized c = canonicalize_traced({x}, [&](auto &in) {
+    Tensor cw = Tensor::from_host(w);
+    Tensor gates = ops::concat({ops::slice(cw, {6}, {8}, {0}), ops::slice(cw, {0}, {6}, {0})}, 0);
+    return T{ops::matmul(in[0], ops::reshape(ops::transpose(gates, {1, 0}), {4, 8}))};
+  });
+  REQUIRE(c.after);
+  CHECK(op_list(*c.after) == "matmul");
+  CHECK(c.stats.fired["constant-fold"] == 4);
+  CHECK(Interpreter::run(*c.after, {x})[0].identical(Interpreter::run(*c.before, {x})[0]));
+  // A gather with constant indices folds too; a cast stays (a widened
+  // 8-bit weight is what the integer GEMM recognizes).
+  HostTensor table = random_tensor(DType::f64, {4, 4});
+  check_rule({x}, [&](auto &in) {
+    Tensor idx = Tensor::from_host(HostTensor::from_i64(DType::i64, {1}, {3}));
+    return T{in[0] + ops::cast(ops::gather(Tensor::from_host(table), idx, 0), DType::f32)};
+  }, "cast add", 0);
+  // Near misses: a slice of an input; a transpose of a constant that is also
+  // read as it is, past the small size (folding would copy it).
+  check_unchanged({x}, [](auto &in) { return T{ops::slice(in[0], {1}, {3}, {0})}; });
+  HostTensor big = random_tensor(DType::f32, {256, 512});
+  Graph g("g", {TensorType(DType::f32, {3, 256})});
+  {
+    GraphRealizationContext ctx(g);
+    Tensor cw = ctx.add_source(Tensor::from_host(big), "w"); // one constant node, two readers
+    Tensor a = Tensor::from_graph_value(g.inputs()[0]);
+    g.output({ops::matmul(a, cw).value(), ops::transpose(cw, {1, 0}).value()});
+  }
+  CHECK_FALSE(canonicalize(g));
+}
+
 TEST_CASE("rewrite driver: fixed point, dead nodes, bodies shared, unchanged graphs", "[transforms][rewrite]") {
   HostTensor x = random_tensor(DType::f32, {4, 16}, 0.5, 2);
   // A chain that takes several rewrites: cast chains collapse one link per
