@@ -372,6 +372,88 @@ def case_opset20(c):
     run_devices(c, "opset20", p, {"x": X}, want, devices=("reference", "cpu"), rtol=1e-4, atol=1e-5)
 
 
+def case_ort_fused_ops(c):
+    """ONNX Runtime's fused ops (com.microsoft) that its graph optimizer
+    writes into the models it saves: FastGelu and BiasGelu with a bias,
+    SkipLayerNormalization (with its sum output), FusedMatMul (alpha,
+    transB) — against numpy on reference and cpu; transBatchA is refused."""
+    import math
+    rng = np.random.default_rng(21)
+    X = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    S = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    b, gamma, beta = (rng.standard_normal(8).astype(np.float32) for _ in range(3))
+    W = rng.standard_normal((5, 8)).astype(np.float32)
+    inits = [numpy_helper.from_array(b, "b"), numpy_helper.from_array(gamma, "gamma"),
+             numpy_helper.from_array(beta, "beta"), numpy_helper.from_array(W, "W")]
+    ms = "com.microsoft"
+    nodes = [helper.make_node("FastGelu", ["x", "b"], ["fg"], name="fg", domain=ms),
+             helper.make_node("BiasGelu", ["x", "b"], ["bg"], name="bg", domain=ms),
+             helper.make_node("SkipLayerNormalization", ["x", "s", "gamma", "beta", "b"], ["ln", "", "", "sum"],
+                              name="sln", domain=ms, epsilon=1e-5),
+             helper.make_node("FusedMatMul", ["x", "W"], ["mm"], name="fmm", domain=ms, transB=1, alpha=0.5)]
+    outs = ["fg", "bg", "ln", "sum", "mm"]
+    g = helper.make_graph(nodes, "ortfused", [vi_f("x", [2, 3, 8]), vi_f("s", [2, 3, 8])],
+                          [vi_f(o, None) for o in outs], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ms, 1)])
+    p = c.save(model, "ortfused.onnx")
+    x, s = X.astype(np.float64), S.astype(np.float64)
+    erf = np.vectorize(math.erf)
+    xb = x + b
+    ssum = x + s + b
+    mu = ssum.mean(-1, keepdims=True)
+    want = {"fg": 0.5 * xb * (1 + np.tanh(math.sqrt(2 / math.pi) * (xb + 0.044715 * xb ** 3))),
+            "bg": 0.5 * xb * (1 + erf(xb / math.sqrt(2))),
+            "ln": (ssum - mu) / np.sqrt(((ssum - mu) ** 2).mean(-1, keepdims=True) + 1e-5) * gamma + beta,
+            "sum": ssum, "mm": 0.5 * x @ W.T}
+    run_devices(c, "ortfused", p, {"x": X, "s": S}, {k: v.astype(np.float32) for k, v in want.items()},
+                devices=("reference", "cpu"), rtol=1e-4, atol=1e-5)
+    bad = helper.make_graph([helper.make_node("FusedMatMul", ["x", "W"], ["mm"], name="/bad/fmm", domain=ms,
+                                              transBatchA=1)],
+                            "bad", [vi_f("x", [2, 3, 8])], [vi_f("mm", None)], [inits[3]])
+    err = expect_code(c, c.save(helper.make_model(bad, opset_imports=model.opset_import), "bad.onnx"), "E0605")
+    assert "/bad/fmm" in err and "transBatchA" in err, err
+
+
+def case_dynamic_quantize_lstm(c):
+    """com.microsoft DynamicQuantizeLSTM (ONNX Runtime's quantizer; Kokoro's
+    text encoder): int8 W [D, I, 4H] and uint8 R [D, H, 4H], per-column and
+    per-direction scales, equals an LSTM on the dequantized, transposed
+    weights: the same outputs on the reference, close on the CPU."""
+    rng = np.random.default_rng(22)
+    D, I, H, T = 2, 5, 4, 3
+    Wq = rng.integers(-128, 128, (D, I, 4 * H)).astype(np.int8)
+    Rq = rng.integers(0, 256, (D, H, 4 * H)).astype(np.uint8)
+    ws = (rng.random((D, 4 * H)) * 0.02 + 0.01).astype(np.float32)
+    wz = rng.integers(-3, 4, (D, 4 * H)).astype(np.int8)
+    rs = (rng.random(D) * 0.02 + 0.01).astype(np.float32)
+    rz = np.array([128, 120], np.uint8)
+    B = (rng.standard_normal((D, 8 * H)) * 0.1).astype(np.float32)
+    Wf = ((Wq.astype(np.float64) - wz[:, None, :]) * ws[:, None, :]).astype(np.float32).transpose(0, 2, 1)
+    Rf = ((Rq.astype(np.float64) - rz[:, None, None]) * rs[:, None, None]).astype(np.float32).transpose(0, 2, 1)
+    outs = [vi_f("y", None), vi_f("yh", None), vi_f("yc", None)]
+    q = helper.make_graph(
+        [helper.make_node("DynamicQuantizeLSTM", ["x", "W", "R", "B", "", "", "", "", "ws", "wz", "rs", "rz"],
+                          ["y", "yh", "yc"], name="/lstm/LSTM_quant", domain="com.microsoft", hidden_size=H,
+                          direction="bidirectional")],
+        "dqlstm", [vi_f("x", [T, 1, I])], outs,
+        [numpy_helper.from_array(a, n) for a, n in [(Wq, "W"), (Rq, "R"), (B, "B"), (ws, "ws"), (wz, "wz"),
+                                                    (rs, "rs"), (rz, "rz")]])
+    f = helper.make_graph(
+        [helper.make_node("LSTM", ["x", "W", "R", "B"], ["y", "yh", "yc"], name="/lstm/LSTM", hidden_size=H,
+                          direction="bidirectional")],
+        "lstm", [vi_f("x", [T, 1, I])], outs,
+        [numpy_helper.from_array(a, n) for a, n in [(Wf, "W"), (Rf, "R"), (B, "B")]])
+    pq = c.save(helper.make_model(q, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)]), "dqlstm.onnx")
+    pf = c.save(helper.make_model(f, opset_imports=OPSET), "lstm.onnx")
+    X = rng.standard_normal((T, 1, I)).astype(np.float32)
+    np.save(c.path("x.npy"), X)
+    c.run("run", pf, "--input", "x=" + c.path("x.npy"), "--output-dir", c.path("want"))
+    want = {n: np.load(os.path.join(c.path("want"), n + ".npy")) for n in ("y", "yh", "yc")}
+    run_devices(c, "dqlstm_ref", pq, {"x": X}, want, devices=("reference",), rtol=0, atol=0)
+    run_devices(c, "dqlstm_cpu", pq, {"x": X}, want, devices=("cpu",), rtol=1e-5, atol=1e-6)
+
+
 def case_symbolic_image_size(c):
     """A tiny feature pyramid with symbolic H and W (issue #22): strided Conv,
     MaxPool, nearest Resize x2 added to the finer map, Concat of both, a

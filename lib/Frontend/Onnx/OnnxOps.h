@@ -100,6 +100,13 @@ public:
     return host_.runtime_dim(*this, i, value, label, bound, element);
   }
 
+  /// A node of the same host and opset as this one, of `proto` (which must
+  /// outlive it) reading `inputs`: one op mapped through another's mapping
+  /// (com.microsoft DynamicQuantizeLSTM as an LSTM on dequantized weights).
+  OnnxNode with(const onnx::NodeProto &proto, std::vector<const Val *> inputs) const {
+    return OnnxNode(proto, opset_, std::move(inputs), host_);
+  }
+
   const onnx::AttributeProto *attr(const std::string &name) const;
   bool has_attr(const std::string &name) const { return attr(name) != nullptr; }
   int64_t attr_int(const std::string &name, int64_t fallback) const;
