@@ -68,7 +68,8 @@ P2O = "p2o_DynamicDimension_"  # paddle2onnx's dim names, as maxc spells them
 # domain, inputs [(name, dtype, shape, fill)] with fill "randn", ("randn",
 # SCALE), ("uniform", LO, HI), "zeros", a number or a list of values, dims
 # {name: value} (maxc --dim), binds {input: value} (maxc --bind: inputs
-# pinned at import).
+# pinned at import), max_dims {name: bound} (maxc --max-dim: the bound of a
+# dim computed at run time).
 MODELS = {
     "ppocr_det": dict(
         pkg=OCR, path="assets/ch_PP-OCRv4_det_infer.onnx", domain="vision (OCR text detection)",
@@ -192,7 +193,8 @@ MODELS = {
         sha256="fbae9257e1e05ffc727e951ef9b9c98418e6d79f1c9b6b13bd59f5c9028a1478",
         inputs=[("input_ids", "int64", [1, 32], [0] + [(7 * i) % 177 + 1 for i in range(30)] + [0]),
                 ("style", "float32", [1, 256], ("randn", 0.2)), ("speed", "float32", [1], 1.0)],
-        dims={"sequence_length": 32}),
+        # The frame count follows from the predicted durations (a Range).
+        dims={"sequence_length": 32}, max_dims={"/encoder/Cast_1_output_0": 2048}),
     # HTDemucs music source separation (torch 2.8 export): 7.8 s of stereo
     # audio and its spectrogram.
     "htdemucs": dict(
@@ -294,6 +296,8 @@ def maxc_run(a, model, spec, inputs, out_dir, device):
     binds = spec.get("binds", {})
     for n, v in binds.items():
         cmd += ["--bind", "%s=%s" % (n, v)]
+    for n, v in spec.get("max_dims", {}).items():
+        cmd += ["--max-dim", "%s=%d" % (n, v)]
     cmd += ["run", model, "--output-dir", out_dir]
     for i, (name, _, npy, _) in enumerate(inputs):
         if name not in binds:
@@ -388,6 +392,8 @@ def time_harness(a, model, spec, work, inputs):
         cmd += ["--dim", "%s=%d" % (d, v)]
     for n, v in binds.items():
         cmd += ["--bind", "%s=%s" % (n, v)]
+    for n, v in spec.get("max_dims", {}).items():
+        cmd += ["--max-dim", "%s=%d" % (n, v)]
     cmd += ["compile", model, "-o", obj, "--name", name, "-O3", "--cpu", a.cpu, "--emit", "obj,header,bench-harness",
             "-q"]
     r = subprocess.run(cmd, capture_output=True, text=True)
