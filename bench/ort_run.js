@@ -12,25 +12,17 @@
 const fs = require('fs');
 const path = require('path');
 const ort = require('onnxruntime-node');
+const { feedsFromSpec } = require('./ort_feeds.js');
 
 async function main() {
   const [modelPath, specPath, outDir] = process.argv.slice(2);
-  const spec = JSON.parse(fs.readFileSync(specPath, 'utf8'));
   const session = await ort.InferenceSession.create(modelPath, {
     intraOpNumThreads: 1,
     interOpNumThreads: 1,
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',
   });
-  const feeds = {};
-  for (const input of spec.inputs) {
-    const buf = fs.readFileSync(input.file);
-    const bytes = buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.length);
-    const data = input.dtype === 'int64' ? new BigInt64Array(bytes)
-               : input.dtype === 'bool' ? new Uint8Array(bytes)
-               : new Float32Array(bytes);
-    feeds[input.name] = new ort.Tensor(input.dtype, data, input.shape);
-  }
+  const feeds = feedsFromSpec(ort, specPath);
   const result = await session.run(feeds);
   const meta = session.outputNames.map((name, i) => {
     const t = result[name];

@@ -12,8 +12,8 @@
 // RUNS run times in ms, space separated. Inputs are created once; each run is
 // `await session.run(feeds)` (ORT allocates the outputs).
 'use strict';
-const fs = require('fs');
 const ort = require('onnxruntime-node');
+const { feedsFromSpec } = require('./ort_feeds.js');
 
 async function main() {
   const [modelPath, threads, runs, warmup, ...specs] = process.argv.slice(2);
@@ -25,18 +25,10 @@ async function main() {
   });
   let seed = 12345;
   const rand = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
-  const feeds = {};
-  if (specs.length === 1 && specs[0].endsWith('.json')) {
-    for (const input of JSON.parse(fs.readFileSync(specs[0], 'utf8')).inputs) {
-      const buf = fs.readFileSync(input.file);
-      const bytes = buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.length);
-      const data = input.dtype === 'int64' ? new BigInt64Array(bytes)
-                 : input.dtype === 'bool' ? new Uint8Array(bytes)
-                 : new Float32Array(bytes);
-      feeds[input.name] = new ort.Tensor(input.dtype, data, input.shape);
-    }
+  const json = specs.length === 1 && specs[0].endsWith('.json');
+  const feeds = json ? feedsFromSpec(ort, specs[0]) : {};
+  if (json)
     specs.length = 0;
-  }
   for (const spec of specs) {
     const [name, dtype, shapeText] = spec.split(':');
     const shape = shapeText === '' ? [] : shapeText.split('x').map(Number);
