@@ -454,6 +454,31 @@ def case_dynamic_quantize_lstm(c):
     run_devices(c, "dqlstm_cpu", pq, {"x": X}, want, devices=("cpu",), rtol=1e-5, atol=1e-6)
 
 
+def case_resize_symbolic_taps(c):
+    """Resize along symbolic dims by any scale (linear, and nearest by a
+    fraction): the taps computed at run time. One model compiled with H and
+    W symbolic agrees with the same model with them pinned (the static taps)
+    at two sizes, on the reference and the CPU."""
+    sc = numpy_helper.from_array(np.array([1, 1, 2, 0.5], np.float32), "sc")
+    sc2 = numpy_helper.from_array(np.array([1, 1, 1.5, 1], np.float32), "sc2")
+    nodes = [helper.make_node("Resize", ["x", "", "sc"], ["lin"], name="lin", mode="linear"),
+             helper.make_node("Resize", ["x", "", "sc2"], ["near"], name="near", mode="nearest",
+                              coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+             helper.make_node("Resize", ["x", "", "sc"], ["ac"], name="ac", mode="linear",
+                              coordinate_transformation_mode="align_corners")]
+    g = helper.make_graph(nodes, "rs", [vi_f("x", [1, 2, "h", "w"])], [vi_f(o, None) for o in ("lin", "near", "ac")],
+                          [sc, sc2])
+    p = c.save(helper.make_model(g, opset_imports=OPSET), "rs.onnx")
+    rng = np.random.default_rng(23)
+    for h, w in [(4, 6), (7, 10)]:
+        X = rng.standard_normal((1, 2, h, w)).astype(np.float32)
+        np.save(c.path("x.npy"), X)
+        c.run("--dim", "h=%d" % h, "--dim", "w=%d" % w, "run", p, "--input", "x=" + c.path("x.npy"),
+              "--output-dir", c.path("static"))
+        want = {n: np.load(os.path.join(c.path("static"), n + ".npy")) for n in ("lin", "near", "ac")}
+        run_devices(c, "rs%d" % h, p, {"x": X}, want, devices=("reference", "cpu"), rtol=1e-5, atol=1e-6)
+
+
 def case_symbolic_image_size(c):
     """A tiny feature pyramid with symbolic H and W (issue #22): strided Conv,
     MaxPool, nearest Resize x2 added to the finer map, Concat of both, a

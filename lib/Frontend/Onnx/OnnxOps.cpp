@@ -1550,6 +1550,89 @@ Taps resize_taps(const OnnxNode &node, int64_t in, int64_t out, double scale, do
   return taps;
 }
 
+/// Resize along a symbolic dim `a` of `y` by any scale: the taps computed at
+/// run time from the dims' values, by the same formulas as resize_taps (in
+/// f64), then gathered and weighted. The output length floor(in * scale)
+/// must be a Dim: the scale a ratio p/q (q <= 4096) to 1e-9 and `in`'s
+/// coefficients making floor(in * p / q) (Dim::floor_div). Nearest and
+/// linear modes; cubic and tf_crop_and_resize need the dim pinned.
+template <typename Refuse>
+Tensor resize_symbolic_taps(const OnnxNode &node, const Tensor &y, int64_t a, double scale, const Refuse &refuse) {
+  const Dim &in = y.shape()[a];
+  std::string mode = node.attr_string("mode", "nearest"), ctm = node.attr_string("coordinate_transformation_mode", "half_pixel");
+  std::string nearest = node.attr_string("nearest_mode", "round_prefer_floor");
+  if (mode != "nearest" && mode != "linear")
+    refuse("in mode '" + mode + "' is not supported (nearest and linear are)");
+  if (!(scale > 0))
+    refuse("by the scale " + std::to_string(scale) + " is not supported");
+  int64_t p = 0, q = 0;
+  for (int64_t d = 1; d <= 4096 && !q; ++d) {
+    double n = std::nearbyint(scale * double(d));
+    if (n >= 1 && std::abs(scale * double(d) - n) <= 1e-9 * n)
+      p = static_cast<int64_t>(n), q = d;
+  }
+  if (!q)
+    refuse("by the scale " + std::to_string(scale) + " is not supported (not a ratio of small integers)");
+  Dim out = in;
+  try {
+    out = Dim::floor_div(in * Dim(p), Dim(q));
+  } catch (const Error &) {
+    refuse("by the scale " + std::to_string(p) + "/" + std::to_string(q) + " is not supported (its length is no Dim)");
+  }
+  DType f = DType::f64;
+  auto c = [&](double v) { return sc(v, f); };
+  Tensor o = ops::cast(ops::iota({out}, 0, DType::i64), f);
+  Tensor n_in = ops::cast(ops::dim_values({in}, DType::i64, true), f), n_out = ops::cast(ops::dim_values({out}, DType::i64, true), f);
+  Tensor x;
+  if (ctm == "half_pixel")
+    x = ops::sub(ops::div(ops::add(o, c(0.5)), c(scale)), c(0.5));
+  else if (ctm == "pytorch_half_pixel")
+    x = ops::where(ops::greater(n_out, c(1)), ops::sub(ops::div(ops::add(o, c(0.5)), c(scale)), c(0.5)), c(0));
+  else if (ctm == "half_pixel_symmetric")
+    x = ops::add(ops::mul(ops::div(n_in, c(2)), ops::sub(c(1), ops::div(n_out, ops::mul(c(scale), n_in)))),
+                 ops::sub(ops::div(ops::add(o, c(0.5)), c(scale)), c(0.5)));
+  else if (ctm == "align_corners")
+    x = ops::where(ops::greater(n_out, c(1)),
+                   ops::div(ops::mul(o, ops::sub(n_in, c(1))), ops::maximum(ops::sub(n_out, c(1)), c(1))), c(0));
+  else if (ctm == "asymmetric")
+    x = ops::div(o, c(scale));
+  else if (ctm == "tf_half_pixel_for_nearest" || ctm == "tf_half_pixel_for_nn")
+    x = ops::div(ops::add(o, c(0.5)), c(scale));
+  else
+    refuse("with coordinate_transformation_mode '" + ctm + "' is not supported");
+  Tensor last = ops::sub(n_in, c(1));
+  auto index = [&](const Tensor &v) { // clamped to [0, in - 1], as i64
+    return ops::cast(ops::minimum(ops::maximum(v, c(0)), last), DType::i64);
+  };
+  std::vector<int64_t> wshape_axes; // the weights broadcast along every axis but a
+  for (int64_t i = 0; i < y.rank(); ++i)
+    if (i != a)
+      wshape_axes.push_back(i);
+  auto weight = [&](const Tensor &w) {
+    Tensor t = ops::cast(w, y.dtype());
+    return wshape_axes.empty() ? t : ops::unsqueeze(t, wshape_axes);
+  };
+  if (mode == "nearest") {
+    Tensor r;
+    Tensor fl = ops::floor(x), frac = ops::sub(x, fl);
+    if (nearest == "round_prefer_floor")
+      r = ops::where(ops::greater(frac, c(0.5)), ops::add(fl, c(1)), fl);
+    else if (nearest == "round_prefer_ceil")
+      r = ops::where(ops::less(frac, c(0.5)), fl, ops::add(fl, c(1)));
+    else if (nearest == "floor")
+      r = fl;
+    else if (nearest == "ceil")
+      r = ops::ceil(x);
+    else
+      refuse("with nearest_mode '" + nearest + "' is not supported");
+    return ops::gather(y, index(r), a);
+  }
+  Tensor xc = ops::minimum(ops::maximum(x, c(0)), last);
+  Tensor base = ops::floor(xc), t = ops::sub(xc, base);
+  Tensor i0 = index(base), i1 = index(ops::add(base, c(1)));
+  return ops::add(ops::mul(ops::gather(y, i0, a), weight(ops::sub(c(1), t))), ops::mul(ops::gather(y, i1, a), weight(t)));
+}
+
 /// Resize along a symbolic dim `a` of `y`: only a whole-number scale k
 /// whose index map repeats each input element k times (nearest mode with a
 /// coordinate transform that maps output o to input o / k, e.g. asymmetric
@@ -1564,8 +1647,8 @@ Tensor resize_symbolic(const OnnxNode &node, const Tensor &y, int64_t a, std::op
   if (!scale)
     refuse("by `sizes` is not supported (only a whole-number scale)");
   int64_t k = static_cast<int64_t>(std::llround(*scale));
-  if (k < 1 || double(k) != *scale)
-    refuse("by the scale " + std::to_string(*scale) + " is not supported (only a whole-number scale)");
+  if (k < 1 || double(k) != *scale || node.attr_string("mode", "nearest") == "linear")
+    return resize_symbolic_taps(node, y, a, *scale, refuse);
   if (k == 1 && node.attr_string("mode", "nearest") != "nearest")
     refuse("in mode '" + node.attr_string("mode", "nearest") + "' is not supported");
   for (int64_t n = 1; n <= 16; ++n) {
