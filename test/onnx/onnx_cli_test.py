@@ -456,7 +456,7 @@ def case_dynamic_quantize_lstm(c):
 
 def case_resize_symbolic_taps(c):
     """Resize along symbolic dims by any scale (linear, and nearest by a
-    fraction): the taps computed at run time. One model compiled with H and
+    fraction): the taps computed at run time; CumSum along a symbolic dim. One model compiled with H and
     W symbolic agrees with the same model with them pinned (the static taps)
     at two sizes, on the reference and the CPU."""
     sc = numpy_helper.from_array(np.array([1, 1, 2, 0.5], np.float32), "sc")
@@ -466,8 +466,11 @@ def case_resize_symbolic_taps(c):
                               coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
              helper.make_node("Resize", ["x", "", "sc"], ["ac"], name="ac", mode="linear",
                               coordinate_transformation_mode="align_corners")]
-    g = helper.make_graph(nodes, "rs", [vi_f("x", [1, 2, "h", "w"])], [vi_f(o, None) for o in ("lin", "near", "ac")],
-                          [sc, sc2])
+    # CumSum along a symbolic dim (its mask from iotas), reverse and exclusive.
+    nodes.append(helper.make_node("CumSum", ["x", "ax"], ["cs"], name="cs", reverse=1, exclusive=1))
+    ax = numpy_helper.from_array(np.array(3, np.int64), "ax")
+    g = helper.make_graph(nodes, "rs", [vi_f("x", [1, 2, "h", "w"])],
+                          [vi_f(o, None) for o in ("lin", "near", "ac", "cs")], [sc, sc2, ax])
     p = c.save(helper.make_model(g, opset_imports=OPSET), "rs.onnx")
     rng = np.random.default_rng(23)
     for h, w in [(4, 6), (7, 10)]:
@@ -475,7 +478,7 @@ def case_resize_symbolic_taps(c):
         np.save(c.path("x.npy"), X)
         c.run("--dim", "h=%d" % h, "--dim", "w=%d" % w, "run", p, "--input", "x=" + c.path("x.npy"),
               "--output-dir", c.path("static"))
-        want = {n: np.load(os.path.join(c.path("static"), n + ".npy")) for n in ("lin", "near", "ac")}
+        want = {n: np.load(os.path.join(c.path("static"), n + ".npy")) for n in ("lin", "near", "ac", "cs")}
         run_devices(c, "rs%d" % h, p, {"x": X}, want, devices=("reference", "cpu"), rtol=1e-5, atol=1e-6)
 
 

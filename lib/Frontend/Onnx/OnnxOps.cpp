@@ -1553,8 +1553,9 @@ Taps resize_taps(const OnnxNode &node, int64_t in, int64_t out, double scale, do
 /// Resize along a symbolic dim `a` of `y` by any scale: the taps computed at
 /// run time from the dims' values, by the same formulas as resize_taps (in
 /// f64), then gathered and weighted. The output length floor(in * scale)
-/// must be a Dim: the scale a ratio p/q (q <= 4096) to 1e-9 and `in`'s
-/// coefficients making floor(in * p / q) (Dim::floor_div). Nearest and
+/// must be a Dim: the scale a ratio p/q (q <= 4096) to 1e-6 relative (an
+/// f32 scale of 1/300) and `in`'s coefficients making floor(in * p / q)
+/// (Dim::floor_div). Nearest and
 /// linear modes; cubic and tf_crop_and_resize need the dim pinned.
 template <typename Refuse>
 Tensor resize_symbolic_taps(const OnnxNode &node, const Tensor &y, int64_t a, double scale, const Refuse &refuse) {
@@ -1568,14 +1569,16 @@ Tensor resize_symbolic_taps(const OnnxNode &node, const Tensor &y, int64_t a, do
   int64_t p = 0, q = 0;
   for (int64_t d = 1; d <= 4096 && !q; ++d) {
     double n = std::nearbyint(scale * double(d));
-    if (n >= 1 && std::abs(scale * double(d) - n) <= 1e-9 * n)
+    if (n >= 1 && std::abs(scale * double(d) - n) <= 1e-6 * n) // an f32 scale is within 6e-8 of p/q
       p = static_cast<int64_t>(n), q = d;
   }
   if (!q)
     refuse("by the scale " + std::to_string(scale) + " is not supported (not a ratio of small integers)");
+  // floor(in * scale) as ONNX Runtime computes it with the rounded scale:
+  // one less where in * p / q is a whole number and the scale is below p/q.
   Dim out = in;
   try {
-    out = Dim::floor_div(in * Dim(p), Dim(q));
+    out = Dim::floor_div(in * Dim(p) - Dim(scale * double(q) < double(p) ? 1 : 0), Dim(q));
   } catch (const Error &) {
     refuse("by the scale " + std::to_string(p) + "/" + std::to_string(q) + " is not supported (its length is no Dim)");
   }
@@ -1938,14 +1941,25 @@ Outs cumsum(const OnnxNode &node) {
   Tensor x = node.in(0);
   int64_t axis = norm_axis(node.ints(1).at(0), x.rank());
   bool exclusive = node.attr_int("exclusive", 0) != 0, reverse = node.attr_int("reverse", 0) != 0;
-  int64_t n = static_dim(x.shape()[axis], "the CumSum dim");
-  // y[..., j] = sum_i x[..., i] * M[i, j]: a matmul with a 0/1 mask along the last axis.
-  std::vector<double> mask(n * n, 0.0);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      bool on = reverse ? (exclusive ? i > j : i >= j) : (exclusive ? i < j : i <= j);
-      mask[i * n + j] = on;
-    }
+  const Dim nd = x.shape()[axis];
+  // y[..., j] = sum_i x[..., i] * M[i, j]: a matmul with a 0/1 mask along
+  // the last axis; a constant, or along a symbolic dim made from iotas.
+  Tensor mask_t;
+  if (nd.is_static()) {
+    int64_t n = nd.value();
+    std::vector<double> mask(n * n, 0.0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        bool on = reverse ? (exclusive ? i > j : i >= j) : (exclusive ? i < j : i <= j);
+        mask[i * n + j] = on;
+      }
+    mask_t = Tensor::from_f64(x.dtype(), {n, n}, mask);
+  } else {
+    Tensor i = ops::iota({nd, nd}, 0, DType::i64), j = ops::iota({nd, nd}, 1, DType::i64);
+    Tensor on = reverse ? (exclusive ? ops::greater(i, j) : ops::greater_equal(i, j))
+                        : (exclusive ? ops::less(i, j) : ops::less_equal(i, j));
+    mask_t = ops::cast(on, x.dtype());
+  }
   std::vector<int64_t> perm;
   for (int64_t i = 0; i < x.rank(); ++i)
     if (i != axis)
@@ -1956,8 +1970,11 @@ Outs cumsum(const OnnxNode &node) {
     inverse[perm[i]] = static_cast<int64_t>(i);
   Tensor moved = ops::transpose(x, perm);
   Shape ms = moved.shape();
-  Tensor flat = ops::reshape(moved, {Dim(-1), Dim(n)});
-  Tensor y = ops::matmul(flat, Tensor::from_f64(x.dtype(), {n, n}, mask));
+  Dim rows(1);
+  for (size_t k = 0; k + 1 < ms.size(); ++k)
+    rows = rows * ms[k];
+  Tensor flat = ops::reshape(moved, {rows, nd});
+  Tensor y = ops::matmul(flat, mask_t);
   return {ops::transpose(ops::reshape(y, ms), inverse)};
 }
 
