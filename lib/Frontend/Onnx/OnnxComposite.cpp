@@ -397,7 +397,7 @@ Outs stft(const OnnxNode &node) {
   Tensor x = float_input(node);
   int64_t r = x.rank();
   if (r != 3)
-    bad("STFT takes a signal [batch, length, 1 or 2]");
+    bad("STFT takes a signal [batch, length, 1 or 2], got " + x.type().to_string());
   int64_t length = static_dim(x.shape()[1], "STFT's signal length"), comps = static_dim(x.shape()[2], "STFT's last dim");
   if (comps != 1 && comps != 2)
     bad("STFT's last dim must be 1 (real) or 2 (complex)");
