@@ -48,12 +48,14 @@ std::vector<Tensor> matmul_nbits(const OnnxNode &node) {
 } // namespace
 
 bool is_contrib_op(const std::string &domain, const std::string &op) {
-  return domain == "com.microsoft" && op == "MatMulNBits";
+  return domain == "com.microsoft" && (op == "MatMulNBits" || is_quantized_contrib_op(op));
 }
 
 std::vector<Tensor> contrib(const OnnxNode &node) {
   if (node.op() == "MatMulNBits")
     return matmul_nbits(node);
+  if (is_quantized_contrib_op(node.op()))
+    return quantized_contrib(node);
   throw Error(ErrorCode::Internal, node.op() + " is not a contrib op");
 }
 
