@@ -429,34 +429,27 @@ private:
   /// reads counts as a use: a capture), graph outputs included.
   void count_uses_live() {
     uses_.clear();
-    for (int k = 0; k < g_.node_size(); ++k)
-      if (!removed_[k])
-        for (const std::string &in : g_.node(k).input())
-          if (!in.empty())
-            ++uses_[in];
-    std::function<void(const onnx::GraphProto &)> visit = [&](const onnx::GraphProto &graph) {
-      for (const auto &n : graph.node()) {
-        for (const std::string &in : n.input())
-          if (!in.empty())
-            ++uses_[in];
-        for (const auto &a : n.attribute()) {
-          if (a.has_g())
-            visit(a.g());
-          for (const auto &sub : a.graphs())
-            visit(sub);
+    std::function<void(const onnx::NodeProto &)> node_uses = [&](const onnx::NodeProto &n) {
+      for (const std::string &in : n.input())
+        if (!in.empty())
+          ++uses_[in];
+      for (const auto &a : n.attribute()) { // a body's reads of outer names: captures
+        std::vector<const onnx::GraphProto *> bodies;
+        if (a.has_g())
+          bodies.push_back(&a.g());
+        for (const auto &sub : a.graphs())
+          bodies.push_back(&sub);
+        for (const onnx::GraphProto *body : bodies) {
+          for (const auto &m : body->node())
+            node_uses(m);
+          for (const auto &o : body->output())
+            ++uses_[o.name()];
         }
       }
-      for (const auto &o : graph.output())
-        ++uses_[o.name()];
     };
     for (int k = 0; k < g_.node_size(); ++k)
       if (!removed_[k])
-        for (const auto &a : g_.node(k).attribute()) {
-          if (a.has_g())
-            visit(a.g());
-          for (const auto &sub : a.graphs())
-            visit(sub);
-        }
+        node_uses(g_.node(k));
     for (const auto &o : g_.output())
       ++uses_[o.name()];
   }
