@@ -755,12 +755,16 @@ private:
 
   /// Inputs of integer ops whose initializers stay constants inside a block
   /// (no parameters): the integer kernels need their values at import — the
-  /// 8-bit weights and zero points the CPU packs, the scales ONNX Runtime's
-  /// QLinearAdd / QLinearGlobalAveragePool arithmetic is computed from.
+  /// 8-bit weights and zero points the CPU packs, the requantization's
+  /// scales and zero points (constants the kernels read, not values computed
+  /// at run time), the scales ONNX Runtime's QLinearAdd /
+  /// QLinearGlobalAveragePool arithmetic is computed from.
   static std::vector<int> import_known_inputs(const onnx::NodeProto &node) {
     const std::string &op = node.op_type();
-    if (op == "QLinearConv" || op == "QLinearMatMul" || op == "QGemm")
-      return {3, 5};
+    if (op == "QLinearConv" || op == "QLinearMatMul")
+      return {1, 3, 4, 5, 6, 7}; // and the scales and output zero point: the requantization's constants
+    if (op == "QGemm")
+      return {1, 3, 4, 5, 7, 8};
     if (op == "QLinearAdd")
       return {1, 2, 4, 5, 6, 7};
     if (op == "QLinearGlobalAveragePool")

@@ -144,6 +144,16 @@ std::optional<Tensor> optional_in(const OnnxNode &node, size_t i) {
   return std::nullopt;
 }
 
+/// Input i's one element when it is known at import.
+std::optional<double> known_one(const OnnxNode &node, size_t i) {
+  if (!node.has(i) || node.val(i).kind != Val::Kind::known)
+    return std::nullopt;
+  HostTensor t = node.known(i);
+  if (t.numel() != 1)
+    return std::nullopt;
+  return t.get_f64(0);
+}
+
 Tensor quantize(const Tensor &x, const Tensor &scale, const std::optional<Tensor> &zp, DType dtype,
                 const OnnxNode &node) {
   return saturate(ops::div(as(x, DType::f32), as(scale, DType::f32)), zp, dtype, node);
@@ -156,7 +166,9 @@ Tensor quantize_linear(const OnnxNode &node) {
   Tensor scale = along_axis(node.in(1), x.rank(), axis, node, "y_scale");
   std::optional<Tensor> zp = optional_in(node, 2);
   DType dtype = quantized_dtype(node, zp);
-  if (zp)
+  if (std::optional<double> z = known_one(node, 2))
+    zp = ops::scalar(*z, DType::f32); // a literal, not a value computed at run time
+  else if (zp)
     zp = along_axis(*zp, x.rank(), axis, node, "y_zero_point");
   Tensor y = quantize(x, scale, zp, dtype, node);
   return y;
@@ -534,6 +546,33 @@ Tensor requantize(const OnnxNode &node, const Tensor &acc, const Tensor &x_scale
   return saturate(ops::mul(as(acc, DType::f32), mult), y_zp, y_zp.dtype(), node);
 }
 
+/// requantize with every scale and the zero point known at import
+/// (x_scale, y_scale and y_zp one element each, w_scale one or n): the same
+/// f32 arithmetic done here, the multiplier ((alpha · x_scale) · w_scale) /
+/// y_scale a constant of `shape` (n elements) and the zero point a literal,
+/// so the kernels read constants rather than values computed at run time.
+/// Else the traced form (requantize).
+Tensor requantize_known(const OnnxNode &node, const Tensor &acc, size_t xs, size_t ws, size_t ys, size_t yz,
+                        float alpha, const std::vector<int64_t> &shape, const std::function<Tensor()> &traced) {
+  std::optional<double> x = known_one(node, xs), y = known_one(node, ys), z = known_one(node, yz);
+  if (!x || !y || !z || !node.has(ws) || node.val(ws).kind != Val::Kind::known)
+    return traced();
+  HostTensor w = node.known(ws);
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  if (w.numel() != 1 && w.numel() != n)
+    return traced();
+  HostTensor mult(DType::f32, w.numel() == 1 ? std::vector<int64_t>{} : shape);
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    float a = alpha * static_cast<float>(*x); // alpha 1: exactly x_scale
+    mult.data_as<float>()[i] = (a * static_cast<float>(w.get_f64(i))) / static_cast<float>(*y);
+  }
+  Tensor m = Tensor::from_host(mult, node.input_name(ws) + ".requant");
+  DType dtype = node.val(yz).data.dtype();
+  return saturate(ops::mul(as(acc, DType::f32), m), ops::scalar(*z, DType::f32), dtype, node);
+}
+
 // ---- ONNX Runtime's contrib integer ops (com.microsoft), with the
 // arithmetic of its x86 CPU kernels (MLAS). They are what its QDQ
 // transformer turns QDQ groups into (OnnxQdq.cpp) and what its QOperator
@@ -714,9 +753,11 @@ Tensor qgemm(const OnnxNode &node) {
   Tensor b_scale = along_axis(node.in(4), 1, 0, node, "b_scale");
   if (!node.has(7))
     return ops::mul(ops::cast(acc, DType::f32), ops::mul(a_scale, as(b_scale, DType::f32)));
-  Tensor y_zp = node.has(8) ? node.in(8) : ops::scalar(0, a.dtype());
-  return requantize(node, acc, a_scale, b_scale, along_axis(node.in(7), 0, 0, node, "y_scale"),
-                    along_axis(y_zp, 0, 0, node, "y_zero_point"));
+  return requantize_known(node, acc, 1, 4, 7, 8, static_cast<float>(node.attr_float("alpha", 1.0)), {N}, [&] {
+    Tensor y_zp = node.has(8) ? node.in(8) : ops::scalar(0, a.dtype());
+    return requantize(node, acc, a_scale, b_scale, along_axis(node.in(7), 0, 0, node, "y_scale"),
+                      along_axis(y_zp, 0, 0, node, "y_zero_point"));
+  });
 }
 
 const std::set<std::string> kQuantizedOps = {"ConvInteger",   "DequantizeLinear", "DynamicQuantizeLinear",
@@ -761,7 +802,13 @@ std::vector<Tensor> quantized(const OnnxNode &node) {
     Tensor b_scale = along_axis(node.in(4), 1, 0, node, "b_scale");
     Tensor y_scale = along_axis(node.in(6), rank, -2, node, "y_scale");
     Tensor y_zp = node.in(7);
-    return {requantize(node, acc, a_scale, b_scale, y_scale, along_axis(y_zp, rank, -2, node, "y_zero_point"))};
+    auto traced = [&] {
+      return requantize(node, acc, a_scale, b_scale, y_scale, along_axis(y_zp, rank, -2, node, "y_zero_point"));
+    };
+    const Dim &n = b.shape()[b.rank() - 1];
+    if (b.rank() < 2 || !n.is_static())
+      return {traced()};
+    return {requantize_known(node, acc, 1, 4, 6, 7, 1.0f, {n.value()}, traced)};
   }
   if (op == "QLinearConv") {
     Tensor x = node.in(0), w = node.in(3);
@@ -771,8 +818,15 @@ std::vector<Tensor> quantized(const OnnxNode &node) {
     for (const Tensor *t : {&x_scale, &y_scale, &y_zp})
       if (t->rank() > 1 || (t->rank() == 1 && !(t->shape()[0].is_static() && t->shape()[0].value() == 1)))
         bad("QLinearConv's x_scale, y_scale and y_zero_point must be scalars");
-    return {requantize(node, acc, along_axis(x_scale, 0, 0, node, "x_scale"), w_scale,
-                       along_axis(y_scale, 0, 0, node, "y_scale"), along_axis(y_zp, 0, 0, node, "y_zero_point"))};
+    auto traced = [&] {
+      return requantize(node, acc, along_axis(x_scale, 0, 0, node, "x_scale"), w_scale,
+                        along_axis(y_scale, 0, 0, node, "y_scale"), along_axis(y_zp, 0, 0, node, "y_zero_point"));
+    };
+    if (!w.shape()[0].is_static())
+      return {traced()};
+    std::vector<int64_t> shape(static_cast<size_t>(acc.rank() - 1), 1); // [O, 1, ...]: along the channels
+    shape[0] = w.shape()[0].value();
+    return {requantize_known(node, acc, 1, 4, 6, 7, 1.0f, shape, traced)};
   }
   throw Error(ErrorCode::Internal, op + " is not a quantized op");
 }
