@@ -541,6 +541,33 @@ Value *ElementalEmitter::cast(Value *x, DType from, DType to) {
       return x; // f16/bf16/f32 share float; round_to() applies the precision
     return t->isDoubleTy() ? b_.CreateFPExt(x, t) : b_.CreateFPTrunc(x, t);
   }
+  if (is_float(from) && x->getType()->isFloatTy() && t->getIntegerBitWidth() == 8) {
+    // To 8 bits (a requantization's last step), the same result through a
+    // 32-bit conversion, which vectorizes (fptosi.sat to i64 does not on
+    // x86): below 2^31 in magnitude the two truncations agree; from 2^31
+    // every f32 is a multiple of 256, whose low byte is 0, up to 2^63,
+    // where saturation gives all ones (0xff); NaN and the rest give 0.
+    Value *in_range = b_.CreateFCmpOLT(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x),
+                                       llvm::ConstantFP::get(x->getType(), 2147483648.0));
+    Value *top = b_.CreateFCmpOGE(x, llvm::ConstantFP::get(x->getType(), 9223372036854775808.0));
+    Value *small = b_.CreateTrunc(b_.CreateFPToSI(x, b_.getInt32Ty()), t);
+    return b_.CreateSelect(in_range, small, b_.CreateSelect(top, llvm::ConstantInt::get(t, 0xff), llvm::ConstantInt::get(t, 0)));
+  }
+  if (is_float(from) && x->getType()->isFloatTy() && (t->getIntegerBitWidth() == 16 || t->getIntegerBitWidth() == 32)) {
+    // To 16 or 32 bits (an integer conv's f32 sums cast to i32), the same
+    // result with plain conversions, which vectorize: below 2^31 in
+    // magnitude the 32-bit truncation; up to 2^63 the 64-bit one, wrapped;
+    // from 2^63 saturation's all ones, at or below -2^63 (and NaN) 0.
+    Value *in_range = b_.CreateFCmpOLT(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x),
+                                       llvm::ConstantFP::get(x->getType(), 2147483648.0));
+    Value *top = b_.CreateFCmpOGE(x, llvm::ConstantFP::get(x->getType(), 9223372036854775808.0));
+    Value *above_min = b_.CreateFCmpOGT(x, llvm::ConstantFP::get(x->getType(), -9223372036854775808.0));
+    Value *small = b_.CreateTruncOrBitCast(b_.CreateFPToSI(x, b_.getInt32Ty()), t);
+    Value *big = b_.CreateTrunc(b_.CreateFPToSI(x, b_.getInt64Ty()), t);
+    Value *outside = b_.CreateSelect(top, llvm::ConstantInt::getAllOnesValue(t),
+                                     b_.CreateSelect(above_min, big, llvm::ConstantInt::get(t, 0)));
+    return b_.CreateSelect(in_range, small, outside);
+  }
   if (is_float(from)) {
     // Truncate toward zero, saturate to i64 (NaN → 0), then wrap: as the reference.
     Value *i = b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {b_.getInt64Ty(), x->getType()}, {x});

@@ -457,7 +457,13 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
       ok = true;
     }
     Storage rs = plan.values[v].storage;
-    if (!ok || v == m || (rs != Storage::temp && rs != Storage::output) || g.type_of(v).dtype != DType::f32)
+    // An integer conv writes its epilogue's value itself (not accumulating in
+    // r's buffer), so r may also be the 8-bit result of a requantization
+    // (QLinearConv: ... round, clamp, cast to u8/i8).
+    DType rd = g.type_of(v).dtype;
+    bool int8_conv = options.int8_gemm && conv_uses_int8_gemm(g, plan, node);
+    if (!ok || v == m || (rs != Storage::temp && rs != Storage::output) ||
+        !(rd == DType::f32 || (int8_conv && (rd == DType::u8 || rd == DType::i8))))
       continue;
     // Two GEMM results meeting in one chain (x@w1 + y@w2): the first GEMM
     // takes the chain, the second stays stored and is read by it.

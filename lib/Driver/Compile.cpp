@@ -224,6 +224,7 @@ void load(Compilation &c) {
   options.max_dims = c.request.max_dims;
   options.state = c.request.state;
   options.dedup = c.request.dedup;
+  options.fuse_qdq = c.request.fuse_qdq;
   c.model = load_model(c.request.model, options, c.diagnostics);
   quantize_loaded_weights(c.model, c.request.quantize_weights, c.request.model, c.diagnostics, c.result.quantized);
   if (!c.model.graph)

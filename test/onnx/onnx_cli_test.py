@@ -1664,6 +1664,161 @@ def case_quantized_integer_gemm(c):
     assert trace.count("} : i32[") >= 4 and " : f32[5,21]" not in trace, trace
 
 
+def qdq_model(act=np.uint8, w_axis=0, scale_input=False, seed=5):
+    """A small QDQ network in ONNX Runtime's format (bench/qdq_model.py): Q(x) →
+    DQ → Conv 3x3 (per-channel int8 weight, int32 bias) → Relu → Q → DQ → Conv
+    1x1 → Q → DQ, Add with the relu branch → Q → DQ → MaxPool → Q → DQ →
+    GlobalAveragePool → Q → DQ → Flatten → Gemm (transB) → Q → DQ → y, and
+    the flattened features → MatMul → Q → DQ → z. w_axis: the first weight's
+    DQ axis; scale_input: its activation scale is a graph input."""
+    rng = np.random.default_rng(seed)
+    lo = -128 if act == np.int8 else 0
+    vals = {}
+
+    def qparams(name, scale, zp):
+        vals[name + "_s"] = np.array(scale, np.float32)
+        vals[name + "_z"] = np.array(zp, act)
+
+    def weight(name, shape, axis):
+        w = rng.standard_normal(shape).astype(np.float32)
+        s = (np.abs(np.moveaxis(w, axis, 0).reshape(shape[axis], -1)).max(1) / 127).astype(np.float32)
+        shp = [1] * len(shape)
+        shp[axis] = -1
+        vals[name + "_q"] = np.clip(np.rint(w / s.reshape(shp)), -127, 127).astype(np.int8)
+        vals[name + "_s"] = s
+        vals[name + "_z"] = np.zeros(shape[axis], np.int8)
+        return s
+
+    qparams("x", 0.02, lo + 128)
+    qparams("r1", 0.03, lo)          # relu output: zero point at the bottom
+    qparams("c2", 0.05, lo + 120)
+    qparams("a", 0.04, lo)            # add (relu removed)
+    qparams("g", 0.01, lo + 3)
+    qparams("y", 0.1, lo + 130)
+    qparams("z", 0.08, lo + 125)
+    s1 = weight("w1", (6, 4, 3, 3), 0)
+    vals["b1_q"] = rng.integers(-500, 500, 6).astype(np.int32)
+    vals["b1_s"] = (np.float32(0.02) * s1).astype(np.float32)
+    weight("w2", (6, 6, 1, 1), 0)
+    sg = weight("wg", (5, 6), 0)
+    vals["bg_q"] = rng.integers(-300, 300, 5).astype(np.int32)
+    vals["bg_s"] = (np.float32(0.01) * sg).astype(np.float32)
+    weight("wm", (6, 3), 1)
+    if w_axis != 0:  # per-axis scale on the input channels: a different meaning, not QLinearConv
+        w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+        vals["w1_s"] = np.abs(w).max(axis=(0, 2, 3)).astype(np.float32) / 127
+        vals["w1_z"] = np.zeros(4, np.int8)
+    n = helper.make_node
+    x_s = "x_s_in" if scale_input else "x_s"
+
+    def qdq(t, q, s=None):
+        s = s or q + "_s"
+        return [n("QuantizeLinear", [t, s, q + "_z"], [t + "_q"]), n("DequantizeLinear", [t + "_q", s, q + "_z"], [t + "_d"])]
+
+    def dqw(w, axis):
+        return n("DequantizeLinear", [w + "_q", w + "_s", w + "_z"], [w + "_d"], axis=axis)
+
+    nodes = qdq("x", "x", x_s) + [
+        dqw("w1", w_axis), n("DequantizeLinear", ["b1_q", "b1_s"], ["b1_d"], axis=0),
+        n("Conv", ["x_d", "w1_d", "b1_d"], ["c1"], name="conv1", pads=[1, 1, 1, 1]), n("Relu", ["c1"], ["r1"])] + \
+        qdq("r1", "r1") + [dqw("w2", 0), n("Conv", ["r1_d", "w2_d"], ["c2"], name="conv2")] + qdq("c2", "c2") + [
+        n("Add", ["c2_d", "r1_d"], ["a"], name="add")] + qdq("a", "a") + [
+        n("MaxPool", ["a_d"], ["m"], kernel_shape=[2, 2], strides=[2, 2], name="pool")] + qdq("m", "a") + [
+        n("GlobalAveragePool", ["m_d"], ["g"], name="gap")] + qdq("g", "g") + [
+        n("Flatten", ["g_d"], ["f"], name="flatten")] + qdq("f", "g") + [
+        dqw("wg", 0), n("DequantizeLinear", ["bg_q", "bg_s"], ["bg_d"], axis=0),
+        n("Gemm", ["f_d", "wg_d", "bg_d"], ["y0"], transB=1, name="fc")] + qdq("y0", "y") + [
+        dqw("wm", 1), n("MatMul", ["f_d", "wm_d"], ["z0"], name="mm")] + qdq("z0", "z")
+    nodes += [n("Identity", ["y0_d"], ["y"]), n("Identity", ["z0_d"], ["z"])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 8, 8])]
+    if scale_input:
+        inputs.append(helper.make_tensor_value_info("x_s_in", TensorProto.FLOAT, []))
+    graph = helper.make_graph(nodes, "qdq", inputs, [helper.make_tensor_value_info(o, TensorProto.FLOAT, None)
+                                                     for o in ("y", "z")],
+                              [numpy_helper.from_array(v, k) for k, v in vals.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), vals
+
+
+def qdq_stats(c, p, *extra):
+    out = c.run(*extra, "trace", p, "--stats").stdout
+    return dict(line.split("=", 1) for line in out.split()).get("qdq_groups")
+
+
+def case_qdq_fusion(c):
+    """A QDQ model (ONNX Runtime's format, u8 and i8 activations) imports as the
+    integer ops ONNX Runtime runs it as — QLinearConv (the relu before a Q
+    whose zero point is the range's bottom dropped), QLinearAdd, MaxPool and
+    Flatten on the integers, QLinearGlobalAveragePool, QGemm, QLinearMatMul:
+    reference, CPU and GPU emulator give the same bits; the first conv's
+    requantized output equals numpy's integer QLinearConv; the outputs stay
+    within one quantization step of the float composition (--no-qdq-fusion)."""
+    for act in (np.uint8, np.int8):
+        model, v = qdq_model(act)
+        tag = np.dtype(act).name
+        p = c.save(model, f"qdq_{tag}.onnx")
+        assert qdq_stats(c, p) == "8", qdq_stats(c, p)
+        assert qdq_stats(c, p, "--no-qdq-fusion") is None
+        trace = c.run("trace", p).stdout
+        # conv1: an exact conv of the shifted bytes (the CPU's integer GEMM); conv2 (1x1), fc, mm: i32 matmuls
+        assert "exact = true" in trace and trace.count("matmul(") == 3, trace
+        x = np.random.default_rng(9).standard_normal((2, 4, 8, 8)).astype(np.float32) * 1.5
+        np.save(c.path("x.npy"), x)
+        outs = {}
+        for device in ("reference", "cpu", "amdgpu-emu"):
+            out = c.path(f"out-{tag}-{device}")
+            c.run("run", p, "--input", f"x={c.path('x.npy')}", "--device", device, "--output-dir", out)
+            outs[device] = {k: np.load(os.path.join(out, k + ".npy")) for k in ("y", "z")}
+        for device in ("cpu", "amdgpu-emu"):
+            for k in ("y", "z"):
+                assert np.array_equal(outs[device][k], outs["reference"][k]), (tag, device, k)
+        out = c.path(f"out-{tag}-unfused")
+        c.run("--no-qdq-fusion", "run", p, "--input", f"x={c.path('x.npy')}", "--output-dir", out)
+        for k in ("y", "z"):
+            unfused = np.load(os.path.join(out, k + ".npy"))
+            step = float(v[k + "_s"])
+            assert np.abs(outs["reference"][k] - unfused).max() <= step * 1.0001, (tag, k)
+        # The first group alone, as numpy's integer QLinearConv (relu by saturation).
+        cut = onnx.ModelProto()
+        cut.CopyFrom(model)
+        del cut.graph.output[:]
+        cut.graph.output.append(helper.make_tensor_value_info("r1_q", TensorProto.UINT8 if act == np.uint8 else
+                                                              TensorProto.INT8, None))
+        pc = c.save(cut, f"qdq_cut_{tag}.onnx")
+        assert qdq_stats(c, pc) == "8", qdq_stats(c, pc)  # the rest is dead code
+        xq = np_saturate(x / np.float32(0.02), v["x_z"], act).astype(np.int64) - int(v["x_z"])
+        acc = np_conv(xq, v["w1_q"], pads=(1, 1, 1, 1)) + v["b1_q"].astype(np.int64).reshape(6, 1, 1)
+        mult = (np.float32(0.02) * v["w1_s"]) / np.float32(0.03)
+        want = np_saturate(acc.astype(np.float32) * mult.reshape(6, 1, 1), v["r1_z"], act)
+        for device in ("reference", "cpu"):
+            out = c.path(f"cut-{tag}-{device}")
+            c.run("run", pc, "--input", f"x={c.path('x.npy')}", "--device", device, "--output-dir", out)
+            got = np.load(os.path.join(out, "r1_q.npy"))
+            assert np.array_equal(got, want), (tag, device, int(np.sum(got != want)))
+
+
+def case_qdq_not_fused(c):
+    """Near misses stay the float composition (their exact ONNX meaning): a
+    weight whose per-axis scale runs along the input channels, an activation
+    scale that is a graph input; the groups they break are not replaced, the
+    others are, and every path agrees with the reference."""
+    model, _ = qdq_model(np.uint8, w_axis=1)
+    p = c.save(model, "axis1.onnx")
+    assert qdq_stats(c, p) == "7", qdq_stats(c, p)  # not conv1
+    model, _ = qdq_model(np.uint8, scale_input=True)
+    p2 = c.save(model, "scale_input.onnx")
+    assert qdq_stats(c, p2) == "7", qdq_stats(c, p2)  # not conv1
+    x = np.random.default_rng(3).standard_normal((2, 4, 8, 8)).astype(np.float32)
+    np.save(c.path("x.npy"), x)
+    np.save(c.path("s.npy"), np.array(0.02, np.float32))
+    for path, extra in ((p, []), (p2, ["--input", f"x_s_in={c.path('s.npy')}"])):
+        outs = []
+        for device in ("reference", "cpu"):
+            out = c.path(os.path.basename(path) + device)
+            c.run("run", path, "--input", f"x={c.path('x.npy')}", *extra, "--device", device, "--output-dir", out)
+            outs.append(np.load(os.path.join(out, "y.npy")))
+        assert np.array_equal(outs[0], outs[1]), path
+
+
 def case_quantized_refused(c):
     """Quantized forms maxc lacks are refused by name: ConvInteger on float
     input (E0606), blocked quantization (block_size, E0607), a 2-D scale (E0607)."""

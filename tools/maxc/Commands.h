@@ -28,6 +28,7 @@ struct GlobalOptions {
   std::map<std::string, std::string> bound_inputs; // --bind NAME=VALUES
   std::map<std::string, int64_t> max_dims;         // --max-dim NAME=N
   bool no_dedup = false;
+  bool no_qdq_fusion = false; // --no-qdq-fusion
   std::string state; // --state auto | IN=OUT,...
   std::string quantize_weights; // --quantize-weights int8 | int4 (compile, run, check, profile, trace)
 };

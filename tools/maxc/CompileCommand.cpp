@@ -46,6 +46,7 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
   request.max_dims = global.max_dims;
   request.state = global.state;
   request.dedup = !global.no_dedup;
+  request.fuse_qdq = !global.no_qdq_fusion;
   request.quantize_weights = global.quantize_weights;
   // --gpu sm_80,...: NVIDIA (backend "cuda"); gfx names and AMD aliases: "amdgpu".
   request.backend = options.gpu.empty() ? "cpu" : options.gpu.find("sm_") != std::string::npos ? "cuda" : "amdgpu";

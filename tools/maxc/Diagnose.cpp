@@ -76,6 +76,7 @@ LoadOptions load_options(const GlobalOptions &global) {
   load.bound_inputs = global.bound_inputs;
   load.max_dims = global.max_dims;
   load.dedup = !global.no_dedup;
+  load.fuse_qdq = !global.no_qdq_fusion;
   load.state = global.state;
   return load;
 }

@@ -27,6 +27,8 @@ static std::string stats_text(const LoadedModel &model) {
   out += "constants=" + std::to_string(s.constants) + "\n";
   out += "constant_bytes=" + std::to_string(s.constant_bytes) + "\n";
   out += "weights_read=" + std::to_string(s.weights_read) + "\n";
+  if (s.qdq_groups)
+    out += "qdq_groups=" + std::to_string(s.qdq_groups) + "\n";
   out += "inputs=" + std::to_string(model.graph->input_ids().size()) + "\n";
   out += "outputs=" + std::to_string(model.graph->output_ids().size()) + "\n";
   out += std::string("trace_ms=") + trace_ms + "\n";

@@ -99,6 +99,9 @@ int main(int argc, char **argv) {
                  "in 8 or 4 bits (matmul_nbits); the per-layer relative error goes to stderr (not with --quiet). ONNX: "
                  "add --no-dedup, else the weights of repeated layers (arguments of one shared subgraph) stay f32");
   app.add_flag("--no-dedup", global.no_dedup, "ONNX models: do not trace repeated layers as shared subgraphs");
+  app.add_flag("--no-qdq-fusion", global.no_qdq_fusion,
+               "ONNX QDQ models: keep DequantizeLinear -> op -> QuantizeLinear as the float composition "
+               "(default: the integer ops ONNX Runtime runs them as)");
 
   CheckOptions check;
   auto *check_cmd = app.add_subcommand("check", "Validate a model and its weights; report every problem");

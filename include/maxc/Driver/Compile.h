@@ -28,6 +28,7 @@ struct CompileRequest {
   std::map<std::string, int64_t> max_dims; // ONNX: --max-dim NAME=N bounds a dim read at run time
   std::string state; // ONNX: --state auto | IN=OUT,... makes KV-cache pairs model state
   bool dedup = true;                   // ONNX: trace repeated blocks as shared subgraphs
+  bool fuse_qdq = true;                // ONNX: QDQ groups as integer ops (LoadOptions::fuse_qdq)
   std::string quantize_weights;        // "" | int8 | int4: constant matmul weights to matmul_nbits (Transforms/QuantizeWeights.h)
   std::string backend = "cpu";
   BackendOptions options;

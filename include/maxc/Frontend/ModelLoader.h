@@ -65,6 +65,10 @@ struct LoadOptions {
   /// text in both names. The inputs become state buffers [max_context,
   /// ...] written in place (ModelState), the outputs leave the graph.
   std::string state;
+  /// ONNX: QDQ groups (DequantizeLinear → op → QuantizeLinear) become the
+  /// integer ops ONNX Runtime runs them as (docs/ONNX.md, "QDQ models");
+  /// `--no-qdq-fusion` keeps the float composition.
+  bool fuse_qdq = true;
 };
 
 struct TraceStats {
@@ -76,6 +80,7 @@ struct TraceStats {
   size_t constants = 0;
   uint64_t constant_bytes = 0;
   size_t weights_read = 0;
+  size_t qdq_groups = 0;            // ONNX QDQ groups made integer ops
   double trace_ms = 0;
 };
 

@@ -674,7 +674,8 @@ void emit_conv_i8(llvm::IRBuilder<> &outer, const ConvInt8Args &a) {
                    Value *z = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), f[1], add(b, o, s.O)));
                    Value *corr = b.CreateMul(f[3], sum);
                    Value *row = b.CreateGEP(b.getInt32Ty(), f[0], mul(b, o, Pp));
-                   Value *dst = f32_at(b, f[2], mul(b, o, P));
+                   llvm::Type *ot = a.out_type ? a.out_type : b.getFloatTy();
+                   Value *dst = b.CreateGEP(ot, f[2], mul(b, o, P));
                    for_count(b, P, [&](Value *p) {
                      Value *v = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), row, p));
                      Value *r = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), ones, p));
@@ -682,7 +683,7 @@ void emit_conv_i8(llvm::IRBuilder<> &outer, const ConvInt8Args &a) {
                      Value *f = b.CreateSIToFP(v, b.getFloatTy());
                      if (a.epilogue)
                        f = a.epilogue->apply(b, f, o, p);
-                     b.CreateStore(f, f32_at(b, dst, p));
+                     b.CreateStore(f, b.CreateGEP(ot, dst, p));
                    });
                  });
                });

@@ -93,6 +93,10 @@ struct ConvInt8Args {
   unsigned lanes = 16, dot = 0;
   std::string prefix;
   const GemmEpilogue *epilogue = nullptr; // optional: applied to each f32 result
+  /// out's element type: f32, or the 8-bit type of an epilogue's stored
+  /// value (a requantization chain ending in a cast to u8/i8: LoweringPlan's
+  /// epilogues); null: f32.
+  llvm::Type *out_type = nullptr;
 };
 void emit_conv_i8(llvm::IRBuilder<> &b, const ConvInt8Args &args);
 

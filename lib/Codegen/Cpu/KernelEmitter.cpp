@@ -1151,6 +1151,11 @@ private:
     Value *scratch = b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(plan_.scratch_slot));
     size_t n_index = node_index(node);
     Value *xptr = pointer_of(ops.x), *optr = gemm_output(n_index, out), *wptr = pointer_of(ops.weight);
+    // The stored value written: the conv's f32 result, or its epilogue's
+    // (an 8-bit requantized value: LoweringPlan's epilogues).
+    auto epi_it = plan_.epilogues.find(n_index);
+    DType out_dtype = g_.type_of(epi_it == plan_.epilogues.end() ? out : epi_it->second).dtype;
+    llvm::Type *out_type = out_dtype == DType::f32 ? b_.getFloatTy() : b_.getInt8Ty();
     Value *zptr = ops.has_zero_point ? pointer_of(ops.zero_point) : nullptr;
     int64_t image = g_.type_of(ops.x).shape[1].value() * s.H * s.W; // all channels (a chunk reads some)
     xptr = b_.CreateGEP(b_.getInt8Ty(), xptr, b_.getInt64(ops.channel_offset * s.H * s.W));
@@ -1165,8 +1170,9 @@ private:
                         b_.CreateGEP(b_.getInt8Ty(), xptr, b_.CreateMul(n, b_.getInt64(image))),
                         zptr,
                         wptr,
-                        b_.CreateGEP(b_.getFloatTy(), optr, b_.CreateMul(n, b_.getInt64(s.O * s.OH * s.OW))),
+                        b_.CreateGEP(out_type, optr, b_.CreateMul(n, b_.getInt64(s.O * s.OH * s.OW))),
                         scratch};
+      args.out_type = out_type;
       args.x_signed = g_.type_of(ops.x).dtype == DType::i8;
       args.lanes = mod_.lanes;
       args.dot = mod_.int8_dot;

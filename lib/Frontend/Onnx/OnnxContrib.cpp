@@ -20,7 +20,9 @@
 //                ONNX Runtime also quantizes X and h per step; maxc keeps
 //                them f32, so results differ from ORT's by that rounding.
 // ONNX Runtime's graph optimizer and quantizer write the last five into the
-// models they save (transformers.js and Kokoro exports, for one).
+// models they save (transformers.js and Kokoro exports, for one). Its
+// integer ops QLinearAdd, QLinearGlobalAveragePool and QGemm are in
+// OnnxQuantized.cpp (is_quantized_contrib_op).
 #include "OnnxOps.h"
 
 #include "maxc/Ops/MatmulNbits.h"
@@ -163,7 +165,7 @@ std::vector<Tensor> dynamic_quantize_lstm(const OnnxNode &node) {
 bool is_contrib_op(const std::string &domain, const std::string &op) {
   return domain == "com.microsoft" && (op == "MatMulNBits" || op == "FastGelu" || op == "BiasGelu" ||
                                        op == "SkipLayerNormalization" || op == "FusedMatMul" ||
-                                       op == "DynamicQuantizeLSTM");
+                                       op == "DynamicQuantizeLSTM" || is_quantized_contrib_op(op));
 }
 
 std::vector<Tensor> contrib(const OnnxNode &node) {
@@ -179,6 +181,8 @@ std::vector<Tensor> contrib(const OnnxNode &node) {
     return fused_matmul(node);
   if (node.op() == "DynamicQuantizeLSTM")
     return dynamic_quantize_lstm(node);
+  if (is_quantized_contrib_op(node.op()))
+    return quantized_contrib(node);
   throw Error(ErrorCode::Internal, node.op() + " is not a contrib op");
 }
 

@@ -756,6 +756,25 @@ private:
     return is_float(dtype) || (is_integer(dtype) && dtype_info(dtype).bits < 32);
   }
 
+  /// Inputs of integer ops whose initializers stay constants inside a block
+  /// (no parameters): the integer kernels need their values at import — the
+  /// 8-bit weights and zero points the CPU packs, the requantization's
+  /// scales and zero points (constants the kernels read, not values computed
+  /// at run time), the scales ONNX Runtime's QLinearAdd /
+  /// QLinearGlobalAveragePool arithmetic is computed from.
+  static std::vector<int> import_known_inputs(const onnx::NodeProto &node) {
+    const std::string &op = node.op_type();
+    if (op == "QLinearConv" || op == "QLinearMatMul")
+      return {1, 3, 4, 5, 6, 7}; // and the scales and output zero point: the requantization's constants
+    if (op == "QGemm")
+      return {1, 3, 4, 5, 7, 8};
+    if (op == "QLinearAdd")
+      return {1, 2, 4, 5, 6, 7};
+    if (op == "QLinearGlobalAveragePool")
+      return {1, 2, 3, 4};
+    return {};
+  }
+
   static bool block_scope(const std::string &name, std::string &prefix, std::string &scope) {
     // The first path component "<word>[._]<digits>" followed by '/' or '.'.
     for (size_t i = 0; i < name.size(); ++i) {
@@ -793,9 +812,14 @@ private:
     for (const auto &o : graph_proto_.output())
       if (!state_outputs_.count(o.name())) // a state output lives in its buffer
         graph_outputs_.insert(o.name());
-    for (int i : order)
-      for (const std::string &in : graph_proto_.node(i).input())
+    for (int i : order) {
+      const auto &node = graph_proto_.node(i);
+      for (const std::string &in : node.input())
         consumers_[in].push_back(i);
+      for (int k : import_known_inputs(node))
+        if (k < node.input_size())
+          import_known_.insert(node.input(k));
+    }
     for (auto &[prefix, scopes] : by_prefix) {
       if (scopes.size() < 2)
         continue;
@@ -822,7 +846,8 @@ private:
         if (in.empty() || produced.count(in) || !seen_in.insert(in).second)
           continue;
         auto v = values_.find(in);
-        bool param = v != values_.end() && !v->second.initializer.empty() && is_block_parameter(v->second.data.dtype());
+        bool param = v != values_.end() && !v->second.initializer.empty() &&
+                     is_block_parameter(v->second.data.dtype()) && !import_known_.count(in);
         (param ? block.params : block.inputs).push_back(in);
       }
     for (int i : block.nodes)
@@ -1973,6 +1998,7 @@ private:
   std::map<int, size_t> block_of_;
   std::set<std::string> graph_outputs_;
   std::map<std::string, std::vector<int>> consumers_;
+  std::set<std::string> import_known_; // initializers kept constant inside blocks (import_known_inputs)
   std::set<std::string> used_params_;
 };
 
@@ -1996,6 +2022,18 @@ LoadedModel load_onnx_model(const std::string &bytes, const std::string &path, c
   if (!model.has_graph()) {
     diagnostics.error(ErrorCode::OnnxFormat, path, "", "the ONNX model has no graph");
     return out;
+  }
+  // ONNX Runtime's QDQ groups become the integer ops it runs them as
+  // (OnnxQdq.cpp; --no-qdq-fusion keeps the float composition).
+  size_t qdq_groups = 0;
+  if (options.fuse_qdq) {
+    try {
+      qdq_groups = static_cast<size_t>(
+          onnx_import::fuse_qdq(model, path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'))));
+    } catch (const Error &e) {
+      diagnostics.report(Diagnostic{Severity::error, e.code(), path, e.location(), e.message()});
+      return out;
+    }
   }
   // maxc run knows the inputs' values: an input a node needs the value of
   // at import (Squeeze's axes, CumSum's axis) that is a small integer
@@ -2056,6 +2094,7 @@ LoadedModel load_onnx_model(const std::string &bytes, const std::string &path, c
       }
     }
   }
+  out.stats.qdq_groups = qdq_groups;
   out.stats.weights_read = out.params.size();
   out.stats.trace_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return out;

@@ -165,6 +165,18 @@ Tensor conv_of(const OnnxNode &node, const Tensor &x, const Tensor &w, const std
 /// ConvInteger, QLinearMatMul and QLinearConv (OnnxQuantized.cpp).
 bool is_quantized_op(const std::string &op);
 std::vector<Tensor> quantized(const OnnxNode &node);
+/// ONNX Runtime's contrib integer ops QLinearAdd, QLinearGlobalAveragePool
+/// and QGemm, with its CPU arithmetic (OnnxQuantized.cpp).
+bool is_quantized_contrib_op(const std::string &op);
+std::vector<Tensor> quantized_contrib(const OnnxNode &node);
+/// QLinearAdd with these constants is computed exactly by maxc (its f64
+/// emulation of ONNX Runtime's FMA kernel; OnnxQuantized.cpp).
+bool qlinear_add_exact(float a_scale, int64_t a_zp, float b_scale, int64_t b_zp, float c_scale, int64_t c_zp,
+                       bool u8);
+/// ONNX Runtime's QDQ groups (DQ → Conv/MatMul/Gemm/Add/GlobalAveragePool
+/// → Q, DQ → MaxPool/Reshape/... → Q) rewritten into the integer ops it runs
+/// them as, before import (OnnxQdq.cpp); returns the number of groups.
+int fuse_qdq(onnx::ModelProto &model, const std::string &model_dir);
 /// Ops composed of core ops (OnnxComposite.cpp): Asin ... Atanh, the signal
 /// windows, OneHot, GatherND, LRN, ReverseSequence.
 bool is_composite_op(const std::string &op);

@@ -144,6 +144,16 @@ std::optional<Tensor> optional_in(const OnnxNode &node, size_t i) {
   return std::nullopt;
 }
 
+/// Input i's one element when it is known at import.
+std::optional<double> known_one(const OnnxNode &node, size_t i) {
+  if (!node.has(i) || node.val(i).kind != Val::Kind::known)
+    return std::nullopt;
+  HostTensor t = node.known(i);
+  if (t.numel() != 1)
+    return std::nullopt;
+  return t.get_f64(0);
+}
+
 Tensor quantize(const Tensor &x, const Tensor &scale, const std::optional<Tensor> &zp, DType dtype,
                 const OnnxNode &node) {
   return saturate(ops::div(as(x, DType::f32), as(scale, DType::f32)), zp, dtype, node);
@@ -156,7 +166,9 @@ Tensor quantize_linear(const OnnxNode &node) {
   Tensor scale = along_axis(node.in(1), x.rank(), axis, node, "y_scale");
   std::optional<Tensor> zp = optional_in(node, 2);
   DType dtype = quantized_dtype(node, zp);
-  if (zp)
+  if (std::optional<double> z = known_one(node, 2))
+    zp = ops::scalar(*z, DType::f32); // a literal, not a value computed at run time
+  else if (zp)
     zp = along_axis(*zp, x.rank(), axis, node, "y_zero_point");
   Tensor y = quantize(x, scale, zp, dtype, node);
   return y;
@@ -534,6 +546,220 @@ Tensor requantize(const OnnxNode &node, const Tensor &acc, const Tensor &x_scale
   return saturate(ops::mul(as(acc, DType::f32), mult), y_zp, y_zp.dtype(), node);
 }
 
+/// requantize with every scale and the zero point known at import
+/// (x_scale, y_scale and y_zp one element each, w_scale one or n): the same
+/// f32 arithmetic done here, the multiplier ((alpha · x_scale) · w_scale) /
+/// y_scale a constant of `shape` (n elements) and the zero point a literal,
+/// so the kernels read constants rather than values computed at run time.
+/// Else the traced form (requantize).
+Tensor requantize_known(const OnnxNode &node, const Tensor &acc, size_t xs, size_t ws, size_t ys, size_t yz,
+                        float alpha, const std::vector<int64_t> &shape, const std::function<Tensor()> &traced) {
+  std::optional<double> x = known_one(node, xs), y = known_one(node, ys), z = known_one(node, yz);
+  if (!x || !y || !z || !node.has(ws) || node.val(ws).kind != Val::Kind::known)
+    return traced();
+  HostTensor w = node.known(ws);
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  if (w.numel() != 1 && w.numel() != n)
+    return traced();
+  HostTensor mult(DType::f32, w.numel() == 1 ? std::vector<int64_t>{} : shape);
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    float a = alpha * static_cast<float>(*x); // alpha 1: exactly x_scale
+    mult.data_as<float>()[i] = (a * static_cast<float>(w.get_f64(i))) / static_cast<float>(*y);
+  }
+  Tensor m = Tensor::from_host(mult, node.input_name(ws) + ".requant");
+  DType dtype = node.val(yz).data.dtype();
+  return saturate(ops::mul(as(acc, DType::f32), m), ops::scalar(*z, DType::f32), dtype, node);
+}
+
+// ---- ONNX Runtime's contrib integer ops (com.microsoft), with the
+// arithmetic of its x86 CPU kernels (MLAS). They are what its QDQ
+// transformer turns QDQ groups into (OnnxQdq.cpp) and what its QOperator
+// quantization format writes.
+
+/// A scale or zero point input that must be known at import (a constant):
+/// its one element.
+double known_scalar(const OnnxNode &node, size_t i, const std::string &what) {
+  if (!node.has(i) || node.val(i).kind != Val::Kind::known)
+    bad(node.op() + "'s " + what + " must be a constant (known at import)");
+  HostTensor t = node.known(i);
+  if (t.numel() != 1)
+    bad(node.op() + "'s " + what + " must have one element");
+  return t.get_f64(0);
+}
+
+/// 2^(e - 23) for the f32 v (its last mantissa bit); 2^-149 for 0 and subnormals.
+double f32_lsb(float v) {
+  int e = 0;
+  if (v == 0 || std::fabs(v) < 0x1p-126f)
+    return 0x1p-149;
+  std::frexp(v, &e); // v = m * 2^e, m in [0.5, 1)
+  return std::ldexp(1.0, e - 24);
+}
+
+/// QLinearAdd's constants as MLAS computes them (f32): the ratios a/c, b/c
+/// and the fixed part zc - (ra * za + rb * zb) (no FMA contraction).
+struct QAddConsts {
+  float ra, rb, fixed;
+};
+
+QAddConsts qadd_consts(float sa, int64_t za, float sb, int64_t zb, float sc, int64_t zc) {
+  float ra = sa / sc, rb = sb / sc;
+  float t1 = ra * static_cast<float>(za), t2 = rb * static_cast<float>(zb);
+  float fixed = static_cast<float>(zc) - (t1 + t2);
+  return {ra, rb, fixed};
+}
+
+} // namespace
+
+bool qlinear_add_exact(float sa, int64_t za, float sb, int64_t zb, float sc, int64_t zc, bool u8) {
+  if (!(sa > 0) || !(sb > 0) || !(sc > 0) || !std::isfinite(sa / sc) || !std::isfinite(sb / sc))
+    return false;
+  QAddConsts k = qadd_consts(sa, za, sb, zb, sc, zc);
+  (void)u8;
+  // Every value of the emulation (x * r for 8-bit x, the f32 partial sums)
+  // is a multiple of the smallest last bit among ra, rb and fixed; f64 adds
+  // them exactly while their magnitudes stay below 2^52 of that unit, so
+  // each FMA's one rounding is the final cast's. Results past 2^30 would
+  // meet cvtps2dq's overflow value: refused too.
+  double unit = std::min({f32_lsb(k.ra), f32_lsb(k.rb), f32_lsb(k.fixed)});
+  double magnitude = 256.0 * (std::fabs(k.ra) + std::fabs(k.rb)) + std::fabs(k.fixed) + 1;
+  return std::isfinite(k.fixed) && magnitude < 0x1p30 && magnitude / unit < 0x1p52;
+}
+
+namespace {
+
+/// fma(x, r, y) of f32 values, x an 8-bit integer tensor: in f64, exact
+/// under qlinear_add_exact, then one rounding to f32.
+Tensor fma_f32(const Tensor &x, float r, const Tensor &y) {
+  Tensor p = ops::mul(ops::cast(x, DType::f64), ops::scalar(static_cast<double>(r), DType::f64));
+  return ops::cast(ops::add(p, as(y, DType::f64)), DType::f32);
+}
+
+/// com.microsoft QLinearAdd (A, A_scale, A_zp, B, B_scale, B_zp, C_scale,
+/// C_zp) as MLAS's AVX2 kernel computes it: c = round(fma(a, ra, fma(b, rb,
+/// fixed))) saturated, with a or b of one element folded into the fixed
+/// part first (a multiply and an add in f32, then one FMA).
+Tensor qlinear_add(const OnnxNode &node) {
+  Tensor a = node.in(0), b = node.in(3);
+  require_8bit(a, node, "A");
+  require_8bit(b, node, "B");
+  if (a.dtype() != b.dtype())
+    bad("QLinearAdd's A and B must have the same type");
+  float sa = static_cast<float>(known_scalar(node, 1, "A_scale"));
+  float sb = static_cast<float>(known_scalar(node, 4, "B_scale"));
+  float sc = static_cast<float>(known_scalar(node, 6, "C_scale"));
+  int64_t za = node.has(2) ? static_cast<int64_t>(known_scalar(node, 2, "A_zero_point")) : 0;
+  int64_t zb = node.has(5) ? static_cast<int64_t>(known_scalar(node, 5, "B_zero_point")) : 0;
+  int64_t zc = node.has(7) ? static_cast<int64_t>(known_scalar(node, 7, "C_zero_point")) : 0;
+  if (!qlinear_add_exact(sa, za, sb, zb, sc, zc, a.dtype() == DType::u8))
+    throw Error(ErrorCode::OnnxUnsupportedOp,
+                "QLinearAdd with these scales is not supported (their ratios span more than maxc computes exactly)");
+  QAddConsts k = qadd_consts(sa, za, sb, zb, sc, zc);
+  auto one = [](const Tensor &t) {
+    for (const Dim &d : t.shape())
+      if (!d.is_static() || d.value() != 1)
+        return false;
+    return true;
+  };
+  Tensor fixed = ops::scalar(k.fixed, DType::f32);
+  Tensor c;
+  if (one(a) && !one(b)) {
+    Tensor f = ops::add(fixed, ops::mul(ops::cast(a, DType::f32), ops::scalar(k.ra, DType::f32)));
+    c = fma_f32(b, k.rb, f);
+  } else if (one(b)) {
+    Tensor f = ops::add(fixed, ops::mul(ops::cast(b, DType::f32), ops::scalar(k.rb, DType::f32)));
+    c = fma_f32(a, k.ra, f);
+  } else {
+    c = fma_f32(a, k.ra, fma_f32(b, k.rb, fixed));
+  }
+  return saturate(c, std::nullopt, a.dtype(), node);
+}
+
+/// com.microsoft QLinearGlobalAveragePool (X, x_scale, x_zp, y_scale, y_zp;
+/// NCHW): MLAS's sum of the integers minus zp · HW, times x_scale / (y_scale
+/// · HW) in f32, rounded and saturated around y_zp.
+Tensor qlinear_global_average_pool(const OnnxNode &node) {
+  Tensor x = node.in(0);
+  require_8bit(x, node, "X");
+  if (node.attr_int("channels_last", 0) != 0)
+    bad("QLinearGlobalAveragePool with channels_last=1 is not supported");
+  if (x.rank() < 3)
+    bad("QLinearGlobalAveragePool needs an input of rank at least 3");
+  int64_t hw = 1;
+  std::vector<int64_t> axes;
+  for (int64_t i = 2; i < x.rank(); ++i) {
+    hw *= static_dim(x.shape()[i], "QLinearGlobalAveragePool's spatial dims");
+    axes.push_back(i);
+  }
+  float sx = static_cast<float>(known_scalar(node, 1, "x_scale"));
+  float sy = static_cast<float>(known_scalar(node, 3, "y_scale"));
+  int64_t zx = node.has(2) ? static_cast<int64_t>(known_scalar(node, 2, "x_zero_point")) : 0;
+  Tensor zy = node.has(4) ? node.in(4) : ops::scalar(0, x.dtype());
+  float scale = sx / (sy * static_cast<float>(hw));
+  Tensor acc = ops::sum(ops::cast(x, DType::i32), axes, true);
+  if (zx)
+    acc = ops::sub(acc, ops::scalar(static_cast<double>(zx * hw), DType::i32));
+  return saturate(ops::mul(ops::cast(acc, DType::f32), ops::scalar(scale, DType::f32)),
+                  along_axis(zy, 0, 0, node, "y_zero_point"), x.dtype(), node);
+}
+
+/// com.microsoft QGemm (A, a_scale, a_zp, B, b_scale, b_zp, C, y_scale,
+/// y_zp; transB, alpha): the integer product (B known at import, kept in 8
+/// bits: folded_integer_gemm) plus the int32 C, requantized with (alpha ·
+/// a_scale · b_scale) / y_scale like QLinearMatMul, or without y_scale the
+/// f32 product times alpha · a_scale · b_scale.
+Tensor qgemm(const OnnxNode &node) {
+  Tensor a = node.in(0), b = node.in(3);
+  require_8bit(a, node, "A");
+  require_8bit(b, node, "B");
+  if (node.attr_int("transA", 0) != 0)
+    bad("QGemm with transA=1 is not supported");
+  if (a.rank() != 2 || b.rank() != 2 || !node.has(3) || node.val(3).kind != Val::Kind::known)
+    bad("QGemm needs a 2-D A and a 2-D B known at import");
+  bool trans_b = node.attr_int("transB", 0) != 0;
+  HostTensor bk = node.known(3);
+  if (trans_b)
+    bk = pointwise_weight(bk.reshaped({bk.shape()[0], bk.shape()[1], 1, 1})); // [N, K] → [K, N]
+  int64_t K = bk.shape()[0], N = bk.shape()[1];
+  std::optional<HostTensor> zk;
+  if (node.has(5)) {
+    if (node.val(5).kind != Val::Kind::known)
+      bad("QGemm's b_zero_point must be a constant");
+    zk = node.known(5);
+    if (zk->numel() != 1 && zk->numel() != N)
+      bad("QGemm's b_zero_point must have 1 or N elements");
+  }
+  HostTensor shifted(DType::f32, {K, N});
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j)
+      shifted.data_as<float>()[k * N + j] =
+          static_cast<float>(bk.get_f64(k * N + j) - (zk ? zk->get_f64(zk->numel() == 1 ? 0 : j) : 0.0));
+  std::optional<Tensor> az, bz;
+  if (node.has(2))
+    az = along_axis(node.in(2), 0, 0, node, "a_zero_point");
+  if (node.has(5))
+    bz = along_axis(node.in(5), 1, 0, node, "b_zero_point");
+  Tensor acc = folded_integer_gemm(a, az, bk, bz, shifted, node.input_name(3));
+  if (node.has(6)) {
+    Tensor c = node.in(6);
+    if (c.dtype() != DType::i32)
+      throw Error(ErrorCode::OnnxUnsupportedType, "QGemm's C must be i32");
+    acc = ops::add(acc, c);
+  }
+  Tensor a_scale = ops::mul(ops::scalar(node.attr_float("alpha", 1.0), DType::f32),
+                            as(along_axis(node.in(1), 0, 0, node, "a_scale"), DType::f32));
+  Tensor b_scale = along_axis(node.in(4), 1, 0, node, "b_scale");
+  if (!node.has(7))
+    return ops::mul(ops::cast(acc, DType::f32), ops::mul(a_scale, as(b_scale, DType::f32)));
+  return requantize_known(node, acc, 1, 4, 7, 8, static_cast<float>(node.attr_float("alpha", 1.0)), {N}, [&] {
+    Tensor y_zp = node.has(8) ? node.in(8) : ops::scalar(0, a.dtype());
+    return requantize(node, acc, a_scale, b_scale, along_axis(node.in(7), 0, 0, node, "y_scale"),
+                      along_axis(y_zp, 0, 0, node, "y_zero_point"));
+  });
+}
+
 const std::set<std::string> kQuantizedOps = {"ConvInteger",   "DequantizeLinear", "DynamicQuantizeLinear",
                                              "MatMulInteger", "QLinearConv",      "QLinearMatMul",
                                              "QuantizeLinear"};
@@ -541,6 +767,20 @@ const std::set<std::string> kQuantizedOps = {"ConvInteger",   "DequantizeLinear"
 } // namespace
 
 bool is_quantized_op(const std::string &op) { return kQuantizedOps.count(op) != 0; }
+
+bool is_quantized_contrib_op(const std::string &op) {
+  return op == "QLinearAdd" || op == "QLinearGlobalAveragePool" || op == "QGemm";
+}
+
+std::vector<Tensor> quantized_contrib(const OnnxNode &node) {
+  if (node.op() == "QLinearAdd")
+    return {qlinear_add(node)};
+  if (node.op() == "QLinearGlobalAveragePool")
+    return {qlinear_global_average_pool(node)};
+  if (node.op() == "QGemm")
+    return {qgemm(node)};
+  throw Error(ErrorCode::Internal, node.op() + " is not a quantized contrib op");
+}
 
 std::vector<Tensor> quantized(const OnnxNode &node) {
   const std::string &op = node.op();
@@ -562,7 +802,13 @@ std::vector<Tensor> quantized(const OnnxNode &node) {
     Tensor b_scale = along_axis(node.in(4), 1, 0, node, "b_scale");
     Tensor y_scale = along_axis(node.in(6), rank, -2, node, "y_scale");
     Tensor y_zp = node.in(7);
-    return {requantize(node, acc, a_scale, b_scale, y_scale, along_axis(y_zp, rank, -2, node, "y_zero_point"))};
+    auto traced = [&] {
+      return requantize(node, acc, a_scale, b_scale, y_scale, along_axis(y_zp, rank, -2, node, "y_zero_point"));
+    };
+    const Dim &n = b.shape()[b.rank() - 1];
+    if (b.rank() < 2 || !n.is_static())
+      return {traced()};
+    return {requantize_known(node, acc, 1, 4, 6, 7, 1.0f, {n.value()}, traced)};
   }
   if (op == "QLinearConv") {
     Tensor x = node.in(0), w = node.in(3);
@@ -572,8 +818,15 @@ std::vector<Tensor> quantized(const OnnxNode &node) {
     for (const Tensor *t : {&x_scale, &y_scale, &y_zp})
       if (t->rank() > 1 || (t->rank() == 1 && !(t->shape()[0].is_static() && t->shape()[0].value() == 1)))
         bad("QLinearConv's x_scale, y_scale and y_zero_point must be scalars");
-    return {requantize(node, acc, along_axis(x_scale, 0, 0, node, "x_scale"), w_scale,
-                       along_axis(y_scale, 0, 0, node, "y_scale"), along_axis(y_zp, 0, 0, node, "y_zero_point"))};
+    auto traced = [&] {
+      return requantize(node, acc, along_axis(x_scale, 0, 0, node, "x_scale"), w_scale,
+                        along_axis(y_scale, 0, 0, node, "y_scale"), along_axis(y_zp, 0, 0, node, "y_zero_point"));
+    };
+    if (!w.shape()[0].is_static())
+      return {traced()};
+    std::vector<int64_t> shape(static_cast<size_t>(acc.rank() - 1), 1); // [O, 1, ...]: along the channels
+    shape[0] = w.shape()[0].value();
+    return {requantize_known(node, acc, 1, 4, 6, 7, 1.0f, shape, traced)};
   }
   throw Error(ErrorCode::Internal, op + " is not a quantized op");
 }
