@@ -178,6 +178,9 @@ private:
       if (auto it = fn_.temp_pointers.find(v); it != fn_.temp_pointers.end())
         return it->second;
       Value *ptr = entry_b_.CreateGEP(entry_b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(p.index));
+      // Placed inside another value's slot (an in-place concat or split).
+      if (auto it = plan_.slot_offsets.find(v); it != plan_.slot_offsets.end() && it->second != 0)
+        ptr = entry_b_.CreateGEP(entry_b_.getInt8Ty(), ptr, entry_b_.getInt64(it->second));
       return fn_.temp_pointers[v] = ptr;
     }
     case Storage::constant: {
