@@ -1532,6 +1532,19 @@ Taps resize_taps(const OnnxNode &node, int64_t in, int64_t out, double scale, do
   return taps;
 }
 
+/// Each element of `y` along axis `a` repeated k times (nearest Resize by
+/// a whole-number scale): unsqueeze, broadcast and reshape, views that fuse
+/// into the consumer's kernel (a gather by an index constant would read the
+/// index per element).
+Tensor repeat_along(const Tensor &y, int64_t a, int64_t k) {
+  if (k == 1)
+    return y;
+  Shape wide = y.shape(), out = y.shape();
+  wide.insert(wide.begin() + a + 1, Dim(k));
+  out[a] = y.shape()[a] * Dim(k);
+  return ops::reshape(ops::broadcast_to(ops::unsqueeze(y, {a + 1}), wide), out);
+}
+
 /// Resize along a symbolic dim `a` of `y`: only a whole-number scale k
 /// whose index map repeats each input element k times (nearest mode with a
 /// coordinate transform that maps output o to input o / k, e.g. asymmetric
@@ -1559,12 +1572,7 @@ Tensor resize_symbolic(const OnnxNode &node, const Tensor &y, int64_t a, std::op
         refuse("with this coordinate_transformation_mode and nearest_mode is not supported (output o must read "
                "input o / scale)");
   }
-  if (k == 1)
-    return y;
-  Shape wide = y.shape(), out = y.shape();
-  wide.insert(wide.begin() + a + 1, Dim(k));
-  out[a] = in * Dim(k);
-  return ops::reshape(ops::broadcast_to(ops::unsqueeze(y, {a + 1}), wide), out);
+  return repeat_along(y, a, k);
 }
 
 Outs resize(const OnnxNode &node) {
@@ -1624,6 +1632,16 @@ Outs resize(const OnnxNode &node) {
         m.push_back(off ? 0.0 : 1.0);
       Tensor ma = Tensor::from_f64(DType::f32, mshape, m);
       inside = inside ? ops::mul(*inside, ma) : ma;
+    }
+    // Nearest by a whole-number scale k whose map reads input o / k: views.
+    if (int64_t k = out / in; taps.index.size() == 1 && !crop && k >= 2 && out == k * in) {
+      bool repeats = true;
+      for (int64_t o = 0; o < out && repeats; ++o)
+        repeats = taps.index[0][static_cast<size_t>(o)] == o / k;
+      if (repeats) {
+        y = repeat_along(y, a, k);
+        continue;
+      }
     }
     Tensor acc;
     for (size_t k = 0; k < taps.index.size(); ++k) {
