@@ -238,6 +238,8 @@ private:
       throw Error(ErrorCode::Internal, "codegen: no lowering for op '" + node.op + "'");
     if (emit_reshape_by_operand(node))
       return;
+    if (emit_concat_by_operands(node))
+      return;
     for (size_t r = 0; r < node.results.size(); ++r) {
       ValueId v = node.results[r];
       if (plan_.values[v].storage == Storage::fused)
@@ -340,6 +342,34 @@ private:
         });
       });
     });
+    return true;
+  }
+
+  /// A stored concat (one not in place: LoweringPlan::in_place) as one
+  /// loop nest per operand over that operand's shape, each element stored
+  /// at its place in the result: every operand is read once, in order (the
+  /// elemental concat reads every operand at a clamped index for each
+  /// element and selects one).
+  bool emit_concat_by_operands(const Node &node) {
+    if (node.op != "concat" || node.results.size() != 1 || plan_.values[node.results[0]].storage == Storage::fused)
+      return false;
+    ValueId out = node.results[0];
+    const Shape &os = g_.type_of(out).shape;
+    int64_t axis = node.attrs.get_int("axis");
+    if (axis < 0)
+      axis += static_cast<int64_t>(os.size());
+    DType dtype = g_.type_of(out).dtype;
+    for (size_t k = 0; k < node.operands.size(); ++k) {
+      ValueId x = node.operands[k];
+      parallel_loop_nest(g_.type_of(x).shape, element_cost(node, out), [&](const Index &idx) {
+        Value *offset = b_.getInt64(0); // the operands before x along the axis (in this function)
+        for (size_t j = 0; j < k; ++j)
+          offset = b_.CreateAdd(offset, dim(g_.type_of(node.operands[j]).shape[static_cast<size_t>(axis)]));
+        Index at = idx;
+        at[static_cast<size_t>(axis)] = b_.CreateAdd(idx[static_cast<size_t>(axis)], offset);
+        store_element(dtype, pointer_of(out), linear_index(at, dims_of(out)), element(x, idx));
+      });
+    }
     return true;
   }
 
