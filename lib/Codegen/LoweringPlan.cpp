@@ -191,18 +191,22 @@ std::vector<int64_t> slice_offsets(const Graph &g, const Node &node) {
 /// m(b), ...) puts x at the concat's start). All or nothing per node: a
 /// node that is placed has no kernel (plan.in_place).
 constexpr ValueId kNoParent = ~ValueId(0);
+/// The value v lives in (following parent links) and v's byte offset there.
+std::pair<ValueId, int64_t> placement_root(const std::vector<ValueId> &parent, const std::vector<int64_t> &at,
+                                           ValueId v) {
+  int64_t off = 0;
+  for (; parent[v] != kNoParent; v = parent[v])
+    off += at[v];
+  return {v, off};
+}
+
 void plan_in_place(const Graph &g, LoweringPlan &plan, std::vector<ValueId> &parent, std::vector<int64_t> &at) {
   const auto &nodes = g.nodes();
   auto bytes_of = [&](ValueId v) {
     const TensorType &t = g.type_of(v);
     return shape_numel(t.shape).value() * static_cast<int64_t>(dtype_size(t.dtype));
   };
-  auto root_of = [&](ValueId v) {
-    int64_t off = 0;
-    for (; parent[v] != kNoParent; v = parent[v])
-      off += at[v];
-    return std::make_pair(v, off);
-  };
+  auto root_of = [&](ValueId v) { return placement_root(parent, at, v); };
   auto temp = [&](ValueId v) { return plan.values[v].storage == Storage::temp; };
   for (size_t n = 0; n < nodes.size(); ++n) {
     const Node &node = nodes[n];
@@ -684,12 +688,7 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
   // A value placed inside another (in_place_concat) has no slot of its own:
   // its root's slot is taken at the first node of any of them and held
   // until the last read of any of them.
-  auto root_of = [&](ValueId v) {
-    int64_t off = 0;
-    for (; parent[v] != kNoParent; v = parent[v])
-      off += at[v];
-    return std::make_pair(v, off);
-  };
+  auto root_of = [&](ValueId v) { return placement_root(parent, at, v); };
   std::vector<std::vector<ValueId>> starts(nodes.size());
   std::vector<size_t> until(g.num_values(), 0);
   std::vector<bool> started(g.num_values(), false);
