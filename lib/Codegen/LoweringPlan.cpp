@@ -103,6 +103,184 @@ std::optional<std::vector<int64_t>> reshaped_strides(const Shape &xs, const std:
   return out;
 }
 
+
+/// Byte extents of a contiguous slice along `axis` of a value of shape `s`:
+/// the bytes of one index along the axis, when s is static and every dim
+/// before the axis is 1 (so each slice along the axis is one run of memory).
+std::optional<int64_t> slice_unit_bytes(const Shape &s, int64_t axis, DType dtype) {
+  if (axis < 0)
+    axis += static_cast<int64_t>(s.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(s.size()))
+    return std::nullopt;
+  int64_t unit = static_cast<int64_t>(dtype_size(dtype));
+  for (size_t d = 0; d < s.size(); ++d) {
+    if (!s[d].is_static())
+      return std::nullopt;
+    if (static_cast<int64_t>(d) < axis && s[d].value() != 1)
+      return std::nullopt;
+    if (static_cast<int64_t>(d) > axis)
+      unit *= s[d].value();
+  }
+  return unit;
+}
+
+/// The byte offset in its operand of each result of a split or slice whose
+/// results are contiguous runs of it (static shapes; one axis cut, with
+/// step 1, every dim before it 1); empty otherwise.
+std::vector<int64_t> slice_offsets(const Graph &g, const Node &node) {
+  const TensorType &xt = g.type_of(node.operands[0]);
+  const Shape &xs = xt.shape;
+  if (node.op == "split") {
+    std::optional<int64_t> unit = slice_unit_bytes(xs, node.attrs.get_int("axis"), xt.dtype);
+    if (!unit)
+      return {};
+    std::vector<int64_t> sizes = node.attrs.get_ints("sizes"), offsets;
+    int64_t start = 0;
+    for (size_t i = 0; i < node.results.size(); ++i) {
+      offsets.push_back(start * *unit);
+      start += sizes[i];
+    }
+    return offsets;
+  }
+  // slice: the first axis whose extent changes is the cut; every listed
+  // axis steps by 1 (a full axis stepped by -1 is reversed).
+  const Shape &rs = g.type_of(node.results[0]).shape;
+  std::vector<int64_t> starts = node.attrs.get_ints("starts"), axes = node.attrs.get_ints("axes"),
+                       steps = node.attrs.get_ints("steps");
+  if (rs.size() != xs.size())
+    return {};
+  for (size_t d = 0; d < xs.size(); ++d)
+    if (!xs[d].is_static() || !rs[d].is_static())
+      return {};
+  for (int64_t step : steps)
+    if (step != 1)
+      return {};
+  int64_t cut = -1;
+  for (size_t d = 0; d < xs.size(); ++d)
+    if (rs[d].value() != xs[d].value()) {
+      if (cut >= 0)
+        return {};
+      cut = static_cast<int64_t>(d);
+    }
+  if (cut < 0)
+    return {0};
+  std::optional<int64_t> unit = slice_unit_bytes(xs, cut, xt.dtype);
+  if (!unit)
+    return {};
+  for (size_t k = 0; k < starts.size(); ++k) {
+    int64_t axis = axes.empty() ? static_cast<int64_t>(k) : axes[k];
+    if (axis < 0)
+      axis += static_cast<int64_t>(xs.size());
+    if (axis != cut)
+      continue;
+    int64_t extent = xs[static_cast<size_t>(axis)].value(), st = starts[k];
+    if (st < 0)
+      st += extent;
+    return {std::clamp<int64_t>(st, 0, extent) * *unit};
+  }
+  return {};
+}
+
+/// In-place concat and split (PlanOptions::in_place_concat). `parent[v]`
+/// and `at[v]`: temporary v lives at byte `at[v]` of parent[v]'s storage
+/// (kNoParent: its own). A split's (or a contiguous slice's) stored results
+/// are placed in its stored operand; then a concat's stored operands in its stored result, each at
+/// its slice — an operand that is already a split's slice moves its whole
+/// split operand there, when every concat operand over that range is the
+/// matching slice of it (C2f: x = conv(...); a, b = split(x); concat(a, b,
+/// m(b), ...) puts x at the concat's start). All or nothing per node: a
+/// node that is placed has no kernel (plan.in_place).
+constexpr ValueId kNoParent = ~ValueId(0);
+/// The value v lives in (following parent links) and v's byte offset there.
+std::pair<ValueId, int64_t> placement_root(const std::vector<ValueId> &parent, const std::vector<int64_t> &at,
+                                           ValueId v) {
+  int64_t off = 0;
+  for (; parent[v] != kNoParent; v = parent[v])
+    off += at[v];
+  return {v, off};
+}
+
+void plan_in_place(const Graph &g, LoweringPlan &plan, std::vector<ValueId> &parent, std::vector<int64_t> &at) {
+  const auto &nodes = g.nodes();
+  auto bytes_of = [&](ValueId v) {
+    const TensorType &t = g.type_of(v);
+    return shape_numel(t.shape).value() * static_cast<int64_t>(dtype_size(t.dtype));
+  };
+  auto root_of = [&](ValueId v) { return placement_root(parent, at, v); };
+  auto temp = [&](ValueId v) { return plan.values[v].storage == Storage::temp; };
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const Node &node = nodes[n];
+    if ((node.op != "split" && node.op != "slice") || node.operands.empty() || !temp(node.operands[0]))
+      continue;
+    ValueId x = node.operands[0];
+    bool ok = true, any = false;
+    for (ValueId r : node.results) {
+      ok = ok && (temp(r) || plan.values[r].storage == Storage::fused);
+      any = any || temp(r);
+    }
+    std::vector<int64_t> offsets = ok && any ? slice_offsets(g, node) : std::vector<int64_t>{};
+    if (offsets.empty())
+      continue;
+    for (size_t i = 0; i < node.results.size(); ++i)
+      if (temp(node.results[i])) {
+        parent[node.results[i]] = x;
+        at[node.results[i]] = offsets[i];
+      }
+    plan.in_place.insert(n);
+  }
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const Node &node = nodes[n];
+    if (node.op != "concat" || node.results.size() != 1 || !temp(node.results[0]))
+      continue;
+    ValueId r = node.results[0];
+    const TensorType &rt = g.type_of(r);
+    std::optional<int64_t> unit = slice_unit_bytes(rt.shape, node.attrs.get_int("axis"), rt.dtype);
+    std::set<ValueId> distinct(node.operands.begin(), node.operands.end());
+    if (!unit || distinct.size() != node.operands.size())
+      continue;
+    int64_t axis = node.attrs.get_int("axis");
+    if (axis < 0)
+      axis += static_cast<int64_t>(rt.shape.size());
+    // Each operand's byte range in r.
+    std::vector<int64_t> begin;
+    int64_t offset = 0;
+    bool ok = true;
+    for (ValueId x : node.operands) {
+      ok = ok && temp(x) && g.type_of(x).dtype == rt.dtype;
+      begin.push_back(offset);
+      offset += g.type_of(x).shape[static_cast<size_t>(axis)].value() * *unit;
+    }
+    std::map<ValueId, int64_t> moves; // a root to place in r -> its offset
+    for (size_t i = 0; ok && i < node.operands.size(); ++i) {
+      auto [root, off] = root_of(node.operands[i]);
+      int64_t base = begin[i] - off;
+      if (root == r || base < 0 || base + bytes_of(root) > offset) {
+        ok = false;
+        break;
+      }
+      if (auto it = moves.find(root); it != moves.end()) {
+        ok = it->second == base;
+        continue;
+      }
+      // Every operand over the root's range must be its slice there.
+      for (size_t j = 0; ok && j < node.operands.size(); ++j) {
+        int64_t end_j = begin[j] + bytes_of(node.operands[j]);
+        if (end_j <= base || begin[j] >= base + bytes_of(root))
+          continue;
+        auto [rj, oj] = root_of(node.operands[j]);
+        ok = rj == root && oj == begin[j] - base;
+      }
+      moves[root] = base;
+    }
+    if (!ok)
+      continue;
+    for (auto [v, base] : moves) {
+      parent[v] = r;
+      at[v] = base;
+    }
+    plan.in_place.insert(n);
+  }
+}
 } // namespace
 
 std::optional<StridedView> strided_view(const Graph &g, const LoweringPlan &plan, ValueId v) {
@@ -474,6 +652,11 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
     epilogue_at[static_cast<size_t>(g.value_info(v).producer)] = n;
   }
 
+  std::vector<ValueId> parent(g.num_values(), kNoParent);
+  std::vector<int64_t> at(g.num_values(), 0);
+  if (options.in_place_concat)
+    plan_in_place(g, plan, parent, at);
+
   // When each node's work happens (a kernel position, a node index): its own
   // if any result is stored, else its latest consumer's; a GEMM with an
   // epilogue runs where its epilogue's stored value is computed.
@@ -497,7 +680,7 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
   for (size_t n = 0; n < nodes.size(); ++n) {
     if (auto it = epilogue_at.find(n); it != epilogue_at.end())
       plan.kernels.push_back(it->second);
-    else if (stored[n] && nodes[n].op != "constant")
+    else if (stored[n] && nodes[n].op != "constant" && !plan.in_place.count(n))
       plan.kernels.push_back(n);
   }
 
@@ -508,6 +691,24 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
       last_use[v] = std::max(last_use[v], kernel_of[n]);
 
   // Slots: a temporary takes a free slot of the same size, else a new one.
+  // A value placed inside another (in_place_concat) has no slot of its own:
+  // its root's slot is taken at the first node of any of them and held
+  // until the last read of any of them.
+  auto root_of = [&](ValueId v) { return placement_root(parent, at, v); };
+  std::vector<std::vector<ValueId>> starts(nodes.size());
+  std::vector<size_t> until(g.num_values(), 0);
+  std::vector<bool> started(g.num_values(), false);
+  for (size_t n = 0; n < nodes.size(); ++n)
+    for (ValueId v : nodes[n].results) {
+      if (plan.values[v].storage != Storage::temp)
+        continue;
+      ValueId root = root_of(v).first;
+      if (!started[root]) {
+        started[root] = true;
+        starts[n].push_back(root);
+      }
+      until[root] = std::max(until[root], std::max(last_use[v], n));
+    }
   struct Live {
     size_t slot;
     size_t until;
@@ -523,10 +724,8 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
         ++it;
       }
     }
-    for (ValueId v : nodes[n].results) {
+    for (ValueId v : starts[n]) {
       ValuePlan &p = plan.values[v];
-      if (p.storage != Storage::temp)
-        continue;
       const TensorType &t = g.type_of(v);
       // A size naming a symbol a node defines is allocated by its bound.
       Dim bytes = bound_node_symbols(shape_numel(t.shape) * Dim(static_cast<int64_t>(dtype_size(t.dtype))),
@@ -543,9 +742,15 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
       }
       slot_free[slot] = false;
       p.index = slot;
-      live.push_back({slot, std::max(last_use[v], n)});
+      live.push_back({slot, until[v]});
     }
   }
+  for (ValueId v = 0; v < g.num_values(); ++v)
+    if (parent[v] != kNoParent) {
+      auto [root, off] = root_of(v);
+      plan.values[v].index = plan.values[root].index;
+      plan.slot_offsets[v] = off;
+    }
   // Scratch for convolutions lowered to GEMM: one slot of the largest need
   // (the max with the run-time needs of symbolic-size convs, if any).
   int64_t scratch = 0;
@@ -954,6 +1159,10 @@ std::string describe_plan(const Graph &g, const LoweringPlan &plan) {
       out += "%" + std::to_string(v) + " " + g.nodes()[n].op + ": " + names[static_cast<int>(p.storage)];
       if (p.storage == Storage::temp)
         out += " slot " + std::to_string(p.index) + " (" + plan.slots[p.index].bytes.to_string() + " bytes)";
+      if (auto it = plan.slot_offsets.find(v); it != plan.slot_offsets.end())
+        out += " at +" + std::to_string(it->second);
+      if (plan.in_place.count(n) && plan.values[v].storage != Storage::fused)
+        out += " (in place)";
       if (p.storage == Storage::output || p.storage == Storage::input)
         out += " " + std::to_string(p.index);
       if (auto it = plan.epilogues.find(n); it != plan.epilogues.end() && v == g.nodes()[n].results[0])

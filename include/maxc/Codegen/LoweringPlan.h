@@ -8,6 +8,7 @@
 #include <array>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,15 @@ struct LoweringPlan {
   /// Refined by the GPU backends' plan pass (gpu_plan_options): the plan
   /// the GPU kernel generator takes.
   bool gpu = false;
+  /// In-place concat and split (PlanOptions::in_place_concat): temporaries
+  /// that live inside another value's slot, at this byte offset from the
+  /// slot's start (their `index` is that slot). A concat's operands are
+  /// placed in their slices of its result, a split's results in their
+  /// slices of its operand; a value not listed starts its slot.
+  std::map<ValueId, int64_t> slot_offsets;
+  /// Nodes whose stored results are already in place (that concat or
+  /// split): no kernel, not in `kernels`.
+  std::set<size_t> in_place;
 };
 
 /// The plans of a graph and of each of its subgraphs, by graph: the
@@ -229,6 +239,13 @@ struct PlanOptions {
   /// themselves: the two casts are fused (never computed), A's 8-bit value
   /// is stored (matmul_uses_int8_gemm).
   bool int8_gemm = false;
+  /// Concat and split move no data when their slices are contiguous (static
+  /// shapes, every dim before the axis 1): a concat's stored operands are
+  /// computed straight into their slices of its result, and a split's
+  /// stored results are its operand's slices (LoweringPlan::slot_offsets,
+  /// `in_place`). Off for the GPU backends, whose emitters take one slot
+  /// per value.
+  bool in_place_concat = false;
   /// A backend's plan pass, run over the plans of the root graph and its
   /// subgraphs once they are made (plan_lowering_all; plan_lowering runs it
   /// on its one graph as a root). The GPU backends' is refine_gpu_plans
@@ -241,6 +258,7 @@ inline PlanOptions cpu_plan_options() {
   PlanOptions options;
   options.strided_attention_operands = true;
   options.int8_gemm = true;
+  options.in_place_concat = true;
   return options;
 }
 

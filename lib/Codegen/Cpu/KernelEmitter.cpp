@@ -178,6 +178,9 @@ private:
       if (auto it = fn_.temp_pointers.find(v); it != fn_.temp_pointers.end())
         return it->second;
       Value *ptr = entry_b_.CreateGEP(entry_b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(p.index));
+      // Placed inside another value's slot (an in-place concat or split).
+      if (auto it = plan_.slot_offsets.find(v); it != plan_.slot_offsets.end() && it->second != 0)
+        ptr = entry_b_.CreateGEP(entry_b_.getInt8Ty(), ptr, entry_b_.getInt64(it->second));
       return fn_.temp_pointers[v] = ptr;
     }
     case Storage::constant: {
@@ -229,9 +232,13 @@ private:
       return;
     if ((node.op == "min" || node.op == "max") && emit_full_min_max(node))
       return;
+    if (emit_column_reduction(node))
+      return;
     if (lowering != "conv2d" && lowering != "elemental")
       throw Error(ErrorCode::Internal, "codegen: no lowering for op '" + node.op + "'");
     if (emit_reshape_by_operand(node))
+      return;
+    if (emit_concat_by_operands(node))
       return;
     for (size_t r = 0; r < node.results.size(); ++r) {
       ValueId v = node.results[r];
@@ -242,6 +249,128 @@ private:
         store_element(dtype, pointer_of(v), linear_index(idx, dims_of(v)), node_element(node, r, idx));
       });
     }
+  }
+
+  /// A float sum / mean / max / min over axes that keep the operand's last
+  /// dim (YOLOv8's DFL softmax over 16 bins at axis 1, a mean over rows).
+  /// The generic loop computes one output element at a time, reading its
+  /// reduced elements a whole row apart (16 such streams at once for the
+  /// DFL, which the prefetchers do not follow: 4x slower than a contiguous
+  /// pass). Here the units are (output row, block of kColumnBlock columns):
+  /// the block's accumulators live in a stack array and, for each reduced
+  /// index in row-major order, the block's columns are read contiguously in
+  /// the innermost loop, which vectorizes. Each output element combines its
+  /// elements in the same order as reduction() (max/min start from the
+  /// first element, as its `first` flag does).
+  bool emit_column_reduction(const Node &node) {
+    constexpr int64_t kColumnBlock = 256;
+    const std::string &op = node.op;
+    if ((op != "sum" && op != "mean" && op != "max" && op != "min") || node.operands.size() != 1)
+      return false;
+    ValueId x = node.operands[0], out = node.results[0];
+    const Shape &xs = g_.type_of(x).shape;
+    DType d = g_.type_of(x).dtype;
+    std::vector<int64_t> axes = node.attrs.get_ints("axes");
+    if (plan_.values[out].storage == Storage::fused || (d != DType::f32 && d != DType::f64) ||
+        g_.type_of(out).dtype != d || xs.size() < 2 || axes.empty())
+      return false;
+    size_t rank = xs.size();
+    for (const Dim &e : xs)
+      if (!e.is_static() || e.value() <= 0)
+        return false;
+    std::vector<bool> reduced(rank, false);
+    for (int64_t a : axes)
+      reduced[static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(rank) : a)] = true;
+    int64_t cols = xs.back().value();
+    if (reduced[rank - 1] || cols < 16)
+      return false;
+    std::vector<Value *> kept, red; // the kept dims before the last; the reduced dims
+    int64_t rows = 1, count = 1;
+    for (size_t k = 0; k + 1 < rank; ++k) {
+      (reduced[k] ? red : kept).push_back(b_.getInt64(xs[k].value()));
+      (reduced[k] ? count : rows) *= xs[k].value();
+    }
+    int64_t blocks = (cols + kColumnBlock - 1) / kColumnBlock, width = std::min(cols, kColumnBlock);
+    bool extremum = op == "max" || op == "min", max = op == "max";
+    emit_parallel_rows(b_.getInt64(rows * blocks), b_.getInt64(count * width), [&](Value *begin, Value *end) {
+      llvm::Type *t = compute_type(ctx_, d), *acc_t = extremum ? t : b_.getDoubleTy();
+      Value *acc = local(llvm::ArrayType::get(acc_t, static_cast<uint64_t>(kColumnBlock)));
+      Value *ptr = pointer_of(out);
+      loop(b_.CreateSub(end, begin), [&](Value *i) {
+        Value *unit = b_.CreateAdd(begin, i);
+        Value *row = b_.CreateUDiv(unit, b_.getInt64(blocks));
+        Value *col0 = b_.CreateMul(b_.CreateURem(unit, b_.getInt64(blocks)), b_.getInt64(kColumnBlock));
+        Value *n = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.getInt64(kColumnBlock),
+                                            b_.CreateSub(b_.getInt64(cols), col0));
+        Index outer = kept.empty() ? Index{} : unflatten(row, kept);
+        auto at = [&](const Index &k, Value *c) {
+          Index idx;
+          size_t o = 0, r = 0;
+          for (size_t dd = 0; dd + 1 < rank; ++dd)
+            idx.push_back(reduced[dd] ? k[r++] : outer[o++]);
+          idx.push_back(b_.CreateAdd(col0, c));
+          return element(x, idx);
+        };
+        auto slot = [&](Value *c) { return b_.CreateGEP(acc_t, acc, c); };
+        loop(n, [&](Value *c) {
+          Value *init = extremum ? at(Index(red.size(), b_.getInt64(0)), c) : llvm::ConstantFP::get(acc_t, 0.0);
+          b_.CreateStore(init, slot(c));
+        });
+        loop_nest(red, [&](const Index &k) {
+          loop(n, [&](Value *c) {
+            Value *v = at(k, c), *a = b_.CreateLoad(acc_t, slot(c)), *r;
+            if (extremum) {
+              // reduction()'s rule: the first NaN wins and stays.
+              Value *take = b_.CreateAnd(b_.CreateNot(b_.CreateFCmpUNO(a, a)),
+                                         b_.CreateOr(b_.CreateFCmpUNO(v, v),
+                                                     max ? b_.CreateFCmpOGT(v, a) : b_.CreateFCmpOLT(v, a)));
+              r = b_.CreateSelect(take, v, a);
+            } else {
+              r = b_.CreateFAdd(a, b_.CreateFPExt(v, acc_t));
+            }
+            b_.CreateStore(r, slot(c));
+          });
+        });
+        Value *base = b_.CreateAdd(b_.CreateMul(row, b_.getInt64(cols)), col0);
+        loop(n, [&](Value *c) {
+          Value *r = b_.CreateLoad(acc_t, slot(c));
+          if (op == "mean")
+            r = b_.CreateFDiv(r, llvm::ConstantFP::get(acc_t, static_cast<double>(count)));
+          if (!extremum)
+            r = b_.CreateFPTrunc(r, t);
+          store_element(d, ptr, b_.CreateAdd(base, c), r);
+        });
+      });
+    });
+    return true;
+  }
+
+  /// A stored concat (one not in place: LoweringPlan::in_place) as one
+  /// loop nest per operand over that operand's shape, each element stored
+  /// at its place in the result: every operand is read once, in order (the
+  /// elemental concat reads every operand at a clamped index for each
+  /// element and selects one).
+  bool emit_concat_by_operands(const Node &node) {
+    if (node.op != "concat" || node.results.size() != 1 || plan_.values[node.results[0]].storage == Storage::fused)
+      return false;
+    ValueId out = node.results[0];
+    const Shape &os = g_.type_of(out).shape;
+    int64_t axis = node.attrs.get_int("axis");
+    if (axis < 0)
+      axis += static_cast<int64_t>(os.size());
+    DType dtype = g_.type_of(out).dtype;
+    for (size_t k = 0; k < node.operands.size(); ++k) {
+      ValueId x = node.operands[k];
+      parallel_loop_nest(g_.type_of(x).shape, element_cost(node, out), [&](const Index &idx) {
+        Value *offset = b_.getInt64(0); // the operands before x along the axis (in this function)
+        for (size_t j = 0; j < k; ++j)
+          offset = b_.CreateAdd(offset, dim(g_.type_of(node.operands[j]).shape[static_cast<size_t>(axis)]));
+        Index at = idx;
+        at[static_cast<size_t>(axis)] = b_.CreateAdd(idx[static_cast<size_t>(axis)], offset);
+        store_element(dtype, pointer_of(out), linear_index(at, dims_of(out)), element(x, idx));
+      });
+    }
+    return true;
   }
 
   /// A kernel that ends in a reshape of a fused value whose innermost dim is

@@ -1636,11 +1636,24 @@ Tensor resize_symbolic_taps(const OnnxNode &node, const Tensor &y, int64_t a, do
   return ops::add(ops::mul(ops::gather(y, i0, a), weight(ops::sub(c(1), t))), ops::mul(ops::gather(y, i1, a), weight(t)));
 }
 
-/// Resize along a symbolic dim `a` of `y`: only a whole-number scale k
-/// whose index map repeats each input element k times (nearest mode with a
+/// Each element of `y` along axis `a` repeated k times (nearest Resize by
+/// a whole-number scale): unsqueeze, broadcast and reshape, views that fuse
+/// into the consumer's kernel (a gather by an index constant would read the
+/// index per element).
+Tensor repeat_along(const Tensor &y, int64_t a, int64_t k) {
+  if (k == 1)
+    return y;
+  Shape wide = y.shape(), out = y.shape();
+  wide.insert(wide.begin() + a + 1, Dim(k));
+  out[a] = y.shape()[a] * Dim(k);
+  return ops::reshape(ops::broadcast_to(ops::unsqueeze(y, {a + 1}), wide), out);
+}
+
+/// Resize along a symbolic dim `a` of `y`: a whole-number scale k whose
+/// index map repeats each input element k times (nearest mode with a
 /// coordinate transform that maps output o to input o / k, e.g. asymmetric
-/// or half_pixel), as unsqueeze, broadcast and reshape; the map is checked
-/// on the static lengths 1..16. Anything else needs the dim pinned.
+/// or half_pixel) as unsqueeze, broadcast and reshape (the map is checked on
+/// the static lengths 1..16); anything else through resize_symbolic_taps.
 Tensor resize_symbolic(const OnnxNode &node, const Tensor &y, int64_t a, std::optional<double> scale) {
   const Dim &in = y.shape()[a];
   auto refuse = [&](const std::string &why) {
@@ -1650,25 +1663,17 @@ Tensor resize_symbolic(const OnnxNode &node, const Tensor &y, int64_t a, std::op
   if (!scale)
     refuse("by `sizes` is not supported (only a whole-number scale)");
   int64_t k = static_cast<int64_t>(std::llround(*scale));
-  if (k < 1 || double(k) != *scale || node.attr_string("mode", "nearest") == "linear")
+  if (k < 1 || double(k) != *scale)
     return resize_symbolic_taps(node, y, a, *scale, refuse);
-  if (k == 1 && node.attr_string("mode", "nearest") != "nearest")
-    refuse("in mode '" + node.attr_string("mode", "nearest") + "' is not supported");
-  for (int64_t n = 1; n <= 16; ++n) {
+  // Each input element repeated k times (checked on the lengths 1..16):
+  // views; any other map, the taps at run time.
+  bool repeats = node.attr_string("mode", "nearest") == "nearest";
+  for (int64_t n = 1; n <= 16 && repeats; ++n) {
     Taps taps = resize_taps(node, n, n * k, double(k), double(n * k));
-    if (taps.index.size() != 1)
-      refuse("in mode '" + node.attr_string("mode", "nearest") + "' is not supported (only nearest)");
-    for (int64_t o = 0; o < n * k; ++o)
-      if (taps.index[0][o] != o / k)
-        refuse("with this coordinate_transformation_mode and nearest_mode is not supported (output o must read "
-               "input o / scale)");
+    for (int64_t o = 0; o < n * k && repeats; ++o)
+      repeats = taps.index.size() == 1 && taps.index[0][o] == o / k;
   }
-  if (k == 1)
-    return y;
-  Shape wide = y.shape(), out = y.shape();
-  wide.insert(wide.begin() + a + 1, Dim(k));
-  out[a] = in * Dim(k);
-  return ops::reshape(ops::broadcast_to(ops::unsqueeze(y, {a + 1}), wide), out);
+  return repeats ? repeat_along(y, a, k) : resize_symbolic_taps(node, y, a, *scale, refuse);
 }
 
 Outs resize(const OnnxNode &node) {
@@ -1795,6 +1800,16 @@ Outs resize(const OnnxNode &node) {
         m.push_back(off ? 0.0 : 1.0);
       Tensor ma = Tensor::from_f64(DType::f32, mshape, m);
       inside = inside ? ops::mul(*inside, ma) : ma;
+    }
+    // Nearest by a whole-number scale k whose map reads input o / k: views.
+    if (int64_t k = out / in; taps.index.size() == 1 && !crop && k >= 2 && out == k * in) {
+      bool repeats = true;
+      for (int64_t o = 0; o < out && repeats; ++o)
+        repeats = taps.index[0][static_cast<size_t>(o)] == o / k;
+      if (repeats) {
+        y = repeat_along(y, a, k);
+        continue;
+      }
     }
     Tensor acc;
     for (size_t k = 0; k < taps.index.size(); ++k) {
