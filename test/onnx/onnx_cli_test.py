@@ -518,8 +518,9 @@ def case_symbolic_image_size(c):
         assert outs["reference"].shape == (1, 3, h, wd), outs["reference"].shape
         for device in devices[1:]:
             assert np.allclose(outs[device], outs["reference"], rtol=1e-4, atol=1e-5), (device, h, wd)
-    # Resize by a fractional scale along a symbolic dim still needs a pin.
-    bad = helper.make_graph([helper.make_node("Resize", ["x", "", "s"], ["y"], name="r", mode="nearest")], "bad",
+    # Cubic Resize along a symbolic dim still needs a pin (a fractional scale,
+    # nearest or linear, no longer does: case resize_symbolic_taps).
+    bad = helper.make_graph([helper.make_node("Resize", ["x", "", "s"], ["y"], name="r", mode="cubic")], "bad",
                             [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, "h", "w"])],
                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                             [numpy_helper.from_array(np.array([1, 1, 1.5, 1.5], np.float32), "s")])
