@@ -317,6 +317,7 @@ def case_opset20(c):
     bias = (rng.standard_normal(2) * 0.1).astype(np.float32)
     inits = [numpy_helper.from_array(scale, "gs"), numpy_helper.from_array(bias, "gb"),
              numpy_helper.from_array(np.array([4, 3], np.int64), "crop"),
+             numpy_helper.from_array(np.array([9, 8], np.int64), "grow"),
              numpy_helper.from_array(np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64), "pads"),
              numpy_helper.from_array(np.array([10, 20], np.int64), "sizes"),
              numpy_helper.from_array(np.array([1.5], np.float32), "sc1"),
@@ -327,6 +328,7 @@ def case_opset20(c):
         helper.make_node("Mish", ["x"], ["mish"], name="mish"),
         helper.make_node("GroupNormalization", ["x", "gs", "gb"], ["gn"], name="gn", num_groups=2, epsilon=1e-5),
         helper.make_node("CenterCropPad", ["x", "crop"], ["ccp"], name="ccp", axes=[2, 3]),
+        helper.make_node("CenterCropPad", ["x", "grow"], ["ccp2"], name="ccp2", axes=[-1, 2]),
         helper.make_node("Pad", ["x", "pads"], ["wrap"], name="wrap", mode="wrap"),
         helper.make_node("Resize", ["x", "", "", "sizes"], ["rs"], name="rs", mode="nearest", axes=[2, 3],
                          keep_aspect_ratio_policy="not_larger"),
@@ -335,7 +337,7 @@ def case_opset20(c):
         helper.make_node("Split", ["x"], ["s0", "s1"], name="split", axis=3, num_outputs=2),
         helper.make_node("ReduceMax", ["x", "ax1"], ["rmax"], name="rmax", keepdims=0),
     ]
-    outs = ["gelu", "gelu_t", "mish", "gn", "ccp", "wrap", "rs", "rsym", "s0", "s1", "rmax"]
+    outs = ["gelu", "gelu_t", "mish", "gn", "ccp", "ccp2", "wrap", "rs", "rsym", "s0", "s1", "rmax"]
     g = helper.make_graph(nodes, "opset20", [vi_f("x", [2, 4, 5, 6])], [vi_f(o, None) for o in outs], inits)
     p = c.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)]), "opset20.onnx")
     x = X.astype(np.float64)
@@ -349,6 +351,7 @@ def case_opset20(c):
     gn = ((gx - gx.mean(-1, keepdims=True)) / np.sqrt(gx.var(-1, keepdims=True) + 1e-5)).reshape(x.shape)
     want["gn"] = gn * np.repeat(scale, 2)[None, :, None, None] + np.repeat(bias, 2)[None, :, None, None]
     want["ccp"] = x[:, :, 0:4, 1:4]  # H 5 -> 4 crops [0, 4); W 6 -> 3 crops [1, 4)
+    want["ccp2"] = np.pad(x, ((0, 0), (0, 0), (1, 2), (1, 2)))  # W 6 -> 9, H 5 -> 8: the odd element after
     want["wrap"] = np.pad(x, ((0, 0), (0, 0), (1, 2), (2, 1)), mode="wrap")
     # not_larger: scale min(10/5, 20/6) = 2, output 10 x 12; nearest half_pixel, round_prefer_floor
     def near(n_in, n_out, s):
@@ -369,7 +372,16 @@ def case_opset20(c):
     want["s0"], want["s1"] = x[..., :3], x[..., 3:]
     want["rmax"] = x.max(1)
     want = {k: v.astype(np.float32) for k, v in want.items()}
-    run_devices(c, "opset20", p, {"x": X}, want, devices=("reference", "cpu"), rtol=1e-4, atol=1e-5)
+    run_devices(c, "opset20", p, {"x": X}, want, rtol=1e-4, atol=1e-5)
+    # DFT-20: the axis is input 2 (here 1, the signal of [batch, signal, 1]).
+    ax = numpy_helper.from_array(np.array(1, np.int64), "axis")
+    g = helper.make_graph([helper.make_node("DFT", ["s", "", "axis"], ["f"], name="dft")], "dft20",
+                          [vi_f("s", [2, 8, 1])], [vi_f("f", None)], [ax])
+    p = c.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)]), "dft20.onnx")
+    S = rng.standard_normal((2, 8, 1)).astype(np.float32)
+    F = np.fft.fft(S[..., 0].astype(np.float64), axis=1)
+    run_devices(c, "dft20", p, {"s": S}, {"f": np.stack([F.real, F.imag], -1).astype(np.float32)},
+                devices=("reference", "cpu"), rtol=1e-4, atol=1e-5)
 
 
 def case_ort_fused_ops(c):
@@ -479,7 +491,7 @@ def case_resize_symbolic_taps(c):
         c.run("--dim", "h=%d" % h, "--dim", "w=%d" % w, "run", p, "--input", "x=" + c.path("x.npy"),
               "--output-dir", c.path("static"))
         want = {n: np.load(os.path.join(c.path("static"), n + ".npy")) for n in ("lin", "near", "ac", "cs")}
-        run_devices(c, "rs%d" % h, p, {"x": X}, want, devices=("reference", "cpu"), rtol=1e-5, atol=1e-6)
+        run_devices(c, "rs%d" % h, p, {"x": X}, want, rtol=1e-5, atol=1e-6)
 
 
 def case_symbolic_image_size(c):
