@@ -73,7 +73,7 @@ struct ConvBlockArgs {
   ConvBlockPlan plan;
   llvm::Value *x, *w, *out, *cols; // one image of x and out; w [O, C*KH*KW]
   unsigned lanes;
-  std::string prefix;
+  std::string prefix = {};
   const GemmEpilogue *epilogue; // optional
 };
 void emit_conv_blocks_f32(llvm::IRBuilder<> &b, const ConvBlockArgs &args);
@@ -91,7 +91,7 @@ struct ConvInt8Args {
   llvm::Value *x, *zero_point, *w, *out, *scratch; // zero_point: its byte, or null (0)
   bool x_signed = false;
   unsigned lanes = 16, dot = 0;
-  std::string prefix;
+  std::string prefix = {};
   const GemmEpilogue *epilogue = nullptr; // optional: applied to each f32 result
   /// out's element type: f32, or the 8-bit type of an epilogue's stored
   /// value (a requantization chain ending in a cast to u8/i8: LoweringPlan's
@@ -107,7 +107,7 @@ struct DirectConvArgs {
   int64_t plane_h, plane_w;        // conv_direct_plane()
   std::array<int64_t, 2> split;    // conv_direct_split(): {tasks, groups per task}
   unsigned lanes;                  // the target's f32 vector width
-  std::string prefix;              // the model's symbol prefix
+  std::string prefix = {};         // the model's symbol prefix
   /// Optional: the plan's chain on each finished output row, apply(b, acc,
   /// o, oy * OW + ox), inside the task (captures/enter/leave as for a GEMM).
   const GemmEpilogue *epilogue;

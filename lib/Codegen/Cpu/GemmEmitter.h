@@ -53,7 +53,7 @@ struct GemmArgs {
   llvm::Value *m, *n, *k;          // i64 extents
   llvm::Value *lda, *ldb, *ldc;    // i64 row strides, in elements
   unsigned lanes = 16;
-  std::string prefix;              // the model's symbol prefix (for helpers and the parallel_for hook)
+  std::string prefix = {};         // the model's symbol prefix (for helpers and the parallel_for hook)
   const GemmEpilogue *epilogue = nullptr; // optional
   bool serial = false; // run the tasks here, one after another (for a caller that is itself a task)
   // With serial: tasks of all column panels and up to the A block's rows
@@ -91,7 +91,7 @@ struct Int8GemmArgs {
   bool a_signed = false, b_signed = false;
   unsigned lanes = 16;    // i32 lanes per vector (cpu_vector_lanes)
   unsigned dot = 0;       // Codegen/Target.h: kInt8Dot*
-  std::string prefix;
+  std::string prefix = {};
 };
 
 void emit_gemm_i8(llvm::IRBuilder<> &builder, const Int8GemmArgs &args);

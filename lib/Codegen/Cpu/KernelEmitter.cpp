@@ -958,16 +958,12 @@ private:
                                   g_.root()->symbol_table().upper_bound(defined_symbol(node)).value(), &out_of_bound);
     b_.CreateStore(v, dim_values_->slot(b_, defined_symbol(node)));
     // The flag slot after the symbols (graph_dims_array): the entry point
-    // returns INVALID_DIM after the run when a value was out of bound.
-    // Root graphs only for now: in nested bodies the clamp alone, as
-    // before (NestedBodiesTest's deepest body sees a value above its bound
-    // on its last path, apparently because a compiled run writes into its
-    // input t; the clamp hides it — to be fixed, then bodies flag too).
-    if (g_.root() == &g_) {
-      Value *flag = b_.CreateConstGEP1_64(b_.getInt64Ty(), dim_values_->dims(), mod_.symbols.size());
-      b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt64Ty(), flag), b_.CreateZExt(out_of_bound, b_.getInt64Ty())),
-                     flag);
-    }
+    // returns INVALID_DIM after the run when a value was out of bound. Every
+    // body's function gets the caller's dims array, so a body at any depth
+    // flags the same slot (NestedBodiesTest).
+    Value *flag = b_.CreateConstGEP1_64(b_.getInt64Ty(), dim_values_->dims(), mod_.symbols.size());
+    b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt64Ty(), flag), b_.CreateZExt(out_of_bound, b_.getInt64Ty())),
+                   flag);
     if (plan_.values[r].storage != Storage::fused)
       store_element(DType::i64, pointer_of(r), b_.getInt64(0), v);
   }

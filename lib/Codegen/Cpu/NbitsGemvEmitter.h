@@ -28,7 +28,7 @@ struct NbitsGemvArgs {
   llvm::Value *m;                                // i64 rows of A and C
   int64_t k = 0, n = 0, bits = 4, block = 32;
   unsigned lanes = 16;
-  std::string prefix;
+  std::string prefix = {};
 };
 
 void emit_matmul_nbits_kernel(llvm::IRBuilder<> &builder, const NbitsGemvArgs &args);

@@ -247,11 +247,10 @@ private:
     Value *v = clamp_symbol_value(b_, b_.CreateLoad(type, host), is_signed(dt),
                                   g_.root()->symbol_table().upper_bound(defined_symbol(node)).value(), &out_of_bound);
     // A value outside its bound fails the run (INVALID_DIM) before any
-    // kernel sized by it runs; in the root graph only, as on the CPU
-    // (KernelEmitter's emit_define_symbol says why).
-    if (g_.root() == &g_)
-      fail_if_nonzero(b_.CreateSelect(out_of_bound, b_.getInt32(static_cast<int32_t>(RunStatus::invalid_dim)),
-                                      b_.getInt32(0)));
+    // kernel sized by it runs, in any body (a body's status is its
+    // caller's: emit_body_call).
+    fail_if_nonzero(b_.CreateSelect(out_of_bound, b_.getInt32(static_cast<int32_t>(RunStatus::invalid_dim)),
+                                    b_.getInt32(0)));
     b_.CreateStore(v, dim_values_->slot(b_, defined_symbol(node)));
   }
 

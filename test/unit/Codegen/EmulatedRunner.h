@@ -35,6 +35,22 @@ public:
   /// length). The inputs' bytes are the (emulated device) buffers: a state
   /// buffer is updated in place.
   std::vector<HostTensor> run(const std::vector<HostTensor> &inputs, DimBindings dims = {}) {
+    return execute(inputs, dims, nullptr);
+  }
+
+  /// The run's status (NAME_ERROR_*), whatever it is.
+  int32_t run_status(const std::vector<HostTensor> &inputs) {
+    int32_t status = 0;
+    execute(inputs, {}, &status);
+    return status;
+  }
+
+  /// The module's function `maxc_jit<suffix>` (a model with state: "_step", "_state_create"...).
+  void *lookup(const std::string &suffix) const { return jit_->lookup("maxc_jit" + suffix); }
+
+private:
+  /// `status` null: the run must succeed; else the run's status goes there.
+  std::vector<HostTensor> execute(const std::vector<HostTensor> &inputs, DimBindings dims, int32_t *status) {
     bind_input_dims(graph_, inputs, dims);
     std::vector<HostTensor> outputs;
     for (ValueId id : graph_.output_ids())
@@ -47,14 +63,14 @@ public:
     std::vector<int64_t> values;
     for (const std::string &sym : symbols_)
       values.push_back(dims.at(sym));
-    REQUIRE(run_(buffers.data(), values.empty() ? nullptr : values.data(), nullptr) == 0);
+    int32_t rc = run_(buffers.data(), values.empty() ? nullptr : values.data(), nullptr);
+    if (status)
+      *status = rc;
+    else
+      REQUIRE(rc == 0);
     return outputs;
   }
 
-  /// The module's function `maxc_jit<suffix>` (a model with state: "_step", "_state_create"...).
-  void *lookup(const std::string &suffix) const { return jit_->lookup("maxc_jit" + suffix); }
-
-private:
   const Graph &graph_;
   std::vector<std::string> symbols_;
   std::unique_ptr<JitModule> jit_;
