@@ -306,16 +306,25 @@ Dim Dim::min_max(DimAtom::Kind kind, const std::vector<Dim> &operands) {
   }
   std::sort(args.begin(), args.end());
   args.erase(std::unique(args.begin(), args.end()), args.end());
-  // An operand that another exceeds (max) / undercuts (min) by a constant
-  // never wins, whatever the symbols are.
+  // An operand that another exceeds (max) / undercuts (min) by a constant,
+  // or by a sum of symbol products with non-negative coefficients (symbols
+  // are dims: never negative), never wins, whatever the symbols are:
+  // min(20, 600*n+20) is 20. (Two operands cannot each reach the other so:
+  // their difference would be 0, and equal operands are one by now.)
+  auto never_negative = [](const Dim &d) {
+    for (const auto &[mono, coeff] : d.terms_)
+      if (coeff < 0 || !std::all_of(mono.begin(), mono.end(), [](const DimAtom &a) { return a.is_symbol(); }))
+        return false;
+    return true;
+  };
   std::vector<Dim> kept;
   for (size_t i = 0; i < args.size(); ++i) {
     bool loses = false;
     for (size_t j = 0; j < args.size() && !loses; ++j) {
       if (i == j)
         continue;
-      Dim diff = args[j] - args[i];
-      loses = diff.is_static() && (kind == DimAtom::Kind::Max ? diff.value() > 0 : diff.value() < 0);
+      Dim diff = kind == DimAtom::Kind::Max ? args[j] - args[i] : args[i] - args[j];
+      loses = never_negative(diff);
     }
     if (!loses)
       kept.push_back(args[i]);

@@ -494,6 +494,43 @@ def case_resize_symbolic_taps(c):
         run_devices(c, "rs%d" % h, p, {"x": X}, want, rtol=1e-5, atol=1e-6)
 
 
+def case_symbolic_signal_ops(c):
+    """Ops along a signal of symbolic length n (Kokoro's iSTFT tail): STFT of
+    a rank-2 signal (frames floor((n - 8) / 4) + 1, positions an iota at run
+    time), Slice cutting the symbolic axis short (3:-2), Slice of a constant
+    table up to Shape(x)[1] (a symbolic end), ScatterND into the symbolic
+    axis. One model, two lengths, against numpy on the reference, the CPU
+    and the GPU emulator."""
+    win = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(8) / 8)).astype(np.float32)
+    table = np.linspace(-1, 1, 64, dtype=np.float32).reshape(1, 64)
+    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)
+    inits = [numpy_helper.from_array(win, "win"), numpy_helper.from_array(table, "table"), i64("step", 4),
+             i64("s3", [3]), i64("em2", [-2]), i64("ax1", [1]), i64("one", 1), i64("zero1", [0]),
+             i64("idx", [[0, 1], [0, 4]]), numpy_helper.from_array(np.array([5, -3], np.float32), "upd")]
+    nodes = [helper.make_node("STFT", ["x", "step", "win"], ["spec"], name="stft"),
+             helper.make_node("Slice", ["x", "s3", "em2", "ax1"], ["mid"], name="mid"),
+             helper.make_node("Shape", ["x"], ["shp"], name="shape"),
+             helper.make_node("Gather", ["shp", "one"], ["len"], name="len"),
+             helper.make_node("Unsqueeze", ["len", "zero1"], ["end"], name="end"),
+             helper.make_node("Slice", ["table", "zero1", "end", "ax1"], ["pe"], name="pe"),
+             helper.make_node("Add", ["x", "pe"], ["xpe"], name="xpe"),
+             helper.make_node("ScatterND", ["x", "idx", "upd"], ["sc"], name="scatter")]
+    g = helper.make_graph(nodes, "sig", [vi_f("x", [1, "n"])], [vi_f(o, None) for o in ("spec", "mid", "xpe", "sc")],
+                          inits)
+    p = c.save(helper.make_model(g, opset_imports=OPSET), "sig.onnx")
+    rng = np.random.default_rng(29)
+    for n, devices in [(37, ("reference", "cpu", "amdgpu-emu")), (20, ("reference", "cpu"))]:
+        X = rng.standard_normal((1, n)).astype(np.float32)
+        frames = 1 + (n - 8) // 4
+        f = np.stack([X[0, k * 4:k * 4 + 8] * win for k in range(frames)])
+        spec = np.fft.rfft(f.astype(np.float64), axis=-1)
+        sc = X.copy()
+        sc[0, 1], sc[0, 4] = 5, -3
+        want = {"spec": np.stack([spec.real, spec.imag], -1)[None].astype(np.float32), "mid": X[:, 3:-2],
+                "xpe": X + table[:, :n], "sc": sc}
+        run_devices(c, "sig%d" % n, p, {"x": X}, want, devices=devices, rtol=1e-5, atol=1e-5)
+
+
 def case_symbolic_image_size(c):
     """A tiny feature pyramid with symbolic H and W (issue #22): strided Conv,
     MaxPool, nearest Resize x2 added to the finer map, Concat of both, a

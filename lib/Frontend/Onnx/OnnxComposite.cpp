@@ -392,13 +392,18 @@ std::pair<Tensor, Tensor> dft_rows(const Tensor &re, const std::optional<Tensor>
 }
 
 // STFT (opset 17): frames of frame_length every frame_step samples (a
-// gather of constant positions), times the window, then their DFTs.
+// gather of positions: constant for a static length; for a symbolic length
+// the frame count is floor((length - frame) / step) + 1 and the positions an
+// iota computed at run time), times the window, then their DFTs. A rank-2
+// signal [batch, length] is real (ONNX Runtime accepts it).
 Outs stft(const OnnxNode &node) {
   Tensor x = float_input(node);
-  int64_t r = x.rank();
-  if (r != 3)
-    bad("STFT takes a signal [batch, length, 1 or 2], got " + x.type().to_string());
-  int64_t length = static_dim(x.shape()[1], "STFT's signal length"), comps = static_dim(x.shape()[2], "STFT's last dim");
+  if (x.rank() == 2)
+    x = ops::unsqueeze(x, {2});
+  if (x.rank() != 3)
+    bad("STFT takes a signal [batch, length, 1 or 2] or [batch, length], got " + x.type().to_string());
+  const Dim length = x.shape()[1];
+  int64_t comps = static_dim(x.shape()[2], "STFT's last dim");
   if (comps != 1 && comps != 2)
     bad("STFT's last dim must be 1 (real) or 2 (complex)");
   std::vector<int64_t> step = node.ints(1);
@@ -407,32 +412,46 @@ Outs stft(const OnnxNode &node) {
   std::optional<Tensor> window;
   if (node.has(2))
     window = node.in(2);
-  int64_t frame = window ? static_dim(window->shape()[0], "STFT's window length") : length;
+  std::optional<int64_t> frame;
+  if (window)
+    frame = static_dim(window->shape()[0], "STFT's window length");
   if (node.has(3)) {
     std::vector<int64_t> fl = node.ints(3);
     if (fl.size() != 1)
       bad("STFT frame_length must be one integer");
+    if (window && fl[0] != *frame)
+      bad("STFT window length differs from frame_length");
     frame = fl[0];
   }
-  if (frame < 1 || frame > length)
-    bad("STFT frame_length " + std::to_string(frame) + " must be in [1, " + std::to_string(length) + "]");
-  if (window && static_dim(window->shape()[0], "STFT's window length") != frame)
-    bad("STFT window length differs from frame_length");
-  int64_t frames = 1 + (length - frame) / step[0];
-  check_table(frames, frame, "STFT");
-  check_table(frame, frame, "STFT");
-  std::vector<double> at;
-  for (int64_t f = 0; f < frames; ++f)
-    for (int64_t i = 0; i < frame; ++i)
-      at.push_back(static_cast<double>(f * step[0] + i));
-  Tensor framed = ops::gather(x, Tensor::from_f64(DType::i64, {frames, frame}, at), 1); // [B, F, frame, comps]
+  if (!frame && !length.is_static())
+    bad("STFT of a signal of symbolic length " + length.to_string() + " needs a window or a frame_length");
+  if (!frame)
+    frame = length.value();
+  if (*frame < 1 || (length.is_static() && *frame > length.value()))
+    bad("STFT frame_length " + std::to_string(*frame) + " must be in [1, " + length.to_string() + "]");
+  Tensor positions;
+  if (length.is_static()) {
+    int64_t frames = 1 + (length.value() - *frame) / step[0];
+    check_table(frames, *frame, "STFT");
+    std::vector<double> at;
+    for (int64_t f = 0; f < frames; ++f)
+      for (int64_t i = 0; i < *frame; ++i)
+        at.push_back(static_cast<double>(f * step[0] + i));
+    positions = Tensor::from_f64(DType::i64, {frames, *frame}, at);
+  } else {
+    Shape table{Dim::floor_div(length - Dim(*frame), Dim(step[0])) + Dim(1), Dim(*frame)};
+    positions = ops::add(ops::mul(ops::iota(table, 0, DType::i64), sc(double(step[0]), DType::i64)),
+                         ops::iota(table, 1, DType::i64));
+  }
+  check_table(*frame, *frame, "STFT");
+  Tensor framed = ops::gather(x, positions, 1); // [B, F, frame, comps]
   if (window)
-    framed = ops::mul(framed, ops::reshape(ops::cast(*window, x.dtype()), {Dim(1), Dim(1), Dim(frame), Dim(1)}));
+    framed = ops::mul(framed, ops::reshape(ops::cast(*window, x.dtype()), {Dim(1), Dim(1), Dim(*frame), Dim(1)}));
   Tensor re = ops::squeeze(ops::slice(framed, {0}, {1}, {3}), {3});
   std::optional<Tensor> im;
   if (comps == 2)
     im = ops::squeeze(ops::slice(framed, {1}, {2}, {3}), {3});
-  auto [yr, yi] = dft_rows(re, im, frame, false, node.attr_int("onesided", 1) != 0);
+  auto [yr, yi] = dft_rows(re, im, *frame, false, node.attr_int("onesided", 1) != 0);
   return {ops::concat({ops::unsqueeze(yr, {3}), ops::unsqueeze(yi, {3})}, 3)};
 }
 
@@ -619,15 +638,18 @@ Tensor scatter_rows(const std::string &op, const Tensor &data, const Tensor &lin
   if (known)
     if (std::optional<Tensor> out = scatter_rows_known(op, data, *known, updates, reduction))
       return *out;
-  int64_t t = static_dim(data.shape()[0], op + "'s data"), m = static_dim(linear.shape()[0], op + "'s updates");
+  // The rows and the updates may be symbolic (a run-time length, a
+  // NonZero's count): the masks are iotas over them. Static, their product
+  // is limited; symbolic, it is what the run's dims make it.
+  const Dim t = data.shape()[0], m = linear.shape()[0];
   int64_t rest = count_of(Shape(data.shape().begin() + 1, data.shape().end()), op + "'s data");
-  if (m * t > kMaxScatterMask / std::max<int64_t>(rest, 1))
-    throw Error(ErrorCode::OnnxUnsupportedOp, op + ": " + std::to_string(m) + " updates into " + std::to_string(t) +
+  if (t.is_static() && m.is_static() && m.value() * t.value() > kMaxScatterMask / std::max<int64_t>(rest, 1))
+    throw Error(ErrorCode::OnnxUnsupportedOp, op + ": " + m.to_string() + " updates into " + t.to_string() +
                                                   " rows of " + std::to_string(rest) +
                                                   " elements is past what maxc composes with masks (2^26 elements)");
   DType dt = data.dtype();
   int64_t extra = data.rank() - 1; // trailing dims of a row
-  Tensor hit = ops::equal(ops::reshape(linear, {Dim(m), Dim(1)}), ops::iota({Dim(m), Dim(t)}, 1, DType::i64));
+  Tensor hit = ops::equal(ops::reshape(linear, {m, Dim(1)}), ops::iota({m, t}, 1, DType::i64));
   Tensor any = ops::greater(ops::sum(ops::cast(hit, DType::i64), {0}), sc(0, DType::i64)); // [T]
   std::vector<int64_t> tail_axes, row_axes;
   for (int64_t i = 0; i < extra; ++i) {
@@ -660,9 +682,14 @@ int64_t normalized_known(int64_t i, int64_t n, const std::string &op) {
   return i < 0 ? i + n : i;
 }
 
-Tensor normalized_index(const Tensor &idx, int64_t n) {
+/// A dim as an i64 scalar: a constant when static, its run-time value else.
+Tensor dim_scalar(const Dim &d) {
+  return d.is_static() ? sc(double(d.value()), DType::i64) : ops::dim_values({d}, DType::i64, true);
+}
+
+Tensor normalized_index(const Tensor &idx, const Dim &n) {
   Tensor i = ops::cast(idx, DType::i64);
-  return ops::where(ops::less(i, sc(0, DType::i64)), ops::add(i, sc(double(n), DType::i64)), i);
+  return ops::where(ops::less(i, sc(0, DType::i64)), ops::add(i, dim_scalar(n)), i);
 }
 
 Outs scatter_elements(const OnnxNode &node) {
@@ -711,35 +738,38 @@ Outs scatter_nd(const OnnxNode &node) {
   int64_t k = static_dim(idx.shape()[q - 1], "ScatterND's index tuple length");
   if (k < 1 || k > r)
     bad("ScatterND index tuples of " + std::to_string(k) + " exceed the data's rank " + std::to_string(r));
-  std::vector<int64_t> dims;
-  for (int64_t d = 0; d < k; ++d)
-    dims.push_back(static_dim(data.shape()[d], "ScatterND's data dim"));
+  // The indexed dims and the index count may be symbolic (a signal of
+  // run-time length, indices from a NonZero): strides and bounds are then
+  // run-time values.
+  Shape dims(data.shape().begin(), data.shape().begin() + k);
   Tensor i64 = ops::cast(idx, DType::i64);
   Shape lead(idx.shape().begin(), idx.shape().end() - 1);
   Tensor linear = ops::full(0, DType::i64, lead);
-  int64_t stride = 1;
+  Dim stride(1);
   for (int64_t j = k - 1; j >= 0; --j) {
     Tensor c = normalized_index(ops::squeeze(ops::slice(i64, {j}, {j + 1}, {q - 1}), {q - 1}), dims[j]);
-    linear = ops::add(linear, ops::mul(c, sc(double(stride), DType::i64)));
-    stride *= dims[j];
+    linear = ops::add(linear, ops::mul(c, dim_scalar(stride)));
+    stride = stride * dims[j];
   }
-  int64_t m = count_of(lead, "ScatterND's indices");
-  Shape rows{Dim(stride)}, upd_rows{Dim(m)};
+  Dim m = shape_numel(lead);
+  Shape rows{stride}, upd_rows{m};
   rows.insert(rows.end(), data.shape().begin() + k, data.shape().end());
   upd_rows.insert(upd_rows.end(), data.shape().begin() + k, data.shape().end());
   auto flatten = [&](const HostTensor &values) { // the same rows, computed at import
-    std::vector<int64_t> v = values.to_i64(), out(static_cast<size_t>(m));
-    for (int64_t e = 0; e < m; ++e) {
+    std::vector<int64_t> v = values.to_i64(), out(static_cast<size_t>(m.value()));
+    for (int64_t e = 0; e < m.value(); ++e) {
       int64_t pos = 0;
       for (int64_t j = 0; j < k; ++j)
-        pos = pos * dims[j] + normalized_known(v[static_cast<size_t>(e * k + j)], dims[j], "ScatterND");
+        pos = pos * dims[j].value() +
+              normalized_known(v[static_cast<size_t>(e * k + j)], dims[j].value(), "ScatterND");
       out[static_cast<size_t>(e)] = pos;
     }
     return out;
   };
-  Tensor flat = scatter_rows("ScatterND", ops::reshape(data, rows), ops::reshape(linear, {Dim(m)}),
+  bool all_static = m.is_static() && stride.is_static();
+  Tensor flat = scatter_rows("ScatterND", ops::reshape(data, rows), ops::reshape(linear, {m}),
                              ops::reshape(upd, upd_rows), node.attr_string("reduction", "none"),
-                             known_rows(node, 1, flatten));
+                             all_static ? known_rows(node, 1, flatten) : std::nullopt);
   return {ops::reshape(flat, data.shape())};
 }
 

@@ -1312,8 +1312,73 @@ Outs slice_runtime(const OnnxNode &node, Tensor x) {
   return {x};
 }
 
+/// Slice where a start or end holds a symbolic dim (a shape's element, e.g.
+/// `table[:, :Shape(x)[1]]`) or a symbolic axis is cut short
+/// (`x[..., 10:-10]` on a signal of run-time length), step 1 on such axes:
+/// per axis, the start s' and end e' clamped as ONNX says (a negative
+/// number counts from the end; a symbolic one is a length, not negative),
+/// the extent max(e' - s', 0) as a Dim, the elements gathered from s' on.
+/// nullopt: no such axis (Slice's plain path).
+std::optional<Outs> slice_symbolic(const OnnxNode &node, Tensor x) {
+  if (node.opset() < 10 || node.is_runtime(1) || node.is_runtime(2) || node.is_runtime(3) || node.is_runtime(4))
+    return std::nullopt;
+  std::vector<Dim> starts = node.dims(1), ends = node.dims(2);
+  std::vector<int64_t> axes, steps;
+  if (node.has(3))
+    axes = node.ints(3);
+  else
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(static_cast<int64_t>(i));
+  steps = node.has(4) ? node.ints(4) : std::vector<int64_t>(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    return std::nullopt; // Slice's plain path reports it
+  auto full_range = [](const Dim &s, const Dim &e, int64_t step) {
+    return step == 1 && s == Dim(0) && e.is_static() && e.value() >= (int64_t(1) << 62);
+  };
+  auto symbolic_axis = [&](size_t i) {
+    const Dim &d = x.shape()[norm_axis(axes[i], x.rank())];
+    return !starts[i].is_static() || !ends[i].is_static() ||
+           (!d.is_static() && !full_range(starts[i], ends[i], steps[i]));
+  };
+  bool any = false;
+  for (size_t i = 0; i < axes.size(); ++i)
+    any = any || symbolic_axis(i);
+  if (!any)
+    return std::nullopt;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = norm_axis(axes[i], x.rank());
+    const Dim &d = x.shape()[a];
+    if (!symbolic_axis(i)) { // this axis by numbers, as Slice's plain path does
+      if (!d.is_static())
+        continue; // the full range
+      int64_t n = d.value();
+      auto clamp = [n](int64_t v) { return std::clamp(v, -n - 1, n + 1); };
+      x = ops::slice(x, {clamp(starts[i].value())}, {clamp(ends[i].value())}, {a}, {steps[i]});
+      continue;
+    }
+    if (steps[i] != 1)
+      unsupported("Slice of axis " + std::to_string(a) + " (size " + d.to_string() + ") from " +
+                  starts[i].to_string() + " to " + ends[i].to_string() + " with step " + std::to_string(steps[i]) +
+                  ": symbolic bounds or sizes are supported with step 1 only");
+    auto clamped = [&](const Dim &v) {
+      if (!v.is_static())
+        return Dim::min(v, d);
+      return v.value() < 0 ? Dim::max(d + Dim(v.value()), Dim(0)) : Dim::min(v, d);
+    };
+    Dim s = clamped(starts[i]), e = clamped(ends[i]);
+    Dim extent = Dim::max(e - s, Dim(0));
+    Tensor idx = ops::iota({extent}, 0, DType::i64);
+    if (s != Dim(0))
+      idx = ops::add(idx, s.is_static() ? i64c(s.value()) : ops::dim_values({s}, DType::i64, true));
+    x = ops::gather(x, idx, a);
+  }
+  return Outs{x};
+}
+
 Outs slice(const OnnxNode &node) {
   Tensor x = node.in(0);
+  if (std::optional<Outs> sym = slice_symbolic(node, x))
+    return *sym;
   std::vector<int64_t> starts, ends, axes, steps;
   if (node.opset() < 10) {
     starts = node.attr_ints("starts");

@@ -89,6 +89,14 @@ TEST_CASE("dim min and max simplify what does not depend on the symbols", "[ir][
   CHECK(Dim::max(n, n + 1) == n + 1);
   CHECK(Dim::min(n, n + 1) == n);
   CHECK(Dim::max(n * 2 - 3, n * 2) == n * 2);
+  // Symbols are dims (never negative): a difference that is a sum of symbol
+  // products with non-negative coefficients decides too.
+  CHECK(Dim::min(Dim(20), n * 600 + 20) == Dim(20));
+  CHECK(Dim::max(Dim(20), n * 600 + 20) == n * 600 + 20);
+  CHECK(Dim::min(n, Dim(0)) == Dim(0));
+  CHECK(Dim::max(a, a * b + a) == a * b + a);
+  CHECK(Dim::max(n, n * a).to_string() == "max(a*n,n)"); // n*a - n = n*(a-1) may be negative
+  CHECK(Dim::min(n + 1, Dim::floor_div(n, 2) + 1).to_string() == "min(n+1,floordiv(n,2)+1)"); // atoms: not decided
   CHECK(Dim::max(a, b) == Dim::max(b, a));
   CHECK(Dim::max(a, b).to_string() == "max(a,b)");
   CHECK(Dim::min(a, b).to_string() == "min(a,b)");
