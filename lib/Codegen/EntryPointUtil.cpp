@@ -336,10 +336,10 @@ llvm::Value *clamp_symbol_value(llvm::IRBuilder<> &b, llvm::Value *v, bool is_si
   return b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, v, b.getInt64(bound));
 }
 
-llvm::Value *graph_dims_array(llvm::IRBuilder<> &b, llvm::Value *dims, size_t params, size_t defined) {
-  if (defined == 0)
+llvm::Value *graph_dims_array(llvm::IRBuilder<> &b, llvm::Value *dims, size_t params, size_t internal) {
+  if (internal == 0)
     return dims;
-  size_t all = params + defined + 1; // the last: the out-of-bound flag
+  size_t all = params + internal + 1; // the last: the out-of-bound flag
   llvm::Value *own = b.CreateAlloca(b.getInt64Ty(), b.getInt64(static_cast<int64_t>(all)));
   b.CreateMemSet(own, b.getInt8(0), all * 8, llvm::MaybeAlign(8));
   if (params)
@@ -348,11 +348,11 @@ llvm::Value *graph_dims_array(llvm::IRBuilder<> &b, llvm::Value *dims, size_t pa
 }
 
 llvm::Value *defined_symbols_failed(llvm::IRBuilder<> &b, llvm::Value *own, llvm::Value *dims, size_t params,
-                                    size_t defined, bool copy_back) {
+                                    size_t internal, size_t defined, bool copy_back) {
   if (copy_back)
     b.CreateMemCpy(b.CreateConstGEP1_64(b.getInt64Ty(), dims, params), llvm::MaybeAlign(8),
                    b.CreateConstGEP1_64(b.getInt64Ty(), own, params), llvm::MaybeAlign(8), defined * 8);
-  llvm::Value *flag = b.CreateLoad(b.getInt64Ty(), b.CreateConstGEP1_64(b.getInt64Ty(), own, params + defined));
+  llvm::Value *flag = b.CreateLoad(b.getInt64Ty(), b.CreateConstGEP1_64(b.getInt64Ty(), own, params + internal));
   return b.CreateICmpNE(flag, b.getInt64(0));
 }
 

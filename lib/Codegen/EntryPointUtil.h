@@ -128,21 +128,24 @@ llvm::Value *clamp_symbol_value(llvm::IRBuilder<> &b, llvm::Value *v, bool is_si
                                 llvm::Value **out_of_bound = nullptr);
 
 /// The graph functions' dims array from an entry point's `dims` (`params`
-/// i64s, the C dims): `dims` itself when no symbol is defined by a node,
-/// else a zeroed stack array of params + `defined` slots holding a copy of
-/// them (the kernels defining symbols store theirs after), and one slot
-/// more, at index params + defined: the CPU kernels set it to 1 when a
-/// defined symbol's value was outside its bound (`defined_symbols_failed`).
-llvm::Value *graph_dims_array(llvm::IRBuilder<> &b, llvm::Value *dims, size_t params, size_t defined);
+/// i64s, the C dims): `dims` itself when no symbol is defined by a node or
+/// bound per call, else a zeroed stack array of params + `internal` slots
+/// (ModelInterface::internal_dims) holding a copy of them (the kernels
+/// defining symbols store theirs after, calls set theirs in copies), and
+/// one slot more, at index params + internal: the CPU kernels set it to 1
+/// when a defined symbol's value was outside its bound
+/// (`defined_symbols_failed`).
+llvm::Value *graph_dims_array(llvm::IRBuilder<> &b, llvm::Value *dims, size_t params, size_t internal);
 
 /// After the graph ran on the dims array `own` (graph_dims_array's, with
-/// `defined` > 0): copies the defined symbols' values into the caller's
-/// `dims` after its `params` values when `copy_back` (an output's size
-/// names them; the caller's array then holds params + defined values), and
-/// returns an i1: a defined symbol's value was outside its bound (the
+/// `internal` > 0 slots after the `params`, the first `defined` of them the
+/// symbols nodes define): copies the defined symbols' values into the
+/// caller's `dims` after its `params` values when `copy_back` (an output's
+/// size names them; the caller's array then holds params + defined values),
+/// and returns an i1: a defined symbol's value was outside its bound (the
 /// flag slot the CPU kernels set).
 llvm::Value *defined_symbols_failed(llvm::IRBuilder<> &b, llvm::Value *own, llvm::Value *dims, size_t params,
-                                    size_t defined, bool copy_back);
+                                    size_t internal, size_t defined, bool copy_back);
 
 /// for (i = 0; i < n; ++i) body(i), an i64 counter from 0 (named `counter`;
 /// `no_wrap`: the increment is nuw nsw), blocks PREFIX"loop", "body",

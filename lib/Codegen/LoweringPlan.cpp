@@ -1,5 +1,6 @@
 #include "maxc/Codegen/LoweringPlan.h"
 
+#include "maxc/Ops/CallBinding.h"
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Error.h"
 #include "maxc/Transforms/FuseAttention.h"
@@ -753,19 +754,24 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
     }
   // Scratch for convolutions lowered to GEMM: one slot of the largest need
   // (the max with the run-time needs of symbolic-size convs, if any).
+  // A need naming a symbol a node defines is allocated by its bound, as
+  // the values are.
   int64_t scratch = 0;
   std::vector<Dim> symbolic_scratch;
+  auto bounded = [&](const Dim &need, size_t n) {
+    return bound_node_symbols(need, g.root()->symbol_table(), "the scratch of node " + std::to_string(n));
+  };
   for (size_t n : plan.kernels) {
     int64_t bytes = 0;
     if (is_loop(nodes[n])) {
-      Dim need = loop_scratch_bytes(g, nodes[n]);
+      Dim need = bounded(loop_scratch_bytes(g, nodes[n]), n);
       if (need.is_static())
         scratch = std::max(scratch, need.value());
       else
         symbolic_scratch.push_back(need);
     } else if (conv_is_symbolic_gemm(g, nodes[n])) {
       if (!conv_is_pointwise(g, nodes[n]))
-        symbolic_scratch.push_back(conv_symbolic_scratch(g, nodes[n]));
+        symbolic_scratch.push_back(bounded(conv_symbolic_scratch(g, nodes[n]), n));
     } else if (conv_uses_gemm(g, nodes[n], &bytes) || conv_uses_direct(g, nodes[n], &bytes)) {
       scratch = std::max(scratch, bytes);
       if (options.int8_gemm && conv_uses_int8_gemm(g, plan, nodes[n]))
@@ -1143,10 +1149,29 @@ static Dim own_slots_bound(const Graph &g, const LoweringPlans *plans) {
 // slots), so the bound is the caller's slots plus the largest callee need,
 // as NAME_workspace_size computes at run time: Dim::max, a constant when
 // all needs are static, the need itself for one callee, else a max atom.
+// A body with dims of its own (Ops/CallBinding.h) needs its slots at each
+// call's binding: the need with the caller's dims substituted, per call.
 Dim workspace_bound(const Graph &graph, const LoweringPlans *plans) {
-  std::vector<Dim> needs;
+  std::map<const Graph *, std::vector<DimBinding>> bound; // body -> the bindings of its calls
+  auto visit = [&](const Graph &g) {
+    for (const Node &n : g.nodes())
+      if (const Graph *body = call_body(g, n))
+        bound[body].push_back(call_dim_binding(g, n)); // empty: the identity
+  };
+  visit(graph);
   for (const auto &[name, sub] : graph.subgraphs())
-    needs.push_back(own_slots_bound(*sub, plans));
+    visit(*sub);
+  std::vector<Dim> needs;
+  for (const auto &[name, sub] : graph.subgraphs()) {
+    Dim need = own_slots_bound(*sub, plans);
+    auto it = bound.find(sub.get());
+    if (it == bound.end()) {
+      needs.push_back(need);
+      continue;
+    }
+    for (const DimBinding &b : it->second)
+      needs.push_back(b.empty() ? need : need.substitute(b));
+  }
   return own_slots_bound(graph, plans) + (needs.empty() ? Dim(0) : Dim::max(needs));
 }
 

@@ -5,6 +5,7 @@
 
 #include "maxc/Codegen/WeightsSection.h"
 #include "maxc/IR/GraphSymbols.h"
+#include "maxc/Ops/CallBinding.h"
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/CNames.h"
 #include "maxc/Support/Error.h"
@@ -80,8 +81,13 @@ ModelInterface describe_interface(const Graph &graph, const std::string &name) {
                          source});
   }
   const SymbolTable &table = graph.symbol_table();
+  const std::vector<std::string> per_call = call_bound_symbols(graph);
   for (const std::string &s : dim_symbols(graph)) {
     const SymbolInfo *info = table.find(s);
+    if (std::binary_search(per_call.begin(), per_call.end(), s) && !table.contains(s)) {
+      m.call_symbols.push_back(s);
+      continue;
+    }
     (info && info->origin == SymbolOrigin::NodeResult ? m.defined_symbols : m.symbols).push_back(s);
     if (info && info->origin == SymbolOrigin::NodeResult)
       m.defined_bounds.push_back(info->upper_bound.value_or(-1));

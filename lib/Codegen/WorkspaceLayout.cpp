@@ -2,6 +2,7 @@
 
 #include "EntryPointUtil.h"
 
+#include "maxc/Ops/CallBinding.h"
 #include "maxc/Support/Error.h"
 
 #include <llvm/IR/Module.h>
@@ -103,12 +104,40 @@ void WorkspaceLayout::emit_size_function(llvm::Function *fn, const Graph &g, con
   std::set<const Graph *> seen;
   for (const Node &n : g.nodes())
     for (const Graph *callee : node_bodies(g, n)) {
-      if (!seen.insert(callee).second)
+      // A call binding the body's own dims needs its size at those dims.
+      Value *call_dims = call_dims_array(b, b, fn->getArg(0), g, n, symbols, [&](const Dim &d) { return dims.get(d); });
+      if (call_dims == fn->getArg(0) && !seen.insert(callee).second)
         continue;
-      Value *need = b.CreateCall(callee_size(callee), {fn->getArg(0)});
+      Value *need = b.CreateCall(callee_size(callee), {call_dims});
       callees = b.CreateSelect(b.CreateICmpUGT(need, callees), need, callees);
     }
   b.CreateRet(b.CreateAdd(total, callees));
+}
+
+Value *call_dims_array(llvm::IRBuilder<> &b, llvm::IRBuilder<> &entry, Value *dims, const Graph &caller,
+                       const Node &node, const std::vector<std::string> &symbols,
+                       const std::function<Value *(const Dim &)> &dims_of) {
+  DimBinding binding = call_dim_binding(caller, node);
+  if (binding.empty())
+    return dims;
+  size_t slots = symbols.size() + 1; // the flag after the symbols (graph_dims_array)
+  Value *own = entry.CreateAlloca(b.getInt64Ty(), entry.getInt64(static_cast<int64_t>(slots)));
+  b.CreateMemCpy(own, llvm::MaybeAlign(8), dims, llvm::MaybeAlign(8), slots * 8);
+  for (const auto &[symbol, dim] : binding) {
+    auto pos = std::find(symbols.begin(), symbols.end(), symbol);
+    if (pos == symbols.end())
+      throw Error(ErrorCode::Internal, "codegen: the call-bound symbol '" + symbol + "' has no slot in the dims array");
+    b.CreateStore(dims_of(dim), b.CreateConstGEP1_64(b.getInt64Ty(), own, static_cast<uint64_t>(pos - symbols.begin())));
+  }
+  return own;
+}
+
+void merge_call_dims_flag(llvm::IRBuilder<> &b, Value *dims, Value *own, size_t symbols) {
+  if (own == dims)
+    return;
+  Value *flag = b.CreateConstGEP1_64(b.getInt64Ty(), dims, symbols);
+  Value *theirs = b.CreateLoad(b.getInt64Ty(), b.CreateConstGEP1_64(b.getInt64Ty(), own, symbols));
+  b.CreateStore(b.CreateOr(b.CreateLoad(b.getInt64Ty(), flag), theirs), flag);
 }
 
 } // namespace maxc::codegen

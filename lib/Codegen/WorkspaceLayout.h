@@ -47,6 +47,22 @@ private:
   std::map<Dim, llvm::Value *> polynomials_;
 };
 
+/// The dims array a call (`node`, a node of `caller`) runs its body on: the
+/// caller's `dims` itself when the call binds no body symbol to another dim
+/// (call_dim_binding, Ops/CallBinding.h: every call traced with its
+/// operands' types), else a per-call copy — a stack array in `entry`'s
+/// function, the caller's `symbols.size()` slots and the flag slot after
+/// them copied at `b`, each bound symbol's slot set to the caller's value of
+/// its dim (`dims_of`).
+llvm::Value *call_dims_array(llvm::IRBuilder<> &b, llvm::IRBuilder<> &entry, llvm::Value *dims, const Graph &caller,
+                             const Node &node, const std::vector<std::string> &symbols,
+                             const std::function<llvm::Value *(const Dim &)> &dims_of);
+
+/// After a call ran on the per-call copy `own` of `dims` (call_dims_array):
+/// a defined symbol out of its bound inside the body raised the copy's flag
+/// slot (index symbols.size()); raise the caller's too.
+void merge_call_dims_flag(llvm::IRBuilder<> &b, llvm::Value *dims, llvm::Value *own, size_t symbols);
+
 /// The workspace of one graph in one function: slots in plan order, each
 /// rounded up to 64 bytes; offsets computed once, in the entry block.
 class WorkspaceLayout {
@@ -58,7 +74,8 @@ public:
   llvm::Value *slots_end();
 
   /// Fills `fn` (i64 (ptr dims)): graph g's slots plus the largest need of
-  /// the subgraphs it calls (`callee_size` gives their size functions).
+  /// the subgraphs it calls (`callee_size` gives their size functions),
+  /// each call with a binding on its per-call dims array.
   static void emit_size_function(llvm::Function *fn, const Graph &g, const LoweringPlan &plan,
                                  const std::vector<std::string> &symbols,
                                  const std::function<llvm::Function *(const Graph *)> &callee_size);

@@ -45,8 +45,16 @@ void bind_input_dims(const Graph &graph, const std::vector<HostTensor> &inputs, 
 void Interpreter::execute(const Graph &graph, std::vector<std::optional<HostTensor>> &env, DimBindings &dims,
                           size_t first_node) {
   env.resize(graph.num_values());
+  // A body's input symbols bind from its operands, per call: a body with
+  // dims of its own (CallBinding.h) takes new values each call, and a body
+  // traced with its caller's types rebinds the same values.
   auto run_graph = [&dims](const Graph &sub, const std::vector<HostTensor> &args) {
-    return Interpreter::run(sub, args, dims);
+    DimBindings local = dims;
+    for (ValueId id : sub.input_ids())
+      for (const Dim &d : sub.type_of(id).shape)
+        if (d.is_symbol())
+          local.erase(d.symbol());
+    return Interpreter::run(sub, args, local);
   };
   const auto &nodes = graph.nodes();
   for (size_t n = first_node; n < nodes.size(); ++n) {

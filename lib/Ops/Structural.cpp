@@ -2,6 +2,7 @@
 #include "Families.h"
 #include "OpHelpers.h"
 #include "maxc/IR/Graph.h"
+#include "maxc/Ops/CallBinding.h"
 #include "maxc/Ops/Ops.h"
 #include "maxc/Realization/GraphRealizationContext.h"
 
@@ -24,17 +25,19 @@ OpDef call_op() {
     const Graph *sub = c.graph ? c.graph->find_subgraph(callee) : nullptr;
     if (!sub)
       throw Error(ErrorCode::InvalidGraph, "call: no subgraph named '" + callee + "'");
-    const auto &inputs = sub->input_ids();
-    if (inputs.size() != c.operands.size())
-      throw Error(ErrorCode::OperandCount, "call @" + callee + ": expected " + std::to_string(inputs.size()) +
-                                               " operands, got " + std::to_string(c.operands.size()));
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (sub->type_of(inputs[i]) != c.operands[i])
-        fail_shape("call @" + callee, "operand " + std::to_string(i) + " is " + c.operands[i].to_string() +
-                                          ", the subgraph expects " + sub->type_of(inputs[i]).to_string());
+    // The body's own dims bind to the operands' (CallBinding.h); a body
+    // traced with its operands' types binds each symbol to itself.
+    DimBinding binding = bind_body_inputs(*sub, c.operands, "call @" + callee);
+    bool identity = std::all_of(binding.begin(), binding.end(),
+                                [](const auto &b) { return b.second == Dim(b.first); });
     std::vector<TensorType> out;
-    for (ValueId id : sub->output_ids())
-      out.push_back(sub->type_of(id));
+    for (ValueId id : sub->output_ids()) {
+      TensorType t = sub->type_of(id);
+      if (!identity)
+        for (Dim &d : t.shape)
+          d = d.substitute(binding);
+      out.push_back(t);
+    }
     return out;
   };
   def.reference = [](const ReferenceContext &c) {

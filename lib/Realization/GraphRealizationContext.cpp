@@ -168,8 +168,11 @@ TensorTree GraphRealizationContext::call(const CallOptions &options, const Subgr
   } else {
     auto sub = std::make_shared<Graph>(options.name.empty() ? (options.key.empty() ? "subgraph" : options.key)
                                                             : options.name);
+    if (!options.arg_types.empty() && options.arg_types.size() != args.size())
+      throw Error(ErrorCode::InvalidArgument, "subgraph call: " + std::to_string(options.arg_types.size()) +
+                                                  " argument types for " + std::to_string(args.size()) + " arguments");
     for (size_t i = 0; i < input_types.size(); ++i)
-      sub->add_input(input_types[i], input_names[i]);
+      sub->add_input(i < options.arg_types.size() ? options.arg_types[i] : input_types[i], input_names[i]);
     {
       GraphRealizationContext body_ctx(*sub, *this, BodyTag{});
       std::vector<Tensor> body_args;

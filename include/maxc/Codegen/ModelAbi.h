@@ -78,12 +78,21 @@ struct ModelInterface {
   std::vector<std::string> defined_symbols;
   /// Each defined symbol's upper bound (what buffers are sized by).
   std::vector<int64_t> defined_bounds;
-  /// The compiled functions' dims array: symbols, then defined_symbols.
+  /// Symbols a call binds per call (a body's own dims, Ops/CallBinding.h):
+  /// no parameter; slots after `defined_symbols`, which each such call sets
+  /// in a copy of its caller's array (the per-call dims array).
+  std::vector<std::string> call_symbols;
+  /// The compiled functions' dims array: symbols, then defined_symbols,
+  /// then call_symbols (followed by one flag slot when any of the last two
+  /// exist: graph_dims_array).
   std::vector<std::string> dims_array() const {
     std::vector<std::string> all = symbols;
     all.insert(all.end(), defined_symbols.begin(), defined_symbols.end());
+    all.insert(all.end(), call_symbols.begin(), call_symbols.end());
     return all;
   }
+  /// The dims array's slots after the parameters (defined and call symbols).
+  size_t internal_dims() const { return defined_symbols.size() + call_symbols.size(); }
   /// The model's state (a KV cache; IR/SymbolTable.h): NAME_state_create,
   /// NAME_step... are exported, and NAME_run checks length + advance <=
   /// capacity. Its buffers are the inputs with `state` set.

@@ -90,6 +90,11 @@ struct CallOptions {
   std::string instance;
   /// Preferred subgraph name (defaults to the key, or "subgraph").
   std::string name;
+  /// The types the body is traced with for the arguments (one per
+  /// argument; empty: the arguments' own). A bare symbol of its own
+  /// ("[m, 8]") makes the body one function for calls of every size: each
+  /// call binds m to its argument's dim (Ops/CallBinding.h; per-call dims).
+  std::vector<TensorType> arg_types;
 };
 
 class GraphRealizationContext : public RealizationContext {

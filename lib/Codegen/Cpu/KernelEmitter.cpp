@@ -847,7 +847,10 @@ private:
     const std::vector<size_t> *wino = nullptr;
     if (auto it = mod_.winograd_inputs.find(*call_body_name(node)); it != mod_.winograd_inputs.end())
       wino = &it->second;
-    emit_body_call(call_body(g_, node), node.operands, node.results, wino);
+    // A call binding the body's own dims runs it on a per-call dims array.
+    Value *dims = call_dims_array(b_, entry_b_, dims_, g_, node, mod_.symbols, [&](const Dim &d) { return dim(d); });
+    emit_body_call(call_body(g_, node), node.operands, node.results, wino, dims);
+    merge_call_dims_flag(b_, dims_, dims, mod_.symbols.size());
   }
 
   /// A branch: loads the predicate and calls the taken body's function with
@@ -866,7 +869,7 @@ private:
     std::vector<ValueId> captures(node.operands.begin() + kBranchFirstInput, node.operands.end());
     for (int i = 0; i < 2; ++i) {
       b_.SetInsertPoint(i == 0 ? then_bb : else_bb);
-      emit_body_call(bodies[i], captures, node.results, nullptr);
+      emit_body_call(bodies[i], captures, node.results, nullptr, dims_);
       b_.CreateBr(done);
     }
     b_.SetInsertPoint(done);
@@ -970,9 +973,10 @@ private:
 
   /// Calls `callee`'s function with `args`, then `results`, then the
   /// Winograd weights of the args `wino` lists (null: none) as its buffer
-  /// table, in the workspace after this function's slots.
+  /// table, on the dims array `dims`, in the workspace after this
+  /// function's slots.
   void emit_body_call(const Graph *callee, const std::vector<ValueId> &args, const std::vector<ValueId> &results,
-                      const std::vector<size_t> *wino) {
+                      const std::vector<size_t> *wino, Value *dims) {
     EmittedGraph fns = mod_.functions.at(callee);
     size_t count = args.size() + results.size() + (wino ? wino->size() : 0);
     // The buffer table lives in the entry block. Weights (constants) are
@@ -1018,7 +1022,7 @@ private:
     for (size_t i = 0; run_time_weights() && i < wino_names.size(); ++i)
       b_.CreateStore(winograd_pointer(wino_names[i], wino_tiles[i]), b_.CreateConstGEP1_64(b_.getPtrTy(), table, buffers.size() + i));
     Value *callee_ws = b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slots_end());
-    b_.CreateCall(fns.run, {table, dims_, callee_ws});
+    b_.CreateCall(fns.run, {table, dims, callee_ws});
   }
 
   /// A pointer to v's elements, materializing a fused value into a scratch

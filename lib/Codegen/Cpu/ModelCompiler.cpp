@@ -93,13 +93,13 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, const std:
       b.CreateCall(module.getOrInsertFunction(m.name + ".rt.profile_run", b.getVoidTy()));
     // The graph functions' dims: a slot more per symbol a node defines.
     llvm::Value *caller_dims = dims;
-    dims = codegen::graph_dims_array(b, dims, ndims, m.defined_symbols.size());
+    dims = codegen::graph_dims_array(b, dims, ndims, m.internal_dims());
     // After a run: a defined symbol out of its bound fails it; the values
     // go back to the caller when an output's size names them.
     auto finish = [&] {
       if (!m.defined_symbols.empty())
-        fail_if(codegen::defined_symbols_failed(b, dims, caller_dims, ndims, m.defined_symbols.size(),
-                                                reports_defined_symbols(m)),
+        fail_if(codegen::defined_symbols_failed(b, dims, caller_dims, ndims, m.internal_dims(),
+                                                m.defined_symbols.size(), reports_defined_symbols(m)),
                 RunStatus::invalid_dim);
       b.CreateRet(b.getInt32(0));
     };
@@ -153,7 +153,9 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, const std:
       codegen::return_if(b, b.CreateICmpSLT(variant, b.getInt32(0)), b.getInt64(-1));
     }
     codegen::return_if(b, codegen::dims_invalid(b, dims, m.symbols, m.workspace_bound), b.getInt64(-1));
-    b.CreateRet(call(variant, &codegen::EmittedGraph::workspace_size, {dims}));
+    // The graph functions' whole array (calls copy it: per-call dims).
+    b.CreateRet(call(variant, &codegen::EmittedGraph::workspace_size,
+                     {codegen::graph_dims_array(b, dims, ndims, m.internal_dims())}));
   }
 
   if (m.state) {

@@ -86,10 +86,11 @@ std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &lowered, c
     return_if(b, state_overflows(b, fn->getArg(1), abi.symbols, *abi.state),
               b.getInt32(static_cast<int32_t>(RunStatus::state_full)));
   }
-  llvm::Value *dims = graph_dims_array(b, fn->getArg(1), abi.symbols.size(), abi.defined_symbols.size());
+  llvm::Value *dims = graph_dims_array(b, fn->getArg(1), abi.symbols.size(), abi.internal_dims());
   auto report = [&] { // the defined symbols an output's size names, back to the caller
     if (reports_defined_symbols(abi))
-      (void)defined_symbols_failed(b, dims, fn->getArg(1), abi.symbols.size(), abi.defined_symbols.size(), true);
+      (void)defined_symbols_failed(b, dims, fn->getArg(1), abi.symbols.size(), abi.internal_dims(),
+                                   abi.defined_symbols.size(), true);
   };
   auto *own = llvm::BasicBlock::Create(context, "own_workspace", fn);
   auto *given = llvm::BasicBlock::Create(context, "given_workspace", fn);
@@ -119,7 +120,7 @@ std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &lowered, c
     for (size_t i = 0; i < ndims; ++i)
       b.CreateStore(size_fn->getArg(static_cast<unsigned>(i)), b.CreateConstGEP1_64(i64, values, i));
     return_if(b, dims_invalid(b, values, abi.symbols, abi.workspace_bound), b.getInt64(-1));
-    b.CreateRet(b.CreateCall(root.workspace_size, {graph_dims_array(b, values, ndims, abi.defined_symbols.size())}));
+    b.CreateRet(b.CreateCall(root.workspace_size, {graph_dims_array(b, values, ndims, abi.internal_dims())}));
     HostStateTarget state(fn);
     emit_state_entry_points(*module, abi, size_fn, state);
   }

@@ -123,7 +123,11 @@ private:
     b_.SetInsertPoint(done);
   }
 
-  Value *emit_call(const Node &node) { return emit_body_call(call_body(g_, node), node.operands, node.results); }
+  /// A call; one binding the body's own dims runs it on a per-call dims array.
+  Value *emit_call(const Node &node) {
+    Value *dims = call_dims_array(b_, entry_b_, dims_, g_, node, symbols_, [&](const Dim &d) { return dim(d); });
+    return emit_body_call(call_body(g_, node), node.operands, node.results, dims);
+  }
 
   /// A branch: its predicate copied to the host, then the taken body's
   /// launch sequence with the captures and results as its buffers.
@@ -145,7 +149,7 @@ private:
     std::vector<ValueId> captures(node.operands.begin() + kBranchFirstInput, node.operands.end());
     for (int i = 0; i < 2; ++i) {
       b_.SetInsertPoint(i == 0 ? then_bb : else_bb);
-      fail_if_nonzero(emit_body_call(bodies[i], captures, node.results));
+      fail_if_nonzero(emit_body_call(bodies[i], captures, node.results, dims_));
       b_.CreateBr(done);
     }
     b_.SetInsertPoint(done);
@@ -256,7 +260,8 @@ private:
 
   /// Calls `callee`'s host function with `args`, then `results`, as its
   /// buffers, in the workspace after this graph's slots.
-  Value *emit_body_call(const Graph *callee, const std::vector<ValueId> &args, const std::vector<ValueId> &results) {
+  Value *emit_body_call(const Graph *callee, const std::vector<ValueId> &args, const std::vector<ValueId> &results,
+                        Value *dims) {
     std::vector<ValueId> buffers(args.begin(), args.end());
     buffers.insert(buffers.end(), results.begin(), results.end());
     Value *table = entry_b_.CreateAlloca(b_.getPtrTy(), entry_b_.getInt64(static_cast<int64_t>(std::max<size_t>(buffers.size(), 1))));
@@ -266,7 +271,7 @@ private:
       b_.CreateStore(pointer_of(buffers[i]), b_.CreateConstGEP1_64(b_.getPtrTy(), table, i));
     }
     Value *callee_ws = b_.CreateGEP(b_.getInt8Ty(), workspace_, layout_->slots_end());
-    return b_.CreateCall(functions_.at(callee).run, {table, dims_, callee_ws, context_});
+    return b_.CreateCall(functions_.at(callee).run, {table, dims, callee_ws, context_});
   }
 
   llvm::LLVMContext &ctx_;

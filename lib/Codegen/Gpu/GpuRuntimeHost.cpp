@@ -467,12 +467,13 @@ private:
       }
       // The graph functions' dims: a slot more per symbol a node defines.
       llvm::Value *caller_dims = dims;
-      dims = graph_dims_array(b_, dims, ndims, iface_.defined_symbols.size());
+      dims = graph_dims_array(b_, dims, ndims, iface_.internal_dims());
       // The defined symbols an output's size names, back to the caller
       // (the host code fails the run itself when one is out of bound).
       auto report = [&] {
         if (reports_defined_symbols(iface_))
-          (void)defined_symbols_failed(b_, dims, caller_dims, ndims, iface_.defined_symbols.size(), true);
+          (void)defined_symbols_failed(b_, dims, caller_dims, ndims, iface_.internal_dims(),
+                                       iface_.defined_symbols.size(), true);
       };
       if (api_.runtime == GpuRuntime::cuda) // the calling thread may have another context current
         b_.CreateCall(rt("cuCtxSetCurrent", i32, {ptr}), {b_.CreateLoad(ptr, field(ctx, kDeviceContext))});
@@ -524,7 +525,8 @@ private:
       b_.CreateStore(fn->getArg(static_cast<unsigned>(i)), b_.CreateConstGEP1_64(i64, dims, i));
     // -1 for the dims NAME_run rejects with INVALID_DIM.
     fail_if(dims_invalid(b_, dims, iface_.symbols, iface_.workspace_bound), b_.getInt64(-1));
-    b_.CreateRet(b_.CreateCall(root_.workspace_size, {dims}));
+    // The graph functions' whole array (calls copy it: per-call dims).
+    b_.CreateRet(b_.CreateCall(root_.workspace_size, {graph_dims_array(b_, dims, ndims, iface_.internal_dims())}));
   }
 
   void emit_small_functions() {
