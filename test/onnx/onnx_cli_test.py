@@ -499,8 +499,10 @@ def case_symbolic_signal_ops(c):
     a rank-2 signal (frames floor((n - 8) / 4) + 1, positions an iota at run
     time), Slice cutting the symbolic axis short (3:-2), Slice of a constant
     table up to Shape(x)[1] (a symbolic end), ScatterND into the symbolic
-    axis. One model, two lengths, against numpy on the reference, the CPU
-    and the GPU emulator."""
+    axis, CumSum along it (blocks of 512: the sums within each block and
+    of the blocks before it; reverse and exclusive) and along a static axis
+    of 1100 (the same blocks, padded). One model, two lengths, against numpy
+    on the reference, the CPU and the GPU emulator."""
     win = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(8) / 8)).astype(np.float32)
     table = np.linspace(-1, 1, 64, dtype=np.float32).reshape(1, 64)
     i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)
@@ -514,8 +516,12 @@ def case_symbolic_signal_ops(c):
              helper.make_node("Unsqueeze", ["len", "zero1"], ["end"], name="end"),
              helper.make_node("Slice", ["table", "zero1", "end", "ax1"], ["pe"], name="pe"),
              helper.make_node("Add", ["x", "pe"], ["xpe"], name="xpe"),
-             helper.make_node("ScatterND", ["x", "idx", "upd"], ["sc"], name="scatter")]
-    g = helper.make_graph(nodes, "sig", [vi_f("x", [1, "n"])], [vi_f(o, None) for o in ("spec", "mid", "xpe", "sc")],
+             helper.make_node("ScatterND", ["x", "idx", "upd"], ["sc"], name="scatter"),
+             helper.make_node("CumSum", ["x", "one"], ["cs"], name="cs"),
+             helper.make_node("CumSum", ["x", "one"], ["csr"], name="csr", reverse=1, exclusive=1),
+             helper.make_node("CumSum", ["z", "one"], ["csz"], name="csz", exclusive=1)]
+    outs = ("spec", "mid", "xpe", "sc", "cs", "csr", "csz")
+    g = helper.make_graph(nodes, "sig", [vi_f("x", [1, "n"]), vi_f("z", [2, 1100])], [vi_f(o, None) for o in outs],
                           inits)
     p = c.save(helper.make_model(g, opset_imports=OPSET), "sig.onnx")
     rng = np.random.default_rng(29)
@@ -526,9 +532,12 @@ def case_symbolic_signal_ops(c):
         spec = np.fft.rfft(f.astype(np.float64), axis=-1)
         sc = X.copy()
         sc[0, 1], sc[0, 4] = 5, -3
+        Z = rng.standard_normal((2, 1100)).astype(np.float32)
+        cz = np.cumsum(Z.astype(np.float64), 1)
         want = {"spec": np.stack([spec.real, spec.imag], -1)[None].astype(np.float32), "mid": X[:, 3:-2],
-                "xpe": X + table[:, :n], "sc": sc}
-        run_devices(c, "sig%d" % n, p, {"x": X}, want, devices=devices, rtol=1e-5, atol=1e-5)
+                "xpe": X + table[:, :n], "sc": sc, "cs": np.cumsum(X, 1),
+                "csr": (np.cumsum(X[:, ::-1], 1)[:, ::-1] - X), "csz": (cz - Z).astype(np.float32)}
+        run_devices(c, "sig%d" % n, p, {"x": X, "z": Z}, want, devices=devices, rtol=1e-5, atol=1e-4)
 
 
 def case_symbolic_image_size(c):
