@@ -245,10 +245,41 @@ private:
       if (plan_.values[v].storage == Storage::fused)
         continue;
       DType dtype = g_.type_of(v).dtype;
-      parallel_loop_nest(g_.type_of(v).shape, element_cost(node, v), [&](const Index &idx) {
-        store_element(dtype, pointer_of(v), linear_index(idx, dims_of(v)), node_element(node, r, idx));
-      });
+      parallel_loop_nest(
+          g_.type_of(v).shape, element_cost(node, v),
+          [&](const Index &idx) {
+            store_element(dtype, pointer_of(v), linear_index(idx, dims_of(v)), node_element(node, r, idx));
+          },
+          stored_scalars_read(node));
     }
+  }
+
+  /// The stored one-element values the fused expression of `node` reads (a
+  /// scale or zero point computed by an earlier kernel: DynamicQuantize-
+  /// Linear's). parallel_loop_nest loads them once per task: loaded in the
+  /// loop, each store of the result (the same workspace) may alias them,
+  /// which kept the loop scalar (a quantization of Whisper's encoder states
+  /// took 30x a vector loop's time).
+  std::vector<ValueId> stored_scalars_read(const Node &node) const {
+    std::vector<ValueId> out, work(node.operands.begin(), node.operands.end());
+    std::set<ValueId> seen;
+    while (!work.empty() && seen.size() < 4096) {
+      ValueId v = work.back();
+      work.pop_back();
+      if (!seen.insert(v).second || element_overrides_.count(v))
+        continue;
+      if (plan_.values[v].storage != Storage::fused) {
+        const Shape &shape = g_.type_of(v).shape;
+        if (std::all_of(shape.begin(), shape.end(), [](const Dim &d) { return d.is_static() && d.value() == 1; }))
+          out.push_back(v);
+        continue;
+      }
+      const ValueInfo &info = g_.value_info(v);
+      if (info.producer >= 0)
+        for (ValueId o : g_.nodes()[static_cast<size_t>(info.producer)].operands)
+          work.push_back(o);
+    }
+    return out;
   }
 
   /// A float sum / mean / max / min over axes that keep the operand's last
@@ -792,7 +823,8 @@ private:
   /// body(idx) for every index of `shape`, as emit_parallel_rows' rows: the
   /// leading dims are the rows (all but the last, or but the last two when
   /// the last is a small constant), `element_cost` units per element.
-  void parallel_loop_nest(const Shape &shape, Value *element_cost, const std::function<void(const Index &)> &body) {
+  void parallel_loop_nest(const Shape &shape, Value *element_cost, const std::function<void(const Index &)> &body,
+                          const std::vector<ValueId> &hoisted = {}) {
     if (shape.empty()) {
       body({});
       return;
@@ -811,11 +843,15 @@ private:
       std::vector<Value *> extents;
       for (const Dim &d : shape)
         extents.push_back(dim(d));
+      for (ValueId h : hoisted) // one-element values read by every element: loaded once
+        element_overrides_[h] = load_element(g_.type_of(h).dtype, pointer_of(h), b_.getInt64(0));
       Value *first = b_.CreateSub(end, begin);
       loop(first, [&](Value *i) {
         Index idx = unflatten(b_.CreateAdd(begin, i), std::vector<Value *>(extents.begin(), extents.begin() + lead));
         loop_nest(std::vector<Value *>(extents.begin(), extents.end()), body, idx);
       });
+      for (ValueId h : hoisted)
+        element_overrides_.erase(h);
     });
   }
 
