@@ -1422,16 +1422,20 @@ private:
   static constexpr int64_t kPointwiseMaxChannels = 64;
   static constexpr int64_t kPointwiseAliasBytes = 4096;
   static constexpr int64_t kPointwiseBlock = 256; // pixels per task, at least one output row
+  static constexpr int64_t kPointwiseBufferBytes = 64 * 1024;
 
   /// Output rows per task of emit_conv_pointwise_blocks, or 0 when it does
   /// not apply.
   static int64_t pointwise_block_rows(const ConvShape &s) {
     if (s.groups != 1 || s.C > kPointwiseMaxChannels || s.O > kPointwiseMaxChannels ||
-        (s.OH * s.OW * 4) % kPointwiseAliasBytes != 0 || s.OW > 4 * kPointwiseBlock)
+        (s.OH * s.OW * 4) % kPointwiseAliasBytes != 0)
       return 0;
     int64_t rows = std::max<int64_t>(1, kPointwiseBlock / s.OW);
     while (s.OH % rows != 0)
       --rows;
+    // The task's two stack buffers, C and O rows of the block: 64 KiB each at most.
+    if (std::max(s.C, s.O) * rows * s.OW * 4 > kPointwiseBufferBytes)
+      return 0;
     return rows;
   }
 
