@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <elf.h>
 #include <set>
 
@@ -302,9 +303,25 @@ uint64_t append_constant(ByteChunks &blob, const Graph &g, const std::string &na
 
 ByteChunks weights_blob(const Graph &lowered, ConstantOffsets &offsets, const ConstantRewrite &rewrite) {
   ByteChunks blob;
+  // Constants that are views of the same bytes (a weight and its reshape,
+  // Transforms/DequantizedMatmul's codes) are written once, when neither
+  // is rewritten (packed) nor made transposed.
+  std::map<std::pair<const std::byte *, size_t>, uint64_t> written;
   auto add = [&](const Graph &g) {
-    for (const std::string &name : read_constants(g))
-      offsets[{&g, name}] = append_constant(blob, g, name, rewrite);
+    for (const std::string &name : read_constants(g)) {
+      std::pair<size_t, ByteChunks::Generator> r = rewrite ? rewrite(g, name) : std::pair<size_t, ByteChunks::Generator>{};
+      const HostTensor &type = g.constant_types().at(name);
+      bool plain = !r.first && type.storage() && !g.transposed_source(name) && type.nbytes() > 0;
+      std::pair<const std::byte *, size_t> key{type.data(), type.nbytes()};
+      if (auto it = plain ? written.find(key) : written.end(); it != written.end()) {
+        offsets[{&g, name}] = it->second;
+        continue;
+      }
+      uint64_t offset = append_constant(blob, g, name, [&r](const Graph &, const std::string &) { return r; });
+      offsets[{&g, name}] = offset;
+      if (plain)
+        written.emplace(key, offset);
+    }
   };
   add(lowered);
   for (const auto &[name, sub] : lowered.subgraphs())

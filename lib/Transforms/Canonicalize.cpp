@@ -3,6 +3,7 @@
 #include "maxc/Ops/Ops.h"
 #include "maxc/Realization/EagerRealizationContext.h"
 #include "maxc/Transforms/ConvTransposeAsMatmul.h"
+#include "maxc/Transforms/DequantizedMatmul.h"
 #include "maxc/Transforms/FuseActivations.h"
 #include "maxc/Transforms/FuseNorms.h"
 
@@ -352,6 +353,7 @@ const std::vector<const RewritePattern *> &canonicalization_patterns() {
     for (const RewritePattern *p : activation_patterns())
       l.push_back(p);
     l.push_back(&conv_transpose_as_matmul_pattern());
+    l.push_back(&dequantized_matmul_pattern());
     return l;
   }();
   return list;

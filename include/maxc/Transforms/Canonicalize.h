@@ -59,6 +59,10 @@
 //   conv-transpose-as-matmul  conv_transpose2d with stride = the sums of the reference in
 //                     kernel → one GEMM + depth-to-space view  another order: f32 rounding
 //                     (ConvTransposeAsMatmul.h)
+//   dequantized-matmul  matmul(a, [transpose](f32(i32(q) -    f32 rounding: the weights within
+//                     i32(zp)) * s)), q an 8-bit constant,     1 ulp of each product (FMA of
+//                     s/zp per tensor or per column, a ≤ 16    code·s − zp·s), the sums another
+//                     static rows → matmul_nbits on the codes  order (DequantizedMatmul.h)
 //
 // A rule fires only where the node's result type stays exactly what it was
 // (a broadcast that widens x keeps the node). An unchanged graph compiles to

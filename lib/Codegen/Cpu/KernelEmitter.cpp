@@ -245,10 +245,41 @@ private:
       if (plan_.values[v].storage == Storage::fused)
         continue;
       DType dtype = g_.type_of(v).dtype;
-      parallel_loop_nest(g_.type_of(v).shape, element_cost(node, v), [&](const Index &idx) {
-        store_element(dtype, pointer_of(v), linear_index(idx, dims_of(v)), node_element(node, r, idx));
-      });
+      parallel_loop_nest(
+          g_.type_of(v).shape, element_cost(node, v),
+          [&](const Index &idx) {
+            store_element(dtype, pointer_of(v), linear_index(idx, dims_of(v)), node_element(node, r, idx));
+          },
+          stored_scalars_read(node));
     }
+  }
+
+  /// The stored one-element values the fused expression of `node` reads (a
+  /// scale or zero point computed by an earlier kernel: DynamicQuantize-
+  /// Linear's). parallel_loop_nest loads them once per task: loaded in the
+  /// loop, each store of the result (the same workspace) may alias them,
+  /// which kept the loop scalar (a quantization of Whisper's encoder states
+  /// took 30x a vector loop's time).
+  std::vector<ValueId> stored_scalars_read(const Node &node) const {
+    std::vector<ValueId> out, work(node.operands.begin(), node.operands.end());
+    std::set<ValueId> seen;
+    while (!work.empty() && seen.size() < 4096) {
+      ValueId v = work.back();
+      work.pop_back();
+      if (!seen.insert(v).second || element_overrides_.count(v))
+        continue;
+      if (plan_.values[v].storage != Storage::fused) {
+        const Shape &shape = g_.type_of(v).shape;
+        if (std::all_of(shape.begin(), shape.end(), [](const Dim &d) { return d.is_static() && d.value() == 1; }))
+          out.push_back(v);
+        continue;
+      }
+      const ValueInfo &info = g_.value_info(v);
+      if (info.producer >= 0)
+        for (ValueId o : g_.nodes()[static_cast<size_t>(info.producer)].operands)
+          work.push_back(o);
+    }
+    return out;
   }
 
   /// A float sum / mean / max / min over axes that keep the operand's last
@@ -792,7 +823,8 @@ private:
   /// body(idx) for every index of `shape`, as emit_parallel_rows' rows: the
   /// leading dims are the rows (all but the last, or but the last two when
   /// the last is a small constant), `element_cost` units per element.
-  void parallel_loop_nest(const Shape &shape, Value *element_cost, const std::function<void(const Index &)> &body) {
+  void parallel_loop_nest(const Shape &shape, Value *element_cost, const std::function<void(const Index &)> &body,
+                          const std::vector<ValueId> &hoisted = {}) {
     if (shape.empty()) {
       body({});
       return;
@@ -811,11 +843,15 @@ private:
       std::vector<Value *> extents;
       for (const Dim &d : shape)
         extents.push_back(dim(d));
+      for (ValueId h : hoisted) // one-element values read by every element: loaded once
+        element_overrides_[h] = load_element(g_.type_of(h).dtype, pointer_of(h), b_.getInt64(0));
       Value *first = b_.CreateSub(end, begin);
       loop(first, [&](Value *i) {
         Index idx = unflatten(b_.CreateAdd(begin, i), std::vector<Value *>(extents.begin(), extents.begin() + lead));
         loop_nest(std::vector<Value *>(extents.begin(), extents.end()), body, idx);
       });
+      for (ValueId h : hoisted)
+        element_overrides_.erase(h);
     });
   }
 
@@ -1329,6 +1365,8 @@ private:
     ConvShape s = conv_shape(node);
     bool direct = conv_uses_direct(g_, node);
     bool pointwise = !direct && conv_is_pointwise(g_, node);
+    if (pointwise && pointwise_block_rows(s) > 0)
+      return emit_conv_pointwise_blocks(node, s);
     Value *scratch = pointwise ? nullptr
                                : b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(plan_.scratch_slot));
     size_t n_index = node_index(node);
@@ -1366,6 +1404,96 @@ private:
                     b_.getInt64(K), b_.getInt64(P), b_.getInt64(P), mod_.lanes, mod_.prefix,
                     epi ? &epi->gemm : nullptr};
       emit_gemm_f32(b_, args);
+    });
+  }
+
+  /// A pointwise conv (1x1, stride 1, no padding) with few channels whose
+  /// planes are a multiple of 4 KiB (BlazeFace's 24 channels at 128x128: 64
+  /// KiB planes). The GEMM [O, C] x [C, P] reads B's rows, writes C's and its
+  /// epilogue reads a residual's all a plane apart, so each 32-column panel
+  /// touches 3 x 24 lines that map to the same L1 and L2 sets: they evict
+  /// each other and the prefetchers' lines (2.3x the time of a 120x120
+  /// plane per pixel). Here tasks of whole output rows (about
+  /// kPointwiseBlock pixels) copy the block's
+  /// C input rows into a contiguous buffer (one row at a time: sequential
+  /// streams), run the GEMM into a second one (B read in place, serial),
+  /// then apply the bias and the plan's epilogue one output row at a time.
+  /// The same GEMM sums per output element at any thread count.
+  static constexpr int64_t kPointwiseMaxChannels = 64;
+  static constexpr int64_t kPointwiseAliasBytes = 4096;
+  static constexpr int64_t kPointwiseBlock = 256; // pixels per task, at least one output row
+  static constexpr int64_t kPointwiseBufferBytes = 64 * 1024;
+
+  /// Output rows per task of emit_conv_pointwise_blocks, or 0 when it does
+  /// not apply.
+  static int64_t pointwise_block_rows(const ConvShape &s) {
+    if (s.groups != 1 || s.C > kPointwiseMaxChannels || s.O > kPointwiseMaxChannels ||
+        (s.OH * s.OW * 4) % kPointwiseAliasBytes != 0)
+      return 0;
+    int64_t rows = std::max<int64_t>(1, kPointwiseBlock / s.OW);
+    while (s.OH % rows != 0)
+      --rows;
+    // The task's two stack buffers, C and O rows of the block: 64 KiB each at most.
+    if (std::max(s.C, s.O) * rows * s.OW * 4 > kPointwiseBufferBytes)
+      return 0;
+    return rows;
+  }
+
+  void emit_conv_pointwise_blocks(const Node &node, const ConvShape &s) {
+    ValueId x = node.operands[0], w = node.operands[1], out = node.results[0];
+    ValueId bias = node.operands.size() > 2 ? node.operands[2] : kNoValue;
+    size_t n_index = node_index(node);
+    auto it = plan_.epilogues.find(n_index);
+    ValueId r = it == plan_.epilogues.end() ? kNoValue : it->second; // the chain's stored value
+    ValueId stored = r == kNoValue ? out : r;
+    const int64_t P = s.OH * s.OW, R = pointwise_block_rows(s), W = R * s.OW, blocks = s.OH / R;
+    Value *rows = b_.CreateMul(dim(g_.type_of(x).shape[0]), b_.getInt64(blocks));
+    Value *row_cost = b_.getInt64(std::max<int64_t>(1, W * s.O * s.C / 4));
+    emit_parallel_rows(rows, row_cost, [&](Value *begin, Value *end) {
+      llvm::Type *f32 = b_.getFloatTy();
+      auto *xbuf = llvm::cast<llvm::AllocaInst>(local(llvm::ArrayType::get(f32, static_cast<uint64_t>(s.C * W))));
+      auto *cbuf = llvm::cast<llvm::AllocaInst>(local(llvm::ArrayType::get(f32, static_cast<uint64_t>(s.O * W))));
+      xbuf->setAlignment(llvm::Align(64));
+      cbuf->setAlignment(llvm::Align(64));
+      Value *xptr = pointer_of(x), *wptr = pointer_of(w), *optr = pointer_of(stored);
+      auto i64 = [&](int64_t v) { return b_.getInt64(v); };
+      loop(b_.CreateSub(end, begin), [&](Value *i) {
+        Value *t = b_.CreateAdd(begin, i);
+        Value *n = b_.CreateUDiv(t, i64(blocks));
+        Value *y0 = b_.CreateMul(b_.CreateURem(t, i64(blocks)), i64(R));
+        Value *x_n = b_.CreateGEP(f32, xptr, b_.CreateMul(n, i64(s.C * P)));
+        loop(i64(s.C), [&](Value *c) { // the block's input rows, one at a time
+          Value *src = b_.CreateGEP(f32, x_n, b_.CreateAdd(b_.CreateMul(c, i64(P)), b_.CreateMul(y0, i64(s.OW))));
+          b_.CreateMemCpy(b_.CreateGEP(f32, xbuf, b_.CreateMul(c, i64(W))), llvm::MaybeAlign(4), src, llvm::MaybeAlign(4),
+                          i64(W * 4));
+        });
+        GemmArgs args{wptr, xbuf, cbuf, i64(s.O), i64(W), i64(s.C), i64(s.C), i64(W), i64(W), mod_.lanes, mod_.prefix,
+                      nullptr};
+        args.serial = true;
+        emit_gemm_f32(b_, args);
+        // The bias and the plan's chain, one output row at a time.
+        loop(i64(s.O), [&](Value *o) {
+          Value *bias_o = bias == kNoValue ? nullptr : element(bias, {o});
+          loop(i64(R), [&](Value *dy) {
+            Value *oy = b_.CreateAdd(y0, dy);
+            Value *crow = b_.CreateGEP(f32, cbuf, b_.CreateAdd(b_.CreateMul(o, i64(W)), b_.CreateMul(dy, i64(s.OW))));
+            Value *orow = b_.CreateMul(b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(n, i64(s.O)), o), i64(s.OH)), oy),
+                                       i64(s.OW));
+            loop(i64(s.OW), [&](Value *ox) {
+              Value *v = b_.CreateAlignedLoad(f32, b_.CreateGEP(f32, crow, ox), llvm::Align(4));
+              if (bias_o)
+                v = b_.CreateFAdd(v, bias_o);
+              if (r != kNoValue) {
+                element_overrides_[out] = v;
+                const ValueInfo &info = g_.value_info(r);
+                v = node_element(g_.nodes()[info.producer], info.index, Index{n, o, oy, ox});
+                element_overrides_.erase(out);
+              }
+              store_element(g_.type_of(stored).dtype, optr, b_.CreateAdd(orow, ox), v);
+            });
+          });
+        });
+      });
     });
   }
 

@@ -114,6 +114,13 @@ TEST_CASE("conv kernels: im2col + GEMM vs the interpreter", "[codegen][conv]") {
       {"1x1 s1 pointwise (x is the GEMM's B), batch 2", {2, 7, 5, 9}, {13, 7, 1, 1}, opts({1, 1}, {0, 0}, {1, 1}, 1),
        true, true},
       {"1x1 s1 pointwise without bias", {1, 3, 1, 33}, {8, 3, 1, 1}, opts({1, 1}, {0, 0}, {2, 2}, 1), false, false},
+      // Planes a multiple of 4 KiB: blocks of whole output rows (emit_conv_pointwise_blocks).
+      {"1x1 pointwise, 4 KiB planes, 8 rows per block, batch 2", {2, 8, 32, 32}, {12, 8, 1, 1},
+       opts({1, 1}, {0, 0}, {1, 1}, 1), true, true},
+      {"1x1 pointwise, 4 KiB planes, 4 rows per block, no bias", {1, 5, 16, 64}, {3, 5, 1, 1},
+       opts({1, 1}, {0, 0}, {1, 1}, 1), false, false},
+      {"1x1 pointwise, 16 KiB planes, one 512-pixel row per block", {1, 6, 8, 512}, {4, 6, 1, 1},
+       opts({1, 1}, {0, 0}, {1, 1}, 1), true, false},
       {"3x3 s3, dilation 2, asymmetric pad", {1, 4, 17, 16}, {5, 4, 3, 3}, opts({3, 1}, {2, 0, 1, 3}, {2, 2}, 1), true,
        true},
       {"window wider than the input (all padding at the edges)", {1, 2, 3, 2}, {3, 2, 5, 5},
@@ -185,4 +192,22 @@ TEST_CASE("conv kernels: implicit im2col blocks (conv_block_plan): same bits at 
   CHECK(plan_of({1, 4, 12, 32}, {8, 4, 3, 3}, opts({1, 1}, {1, 1}, {1, 1}, 1)) == 0); // 6 blocks of 2 rows
   CHECK(plan_of({1, 4, 40, 28}, {8, 4, 3, 3}, opts({1, 1}, {1, 1}, {1, 1}, 1)) == 0); // 28-112 columns
   CHECK(plan_of({1, 4, 14, 32}, {8, 4, 3, 3}, opts({1, 1}, {1, 1}, {1, 1}, 1)) == 7); // 7 blocks of 2 rows
+}
+
+TEST_CASE("conv kernels: a pointwise conv on 4 KiB planes with a residual add (BlazeFace's block)", "[codegen][conv]") {
+  // relu(x + conv1x1(x) + b) at 24 channels: the residual read at the
+  // conv's (n, o, oy, ox) in the blocked kernel's epilogue.
+  std::vector<HostTensor> in = {random_tensor(DType::f32, {2, 24, 32, 32}), random_tensor(DType::f32, {24, 24, 1, 1}),
+                                random_tensor(DType::f32, {24})};
+  auto g = trace_graph(types_of(in), [&](auto &t) {
+    return std::vector<Tensor>{ops::relu(t[0] + ops::conv2d(t[0], t[1], t[2], opts({1, 1}, {0, 0}, {1, 1}, 1)))};
+  });
+  std::vector<HostTensor> expected = Interpreter::run(*g, in);
+  std::vector<HostTensor> serial = run_compiled(*g, in);
+  std::string m = compare(serial[0], expected[0], kRtol, kAtol);
+  INFO(m);
+  CHECK(m.empty());
+  m = compare(run_compiled_two_threads(*g, in)[0], serial[0], 0, 0);
+  INFO("two threads vs one: " << m);
+  CHECK(m.empty());
 }

@@ -318,3 +318,24 @@ TEST_CASE("whole-tensor min and max: last NaN, first zero, bit for bit", "[codeg
   });
   check_configs(*graph, inputs, Interpreter::run(*graph, inputs), 2);
 }
+
+TEST_CASE("a dynamic quantization: the stored scale and zero point loaded once per task", "[codegen][qgemm]") {
+  // Elementwise kernels load the stored one-element values they read before
+  // their loop (stored_scalars_read): bit for bit at 1 and 2 threads.
+  HostTensor x = random_tensor(DType::f32, {3, 50, 40}, -3, 3);
+  auto g = trace_graph(types_of({x}), [](auto &in) {
+    Tensor zero = ops::full(0.0, DType::f32);
+    Tensor lo = ops::minimum(ops::min(in[0], {}), zero), hi = ops::maximum(ops::max(in[0], {}), zero);
+    Tensor scale = ops::div(ops::sub(hi, lo), ops::full(255.0, DType::f32));
+    Tensor zp = ops::round(ops::sub(zero, ops::div(lo, scale)));
+    Tensor q = ops::cast(ops::minimum(ops::maximum(ops::round(ops::div(in[0], scale)) + zp, zero),
+                                      ops::full(255.0, DType::f32)),
+                         DType::u8);
+    return std::vector<Tensor>{q, scale};
+  });
+  auto want = Interpreter::run(*g, {x});
+  for (const auto &got : {run_compiled(*g, {x}), run_compiled_two_threads(*g, {x})}) {
+    MAXC_REQUIRE_CLOSE(got[0], want[0], 0, 0);
+    MAXC_REQUIRE_CLOSE(got[1], want[1], 0, 0);
+  }
+}

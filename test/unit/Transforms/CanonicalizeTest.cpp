@@ -6,6 +6,7 @@
 #include "TestUtil.h"
 
 #include "maxc/Driver/Compile.h"
+#include "maxc/Ops/MatmulNbits.h"
 #include "maxc/Transforms/Canonicalize.h"
 #include "maxc/Transforms/Decompose.h"
 
@@ -780,4 +781,118 @@ TEST_CASE("canonicalized activations compile and match the reference on the CPU 
       MAXC_REQUIRE_CLOSE(got[i], want[i], 1e-5, 1e-6);
     }
   }
+}
+
+namespace {
+
+/// DequantizeLinear as the ONNX importer spells it: f32(i32(q) - i32(zp)) * s
+/// (no zero point: f32(i32(q)) * s).
+Tensor dequant(const Tensor &q, const std::optional<Tensor> &zp, const Tensor &s) {
+  Tensor v = ops::cast(q, DType::i32);
+  if (zp)
+    v = ops::sub(v, ops::cast(*zp, DType::i32));
+  return ops::mul(ops::cast(v, DType::f32), s);
+}
+
+HostTensor scalar_of(DType d, double v) {
+  HostTensor t(d, {});
+  t.set_f64(0, v);
+  return t;
+}
+
+/// dequantized-matmul's bound: the rewritten graph's reference and the CPU
+/// code within f32 rounding of the original's reference (the weights agree
+/// within an ulp of each product; the sums in another order).
+void check_dequantized(const Canonicalized &r, const std::vector<HostTensor> &inputs) {
+  auto want = Interpreter::run(*r.before, inputs);
+  MAXC_REQUIRE_CLOSE(Interpreter::run(*r.after, inputs)[0], want[0], 1e-5, 1e-5);
+  MAXC_REQUIRE_CLOSE(driver::run_on_host("cpu", *r.before, inputs)[0], want[0], 1e-5, 1e-5);
+}
+
+} // namespace
+
+TEST_CASE("dequantized-matmul: Whisper's tied embedding (u8 [N, K], transposed, per-tensor scale)",
+          "[transforms][canonicalize][nbits]") {
+  HostTensor q = random_tensor(DType::u8, {40, 64}, 0, 255), x = random_tensor(DType::f32, {1, 3, 64});
+  HostTensor ids = HostTensor::from_i64(DType::i64, {2}, {3, 7});
+  auto build = [&](auto &in) {
+    Tensor w = Tensor::from_host(q, "embed"), zp = Tensor::from_host(scalar_of(DType::u8, 131), "zp");
+    Tensor s = Tensor::from_host(scalar_of(DType::f32, 0.0123), "scale");
+    Tensor logits = ops::matmul(in[0], dequant(ops::transpose(w, {1, 0}), zp, s));
+    // The embedding read by a gather too (the codes are shared, not copied).
+    return T{logits, dequant(ops::gather(w, in[1]), zp, s)};
+  };
+  Canonicalized r = canonicalize_traced({x, ids}, build);
+  REQUIRE(r.after);
+  CHECK(r.stats.fired["dequantized-matmul"] == 1);
+  CHECK(op_list(*r.after).find("matmul_nbits") != std::string::npos);
+  CHECK(op_list(*r.after).find("transpose") == std::string::npos);
+  const Node *nbits = nullptr;
+  for (const Node &n : r.after->nodes())
+    if (n.op == kMatmulNbitsOp)
+      nbits = &n;
+  REQUIRE(nbits);
+  CHECK(nbits->attrs.get_int("bits") == 8);
+  CHECK(nbits->attrs.get_int("block_size") == 64);
+  CHECK(nbits->operands.size() == 4); // zero point 131, not the default 128
+  const Node *codes = &r.after->nodes()[static_cast<size_t>(r.after->value_info(nbits->operands[1]).producer)];
+  REQUIRE(codes->op == "constant");
+  CHECK(r.after->constant(codes->attrs.get_string("name")).data() == r.before->constant("embed").data());
+  check_dequantized(r, {x, ids});
+}
+
+TEST_CASE("dequantized-matmul: i8 [K, N], per-column scale and zero point, K off the block, transpose_b",
+          "[transforms][canonicalize][nbits]") {
+  const int64_t K = 40, N = 24;
+  HostTensor q = random_tensor(DType::i8, {K, N}, -128, 127), x = random_tensor(DType::f32, {5, K});
+  HostTensor s = random_tensor(DType::f32, {N}, 0.01, 0.1), zp = random_tensor(DType::i8, {N}, -20, 20);
+  SECTION("per column, [K, N]") {
+    Canonicalized r = canonicalize_traced({x}, [&](auto &in) {
+      return T{ops::matmul(in[0], dequant(Tensor::from_host(q), Tensor::from_host(zp), Tensor::from_host(s)))};
+    });
+    REQUIRE(r.after);
+    CHECK(op_list(*r.after) == "matmul_nbits");
+    check_dequantized(r, {x});
+  }
+  SECTION("no zero point, [N, K] read through transpose_b, one row") {
+    HostTensor qnk = random_tensor(DType::i8, {N, K}, -128, 127), s1 = random_tensor(DType::f32, {N, 1}, 0.01, 0.1);
+    HostTensor v = random_tensor(DType::f32, {1, K});
+    Canonicalized r = canonicalize_traced({v}, [&](auto &in) {
+      return T{ops::matmul(in[0], dequant(Tensor::from_host(qnk), std::nullopt, Tensor::from_host(s1)), false, true)};
+    });
+    REQUIRE(r.after);
+    CHECK(op_list(*r.after) == "matmul_nbits");
+    check_dequantized(r, {v});
+  }
+}
+
+TEST_CASE("dequantized-matmul near misses stay a matmul", "[transforms][canonicalize][nbits]") {
+  const int64_t K = 32, N = 16;
+  HostTensor q = random_tensor(DType::u8, {K, N}, 0, 255), x = random_tensor(DType::f32, {2, K});
+  auto zp = [] { return Tensor::from_host(scalar_of(DType::u8, 128)); };
+  // A scale per row of K (along the contraction axis).
+  HostTensor sk = random_tensor(DType::f32, {K, 1}, 0.01, 0.1);
+  check_unchanged({x}, [&](auto &in) {
+    return T{ops::matmul(in[0], dequant(Tensor::from_host(q), zp(), Tensor::from_host(sk)))};
+  });
+  // More rows than a GEMV's (17).
+  HostTensor x17 = random_tensor(DType::f32, {17, K});
+  check_unchanged({x17}, [&](auto &in) {
+    return T{ops::matmul(in[0], dequant(Tensor::from_host(q), zp(), Tensor::from_host(scalar_of(DType::f32, 0.1))))};
+  });
+  // A scale that is no constant (an input).
+  HostTensor s = scalar_of(DType::f32, 0.5);
+  check_unchanged({x, s}, [&](auto &in) {
+    return T{ops::matmul(in[0], dequant(Tensor::from_host(q), zp(), in[1]))};
+  });
+  // An 8-bit subtraction (wraps: not a dequantization).
+  check_unchanged({x}, [&](auto &in) {
+    Tensor d = ops::cast(ops::sub(Tensor::from_host(q), zp()), DType::f32);
+    return T{ops::matmul(in[0], ops::mul(d, Tensor::from_host(scalar_of(DType::f32, 0.1))))};
+  });
+  // Codes that are no constant.
+  HostTensor qin = random_tensor(DType::u8, {K, N}, 0, 255);
+  check_unchanged({x, qin}, [&](auto &in) {
+    return T{ops::matmul(in[0], dequant(in[1], zp(), Tensor::from_host(scalar_of(DType::f32, 0.1))))};
+  });
 }
