@@ -1222,6 +1222,32 @@ private:
         bbatch(bdims.begin(), bdims.end() - 2);
     size_t n_index = node_index(node);
     Value *aptr = pointer_of(a), *bptr = pointer_of(bm), *cptr = gemm_output(n_index, out);
+    // B without batch dims and A with all of C's (no broadcast): the batch
+    // entries' rows are consecutive rows of A and C, so the batch folds
+    // into M — one GEMM of batch x M rows, not a GEMM (a GEMV at M = 1:
+    // torch's [seq, 1, d] @ [d, n] projections) per entry.
+    bool fold = bs.size() == 2 && as.size() == cs.size() && !cbatch.empty();
+    Dim entries(1);
+    for (size_t i = 0; fold && i + 2 < rank; ++i) {
+      fold = as[i] == cs[i];
+      entries = entries * cs[i];
+    }
+    if (fold && !(entries.is_static() && entries.value() == 1)) {
+      Value *rows = m;
+      for (Value *d : cbatch)
+        rows = b_.CreateMul(rows, d);
+      auto epi = make_epilogue(node, n_index, {}, kNoValue, [this, out](const Index &, Value *row, Value *col) {
+        std::vector<Value *> outer = dims_of(out);
+        outer.pop_back();
+        Index idx = unflatten(row, outer);
+        idx.push_back(col);
+        return idx;
+      });
+      GemmArgs args{aptr, bptr, cptr, rows, n, k, k, n, n, mod_.lanes, mod_.prefix, epi ? &epi->gemm : nullptr};
+      args.packed_b = mod_.packed && mod_.packed->packed_value(g_, bm);
+      emit_gemm_f32(b_, args);
+      return;
+    }
     loop_nest(cbatch, [&](const Index &bidx) {
       auto epi = make_epilogue(node, n_index, bidx, kNoValue, [](const Index &prefix, Value *row, Value *col) {
         Index idx = prefix;
