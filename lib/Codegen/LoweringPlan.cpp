@@ -20,6 +20,15 @@ namespace {
 
 bool is_view_op(const std::string &op) { return op_traits(op).has(OpTrait::strided); }
 
+bool pad_only_grows(const Graph &g, const Node &node) {
+  if (node.op != "pad")
+    return false;
+  std::vector<int64_t> pads = node.attrs.get_ints("pads");
+  const Dim in = shape_numel(g.type_of(node.operands[0]).shape), out = shape_numel(g.type_of(node.results[0]).shape);
+  return std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p >= 0; }) && in.is_static() &&
+         out.is_static() && out.value() <= 2 * in.value();
+}
+
 /// Row-major strides of `s` (in elements) when its dims past the first are
 /// static.
 std::optional<std::vector<int64_t>> row_major_strides(const Shape &s) {
@@ -429,8 +438,12 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
           OpTraits ct = op_traits(c.op);
           // A row kernel (a rowwise composite kept whole) reads its input
           // twice, statistics then normalize: cheap to recompute.
+          // A pad that only grows (no negative pad) reads each operand
+          // element at most once, too; its padding evaluates the operand
+          // at a clamped index, so it may at most double the elements.
           fuse = (ct.any(kElementalTraits) && !ct.has(OpTrait::indirect) &&
                   shape_numel(g.type_of(c.results[0]).shape) == shape_numel(g.type_of(v).shape)) ||
+                 (pad_only_grows(g, c) && c.operands[0] == v) ||
                  (ct.any(OpTrait::reduction | OpTrait::rowwise) && c.operands[0] == v);
         }
       }

@@ -34,6 +34,10 @@ struct Matcher {
     m.q = n->operands[0];
     m.k = n->operands[1];
     m.inner.push_back(index(n));
+    // (q·a) @ (k^T·b) = (q @ k^T)·ab: torch's scaled_dot_product_attention
+    // export scales both operands by sqrt(scale).
+    unscale(m.q, m);
+    unscale(m.k, m);
     if (n->attrs.get_bool("transpose_b"))
       return true;
     const Node *tr = producer(m.k);
@@ -56,6 +60,26 @@ struct Matcher {
     return true;
   }
 
+  /// v = x·c, c·x or x/c for a scalar constant c, v read only here and of
+  /// x's shape: v becomes x, c joins the scale and the node the pattern.
+  void unscale(ValueId &v, AttentionMatch &m) const {
+    const Node *n = producer(v);
+    if (!n || !single_use(v) || (n->op != "mul" && n->op != "div"))
+      return;
+    for (size_t side = 0; side < 2; ++side) {
+      if (n->op == "div" && side == 1)
+        break;
+      std::optional<double> c = scalar(n->operands[1 - side]);
+      ValueId x = n->operands[side];
+      if (!c || (n->op == "div" && *c == 0) || !(g.type_of(x) == g.type_of(v)))
+        continue;
+      m.scale *= n->op == "div" ? 1.0 / *c : *c;
+      m.inner.push_back(index(n));
+      v = x;
+      return;
+    }
+  }
+
   /// s = t, or t scaled by a scalar.
   bool scaled(ValueId s, AttentionMatch &m) const {
     const Node *n = producer(s);
@@ -69,7 +93,7 @@ struct Matcher {
         AttentionMatch tried = m;
         if (scores(n->operands[side], tried)) {
           m = tried;
-          m.scale = n->op == "div" ? 1.0 / *c : *c;
+          m.scale *= n->op == "div" ? 1.0 / *c : *c;
           m.inner.push_back(index(n));
           return true;
         }

@@ -56,8 +56,11 @@
 //   hard-sigmoid      relu6(x+3)/6 [· x] → max(0, min(1,      ≤ 1e-5 relative + 1e-6 absolute
 //                     x·(1/6)+0.5)) [· x], the importer's
 //                     HardSigmoid / HardSwish
-//   conv-transpose-as-matmul  conv_transpose2d with stride = the sums of the reference in
-//                     kernel → one GEMM + depth-to-space view  another order: f32 rounding
+//   conv-transpose-as-matmul  conv_transpose2d (one group, no the sums of the reference in
+//                     dilation) → one GEMM + depth-to-space    another order: f32 rounding
+//                     view; overlapping windows (kernel >
+//                     stride) add ≤ 16 shifted slices of it;
+//                     padding / output padding crop / extend
 //                     (ConvTransposeAsMatmul.h)
 //   dequantized-matmul  matmul(a, [transpose](f32(i32(q) -    f32 rounding: the weights within
 //                     i32(zp)) * s)), q an 8-bit constant,     1 ulp of each product (FMA of

@@ -1,5 +1,6 @@
-// conv_transpose2d with stride == kernel (2x2 stride-2 upsampling) as one GEMM
-// and a depth-to-space view: a rewrite pattern (Rewrite.h) of the
+// conv_transpose2d (one group, no dilation) as one GEMM and a depth-to-space
+// view, plus shifted sums where windows overlap (kernel > stride) and a crop
+// for padding: a rewrite pattern (Rewrite.h) of the
 // canonicalization list. The rule and its conditions: ConvTransposeAsMatmul.cpp.
 #pragma once
 

@@ -404,9 +404,31 @@ private:
     return true;
   }
 
+  /// Whether each of vs's dims is the product of a run of xs's consecutive
+  /// dims, vs having fewer (a pure merge; size-1 dims of xs join any run).
+  static bool merges_runs(const Shape &xs, const Shape &vs) {
+    if (vs.size() >= xs.size())
+      return false;
+    size_t i = 0;
+    for (const Dim &d : vs) {
+      if (i == xs.size())
+        return false;
+      Dim p = xs[i++];
+      while (p != d && i < xs.size() && (!p.is_static() || !d.is_static() || p.value() < d.value()))
+        p = p * xs[i++];
+      if (p != d)
+        return false;
+    }
+    for (; i < xs.size(); ++i)
+      if (xs[i] != Dim(1))
+        return false;
+    return true;
+  }
+
   /// A kernel that ends in a reshape of a fused value whose innermost dim is
   /// a small constant the reshape merges away (a depth-to-space transpose
-  /// [..., W, 2] -> [..., 2W]): the loop runs over the operand's shape
+  /// [..., W, 2] -> [..., 2W]), or that merges runs of dims above a wider
+  /// innermost dim ([.., H, W] -> [.., H*W]): the loop runs over the operand's shape
   /// instead (the same row-major positions), so the small dim's loop unrolls
   /// and the one above it reads its sources contiguously.
   bool emit_reshape_by_operand(const Node &node) {
@@ -415,7 +437,14 @@ private:
     ValueId x = node.operands[0], v = node.results[0];
     const Shape &xs = g_.type_of(x).shape, &vs = g_.type_of(v).shape;
     if (plan_.values[x].storage != Storage::fused || plan_.values[v].storage == Storage::fused || xs.size() < 2 ||
-        vs.empty() || !xs.back().is_static() || xs.back().value() > 4 || xs.back().value() < 2 || xs.back() == vs.back())
+        vs.empty() || xs.back() == vs.back())
+      return false;
+    bool small = xs.back().is_static() && xs.back().value() <= 4 && xs.back().value() >= 2;
+    // Or a merge of runs of x's dims ([.., H, W] -> [.., H*W]) above an
+    // innermost dim of a vector or more: x's loops need no division, the
+    // result's would unravel H*W per element (and stay scalar).
+    bool merge = (!xs.back().is_static() || xs.back().value() >= 8) && merges_runs(xs, vs);
+    if (!small && !merge)
       return false;
     DType dtype = g_.type_of(v).dtype;
     parallel_loop_nest(xs, element_cost(node, v), [&](const Index &idx) {
@@ -1258,6 +1287,32 @@ private:
         bbatch(bdims.begin(), bdims.end() - 2);
     size_t n_index = node_index(node);
     Value *aptr = pointer_of(a), *bptr = pointer_of(bm), *cptr = gemm_output(n_index, out);
+    // B without batch dims and A with all of C's (no broadcast): the batch
+    // entries' rows are consecutive rows of A and C, so the batch folds
+    // into M — one GEMM of batch x M rows, not a GEMM (a GEMV at M = 1:
+    // torch's [seq, 1, d] @ [d, n] projections) per entry.
+    bool fold = bs.size() == 2 && as.size() == cs.size() && !cbatch.empty();
+    Dim entries(1);
+    for (size_t i = 0; fold && i + 2 < rank; ++i) {
+      fold = as[i] == cs[i];
+      entries = entries * cs[i];
+    }
+    if (fold && !(entries.is_static() && entries.value() == 1)) {
+      Value *rows = m;
+      for (Value *d : cbatch)
+        rows = b_.CreateMul(rows, d);
+      auto epi = make_epilogue(node, n_index, {}, kNoValue, [this, out](const Index &, Value *row, Value *col) {
+        std::vector<Value *> outer = dims_of(out);
+        outer.pop_back();
+        Index idx = unflatten(row, outer);
+        idx.push_back(col);
+        return idx;
+      });
+      GemmArgs args{aptr, bptr, cptr, rows, n, k, k, n, n, mod_.lanes, mod_.prefix, epi ? &epi->gemm : nullptr};
+      args.packed_b = mod_.packed && mod_.packed->packed_value(g_, bm);
+      emit_gemm_f32(b_, args);
+      return;
+    }
     loop_nest(cbatch, [&](const Index &bidx) {
       auto epi = make_epilogue(node, n_index, bidx, kNoValue, [](const Index &prefix, Value *row, Value *col) {
         Index idx = prefix;

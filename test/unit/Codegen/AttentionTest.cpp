@@ -72,6 +72,13 @@ TEST_CASE("attention: the ONNX spelling (transpose, div, additive mask) and no m
   check_fused(in, [](auto &x) {
     return std::vector<Tensor>{ops::matmul(ops::softmax(ops::matmul(x[0], x[1], false, true), -1), x[2])};
   });
+  // torch's scaled_dot_product_attention export: q and k^T each scaled by
+  // sqrt(scale) (a [1] constant), with a further scale on the scores.
+  check_fused(in, [](auto &x) {
+    Tensor c = ops::full(0.6687403, DType::f32, {1});
+    Tensor scores = ops::matmul(x[0] * c, ops::div(ops::transpose(x[1], {0, 1, 3, 2}), ops::full(1.5, DType::f32)));
+    return std::vector<Tensor>{ops::matmul(ops::softmax(scores * ops::full(0.9, DType::f32), -1), x[2])};
+  });
   // torch's export: k [b, s, h, d] transposed straight to [b, h, d, s].
   HostTensor kx = random_tensor(DType::f32, {b, s, h, d}, -3, 3);
   check_fused({in[0], kx, in[2]}, [](auto &x) {

@@ -160,3 +160,33 @@ TEST_CASE("GEMM on the artifact's pool: back to back, and after its workers have
     REQUIRE(bitwise_mismatch(compiled.run_threads(in, 2), one).empty());
   }
 }
+
+TEST_CASE("GEMM with batched A and an unbatched B folds the batch into M", "[codegen][gemm]") {
+  // torch's [seq, 1, d] @ [d, n] projections: one GEMM of seq rows, not a
+  // GEMV per entry. Symbolic batch dims, an epilogue reading the full index
+  // (the C-shaped addend) and one reading the column (bias), 1 to 3 threads
+  // (same bits); a batch of one keeps the per-entry loop.
+  Dim s("s"), t("t");
+  auto graph = trace_graph({TensorType(DType::f32, {s, t, 1, 24}), TensorType(DType::f32, {24, 40}),
+                            TensorType(DType::f32, {s, t, 1, 40}), TensorType(DType::f32, {40}),
+                            TensorType(DType::f32, {1, 3, 24})},
+                           [](auto &x) {
+                             return std::vector<Tensor>{ops::matmul(x[0], x[1]),
+                                                        ops::relu(ops::matmul(x[0], x[1]) + x[2]),
+                                                        ops::gelu(ops::matmul(x[0], x[1]) + x[3]),
+                                                        ops::matmul(x[4], x[1])};
+                           });
+  JitCompiledGraph compiled(*graph);
+  for (auto [S, T] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {7, 3}, {50, 9}}) {
+    INFO("s " << S << " t " << T);
+    std::vector<HostTensor> in = {random_tensor(DType::f32, {S, T, 1, 24}, -1, 1), random_tensor(DType::f32, {24, 40}, -1, 1),
+                                  random_tensor(DType::f32, {S, T, 1, 40}, -1, 1), random_tensor(DType::f32, {40}, -1, 1),
+                                  random_tensor(DType::f32, {1, 3, 24}, -1, 1)};
+    std::vector<HostTensor> expected = Interpreter::run(*graph, in);
+    std::vector<HostTensor> one = compiled.run_threads(in, 1);
+    for (size_t i = 0; i < expected.size(); ++i)
+      MAXC_REQUIRE_CLOSE(one[i], expected[i], 1e-4, 1e-4);
+    for (int threads : {2, 3})
+      REQUIRE(bitwise_mismatch(compiled.run_threads(in, threads), one).empty());
+  }
+}

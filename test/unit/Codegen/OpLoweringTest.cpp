@@ -143,3 +143,22 @@ TEST_CASE("every unary and binary op of the registry compiles like the interpret
       check_op_everywhere(*def, {{3, 17}, {17}});
   }
 }
+
+TEST_CASE("a kernel ending in a reshape that merges dims loops over its operand", "[codegen][ops][reshape]") {
+  // [n, 6, 5, 9] -> transpose -> [n, 5, 6*9]: looped over the transpose's
+  // shape (no division per element); size-1 dims in a run; an innermost dim
+  // below a vector (the result's loop); a symbolic leading dim.
+  HostTensor x = random_tensor(DType::f32, {3, 6, 5, 9}), y = random_tensor(DType::f32, {3, 1, 7, 16});
+  check_compiled({x, y}, [](auto &in) {
+    auto t = [&] { return ops::transpose(ops::exp(in[0]) + in[0], {0, 2, 1, 3}); }; // read once each
+    Tensor u = ops::transpose(ops::sigmoid(in[1]) * in[1], {0, 2, 1, 3});
+    return std::vector<Tensor>{ops::reshape(t(), {3, 5, 54}), ops::reshape(u, {3, 112}), ops::reshape(t(), {3, 30, 9}),
+                               ops::reshape(ops::transpose(ops::exp(in[0]), {0, 1, 3, 2}), {3, 54, 5})};
+  });
+  Dim n("n");
+  auto graph = trace_graph({TensorType(DType::f32, {n, 6, 5, 9})}, [&](auto &in) {
+    return std::vector<Tensor>{ops::reshape(ops::transpose(ops::exp(in[0]), {0, 2, 1, 3}), {n, 5, 54})};
+  });
+  auto actual = run_compiled(*graph, {x});
+  MAXC_REQUIRE_CLOSE(actual[0], cpu_reference(*graph, {x})[0], 1e-5, 1e-6);
+}

@@ -501,14 +501,57 @@ TEST_CASE("canonicalize: a transposed conv with stride = kernel becomes a GEMM",
   MAXC_REQUIRE_CLOSE(Interpreter::run(*after, {x2, w})[0], Interpreter::run(*g, {x2, w})[0], 1e-5, 1e-5);
   MAXC_REQUIRE_CLOSE(driver::run_on_host("cpu", *g, {x2, w})[0], Interpreter::run(*g, {x2, w})[0], 1e-5, 1e-5);
 
-  // Near misses: stride below the kernel (windows overlap), padding, output
-  // padding, two groups, a 1x1 kernel.
+  // Near misses: two groups, dilation, a 1x1 kernel at stride 1, more than
+  // 16 shifted terms (5x5 at stride 1).
   HostTensor w4 = random_tensor(DType::f32, {6, 2, 2, 2});
-  for (auto o : {up({1, 3}), up({2, 3}, {1, 0, 0, 0}), up({2, 3}, {0, 0, 0, 0}, {1, 0})})
-    check_unchanged({x, w}, [&](auto &in) { return T{ops::conv_transpose2d(in[0], in[1], std::nullopt, o)}; });
   check_unchanged({x, w4}, [&](auto &in) { return T{ops::conv_transpose2d(in[0], in[1], std::nullopt, up({2, 2}, {0, 0, 0, 0}, {0, 0}, 2))}; });
+  ops::ConvTranspose2dOptions dilated = up({2, 3});
+  dilated.dilation = {2, 1};
+  check_unchanged({x, w}, [&](auto &in) { return T{ops::conv_transpose2d(in[0], in[1], std::nullopt, dilated)}; });
   HostTensor w1 = random_tensor(DType::f32, {6, 4, 1, 1});
   check_unchanged({x, w1}, [&](auto &in) { return T{ops::conv_transpose2d(in[0], in[1], std::nullopt, up({1, 1}))}; });
+  HostTensor w5 = random_tensor(DType::f32, {6, 4, 5, 5});
+  check_unchanged({x, w5}, [&](auto &in) { return T{ops::conv_transpose2d(in[0], in[1], std::nullopt, up({1, 1}))}; });
+}
+
+TEST_CASE("canonicalize: a transposed conv with overlapping windows is a GEMM and shifted sums", "[transforms][canonicalize]") {
+  // HTDemucs' decoders (kernel 8, stride 4, 2-D along H and 1-D along W),
+  // a stride below the kernel, kernels that are not multiples of the stride
+  // (zero taps appended), a kernel below the stride, padding and output
+  // padding (cropped / extended, the bias on every position).
+  HostTensor x = random_tensor(DType::f32, {2, 6, 5, 7}), b = random_tensor(DType::f32, {4});
+  HostTensor w81 = random_tensor(DType::f32, {6, 4, 8, 1}), w18 = random_tensor(DType::f32, {6, 4, 1, 8});
+  HostTensor w35 = random_tensor(DType::f32, {6, 4, 3, 5}), w23 = random_tensor(DType::f32, {6, 4, 2, 3});
+  auto opts = [](std::vector<int64_t> stride, std::vector<int64_t> padding = {0, 0, 0, 0},
+                 std::vector<int64_t> output_padding = {0, 0}) {
+    ops::ConvTranspose2dOptions o;
+    o.stride = stride;
+    o.padding = padding;
+    o.output_padding = output_padding;
+    return o;
+  };
+  BuildFn build = [&](auto &in) {
+    return T{ops::conv_transpose2d(in[0], in[1], in[5], opts({4, 1})),
+             ops::conv_transpose2d(ops::relu(in[0]), in[2], in[5], opts({1, 4})),
+             ops::conv_transpose2d(in[0], in[3], std::nullopt, opts({2, 2}, {1, 2, 0, 1}, {1, 1})),
+             ops::conv_transpose2d(in[0], in[3], in[5], opts({1, 3}, {0, 0, 2, 1})),
+             ops::conv_transpose2d(in[0], in[4], in[5], opts({3, 2}, {0, 0, 0, 0}, {2, 1})),
+             ops::conv_transpose2d(in[0], in[4], in[5], opts({2, 3}, {1, 0, 0, 0}, {0, 2}))};
+  };
+  std::vector<HostTensor> inputs = {x, w81, w18, w35, w23, b};
+  Canonicalized c = canonicalize_traced(inputs, build);
+  REQUIRE(c.after);
+  CHECK(c.stats.fired["conv-transpose-as-matmul"] == 6);
+  auto want = Interpreter::run(*c.before, inputs);
+  auto after = Interpreter::run(*c.after, inputs);
+  auto cpu = driver::run_on_host("cpu", *c.before, inputs);
+  REQUIRE(after.size() == 6);
+  REQUIRE(cpu.size() == 6);
+  for (size_t i = 0; i < 6; ++i) {
+    INFO("output " << i);
+    MAXC_REQUIRE_CLOSE(after[i], want[i], 1e-5, 1e-5);
+    MAXC_REQUIRE_CLOSE(cpu[i], want[i], 1e-5, 1e-5);
+  }
 }
 
 TEST_CASE("rewrites keep the symbol table: origins and bounds", "[transforms][canonicalize][symbols]") {
