@@ -343,7 +343,17 @@ private:
     return d.is_static() ? json(d.value()) : json(d.to_string());
   }
 
-  static AttrValue attr_from_json(const std::string &name, const json &v) {
+  /// `d` with the input dims --dim pinned at import replaced by their
+  /// values: a statement's shape ("[batch, 128, 4, 64]") names the same
+  /// dims as the inputs.
+  Dim pinned(const Dim &d) const {
+    std::map<std::string, Dim> values;
+    for (const std::string &s : out_.pinned_dims)
+      values.emplace(s, Dim(options_.dims.at(s)));
+    return values.empty() ? d : d.substitute(values);
+  }
+
+  AttrValue attr_from_json(const std::string &name, const json &v) const {
     if (v.is_boolean())
       return v.get<bool>();
     if (v.is_number_integer())
@@ -368,7 +378,7 @@ private:
           if (e.is_number_integer())
             shape.emplace_back(e.get<int64_t>());
           else if (e.is_string())
-            shape.push_back(Dim::parse(e.get<std::string>()));
+            shape.push_back(pinned(Dim::parse(e.get<std::string>())));
           else
             throw Error(ErrorCode::InvalidAttribute, "attribute '" + name + "': a shape mixes dims and " + e.dump());
         }

@@ -1451,6 +1451,16 @@ def workspace_size_rejects_what_run_rejects(ctx):
 
 
 @case
+def dim_pin_in_statement_shapes(ctx):
+    """--dim pins an input dim of a JSON model everywhere the model names it:
+    the GPT's reshapes to [batch, 128, 4, 64] follow the pin (they were
+    E0104: "cannot reshape [2,128,256] into [batch,128,4,64]")."""
+    model = ctx.example("gpt")
+    r = ctx.run(["check", model, "--dim", "batch=2"], rc=0)
+    expect_in("ok (", r.stdout + r.stderr, "check with batch pinned", r)
+
+
+@case
 def profile_mlp(ctx):
     """maxc profile: one row per kernel, most time first, naming the model
     nodes each computes (the MLP's statements: fc1.y, a1, ...); --json has
