@@ -40,6 +40,12 @@ DimBinding bind_body_inputs(const Graph &body, const std::vector<TensorType> &op
   return binding;
 }
 
+DimBinding without_identities(DimBinding binding) {
+  for (auto it = binding.begin(); it != binding.end();)
+    it = it->second == Dim(it->first) ? binding.erase(it) : std::next(it);
+  return binding;
+}
+
 DimBinding call_dim_binding(const Graph &caller, const Node &node) {
   const Graph *body = call_body(caller, node);
   if (!body)
@@ -47,10 +53,7 @@ DimBinding call_dim_binding(const Graph &caller, const Node &node) {
   std::vector<TensorType> operands;
   for (ValueId v : node.operands)
     operands.push_back(caller.type_of(v));
-  DimBinding binding = bind_body_inputs(*body, operands, "call @" + body->name());
-  for (auto it = binding.begin(); it != binding.end();)
-    it = it->second == Dim(it->first) ? binding.erase(it) : std::next(it);
-  return binding;
+  return without_identities(bind_body_inputs(*body, operands, "call @" + body->name()));
 }
 
 std::vector<std::string> call_bound_symbols(const Graph &root) {

@@ -27,13 +27,11 @@ OpDef call_op() {
       throw Error(ErrorCode::InvalidGraph, "call: no subgraph named '" + callee + "'");
     // The body's own dims bind to the operands' (CallBinding.h); a body
     // traced with its operands' types binds each symbol to itself.
-    DimBinding binding = bind_body_inputs(*sub, c.operands, "call @" + callee);
-    bool identity = std::all_of(binding.begin(), binding.end(),
-                                [](const auto &b) { return b.second == Dim(b.first); });
+    DimBinding binding = without_identities(bind_body_inputs(*sub, c.operands, "call @" + callee));
     std::vector<TensorType> out;
     for (ValueId id : sub->output_ids()) {
       TensorType t = sub->type_of(id);
-      if (!identity)
+      if (!binding.empty())
         for (Dim &d : t.shape)
           d = d.substitute(binding);
       out.push_back(t);

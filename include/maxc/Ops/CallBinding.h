@@ -30,6 +30,9 @@ using DimBinding = std::map<std::string, Dim>;
 /// maxc::Error (ShapeMismatch / OperandCount) naming `what`.
 DimBinding bind_body_inputs(const Graph &body, const std::vector<TensorType> &operands, const std::string &what);
 
+/// `binding` without its entries that bind a symbol to itself.
+DimBinding without_identities(DimBinding binding);
+
 /// The part of a call's binding that is not the identity (empty for a call
 /// traced with its operands' types, and for a node that is not a call):
 /// the slots a per-call dims array overrides.

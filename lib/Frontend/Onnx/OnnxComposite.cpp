@@ -682,11 +682,6 @@ int64_t normalized_known(int64_t i, int64_t n, const std::string &op) {
   return i < 0 ? i + n : i;
 }
 
-/// A dim as an i64 scalar: a constant when static, its run-time value else.
-Tensor dim_scalar(const Dim &d) {
-  return d.is_static() ? sc(double(d.value()), DType::i64) : ops::dim_values({d}, DType::i64, true);
-}
-
 Tensor normalized_index(const Tensor &idx, const Dim &n) {
   Tensor i = ops::cast(idx, DType::i64);
   return ops::where(ops::less(i, sc(0, DType::i64)), ops::add(i, dim_scalar(n)), i);

@@ -144,6 +144,9 @@ int64_t norm_axis(int64_t axis, int64_t rank) {
 } // namespace
 
 Tensor sc(double v, DType dtype) { return ops::scalar(v, dtype); }
+Tensor dim_scalar(const Dim &d) {
+  return d.is_static() ? sc(double(d.value()), DType::i64) : ops::dim_values({d}, DType::i64, true);
+}
 
 int64_t static_dim(const Dim &d, const std::string &what) {
   if (!d.is_static())
@@ -1369,7 +1372,7 @@ std::optional<Outs> slice_symbolic(const OnnxNode &node, Tensor x) {
     Dim extent = Dim::max(e - s, Dim(0));
     Tensor idx = ops::iota({extent}, 0, DType::i64);
     if (s != Dim(0))
-      idx = ops::add(idx, s.is_static() ? i64c(s.value()) : ops::dim_values({s}, DType::i64, true));
+      idx = ops::add(idx, dim_scalar(s));
     x = ops::gather(x, idx, a);
   }
   return Outs{x};
@@ -2055,7 +2058,7 @@ Tensor cumsum_rows(const Tensor &flat, bool exclusive, bool reverse) {
     xp = ops::pad(flat, {0, 0, 0, padded.value() - n.value()}, 0.0);
   } else { // zeros past n: a gather clamped to n - 1, masked
     Tensor pos = ops::iota({padded}, 0, DType::i64);
-    Tensor nv = ops::dim_values({n}, DType::i64, true);
+    Tensor nv = dim_scalar(n);
     Tensor at = ops::minimum(pos, ops::maximum(ops::sub(nv, i64c(1)), i64c(0)));
     xp = ops::where(ops::less(pos, nv), ops::gather(flat, at, 1), sc(0, dt));
   }

@@ -143,6 +143,9 @@ int64_t static_dim(const Dim &d, const std::string &what);
 
 /// A scalar constant of `dtype` (shorthand in the importer's compositions).
 Tensor sc(double v, DType dtype);
+/// A dim as an i64 scalar: a constant when static, its run-time value
+/// (`dim_values`) else.
+Tensor dim_scalar(const Dim &d);
 
 /// A float attribute of a unary op (alpha, beta, ...) by name, or `fallback`.
 using FloatAttr = std::function<double(const std::string &name, double fallback)>;
