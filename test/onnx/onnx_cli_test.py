@@ -1501,15 +1501,19 @@ def case_quantized_ops(c):
         n("QLinearMatMul", ["a", "a_scale", "a_zp1", "B", "B_scale", "B_zp", "m_scale", "m_zp"], ["qm"], name="qlm"),
         n("Constant", [], ["a_zp1"], name="c", value=numpy_helper.from_array(np.array(100, np.uint8))),
         n("QuantizeLinear", ["t", "t_scale", "t_zp"], ["tq"], name="ql_ties"),
+        # NaNs are skipped by the range and quantize to 0 (ONNX Runtime's rule).
+        n("DynamicQuantizeLinear", ["nx"], ["nq", "ns", "nzp"], name="dql_nan"),
     ]
     outs = [("xq", TensorProto.UINT8), ("xs", TensorProto.FLOAT), ("xzp", TensorProto.UINT8),
             ("conv_int", TensorProto.INT32), ("conv_f32", TensorProto.FLOAT), ("q", TensorProto.INT8),
             ("dq", TensorProto.FLOAT), ("mm", TensorProto.INT32), ("qc", TensorProto.UINT8), ("qm", TensorProto.UINT8),
-            ("tq", TensorProto.UINT8)]
+            ("tq", TensorProto.UINT8), ("nq", TensorProto.UINT8), ("ns", TensorProto.FLOAT),
+            ("nzp", TensorProto.UINT8)]
     graph = helper.make_graph(nodes, "quant",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6]),
                                helper.make_tensor_value_info("a", TensorProto.UINT8, [3, 20]),
-                               helper.make_tensor_value_info("t", TensorProto.FLOAT, [16])],
+                               helper.make_tensor_value_info("t", TensorProto.FLOAT, [16]),
+                               helper.make_tensor_value_info("nx", TensorProto.FLOAT, [6])],
                               [helper.make_tensor_value_info(o, t, None) for o, t in outs], inits)
     p = c.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "quant.onnx")
     x = (rng.standard_normal((1, 3, 6, 6)) * 2 + 0.5).astype(np.float32)
@@ -1525,6 +1529,8 @@ def case_quantized_ops(c):
     t = cand[(quot - np.floor(quot) == 0.5) & (np.rint(quot) != np.rint(by_inv))][:16]
     assert t.size == 16
     np.save(c.path("t.npy"), t)
+    nx = np.array([np.nan, 1, -1, 2, 0.5, np.nan], np.float32)
+    np.save(c.path("nx.npy"), nx)
     # numpy: the ONNX formulas (ONNX Runtime's scale rule for DynamicQuantizeLinear).
     lo, hi = min(f32(0), x.min()), max(f32(0), x.max())
     xs = f32(hi - lo) / f32(255)
@@ -1543,12 +1549,18 @@ def case_quantized_ops(c):
     accm = (a.astype(np.int64) - 100) @ (B.astype(np.int64) - 2)
     qm = np_saturate(accm.astype(f32) * ((consts["a_scale"] * consts["B_scale"]) / consts["m_scale"]), 10, np.uint8)
     tq = np_saturate(t / f32(0.007), 128, np.uint8)
-    want = dict(xq=xq, xs=xs, xzp=xzp, conv_int=conv_int, conv_f32=conv_f32, q=q, dq=dq, mm=mm, qc=qc, qm=qm, tq=tq)
+    # [NaN, 1, -1, 2, 0.5, NaN]: range [-1, 2], scale 3/255, zero point 85.
+    ns = f32(3) / f32(255)
+    nq = np_saturate(np.nan_to_num(nx) / ns, 85, np.uint8)
+    nq[np.isnan(nx)] = 0
+    want = dict(xq=xq, xs=xs, xzp=xzp, conv_int=conv_int, conv_f32=conv_f32, q=q, dq=dq, mm=mm, qc=qc, qm=qm, tq=tq,
+                nq=nq, ns=ns, nzp=np.uint8(85))
     assert len(np.unique(xq)) > 50 and q.min() == -128 and qc.max() == 255, "inputs reach saturation"
     for device in ["reference", "cpu", "amdgpu-emu"]:
         out = c.path("out-" + device)
         c.run("run", p, "--input", f"x={c.path('x.npy')}", "--input", f"a={c.path('a.npy')}",
-              "--input", f"t={c.path('t.npy')}", "--device", device, "--output-dir", out)
+              "--input", f"t={c.path('t.npy')}", "--input", f"nx={c.path('nx.npy')}", "--device", device,
+              "--output-dir", out)
         for name, w in want.items():
             got = np.load(os.path.join(out, name + ".npy"))
             assert got.dtype == np.asarray(w).dtype and got.shape == np.shape(w), (device, name, got.dtype, got.shape)

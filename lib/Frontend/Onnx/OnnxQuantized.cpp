@@ -2,7 +2,7 @@
 //
 //   QuantizeLinear      y = saturate(round_half_even(x / scale) + zp), in f32
 //   DequantizeLinear    y = f32(int32(x) - int32(zp)) * scale
-//   DynamicQuantizeLinear  lo = min(0, min x), hi = max(0, max x),
+//   DynamicQuantizeLinear  lo = min(0, min x), hi = max(0, max x) (NaNs skipped),
 //                       scale = hi == lo ? 1 : (hi - lo) / 255 (ONNX Runtime's
 //                       rule for an all-zero input), zp = round(clip(-lo /
 //                       scale, 0, 255)), y = QuantizeLinear(x, scale, zp)
@@ -192,7 +192,12 @@ Tensor dequantize_linear(const OnnxNode &node) {
 std::vector<Tensor> dynamic_quantize_linear(const OnnxNode &node) {
   Tensor x = as(node.in(0), DType::f32);
   Tensor zero = ops::scalar(0, DType::f32);
-  Tensor lo = ops::minimum(ops::min(x, {}), zero), hi = ops::maximum(ops::max(x, {}), zero);
+  // NaN elements do not take part in the range (ONNX Runtime's min/max skip
+  // them; they quantize to 0): one NaN would otherwise make the scale NaN and
+  // every element of the tensor 0. min(0, ...) and max(0, ...) make a NaN
+  // read as 0 the same as skipping it.
+  Tensor ranged = ops::where(ops::not_equal(x, x), zero, x);
+  Tensor lo = ops::minimum(ops::min(ranged, {}), zero), hi = ops::maximum(ops::max(ranged, {}), zero);
   Tensor scale = ops::where(ops::equal(hi, lo), ops::scalar(1, DType::f32),
                             ops::div(ops::sub(hi, lo), ops::scalar(255, DType::f32)));
   Tensor zp = saturate(ops::sub(zero, ops::div(lo, scale)), std::nullopt, DType::u8, node);
