@@ -4,22 +4,26 @@
 
 namespace maxc {
 
-namespace {
+void node_symbols(const Graph &graph, const Node &node, std::set<std::string> &out) {
+  for (ValueId r : node.results)
+    for (const Dim &d : graph.type_of(r).shape)
+      for (const std::string &s : d.symbols())
+        out.insert(s);
+  for (const auto &[name, value] : node.attrs.values())
+    if (const Shape *shape = std::get_if<Shape>(&value))
+      for (const Dim &d : *shape)
+        for (const std::string &s : d.symbols())
+          out.insert(s);
+}
 
-void collect(const Graph &g, std::set<std::string> &out) {
+void graph_symbols(const Graph &g, std::set<std::string> &out) {
   for (size_t v = 0; v < g.num_values(); ++v)
     for (const Dim &d : g.type_of(static_cast<ValueId>(v)).shape)
       for (const std::string &s : d.symbols())
         out.insert(s);
   for (const Node &n : g.nodes())
-    for (const auto &[name, value] : n.attrs.values())
-      if (const Shape *shape = std::get_if<Shape>(&value))
-        for (const Dim &d : *shape)
-          for (const std::string &s : d.symbols())
-            out.insert(s);
+    node_symbols(g, n, out);
 }
-
-} // namespace
 
 std::vector<std::string> dim_symbols(const Graph &graph) {
   // Every graph reachable from `graph` through its subgraph table and the
@@ -35,7 +39,7 @@ std::vector<std::string> dim_symbols(const Graph &graph) {
   while (!work.empty()) {
     const Graph *g = work.back();
     work.pop_back();
-    collect(*g, out);
+    graph_symbols(*g, out);
     for (const auto &[name, sub] : g->subgraphs())
       visit(sub.get());
     for (const Node &n : g->nodes())

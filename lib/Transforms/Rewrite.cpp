@@ -1,5 +1,6 @@
 #include "maxc/Transforms/Rewrite.h"
 
+#include "maxc/IR/GraphSymbols.h"
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Error.h"
 
@@ -155,21 +156,32 @@ size_t rewrite_round(const Graph &from, Graph &to, const std::map<std::string, s
 
 /// Which nodes of `g` something reads (a node whose results are all unread
 /// is dead, and so are the nodes only dead ones read). A node that defines
-/// a symbol is always live: later types read it, not its result; so is one
-/// with an effect (a state write, has_effects). One
-/// backward sweep.
-std::vector<bool> live_nodes(const Graph &g) {
+/// a symbol is live while something still names the symbol: a live node's
+/// type or shape, an output's type, or another graph of the model
+/// (`elsewhere`, conservatively: any of their values) — later types read
+/// the symbol, not the node's result, and a symbol nothing names would have
+/// no slot in the dims array. A node with an effect (a state write,
+/// has_effects) is always live. One backward sweep: a symbol's readers come
+/// after the node that defines it.
+std::vector<bool> live_nodes(const Graph &g, const std::set<std::string> &elsewhere) {
   std::vector<bool> live(g.nodes().size(), false), needed(g.num_values(), false);
-  for (ValueId id : g.output_ids())
+  std::set<std::string> named = elsewhere;
+  for (ValueId id : g.output_ids()) {
     needed[id] = true;
+    for (const Dim &d : g.type_of(id).shape)
+      for (const std::string &s : d.symbols())
+        named.insert(s);
+  }
   for (size_t n = g.nodes().size(); n-- > 0;) {
     const Node &node = g.nodes()[n];
-    live[n] = defines_symbol(node) || has_effects(g, node);
+    live[n] = (defines_symbol(node) && named.count(defined_symbol(node))) || has_effects(g, node);
     for (ValueId r : node.results)
       live[n] = live[n] || needed[r];
-    if (live[n])
+    if (live[n]) {
       for (ValueId id : node.operands)
         needed[id] = true;
+      node_symbols(g, node, named);
+    }
   }
   return live;
 }
@@ -196,13 +208,25 @@ bool all_live(const std::vector<bool> &live) {
 } // namespace
 
 std::unique_ptr<Graph> without_dead_nodes(const Graph &graph) {
+  // The symbols each graph names, for the others' symbol definitions.
+  std::map<const Graph *, std::set<std::string>> names;
+  graph_symbols(graph, names[&graph]);
+  for (const auto &[name, sub] : graph.subgraphs())
+    graph_symbols(*sub, names[sub.get()]);
+  auto elsewhere = [&](const Graph *g) {
+    std::set<std::string> out;
+    for (const auto &[other, symbols] : names)
+      if (other != g)
+        out.insert(symbols.begin(), symbols.end());
+    return out;
+  };
   std::map<std::string, std::vector<bool>> live;
   bool any_dead = false;
   for (const auto &[name, sub] : graph.subgraphs()) {
-    live[name] = live_nodes(*sub);
+    live[name] = live_nodes(*sub, elsewhere(sub.get()));
     any_dead = any_dead || !all_live(live[name]);
   }
-  std::vector<bool> root_live = live_nodes(graph);
+  std::vector<bool> root_live = live_nodes(graph, elsewhere(&graph));
   if (!any_dead && all_live(root_live))
     return nullptr;
   auto out = std::make_unique<Graph>(graph.name());

@@ -6,10 +6,19 @@
 
 #include "maxc/IR/Graph.h"
 
+#include <set>
 #include <string>
 #include <vector>
 
 namespace maxc {
+
+/// The symbols one node mentions: in its results' types and its shape
+/// attributes (what dim_symbols collects, node by node), added to `out`.
+void node_symbols(const Graph &graph, const Node &node, std::set<std::string> &out);
+
+/// The symbols of one graph's own values and nodes (not its bodies'),
+/// added to `out`.
+void graph_symbols(const Graph &graph, std::set<std::string> &out);
 
 /// Every symbol of the graph, its subgraphs and the bodies its nodes invoke
 /// (recursively), sorted and unique.

@@ -6,6 +6,7 @@
 #include "TestUtil.h"
 
 #include "maxc/Driver/Compile.h"
+#include "maxc/IR/GraphSymbols.h"
 #include "maxc/Ops/MatmulNbits.h"
 #include "maxc/Transforms/Canonicalize.h"
 #include "maxc/Transforms/Decompose.h"
@@ -356,6 +357,28 @@ TEST_CASE("without_dead_nodes drops what nothing reads, keeps the interface", "[
   CHECK(op_list(*pruned) == "add");
   CHECK(pruned->input_ids().size() == 2);
   CHECK_FALSE(without_dead_nodes(*pruned));
+}
+
+TEST_CASE("without_dead_nodes drops a symbol's definition once nothing names the symbol", "[transforms][rewrite]") {
+  // An ONNX Range whose result nothing reads left its bind_dim behind: the
+  // symbol then had no slot in the dims array (an internal codegen error).
+  auto build = [](bool read) {
+    return test::trace_graph({TensorType(DType::f32, {4})}, [read](const std::vector<Tensor> &in) {
+      Dim n = ops::bind_dim(ops::cast(ops::sum(in[0], {0}), DType::i32), "n", 16);
+      Tensor r = ops::sum(ops::iota({n}, 0, DType::f32), {0});
+      return read ? std::vector<Tensor>{in[0] * 2.0, r} : std::vector<Tensor>{in[0] * 2.0};
+    });
+  };
+  auto dead = build(false);
+  auto pruned = without_dead_nodes(*dead);
+  REQUIRE(pruned);
+  CHECK(op_list(*pruned) == "mul");
+  CHECK(dim_symbols(*pruned).empty());
+  auto kept = build(true);
+  auto same = without_dead_nodes(*kept);
+  const Graph &g = same ? *same : *kept;
+  CHECK(op_list(g).find("bind_dim") != std::string::npos);
+  CHECK(dim_symbols(g) == std::vector<std::string>{"n"});
 }
 
 namespace {
