@@ -29,6 +29,14 @@ outputs are timed with maxc's generated bench harness (`--emit bench-harness`,
 the same input files given with --input) against bench/ort_time.js, in
 alternating blocks (medians of the blocks' medians).
 
+With --sensitivity, ONNX Runtime also runs a copy of the model whose float
+weights are each multiplied by (1 + 1e-6 * randn) (seeded): the error
+of that run vs ORT's own is the model's sensitivity to rounding, printed
+after the correctness figures. A model whose sensitivity is far above 1e-4
+(dynamically quantized activations: a rounding difference flips an 8-bit
+step, and the flips spread) cannot match any other implementation to 1e-4;
+its maxc-vs-ORT error is to be read against that figure, not against 1e-4.
+
 Prints one markdown table: model, package@version, inputs, correctness
 (max rel err of cpu vs reference / vs ORT), ORT/maxc at each thread count
 (> 1: maxc faster). A model maxc cannot import, compile or run is listed
@@ -357,6 +365,46 @@ def rel_err(got, want):
     return float(np.max(np.abs(got - want))) / max(float(np.max(np.abs(want))), 1e-30)
 
 
+def perturbed_copy(model, out_path, seed, scale=1e-6):
+    """MODEL with each float32 weight (an initializer or a Constant node's
+    tensor of 16 or more elements: not the scalars, which may be exponents or
+    epsilons), in the graph and its bodies, times (1 + scale * randn), saved to OUT_PATH (weights inline);
+    integer weights (quantized codes) kept."""
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(model)
+    rng = np.random.default_rng(seed)
+
+    def perturb(t):
+        if t.data_type == onnx.TensorProto.FLOAT and int(np.prod(t.dims)) >= 16:
+            w = numpy_helper.to_array(t)
+            t.CopyFrom(numpy_helper.from_array((w * (1 + scale * rng.standard_normal(w.shape))).astype(np.float32),
+                                               t.name))
+    graphs = [m.graph]  # and the bodies of If / Loop / Scan, to any depth
+    while graphs:
+        g = graphs.pop()
+        for init in g.initializer:
+            perturb(init)
+        for node in g.node:
+            for attr in node.attribute:
+                if node.op_type == "Constant" and attr.name == "value":
+                    perturb(attr.t)
+                graphs.extend([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs))
+    onnx.save(m, out_path)
+    return out_path
+
+
+def sensitivity(a, model, inputs, work, ort):
+    """max rel err of ORT on a perturbed copy of MODEL vs ORT on MODEL
+    (inf where an output's size changes: a length computed from values)."""
+    copy = perturbed_copy(model, os.path.join(work, "perturbed.onnx"), a.seed)
+    out, err = ort_run(a, copy, inputs, os.path.join(work, "ort-perturbed"))
+    os.remove(copy)
+    if err:
+        return None, err
+    return max(rel_err(p, want) for (_, p), (_, want) in zip(out, ort)), None
+
+
 def time_model(a, model, spec, work):
     """ORT/maxc per thread count, from bench/onnx_bench.py."""
     (name, dtype, shape, _), = spec["inputs"]
@@ -456,6 +504,8 @@ def main():
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts for the timing")
     ap.add_argument("--no-timing", action="store_true", help="correctness only")
     ap.add_argument("--block-seconds", type=float, default=0.3)
+    ap.add_argument("--sensitivity", action="store_true",
+                    help="also run ORT on a copy with the float weights perturbed by 1e-6 relative")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--maxc", default=os.path.join(ROOT, "build", "bin", "maxc"))
     ap.add_argument("--cpu", default="native")
@@ -477,7 +527,8 @@ def main():
         os.makedirs(work, exist_ok=True)
         inputs = make_inputs(spec, work, a.seed)
         print("== %s (%s@%s)" % (name, *spec["pkg"]), flush=True)
-        row = dict(name=name, spec=spec, error=None, vs_ref=None, vs_ort=None, timing=None, timing_note=None)
+        row = dict(name=name, spec=spec, error=None, vs_ref=None, vs_ort=None, timing=None, timing_note=None,
+                   sensitivity=None)
         ort, err = ort_run(a, model, inputs, os.path.join(work, "ort"))
         if err:
             sys.exit("real_bench: %s: ONNX Runtime failed: %s" % (name, err))
@@ -496,6 +547,10 @@ def main():
                     row["vs_ref"] = max(rel_err(c, r) for c, r in zip(cpu, ref))
                     row["vs_ort"] = max(rel_err(c, want) for c, (_, want) in zip(cpu, ort))
                     row["ref_vs_ort"] = max(rel_err(r, want) for r, (_, want) in zip(ref, ort))
+        if a.sensitivity:
+            row["sensitivity"], err = sensitivity(a, model, inputs, work, ort)
+            print("  ORT vs ORT with weights perturbed by 1e-6: %s"
+                  % (err or ("%.1e" % row["sensitivity"])), flush=True)
         if row["error"]:
             print("  " + row["error"], flush=True)
         else:
@@ -534,6 +589,8 @@ def main():
             correct = "`%s`" % r["error"].replace("|", "\\|")
         else:
             correct = "%.1e / %.1e" % (r["vs_ref"], r["vs_ort"])
+        if r["sensitivity"] is not None:
+            correct += " (ORT perturbed: %.1e)" % r["sensitivity"]
         cells = []
         for t in threads:
             if r["timing"] and t in r["timing"]:
