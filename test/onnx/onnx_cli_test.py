@@ -502,7 +502,8 @@ def case_symbolic_signal_ops(c):
     axis, CumSum along it (blocks of 512: the sums within each block and
     of the blocks before it; reverse and exclusive) and along a static axis
     of 1100 (the same blocks, padded). One model, two lengths, against numpy
-    on the reference, the CPU and the GPU emulator."""
+    on the reference, the CPU and the GPU emulator. A strided Slice of the
+    symbolic axis is refused (E0607, naming the node and the step)."""
     win = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(8) / 8)).astype(np.float32)
     table = np.linspace(-1, 1, 64, dtype=np.float32).reshape(1, 64)
     i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)
@@ -538,6 +539,11 @@ def case_symbolic_signal_ops(c):
                 "xpe": X + table[:, :n], "sc": sc, "cs": np.cumsum(X, 1),
                 "csr": (np.cumsum(X[:, ::-1], 1)[:, ::-1] - X), "csz": (cz - Z).astype(np.float32)}
         run_devices(c, "sig%d" % n, p, {"x": X, "z": Z}, want, devices=devices, rtol=1e-5, atol=1e-4)
+    # A step other than 1 on the symbolic axis is refused by name, not run wrong.
+    strided = helper.make_graph([helper.make_node("Slice", ["x", "s3", "em2", "ax1", "two"], ["y"], name="strided")],
+                                "strided", [vi_f("x", [1, "n"])], [vi_f("y", None)], inits + [i64("two", [2])])
+    err = expect_code(c, c.save(helper.make_model(strided, opset_imports=OPSET), "strided.onnx"), "E0607")
+    assert "'strided'" in err and "with step 2" in err and "step 1 only" in err, err
 
 
 def case_symbolic_image_size(c):
