@@ -561,6 +561,9 @@ def main():
                 row["timing_note"] = "not timed"
             elif len(spec["inputs"]) != 1 or n_out != 1 or spec["inputs"][0][1] != "float32":
                 row["timing"], err = time_harness(a, model, spec, work, inputs)
+                if err:
+                    row["timing_note"] = "timing failed: " + err
+                    print("  " + row["timing_note"], flush=True)
             else:
                 row["timing"], err = time_model(a, model, spec, work)
                 if err:

@@ -169,6 +169,8 @@ std::string declarations(const ModelInterface &m) {
   std::vector<std::string> dims(m.symbols.size(), "int64_t");
   std::string out = "/* " + c_run_prototype(m) + "; */\n";
   out += "int32_t " + m.name + "_run(" + join(params, ", ") + ");\n";
+  if (reports_defined_symbols(m))
+    out += "int32_t " + m.name + "_run_packed(void *const *, int64_t *, void *);\n";
   out += "int64_t " + m.name + "_workspace_size(" + (dims.empty() ? "void" : join(dims, ", ")) + ");\n";
   out += "const char *" + m.name + "_status_string(int32_t);\n";
   out += "void " + m.name + "_set_num_threads(int32_t);\n";
@@ -241,15 +243,38 @@ std::string model_tables(const ModelInterface &m) {
   return t + "\n";
 }
 
-// Statements filling shape[i][k] for every tensor of `ts` from d[].
+// Statements filling shape[i][k] for every tensor of `ts` from the dims
+// array `dims` (the symbols' values): the tensors' allocation shapes
+// (alloc_shape: a dim defined at run time at its bound), or with
+// `run_time` their types' shapes, dims defined at run time included.
 std::string shape_statements(const std::vector<ModelInterface::Tensor> &ts, const std::vector<std::string> &symbols,
-                             const std::string &array, const std::string &indent) {
+                             const std::string &array, const std::string &indent, const std::string &dims = "d",
+                             bool run_time = false) {
   std::string out;
-  for (size_t i = 0; i < ts.size(); ++i)
-    for (size_t k = 0; k < ts[i].type.shape.size(); ++k)
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const Shape &shape = run_time ? ts[i].type.shape : ts[i].alloc_shape();
+    for (size_t k = 0; k < shape.size(); ++k)
       out += indent + array + "[" + std::to_string(i) + "][" + std::to_string(k) +
-             "] = " + c_dim(ts[i].type.shape[k], symbols, "d") + ";\n";
+             "] = " + c_dim(shape[k], symbols, dims) + ";\n";
+  }
   return out;
+}
+
+// The test harness's run of a model whose outputs have dims defined at run
+// time: NAME_run_packed with room for those dims after the C dims, then the
+// outputs' shapes from the values the run wrote (their data is a row-major
+// prefix of the buffers, which were allocated at the bounds).
+std::string run_packed_statements(const ModelInterface &m) {
+  const std::string n_dims = std::to_string(m.symbols.size() + m.defined_symbols.size());
+  std::string out = "  {\n    void *buffers[NUM_INPUTS + NUM_OUTPUTS];\n    int64_t rd[" + n_dims + "];\n";
+  out += "    for (i = 0; i < NUM_INPUTS; ++i)\n      buffers[i] = in_data[i];\n";
+  out += "    for (j = 0; j < NUM_OUTPUTS; ++j)\n      buffers[NUM_INPUTS + j] = out_data[j];\n";
+  out += "    for (k = 0; k < " + n_dims + "; ++k)\n      rd[k] = k < NUM_DIMS ? d[k] : 0;\n";
+  out += "    status = " + m.name + "_run_packed(buffers, rd, NULL);\n";
+  std::vector<std::string> all = m.symbols;
+  all.insert(all.end(), m.defined_symbols.begin(), m.defined_symbols.end());
+  out += "    if (status == 0) {\n" + shape_statements(m.outputs, all, "out_shape", "      ", "rd", true) + "    }\n";
+  return out + "  }\n";
 }
 
 // Shared C, first part: includes and dtype tables (before the model's tables).
@@ -390,7 +415,9 @@ std::string emit_test_harness(const ModelInterface &m) {
   c += kTestBind;
   c += "static void usage(FILE *out) {\n  fprintf(out, \"usage: " + program + files +
        " [--rtol R] [--atol A] [--dim NAME=N]\\n\");\n}\n\n";
-  std::string run = load_weights_statements(m) + "  status = " + run_call(m, "NULL") + ";\n";
+  std::string run = load_weights_statements(m) + (reports_defined_symbols(m)
+                                                       ? run_packed_statements(m)
+                                                       : "  status = " + run_call(m, "NULL") + ";\n");
   run += "  if (status != 0) {\n    printf(\"FAIL: " + m.name + "_run returned %d: %s\\n\", (int)status, " + m.name +
          "_status_string(status));\n    return 1;\n  }\n";
   std::string summary = "  printf(\"%s: " + m.name +

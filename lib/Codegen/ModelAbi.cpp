@@ -96,9 +96,13 @@ ModelInterface describe_interface(const Graph &graph, const std::string &name) {
   // a shape read from an input) is sized by the symbol's bound; the run
   // writes the symbol's value into the caller's dims array, after the C
   // dims (reports_defined_symbols).
-  for (size_t i = 0; i < graph.output_ids().size(); ++i)
+  for (size_t i = 0; i < graph.output_ids().size(); ++i) {
+    Shape bound;
     for (const Dim &d : graph.type_of(graph.output_ids()[i]).shape)
-      (void)bound_node_symbols(d, table, "output " + std::to_string(i) + " (" + m.outputs[i].source_name + ")");
+      bound.push_back(bound_node_symbols(d, table, "output " + std::to_string(i) + " (" + m.outputs[i].source_name + ")"));
+    if (bound != m.outputs[i].type.shape)
+      m.outputs[i].bound = std::move(bound);
+  }
   if (!table.model_state()) { // a buffer write needs buffers the caller knows are state
     auto writes = [](const Graph &g) {
       return std::any_of(g.nodes().begin(), g.nodes().end(), [](const Node &n) { return writes_buffer(n); });

@@ -955,7 +955,9 @@ def case_shape_inputs_at_run_time(c):
     artifact runs at two sets of values, each output's run-time size reported through the dims array
     and matching numpy; a value above its bound fails the run (INVALID_DIM, no memory corruption);
     without a bound compile names --max-dim; maxc run takes the values as files and writes the outputs
-    at their run-time shapes, on the reference interpreter and the CPU."""
+    at their run-time shapes, on the reference interpreter and the CPU; the generated test and bench
+    harnesses allocate the outputs at their bounds and the test harness checks them at their run-time
+    shapes (it was an internal error, E0001, to emit them)."""
     p = c.save(shape_inputs_model(), "shapes.onnx")
     err = c.run("compile", p, "-o", c.path("nob.o"), expect=1).stderr
     assert "E0608" in err and "--max-dim n=N" in err, err
@@ -1021,6 +1023,28 @@ def case_shape_inputs_at_run_time(c):
         r = c.run("run", p, *args, "--device", device, "--max-dim", "n=4", "--output-dir", out, expect=1)
         assert "outside [0, 4]" in r.stderr or "outside its bound (" in r.stderr, r.stderr
         assert "ramp_n" in r.stderr, r.stderr
+    # The generated harnesses: outputs allocated at their bounds; the test
+    # harness compares them at the run-time shapes the run reports.
+    c.run("compile", p, "-o", c.path("shh.o"), "--name", "shh", "--max-dim", "n=64", "--max-dim", "eshape=16", "-q",
+          "--emit", "obj,header,test-harness,bench-harness")
+    for kind in ["test", "bench"]:
+        subprocess.run(["cc", "-O1", "-Wall", "-Werror", c.path(f"shh_{kind}.c"), c.path("shh.o"), "-lm", "-lpthread",
+                        "-o", c.path(f"shh_{kind}")], check=True)
+    want = {"reshaped": x.reshape(4, 3), "sliced": x[1:-1], "ramp": np.arange(7, dtype=np.int64),
+            "expanded": np.broadcast_to(v, (2, 3)).copy()}
+    for k, w in want.items():
+        np.save(c.path(f"EXPECTED_{k}.npy"), w)
+    test = subprocess.run([c.path("shh_test")] + [c.path(k + ".npy") for k in vals] +
+                          [c.path(f"EXPECTED_{k}.npy") for k in want], capture_output=True, text=True)
+    assert test.returncode == 0 and "PASS" in test.stdout, test.stdout + test.stderr
+    np.save(c.path("EXPECTED_ramp.npy"), np.arange(6, dtype=np.int64))  # a wrong length fails
+    test = subprocess.run([c.path("shh_test")] + [c.path(k + ".npy") for k in vals] +
+                          [c.path(f"EXPECTED_{k}.npy") for k in want], capture_output=True, text=True)
+    assert test.returncode == 1 and "FAIL" in test.stdout, test.stdout + test.stderr
+    bench = subprocess.run([c.path("shh_bench"), "-n", "2", "--warmup", "0"] +
+                           sum((["--input", f"{k}={c.path(k + '.npy')}"] for k in vals), []),
+                           capture_output=True, text=True)
+    assert bench.returncode == 0 and "p50" in bench.stdout, bench.stdout + bench.stderr
 
 
 def case_shape_values_at_run_time(c):

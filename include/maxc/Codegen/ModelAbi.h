@@ -67,6 +67,12 @@ struct ModelInterface {
     /// A model-state buffer (ModelState): the run writes into it, so its C
     /// pointer is not const, and NAME_step passes the state object's.
     bool state = false;
+    /// The shape to allocate: `type.shape` with each symbol a node defines
+    /// at run time replaced by its bound (bound_node_symbols); the run
+    /// writes the output's run-time shape as a row-major prefix of it.
+    /// Empty for inputs, and for outputs that name no such symbol.
+    Shape bound = {};
+    const Shape &alloc_shape() const { return bound.empty() ? type.shape : bound; }
   };
   std::string name;
   std::vector<Tensor> inputs, outputs;
