@@ -95,6 +95,38 @@ void emit_tasks(llvm::IRBuilder<> &b, const std::string &prefix, const std::stri
 
 using namespace conv_ir;
 
+/// dst[i] = src[i * sx] for i < n (sx > 1), in vectors of 16: a wide load
+/// of 16 * sx floats and a shuffle keeping every sx-th lane (LLVM's own
+/// vectorization of the scalar loop mixed gathers and scalar tails). The
+/// last vector (the one whose wide load would pass src[(n - 1) * sx]) is
+/// masked on both sides: it reads no float past the window's last one.
+static void emit_strided_copy_f32(llvm::IRBuilder<> &b, Value *dst, Value *src, int64_t n, int64_t sx) {
+  constexpr int64_t vl = 16;
+  llvm::Type *f32 = b.getFloatTy();
+  auto *vec = llvm::FixedVectorType::get(f32, vl);
+  auto *wide = llvm::FixedVectorType::get(f32, static_cast<unsigned>(vl * sx));
+  std::vector<int> every_s;
+  for (int64_t l = 0; l < vl; ++l)
+    every_s.push_back(static_cast<int>(l * sx));
+  int64_t full = ((n - 1) * sx + 1) / (vl * sx), rest = n - full * vl;
+  if (full > 0)
+    for_count(b, full, [&](Value *i) {
+      Value *v = b.CreateAlignedLoad(wide, f32_at(b, src, mul(b, i, vl * sx)), llvm::Align(4));
+      b.CreateAlignedStore(b.CreateShuffleVector(v, every_s), f32_at(b, dst, mul(b, i, vl)), llvm::Align(4));
+    });
+  if (rest > 0) {
+    std::vector<llvm::Constant *> in_bits, out_bits;
+    for (int64_t l = 0; l < vl * sx; ++l)
+      in_bits.push_back(b.getInt1(l <= (rest - 1) * sx));
+    for (int64_t l = 0; l < vl; ++l)
+      out_bits.push_back(b.getInt1(l < rest));
+    Value *v = b.CreateMaskedLoad(wide, f32_at(b, src, b.getInt64(full * vl * sx)), llvm::Align(4),
+                                  llvm::ConstantVector::get(in_bits), llvm::Constant::getNullValue(wide));
+    b.CreateMaskedStore(b.CreateShuffleVector(v, every_s), f32_at(b, dst, b.getInt64(full * vl)), llvm::Align(4),
+                        llvm::ConstantVector::get(out_bits));
+  }
+}
+
 /// Units [u_begin, u_end) of im2col (one task's): unit u = c * KH + ky,
 /// the KW rows (u * KW + kx) of cols for input channel c and kernel row ky,
 /// output rows [oy_begin, oy_end) (oy at column (oy - oy_begin) * OW of a
@@ -138,6 +170,8 @@ static void emit_im2col_units(llvm::IRBuilder<> &b, const ConvShape &s, Value *x
             if (sx == 1) {
               b.CreateMemCpy(at(cols, add(b, dst, lo)), llvm::Align(size), at(x, src), llvm::Align(size),
                              b.getInt64((hi - lo) * size));
+            } else if (elem->isFloatTy()) {
+              emit_strided_copy_f32(b, at(cols, add(b, dst, lo)), at(x, src), hi - lo, sx);
             } else {
               for_count(b, hi - lo, [&](Value *i) {
                 Value *v = b.CreateLoad(elem, at(x, add(b, src, mul(b, i, sx))));

@@ -134,6 +134,12 @@ TEST_CASE("conv kernels: im2col + GEMM vs the interpreter", "[codegen][conv]") {
        true},
       {"window wider than the input (all padding at the edges)", {1, 2, 3, 2}, {3, 2, 5, 5},
        opts({1, 1}, {2, 2}, {1, 1}, 1), true, false},
+      // Column stride > 1: im2col's rows copied in vectors of 16 (a wide
+      // load and a shuffle), the last one masked.
+      {"5x5 s2 p(1,1,2,2) stem (BlazeFace's), 3 channels, 39 columns", {1, 3, 40, 78}, {8, 3, 5, 5},
+       opts({2, 2}, {1, 1, 2, 2}, {1, 1}, 1), true, true},
+      {"3x3 column stride 3, 2 channels", {1, 2, 9, 100}, {4, 2, 3, 3}, opts({1, 3}, {1, 0, 1, 2}, {1, 1}, 1), false,
+       false},
   };
   for (const Case &c : cases)
     check_case(c);
