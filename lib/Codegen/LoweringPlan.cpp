@@ -1094,26 +1094,11 @@ bool conv_is_pointwise(const Graph &g, const Node &node) {
          std::all_of(pad.begin(), pad.end(), [](int64_t p) { return p == 0; });
 }
 
-std::array<int64_t, 2> conv_direct_plane(const Graph &g, const Node &node) {
-  const Shape &x = g.type_of(node.operands[0]).shape, &w = g.type_of(node.operands[1]).shape;
-  const Shape &out = g.type_of(node.results[0]).shape;
-  std::vector<int64_t> stride = node.attrs.get_ints("stride"), dil = node.attrs.get_ints("dilation");
-  std::vector<int64_t> pad = node.attrs.get_ints("padding");
-  if (pad.size() == 2)
-    pad = {pad[0], pad[1], pad[0], pad[1]};
-  int64_t ow_vectors = (out[3].value() + kConvDirectMaxLanes - 1) / kConvDirectMaxLanes * kConvDirectMaxLanes;
-  int64_t hp = x[2].value() + pad[0] + pad[2];
-  int64_t wp = std::max(x[3].value() + pad[1] + pad[3], ow_vectors * stride[1] + (w[3].value() - 1) * dil[1]);
-  return {hp, wp};
-}
-
 bool conv_uses_direct(const Graph &g, const Node &node, int64_t *bytes) {
   if (!conv_is_static_f32(g, node) || node.attrs.get_int("groups") == 1)
     return false;
-  // The zero-padded plane of one input channel per task, f32.
-  auto [hp, wp] = conv_direct_plane(g, node);
-  if (bytes)
-    *bytes = hp * wp * 4 * conv_direct_split(g, node)[0];
+  if (bytes) // the taps read the input in place: no scratch
+    *bytes = 0;
   return true;
 }
 

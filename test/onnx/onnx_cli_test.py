@@ -178,6 +178,42 @@ def case_dedup_by_structure(c):
         assert np.allclose(got, h, rtol=1e-4, atol=1e-6), (device, np.abs(got - h).max())
 
 
+def case_dedup_rotation_ends_with_activation(c):
+    """A stem, then Relu and 4 x (MatMul, Add residual, Relu): the runs
+    (Relu, MatMul, Add) x 4 and (MatMul, Add, Relu) x 4 cover as many
+    nodes; the copy that ends with the Relu wins (the Relu fuses into the
+    add's kernel instead of reading a call argument back), and the model
+    still agrees with numpy on every path."""
+    rng = np.random.default_rng(7)
+    nodes, inits, node, add_init = anonymous_builder()
+    def init(arr):
+        return add_init(arr.astype(np.float32))
+    ws = [rng.standard_normal((4, 8)).astype(np.float32)] + \
+         [(rng.standard_normal((8, 8)) * 0.3).astype(np.float32) for _ in range(4)]
+    x = node("Relu", [node("MatMul", ["input", init(ws[0])])])
+    for w in ws[1:]:
+        x = node("Relu", [node("Add", [node("MatMul", [x, init(w)]), x])])
+    nodes.append(helper.make_node("Identity", [x], ["output"], name="n_out"))
+    g = helper.make_graph(nodes, "rot", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 4])],
+                          [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 8])], inits)
+    p = c.save(helper.make_model(g, opset_imports=OPSET), "rot.onnx")
+    s = c.stats(p)
+    assert s["subgraph_definitions"] == "1" and s["subgraph_calls"] == "4", s
+    text = c.run("trace", p).stdout
+    body = text[text.index("subgraph @"):].split("\n}")[0].splitlines()
+    assert "matmul(" in body[1] and "relu(" in body[-1], body
+    xin = rng.standard_normal((3, 4)).astype(np.float32)
+    np.save(c.path("xr.npy"), xin)
+    h = np.maximum(xin @ ws[0], 0)
+    for w in ws[1:]:
+        h = np.maximum(h @ w + h, 0)
+    for device in ["reference", "cpu"]:
+        out = c.path("rot-" + device)
+        c.run("run", p, "--input", f"input={c.path('xr.npy')}", "--device", device, "--output-dir", out)
+        got = np.load(os.path.join(out, "output.npy"))
+        assert np.allclose(got, h, rtol=1e-4, atol=1e-5), (device, np.abs(got - h).max())
+
+
 def quantized_stack(layers, hidden=8, seed=0):
     """A residual stack whose weights are uint8 with a float scale and an
     int8 bias, dequantized in the graph (Cast, Sub zero point, Mul scale), with

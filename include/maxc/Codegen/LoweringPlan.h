@@ -155,17 +155,15 @@ WinogradPlan winograd_plan(const Graph &graph, const Node &node);
 
 /// True for a conv2d the CPU code generator lowers as a direct vectorized
 /// window loop (f32, groups > 1: depthwise and grouped convolutions; see
-/// Cpu/ConvEmitter.cpp); its scratch (one zero-padded input plane per
-/// task, conv_direct_split) is returned in `bytes`.
+/// Cpu/ConvEmitter.cpp); it reads the input in place (no scratch: `bytes`
+/// is set to 0).
 bool conv_uses_direct(const Graph &graph, const Node &node, int64_t *bytes = nullptr);
-/// The direct kernel's padded input plane {rows, columns}: wide enough for
-/// vector loads of up to kConvDirectMaxLanes output columns past the edge.
+/// The widest f32 vector the direct kernel and the conv GEMM panels use.
 constexpr int64_t kConvDirectMaxLanes = 16;
-std::array<int64_t, 2> conv_direct_plane(const Graph &graph, const Node &node);
 /// How a CPU conv kernel splits `units` independent units (the direct
 /// kernel's groups, im2col's (channel, kernel row) pairs) of `unit_work` each into
 /// tasks: {tasks, units per task}, about kConvTaskWork per task, at most
-/// kConvMaxTasks (the direct kernel's scratch holds one plane per task).
+/// kConvMaxTasks.
 /// Static, so the split (and the result's bits) never depend on threads.
 constexpr int64_t kConvTaskWork = 32768, kConvMaxTasks = 16;
 std::array<int64_t, 2> conv_task_split(int64_t units, int64_t unit_work);

@@ -95,6 +95,38 @@ void emit_tasks(llvm::IRBuilder<> &b, const std::string &prefix, const std::stri
 
 using namespace conv_ir;
 
+/// dst[i] = src[i * sx] for i < n (sx > 1), in vectors of 16: a wide load
+/// of 16 * sx floats and a shuffle keeping every sx-th lane (LLVM's own
+/// vectorization of the scalar loop mixed gathers and scalar tails). The
+/// last vector (the one whose wide load would pass src[(n - 1) * sx]) is
+/// masked on both sides: it reads no float past the window's last one.
+static void emit_strided_copy_f32(llvm::IRBuilder<> &b, Value *dst, Value *src, int64_t n, int64_t sx) {
+  constexpr int64_t vl = 16;
+  llvm::Type *f32 = b.getFloatTy();
+  auto *vec = llvm::FixedVectorType::get(f32, vl);
+  auto *wide = llvm::FixedVectorType::get(f32, static_cast<unsigned>(vl * sx));
+  std::vector<int> every_s;
+  for (int64_t l = 0; l < vl; ++l)
+    every_s.push_back(static_cast<int>(l * sx));
+  int64_t full = ((n - 1) * sx + 1) / (vl * sx), rest = n - full * vl;
+  if (full > 0)
+    for_count(b, full, [&](Value *i) {
+      Value *v = b.CreateAlignedLoad(wide, f32_at(b, src, mul(b, i, vl * sx)), llvm::Align(4));
+      b.CreateAlignedStore(b.CreateShuffleVector(v, every_s), f32_at(b, dst, mul(b, i, vl)), llvm::Align(4));
+    });
+  if (rest > 0) {
+    std::vector<llvm::Constant *> in_bits, out_bits;
+    for (int64_t l = 0; l < vl * sx; ++l)
+      in_bits.push_back(b.getInt1(l <= (rest - 1) * sx));
+    for (int64_t l = 0; l < vl; ++l)
+      out_bits.push_back(b.getInt1(l < rest));
+    Value *v = b.CreateMaskedLoad(wide, f32_at(b, src, b.getInt64(full * vl * sx)), llvm::Align(4),
+                                  llvm::ConstantVector::get(in_bits), llvm::Constant::getNullValue(wide));
+    b.CreateMaskedStore(b.CreateShuffleVector(v, every_s), f32_at(b, dst, b.getInt64(full * vl)), llvm::Align(4),
+                        llvm::ConstantVector::get(out_bits));
+  }
+}
+
 /// Units [u_begin, u_end) of im2col (one task's): unit u = c * KH + ky,
 /// the KW rows (u * KW + kx) of cols for input channel c and kernel row ky,
 /// output rows [oy_begin, oy_end) (oy at column (oy - oy_begin) * OW of a
@@ -138,6 +170,8 @@ static void emit_im2col_units(llvm::IRBuilder<> &b, const ConvShape &s, Value *x
             if (sx == 1) {
               b.CreateMemCpy(at(cols, add(b, dst, lo)), llvm::Align(size), at(x, src), llvm::Align(size),
                              b.getInt64((hi - lo) * size));
+            } else if (elem->isFloatTy()) {
+              emit_strided_copy_f32(b, at(cols, add(b, dst, lo)), at(x, src), hi - lo, sx);
             } else {
               for_count(b, hi - lo, [&](Value *i) {
                 Value *v = b.CreateLoad(elem, at(x, add(b, src, mul(b, i, sx))));
@@ -431,15 +465,15 @@ void emit_conv_blocks_f32(llvm::IRBuilder<> &outer, const ConvBlockArgs &a) {
 }
 
 /// Groups [g_begin, g_end) of the direct kernel (one task's), with a's
-/// pointers those of the task; a.plane is the task's own plane.
+/// pointers those of the task.
 static void emit_direct_groups(llvm::IRBuilder<> &b, const DirectConvArgs &a, Value *g_begin, Value *g_end) {
   const ConvShape &s = a.shape;
   llvm::Type *f32 = b.getFloatTy();
   int64_t Cg = s.C / s.groups, Og = s.O / s.groups, taps = s.KH * s.KW;
-  int64_t sy = s.stride[0], sx = s.stride[1], dy = s.dilation[0], dx = s.dilation[1], Wp = a.plane_w;
+  int64_t sy = s.stride[0], sx = s.stride[1], dy = s.dilation[0], dx = s.dilation[1];
   // Vector width: the target's, halved while a row fits in half (7x7
-  // planes: 8 lanes, not 16 mostly masked); never above the plane's margin.
-  int64_t vl = std::min<int64_t>(a.lanes, 16);
+  // planes: 8 lanes, not 16 mostly masked).
+  int64_t vl = std::min<int64_t>(a.lanes, kConvDirectMaxLanes);
   while (vl > 4 && s.OW <= vl / 2)
     vl /= 2;
   int64_t chunks = (s.OW + vl - 1) / vl, tail = s.OW % vl;
@@ -447,13 +481,13 @@ static void emit_direct_groups(llvm::IRBuilder<> &b, const DirectConvArgs &a, Va
   auto *wide = llvm::FixedVectorType::get(f32, static_cast<unsigned>(vl * sx));
   llvm::Module *m = b.GetInsertBlock()->getModule();
   llvm::Function *fma = llvm::Intrinsic::getDeclaration(m, llvm::Intrinsic::fma, {vec});
-  Value *tail_mask = nullptr;
-  if (tail) {
+  auto lane_mask = [&](int64_t n, const std::function<bool(int64_t)> &on) {
     std::vector<llvm::Constant *> bits;
-    for (int64_t l = 0; l < vl; ++l)
-      bits.push_back(b.getInt1(l < tail));
-    tail_mask = llvm::ConstantVector::get(bits);
-  }
+    for (int64_t l = 0; l < n; ++l)
+      bits.push_back(b.getInt1(on(l)));
+    return llvm::ConstantVector::get(bits);
+  };
+  Value *tail_mask = tail ? lane_mask(vl, [&](int64_t l) { return l < tail; }) : nullptr;
   std::vector<int> every_s;
   for (int64_t l = 0; l < vl; ++l)
     every_s.push_back(static_cast<int>(l * sx));
@@ -469,24 +503,35 @@ static void emit_direct_groups(llvm::IRBuilder<> &b, const DirectConvArgs &a, Va
       b.CreateAlignedStore(v, p, llvm::Align(4));
   };
 
-  // The plane's border, zeroed once per task, stays zero: each channel's
-  // copy rewrites the interior only (rows pt..pt+H-1, columns pl..pl+W-1).
-  int64_t below = s.pad[0] + s.H;
-  zero_floats(b, a.plane, b.getInt64(0), s.pad[0] * Wp);
-  zero_floats(b, a.plane, b.getInt64(below * Wp), (a.plane_h - below) * Wp);
-  for_count(b, s.H, [&](Value *y) {
-    Value *row = mul(b, add(b, y, s.pad[0]), Wp);
-    zero_floats(b, a.plane, row, s.pad[1]);
-    zero_floats(b, a.plane, add(b, row, s.pad[1] + s.W), Wp - s.pad[1] - s.W);
-  });
+  // The taps read the input rows in place: the wide load of vector j, tap
+  // kx reads columns j*vl*sx + kx*dx - pad_left + l, lane l (a compile-time
+  // mask where some fall outside the row: those read 0, never memory, as
+  // the padding; a load with no lane inside is left out), and a kernel row
+  // above or below the input reads a row of zeros (a constant of W floats)
+  // instead. No padded copy: the input streams through once, and no plane
+  // bigger than L1 is written and read back per channel.
+  auto *zeros_type = llvm::ArrayType::get(f32, static_cast<uint64_t>(s.W));
+  std::string zeros_name = "maxc.conv_direct.zeros." + std::to_string(s.W);
+  llvm::GlobalVariable *zeros = m->getNamedGlobal(zeros_name);
+  if (!zeros)
+    zeros = new llvm::GlobalVariable(*m, zeros_type, true, llvm::GlobalValue::PrivateLinkage,
+                                     llvm::ConstantAggregateZero::get(zeros_type), zeros_name);
+  std::vector<std::vector<Value *>> col_mask(static_cast<size_t>(chunks)); // null: all lanes inside
+  std::vector<std::vector<char>> col_any(static_cast<size_t>(chunks));
+  for (int64_t j = 0; j < chunks; ++j)
+    for (int64_t kx = 0; kx < s.KW; ++kx) {
+      int64_t first = j * vl * sx + kx * dx - s.pad[1], inside = 0;
+      auto in_row = [&](int64_t l) { return first + l >= 0 && first + l < s.W; };
+      for (int64_t l = 0; l < vl * sx; ++l)
+        inside += in_row(l);
+      col_any[j].push_back(inside > 0);
+      col_mask[j].push_back(inside == vl * sx ? nullptr : lane_mask(vl * sx, in_row));
+    }
+
   for_range(b, g_begin, g_end, [&](Value *g) {
     for_count(b, Cg, [&](Value *ci) {
       Value *c = add(b, mul(b, g, Cg), ci);
-      for_count(b, s.H, [&](Value *y) {
-        Value *dst = f32_at(b, a.plane, add(b, mul(b, add(b, y, s.pad[0]), Wp), s.pad[1]));
-        Value *src = f32_at(b, a.x, mul(b, add(b, mul(b, c, s.H), y), s.W));
-        b.CreateMemCpy(dst, llvm::Align(4), src, llvm::Align(4), b.getInt64(s.W * 4));
-      });
+      Value *xc = f32_at(b, a.x, mul(b, c, s.H * s.W));
       Value *first = b.CreateICmpEQ(ci, b.getInt64(0));
       Value *last = b.CreateICmpEQ(ci, b.getInt64(Cg - 1));
       for_count(b, Og, [&](Value *oo) {
@@ -500,6 +545,12 @@ static void emit_direct_groups(llvm::IRBuilder<> &b, const DirectConvArgs &a, Va
           init = b.CreateVectorSplat(static_cast<unsigned>(vl), b.CreateLoad(f32, f32_at(b, a.bias, o)));
         for_count(b, s.OH, [&](Value *oy) {
           Value *orow = mul(b, add(b, mul(b, o, s.OH), oy), s.OW);
+          std::vector<Value *> rows;
+          for (int64_t ky = 0; ky < s.KH; ++ky) {
+            Value *iy = add(b, mul(b, oy, sy), ky * dy - s.pad[0]);
+            Value *inside = b.CreateICmpULT(iy, b.getInt64(s.H));
+            rows.push_back(b.CreateSelect(inside, b.CreateGEP(f32, xc, mul(b, iy, s.W)), zeros));
+          }
           // Blocks of up to 8 vectors of output columns, each an independent
           // FMA chain over the taps.
           for (int64_t j0 = 0; j0 < chunks; j0 += 8) {
@@ -509,17 +560,20 @@ static void emit_direct_groups(llvm::IRBuilder<> &b, const DirectConvArgs &a, Va
               Value *p = f32_at(b, a.out, add(b, orow, j * vl));
               acc.push_back(Cg == 1 ? init : b.CreateSelect(first, init, load_out(p, tail && j == chunks - 1)));
             }
-            for (int64_t ky = 0; ky < s.KH; ++ky) {
-              Value *prow = mul(b, add(b, mul(b, oy, sy), ky * dy), Wp);
+            for (int64_t ky = 0; ky < s.KH; ++ky)
               for (int64_t kx = 0; kx < s.KW; ++kx)
                 for (int64_t j = j0; j < j1; ++j) {
-                  Value *p = f32_at(b, a.plane, add(b, prow, j * vl * sx + kx * dx));
-                  Value *v = b.CreateAlignedLoad(wide, p, llvm::Align(4));
+                  if (!col_any[j][kx])
+                    continue;
+                  Value *p = b.CreateGEP(f32, rows[ky], b.getInt64(j * vl * sx + kx * dx - s.pad[1]));
+                  Value *mask = col_mask[j][kx];
+                  Value *v = mask ? static_cast<Value *>(b.CreateMaskedLoad(wide, p, llvm::Align(4), mask,
+                                                                            llvm::Constant::getNullValue(wide)))
+                                  : b.CreateAlignedLoad(wide, p, llvm::Align(4));
                   if (sx > 1)
                     v = b.CreateShuffleVector(v, every_s);
                   acc[j - j0] = b.CreateCall(fma, {tap[ky * s.KW + kx], v, acc[j - j0]});
                 }
-            }
             for (int64_t j = j0; j < j1; ++j)
               store_out(acc[j - j0], f32_at(b, a.out, add(b, orow, j * vl)), tail && j == chunks - 1);
           }
@@ -544,7 +598,7 @@ static void emit_direct_groups(llvm::IRBuilder<> &b, const DirectConvArgs &a, Va
 
 void emit_conv_direct_f32(llvm::IRBuilder<> &b, const DirectConvArgs &a) {
   const int64_t tasks = a.split[0], per = a.split[1];
-  std::vector<Value *> fields = {a.x, a.w, a.out, a.plane};
+  std::vector<Value *> fields = {a.x, a.w, a.out};
   if (a.bias)
     fields.push_back(a.bias);
   const ConvShape &s = a.shape;
@@ -554,8 +608,7 @@ void emit_conv_direct_f32(llvm::IRBuilder<> &b, const DirectConvArgs &a) {
                here.x = f[0];
                here.w = f[1];
                here.out = f[2];
-               here.plane = f32_at(tb, f[3], mul(tb, t, a.plane_h * a.plane_w));
-               here.bias = a.bias ? f[4] : nullptr;
+               here.bias = a.bias ? f[3] : nullptr;
                Value *g0 = mul(tb, t, per);
                Value *g1 = tb.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(tb, g0, per), tb.getInt64(a.shape.groups));
                emit_direct_groups(tb, here, g0, g1);

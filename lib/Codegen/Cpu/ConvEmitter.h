@@ -103,8 +103,6 @@ void emit_conv_i8(llvm::IRBuilder<> &b, const ConvInt8Args &args);
 struct DirectConvArgs {
   ConvShape shape;
   llvm::Value *x, *w, *bias, *out; // one image of x and out; bias may be null
-  llvm::Value *plane;              // scratch: split[0] planes of plane_h * plane_w floats
-  int64_t plane_h, plane_w;        // conv_direct_plane()
   std::array<int64_t, 2> split;    // conv_direct_split(): {tasks, groups per task}
   unsigned lanes;                  // the target's f32 vector width
   std::string prefix = {};         // the model's symbol prefix
@@ -113,7 +111,7 @@ struct DirectConvArgs {
   const GemmEpilogue *epilogue;
 };
 
-/// Tasks of `split[1]` groups each (a plane of their own), through the
+/// Tasks of `split[1]` groups each, through the
 /// runtime's parallel_for.
 void emit_conv_direct_f32(llvm::IRBuilder<> &b, const DirectConvArgs &args);
 

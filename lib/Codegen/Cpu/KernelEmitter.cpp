@@ -1422,8 +1422,8 @@ private:
     bool pointwise = !direct && conv_is_pointwise(g_, node);
     if (pointwise && pointwise_block_rows(s) > 0)
       return emit_conv_pointwise_blocks(node, s);
-    Value *scratch = pointwise ? nullptr
-                               : b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(plan_.scratch_slot));
+    Value *scratch = pointwise || direct ? nullptr
+                                         : b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(plan_.scratch_slot));
     size_t n_index = node_index(node);
     Value *xptr = pointer_of(x), *wptr = pointer_of(w), *optr = gemm_output(n_index, out);
     int64_t K = s.C / s.groups * s.KH * s.KW, P = s.OH * s.OW;
@@ -1439,8 +1439,7 @@ private:
                                  return Index{prefix[0], row, b_.CreateUDiv(col, ow), b_.CreateURem(col, ow)};
                                });
       if (direct) {
-        auto [ph, pw] = conv_direct_plane(g_, node);
-        emit_conv_direct_f32(b_, {s, x_n, wptr, bias == kNoValue ? nullptr : pointer_of(bias), out_n, scratch, ph, pw,
+        emit_conv_direct_f32(b_, {s, x_n, wptr, bias == kNoValue ? nullptr : pointer_of(bias), out_n,
                                   conv_direct_split(g_, node), mod_.lanes, mod_.prefix, epi ? &epi->gemm : nullptr});
         return;
       }

@@ -1014,10 +1014,24 @@ private:
       if (best.copies >= 2)
         runs.push_back(best);
     }
-    std::stable_sort(runs.begin(), runs.end(), [](const Run &a, const Run &b) {
+    // A copy that starts with an elementwise op on a computed value makes
+    // that op a kernel of its own, reading its input back from memory (the
+    // call boundary keeps it from the previous copy's last kernel): among
+    // runs of equal coverage and period, one rotated to end with it wins.
+    auto elementwise_start = [&](const Run &r) {
+      static const std::set<std::string> elementwise = {
+          "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Elu",
+          "Selu", "Softplus", "Add", "Sub", "Mul", "Div"};
+      const auto &node = graph_proto_.node(seq[r.start]);
+      return node.domain().empty() && elementwise.count(node.op_type()) &&
+             std::any_of(in_pos[r.start].begin(), in_pos[r.start].end(), [](int p) { return p >= 0; });
+    };
+    std::stable_sort(runs.begin(), runs.end(), [&](const Run &a, const Run &b) {
       if (a.copies * a.period != b.copies * b.period)
         return a.copies * a.period > b.copies * b.period;
-      return a.period < b.period;
+      if (a.period != b.period)
+        return a.period < b.period;
+      return !elementwise_start(a) && elementwise_start(b);
     });
     std::vector<char> taken(n);
     int run_id = 0;

@@ -79,6 +79,15 @@ TEST_CASE("conv kernels: direct depthwise and grouped convolutions vs the interp
       {"grouped 2 x (3 -> 2), 3x2 kernel", {2, 6, 7, 9}, {4, 3, 3, 2}, opts({1, 2}, {1, 0, 2, 1}, {1, 2}, 2), true, true},
       {"grouped 3 x (5 -> 3), 3x3 s2, > 8 vectors per row", {1, 15, 6, 260}, {9, 5, 3, 3},
        opts({2, 2}, {1, 1}, {1, 1}, 3), true, true},
+      // The taps read the input in place: padding wider than the kernel
+      // (output rows and vectors whose taps all fall outside read zeros),
+      // and BlazeFace's 3x3 s1 p1 and s2 (0, 0, 1, 1) on 64-column rows.
+      {"depthwise 3x3, padding 4 > kernel", {1, 2, 5, 6}, {2, 1, 3, 3}, opts({1, 1}, {4, 4, 4, 4}, {1, 1}, 2), true,
+       true},
+      {"depthwise 3x3 s1 p1, BlazeFace rows", {1, 24, 32, 64}, {24, 1, 3, 3}, opts({1, 1}, {1, 1}, {1, 1}, 24), false,
+       false},
+      {"depthwise 3x3 s2 p(0,0,1,1), BlazeFace rows", {1, 24, 32, 64}, {24, 1, 3, 3},
+       opts({2, 2}, {0, 0, 1, 1}, {1, 1}, 24), false, true},
   };
   for (const Case &c : cases)
     check_case(c);
@@ -86,7 +95,7 @@ TEST_CASE("conv kernels: direct depthwise and grouped convolutions vs the interp
 
 TEST_CASE("conv kernels: the direct kernel and im2col split into tasks", "[codegen][conv]") {
   // Enough work for several tasks (conv_task_split), the last one short:
-  // 37 channels -> 5 tasks of 8 (the last 5), each with a plane of its own;
+  // 37 channels -> 5 tasks of 8 (the last 5);
   // im2col over 21 input channels x 3 kernel rows -> 3 tasks of 21 (c, ky)
   // units; a 3-channel 7x7 stem -> 4 tasks of 6 units (tasks end mid-channel).
   const Case cases[] = {
@@ -125,6 +134,12 @@ TEST_CASE("conv kernels: im2col + GEMM vs the interpreter", "[codegen][conv]") {
        true},
       {"window wider than the input (all padding at the edges)", {1, 2, 3, 2}, {3, 2, 5, 5},
        opts({1, 1}, {2, 2}, {1, 1}, 1), true, false},
+      // Column stride > 1: im2col's rows copied in vectors of 16 (a wide
+      // load and a shuffle), the last one masked.
+      {"5x5 s2 p(1,1,2,2) stem (BlazeFace's), 3 channels, 39 columns", {1, 3, 40, 78}, {8, 3, 5, 5},
+       opts({2, 2}, {1, 1, 2, 2}, {1, 1}, 1), true, true},
+      {"3x3 column stride 3, 2 channels", {1, 2, 9, 100}, {4, 2, 3, 3}, opts({1, 3}, {1, 0, 1, 2}, {1, 1}, 1), false,
+       false},
   };
   for (const Case &c : cases)
     check_case(c);
