@@ -935,7 +935,7 @@ int64_t conv_int8_scratch_bytes(const Graph &g, const Node &node) {
   const Shape &w = g.type_of(node.operands[1]).shape, &out = g.type_of(node.results[0]).shape;
   int64_t K = w[1].value() * w[2].value() * w[3].value(), K4 = (K + 3) / 4 * 4;
   int64_t P = out[2].value() * out[3].value(), Pp = (P + kConvInt8Panel - 1) / kConvInt8Panel * kConvInt8Panel;
-  return 2 * K4 * Pp + (w[0].value() + 1) * Pp * 4;
+  return 2 * K4 * Pp + Pp * 4; // colsT, its packed copy, the columns' sums (i32)
 }
 
 bool node_uses_gemm(const Graph &g, const LoweringPlan &plan, const Node &node) {

@@ -210,7 +210,7 @@ bool conv_int8_weight_ok(const HostTensor &w);
 /// emit_conv_i8.
 bool conv_uses_int8_gemm(const Graph &graph, const LoweringPlan &plan, const Node &node);
 /// Its columns are padded to kConvInt8Panel pixels (the widest integer GEMM
-/// panel); scratch: the byte im2col, its packed copy and the i32 result.
+/// panel); scratch: the byte im2col, its packed copy and the columns' sums (i32).
 constexpr int64_t kConvInt8Panel = 32;
 int64_t conv_int8_scratch_bytes(const Graph &graph, const Node &node);
 

@@ -594,12 +594,15 @@ void emit_conv_i8(llvm::IRBuilder<> &outer, const ConvInt8Args &a) {
   int64_t Pp = (P + kConvInt8Panel - 1) / kConvInt8Panel * kConvInt8Panel, nr = 2 * static_cast<int64_t>(a.lanes);
   llvm::Type *i8 = outer.getInt8Ty(), *i32 = outer.getInt32Ty();
   Value *cols = a.scratch, *packed = outer.CreateGEP(i8, a.scratch, outer.getInt64(Kp * Pp));
-  Value *acc = outer.CreateGEP(i8, a.scratch, outer.getInt64(2 * Kp * Pp));
+  Value *col_sums = a.col_sums ? outer.CreateGEP(i8, a.scratch, outer.getInt64(2 * Kp * Pp))
+                               : llvm::ConstantPointerNull::get(outer.getPtrTy());
   Value *zp = a.zero_point ? static_cast<Value *>(outer.CreateLoad(i8, a.zero_point)) : outer.getInt8(0);
   // 1. The byte im2col (colsT [Kp, Pp], the padding the zero point, rows
-  // past K zeros; columns past P are not read back).
+  // past K zeros once packed — 0x80 for i8, flipped by the packing — so that
+  // they add nothing to the columns' sums; columns past P are not read
+  // back).
   if (Kp > K)
-    outer.CreateMemSet(outer.CreateGEP(i8, cols, outer.getInt64(K * Pp)), outer.getInt8(0),
+    outer.CreateMemSet(outer.CreateGEP(i8, cols, outer.getInt64(K * Pp)), outer.getInt8(a.x_signed ? 0x80 : 0),
                        outer.getInt64((Kp - K) * Pp), llvm::Align(1));
   {
     const std::array<int64_t, 2> split = conv_task_split(s.C * s.KH, s.KW * P / 4);
@@ -614,14 +617,19 @@ void emit_conv_i8(llvm::IRBuilder<> &outer, const ConvInt8Args &a) {
   }
   // 2. colsT as the integer GEMM's B (GemmPanels.h's layout: panels of nr
   // columns, each column's four rows of a group side by side; i8
-  // activations xor 0x80, read as u8).
+  // activations xor 0x80, read as u8); with col_sums, each column's sum of
+  // those bytes too (i32 [Pp]).
   {
     int64_t panels = Pp / nr;
     const std::array<int64_t, 2> split = conv_task_split(panels, K4 * nr * 4);
     const int64_t per = split[1];
-    emit_tasks(outer, a.prefix, "pack_i8", {cols, packed}, split[0], panels * K4 * nr * 4, nullptr,
+    emit_tasks(outer, a.prefix, "pack_i8", {cols, packed, col_sums}, split[0], panels * K4 * nr * 4, nullptr,
                [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
                  auto *row_t = llvm::FixedVectorType::get(b.getInt8Ty(), static_cast<unsigned>(nr));
+                 auto *sum_t = llvm::FixedVectorType::get(b.getInt32Ty(), static_cast<unsigned>(nr));
+                 llvm::IRBuilder<> entry(&b.GetInsertBlock()->getParent()->getEntryBlock(),
+                                         b.GetInsertBlock()->getParent()->getEntryBlock().begin());
+                 llvm::AllocaInst *sum = entry.CreateAlloca(sum_t);
                  std::vector<int> two(2 * nr), four(4 * nr);
                  for (int64_t i = 0; i < 2 * nr; ++i)
                    two[i] = static_cast<int>(i);
@@ -631,6 +639,8 @@ void emit_conv_i8(llvm::IRBuilder<> &outer, const ConvInt8Args &a) {
                  Value *p0 = mul(b, t, per);
                  Value *p1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, p0, per), b.getInt64(panels));
                  for_range(b, p0, p1, [&](Value *p) {
+                   if (a.col_sums)
+                     b.CreateStore(llvm::Constant::getNullValue(sum_t), sum);
                    for_count(b, K4, [&](Value *g) {
                      Value *rows[4];
                      for (int64_t r = 0; r < 4; ++r) {
@@ -639,55 +649,74 @@ void emit_conv_i8(llvm::IRBuilder<> &outer, const ConvInt8Args &a) {
                        if (a.x_signed)
                          rows[r] = b.CreateXor(rows[r], llvm::ConstantInt::get(row_t, 0x80));
                      }
+                     if (a.col_sums) {
+                       Value *acc = b.CreateLoad(sum_t, sum);
+                       for (Value *row : rows)
+                         acc = b.CreateAdd(acc, b.CreateZExt(row, sum_t));
+                       b.CreateStore(acc, sum);
+                     }
                      Value *v = b.CreateShuffleVector(b.CreateShuffleVector(rows[0], rows[1], two),
                                                       b.CreateShuffleVector(rows[2], rows[3], two), four);
                      Value *to = b.CreateMul(add(b, b.CreateMul(p, b.getInt64(K4)), g), b.getInt64(nr * 4));
                      b.CreateAlignedStore(v, b.CreateGEP(b.getInt8Ty(), f[1], to), llvm::Align(1));
                    });
+                   if (a.col_sums)
+                     b.CreateAlignedStore(b.CreateLoad(sum_t, sum),
+                                          b.CreateGEP(b.getInt32Ty(), f[2], mul(b, p, nr)), llvm::Align(4));
                  });
                });
   }
-  // 3. acc [O + 1, Pp] (i32) = weights (A, i8) @ packed (B, u8).
-  Int8GemmArgs g{a.w, packed, acc, outer.getInt64(s.O + 1)};
-  g.n = Pp;
+  // 3. weights (A, i8 [O, K]) @ packed (B, u8), each tile's sums written
+  // back as they are finished: out[o, p] = f32(acc[o, p] + z[o] * cs[p] -
+  // zp * S[o]) = sum_k W[o, k] * (x - zp) (the zero point as the unsigned
+  // byte B holds; cs the columns' sums, needed only where some z[o] is not
+  // 0), then the epilogue, stored as out's type.
+  Value *tail = outer.CreateGEP(i8, a.w, outer.getInt64((s.O * K + 3) / 4 * 4));
+  Value *zp32 = outer.CreateZExt(a.x_signed ? outer.CreateXor(zp, outer.getInt8(0x80)) : zp, i32);
+  std::vector<Value *> in_task; // out, tail, zp32, col_sums in the task
+  Int8GemmStore store;
+  store.captures = {a.out, tail, zp32, col_sums};
+  size_t own = store.captures.size();
+  if (a.epilogue)
+    store.captures.insert(store.captures.end(), a.epilogue->captures.begin(), a.epilogue->captures.end());
+  store.enter = [&](llvm::IRBuilder<> &entry, const std::vector<Value *> &captured) {
+    in_task.assign(captured.begin(), captured.begin() + static_cast<std::ptrdiff_t>(own));
+    if (a.epilogue)
+      a.epilogue->enter(entry, std::vector<Value *>(captured.begin() + static_cast<std::ptrdiff_t>(own), captured.end()));
+  };
+  store.leave = [&] {
+    if (a.epilogue)
+      a.epilogue->leave();
+  };
+  store.store = [&](llvm::IRBuilder<> &b, Value *o, Value *col0, Value *count, Value *sums) {
+    Value *sum = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), in_task[1], o));
+    Value *corr = b.CreateMul(in_task[2], sum);
+    Value *z = a.col_sums ? b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), in_task[1], add(b, o, s.O)))
+                          : nullptr;
+    llvm::Type *ot = a.out_type ? a.out_type : b.getFloatTy();
+    Value *dst = b.CreateGEP(ot, in_task[0], add(b, mul(b, o, P), col0));
+    for_range(b, b.getInt64(0), count, [&](Value *j) {
+      Value *v = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), sums, j));
+      if (z) {
+        Value *cs = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), in_task[3], add(b, col0, j)));
+        v = b.CreateAdd(v, b.CreateMul(z, cs));
+      }
+      Value *f = b.CreateSIToFP(b.CreateSub(v, corr), b.getFloatTy());
+      if (a.epilogue)
+        f = a.epilogue->apply(b, f, o, add(b, col0, j));
+      b.CreateStore(f, b.CreateGEP(ot, dst, j));
+    });
+  };
+  Int8GemmArgs g{a.w, packed, nullptr, outer.getInt64(s.O)};
+  g.n = P;
   g.k = K;
   g.a_signed = true;
   g.b_signed = false;
   g.lanes = a.lanes;
   g.dot = a.dot;
   g.prefix = a.prefix;
+  g.store = &store;
   emit_gemm_i8(outer, g);
-  // 4. out[o, p] = f32(acc[o, p] + z[o] * acc[O, p] - zp * S[o]): sum_k
-  // W[o, k] * (x - zp) (the zero point as the unsigned byte B holds).
-  {
-    Value *tail = outer.CreateGEP(i8, a.w, outer.getInt64(((s.O + 1) * K + 3) / 4 * 4));
-    Value *zp32 = outer.CreateZExt(a.x_signed ? outer.CreateXor(zp, outer.getInt8(0x80)) : zp, i32);
-    const std::array<int64_t, 2> split = conv_task_split(s.O, P);
-    const int64_t per = split[1];
-    emit_tasks(outer, a.prefix, "requant_i8", {acc, tail, a.out, zp32}, split[0], s.O * P, a.epilogue,
-               [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
-                 Value *o0 = mul(b, t, per);
-                 Value *o1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, o0, per), b.getInt64(s.O));
-                 Value *ones = b.CreateGEP(b.getInt32Ty(), f[0], b.getInt64(s.O * Pp));
-                 for_range(b, o0, o1, [&](Value *o) {
-                   Value *sum = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), f[1], o));
-                   Value *z = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), f[1], add(b, o, s.O)));
-                   Value *corr = b.CreateMul(f[3], sum);
-                   Value *row = b.CreateGEP(b.getInt32Ty(), f[0], mul(b, o, Pp));
-                   llvm::Type *ot = a.out_type ? a.out_type : b.getFloatTy();
-                   Value *dst = b.CreateGEP(ot, f[2], mul(b, o, P));
-                   for_count(b, P, [&](Value *p) {
-                     Value *v = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), row, p));
-                     Value *r = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), ones, p));
-                     v = b.CreateSub(b.CreateAdd(v, b.CreateMul(z, r)), corr);
-                     Value *f = b.CreateSIToFP(v, b.getFloatTy());
-                     if (a.epilogue)
-                       f = a.epilogue->apply(b, f, o, p);
-                     b.CreateStore(f, b.CreateGEP(ot, dst, p));
-                   });
-                 });
-               });
-  }
 }
 
 } // namespace maxc::codegen
