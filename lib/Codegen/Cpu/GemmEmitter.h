@@ -108,6 +108,7 @@ struct Int8GemmArgs {
   unsigned dot = 0;       // Codegen/Target.h: kInt8Dot*
   std::string prefix = {};
   const Int8GemmStore *store = nullptr; // optional: the write-back instead of C
+  bool serial = false; // the tasks here, one after another (a caller that is itself a task)
 };
 
 void emit_gemm_i8(llvm::IRBuilder<> &builder, const Int8GemmArgs &args);

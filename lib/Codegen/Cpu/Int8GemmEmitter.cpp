@@ -302,6 +302,10 @@ void emit_gemm_i8(llvm::IRBuilder<> &b, const Int8GemmArgs &args) {
     fields.insert(fields.end(), args.store->captures.begin(), args.store->captures.end());
   Value *task_args = emit_task_args(b, task_args_type(c, args.store), fields);
   llvm::Function *task = task_function(m, args);
+  if (args.serial) {
+    emit_counted_loop(b, tasks, [&](Value *t) { b.CreateCall(task, {task_args, t}); }, "qgemm.task.");
+    return;
+  }
   auto *single = llvm::BasicBlock::Create(c, "qgemm.single", fn);
   auto *split = llvm::BasicBlock::Create(c, "qgemm.split", fn);
   auto *join = llvm::BasicBlock::Create(c, "qgemm.join", fn);
