@@ -931,11 +931,34 @@ bool conv_uses_int8_gemm(const Graph &g, const LoweringPlan &plan, const Node &n
          (!ops->has_zero_point || plan.values[ops->zero_point].storage != Storage::fused);
 }
 
+int64_t conv_int8_block_rows(int64_t kp, int64_t oh, int64_t ow) {
+  auto padded = [](int64_t p) { return (p + kConvInt8Panel - 1) / kConvInt8Panel * kConvInt8Panel; };
+  if (kp * padded(oh * ow) <= kConvInt8BlockBytes)
+    return 0;
+  // Every block computes its padded columns (the last one too): the fewest
+  // columns in all, then the most rows; blocks only where that is at most
+  // 1/8 more than the whole image's.
+  int64_t best = 0, best_cols = 0;
+  for (int64_t r = 1; r < oh && kp * padded(r * ow) <= kConvInt8BlockBytes; ++r) {
+    int64_t cols = (oh + r - 1) / r * padded(r * ow);
+    if (best == 0 || cols <= best_cols)
+      best = r, best_cols = cols;
+  }
+  return best != 0 && best_cols * 8 <= padded(oh * ow) * 9 ? best : 0;
+}
+
 int64_t conv_int8_scratch_bytes(const Graph &g, const Node &node) {
   const Shape &w = g.type_of(node.operands[1]).shape, &out = g.type_of(node.results[0]).shape;
   int64_t K = w[1].value() * w[2].value() * w[3].value(), K4 = (K + 3) / 4 * 4;
-  int64_t P = out[2].value() * out[3].value(), Pp = (P + kConvInt8Panel - 1) / kConvInt8Panel * kConvInt8Panel;
-  return 2 * K4 * Pp + (w[0].value() + 1) * Pp * 4;
+  int64_t OH = out[2].value(), OW = out[3].value();
+  auto padded = [](int64_t p) { return (p + kConvInt8Panel - 1) / kConvInt8Panel * kConvInt8Panel; };
+  // colsT, its packed copy, the columns' sums (i32): of the whole image, or
+  // of each block of rows.
+  int64_t rows = conv_int8_block_rows(K4, OH, OW);
+  if (rows == 0)
+    return 2 * K4 * padded(OH * OW) + padded(OH * OW) * 4;
+  int64_t blocks = (OH + rows - 1) / rows, Pt = padded(rows * OW);
+  return blocks * (2 * K4 * Pt + Pt * 4);
 }
 
 bool node_uses_gemm(const Graph &g, const LoweringPlan &plan, const Node &node) {

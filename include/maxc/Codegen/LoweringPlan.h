@@ -208,9 +208,17 @@ bool conv_int8_weight_ok(const HostTensor &w);
 /// emit_conv_i8.
 bool conv_uses_int8_gemm(const Graph &graph, const LoweringPlan &plan, const Node &node);
 /// Its columns are padded to kConvInt8Panel pixels (the widest integer GEMM
-/// panel); scratch: the byte im2col, its packed copy and the i32 result.
+/// panel); scratch: the byte im2col, its packed copy and the columns' sums (i32).
 constexpr int64_t kConvInt8Panel = 32;
 int64_t conv_int8_scratch_bytes(const Graph &graph, const Node &node);
+/// Where the byte im2col of the whole image (Kp x OH*OW bytes, Kp = K
+/// rounded up to 4) exceeds kConvInt8BlockBytes, the integer conv runs in
+/// tasks of this many output rows, each its own im2col, packing and GEMM
+/// (in L2; each block's columns padded to kConvInt8Panel on their own, so
+/// the rows are chosen for the least padding, and blocks are used only where
+/// they add at most 1/8 to the columns computed); 0: the whole image at once.
+constexpr int64_t kConvInt8BlockBytes = 288 << 10;
+int64_t conv_int8_block_rows(int64_t kp, int64_t oh, int64_t ow);
 
 /// True for a node that runs as a GEMM kernel under `plan`: such a matmul,
 /// or a conv_uses_gemm / conv_uses_direct conv2d whose input and weights are

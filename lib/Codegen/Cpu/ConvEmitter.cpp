@@ -641,19 +641,164 @@ void emit_max_pool_f32(llvm::IRBuilder<> &outer, const PoolShape &s, Value *x, V
 }
 
 
+namespace {
+
+/// Panels [p0, p1) of colsT (rows `ld` bytes apart) as the integer GEMM's B
+/// (GemmPanels.h's layout: panels of nr columns, each column's four rows of
+/// a group side by side; i8 activations xor 0x80, read as u8); with
+/// a.col_sums, each column's sum of those bytes too (i32, at col_sums).
+void emit_pack_i8(llvm::IRBuilder<> &b, const ConvInt8Args &a, Value *cols, Value *packed, Value *col_sums,
+                  Value *p0, Value *p1, int64_t ld, int64_t K4) {
+  int64_t nr = 2 * static_cast<int64_t>(a.lanes);
+  auto *row_t = llvm::FixedVectorType::get(b.getInt8Ty(), static_cast<unsigned>(nr));
+  auto *sum_t = llvm::FixedVectorType::get(b.getInt32Ty(), static_cast<unsigned>(nr));
+  llvm::BasicBlock &entry_block = b.GetInsertBlock()->getParent()->getEntryBlock();
+  llvm::IRBuilder<> entry(&entry_block, entry_block.begin());
+  llvm::AllocaInst *sum = entry.CreateAlloca(sum_t);
+  std::vector<int> two(2 * nr), four(4 * nr);
+  for (int64_t i = 0; i < 2 * nr; ++i)
+    two[i] = static_cast<int>(i);
+  for (int64_t c = 0; c < nr; ++c)
+    for (int64_t r = 0; r < 4; ++r)
+      four[c * 4 + r] = static_cast<int>(r * nr + c);
+  for_range(b, p0, p1, [&](Value *p) {
+    if (a.col_sums)
+      b.CreateStore(llvm::Constant::getNullValue(sum_t), sum);
+    for_count(b, K4, [&](Value *g) {
+      Value *rows[4];
+      for (int64_t r = 0; r < 4; ++r) {
+        Value *at = add(b, b.CreateMul(add(b, mul(b, g, 4), r), b.getInt64(ld)), mul(b, p, nr));
+        rows[r] = b.CreateAlignedLoad(row_t, b.CreateGEP(b.getInt8Ty(), cols, at), llvm::Align(1));
+        if (a.x_signed)
+          rows[r] = b.CreateXor(rows[r], llvm::ConstantInt::get(row_t, 0x80));
+      }
+      if (a.col_sums) {
+        Value *acc = b.CreateLoad(sum_t, sum);
+        for (Value *row : rows)
+          acc = b.CreateAdd(acc, b.CreateZExt(row, sum_t));
+        b.CreateStore(acc, sum);
+      }
+      Value *v = b.CreateShuffleVector(b.CreateShuffleVector(rows[0], rows[1], two),
+                                       b.CreateShuffleVector(rows[2], rows[3], two), four);
+      Value *to = b.CreateMul(add(b, b.CreateMul(p, b.getInt64(K4)), g), b.getInt64(nr * 4));
+      b.CreateAlignedStore(v, b.CreateGEP(b.getInt8Ty(), packed, to), llvm::Align(1));
+    });
+    if (a.col_sums)
+      b.CreateAlignedStore(b.CreateLoad(sum_t, sum), b.CreateGEP(b.getInt32Ty(), col_sums, mul(b, p, nr)),
+                           llvm::Align(4));
+  });
+}
+
+/// weights (A, i8 [O, K] at w) @ packed (B, u8; n columns, at most `limit`
+/// of them real), each tile's sums written back as they are finished:
+/// out[o, col_base + p] = f32(acc[o, p] + z[o] * cs[p] - zp * S[o]) = sum_k
+/// W[o, k] * (x - zp) (zp32 the zero point as the unsigned byte B holds; cs
+/// the columns' sums, needed only where some z[o] is not 0), then the
+/// epilogue (its captures `epi` as this function sees them), stored as out's
+/// type.
+void emit_gemm_store(llvm::IRBuilder<> &b, const ConvInt8Args &a, Value *w, Value *packed, Value *col_sums,
+                     Value *out, Value *zp32, int64_t n, Value *col_base, Value *limit,
+                     const std::vector<Value *> &epi, bool serial) {
+  const ConvShape &s = a.shape;
+  int64_t K = s.C * s.KH * s.KW, P = s.OH * s.OW;
+  Value *tail = b.CreateGEP(b.getInt8Ty(), w, b.getInt64((s.O * K + 3) / 4 * 4));
+  std::vector<Value *> in_task; // out, tail, zp32, col_sums, col_base, limit in the GEMM's task
+  Int8GemmStore store;
+  store.captures = {out, tail, zp32, col_sums, col_base, limit};
+  size_t own = store.captures.size();
+  store.captures.insert(store.captures.end(), epi.begin(), epi.end());
+  store.enter = [&](llvm::IRBuilder<> &entry, const std::vector<Value *> &captured) {
+    in_task.assign(captured.begin(), captured.begin() + static_cast<std::ptrdiff_t>(own));
+    if (a.epilogue)
+      a.epilogue->enter(entry, std::vector<Value *>(captured.begin() + static_cast<std::ptrdiff_t>(own), captured.end()));
+  };
+  store.leave = [&] {
+    if (a.epilogue)
+      a.epilogue->leave();
+  };
+  store.store = [&](llvm::IRBuilder<> &tb, Value *o, Value *col0, Value *count, Value *sums) {
+    Value *sum = tb.CreateLoad(tb.getInt32Ty(), tb.CreateGEP(tb.getInt32Ty(), in_task[1], o));
+    Value *corr = tb.CreateMul(in_task[2], sum);
+    Value *z = a.col_sums ? tb.CreateLoad(tb.getInt32Ty(), tb.CreateGEP(tb.getInt32Ty(), in_task[1], add(tb, o, s.O)))
+                          : nullptr;
+    llvm::Type *ot = a.out_type ? a.out_type : tb.getFloatTy();
+    Value *col = add(tb, in_task[4], col0); // the image's column of the first
+    Value *dst = tb.CreateGEP(ot, in_task[0], add(tb, mul(tb, o, P), col));
+    Value *end = tb.CreateBinaryIntrinsic(llvm::Intrinsic::smin, count, tb.CreateSub(in_task[5], col0));
+    for_range(tb, tb.getInt64(0), end, [&](Value *j) {
+      Value *v = tb.CreateLoad(tb.getInt32Ty(), tb.CreateGEP(tb.getInt32Ty(), sums, j));
+      if (z) {
+        Value *cs = tb.CreateLoad(tb.getInt32Ty(), tb.CreateGEP(tb.getInt32Ty(), in_task[3], add(tb, col0, j)));
+        v = tb.CreateAdd(v, tb.CreateMul(z, cs));
+      }
+      Value *f = tb.CreateSIToFP(tb.CreateSub(v, corr), tb.getFloatTy());
+      if (a.epilogue)
+        f = a.epilogue->apply(tb, f, o, add(tb, col, j));
+      tb.CreateStore(f, tb.CreateGEP(ot, dst, j));
+    });
+  };
+  Int8GemmArgs g{w, packed, nullptr, b.getInt64(s.O)};
+  g.n = n;
+  g.k = K;
+  g.a_signed = true;
+  g.b_signed = false;
+  g.lanes = a.lanes;
+  g.dot = a.dot;
+  g.prefix = a.prefix;
+  g.store = &store;
+  g.serial = serial;
+  emit_gemm_i8(b, g);
+}
+
+} // namespace
+
 void emit_conv_i8(llvm::IRBuilder<> &outer, const ConvInt8Args &a) {
   const ConvShape &s = a.shape;
   int64_t K = s.C * s.KH * s.KW, K4 = (K + 3) / 4, Kp = K4 * 4, P = s.OH * s.OW;
-  int64_t Pp = (P + kConvInt8Panel - 1) / kConvInt8Panel * kConvInt8Panel, nr = 2 * static_cast<int64_t>(a.lanes);
+  auto padded = [](int64_t p) { return (p + kConvInt8Panel - 1) / kConvInt8Panel * kConvInt8Panel; };
+  int64_t Pp = padded(P), nr = 2 * static_cast<int64_t>(a.lanes);
   llvm::Type *i8 = outer.getInt8Ty(), *i32 = outer.getInt32Ty();
-  Value *cols = a.scratch, *packed = outer.CreateGEP(i8, a.scratch, outer.getInt64(Kp * Pp));
-  Value *acc = outer.CreateGEP(i8, a.scratch, outer.getInt64(2 * Kp * Pp));
   Value *zp = a.zero_point ? static_cast<Value *>(outer.CreateLoad(i8, a.zero_point)) : outer.getInt8(0);
-  // 1. The byte im2col (colsT [Kp, Pp], the padding the zero point, rows
-  // past K zeros; columns past P are not read back).
+  Value *zp32 = outer.CreateZExt(a.x_signed ? outer.CreateXor(zp, outer.getInt8(0x80)) : zp, i32);
+  // The rows of colsT past K: zeros once packed (0x80 for i8, flipped by
+  // the packing), so that they add nothing to the columns' sums.
+  llvm::Constant *k_fill = outer.getInt8(a.x_signed ? 0x80 : 0);
+  std::vector<Value *> epi = a.epilogue ? a.epilogue->captures : std::vector<Value *>{};
+  if (int64_t rows = conv_int8_block_rows(Kp, s.OH, s.OW)) {
+    // Blocks of `rows` output rows, each a task: its byte im2col, packing
+    // and GEMM (serial) while they are in L2.
+    int64_t blocks = (s.OH + rows - 1) / rows, Pt = padded(rows * s.OW);
+    int64_t block_bytes = 2 * Kp * Pt + Pt * 4;
+    std::vector<Value *> fields = {a.x, a.w, a.out, a.scratch, zp, zp32};
+    fields.insert(fields.end(), epi.begin(), epi.end());
+    emit_tasks(outer, a.prefix, "conv_i8", fields, blocks, s.O * K * P, nullptr,
+               [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
+                 Value *base = b.CreateGEP(b.getInt8Ty(), f[3], mul(b, t, block_bytes));
+                 Value *cols = base, *packed = b.CreateGEP(b.getInt8Ty(), base, b.getInt64(Kp * Pt));
+                 Value *col_sums = a.col_sums ? b.CreateGEP(b.getInt8Ty(), base, b.getInt64(2 * Kp * Pt))
+                                              : llvm::ConstantPointerNull::get(b.getPtrTy());
+                 Value *oy0 = mul(b, t, rows);
+                 Value *oy1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, oy0, rows), b.getInt64(s.OH));
+                 if (Kp > K)
+                   b.CreateMemSet(b.CreateGEP(b.getInt8Ty(), cols, b.getInt64(K * Pt)), k_fill,
+                                  b.getInt64((Kp - K) * Pt), llvm::Align(1));
+                 emit_im2col_units(b, s, f[0], cols, b.getInt64(0), b.getInt64(s.C * s.KH), oy0, oy1, b.getInt64(Pt),
+                                   b.getInt8Ty(), f[4]);
+                 emit_pack_i8(b, a, cols, packed, col_sums, b.getInt64(0), b.getInt64(Pt / nr), Pt, K4);
+                 emit_gemm_store(b, a, f[1], packed, col_sums, f[2], f[5], rows * s.OW, mul(b, oy0, s.OW),
+                                 mul(b, b.CreateSub(oy1, oy0), s.OW),
+                                 std::vector<Value *>(f.begin() + 6, f.end()), true);
+               });
+    return;
+  }
+  Value *cols = a.scratch, *packed = outer.CreateGEP(i8, a.scratch, outer.getInt64(Kp * Pp));
+  Value *col_sums = a.col_sums ? outer.CreateGEP(i8, a.scratch, outer.getInt64(2 * Kp * Pp))
+                               : llvm::ConstantPointerNull::get(outer.getPtrTy());
+  // 1. The byte im2col (colsT [Kp, Pp], the padding the zero point; columns
+  // past P are not read back).
   if (Kp > K)
-    outer.CreateMemSet(outer.CreateGEP(i8, cols, outer.getInt64(K * Pp)), outer.getInt8(0),
-                       outer.getInt64((Kp - K) * Pp), llvm::Align(1));
+    outer.CreateMemSet(outer.CreateGEP(i8, cols, outer.getInt64(K * Pp)), k_fill, outer.getInt64((Kp - K) * Pp),
+                       llvm::Align(1));
   {
     const std::array<int64_t, 2> split = conv_task_split(s.C * s.KH, s.KW * P / 4);
     const int64_t per = split[1];
@@ -665,82 +810,20 @@ void emit_conv_i8(llvm::IRBuilder<> &outer, const ConvInt8Args &a) {
                                    b.getInt8Ty(), f[2]);
                });
   }
-  // 2. colsT as the integer GEMM's B (GemmPanels.h's layout: panels of nr
-  // columns, each column's four rows of a group side by side; i8
-  // activations xor 0x80, read as u8).
+  // 2. colsT as the integer GEMM's B.
   {
     int64_t panels = Pp / nr;
     const std::array<int64_t, 2> split = conv_task_split(panels, K4 * nr * 4);
     const int64_t per = split[1];
-    emit_tasks(outer, a.prefix, "pack_i8", {cols, packed}, split[0], panels * K4 * nr * 4, nullptr,
+    emit_tasks(outer, a.prefix, "pack_i8", {cols, packed, col_sums}, split[0], panels * K4 * nr * 4, nullptr,
                [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
-                 auto *row_t = llvm::FixedVectorType::get(b.getInt8Ty(), static_cast<unsigned>(nr));
-                 std::vector<int> two(2 * nr), four(4 * nr);
-                 for (int64_t i = 0; i < 2 * nr; ++i)
-                   two[i] = static_cast<int>(i);
-                 for (int64_t c = 0; c < nr; ++c)
-                   for (int64_t r = 0; r < 4; ++r)
-                     four[c * 4 + r] = static_cast<int>(r * nr + c);
                  Value *p0 = mul(b, t, per);
                  Value *p1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, p0, per), b.getInt64(panels));
-                 for_range(b, p0, p1, [&](Value *p) {
-                   for_count(b, K4, [&](Value *g) {
-                     Value *rows[4];
-                     for (int64_t r = 0; r < 4; ++r) {
-                       Value *at = add(b, b.CreateMul(add(b, mul(b, g, 4), r), b.getInt64(Pp)), mul(b, p, nr));
-                       rows[r] = b.CreateAlignedLoad(row_t, b.CreateGEP(b.getInt8Ty(), f[0], at), llvm::Align(1));
-                       if (a.x_signed)
-                         rows[r] = b.CreateXor(rows[r], llvm::ConstantInt::get(row_t, 0x80));
-                     }
-                     Value *v = b.CreateShuffleVector(b.CreateShuffleVector(rows[0], rows[1], two),
-                                                      b.CreateShuffleVector(rows[2], rows[3], two), four);
-                     Value *to = b.CreateMul(add(b, b.CreateMul(p, b.getInt64(K4)), g), b.getInt64(nr * 4));
-                     b.CreateAlignedStore(v, b.CreateGEP(b.getInt8Ty(), f[1], to), llvm::Align(1));
-                   });
-                 });
+                 emit_pack_i8(b, a, f[0], f[1], f[2], p0, p1, Pp, K4);
                });
   }
-  // 3. acc [O + 1, Pp] (i32) = weights (A, i8) @ packed (B, u8).
-  Int8GemmArgs g{a.w, packed, acc, outer.getInt64(s.O + 1)};
-  g.n = Pp;
-  g.k = K;
-  g.a_signed = true;
-  g.b_signed = false;
-  g.lanes = a.lanes;
-  g.dot = a.dot;
-  g.prefix = a.prefix;
-  emit_gemm_i8(outer, g);
-  // 4. out[o, p] = f32(acc[o, p] + z[o] * acc[O, p] - zp * S[o]): sum_k
-  // W[o, k] * (x - zp) (the zero point as the unsigned byte B holds).
-  {
-    Value *tail = outer.CreateGEP(i8, a.w, outer.getInt64(((s.O + 1) * K + 3) / 4 * 4));
-    Value *zp32 = outer.CreateZExt(a.x_signed ? outer.CreateXor(zp, outer.getInt8(0x80)) : zp, i32);
-    const std::array<int64_t, 2> split = conv_task_split(s.O, P);
-    const int64_t per = split[1];
-    emit_tasks(outer, a.prefix, "requant_i8", {acc, tail, a.out, zp32}, split[0], s.O * P, a.epilogue,
-               [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
-                 Value *o0 = mul(b, t, per);
-                 Value *o1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, o0, per), b.getInt64(s.O));
-                 Value *ones = b.CreateGEP(b.getInt32Ty(), f[0], b.getInt64(s.O * Pp));
-                 for_range(b, o0, o1, [&](Value *o) {
-                   Value *sum = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), f[1], o));
-                   Value *z = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), f[1], add(b, o, s.O)));
-                   Value *corr = b.CreateMul(f[3], sum);
-                   Value *row = b.CreateGEP(b.getInt32Ty(), f[0], mul(b, o, Pp));
-                   llvm::Type *ot = a.out_type ? a.out_type : b.getFloatTy();
-                   Value *dst = b.CreateGEP(ot, f[2], mul(b, o, P));
-                   for_count(b, P, [&](Value *p) {
-                     Value *v = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), row, p));
-                     Value *r = b.CreateLoad(b.getInt32Ty(), b.CreateGEP(b.getInt32Ty(), ones, p));
-                     v = b.CreateSub(b.CreateAdd(v, b.CreateMul(z, r)), corr);
-                     Value *f = b.CreateSIToFP(v, b.getFloatTy());
-                     if (a.epilogue)
-                       f = a.epilogue->apply(b, f, o, p);
-                     b.CreateStore(f, b.CreateGEP(ot, dst, p));
-                   });
-                 });
-               });
-  }
+  // 3. The GEMM, requantized as its tiles are finished.
+  emit_gemm_store(outer, a, a.w, packed, col_sums, a.out, zp32, P, outer.getInt64(0), outer.getInt64(P), epi, false);
 }
 
 } // namespace maxc::codegen

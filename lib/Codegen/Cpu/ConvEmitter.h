@@ -83,9 +83,11 @@ void emit_conv_blocks_f32(llvm::IRBuilder<> &b, const ConvBlockArgs &args);
 /// integer GEMM's B (Cpu/GemmEmitter.h: emit_gemm_i8) at run time, times the
 /// weights packed at compile time (Cpu/GemmPanels.h: pack_conv_int8_weight)
 /// as A, then out = f32(sum_k W[o, k] * (x - zp)), exact: the i32 sum
-/// corrected by the offsets of the packed rows times the columns' sums (the
-/// ones row) and by the zero point times the rows' sums, then the optional
-/// epilogue (row o, column oy * OW + ox). Scratch: conv_int8_scratch_bytes.
+/// corrected by the offsets of the packed rows times the columns' sums
+/// (made while packing) and by the zero point times the rows' sums, then the
+/// optional epilogue (row o, column oy * OW + ox) — all in the GEMM's tile
+/// write-back (Int8GemmStore), no i32 result in memory. Scratch:
+/// conv_int8_scratch_bytes.
 struct ConvInt8Args {
   ConvShape shape;
   llvm::Value *x, *zero_point, *w, *out, *scratch; // zero_point: its byte, or null (0)
@@ -97,6 +99,9 @@ struct ConvInt8Args {
   /// value (a requantization chain ending in a cast to u8/i8: LoweringPlan's
   /// epilogues); null: f32.
   llvm::Type *out_type = nullptr;
+  /// Some row of the packed weight has an offset z[o] != 0
+  /// (GemmPanels.h: conv_int8_weight_offsets): the columns' sums are needed.
+  bool col_sums = true;
 };
 void emit_conv_i8(llvm::IRBuilder<> &b, const ConvInt8Args &args);
 

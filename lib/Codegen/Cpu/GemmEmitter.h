@@ -84,14 +84,31 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args);
 // a + 128 as u8) and the result corrected by +-128 * sum_k B[k, n] (the
 // packed column sums). Tasks: blocks of rows times column panels, through
 // the runtime's parallel_for (one after another below 64K multiply-adds).
+// An integer GEMM's own write-back in place of C's i32 stores (the integer
+// conv's requantization on each finished tile: no i32 round trip through
+// memory). The task function (one of its own) gets `captures` through its
+// arguments and calls enter(entry, captured) once at its entry; for each of
+// a tile's rows, store(b, row, col0, count, sums): `sums` an i32 array of
+// the row's `count` (<= 2 * lanes, the columns past N left out) finished
+// sums, columns col0..; leave() after the task's code.
+struct Int8GemmStore {
+  std::vector<llvm::Value *> captures;
+  std::function<void(llvm::IRBuilder<> &entry, const std::vector<llvm::Value *> &captured)> enter;
+  std::function<void(llvm::IRBuilder<> &b, llvm::Value *row, llvm::Value *col0, llvm::Value *count, llvm::Value *sums)>
+      store;
+  std::function<void()> leave;
+};
+
 struct Int8GemmArgs {
-  llvm::Value *a, *b, *c; // A [M, K] row-major, K bytes apart; B packed; C [M, N] i32 row-major
+  llvm::Value *a, *b, *c; // A [M, K] row-major, K bytes apart; B packed; C [M, N] i32 row-major (null with store)
   llvm::Value *m;         // i64
   int64_t n = 0, k = 0;
   bool a_signed = false, b_signed = false;
   unsigned lanes = 16;    // i32 lanes per vector (cpu_vector_lanes)
   unsigned dot = 0;       // Codegen/Target.h: kInt8Dot*
   std::string prefix = {};
+  const Int8GemmStore *store = nullptr; // optional: the write-back instead of C
+  bool serial = false; // the tasks here, one after another (a caller that is itself a task)
 };
 
 void emit_gemm_i8(llvm::IRBuilder<> &builder, const Int8GemmArgs &args);

@@ -252,8 +252,21 @@ std::vector<float> pack_gemm_panels(const HostTensor &b, int64_t nr) {
   return out;
 }
 
-size_t conv_int8_weight_bytes(int64_t o, int64_t k) {
-  return static_cast<size_t>(((o + 1) * k + 3) / 4 * 4 + 8 * o);
+size_t conv_int8_weight_bytes(int64_t o, int64_t k) { return static_cast<size_t>((o * k + 3) / 4 * 4 + 8 * o); }
+
+// The offset z that brings the integers row[0..k) into [-128, 127].
+static int32_t conv_int8_row_offset(const float *row, int64_t k) {
+  auto [lo, hi] = std::minmax_element(row, row + k);
+  int32_t l = static_cast<int32_t>(*lo), h = static_cast<int32_t>(*hi);
+  return h > 127 ? h - 127 : l < -128 ? l + 128 : 0;
+}
+
+bool conv_int8_weight_offsets(const HostTensor &w) {
+  int64_t O = w.shape()[0], K = w.numel() / O;
+  for (int64_t o = 0; o < O; ++o)
+    if (conv_int8_row_offset(w.data_as<float>() + o * K, K) != 0)
+      return true;
+  return false;
 }
 
 std::vector<uint8_t> pack_conv_int8_weight(const HostTensor &w) {
@@ -263,13 +276,7 @@ std::vector<uint8_t> pack_conv_int8_weight(const HostTensor &w) {
   std::vector<int32_t> sums(static_cast<size_t>(O)), offsets(static_cast<size_t>(O));
   for (int64_t o = 0; o < O; ++o) {
     const float *row = v + o * K;
-    auto [lo, hi] = std::minmax_element(row, row + K);
-    int32_t l = static_cast<int32_t>(*lo), h = static_cast<int32_t>(*hi), z = 0;
-    if (h > 127)
-      z = h - 127;
-    else if (l < -128)
-      z = l + 128;
-    int32_t s = 0;
+    int32_t z = conv_int8_row_offset(row, K), s = 0;
     for (int64_t k = 0; k < K; ++k) {
       int32_t e = static_cast<int32_t>(row[k]);
       s += e;
@@ -277,8 +284,7 @@ std::vector<uint8_t> pack_conv_int8_weight(const HostTensor &w) {
     }
     sums[static_cast<size_t>(o)] = s, offsets[static_cast<size_t>(o)] = z;
   }
-  std::fill(out.begin() + O * K, out.begin() + (O + 1) * K, uint8_t{1});
-  size_t tail = static_cast<size_t>(((O + 1) * K + 3) / 4 * 4);
+  size_t tail = static_cast<size_t>((O * K + 3) / 4 * 4);
   std::memcpy(out.data() + tail, sums.data(), sums.size() * 4);
   std::memcpy(out.data() + tail + sums.size() * 4, offsets.data(), offsets.size() * 4);
   return out;

@@ -62,13 +62,15 @@ std::vector<uint8_t> pack_int8_panels(const HostTensor &b, int64_t nr);
 size_t int8_panel_bytes(int64_t k, int64_t n, int64_t nr);
 
 /// An integer conv's weight W [O, C, KH, KW] (f32 integers, conv_int8_weight_ok)
-/// as the integer GEMM's A [O + 1, K] (K = C * KH * KW) in i8, row o = W[o]
-/// - z[o], the last row all ones (its product: the columns' sums), then
-/// (at the next multiple of 4 bytes) i32 S[O] = sum_k W[o, k] and i32 z[O],
-/// each z[o] the offset that brings row o into [-128, 127] (0 where it is
-/// already). Cpu/ConvEmitter.h: emit_conv_i8.
+/// as the integer GEMM's A [O, K] (K = C * KH * KW) in i8, row o = W[o] -
+/// z[o], then (at the next multiple of 4 bytes) i32 S[O] = sum_k W[o, k] and
+/// i32 z[O], each z[o] the offset that brings row o into [-128, 127] (0
+/// where it is already). Cpu/ConvEmitter.h: emit_conv_i8.
 std::vector<uint8_t> pack_conv_int8_weight(const HostTensor &w);
 size_t conv_int8_weight_bytes(int64_t o, int64_t k);
+/// Whether some z[o] of pack_conv_int8_weight is not 0 (the conv then needs
+/// its columns' sums).
+bool conv_int8_weight_offsets(const HostTensor &w);
 
 /// For weights_blob (WeightsSection.h): the packed bytes of packed
 /// constants, made on demand while the blob is written (never all resident:

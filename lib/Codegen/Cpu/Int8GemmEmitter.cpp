@@ -21,13 +21,23 @@ constexpr unsigned kVectors = 2;         // NR = kVectors * lanes columns
 constexpr int64_t kTilesPerTask = 8;     // rows per task: kTilesPerTask * MR
 constexpr int64_t kParallelMacs = 1 << 16;
 
-unsigned tile_rows(unsigned dot) { return dot == kInt8DotVnni ? 6 : dot == kInt8DotAvx2 ? 3 : 4; }
+// MR: 8 rows with AVX512-VNNI at 16 lanes (16 accumulators of the 32
+// registers; a divisor of the usual channel counts), 6 with VNNI on 8 lanes
+// (16 registers), 3 with AVX2's pairs.
+unsigned tile_rows(unsigned dot, unsigned lanes) {
+  return dot == kInt8DotVnni ? (lanes == 16 ? 8 : 6) : dot == kInt8DotAvx2 ? 3 : 4;
+}
 
 // The task's arguments: a, b, c, m, n, k, rows per task.
-llvm::StructType *task_args_type(llvm::LLVMContext &c) {
+// With a write-back, its captures follow.
+llvm::StructType *task_args_type(llvm::LLVMContext &c, const Int8GemmStore *store) {
   auto *ptr = llvm::PointerType::getUnqual(c);
   auto *i64 = llvm::Type::getInt64Ty(c);
-  return llvm::StructType::get(c, {ptr, ptr, ptr, i64, i64, i64, i64});
+  std::vector<llvm::Type *> types = {ptr, ptr, ptr, i64, i64, i64, i64};
+  if (store)
+    for (Value *v : store->captures)
+      types.push_back(v->getType());
+  return llvm::StructType::get(c, types);
 }
 
 struct Kernel {
@@ -36,6 +46,8 @@ struct Kernel {
   bool a_signed, b_signed;
   Value *a, *bp, *c, *n, *k;
   llvm::IRBuilder<> &entry; // the task's entry block (allocas)
+  const Int8GemmStore *store = nullptr;
+  Value *store_buf = nullptr; // with store: a tile's sums, [MR][NR] i32
   llvm::LLVMContext &ctx = b.getContext();
 
   bool b_unsigned() const { return !b_signed; }          // vpdpbusd's unsigned operand: B, else A
@@ -193,10 +205,23 @@ struct Kernel {
         Value *x = finish(acc[j][v]);
         if (fix)
           x = correction() > 0 ? b.CreateAdd(x, fix) : b.CreateSub(x, fix);
+        if (store) { // the tile's sums to the write-back's buffer (L1)
+          b.CreateAlignedStore(x, b.CreateGEP(b.getInt32Ty(), store_buf, i64(j * nr + v * lanes)), llvm::Align(4));
+          continue;
+        }
         Value *at = b.CreateGEP(b.getInt32Ty(), c, b.CreateAdd(b.CreateMul(b.CreateAdd(row0, i64(j)), n), col));
         b.CreateMaskedStore(x, at, llvm::Align(4), mask);
       }
     }
+    if (!store)
+      return;
+    // The write-back, one row at a time: its columns up to N.
+    Value *col0 = b.CreateMul(p, i64(nr));
+    Value *count = b.CreateSub(n, col0);
+    count = b.CreateSelect(b.CreateICmpSLT(count, i64(nr)), count, i64(nr));
+    emit_counted_loop(b, i64(rows), [&](Value *j) {
+      store->store(b, b.CreateAdd(row0, j), col0, count, b.CreateGEP(b.getInt32Ty(), store_buf, b.CreateMul(j, i64(nr))));
+    }, "qgemm.store.");
   }
 };
 
@@ -204,19 +229,28 @@ struct Kernel {
 // rows of one column panel. Shared by the GEMMs of the same signedness.
 llvm::Function *task_function(llvm::Module &m, const Int8GemmArgs &g) {
   std::string name = g.prefix + ".gemm_i8." + std::to_string(g.lanes) + "." + std::to_string(g.dot) + "." +
-                     (g.a_signed ? "s" : "u") + (g.b_signed ? "s" : "u");
-  if (llvm::Function *f = m.getFunction(name))
+                     (g.a_signed ? "s" : "u") + (g.b_signed ? "s" : "u") + (g.store ? ".store" : "");
+  if (llvm::Function *f = m.getFunction(name); f && !g.store)
     return f;
   llvm::LLVMContext &c = m.getContext();
   llvm::IRBuilder<> entry(c), b(c);
-  llvm::Function *fn = create_task_function(m, name, entry, b);
-  llvm::StructType *st = task_args_type(c);
+  llvm::Function *fn = create_task_function(m, name, entry, b); // with store: one of its own (renamed)
+  llvm::StructType *st = task_args_type(c, g.store);
   auto field = [&](unsigned i, llvm::Type *t) { return task_arg(entry, st, fn->getArg(0), i, t); };
   Value *a = field(0, b.getPtrTy()), *bp = field(1, b.getPtrTy()), *cp = field(2, b.getPtrTy());
   Value *mrows = field(3, b.getInt64Ty()), *n = field(4, b.getInt64Ty()), *k = field(5, b.getInt64Ty()),
         *rows = field(6, b.getInt64Ty());
-  Kernel kern{b, g.lanes, g.dot, g.a_signed, g.b_signed, a, bp, cp, n, k, entry};
   int64_t nr = kVectors * g.lanes;
+  unsigned mr = tile_rows(g.dot, g.lanes);
+  Kernel kern{b, g.lanes, g.dot, g.a_signed, g.b_signed, a, bp, cp, n, k, entry, g.store};
+  if (g.store) {
+    std::vector<Value *> captured;
+    for (unsigned i = 0; i < g.store->captures.size(); ++i)
+      captured.push_back(field(7 + i, g.store->captures[i]->getType()));
+    g.store->enter(entry, captured);
+    kern.store_buf = entry.CreateAlloca(b.getInt32Ty(), b.getInt64(mr * nr));
+    kern.store_buf->setName("qgemm.sums");
+  }
   Value *panels = b.CreateSDiv(b.CreateAdd(n, b.getInt64(nr - 1)), b.getInt64(nr));
   Value *k4 = b.CreateSDiv(b.CreateAdd(k, b.getInt64(3)), b.getInt64(4));
   Value *t = fn->getArg(1);
@@ -228,15 +262,25 @@ llvm::Function *task_function(llvm::Module &m, const Int8GemmArgs &g) {
   Value *panel = b.CreateGEP(b.getInt8Ty(), bp, b.CreateMul(p, panel_bytes));
   Value *sums = b.CreateGEP(b.getInt8Ty(), bp,
                             b.CreateAdd(b.CreateMul(panels, panel_bytes), b.CreateMul(p, b.getInt64(nr * 4))));
-  unsigned mr = tile_rows(g.dot);
   Value *tiles = b.CreateSDiv(b.CreateSub(i1, i0), b.getInt64(mr));
   emit_counted_loop(b, tiles, [&](Value *i) {
     kern.tile(b.CreateAdd(i0, b.CreateMul(i, b.getInt64(mr))), mr, p, panel, sums);
   }, "qgemm.tile.");
-  Value *rest = b.CreateAdd(i0, b.CreateMul(tiles, b.getInt64(mr)));
-  emit_counted_loop(b, b.CreateSub(i1, rest), [&](Value *i) { kern.tile(b.CreateAdd(rest, i), 1, p, panel, sums); },
-                    "qgemm.row.");
+  // The rows left over (< MR): tiles of 4, 2 and 1 rows, each at most once.
+  llvm::AllocaInst *rest = entry.CreateAlloca(b.getInt64Ty());
+  b.CreateStore(b.CreateAdd(i0, b.CreateMul(tiles, b.getInt64(mr))), rest);
+  for (unsigned size = 4; size >= 1; size /= 2) {
+    if (size >= mr)
+      continue;
+    Value *r0 = b.CreateLoad(b.getInt64Ty(), rest);
+    emit_if(b, b.CreateICmpSGE(b.CreateSub(i1, r0), b.getInt64(size)), [&] {
+      kern.tile(r0, size, p, panel, sums);
+      b.CreateStore(b.CreateAdd(r0, b.getInt64(size)), rest);
+    });
+  }
   b.CreateRetVoid();
+  if (g.store && g.store->leave)
+    g.store->leave();
   return fn;
 }
 
@@ -247,14 +291,21 @@ void emit_gemm_i8(llvm::IRBuilder<> &b, const Int8GemmArgs &args) {
   llvm::Module &m = *fn->getParent();
   llvm::LLVMContext &c = m.getContext();
   int64_t nr = kVectors * args.lanes, panels = (args.n + nr - 1) / nr;
-  int64_t rows = kTilesPerTask * tile_rows(args.dot);
+  int64_t rows = kTilesPerTask * tile_rows(args.dot, args.lanes);
   Value *m1 = b.CreateSelect(b.CreateICmpSGT(args.m, b.getInt64(0)), args.m, b.getInt64(0));
   Value *row_blocks = b.CreateSDiv(b.CreateAdd(m1, b.getInt64(rows - 1)), b.getInt64(rows));
   Value *tasks = b.CreateMul(row_blocks, b.getInt64(panels));
   Value *macs = b.CreateMul(m1, b.getInt64(args.n * args.k));
-  Value *task_args = emit_task_args(b, task_args_type(c),
-                                    {args.a, args.b, args.c, m1, b.getInt64(args.n), b.getInt64(args.k), b.getInt64(rows)});
+  std::vector<Value *> fields = {args.a, args.b, args.c ? args.c : llvm::ConstantPointerNull::get(b.getPtrTy()), m1,
+                                 b.getInt64(args.n), b.getInt64(args.k), b.getInt64(rows)};
+  if (args.store)
+    fields.insert(fields.end(), args.store->captures.begin(), args.store->captures.end());
+  Value *task_args = emit_task_args(b, task_args_type(c, args.store), fields);
   llvm::Function *task = task_function(m, args);
+  if (args.serial) {
+    emit_counted_loop(b, tasks, [&](Value *t) { b.CreateCall(task, {task_args, t}); }, "qgemm.task.");
+    return;
+  }
   auto *single = llvm::BasicBlock::Create(c, "qgemm.single", fn);
   auto *split = llvm::BasicBlock::Create(c, "qgemm.split", fn);
   auto *join = llvm::BasicBlock::Create(c, "qgemm.join", fn);

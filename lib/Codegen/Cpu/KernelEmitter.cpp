@@ -1378,6 +1378,12 @@ private:
     llvm::Type *out_type = out_dtype == DType::f32 ? b_.getFloatTy() : b_.getInt8Ty();
     Value *zptr = ops.has_zero_point ? pointer_of(ops.zero_point) : nullptr;
     int64_t image = g_.type_of(ops.x).shape[1].value() * s.H * s.W; // all channels (a chunk reads some)
+    // The columns' sums are needed unless the weight is a constant here
+    // whose packed rows need no offset (a subgraph parameter: unknown).
+    const ValueInfo &winfo = g_.value_info(ops.weight);
+    const Node *wnode = winfo.producer < 0 ? nullptr : &g_.nodes()[static_cast<size_t>(winfo.producer)];
+    bool col_sums = !wnode || wnode->op != "constant" ||
+                    conv_int8_weight_offsets(g_.constant(wnode->attrs.get_string("name")));
     xptr = b_.CreateGEP(b_.getInt8Ty(), xptr, b_.getInt64(ops.channel_offset * s.H * s.W));
     loop(dim(g_.type_of(ops.x).shape[0]), [&](Value *n) {
       // The plan's epilogue chain at (n, o, oy, ox), applied as the sums are
@@ -1398,6 +1404,7 @@ private:
       args.dot = mod_.int8_dot;
       args.prefix = mod_.prefix;
       args.epilogue = epi ? &epi->gemm : nullptr;
+      args.col_sums = col_sums;
       emit_conv_i8(b_, args);
     });
     return true;

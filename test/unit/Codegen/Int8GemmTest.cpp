@@ -279,6 +279,76 @@ TEST_CASE("integer conv: k x k ConvInteger through the integer GEMM, bit for bit
   check_configs(*graph, inputs, Interpreter::run(*graph, inputs), 2);
 }
 
+// The integer conv's requantization (a QLinearConv's: multiplier, round
+// half to even, zero point, saturation, the cast to u8/i8) in the integer
+// GEMM's tile write-back, and convs whose byte im2col exceeds
+// kConvInt8BlockBytes run in blocks of output rows (the last one shorter):
+// multipliers 0.5 and 0.25 put many sums on ties (+-0.5), the sums' spread
+// saturates both ends (1/1024 and 1/4096 keep the offset rows' large sums
+// in range), output zero points 0/128/255 (u8) and -128/0 (i8);
+// weight rows with and without offsets (the columns' sums); 19 channels
+// (tiles of 8, 8, 2, 1 rows).
+TEST_CASE("integer conv: requantized in the GEMM's write-back, in blocks of rows", "[codegen][qgemm]") {
+  struct Conv {
+    DType x;
+    int64_t c, hw, o, x_zp;
+    int64_t w_lo, w_hi, w_zp; // weights in [w_lo, w_hi], shifted by w_zp
+    double multiplier;
+    DType y;
+    int64_t y_zp;
+    int64_t stride;
+  };
+  const std::vector<Conv> convs = {
+      {DType::u8, 16, 47, 19, 128, -2, 2, 0, 0.5, DType::u8, 0, 1},     // blocks of 24, 23 rows
+      {DType::u8, 16, 47, 19, 255, -3, 3, 0, 0.25, DType::u8, 128, 1},  // blocks
+      {DType::i8, 16, 47, 19, 0, 100, 140, 0, 1.0 / 1024, DType::i8, -128, 1}, // blocks; offsets
+      {DType::u8, 5, 11, 19, 0, 0, 255, 250, 1.0 / 4096, DType::u8, 255, 2},   // whole image; offsets
+      {DType::i8, 5, 11, 7, -128, -2, 2, 0, 0.5, DType::i8, 0, 1},       // whole image
+  };
+  std::vector<TensorType> types;
+  std::vector<HostTensor> inputs, weights;
+  for (const Conv &cv : convs) {
+    types.emplace_back(cv.x, static_shape({1, cv.c, cv.hw, cv.hw}));
+    inputs.push_back(full_range(cv.x, {1, cv.c, cv.hw, cv.hw}));
+    HostTensor w = random_tensor(DType::i32, {cv.o, cv.c, 3, 3}, static_cast<double>(cv.w_lo), static_cast<double>(cv.w_hi));
+    HostTensor shifted(DType::f32, w.shape());
+    for (int64_t i = 0; i < w.numel(); ++i)
+      shifted.set_f64(i, static_cast<double>(w.get_i64(i) - cv.w_zp));
+    weights.push_back(shifted);
+  }
+  auto graph = trace_graph(types, [&](auto &in) {
+    std::vector<Tensor> out;
+    for (size_t i = 0; i < convs.size(); ++i) {
+      const Conv &cv = convs[i];
+      ops::Conv2dOptions opts;
+      opts.stride = {cv.stride, cv.stride};
+      opts.padding = {1, 1, 1, 1};
+      opts.exact = true;
+      Tensor x = ops::sub(ops::cast(in[i], DType::f32), ops::cast(ops::scalar(static_cast<double>(cv.x_zp), cv.x), DType::f32));
+      Tensor y = ops::conv2d(x, Tensor::from_host(weights[i], "w" + std::to_string(i)), std::nullopt, opts);
+      y = ops::cast(ops::cast(y, DType::i32), DType::f32);
+      y = ops::add(ops::round(ops::mul(y, ops::scalar(cv.multiplier, DType::f32))),
+                   ops::scalar(static_cast<double>(cv.y_zp), DType::f32));
+      double lo = cv.y == DType::u8 ? 0 : -128, hi = cv.y == DType::u8 ? 255 : 127;
+      y = ops::minimum(ops::maximum(y, ops::scalar(lo, DType::f32)), ops::scalar(hi, DType::f32));
+      out.push_back(ops::cast(y, cv.y));
+    }
+    return out;
+  });
+  REQUIRE(count_model_functions(*graph, [](llvm::StringRef name) { return name.starts_with("m.conv_i8"); }) == 3);
+  std::vector<HostTensor> expected = Interpreter::run(*graph, inputs);
+  // The requantization reaches both ends of the range (the small weights).
+  for (size_t i : {0, 1, 4}) {
+    int64_t lo = convs[i].y == DType::u8 ? 0 : -128, hi = lo + 255, at_lo = 0, at_hi = 0;
+    for (int64_t j = 0; j < expected[i].numel(); ++j)
+      at_lo += expected[i].get_i64(j) == lo, at_hi += expected[i].get_i64(j) == hi;
+    INFO("conv " << i);
+    CHECK(at_lo > 0);
+    CHECK(at_hi > 0);
+  }
+  check_configs(*graph, inputs, expected, 2);
+}
+
 // DynamicQuantizeLinear's range: min / max of a whole f32 tensor (the CPU's
 // vector kernel, KernelEmitter's emit_full_min_max) bit for bit against the
 // reference: the last NaN (payloads differ), ties of +0 and -0 keeping the
