@@ -103,7 +103,6 @@ using namespace conv_ir;
 static void emit_strided_copy_f32(llvm::IRBuilder<> &b, Value *dst, Value *src, int64_t n, int64_t sx) {
   constexpr int64_t vl = 16;
   llvm::Type *f32 = b.getFloatTy();
-  auto *vec = llvm::FixedVectorType::get(f32, vl);
   auto *wide = llvm::FixedVectorType::get(f32, static_cast<unsigned>(vl * sx));
   std::vector<int> every_s;
   for (int64_t l = 0; l < vl; ++l)
