@@ -85,8 +85,8 @@ public:
       tail[i] = r[i] * s[i] - k[i] - out_pad[i] + padding[2 + i];
       if (padding[i] != 0 || tail[i] != 0) {
         crop = true;
-        if (!in_dims[i].is_static() || padding[i] < 0 || padding[2 + i] < 0)
-          return {}; // a partial slice of a symbolic dim has no polynomial length
+        if (padding[i] < 0 || padding[2 + i] < 0)
+          return {};
       }
     }
     // f16/bf16 round after every op: the shifted sums and a separate bias
@@ -138,11 +138,24 @@ public:
     // every other position); the padding is cut off both ends.
     if (tail[0] < 0 || tail[1] < 0)
       y = ops::pad(y, {0, 0, 0, 0, 0, std::max<int64_t>(0, -tail[0]), 0, std::max<int64_t>(0, -tail[1])});
-    std::vector<int64_t> ends(2, std::numeric_limits<int64_t>::max());
-    for (int i = 0; i < 2; ++i)
-      if (tail[i] > 0)
-        ends[i] = y.shape()[2 + i].value() - tail[i];
-    y = ops::slice(y, {padding[0], padding[1]}, ends, {2, 3});
+    // A symbolic axis (an audio length) is cut by a gather of the positions
+    // [p0, p0 + out): its length `out` is a polynomial in the input's dims,
+    // which a slice with integer bounds cannot state.
+    std::vector<int64_t> ends(2, std::numeric_limits<int64_t>::max()), starts(2, 0);
+    for (int i = 0; i < 2; ++i) {
+      const int64_t cut = std::max<int64_t>(0, tail[i]);
+      if (y.shape()[2 + i].is_static()) {
+        starts[i] = padding[i];
+        if (cut > 0)
+          ends[i] = y.shape()[2 + i].value() - cut;
+      } else if (padding[i] != 0 || cut != 0) {
+        Tensor at = ops::iota({y.shape()[2 + i] - Dim(padding[i] + cut)}, 0, DType::i64);
+        if (padding[i] != 0)
+          at = at + ops::full(static_cast<double>(padding[i]), DType::i64);
+        y = ops::gather(y, at, 2 + i);
+      }
+    }
+    y = ops::slice(y, starts, ends, {2, 3});
     if (in.size() > 2)
       y = y + ops::reshape(in[2], {O, 1, 1});
     return {y};

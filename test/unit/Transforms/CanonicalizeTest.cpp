@@ -575,6 +575,30 @@ TEST_CASE("canonicalize: a transposed conv with overlapping windows is a GEMM an
     MAXC_REQUIRE_CLOSE(after[i], want[i], 1e-5, 1e-5);
     MAXC_REQUIRE_CLOSE(cpu[i], want[i], 1e-5, 1e-5);
   }
+  // A symbolic length with padding (Kokoro's upsamplers: kernel 20, stride
+  // 10, padding 5 along an audio length known at run time): the crop is a
+  // gather of the kept positions. One graph, two lengths.
+  auto g = std::make_unique<Graph>("g", std::vector<TensorType>{TensorType(DType::f32, {1, 6, 1, Dim("t")}),
+                                                                TensorType(DType::f32, {6, 4, 1, 20}),
+                                                                TensorType(DType::f32, {4})});
+  {
+    GraphRealizationContext ctx(*g);
+    auto in = [&](size_t i) { return Tensor::from_graph_value(g->inputs()[i]); };
+    g->output({ops::conv_transpose2d(in(0), in(1), in(2), opts({1, 10}, {0, 5, 0, 5})),
+               ops::conv_transpose2d(in(0), in(1), std::nullopt, opts({1, 6}, {0, 3, 0, 2}, {0, 1}))});
+  }
+  auto canonical = canonicalize(*g);
+  REQUIRE(canonical);
+  HostTensor w20 = random_tensor(DType::f32, {6, 4, 1, 20});
+  for (int64_t t : {5, 12}) {
+    std::vector<HostTensor> xs = {random_tensor(DType::f32, {1, 6, 1, t}), w20, b};
+    auto ref = Interpreter::run(*g, xs), got = Interpreter::run(*canonical, xs), jit = driver::run_on_host("cpu", *g, xs);
+    for (size_t i = 0; i < 2; ++i) {
+      INFO("length " << t << " output " << i);
+      MAXC_REQUIRE_CLOSE(got[i], ref[i], 1e-5, 1e-5);
+      MAXC_REQUIRE_CLOSE(jit[i], ref[i], 1e-5, 1e-5);
+    }
+  }
 }
 
 TEST_CASE("rewrites keep the symbol table: origins and bounds", "[transforms][canonicalize][symbols]") {
