@@ -4,6 +4,8 @@
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/Error.h"
 
+#include <functional>
+
 namespace maxc {
 
 Readers::Readers(const Graph &graph) : readers_(graph.num_values()) {
@@ -163,9 +165,9 @@ size_t rewrite_round(const Graph &from, Graph &to, const std::map<std::string, s
 /// no slot in the dims array. A node with an effect (a state write,
 /// has_effects) is always live. One backward sweep: a symbol's readers come
 /// after the node that defines it.
-std::vector<bool> live_nodes(const Graph &g, const std::set<std::string> &elsewhere) {
+std::vector<bool> live_nodes(const Graph &g, const std::function<bool(const std::string &)> &elsewhere) {
   std::vector<bool> live(g.nodes().size(), false), needed(g.num_values(), false);
-  std::set<std::string> named = elsewhere;
+  std::set<std::string> named;
   for (ValueId id : g.output_ids()) {
     needed[id] = true;
     for (const Dim &d : g.type_of(id).shape)
@@ -174,7 +176,8 @@ std::vector<bool> live_nodes(const Graph &g, const std::set<std::string> &elsewh
   }
   for (size_t n = g.nodes().size(); n-- > 0;) {
     const Node &node = g.nodes()[n];
-    live[n] = (defines_symbol(node) && named.count(defined_symbol(node))) || has_effects(g, node);
+    live[n] = (defines_symbol(node) && (named.count(defined_symbol(node)) || elsewhere(defined_symbol(node)))) ||
+              has_effects(g, node);
     for (ValueId r : node.results)
       live[n] = live[n] || needed[r];
     if (live[n]) {
@@ -208,17 +211,21 @@ bool all_live(const std::vector<bool> &live) {
 } // namespace
 
 std::unique_ptr<Graph> without_dead_nodes(const Graph &graph) {
-  // The symbols each graph names, for the others' symbol definitions.
+  // The symbols each graph names, and in how many graphs each is named:
+  // a graph's definition of a symbol another graph names stays.
   std::map<const Graph *, std::set<std::string>> names;
   graph_symbols(graph, names[&graph]);
   for (const auto &[name, sub] : graph.subgraphs())
     graph_symbols(*sub, names[sub.get()]);
+  std::map<std::string, size_t> graphs_naming;
+  for (const auto &[g, symbols] : names)
+    for (const std::string &s : symbols)
+      ++graphs_naming[s];
   auto elsewhere = [&](const Graph *g) {
-    std::set<std::string> out;
-    for (const auto &[other, symbols] : names)
-      if (other != g)
-        out.insert(symbols.begin(), symbols.end());
-    return out;
+    return [&, g](const std::string &s) {
+      auto it = graphs_naming.find(s);
+      return it != graphs_naming.end() && it->second > names[g].count(s);
+    };
   };
   std::map<std::string, std::vector<bool>> live;
   bool any_dead = false;
