@@ -74,7 +74,6 @@ public:
     if (r[0] * r[1] > kMaxTerms)
       return {};
     const Dim N = xs[0], H = xs[2], W = xs[3];
-    const Dim in_dims[2] = {H, W};
     // Per axis: the full result's length is (in + r - 1)*s; the output is
     // [p0, p0 + out) of it with out = (in-1)*s - p0 - p1 + k + output_padding,
     // so `tail` = full - (p0 + out) = r*s - k - output_padding + p1 positions
