@@ -47,9 +47,10 @@ ElementalEmitter::ElementalEmitter(llvm::Module &module, const Graph &g, Lowerin
     : module_(module), ctx_(module.getContext()), g_(g), plan_(std::move(plan)), symbols_(symbols), b_(ctx_),
       entry_b_(ctx_) {}
 
-void ElementalEmitter::begin_function(Value *dims) {
+void ElementalEmitter::begin_function(Value *dims, bool symbols_fixed) {
   dims_ = dims;
-  dim_values_ = std::make_unique<DimValues>(entry_b_, dims, symbols_, &g_.root()->symbol_table(), &b_);
+  dim_values_ = std::make_unique<DimValues>(entry_b_, dims, symbols_, symbols_fixed ? nullptr : &g_.root()->symbol_table(),
+                                            &b_);
 }
 
 ElementalEmitter::FunctionScope::FunctionScope(ElementalEmitter &e, llvm::BasicBlock::iterator entry,
@@ -58,7 +59,7 @@ ElementalEmitter::FunctionScope::FunctionScope(ElementalEmitter &e, llvm::BasicB
       dim_values_(std::move(e.dim_values_)) {
   e.entry_b_.SetInsertPoint(entry_block, entry);
   e.b_.SetInsertPoint(entry_block, entry);
-  e.begin_function(dims);
+  e.begin_function(dims, /*symbols_fixed=*/true);
 }
 
 ElementalEmitter::FunctionScope::~FunctionScope() {

@@ -67,11 +67,15 @@ protected:
 
   /// Emission starts in a new function whose dims array is `dims`; the
   /// builders already point into it. Dim values are computed anew there.
-  void begin_function(Value *dims);
+  /// `symbols_fixed`: no node of this function defines a symbol (a task
+  /// function: the symbols its kernel reads were stored before it runs), so
+  /// every dim is loaded once, in the entry block, and no loop reloads one.
+  void begin_function(Value *dims, bool symbols_fixed = false);
 
-  /// Emission moves into another function (a GEMM panel task) while this
-  /// object lives: the builders, the dims argument and the dim values are
-  /// that function's; the destructor restores the caller's.
+  /// Emission moves into another function (a task: rows, a GEMM panel's
+  /// epilogue) while this object lives: the builders, the dims argument and
+  /// the dim values are that function's (symbols fixed: begin_function);
+  /// the destructor restores the caller's.
   class FunctionScope {
   public:
     /// `entry`: where the new function's entry-block code goes (also where

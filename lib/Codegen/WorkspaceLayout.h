@@ -23,6 +23,8 @@ namespace maxc::codegen {
 /// defines is stored into the array by that node's kernel, mid-function:
 /// it and every Dim naming it are loaded and computed where asked, at
 /// `current`'s insertion point (each time; never cached in the entry).
+/// Without a table (a task function, which runs after every definition it
+/// reads, or a workspace-size function) every symbol is loaded in the entry.
 class DimValues {
 public:
   DimValues(llvm::IRBuilder<> &entry, llvm::Value *dims, const std::vector<std::string> &symbols,
@@ -32,6 +34,9 @@ public:
   llvm::Value *get(const Dim &d);
   /// The address of symbol `name`'s slot in the dims array, at `b`.
   llvm::Value *slot(llvm::IRBuilder<> &b, const std::string &name) const;
+  /// True when no table was given: every symbol is loaded once, in the
+  /// entry block, so nothing here may store one (a task function).
+  bool symbols_fixed() const { return table_ == nullptr; }
 
 private:
   /// True when `d` names a symbol a node defines.

@@ -1021,6 +1021,8 @@ private:
   /// result.
   void emit_define_symbol(const Node &node) {
     ValueId x = node.operands[0], r = node.results[0];
+    if (dim_values_->symbols_fixed()) // a task function loaded its dims once, in its entry
+      throw Error(ErrorCode::Internal, "codegen: '" + node.name + "' defines a symbol inside a task function");
     Value *out_of_bound = nullptr;
     Value *v = clamp_symbol_value(b_, element(x, {}), is_signed(g_.type_of(x).dtype),
                                   g_.root()->symbol_table().upper_bound(defined_symbol(node)).value(), &out_of_bound);

@@ -1,13 +1,18 @@
 // The LLVM values of Dims (lib/Codegen/WorkspaceLayout.h DimValues, and
 // dims_invalid in EntryPointUtil.h), built from Dim::terms(): JIT-compiled
-// and compared with Dim::evaluate, min/max/floordiv atoms included.
-#include "TestUtil.h"
+// and compared with Dim::evaluate, min/max/floordiv atoms included; and a
+// dim a node defines, read by a task function (rows): loaded once in the
+// task's entry block, so its loops vectorize.
+#include "CompiledRunner.h"
 
 #include "../../../lib/Codegen/EntryPointUtil.h"
 #include "../../../lib/Codegen/WorkspaceLayout.h"
 
 #include "maxc/Codegen/Jit.h"
 
+#include "maxc/Codegen/ModelCompiler.h"
+
+#include <llvm/IR/Instructions.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
@@ -73,4 +78,43 @@ TEST_CASE("compiled dim values and dims_invalid agree with Dim::evaluate", "[cod
   CHECK(overflow(fine) == 0);
   CHECK(divisor(zero) == 1);
   CHECK(divisor(one) == 0);
+}
+
+// A symbol a node defines (bind_dim) is stored into the dims array mid-run,
+// so the graph function loads it where it is read. A task function runs
+// after the definition: there each such load is in the entry block (it was
+// reloaded per element, inside the loop, where a store of the result might
+// alias the dims array: Kokoro's generator ran its row kernels scalar).
+TEST_CASE("a dim a node defines is loaded once per task function", "[codegen][dim]") {
+  constexpr int64_t kRows = 48, kMax = 300;
+  auto build = [](const std::vector<Tensor> &in) {
+    Dim n = ops::bind_dim(ops::cast(ops::abs(in[1]) * 100.0 + 1.0, DType::i32), "n", kMax);
+    Tensor col = ops::iota({Dim(kRows), n}, 1, DType::f32) * 0.01;
+    Tensor y = ops::sin(col * ops::reshape(in[0], {Dim(kRows), Dim(1)})); // [rows, n], row stride n
+    return std::vector<Tensor>{ops::sum(y * y, {1})};
+  };
+  std::vector<TensorType> types{TensorType(DType::f32, {kRows}), TensorType(DType::f32, Shape{})};
+  std::unique_ptr<Graph> g = test::trace_graph(types, build);
+  HostTensor x = test::random_tensor(DType::f32, {kRows}, -3, 3);
+  for (float t : {0.36f, 2.5f}) { // n = 37 and 251
+    INFO("t " << t);
+    std::vector<HostTensor> in{x, HostTensor::scalar(DType::f32, t)};
+    std::vector<HostTensor> expected = Interpreter::run(*g, in);
+    MAXC_REQUIRE_CLOSE(test::run_compiled(*g, in)[0], expected[0], 1e-5, 1e-5);
+  }
+  llvm::LLVMContext context;
+  auto module = build_model_module(*g, "m", context);
+  size_t task_loads = 0;
+  for (const llvm::Function &f : *module) {
+    if (!f.getName().starts_with("m.rows"))
+      continue;
+    for (const llvm::BasicBlock &bb : f)
+      for (const llvm::Instruction &inst : bb)
+        if (llvm::isa<llvm::LoadInst>(inst) && inst.getName().starts_with("n")) {
+          INFO(f.getName().str() << ": load of n in block " << bb.getName().str());
+          CHECK(&bb == &f.getEntryBlock());
+          ++task_loads;
+        }
+  }
+  CHECK(task_loads > 0); // the kernel is a task that reads n
 }
