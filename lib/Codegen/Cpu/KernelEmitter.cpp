@@ -1597,8 +1597,9 @@ private:
     });
   }
 
-  /// min / max of a whole stored f32 tensor (static, non-empty) into a
-  /// stored scalar (DynamicQuantizeLinear's range): vectors of the target's
+  /// min / max of a whole stored f32 tensor (its size static and non-empty,
+  /// or symbolic: an empty one gives the identity, +-inf) into a stored
+  /// scalar (DynamicQuantizeLinear's range): vectors of the target's
   /// lanes, four accumulators, then the reference's result bit for bit
   /// (Ops/Reduction.cpp: the last NaN, ties keeping the first): a NaN seen
   /// anywhere gives the last NaN, a zero result the first zero (+0 or -0),
@@ -1607,12 +1608,14 @@ private:
   bool emit_full_min_max(const Node &node) {
     ValueId x = node.operands[0], out = node.results[0];
     const TensorType &xt = g_.type_of(x);
-    if (xt.dtype != DType::f32 || !shape_is_static(xt.shape) || shape_numel(xt.shape).value() < 1 ||
+    Dim numel = shape_numel(xt.shape);
+    if (xt.dtype != DType::f32 || (numel.is_static() && numel.value() < 1) ||
         shape_numel(g_.type_of(out).shape) != Dim(1) || plan_.values[x].storage == Storage::fused ||
         plan_.values[out].storage == Storage::fused)
       return false;
     bool is_min = node.op == "min";
-    int64_t n = shape_numel(xt.shape).value(), lanes = mod_.lanes, block = 4 * lanes;
+    int64_t lanes = mod_.lanes, block = 4 * lanes;
+    Value *n = dim(numel), *whole = b_.CreateMul(b_.CreateUDiv(n, b_.getInt64(block)), b_.getInt64(block));
     llvm::Type *f32 = b_.getFloatTy();
     auto *vec = llvm::FixedVectorType::get(f32, static_cast<unsigned>(lanes));
     Value *src = pointer_of(x), *dst = pointer_of(out);
@@ -1633,15 +1636,15 @@ private:
       Value *u = b_.CreateLoad(nan[j]->getAllocatedType(), nan[j]);
       b_.CreateStore(b_.CreateOr(u, b_.CreateFCmpUNO(v, v)), nan[j]);
     };
-    emit_counted_loop(b_, b_.getInt64(n / block), [&](Value *i) {
+    emit_counted_loop(b_, b_.CreateUDiv(n, b_.getInt64(block)), [&](Value *i) {
       for (int j = 0; j < 4; ++j) {
         Value *at = b_.CreateGEP(f32, src, b_.CreateAdd(b_.CreateMul(i, b_.getInt64(block)), b_.getInt64(j * lanes)));
         step(j, b_.CreateAlignedLoad(vec, at, llvm::Align(4)));
       }
     }, "minmax.v.");
     // The tail, one element at a time (in lane 0 of accumulator 0).
-    emit_counted_loop(b_, b_.getInt64(n % block), [&](Value *i) {
-      Value *e = b_.CreateLoad(f32, b_.CreateGEP(f32, src, b_.CreateAdd(i, b_.getInt64(n / block * block))));
+    emit_counted_loop(b_, b_.CreateSub(n, whole), [&](Value *i) {
+      Value *e = b_.CreateLoad(f32, b_.CreateGEP(f32, src, b_.CreateAdd(i, whole)));
       Value *v = b_.CreateInsertElement(llvm::ConstantFP::get(vec, init), e, b_.getInt64(0));
       step(0, v);
     }, "minmax.t.");
@@ -1670,9 +1673,9 @@ private:
         b_.SetInsertPoint(head);
         llvm::PHINode *i = b_.CreatePHI(b_.getInt64Ty(), 2);
         i->addIncoming(b_.getInt64(0), pre);
-        b_.CreateCondBr(b_.CreateICmpSLT(i, b_.getInt64(n)), body, done);
+        b_.CreateCondBr(b_.CreateICmpSLT(i, n), body, done);
         b_.SetInsertPoint(body);
-        Value *at = backward ? b_.CreateSub(b_.getInt64(n - 1), i) : static_cast<Value *>(i);
+        Value *at = backward ? b_.CreateSub(b_.CreateSub(n, b_.getInt64(1)), i) : static_cast<Value *>(i);
         Value *e = b_.CreateLoad(f32, b_.CreateGEP(f32, src, at));
         i->addIncoming(b_.CreateAdd(i, b_.getInt64(1)), body);
         b_.CreateCondBr(hit(e), found, head);

@@ -11,9 +11,12 @@
 // lanes); 1 and 2 threads.
 #include "CompiledRunner.h"
 
+#include "maxc/Codegen/ModelCompiler.h"
 #include "maxc/Codegen/Target.h"
 
 #include <llvm/ADT/StringMap.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
 
@@ -352,41 +355,70 @@ TEST_CASE("integer conv: requantized in the GEMM's write-back, in blocks of rows
 // DynamicQuantizeLinear's range: min / max of a whole f32 tensor (the CPU's
 // vector kernel, KernelEmitter's emit_full_min_max) bit for bit against the
 // reference: the last NaN (payloads differ), ties of +0 and -0 keeping the
-// first, all +-inf, sizes around the vector blocks (1, 7, 64, 100, 1000).
-TEST_CASE("whole-tensor min and max: last NaN, first zero, bit for bit", "[codegen][qgemm]") {
+// first, all +-inf, sizes around the vector blocks (1, 7, 64, 100, 1000);
+// static sizes, and one symbolic size run at each of them.
+namespace {
+/// Four tensors of n elements: random, relu-like with zeros of both signs,
+/// random with two NaNs (payloads differ), alternating +-inf.
+std::vector<HostTensor> min_max_patterns(int64_t n) {
   auto bits = [](uint32_t u) {
     float f;
     std::memcpy(&f, &u, 4);
     return f;
   };
-  std::vector<HostTensor> inputs;
-  for (int64_t n : {1, 7, 64, 100, 1000}) {
-    HostTensor r = random_tensor(DType::f32, {n}, -5, 5);
-    inputs.push_back(r);
-    HostTensor z = random_tensor(DType::f32, {n}, 0, 5); // relu-like: zeros of both signs
-    for (int64_t i = n / 3; i < n; i += 5)
-      z.set_f64(i, i % 2 ? 0.0 : -0.0);
-    inputs.push_back(z);
-    HostTensor q = r;
-    if (n > 2) {
-      q.data_as<float>()[n / 2] = bits(0x7fc00001u);
-      q.data_as<float>()[n - 1] = bits(0xffc00002u);
-    }
-    inputs.push_back(q);
-    HostTensor inf(DType::f32, {n});
-    for (int64_t i = 0; i < n; ++i)
-      inf.data_as<float>()[i] = i % 2 ? INFINITY : -INFINITY;
-    inputs.push_back(inf);
+  HostTensor r = random_tensor(DType::f32, {n}, -5, 5);
+  HostTensor z = random_tensor(DType::f32, {n}, 0, 5);
+  for (int64_t i = n / 3; i < n; i += 5)
+    z.set_f64(i, i % 2 ? 0.0 : -0.0);
+  HostTensor q = random_tensor(DType::f32, {n}, -5, 5);
+  if (n > 2) {
+    q.data_as<float>()[n / 2] = bits(0x7fc00001u);
+    q.data_as<float>()[n - 1] = bits(0xffc00002u);
   }
-  auto graph = trace_graph(types_of(inputs), [&](auto &in) {
-    std::vector<Tensor> out;
-    for (auto &x : in) {
-      out.push_back(ops::min(x, {}));
-      out.push_back(ops::max(x, {}, true));
-    }
-    return out;
-  });
+  HostTensor inf(DType::f32, {n});
+  for (int64_t i = 0; i < n; ++i)
+    inf.data_as<float>()[i] = i % 2 ? INFINITY : -INFINITY;
+  return {r, z, q, inf};
+}
+std::vector<Tensor> mins_and_maxes(const std::vector<Tensor> &in) {
+  std::vector<Tensor> out;
+  for (auto &x : in) {
+    out.push_back(ops::min(x, {}));
+    out.push_back(ops::max(x, {}, true));
+  }
+  return out;
+}
+} // namespace
+
+TEST_CASE("whole-tensor min and max: last NaN, first zero, bit for bit", "[codegen][qgemm]") {
+  std::vector<HostTensor> inputs;
+  for (int64_t n : {1, 7, 64, 100, 1000})
+    for (HostTensor &t : min_max_patterns(n))
+      inputs.push_back(t);
+  auto graph = trace_graph(types_of(inputs), mins_and_maxes);
   check_configs(*graph, inputs, Interpreter::run(*graph, inputs), 2);
+}
+
+TEST_CASE("whole-tensor min and max of a symbolic size: the vector kernel at every size", "[codegen][qgemm]") {
+  // Kokoro's generator quantizes tensors of a run-time length: its ranges
+  // took the scalar reduction (0.75 ms for 1.4M elements, 139 of them).
+  auto graph = trace_graph(std::vector<TensorType>(4, TensorType(DType::f32, {Dim("n")})), mins_and_maxes);
+  llvm::LLVMContext context;
+  auto module = build_model_module(*graph, "m", context);
+  size_t vector_loops = 0;
+  for (const llvm::Function &f : *module)
+    for (const llvm::BasicBlock &bb : f)
+      vector_loops += bb.getName().starts_with("minmax.v.");
+  CHECK(vector_loops >= 8); // min and max of each of the four
+  Config config = int8_configs().front();
+  JitCompiledGraph compiled(*graph, config.cpu, config.lanes, config.int8_dot);
+  for (int64_t n : {1, 7, 64, 100, 1000}) {
+    INFO("n " << n);
+    std::vector<HostTensor> inputs = min_max_patterns(n);
+    std::vector<HostTensor> expected = Interpreter::run(*graph, inputs);
+    for (int threads : {1, 2})
+      REQUIRE(bitwise_mismatch(compiled.run_threads(inputs, threads), expected).empty());
+  }
 }
 
 TEST_CASE("a dynamic quantization: the stored scale and zero point loaded once per task", "[codegen][qgemm]") {
