@@ -58,9 +58,12 @@ std::array<int64_t, 4> padding_attr(const std::string &op, const Attrs &attrs) {
   return {v[0], v[1], v[2], v[3]};
 }
 
-int64_t static_dim(const std::string &op, const TensorType &t, size_t d, const char *what) {
+/// Dim d of t, which must be static (`want`: the value the weight fixes, or
+/// -1 when it does not say).
+int64_t static_dim(const std::string &op, const TensorType &t, size_t d, const char *what, int64_t want = -1) {
   if (!t.shape[d].is_static())
-    fail_shape(op, std::string(what) + " (dim " + std::to_string(d) + ") must be static, got " + t.to_string());
+    fail_shape(op, std::string(what) + " (dim " + std::to_string(d) + ") must be static, got " + t.to_string() +
+                       (want >= 0 ? pin_hint(t.shape[d], want) : std::string()));
   return t.shape[d].value();
 }
 
@@ -109,7 +112,8 @@ struct ConvOperands {
 };
 
 // Checks shared by conv2d and conv_transpose2d.
-ConvOperands check_conv_operands(const std::string &op, const std::vector<TensorType> &operands) {
+ConvOperands check_conv_operands(const std::string &op, const std::vector<TensorType> &operands,
+                                  int64_t want_channels) {
   const TensorType &x = operands[0], &w = operands[1];
   require_float(op, x, "input");
   require_same_dtype(op, operands);
@@ -118,7 +122,7 @@ ConvOperands check_conv_operands(const std::string &op, const std::vector<Tensor
   require_rank(op, w, 4, "weight");
   if (!shape_is_static(w.shape))
     fail_shape(op, "weight must have a static shape, got " + w.to_string());
-  int64_t C = static_dim(op, x, 1, "input channels");
+  int64_t C = static_dim(op, x, 1, "input channels", want_channels);
   int64_t kh = w.shape[2].value(), kw = w.shape[3].value();
   if (kh < 1 || kw < 1)
     fail_shape(op, "kernel must be non-empty, got weight " + w.to_string());
@@ -157,8 +161,11 @@ OpDef conv2d_op() {
                 "not round intermediates (no Winograd), so the result is the exact sum"}};
   def.infer = [](const InferContext &c) {
     const std::string op = "conv2d";
-    auto [C, H, W, kh, kw] = check_conv_operands(op, c.operands);
     ConvParams p = conv_params(op, c.attrs, false);
+    int64_t want = c.operands.size() > 1 && c.operands[1].rank() == 4 && c.operands[1].shape[1].is_static()
+                       ? c.operands[1].shape[1].value() * p.groups
+                       : -1;
+    auto [C, H, W, kh, kw] = check_conv_operands(op, c.operands, want);
     const TensorType &x = c.operands[0], &w = c.operands[1];
     int64_t O = w.shape[0].value();
     if (C % p.groups != 0 || O % p.groups != 0)
@@ -224,7 +231,10 @@ OpDef conv_transpose2d_op() {
                {"groups", AttrKind::integer, AttrValue(int64_t{1}), "channel groups"}};
   def.infer = [](const InferContext &c) {
     const std::string op = "conv_transpose2d";
-    auto [C, H, W, kh, kw] = check_conv_operands(op, c.operands);
+    int64_t want = c.operands.size() > 1 && c.operands[1].rank() == 4 && c.operands[1].shape[0].is_static()
+                       ? c.operands[1].shape[0].value()
+                       : -1;
+    auto [C, H, W, kh, kw] = check_conv_operands(op, c.operands, want);
     ConvParams p = conv_params(op, c.attrs, true);
     const TensorType &x = c.operands[0], &w = c.operands[1];
     if (w.shape[0].value() != C)

@@ -1,6 +1,7 @@
 #include "OpHelpers.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace maxc::ophelpers {
 
@@ -81,6 +82,44 @@ std::vector<int64_t> normalize_axes(const std::string &op, const std::vector<int
   return out;
 }
 
+std::string pin_hint(const Dim &d, int64_t want) {
+  std::vector<std::string> syms = d.symbols();
+  if (syms.empty())
+    return "";
+  std::string text = "; the model fixes it at " + std::to_string(want);
+  if (syms.size() == 1) {
+    // The smallest v with d(v) >= want (sizes grow with their symbol), if it
+    // gives want exactly.
+    auto at = [&](int64_t v) -> std::optional<int64_t> {
+      try {
+        return d.evaluate({{syms[0], v}});
+      } catch (const Error &) {
+        return std::nullopt;
+      }
+    };
+    auto first_above = [&](int64_t bar) { // the smallest v with d(v) >= bar
+      int64_t lo = 0, hi = int64_t{1} << 40;
+      while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        std::optional<int64_t> v = at(mid);
+        if (v && *v >= bar)
+          hi = mid;
+        else
+          lo = mid + 1;
+      }
+      return lo;
+    };
+    int64_t lo = first_above(want), last = first_above(want + 1) - 1;
+    if (std::optional<int64_t> v = at(lo); v && *v == want)
+      return text + ": pin it with --dim " + syms[0] + "=" + std::to_string(lo) +
+             (last > lo ? " (any value up to " + std::to_string(last) + " gives it too)" : "");
+  }
+  std::string names;
+  for (const std::string &s : syms)
+    names += (names.empty() ? "" : ", ") + s;
+  return text + ": pin " + names + " with --dim NAME=N";
+}
+
 Shape broadcast_shapes(const std::string &op, const Shape &a, const Shape &b) {
   size_t rank = std::max(a.size(), b.size());
   Shape out(rank);
@@ -97,8 +136,9 @@ Shape broadcast_shapes(const std::string &op, const Shape &a, const Shape &b) {
     else if (db->is_static() && db->value() == 1)
       out[i] = *da;
     else
-      fail_shape(op, "cannot broadcast shapes " + shape_to_string(a) + " and " + shape_to_string(b) +
-                         " (dim " + std::to_string(i) + ": " + da->to_string() + " vs " + db->to_string() + ")");
+      fail_shape(op, "cannot broadcast shapes " + shape_to_string(a) + " and " + shape_to_string(b) + " (dim " +
+                         std::to_string(i) + ": " + da->to_string() + " vs " + db->to_string() + ")" +
+                         (db->is_static() ? pin_hint(*da, db->value()) : pin_hint(*db, da->is_static() ? da->value() : 1)));
   }
   return out;
 }

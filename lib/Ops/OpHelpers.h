@@ -35,7 +35,14 @@ int64_t normalize_axis(const std::string &op, int64_t axis, int64_t rank);
 std::vector<int64_t> normalize_axes(const std::string &op, const std::vector<int64_t> &axes, int64_t rank,
                                     bool empty_means_all);
 
-/// NumPy broadcasting of two shapes, or a ShapeMismatch error.
+/// For an error where the model needs symbolic `d` to equal `want`: "; the
+/// model fixes it at WANT: pin it with --dim S=V" when d names one symbol S
+/// and some V gives exactly WANT (d non-decreasing in S, as sizes are), else
+/// a hint naming d's symbols; "" for a static d.
+std::string pin_hint(const Dim &d, int64_t want);
+
+/// NumPy broadcasting of two shapes, or a ShapeMismatch error (with a
+/// pin_hint where a symbolic dim meets a static one other than 1).
 Shape broadcast_shapes(const std::string &op, const Shape &a, const Shape &b);
 
 // ---- reference-kernel indexing ----

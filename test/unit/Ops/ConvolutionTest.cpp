@@ -233,7 +233,13 @@ TEST_CASE("conv and pool verifier errors", "[ops][convolution]") {
   MAXC_REQUIRE_ERROR(infer({x, TensorType(DType::f16, {6, 4, 3, 3})}, conv_with(d)), ErrorCode::DTypeMismatch,
                      "insert a cast");
   MAXC_REQUIRE_ERROR(infer({TensorType(DType::f32, {1, Dim("c"), 8, 8}), w}, conv_with(d)), ErrorCode::ShapeMismatch,
-                     "input channels (dim 1) must be static");
+                     "input channels (dim 1) must be static, got f32[1,c,8,8]; the model fixes it at 4: pin it with "
+                     "--dim c=4");
+  ops::Conv2dOptions g2;
+  g2.groups = 2;
+  MAXC_REQUIRE_ERROR(infer({TensorType(DType::f32, {1, Dim("c"), 8, 8}), TensorType(DType::f32, {6, 2, 3, 3})},
+                           conv_with(g2)),
+                     ErrorCode::ShapeMismatch, "fixes it at 4: pin it with --dim c=4"); // 2 per group
   MAXC_REQUIRE_ERROR(infer({x, TensorType(DType::f32, {Dim("o"), 4, 3, 3})}, conv_with(d)), ErrorCode::ShapeMismatch,
                      "weight must have a static shape");
   MAXC_REQUIRE_ERROR(infer({x, TensorType(DType::f32, {6, 2, 3, 3})}, conv_with(d)), ErrorCode::ShapeMismatch,

@@ -213,6 +213,22 @@ TEST_CASE("elementwise verifier errors", "[ops][elementwise]") {
     return [f](const std::vector<Tensor> &in) { return std::vector<Tensor>{f(in[0], in[1])}; };
   };
   MAXC_REQUIRE_ERROR(infer({f32x3, f32x4}, binary(ops::add)), ErrorCode::ShapeMismatch, "cannot broadcast");
+  // A symbolic dim against a static one: the value to pin (Whisper's
+  // encoder: floordiv(len+1, 2) against its 1500 positions), the range of
+  // values that give it, or the symbols when no single one decides.
+  MAXC_REQUIRE_ERROR(infer({TensorType(DType::f32, {1, 1, 1, Dim("len")}), TensorType(DType::f32, {1, 1, 1, 3}),
+                            TensorType(DType::f32, {1500})},
+                           [](auto &in) {
+                             ops::Conv2dOptions o;
+                             o.stride = {1, 2};
+                             o.padding = {0, 1, 0, 1}; // width floordiv(len+1, 2)
+                             return std::vector<Tensor>{ops::add(ops::conv2d(in[0], in[1], std::nullopt, o), in[2])};
+                           }),
+                     ErrorCode::ShapeMismatch, "the model fixes it at 1500: pin it with --dim len=2999 (any value up to 3000");
+  MAXC_REQUIRE_ERROR(infer({TensorType(DType::f32, {Dim("n") * Dim(2)}), f32x3}, binary(ops::add)),
+                     ErrorCode::ShapeMismatch, "fixes it at 3: pin n with --dim NAME=N"); // 2n is never 3
+  MAXC_REQUIRE_ERROR(infer({TensorType(DType::f32, {Dim("a") + Dim("b")}), f32x4}, binary(ops::add)),
+                     ErrorCode::ShapeMismatch, "fixes it at 4: pin a, b with --dim NAME=N");
   MAXC_REQUIRE_ERROR(infer({f32x3, i32x3}, binary(ops::add)), ErrorCode::DTypeMismatch, "insert a cast");
   MAXC_REQUIRE_ERROR(infer({i32x3}, [](auto &in) { return std::vector<Tensor>{ops::exp(in[0])}; }),
                      ErrorCode::DTypeMismatch, "floating-point");
