@@ -165,7 +165,8 @@ HostProfile profile_on_host(const Graph &graph, const std::vector<HostTensor> &i
   if (!table)
     throw Error(ErrorCode::Internal, "the profile build has no counter table");
   table->setLinkage(llvm::GlobalValue::ExternalLinkage);
-  JitModule jit(std::move(context), std::move(module), opt_level);
+  JitModule jit(std::move(context), std::move(module), opt_level, "native",
+                [&](llvm::Module &m) { out.scalar_loops = scalar_strided_loops(m); });
   auto run = reinterpret_cast<int32_t (*)(void *const *, const int64_t *, void *)>(jit.lookup("maxc_jit_run_packed"));
   auto reset = reinterpret_cast<void (*)()>(jit.lookup("maxc_jit_profile_reset"));
   auto set_threads = reinterpret_cast<void (*)(int32_t)>(jit.lookup("maxc_jit_set_num_threads"));

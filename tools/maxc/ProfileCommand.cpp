@@ -158,6 +158,20 @@ int run_profile(const GlobalOptions &global, const ProfileOptions &options) {
   const size_t limit = options.top_given ? static_cast<size_t>(options.top) : options.json ? 0 : 20;
   const size_t shown = limit == 0 ? order.size() : std::min(order.size(), limit);
 
+  // The cliff check's loops with the time of the kernel that computes their
+  // node (-1: none ran), most first.
+  std::vector<std::pair<int64_t, const ScalarStridedLoop *>> loops_by_time;
+  for (const ScalarStridedLoop &l : profile.scalar_loops) {
+    int64_t ns = -1;
+    for (size_t k : order)
+      if (std::find(profile.kernels[k].nodes.begin(), profile.kernels[k].nodes.end(), l.node) !=
+          profile.kernels[k].nodes.end())
+        ns = std::max(ns, profile.counters[k].ns);
+    loops_by_time.emplace_back(ns, &l);
+  }
+  std::stable_sort(loops_by_time.begin(), loops_by_time.end(),
+                   [](const auto &a, const auto &b) { return a.first > b.first; });
+
   if (options.json) {
     using ojson = nlohmann::ordered_json;
     ojson kernels = ojson::array();
@@ -186,6 +200,15 @@ int run_profile(const GlobalOptions &global, const ProfileOptions &options) {
               {"kernel_ms", ms(total_ns)},
               {"kernels_run", order.size()},
               {"kernels", kernels}};
+    ojson loops = ojson::array();
+    for (const auto &[ns, l] : loops_by_time)
+      loops.push_back({{"node", l->node},
+                       {"function", l->function},
+                       {"stride_bytes", l->stride_bytes},
+                       {"access", l->store ? "store" : "load"},
+                       {"vectorizer_declined", l->declined},
+                       {"kernel_ms", ns < 0 ? ojson(nullptr) : ojson(ms(ns))}});
+    out["scalar_strided_loops"] = loops;
     std::cout << out.dump(2) << "\n";
     return finish(global, diagnostics);
   }
@@ -230,6 +253,20 @@ int run_profile(const GlobalOptions &global, const ProfileOptions &options) {
       rest += profile.counters[order[i]].ns;
     std::cout << "  ... " << order.size() - shown << " more kernels: " << format("%.3f", ms(rest)) << " ms ("
               << format("%.1f%%", share(rest)) << ")\n";
+  }
+  // The cliff check: loops the vectorizer left scalar while they step
+  // through memory by more than a cache line per element.
+  if (!profile.scalar_loops.empty()) {
+    std::cout << "\n" << profile.scalar_loops.size()
+              << " scalar loop(s): one element at a time, declined by the vectorizer or striding past a cache line, "
+                 "by their kernel's time:\n";
+    for (const auto &[ns, l] : loops_by_time)
+      std::cout << "  " << (ns < 0 ? std::string("     -") : format("%6.3f", ms(ns))) << " ms  node " << l->node
+                << " (" << l->function << "): " << (l->declined ? "not vectorized; " : "")
+                << (l->stride_bytes > 0 ? std::string(l->store ? "a store" : "a load") + " steps " +
+                                              std::to_string(l->stride_bytes) + " bytes per iteration"
+                                        : std::string("no constant stride"))
+                << "\n";
   }
   return finish(global, diagnostics);
 }

@@ -3,6 +3,7 @@
 // the reference interpreter without linking a program.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,8 +21,10 @@ public:
   /// the current process. Throws maxc::Error on failure. `cpu` other than
   /// "native" compiles for that CPU of the host's architecture instead (tests
   /// of the narrower-vector kernels: "haswell" runs on an AVX-512 host).
+  /// `optimized`, if given, sees the module after optimization, before it
+  /// is compiled (maxc profile's cliff check, Codegen/LoopCheck.h).
   JitModule(std::unique_ptr<llvm::LLVMContext> context, std::unique_ptr<llvm::Module> module, int opt_level = 2,
-            const std::string &cpu = "native");
+            const std::string &cpu = "native", const std::function<void(llvm::Module &)> &optimized = {});
   ~JitModule();
   JitModule(const JitModule &) = delete;
   JitModule &operator=(const JitModule &) = delete;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "maxc/Transforms/QuantizeWeights.h"
+#include "maxc/Codegen/LoopCheck.h"
 #include "maxc/Codegen/Profile.h"
 #include "maxc/Driver/Backend.h"
 #include "maxc/Support/Diagnostics.h"
@@ -99,6 +100,8 @@ std::vector<HostTensor> run_on_host(const std::string &backend, const Graph &gra
 /// process: `warmup` runs, the counters reset, then `runs` runs.
 struct HostProfile {
   std::vector<ProfiledKernel> kernels; // their `graph` pointers are null (the graphs are gone)
+  /// The cliff check of the optimized code (Codegen/LoopCheck.h).
+  std::vector<ScalarStridedLoop> scalar_loops;
   std::vector<KernelCounter> counters; // summed over the `runs` runs
   int64_t runs = 0;
   double run_ms = 0; // wall time per run (mean), entry points included

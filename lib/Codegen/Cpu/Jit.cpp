@@ -38,7 +38,8 @@ struct JitModule::Impl {
 };
 
 JitModule::JitModule(std::unique_ptr<llvm::LLVMContext> context_arg, std::unique_ptr<llvm::Module> module_arg,
-                     int opt_level, const std::string &cpu)
+                     int opt_level, const std::string &cpu,
+                     const std::function<void(llvm::Module &)> &optimized)
     : impl_(std::make_unique<Impl>()) {
   // Locals fix the destruction order should something below throw: the
   // module goes before its context (parameters' order is unspecified).
@@ -54,6 +55,8 @@ JitModule::JitModule(std::unique_ptr<llvm::LLVMContext> context_arg, std::unique
 
   // Optimize for the host as an AOT build would (same pipeline, same costs).
   optimize_module(*module, host);
+  if (optimized)
+    optimized(*module);
 
   llvm::orc::JITTargetMachineBuilder jtmb =
       cpu == "native" ? take(llvm::orc::JITTargetMachineBuilder::detectHost(), "cannot detect the host for the JIT")

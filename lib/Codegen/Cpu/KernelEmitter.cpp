@@ -7,6 +7,7 @@
 #include "Cpu/WinogradEmitter.h"
 #include "Cpu/GemmEmitter.h"
 #include "Cpu/GemmPanels.h"
+#include "maxc/Codegen/LoopCheck.h"
 #include "Cpu/NbitsGemvEmitter.h"
 #include "Cpu/NormEmitter.h"
 #include "Cpu/RecurrenceEmitter.h"
@@ -83,14 +84,23 @@ public:
     b_.SetInsertPoint(body);
     begin_function(fn->getArg(1));
     begin_pointers(fn->getArg(0), fn->getArg(2));
-    for (size_t n : plan_.kernels)
+    for (size_t n : plan_.kernels) {
+      const Node &node = g_.nodes()[n];
+      kernel_node_ = node.name.empty() ? node.op : node.name;
       profiled(n, [&] { emit_kernel(n); });
-    for (const auto &[out, v] : plan_.output_copies)
+    }
+    for (const auto &[out, v] : plan_.output_copies) {
+      kernel_node_ = "output " + std::to_string(out) + " (copy)";
       profiled(g_.nodes().size() + out, [&] { emit_copy(v, out); });
+    }
     b_.CreateRetVoid();
   }
 
 private:
+  /// The model node whose kernel is being emitted (its task functions are
+  /// tagged with it: Cpu/LoopCheck.h).
+  std::string kernel_node_;
+
   /// Emits a kernel (`key`: its node, or nodes + i for output copy i),
   /// in a profile build between the runtime's profile calls on its counter.
   void profiled(size_t key, const std::function<void()> &emit_it) {
@@ -820,6 +830,7 @@ private:
     auto *task = llvm::Function::Create(task_function_type(c), llvm::GlobalValue::InternalLinkage,
                                         mod_.prefix + ".rows", mod_.m);
     task->addFnAttr(llvm::Attribute::NoUnwind);
+    tag_kernel_task(*task, kernel_node_);
     {
       auto *entry = llvm::BasicBlock::Create(c, "entry", task);
       auto *body_block = llvm::BasicBlock::Create(c, "body", task);
