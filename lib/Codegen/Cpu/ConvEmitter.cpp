@@ -614,6 +614,89 @@ void emit_conv_direct_f32(llvm::IRBuilder<> &b, const DirectConvArgs &a) {
              });
 }
 
+void emit_conv_depthwise_dynamic_f32(llvm::IRBuilder<> &outer, const DepthwiseDynamicArgs &a) {
+  const ConvShape &s = a.shape;
+  const int64_t taps = s.KH * s.KW, sy = s.stride[0], sx = s.stride[1], dy = s.dilation[0], dx = s.dilation[1];
+  // Channels split as for a nominal 64x64 output (the result does not
+  // depend on the split: each channel is one task's).
+  const std::array<int64_t, 2> split = conv_task_split(s.C, taps * 64 * 64);
+  const int64_t per = split[1];
+  std::vector<Value *> fields = {a.x, a.w, a.out, a.rt.H, a.rt.W, a.rt.OH, a.rt.OW};
+  if (a.bias)
+    fields.push_back(a.bias);
+  emit_tasks(outer, a.prefix, "conv_dw.dyn", fields, split[0], -1, nullptr,
+             [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
+    Value *x = f[0], *w = f[1], *out = f[2], *H = f[3], *W = f[4], *OH = f[5], *OW = f[6];
+    Value *bias = a.bias ? f[7] : nullptr;
+    llvm::Type *f32 = b.getFloatTy(), *i64 = b.getInt64Ty();
+    const int64_t vl = std::min<int64_t>(a.lanes, kConvDirectMaxLanes), wl = vl * sx;
+    auto *vec = llvm::FixedVectorType::get(f32, static_cast<unsigned>(vl));
+    auto *wide = llvm::FixedVectorType::get(f32, static_cast<unsigned>(wl));
+    auto *wide_i = llvm::FixedVectorType::get(i64, static_cast<unsigned>(wl));
+    llvm::Function *fma = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(), llvm::Intrinsic::fma, {vec});
+    auto iota = [&](int64_t n) {
+      std::vector<llvm::Constant *> v;
+      for (int64_t l = 0; l < n; ++l)
+        v.push_back(b.getInt64(l));
+      return llvm::ConstantVector::get(v);
+    };
+    Value *iota_wide = iota(wl), *iota_out = iota(vl);
+    std::vector<int> every_s;
+    for (int64_t l = 0; l < vl; ++l)
+      every_s.push_back(static_cast<int>(l * sx));
+    Value *W_wide = b.CreateVectorSplat(static_cast<unsigned>(wl), W);
+    Value *OW_out = b.CreateVectorSplat(static_cast<unsigned>(vl), OW);
+    Value *plane = b.CreateMul(H, W), *out_plane = b.CreateMul(OH, OW);
+    Value *c0 = mul(b, t, per);
+    Value *c1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, c0, per), b.getInt64(s.C));
+    Value *chunks = b.CreateUDiv(add(b, OW, vl - 1), b.getInt64(vl));
+    for_range(b, c0, c1, [&](Value *c) {
+      Value *xc = f32_at(b, x, b.CreateMul(c, plane)), *oc = f32_at(b, out, b.CreateMul(c, out_plane));
+      std::vector<Value *> tap(static_cast<size_t>(taps));
+      for (int64_t k = 0; k < taps; ++k)
+        tap[k] = b.CreateVectorSplat(static_cast<unsigned>(vl), b.CreateLoad(f32, f32_at(b, w, add(b, mul(b, c, taps), k))));
+      Value *init = bias ? b.CreateVectorSplat(static_cast<unsigned>(vl), b.CreateLoad(f32, f32_at(b, bias, c)))
+                         : llvm::Constant::getNullValue(vec);
+      for_range(b, b.getInt64(0), OH, [&](Value *oy) {
+        // Kernel rows above or below the input: all lanes masked off (read
+        // as the zero padding, never loaded).
+        std::vector<Value *> row(static_cast<size_t>(s.KH)), row_in(static_cast<size_t>(s.KH));
+        for (int64_t ky = 0; ky < s.KH; ++ky) {
+          Value *iy = add(b, mul(b, oy, sy), ky * dy - s.pad[0]);
+          Value *inside = b.CreateICmpULT(iy, H);
+          row_in[ky] = inside;
+          row[ky] = b.CreateSelect(inside, f32_at(b, xc, b.CreateMul(iy, W)), xc);
+        }
+        Value *orow = f32_at(b, oc, b.CreateMul(oy, OW));
+        for_range(b, b.getInt64(0), chunks, [&](Value *j) {
+          // Columns j*vl*sx + kx*dx - pad_left + l of each row, lane l,
+          // masked where they fall outside [0, W).
+          std::vector<Value *> first(static_cast<size_t>(s.KW)), col_mask(static_cast<size_t>(s.KW));
+          for (int64_t kx = 0; kx < s.KW; ++kx) {
+            first[kx] = add(b, mul(b, j, vl * sx), kx * dx - s.pad[1]);
+            Value *idx = b.CreateAdd(b.CreateVectorSplat(static_cast<unsigned>(wl), first[kx]), iota_wide);
+            col_mask[kx] = b.CreateAnd(b.CreateICmpSGE(idx, llvm::Constant::getNullValue(wide_i)),
+                                       b.CreateICmpSLT(idx, W_wide));
+          }
+          Value *acc = init;
+          for (int64_t ky = 0; ky < s.KH; ++ky)
+            for (int64_t kx = 0; kx < s.KW; ++kx) {
+              Value *mask = b.CreateSelect(row_in[ky], col_mask[kx], llvm::Constant::getNullValue(col_mask[kx]->getType()));
+              Value *v = b.CreateMaskedLoad(wide, b.CreateGEP(f32, row[ky], first[kx]), llvm::Align(4), mask,
+                                            llvm::Constant::getNullValue(wide));
+              if (sx > 1)
+                v = b.CreateShuffleVector(v, every_s);
+              acc = b.CreateCall(fma, {tap[ky * s.KW + kx], v, acc});
+            }
+          Value *col = mul(b, j, vl);
+          Value *store_mask = b.CreateICmpSLT(b.CreateAdd(b.CreateVectorSplat(static_cast<unsigned>(vl), col), iota_out), OW_out);
+          b.CreateMaskedStore(acc, f32_at(b, orow, col), llvm::Align(4), store_mask);
+        });
+      });
+    });
+  });
+}
+
 void emit_max_pool_f32(llvm::IRBuilder<> &outer, const PoolShape &s, Value *x, Value *out, unsigned lanes,
                        const std::string &prefix) {
   // Tasks: bands of output rows, all channels each, so that a band reads

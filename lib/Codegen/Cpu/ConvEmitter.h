@@ -120,6 +120,20 @@ struct DirectConvArgs {
 /// runtime's parallel_for.
 void emit_conv_direct_f32(llvm::IRBuilder<> &b, const DirectConvArgs &args);
 
+/// A depthwise conv (groups == C == O) of a symbolic height or width, one
+/// image: the direct kernel's vectors of output columns with run-time lane
+/// masks — each tap a masked load of its input row (lanes outside [0, W)
+/// and rows outside [0, H) masked off: the zero padding, never read), one
+/// FMA per tap, a masked store of the row's last vector. Tasks of channels.
+struct DepthwiseDynamicArgs {
+  ConvShape shape;          // C, KH, KW, stride, dilation, pad (H, W, OH, OW: unused)
+  ConvRunTimeSize rt;       // the calling function's values
+  llvm::Value *x, *w, *bias, *out; // one image of x and out; w [C, 1, KH, KW]; bias may be null
+  unsigned lanes;
+  std::string prefix = {};
+};
+void emit_conv_depthwise_dynamic_f32(llvm::IRBuilder<> &b, const DepthwiseDynamicArgs &args);
+
 /// One image's max-pool geometry (all static).
 struct PoolShape {
   int64_t C, H, W, OH, OW, KH, KW;

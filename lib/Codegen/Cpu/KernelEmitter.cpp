@@ -238,6 +238,8 @@ private:
       return;
     if (lowering == "conv2d" && node_uses_gemm(g_, plan_, node))
       return emit_conv_gemm(node);
+    if (lowering == "conv2d" && emit_conv_depthwise_dynamic(node))
+      return;
     if (node.op == "max_pool2d" && emit_max_pool(node))
       return;
     if ((node.op == "min" || node.op == "max") && emit_full_min_max(node))
@@ -1606,6 +1608,50 @@ private:
                     mod_.lanes, mod_.prefix, epi ? &epi->gemm : nullptr};
       emit_gemm_f32(b_, args);
     });
+  }
+
+  /// An f32 depthwise conv2d (groups == C == O, a weight [C, 1, KH, KW])
+  /// with a symbolic height or width, stored input and output and no
+  /// epilogue: the direct kernel with run-time lane masks (Cpu/ConvEmitter.h,
+  /// emit_conv_depthwise_dynamic_f32). False (nothing emitted) otherwise:
+  /// the elemental window loop, which the vectorizer declines.
+  bool emit_conv_depthwise_dynamic(const Node &node) {
+    if (node.op != "conv2d")
+      return false;
+    ValueId x = node.operands[0], w = node.operands[1], out = node.results[0];
+    const TensorType &xt = g_.type_of(x), &wt = g_.type_of(w);
+    const Shape &xs = xt.shape, &ws = wt.shape, &os = g_.type_of(out).shape;
+    if (xt.dtype != DType::f32 || wt.dtype != DType::f32 || xs.size() != 4 || !shape_is_static(ws) ||
+        !xs[1].is_static() || shape_is_static({xs[2], xs[3]}))
+      return false;
+    int64_t C = xs[1].value(), groups = node.attrs.get_int("groups");
+    ValueId bias = node.operands.size() > 2 ? node.operands[2] : kNoValue;
+    if (groups != C || ws[0].value() != C || ws[1].value() != 1 || ws[2].value() * ws[3].value() > 64 ||
+        plan_.values[x].storage == Storage::fused || plan_.values[out].storage == Storage::fused ||
+        plan_.values[w].storage == Storage::fused ||
+        (bias != kNoValue && (plan_.values[bias].storage == Storage::fused || g_.type_of(bias).dtype != DType::f32)) ||
+        plan_.epilogues.count(node_index(node)))
+      return false;
+    std::vector<int64_t> stride = node.attrs.get_ints("stride"), dil = node.attrs.get_ints("dilation");
+    ConvShape s{C, 0, 0, C, ws[2].value(), ws[3].value(), 0, 0, C, {stride[0], stride[1]}, {dil[0], dil[1]},
+                padding4(node.attrs)};
+    ConvRunTimeSize rt{dim(xs[2]), dim(xs[3]), dim(os[2]), dim(os[3])};
+    Value *xptr = pointer_of(x), *optr = pointer_of(out), *wptr = pointer_of(w);
+    Value *bptr = bias == kNoValue ? nullptr : pointer_of(bias);
+    Value *in_image = b_.CreateMul(b_.getInt64(C), b_.CreateMul(rt.H, rt.W));
+    Value *out_image = b_.CreateMul(b_.getInt64(C), b_.CreateMul(rt.OH, rt.OW));
+    loop(dim(xs[0]), [&](Value *n) {
+      DepthwiseDynamicArgs a{s,
+                             rt,
+                             b_.CreateGEP(b_.getFloatTy(), xptr, b_.CreateMul(n, in_image)),
+                             wptr,
+                             bptr,
+                             b_.CreateGEP(b_.getFloatTy(), optr, b_.CreateMul(n, out_image)),
+                             mod_.lanes,
+                             mod_.prefix};
+      emit_conv_depthwise_dynamic_f32(b_, a);
+    });
+    return true;
   }
 
   /// min / max of a whole stored f32 tensor (its size static and non-empty,

@@ -93,6 +93,54 @@ TEST_CASE("conv kernels: direct depthwise and grouped convolutions vs the interp
     check_case(c);
 }
 
+// Depthwise convs of a symbolic height and width (PaddleOCR's detector
+// compiled without --dim): the direct kernel with run-time lane masks
+// (Cpu/ConvEmitter.h, emit_conv_depthwise_dynamic_f32), one object run at
+// several sizes — rows narrower than a vector, several vectors with a
+// partial last one, padding wider than the kernel, strides, dilation,
+// with and without bias — against the interpreter, and the same bits on
+// two threads.
+TEST_CASE("conv kernels: depthwise convs of a symbolic size, one object at several sizes", "[codegen][conv]") {
+  struct Sym {
+    const char *name;
+    int64_t C, KH, KW;
+    ops::Conv2dOptions o;
+    bool bias;
+  };
+  const Sym cases[] = {
+      {"3x3 s1 p1 + bias", 5, 3, 3, opts({1, 1}, {1, 1, 1, 1}, {1, 1}, 5), true},
+      {"3x3 s2 p1", 4, 3, 3, opts({2, 2}, {1, 1, 1, 1}, {1, 1}, 4), false},
+      {"5x5 s(3,2), asymmetric pad, dilation (2,1) + bias", 3, 5, 5, opts({3, 2}, {0, 2, 3, 1}, {2, 1}, 3), true},
+      {"3x3, padding 4 > kernel", 2, 3, 3, opts({1, 1}, {4, 4, 4, 4}, {1, 1}, 2), true},
+  };
+  for (const Sym &c : cases) {
+    INFO(c.name);
+    HostTensor w = random_tensor(DType::f32, {c.C, 1, c.KH, c.KW}), bias = random_tensor(DType::f32, {c.C});
+    Graph graph("dw", {TensorType(DType::f32, {Dim("n"), c.C, Dim("h"), Dim("w")})});
+    {
+      GraphRealizationContext ctx(graph);
+      Tensor x = Tensor::from_graph_value(graph.inputs()[0]);
+      graph.output({ops::conv2d(x, Tensor::from_host(w), c.bias ? std::optional<Tensor>(Tensor::from_host(bias))
+                                                                 : std::nullopt,
+                                c.o)
+                        .value()});
+    }
+    CHECK(count_model_functions(graph, [](llvm::StringRef f) { return f.contains("conv_dw.dyn"); }) == 1);
+    for (auto [n, h, wd] : std::vector<std::array<int64_t, 3>>{{1, 5, 7}, {2, 9, 40}, {1, 17, 67}}) {
+      INFO("n " << n << ", h " << h << ", w " << wd);
+      std::vector<HostTensor> in{random_tensor(DType::f32, {n, c.C, h, wd})};
+      std::vector<HostTensor> expected = Interpreter::run(graph, in);
+      std::vector<HostTensor> serial = run_compiled(graph, in);
+      std::string m = compare(serial[0], expected[0], kRtol, kAtol);
+      INFO(m);
+      CHECK(m.empty());
+      m = compare(run_compiled_two_threads(graph, in)[0], serial[0], 0, 0);
+      INFO("two threads vs one: " << m);
+      CHECK(m.empty());
+    }
+  }
+}
+
 TEST_CASE("conv kernels: the direct kernel and im2col split into tasks", "[codegen][conv]") {
   // Enough work for several tasks (conv_task_split), the last one short:
   // 37 channels -> 5 tasks of 8 (the last 5);
