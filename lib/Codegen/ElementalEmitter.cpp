@@ -580,6 +580,12 @@ Value *ElementalEmitter::cast(Value *x, DType from, DType to) {
   if (is_float(from) && x->getType()->isFloatTy() &&
       (t->getIntegerBitWidth() == 8 || t->getIntegerBitWidth() == 16 || t->getIntegerBitWidth() == 32))
     if (std::optional<FpRange> r = fp_range(x); r && r->lo >= -2147483648.0 && r->hi <= 2147483648.0) {
+      // An i32 (or narrower) converted to f32 within 2^24: exact, so the
+      // truncation gives the integer back.
+      if (auto *conv = llvm::dyn_cast<llvm::SIToFPInst>(x);
+          conv && conv->getOperand(0)->getType()->getIntegerBitWidth() <= 32 && r->lo >= -16777216.0 &&
+          r->hi <= 16777216.0)
+        return b_.CreateSExtOrTrunc(conv->getOperand(0), t);
       // Never NaN, within [-2^31, 2^31]: the general form below reduces to
       // the 32-bit truncation, but at 2^31 (an i32 sum's f32 can round up
       // to it), where the 64-bit one wraps to INT32_MIN (low bytes 0).

@@ -131,10 +131,8 @@ private:
     if (!inst)
       return std::nullopt;
     auto operand = [&](unsigned i) { return of(inst->getOperand(i), depth + 1); };
-    switch (inst->getOpcode()) {
-    case llvm::Instruction::Load: {
-      llvm::MDNode *md = inst->getMetadata(kRangeKind);
-      if (!md || md->getNumOperands() != 3)
+    if (llvm::MDNode *md = inst->getMetadata(kRangeKind)) {
+      if (md->getNumOperands() != 3)
         return std::nullopt;
       double x[3];
       for (unsigned i = 0; i < 3; ++i) {
@@ -145,6 +143,7 @@ private:
       }
       return FpRange{x[0], x[1], x[2]};
     }
+    switch (inst->getOpcode()) {
     case llvm::Instruction::SIToFP:
     case llvm::Instruction::UIToFP: {
       bool sign = inst->getOpcode() == llvm::Instruction::SIToFP;
@@ -285,10 +284,10 @@ std::optional<FpRange> fp_range(const Value *v) {
   return Analysis().of(v, 0);
 }
 
-void set_fp_range(llvm::Instruction *load, const FpRange &r) {
-  llvm::LLVMContext &c = load->getContext();
+void set_fp_range(llvm::Instruction *inst, const FpRange &r) {
+  llvm::LLVMContext &c = inst->getContext();
   auto md = [&](double d) { return llvm::ConstantAsMetadata::get(llvm::ConstantFP::get(llvm::Type::getDoubleTy(c), d)); };
-  load->setMetadata(kRangeKind, llvm::MDNode::get(c, {md(r.lo), md(r.hi), md(r.unit)}));
+  inst->setMetadata(kRangeKind, llvm::MDNode::get(c, {md(r.lo), md(r.hi), md(r.unit)}));
 }
 
 std::optional<FpRange> fp_range_of_values(const double *values, size_t n) {

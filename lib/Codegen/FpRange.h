@@ -24,8 +24,9 @@ struct FpRange {
 /// The range of `v` (f32 or f64), if the IR proves one.
 std::optional<FpRange> fp_range(const llvm::Value *v);
 
-/// Attaches `r` to a load (of a constant whose data the emitter has read).
-void set_fp_range(llvm::Instruction *load, const FpRange &r);
+/// Attaches `r` to an instruction whose values the emitter knows (a load of
+/// a constant whose data it has read; an integer conv's f32 sums).
+void set_fp_range(llvm::Instruction *inst, const FpRange &r);
 
 /// The range of a constant's values; nullopt if one is NaN or infinite.
 std::optional<FpRange> fp_range_of_values(const double *values, size_t n);
