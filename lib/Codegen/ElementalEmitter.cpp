@@ -1,6 +1,7 @@
 #include "ElementalEmitter.h"
 
 #include "EntryPointUtil.h"
+#include "FpRange.h"
 
 #include "MathEmitter.h"
 #include "maxc/Ops/OpRegistry.h"
@@ -184,9 +185,38 @@ Value *ElementalEmitter::element(ValueId v, const Index &idx) {
   const ValuePlan &p = plan_.values[v];
   if (p.storage != Storage::fused) {
     std::vector<Value *> dims = dims_of(v);
-    return load_element(g_.type_of(v).dtype, pointer_of(v), linear_index(idx, dims));
+    DType dtype = g_.type_of(v).dtype;
+    Value *x = load_element(dtype, pointer_of(v), linear_index(idx, dims));
+    if (auto *load = llvm::dyn_cast<llvm::LoadInst>(x); load && (dtype == DType::f32 || dtype == DType::f64))
+      if (std::optional<FpRange> r = constant_range(v))
+        set_fp_range(load, *r);
+    return x;
   }
   return fused_element(v, idx);
+}
+
+std::optional<FpRange> ElementalEmitter::constant_range(ValueId v) {
+  int64_t producer = g_.value_info(v).producer;
+  if (producer < 0 || g_.nodes()[static_cast<size_t>(producer)].op != "constant")
+    return std::nullopt;
+  const Node &node = g_.nodes()[static_cast<size_t>(producer)];
+  std::string name = node.attrs.get_string("name");
+  if (auto it = constant_ranges_.find(name); it != constant_ranges_.end())
+    return it->second;
+  std::optional<FpRange> r;
+  // Small constants only (a requantization's per-channel multipliers): the
+  // data is read here.
+  if (g_.has_constant(name)) {
+    const HostTensor &t = g_.constant(name);
+    if (t.numel() <= kRangeConstantElements) {
+      std::vector<double> values(static_cast<size_t>(t.numel()));
+      for (size_t i = 0; i < values.size(); ++i)
+        values[i] = t.get_f64(static_cast<int64_t>(i));
+      r = fp_range_of_values(values.data(), values.size());
+    }
+  }
+  constant_ranges_[name] = r;
+  return r;
 }
 
 bool ElementalEmitter::in_same_index_chain(ValueId operand, const Shape &shape) const {
@@ -505,6 +535,8 @@ Value *ElementalEmitter::min_max(const ElementArgs &a, bool max) {
   Value *x = a.x[0], *y = a.x[1];
   if (is_float(a.in)) {
     Value *better = max ? b_.CreateFCmpOGT(x, y) : b_.CreateFCmpOLT(x, y);
+    if (fp_range(x) && fp_range(y)) // neither is ever NaN: the same without the test
+      return b_.CreateSelect(better, x, y);
     return b_.CreateSelect(b_.CreateOr(b_.CreateFCmpUNO(x, x), better), x, y);
   }
   return b_.CreateSelect(b_.CreateICmp(int_predicate(a.in, max ? llvm::CmpInst::ICMP_SGT : llvm::CmpInst::ICMP_SLT), x, y),
@@ -540,8 +572,30 @@ Value *ElementalEmitter::cast(Value *x, DType from, DType to) {
   if (is_float(from) && is_float(to)) {
     if (x->getType() == t)
       return x; // f16/bf16/f32 share float; round_to() applies the precision
-    return t->isDoubleTy() ? b_.CreateFPExt(x, t) : b_.CreateFPTrunc(x, t);
+    if (t->isDoubleTy())
+      return b_.CreateFPExt(x, t);
+    if (Value *fma = exact_fma_f32(b_, x)) // p * c + q exact in f64: one rounding either way
+      return fma;
+    return b_.CreateFPTrunc(x, t);
   }
+  if (is_float(from) && x->getType()->isFloatTy() &&
+      (t->getIntegerBitWidth() == 8 || t->getIntegerBitWidth() == 16 || t->getIntegerBitWidth() == 32))
+    if (std::optional<FpRange> r = fp_range(x); r && r->lo >= -2147483648.0 && r->hi <= 2147483648.0) {
+      // An i32 (or narrower) converted to f32 within 2^24: exact, so the
+      // truncation gives the integer back.
+      if (auto *conv = llvm::dyn_cast<llvm::SIToFPInst>(x);
+          conv && conv->getOperand(0)->getType()->getIntegerBitWidth() <= 32 && r->lo >= -16777216.0 &&
+          r->hi <= 16777216.0)
+        return b_.CreateSExtOrTrunc(conv->getOperand(0), t);
+      // Never NaN, within [-2^31, 2^31]: the general form below reduces to
+      // the 32-bit truncation, but at 2^31 (an i32 sum's f32 can round up
+      // to it), where the 64-bit one wraps to INT32_MIN (low bytes 0).
+      Value *small = b_.CreateFPToSI(x, b_.getInt32Ty());
+      if (r->hi >= 2147483648.0)
+        small = b_.CreateSelect(b_.CreateFCmpOGE(x, llvm::ConstantFP::get(x->getType(), 2147483648.0)),
+                                b_.getInt32(0x80000000u), small);
+      return b_.CreateTruncOrBitCast(small, t);
+    }
   if (is_float(from) && x->getType()->isFloatTy() && t->getIntegerBitWidth() == 8) {
     // To 8 bits (a requantization's last step), the same result through a
     // 32-bit conversion, which vectorizes (fptosi.sat to i64 does not on

@@ -6,6 +6,7 @@
 // values live is the one thing a generator supplies (pointer_of).
 #pragma once
 
+#include "FpRange.h"
 #include "WorkspaceLayout.h"
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/IR/Graph.h"
@@ -17,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -131,8 +133,13 @@ protected:
 
   // ---- elemental emitters ----
 
-  /// Element `idx` of value v: loaded if stored, else recomputed.
+  /// Element `idx` of value v: loaded if stored, else recomputed (a load of
+  /// a small f32/f64 constant carries its values' range: FpRange.h).
   Value *element(ValueId v, const Index &idx);
+  /// The range of a constant's values (constants of at most
+  /// kRangeConstantElements elements; cached by name).
+  std::optional<FpRange> constant_range(ValueId v);
+  static constexpr int64_t kRangeConstantElements = 4096;
 
   /// Element `idx` of a fused value, without recursion along chains of
   /// element formulas read at the same index (see the .cpp).
@@ -240,6 +247,7 @@ protected:
   /// accumulator at the current index (set here), not a load. Only sound for
   /// chains that read v at the output's own index (same shape, no remapping).
   std::map<ValueId, Value *> element_overrides_;
+  std::map<std::string, std::optional<FpRange>> constant_ranges_;
 };
 
 } // namespace maxc::codegen

@@ -1,5 +1,6 @@
 #include "Cpu/ConvEmitter.h"
 #include "EntryPointUtil.h"
+#include "FpRange.h"
 
 #include "Cpu/Runtime.h"
 #include "maxc/Codegen/LoweringPlan.h"
@@ -814,6 +815,9 @@ void emit_gemm_store(llvm::IRBuilder<> &b, const ConvInt8Args &a, Value *w, Valu
         v = tb.CreateAdd(v, tb.CreateMul(z, cs));
       }
       Value *f = tb.CreateSIToFP(tb.CreateSub(v, corr), tb.getFloatTy());
+      if (auto *conv = llvm::dyn_cast<llvm::Instruction>(f); conv && a.sum_bound >= 0 && a.sum_bound <= (int64_t(1) << 24))
+        set_fp_range(conv,
+                     {-static_cast<double>(a.sum_bound), static_cast<double>(a.sum_bound), 1.0});
       if (a.epilogue)
         f = a.epilogue->apply(tb, f, o, add(tb, col, j));
       tb.CreateStore(f, tb.CreateGEP(ot, dst, j));

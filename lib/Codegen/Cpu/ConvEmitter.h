@@ -102,6 +102,11 @@ struct ConvInt8Args {
   /// Some row of the packed weight has an offset z[o] != 0
   /// (GemmPanels.h: conv_int8_weight_offsets): the columns' sums are needed.
   bool col_sums = true;
+  /// A bound on |sum_k W[o, k] (x - zp)| when the weight is known (255 *
+  /// the largest sum of |W| over a row); -1: unknown. At most 2^24, the
+  /// sums' f32 carry it (FpRange.h), and the epilogue's cast back to i32 is
+  /// the integer itself.
+  int64_t sum_bound = -1;
 };
 void emit_conv_i8(llvm::IRBuilder<> &b, const ConvInt8Args &args);
 

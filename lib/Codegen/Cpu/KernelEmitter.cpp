@@ -1399,6 +1399,20 @@ private:
     const Node *wnode = winfo.producer < 0 ? nullptr : &g_.nodes()[static_cast<size_t>(winfo.producer)];
     bool col_sums = !wnode || wnode->op != "constant" ||
                     conv_int8_weight_offsets(g_.constant(wnode->attrs.get_string("name")));
+    // |sum| <= 255 * max_o sum_k |W[o, k]| (|x - zp| <= 255).
+    int64_t sum_bound = -1;
+    if (wnode && wnode->op == "constant") {
+      const HostTensor &w = g_.constant(wnode->attrs.get_string("name"));
+      int64_t per = w.numel() / std::max<int64_t>(s.O, 1), worst = 0;
+      for (int64_t o = 0; o < s.O && per * s.O == w.numel(); ++o) {
+        double row = 0;
+        for (int64_t k = 0; k < per; ++k)
+          row += std::fabs(w.get_f64(o * per + k));
+        worst = std::max(worst, static_cast<int64_t>(row));
+      }
+      if (per * s.O == w.numel())
+        sum_bound = 255 * worst;
+    }
     xptr = b_.CreateGEP(b_.getInt8Ty(), xptr, b_.getInt64(ops.channel_offset * s.H * s.W));
     loop(dim(g_.type_of(ops.x).shape[0]), [&](Value *n) {
       // The plan's epilogue chain at (n, o, oy, ox), applied as the sums are
@@ -1420,6 +1434,7 @@ private:
       args.prefix = mod_.prefix;
       args.epilogue = epi ? &epi->gemm : nullptr;
       args.col_sums = col_sums;
+      args.sum_bound = sum_bound;
       emit_conv_i8(b_, args);
     });
     return true;

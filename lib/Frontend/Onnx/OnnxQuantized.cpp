@@ -677,7 +677,10 @@ Tensor qlinear_add(const OnnxNode &node) {
     Tensor f = ops::add(fixed, ops::mul(ops::cast(b, DType::f32), ops::scalar(k.rb, DType::f32)));
     c = fma_f32(a, k.ra, f);
   } else {
-    c = fma_f32(a, k.ra, fma_f32(b, k.rb, fixed));
+    // The fixed part as the f64 literal it is (not a cast of an f32 scalar,
+    // which a plan stores): codegen then sees each f32 FMA's three f32
+    // operands (FpRange.h, exact_fma_f32).
+    c = fma_f32(a, k.ra, fma_f32(b, k.rb, ops::scalar(static_cast<double>(k.fixed), DType::f64)));
   }
   return saturate(c, std::nullopt, a.dtype(), node);
 }

@@ -15,6 +15,9 @@
 #include "maxc/Codegen/Target.h"
 
 #include <llvm/ADT/StringMap.h>
+#include <llvm/IR/InstIterator.h>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/TargetParser/Host.h>
@@ -339,6 +342,18 @@ TEST_CASE("integer conv: requantized in the GEMM's write-back, in blocks of rows
     return out;
   });
   REQUIRE(count_model_functions(*graph, [](llvm::StringRef name) { return name.starts_with("m.conv_i8"); }) == 3);
+  {
+    // The sums are below 2^24 here (the known weights bound them): the
+    // epilogue's cast of their f32 back to i32 is the integer itself.
+    llvm::LLVMContext context;
+    auto module = build_model_module(*graph, "m", context);
+    size_t round_trips = 0;
+    for (llvm::Function &f : *module)
+      for (llvm::Instruction &inst : llvm::instructions(f))
+        if (auto *to_int = llvm::dyn_cast<llvm::FPToSIInst>(&inst); to_int && !to_int->use_empty())
+          round_trips += llvm::isa<llvm::SIToFPInst>(to_int->getOperand(0));
+    CHECK(round_trips == 0);
+  }
   std::vector<HostTensor> expected = Interpreter::run(*graph, inputs);
   // The requantization reaches both ends of the range (the small weights).
   for (size_t i : {0, 1, 4}) {
@@ -440,4 +455,62 @@ TEST_CASE("a dynamic quantization: the stored scale and zero point loaded once p
     MAXC_REQUIRE_CLOSE(got[0], want[0], 0, 0);
     MAXC_REQUIRE_CLOSE(got[1], want[1], 0, 0);
   }
+}
+
+// Requantization chains as a QDQ model's write-back runs them (docs/DESIGN.md,
+// Integer convs): QLinearAdd's f64 multiply-adds, exact by construction,
+// become f32 FMAs (FpRange.h: exact_fma_f32); a clamp of values that are
+// never NaN drops min/max's NaN test; a cast to u8/i32 of a value proven
+// within [-2^31, 2^31] is one 32-bit conversion (an i32 sum's f32 that
+// rounds up to 2^31 still wraps to INT32_MIN). Bit for bit against the
+// reference, and the module has no f64 and no 64-bit conversion left.
+TEST_CASE("requantization chains in f32: exact FMAs, no NaN tests, 32-bit casts", "[codegen][qgemm]") {
+  HostTensor a = full_range(DType::u8, {2, 3, 40}), b = full_range(DType::u8, {2, 3, 40});
+  HostTensor s = random_tensor(DType::i32, {2, 3, 40}, -3e6, 3e6);
+  const int32_t edges[] = {2147483647, 2147483584, 2147483520, -2147483647 - 1, -2147483583, 16777217, -16777219, 0};
+  for (size_t i = 0; i < std::size(edges); ++i)
+    s.set_i64(static_cast<int64_t>(i * 7), edges[i]);
+  HostTensor m(DType::f32, {3, 1});
+  m.set_f64(0, 0.00390625), m.set_f64(1, 0.0003017), m.set_f64(2, 1.5e-5);
+  const float ra = 0.5701728f, rb = 1.6309738f, fixed = -198.97881f;
+  auto graph = trace_graph(types_of({a, b, s}), [&](auto &in) {
+    auto f64 = [](double v) { return ops::scalar(v, DType::f64); };
+    auto clamp_u8 = [](const Tensor &t) {
+      return ops::cast(ops::minimum(ops::maximum(ops::round(t), ops::scalar(0.0, DType::f32)), ops::scalar(255.0, DType::f32)),
+                       DType::u8);
+    };
+    // c = fma(a, ra, fma(b, rb, fixed)) as the ONNX importer writes QLinearAdd.
+    Tensor inner = ops::cast(ops::add(ops::mul(ops::cast(in[1], DType::f64), f64(rb)), f64(fixed)), DType::f32);
+    Tensor c = ops::cast(ops::add(ops::mul(ops::cast(in[0], DType::f64), f64(ra)), ops::cast(inner, DType::f64)),
+                         DType::f32);
+    Tensor t = ops::cast(ops::cast(in[2], DType::f32), DType::i32); // 2^31 - 1 -> 2^31 -> INT32_MIN
+    Tensor y = ops::add(ops::mul(ops::cast(t, DType::f32), Tensor::from_host(m, "m")), ops::scalar(128.0, DType::f32));
+    return std::vector<Tensor>{clamp_u8(c), t, clamp_u8(y)};
+  });
+  std::vector<HostTensor> expected = Interpreter::run(*graph, {a, b, s});
+  CHECK(expected[1].get_i64(0) == -2147483647 - 1);
+  check_configs(*graph, {a, b, s}, expected, 2);
+  llvm::LLVMContext context;
+  auto module = build_model_module(*graph, "m", context);
+  // What the emitter left unused (the f64 forms the FMAs replaced) goes.
+  for (bool erased = true; erased;) {
+    erased = false;
+    for (llvm::Function &f : *module)
+      for (llvm::Instruction &inst : llvm::make_early_inc_range(llvm::instructions(f)))
+        if (inst.use_empty() && !inst.mayHaveSideEffects() && !inst.isTerminator()) {
+          inst.eraseFromParent();
+          erased = true;
+        }
+  }
+  size_t f64_ops = 0, wide_casts = 0, fmas = 0;
+  for (llvm::Function &f : *module)
+    for (llvm::Instruction &inst : llvm::instructions(f)) {
+      f64_ops += inst.getType()->getScalarType()->isDoubleTy();
+      wide_casts += llvm::isa<llvm::FPToSIInst>(inst) && inst.getType()->getScalarSizeInBits() == 64;
+      if (auto *call = llvm::dyn_cast<llvm::IntrinsicInst>(&inst))
+        fmas += call->getIntrinsicID() == llvm::Intrinsic::fma;
+    }
+  CHECK(f64_ops == 0);
+  CHECK(wide_casts == 0);
+  CHECK(fmas == 2);
 }
