@@ -15,6 +15,8 @@
 //    output row is computed in vectors of output columns, up to 8
 //    independent accumulators, one FMA per (tap, vector); stride s loads s
 //    vectors and keeps every s-th lane.
+//  - emit_conv_depthwise_dynamic_f32: the depthwise case for a symbolic
+//    height or width, with run-time lane masks.
 //
 // Both split their work into tasks (im2col: (channel, kernel row) pairs; direct: groups,
 // each task with a padded plane of its own), task functions of their own
