@@ -101,6 +101,11 @@ using namespace conv_ir;
 /// vectorization of the scalar loop mixed gathers and scalar tails). The
 /// last vector (the one whose wide load would pass src[(n - 1) * sx]) is
 /// masked on both sides: it reads no float past the window's last one.
+/// Past this stride the wide load would span 16 * sx floats (an STFT as a
+/// conv, stride 160: vectors of 2560 lanes, which LLVM's instruction
+/// selection does not finish): one element at a time instead.
+constexpr int64_t kStridedCopyMaxStride = 8;
+
 static void emit_strided_copy_f32(llvm::IRBuilder<> &b, Value *dst, Value *src, int64_t n, int64_t sx) {
   constexpr int64_t vl = 16;
   llvm::Type *f32 = b.getFloatTy();
@@ -170,7 +175,7 @@ static void emit_im2col_units(llvm::IRBuilder<> &b, const ConvShape &s, Value *x
             if (sx == 1) {
               b.CreateMemCpy(at(cols, add(b, dst, lo)), llvm::Align(size), at(x, src), llvm::Align(size),
                              b.getInt64((hi - lo) * size));
-            } else if (elem->isFloatTy()) {
+            } else if (elem->isFloatTy() && sx <= kStridedCopyMaxStride) {
               emit_strided_copy_f32(b, at(cols, add(b, dst, lo)), at(x, src), hi - lo, sx);
             } else {
               for_count(b, hi - lo, [&](Value *i) {

@@ -1625,8 +1625,9 @@ private:
     });
   }
 
-  /// An f32 depthwise conv2d (groups == C == O, a weight [C, 1, KH, KW])
-  /// with a symbolic height or width, stored input and output and no
+  /// An f32 depthwise conv2d (groups == C == O > 1, a weight [C, 1, KH, KW],
+  /// a column stride of at most 4) with a symbolic height or width, stored
+  /// input and output and no
   /// epilogue: the direct kernel with run-time lane masks (Cpu/ConvEmitter.h,
   /// emit_conv_depthwise_dynamic_f32). False (nothing emitted) otherwise:
   /// the elemental window loop, which the vectorizer declines.
@@ -1641,13 +1642,16 @@ private:
       return false;
     int64_t C = xs[1].value(), groups = node.attrs.get_int("groups");
     ValueId bias = node.operands.size() > 2 ? node.operands[2] : kNoValue;
-    if (groups != C || ws[0].value() != C || ws[1].value() != 1 || ws[2].value() * ws[3].value() > 64 ||
+    std::vector<int64_t> stride = node.attrs.get_ints("stride"), dil = node.attrs.get_ints("dilation");
+    // A wide load spans lanes * stride columns: strides past 4 (an STFT as
+    // a conv, stride 160) would make vectors of thousands of lanes.
+    if (C < 2 || groups != C || ws[0].value() != C || ws[1].value() != 1 || ws[2].value() * ws[3].value() > 64 ||
+        stride.size() != 2 || stride[1] < 1 || stride[1] > 4 || stride[0] < 1 ||
         plan_.values[x].storage == Storage::fused || plan_.values[out].storage == Storage::fused ||
         plan_.values[w].storage == Storage::fused ||
         (bias != kNoValue && (plan_.values[bias].storage == Storage::fused || g_.type_of(bias).dtype != DType::f32)) ||
         plan_.epilogues.count(node_index(node)))
       return false;
-    std::vector<int64_t> stride = node.attrs.get_ints("stride"), dil = node.attrs.get_ints("dilation");
     ConvShape s{C, 0, 0, C, ws[2].value(), ws[3].value(), 0, 0, C, {stride[0], stride[1]}, {dil[0], dil[1]},
                 padding4(node.attrs)};
     ConvRunTimeSize rt{dim(xs[2]), dim(xs[3]), dim(os[2]), dim(os[3])};
