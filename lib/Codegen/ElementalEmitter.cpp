@@ -84,15 +84,18 @@ std::vector<Value *> ElementalEmitter::dims_of(ValueId v) {
 }
 
 Value *ElementalEmitter::linear_index(const Index &idx, const std::vector<Value *> &dims) {
-  Value *lin = b_.getInt64(0);
-  for (size_t d = 0; d < idx.size(); ++d)
+  if (idx.empty())
+    return b_.getInt64(0);
+  Value *lin = idx[0]; // itself for one dim (index_div sees a split index)
+  for (size_t d = 1; d < idx.size(); ++d)
     lin = b_.CreateAdd(b_.CreateMul(lin, dims[d]), idx[d]);
   return lin;
 }
 
 Value *ElementalEmitter::load_element(DType dtype, Value *ptr, Value *linear) {
   llvm::Type *mt = memory_type(ctx_, dtype);
-  Value *raw = b_.CreateLoad(mt, b_.CreateGEP(mt, ptr, linear));
+  llvm::LoadInst *raw = b_.CreateLoad(mt, b_.CreateGEP(mt, ptr, linear));
+  annotate_access(raw, ptr);
   switch (dtype) {
   case DType::f16: return b_.CreateFPExt(raw, b_.getFloatTy());
   case DType::bf16:
@@ -121,7 +124,7 @@ void ElementalEmitter::store_element(DType dtype, Value *ptr, Value *linear, Val
   case DType::boolean: raw = b_.CreateZExt(v, mt); break;
   default: break;
   }
-  b_.CreateStore(raw, b_.CreateGEP(mt, ptr, linear));
+  annotate_access(b_.CreateStore(raw, b_.CreateGEP(mt, ptr, linear)), ptr);
 }
 
 Value *ElementalEmitter::round_to(DType dtype, Value *v) {
@@ -136,16 +139,59 @@ void ElementalEmitter::loop(Value *n, const std::function<void(Value *)> &body) 
   emit_counted_loop(b_, n, body, "", "i", /*no_wrap=*/true);
 }
 
-void ElementalEmitter::loop_nest(const std::vector<Value *> &extents, const std::function<void(const Index &)> &body, Index prefix) {
+void ElementalEmitter::loop_nest(const std::vector<Value *> &extents, const std::function<void(const Index &)> &body, Index prefix,
+                                 int64_t split) {
   if (prefix.size() == extents.size()) {
     body(prefix);
     return;
   }
-  loop(extents[prefix.size()], [&](Value *i) {
-    Index next = prefix;
-    next.push_back(i);
-    loop_nest(extents, body, next);
+  auto next = [&](Value *i) {
+    Index deeper = prefix;
+    deeper.push_back(i);
+    loop_nest(extents, body, deeper, split);
+  };
+  if (split > 1 && prefix.size() + 1 == extents.size())
+    split_loop(extents.back(), split, next);
+  else
+    loop(extents[prefix.size()], next);
+}
+
+void ElementalEmitter::split_loop(Value *n, int64_t factor, const std::function<void(Value *)> &body) {
+  loop(b_.CreateUDiv(n, b_.getInt64(factor)), [&](Value *outer) {
+    Value *base = b_.CreateMul(outer, b_.getInt64(factor), "", /*HasNUW=*/true, /*HasNSW=*/true);
+    for (int64_t inner = 0; inner < factor; ++inner) {
+      Value *i = inner == 0 ? base : b_.CreateAdd(base, b_.getInt64(inner), "", true, true);
+      split_indices_[i] = SplitIndex{outer, factor, inner};
+      body(i);
+      split_indices_.erase(i);
+    }
   });
+}
+
+namespace {
+/// d's value when it is a positive constant, else 0.
+int64_t positive_constant(Value *d) {
+  auto *c = llvm::dyn_cast<llvm::ConstantInt>(d);
+  return c && c->getSExtValue() > 0 ? c->getSExtValue() : 0;
+}
+} // namespace
+
+Value *ElementalEmitter::index_div(Value *i, Value *d) {
+  auto it = split_indices_.find(i);
+  int64_t dc = positive_constant(d);
+  if (it == split_indices_.end() || dc == 0 || it->second.factor % dc != 0)
+    return b_.CreateUDiv(i, d);
+  const SplitIndex &s = it->second;
+  Value *outer = s.factor == dc ? s.outer : b_.CreateMul(s.outer, b_.getInt64(s.factor / dc), "", true, true);
+  return s.inner / dc == 0 ? outer : b_.CreateAdd(outer, b_.getInt64(s.inner / dc), "", true, true);
+}
+
+Value *ElementalEmitter::index_rem(Value *i, Value *d) {
+  auto it = split_indices_.find(i);
+  int64_t dc = positive_constant(d);
+  if (it == split_indices_.end() || dc == 0 || it->second.factor % dc != 0)
+    return b_.CreateURem(i, d);
+  return b_.getInt64(it->second.inner % dc);
 }
 
 Value *ElementalEmitter::local(llvm::Type *t) { return entry_b_.CreateAlloca(t); }
@@ -818,8 +864,8 @@ Value *ElementalEmitter::reshape_element(const Node &node, size_t result, const 
                                   std::vector<Value *>(out_dims.begin() + static_cast<std::ptrdiff_t>(i0),
                                                        out_dims.begin() + static_cast<std::ptrdiff_t>(i + 1)));
       for (size_t d = j; d > j0; --d) {
-        in[d] = b_.CreateURem(group, in_dims[d]);
-        group = b_.CreateUDiv(group, in_dims[d]);
+        in[d] = index_rem(group, in_dims[d]);
+        group = index_div(group, in_dims[d]);
       }
       in[j0] = group;
       ++i;

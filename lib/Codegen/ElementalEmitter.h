@@ -64,6 +64,9 @@ public:
 protected:
   /// Where a stored (non-fused) value's elements live.
   virtual Value *pointer_of(ValueId v) = 0;
+  /// Called with each load and store load_element / store_element make, and
+  /// the base pointer it indexes: a backend may tag it with alias metadata.
+  virtual void annotate_access(llvm::Instruction *, Value * /*base*/) {}
 
   // ---- the function being emitted ----
 
@@ -119,7 +122,25 @@ protected:
   /// for (i = 0; i < n; ++i) body(i), at the current insertion point.
   void loop(Value *n, const std::function<void(Value *)> &body);
 
-  void loop_nest(const std::vector<Value *> &extents, const std::function<void(const Index &)> &body, Index prefix = {});
+  /// The loops over `extents` from prefix.size() on; the innermost one a
+  /// split_loop by `split` where split > 1 (its extent a multiple of it).
+  void loop_nest(const std::vector<Value *> &extents, const std::function<void(const Index &)> &body, Index prefix = {},
+                 int64_t split = 1);
+
+  /// for (i = 0; i < n; ++i) body(i) where `n` is a multiple of `factor`:
+  /// as a loop over i / factor whose body runs body(i) for the `factor`
+  /// values of i % factor in turn (unrolled). Each such i is recorded as
+  /// split (index_div / index_rem), so a reshape that cuts the axis into
+  /// (i / f, i % f), f dividing factor, reads at affine indices of the
+  /// outer counter: the vectorizer then sees f interleaved streams, not a
+  /// division per element (a depth-to-space, a nearest upsampling).
+  void split_loop(Value *n, int64_t factor, const std::function<void(Value *)> &body);
+
+  /// i / d and i % d for an index and a divisor; where i is a split_loop
+  /// index (outer * factor + inner) and d a constant dividing factor,
+  /// outer * (factor / d) + inner / d and inner % d.
+  Value *index_div(Value *i, Value *d);
+  Value *index_rem(Value *i, Value *d);
 
   /// An accumulator variable in the entry block (SROA turns it into a register).
   Value *local(llvm::Type *t);
@@ -248,6 +269,13 @@ protected:
   /// chains that read v at the output's own index (same shape, no remapping).
   std::map<ValueId, Value *> element_overrides_;
   std::map<std::string, std::optional<FpRange>> constant_ranges_;
+  /// The indices split_loop made: i = outer * factor + inner.
+  struct SplitIndex {
+    Value *outer;
+    int64_t factor;
+    int64_t inner;
+  };
+  std::map<const Value *, SplitIndex> split_indices_;
 };
 
 } // namespace maxc::codegen

@@ -399,6 +399,9 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
   // is (a stored value every 256 views costs nothing measurable).
   constexpr int kMaxFusedChain = 256;
   std::vector<int> chain(plan.values.size(), 0);
+  // A fused value that only moves stored elements: a view of stored
+  // values or of such views (PlanOptions::fuse_broadcast_views).
+  std::vector<bool> moves_only(plan.values.size(), false);
   for (size_t n = 0; n < nodes.size(); ++n) {
     const Node &node = nodes[n];
     for (ValueId v : node.results) {
@@ -441,10 +444,17 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
           // A pad that only grows (no negative pad) reads each operand
           // element at most once, too; its padding evaluates the operand
           // at a clamped index, so it may at most double the elements.
+          bool view_of_stored = options.fuse_broadcast_views && traits.has(OpTrait::shape) &&
+                                !traits.has(OpTrait::indirect) &&
+                                std::all_of(node.operands.begin(), node.operands.end(), [&](ValueId o) {
+                                  return plan.values[o].storage != Storage::fused || moves_only[o];
+                                });
+          bool rereads = view_of_stored && (ct.has(OpTrait::elementwise) || c.op == "broadcast_to");
           fuse = (ct.any(kElementalTraits) && !ct.has(OpTrait::indirect) &&
-                  shape_numel(g.type_of(c.results[0]).shape) == shape_numel(g.type_of(v).shape)) ||
+                  (rereads || shape_numel(g.type_of(c.results[0]).shape) == shape_numel(g.type_of(v).shape))) ||
                  (pad_only_grows(g, c) && c.operands[0] == v) ||
                  (ct.any(OpTrait::reduction | OpTrait::rowwise) && c.operands[0] == v);
+          moves_only[v] = fuse && view_of_stored;
         }
       }
       if (fuse) {

@@ -29,7 +29,9 @@ void tag_kernel_task(llvm::Function &task, const std::string &node_name);
 struct ScalarStridedLoop {
   std::string function; // the task function (NAME.rows.N)
   std::string node;     // the model node its kernel computes (kKernelAttr)
-  int64_t stride_bytes; // the largest constant |step| of a float load or store (0: none constant)
+  int64_t stride_bytes; // the largest constant |step| of a float load or store stream per element it
+                        // reads (the step over its accesses in one iteration: an unrolled dense
+                        // stream is 4 bytes; 0: none constant)
   bool store;           // that access is a store
   bool declined;        // the vectorizer did not vectorize the loop (no llvm.loop.isvectorized)
 };

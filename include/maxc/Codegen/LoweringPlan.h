@@ -252,6 +252,14 @@ struct PlanOptions {
   /// `in_place`). Off for the GPU backends, whose emitters take one slot
   /// per value.
   bool in_place_concat = false;
+  /// A view (reshape, unsqueeze, transpose, broadcast_to...) of stored
+  /// values, or of such views, fuses into an elementwise consumer (or a
+  /// broadcast_to) that reads each of its elements several times (a
+  /// nearest upsampling: unsqueeze, broadcast_to, reshape per axis): each
+  /// read is one load, where a stored copy is one more pass over the data.
+  /// Off for the GPU backends, whose plan pass stores a matmul through the
+  /// views after it instead (refine_gpu_plans).
+  bool fuse_broadcast_views = false;
   /// A backend's plan pass, run over the plans of the root graph and its
   /// subgraphs once they are made (plan_lowering_all; plan_lowering runs it
   /// on its one graph as a root). The GPU backends' is refine_gpu_plans
@@ -265,6 +273,7 @@ inline PlanOptions cpu_plan_options() {
   options.strided_attention_operands = true;
   options.int8_gemm = true;
   options.in_place_concat = true;
+  options.fuse_broadcast_views = true;
   return options;
 }
 

@@ -20,6 +20,7 @@
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
 
 #include <algorithm>
@@ -97,6 +98,40 @@ public:
   }
 
 private:
+  /// Workspace slots never overlap (WorkspaceLayout: one after another),
+  /// so an elemental load or store through a slot's pointer gets that
+  /// slot's alias scope and `noalias` for every other slot's: LLVM may then
+  /// keep a value read from one slot in a register across the stores to
+  /// another (per-channel parameters in a loop that writes the result) and
+  /// vectorize loops whose offsets are symbolic. Values sharing a slot (in
+  /// place, or placed inside another's) share its scope. Accesses to the
+  /// caller's buffers, constants or scratch carry nothing: may alias.
+  void annotate_access(llvm::Instruction *access, Value *base) override {
+    auto it = slot_of_pointer_.find(base);
+    if (it == slot_of_pointer_.end())
+      return;
+    if (slot_scopes_.empty()) {
+      llvm::MDBuilder md(mod_.ctx);
+      llvm::MDNode *domain = md.createAnonymousAliasScopeDomain("maxc.workspace");
+      for (size_t i = 0; i < plan_.slots.size(); ++i)
+        slot_scopes_.push_back(md.createAnonymousAliasScope(domain, "slot " + std::to_string(i)));
+      for (size_t i = 0; i < plan_.slots.size(); ++i) {
+        std::vector<llvm::Metadata *> others;
+        for (size_t j = 0; j < plan_.slots.size(); ++j)
+          if (j != i)
+            others.push_back(slot_scopes_[j]);
+        slot_scope_lists_.push_back(llvm::MDNode::get(mod_.ctx, {slot_scopes_[i]}));
+        slot_noalias_lists_.push_back(llvm::MDNode::get(mod_.ctx, others));
+      }
+    }
+    if (it->second >= slot_scopes_.size())
+      return;
+    access->setMetadata(llvm::LLVMContext::MD_alias_scope, slot_scope_lists_[it->second]);
+    access->setMetadata(llvm::LLVMContext::MD_noalias, slot_noalias_lists_[it->second]);
+  }
+  std::map<Value *, size_t> slot_of_pointer_;
+  std::vector<llvm::MDNode *> slot_scopes_, slot_scope_lists_, slot_noalias_lists_;
+
   /// The model node whose kernel is being emitted (its task functions are
   /// tagged with it: Cpu/LoopCheck.h).
   std::string kernel_node_;
@@ -191,6 +226,7 @@ private:
       // Placed inside another value's slot (an in-place concat or split).
       if (auto it = plan_.slot_offsets.find(v); it != plan_.slot_offsets.end() && it->second != 0)
         ptr = entry_b_.CreateGEP(entry_b_.getInt8Ty(), ptr, entry_b_.getInt64(it->second));
+      slot_of_pointer_[ptr] = p.index;
       return fn_.temp_pointers[v] = ptr;
     }
     case Storage::constant: {
@@ -257,13 +293,141 @@ private:
       if (plan_.values[v].storage == Storage::fused)
         continue;
       DType dtype = g_.type_of(v).dtype;
+      const Shape &shape = g_.type_of(v).shape;
+      // Trailing dims every value of the expression reads alike run as one
+      // loop: index (0, ..., 0, j) of them is element j of the run.
+      size_t merged = merged_trailing_dims(node, v);
+      Shape loop_shape(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(merged));
+      if (merged < shape.size()) {
+        Dim run = shape[merged];
+        for (size_t d = merged + 1; d < shape.size(); ++d)
+          run = run * shape[d];
+        loop_shape.push_back(run);
+      }
       parallel_loop_nest(
-          g_.type_of(v).shape, element_cost(node, v),
-          [&](const Index &idx) {
+          loop_shape, element_cost(node, v),
+          [&](const Index &loop_idx) {
+            Index idx(loop_idx.begin(), loop_idx.end());
+            if (merged < shape.size()) {
+              idx.pop_back();
+              idx.resize(shape.size() - 1, b_.getInt64(0));
+              idx.push_back(loop_idx.back());
+            }
             store_element(dtype, pointer_of(v), linear_index(idx, dims_of(v)), node_element(node, r, idx));
           },
-          stored_scalars_read(node));
+          stored_scalars_read(node), merged < shape.size() ? 1 : split_factor(node, shape));
     }
+  }
+
+  /// The first of the trailing dims of `v` (the result of elementwise
+  /// `node`) that its loop nest may run as one flat loop: every value of
+  /// the expression it computes (the fused elementwise ops and `full`s
+  /// down to the stored values) either spans all of them, equal to v's, or
+  /// is broadcast along all of them (dims of size 1 in v are either).
+  /// Element (0, ..., 0, j) of such dims is then the run's element j in
+  /// every operand, row-major. A squeeze-excite scale x[n, c, h, w] *
+  /// s[n, c, 1, 1] loops over h*w, where a short w (12 in PaddleOCR's
+  /// classifier) was unrolled and left the h loop scalar. v.rank() (none)
+  /// for any other op in the expression (a view, a generator that reads
+  /// its index) or fewer than two such dims.
+  size_t merged_trailing_dims(const Node &node, ValueId v) const {
+    const Shape &out = g_.type_of(v).shape;
+    const size_t rank = out.size();
+    if (rank < 2 || !op_traits(node.op).has(OpTrait::elementwise))
+      return rank;
+    // Per value, per dim of v: 0 where v's dim is 1, 1 where the value
+    // spans it, 2 where it is broadcast along it (or has no such dim).
+    std::vector<std::vector<int>> kinds;
+    bool mergeable = visit_expression(node, [&](ValueId u, const Node *producer) {
+      const Shape &s = g_.type_of(u).shape;
+      if (s.size() > rank)
+        return false;
+      std::vector<int> k(rank, 2);
+      for (size_t d = 0; d < rank; ++d) {
+        if (out[d].is_static() && out[d].value() == 1)
+          k[d] = 0;
+        else if (d + s.size() >= rank) {
+          const Dim &sd = s[d + s.size() - rank];
+          k[d] = sd.is_static() && sd.value() == 1 ? 2 : 1;
+        }
+      }
+      kinds.push_back(std::move(k));
+      return !producer || producer->op == "full" || op_traits(producer->op).has(OpTrait::elementwise);
+    });
+    if (!mergeable)
+      return rank;
+    size_t first = rank;
+    std::vector<int> run(kinds.size(), 0); // each value's kind across dims [first, rank)
+    while (first > 0) {
+      size_t d = first - 1;
+      bool ok = true;
+      for (size_t i = 0; i < kinds.size() && ok; ++i)
+        ok = kinds[i][d] == 0 || run[i] == 0 || run[i] == kinds[i][d];
+      if (!ok)
+        break;
+      for (size_t i = 0; i < kinds.size(); ++i)
+        if (kinds[i][d] != 0)
+          run[i] = kinds[i][d];
+      first = d;
+    }
+    return rank - first >= 2 ? first : rank;
+  }
+
+  /// Calls visit(u, producer) for each value u of the expression `node`
+  /// computes (its operands, then their fused producers' operands...), once
+  /// each; producer is u's node when u is fused (computed in place), null
+  /// for a stored value (a leaf). False as soon as visit returns false, or
+  /// past 4096 values.
+  bool visit_expression(const Node &node, const std::function<bool(ValueId, const Node *)> &visit) const {
+    std::vector<ValueId> work(node.operands.begin(), node.operands.end());
+    std::set<ValueId> seen;
+    while (!work.empty()) {
+      ValueId u = work.back();
+      work.pop_back();
+      if (!seen.insert(u).second)
+        continue;
+      if (seen.size() > 4096)
+        return false;
+      const Node *producer = nullptr;
+      if (plan_.values[u].storage == Storage::fused && !element_overrides_.count(u)) {
+        const ValueInfo &info = g_.value_info(u);
+        if (info.producer < 0)
+          return false;
+        producer = &g_.nodes()[static_cast<size_t>(info.producer)];
+      }
+      if (!visit(u, producer))
+        return false;
+      if (producer)
+        work.insert(work.end(), producer->operands.begin(), producer->operands.end());
+    }
+    return true;
+  }
+
+  /// The factor split_loop should cut the innermost loop of a nest over
+  /// `out` computing `node` by (1: none): the last dim f of a fused
+  /// reshape's operand (2 to 8) that the reshape merges into its last dim,
+  /// which is out's last
+  /// (a depth-to-space [.., W, f] -> [.., W*f], a nearest upsampling).
+  /// Without the split each element divides its index by f.
+  int64_t split_factor(const Node &node, const Shape &out) const {
+    if (out.size() < 2 || !out.back().is_static())
+      return 1;
+    const int64_t extent = out.back().value();
+    int64_t factor = 1;
+    visit_expression(node, [&](ValueId u, const Node *producer) {
+      if (!producer || producer->op != "reshape")
+        return true;
+      const Shape &os = g_.type_of(u).shape, &xs = g_.type_of(producer->operands[0]).shape;
+      if (os.empty() || xs.empty() || os.back() != Dim(extent) || !xs.back().is_static())
+        return true;
+      const int64_t f = xs.back().value();
+      if (f >= 2 && f <= 8 && f != extent && extent % f == 0) {
+        factor = f;
+        return false;
+      }
+      return true;
+    });
+    return factor;
   }
 
   /// The stored one-element values the fused expression of `node` reads (a
@@ -459,9 +623,10 @@ private:
     if (!small && !merge)
       return false;
     DType dtype = g_.type_of(v).dtype;
-    parallel_loop_nest(xs, element_cost(node, v), [&](const Index &idx) {
-      store_element(dtype, pointer_of(v), linear_index(idx, dims_of(x)), element(x, idx));
-    });
+    parallel_loop_nest(
+        xs, element_cost(node, v),
+        [&](const Index &idx) { store_element(dtype, pointer_of(v), linear_index(idx, dims_of(x)), element(x, idx)); },
+        {}, split_factor(node, xs));
     return true;
   }
 
@@ -866,7 +1031,7 @@ private:
   /// leading dims are the rows (all but the last, or but the last two when
   /// the last is a small constant), `element_cost` units per element.
   void parallel_loop_nest(const Shape &shape, Value *element_cost, const std::function<void(const Index &)> &body,
-                          const std::vector<ValueId> &hoisted = {}) {
+                          const std::vector<ValueId> &hoisted = {}, int64_t split = 1) {
     if (shape.empty()) {
       body({});
       return;
@@ -880,6 +1045,8 @@ private:
         p = b_.CreateMul(p, dim(shape[d]));
       return p;
     };
+    if (lead == shape.size() || !shape.back().is_static() || shape.back().value() % split != 0)
+      split = 1; // split_loop's extent must be a multiple of it
     Value *rows = product(0, lead), *row_cost = b_.CreateMul(product(lead, shape.size()), element_cost);
     emit_parallel_rows(rows, row_cost, [&](Value *begin, Value *end) {
       std::vector<Value *> extents;
@@ -890,7 +1057,7 @@ private:
       Value *first = b_.CreateSub(end, begin);
       loop(first, [&](Value *i) {
         Index idx = unflatten(b_.CreateAdd(begin, i), std::vector<Value *>(extents.begin(), extents.begin() + lead));
-        loop_nest(std::vector<Value *>(extents.begin(), extents.end()), body, idx);
+        loop_nest(std::vector<Value *>(extents.begin(), extents.end()), body, idx, split);
       });
       for (ValueId h : hoisted)
         element_overrides_.erase(h);

@@ -12,6 +12,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <set>
+#include <tuple>
 
 namespace maxc {
 
@@ -48,6 +51,11 @@ std::vector<ScalarStridedLoop> scalar_strided_loops(llvm::Module &module) {
       bool vector = false, floats = false;
       ScalarStridedLoop worst{f.getName().str(), f.getFnAttribute(kKernelAttr).getValueAsString().str(), 0, false,
                               !llvm::getBooleanLoopAttribute(loop, "llvm.loop.isvectorized")};
+      // Accesses by (base pointer, step, store): the distinct starts of
+      // each. An unrolled loop steps k elements per iteration through k
+      // accesses of one stream: k * 4 bytes apart, but dense; the stride
+      // per element is the step over the starts.
+      std::map<std::tuple<const llvm::SCEV *, int64_t, bool>, std::set<const llvm::SCEV *>> streams;
       for (llvm::BasicBlock *bb : loop->blocks())
         for (llvm::Instruction &inst : *bb) {
           vector = vector || has_vector(inst);
@@ -68,9 +76,13 @@ std::vector<ScalarStridedLoop> scalar_strided_loops(llvm::Module &module) {
           if (!step)
             continue;
           int64_t bytes = std::llabs(step->getAPInt().getSExtValue());
-          if (bytes > worst.stride_bytes)
-            worst.stride_bytes = bytes, worst.store = store;
+          streams[{se.getPointerBase(rec->getStart()), bytes, store}].insert(rec->getStart());
         }
+      for (const auto &[key, starts] : streams) {
+        int64_t per_element = std::get<1>(key) / static_cast<int64_t>(starts.size());
+        if (per_element > worst.stride_bytes)
+          worst.stride_bytes = per_element, worst.store = std::get<2>(key);
+      }
       // Scalar: past a cache line per element, or declined by the vectorizer
       // (its own scalar remainder loops carry llvm.loop.isvectorized).
       if (!vector && floats && (worst.stride_bytes > kCliffStrideBytes || worst.declined))

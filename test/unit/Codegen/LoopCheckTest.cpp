@@ -55,3 +55,91 @@ TEST_CASE("the cliff check finds scalar loops with a long stride, and only those
           return std::vector<Tensor>{ops::sin(cols * ops::reshape(in[0], {Dim(64), Dim(1)}))};
         }).empty());
 }
+
+namespace {
+
+struct Layout {
+  const char *name;
+  std::vector<HostTensor> inputs;
+  BuildFn build;
+};
+
+// Layouts that models people export meet (issue 22: "no kernel that falls
+// off a cliff"), each a kernel that ran one element at a time before: the
+// depth-to-space of a stride-2 transposed conv and the BatchNorm after it
+// (PaddleOCR's DB head), a nearest upsampling as views added to a skip
+// (FPN necks: ONNX Resize), a squeeze-excite scale over a short row (the
+// OCR classifier's 1x12 maps), concats along the channels and the last
+// axis, broadcasts along inner and outer axes, reductions over each axis.
+std::vector<Layout> real_model_layouts() {
+  using test::random_tensor;
+  std::vector<Layout> out;
+  // Weights are constants, as in an imported model (BatchNorm's scale and
+  // shift then come from a kernel of their own, in the workspace).
+  auto weight = [](std::vector<int64_t> shape, double lo, double hi) {
+    return Tensor::from_f64(DType::f32, shape, random_tensor(DType::f32, shape, lo, hi).to_f64());
+  };
+  out.push_back({"transposed conv k2 s2, BatchNorm, ReLU, a second one to 1 channel, sigmoid",
+                 {random_tensor(DType::f32, {1, 8, 40, 40})},
+                 [weight](auto &in) {
+                   ops::ConvTranspose2dOptions o;
+                   o.stride = {2, 2};
+                   Tensor t = ops::conv_transpose2d(in[0], weight({8, 8, 2, 2}, -0.5, 0.5), weight({8}, -1, 1), o);
+                   Tensor r = ops::relu(ops::batch_norm(t, weight({8}, 0.5, 1.5), weight({8}, -1, 1),
+                                                        weight({8}, -1, 1), weight({8}, 0.5, 1.5)));
+                   Tensor y = ops::conv_transpose2d(r, weight({8, 1, 2, 2}, -0.5, 0.5), weight({1}, -1, 1), o);
+                   return std::vector<Tensor>{ops::sigmoid(y)};
+                 }});
+  out.push_back({"nearest upsampling x2 as unsqueeze, broadcast_to, reshape, added to a skip",
+                 {random_tensor(DType::f32, {1, 8, 40, 40}), random_tensor(DType::f32, {1, 8, 80, 80})},
+                 [](auto &in) {
+                   // ONNX Resize's form (OnnxOps.cpp, repeat_along): one axis at a time.
+                   Tensor x = in[0];
+                   for (int64_t axis : {2, 3}) {
+                     Shape wide = x.shape(), r = x.shape();
+                     wide.insert(wide.begin() + axis + 1, Dim(2));
+                     r[static_cast<size_t>(axis)] = r[static_cast<size_t>(axis)] * Dim(2);
+                     x = ops::reshape(ops::broadcast_to(ops::unsqueeze(x, {axis + 1}), wide), r);
+                   }
+                   return std::vector<Tensor>{x + in[1]};
+                 }});
+  out.push_back({"squeeze-excite scale over 1x12 maps",
+                 {random_tensor(DType::f32, {1, 64, 1, 12}), random_tensor(DType::f32, {1, 64, 1, 1})},
+                 [](auto &in) { return std::vector<Tensor>{in[0] * ops::sigmoid(in[1])}; }});
+  out.push_back({"squeeze-excite scale over 3x12 maps",
+                 {random_tensor(DType::f32, {1, 64, 3, 12}), random_tensor(DType::f32, {1, 64, 1, 1})},
+                 [](auto &in) { return std::vector<Tensor>{in[0] * ops::sigmoid(in[1])}; }});
+  out.push_back({"concat along the channels and along the last axis",
+                 {random_tensor(DType::f32, {1, 8, 16, 40}), random_tensor(DType::f32, {1, 8, 16, 24}),
+                  random_tensor(DType::f32, {1, 16, 16, 40})},
+                 [](auto &in) {
+                   Tensor w = ops::concat({in[0], in[1]}, 3);
+                   Tensor c = ops::concat({in[0], ops::slice(w, {0}, {40}, {3})}, 1);
+                   return std::vector<Tensor>{ops::relu(c + in[2])};
+                 }});
+  out.push_back({"broadcasts along inner and outer axes",
+                 {random_tensor(DType::f32, {4, 32, 48}), random_tensor(DType::f32, {4, 32, 1}),
+                  random_tensor(DType::f32, {48}), random_tensor(DType::f32, {1, 32, 48})},
+                 [](auto &in) { return std::vector<Tensor>{(in[0] - in[1]) * in[2] + in[3]}; }});
+  out.push_back({"reductions over each axis",
+                 {random_tensor(DType::f32, {16, 24, 40})},
+                 [](auto &in) {
+                   return std::vector<Tensor>{ops::sum(in[0], {0}), ops::max(in[0], {1}), ops::mean(in[0], {2})};
+                 }});
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("the layouts real models meet compile to no scalar loop, and compute the reference's values",
+          "[codegen][profile]") {
+  for (const Layout &layout : real_model_layouts()) {
+    INFO(layout.name);
+    std::vector<ScalarStridedLoop> found = check_loops(test::types_of(layout.inputs), layout.build);
+    for (const ScalarStridedLoop &loop : found)
+      UNSCOPED_INFO(loop.node << " (" << loop.function << "): " << (loop.declined ? "declined, " : "") << "stride "
+                              << loop.stride_bytes << (loop.store ? " (store)" : " (load)"));
+    CHECK(found.empty());
+    test::check_compiled(layout.inputs, layout.build, 1e-5, 1e-5);
+  }
+}
