@@ -836,21 +836,28 @@ Value *ElementalEmitter::reshape_element(const Node &node, size_t result, const 
   Index in(in_dims.size());
   for (size_t d = 0; d < same; ++d)
     in[d] = idx[d];
-  // Static positive tails: map groups of dims whose sizes multiply to the
-  // same product ([24, 2, 2] <-> [96], [160, 160] <-> [25600]), each
-  // linearized and unravelled on its own, so no division spans a whole
-  // tail (the vectorizer sees w + 160 * h, not (...) mod 25600).
+  // Map groups of dims whose sizes multiply to the same product ([24, 2, 2]
+  // <-> [96], [160, 160] <-> [25600], [2W] <-> [W, 2], [H, W] <-> [H*W]),
+  // each linearized and unravelled on its own, so no division spans a whole
+  // tail (the vectorizer sees w + 160 * h, not (...) mod 25600). Static
+  // tails compare the sizes; symbolic ones grow the side whose product
+  // divides the other's (Dim::exact_div: for every value of the symbols).
   auto static_tail = [&](const Shape &s) {
     for (size_t d = same; d < s.size(); ++d)
       if (!s[d].is_static() || s[d].value() <= 0)
         return false;
     return true;
   };
-  if (static_tail(os) && static_tail(xs)) {
-    size_t i = same, j = same;
-    bool matched = true;
-    while (i < os.size() && j < xs.size()) {
-      size_t i0 = i, j0 = j;
+  auto no_empty = [&](const Shape &s) {
+    return std::none_of(s.begin() + static_cast<std::ptrdiff_t>(same), s.end(),
+                        [](const Dim &d) { return d.is_static() && d.value() <= 0; });
+  };
+  const bool is_static = static_tail(os) && static_tail(xs);
+  size_t i = same, j = same;
+  bool matched = is_static || (no_empty(os) && no_empty(xs));
+  while (matched && i < os.size() && j < xs.size()) {
+    size_t i0 = i, j0 = j;
+    if (is_static) {
       int64_t po = os[i].value(), px = xs[j].value();
       while (po != px && matched) {
         if (po < px)
@@ -858,24 +865,34 @@ Value *ElementalEmitter::reshape_element(const Node &node, size_t result, const 
         else
           matched = ++j < xs.size() && (px *= xs[j].value(), true);
       }
-      if (!matched)
-        break;
-      Value *group = linear_index(Index(idx.begin() + static_cast<std::ptrdiff_t>(i0), idx.begin() + static_cast<std::ptrdiff_t>(i + 1)),
-                                  std::vector<Value *>(out_dims.begin() + static_cast<std::ptrdiff_t>(i0),
-                                                       out_dims.begin() + static_cast<std::ptrdiff_t>(i + 1)));
-      for (size_t d = j; d > j0; --d) {
-        in[d] = index_rem(group, in_dims[d]);
-        group = index_div(group, in_dims[d]);
+    } else {
+      Dim po = os[i], px = xs[j];
+      while (po != px && matched) {
+        if (px.exact_div(po))
+          matched = ++i < os.size() && (po = po * os[i], true);
+        else if (po.exact_div(px))
+          matched = ++j < xs.size() && (px = px * xs[j], true);
+        else
+          matched = false;
       }
-      in[j0] = group;
-      ++i;
-      ++j;
     }
-    if (matched) {
-      for (; j < xs.size(); ++j) // trailing size-1 dims of the input
-        in[j] = b_.getInt64(0);
-      return element(x, in);
+    if (!matched)
+      break;
+    Value *group = linear_index(Index(idx.begin() + static_cast<std::ptrdiff_t>(i0), idx.begin() + static_cast<std::ptrdiff_t>(i + 1)),
+                                std::vector<Value *>(out_dims.begin() + static_cast<std::ptrdiff_t>(i0),
+                                                     out_dims.begin() + static_cast<std::ptrdiff_t>(i + 1)));
+    for (size_t d = j; d > j0; --d) {
+      in[d] = index_rem(group, in_dims[d]);
+      group = index_div(group, in_dims[d]);
     }
+    in[j0] = group;
+    ++i;
+    ++j;
+  }
+  if (matched) {
+    for (; j < xs.size(); ++j) // trailing size-1 dims of the input
+      in[j] = b_.getInt64(0);
+    return element(x, in);
   }
   Value *lin = linear_index(Index(idx.begin() + static_cast<std::ptrdiff_t>(same), idx.end()),
                             std::vector<Value *>(out_dims.begin() + static_cast<std::ptrdiff_t>(same), out_dims.end()));

@@ -40,12 +40,17 @@ struct ScalarStridedLoop {
 /// element at a time, are a cliff: each touches its own cache line.
 inline constexpr int64_t kCliffStrideBytes = 64;
 
+/// Loops of at most this many iterations are not reported (a scalar
+/// remainder of a vectorized loop, split by runtime unrolling).
+inline constexpr unsigned kShortLoopTrips = 16;
+
 /// The innermost loops of `module`'s tagged task functions that hold no
 /// vector instruction and load or store floats, either with a constant
 /// stride of more than kCliffStrideBytes or in a loop the vectorizer
 /// declined (one entry per loop, sorted by function). The vectorizer's own
 /// scalar remainder loops (marked llvm.loop.isvectorized) with short
-/// strides are not reported.
+/// strides and loops of at most kShortLoopTrips iterations are not
+/// reported.
 std::vector<ScalarStridedLoop> scalar_strided_loops(llvm::Module &module);
 
 } // namespace maxc

@@ -406,22 +406,22 @@ private:
   /// The factor split_loop should cut the innermost loop of a nest over
   /// `out` computing `node` by (1: none): the last dim f of a fused
   /// reshape's operand (2 to 8) that the reshape merges into its last dim,
-  /// which is out's last
+  /// which is out's last (a multiple of f at every size, symbolic or not)
   /// (a depth-to-space [.., W, f] -> [.., W*f], a nearest upsampling).
   /// Without the split each element divides its index by f.
   int64_t split_factor(const Node &node, const Shape &out) const {
-    if (out.size() < 2 || !out.back().is_static())
+    if (out.size() < 2)
       return 1;
-    const int64_t extent = out.back().value();
+    const Dim &extent = out.back();
     int64_t factor = 1;
     visit_expression(node, [&](ValueId u, const Node *producer) {
       if (!producer || producer->op != "reshape")
         return true;
       const Shape &os = g_.type_of(u).shape, &xs = g_.type_of(producer->operands[0]).shape;
-      if (os.empty() || xs.empty() || os.back() != Dim(extent) || !xs.back().is_static())
+      if (os.empty() || xs.empty() || os.back() != extent || !xs.back().is_static())
         return true;
       const int64_t f = xs.back().value();
-      if (f >= 2 && f <= 8 && f != extent && extent % f == 0) {
+      if (f >= 2 && f <= 8 && extent != Dim(f) && extent.exact_div(Dim(f))) {
         factor = f;
         return false;
       }
@@ -1045,8 +1045,8 @@ private:
         p = b_.CreateMul(p, dim(shape[d]));
       return p;
     };
-    if (lead == shape.size() || !shape.back().is_static() || shape.back().value() % split != 0)
-      split = 1; // split_loop's extent must be a multiple of it
+    if (lead == shape.size() || !shape.back().exact_div(Dim(split)))
+      split = 1; // split_loop's extent must be a multiple of it, at every size
     Value *rows = product(0, lead), *row_cost = b_.CreateMul(product(lead, shape.size()), element_cost);
     emit_parallel_rows(rows, row_cost, [&](Value *begin, Value *end) {
       std::vector<Value *> extents;

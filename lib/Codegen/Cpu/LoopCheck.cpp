@@ -46,7 +46,11 @@ std::vector<ScalarStridedLoop> scalar_strided_loops(llvm::Module &module) {
     llvm::AssumptionCache ac(f);
     llvm::ScalarEvolution se(f, tli, ac, dt, li);
     for (llvm::Loop *loop : li.getLoopsInPreorder()) {
-      if (!loop->isInnermost())
+      // At most a vector's worth of iterations (the remainder loops that
+      // runtime unrolling splits off a vectorized loop's scalar tail):
+      // never a cliff on its own.
+      if (!loop->isInnermost() || (se.getSmallConstantMaxTripCount(loop) != 0 &&
+                                   se.getSmallConstantMaxTripCount(loop) <= kShortLoopTrips))
         continue;
       bool vector = false, floats = false;
       ScalarStridedLoop worst{f.getName().str(), f.getFnAttribute(kKernelAttr).getValueAsString().str(), 0, false,

@@ -58,6 +58,35 @@ TEST_CASE("the cliff check finds scalar loops with a long stride, and only those
 
 namespace {
 
+// Weights are constants, as in an imported model (BatchNorm's scale and
+// shift then come from a kernel of their own, in the workspace).
+Tensor weight(std::vector<int64_t> shape, double lo, double hi) {
+  return Tensor::from_f64(DType::f32, shape, test::random_tensor(DType::f32, shape, lo, hi).to_f64());
+}
+
+// PaddleOCR's DB head: stride-2 transposed convs (a GEMM and a
+// depth-to-space), BatchNorm and ReLU between them, a sigmoid after.
+std::vector<Tensor> db_head(const std::vector<Tensor> &in) {
+  ops::ConvTranspose2dOptions o;
+  o.stride = {2, 2};
+  Tensor t = ops::conv_transpose2d(in[0], weight({8, 8, 2, 2}, -0.5, 0.5), weight({8}, -1, 1), o);
+  Tensor r = ops::relu(ops::batch_norm(t, weight({8}, 0.5, 1.5), weight({8}, -1, 1), weight({8}, -1, 1),
+                                       weight({8}, 0.5, 1.5)));
+  return {ops::sigmoid(ops::conv_transpose2d(r, weight({8, 1, 2, 2}, -0.5, 0.5), weight({1}, -1, 1), o))};
+}
+
+// ONNX Resize, nearest, scale 2 (OnnxOps.cpp, repeat_along): one axis at a
+// time, unsqueeze + broadcast_to + reshape.
+Tensor upsample2(Tensor x) {
+  for (int64_t axis : {2, 3}) {
+    Shape wide = x.shape(), r = x.shape();
+    wide.insert(wide.begin() + axis + 1, Dim(2));
+    r[static_cast<size_t>(axis)] = r[static_cast<size_t>(axis)] * Dim(2);
+    x = ops::reshape(ops::broadcast_to(ops::unsqueeze(x, {axis + 1}), wide), r);
+  }
+  return x;
+}
+
 struct Layout {
   const char *name;
   std::vector<HostTensor> inputs;
@@ -74,35 +103,11 @@ struct Layout {
 std::vector<Layout> real_model_layouts() {
   using test::random_tensor;
   std::vector<Layout> out;
-  // Weights are constants, as in an imported model (BatchNorm's scale and
-  // shift then come from a kernel of their own, in the workspace).
-  auto weight = [](std::vector<int64_t> shape, double lo, double hi) {
-    return Tensor::from_f64(DType::f32, shape, random_tensor(DType::f32, shape, lo, hi).to_f64());
-  };
   out.push_back({"transposed conv k2 s2, BatchNorm, ReLU, a second one to 1 channel, sigmoid",
-                 {random_tensor(DType::f32, {1, 8, 40, 40})},
-                 [weight](auto &in) {
-                   ops::ConvTranspose2dOptions o;
-                   o.stride = {2, 2};
-                   Tensor t = ops::conv_transpose2d(in[0], weight({8, 8, 2, 2}, -0.5, 0.5), weight({8}, -1, 1), o);
-                   Tensor r = ops::relu(ops::batch_norm(t, weight({8}, 0.5, 1.5), weight({8}, -1, 1),
-                                                        weight({8}, -1, 1), weight({8}, 0.5, 1.5)));
-                   Tensor y = ops::conv_transpose2d(r, weight({8, 1, 2, 2}, -0.5, 0.5), weight({1}, -1, 1), o);
-                   return std::vector<Tensor>{ops::sigmoid(y)};
-                 }});
+                 {random_tensor(DType::f32, {1, 8, 40, 40})}, db_head});
   out.push_back({"nearest upsampling x2 as unsqueeze, broadcast_to, reshape, added to a skip",
                  {random_tensor(DType::f32, {1, 8, 40, 40}), random_tensor(DType::f32, {1, 8, 80, 80})},
-                 [](auto &in) {
-                   // ONNX Resize's form (OnnxOps.cpp, repeat_along): one axis at a time.
-                   Tensor x = in[0];
-                   for (int64_t axis : {2, 3}) {
-                     Shape wide = x.shape(), r = x.shape();
-                     wide.insert(wide.begin() + axis + 1, Dim(2));
-                     r[static_cast<size_t>(axis)] = r[static_cast<size_t>(axis)] * Dim(2);
-                     x = ops::reshape(ops::broadcast_to(ops::unsqueeze(x, {axis + 1}), wide), r);
-                   }
-                   return std::vector<Tensor>{x + in[1]};
-                 }});
+                 [](auto &in) { return std::vector<Tensor>{upsample2(in[0]) + in[1]}; }});
   out.push_back({"squeeze-excite scale over 1x12 maps",
                  {random_tensor(DType::f32, {1, 64, 1, 12}), random_tensor(DType::f32, {1, 64, 1, 1})},
                  [](auto &in) { return std::vector<Tensor>{in[0] * ops::sigmoid(in[1])}; }});
@@ -141,5 +146,32 @@ TEST_CASE("the layouts real models meet compile to no scalar loop, and compute t
                               << loop.stride_bytes << (loop.store ? " (store)" : " (load)"));
     CHECK(found.empty());
     test::check_compiled(layout.inputs, layout.build, 1e-5, 1e-5);
+  }
+}
+
+TEST_CASE("the DB head and a nearest upsampling of a symbolic size: no scalar loop, one object at several sizes",
+          "[codegen][profile]") {
+  // Reshapes between symbolic shapes ([h, 2, w, 2] <-> [2h, 2w], [h*w] <->
+  // [h, w]) map dim groups whose products are equal polynomials, and the
+  // innermost loop over 2w is split by 2: no division by w per element.
+  const TensorType x(DType::f32, {Dim(1), Dim(8), Dim("h"), Dim("w")});
+  auto build = [](const std::vector<Tensor> &in) {
+    std::vector<Tensor> out = db_head(in);
+    out.push_back(ops::relu(upsample2(in[0])));
+    return out;
+  };
+  std::vector<ScalarStridedLoop> found = check_loops({x}, build);
+  for (const ScalarStridedLoop &loop : found)
+    UNSCOPED_INFO(loop.node << " (" << loop.function << "): " << (loop.declined ? "declined, " : "") << "stride "
+                            << loop.stride_bytes);
+  CHECK(found.empty());
+  std::unique_ptr<Graph> graph = trace_graph({x}, build);
+  for (auto [h, w] : std::vector<std::array<int64_t, 2>>{{5, 7}, {16, 40}, {3, 1}}) {
+    INFO("h " << h << ", w " << w);
+    std::vector<HostTensor> in{test::random_tensor(DType::f32, {1, 8, h, w})};
+    std::vector<HostTensor> expected = cpu_reference(*graph, in), actual = run_compiled(*graph, in);
+    REQUIRE(actual.size() == expected.size());
+    for (size_t i = 0; i < expected.size(); ++i)
+      MAXC_REQUIRE_CLOSE(actual[i], expected[i], 1e-5, 1e-5);
   }
 }
