@@ -2,6 +2,7 @@
 #include "EntryPointUtil.h"
 #include "FpRange.h"
 
+#include "Cpu/GemmPanels.h"
 #include "Cpu/Runtime.h"
 #include "maxc/Codegen/LoweringPlan.h"
 
@@ -789,7 +790,7 @@ void emit_gemm_store(llvm::IRBuilder<> &b, const ConvInt8Args &a, Value *w, Valu
                      const std::vector<Value *> &epi, bool serial) {
   const ConvShape &s = a.shape;
   int64_t K = s.C * s.KH * s.KW, P = s.OH * s.OW;
-  Value *tail = b.CreateGEP(b.getInt8Ty(), w, b.getInt64((s.O * K + 3) / 4 * 4));
+  Value *tail = b.CreateGEP(b.getInt8Ty(), w, b.getInt64(static_cast<int64_t>(conv_int8_weight_tail(s.O, K))));
   std::vector<Value *> in_task; // out, tail, zp32, col_sums, col_base, limit in the GEMM's task
   Int8GemmStore store;
   store.captures = {out, tail, zp32, col_sums, col_base, limit};
@@ -838,6 +839,7 @@ void emit_gemm_store(llvm::IRBuilder<> &b, const ConvInt8Args &a, Value *w, Valu
   g.prefix = a.prefix;
   g.store = &store;
   g.serial = serial;
+  g.a_grouped = true;
   emit_gemm_i8(b, g);
 }
 
