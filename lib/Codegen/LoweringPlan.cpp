@@ -937,9 +937,14 @@ int64_t conv_int8_block_rows(int64_t kp, int64_t oh, int64_t ow) {
     return 0;
   // Every block computes its padded columns (the last one too): the fewest
   // columns in all, then the most rows; blocks only where that is at most
-  // 1/8 more than the whole image's.
+  // 1/8 more than the whole image's. A block spans two panels at least: a
+  // narrower one runs (mostly) as the GEMM's transposed last panel, which
+  // reads the weights once per few columns (a QDQ ResNet-18's layer3, 14
+  // wide, ran in blocks of 28 columns).
   int64_t best = 0, best_cols = 0;
   for (int64_t r = 1; r < oh && kp * padded(r * ow) <= kConvInt8BlockBytes; ++r) {
+    if (r * ow < 2 * kConvInt8Panel)
+      continue;
     int64_t cols = (oh + r - 1) / r * padded(r * ow);
     if (best == 0 || cols <= best_cols)
       best = r, best_cols = cols;
