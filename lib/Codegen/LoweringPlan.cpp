@@ -510,6 +510,19 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
           plan.values[v] = {Storage::temp, 0};
     }
 
+  // Max pools of widened 8-bit values (max_pool_int8_source): the cast, read
+  // by nothing else, is fused; the 8-bit value is stored.
+  if (options.int8_gemm)
+    for (const Node &node : nodes) {
+      std::optional<ValueId> x8 = max_pool_int8_source(g, node);
+      ValueId a = node.operands.empty() ? 0 : node.operands[0];
+      if (!x8 || consumers[a].size() != 1 || plan.values[a].storage != Storage::temp)
+        continue;
+      plan.values[a] = {Storage::fused, 0};
+      if (plan.values[*x8].storage == Storage::fused)
+        plan.values[*x8] = {Storage::temp, 0};
+    }
+
   // A causal mask (is_causal_mask) read only as the mask of attention nodes
   // is not computed: the attention kernel masks by index.
   for (size_t n = 0; n < nodes.size(); ++n) {
@@ -929,6 +942,21 @@ bool conv_uses_int8_gemm(const Graph &g, const LoweringPlan &plan, const Node &n
   return ops && plan.values[node.operands[0]].storage == Storage::fused &&
          plan.values[ops->x].storage != Storage::fused &&
          (!ops->has_zero_point || plan.values[ops->zero_point].storage != Storage::fused);
+}
+
+std::optional<ValueId> max_pool_int8_source(const Graph &g, const Node &node) {
+  if (node.op != "max_pool2d" || node.operands.size() != 1 || g.type_of(node.operands[0]).dtype != DType::f32)
+    return std::nullopt;
+  const ValueInfo &info = g.value_info(node.operands[0]);
+  if (info.producer < 0)
+    return std::nullopt;
+  const Node &cast = g.nodes()[static_cast<size_t>(info.producer)];
+  if (cast.op != "cast" || cast.operands.size() != 1)
+    return std::nullopt;
+  DType from = g.type_of(cast.operands[0]).dtype;
+  if (from != DType::u8 && from != DType::i8)
+    return std::nullopt;
+  return cast.operands[0];
 }
 
 int64_t conv_int8_block_rows(int64_t kp, int64_t oh, int64_t ow) {
