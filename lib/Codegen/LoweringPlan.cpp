@@ -823,25 +823,27 @@ bool matmul_uses_gemm(const Graph &g, const LoweringPlan &plan, const Node &node
          plan.values[node.operands[1]].storage != Storage::fused;
 }
 
+/// X8 where v = cast(X8) of a u8 or i8 X8.
+static std::optional<ValueId> widened_8bit(const Graph &g, ValueId v) {
+  const ValueInfo &info = g.value_info(v);
+  if (info.producer < 0)
+    return std::nullopt;
+  const Node &cast = g.nodes()[static_cast<size_t>(info.producer)];
+  if (cast.op != "cast" || cast.operands.size() != 1)
+    return std::nullopt;
+  DType from = g.type_of(cast.operands[0]).dtype;
+  if (from != DType::u8 && from != DType::i8)
+    return std::nullopt;
+  return cast.operands[0];
+}
+
 std::optional<std::pair<ValueId, ValueId>> int8_gemm_operands(const Graph &g, const Node &node) {
   if (node.op != "matmul" || node.operands.size() != 2 || node.operands[0] == node.operands[1] ||
       node.attrs.get_bool("transpose_a") || node.attrs.get_bool("transpose_b") ||
       g.type_of(node.results[0]).dtype != DType::i32)
     return std::nullopt;
-  // The 8-bit value a cast to i32 widens.
-  auto source = [&](ValueId v) -> std::optional<ValueId> {
-    const ValueInfo &info = g.value_info(v);
-    if (info.producer < 0)
-      return std::nullopt;
-    const Node &cast = g.nodes()[static_cast<size_t>(info.producer)];
-    if (cast.op != "cast" || cast.operands.size() != 1)
-      return std::nullopt;
-    DType from = g.type_of(cast.operands[0]).dtype;
-    if (from != DType::u8 && from != DType::i8)
-      return std::nullopt;
-    return cast.operands[0];
-  };
-  std::optional<ValueId> a = source(node.operands[0]), b = source(node.operands[1]);
+  // The 8-bit values the casts to i32 widen.
+  std::optional<ValueId> a = widened_8bit(g, node.operands[0]), b = widened_8bit(g, node.operands[1]);
   if (!a || !b)
     return std::nullopt;
   const TensorType &at = g.type_of(*a), &bt = g.type_of(*b);
@@ -947,16 +949,7 @@ bool conv_uses_int8_gemm(const Graph &g, const LoweringPlan &plan, const Node &n
 std::optional<ValueId> max_pool_int8_source(const Graph &g, const Node &node) {
   if (node.op != "max_pool2d" || node.operands.size() != 1 || g.type_of(node.operands[0]).dtype != DType::f32)
     return std::nullopt;
-  const ValueInfo &info = g.value_info(node.operands[0]);
-  if (info.producer < 0)
-    return std::nullopt;
-  const Node &cast = g.nodes()[static_cast<size_t>(info.producer)];
-  if (cast.op != "cast" || cast.operands.size() != 1)
-    return std::nullopt;
-  DType from = g.type_of(cast.operands[0]).dtype;
-  if (from != DType::u8 && from != DType::i8)
-    return std::nullopt;
-  return cast.operands[0];
+  return widened_8bit(g, node.operands[0]);
 }
 
 int64_t conv_int8_block_rows(int64_t kp, int64_t oh, int64_t ow) {

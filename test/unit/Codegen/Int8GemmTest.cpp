@@ -84,6 +84,23 @@ HostTensor shifted_column_sums(const HostTensor &w, int64_t zp) {
   return out;
 }
 
+/// Random integer weights in [lo, hi] minus zp, as f32 (a conv's shifted weight).
+HostTensor random_shifted_weight(std::vector<int64_t> shape, int64_t lo, int64_t hi, int64_t zp) {
+  HostTensor w = random_tensor(DType::i32, std::move(shape), static_cast<double>(lo), static_cast<double>(hi));
+  HostTensor shifted(DType::f32, w.shape());
+  for (int64_t i = 0; i < w.numel(); ++i)
+    shifted.set_f64(i, static_cast<double>(w.get_i64(i) - zp));
+  return shifted;
+}
+
+/// QLinearConv's requantization of an integer-valued f32 y: round(y * m) +
+/// zp, saturated, cast to u8 / i8.
+Tensor requantized(const Tensor &y, double m, double zp, DType dtype) {
+  Tensor q = ops::add(ops::round(ops::mul(y, ops::scalar(m, DType::f32))), ops::scalar(zp, DType::f32));
+  double lo = dtype == DType::u8 ? 0 : -128, hi = dtype == DType::u8 ? 255 : 127;
+  return ops::cast(ops::minimum(ops::maximum(q, ops::scalar(lo, DType::f32)), ops::scalar(hi, DType::f32)), dtype);
+}
+
 /// `graph` compiled for every configuration, at 1 and 2 threads, equals
 /// `expected` bit for bit.
 void check_configs(const Graph &graph, const std::vector<HostTensor> &inputs, const std::vector<HostTensor> &expected,
@@ -316,11 +333,7 @@ TEST_CASE("integer conv: requantized in the GEMM's write-back, in blocks of rows
   for (const Conv &cv : convs) {
     types.emplace_back(cv.x, static_shape({1, cv.c, cv.hw, cv.hw}));
     inputs.push_back(full_range(cv.x, {1, cv.c, cv.hw, cv.hw}));
-    HostTensor w = random_tensor(DType::i32, {cv.o, cv.c, 3, 3}, static_cast<double>(cv.w_lo), static_cast<double>(cv.w_hi));
-    HostTensor shifted(DType::f32, w.shape());
-    for (int64_t i = 0; i < w.numel(); ++i)
-      shifted.set_f64(i, static_cast<double>(w.get_i64(i) - cv.w_zp));
-    weights.push_back(shifted);
+    weights.push_back(random_shifted_weight({cv.o, cv.c, 3, 3}, cv.w_lo, cv.w_hi, cv.w_zp));
   }
   auto graph = trace_graph(types, [&](auto &in) {
     std::vector<Tensor> out;
@@ -333,11 +346,7 @@ TEST_CASE("integer conv: requantized in the GEMM's write-back, in blocks of rows
       Tensor x = ops::sub(ops::cast(in[i], DType::f32), ops::cast(ops::scalar(static_cast<double>(cv.x_zp), cv.x), DType::f32));
       Tensor y = ops::conv2d(x, Tensor::from_host(weights[i], "w" + std::to_string(i)), std::nullopt, opts);
       y = ops::cast(ops::cast(y, DType::i32), DType::f32);
-      y = ops::add(ops::round(ops::mul(y, ops::scalar(cv.multiplier, DType::f32))),
-                   ops::scalar(static_cast<double>(cv.y_zp), DType::f32));
-      double lo = cv.y == DType::u8 ? 0 : -128, hi = cv.y == DType::u8 ? 255 : 127;
-      y = ops::minimum(ops::maximum(y, ops::scalar(lo, DType::f32)), ops::scalar(hi, DType::f32));
-      out.push_back(ops::cast(y, cv.y));
+      out.push_back(requantized(y, cv.multiplier, static_cast<double>(cv.y_zp), cv.y));
     }
     return out;
   });
@@ -392,12 +401,7 @@ TEST_CASE("integer conv: the last panel's columns with the rows as the lanes", "
   for (const Conv &cv : convs) {
     types.emplace_back(cv.x, static_shape({1, cv.c, cv.h, cv.w}));
     inputs.push_back(full_range(cv.x, {1, cv.c, cv.h, cv.w}));
-    HostTensor w = random_tensor(DType::i32, {cv.o, cv.c, cv.kh, cv.kw}, static_cast<double>(cv.w_lo),
-                                 static_cast<double>(cv.w_hi));
-    HostTensor shifted(DType::f32, w.shape());
-    for (int64_t i = 0; i < w.numel(); ++i)
-      shifted.set_f64(i, static_cast<double>(w.get_i64(i)));
-    weights.push_back(shifted);
+    weights.push_back(random_shifted_weight({cv.o, cv.c, cv.kh, cv.kw}, cv.w_lo, cv.w_hi, 0));
   }
   auto graph = trace_graph(types, [&](auto &in) {
     std::vector<Tensor> out;
@@ -414,11 +418,7 @@ TEST_CASE("integer conv: the last panel's columns with the rows as the lanes", "
         out.push_back(ops::mul(y, ops::scalar(0.5, DType::f32)));
         continue;
       }
-      double m = cv.out == 0 ? 0.5 : 1.0 / 1024, zp = cv.out == 0 ? 128 : 0;
-      y = ops::add(ops::round(ops::mul(y, ops::scalar(m, DType::f32))), ops::scalar(zp, DType::f32));
-      double lo = cv.out == 0 ? 0 : -128, hi = cv.out == 0 ? 255 : 127;
-      y = ops::minimum(ops::maximum(y, ops::scalar(lo, DType::f32)), ops::scalar(hi, DType::f32));
-      out.push_back(ops::cast(y, cv.out == 0 ? DType::u8 : DType::i8));
+      out.push_back(cv.out == 0 ? requantized(y, 0.5, 128, DType::u8) : requantized(y, 1.0 / 1024, 0, DType::i8));
     }
     return out;
   });
