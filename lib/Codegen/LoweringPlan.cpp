@@ -520,6 +520,19 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
           plan.values[v] = {Storage::temp, 0};
     }
 
+  // Max pools of widened 8-bit values (max_pool_int8_source): the cast, read
+  // by nothing else, is fused; the 8-bit value is stored.
+  if (options.int8_gemm)
+    for (const Node &node : nodes) {
+      std::optional<ValueId> x8 = max_pool_int8_source(g, node);
+      ValueId a = node.operands.empty() ? 0 : node.operands[0];
+      if (!x8 || consumers[a].size() != 1 || plan.values[a].storage != Storage::temp)
+        continue;
+      plan.values[a] = {Storage::fused, 0};
+      if (plan.values[*x8].storage == Storage::fused)
+        plan.values[*x8] = {Storage::temp, 0};
+    }
+
   // A causal mask (is_causal_mask) read only as the mask of attention nodes
   // is not computed: the attention kernel masks by index.
   for (size_t n = 0; n < nodes.size(); ++n) {
@@ -820,25 +833,27 @@ bool matmul_uses_gemm(const Graph &g, const LoweringPlan &plan, const Node &node
          plan.values[node.operands[1]].storage != Storage::fused;
 }
 
+/// X8 where v = cast(X8) of a u8 or i8 X8.
+static std::optional<ValueId> widened_8bit(const Graph &g, ValueId v) {
+  const ValueInfo &info = g.value_info(v);
+  if (info.producer < 0)
+    return std::nullopt;
+  const Node &cast = g.nodes()[static_cast<size_t>(info.producer)];
+  if (cast.op != "cast" || cast.operands.size() != 1)
+    return std::nullopt;
+  DType from = g.type_of(cast.operands[0]).dtype;
+  if (from != DType::u8 && from != DType::i8)
+    return std::nullopt;
+  return cast.operands[0];
+}
+
 std::optional<std::pair<ValueId, ValueId>> int8_gemm_operands(const Graph &g, const Node &node) {
   if (node.op != "matmul" || node.operands.size() != 2 || node.operands[0] == node.operands[1] ||
       node.attrs.get_bool("transpose_a") || node.attrs.get_bool("transpose_b") ||
       g.type_of(node.results[0]).dtype != DType::i32)
     return std::nullopt;
-  // The 8-bit value a cast to i32 widens.
-  auto source = [&](ValueId v) -> std::optional<ValueId> {
-    const ValueInfo &info = g.value_info(v);
-    if (info.producer < 0)
-      return std::nullopt;
-    const Node &cast = g.nodes()[static_cast<size_t>(info.producer)];
-    if (cast.op != "cast" || cast.operands.size() != 1)
-      return std::nullopt;
-    DType from = g.type_of(cast.operands[0]).dtype;
-    if (from != DType::u8 && from != DType::i8)
-      return std::nullopt;
-    return cast.operands[0];
-  };
-  std::optional<ValueId> a = source(node.operands[0]), b = source(node.operands[1]);
+  // The 8-bit values the casts to i32 widen.
+  std::optional<ValueId> a = widened_8bit(g, node.operands[0]), b = widened_8bit(g, node.operands[1]);
   if (!a || !b)
     return std::nullopt;
   const TensorType &at = g.type_of(*a), &bt = g.type_of(*b);
@@ -941,15 +956,26 @@ bool conv_uses_int8_gemm(const Graph &g, const LoweringPlan &plan, const Node &n
          (!ops->has_zero_point || plan.values[ops->zero_point].storage != Storage::fused);
 }
 
+std::optional<ValueId> max_pool_int8_source(const Graph &g, const Node &node) {
+  if (node.op != "max_pool2d" || node.operands.size() != 1 || g.type_of(node.operands[0]).dtype != DType::f32)
+    return std::nullopt;
+  return widened_8bit(g, node.operands[0]);
+}
+
 int64_t conv_int8_block_rows(int64_t kp, int64_t oh, int64_t ow) {
   auto padded = [](int64_t p) { return (p + kConvInt8Panel - 1) / kConvInt8Panel * kConvInt8Panel; };
   if (kp * padded(oh * ow) <= kConvInt8BlockBytes)
     return 0;
   // Every block computes its padded columns (the last one too): the fewest
   // columns in all, then the most rows; blocks only where that is at most
-  // 1/8 more than the whole image's.
+  // 1/8 more than the whole image's. A block spans two panels at least: a
+  // narrower one runs (mostly) as the GEMM's transposed last panel, which
+  // reads the weights once per few columns (a QDQ ResNet-18's layer3, 14
+  // wide, ran in blocks of 28 columns).
   int64_t best = 0, best_cols = 0;
   for (int64_t r = 1; r < oh && kp * padded(r * ow) <= kConvInt8BlockBytes; ++r) {
+    if (r * ow < 2 * kConvInt8Panel)
+      continue;
     int64_t cols = (oh + r - 1) / r * padded(r * ow);
     if (best == 0 || cols <= best_cols)
       best = r, best_cols = cols;

@@ -220,6 +220,12 @@ int64_t conv_int8_scratch_bytes(const Graph &graph, const Node &node);
 constexpr int64_t kConvInt8BlockBytes = 288 << 10;
 int64_t conv_int8_block_rows(int64_t kp, int64_t oh, int64_t ow);
 
+/// For a max_pool2d of cast(X8, f32), X8 u8 or i8 (a QDQ model's MaxPool,
+/// whose Q/DQ pair ONNX Runtime drops): X8. With PlanOptions::int8_gemm
+/// the cast, read by nothing else, is fused and X8 stored: the CPU's pool
+/// kernel reads the bytes (Cpu/ConvEmitter.h: PoolInput).
+std::optional<ValueId> max_pool_int8_source(const Graph &graph, const Node &node);
+
 /// True for a node that runs as a GEMM kernel under `plan`: such a matmul,
 /// or a conv_uses_gemm / conv_uses_direct conv2d whose input and weights are
 /// stored (both take the plan's epilogues).

@@ -2,6 +2,7 @@
 #include "EntryPointUtil.h"
 #include "FpRange.h"
 
+#include "Cpu/GemmPanels.h"
 #include "Cpu/Runtime.h"
 #include "maxc/Codegen/LoweringPlan.h"
 
@@ -307,14 +308,15 @@ struct PoolRows {
   const int64_t L, out_chunks, in_chunks, row_w, group;
   llvm::FixedVectorType *vec, *wide;
   Value *ninf_vec, *rows;
+  PoolInput in; // the plane's elements: f32, or 8-bit integers widened
 
   /// Allocates the row buffers in the task's entry and fills them with -inf.
-  PoolRows(llvm::IRBuilder<> &b, const PoolShape &shape, unsigned lanes)
+  PoolRows(llvm::IRBuilder<> &b, const PoolShape &shape, unsigned lanes, PoolInput input)
       : s(shape), L(lanes), out_chunks((s.OW + L - 1) / L), in_chunks((s.W + L - 1) / L),
         row_w(std::max(out_chunks * L * s.stride[1] + s.KW, s.pad[1] + in_chunks * L)),
         group(std::min(kGroup, std::max<int64_t>(s.C, 1))),
         vec(llvm::FixedVectorType::get(b.getFloatTy(), static_cast<unsigned>(L))),
-        wide(llvm::FixedVectorType::get(b.getFloatTy(), static_cast<unsigned>(L * s.stride[1]))) {
+        wide(llvm::FixedVectorType::get(b.getFloatTy(), static_cast<unsigned>(L * s.stride[1]))), in(input) {
     llvm::Constant *ninf = llvm::ConstantFP::getInfinity(b.getFloatTy(), true);
     ninf_vec = llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(L), ninf);
     llvm::Function *fn = b.GetInsertBlock()->getParent();
@@ -356,10 +358,21 @@ struct PoolRows {
     llvm::Function *fn = b.GetInsertBlock()->getParent();
     Value *vrow = f32_at(b, row_of(b, g), b.getInt64(s.pad[1]));
     auto load_in = [&](Value *iy, int64_t ch) -> Value * {
-      Value *p = f32_at(b, plane, add(b, mul(b, iy, s.W), ch * L));
-      if (ch < in_chunks - 1 || s.W % L == 0)
-        return b.CreateAlignedLoad(vec, p, llvm::Align(4));
-      return b.CreateMaskedLoad(vec, p, llvm::Align(4), lane_mask(b, s.W - ch * L), ninf_vec);
+      bool whole = ch < in_chunks - 1 || s.W % L == 0;
+      if (in == PoolInput::f32) {
+        Value *p = f32_at(b, plane, add(b, mul(b, iy, s.W), ch * L));
+        if (whole)
+          return b.CreateAlignedLoad(vec, p, llvm::Align(4));
+        return b.CreateMaskedLoad(vec, p, llvm::Align(4), lane_mask(b, s.W - ch * L), ninf_vec);
+      }
+      // Bytes, widened as the fused cast does (exact), -inf past W.
+      auto *bytes = llvm::FixedVectorType::get(b.getInt8Ty(), static_cast<unsigned>(L));
+      Value *p = b.CreateGEP(b.getInt8Ty(), plane, add(b, mul(b, iy, s.W), ch * L));
+      Value *raw = whole ? static_cast<Value *>(b.CreateAlignedLoad(bytes, p, llvm::Align(1)))
+                         : b.CreateMaskedLoad(bytes, p, llvm::Align(1), lane_mask(b, s.W - ch * L),
+                                              llvm::Constant::getNullValue(bytes));
+      Value *v = in == PoolInput::i8 ? b.CreateSIToFP(raw, vec) : b.CreateUIToFP(raw, vec);
+      return whole ? v : b.CreateSelect(lane_mask(b, s.W - ch * L), v, ninf_vec);
     };
     auto store_row = [&](Value *v, int64_t ch) {
       b.CreateAlignedStore(v, f32_at(b, vrow, b.getInt64(ch * L)), llvm::Align(4));
@@ -704,14 +717,15 @@ void emit_conv_depthwise_dynamic_f32(llvm::IRBuilder<> &outer, const DepthwiseDy
 }
 
 void emit_max_pool_f32(llvm::IRBuilder<> &outer, const PoolShape &s, Value *x, Value *out, unsigned lanes,
-                       const std::string &prefix) {
+                       const std::string &prefix, PoolInput input) {
   // Tasks: bands of output rows, all channels each, so that a band reads
   // the input rows a row-split producer made on the same core.
   const std::array<int64_t, 2> split = conv_task_split(s.OH, s.C * s.OW * s.KH * s.KW);
   const int64_t tasks = split[0], per = split[1];
   emit_tasks(outer, prefix, "max_pool", {x, out}, tasks, s.OH * s.C * s.OW * s.KH * s.KW, nullptr,
              [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
-               PoolRows rows(b, s, lanes);
+               PoolRows rows(b, s, lanes, input);
+               llvm::Type *elem = input == PoolInput::f32 ? b.getFloatTy() : b.getInt8Ty();
                Value *oy0 = mul(b, t, per);
                Value *oy1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, oy0, per), b.getInt64(s.OH));
                for_range(b, oy0, oy1, [&](Value *oy) {
@@ -720,7 +734,7 @@ void emit_max_pool_f32(llvm::IRBuilder<> &outer, const PoolShape &s, Value *x, V
                  Value *lo = b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, iy0, b.getInt64(0));
                  Value *hi = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, iy0, s.KH), b.getInt64(s.H));
                  rows.by_groups(
-                     b, [&](Value *c, Value *g) { rows.vertical(b, f32_at(b, f[0], mul(b, c, s.H * s.W)), lo, hi, s.KH, g); },
+                     b, [&](Value *c, Value *g) { rows.vertical(b, b.CreateGEP(elem, f[0], mul(b, c, s.H * s.W)), lo, hi, s.KH, g); },
                      [&](Value *c, Value *g) {
                        rows.horizontal(b, f32_at(b, f[1], add(b, mul(b, c, s.OH * s.OW), mul(b, oy, s.OW))), g);
                      });
@@ -789,7 +803,7 @@ void emit_gemm_store(llvm::IRBuilder<> &b, const ConvInt8Args &a, Value *w, Valu
                      const std::vector<Value *> &epi, bool serial) {
   const ConvShape &s = a.shape;
   int64_t K = s.C * s.KH * s.KW, P = s.OH * s.OW;
-  Value *tail = b.CreateGEP(b.getInt8Ty(), w, b.getInt64((s.O * K + 3) / 4 * 4));
+  Value *tail = b.CreateGEP(b.getInt8Ty(), w, b.getInt64(static_cast<int64_t>(conv_int8_weight_tail(s.O, K))));
   std::vector<Value *> in_task; // out, tail, zp32, col_sums, col_base, limit in the GEMM's task
   Int8GemmStore store;
   store.captures = {out, tail, zp32, col_sums, col_base, limit};
@@ -838,6 +852,7 @@ void emit_gemm_store(llvm::IRBuilder<> &b, const ConvInt8Args &a, Value *w, Valu
   g.prefix = a.prefix;
   g.store = &store;
   g.serial = serial;
+  g.a_grouped = true;
   emit_gemm_i8(b, g);
 }
 

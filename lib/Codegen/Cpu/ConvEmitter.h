@@ -157,8 +157,12 @@ struct PoolShape {
 /// ones: no load waits on a store it straddles), then vectors of `lanes`
 /// output columns, one strided load (a wide load and a shuffle, shared by
 /// taps kx with equal kx / stride) per tap; NaN wins as in the reference.
+/// `input`: x's elements are f32, or u8 / i8 that the kernel widens to f32
+/// as it loads them (a max pool of cast(x8, f32), the cast fused: a QDQ
+/// model's MaxPool reads the bytes, a quarter of the f32 plane).
+enum class PoolInput { f32, u8, i8 };
 void emit_max_pool_f32(llvm::IRBuilder<> &b, const PoolShape &s, llvm::Value *x, llvm::Value *out, unsigned lanes,
-                       const std::string &prefix);
+                       const std::string &prefix, PoolInput input = PoolInput::f32);
 
 /// IR helpers shared by the convolution kernels (ConvEmitter.cpp,
 /// WinogradEmitter.cpp); i64 arithmetic is nsw.

@@ -109,6 +109,14 @@ struct Int8GemmArgs {
   std::string prefix = {};
   const Int8GemmStore *store = nullptr; // optional: the write-back instead of C
   bool serial = false; // the tasks here, one after another (a caller that is itself a task)
+  // A in groups of kConvInt8RowGroup (16) rows (Cpu/GemmPanels.h:
+  // pack_conv_int8_weight; zeros past M's last group and past K) instead of
+  // row-major. With VNNI, A signed and B unsigned, and a write-back, the
+  // last column panel when N is not a multiple of it runs transposed: the
+  // rows are the lanes (A's group of 16 rows and four k one vector), each
+  // column's four bytes of B broadcast, so no lane computes a column past N
+  // (a QDQ ResNet-18's layer4: 49 = 32 + 17 columns, 64 computed before).
+  bool a_grouped = false;
 };
 
 void emit_gemm_i8(llvm::IRBuilder<> &builder, const Int8GemmArgs &args);

@@ -252,7 +252,11 @@ std::vector<float> pack_gemm_panels(const HostTensor &b, int64_t nr) {
   return out;
 }
 
-size_t conv_int8_weight_bytes(int64_t o, int64_t k) { return static_cast<size_t>((o * k + 3) / 4 * 4 + 8 * o); }
+size_t conv_int8_weight_tail(int64_t o, int64_t k) {
+  return static_cast<size_t>((o + kConvInt8RowGroup - 1) / kConvInt8RowGroup * kConvInt8RowGroup * ((k + 3) / 4) * 4);
+}
+
+size_t conv_int8_weight_bytes(int64_t o, int64_t k) { return conv_int8_weight_tail(o, k) + static_cast<size_t>(8 * o); }
 
 // The offset z that brings the integers row[0..k) into [-128, 127].
 static int32_t conv_int8_row_offset(const float *row, int64_t k) {
@@ -274,17 +278,19 @@ std::vector<uint8_t> pack_conv_int8_weight(const HostTensor &w) {
   std::vector<uint8_t> out(conv_int8_weight_bytes(O, K), 0);
   const float *v = w.data_as<float>();
   std::vector<int32_t> sums(static_cast<size_t>(O)), offsets(static_cast<size_t>(O));
+  const int64_t G = kConvInt8RowGroup, K4 = (K + 3) / 4;
   for (int64_t o = 0; o < O; ++o) {
     const float *row = v + o * K;
     int32_t z = conv_int8_row_offset(row, K), s = 0;
     for (int64_t k = 0; k < K; ++k) {
       int32_t e = static_cast<int32_t>(row[k]);
       s += e;
-      out[static_cast<size_t>(o * K + k)] = static_cast<uint8_t>(static_cast<int8_t>(e - z));
+      size_t at = static_cast<size_t>(((o / G * K4 + k / 4) * G + o % G) * 4 + k % 4);
+      out[at] = static_cast<uint8_t>(static_cast<int8_t>(e - z));
     }
     sums[static_cast<size_t>(o)] = s, offsets[static_cast<size_t>(o)] = z;
   }
-  size_t tail = static_cast<size_t>((O * K + 3) / 4 * 4);
+  size_t tail = conv_int8_weight_tail(O, K);
   std::memcpy(out.data() + tail, sums.data(), sums.size() * 4);
   std::memcpy(out.data() + tail + sums.size() * 4, offsets.data(), offsets.size() * 4);
   return out;

@@ -63,11 +63,17 @@ size_t int8_panel_bytes(int64_t k, int64_t n, int64_t nr);
 
 /// An integer conv's weight W [O, C, KH, KW] (f32 integers, conv_int8_weight_ok)
 /// as the integer GEMM's A [O, K] (K = C * KH * KW) in i8, row o = W[o] -
-/// z[o], then (at the next multiple of 4 bytes) i32 S[O] = sum_k W[o, k] and
-/// i32 z[O], each z[o] the offset that brings row o into [-128, 127] (0
-/// where it is already). Cpu/ConvEmitter.h: emit_conv_i8.
+/// z[o], in groups of kConvInt8RowGroup rows (Int8GemmArgs::a_grouped):
+/// byte (o, k) at ((o / 16 * K4 + k / 4) * 16 + o % 16) * 4 + k % 4 (K4 =
+/// ceil(K / 4); zeros past O's last group and past K), so that one vector
+/// holds four k of 16 rows and a row's four k are one i32; then (at
+/// conv_int8_weight_tail) i32 S[O] = sum_k W[o, k] and i32 z[O], each z[o]
+/// the offset that brings row o into [-128, 127] (0 where it is already).
+/// Cpu/ConvEmitter.h: emit_conv_i8.
+constexpr int64_t kConvInt8RowGroup = 16;
 std::vector<uint8_t> pack_conv_int8_weight(const HostTensor &w);
 size_t conv_int8_weight_bytes(int64_t o, int64_t k);
+size_t conv_int8_weight_tail(int64_t o, int64_t k);
 /// Whether some z[o] of pack_conv_int8_weight is not 0 (the conv then needs
 /// its columns' sums).
 bool conv_int8_weight_offsets(const HostTensor &w);

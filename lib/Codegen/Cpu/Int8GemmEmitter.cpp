@@ -2,6 +2,8 @@
 #include "Cpu/GemmEmitter.h"
 #include "EntryPointUtil.h"
 
+#include "Cpu/GemmPanels.h"
+
 #include "Cpu/Runtime.h"
 #include "maxc/Codegen/Target.h"
 
@@ -48,6 +50,9 @@ struct Kernel {
   llvm::IRBuilder<> &entry; // the task's entry block (allocas)
   const Int8GemmStore *store = nullptr;
   Value *store_buf = nullptr; // with store: a tile's sums, [MR][NR] i32
+  bool a_grouped = false;     // Int8GemmArgs::a_grouped
+  bool tiles_in_group = false; // with a_grouped: every tile's rows lie in one group of 16
+  Value *col_buf = nullptr;   // with columns(): a row block's sums, [2 * lanes][NR] i32
   llvm::LLVMContext &ctx = b.getContext();
 
   bool b_unsigned() const { return !b_signed; }          // vpdpbusd's unsigned operand: B, else A
@@ -128,6 +133,88 @@ struct Kernel {
     }
   }
 
+  Value *k4() { return b.CreateSDiv(b.CreateAdd(k, i64(3)), i64(4)); }
+
+  /// With a_grouped: where row r's first four k are (its group of 16 rows
+  /// at (r / 16) * K4 * 64, the row at (r % 16) * 4; each group of k 64
+  /// bytes further).
+  Value *grouped_row(Value *r) {
+    Value *group = b.CreateMul(b.CreateMul(b.CreateLShr(r, 4), k4()), i64(4 * kConvInt8RowGroup));
+    return b.CreateGEP(b.getInt8Ty(), a, b.CreateAdd(group, b.CreateMul(b.CreateAnd(r, i64(kConvInt8RowGroup - 1)), i64(4))));
+  }
+
+  /// The transposed kernel (VNNI, A signed, B unsigned, a_grouped, with a
+  /// write-back): rows [row0, row0 + nv * lanes) of columns [0, cols) of
+  /// panel p (cols < NR, static), the rows as the lanes: per group of four
+  /// k, one vector of A per `lanes` rows and one broadcast of B's four
+  /// bytes per column, in chunks of up to `width` columns (nv * width
+  /// accumulators). The sums go to col_buf (row j at j * NR), then the
+  /// write-back of the rows before r1 (A's rows past M, zeros, are computed
+  /// and not written).
+  void column_block(Value *row0, unsigned nv, Value *r1, Value *p, Value *panel, int64_t cols) {
+    int64_t nr = kVectors * lanes, width = lanes == 16 ? 8 : 4;
+    auto *avec = llvm::FixedVectorType::get(b.getInt8Ty(), lanes * 4);
+    Value *abase = grouped_row(row0);
+    Value *vec_stride = b.CreateMul(k4(), i64(4 * kConvInt8RowGroup)); // the next group of 16 rows
+    std::vector<Value *> arows(nv);
+    for (unsigned v = 0; v < nv; ++v) // lanes rows each: lanes divides 16, row0 a multiple of lanes
+      arows[v] = lanes == kConvInt8RowGroup ? b.CreateGEP(b.getInt8Ty(), abase, b.CreateMul(vec_stride, i64(v)))
+                                            : grouped_row(b.CreateAdd(row0, i64(v * lanes)));
+    for (int64_t c0 = 0; c0 < cols; c0 += width) {
+      int64_t cc = std::min(width, cols - c0);
+      std::vector<std::vector<llvm::AllocaInst *>> slots(nv, std::vector<llvm::AllocaInst *>(cc));
+      for (auto &row : slots)
+        for (auto &sl : row) {
+          sl = entry.CreateAlloca(ivec());
+          b.CreateStore(llvm::Constant::getNullValue(ivec()), sl);
+        }
+      emit_counted_loop(b, k4(), [&](Value *g) {
+        std::vector<Value *> av(nv);
+        for (unsigned v = 0; v < nv; ++v)
+          av[v] = b.CreateAlignedLoad(
+              avec, b.CreateGEP(b.getInt8Ty(), arows[v], b.CreateMul(g, i64(4 * kConvInt8RowGroup))), llvm::Align(4));
+        Value *bgroup = b.CreateGEP(b.getInt8Ty(), panel, b.CreateMul(g, i64(nr * 4)));
+        for (int64_t j = 0; j < cc; ++j) {
+          Value *word = b.CreateAlignedLoad(b.getInt32Ty(), b.CreateGEP(b.getInt8Ty(), bgroup, i64((c0 + j) * 4)),
+                                            llvm::Align(4));
+          Value *bv = b.CreateVectorSplat(lanes, word);
+          for (unsigned v = 0; v < nv; ++v)
+            b.CreateStore(dot4(b.CreateLoad(ivec(), slots[v][j]), bv, av[v]), slots[v][j]);
+        }
+      }, "qgemm.cols.k.");
+      // Lane l of column j's vector v is row v * lanes + l: to col_buf.
+      std::vector<llvm::Constant *> offsets;
+      for (unsigned l = 0; l < lanes; ++l)
+        offsets.push_back(b.getInt64(static_cast<int64_t>(l) * nr));
+      Value *lane_offsets = llvm::ConstantVector::get(offsets);
+      for (unsigned v = 0; v < nv; ++v)
+        for (int64_t j = 0; j < cc; ++j) {
+          Value *at = b.CreateGEP(b.getInt32Ty(), col_buf, i64(static_cast<int64_t>(v) * lanes * nr + c0 + j));
+          b.CreateMaskedScatter(b.CreateLoad(ivec(), slots[v][j]), b.CreateGEP(b.getInt32Ty(), at, lane_offsets),
+                                llvm::Align(4));
+        }
+    }
+    Value *left = b.CreateSub(r1, row0);
+    Value *count = b.CreateSelect(b.CreateICmpSLT(left, i64(nv * lanes)), left, i64(nv * lanes));
+    Value *col0 = b.CreateMul(p, i64(nr));
+    emit_counted_loop(b, count, [&](Value *j) {
+      store->store(b, b.CreateAdd(row0, j), col0, i64(cols), b.CreateGEP(b.getInt32Ty(), col_buf, b.CreateMul(j, i64(nr))));
+    }, "qgemm.cols.store.");
+  }
+
+  /// Rows [r0, r1) (r0 a multiple of 2 * lanes) of panel p's first `cols`
+  /// columns by column_block: blocks of 2 * lanes rows, then one of lanes.
+  void columns(Value *r0, Value *r1, Value *p, Value *panel, int64_t cols) {
+    Value *vectors = b.CreateSDiv(b.CreateAdd(b.CreateSub(r1, r0), i64(lanes - 1)), i64(lanes));
+    Value *pairs = b.CreateSDiv(vectors, i64(2));
+    emit_counted_loop(b, pairs, [&](Value *i) {
+      column_block(b.CreateAdd(r0, b.CreateMul(i, i64(2 * lanes))), 2, r1, p, panel, cols);
+    }, "qgemm.cols.");
+    emit_if(b, b.CreateICmpNE(b.CreateSRem(vectors, i64(2)), i64(0)), [&] {
+      column_block(b.CreateAdd(r0, b.CreateMul(pairs, i64(2 * lanes))), 1, r1, p, panel, cols);
+    });
+  }
+
   /// Rows [row0, row0 + rows) of C's column panel p (B's panel at `panel`,
   /// its column sums at `sums`).
   void tile(Value *row0, unsigned rows, Value *p, Value *panel, Value *sums) {
@@ -153,21 +240,25 @@ struct Kernel {
     };
     std::vector<Value *> arow(rows);
     for (unsigned j = 0; j < rows; ++j)
-      arow[j] = b.CreateGEP(b.getInt8Ty(), a, b.CreateMul(b.CreateAdd(row0, i64(j)), k));
-    Value *groups = b.CreateSDiv(k, i64(4));
-    // Whole groups of four k: A's four bytes as one (unaligned) i32.
+      arow[j] = a_grouped && j > 0 && tiles_in_group ? b.CreateGEP(b.getInt8Ty(), arow[0], i64(4 * j))
+                : a_grouped ? grouped_row(b.CreateAdd(row0, i64(j)))
+                            : b.CreateGEP(b.getInt8Ty(), a, b.CreateMul(b.CreateAdd(row0, i64(j)), k));
+    // Whole groups of four k: A's four bytes as one (unaligned) i32; grouped,
+    // every group is whole (zeros past K).
+    Value *groups = a_grouped ? k4() : b.CreateSDiv(k, i64(4));
+    int64_t a_step = a_grouped ? 4 * kConvInt8RowGroup : 4;
     emit_counted_loop(b, groups, [&](Value *g) {
       auto acc = load_accs();
       std::vector<Value *> words(rows);
       for (unsigned j = 0; j < rows; ++j)
-        words[j] = b.CreateAlignedLoad(b.getInt32Ty(), b.CreateGEP(b.getInt8Ty(), arow[j], b.CreateMul(g, i64(4))),
-                                       llvm::Align(1));
+        words[j] = b.CreateAlignedLoad(b.getInt32Ty(), b.CreateGEP(b.getInt8Ty(), arow[j], b.CreateMul(g, i64(a_step))),
+                                       llvm::Align(a_grouped ? 4 : 1));
       step(acc, words, b.CreateGEP(b.getInt8Ty(), panel, b.CreateMul(g, i64(nr * 4))), nvec);
       store_accs(acc);
     }, "qgemm.k.");
     // The last, partial group: A's 1-3 bytes there (B's rows past K are
     // zeros), read one at a time.
-    Value *rem = b.CreateSRem(k, i64(4));
+    Value *rem = a_grouped ? i64(0) : b.CreateSRem(k, i64(4));
     emit_if(b, b.CreateICmpNE(rem, i64(0)), [&] {
       auto acc = load_accs();
       std::vector<Value *> words(rows);
@@ -243,6 +334,13 @@ llvm::Function *task_function(llvm::Module &m, const Int8GemmArgs &g) {
   int64_t nr = kVectors * g.lanes;
   unsigned mr = tile_rows(g.dot, g.lanes);
   Kernel kern{b, g.lanes, g.dot, g.a_signed, g.b_signed, a, bp, cp, n, k, entry, g.store};
+  kern.a_grouped = g.a_grouped;
+  kern.tiles_in_group = kConvInt8RowGroup % mr == 0;
+  // The last panel's columns when N is not a multiple of NR: transposed
+  // (Kernel::columns), where it applies.
+  int64_t last_cols = g.n % nr;
+  bool transposed = g.store && g.a_grouped && g.dot == kInt8DotVnni && g.a_signed && !g.b_signed && last_cols != 0 &&
+                    (kTilesPerTask * mr) % (2 * g.lanes) == 0;
   if (g.store) {
     std::vector<Value *> captured;
     for (unsigned i = 0; i < g.store->captures.size(); ++i)
@@ -250,6 +348,10 @@ llvm::Function *task_function(llvm::Module &m, const Int8GemmArgs &g) {
     g.store->enter(entry, captured);
     kern.store_buf = entry.CreateAlloca(b.getInt32Ty(), b.getInt64(mr * nr));
     kern.store_buf->setName("qgemm.sums");
+    if (transposed) {
+      kern.col_buf = entry.CreateAlloca(b.getInt32Ty(), b.getInt64(2 * g.lanes * nr));
+      kern.col_buf->setName("qgemm.col.sums");
+    }
   }
   Value *panels = b.CreateSDiv(b.CreateAdd(n, b.getInt64(nr - 1)), b.getInt64(nr));
   Value *k4 = b.CreateSDiv(b.CreateAdd(k, b.getInt64(3)), b.getInt64(4));
@@ -262,6 +364,15 @@ llvm::Function *task_function(llvm::Module &m, const Int8GemmArgs &g) {
   Value *panel = b.CreateGEP(b.getInt8Ty(), bp, b.CreateMul(p, panel_bytes));
   Value *sums = b.CreateGEP(b.getInt8Ty(), bp,
                             b.CreateAdd(b.CreateMul(panels, panel_bytes), b.CreateMul(p, b.getInt64(nr * 4))));
+  if (transposed) {
+    auto *cols_bb = llvm::BasicBlock::Create(c, "qgemm.last", fn);
+    auto *rows_bb = llvm::BasicBlock::Create(c, "qgemm.panel", fn);
+    b.CreateCondBr(b.CreateICmpEQ(p, b.CreateSub(panels, b.getInt64(1))), cols_bb, rows_bb);
+    b.SetInsertPoint(cols_bb);
+    kern.columns(i0, i1, p, panel, last_cols);
+    b.CreateRetVoid();
+    b.SetInsertPoint(rows_bb);
+  }
   Value *tiles = b.CreateSDiv(b.CreateSub(i1, i0), b.getInt64(mr));
   emit_counted_loop(b, tiles, [&](Value *i) {
     kern.tile(b.CreateAdd(i0, b.CreateMul(i, b.getInt64(mr))), mr, p, panel, sums);

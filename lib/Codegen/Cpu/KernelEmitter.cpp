@@ -1934,18 +1934,26 @@ private:
     return true;
   }
 
-  /// f32 max_pool2d with static C, H, W, stored input and output: the
-  /// vectorized kernel (Cpu/ConvEmitter.h); false (nothing emitted) otherwise.
+  /// f32 max_pool2d with static C, H, W, stored input (or a fused cast of a
+  /// stored u8/i8 value: max_pool_int8_source) and output: the vectorized
+  /// kernel (Cpu/ConvEmitter.h); false (nothing emitted) otherwise.
   bool emit_max_pool(const Node &node) {
     ValueId x = node.operands[0], out = node.results[0];
     const Shape &xs = g_.type_of(x).shape, &os = g_.type_of(out).shape;
+    PoolInput input = PoolInput::f32;
+    ValueId src = x;
+    if (std::optional<ValueId> x8 = max_pool_int8_source(g_, node);
+        x8 && plan_.values[x].storage == Storage::fused && plan_.values[*x8].storage != Storage::fused) {
+      src = *x8;
+      input = g_.type_of(*x8).dtype == DType::i8 ? PoolInput::i8 : PoolInput::u8;
+    }
     auto pair = [](std::vector<int64_t> v) -> std::array<int64_t, 2> {
       return v.size() == 1 ? std::array<int64_t, 2>{v[0], v[0]} : std::array<int64_t, 2>{v[0], v[1]};
     };
     std::vector<int64_t> kernel = node.attrs.get_ints("kernel"), stride = node.attrs.get_ints("stride");
     std::vector<int64_t> pad = node.attrs.has("padding") ? node.attrs.get_ints("padding") : std::vector<int64_t>{};
     if (g_.type_of(x).dtype != DType::f32 || !shape_is_static({xs[1], xs[2], xs[3]}) ||
-        plan_.values[x].storage == Storage::fused || plan_.values[out].storage == Storage::fused ||
+        plan_.values[src].storage == Storage::fused || plan_.values[out].storage == Storage::fused ||
         kernel.empty() || kernel.size() > 2 || stride.size() > 2 || (pad.size() != 0 && pad.size() != 2 && pad.size() != 4))
       return false;
     PoolShape s{xs[1].value(), xs[2].value(), xs[3].value(), os[2].value(), os[3].value(), 0, 0, {}, {}};
@@ -1960,11 +1968,12 @@ private:
     int64_t chunks = (s.W + mod_.lanes - 1) / mod_.lanes + (s.OW + mod_.lanes - 1) / mod_.lanes;
     if (chunks * std::max(s.KH, s.KW) > 4096)
       return false;
-    Value *xptr = pointer_of(x), *optr = pointer_of(out);
+    Value *xptr = pointer_of(src), *optr = pointer_of(out);
+    llvm::Type *elem = input == PoolInput::f32 ? b_.getFloatTy() : b_.getInt8Ty();
     loop(dim(xs[0]), [&](Value *n) {
-      emit_max_pool_f32(b_, s, b_.CreateGEP(b_.getFloatTy(), xptr, b_.CreateMul(n, b_.getInt64(s.C * s.H * s.W))),
+      emit_max_pool_f32(b_, s, b_.CreateGEP(elem, xptr, b_.CreateMul(n, b_.getInt64(s.C * s.H * s.W))),
                         b_.CreateGEP(b_.getFloatTy(), optr, b_.CreateMul(n, b_.getInt64(s.C * s.OH * s.OW))),
-                        mod_.lanes, mod_.prefix);
+                        mod_.lanes, mod_.prefix, input);
     });
     return true;
   }

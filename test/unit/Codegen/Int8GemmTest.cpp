@@ -84,6 +84,23 @@ HostTensor shifted_column_sums(const HostTensor &w, int64_t zp) {
   return out;
 }
 
+/// Random integer weights in [lo, hi] minus zp, as f32 (a conv's shifted weight).
+HostTensor random_shifted_weight(std::vector<int64_t> shape, int64_t lo, int64_t hi, int64_t zp) {
+  HostTensor w = random_tensor(DType::i32, std::move(shape), static_cast<double>(lo), static_cast<double>(hi));
+  HostTensor shifted(DType::f32, w.shape());
+  for (int64_t i = 0; i < w.numel(); ++i)
+    shifted.set_f64(i, static_cast<double>(w.get_i64(i) - zp));
+  return shifted;
+}
+
+/// QLinearConv's requantization of an integer-valued f32 y: round(y * m) +
+/// zp, saturated, cast to u8 / i8.
+Tensor requantized(const Tensor &y, double m, double zp, DType dtype) {
+  Tensor q = ops::add(ops::round(ops::mul(y, ops::scalar(m, DType::f32))), ops::scalar(zp, DType::f32));
+  double lo = dtype == DType::u8 ? 0 : -128, hi = dtype == DType::u8 ? 255 : 127;
+  return ops::cast(ops::minimum(ops::maximum(q, ops::scalar(lo, DType::f32)), ops::scalar(hi, DType::f32)), dtype);
+}
+
 /// `graph` compiled for every configuration, at 1 and 2 threads, equals
 /// `expected` bit for bit.
 void check_configs(const Graph &graph, const std::vector<HostTensor> &inputs, const std::vector<HostTensor> &expected,
@@ -316,11 +333,7 @@ TEST_CASE("integer conv: requantized in the GEMM's write-back, in blocks of rows
   for (const Conv &cv : convs) {
     types.emplace_back(cv.x, static_shape({1, cv.c, cv.hw, cv.hw}));
     inputs.push_back(full_range(cv.x, {1, cv.c, cv.hw, cv.hw}));
-    HostTensor w = random_tensor(DType::i32, {cv.o, cv.c, 3, 3}, static_cast<double>(cv.w_lo), static_cast<double>(cv.w_hi));
-    HostTensor shifted(DType::f32, w.shape());
-    for (int64_t i = 0; i < w.numel(); ++i)
-      shifted.set_f64(i, static_cast<double>(w.get_i64(i) - cv.w_zp));
-    weights.push_back(shifted);
+    weights.push_back(random_shifted_weight({cv.o, cv.c, 3, 3}, cv.w_lo, cv.w_hi, cv.w_zp));
   }
   auto graph = trace_graph(types, [&](auto &in) {
     std::vector<Tensor> out;
@@ -333,11 +346,7 @@ TEST_CASE("integer conv: requantized in the GEMM's write-back, in blocks of rows
       Tensor x = ops::sub(ops::cast(in[i], DType::f32), ops::cast(ops::scalar(static_cast<double>(cv.x_zp), cv.x), DType::f32));
       Tensor y = ops::conv2d(x, Tensor::from_host(weights[i], "w" + std::to_string(i)), std::nullopt, opts);
       y = ops::cast(ops::cast(y, DType::i32), DType::f32);
-      y = ops::add(ops::round(ops::mul(y, ops::scalar(cv.multiplier, DType::f32))),
-                   ops::scalar(static_cast<double>(cv.y_zp), DType::f32));
-      double lo = cv.y == DType::u8 ? 0 : -128, hi = cv.y == DType::u8 ? 255 : 127;
-      y = ops::minimum(ops::maximum(y, ops::scalar(lo, DType::f32)), ops::scalar(hi, DType::f32));
-      out.push_back(ops::cast(y, cv.y));
+      out.push_back(requantized(y, cv.multiplier, static_cast<double>(cv.y_zp), cv.y));
     }
     return out;
   });
@@ -365,6 +374,69 @@ TEST_CASE("integer conv: requantized in the GEMM's write-back, in blocks of rows
     CHECK(at_hi > 0);
   }
   check_configs(*graph, inputs, expected, 2);
+}
+
+// The last column panel transposed (Kernel::columns: the rows are the lanes)
+// where N is not a multiple of the panel (32 columns at 16 lanes): 7 x 7 =
+// 49 columns (a panel and 17), 17, 4 (stride 2) and 40 columns; output
+// channels 40 (a block of 32 rows and one of 16, half of it past O), 70
+// (a second task of 6 rows), 7 (under one group of 16) and 100; K = 15
+// (not a multiple of 4) and weight rows with offsets (the columns' sums);
+// u8 and i8 activations; requantized to u8 / i8 and dequantized to f32.
+TEST_CASE("integer conv: the last panel's columns with the rows as the lanes", "[codegen][qgemm][conv]") {
+  struct Conv {
+    DType x;
+    int64_t c, h, w, o, kh, kw, stride, pad_h, pad_w, x_zp;
+    int64_t w_lo, w_hi;
+    int out; // 0: u8 (multiplier 0.5, zero point 128), 1: i8 (1/1024, 0), 2: f32 (0.5)
+  };
+  const std::vector<Conv> convs = {
+      {DType::u8, 8, 7, 7, 40, 3, 3, 1, 1, 1, 128, -3, 3, 0},
+      {DType::i8, 5, 1, 17, 70, 1, 3, 1, 0, 1, -5, 100, 140, 1},
+      {DType::u8, 16, 4, 4, 7, 3, 3, 2, 1, 1, 255, -128, 127, 2},
+      {DType::u8, 8, 5, 8, 100, 3, 3, 1, 1, 1, 3, -2, 2, 0},
+  };
+  std::vector<TensorType> types;
+  std::vector<HostTensor> inputs, weights;
+  for (const Conv &cv : convs) {
+    types.emplace_back(cv.x, static_shape({1, cv.c, cv.h, cv.w}));
+    inputs.push_back(full_range(cv.x, {1, cv.c, cv.h, cv.w}));
+    weights.push_back(random_shifted_weight({cv.o, cv.c, cv.kh, cv.kw}, cv.w_lo, cv.w_hi, 0));
+  }
+  auto graph = trace_graph(types, [&](auto &in) {
+    std::vector<Tensor> out;
+    for (size_t i = 0; i < convs.size(); ++i) {
+      const Conv &cv = convs[i];
+      ops::Conv2dOptions opts;
+      opts.stride = {cv.stride, cv.stride};
+      opts.padding = {cv.pad_h, cv.pad_w, cv.pad_h, cv.pad_w};
+      opts.exact = true;
+      Tensor x = ops::sub(ops::cast(in[i], DType::f32), ops::cast(ops::scalar(static_cast<double>(cv.x_zp), cv.x), DType::f32));
+      Tensor y = ops::conv2d(x, Tensor::from_host(weights[i], "w" + std::to_string(i)), std::nullopt, opts);
+      y = ops::cast(ops::cast(y, DType::i32), DType::f32);
+      if (cv.out == 2) {
+        out.push_back(ops::mul(y, ops::scalar(0.5, DType::f32)));
+        continue;
+      }
+      out.push_back(cv.out == 0 ? requantized(y, 0.5, 128, DType::u8) : requantized(y, 1.0 / 1024, 0, DType::i8));
+    }
+    return out;
+  });
+  {
+    // The transposed kernel is there: its sums go to the write-back's
+    // buffer by scatters.
+    llvm::LLVMContext context;
+    auto module = build_model_module(*graph, "m", context);
+    size_t scatters = 0;
+    for (llvm::Function &f : *module)
+      for (llvm::Instruction &inst : llvm::instructions(f))
+        if (auto *call = llvm::dyn_cast<llvm::IntrinsicInst>(&inst))
+          scatters += call->getIntrinsicID() == llvm::Intrinsic::masked_scatter;
+    llvm::StringMap<bool> f = llvm::sys::getHostCPUFeatures();
+    if (f.lookup("avx512vnni"))
+      CHECK(scatters > 0);
+  }
+  check_configs(*graph, inputs, Interpreter::run(*graph, inputs));
 }
 
 // DynamicQuantizeLinear's range: min / max of a whole f32 tensor (the CPU's

@@ -7,6 +7,9 @@
 // same bits. Exact: a max picks one of its inputs.
 #include "CompiledRunner.h"
 
+#include "maxc/Codegen/LoweringPlan.h"
+#include "maxc/Transforms/Decompose.h"
+
 using namespace maxc;
 using namespace maxc::test;
 
@@ -50,5 +53,41 @@ TEST_CASE("max pool kernel: vectors of output columns vs the interpreter", "[cod
     std::string m = compare(got[0], expected[0], 0, 0);
     INFO(m);
     CHECK(m.empty());
+  }
+}
+
+// A max pool of u8 / i8 values widened to f32 (a QDQ model's MaxPool, its
+// Q/DQ pair dropped): the CPU plan fuses the cast and the kernel reads the
+// bytes (PoolInput), widening them as it loads (the last chunk masked, past
+// W -inf); the result cast back to 8 bits, or kept in f32.
+TEST_CASE("max pool kernel: 8-bit input widened in the kernel", "[codegen][conv][pool][qgemm]") {
+  for (DType dt : {DType::u8, DType::i8}) {
+    HostTensor x = dt == DType::u8 ? random_tensor(dt, {2, 5, 19, 41}, 0, 255) : random_tensor(dt, {2, 5, 19, 41}, -128, 127);
+    ops::Pool2dOptions o;
+    o.kernel = {3, 3};
+    o.stride = {2, 2};
+    o.padding = {1, 1, 1, 1};
+    auto build = [&](auto &t) {
+      Tensor p = ops::max_pool2d(ops::cast(t[0], DType::f32), o);
+      return std::vector<Tensor>{ops::cast(p, dt), ops::mul(ops::max_pool2d(ops::cast(t[1], DType::f32), o),
+                                                            ops::scalar(0.5, DType::f32))};
+    };
+    auto g = trace_graph(types_of({x, x}), build);
+    INFO(dtype_name(dt));
+    CHECK(max_pool_kernels(*g) == 2);
+    auto lowered = decompose(*g, {true, true});
+    LoweringPlan plan = plan_lowering(*lowered, cpu_plan_options());
+    size_t fused = 0;
+    for (const Node &n : lowered->nodes())
+      if (n.op == "max_pool2d")
+        fused += plan.values[n.operands[0]].storage == Storage::fused;
+    CHECK(fused == 2);
+    std::vector<HostTensor> expected = Interpreter::run(*g, {x, x});
+    std::vector<HostTensor> got = run_compiled_threads(*g, {x, x});
+    for (size_t i = 0; i < 2; ++i) {
+      std::string m = compare(got[i], expected[i], 0, 0);
+      INFO(m);
+      CHECK(m.empty());
+    }
   }
 }
