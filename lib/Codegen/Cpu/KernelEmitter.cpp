@@ -295,8 +295,13 @@ private:
       DType dtype = g_.type_of(v).dtype;
       const Shape &shape = g_.type_of(v).shape;
       // Trailing dims every value of the expression reads alike run as one
-      // loop: index (0, ..., 0, j) of them is element j of the run.
+      // loop: index (0, ..., j, ..., 0) of them, j at the last dim not of
+      // size 1 (the dims after it are 1: a broadcast operand's index there
+      // passes through), is element j of the run.
       size_t merged = merged_trailing_dims(node, v);
+      size_t at = shape.size() - 1; // used when merged < shape.size()
+      while (merged < shape.size() && at > merged && shape[at].is_static() && shape[at].value() == 1)
+        --at;
       Shape loop_shape(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(merged));
       if (merged < shape.size()) {
         Dim run = shape[merged];
@@ -310,8 +315,8 @@ private:
             Index idx(loop_idx.begin(), loop_idx.end());
             if (merged < shape.size()) {
               idx.pop_back();
-              idx.resize(shape.size() - 1, b_.getInt64(0));
-              idx.push_back(loop_idx.back());
+              idx.resize(shape.size(), b_.getInt64(0));
+              idx[at] = loop_idx.back();
             }
             store_element(dtype, pointer_of(v), linear_index(idx, dims_of(v)), node_element(node, r, idx));
           },
@@ -324,8 +329,8 @@ private:
   /// the expression it computes (the fused elementwise ops and `full`s
   /// down to the stored values) either spans all of them, equal to v's, or
   /// is broadcast along all of them (dims of size 1 in v are either).
-  /// Element (0, ..., 0, j) of such dims is then the run's element j in
-  /// every operand, row-major. A squeeze-excite scale x[n, c, h, w] *
+  /// Element (0, ..., j, ..., 0) of such dims (j at the last one not of
+  /// size 1) is then the run's element j in every operand, row-major. A squeeze-excite scale x[n, c, h, w] *
   /// s[n, c, 1, 1] loops over h*w, where a short w (12 in PaddleOCR's
   /// classifier) was unrolled and left the h loop scalar. v.rank() (none)
   /// for any other op in the expression (a view, a generator that reads

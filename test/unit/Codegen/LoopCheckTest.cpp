@@ -126,6 +126,10 @@ std::vector<Layout> real_model_layouts() {
                  {random_tensor(DType::f32, {4, 32, 48}), random_tensor(DType::f32, {4, 32, 1}),
                   random_tensor(DType::f32, {48}), random_tensor(DType::f32, {1, 32, 48})},
                  [](auto &in) { return std::vector<Tensor>{(in[0] - in[1]) * in[2] + in[3]}; }});
+  out.push_back({"broadcasts before a trailing dim of size 1 (MeanVarianceNormalization's [3,3,3,1] - [1,3,1,1])",
+                 {random_tensor(DType::f32, {3, 3, 3, 1}), random_tensor(DType::f32, {1, 3, 1, 1}),
+                  random_tensor(DType::f32, {3, 3, 1, 1})},
+                 [](auto &in) { return std::vector<Tensor>{(in[0] - in[1]) * in[2]}; }});
   out.push_back({"reductions over each axis",
                  {random_tensor(DType::f32, {16, 24, 40})},
                  [](auto &in) {
