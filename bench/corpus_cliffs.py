@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The cliff check over the real-model corpus: `maxc profile` of each model
 of bench/real_bench.py (its --dim pins, --bind settings and --max-dim
-bounds; random inputs, one timed run) and the scalar loops it lists
+bounds; its inputs, one timed run) and the scalar loops it lists
 (docs/profiling.md, "Scalar loops"). Exit status 1 when any model lists
 one, 2 when a model fails to compile. Not a test (minutes of compiles).
 Session 23: 18 of the 19 default models list none (whisper_tiny_decoder
@@ -48,7 +48,11 @@ def main():
             cmd += ["--bind", "%s=%s" % (n, v)]
         for n, v in spec.get("max_dims", {}).items():
             cmd += ["--max-dim", "%s=%d" % (n, v)]
+        work = os.path.join(a.dir, "run", name)
+        os.makedirs(work, exist_ok=True)
         cmd += ["profile", model, "--runs", "1", "--warmup", "0", "--top", "1"]
+        for input_name, _, npy, _ in rb.make_inputs(spec, work, 0):  # real_bench's inputs (they set symbolic dims)
+            cmd += ["--input", "%s=%s" % (input_name, npy)]
         r = subprocess.run(cmd, capture_output=True, text=True)
         lines = r.stdout.splitlines()
         if r.returncode != 0:
