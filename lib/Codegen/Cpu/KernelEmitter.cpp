@@ -330,11 +330,11 @@ private:
   /// down to the stored values) either spans all of them, equal to v's, or
   /// is broadcast along all of them (dims of size 1 in v are either).
   /// Element (0, ..., j, ..., 0) of such dims (j at the last one not of
-  /// size 1) is then the run's element j in every operand, row-major. A squeeze-excite scale x[n, c, h, w] *
-  /// s[n, c, 1, 1] loops over h*w, where a short w (12 in PaddleOCR's
-  /// classifier) was unrolled and left the h loop scalar. v.rank() (none)
-  /// for any other op in the expression (a view, a generator that reads
-  /// its index) or fewer than two such dims.
+  /// size 1) is then the run's element j in every operand, row-major: a
+  /// squeeze-excite scale x[n, c, h, w] * s[n, c, 1, 1] loops over h*w
+  /// rather than over h with a short w inside, which LLVM unrolls. v.rank()
+  /// (none) for any other op in the expression (a view, a generator that
+  /// reads its index) or fewer than two such dims.
   size_t merged_trailing_dims(const Node &node, ValueId v) const {
     const Shape &out = g_.type_of(v).shape;
     const size_t rank = out.size();
@@ -442,24 +442,14 @@ private:
   /// which kept the loop scalar (a quantization of Whisper's encoder states
   /// took 30x a vector loop's time).
   std::vector<ValueId> stored_scalars_read(const Node &node) const {
-    std::vector<ValueId> out, work(node.operands.begin(), node.operands.end());
-    std::set<ValueId> seen;
-    while (!work.empty() && seen.size() < 4096) {
-      ValueId v = work.back();
-      work.pop_back();
-      if (!seen.insert(v).second || element_overrides_.count(v))
-        continue;
-      if (plan_.values[v].storage != Storage::fused) {
-        const Shape &shape = g_.type_of(v).shape;
-        if (std::all_of(shape.begin(), shape.end(), [](const Dim &d) { return d.is_static() && d.value() == 1; }))
-          out.push_back(v);
-        continue;
-      }
-      const ValueInfo &info = g_.value_info(v);
-      if (info.producer >= 0)
-        for (ValueId o : g_.nodes()[static_cast<size_t>(info.producer)].operands)
-          work.push_back(o);
-    }
+    std::vector<ValueId> out;
+    visit_expression(node, [&](ValueId v, const Node *producer) {
+      const Shape &shape = g_.type_of(v).shape;
+      if (!producer && !element_overrides_.count(v) &&
+          std::all_of(shape.begin(), shape.end(), [](const Dim &d) { return d.is_static() && d.value() == 1; }))
+        out.push_back(v);
+      return true;
+    });
     return out;
   }
 

@@ -49,8 +49,9 @@ std::vector<ScalarStridedLoop> scalar_strided_loops(llvm::Module &module) {
       // At most a vector's worth of iterations (the remainder loops that
       // runtime unrolling splits off a vectorized loop's scalar tail):
       // never a cliff on its own.
-      if (!loop->isInnermost() || (se.getSmallConstantMaxTripCount(loop) != 0 &&
-                                   se.getSmallConstantMaxTripCount(loop) <= kShortLoopTrips))
+      if (!loop->isInnermost())
+        continue;
+      if (unsigned trips = se.getSmallConstantMaxTripCount(loop); trips != 0 && trips <= kShortLoopTrips)
         continue;
       bool vector = false, floats = false;
       ScalarStridedLoop worst{f.getName().str(), f.getFnAttribute(kKernelAttr).getValueAsString().str(), 0, false,
