@@ -434,15 +434,18 @@ std::string emit_test_harness(const ModelInterface &m) {
 std::string emit_bench_harness(const ModelInterface &m) {
   const std::string file = m.name + "_bench.c", program = m.name + "_bench";
   std::string usage = " *   cc -O2 " + file + " " + m.name + ".o -lm -o " + program + "\n *   ./" + program +
-                      " [-n RUNS] [--warmup W] [--dim NAME=N] [--threads T]\n"
-                      " *            [--input NAME=FILE.npy ...]\n"
+                      " [-n RUNS] [--warmup W] [--dim NAME=N] [--threads T[,T...]]\n"
+                      " *            [--rounds R] [--input NAME=FILE.npy ...]\n"
                       " *\n"
                       " * Runs " + m.name + "_run W times (default 10), then RUNS times (default 100),\n"
                       " * timing each run, on deterministic pseudo-random inputs, or an input's values\n"
                       " * from a .npy file (--input; its dtype and shape the input's for these dims);\n"
                       " * symbolic dims are 1 unless given with --dim. Prints p50/p90/p99 latency in milliseconds and\n"
                       " * runs per second. The workspace is allocated once, outside the timing.\n"
-                      " * --threads T: the model's own pool (" + m.name + "_set_num_threads; default 1).\n";
+                      " * --threads T: the model's own pool (" + m.name + "_set_num_threads; default 1).\n"
+                      " * --threads 1,2 --rounds R: R rounds, each running W + RUNS runs at every\n"
+                      " * count in turn (the order reversed every other round), in one process:\n"
+                      " * latency per count and the ratio of each count's p50 to the first's.\n";
   std::string c = "/* clock_gettime */\n#define _POSIX_C_SOURCE 199309L\n";
   c += file_comment(m, file, "Benchmark harness: latency percentiles of the compiled model.", usage);
   c += kPrelude;
@@ -453,18 +456,21 @@ std::string emit_bench_harness(const ModelInterface &m) {
   c += kTestHelpers;
   c += kBenchHelpers;
   c += "static void usage(FILE *out) {\n  fprintf(out, \"usage: " + program +
-       " [-n RUNS] [--warmup W] [--dim NAME=N] [--threads T] [--input NAME=FILE.npy ...]\\n\");\n}\n\n";
-  std::string run = "    status = " + run_call(m, "workspace") + ";\n";
-  run += "    if (status != 0) {\n      fprintf(stderr, \"error: " + m.name + "_run returned %d: %s\\n\", (int)status, " +
-         m.name + "_status_string(status));\n      return 1;\n    }\n";
+       " [-n RUNS] [--warmup W] [--dim NAME=N] [--threads T[,T...]] [--rounds R]\\n\"\n"
+       "              \"       [--input NAME=FILE.npy ...]\\n\");\n}\n\n";
+  std::string run = "        status = " + run_call(m, "workspace") + ";\n";
+  run += "        if (status != 0) {\n          fprintf(stderr, \"error: " + m.name +
+         "_run returned %d: %s\\n\", (int)status, " + m.name +
+         "_status_string(status));\n          return 1;\n        }\n";
   c += fill_template(kBenchMain,
                      {{"SHAPES", shape_statements(m.inputs, m.symbols, "in_shape", "  ") +
                                      shape_statements(m.outputs, m.symbols, "out_shape", "  ")},
-                      {"WORKSPACE_SIZE", load_weights_statements(m) + "  " + m.name +
-                                             "_set_num_threads((int32_t)threads);\n  workspace_bytes = " + m.name +
+                      {"WORKSPACE_SIZE", load_weights_statements(m) + "  workspace_bytes = " + m.name +
                                              "_workspace_size(" + dims_call(m) + ");\n"},
+                      {"SET_THREADS", "      " + m.name + "_set_num_threads((int32_t)threads);\n"},
                       {"RUN", run},
-                      {"HEADLINE", "  printf(\"" + m.name + ": %ld runs after %ld warmup, %ld thread(s)\", runs, warmup, threads);\n"}});
+                      {"HEADLINE", "      printf(\"" + m.name +
+                                       ": %ld runs after %ld warmup, %ld thread(s)\", runs, warmup, threads);\n"}});
   return c;
 }
 

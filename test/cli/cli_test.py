@@ -1128,6 +1128,16 @@ def compile_harness(ctx):
     r = run_program(["./mlp_bench", "-n", "3", "--warmup", "1", "--dim", "batch=4", "--threads", "2"], ctx.tmp, rc=0)
     expect_in("batch=4", r.stdout, "bench output", r)
     expect_in("2 thread(s)", r.stdout, "bench output", r)
+    # Several thread counts, alternated in one process over rounds.
+    r = run_program(["./mlp_bench", "-n", "3", "--warmup", "1", "--threads", "1,2", "--rounds", "2"], ctx.tmp, rc=0)
+    expect(len(re.findall(r"latency ms: p50", r.stdout)) == 2, "one latency line per thread count", r)
+    expect_in("1 thread(s), 2 rounds", r.stdout, "bench output", r)
+    expect(re.search(r"p50 ratio: 2 thread\(s\) / 1 thread\(s\) = [0-9.]+", r.stdout) is not None,
+           "the bench harness should print the p50 ratio", r)
+    for bad in ["1,,2", "0", "1,2,3,4,5,6,7,8,9", "x"]:
+        r = run_program(["./mlp_bench", "--threads", bad], ctx.tmp, rc=2)
+        expect_in("--threads", r.stderr, "bench --threads " + bad, r)
+    run_program(["./mlp_bench", "--rounds", "0"], ctx.tmp, rc=2)
     run_program(["./mlp_bench", "--dim", "seq=4"], ctx.tmp, rc=2)
     run_program(["./mlp_bench", "-n", "0"], ctx.tmp, rc=2)
     # --input: the values of a .npy file, whose shape must be the input's for the dims.

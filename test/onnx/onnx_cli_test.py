@@ -671,6 +671,15 @@ def case_one_mangler(c):
         args += ["--input", f"{cname}={c.path(f'm{i}.npy')}"]
     c.run("run", p, *args, "--output-dir", c.path("mangle-out"))
     assert np.array_equal(np.load(c.path("mangle-out/output0_9out.npy")), np.full(2, 21, np.float32))
+    # The model's own names work too (`--input a..b=...`, as a user reads them off the .onnx file).
+    args = []
+    for i, name in enumerate(names):
+        args += ["--input", f"{name}={c.path(f'm{i}.npy')}"]
+    c.run("run", p, *args, "--output-dir", c.path("mangle-out2"))
+    assert np.array_equal(np.load(c.path("mangle-out2/output0_9out.npy")), np.full(2, 21, np.float32))
+    c.run("profile", p, *args, "--runs", "1")
+    r = c.run("run", p, *args, "--input", f"nope={c.path('m0.npy')}", expect=1)
+    assert "has no input named 'nope'" in r.stderr, r.stderr
 
 
 def case_3d_conv_transpose_pool(c):

@@ -81,6 +81,16 @@ LoadOptions load_options(const GlobalOptions &global) {
   return load;
 }
 
+void use_graph_input_names(std::map<std::string, std::string> &input_files, const LoadedModel &model) {
+  for (const auto &[graph_name, source_name] : model.source_names) {
+    auto it = input_files.find(source_name);
+    if (it == input_files.end() || input_files.count(graph_name))
+      continue;
+    input_files.emplace(graph_name, it->second);
+    input_files.erase(it);
+  }
+}
+
 void print_quantized_layers(const std::vector<QuantizedLayer> &layers, const GlobalOptions &global) {
   const std::string &kind = global.quantize_weights;
   if (kind.empty() || global.quiet)

@@ -51,6 +51,11 @@ LoadedModel load_model_to_run(const GlobalOptions &global, const std::string &mo
 std::map<std::string, std::string> parse_input_files(const std::vector<std::string> &inputs,
                                                      DiagnosticEngine &diagnostics);
 
+/// `--input` names that the source model gave an input (an ONNX name the
+/// importer mangled to a C identifier: "input:0" is the graph's input_0)
+/// renamed to the graph's name, so that either name works.
+void use_graph_input_names(std::map<std::string, std::string> &input_files, const LoadedModel &model);
+
 /// Writes `text` to `path` atomically, or to stdout for "" / "-". Reports
 /// failures to `diagnostics`.
 void write_output(const std::string &path, const std::string &text, DiagnosticEngine &diagnostics);

@@ -78,6 +78,7 @@ int run_profile(const GlobalOptions &global, const ProfileOptions &options) {
   if (!model.graph)
     return finish(global, diagnostics);
   const Graph &graph = *model.graph;
+  use_graph_input_names(input_files, model);
   // Inputs: the files given, then random ones (their symbolic dims bound
   // by the files or by --dim).
   std::vector<HostTensor> inputs(graph.input_ids().size());

@@ -163,6 +163,7 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
                 << "=FILE): a node needs it to fix axes or a rank\n";
     input_files.erase(name);
   }
+  use_graph_input_names(input_files, model);
 
   if (options.generate_given || !options.prompt.empty() || options.max_context != 0)
     return run_generate(global, options, graph, dims, input_files, max_memory, diagnostics);

@@ -288,6 +288,8 @@ private:
       return;
     if (emit_concat_by_operands(node))
       return;
+    if (emit_transpose_tiles(node))
+      return;
     for (size_t r = 0; r < node.results.size(); ++r) {
       ValueId v = node.results[r];
       if (plan_.values[v].storage == Storage::fused)
@@ -322,6 +324,127 @@ private:
           },
           stored_scalars_read(node), merged < shape.size() ? 1 : split_factor(node, shape));
     }
+  }
+
+  /// A stored transpose that moves its operand's last axis (NHWC <-> NCHW,
+  /// a key's K^T in attention written as MatMul(q, Transpose(k))). The
+  /// generic loop runs along the result's last axis, which reads the
+  /// operand a whole row apart per element: Whisper's decoder spent 10 % of
+  /// a step in four such K^T copies, one element at a time. Here the unit
+  /// is a kTile x kTile tile of (result axis `a`, the one reading the
+  /// operand's last axis; the result's last axis): kTile rows built along
+  /// `a` (consecutive elements of the operand, which LLVM loads as vectors),
+  /// transposed in registers by three rounds of shuffles, stored as kTile
+  /// contiguous vectors. Tiles cut by an edge run element by element. Each
+  /// element is computed once, by the same expression as the generic loop
+  /// (node_element), so the values are the same bits.
+  bool emit_transpose_tiles(const Node &node) {
+    constexpr int64_t kTile = 8;
+    if (node.op != "transpose" || node.results.size() != 1)
+      return false;
+    const ValueId v = node.results[0];
+    const DType dtype = g_.type_of(v).dtype;
+    if (plan_.values[v].storage == Storage::fused || dtype == DType::f16 || dtype == DType::bf16 ||
+        dtype == DType::boolean)
+      return false; // f16/bf16/bool: the element's type is not the memory's
+    const Shape &shape = g_.type_of(v).shape;
+    const std::vector<int64_t> perm = node.attrs.get_ints("perm");
+    const size_t rank = shape.size(), last = rank - 1;
+    if (rank < 2 || perm.size() != rank || perm[last] == static_cast<int64_t>(last))
+      return false;
+    const size_t a = static_cast<size_t>(std::find(perm.begin(), perm.end(), static_cast<int64_t>(last)) - perm.begin());
+    for (size_t d : {a, last})
+      if (shape[d].is_static() && shape[d].value() < kTile)
+        return false;
+    Shape tiles = shape;
+    tiles[a] = Dim::ceil_div(shape[a], Dim(kTile));
+    tiles[last] = Dim::ceil_div(shape[last], Dim(kTile));
+    parallel_loop_nest(
+        tiles, b_.getInt64(kTile * kTile),
+        [&](const Index &t) {
+          std::vector<Value *> dims = dims_of(v);
+          Value *tile = b_.getInt64(kTile);
+          Value *i0 = b_.CreateMul(t[a], tile), *j0 = b_.CreateMul(t[last], tile);
+          Value *ni = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateSub(dims[a], i0), tile);
+          Value *nj = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateSub(dims[last], j0), tile);
+          auto at = [&](Value *i, Value *j) {
+            Index idx(t.begin(), t.end());
+            idx[a] = i;
+            idx[last] = j;
+            return idx;
+          };
+          llvm::Function *f = b_.GetInsertBlock()->getParent();
+          auto *whole = llvm::BasicBlock::Create(mod_.ctx, "tile.whole", f);
+          auto *edge = llvm::BasicBlock::Create(mod_.ctx, "tile.edge", f);
+          auto *done = llvm::BasicBlock::Create(mod_.ctx, "tile.done", f);
+          b_.CreateCondBr(b_.CreateAnd(b_.CreateICmpEQ(ni, tile), b_.CreateICmpEQ(nj, tile)), whole, edge);
+          b_.SetInsertPoint(whole);
+          {
+            // rows[r][c]: the element at (i0 + c, j0 + r).
+            std::vector<Value *> rows;
+            for (int64_t r = 0; r < kTile; ++r) {
+              Value *row = nullptr;
+              for (int64_t c = 0; c < kTile; ++c) {
+                Value *e = node_element(node, 0, at(b_.CreateAdd(i0, b_.getInt64(c)), b_.CreateAdd(j0, b_.getInt64(r))));
+                if (!row)
+                  row = llvm::PoisonValue::get(llvm::FixedVectorType::get(e->getType(), kTile));
+                row = b_.CreateInsertElement(row, e, b_.getInt64(c));
+              }
+              rows.push_back(row);
+            }
+            std::vector<Value *> columns = transpose_8x8(rows);
+            llvm::Type *mt = memory_type(mod_.ctx, dtype);
+            for (int64_t c = 0; c < kTile; ++c) {
+              Value *linear = linear_index(at(b_.CreateAdd(i0, b_.getInt64(c)), j0), dims);
+              annotate_access(b_.CreateAlignedStore(columns[static_cast<size_t>(c)], b_.CreateGEP(mt, pointer_of(v), linear),
+                                                    llvm::Align(mt->getScalarSizeInBits() / 8)),
+                              pointer_of(v));
+            }
+            b_.CreateBr(done);
+          }
+          // An edge tile: kTile x kTile iterations (a trip count LLVM
+          // and the cliff check see), those inside the result computed.
+          b_.SetInsertPoint(edge);
+          loop(tile, [&](Value *i) {
+            loop(tile, [&](Value *j) {
+              auto *in = llvm::BasicBlock::Create(mod_.ctx, "tile.in", f);
+              auto *next = llvm::BasicBlock::Create(mod_.ctx, "tile.next", f);
+              b_.CreateCondBr(b_.CreateAnd(b_.CreateICmpSLT(i, ni), b_.CreateICmpSLT(j, nj)), in, next);
+              b_.SetInsertPoint(in);
+              Index idx = at(b_.CreateAdd(i0, i), b_.CreateAdd(j0, j));
+              store_element(dtype, pointer_of(v), linear_index(idx, dims), node_element(node, 0, idx));
+              b_.CreateBr(next);
+              b_.SetInsertPoint(next);
+            });
+          });
+          b_.CreateBr(done);
+          b_.SetInsertPoint(done);
+        },
+        stored_scalars_read(node));
+    return true;
+  }
+
+  /// The transpose of 8 vectors of 8 elements (out[c][r] = rows[r][c]):
+  /// pairs interleaved within 128-bit halves, then pairs of pairs, then the
+  /// halves exchanged (x86: unpck, shufps, vperm2f128).
+  std::vector<Value *> transpose_8x8(const std::vector<Value *> &rows) {
+    auto shuffle = [&](Value *x, Value *y, std::array<int, 8> mask) { return b_.CreateShuffleVector(x, y, mask); };
+    std::vector<Value *> t(8), u(8), out(8);
+    for (size_t k = 0; k < 4; ++k) {
+      t[2 * k] = shuffle(rows[2 * k], rows[2 * k + 1], {0, 8, 1, 9, 4, 12, 5, 13});
+      t[2 * k + 1] = shuffle(rows[2 * k], rows[2 * k + 1], {2, 10, 3, 11, 6, 14, 7, 15});
+    }
+    for (size_t k = 0; k < 8; k += 4) {
+      u[k] = shuffle(t[k], t[k + 2], {0, 1, 8, 9, 4, 5, 12, 13});
+      u[k + 1] = shuffle(t[k], t[k + 2], {2, 3, 10, 11, 6, 7, 14, 15});
+      u[k + 2] = shuffle(t[k + 1], t[k + 3], {0, 1, 8, 9, 4, 5, 12, 13});
+      u[k + 3] = shuffle(t[k + 1], t[k + 3], {2, 3, 10, 11, 6, 7, 14, 15});
+    }
+    for (size_t c = 0; c < 4; ++c) {
+      out[c] = shuffle(u[c], u[c + 4], {0, 1, 2, 3, 8, 9, 10, 11});
+      out[c + 4] = shuffle(u[c], u[c + 4], {4, 5, 6, 7, 12, 13, 14, 15});
+    }
+    return out;
   }
 
   /// The first of the trailing dims of `v` (the result of elementwise

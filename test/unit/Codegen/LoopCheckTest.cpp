@@ -130,6 +130,15 @@ std::vector<Layout> real_model_layouts() {
                  {random_tensor(DType::f32, {3, 3, 3, 1}), random_tensor(DType::f32, {1, 3, 1, 1}),
                   random_tensor(DType::f32, {3, 3, 1, 1})},
                  [](auto &in) { return std::vector<Tensor>{(in[0] - in[1]) * in[2]}; }});
+  out.push_back({"an attention key's K^T ([6, 100, 64] -> [6, 64, 100], Whisper's decoder) read by a matmul",
+                 {random_tensor(DType::f32, {1, 6, 100, 64}), random_tensor(DType::f32, {6, 4, 64})},
+                 [](auto &in) {
+                   Tensor k = ops::reshape(in[0], {Dim(6), Dim(100), Dim(64)});
+                   return std::vector<Tensor>{ops::matmul(in[1], ops::transpose(k, {0, 2, 1}))};
+                 }});
+  out.push_back({"NHWC -> NCHW with tiles cut by the edges ([1, 13, 17, 24] -> [1, 24, 13, 17])",
+                 {random_tensor(DType::f32, {1, 13, 17, 24})},
+                 [](auto &in) { return std::vector<Tensor>{ops::transpose(in[0], {0, 3, 1, 2})}; }});
   out.push_back({"reductions over each axis",
                  {random_tensor(DType::f32, {16, 24, 40})},
                  [](auto &in) {
@@ -177,5 +186,27 @@ TEST_CASE("the DB head and a nearest upsampling of a symbolic size: no scalar lo
     REQUIRE(actual.size() == expected.size());
     for (size_t i = 0; i < expected.size(); ++i)
       MAXC_REQUIRE_CLOSE(actual[i], expected[i], 1e-5, 1e-5);
+  }
+}
+
+TEST_CASE("transposes that move the last axis run in tiles: every dtype, symbolic sizes, edges", "[codegen][profile]") {
+  // emit_transpose_tiles: 8x8 tiles transposed in registers, tiles cut by
+  // an edge element by element; sizes below, at and past a tile.
+  const TensorType x(DType::f32, {Dim("h"), Dim("w")});
+  auto build = [](const std::vector<Tensor> &in) { return std::vector<Tensor>{ops::transpose(in[0], {1, 0})}; };
+  CHECK(check_loops({x}, build).empty());
+  std::unique_ptr<Graph> graph = trace_graph({x}, build);
+  for (auto [h, w] : std::vector<std::array<int64_t, 2>>{{5, 7}, {8, 8}, {16, 40}, {19, 3}, {33, 65}}) {
+    INFO("h " << h << ", w " << w);
+    std::vector<HostTensor> in{test::random_tensor(DType::f32, {h, w})};
+    std::vector<HostTensor> expected = cpu_reference(*graph, in), actual = run_compiled(*graph, in);
+    REQUIRE(actual.size() == 1);
+    MAXC_REQUIRE_CLOSE(actual[0], expected[0], 0, 0);
+  }
+  for (DType dtype : {DType::i64, DType::f64, DType::i32, DType::u8, DType::i16, DType::f16}) {
+    INFO(dtype_name(dtype));
+    std::vector<HostTensor> in{test::random_tensor(dtype, {2, 20, 3, 35}, -100, 100)};
+    test::check_compiled(in, [](auto &t) { return std::vector<Tensor>{ops::transpose(t[0], {0, 3, 2, 1})}; }, 0,
+                         0);
   }
 }
