@@ -78,9 +78,9 @@ def main():
     print("|---|---|---:|---:|---:|", flush=True)
     for name in names:
         work = os.path.join(a.dir, "second_thread", name)
-        files = []
+        os.makedirs(work, exist_ok=True)
+        files, weights = [], None
         if name == MLP:
-            os.makedirs(work, exist_ok=True)
             model = os.path.join(rb.ROOT, "examples", "mlp", "model.json")
             weights = os.path.join(work, "mlp.safetensors")
             r = subprocess.run([a.maxc, "init-weights", model, "-o", weights, "-q"], capture_output=True, text=True)

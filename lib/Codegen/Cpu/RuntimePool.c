@@ -338,6 +338,18 @@ void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task, int64_
 #endif
     return;
   }
+  /* A small job while no pool job has ever ended runs on the caller. This
+   * test comes first and reads the same word at every thread count, so a
+   * model whose jobs are all small executes the same instructions at 1
+   * thread and at n (issue 22: a second thread never makes a model slower;
+   * checking the thread count first made the 2-thread path a few
+   * instructions longer per job: 0.1-0.3 % of a 6 us model). */
+  if (work >= 0 && work < MAXC_RT_MIN_WORK &&
+      atomic_load_explicit(&maxc_rt_pool.last_end, memory_order_relaxed) == 0) {
+    for (int64_t i = 0; i < count; ++i)
+      task(ctx, i);
+    return;
+  }
   int expected = 0;
   if (count < 2 || count > 0x7fffffff || maxc_rt_pool.wanted < 2 ||
       (work >= 0 && work < MAXC_RT_MIN_WORK && maxc_rt_workers_cold()) ||
