@@ -12,7 +12,10 @@ RMSNorm spelled out, SwiGLU. `seq` and `past` are symbolic (dynamic axes).
 
 Writes OUT.onnx (by default 2 layers, d 128, 4 heads, 2 kv heads, vocab 512) into the
 current directory, and OUT_io.npz: a 7-token prefill and 3 greedy steps as torch ran them
-(inputs and outputs per step), to check a runtime against. Random weights. Not a test
+(inputs and outputs per step), to check a runtime against. Random weights, or with
+`--train STEPS --text FILE` weights trained on FILE's bytes (teacher forcing, Adam; the
+prefill is then FILE's first 7 bytes): a model whose greedy tokens have margins, for
+judging weight quantization (issue 25's int4 bar). Not a test
 dependency: the issue-23 corpus model (docs/PERFORMANCE.md; bench/kv_decode_bench.py times
 decode steps of a larger one against ONNX Runtime)."""
 import argparse, math, numpy as np, torch, torch.nn as nn, torch.nn.functional as F
@@ -20,6 +23,9 @@ ap = argparse.ArgumentParser()
 for flag, default in [("layers", 2), ("d", 128), ("heads", 4), ("kv-heads", 2), ("ff", 344), ("vocab", 512)]:
     ap.add_argument("--" + flag, type=int, default=default)
 ap.add_argument("--out", default="kv_decoder")
+ap.add_argument("--train", type=int, default=0, metavar="STEPS",
+                help="train STEPS Adam steps on --text (byte tokens) before exporting")
+ap.add_argument("--text", help="the training text (a file; its bytes are the tokens, vocab >= 256)")
 args = ap.parse_args()
 torch.manual_seed(0)
 D, H, KVH, FF, V, L = args.d, args.heads, args.kv_heads, args.ff, args.vocab, args.layers
@@ -69,10 +75,28 @@ class Decoder(nn.Module):
             x, (k, v) = b(x, cos, sin, mask, past[2 * i], past[2 * i + 1]); presents += [k, v]
         return (s.head(s.nf(x)),) + tuple(presents)
 
-m = Decoder().eval()
+m = Decoder()
+if args.train:
+    # Teacher forcing on random 64-byte windows of the text, batch 8: a model
+    # with real margins between its top logits (a random one has almost none,
+    # so any weight rounding changes its greedy tokens: docs/PERFORMANCE.md).
+    assert args.text and V >= 256, "--train needs --text and --vocab >= 256"
+    data = torch.tensor(list(open(args.text, "rb").read()), dtype=torch.long)
+    opt = torch.optim.Adam(m.parameters(), lr=2e-3)
+    empty_train = [torch.zeros(8, KVH, 0, HD) for _ in range(2 * L)]
+    g = torch.Generator().manual_seed(1)
+    for step in range(args.train):
+        at = torch.randint(0, len(data) - 65, (8,), generator=g)
+        batch = torch.stack([data[i:i + 65] for i in at])
+        logits = m(batch[:, :-1], *empty_train)[0]
+        loss = F.cross_entropy(logits.reshape(-1, V), batch[:, 1:].reshape(-1))
+        opt.zero_grad(); loss.backward(); opt.step()
+        if step % 25 == 0 or step == args.train - 1:
+            print("step %d loss %.3f" % (step, loss.item()), flush=True)
+m = m.eval()
 names = [f"past_{kv}_{i}" for i in range(L) for kv in "kv"]
 outs = ["logits"] + [f"present_{kv}_{i}" for i in range(L) for kv in "kv"]
-tokens = torch.randint(0, V, (1, 7))
+tokens = torch.randint(0, V, (1, 7)) if not args.train else data[:7][None, :]
 empty = [torch.zeros(1, KVH, 0, HD) for _ in names]
 dyn = {"tokens": {1: "seq"}, **{n: {2: "past"} for n in names}, "logits": {1: "seq"},
        **{o: {2: "total"} for o in outs[1:]}}
