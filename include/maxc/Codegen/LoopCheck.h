@@ -22,8 +22,17 @@ namespace maxc {
 /// The function attribute naming the model node a task function computes.
 inline constexpr const char *kKernelAttr = "maxc-kernel";
 
-/// Tags `task` as computing the kernel of node `node_name`.
-void tag_kernel_task(llvm::Function &task, const std::string &node_name);
+/// The function attribute marking a tagged task whose code a dedicated
+/// kernel emitter wrote (GEMM panels, convolutions, attention, integer
+/// GEMMs): only its strided loops are reported. Their unit-stride loops
+/// that the vectorizer declines are edge and epilogue passes at most two
+/// GEMM panels wide (a conv's bias + ReLU over the last columns), not the
+/// layout cliffs the check is for.
+inline constexpr const char *kDedicatedKernelAttr = "maxc-kernel-dedicated";
+
+/// Tags `task` as computing the kernel of node `node_name` (`dedicated`:
+/// written by a dedicated kernel emitter, kDedicatedKernelAttr).
+void tag_kernel_task(llvm::Function &task, const std::string &node_name, bool dedicated = false);
 
 /// One scalar innermost loop that reads or writes floats.
 struct ScalarStridedLoop {
@@ -47,7 +56,8 @@ inline constexpr unsigned kShortLoopTrips = 16;
 /// The innermost loops of `module`'s tagged task functions that hold no
 /// vector instruction and load or store floats, either with a constant
 /// stride of more than kCliffStrideBytes or in a loop the vectorizer
-/// declined (one entry per loop, sorted by function). The vectorizer's own
+/// declined (not in dedicated tasks; one entry per loop, sorted by
+/// function). The vectorizer's own
 /// scalar remainder loops (marked llvm.loop.isvectorized) with short
 /// strides and loops of at most kShortLoopTrips iterations are not
 /// reported.

@@ -88,7 +88,9 @@ public:
     for (size_t n : plan_.kernels) {
       const Node &node = g_.nodes()[n];
       kernel_node_ = node.name.empty() ? node.op : node.name;
+      llvm::Function *last = mod_.m.empty() ? nullptr : &mod_.m.getFunctionList().back();
       profiled(n, [&] { emit_kernel(n); });
+      tag_new_tasks(last);
     }
     for (const auto &[out, v] : plan_.output_copies) {
       kernel_node_ = "output " + std::to_string(out) + " (copy)";
@@ -98,6 +100,18 @@ public:
   }
 
 private:
+  /// Tags the functions the kernel just emitted created after `last` (its
+  /// GEMM, conv, attention and integer tasks, made by the emitters of other
+  /// files) with the kernel's node, as dedicated tasks, for the cliff check
+  /// (LoopCheck.h; emit_parallel_rows tags its own). A task shared by later
+  /// kernels (a GEMM panel without epilogue) keeps the first one's node.
+  void tag_new_tasks(llvm::Function *last) {
+    auto it = last ? std::next(last->getIterator()) : mod_.m.begin();
+    for (; it != mod_.m.end(); ++it)
+      if (!it->isDeclaration() && it->hasInternalLinkage() && !it->hasFnAttribute(kKernelAttr))
+        tag_kernel_task(*it, kernel_node_, /*dedicated=*/true);
+  }
+
   /// Workspace slots never overlap (WorkspaceLayout: one after another),
   /// so an elemental load or store through a slot's pointer gets that
   /// slot's alias scope and `noalias` for every other slot's: LLVM may then

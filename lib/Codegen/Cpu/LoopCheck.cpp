@@ -18,8 +18,10 @@
 
 namespace maxc {
 
-void tag_kernel_task(llvm::Function &task, const std::string &node_name) {
+void tag_kernel_task(llvm::Function &task, const std::string &node_name, bool dedicated) {
   task.addFnAttr(kKernelAttr, node_name);
+  if (dedicated)
+    task.addFnAttr(kDedicatedKernelAttr);
 }
 
 namespace {
@@ -90,7 +92,8 @@ std::vector<ScalarStridedLoop> scalar_strided_loops(llvm::Module &module) {
       }
       // Scalar: past a cache line per element, or declined by the vectorizer
       // (its own scalar remainder loops carry llvm.loop.isvectorized).
-      if (!vector && floats && (worst.stride_bytes > kCliffStrideBytes || worst.declined))
+      if (!vector && floats &&
+          (worst.stride_bytes > kCliffStrideBytes || (worst.declined && !f.hasFnAttribute(kDedicatedKernelAttr))))
         out.push_back(worst);
     }
   }
