@@ -291,6 +291,43 @@ private:
   const char *op_;
 };
 
+/// A transpose that moves only dims of size 1 (the other dims keep their
+/// order): a reshape, which moves no data. tf2onnx writes an NHWC -> NCHW
+/// transpose before a model's first conv even when C is 1 (an MRZ
+/// character classifier's [88, 28, 28, 1] input), and a transpose kernel
+/// that moves the last axis runs one element at a time there.
+class TransposeOfUnitDims final : public RewritePattern {
+public:
+  const char *name() const override { return "transpose-of-unit-dims"; }
+  const char *root_op() const override { return "transpose"; }
+  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
+    const Shape &shape = in[0].shape();
+    std::vector<int64_t> perm = node.attrs.get_ints("perm");
+    if (perm.empty())
+      for (int64_t i = static_cast<int64_t>(shape.size()); i-- > 0;)
+        perm.push_back(i);
+    if (perm.size() != shape.size())
+      return {};
+    int64_t last = -1; // the input axis of the previous dim not of size 1
+    bool moved = false;
+    for (size_t i = 0; i < perm.size(); ++i) {
+      int64_t axis = perm[i] < 0 ? perm[i] + static_cast<int64_t>(shape.size()) : perm[i];
+      if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
+        return {};
+      moved = moved || axis != static_cast<int64_t>(i);
+      const Dim &d = shape[static_cast<size_t>(axis)];
+      if (d.is_static() && d.value() == 1)
+        continue;
+      if (axis < last)
+        return {};
+      last = axis;
+    }
+    if (!moved)
+      return {}; // the identity: transpose-chain forwards it
+    return {ops::reshape(in[0], result_type(rc, node).shape)};
+  }
+};
+
 class TransposeChain final : public RewritePattern {
 public:
   const char *name() const override { return "transpose-chain"; }
@@ -338,6 +375,7 @@ const std::vector<const RewritePattern *> &canonicalization_patterns() {
   static const CastChain cast_chain;
   static const ReshapeChain reshape_chain;
   static const TransposeChain transpose_chain;
+  static const TransposeOfUnitDims transpose_of_unit_dims;
   static const ConstantReshape constant_reshape("reshape"), constant_squeeze("squeeze"),
       constant_unsqueeze("unsqueeze");
   static const ConstantFold fold_slice("slice"), fold_concat("concat"), fold_transpose("transpose"),
@@ -345,7 +383,8 @@ const std::vector<const RewritePattern *> &canonicalization_patterns() {
   static const std::vector<const RewritePattern *> list = [&] {
     std::vector<const RewritePattern *> l = {&pow_by_constant, &div_identity, &div_by_sqrt,  &div_by_constant,
                                              &mul_identity,    &sub_identity, &add_identity, &cast_chain,
-                                             &reshape_chain,   &transpose_chain, &constant_reshape,
+                                             &reshape_chain,   &transpose_chain, &transpose_of_unit_dims,
+                                             &constant_reshape,
                                              &constant_squeeze, &constant_unsqueeze, &fold_slice, &fold_concat,
                                              &fold_transpose, &fold_gather, &fold_pad};
     for (const RewritePattern *p : norm_patterns())

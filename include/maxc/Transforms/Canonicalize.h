@@ -31,6 +31,9 @@
 //                     a reshape to x's own shape → x
 //   transpose-chain   transpose(transpose(x, p), q) → one;   bit-exact
 //                     an identity permutation → x
+//   transpose-of-unit-dims  a transpose moving only dims of    bit-exact (no element moves)
+//                     static size 1 (the others keep their order) → a reshape
+//                     (tf2onnx's NHWC → NCHW of a 1-channel image)
 //   constant-reshape  reshape/squeeze/unsqueeze of a         bit-exact (the same bytes)
 //                     constant read there only (one reader, no
 //                     other constant node of its name) → a

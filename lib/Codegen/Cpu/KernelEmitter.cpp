@@ -118,8 +118,12 @@ private:
   /// keep a value read from one slot in a register across the stores to
   /// another (per-channel parameters in a loop that writes the result) and
   /// vectorize loops whose offsets are symbolic. Values sharing a slot (in
-  /// place, or placed inside another's) share its scope. Accesses to the
-  /// caller's buffers, constants or scratch carry nothing: may alias.
+  /// place, or placed inside another's) share its scope. The caller's
+  /// buffers (the function's inputs and outputs, which may alias each
+  /// other; a body's are its caller's slots or buffers, never the body's
+  /// own workspace, which starts past its caller's slots) share one more
+  /// scope, `noalias` with every slot: a copy of a model input into the
+  /// workspace vectorizes. Constants or scratch carry nothing: may alias.
   void annotate_access(llvm::Instruction *access, Value *base) override {
     auto it = slot_of_pointer_.find(base);
     if (it == slot_of_pointer_.end())
@@ -129,9 +133,10 @@ private:
       llvm::MDNode *domain = md.createAnonymousAliasScopeDomain("maxc.workspace");
       for (size_t i = 0; i < plan_.slots.size(); ++i)
         slot_scopes_.push_back(md.createAnonymousAliasScope(domain, "slot " + std::to_string(i)));
-      for (size_t i = 0; i < plan_.slots.size(); ++i) {
+      slot_scopes_.push_back(md.createAnonymousAliasScope(domain, "caller buffers")); // index caller_scope()
+      for (size_t i = 0; i < slot_scopes_.size(); ++i) {
         std::vector<llvm::Metadata *> others;
-        for (size_t j = 0; j < plan_.slots.size(); ++j)
+        for (size_t j = 0; j < slot_scopes_.size(); ++j)
           if (j != i)
             others.push_back(slot_scopes_[j]);
         slot_scope_lists_.push_back(llvm::MDNode::get(mod_.ctx, {slot_scopes_[i]}));
@@ -143,6 +148,8 @@ private:
     access->setMetadata(llvm::LLVMContext::MD_alias_scope, slot_scope_lists_[it->second]);
     access->setMetadata(llvm::LLVMContext::MD_noalias, slot_noalias_lists_[it->second]);
   }
+  /// The alias scope index of the caller's buffers (after the slots').
+  size_t caller_scope() const { return plan_.slots.size(); }
   std::map<Value *, size_t> slot_of_pointer_;
   std::vector<llvm::MDNode *> slot_scopes_, slot_scope_lists_, slot_noalias_lists_;
 
@@ -185,7 +192,9 @@ private:
     if (auto it = fn_.buffer_args.find(index); it != fn_.buffer_args.end())
       return it->second;
     Value *ptr = entry_b_.CreateConstGEP1_64(entry_b_.getPtrTy(), fn_.buffers, index);
-    return fn_.buffer_args[index] = entry_b_.CreateLoad(entry_b_.getPtrTy(), ptr);
+    Value *arg = entry_b_.CreateLoad(entry_b_.getPtrTy(), ptr);
+    slot_of_pointer_[arg] = caller_scope();
+    return fn_.buffer_args[index] = arg;
   }
 
   Value *output_pointer(size_t out) { return buffer_arg(g_.input_ids().size() + out); }

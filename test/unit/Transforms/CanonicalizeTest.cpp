@@ -237,6 +237,18 @@ TEST_CASE("canonicalize: reshape and transpose chains", "[transforms][canonicali
   check_unchanged({x}, [](auto &in) { return T{ops::transpose(ops::reshape(in[0], {6, 4}), {1, 0})}; });
 }
 
+TEST_CASE("canonicalize: a transpose that moves only dims of size 1 is a reshape", "[transforms][canonicalize]") {
+  // tf2onnx's NHWC -> NCHW transpose of a 1-channel image.
+  HostTensor img = random_tensor(DType::f32, {5, 7, 6, 1});
+  check_rule({img}, [](auto &in) { return T{ops::transpose(in[0], {0, 3, 1, 2})}; }, "reshape", 0);
+  check_rule({img}, [](auto &in) { return T{ops::exp(ops::transpose(in[0], {3, 0, 1, 2}))}; }, "reshape exp", 0);
+  HostTensor x = random_tensor(DType::f32, {1, 4, 1, 3});
+  check_rule({x}, [](auto &in) { return T{ops::transpose(in[0], {2, 1, 3, 0})}; }, "reshape", 0);
+  // Near misses: dims not of size 1 change order.
+  check_unchanged({x}, [](auto &in) { return T{ops::transpose(in[0], {0, 3, 2, 1})}; });
+  check_unchanged({img}, [](auto &in) { return T{ops::transpose(in[0], {0, 2, 1, 3})}; });
+}
+
 TEST_CASE("canonicalize: a reshaped, squeezed or unsqueezed constant read once is a constant", "[transforms][canonicalize]") {
   HostTensor x = random_tensor(DType::f32, {3, 4}), w = random_tensor(DType::f32, {20}), b = random_tensor(DType::f32, {4});
   check_rule({x}, [&](auto &in) { return T{ops::matmul(in[0], ops::reshape(Tensor::from_host(w), {4, 5}))}; }, "matmul",
