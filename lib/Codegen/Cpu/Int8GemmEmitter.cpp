@@ -152,7 +152,12 @@ struct Kernel {
   /// write-back of the rows before r1 (A's rows past M, zeros, are computed
   /// and not written).
   void column_block(Value *row0, unsigned nv, Value *r1, Value *p, Value *panel, int64_t cols) {
-    int64_t nr = kVectors * lanes, width = lanes == 16 ? 8 : 4;
+    // Chunks of at most `width` columns (2 * 12 accumulators of the 32
+    // registers at 16 lanes), all of about the same width: 17 columns as
+    // 9 + 8, not 8 + 8 + 1 (a chunk of one column is two chains of
+    // vpdpbusd, latency-bound, and one more pass over A).
+    int64_t nr = kVectors * lanes, width = lanes == 16 ? 12 : 4;
+    const int64_t chunks = (cols + width - 1) / width;
     auto *avec = llvm::FixedVectorType::get(b.getInt8Ty(), lanes * 4);
     Value *abase = grouped_row(row0);
     Value *vec_stride = b.CreateMul(k4(), i64(4 * kConvInt8RowGroup)); // the next group of 16 rows
@@ -160,8 +165,8 @@ struct Kernel {
     for (unsigned v = 0; v < nv; ++v) // lanes rows each: lanes divides 16, row0 a multiple of lanes
       arows[v] = lanes == kConvInt8RowGroup ? b.CreateGEP(b.getInt8Ty(), abase, b.CreateMul(vec_stride, i64(v)))
                                             : grouped_row(b.CreateAdd(row0, i64(v * lanes)));
-    for (int64_t c0 = 0; c0 < cols; c0 += width) {
-      int64_t cc = std::min(width, cols - c0);
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      int64_t c0 = cols * chunk / chunks, cc = cols * (chunk + 1) / chunks - c0;
       std::vector<std::vector<llvm::AllocaInst *>> slots(nv, std::vector<llvm::AllocaInst *>(cc));
       for (auto &row : slots)
         for (auto &sl : row) {
