@@ -971,13 +971,16 @@ int64_t conv_int8_block_rows(int64_t kp, int64_t oh, int64_t ow) {
   // 1/8 more than the whole image's. A block spans two panels at least: a
   // narrower one runs (mostly) as the GEMM's transposed last panel, which
   // reads the weights once per few columns (a QDQ ResNet-18's layer3, 14
-  // wide, ran in blocks of 28 columns).
+  // wide, ran in blocks of 28 columns). Among the fewest columns, an even
+  // number of blocks (two threads share them evenly: the stem and layer1 of
+  // a QDQ ResNet-18 ran as 7 blocks, 4 + 3 at 2 threads), then the most rows.
   int64_t best = 0, best_cols = 0;
+  auto even = [&](int64_t r) { return (oh + r - 1) / r % 2 == 0; };
   for (int64_t r = 1; r < oh && kp * padded(r * ow) <= kConvInt8BlockBytes; ++r) {
     if (r * ow < 2 * kConvInt8Panel)
       continue;
     int64_t cols = (oh + r - 1) / r * padded(r * ow);
-    if (best == 0 || cols <= best_cols)
+    if (best == 0 || cols < best_cols || (cols == best_cols && (even(r) || !even(best))))
       best = r, best_cols = cols;
   }
   return best != 0 && best_cols * 8 <= padded(oh * ow) * 9 ? best : 0;

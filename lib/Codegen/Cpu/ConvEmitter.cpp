@@ -97,28 +97,30 @@ void emit_tasks(llvm::IRBuilder<> &b, const std::string &prefix, const std::stri
 
 using namespace conv_ir;
 
-/// dst[i] = src[i * sx] for i < n (sx > 1), in vectors of 16: a wide load
-/// of 16 * sx floats and a shuffle keeping every sx-th lane (LLVM's own
-/// vectorization of the scalar loop mixed gathers and scalar tails). The
-/// last vector (the one whose wide load would pass src[(n - 1) * sx]) is
-/// masked on both sides: it reads no float past the window's last one.
-/// Past this stride the wide load would span 16 * sx floats (an STFT as a
-/// conv, stride 160: vectors of 2560 lanes, which LLVM's instruction
-/// selection does not finish): one element at a time instead.
+/// dst[i] = src[i * sx] for i < n (sx > 1), elements of type `elem` (f32
+/// or bytes), in vectors of 16 floats or 32 bytes: a wide load of vl * sx
+/// elements and a shuffle keeping every sx-th lane (LLVM's own
+/// vectorization of the scalar loop mixed gathers and scalar tails; the
+/// byte im2col of a stride-2 integer conv was a scalar loop). The last
+/// vector (the one whose wide load would pass src[(n - 1) * sx]) is masked
+/// on both sides: it reads no element past the window's last one. Past this
+/// stride the wide load would span vl * sx elements (an STFT as a conv,
+/// stride 160: vectors of 2560 lanes, which LLVM's instruction selection
+/// does not finish): one element at a time instead.
 constexpr int64_t kStridedCopyMaxStride = 8;
 
-static void emit_strided_copy_f32(llvm::IRBuilder<> &b, Value *dst, Value *src, int64_t n, int64_t sx) {
-  constexpr int64_t vl = 16;
-  llvm::Type *f32 = b.getFloatTy();
-  auto *wide = llvm::FixedVectorType::get(f32, static_cast<unsigned>(vl * sx));
+static void emit_strided_copy(llvm::IRBuilder<> &b, llvm::Type *elem, Value *dst, Value *src, int64_t n, int64_t sx) {
+  const int64_t size = static_cast<int64_t>(elem->getPrimitiveSizeInBits() / 8), vl = size == 1 ? 32 : 16;
+  auto *wide = llvm::FixedVectorType::get(elem, static_cast<unsigned>(vl * sx));
+  auto at = [&](Value *base, Value *i) { return b.CreateGEP(elem, base, i); };
   std::vector<int> every_s;
   for (int64_t l = 0; l < vl; ++l)
     every_s.push_back(static_cast<int>(l * sx));
   int64_t full = ((n - 1) * sx + 1) / (vl * sx), rest = n - full * vl;
   if (full > 0)
     for_count(b, full, [&](Value *i) {
-      Value *v = b.CreateAlignedLoad(wide, f32_at(b, src, mul(b, i, vl * sx)), llvm::Align(4));
-      b.CreateAlignedStore(b.CreateShuffleVector(v, every_s), f32_at(b, dst, mul(b, i, vl)), llvm::Align(4));
+      Value *v = b.CreateAlignedLoad(wide, at(src, mul(b, i, vl * sx)), llvm::Align(size));
+      b.CreateAlignedStore(b.CreateShuffleVector(v, every_s), at(dst, mul(b, i, vl)), llvm::Align(size));
     });
   if (rest > 0) {
     std::vector<llvm::Constant *> in_bits, out_bits;
@@ -126,9 +128,9 @@ static void emit_strided_copy_f32(llvm::IRBuilder<> &b, Value *dst, Value *src, 
       in_bits.push_back(b.getInt1(l <= (rest - 1) * sx));
     for (int64_t l = 0; l < vl; ++l)
       out_bits.push_back(b.getInt1(l < rest));
-    Value *v = b.CreateMaskedLoad(wide, f32_at(b, src, b.getInt64(full * vl * sx)), llvm::Align(4),
+    Value *v = b.CreateMaskedLoad(wide, at(src, b.getInt64(full * vl * sx)), llvm::Align(size),
                                   llvm::ConstantVector::get(in_bits), llvm::Constant::getNullValue(wide));
-    b.CreateMaskedStore(b.CreateShuffleVector(v, every_s), f32_at(b, dst, b.getInt64(full * vl)), llvm::Align(4),
+    b.CreateMaskedStore(b.CreateShuffleVector(v, every_s), at(dst, b.getInt64(full * vl)), llvm::Align(size),
                         llvm::ConstantVector::get(out_bits));
   }
 }
@@ -176,8 +178,8 @@ static void emit_im2col_units(llvm::IRBuilder<> &b, const ConvShape &s, Value *x
             if (sx == 1) {
               b.CreateMemCpy(at(cols, add(b, dst, lo)), llvm::Align(size), at(x, src), llvm::Align(size),
                              b.getInt64((hi - lo) * size));
-            } else if (elem->isFloatTy() && sx <= kStridedCopyMaxStride) {
-              emit_strided_copy_f32(b, at(cols, add(b, dst, lo)), at(x, src), hi - lo, sx);
+            } else if (sx <= kStridedCopyMaxStride) {
+              emit_strided_copy(b, elem, at(cols, add(b, dst, lo)), at(x, src), hi - lo, sx);
             } else {
               for_count(b, hi - lo, [&](Value *i) {
                 Value *v = b.CreateLoad(elem, at(x, add(b, src, mul(b, i, sx))));
@@ -802,7 +804,7 @@ void emit_gemm_store(llvm::IRBuilder<> &b, const ConvInt8Args &a, Value *w, Valu
                      Value *out, Value *zp32, int64_t n, Value *col_base, Value *limit,
                      const std::vector<Value *> &epi, bool serial) {
   const ConvShape &s = a.shape;
-  int64_t K = s.C * s.KH * s.KW, P = s.OH * s.OW;
+  int64_t K = s.C * s.KH * s.KW, P = s.OH * s.OW, nr = 2 * static_cast<int64_t>(a.lanes);
   Value *tail = b.CreateGEP(b.getInt8Ty(), w, b.getInt64(static_cast<int64_t>(conv_int8_weight_tail(s.O, K))));
   std::vector<Value *> in_task; // out, tail, zp32, col_sums, col_base, limit in the GEMM's task
   Int8GemmStore store;
@@ -827,7 +829,7 @@ void emit_gemm_store(llvm::IRBuilder<> &b, const ConvInt8Args &a, Value *w, Valu
     Value *col = add(tb, in_task[4], col0); // the image's column of the first
     Value *dst = tb.CreateGEP(ot, in_task[0], add(tb, mul(tb, o, P), col));
     Value *end = tb.CreateBinaryIntrinsic(llvm::Intrinsic::smin, count, tb.CreateSub(in_task[5], col0));
-    for_range(tb, tb.getInt64(0), end, [&](Value *j) {
+    auto element = [&](Value *j) {
       Value *v = tb.CreateLoad(tb.getInt32Ty(), tb.CreateGEP(tb.getInt32Ty(), sums, j));
       if (z) {
         Value *cs = tb.CreateLoad(tb.getInt32Ty(), tb.CreateGEP(tb.getInt32Ty(), in_task[3], add(tb, col0, j)));
@@ -840,7 +842,13 @@ void emit_gemm_store(llvm::IRBuilder<> &b, const ConvInt8Args &a, Value *w, Valu
       if (a.epilogue)
         f = a.epilogue->apply(tb, f, o, add(tb, col, j));
       tb.CreateStore(f, tb.CreateGEP(ot, dst, j));
-    });
+    };
+    // A whole panel's columns (all but the image's last panel): a loop of
+    // constant trip count, which the loop vectorizer takes whole (the
+    // conversion, epilogue and store in vectors); the rest one at a time.
+    Value *whole = tb.CreateICmpEQ(end, tb.getInt64(nr));
+    emit_if(tb, whole, [&] { for_count(tb, nr, element); });
+    emit_if(tb, tb.CreateNot(whole), [&] { for_range(tb, tb.getInt64(0), end, element); });
   };
   Int8GemmArgs g{w, packed, nullptr, b.getInt64(s.O)};
   g.n = n;

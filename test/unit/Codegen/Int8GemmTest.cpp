@@ -23,6 +23,9 @@
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
 
+#include <array>
+#include <memory>
+
 using namespace maxc;
 using namespace maxc::test;
 
@@ -100,6 +103,49 @@ Tensor requantized(const Tensor &y, double m, double zp, DType dtype) {
   double lo = dtype == DType::u8 ? 0 : -128, hi = dtype == DType::u8 ? 255 : 127;
   return ops::cast(ops::minimum(ops::maximum(q, ops::scalar(lo, DType::f32)), ops::scalar(hi, DType::f32)), dtype);
 }
+
+/// A conv of 8-bit activations (x - x_zp, full range) with random integer
+/// weights in [w_lo, w_hi], its sums requantized or dequantized (`out`).
+struct QConv {
+  DType x;
+  int64_t c, h, w, o, kh, kw, stride;
+  std::array<int64_t, 4> pad; // top, left, bottom, right
+  int64_t x_zp, w_lo, w_hi;
+  int out; // 0: to u8, 1: to i8 (QConvGraph's multipliers and zero points), 2: f32 (times 0.5)
+};
+
+/// One image per conv (its input in `inputs`), the graph of all of them.
+struct QConvGraph {
+  std::vector<HostTensor> inputs;
+  std::unique_ptr<Graph> graph;
+  QConvGraph(const std::vector<QConv> &convs, double u8_multiplier, double u8_zp, double i8_multiplier, double i8_zp) {
+    std::vector<TensorType> types;
+    std::vector<HostTensor> weights;
+    for (const QConv &cv : convs) {
+      types.emplace_back(cv.x, static_shape({1, cv.c, cv.h, cv.w}));
+      inputs.push_back(full_range(cv.x, {1, cv.c, cv.h, cv.w}));
+      weights.push_back(random_shifted_weight({cv.o, cv.c, cv.kh, cv.kw}, cv.w_lo, cv.w_hi, 0));
+    }
+    graph = trace_graph(types, [&](auto &in) {
+      std::vector<Tensor> out;
+      for (size_t i = 0; i < convs.size(); ++i) {
+        const QConv &cv = convs[i];
+        ops::Conv2dOptions opts;
+        opts.stride = {cv.stride, cv.stride};
+        opts.padding = {cv.pad[0], cv.pad[1], cv.pad[2], cv.pad[3]};
+        opts.exact = true;
+        Tensor x = ops::sub(ops::cast(in[i], DType::f32),
+                            ops::cast(ops::scalar(static_cast<double>(cv.x_zp), cv.x), DType::f32));
+        Tensor y = ops::conv2d(x, Tensor::from_host(weights[i], "w" + std::to_string(i)), std::nullopt, opts);
+        y = ops::cast(ops::cast(y, DType::i32), DType::f32);
+        out.push_back(cv.out == 2   ? ops::mul(y, ops::scalar(0.5, DType::f32))
+                      : cv.out == 0 ? requantized(y, u8_multiplier, u8_zp, DType::u8)
+                                    : requantized(y, i8_multiplier, i8_zp, DType::i8));
+      }
+      return out;
+    });
+  }
+};
 
 /// `graph` compiled for every configuration, at 1 and 2 threads, equals
 /// `expected` bit for bit.
@@ -384,49 +430,20 @@ TEST_CASE("integer conv: requantized in the GEMM's write-back, in blocks of rows
 // (not a multiple of 4) and weight rows with offsets (the columns' sums);
 // u8 and i8 activations; requantized to u8 / i8 and dequantized to f32.
 TEST_CASE("integer conv: the last panel's columns with the rows as the lanes", "[codegen][qgemm][conv]") {
-  struct Conv {
-    DType x;
-    int64_t c, h, w, o, kh, kw, stride, pad_h, pad_w, x_zp;
-    int64_t w_lo, w_hi;
-    int out; // 0: u8 (multiplier 0.5, zero point 128), 1: i8 (1/1024, 0), 2: f32 (0.5)
+  // Out 0: u8 (multiplier 0.5, zero point 128), 1: i8 (1/1024, 0), 2: f32 (0.5).
+  const std::vector<QConv> convs = {
+      {DType::u8, 8, 7, 7, 40, 3, 3, 1, {1, 1, 1, 1}, 128, -3, 3, 0},
+      {DType::i8, 5, 1, 17, 70, 1, 3, 1, {0, 1, 0, 1}, -5, 100, 140, 1},
+      {DType::u8, 16, 4, 4, 7, 3, 3, 2, {1, 1, 1, 1}, 255, -128, 127, 2},
+      {DType::u8, 8, 5, 8, 100, 3, 3, 1, {1, 1, 1, 1}, 3, -2, 2, 0},
   };
-  const std::vector<Conv> convs = {
-      {DType::u8, 8, 7, 7, 40, 3, 3, 1, 1, 1, 128, -3, 3, 0},
-      {DType::i8, 5, 1, 17, 70, 1, 3, 1, 0, 1, -5, 100, 140, 1},
-      {DType::u8, 16, 4, 4, 7, 3, 3, 2, 1, 1, 255, -128, 127, 2},
-      {DType::u8, 8, 5, 8, 100, 3, 3, 1, 1, 1, 3, -2, 2, 0},
-  };
-  std::vector<TensorType> types;
-  std::vector<HostTensor> inputs, weights;
-  for (const Conv &cv : convs) {
-    types.emplace_back(cv.x, static_shape({1, cv.c, cv.h, cv.w}));
-    inputs.push_back(full_range(cv.x, {1, cv.c, cv.h, cv.w}));
-    weights.push_back(random_shifted_weight({cv.o, cv.c, cv.kh, cv.kw}, cv.w_lo, cv.w_hi, 0));
-  }
-  auto graph = trace_graph(types, [&](auto &in) {
-    std::vector<Tensor> out;
-    for (size_t i = 0; i < convs.size(); ++i) {
-      const Conv &cv = convs[i];
-      ops::Conv2dOptions opts;
-      opts.stride = {cv.stride, cv.stride};
-      opts.padding = {cv.pad_h, cv.pad_w, cv.pad_h, cv.pad_w};
-      opts.exact = true;
-      Tensor x = ops::sub(ops::cast(in[i], DType::f32), ops::cast(ops::scalar(static_cast<double>(cv.x_zp), cv.x), DType::f32));
-      Tensor y = ops::conv2d(x, Tensor::from_host(weights[i], "w" + std::to_string(i)), std::nullopt, opts);
-      y = ops::cast(ops::cast(y, DType::i32), DType::f32);
-      if (cv.out == 2) {
-        out.push_back(ops::mul(y, ops::scalar(0.5, DType::f32)));
-        continue;
-      }
-      out.push_back(cv.out == 0 ? requantized(y, 0.5, 128, DType::u8) : requantized(y, 1.0 / 1024, 0, DType::i8));
-    }
-    return out;
-  });
+  QConvGraph q(convs, 0.5, 128, 1.0 / 1024, 0);
+  const Graph &graph = *q.graph;
   {
     // The transposed kernel is there: its sums go to the write-back's
     // buffer by scatters.
     llvm::LLVMContext context;
-    auto module = build_model_module(*graph, "m", context);
+    auto module = build_model_module(graph, "m", context);
     size_t scatters = 0;
     for (llvm::Function &f : *module)
       for (llvm::Instruction &inst : llvm::instructions(f))
@@ -436,7 +453,28 @@ TEST_CASE("integer conv: the last panel's columns with the rows as the lanes", "
     if (f.lookup("avx512vnni"))
       CHECK(scatters > 0);
   }
-  check_configs(*graph, inputs, Interpreter::run(*graph, inputs));
+  check_configs(graph, q.inputs, Interpreter::run(graph, q.inputs));
+}
+
+// The byte im2col of strided convs in vectors (ConvEmitter.cpp:
+// emit_strided_copy: 32 output bytes per wide load, the last vector masked
+// on both sides): output rows of 45, 65 and 100 bytes (one, two and three
+// whole vectors and a tail) and 6 (the tail alone); a stem-like 7 x 7
+// stride 2 (K = 147, not a multiple of 4) in blocks of rows, 3 x 3 stride 2
+// with a padding not the same on all sides, 1 x 1 stride 2 and 3 x 3
+// stride 3; u8 and i8 activations with zero points != 0 (the padding),
+// requantized to u8 / i8 and dequantized to f32.
+TEST_CASE("integer conv: strided byte im2col in vectors", "[codegen][qgemm][conv]") {
+  // Out 0: u8 (multiplier 1/256, zero point 128), 1: i8 (1/1024, -3), 2: f32 (0.5).
+  const std::vector<QConv> convs = {
+      {DType::u8, 3, 89, 89, 16, 7, 7, 2, {3, 3, 3, 3}, 131, -20, 20, 0},  // 45 x 45, blocks of rows
+      {DType::i8, 5, 9, 131, 24, 3, 3, 2, {1, 0, 2, 1}, -7, -20, 20, 1},   // 65 wide
+      {DType::u8, 5, 20, 199, 8, 1, 1, 2, {0, 0, 0, 0}, 255, -20, 20, 2},  // 100 wide, K = 5
+      {DType::i8, 4, 16, 16, 9, 3, 3, 3, {1, 1, 1, 1}, 100, -20, 20, 0},   // 6 wide, stride 3
+  };
+  QConvGraph q(convs, 1.0 / 256, 128, 1.0 / 1024, -3);
+  REQUIRE(count_model_functions(*q.graph, [](llvm::StringRef name) { return name.starts_with("m.conv_i8"); }) == 1);
+  check_configs(*q.graph, q.inputs, Interpreter::run(*q.graph, q.inputs));
 }
 
 // DynamicQuantizeLinear's range: min / max of a whole f32 tensor (the CPU's
