@@ -289,3 +289,36 @@ TEST_CASE("conv kernels: a pointwise conv on 4 KiB planes with a residual add (B
   INFO("two threads vs one: " << m);
   CHECK(m.empty());
 }
+
+TEST_CASE("conv kernels: a pointwise conv over a batch of small images runs groups of images as tasks",
+          "[codegen][conv][threads]") {
+  // emit_conv_pointwise_images: 12 images of 7x7 (P = 49) in groups of 5
+  // (5, 5, 2), their rows side by side in one GEMM; bias, ReLU and a
+  // residual add in the write-back; then 3 images of 3x5 and no bias (one
+  // group). Same bits at 1 and 2 threads.
+  struct Case {
+    std::vector<int64_t> x, w;
+    bool bias;
+  };
+  for (const Case &c : {Case{{12, 16, 7, 7}, {20, 16, 1, 1}, true}, Case{{3, 9, 3, 5}, {4, 9, 1, 1}, false}}) {
+    INFO("x " << c.x[0] << "x" << c.x[1] << "x" << c.x[2] << "x" << c.x[3]);
+    std::vector<HostTensor> in = {random_tensor(DType::f32, c.x), random_tensor(DType::f32, c.w),
+                                  random_tensor(DType::f32, {c.w[0]}),
+                                  random_tensor(DType::f32, {c.x[0], c.w[0], c.x[2], c.x[3]})};
+    bool bias = c.bias;
+    auto g = trace_graph(types_of(in), [&](auto &t) {
+      Tensor y = ops::conv2d(t[0], t[1], bias ? std::optional<Tensor>(t[2]) : std::nullopt, opts({1, 1}, {0, 0}, {1, 1}, 1));
+      return std::vector<Tensor>{ops::relu(y) + t[3], y};
+    });
+    std::vector<HostTensor> expected = Interpreter::run(*g, in);
+    std::vector<HostTensor> serial = run_compiled(*g, in), two = run_compiled_two_threads(*g, in);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      std::string m = compare(serial[i], expected[i], kRtol, kAtol);
+      INFO("output " << i << ": " << m);
+      CHECK(m.empty());
+      m = compare(two[i], serial[i], 0, 0);
+      INFO("two threads vs one: " << m);
+      CHECK(m.empty());
+    }
+  }
+}
