@@ -1846,6 +1846,21 @@ private:
     return rows;
   }
 
+  /// A pointwise conv's sum `v` (of result `out`) at result index `idx`,
+  /// plus its bias (`bias_o`, or null), through the plan's chain (`r`: the
+  /// chain's stored value, or kNoValue).
+  Value *pointwise_write_back(Value *v, Value *bias_o, ValueId out, ValueId r, const Index &idx) {
+    if (bias_o)
+      v = b_.CreateFAdd(v, bias_o);
+    if (r != kNoValue) {
+      element_overrides_[out] = v;
+      const ValueInfo &info = g_.value_info(r);
+      v = node_element(g_.nodes()[info.producer], info.index, idx);
+      element_overrides_.erase(out);
+    }
+    return v;
+  }
+
   void emit_conv_pointwise_blocks(const Node &node, const ConvShape &s) {
     ValueId x = node.operands[0], w = node.operands[1], out = node.results[0];
     ValueId bias = node.operands.size() > 2 ? node.operands[2] : kNoValue;
@@ -1888,14 +1903,7 @@ private:
                                        i64(s.OW));
             loop(i64(s.OW), [&](Value *ox) {
               Value *v = b_.CreateAlignedLoad(f32, b_.CreateGEP(f32, crow, ox), llvm::Align(4));
-              if (bias_o)
-                v = b_.CreateFAdd(v, bias_o);
-              if (r != kNoValue) {
-                element_overrides_[out] = v;
-                const ValueInfo &info = g_.value_info(r);
-                v = node_element(g_.nodes()[info.producer], info.index, Index{n, o, oy, ox});
-                element_overrides_.erase(out);
-              }
+              v = pointwise_write_back(v, bias_o, out, r, Index{n, o, oy, ox});
               store_element(g_.type_of(stored).dtype, optr, b_.CreateAdd(orow, ox), v);
             });
           });
@@ -1962,15 +1970,8 @@ private:
             Value *orow = b_.CreateMul(b_.CreateAdd(b_.CreateMul(n, i64(s.O)), o), i64(P));
             loop(i64(P), [&](Value *p) {
               Value *v = b_.CreateAlignedLoad(f32, b_.CreateGEP(f32, crow, p), llvm::Align(4));
-              if (bias_o)
-                v = b_.CreateFAdd(v, bias_o);
-              if (r != kNoValue) {
-                element_overrides_[out] = v;
-                const ValueInfo &info = g_.value_info(r);
-                v = node_element(g_.nodes()[info.producer], info.index,
-                                 Index{n, o, b_.CreateUDiv(p, i64(s.OW)), b_.CreateURem(p, i64(s.OW))});
-                element_overrides_.erase(out);
-              }
+              v = pointwise_write_back(v, bias_o, out, r,
+                                       Index{n, o, b_.CreateUDiv(p, i64(s.OW)), b_.CreateURem(p, i64(s.OW))});
               store_element(g_.type_of(stored).dtype, optr, b_.CreateAdd(orow, p), v);
             });
           });
