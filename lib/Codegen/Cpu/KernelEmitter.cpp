@@ -371,11 +371,19 @@ private:
         dtype == DType::boolean)
       return false; // f16/bf16/bool: the element's type is not the memory's
     const Shape &shape = g_.type_of(v).shape;
-    const std::vector<int64_t> perm = node.attrs.get_ints("perm");
     const size_t rank = shape.size(), last = rank - 1;
+    std::vector<int64_t> perm = node.attrs.get_ints("perm"); // as transpose_element reads it
+    if (perm.empty())
+      for (size_t d = 0; d < rank; ++d)
+        perm.push_back(static_cast<int64_t>(rank - 1 - d));
+    for (int64_t &p : perm)
+      if (p < 0)
+        p += static_cast<int64_t>(rank);
     if (rank < 2 || perm.size() != rank || perm[last] == static_cast<int64_t>(last))
       return false;
     const size_t a = static_cast<size_t>(std::find(perm.begin(), perm.end(), static_cast<int64_t>(last)) - perm.begin());
+    if (a >= rank)
+      return false;
     for (size_t d : {a, last})
       if (shape[d].is_static() && shape[d].value() < kTile)
         return false;
