@@ -203,6 +203,10 @@ TEST_CASE("transposes that move the last axis run in tiles: every dtype, symboli
     REQUIRE(actual.size() == 1);
     MAXC_REQUIRE_CLOSE(actual[0], expected[0], 0, 0);
   }
+  // The perm as ONNX and the ops take it: empty (reversed), negative axes.
+  std::vector<HostTensor> in{test::random_tensor(DType::f32, {3, 20, 35})};
+  test::check_compiled(in, [](auto &t) { return std::vector<Tensor>{ops::transpose(t[0], {})}; }, 0, 0);
+  test::check_compiled(in, [](auto &t) { return std::vector<Tensor>{ops::transpose(t[0], {0, -1, -2})}; }, 0, 0);
   for (DType dtype : {DType::i64, DType::f64, DType::i32, DType::u8, DType::i16, DType::f16}) {
     INFO(dtype_name(dtype));
     std::vector<HostTensor> in{test::random_tensor(dtype, {2, 20, 3, 35}, -100, 100)};
