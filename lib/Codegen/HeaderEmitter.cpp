@@ -176,6 +176,7 @@ std::string emit_c_header(const ModelInterface &m, const Dim &workspace_bound) {
        "_status_string(status));\n";
   h += " * Passing NULL as the workspace makes the call malloc and free its own;\n"
        " * to avoid that, pass a 64-byte aligned buffer of " + m.name + "_workspace_size(...) bytes.\n"
+       " * The workspace must not overlap the inputs or outputs (the code assumes it does not).\n"
        " * Calls are reentrant as long as concurrent calls use different workspaces.\n */\n";
   h += "#ifndef " + guard + "\n#define " + guard + "\n\n#include <stdint.h>\n" +
        (m.profile ? "#include <stdio.h>\n" : "") + "\n";
