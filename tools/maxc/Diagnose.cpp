@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <set>
 
 namespace maxc::cli {
 
@@ -82,8 +83,11 @@ LoadOptions load_options(const GlobalOptions &global) {
 }
 
 void use_graph_input_names(std::map<std::string, std::string> &input_files, const LoadedModel &model) {
-  for (const auto &[graph_name, source_name] : model.source_names) {
-    auto it = input_files.find(source_name);
+  std::set<std::string> inputs;
+  for (ValueId id : model.graph->input_ids())
+    inputs.insert(model.graph->value_info(id).name);
+  for (const auto &[graph_name, source_name] : model.source_names) { // outputs' names too: inputs only
+    auto it = inputs.count(graph_name) ? input_files.find(source_name) : input_files.end();
     if (it == input_files.end() || input_files.count(graph_name))
       continue;
     input_files.emplace(graph_name, it->second);

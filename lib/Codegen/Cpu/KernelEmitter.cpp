@@ -1775,17 +1775,17 @@ private:
     bool pointwise = !direct && conv_is_pointwise(g_, node);
     if (pointwise && pointwise_block_rows(s) > 0)
       return emit_conv_pointwise_blocks(node, s);
+    const Dim &images = g_.type_of(x).shape[0];
+    if (pointwise && s.O * s.OH * s.OW * s.C < kImageTaskWork && !(images.is_static() && images.value() == 1) &&
+        conv_block_plan(g_, node).blocks == 0)
+      return emit_conv_pointwise_images(node, s);
     Value *scratch = pointwise || direct ? nullptr
                                          : b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(plan_.scratch_slot));
     size_t n_index = node_index(node);
     Value *xptr = pointer_of(x), *wptr = pointer_of(w), *optr = gemm_output(n_index, out);
     int64_t K = s.C / s.groups * s.KH * s.KW, P = s.OH * s.OW;
     ValueId bias = node.operands.size() > 2 ? node.operands[2] : kNoValue;
-    const Dim &images = g_.type_of(x).shape[0];
-    if (pointwise && s.O * P * K < kImageTaskWork && !(images.is_static() && images.value() == 1) &&
-        conv_block_plan(g_, node).blocks == 0)
-      return emit_conv_pointwise_images(node, s);
-    loop(dim(images), [&](Value *n) {
+    loop(dim(g_.type_of(x).shape[0]), [&](Value *n) {
       Value *x_n = b_.CreateGEP(b_.getFloatTy(), xptr, b_.CreateMul(n, b_.getInt64(s.C * s.H * s.W)));
       Value *out_n = b_.CreateGEP(b_.getFloatTy(), optr, b_.CreateMul(n, b_.getInt64(s.O * P)));
       // The epilogue: bias (one per output channel, a row of C), then the
