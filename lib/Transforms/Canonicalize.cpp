@@ -328,6 +328,150 @@ public:
   }
 };
 
+/// A conv (groups 1) whose input is a depthwise 1x1 conv: a per-channel
+/// scale d[c] (and bias e[c]) of its input, which folds into the conv's
+/// weights, W'[o, c, ..] = W[o, c, ..] * d[c], and bias,
+/// b'[o] = b[o] + sum over c, ky, kx of W[o, c, ky, kx] * e[c] (only where
+/// the conv has no padding: a padded tap reads a zero, not e[c]). tf2onnx
+/// writes Keras' SeparableConv2D with a 1x1 depthwise step this way (an MRZ
+/// character classifier: six such pairs, a whole pass over the activations
+/// each). Computed in double, stored in the weights' dtype: within the
+/// rounding of the two convs it replaces, not bit-exact.
+class ConvOfChannelScale final : public RewritePattern {
+public:
+  const char *name() const override { return "conv-of-channel-scale"; }
+  const char *root_op() const override { return "conv2d"; }
+  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
+    const Graph &g = rc.match.graph();
+    const Node *dw = rc.match.producer_op(node.operands[0], "conv2d");
+    if (!dw || !rc.match.single_use(node.operands[0]) || node.attrs.get_int("groups") != 1 ||
+        node.attrs.get_int("exact", 0) != 0 || dw->attrs.get_int("exact", 0) != 0)
+      return {};
+    const TensorType &x = g.type_of(dw->operands[0]), &w = g.type_of(node.operands[1]);
+    const TensorType &dww = g.type_of(dw->operands[1]);
+    if ((x.dtype != DType::f32 && x.dtype != DType::f64) || w.dtype != x.dtype || dww.dtype != x.dtype ||
+        x.shape.size() != 4 || !x.shape[1].is_static() || !all_zero(dw->attrs.get_ints("padding")))
+      return {};
+    int64_t C = x.shape[1].value();
+    if (dw->attrs.get_int("groups") != C || dww.shape != Shape{Dim(C), Dim(1), Dim(1), Dim(1)} ||
+        dw->attrs.get_ints("stride") != std::vector<int64_t>{1, 1} || !w.shape[1].is_static() ||
+        w.shape[1].value() != C)
+      return {};
+    const HostTensor *d = constant(rc, dw->operands[1]), *wt = constant(rc, node.operands[1]);
+    const HostTensor *e = dw->operands.size() > 2 ? constant(rc, dw->operands[2]) : nullptr;
+    const HostTensor *b = node.operands.size() > 2 ? constant(rc, node.operands[2]) : nullptr;
+    if (!d || !wt || (dw->operands.size() > 2 && (!e || !all_zero(node.attrs.get_ints("padding")))) ||
+        (node.operands.size() > 2 && !b))
+      return {};
+    int64_t O = wt->shape()[0], per_c = wt->numel() / (O * C);
+    HostTensor wf(wt->dtype(), wt->shape()), bf(wt->dtype(), {O});
+    for (int64_t o = 0; o < O; ++o) {
+      double sum = b ? b->get_f64(o) : 0.0;
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t k = 0; k < per_c; ++k) {
+          int64_t i = (o * C + c) * per_c + k;
+          sum += e ? wt->get_f64(i) * e->get_f64(c) : 0.0;
+          wf.set_f64(i, wt->get_f64(i) * d->get_f64(c));
+        }
+      bf.set_f64(o, sum);
+    }
+    std::string wname = g.nodes()[g.value_info(node.operands[1]).producer].attrs.get_string("name");
+    Tensor wnew = rc.out.add_source(Tensor::from_host(wf), wname + ".channel_scaled");
+    std::vector<Tensor> operands{rc.value(dw->operands[0]), wnew};
+    if (b || e)
+      operands.push_back(rc.out.add_source(Tensor::from_host(bf), wname + ".channel_bias"));
+    return rc.out.record("conv2d", operands, node.attrs);
+  }
+
+private:
+  static bool all_zero(const std::vector<int64_t> &v) {
+    return std::all_of(v.begin(), v.end(), [](int64_t p) { return p == 0; });
+  }
+  /// The constant `v` of the graph being read, or null.
+  static const HostTensor *constant(const RewriteContext &rc, ValueId v) {
+    const Node *c = rc.match.producer_op(v, "constant");
+    return c ? &rc.match.graph().constant(c->attrs.get_string("name")) : nullptr;
+  }
+};
+
+/// A conv whose input is a zero pad of its spatial dims: the conv's own
+/// padding (ORT's PadFusion). tf2onnx writes a strided "same" conv of
+/// MobileNet as an explicit Pad before a conv without padding, so the pad
+/// was a pass over the activations of its own (M-LSD's three stride-2
+/// depthwise convs) and kept the ReLU6 before it out of the producing
+/// conv's epilogue. Bit-exact: a padded tap reads the same zero.
+class ConvOfZeroPad final : public RewritePattern {
+public:
+  const char *name() const override { return "conv-of-zero-pad"; }
+  const char *root_op() const override { return "conv2d"; }
+  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
+    const Node *pad = rc.match.producer_op(node.operands[0], "pad");
+    if (!pad || !rc.match.single_use(node.operands[0]) || pad->attrs.get_real("value", 0.0) != 0.0)
+      return {};
+    std::vector<int64_t> pads = pad->attrs.get_ints("pads"), padding = node.attrs.get_ints("padding");
+    if (pads.size() != 8 || padding.size() != 4 || pads[0] != 0 || pads[1] != 0 || pads[2] != 0 || pads[3] != 0 ||
+        std::any_of(pads.begin() + 4, pads.end(), [](int64_t p) { return p < 0; }))
+      return {};
+    // pads: [.., h_before, h_after, w_before, w_after]; padding: top, left, bottom, right.
+    padding = {padding[0] + pads[4], padding[1] + pads[6], padding[2] + pads[5], padding[3] + pads[7]};
+    Attrs attrs = node.attrs;
+    attrs.set("padding", padding);
+    std::vector<Tensor> operands = in;
+    operands[0] = rc.value(pad->operands[0]);
+    return rc.out.record("conv2d", operands, attrs);
+  }
+};
+
+/// A max pool of a zero pad of its spatial dims, where the padded values
+/// are never negative (a ReLU's, a ReLU6's, a sigmoid's result): the pool's
+/// own padding, which never wins a window (a zero padded cell loses or
+/// ties to the window's values, all >= 0, and every window keeps one: the
+/// pads stay below the kernel). Keras' ZeroPadding2D before MaxPooling2D
+/// (an MRZ classifier's stem: ReLU, Pad, MaxPool) was a pass over the
+/// activations of its own, and kept the ReLU out of the conv's epilogue.
+/// Bit-exact.
+class MaxPoolOfZeroPad final : public RewritePattern {
+public:
+  const char *name() const override { return "max-pool-of-zero-pad"; }
+  const char *root_op() const override { return "max_pool2d"; }
+  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &, RewriteContext &rc) const override {
+    const Node *pad = rc.match.producer_op(node.operands[0], "pad");
+    if (!pad || !rc.match.single_use(node.operands[0]) || pad->attrs.get_real("value", 0.0) != 0.0 ||
+        !never_negative(rc.match, pad->operands[0], 4))
+      return {};
+    std::vector<int64_t> pads = pad->attrs.get_ints("pads"), padding = node.attrs.get_ints("padding");
+    std::vector<int64_t> kernel = node.attrs.get_ints("kernel");
+    if (pads.size() != 8 || padding.size() != 4 || kernel.size() != 2 || pads[0] != 0 || pads[1] != 0 ||
+        pads[2] != 0 || pads[3] != 0 || std::any_of(pads.begin() + 4, pads.end(), [](int64_t p) { return p < 0; }))
+      return {};
+    padding = {padding[0] + pads[4], padding[1] + pads[6], padding[2] + pads[5], padding[3] + pads[7]};
+    if (padding[0] >= kernel[0] || padding[2] >= kernel[0] || padding[1] >= kernel[1] || padding[3] >= kernel[1])
+      return {}; // a window of padding alone: -inf, where the zero pad gave 0
+    Attrs attrs = node.attrs;
+    attrs.set("padding", padding);
+    return rc.out.record("max_pool2d", {rc.value(pad->operands[0])}, attrs);
+  }
+
+private:
+  /// v is >= 0 (or NaN) wherever it is defined: a relu, a sigmoid, a
+  /// maximum with a splat >= 0, a minimum of such values (within `depth`
+  /// producers).
+  static bool never_negative(const GraphMatcher &m, ValueId v, int depth) {
+    if (std::optional<double> c = m.splat(v))
+      return *c >= 0;
+    const Node *p = m.producer(v);
+    if (!p || depth == 0 || p->results.size() != 1)
+      return false;
+    if (p->op == "relu" || p->op == "sigmoid")
+      return true;
+    if (p->op == "maximum")
+      return never_negative(m, p->operands[0], depth - 1) || never_negative(m, p->operands[1], depth - 1);
+    if (p->op == "minimum")
+      return never_negative(m, p->operands[0], depth - 1) && never_negative(m, p->operands[1], depth - 1);
+    return false;
+  }
+};
+
 class TransposeChain final : public RewritePattern {
 public:
   const char *name() const override { return "transpose-chain"; }
@@ -376,6 +520,9 @@ const std::vector<const RewritePattern *> &canonicalization_patterns() {
   static const ReshapeChain reshape_chain;
   static const TransposeChain transpose_chain;
   static const TransposeOfUnitDims transpose_of_unit_dims;
+  static const ConvOfChannelScale conv_of_channel_scale;
+  static const ConvOfZeroPad conv_of_zero_pad;
+  static const MaxPoolOfZeroPad max_pool_of_zero_pad;
   static const ConstantReshape constant_reshape("reshape"), constant_squeeze("squeeze"),
       constant_unsqueeze("unsqueeze");
   static const ConstantFold fold_slice("slice"), fold_concat("concat"), fold_transpose("transpose"),
@@ -384,6 +531,7 @@ const std::vector<const RewritePattern *> &canonicalization_patterns() {
     std::vector<const RewritePattern *> l = {&pow_by_constant, &div_identity, &div_by_sqrt,  &div_by_constant,
                                              &mul_identity,    &sub_identity, &add_identity, &cast_chain,
                                              &reshape_chain,   &transpose_chain, &transpose_of_unit_dims,
+                                             &conv_of_channel_scale, &conv_of_zero_pad, &max_pool_of_zero_pad,
                                              &constant_reshape,
                                              &constant_squeeze, &constant_unsqueeze, &fold_slice, &fold_concat,
                                              &fold_transpose, &fold_gather, &fold_pad};

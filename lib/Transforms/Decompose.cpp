@@ -166,13 +166,16 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
     for (size_t inner : m.inner)
       folded[inner] = true;
   std::map<size_t, const CallSiteBatchNorm *> fold_at; // conv node -> its per-call-site fold
-  for (const CallSiteBatchNorm &f : own_folds)
+  for (const CallSiteBatchNorm &f : own_folds) {
     fold_at[f.conv] = &f;
+    if (f.scale >= 0) // the conv reads the depthwise scale's input: it goes
+      folded[static_cast<size_t>(f.scale)] = true;
+  }
 
   for (size_t n = 0; n < from.nodes().size(); ++n) {
     const Node &node = from.nodes()[n];
     if (folded[n])
-      continue; // a batch_norm folded into its conv2d, whose result it got
+      continue; // a batch_norm folded into its conv2d, whose result it got (or a depthwise scale folded in too)
     NodeNameScope named(ctx, node.name); // the nodes made for this one keep its name
     std::vector<Tensor> operands = rebuild.operands(node);
     if (auto it = attention.find(n); it != attention.end()) {
@@ -190,8 +193,9 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
     if (auto it = fold_at.find(n); it != fold_at.end()) { // W' and b' arrive as parameters
       const CallSiteBatchNorm &f = *it->second;
       folded[f.batch_norm] = true;
+      Tensor x = f.scale >= 0 ? values[from.nodes()[static_cast<size_t>(f.scale)].operands[0]] : operands[0];
       values[from.nodes()[f.batch_norm].results[0]] =
-          ctx.record("conv2d", {operands[0], values[from.input_ids()[f.weight]], values[from.input_ids()[f.bias]]},
+          ctx.record("conv2d", {x, values[from.input_ids()[f.weight]], values[from.input_ids()[f.bias]]},
                      node.attrs)[0];
       continue;
     }

@@ -119,9 +119,28 @@ CallSiteBatchNorms plan_call_site_batch_norms(const Graph &root) {
       bool ok = own_parameter(conv.operands[1], c) && own_parameter(bias, has_bias ? c : n);
       for (size_t i = 1; i < bn.operands.size(); ++i)
         ok = ok && constant_everywhere(bn.operands[i]);
-      if (ok)
-        plan[name].push_back({c, n, static_cast<size_t>(input_index(conv.operands[1])),
-                              static_cast<size_t>(input_index(bias))});
+      if (!ok)
+        continue;
+      CallSiteBatchNorm fold{c, n, static_cast<size_t>(input_index(conv.operands[1])),
+                             static_cast<size_t>(input_index(bias))};
+      // A depthwise 1x1 scale before the conv, its weight a parameter too.
+      const ValueInfo &xi = g.value_info(conv.operands[0]);
+      if (xi.producer >= 0 && conv.attrs.get_int("groups") == 1) {
+        size_t s = static_cast<size_t>(xi.producer);
+        const Node &dw = g.nodes()[s];
+        const Shape &xs = g.type_of(conv.operands[0]).shape;
+        std::vector<int64_t> pad = dw.attrs.get_ints("padding", {});
+        if (dw.op == "conv2d" && dw.operands.size() == 2 && dw.attrs.get_int("exact", 0) == 0 &&
+            consumers[conv.operands[0]] == std::vector<int64_t>{static_cast<int64_t>(c)} && xs.size() == 4 &&
+            xs[1].is_static() && dw.attrs.get_int("groups") == xs[1].value() &&
+            g.type_of(dw.operands[1]).shape == Shape{xs[1], Dim(1), Dim(1), Dim(1)} &&
+            g.type_of(dw.operands[1]).dtype == d && dw.attrs.get_ints("stride") == std::vector<int64_t>{1, 1} &&
+            std::all_of(pad.begin(), pad.end(), [](int64_t p) { return p == 0; }) && own_parameter(dw.operands[1], s)) {
+          fold.scale = static_cast<int64_t>(s);
+          fold.scale_weight = static_cast<size_t>(input_index(dw.operands[1]));
+        }
+      }
+      plan[name].push_back(fold);
     }
   }
   return plan;
@@ -140,7 +159,15 @@ std::vector<Tensor> fold_call_site_batch_norms(const Graph &root, const Node &ca
   for (const CallSiteBatchNorm &f : folds) {
     const Node &conv = callee.nodes()[f.conv], &bn = callee.nodes()[f.batch_norm];
     const HostTensor *bias = conv.operands.size() > 2 ? &value(conv.operands[2]) : nullptr;
-    auto [wf, bf] = folded_parameters(value(conv.operands[1]), bias, value(bn.operands[1]), value(bn.operands[2]),
+    HostTensor scaled; // W[o, c, ..] * d[c], computed in double, when a depthwise scale folds in
+    if (f.scale >= 0) {
+      const HostTensor &w = value(conv.operands[1]), &d = value(callee.nodes()[static_cast<size_t>(f.scale)].operands[1]);
+      scaled = HostTensor(w.dtype(), w.shape());
+      int64_t C = d.numel(), per_c = w.numel() / std::max<int64_t>(1, w.shape()[0] * C);
+      for (int64_t i = 0; i < w.numel(); ++i)
+        scaled.set_f64(i, w.get_f64(i) * d.get_f64((i / per_c) % C));
+    }
+    auto [wf, bf] = folded_parameters(f.scale >= 0 ? scaled : value(conv.operands[1]), bias, value(bn.operands[1]), value(bn.operands[2]),
                                       value(bn.operands[3]), value(bn.operands[4]), bn.attrs.get_real("eps"));
     operands[f.weight] = ctx.add_source(Tensor::from_host(wf), constant_name(root, call.operands[f.weight]) + ".bn_folded");
     operands[f.bias] = ctx.add_source(Tensor::from_host(bf), constant_name(root, call.operands[f.bias]) + ".bn_folded");

@@ -214,6 +214,52 @@ def case_dedup_rotation_ends_with_activation(c):
         assert np.allclose(got, h, rtol=1e-4, atol=1e-5), (device, np.abs(got - h).max())
 
 
+def case_dedup_rotation_starts_with_conv(c):
+    """A stem conv (3 -> 8 channels), then 4 x (Conv 8 -> 8, BatchNormalization,
+    Relu): the runs (BN, Relu, Conv) x 4 and (Conv, BN, Relu) x 4 cover as many
+    nodes; the copy that starts with the conv wins (a BN at a copy's start
+    reads the previous call's result and cannot fold into its conv), and the
+    model still agrees with numpy on every path."""
+    rng = np.random.default_rng(5)
+    nodes, inits, node, add_init = anonymous_builder()
+    def init(arr):
+        return add_init(arr.astype(np.float32))
+    w0 = rng.standard_normal((8, 3, 1, 1)).astype(np.float32)
+    layers = [((rng.standard_normal((8, 8, 1, 1)) * 0.3).astype(np.float32), rng.standard_normal(8).astype(np.float32),
+               rng.standard_normal(8).astype(np.float32), rng.standard_normal(8).astype(np.float32),
+               rng.uniform(0.5, 2, 8).astype(np.float32)) for _ in range(4)]
+    x = node("Conv", ["input", init(w0)])
+    bn0 = [rng.standard_normal(8).astype(np.float32) for _ in range(3)] + [rng.uniform(0.5, 2, 8).astype(np.float32)]
+    x = node("Relu", [node("BatchNormalization", [x] + [init(a) for a in bn0])])
+    for w, g, b, m, v in layers:
+        x = node("Relu", [node("BatchNormalization", [node("Conv", [x, init(w)]), init(g), init(b), init(m), init(v)])])
+    nodes.append(helper.make_node("Identity", [x], ["output"], name="n_out"))
+    g = helper.make_graph(nodes, "rotconv",
+                          [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, 5, 6])],
+                          [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 8, 5, 6])], inits)
+    p = c.save(helper.make_model(g, opset_imports=OPSET), "rotconv.onnx")
+    s = c.stats(p)
+    assert s["subgraph_definitions"] == "1" and s["subgraph_calls"] == "4", s
+    text = c.run("trace", p).stdout
+    body = text[text.index("subgraph @"):].split("\n}")[0].splitlines()
+    assert "conv2d(" in body[1] and "relu(" in body[-1], body
+    xin = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    np.save(c.path("xc.npy"), xin)
+    def conv(h, w):
+        return np.einsum("nchw,oc->nohw", h, w[:, :, 0, 0])
+    def bn(h, g, b, m, v):
+        r = lambda a: a.reshape(1, -1, 1, 1)
+        return (h - r(m)) / np.sqrt(r(v) + 1e-5) * r(g) + r(b)
+    h = np.maximum(bn(conv(xin, w0), *bn0), 0)
+    for w, g, b, m, v in layers:
+        h = np.maximum(bn(conv(h, w), g, b, m, v), 0)
+    for device in ["reference", "cpu"]:
+        out = c.path("rotconv-" + device)
+        c.run("run", p, "--input", f"input={c.path('xc.npy')}", "--device", device, "--output-dir", out)
+        got = np.load(os.path.join(out, "output.npy"))
+        assert np.allclose(got, h, rtol=1e-4, atol=1e-4), (device, np.abs(got - h).max())
+
+
 def quantized_stack(layers, hidden=8, seed=0):
     """A residual stack whose weights are uint8 with a float scale and an
     int8 bias, dequantized in the graph (Cast, Sub zero point, Mul scale), with

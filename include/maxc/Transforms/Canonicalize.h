@@ -34,6 +34,25 @@
 //   transpose-of-unit-dims  a transpose moving only dims of    bit-exact (no element moves)
 //                     static size 1 (the others keep their order) → a reshape
 //                     (tf2onnx's NHWC → NCHW of a 1-channel image)
+//   conv-of-channel-scale  conv (one group) of a depthwise   the folded weights computed in
+//                     1x1 stride-1 conv with constant weights  double: ≤ 1e-5 relative (not
+//                     read there only → the conv with         bit-exact: one rounding fewer)
+//                     W'[o,c] = W[o,c]·d[c], b' = b + W·e (the
+//                     depthwise bias e only where the conv has
+//                     no padding): tf2onnx's SeparableConv2D
+//                     with a 1x1 depthwise step
+//   conv-of-zero-pad  conv of a zero pad (value 0) of the    bit-exact (a padded tap reads
+//                     spatial dims only, pads ≥ 0, read      the same zero)
+//                     there only → the conv with those pads
+//                     added to its padding (ORT's PadFusion;
+//                     tf2onnx's explicit Pad before a strided conv)
+//   max-pool-of-zero-pad  max pool of a zero pad of the      bit-exact (a padded zero never
+//                     spatial dims of a value never negative  beats the window's values)
+//                     (relu, sigmoid, maximum with c >= 0, a
+//                     minimum of such), read there only, the
+//                     pads below the kernel → the pool with
+//                     those pads added (Keras' ZeroPadding2D
+//                     before MaxPooling2D)
 //   constant-reshape  reshape/squeeze/unsqueeze of a         bit-exact (the same bytes)
 //                     constant read there only (one reader, no
 //                     other constant node of its name) → a

@@ -16,6 +16,12 @@
 // constants, named "<constant>.bn_folded") in place of the weight and bias
 // parameters, and the definition, still one function, runs conv2d(x, W', b')
 // with no norm. The other norm parameters stay (unread) parameters.
+// When the conv (one group) reads a depthwise 1x1 stride-1 conv without
+// bias, used only there, whose weight d is such a parameter too (tf2onnx's
+// SeparableConv2D with a 1x1 depthwise step, deduplicated), d folds in as
+// well: W'[o, c] = W[o, c] * d[c] * s[o], the conv reads the depthwise
+// conv's input, and the depthwise conv is gone from the definition (the
+// canonicalize rule conv-of-channel-scale does this for constants).
 #pragma once
 
 #include "maxc/IR/Graph.h"
@@ -42,6 +48,8 @@ struct CallSiteBatchNorm {
   size_t conv = 0, batch_norm = 0; // node indices in the definition
   size_t weight = 0;               // the input that carries W' (the conv's weight parameter)
   size_t bias = 0;                 // the input that carries b' (the conv's bias parameter, else the norm's beta)
+  int64_t scale = -1;              // the depthwise 1x1 conv folded in too (node index), or -1
+  size_t scale_weight = 0;         // its weight parameter (an input index)
 };
 using CallSiteBatchNorms = std::map<std::string, std::vector<CallSiteBatchNorm>>; // by subgraph name
 

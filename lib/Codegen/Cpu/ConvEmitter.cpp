@@ -230,6 +230,10 @@ void emit_im2col_f32(llvm::IRBuilder<> &outer, const ConvShape &s, Value *x_in, 
              });
 }
 
+void emit_im2col_serial_f32(llvm::IRBuilder<> &b, const ConvShape &s, Value *x, Value *cols, Value *ld) {
+  emit_im2col_units(b, s, x, cols, b.getInt64(0), b.getInt64(s.C * s.KH), b.getInt64(0), b.getInt64(s.OH), ld);
+}
+
 void emit_im2col_dynamic_f32(llvm::IRBuilder<> &outer, const ConvShape &s, const ConvRunTimeSize &rt, Value *x_in,
                              Value *cols_in, const std::string &prefix) {
   // The (c, ky) units split as for a nominal 64x64 output (the size is not

@@ -54,6 +54,12 @@ ConvShape conv_shape_of(const Graph &g, const Node &node);
 void emit_im2col_f32(llvm::IRBuilder<> &b, const ConvShape &s, llvm::Value *x, llvm::Value *cols,
                      const std::string &prefix);
 
+/// emit_im2col_f32's matrix for one image on the calling thread (no
+/// tasks), its rows `ld` floats apart: images side by side in one matrix
+/// (the KernelEmitter's image groups).
+void emit_im2col_serial_f32(llvm::IRBuilder<> &b, const ConvShape &s, llvm::Value *x, llvm::Value *cols,
+                            llvm::Value *ld);
+
 /// The run-time spatial sizes of a conv_is_symbolic_gemm conv (i64 values of
 /// the calling function); its ConvShape's H, W, OH, OW are not used.
 struct ConvRunTimeSize {

@@ -1775,10 +1775,8 @@ private:
     bool pointwise = !direct && conv_is_pointwise(g_, node);
     if (pointwise && pointwise_block_rows(s) > 0)
       return emit_conv_pointwise_blocks(node, s);
-    const Dim &images = g_.type_of(x).shape[0];
-    if (pointwise && s.O * s.OH * s.OW * s.C < kImageTaskWork && !(images.is_static() && images.value() == 1) &&
-        conv_block_plan(g_, node).blocks == 0)
-      return emit_conv_pointwise_images(node, s);
+    if (image_group_size(node, s, direct, pointwise) > 0)
+      return emit_conv_images(node, s, pointwise);
     Value *scratch = pointwise || direct ? nullptr
                                          : b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(plan_.scratch_slot));
     size_t n_index = node_index(node);
@@ -1838,6 +1836,7 @@ private:
   static constexpr int64_t kPointwiseAliasBytes = 4096;
   static constexpr int64_t kPointwiseBlock = 256; // pixels per task, at least one output row
   static constexpr int64_t kPointwiseBufferBytes = 64 * 1024;
+  static constexpr int64_t kImageBufferBytes = 2 * kPointwiseBufferBytes; // each of an image group's two
 
   /// Output rows per task of emit_conv_pointwise_blocks, or 0 when it does
   /// not apply.
@@ -1920,34 +1919,47 @@ private:
     });
   }
 
-  /// A pointwise conv over a batch of small images (each image's GEMM
-  /// below RuntimePool.c's pool threshold: kImageTaskWork). Per image, the
-  /// GEMM [O, C] x [C, P] ran on the calling thread whatever the thread
-  /// count, and its last 32-column panel was mostly padding (P = 49: 64
-  /// columns computed): an MRZ character classifier's 88 images of 7x7
-  /// spent 5 ms of 9.8 in such 1x1 convs. Here a task takes G consecutive
-  /// images (G * P about kPointwiseBlock columns), copies their C input
-  /// rows side by side into one [C, G * P] buffer, runs one serial GEMM
-  /// into a second, and applies the bias and the plan's chain while it
-  /// writes each image's rows back. Every output element sums over c in the
-  /// same order as the per-image GEMM.
-  void emit_conv_pointwise_images(const Node &node, const ConvShape &s) {
+  /// A conv over a batch of small images (each image's GEMM below
+  /// RuntimePool.c's pool threshold: kImageTaskWork), pointwise or im2col
+  /// + GEMM (one group, no Winograd, no row blocks). Per image, the GEMM
+  /// [O, K] x [K, P] ran on the calling thread whatever the thread count,
+  /// and its last 32-column panel was mostly padding (P = 49: 64 columns
+  /// computed): an MRZ character classifier's 88 images of 7x7 spent 5 ms
+  /// of 9.8 in such 1x1 convs. Here a task takes G consecutive images
+  /// (G * P about kPointwiseBlock columns), copies (pointwise) or im2cols
+  /// their K rows side by side into one [K, G * P] buffer, runs one serial
+  /// GEMM into a second, and applies the bias and the plan's chain while it
+  /// writes each image's rows back. Every output element sums over k in
+  /// the same order as the per-image GEMM. Returns G, or 0 where this does
+  /// not apply (one image; the buffers past kImageBufferBytes at G = 1).
+  int64_t image_group_size(const Node &node, const ConvShape &s, bool direct, bool pointwise) {
+    const Dim &images = g_.type_of(node.operands[0]).shape[0];
+    if (direct || (images.is_static() && images.value() == 1) || conv_block_plan(g_, node).blocks != 0 ||
+        (!pointwise && (s.groups != 1 || winograd_weights(node))))
+      return 0;
+    const int64_t K = s.C * s.KH * s.KW, P = s.OH * s.OW;
+    if (s.O * P * K >= kImageTaskWork || std::max(K, s.O) * P * 4 > kImageBufferBytes)
+      return 0;
+    int64_t G = std::max<int64_t>(1, kPointwiseBlock / P);
+    while (G > 1 && std::max(K, s.O) * G * P * 4 > kImageBufferBytes)
+      --G;
+    return G;
+  }
+
+  void emit_conv_images(const Node &node, const ConvShape &s, bool pointwise) {
     ValueId x = node.operands[0], w = node.operands[1], out = node.results[0];
     ValueId bias = node.operands.size() > 2 ? node.operands[2] : kNoValue;
     size_t n_index = node_index(node);
     auto it = plan_.epilogues.find(n_index);
     ValueId r = it == plan_.epilogues.end() ? kNoValue : it->second;
     ValueId stored = r == kNoValue ? out : r;
-    const int64_t P = s.OH * s.OW;
-    int64_t G = std::max<int64_t>(1, kPointwiseBlock / P);
-    while (G > 1 && std::max(s.C, s.O) * G * P * 4 > 2 * kPointwiseBufferBytes)
-      --G;
+    const int64_t P = s.OH * s.OW, K = s.C * s.KH * s.KW, G = image_group_size(node, s, false, pointwise);
     Value *images = dim(g_.type_of(x).shape[0]);
     Value *groups = b_.CreateUDiv(b_.CreateAdd(images, b_.getInt64(G - 1)), b_.getInt64(G));
-    emit_parallel_rows(groups, b_.getInt64(std::max<int64_t>(1, G * P * s.O * s.C)), [&](Value *begin, Value *end) {
+    emit_parallel_rows(groups, b_.getInt64(std::max<int64_t>(1, G * P * s.O * K)), [&](Value *begin, Value *end) {
       llvm::Type *f32 = b_.getFloatTy();
       auto i64 = [&](int64_t v) { return b_.getInt64(v); };
-      auto *xbuf = llvm::cast<llvm::AllocaInst>(local(llvm::ArrayType::get(f32, static_cast<uint64_t>(s.C * G * P))));
+      auto *xbuf = llvm::cast<llvm::AllocaInst>(local(llvm::ArrayType::get(f32, static_cast<uint64_t>(K * G * P))));
       auto *cbuf = llvm::cast<llvm::AllocaInst>(local(llvm::ArrayType::get(f32, static_cast<uint64_t>(s.O * G * P))));
       xbuf->setAlignment(llvm::Align(64));
       cbuf->setAlignment(llvm::Align(64));
@@ -1957,15 +1969,19 @@ private:
         Value *n0 = b_.CreateMul(b_.CreateAdd(begin, i), i64(G));
         Value *here = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, i64(G), b_.CreateSub(count, n0)); // images
         Value *cols = b_.CreateMul(here, i64(P));
-        loop(here, [&](Value *g) { // image n0 + g's C rows, side by side
-          Value *x_n = b_.CreateGEP(f32, xptr, b_.CreateMul(b_.CreateAdd(n0, g), i64(s.C * P)));
+        loop(here, [&](Value *g) { // image n0 + g's K rows, side by side
+          Value *x_n = b_.CreateGEP(f32, xptr, b_.CreateMul(b_.CreateAdd(n0, g), i64(s.C * s.H * s.W)));
+          if (!pointwise) {
+            emit_im2col_serial_f32(b_, s, x_n, b_.CreateGEP(f32, xbuf, b_.CreateMul(g, i64(P))), cols);
+            return;
+          }
           loop(i64(s.C), [&](Value *c) {
             b_.CreateMemCpy(b_.CreateGEP(f32, xbuf, b_.CreateAdd(b_.CreateMul(c, cols), b_.CreateMul(g, i64(P)))),
                             llvm::MaybeAlign(4), b_.CreateGEP(f32, x_n, b_.CreateMul(c, i64(P))), llvm::MaybeAlign(4),
                             i64(P * 4));
           });
         });
-        GemmArgs args{wptr, xbuf, cbuf, i64(s.O), cols, i64(s.C), i64(s.C), cols, cols, mod_.lanes, mod_.prefix,
+        GemmArgs args{wptr, xbuf, cbuf, i64(s.O), cols, i64(K), i64(K), cols, cols, mod_.lanes, mod_.prefix,
                       nullptr};
         args.serial = true;
         emit_gemm_f32(b_, args);

@@ -1018,10 +1018,15 @@ private:
     // that op a kernel of its own, reading its input back from memory (the
     // call boundary keeps it from the previous copy's last kernel): among
     // runs of equal coverage and period, one rotated to end with it wins.
+    // An inference BatchNormalization is one too, and a copy that starts
+    // with it also keeps it from folding into the conv before it (an MRZ
+    // classifier's [BN, ReLU, conv, conv] copies: rotated, [conv, conv, BN,
+    // ReLU], the BN folds at every call site and the ReLU is the conv's
+    // epilogue).
     auto elementwise_start = [&](const Run &r) {
       static const std::set<std::string> elementwise = {
           "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Elu",
-          "Selu", "Softplus", "Add", "Sub", "Mul", "Div"};
+          "Selu", "Softplus", "Add", "Sub", "Mul", "Div", "BatchNormalization"};
       const auto &node = graph_proto_.node(seq[r.start]);
       return node.domain().empty() && elementwise.count(node.op_type()) &&
              std::any_of(in_pos[r.start].begin(), in_pos[r.start].end(), [](int p) { return p >= 0; });

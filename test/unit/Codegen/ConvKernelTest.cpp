@@ -290,24 +290,31 @@ TEST_CASE("conv kernels: a pointwise conv on 4 KiB planes with a residual add (B
   CHECK(m.empty());
 }
 
-TEST_CASE("conv kernels: a pointwise conv over a batch of small images runs groups of images as tasks",
+TEST_CASE("conv kernels: a conv over a batch of small images runs groups of images as tasks",
           "[codegen][conv][threads]") {
-  // emit_conv_pointwise_images: 12 images of 7x7 (P = 49) in groups of 5
-  // (5, 5, 2), their rows side by side in one GEMM; bias, ReLU and a
-  // residual add in the write-back; then 3 images of 3x5 and no bias (one
+  // emit_conv_images: 12 images of 7x7 (P = 49) in groups of 5 (5, 5, 2),
+  // their rows side by side in one GEMM; bias, ReLU and a residual add in
+  // the write-back; 3 images of 3x5 and no bias (one group); then im2col
+  // convs: a 3x3 conv of 9 images of 6x5 (P = 30, groups of 8: 8, 1) and
+  // a 7x7 stride-2 stem of 5 one-channel 28x28 images (P = 196, one image a
   // group). Same bits at 1 and 2 threads.
   struct Case {
     std::vector<int64_t> x, w;
     bool bias;
+    std::vector<int64_t> stride, pad;
   };
-  for (const Case &c : {Case{{12, 16, 7, 7}, {20, 16, 1, 1}, true}, Case{{3, 9, 3, 5}, {4, 9, 1, 1}, false}}) {
-    INFO("x " << c.x[0] << "x" << c.x[1] << "x" << c.x[2] << "x" << c.x[3]);
+  for (const Case &c : {Case{{12, 16, 7, 7}, {20, 16, 1, 1}, true, {1, 1}, {0, 0}},
+                        Case{{3, 9, 3, 5}, {4, 9, 1, 1}, false, {1, 1}, {0, 0}},
+                        Case{{9, 3, 6, 5}, {4, 3, 3, 3}, true, {1, 1}, {1, 1}},
+                        Case{{5, 1, 28, 28}, {8, 1, 7, 7}, true, {2, 2}, {3, 3}}}) {
+    INFO("x " << c.x[0] << "x" << c.x[1] << "x" << c.x[2] << "x" << c.x[3] << ", w " << c.w[2] << "x" << c.w[3]);
+    int64_t oh = (c.x[2] + 2 * c.pad[0] - c.w[2]) / c.stride[0] + 1, ow = (c.x[3] + 2 * c.pad[1] - c.w[3]) / c.stride[1] + 1;
     std::vector<HostTensor> in = {random_tensor(DType::f32, c.x), random_tensor(DType::f32, c.w),
                                   random_tensor(DType::f32, {c.w[0]}),
-                                  random_tensor(DType::f32, {c.x[0], c.w[0], c.x[2], c.x[3]})};
+                                  random_tensor(DType::f32, {c.x[0], c.w[0], oh, ow})};
     bool bias = c.bias;
     auto g = trace_graph(types_of(in), [&](auto &t) {
-      Tensor y = ops::conv2d(t[0], t[1], bias ? std::optional<Tensor>(t[2]) : std::nullopt, opts({1, 1}, {0, 0}, {1, 1}, 1));
+      Tensor y = ops::conv2d(t[0], t[1], bias ? std::optional<Tensor>(t[2]) : std::nullopt, opts(c.stride, {c.pad[0], c.pad[1], c.pad[0], c.pad[1]}, {1, 1}, 1));
       return std::vector<Tensor>{ops::relu(y) + t[3], y};
     });
     std::vector<HostTensor> expected = Interpreter::run(*g, in);

@@ -496,6 +496,129 @@ TEST_CASE("canonicalized norms compile and match the reference on the CPU and th
   }
 }
 
+TEST_CASE("canonicalize: a depthwise 1x1 conv folds into the conv that reads it", "[transforms][canonicalize]") {
+  // Keras' SeparableConv2D with a 1x1 depthwise step, as tf2onnx writes it.
+  HostTensor x = random_tensor(DType::f32, {2, 6, 5, 7});
+  HostTensor d = random_tensor(DType::f32, {6, 1, 1, 1}), e = random_tensor(DType::f32, {6});
+  HostTensor w1 = random_tensor(DType::f32, {4, 6, 1, 1}), w3 = random_tensor(DType::f32, {4, 6, 3, 3});
+  HostTensor b = random_tensor(DType::f32, {4});
+  ops::Conv2dOptions depthwise;
+  depthwise.groups = 6;
+  ops::Conv2dOptions padded;
+  padded.padding = {1, 1, 1, 1};
+  auto scaled = [&](const Tensor &in, bool bias) {
+    return ops::conv2d(in, Tensor::from_host(d), bias ? std::optional<Tensor>(Tensor::from_host(e)) : std::nullopt,
+                       depthwise);
+  };
+  auto check_folds = [&](const BuildFn &build, const std::string &expected) {
+    Canonicalized c = canonicalize_traced({x}, build);
+    REQUIRE(c.after);
+    CHECK(op_list(*c.after) == expected);
+    CHECK(c.stats.fired["conv-of-channel-scale"] == 1);
+    auto want = Interpreter::run(*c.before, {x});
+    MAXC_REQUIRE_CLOSE(Interpreter::run(*c.after, {x})[0], want[0], 1e-5, 1e-5);
+    MAXC_REQUIRE_CLOSE(driver::run_on_host("cpu", *c.before, {x})[0], want[0], 1e-5, 1e-5);
+  };
+  // Pointwise, both with bias; a 3x3 conv without padding (the depthwise
+  // bias folds through all nine taps); a padded 3x3 conv of a scale alone.
+  check_folds([&](auto &in) {
+    return T{ops::relu(ops::conv2d(scaled(ops::relu(in[0]), true), Tensor::from_host(w1), Tensor::from_host(b)))};
+  }, "relu conv2d relu");
+  check_folds([&](auto &in) { return T{ops::conv2d(scaled(in[0], true), Tensor::from_host(w3))}; }, "conv2d");
+  check_folds([&](auto &in) {
+    return T{ops::conv2d(scaled(in[0], false), Tensor::from_host(w3), Tensor::from_host(b), padded)};
+  }, "conv2d");
+  // Near misses: a padded conv of a biased scale (a padded tap reads 0, not
+  // the bias); a 3x3 depthwise kernel; a strided depthwise step; a grouped
+  // reader; the scale read twice; weights that are inputs.
+  check_unchanged({x}, [&](auto &in) {
+    return T{ops::conv2d(scaled(in[0], true), Tensor::from_host(w3), std::nullopt, padded)};
+  });
+  HostTensor d3 = random_tensor(DType::f32, {6, 1, 3, 3});
+  check_unchanged({x}, [&](auto &in) {
+    return T{ops::conv2d(ops::conv2d(in[0], Tensor::from_host(d3), std::nullopt, depthwise), Tensor::from_host(w1))};
+  });
+  ops::Conv2dOptions strided = depthwise;
+  strided.stride = {2, 2};
+  check_unchanged({x}, [&](auto &in) {
+    return T{ops::conv2d(ops::conv2d(in[0], Tensor::from_host(d), std::nullopt, strided), Tensor::from_host(w1))};
+  });
+  ops::Conv2dOptions two_groups;
+  two_groups.groups = 2;
+  HostTensor wg = random_tensor(DType::f32, {4, 3, 1, 1});
+  check_unchanged({x}, [&](auto &in) {
+    return T{ops::conv2d(scaled(in[0], false), Tensor::from_host(wg), std::nullopt, two_groups)};
+  });
+  check_unchanged({x}, [&](auto &in) {
+    Tensor s = scaled(in[0], false);
+    return T{ops::conv2d(s, Tensor::from_host(w1)), s};
+  });
+  check_unchanged({x, d, w1}, [&](auto &in) {
+    return T{ops::conv2d(ops::conv2d(in[0], in[1], std::nullopt, depthwise), in[2])};
+  });
+}
+
+TEST_CASE("canonicalize: a zero pad of a conv's spatial dims is the conv's padding", "[transforms][canonicalize]") {
+  // tf2onnx's MobileNet: ReLU6, an explicit pad, a strided depthwise conv.
+  HostTensor x = random_tensor(DType::f32, {2, 6, 9, 8});
+  HostTensor dw = random_tensor(DType::f32, {6, 1, 3, 3}), w = random_tensor(DType::f32, {4, 6, 3, 3});
+  ops::Conv2dOptions strided;
+  strided.stride = {2, 2};
+  strided.groups = 6;
+  check_rule({x}, [&](auto &in) {
+    Tensor six = ops::minimum(ops::relu(in[0]), ops::full(6.0, DType::f32));
+    return T{ops::conv2d(ops::pad(six, {0, 0, 0, 0, 0, 1, 0, 1}), Tensor::from_host(dw), std::nullopt, strided)};
+  }, "relu minimum conv2d", 0);
+  // Added to the conv's own padding, asymmetric.
+  ops::Conv2dOptions padded;
+  padded.padding = {1, 0, 1, 2};
+  check_rule({x}, [&](auto &in) {
+    return T{ops::conv2d(ops::pad(in[0], {0, 0, 0, 0, 2, 1, 0, 3}), Tensor::from_host(w), std::nullopt, padded)};
+  }, "conv2d", 0);
+  // Near misses: a nonzero fill; a crop; a pad of the channels; a pad read twice.
+  check_unchanged({x}, [&](auto &in) {
+    return T{ops::conv2d(ops::pad(in[0], {0, 0, 0, 0, 1, 1, 1, 1}, 1.0), Tensor::from_host(w))};
+  });
+  check_unchanged({x}, [&](auto &in) {
+    return T{ops::conv2d(ops::pad(in[0], {0, 0, 0, 0, -1, 1, 1, 1}), Tensor::from_host(w))};
+  });
+  HostTensor w7 = random_tensor(DType::f32, {4, 7, 3, 3});
+  check_unchanged({x}, [&](auto &in) {
+    return T{ops::conv2d(ops::pad(in[0], {0, 0, 1, 0, 1, 1, 1, 1}), Tensor::from_host(w7))};
+  });
+  check_unchanged({x}, [&](auto &in) {
+    Tensor p = ops::pad(in[0], {0, 0, 0, 0, 1, 1, 1, 1});
+    return T{ops::conv2d(p, Tensor::from_host(w)), p};
+  });
+}
+
+TEST_CASE("canonicalize: a zero pad of a never-negative value before a max pool is the pool's padding",
+          "[transforms][canonicalize]") {
+  // Keras: ReLU, ZeroPadding2D, MaxPooling2D(3, strides 2).
+  HostTensor x = random_tensor(DType::f32, {2, 3, 9, 8});
+  ops::Pool2dOptions pool;
+  pool.kernel = {3, 3};
+  pool.stride = {2, 2};
+  check_rule({x}, [&](auto &in) { return T{ops::max_pool2d(ops::pad(ops::relu(in[0]), {0, 0, 0, 0, 1, 1, 1, 1}), pool)}; },
+             "relu max_pool2d", 0);
+  check_rule({x}, [&](auto &in) {
+    Tensor six = ops::minimum(ops::relu(in[0]), ops::full(6.0, DType::f32));
+    return T{ops::max_pool2d(ops::pad(six, {0, 0, 0, 0, 0, 2, 1, 0}), pool)};
+  }, "relu minimum max_pool2d", 0);
+  // Near misses: the value may be negative; a nonzero fill; a pad as wide
+  // as the kernel (a window of padding alone); channels padded.
+  check_unchanged({x}, [&](auto &in) { return T{ops::max_pool2d(ops::pad(in[0], {0, 0, 0, 0, 1, 1, 1, 1}), pool)}; });
+  check_unchanged({x}, [&](auto &in) {
+    return T{ops::max_pool2d(ops::pad(ops::relu(in[0]), {0, 0, 0, 0, 1, 1, 1, 1}, 1.0), pool)};
+  });
+  check_unchanged({x}, [&](auto &in) {
+    return T{ops::max_pool2d(ops::pad(ops::relu(in[0]), {0, 0, 0, 0, 3, 0, 0, 0}), pool)};
+  });
+  check_unchanged({x}, [&](auto &in) {
+    return T{ops::max_pool2d(ops::pad(ops::relu(in[0]), {0, 0, 1, 0, 1, 1, 1, 1}), pool)};
+  });
+}
+
 TEST_CASE("canonicalize: a transposed conv with stride = kernel becomes a GEMM", "[transforms][canonicalize]") {
   HostTensor x = random_tensor(DType::f32, {2, 6, 5, 7});
   HostTensor w = random_tensor(DType::f32, {6, 4, 2, 3}), b = random_tensor(DType::f32, {4});

@@ -145,3 +145,63 @@ TEST_CASE("batch_norm in a deduplicated block folds per call site", "[transforms
     }
   }
 }
+
+TEST_CASE("a depthwise 1x1 scale before a conv + batch_norm in a deduplicated block folds per call site",
+          "[transforms][fold-bn]") {
+  // tf2onnx's SeparableConv2D with a 1x1 depthwise step, deduplicated:
+  // depthwise 1x1 (no bias) -> conv 1x1 -> norm -> relu, three calls with
+  // their own constants. The definition keeps one conv2d, which reads the
+  // call's argument; the depthwise conv is gone. Near miss: a depthwise
+  // scale whose result is also the block's second output stays.
+  for (bool read_twice : {false, true}) {
+    INFO("scale read twice: " << read_twice);
+    auto block = [read_twice](GraphRealizationContext &, const std::vector<Tensor> &args, const NamedTensors &p) {
+      ops::Conv2dOptions depthwise;
+      depthwise.groups = 6;
+      Tensor s = ops::conv2d(args[0], p.at("d"), std::nullopt, depthwise);
+      Tensor y = ops::relu(ops::batch_norm(ops::conv2d(s, p.at("w")), p.at("g"), p.at("beta"), p.at("m"), p.at("v"),
+                                           1e-3));
+      return read_twice ? TensorTree::list({TensorTree(y), TensorTree(s)}) : TensorTree(y);
+    };
+    Graph graph("g", {TensorType(DType::f32, {Dim("n"), 6, 5, 4})});
+    {
+      GraphRealizationContext ctx(graph);
+      Tensor x = Tensor::from_graph_value(graph.inputs()[0]);
+      std::vector<ValueId> outs;
+      for (int i = 0; i < 3; ++i) {
+        CallOptions options;
+        options.instance = "blocks." + std::to_string(i);
+        options.name = "Separable";
+        TensorTree r = ctx.call(options, block, {x},
+                                {{"d", constant({6, 1, 1, 1}, 0.5, 2)}, {"w", constant({6, 6, 1, 1})},
+                                 {"g", constant({6}, 0.5, 2)}, {"beta", constant({6})}, {"m", constant({6})},
+                                 {"v", constant({6}, 0.1, 2)}});
+        x = read_twice ? r.items()[0].tensor() : r.tensor();
+        if (read_twice)
+          outs.push_back(r.items()[1].tensor().value().id());
+      }
+      outs.insert(outs.begin(), x.value().id());
+      std::vector<Value> values;
+      for (ValueId id : outs)
+        values.push_back(graph.value(id));
+      graph.output(values);
+    }
+    REQUIRE(graph.subgraphs().size() == 1);
+    auto lowered = decompose(graph);
+    lowered->verify();
+    const Graph &body = *lowered->subgraphs().begin()->second;
+    CHECK(count_op(body, "conv2d") == (read_twice ? 2u : 1u));
+    CHECK(count_op(body, "rsqrt") == 0);
+    for (int64_t n : {3, 1}) {
+      INFO("n = " << n);
+      std::vector<HostTensor> inputs = {random_tensor(DType::f32, {n, 6, 5, 4})};
+      std::vector<HostTensor> expected = Interpreter::run(graph, inputs);
+      std::vector<HostTensor> folded = Interpreter::run(*lowered, inputs), compiled = run_compiled(graph, inputs);
+      for (size_t i = 0; i < expected.size(); ++i) {
+        INFO("output " << i);
+        MAXC_REQUIRE_CLOSE(folded[i], expected[i], 1e-3, 1e-3);
+        MAXC_REQUIRE_CLOSE(compiled[i], expected[i], 1e-3, 1e-3);
+      }
+    }
+  }
+}
