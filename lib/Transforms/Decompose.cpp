@@ -1,4 +1,6 @@
 #include "maxc/Transforms/Decompose.h"
+
+#include "maxc/Transforms/DilatedConvAsBatch.h"
 #include "DecomposeRecurrence.h"
 #include "maxc/Transforms/PromotePrecision.h"
 
@@ -271,6 +273,10 @@ std::unique_ptr<Graph> decompose(const Graph &source, const DecomposeOptions &op
             f != folds.end() ? f->second : std::vector<CallSiteBatchNorm>{}, {}, options);
   }
   rebuild(graph, *out, {}, calls, {}, folds, options);
+  // Lowerings that must see the folded convs (a batch norm folds only into
+  // the conv that it reads directly).
+  if (std::unique_ptr<Graph> lowered = apply_patterns(*out, {&dilated_conv_as_batch_pattern()}))
+    out = std::move(lowered);
   return out;
 }
 

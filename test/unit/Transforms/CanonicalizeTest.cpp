@@ -10,6 +10,7 @@
 #include "maxc/Ops/MatmulNbits.h"
 #include "maxc/Transforms/Canonicalize.h"
 #include "maxc/Transforms/Decompose.h"
+#include "maxc/Transforms/DilatedConvAsBatch.h"
 
 #include <cmath>
 #include <cstring>
@@ -617,6 +618,59 @@ TEST_CASE("canonicalize: a zero pad of a never-negative value before a max pool 
   check_unchanged({x}, [&](auto &in) {
     return T{ops::max_pool2d(ops::pad(ops::relu(in[0]), {0, 0, 1, 0, 1, 1, 1, 1}), pool)};
   });
+}
+
+TEST_CASE("decompose: a dilated 3x3 conv becomes an undilated one over a batch of subsampled images",
+          "[transforms][decompose]") {
+  // M-LSD's decoder: 3x3, dilation 5, padding 5, after a batch norm that
+  // folds into it first; here dilation (2, 3) on 16x24 images, 20 channels
+  // (the CPU's Winograd kernel takes the undilated conv).
+  HostTensor x = random_tensor(DType::f32, {2, 20, 16, 24});
+  HostTensor w = random_tensor(DType::f32, {20, 20, 3, 3}), b = random_tensor(DType::f32, {20});
+  ops::Conv2dOptions dilated;
+  dilated.dilation = {2, 3};
+  dilated.padding = {2, 3, 2, 3};
+  auto bn = [](const Tensor &t) {
+    return ops::batch_norm(t, Tensor::from_host(random_tensor(DType::f32, {20}, 0.5, 2)),
+                           Tensor::from_host(random_tensor(DType::f32, {20})),
+                           Tensor::from_host(random_tensor(DType::f32, {20})),
+                           Tensor::from_host(random_tensor(DType::f32, {20}, 0.1, 2)), 1e-5);
+  };
+  auto g = trace_graph(types_of({x}), [&](auto &in) {
+    return T{ops::relu(bn(ops::conv2d(in[0], Tensor::from_host(w), Tensor::from_host(b), dilated)))};
+  });
+  auto lowered = decompose(*g);
+  lowered->verify();
+  CHECK(op_list(*lowered) == "reshape transpose reshape conv2d reshape transpose reshape relu");
+  for (const Node &n : lowered->nodes())
+    if (n.op == "conv2d") {
+      CHECK(n.attrs.get_ints("dilation") == std::vector<int64_t>{1, 1});
+      CHECK(n.attrs.get_ints("padding") == std::vector<int64_t>{1, 1, 1, 1});
+    }
+  auto want = Interpreter::run(*g, {x});
+  MAXC_REQUIRE_CLOSE(Interpreter::run(*lowered, {x})[0], want[0], 1e-4, 1e-4);
+  for (const char *backend : {"cpu", "amdgpu-emu"}) {
+    INFO(backend);
+    MAXC_REQUIRE_CLOSE(driver::run_on_host(backend, *g, {x})[0], want[0], 1e-4, 1e-4);
+  }
+  // Near misses: a height not a multiple of the dilation; a pad not a
+  // multiple of it; a stride; subsampled images below 8 rows; a 5x5 kernel.
+  auto unchanged = [&](const std::vector<int64_t> &shape, const std::vector<int64_t> &wshape, ops::Conv2dOptions o) {
+    HostTensor xi = random_tensor(DType::f32, shape), wi = random_tensor(DType::f32, wshape);
+    auto gi = trace_graph(types_of({xi}), [&](auto &in) { return T{ops::conv2d(in[0], Tensor::from_host(wi), std::nullopt, o)}; });
+    CHECK_FALSE(apply_patterns(*gi, {&dilated_conv_as_batch_pattern()}));
+  };
+  unchanged({1, 4, 17, 24}, {4, 4, 3, 3}, dilated);
+  ops::Conv2dOptions odd_pad = dilated;
+  odd_pad.padding = {1, 3, 3, 3};
+  unchanged({1, 4, 16, 24}, {4, 4, 3, 3}, odd_pad);
+  ops::Conv2dOptions strided = dilated;
+  strided.stride = {2, 2};
+  unchanged({1, 4, 16, 24}, {4, 4, 3, 3}, strided);
+  unchanged({1, 4, 14, 24}, {4, 4, 3, 3}, dilated);
+  ops::Conv2dOptions five = dilated;
+  five.padding = {4, 6, 4, 6};
+  unchanged({1, 4, 16, 24}, {4, 4, 5, 5}, five);
 }
 
 TEST_CASE("canonicalize: a transposed conv with stride = kernel becomes a GEMM", "[transforms][canonicalize]") {
