@@ -59,6 +59,12 @@ int64_t floor_div(int64_t a, int64_t d) { return a >= 0 ? a / d : -((-a + d - 1)
 void emit_tasks(llvm::IRBuilder<> &b, const std::string &prefix, const std::string &name,
                 const std::vector<Value *> &fields, int64_t tasks, int64_t work, const GemmEpilogue *epilogue,
                 const std::function<void(llvm::IRBuilder<> &, const std::vector<Value *> &, Value *)> &body) {
+  emit_tasks(b, prefix, name, fields, b.getInt64(tasks), b.getInt64(work), epilogue, body);
+}
+
+void emit_tasks(llvm::IRBuilder<> &b, const std::string &prefix, const std::string &name,
+                const std::vector<Value *> &fields, Value *tasks, Value *work, const GemmEpilogue *epilogue,
+                const std::function<void(llvm::IRBuilder<> &, const std::vector<Value *> &, Value *)> &body) {
   llvm::Function *caller = b.GetInsertBlock()->getParent();
   llvm::Module &m = *caller->getParent();
   llvm::LLVMContext &c = m.getContext();
@@ -90,7 +96,7 @@ void emit_tasks(llvm::IRBuilder<> &b, const std::string &prefix, const std::stri
   tb.CreateRetVoid();
   if (epilogue)
     epilogue->leave();
-  emit_parallel_for(b, prefix, args, b.getInt64(tasks), task, b.getInt64(work));
+  emit_parallel_for(b, prefix, args, tasks, task, work);
 }
 
 } // namespace conv_ir
@@ -722,16 +728,19 @@ void emit_conv_depthwise_dynamic_f32(llvm::IRBuilder<> &outer, const DepthwiseDy
   });
 }
 
-void emit_max_pool_f32(llvm::IRBuilder<> &outer, const PoolShape &s, Value *x, Value *out, unsigned lanes,
-                       const std::string &prefix, PoolInput input) {
-  // Tasks: bands of output rows, all channels each, so that a band reads
-  // the input rows a row-split producer made on the same core.
+void emit_max_pool_f32(llvm::IRBuilder<> &outer, const PoolShape &s, Value *images, Value *x_all, Value *out_all,
+                       unsigned lanes, const std::string &prefix, PoolInput input) {
+  // Tasks: (image, band of output rows), all channels each, so that a band
+  // reads the input rows a row-split producer made on the same core.
   const std::array<int64_t, 2> split = conv_task_split(s.OH, s.C * s.OW * s.KH * s.KW);
-  const int64_t tasks = split[0], per = split[1];
-  emit_tasks(outer, prefix, "max_pool", {x, out}, tasks, s.OH * s.C * s.OW * s.KH * s.KW, nullptr,
-             [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
+  const int64_t tasks = split[0], per = split[1], work = s.OH * s.C * s.OW * s.KH * s.KW;
+  emit_tasks(outer, prefix, "max_pool", {x_all, out_all}, mul(outer, images, tasks), mul(outer, images, work), nullptr,
+             [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *task) {
                PoolRows rows(b, s, lanes, input);
                llvm::Type *elem = input == PoolInput::f32 ? b.getFloatTy() : b.getInt8Ty();
+               Value *n = b.CreateUDiv(task, b.getInt64(tasks)), *t = b.CreateURem(task, b.getInt64(tasks));
+               Value *x = b.CreateGEP(elem, f[0], mul(b, n, s.C * s.H * s.W));
+               Value *out = f32_at(b, f[1], mul(b, n, s.C * s.OH * s.OW));
                Value *oy0 = mul(b, t, per);
                Value *oy1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, oy0, per), b.getInt64(s.OH));
                for_range(b, oy0, oy1, [&](Value *oy) {
@@ -740,9 +749,9 @@ void emit_max_pool_f32(llvm::IRBuilder<> &outer, const PoolShape &s, Value *x, V
                  Value *lo = b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, iy0, b.getInt64(0));
                  Value *hi = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, add(b, iy0, s.KH), b.getInt64(s.H));
                  rows.by_groups(
-                     b, [&](Value *c, Value *g) { rows.vertical(b, b.CreateGEP(elem, f[0], mul(b, c, s.H * s.W)), lo, hi, s.KH, g); },
+                     b, [&](Value *c, Value *g) { rows.vertical(b, b.CreateGEP(elem, x, mul(b, c, s.H * s.W)), lo, hi, s.KH, g); },
                      [&](Value *c, Value *g) {
-                       rows.horizontal(b, f32_at(b, f[1], add(b, mul(b, c, s.OH * s.OW), mul(b, oy, s.OW))), g);
+                       rows.horizontal(b, f32_at(b, out, add(b, mul(b, c, s.OH * s.OW), mul(b, oy, s.OW))), g);
                      });
                });
              });

@@ -154,8 +154,10 @@ struct PoolShape {
   std::array<int64_t, 2> pad; // top, left (bottom / right follow from OH, OW)
 };
 
-/// f32 max_pool2d of one image: tasks over bands of output rows, all
-/// channels each (conv_task_split over OH: a band reads the rows a
+/// f32 max_pool2d of `images` images (an i64 value; x and out hold them
+/// one after another): one job, tasks over (image, band of output rows), all
+/// channels each (a batch of small images is one job the pool can split,
+/// not one job per image below its threshold) (conv_task_split over OH: a band reads the rows a
 /// row-split producer made on the same core); per output row, the vertical
 /// max of the window's input rows (whole vectors, straight from the input)
 /// into a -inf-padded row buffer (task-local; channels in groups of 8, a
@@ -167,8 +169,8 @@ struct PoolShape {
 /// as it loads them (a max pool of cast(x8, f32), the cast fused: a QDQ
 /// model's MaxPool reads the bytes, a quarter of the f32 plane).
 enum class PoolInput { f32, u8, i8 };
-void emit_max_pool_f32(llvm::IRBuilder<> &b, const PoolShape &s, llvm::Value *x, llvm::Value *out, unsigned lanes,
-                       const std::string &prefix, PoolInput input = PoolInput::f32);
+void emit_max_pool_f32(llvm::IRBuilder<> &b, const PoolShape &s, llvm::Value *images, llvm::Value *x, llvm::Value *out,
+                       unsigned lanes, const std::string &prefix, PoolInput input = PoolInput::f32);
 
 /// IR helpers shared by the convolution kernels (ConvEmitter.cpp,
 /// WinogradEmitter.cpp); i64 arithmetic is nsw.
@@ -189,6 +191,11 @@ llvm::Value *add(llvm::IRBuilder<> &b, llvm::Value *x, int64_t c);
 /// tasks' estimated work (emit_parallel_for; -1: unknown).
 void emit_tasks(llvm::IRBuilder<> &b, const std::string &prefix, const std::string &name,
                 const std::vector<llvm::Value *> &fields, int64_t tasks, int64_t work, const GemmEpilogue *epilogue,
+                const std::function<void(llvm::IRBuilder<> &, const std::vector<llvm::Value *> &, llvm::Value *)> &body);
+/// emit_tasks with a run-time task count and work (i64 values of the caller).
+void emit_tasks(llvm::IRBuilder<> &b, const std::string &prefix, const std::string &name,
+                const std::vector<llvm::Value *> &fields, llvm::Value *tasks, llvm::Value *work,
+                const GemmEpilogue *epilogue,
                 const std::function<void(llvm::IRBuilder<> &, const std::vector<llvm::Value *> &, llvm::Value *)> &body);
 } // namespace conv_ir
 

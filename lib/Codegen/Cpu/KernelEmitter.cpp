@@ -2218,12 +2218,7 @@ private:
     if (chunks * std::max(s.KH, s.KW) > 4096)
       return false;
     Value *xptr = pointer_of(src), *optr = pointer_of(out);
-    llvm::Type *elem = input == PoolInput::f32 ? b_.getFloatTy() : b_.getInt8Ty();
-    loop(dim(xs[0]), [&](Value *n) {
-      emit_max_pool_f32(b_, s, b_.CreateGEP(elem, xptr, b_.CreateMul(n, b_.getInt64(s.C * s.H * s.W))),
-                        b_.CreateGEP(b_.getFloatTy(), optr, b_.CreateMul(n, b_.getInt64(s.C * s.OH * s.OW))),
-                        mod_.lanes, mod_.prefix, input);
-    });
+    emit_max_pool_f32(b_, s, dim(xs[0]), xptr, optr, mod_.lanes, mod_.prefix, input);
     return true;
   }
 

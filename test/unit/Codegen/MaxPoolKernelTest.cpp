@@ -35,6 +35,9 @@ TEST_CASE("max pool kernel: vectors of output columns vs the interpreter", "[cod
       {"2x2 stride 2, no padding, 9 wide (one masked chunk)", {2, 3, 11, 9}, {2, 2}, {2, 2}, {0, 0, 0, 0}},
       {"2x2 stride 1, bottom/right pad, 17 wide", {1, 24, 30, 17}, {2, 2}, {1, 1}, {0, 0, 1, 1}},
       {"3x2 stride (2, 1), pad top 2 (a window of one row)", {1, 12, 40, 33}, {3, 2}, {2, 1}, {2, 1, 0, 0}},
+      // One job over the images: tasks (image, band).
+      {"batch 9 of 14x14, 3x3 stride 2, bottom/right pad (Keras')", {9, 6, 14, 14}, {3, 3}, {2, 2}, {0, 0, 1, 1}},
+      {"batch 3, five row bands each: 15 tasks", {3, 16, 75, 70}, {3, 3}, {2, 2}, {1, 1, 1, 1}},
   };
   for (const Case &c : cases) {
     INFO(c.name);
