@@ -353,7 +353,7 @@ public:
         x.shape.size() != 4 || !x.shape[1].is_static() || !all_zero(dw->attrs.get_ints("padding")))
       return {};
     int64_t C = x.shape[1].value();
-    if (dw->attrs.get_int("groups") != C || dww.shape != Shape{Dim(C), Dim(1), Dim(1), Dim(1)} ||
+    if (C == 0 || dw->attrs.get_int("groups") != C || dww.shape != Shape{Dim(C), Dim(1), Dim(1), Dim(1)} ||
         dw->attrs.get_ints("stride") != std::vector<int64_t>{1, 1} || !w.shape[1].is_static() ||
         w.shape[1].value() != C)
       return {};
@@ -363,7 +363,7 @@ public:
     if (!d || !wt || (dw->operands.size() > 2 && (!e || !all_zero(node.attrs.get_ints("padding")))) ||
         (node.operands.size() > 2 && !b))
       return {};
-    int64_t O = wt->shape()[0], per_c = wt->numel() / (O * C);
+    int64_t O = wt->shape()[0], per_c = O > 0 ? wt->numel() / (O * C) : 0;
     HostTensor wf(wt->dtype(), wt->shape()), bf(wt->dtype(), {O});
     for (int64_t o = 0; o < O; ++o) {
       double sum = b ? b->get_f64(o) : 0.0;
@@ -394,6 +394,23 @@ private:
   }
 };
 
+/// The padding (top, left, bottom, right) of a conv or pool `node` that
+/// reads `pad` (its operand 0's producer, or null) once, with the pad's
+/// spatial pads added, when `pad` fills zeros (value 0) into the spatial
+/// dims of a rank-4 value only, none negative (a crop); else nullopt.
+std::optional<std::vector<int64_t>> with_zero_pad(const RewriteContext &rc, const Node &node, const Node *pad) {
+  if (!pad || !rc.match.single_use(node.operands[0]) || pad->attrs.get_real("value", 0.0) != 0.0)
+    return std::nullopt;
+  std::vector<int64_t> pads = pad->attrs.get_ints("pads"), padding = node.attrs.get_ints("padding");
+  if (padding.size() == 2) // [top, left] for both sides
+    padding = {padding[0], padding[1], padding[0], padding[1]};
+  if (pads.size() != 8 || padding.size() != 4 || pads[0] != 0 || pads[1] != 0 || pads[2] != 0 || pads[3] != 0 ||
+      std::any_of(pads.begin() + 4, pads.end(), [](int64_t p) { return p < 0; }))
+    return std::nullopt;
+  // pads: [.., h_before, h_after, w_before, w_after].
+  return std::vector<int64_t>{padding[0] + pads[4], padding[1] + pads[6], padding[2] + pads[5], padding[3] + pads[7]};
+}
+
 /// A conv whose input is a zero pad of its spatial dims: the conv's own
 /// padding (ORT's PadFusion). tf2onnx writes a strided "same" conv of
 /// MobileNet as an explicit Pad before a conv without padding, so the pad
@@ -406,16 +423,11 @@ public:
   const char *root_op() const override { return "conv2d"; }
   std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
     const Node *pad = rc.match.producer_op(node.operands[0], "pad");
-    if (!pad || !rc.match.single_use(node.operands[0]) || pad->attrs.get_real("value", 0.0) != 0.0)
+    std::optional<std::vector<int64_t>> padding = with_zero_pad(rc, node, pad);
+    if (!padding)
       return {};
-    std::vector<int64_t> pads = pad->attrs.get_ints("pads"), padding = node.attrs.get_ints("padding");
-    if (pads.size() != 8 || padding.size() != 4 || pads[0] != 0 || pads[1] != 0 || pads[2] != 0 || pads[3] != 0 ||
-        std::any_of(pads.begin() + 4, pads.end(), [](int64_t p) { return p < 0; }))
-      return {};
-    // pads: [.., h_before, h_after, w_before, w_after]; padding: top, left, bottom, right.
-    padding = {padding[0] + pads[4], padding[1] + pads[6], padding[2] + pads[5], padding[3] + pads[7]};
     Attrs attrs = node.attrs;
-    attrs.set("padding", padding);
+    attrs.set("padding", *padding);
     std::vector<Tensor> operands = in;
     operands[0] = rc.value(pad->operands[0]);
     return rc.out.record("conv2d", operands, attrs);
@@ -436,19 +448,15 @@ public:
   const char *root_op() const override { return "max_pool2d"; }
   std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &, RewriteContext &rc) const override {
     const Node *pad = rc.match.producer_op(node.operands[0], "pad");
-    if (!pad || !rc.match.single_use(node.operands[0]) || pad->attrs.get_real("value", 0.0) != 0.0 ||
-        !never_negative(rc.match, pad->operands[0], 4))
-      return {};
-    std::vector<int64_t> pads = pad->attrs.get_ints("pads"), padding = node.attrs.get_ints("padding");
+    std::optional<std::vector<int64_t>> padding = with_zero_pad(rc, node, pad);
     std::vector<int64_t> kernel = node.attrs.get_ints("kernel");
-    if (pads.size() != 8 || padding.size() != 4 || kernel.size() != 2 || pads[0] != 0 || pads[1] != 0 ||
-        pads[2] != 0 || pads[3] != 0 || std::any_of(pads.begin() + 4, pads.end(), [](int64_t p) { return p < 0; }))
+    if (!padding || kernel.size() != 2 || !never_negative(rc.match, pad->operands[0], 4))
       return {};
-    padding = {padding[0] + pads[4], padding[1] + pads[6], padding[2] + pads[5], padding[3] + pads[7]};
-    if (padding[0] >= kernel[0] || padding[2] >= kernel[0] || padding[1] >= kernel[1] || padding[3] >= kernel[1])
+    const std::vector<int64_t> &p = *padding;
+    if (p[0] >= kernel[0] || p[2] >= kernel[0] || p[1] >= kernel[1] || p[3] >= kernel[1])
       return {}; // a window of padding alone: -inf, where the zero pad gave 0
     Attrs attrs = node.attrs;
-    attrs.set("padding", padding);
+    attrs.set("padding", p);
     return rc.out.record("max_pool2d", {rc.value(pad->operands[0])}, attrs);
   }
 
