@@ -1,12 +1,11 @@
 #include "maxc/Transforms/Decompose.h"
-
-#include "maxc/Transforms/DilatedConvAsBatch.h"
 #include "DecomposeRecurrence.h"
 #include "maxc/Transforms/PromotePrecision.h"
 
 #include "maxc/Ops/MatmulNbits.h"
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Ops/Ops.h"
+#include "maxc/Transforms/DilatedConvAsBatch.h"
 #include "maxc/Transforms/FoldBatchNorm.h"
 #include "maxc/Transforms/FuseAttention.h"
 #include "maxc/Transforms/MatmulLayout.h"
