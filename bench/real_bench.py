@@ -239,6 +239,15 @@ MODELS = {
         domain="vision (MRZ character classification, tf2onnx)",
         sha256="0ffdf97ed8464322604b00c6877dc7e1d5760fc2809581bb84bdb53b02f30222",
         inputs=[("input_1", "float32", [88, 28, 28, 1], ("uniform", 0, 1))], dims={"unk__136": 88}),
+    # Found in session 25: the same package's face detector, BlazeFace as
+    # tf2onnx 1.7.2 wrote it at opset 12 (the corpus's blazeface_* are
+    # Unity Barracuda exports): channel Pads before the residual adds, four
+    # outputs (scores and boxes of the 16x16 and 8x8 anchors).
+    "face_detection_idvc": dict(
+        pkg=IDVC, path="dist/networks/faceDetection03032023.onnx.gzip", gzip=True,
+        domain="vision (face detection, BlazeFace, tf2onnx 1.7.2, NHWC)",
+        sha256="e72025b2ba8c3216f45ec02c3e1b25cc0d0566e10bc604e81216ed8d164f8828",
+        inputs=[("input:0", "float32", [1, 128, 128, 3], ("uniform", -1, 1))], dims={}),
     "yolov10_face_fingers": dict(
         pkg=IDVC, path="dist/networks/yoloFaceFingers.onnx.gzip", gzip=True,
         domain="vision (object detection, YOLOv10, int8 dynamic)",
