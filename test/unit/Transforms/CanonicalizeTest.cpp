@@ -653,6 +653,22 @@ TEST_CASE("decompose: a dilated 3x3 conv becomes an undilated one over a batch o
     INFO(backend);
     MAXC_REQUIRE_CLOSE(driver::run_on_host(backend, *g, {x})[0], want[0], 1e-4, 1e-4);
   }
+  // A symbolic batch: [n * dh * dw, ...] in between.
+  {
+    auto gs = std::make_unique<Graph>("g", std::vector<TensorType>{TensorType(DType::f32, {Dim("n"), 20, 16, 24})});
+    {
+      GraphRealizationContext ctx(*gs);
+      gs->output({ops::conv2d(Tensor::from_graph_value(gs->inputs()[0]), Tensor::from_host(w), Tensor::from_host(b),
+                              dilated)});
+    }
+    auto ls = decompose(*gs);
+    ls->verify();
+    CHECK(op_list(*ls) == "reshape transpose reshape conv2d reshape transpose reshape");
+    HostTensor x3 = random_tensor(DType::f32, {3, 20, 16, 24});
+    auto want3 = Interpreter::run(*gs, {x3});
+    MAXC_REQUIRE_CLOSE(Interpreter::run(*ls, {x3})[0], want3[0], 1e-4, 1e-4);
+    MAXC_REQUIRE_CLOSE(driver::run_on_host("cpu", *gs, {x3})[0], want3[0], 1e-4, 1e-4);
+  }
   // Near misses: a height not a multiple of the dilation; a pad not a
   // multiple of it; a stride; subsampled images below 8 rows; a 5x5 kernel.
   auto unchanged = [&](const std::vector<int64_t> &shape, const std::vector<int64_t> &wshape, ops::Conv2dOptions o) {
