@@ -11,7 +11,7 @@
 // file, removed afterwards) and prints the nodes by time per run: ms, share,
 // op, node name (ORT's name after its graph optimizations: fused nodes end in
 // their last node's output name, "_nchwc" marks its blocked layout), then
-// the total. Profiling adds a little time per node; compare shares and the
+// the total and the time per op type. Profiling adds a little time per node; compare shares and the
 // larger nodes.
 'use strict';
 const fs = require('fs');
@@ -48,7 +48,8 @@ async function main() {
     const json = specs.length === 1 && specs[0].endsWith('.json');
     const feeds = json ? feedsFromSpec(ort, specs[0]) : {};
     for (const spec of json ? [] : specs) {
-      const [name, dtype, shapeText] = spec.split(':');
+      const parts = spec.split(':'); // NAME may hold ':' itself (tf2onnx's "input:0")
+      const shapeText = parts.pop(), dtype = parts.pop(), name = parts.join(':');
       const shape = shapeText === '' ? [] : shapeText.split('x').map(Number);
       const n = shape.reduce((a, b) => a * b, 1);
       const data = dtype === 'int64' ? new BigInt64Array(n) : new Float32Array(n);
@@ -78,6 +79,11 @@ async function main() {
       console.log(`${per(e.us).toFixed(3).padStart(9)}  ${(100 * e.us / total).toFixed(1).padStart(5)}%  ${e.op.padEnd(18)} ${name}`);
     if (rows.length > top)
       console.log(`  ... ${rows.length - top} more nodes`);
+    const byOp = new Map();
+    for (const e of byNode.values())
+      byOp.set(e.op, (byOp.get(e.op) || 0) + e.us);
+    console.log('by op: ' + [...byOp.entries()].sort((a, b) => b[1] - a[1])
+      .map(([op, us]) => `${op} ${per(us).toFixed(3)} ms`).join(', '));
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
