@@ -11,8 +11,8 @@
 // file, removed afterwards) and prints the nodes by time per run: ms, share,
 // op, node name (ORT's name after its graph optimizations: fused nodes end in
 // their last node's output name, "_nchwc" marks its blocked layout), then
-// the total and the time per op type. Profiling adds a little time per node; compare shares and the
-// larger nodes.
+// the total and the time per op type. Profiling adds a little time per
+// node; compare shares and the larger nodes.
 'use strict';
 const fs = require('fs');
 const os = require('os');
