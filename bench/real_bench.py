@@ -168,6 +168,13 @@ MODELS = {
         pkg=YOLO, path="model/yolov8n.onnx", domain="vision (object detection, Ultralytics)",
         sha256="9697a185dd8eb7448aea4c979e10db2b4977f70a46687890ef796936c44a848b",
         inputs=[("images", "float32", [1, 3, 640, 640], ("uniform", 0, 1))], dims={}),
+    # Found in session 25, in the same package: the "s" size, twice
+    # yolov8n's channel widths (28.6 GFLOPs at 640 against 8.7): the same
+    # graph with more GEMM-bound convs.
+    "yolov8s": dict(
+        pkg=YOLO, path="model/yolov8s.onnx", domain="vision (object detection, Ultralytics, s size)",
+        sha256="fb831dd01762c001e3954cb440074dd8565c604028ea635930fc3dcc0ed39987",
+        inputs=[("images", "float32", [1, 3, 640, 640], ("uniform", 0, 1))], dims={}),
     "yolov8n_face": dict(
         pkg=YOLO_FACE, path="model/yolov8n-face.onnx", domain="vision (face detection)",
         sha256="52d50f2c689f935251b6e492f1934bfc9086d2853c2628667cbdb28ef8a76178",
