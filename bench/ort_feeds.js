@@ -1,6 +1,8 @@
-// The ONNX Runtime feeds of a SPEC.json, shared by bench/ort_run.js and
-// bench/ort_time.js: {"inputs": [{"name", "dtype": "float32"|"int64"|"bool"|"uint8",
-// "shape": [...], "file": "x.bin"}, ...]}, each file the input's raw data.
+// The ONNX Runtime feeds of a SPEC.json, shared by bench/ort_run.js,
+// bench/ort_time.js and bench/ort_profile.js: {"inputs": [{"name", "dtype":
+// "float32"|"int64"|"bool"|"uint8", "shape": [...], "file": "x.bin"}, ...]},
+// each file the input's raw data; or (feedsFromArgs) pseudo-random inputs
+// from NAME:DTYPE:D1xD2x... arguments.
 'use strict';
 const fs = require('fs');
 
@@ -17,4 +19,32 @@ function feedsFromSpec(ort, specPath) {
   return feeds;
 }
 
-module.exports = { feedsFromSpec };
+// Feeds from NAME:DTYPE:D1xD2x... arguments (NAME may hold ':' itself, as
+// tf2onnx's "input:0"; an empty shape is a scalar), or the one SPEC.json
+// argument: DTYPE float32 (uniform in [-1, 1)) or int64 (0..99), from a
+// fixed seed, so every script feeds the same values.
+function feedsFromArgs(ort, specs) {
+  if (specs.length === 1 && specs[0].endsWith('.json'))
+    return feedsFromSpec(ort, specs[0]);
+  let seed = 12345;
+  const rand = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
+  const feeds = {};
+  for (const spec of specs) {
+    const parts = spec.split(':');
+    const shapeText = parts.pop(), dtype = parts.pop(), name = parts.join(':');
+    const shape = shapeText === '' ? [] : shapeText.split('x').map(Number);
+    const n = shape.reduce((a, b) => a * b, 1);
+    let data;
+    if (dtype === 'int64') {
+      data = new BigInt64Array(n);
+      for (let i = 0; i < n; ++i) data[i] = BigInt(Math.floor(rand() * 100));
+    } else {
+      data = new Float32Array(n);
+      for (let i = 0; i < n; ++i) data[i] = rand() * 2 - 1;
+    }
+    feeds[name] = new ort.Tensor(dtype, data, shape);
+  }
+  return feeds;
+}
+
+module.exports = { feedsFromSpec, feedsFromArgs };

@@ -18,7 +18,7 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const ort = require('onnxruntime-node');
-const { feedsFromSpec } = require('./ort_feeds.js');
+const { feedsFromArgs } = require('./ort_feeds.js');
 
 async function main() {
   const args = process.argv.slice(2);
@@ -43,20 +43,7 @@ async function main() {
       enableProfiling: true,
       profileFilePrefix: path.join(dir, 'trace'),
     });
-    let seed = 12345;
-    const rand = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
-    const json = specs.length === 1 && specs[0].endsWith('.json');
-    const feeds = json ? feedsFromSpec(ort, specs[0]) : {};
-    for (const spec of json ? [] : specs) {
-      const parts = spec.split(':'); // NAME may hold ':' itself (tf2onnx's "input:0")
-      const shapeText = parts.pop(), dtype = parts.pop(), name = parts.join(':');
-      const shape = shapeText === '' ? [] : shapeText.split('x').map(Number);
-      const n = shape.reduce((a, b) => a * b, 1);
-      const data = dtype === 'int64' ? new BigInt64Array(n) : new Float32Array(n);
-      for (let i = 0; i < n; ++i)
-        data[i] = dtype === 'int64' ? BigInt(Math.floor(rand() * 100)) : rand() * 2 - 1;
-      feeds[name] = new ort.Tensor(dtype, data, shape);
-    }
+    const feeds = feedsFromArgs(ort, specs);
     for (let i = 0; i < 3 + Number(runs); ++i)
       await session.run(feeds);
     session.endProfiling();

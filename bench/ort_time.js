@@ -13,7 +13,7 @@
 // `await session.run(feeds)` (ORT allocates the outputs).
 'use strict';
 const ort = require('onnxruntime-node');
-const { feedsFromSpec } = require('./ort_feeds.js');
+const { feedsFromArgs } = require('./ort_feeds.js');
 
 async function main() {
   const [modelPath, threads, runs, warmup, ...specs] = process.argv.slice(2);
@@ -23,26 +23,7 @@ async function main() {
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',
   });
-  let seed = 12345;
-  const rand = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
-  const json = specs.length === 1 && specs[0].endsWith('.json');
-  const feeds = json ? feedsFromSpec(ort, specs[0]) : {};
-  if (json)
-    specs.length = 0;
-  for (const spec of specs) {
-    const [name, dtype, shapeText] = spec.split(':');
-    const shape = shapeText === '' ? [] : shapeText.split('x').map(Number);
-    const n = shape.reduce((a, b) => a * b, 1);
-    let data;
-    if (dtype === 'int64') {
-      data = new BigInt64Array(n);
-      for (let i = 0; i < n; ++i) data[i] = BigInt(Math.floor(rand() * 100));
-    } else {
-      data = new Float32Array(n);
-      for (let i = 0; i < n; ++i) data[i] = rand() * 2 - 1;
-    }
-    feeds[name] = new ort.Tensor(dtype, data, shape);
-  }
+  const feeds = feedsFromArgs(ort, specs);
   for (let i = 0; i < Number(warmup); ++i) await session.run(feeds);
   const times = [];
   for (let i = 0; i < Number(runs); ++i) {

@@ -5,6 +5,7 @@
 #include "maxc/Transforms/ConvTransposeAsMatmul.h"
 #include "maxc/Transforms/DequantizedMatmul.h"
 #include "maxc/Transforms/FuseActivations.h"
+#include "maxc/Transforms/FoldBatchNorm.h"
 #include "maxc/Transforms/FuseNorms.h"
 
 #include <algorithm>
@@ -341,56 +342,35 @@ class ConvOfChannelScale final : public RewritePattern {
 public:
   const char *name() const override { return "conv-of-channel-scale"; }
   const char *root_op() const override { return "conv2d"; }
-  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
+  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &, RewriteContext &rc) const override {
     const Graph &g = rc.match.graph();
     const Node *dw = rc.match.producer_op(node.operands[0], "conv2d");
     if (!dw || !rc.match.single_use(node.operands[0]) || node.attrs.get_int("groups") != 1 ||
-        node.attrs.get_int("exact", 0) != 0 || dw->attrs.get_int("exact", 0) != 0)
+        node.attrs.get_int("exact", 0) != 0 || !is_channel_scale(g, *dw) ||
+        g.type_of(node.operands[1]).dtype != g.type_of(dw->operands[0]).dtype)
       return {};
-    const TensorType &x = g.type_of(dw->operands[0]), &w = g.type_of(node.operands[1]);
-    const TensorType &dww = g.type_of(dw->operands[1]);
-    if ((x.dtype != DType::f32 && x.dtype != DType::f64) || w.dtype != x.dtype || dww.dtype != x.dtype ||
-        x.shape.size() != 4 || !x.shape[1].is_static() || !all_zero(dw->attrs.get_ints("padding")))
+    const HostTensor *d = rc.match.constant(dw->operands[1]), *wt = rc.match.constant(node.operands[1]);
+    const HostTensor *e = dw->operands.size() > 2 ? rc.match.constant(dw->operands[2]) : nullptr;
+    const HostTensor *b = node.operands.size() > 2 ? rc.match.constant(node.operands[2]) : nullptr;
+    std::vector<int64_t> padding = node.attrs.get_ints("padding");
+    if (!d || !wt || (dw->operands.size() > 2 && !e) || (node.operands.size() > 2 && !b) ||
+        (e && !std::all_of(padding.begin(), padding.end(), [](int64_t p) { return p == 0; })))
       return {};
-    int64_t C = x.shape[1].value();
-    if (C == 0 || dw->attrs.get_int("groups") != C || dww.shape != Shape{Dim(C), Dim(1), Dim(1), Dim(1)} ||
-        dw->attrs.get_ints("stride") != std::vector<int64_t>{1, 1} || !w.shape[1].is_static() ||
-        w.shape[1].value() != C)
-      return {};
-    const HostTensor *d = constant(rc, dw->operands[1]), *wt = constant(rc, node.operands[1]);
-    const HostTensor *e = dw->operands.size() > 2 ? constant(rc, dw->operands[2]) : nullptr;
-    const HostTensor *b = node.operands.size() > 2 ? constant(rc, node.operands[2]) : nullptr;
-    if (!d || !wt || (dw->operands.size() > 2 && (!e || !all_zero(node.attrs.get_ints("padding")))) ||
-        (node.operands.size() > 2 && !b))
-      return {};
-    int64_t O = wt->shape()[0], per_c = O > 0 ? wt->numel() / (O * C) : 0;
-    HostTensor wf(wt->dtype(), wt->shape()), bf(wt->dtype(), {O});
+    // b'[o] = b[o] + sum over c, ky, kx of W[o, c, ky, kx] * e[c], in double.
+    int64_t O = wt->shape()[0], C = d->numel(), per_c = O > 0 ? wt->numel() / (O * C) : 0;
+    HostTensor bf(wt->dtype(), {O});
     for (int64_t o = 0; o < O; ++o) {
       double sum = b ? b->get_f64(o) : 0.0;
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t k = 0; k < per_c; ++k) {
-          int64_t i = (o * C + c) * per_c + k;
-          sum += e ? wt->get_f64(i) * e->get_f64(c) : 0.0;
-          wf.set_f64(i, wt->get_f64(i) * d->get_f64(c));
-        }
+      for (int64_t i = 0; e && i < C * per_c; ++i)
+        sum += wt->get_f64(o * C * per_c + i) * e->get_f64(i / per_c);
       bf.set_f64(o, sum);
     }
     std::string wname = g.nodes()[g.value_info(node.operands[1]).producer].attrs.get_string("name");
-    Tensor wnew = rc.out.add_source(Tensor::from_host(wf), wname + ".channel_scaled");
-    std::vector<Tensor> operands{rc.value(dw->operands[0]), wnew};
+    std::vector<Tensor> operands{rc.value(dw->operands[0]),
+                                 rc.out.add_source(Tensor::from_host(scaled_by_channel(*wt, *d)), wname + ".channel_scaled")};
     if (b || e)
       operands.push_back(rc.out.add_source(Tensor::from_host(bf), wname + ".channel_bias"));
     return rc.out.record("conv2d", operands, node.attrs);
-  }
-
-private:
-  static bool all_zero(const std::vector<int64_t> &v) {
-    return std::all_of(v.begin(), v.end(), [](int64_t p) { return p == 0; });
-  }
-  /// The constant `v` of the graph being read, or null.
-  static const HostTensor *constant(const RewriteContext &rc, ValueId v) {
-    const Node *c = rc.match.producer_op(v, "constant");
-    return c ? &rc.match.graph().constant(c->attrs.get_string("name")) : nullptr;
   }
 };
 

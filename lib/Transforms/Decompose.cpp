@@ -274,8 +274,9 @@ std::unique_ptr<Graph> decompose(const Graph &source, const DecomposeOptions &op
   rebuild(graph, *out, {}, calls, {}, folds, options);
   // Lowerings that must see the folded convs (a batch norm folds only into
   // the conv that it reads directly).
-  if (std::unique_ptr<Graph> lowered = apply_patterns(*out, {&dilated_conv_as_batch_pattern()}))
-    out = std::move(lowered);
+  if (options.dilated_conv_as_batch)
+    if (std::unique_ptr<Graph> lowered = apply_patterns(*out, {&dilated_conv_as_batch_pattern()}))
+      out = std::move(lowered);
   return out;
 }
 

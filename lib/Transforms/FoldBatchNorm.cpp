@@ -3,6 +3,7 @@
 #include "maxc/Transforms/CallSites.h"
 #include "maxc/Transforms/Rewrite.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace maxc {
@@ -21,6 +22,27 @@ std::string constant_name(const Graph &g, ValueId id) {
 }
 
 } // namespace
+
+bool is_channel_scale(const Graph &g, const Node &node) {
+  if (node.op != "conv2d" || node.attrs.get_int("exact", 0) != 0)
+    return false;
+  const TensorType &x = g.type_of(node.operands[0]), &w = g.type_of(node.operands[1]);
+  std::vector<int64_t> pad = node.attrs.get_ints("padding", {});
+  if ((x.dtype != DType::f32 && x.dtype != DType::f64) || w.dtype != x.dtype || x.rank() != 4 ||
+      !x.shape[1].is_static() || x.shape[1].value() == 0)
+    return false;
+  return node.attrs.get_int("groups") == x.shape[1].value() && w.shape == Shape{x.shape[1], Dim(1), Dim(1), Dim(1)} &&
+         node.attrs.get_ints("stride") == std::vector<int64_t>{1, 1} &&
+         std::all_of(pad.begin(), pad.end(), [](int64_t p) { return p == 0; });
+}
+
+HostTensor scaled_by_channel(const HostTensor &w, const HostTensor &d) {
+  HostTensor out(w.dtype(), w.shape());
+  int64_t C = d.numel(), per_c = w.numel() / std::max<int64_t>(1, w.shape()[0] * C);
+  for (int64_t i = 0; i < w.numel(); ++i)
+    out.set_f64(i, w.get_f64(i) * d.get_f64((i / per_c) % C));
+  return out;
+}
 
 int64_t foldable_batch_norm(const Graph &from, size_t conv, const std::vector<std::vector<int64_t>> &consumers) {
   const Node &c = from.nodes()[conv];
@@ -128,14 +150,9 @@ CallSiteBatchNorms plan_call_site_batch_norms(const Graph &root) {
       if (xi.producer >= 0 && conv.attrs.get_int("groups") == 1) {
         size_t s = static_cast<size_t>(xi.producer);
         const Node &dw = g.nodes()[s];
-        const Shape &xs = g.type_of(conv.operands[0]).shape;
-        std::vector<int64_t> pad = dw.attrs.get_ints("padding", {});
-        if (dw.op == "conv2d" && dw.operands.size() == 2 && dw.attrs.get_int("exact", 0) == 0 &&
-            consumers[conv.operands[0]] == std::vector<int64_t>{static_cast<int64_t>(c)} && xs.size() == 4 &&
-            xs[1].is_static() && dw.attrs.get_int("groups") == xs[1].value() &&
-            g.type_of(dw.operands[1]).shape == Shape{xs[1], Dim(1), Dim(1), Dim(1)} &&
-            g.type_of(dw.operands[1]).dtype == d && dw.attrs.get_ints("stride") == std::vector<int64_t>{1, 1} &&
-            std::all_of(pad.begin(), pad.end(), [](int64_t p) { return p == 0; }) && own_parameter(dw.operands[1], s)) {
+        if (is_channel_scale(g, dw) && dw.operands.size() == 2 && g.type_of(dw.results[0]).dtype == d &&
+            consumers[conv.operands[0]] == std::vector<int64_t>{static_cast<int64_t>(c)} &&
+            own_parameter(dw.operands[1], s)) {
           fold.scale = static_cast<int64_t>(s);
           fold.scale_weight = static_cast<size_t>(input_index(dw.operands[1]));
         }
@@ -159,14 +176,10 @@ std::vector<Tensor> fold_call_site_batch_norms(const Graph &root, const Node &ca
   for (const CallSiteBatchNorm &f : folds) {
     const Node &conv = callee.nodes()[f.conv], &bn = callee.nodes()[f.batch_norm];
     const HostTensor *bias = conv.operands.size() > 2 ? &value(conv.operands[2]) : nullptr;
-    HostTensor scaled; // W[o, c, ..] * d[c], computed in double, when a depthwise scale folds in
-    if (f.scale >= 0) {
-      const HostTensor &w = value(conv.operands[1]), &d = value(callee.nodes()[static_cast<size_t>(f.scale)].operands[1]);
-      scaled = HostTensor(w.dtype(), w.shape());
-      int64_t C = d.numel(), per_c = w.numel() / std::max<int64_t>(1, w.shape()[0] * C);
-      for (int64_t i = 0; i < w.numel(); ++i)
-        scaled.set_f64(i, w.get_f64(i) * d.get_f64((i / per_c) % C));
-    }
+    HostTensor scaled; // when a depthwise scale folds in
+    if (f.scale >= 0)
+      scaled = scaled_by_channel(value(conv.operands[1]),
+                                 value(callee.nodes()[static_cast<size_t>(f.scale)].operands[1]));
     auto [wf, bf] = folded_parameters(f.scale >= 0 ? scaled : value(conv.operands[1]), bias, value(bn.operands[1]), value(bn.operands[2]),
                                       value(bn.operands[3]), value(bn.operands[4]), bn.attrs.get_real("eps"));
     operands[f.weight] = ctx.add_source(Tensor::from_host(wf), constant_name(root, call.operands[f.weight]) + ".bn_folded");

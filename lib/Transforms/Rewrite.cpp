@@ -44,6 +44,11 @@ std::optional<double> GraphMatcher::splat(ValueId v) const {
   return first == first ? std::optional<double>(first) : std::nullopt;
 }
 
+const HostTensor *GraphMatcher::constant(ValueId v) const {
+  const Node *n = producer_op(v, "constant");
+  return n ? &g_.constant(n->attrs.get_string("name")) : nullptr;
+}
+
 std::optional<double> GraphMatcher::scalar(ValueId v) const {
   if (shape_numel(g_.type_of(v).shape) != Dim(1))
     return std::nullopt;

@@ -82,6 +82,18 @@ def anonymous_builder():
     return nodes, inits, node, init
 
 
+def run_matches(c, model, x, want, devices, rtol, atol, tag, input_name="input", output="output"):
+    """`maxc run` of `model` on each device with input `input_name` = x (saved
+    as an .npy file): output `output` equals `want` within rtol / atol."""
+    xpath = c.path(tag + "-x.npy")
+    np.save(xpath, x)
+    for device in devices:
+        out = c.path(tag + "-" + device)
+        c.run("run", model, "--input", f"{input_name}={xpath}", "--device", device, "--output-dir", out)
+        got = np.load(os.path.join(out, output + ".npy"))
+        assert np.allclose(got, want, rtol=rtol, atol=atol), (device, np.abs(got - want).max())
+
+
 def anonymous_stack(layers, hidden=8, ffn=16, seed=0):
     """A residual feed-forward stack whose node and weight names carry no
     layer numbers ("n17", "w5"): the repeated layers can only be found by
@@ -166,16 +178,11 @@ def case_dedup_by_structure(c):
     assert s["subgraph_definitions"] == "0" and s["subgraph_calls"] == "0", s
     w = [numpy_helper.to_array(t) for t in m.graph.initializer]
     x = np.random.default_rng(3).standard_normal((3, 8)).astype(np.float32)
-    np.save(c.path("xa.npy"), x)
     gate, h = np.tanh(x), np.maximum(x, 0)
     for i in range(6):
         w1, b1, w2 = w[3 * i: 3 * i + 3]
         h = h + (np.maximum(h @ w1 + b1, 0) @ w2) * gate * 0.5
-    for device in ["reference", "cpu", "amdgpu-emu"]:
-        out = c.path("anon-" + device)
-        c.run("run", p, "--input", f"input={c.path('xa.npy')}", "--device", device, "--output-dir", out)
-        got = np.load(os.path.join(out, "output.npy"))
-        assert np.allclose(got, h, rtol=1e-4, atol=1e-6), (device, np.abs(got - h).max())
+    run_matches(c, p, x, h, ["reference", "cpu", "amdgpu-emu"], 1e-4, 1e-6, "anon")
 
 
 def case_dedup_rotation_ends_with_activation(c):
@@ -203,15 +210,10 @@ def case_dedup_rotation_ends_with_activation(c):
     body = text[text.index("subgraph @"):].split("\n}")[0].splitlines()
     assert "matmul(" in body[1] and "relu(" in body[-1], body
     xin = rng.standard_normal((3, 4)).astype(np.float32)
-    np.save(c.path("xr.npy"), xin)
     h = np.maximum(xin @ ws[0], 0)
     for w in ws[1:]:
         h = np.maximum(h @ w + h, 0)
-    for device in ["reference", "cpu"]:
-        out = c.path("rot-" + device)
-        c.run("run", p, "--input", f"input={c.path('xr.npy')}", "--device", device, "--output-dir", out)
-        got = np.load(os.path.join(out, "output.npy"))
-        assert np.allclose(got, h, rtol=1e-4, atol=1e-5), (device, np.abs(got - h).max())
+    run_matches(c, p, xin, h, ["reference", "cpu"], 1e-4, 1e-5, "rot")
 
 
 def case_dedup_rotation_starts_with_conv(c):
@@ -244,7 +246,6 @@ def case_dedup_rotation_starts_with_conv(c):
     body = text[text.index("subgraph @"):].split("\n}")[0].splitlines()
     assert "conv2d(" in body[1] and "relu(" in body[-1], body
     xin = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
-    np.save(c.path("xc.npy"), xin)
     def conv(h, w):
         return np.einsum("nchw,oc->nohw", h, w[:, :, 0, 0])
     def bn(h, g, b, m, v):
@@ -253,11 +254,7 @@ def case_dedup_rotation_starts_with_conv(c):
     h = np.maximum(bn(conv(xin, w0), *bn0), 0)
     for w, g, b, m, v in layers:
         h = np.maximum(bn(conv(h, w), g, b, m, v), 0)
-    for device in ["reference", "cpu"]:
-        out = c.path("rotconv-" + device)
-        c.run("run", p, "--input", f"input={c.path('xc.npy')}", "--device", device, "--output-dir", out)
-        got = np.load(os.path.join(out, "output.npy"))
-        assert np.allclose(got, h, rtol=1e-4, atol=1e-4), (device, np.abs(got - h).max())
+    run_matches(c, p, xin, h, ["reference", "cpu"], 1e-4, 1e-4, "rotconv")
 
 
 def quantized_stack(layers, hidden=8, seed=0):

@@ -45,6 +45,11 @@ struct DecomposeOptions {
   /// maxc/Ops/MatmulNbits.h) of f32 values whole: the backend reads the
   /// packed codes as they are (the CPU: Codegen/Cpu/NbitsGemvEmitter).
   bool keep_matmul_nbits = false;
+  /// Dilated 3x3 convs as undilated ones over a batch of subsampled images
+  /// (Transforms/DilatedConvAsBatch.h), applied after batch norms fold:
+  /// for a backend whose undilated 3x3 convs take a faster kernel (the
+  /// CPU's Winograd).
+  bool dilated_conv_as_batch = false;
 };
 
 std::unique_ptr<Graph> decompose(const Graph &graph, const DecomposeOptions &options = {});

@@ -43,6 +43,15 @@ int64_t foldable_batch_norm(const Graph &from, size_t conv, const std::vector<st
 Tensor fold_batch_norm(const Graph &from, const Node &conv, const Node &batch_norm, const Tensor &x,
                        GraphRealizationContext &ctx);
 
+/// Whether `node` of `g` is a channel scale: a depthwise 1x1 conv2d (one
+/// group per channel, weight [C, 1, 1, 1] of x's float dtype, stride 1, no
+/// padding, not `exact`) of a rank-4 x with static C; bias allowed.
+bool is_channel_scale(const Graph &g, const Node &node);
+
+/// W[o, c, ..] * d[c] (a conv weight [O, C, ...] times a channel scale's
+/// weight, C elements), computed in double, in W's dtype.
+HostTensor scaled_by_channel(const HostTensor &w, const HostTensor &d);
+
 /// A conv2d + batch_norm of a subgraph definition folded per call site.
 struct CallSiteBatchNorm {
   size_t conv = 0, batch_norm = 0; // node indices in the definition

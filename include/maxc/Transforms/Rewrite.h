@@ -66,6 +66,8 @@ public:
   std::optional<double> splat(ValueId v) const;
   /// splat() restricted to one-element values (a scalar).
   std::optional<double> scalar(ValueId v) const;
+  /// The data of v when a `constant` node defines it, else null.
+  const HostTensor *constant(ValueId v) const;
 
 private:
   const Graph &g_;

@@ -1775,8 +1775,8 @@ private:
     bool pointwise = !direct && conv_is_pointwise(g_, node);
     if (pointwise && pointwise_block_rows(s) > 0)
       return emit_conv_pointwise_blocks(node, s);
-    if (image_group_size(node, s, direct, pointwise) > 0)
-      return emit_conv_images(node, s, pointwise);
+    if (int64_t G = image_group_size(node, s, direct, pointwise); G > 0)
+      return emit_conv_images(node, s, pointwise, G);
     Value *scratch = pointwise || direct ? nullptr
                                          : b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(plan_.scratch_slot));
     size_t n_index = node_index(node);
@@ -1946,14 +1946,14 @@ private:
     return G;
   }
 
-  void emit_conv_images(const Node &node, const ConvShape &s, bool pointwise) {
+  void emit_conv_images(const Node &node, const ConvShape &s, bool pointwise, int64_t G) {
     ValueId x = node.operands[0], w = node.operands[1], out = node.results[0];
     ValueId bias = node.operands.size() > 2 ? node.operands[2] : kNoValue;
     size_t n_index = node_index(node);
     auto it = plan_.epilogues.find(n_index);
     ValueId r = it == plan_.epilogues.end() ? kNoValue : it->second;
     ValueId stored = r == kNoValue ? out : r;
-    const int64_t P = s.OH * s.OW, K = s.C * s.KH * s.KW, G = image_group_size(node, s, false, pointwise);
+    const int64_t P = s.OH * s.OW, K = s.C * s.KH * s.KW;
     Value *images = dim(g_.type_of(x).shape[0]);
     Value *groups = b_.CreateUDiv(b_.CreateAdd(images, b_.getInt64(G - 1)), b_.getInt64(G));
     emit_parallel_rows(groups, b_.getInt64(std::max<int64_t>(1, G * P * s.O * K)), [&](Value *begin, Value *end) {
