@@ -809,7 +809,7 @@ private:
       return p;
     };
     size_t lead = shape.size() - inner;
-    // Two reads and one write per element, an exp or two for softmax.
+    // Two or three reads and one write per element, an exp for softmax.
     Value *row_cost = b_.CreateMul(product(lead, shape.size()), b_.getInt64(4));
     emit_parallel_rows(product(0, lead), row_cost, [&](Value *begin, Value *end) {
       std::vector<Value *> dims = dims_of(out);
@@ -837,6 +837,7 @@ private:
         if (node.operands.size() > 2)
           r.bias = [&](Value *col) { return element(node.operands[2], trailing(col)); };
         r.store = [&](Value *col, Value *y) { store_element(DType::f32, ptr, b_.CreateAdd(base, col), y); };
+        r.stored = [&](Value *col) { return load_element(DType::f32, ptr, b_.CreateAdd(base, col)); };
         r.loop = [&](Value *n, const std::function<void(Value *)> &body) { loop(n, body); };
         r.local = [&](llvm::Type *t) { return local(t); };
         emit_row_kernel(b_, r);

@@ -9,14 +9,14 @@
 //       0): more accurate than the f32 two-pass form for any |mean|/std
 //       below 2^10 and never worse than f32 up to 2^14.
 //     rms_norm: the sum of squares in double.
-//     softmax / log_softmax: online max and sum (Milakov & Gimelshein
-//       2018): m = running max, s = sum of exp(x - m), rescaled by
-//       exp(m_old - m_new) when the max grows; one f32 exp per element, in
-//       16 independent lanes (so the loop vectorizes) merged at the end.
+//     softmax / log_softmax: two reads: the max m, then s = sum of
+//       exp(x - m), softmax storing each exp as it goes; in 16 independent
+//       lanes (so the loops vectorize) merged at the end.
 //   normalize   one read and one write: layer_norm (x - mean) * rstd * w + b
 //     (the mean as an f32 pair hi + lo, so x - mean keeps its precision),
-//     rms_norm x * rstd * w, softmax exp(x - m) / s, log_softmax
-//     (x - m) - log(s), in f32 (rstd, 1/s, log s computed once per row).
+//     rms_norm x * rstd * w, softmax the stored exp(x - m) times 1/s,
+//     log_softmax (x - m) - log(s), in f32 (rstd, 1/s, log s computed once
+//     per row). One exp per element.
 //
 // The planner fuses an elemental producer of the input into the kernel (a
 // masked, scaled attention score row is computed twice, never stored). The
@@ -40,6 +40,8 @@ struct RowKernel {
   /// The norms' weight and bias at `col` (f32); bias may be empty.
   std::function<llvm::Value *(llvm::Value *col)> weight, bias;
   std::function<void(llvm::Value *col, llvm::Value *y)> store;
+  /// The f32 value last stored at `col` (softmax reads its exps back).
+  std::function<llvm::Value *(llvm::Value *col)> stored;
   /// The caller's counted loop and entry-block locals.
   std::function<void(llvm::Value *n, const std::function<void(llvm::Value *)> &body)> loop;
   std::function<llvm::Value *(llvm::Type *)> local;
