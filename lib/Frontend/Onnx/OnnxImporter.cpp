@@ -768,6 +768,8 @@ private:
       return {1, 3, 4, 5, 6, 7}; // and the scales and output zero point: the requantization's constants
     if (op == "QGemm")
       return {1, 3, 4, 5, 7, 8};
+    if (op == "MatMulInteger" || op == "ConvInteger")
+      return {1, 3}; // the 8-bit weight and its zero point (a dynamically quantized model's layers)
     if (op == "QLinearAdd")
       return {1, 2, 4, 5, 6, 7};
     if (op == "QLinearGlobalAveragePool")
