@@ -1791,6 +1791,40 @@ def case_quantized_exact_f32(c):
     assert "} : i32[3,4]  // mm\n" in trace, trace
 
 
+def case_top_k_chunked(c):
+    """TopK over more than the 4096 elements one ranking takes (OnnxOps.cpp
+    top_k): the axis in chunks, each chunk's k first, then the k first of
+    those, with many ties (integers in a small range) so the lower index must
+    win across chunks too; largest and smallest, the axis not last; numpy's
+    stable order (value, then index) on the reference and the CPU. A k larger
+    than a chunk is refused with the node named."""
+    n, k = 5000, 40
+    def model(largest, kk):
+        graph = helper.make_graph(
+            [helper.make_node("TopK", ["x", "k"], ["values", "indices"], name="/topk", axis=1, largest=largest)],
+            "topk", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n, 2])],
+            [helper.make_tensor_value_info("values", TensorProto.FLOAT, [1, kk, 2]),
+             helper.make_tensor_value_info("indices", TensorProto.INT64, [1, kk, 2])],
+            [numpy_helper.from_array(np.array([kk], np.int64), "k")])
+        return helper.make_model(graph, opset_imports=OPSET)
+    x = np.random.default_rng(3).integers(-50, 50, (1, n, 2)).astype(np.float32)
+    xpath = c.path("topk-x.npy")
+    np.save(xpath, x)
+    for largest in (1, 0):
+        p = c.save(model(largest, k), f"topk{largest}.onnx")
+        key = -x if largest else x
+        order = np.argsort(key, axis=1, kind="stable")[:, :k, :]
+        for device in ["reference", "cpu"]:
+            out = c.path(f"topk{largest}-{device}")
+            c.run("run", p, "--input", f"x={xpath}", "--device", device, "--output-dir", out)
+            got_i = np.load(os.path.join(out, "indices.npy"))
+            got_v = np.load(os.path.join(out, "values.npy"))
+            assert np.array_equal(got_i, order), (largest, device, np.argwhere(got_i != order)[:5])
+            assert np.array_equal(got_v, np.take_along_axis(x, order, axis=1)), (largest, device)
+    r = c.run("check", c.save(model(1, 3000), "topk_big_k.onnx"), expect=1)
+    assert "/topk" in r.stderr and "TopK over 5000 elements with k=3000" in r.stderr, r.stderr
+
+
 def case_quantized_integer_gemm(c):
     """The integer GEMM through the importer: MatMulInteger with an 8-bit
     initializer B (i8 and u8, per-row a and per-column b zero points, a
