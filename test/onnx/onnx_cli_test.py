@@ -1825,6 +1825,51 @@ def case_top_k_chunked(c):
     assert "/topk" in r.stderr and "TopK over 5000 elements with k=3000" in r.stderr, r.stderr
 
 
+def case_dynamic_quantized_layers(c):
+    """Repeated layers of a dynamically quantized model (onnxruntime's
+    quantize_dynamic, as Xenova's Whisper exports: DynamicQuantizeLinear,
+    MatMulInteger with a u8 weight and zero point, Cast, scale Mul): the
+    8-bit weights and zero points stay constants of each layer's body
+    (import_known_inputs), so every layer's MatMulInteger is the integer
+    GEMM rather than f32 chunks of K — one body per layer, and the i32
+    products equal numpy's bit for bit (the rest within f32 rounding)."""
+    rng = np.random.default_rng(11)
+    layers, d = 3, 24
+    nodes, inits, ws = [], [], []
+    x = "input"
+    for i in range(layers):
+        w = rng.integers(0, 256, (d, d)).astype(np.uint8)
+        zp = np.array(100 + 10 * i, np.uint8)
+        ws.append((w, zp))
+        pre = f"/layers.{i}/fc"
+        inits += [numpy_helper.from_array(w, f"layers.{i}.w"), numpy_helper.from_array(zp, f"layers.{i}.zp"),
+                  numpy_helper.from_array(np.array(0.002, np.float32), f"layers.{i}.ws")]
+        nodes += [helper.make_node("DynamicQuantizeLinear", [x], [pre + "/q", pre + "/s", pre + "/z"], name=pre + "/dq"),
+                  helper.make_node("MatMulInteger", [pre + "/q", f"layers.{i}.w", pre + "/z", f"layers.{i}.zp"],
+                                   [pre + "/acc"], name=pre + "/mm"),
+                  helper.make_node("Cast", [pre + "/acc"], [pre + "/accf"], name=pre + "/cast", to=TensorProto.FLOAT),
+                  helper.make_node("Mul", [pre + "/s", f"layers.{i}.ws"], [pre + "/scale"], name=pre + "/sm"),
+                  helper.make_node("Mul", [pre + "/accf", pre + "/scale"], [pre + "/y"], name=pre + "/ym"),
+                  helper.make_node("Add", [x, pre + "/y"], [pre + "/out"], name=pre + "/res")]
+        x = pre + "/out"
+    nodes.append(helper.make_node("Identity", [x], ["output"], name="out"))
+    graph = helper.make_graph(nodes, "dq", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [6, d])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [6, d])], inits)
+    p = c.save(helper.make_model(graph, opset_imports=OPSET), "dq_layers.onnx")
+    s = c.stats(p)
+    assert s["subgraph_definitions"] == str(layers) and s["subgraph_calls"] == str(layers), s
+    h = np.random.default_rng(2).standard_normal((6, d)).astype(np.float32)
+    xin = h.copy()
+    for w, zp in ws:  # ONNX's arithmetic (ORT's DynamicQuantizeLinear)
+        lo, hi = min(0.0, float(h.min())), max(0.0, float(h.max()))
+        scale = np.float32((hi - lo) / 255)
+        z = np.float32(np.clip(np.round(-lo / scale), 0, 255))
+        q = np.clip(np.round(h / scale) + z, 0, 255).astype(np.int64)
+        acc = (q - int(z)) @ (w.astype(np.int64) - int(zp))
+        h = h + acc.astype(np.float32) * (scale * np.float32(0.002))
+    run_matches(c, p, xin, h, ["reference", "cpu"], 1e-5, 1e-5, "dq")
+
+
 def case_quantized_integer_gemm(c):
     """The integer GEMM through the importer: MatMulInteger with an 8-bit
     initializer B (i8 and u8, per-row a and per-column b zero points, a
