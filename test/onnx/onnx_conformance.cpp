@@ -404,6 +404,15 @@ int main(int argc, char **argv) {
       opt.list_passing = next();
     } else if (a == "-v") {
       opt.verbose = true;
+    } else if (a == "-h" || a == "--help") {
+      std::cout << "usage: maxc-onnx-conformance [--paths ref,cpu,emu] [--expect LIST] [--table FILE]\n"
+                   "                             [--list-passing FILE] [-v] DIR...\n"
+                   "  DIR: an ONNX backend test (with model.onnx) or a folder of them\n"
+                   "  (Debian's libonnx-testdata: /usr/share/libonnx-testdata/data/node ...)\n";
+      return 0;
+    } else if (!a.empty() && a[0] == '-') {
+      std::cerr << "maxc-onnx-conformance: unknown option '" << a << "' (--help lists them)\n";
+      return 2;
     } else {
       opt.dirs.push_back(a);
     }
@@ -413,6 +422,10 @@ int main(int argc, char **argv) {
     only = read_list(opt.expect);
   std::vector<fs::path> tests;
   for (const std::string &d : opt.dirs) {
+    if (!fs::is_directory(d)) {
+      std::cerr << "maxc-onnx-conformance: " << d << ": not a directory\n";
+      return 2;
+    }
     if (fs::exists(fs::path(d) / "model.onnx")) {
       tests.push_back(d);
       continue;
