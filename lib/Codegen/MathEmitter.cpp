@@ -112,30 +112,30 @@ Value *emit_tanh_f32(llvm::IRBuilder<> &b, Value *x) {
   return b.CreateSelect(is_nan(b, x), x, result);
 }
 
-// erf: the Maclaurin series for |x| < 1; beyond, 1 - erfc with Abramowitz &
-// Stegun 7.1.26 (absolute error 1.5e-7), sign restored; ±1 past |x| = 4.
+// erf, no division: below |x| = 0.921875, x * q(x^2) with q a degree-6
+// least-squares fit of erf(x)/x (relative error 1.5e-9); from there to
+// 3.925, 1 - exp(p(|x| - 2)) with p a degree-8 fit of log(erfc) on t = |x| -
+// 2 (exact from 1 to 4: Sterbenz; absolute error 2.7e-8 in the logarithm,
+// so relative 2.7e-8 in erfc); past 3.925 (erfc < 2^-25) exactly ±1.
+// Fitted in double with numpy (Polynomial.fit on 20001 points); measured
+// against libm in MathTest: 1.9e-7 relative, 2.6 ulp. (Until session 26:
+// the Maclaurin series to |x| = 1 and Abramowitz & Stegun 7.1.26 beyond,
+// with a division and a full exp: 1.9e-7, 2.9 ulp at about 1.4x the cost.)
 Value *emit_erf_f32(llvm::IRBuilder<> &b, Value *x) {
   Value *ax = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
-  Value *x2 = b.CreateFMul(x, x);
-  // 2/sqrt(pi) * sum (-1)^n x^(2n+1) / (n! (2n+1))
-  std::vector<double> c;
-  double fact = 1;
-  // to n = 10: the next term is below 1.5e-9 of erf(1).
-  for (int n = 0; n < 11; ++n) {
-    if (n > 0)
-      fact *= n;
-    c.push_back((n % 2 ? -1.0 : 1.0) / (fact * (2 * n + 1)) * 1.1283791670955126);
-  }
-  Value *small = b.CreateFMul(x, horner(b, x2, c));
-  Value *t = b.CreateFDiv(f32(b, 1.0), b.CreateFAdd(f32(b, 1.0), b.CreateFMul(ax, f32(b, 0.3275911))));
-  Value *poly = b.CreateFMul(t, horner(b, t, {0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429}));
-  // exp(-x^2) needs none of emit_exp_f32's special cases: -x^2 is finite
-  // (NaN is selected below) and past |x| = 4 the result is 1 regardless,
-  // so the clamped core suffices (exp_core clamps below -87).
-  Value *large = b.CreateFSub(f32(b, 1.0), b.CreateFMul(poly, exp_core(b, b.CreateFNeg(x2))));
-  large = b.CreateSelect(b.CreateFCmpOGT(ax, f32(b, 4.0)), f32(b, 1.0), large);
+  Value *small = b.CreateFMul(
+      x, horner(b, b.CreateFMul(x, x),
+                {1.1283791668023375, -0.3761263526021697, 0.1128371811522867, -0.026860616646754314,
+                 0.005203980272214161, -0.0008175406342018311, 8.50551676792067e-05}));
+  // exp_core clamps its argument, so a huge |x| (selected away below) stays finite.
+  Value *log_erfc = horner(b, b.CreateFSub(ax, like(x, 2.0)),
+                           {-5.364941261489502, -4.418160842930566, -0.9237509217858312, -0.01646478812411386,
+                            0.0035710007813331457, -0.0007332549754592273, 0.00013525002004797048,
+                            -1.987740880264143e-05, 1.6532094073267172e-06});
+  Value *large = b.CreateFSub(like(x, 1.0), exp_core(b, log_erfc));
+  large = b.CreateSelect(b.CreateFCmpOGT(ax, like(x, 3.925)), like(x, 1.0), large);
   large = b.CreateCopySign(large, x);
-  Value *result = b.CreateSelect(b.CreateFCmpOLT(ax, f32(b, 1.0)), small, large);
+  Value *result = b.CreateSelect(b.CreateFCmpOLT(ax, like(x, 0.921875)), small, large);
   return b.CreateSelect(is_nan(b, x), x, result);
 }
 
