@@ -118,9 +118,9 @@ Value *emit_tanh_f32(llvm::IRBuilder<> &b, Value *x) {
 // 2 (exact from 1 to 4: Sterbenz; absolute error 2.7e-8 in the logarithm,
 // so relative 2.7e-8 in erfc); past 3.925 (erfc < 2^-25) exactly ±1.
 // Fitted in double with numpy (Polynomial.fit on 20001 points); measured
-// against libm in MathTest: 1.9e-7 relative, 2.6 ulp. (Until session 26:
+// against libm in MathTest: 1.64e-7 relative, 2.31 ulp. (Until session 26:
 // the Maclaurin series to |x| = 1 and Abramowitz & Stegun 7.1.26 beyond,
-// with a division and a full exp: 1.9e-7, 2.9 ulp at about 1.4x the cost.)
+// with a division and a full exp: 1.93e-7, 2.94 ulp, more instructions.)
 Value *emit_erf_f32(llvm::IRBuilder<> &b, Value *x) {
   Value *ax = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
   Value *small = b.CreateFMul(
