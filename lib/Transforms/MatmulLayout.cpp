@@ -20,11 +20,6 @@ const Node *producer(const Graph &g, ValueId id) {
   return info.producer >= 0 ? &g.nodes()[info.producer] : nullptr;
 }
 
-bool is_constant(const Graph &g, ValueId id) {
-  const Node *p = producer(g, id);
-  return p && p->op == "constant";
-}
-
 /// Operand `slot` of `node` is read transposed (and rewritten to a row-major
 /// matmul by decompose()).
 bool transposed_use(const Node &node, size_t slot) {
