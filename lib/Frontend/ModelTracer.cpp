@@ -567,7 +567,8 @@ private:
       std::string p = s.attrs_pointer + "/" + pointer_escape(key);
       try {
         json v = resolve_dims(substitute(value, frame.options, p), scope, p);
-        auto spec = std::find_if(def.attrs.begin(), def.attrs.end(), [&](const AttrSpec &a) { return a.name == key; });
+        const std::string &name = key; // (a structured binding: not capturable before C++20)
+        auto spec = std::find_if(def.attrs.begin(), def.attrs.end(), [&](const AttrSpec &a) { return a.name == name; });
         if (spec != def.attrs.end() && spec->kind == AttrKind::real && v.is_string())
           if (std::optional<double> x = json_number(v)) // "inf", "-inf", "nan"
             v = *x;
