@@ -63,6 +63,33 @@ TEST_CASE("row kernels: softmax special values", "[codegen][rows]") {
   check_rows({x}, [](auto &in) { return one(ops::log_softmax(in[0], 1)); });
 }
 
+TEST_CASE("row kernels: softmax special values in the vector lanes", "[codegen][rows]") {
+  // Rows of 40 (two chunks of 16 lanes and a tail of 8): the max, the sum
+  // and the merge of the lanes see each special value in a lane of its own.
+  constexpr double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  constexpr int64_t cols = 40;
+  std::vector<std::vector<std::pair<int64_t, double>>> specials = {
+      {},                                              // finite only
+      {{3, -inf}, {19, -inf}, {37, -inf}},             // -inf in lane 3 of both chunks and in the tail
+      {{20, nan}},                                     // a NaN in the second chunk: the row is NaN
+      {{18, inf}},                                     // +inf in lane 2: NaN
+      {{33, inf}},                                     // +inf in the tail (lane 0): NaN
+      {{5, 100}},                                      // a max that only lane 5 sees (exp(100 - 4) overflows)
+      {{0, 30}, {17, 31}, {39, 29}},                   // the max in a later lane than the first
+  };
+  HostTensor x(DType::f32, {static_cast<int64_t>(specials.size()) + 1, cols});
+  HostTensor base = random_tensor(DType::f32, {static_cast<int64_t>(specials.size()) + 1, cols}, -4, 4);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    x.set_f64(i, base.get_f64(i));
+  for (size_t r = 0; r < specials.size(); ++r)
+    for (auto [c, v] : specials[r])
+      x.set_f64(static_cast<int64_t>(r) * cols + c, v);
+  for (int64_t c = 0; c < cols; ++c) // the last row all -inf: NaN, as the reference
+    x.set_f64(static_cast<int64_t>(specials.size()) * cols + c, -inf);
+  check_rows({x}, [](auto &in) { return one(ops::softmax(in[0])); });
+  check_rows({x}, [](auto &in) { return one(ops::log_softmax(in[0], 1)); });
+}
+
 TEST_CASE("row kernels: a scaled, causally masked score fuses into the softmax", "[codegen][rows]") {
   for (int64_t s : {1, 9}) {
     HostTensor x = random_tensor(DType::f32, {2, s, s}, -30, 30);
