@@ -1,4 +1,5 @@
 #include "maxc/Transforms/Decompose.h"
+
 #include "DecomposeRecurrence.h"
 #include "maxc/Transforms/PromotePrecision.h"
 

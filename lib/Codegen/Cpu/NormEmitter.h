@@ -1,20 +1,24 @@
 // Row kernels for the rowwise composites the CPU keeps whole
 // (DecomposeOptions::keep_rowwise): softmax, log_softmax, layer_norm and
-// rms_norm of f32 values, one kernel each, two passes over a row:
+// rms_norm of f32 values, one kernel each, a statistics pass and a
+// normalizing pass over a row (softmax: four passes, below):
 //
-//   statistics  one read of the row.
+//   statistics  one read of the row (softmax: the max read, an exp pass
+//               into the output and a sum over it).
 //     layer_norm: sum and sum of squares together, in double. An f32 square
 //       is exact in double, so var = E[x^2] - mean^2 loses only
 //       log2(mean^2 / var) of double's 53 bits to cancellation (clamped at
 //       0): more accurate than the f32 two-pass form for any |mean|/std
 //       below 2^10 and never worse than f32 up to 2^14.
 //     rms_norm: the sum of squares in double.
-//     softmax / log_softmax: two reads: the max m, then s = sum of
-//       exp(x - m), softmax storing each exp as it goes; in 16 independent
-//       lanes (so the loops vectorize) merged at the end.
+//     softmax / log_softmax: the max m, then s = sum of exp(x - m) (softmax
+//       first stores each exp into the output, then sums the stored
+//       values); in 16 independent lanes (so the loops vectorize) merged
+//       at the end.
 //   normalize   one read and one write: layer_norm (x - mean) * rstd * w + b
 //     (the mean as an f32 pair hi + lo, so x - mean keeps its precision),
-//     rms_norm x * rstd * w, softmax the stored exp(x - m) times 1/s,
+//     rms_norm x * rstd * w, softmax the stored exp(x - m) times 1/s (a
+//     read and a write of the output),
 //     log_softmax (x - m) - log(s), in f32 (rstd, 1/s, log s computed once
 //     per row). One exp per element.
 //
