@@ -859,7 +859,8 @@ std::optional<std::pair<ValueId, ValueId>> int8_gemm_operands(const Graph &g, co
   const TensorType &at = g.type_of(*a), &bt = g.type_of(*b);
   const ValueInfo &binfo = g.value_info(*b);
   if (at.rank() < 2 || bt.rank() != 2 || !shape_is_static(bt.shape) || bt.shape[0].value() <= 0 ||
-      bt.shape[1].value() <= 0 || binfo.producer < 0 || g.nodes()[static_cast<size_t>(binfo.producer)].op != "constant" ||
+      bt.shape[1].value() <= 0 ||
+      (binfo.producer >= 0 && g.nodes()[static_cast<size_t>(binfo.producer)].op != "constant") ||
       at.shape.back() != bt.shape[0])
     return std::nullopt;
   return std::make_pair(*a, *b);

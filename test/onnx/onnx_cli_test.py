@@ -1829,10 +1829,11 @@ def case_dynamic_quantized_layers(c):
     """Repeated layers of a dynamically quantized model (onnxruntime's
     quantize_dynamic, as Xenova's Whisper exports: DynamicQuantizeLinear,
     MatMulInteger with a u8 weight and zero point, Cast, scale Mul): the
-    8-bit weights and zero points stay constants of each layer's body
-    (import_known_inputs), so every layer's MatMulInteger is the integer
-    GEMM rather than f32 chunks of K — one body per layer, and the i32
-    products equal numpy's bit for bit (the rest within f32 rounding)."""
+    8-bit weights, their zero points and column sums are parameters of one
+    body for all layers (integer_gemm_companion), and the CPU packs each
+    call's weight at compile time, so every layer's MatMulInteger is the
+    integer GEMM (not f32 chunks of K) in the one body; the i32 products
+    equal numpy's bit for bit (the rest within f32 rounding)."""
     rng = np.random.default_rng(11)
     layers, d = 3, 24
     nodes, inits, ws = [], [], []
@@ -1857,7 +1858,10 @@ def case_dynamic_quantized_layers(c):
                               [helper.make_tensor_value_info("output", TensorProto.FLOAT, [6, d])], inits)
     p = c.save(helper.make_model(graph, opset_imports=OPSET), "dq_layers.onnx")
     s = c.stats(p)
-    assert s["subgraph_definitions"] == str(layers) and s["subgraph_calls"] == str(layers), s
+    assert s["subgraph_definitions"] == "1" and s["subgraph_calls"] == str(layers), s
+    c.run("compile", p, "-o", c.path("dq.o"), "--emit", "obj,llvm-ir")
+    ir = open(c.path("dq_layers.ll")).read()
+    assert ".gemm_i8." in ir and "gemm_panel" not in ir, "the layers' matmuls are not the integer GEMM"
     h = np.random.default_rng(2).standard_normal((6, d)).astype(np.float32)
     xin = h.copy()
     for w, zp in ws:  # ONNX's arithmetic (ORT's DynamicQuantizeLinear)

@@ -175,8 +175,9 @@ std::array<int64_t, 2> conv_direct_split(const Graph &graph, const Node &node);
 bool matmul_uses_gemm(const Graph &graph, const LoweringPlan &plan, const Node &node);
 
 /// For a matmul C = cast(A8, i32) @ cast(B8, i32) with A8, B8 u8 or i8, C
-/// i32, no transposes, A8 [..., M, K] (rank >= 2), B8 a constant [K, N]
-/// (static, K and N > 0): {A8, B8}; else nothing. (Whether the plan takes
+/// i32, no transposes, A8 [..., M, K] (rank >= 2), B8 a constant or a graph
+/// input [K, N] (static, K and N > 0; a block's parameter, packed where
+/// every call passes a constant: Cpu/GemmPanels.h): {A8, B8}; else nothing. (Whether the plan takes
 /// it: matmul_uses_int8_gemm.)
 std::optional<std::pair<ValueId, ValueId>> int8_gemm_operands(const Graph &graph, const Node &node);
 
@@ -246,7 +247,7 @@ struct PlanOptions {
   /// chain's root (a bias add) is stored instead, usually as the epilogue
   /// of the GEMM before it.
   bool strided_attention_operands = false;
-  /// An i32 matmul of 8-bit values widened by casts, B a constant [K, N]
+  /// An i32 matmul of 8-bit values widened by casts, B a constant or input [K, N]
   /// (int8_gemm_operands), runs the CPU's integer GEMM on the 8-bit values
   /// themselves: the two casts are fused (never computed), A's 8-bit value
   /// is stored (matmul_uses_int8_gemm).

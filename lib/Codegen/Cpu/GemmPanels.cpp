@@ -21,6 +21,8 @@ bool packable_type(const Graph &g, ValueId v) {
          t.shape[1].value() > 0;
 }
 
+bool is_int8(DType d) { return d == DType::u8 || d == DType::i8; }
+
 // Per value of `g`: the (node, operand slot) pairs that read it.
 std::vector<std::vector<std::pair<size_t, size_t>>> uses_of(const Graph &g) {
   std::vector<std::vector<std::pair<size_t, size_t>>> uses(g.num_values());
@@ -66,17 +68,33 @@ PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans,
       }
       return true;
     };
+    // An 8-bit [K, N] constant that only calls read (an integer GEMM's B
+    // in the callee, checked below).
+    auto int8_argument = [&](ValueId v) {
+      const TensorType &t = g->type_of(v);
+      if (output[v] || uses[v].empty() || !is_int8(t.dtype) || t.rank() != 2 || !shape_is_static(t.shape))
+        return false;
+      return std::all_of(uses[v].begin(), uses[v].end(), [&](auto use) { return is_call(g->nodes()[use.first]); });
+    };
     for (const Node &n : g->nodes())
-      if (n.op == "constant" && only_gemm_b(n.results[0], true))
+      if (n.op == "constant" && (only_gemm_b(n.results[0], true) || int8_argument(n.results[0])))
         out.constants.insert({g, n.attrs.get_string("name")});
-    // An integer GEMM's B: its constant read only by the widening cast.
+    std::vector<bool> bound_here; // the inputs every call binds to a constant
+    if (auto it = bound.find(g->name()); g != &root && it != bound.end())
+      bound_here = it->second;
+    // An integer GEMM's B, read only by the widening cast: a constant, or
+    // a parameter every call binds to a constant.
     for (const Node &n : g->nodes()) {
       if (!matmul_uses_int8_gemm(*g, plan, n))
         continue;
       ValueId b = int8_gemm_operands(*g, n)->second;
-      const Node &constant = g->nodes()[static_cast<size_t>(g->value_info(b).producer)];
-      if (!output[b] && uses[b].size() == 1)
-        out.constants.insert({g, constant.attrs.get_string("name")});
+      if (output[b] || uses[b].size() != 1)
+        continue;
+      const ValueInfo &info = g->value_info(b);
+      if (info.producer >= 0)
+        out.constants.insert({g, g->nodes()[static_cast<size_t>(info.producer)].attrs.get_string("name")});
+      else if (info.index < bound_here.size() && bound_here[info.index])
+        out.inputs.insert({g, info.index});
     }
     // An integer conv's weight, read by the conv alone.
     for (const Node &n : g->nodes()) {
@@ -89,10 +107,9 @@ PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans,
         out.conv_int8.insert({g, constant.attrs.get_string("name")});
       }
     }
-    if (auto it = bound.find(g->name()); g != &root && it != bound.end())
-      for (size_t i = 0; i < g->input_ids().size(); ++i)
-        if (it->second[i] && only_gemm_b(g->input_ids()[i], false))
-          out.inputs.insert({g, i});
+    for (size_t i = 0; i < bound_here.size() && i < g->input_ids().size(); ++i)
+      if (bound_here[i] && only_gemm_b(g->input_ids()[i], false))
+        out.inputs.insert({g, i});
   }
   // A call's constant argument and the callee's parameter are packed
   // together or not at all (same type, too).
@@ -240,11 +257,6 @@ std::vector<uint8_t> pack_int8_panels(const HostTensor &b, int64_t nr) {
   return out;
 }
 
-namespace {
-
-bool is_int8(DType d) { return d == DType::u8 || d == DType::i8; }
-
-} // namespace
 
 std::vector<float> pack_gemm_panels(const HostTensor &b, int64_t nr) {
   std::vector<float> out(panel_bytes(b, nr) / sizeof(float));
@@ -331,3 +343,4 @@ ConstantRewrite packed_weights_rewrite(const PackedWeights &packed) {
 }
 
 } // namespace maxc::codegen
+

@@ -216,6 +216,15 @@ public:
     return it == options_.input_values.end() ? std::nullopt : std::optional<HostTensor>(it->second);
   }
 
+  const Val *companion(const std::string &value, const std::string &what) override {
+    auto it = values_.find(companion_name(value, what));
+    return it == values_.end() ? nullptr : &it->second;
+  }
+
+  static std::string companion_name(const std::string &value, const std::string &what) {
+    return value + "#" + what;
+  }
+
   Dim runtime_dim(const OnnxNode &n, size_t index, const Tensor &value, const std::string &label,
                   std::optional<int64_t> bound, int64_t element) override {
     // A Loop or Scan body is one deduplicated subgraph called per
@@ -768,13 +777,50 @@ private:
       return {1, 3, 4, 5, 6, 7}; // and the scales and output zero point: the requantization's constants
     if (op == "QGemm")
       return {1, 3, 4, 5, 7, 8};
-    if (op == "MatMulInteger" || op == "ConvInteger")
-      return {1, 3}; // the 8-bit weight and its zero point (a dynamically quantized model's layers)
+    if (op == "ConvInteger")
+      return {1, 3}; // the 8-bit weight and its zero point (a dynamically quantized model's convs)
+    if (op == "MatMulInteger")
+      return {1, 3}; // unless they become parameters with their column sums (integer_gemm_companion)
     if (op == "QLinearAdd")
       return {1, 2, 4, 5, 6, 7};
     if (op == "QLinearGlobalAveragePool")
       return {1, 2, 3, 4};
     return {};
+  }
+
+  /// A MatMulInteger whose weight B is an 8-bit [K, N] initializer (its
+  /// zero point one too, or absent) keeps B and the zero point as block
+  /// parameters — one body for all of a dynamically quantized model's
+  /// layers — with the column sums of B - b_zp as a third, derived
+  /// parameter (NodeHost::companion "colsum"; the CPU packs B per call
+  /// site: Cpu/GemmPanels.h). Makes that value; false where it cannot be
+  /// made (B and its zero point then stay constants: import_known_inputs).
+  bool integer_gemm_companion(const onnx::NodeProto &node) {
+    if (node.op_type() != "MatMulInteger" || node.input_size() < 2)
+      return false;
+    auto initializer = [&](int i) -> const Val * {
+      if (i >= node.input_size() || node.input(i).empty())
+        return nullptr;
+      auto it = values_.find(node.input(i));
+      return it != values_.end() && it->second.kind == Val::Kind::known && !it->second.initializer.empty()
+                 ? &it->second
+                 : nullptr;
+    };
+    const Val *b = initializer(1), *zp = initializer(3);
+    if (!b || (node.input_size() > 3 && !node.input(3).empty() && !zp))
+      return false;
+    std::string name = companion_name(node.input(1), "colsum");
+    if (auto it = values_.find(name); it != values_.end())
+      return it->second.initializer == name; // made for another reader of B (or a real name: no)
+    std::optional<HostTensor> sums = integer_gemm_column_sums(b->data, zp ? &zp->data : nullptr);
+    if (!sums)
+      return false;
+    Val v;
+    v.kind = Val::Kind::known;
+    v.data = std::move(*sums);
+    v.initializer = name;
+    values_[name] = std::move(v);
+    return true;
   }
 
   static bool block_scope(const std::string &name, std::string &prefix, std::string &scope) {
@@ -818,6 +864,8 @@ private:
       const auto &node = graph_proto_.node(i);
       for (const std::string &in : node.input())
         consumers_[in].push_back(i);
+      if (integer_gemm_companion(node))
+        continue;
       for (int k : import_known_inputs(node))
         if (k < node.input_size())
           import_known_.insert(node.input(k));
@@ -852,6 +900,17 @@ private:
                      is_block_parameter(v->second.data.dtype()) && !import_known_.count(in);
         (param ? block.params : block.inputs).push_back(in);
       }
+    // A MatMulInteger weight's column sums go with it (integer_gemm_companion).
+    for (int i : block.nodes) {
+      const auto &node = graph_proto_.node(i);
+      if (node.op_type() != "MatMulInteger" || node.input_size() < 2)
+        continue;
+      std::string sums = companion_name(node.input(1), "colsum");
+      if (values_.count(sums) &&
+          std::find(block.params.begin(), block.params.end(), node.input(1)) != block.params.end() &&
+          std::find(block.params.begin(), block.params.end(), sums) == block.params.end())
+        block.params.push_back(sums);
+    }
     for (int i : block.nodes)
       for (const std::string &o : graph_proto_.node(i).output()) {
         bool outside = graph_outputs_.count(o) != 0;

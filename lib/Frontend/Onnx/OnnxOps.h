@@ -55,6 +55,12 @@ public:
   virtual std::optional<HostTensor> run_value(const Val &v) = 0;
   virtual Dim runtime_dim(const OnnxNode &n, size_t index, const Tensor &value, const std::string &label,
                           std::optional<int64_t> bound, int64_t element) = 0;
+  /// The value the importer derived from the initializer `value` for the
+  /// op mapping (`what`: "colsum", a MatMulInteger weight's column sums,
+  /// integer_gemm_column_sums), as the current context sees it: a block
+  /// parameter inside a repeated block's body, where the weight is one
+  /// too. nullptr where none was derived.
+  virtual const Val *companion(const std::string &value, const std::string &what) = 0;
 };
 
 /// One node: inputs, attributes, typed accessors.
@@ -99,6 +105,14 @@ public:
            int64_t element = -1) const {
     return host_.runtime_dim(*this, i, value, label, bound, element);
   }
+
+  /// NodeHost::companion of input i.
+  const Val *companion(size_t i, const std::string &what) const {
+    return has(i) ? host_.companion(input_name(i), what) : nullptr;
+  }
+  /// A value of the current context (NodeHost::tensor_of), reported as
+  /// input i where it fails.
+  Tensor tensor(const Val &v, size_t i) const { return host_.tensor_of(v, *this, i); }
 
   /// A node of the same host and opset as this one, of `proto` (which must
   /// outlive it) reading `inputs`: one op mapped through another's mapping
@@ -168,6 +182,12 @@ Tensor conv_of(const OnnxNode &node, const Tensor &x, const Tensor &w, const std
 /// ConvInteger, QLinearMatMul and QLinearConv (OnnxQuantized.cpp).
 bool is_quantized_op(const std::string &op);
 std::vector<Tensor> quantized(const OnnxNode &node);
+/// sum_k (b[k, n] - zp[n]) for a MatMulInteger weight b [K, N] (u8 or i8)
+/// and its zero point (none: 0; one element, or N), as i32 [N]: the
+/// integer GEMM's zero-point correction (a_zp * colsum), which a repeated
+/// block receives per instance as a parameter (NodeHost::companion "colsum")
+/// so that its weights can stay parameters. nullopt for other operands.
+std::optional<HostTensor> integer_gemm_column_sums(const HostTensor &b, const HostTensor *zp);
 /// ONNX Runtime's contrib integer ops QLinearAdd, QLinearGlobalAveragePool
 /// and QGemm, with its CPU arithmetic (OnnxQuantized.cpp).
 bool is_quantized_contrib_op(const std::string &op);

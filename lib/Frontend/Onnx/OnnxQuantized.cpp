@@ -308,16 +308,9 @@ Tensor weight_chunk(const OnnxNode &node, size_t w, const std::optional<HostTens
   return whole ? traced : ops::slice(traced, {chunk.first}, {chunk.second}, {axis});
 }
 
-/// (A - a_zp) @ (w - w_zp) in i32 for an 8-bit A [..., M, K] (rank >= 2)
-/// and an 8-bit weight w [K, N] known at import, `shifted` = w - w_zp (f32,
-/// exact): w kept in one byte, an i32 matmul of the widened values (the
-/// CPU's integer GEMM: Codegen/LoweringPlan.h, matmul_uses_int8_gemm) with
-/// the zero points folded into row and column sums: A @ w - w_zp *
-/// rowsum(A) - a_zp * colsum(w - w_zp), the column sums computed here.
-/// a_zp: a scalar or [M, 1]; w_zp: a scalar or [N].
-Tensor folded_integer_gemm(const Tensor &a, const std::optional<Tensor> &a_zp, const HostTensor &w,
-                           const std::optional<Tensor> &w_zp, const HostTensor &shifted, const std::string &name) {
-  int64_t K = w.shape()[0], N = w.shape()[1];
+/// i32 [N]: the column sums of `shifted` [K, N] (w - w_zp in f32, exact).
+HostTensor column_sums(const HostTensor &shifted) {
+  int64_t K = shifted.shape()[0], N = shifted.shape()[1];
   HostTensor sums(DType::i32, {N});
   const float *sv = shifted.data_as<float>();
   for (int64_t j = 0; j < N; ++j) {
@@ -326,32 +319,58 @@ Tensor folded_integer_gemm(const Tensor &a, const std::optional<Tensor> &a_zp, c
       s += static_cast<int64_t>(sv[k * N + j]);
     sums.set_i64(j, s);
   }
+  return sums;
+}
+
+/// (A - a_zp) @ (w - w_zp) in i32 for an 8-bit A [..., M, K] (rank >= 2)
+/// and an 8-bit weight w [K, N] (a constant, or a block's parameter):
+/// w kept in one byte, an i32 matmul of the widened values (the CPU's
+/// integer GEMM: Codegen/LoweringPlan.h, matmul_uses_int8_gemm) with the
+/// zero points folded into row and column sums: A @ w - w_zp * rowsum(A) -
+/// a_zp * colsum, colsum = colsum(w - w_zp) (i32 [N], computed at import:
+/// column_sums). a_zp: a scalar or [M, 1]; w_zp: a scalar or [N].
+Tensor folded_integer_gemm(const Tensor &a, const std::optional<Tensor> &a_zp, const Tensor &w,
+                           const std::optional<Tensor> &w_zp, const Tensor &colsum) {
   // Each use of A its own cast: the GEMM's is read by the GEMM alone.
-  Tensor y = ops::matmul(ops::cast(a, DType::i32), ops::cast(Tensor::from_host(w, name + ".q"), DType::i32));
+  Tensor y = ops::matmul(ops::cast(a, DType::i32), ops::cast(w, DType::i32));
   if (w_zp)
     y = ops::sub(y, ops::mul(ops::sum(ops::cast(a, DType::i32), {a.rank() - 1}, true), as(*w_zp, DType::i32)));
   if (a_zp)
-    y = ops::sub(y, ops::mul(as(*a_zp, DType::i32), Tensor::from_host(sums, name + ".colsum")));
+    y = ops::sub(y, ops::mul(as(*a_zp, DType::i32), colsum));
   return y;
 }
 
+/// folded_integer_gemm of a weight known here (`shifted` = w - w_zp), its
+/// constants named after `name`.
+Tensor folded_integer_gemm(const Tensor &a, const std::optional<Tensor> &a_zp, const HostTensor &w,
+                           const std::optional<Tensor> &w_zp, const HostTensor &shifted, const std::string &name) {
+  return folded_integer_gemm(a, a_zp, Tensor::from_host(w, name + ".q"), w_zp,
+                             Tensor::from_host(column_sums(shifted), name + ".colsum"));
+}
+
 /// matmul_integer with an 8-bit weight b [K, N] known at import (and its
-/// zero point, if any): folded_integer_gemm. nullopt otherwise.
+/// zero point, if any), or a block's parameter with its column sums (a
+/// parameter too: NodeHost::companion): folded_integer_gemm. nullopt
+/// otherwise.
 std::optional<Tensor> integer_gemm(const OnnxNode &node, const Tensor &a, const std::optional<Tensor> &a_zp,
                                    const Tensor &b, const std::optional<Tensor> &b_zp, size_t b_index,
                                    size_t b_zp_index) {
   if (b.rank() != 2 || (a_zp && !max_shifted(a.dtype(), a_zp)))
     return std::nullopt;
   std::optional<HostTensor> shifted = known_shifted(node, b_index, b_zp_index, 1); // per column
-  if (!shifted || shifted->numel() == 0)
+  const Val *colsum = node.companion(b_index, "colsum");
+  bool parameter = !shifted && colsum && shape_is_static(b.shape()) && b.shape()[0].value() > 0 &&
+                   b.shape()[1].value() > 0 && (!b_zp || max_shifted(b.dtype(), b_zp));
+  if (!parameter && (!shifted || shifted->numel() == 0))
     return std::nullopt;
   std::optional<Tensor> az, bz;
   if (a_zp)
     az = along_axis(*a_zp, std::max<int64_t>(a.rank(), 2), -2, node, "a_zero_point");
   if (b_zp)
     bz = along_axis(*b_zp, 1, 0, node, "b_zero_point");
-  Tensor y = folded_integer_gemm(a.rank() == 1 ? ops::unsqueeze(a, {0}) : a, az, node.known(b_index), bz, *shifted,
-                                 node.input_name(b_index));
+  Tensor a2 = a.rank() == 1 ? ops::unsqueeze(a, {0}) : a;
+  Tensor y = parameter ? folded_integer_gemm(a2, az, b, bz, node.tensor(*colsum, b_index))
+                       : folded_integer_gemm(a2, az, node.known(b_index), bz, *shifted, node.input_name(b_index));
   return a.rank() == 1 ? ops::squeeze(y, {y.rank() - 2}) : y;
 }
 
@@ -773,6 +792,19 @@ const std::set<std::string> kQuantizedOps = {"ConvInteger",   "DequantizeLinear"
                                              "QuantizeLinear"};
 
 } // namespace
+
+std::optional<HostTensor> integer_gemm_column_sums(const HostTensor &b, const HostTensor *zp) {
+  if (b.shape().size() != 2 || (b.dtype() != DType::u8 && b.dtype() != DType::i8) || b.numel() == 0)
+    return std::nullopt;
+  int64_t N = b.shape()[1];
+  if (zp && zp->numel() != 1 && (zp->shape().size() != 1 || zp->numel() != N))
+    return std::nullopt;
+  HostTensor shifted(DType::f32, b.shape());
+  float *dst = shifted.data_as<float>();
+  for (int64_t i = 0, n = b.numel(); i < n; ++i)
+    dst[i] = static_cast<float>(b.get_f64(i) - (!zp ? 0 : zp->get_f64(zp->numel() == 1 ? 0 : i % N)));
+  return column_sums(shifted);
+}
 
 bool is_quantized_op(const std::string &op) { return kQuantizedOps.count(op) != 0; }
 

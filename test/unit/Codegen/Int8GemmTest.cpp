@@ -13,6 +13,7 @@
 
 #include "maxc/Codegen/ModelCompiler.h"
 #include "maxc/Codegen/Target.h"
+#include "maxc/Realization/GraphRealizationContext.h"
 
 #include <llvm/ADT/StringMap.h>
 #include <llvm/IR/InstIterator.h>
@@ -255,6 +256,53 @@ TEST_CASE("integer GEMM with a symbolic number of rows", "[codegen][qgemm]") {
     for (int threads : {1, 2})
       REQUIRE(bitwise_mismatch(compiled.run_threads({x}, threads), expected).empty());
   }
+}
+
+TEST_CASE("integer GEMM weights of a subgraph packed per call site", "[codegen][qgemm][gemm-panels]") {
+  // Two calls of one block (a dynamically quantized layer's shape: the
+  // 8-bit weight, its zero point and column sums are parameters), each
+  // binding the weight to a constant of its own: the block's integer GEMM
+  // reads the weight packed at each call site. Not packed (the loop nest on
+  // the widened values instead): the second call binds a graph input; the
+  // block also sums the widened weight (another reader).
+  const int64_t m = 7, k = 37, n = 21;
+  for (DType bdt : {DType::u8, DType::i8})
+    for (int variant : {0, 1, 2}) {
+      INFO("B " << dtype_name(bdt) << ", variant " << variant);
+      auto block = [variant](GraphRealizationContext &, const std::vector<Tensor> &args, const NamedTensors &p) {
+        Tensor wi = ops::cast(p.at("w"), DType::i32);
+        Tensor y = ops::matmul(ops::cast(args[0], DType::i32), wi);
+        y = ops::sub(y, ops::mul(ops::sum(ops::cast(args[0], DType::i32), {1}, true), ops::cast(p.at("zp"), DType::i32)));
+        if (variant == 2)
+          y = ops::add(y, ops::sum(wi, {0}));
+        return TensorTree(ops::sub(y, p.at("colsum")));
+      };
+      Graph graph("g", {TensorType(DType::u8, {m, k}), TensorType(bdt, {k, n})});
+      {
+        GraphRealizationContext ctx(graph);
+        Tensor x = Tensor::from_graph_value(graph.inputs()[0]);
+        std::vector<Value> outs;
+        for (int i = 0; i < 2; ++i) {
+          CallOptions options;
+          options.instance = "layers." + std::to_string(i);
+          options.name = "Block";
+          Tensor w = variant == 1 && i == 1 ? Tensor::from_graph_value(graph.inputs()[1])
+                                            : Tensor::from_host(full_range(bdt, {k, n}));
+          NamedTensors params = {{"w", w},
+                                 {"zp", Tensor::from_host(full_range(bdt, {}))},
+                                 {"colsum", Tensor::from_host(random_tensor(DType::i32, {n}, -3000, 3000))}};
+          outs.push_back(ctx.call(options, block, {x}, params).tensor().value());
+        }
+        graph.output(outs);
+      }
+      REQUIRE(graph.subgraphs().size() == 1);
+      CHECK(int8_gemm_tasks(graph) == (variant == 0 ? 1u : 0u));
+      std::vector<HostTensor> in = {full_range(DType::u8, {m, k}), full_range(bdt, {k, n})};
+      std::vector<HostTensor> expected = Interpreter::run(graph, in);
+      JitCompiledGraph compiled(graph);
+      for (int threads : {1, 2})
+        REQUIRE(bitwise_mismatch(compiled.run_threads(in, threads), expected).empty());
+    }
 }
 
 // Integer convs (Cpu/ConvEmitter.h: emit_conv_i8): the importer's exact f32
