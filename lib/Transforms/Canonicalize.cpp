@@ -1,5 +1,6 @@
 #include "maxc/Transforms/Canonicalize.h"
 
+#include "maxc/Ops/OpRegistry.h"
 #include "maxc/Ops/Ops.h"
 #include "maxc/Realization/EagerRealizationContext.h"
 #include "maxc/Transforms/ConvTransposeAsMatmul.h"
@@ -10,6 +11,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <map>
 #include <set>
 
 namespace maxc {
@@ -374,6 +377,84 @@ public:
   }
 };
 
+/// A conv whose weight is computed from constants on every run — a weight
+/// stored in 8 bits and dequantized in the graph (ONNX Runtime's weight
+/// quantizer writes Cast → Mul(scale) → Add(zero point) before a float
+/// Conv: Moonshine's audio stem; DequantizeLinear of an initializer) — gets
+/// that weight computed at compile time: the conv kernels then see a
+/// constant (packed panels, Winograd transforms, the folds above), and the
+/// dequantization no longer runs on every call (ONNX Runtime folds it when
+/// a session loads). The weight is evaluated by the reference ops on the
+/// constants, through at most kMaxNodes elementwise ops, generators and
+/// views, up to ConstantFold::kMaxFoldedElements elements: the values the
+/// graph computes, op by op (bit-exact unless the CPU would have contracted
+/// a mul and an add into one FMA). The f32 weight takes 4 bytes per element
+/// where the 8-bit one took 1.
+class ConvOfComputedWeight final : public RewritePattern {
+public:
+  static constexpr int kMaxNodes = 16;
+  const char *name() const override { return "conv-of-computed-weight"; }
+  const char *root_op() const override { return "conv2d"; }
+  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &, RewriteContext &rc) const override {
+    const GraphMatcher &m = rc.match;
+    const Graph &g = m.graph();
+    if (node.operands.size() < 2 || m.constant(node.operands[1]) || !m.producer(node.operands[1]))
+      return {};
+    const TensorType &wt = g.type_of(node.operands[1]);
+    if (!shape_is_static(wt.shape) || !is_float(wt.dtype) ||
+        shape_numel(wt.shape).value() > ConstantFold::kMaxFoldedElements)
+      return {};
+    std::map<ValueId, HostTensor> known;
+    std::string base;
+    int budget = kMaxNodes;
+    // v's value from constants, or false (depth at most kMaxNodes).
+    std::function<bool(ValueId)> eval = [&](ValueId v) -> bool {
+      if (known.count(v))
+        return true;
+      if (const HostTensor *c = m.constant(v)) {
+        if (base.empty() || c->numel() == shape_numel(wt.shape).value())
+          base = g.nodes()[static_cast<size_t>(g.value_info(v).producer)].attrs.get_string("name");
+        known.emplace(v, *c);
+        return true;
+      }
+      const Node *p = m.producer(v);
+      if (!p || --budget < 0 || !shape_is_static(g.type_of(v).shape))
+        return false;
+      OpTraits traits = op_traits(p->op);
+      bool view = p->op == "reshape" || p->op == "squeeze" || p->op == "unsqueeze" || p->op == "transpose" ||
+                  p->op == "broadcast_to";
+      if (!(traits.has(OpTrait::elementwise) || traits.has(OpTrait::generator) || view) ||
+          traits.has(OpTrait::indirect) || p->results.size() != 1)
+        return false;
+      std::vector<Tensor> operands;
+      for (ValueId o : p->operands) {
+        if (!eval(o))
+          return false;
+        operands.push_back(Tensor::from_host(known.at(o)));
+      }
+      HostTensor result;
+      {
+        EagerRealizationContext eager;
+        std::vector<Tensor> out = eager.record(p->op, operands, p->attrs);
+        if (out.size() != 1)
+          return false;
+        result = out[0].realize().host();
+      }
+      if (result.dtype() != g.type_of(v).dtype)
+        return false;
+      known.emplace(v, std::move(result));
+      return true;
+    };
+    if (!eval(node.operands[1]) || base.empty())
+      return {};
+    std::vector<Tensor> operands;
+    for (size_t i = 0; i < node.operands.size(); ++i)
+      operands.push_back(i == 1 ? rc.out.add_source(Tensor::from_host(known.at(node.operands[1])), base + ".folded")
+                                : rc.value(node.operands[i]));
+    return rc.out.record("conv2d", operands, node.attrs);
+  }
+};
+
 /// The padding (top, left, bottom, right) of a conv or pool `node` that
 /// reads `pad` (its operand 0's producer, or null) once, with the pad's
 /// spatial pads added, when `pad` fills zeros (value 0) into the spatial
@@ -510,6 +591,7 @@ const std::vector<const RewritePattern *> &canonicalization_patterns() {
   static const TransposeOfUnitDims transpose_of_unit_dims;
   static const ConvOfChannelScale conv_of_channel_scale;
   static const ConvOfZeroPad conv_of_zero_pad;
+  static const ConvOfComputedWeight conv_of_computed_weight;
   static const MaxPoolOfZeroPad max_pool_of_zero_pad;
   static const ConstantReshape constant_reshape("reshape"), constant_squeeze("squeeze"),
       constant_unsqueeze("unsqueeze");
@@ -519,7 +601,8 @@ const std::vector<const RewritePattern *> &canonicalization_patterns() {
     std::vector<const RewritePattern *> l = {&pow_by_constant, &div_identity, &div_by_sqrt,  &div_by_constant,
                                              &mul_identity,    &sub_identity, &add_identity, &cast_chain,
                                              &reshape_chain,   &transpose_chain, &transpose_of_unit_dims,
-                                             &conv_of_channel_scale, &conv_of_zero_pad, &max_pool_of_zero_pad,
+                                             &conv_of_channel_scale, &conv_of_zero_pad, &conv_of_computed_weight,
+                                             &max_pool_of_zero_pad,
                                              &constant_reshape,
                                              &constant_squeeze, &constant_unsqueeze, &fold_slice, &fold_concat,
                                              &fold_transpose, &fold_gather, &fold_pad};

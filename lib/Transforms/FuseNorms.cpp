@@ -10,6 +10,7 @@
 //   v = mean(d·d, A, keepdims)
 //   n = d · rsqrt(v + eps)          (either operand order anywhere)
 //   y = n · w + b | b + w · n ...   w, b of shape x.shape[-k:]; the + b optional
+//                                   (without it: the rms-norm pattern's root)
 // RMSNorm (Llama-style exports):
 //   n = x · rsqrt(mean(x·x, A, keepdims) + eps)
 //   y = n · w | w · n
@@ -217,11 +218,23 @@ public:
     if (!sw)
       return {};
     auto &[match, w] = *sw;
-    // x - mean(x) normalized is a layer norm without bias: leave it to the
-    // layer-norm pattern (rooted at the + b) or as it is.
-    std::set<size_t> probe;
-    if (nm.centered(match.x, match.axes, probe) || !is_norm_dtype(rc, match.x))
+    if (!is_norm_dtype(rc, match.x))
       return {};
+    // x - mean(x) normalized: a layer norm without bias (Moonshine's), unless
+    // a + b follows (the layer-norm pattern, rooted there, takes it whole).
+    std::set<size_t> centered_inner = match.inner;
+    if (std::optional<ValueId> x = nm.centered(match.x, match.axes, centered_inner)) {
+      for (int64_t r : rc.match.readers().of(node.results[0])) {
+        const Node *add = r >= 0 ? &rc.match.graph().nodes()[static_cast<size_t>(r)] : nullptr;
+        if (add && add->op == "add" && add->operands.size() == 2)
+          for (auto [y, b] : both_orders(*add))
+            if (y == node.results[0] && nm.is_row_param(b, *x, match.axes))
+              return {};
+      }
+      if (!nm.contained(centered_inner, rc.match.index(&node)))
+        return {};
+      return {ops::layer_norm(rc.value(*x), rc.value(w), std::nullopt, match.eps)};
+    }
     if (!nm.contained(match.inner, rc.match.index(&node)))
       return {};
     return {ops::rms_norm(rc.value(match.x), rc.value(w), match.eps)};

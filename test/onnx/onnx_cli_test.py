@@ -301,6 +301,50 @@ def case_dedup_integer_weights(c):
     assert np.allclose(got, h, rtol=1e-4, atol=1e-5), np.abs(got - h).max()
 
 
+def case_dedup_shared_scalars(c):
+    """Layers that read scalar initializers of another layer (ONNX Runtime's
+    quantizer turns a decomposed LayerNorm's Pow exponent and epsilon
+    Constants into initializers named after layer 0, which every layer
+    reads): the shared scalars are constants of the one body, so the norm
+    is recognized in it (pow by a constant, then a layer norm without a
+    bias) and the layers still share one definition; numpy agrees."""
+    rng = np.random.default_rng(13)
+    layers, d = 3, 16
+    nodes, ws = [], []
+    inits = [numpy_helper.from_array(np.array(2.0, np.float32), "/layers.0/ln/two"),
+             numpy_helper.from_array(np.array(1e-5, np.float32), "/layers.0/ln/eps")]
+    x = "input"
+    for i in range(layers):
+        w = rng.uniform(0.5, 1.5, d).astype(np.float32)
+        ws.append(w)
+        inits.append(numpy_helper.from_array(w, f"layers.{i}.ln.weight"))
+        p = f"/layers.{i}/ln/"
+        nodes += [helper.make_node("ReduceMean", [x], [p + "m"], name=p + "ReduceMean", axes=[-1]),
+                  helper.make_node("Sub", [x, p + "m"], [p + "d"], name=p + "Sub"),
+                  helper.make_node("Pow", [p + "d", "/layers.0/ln/two"], [p + "p"], name=p + "Pow"),
+                  helper.make_node("ReduceMean", [p + "p"], [p + "v"], name=p + "ReduceMean_1", axes=[-1]),
+                  helper.make_node("Add", [p + "v", "/layers.0/ln/eps"], [p + "ve"], name=p + "Add"),
+                  helper.make_node("Sqrt", [p + "ve"], [p + "s"], name=p + "Sqrt"),
+                  helper.make_node("Div", [p + "d", p + "s"], [p + "n"], name=p + "Div"),
+                  helper.make_node("Mul", [p + "n", f"layers.{i}.ln.weight"], [p + "y"], name=p + "Mul"),
+                  helper.make_node("Add", [x, p + "y"], [f"/layers.{i}/out"], name=f"/layers.{i}/Add")]
+        x = f"/layers.{i}/out"
+    nodes.append(helper.make_node("Identity", [x], ["output"], name="out"))
+    graph = helper.make_graph(nodes, "ln", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [4, d])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [4, d])], inits)
+    p = c.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), "shared_scalars.onnx")
+    s = c.stats(p)
+    assert s["subgraph_definitions"] == "1" and s["subgraph_calls"] == str(layers), s
+    s = c.stats(p, "--canonicalize")
+    assert s.get("rewrite_pow_by_constant") == "1" and s.get("rewrite_rms_norm") == "1", s
+    h = np.random.default_rng(3).standard_normal((4, d)).astype(np.float32)
+    xin = h.copy()
+    for w in ws:
+        dd = h - h.mean(-1, keepdims=True)
+        h = h + dd / np.sqrt((dd * dd).mean(-1, keepdims=True) + np.float32(1e-5)) * w
+    run_matches(c, p, xin, h, ["reference", "cpu"], 1e-5, 1e-5, "ln")
+
+
 def case_run_paths(c):
     """Reference, compiled CPU and GPU emulator agree with numpy on the encoder (symbolic batch/seq)."""
     m = encoder(3)

@@ -46,6 +46,13 @@
 //                     there only → the conv with those pads
 //                     added to its padding (ORT's PadFusion;
 //                     tf2onnx's explicit Pad before a strided conv)
+//   conv-of-computed-weight  conv whose weight is computed   bit-exact (the reference ops on
+//                     from constants through ≤ 16 elementwise  the same constants), unless the
+//                     ops, generators and views (an 8-bit      CPU would have contracted a mul
+//                     weight dequantized in the graph: Cast →  and an add into one FMA
+//                     Mul → Add, ORT's weight quantizer) →
+//                     the conv of that weight as a constant
+//                     (up to 2^24 elements; 4 bytes each)
 //   max-pool-of-zero-pad  max pool of a zero pad of the      bit-exact (a padded zero never
 //                     spatial dims of a value never negative  beats the window's values)
 //                     (relu, sigmoid, maximum with c >= 0, a
@@ -70,6 +77,8 @@
 //   layer-norm        mean/sub/mul/mean/add/rsqrt/mul/add    the reference layer_norm (computed
 //                     over trailing axes → layer_norm         in double): ≤ 1e-5 relative
 //   rms-norm          x·rsqrt(mean(x·x)+eps)·w → rms_norm    likewise (FuseNorms.h)
+//                     (with x = d - mean(d) and no + b after
+//                     it: layer_norm without a bias)
 //   gelu-erf          x·0.5·(1+erf(x/√2)) → gelu(x)           the reference op (in double) vs
 //   gelu-tanh         x·0.5·(1+tanh(√(2/π)(x+0.044715x³)))    the spelled form rounded at each
 //                     → gelu(x, "tanh")                       step: ≤ 1e-5 relative + 1e-6

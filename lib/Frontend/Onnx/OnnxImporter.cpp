@@ -54,6 +54,9 @@ constexpr int64_t kMaxOpset = 20;
 /// importer can then turn into tables) up to kFoldLimitIntegers.
 constexpr int64_t kFoldLimit = 1 << 16;
 constexpr int64_t kFoldLimitIntegers = 1 << 22;
+/// Initializers of at most this many elements that several blocks read stay
+/// constants inside each block (add_block).
+constexpr int64_t kSharedConstantLimit = 16;
 
 /// The name of graph input `in`'s dim `i`: its dim_param, "<input>_dim<i>"
 /// where the exporter left it unknown (no dim_param and no dim_value,
@@ -898,6 +901,14 @@ private:
         auto v = values_.find(in);
         bool param = v != values_.end() && !v->second.initializer.empty() &&
                      is_block_parameter(v->second.data.dtype()) && !import_known_.count(in);
+        // A small initializer that nodes outside the block read too (an
+        // exponent or epsilon every layer shares: ONNX Runtime's quantizer
+        // turns Constant nodes into initializers) has one value for every
+        // instance: a constant of the body, which the algebraic rewrites
+        // (pow by a constant, the norm patterns' epsilon) can read.
+        if (param && v->second.data.numel() <= kSharedConstantLimit)
+          for (int c : consumers_[in])
+            param = param && members.count(c) != 0;
         (param ? block.params : block.inputs).push_back(in);
       }
     // A MatMulInteger weight's column sums go with it (integer_gemm_companion).

@@ -433,6 +433,24 @@ TEST_CASE("canonicalize: spelled-out LayerNorm and RMSNorm become the composite 
           return T{in[2] + in[1] * (d * ops::rsqrt(ops::full(1e-6, DType::f32) + var))};
         }) == "layer_norm");
 
+  // Without the + b (Moonshine's encoder): a layer norm of no bias, rooted
+  // at the weight's product; a residual add after it stays an add.
+  auto no_bias = [](const Tensor &x, const Tensor &w) {
+    Tensor d = x - ops::mean(x, {-1}, true);
+    return d * ops::rsqrt(ops::mean(d * d, {-1}, true) + ops::full(1e-5, DType::f32)) * w;
+  };
+  Canonicalized nb = canonicalize_traced({x, w}, [&](auto &in) { return T{no_bias(in[0], in[1])}; });
+  REQUIRE(nb.after);
+  CHECK(op_list(*nb.after) == "layer_norm");
+  CHECK(nb.stats.fired["rms-norm"] == 1);
+  MAXC_REQUIRE_CLOSE(Interpreter::run(*nb.after, {x, w})[0], Interpreter::run(*nb.before, {x, w})[0], 1e-5, 1e-5);
+  CHECK(canonical_ops({x, w}, [&](auto &in) { return T{in[0] + no_bias(in[0], in[1])}; }) == "layer_norm add");
+  // (A + b of the row's shape after it: the layer-norm pattern's, whole.)
+  Canonicalized wb = canonicalize_traced({x, w, b}, [&](auto &in) { return T{no_bias(in[0], in[1]) + in[2]}; });
+  REQUIRE(wb.after);
+  CHECK(op_list(*wb.after) == "layer_norm");
+  CHECK(wb.stats.fired["layer-norm"] == 1);
+
   BuildFn rms = [](auto &in) { return T{spelled_rms_norm(in[0], in[1], 1e-6)}; };
   Canonicalized r = canonicalize_traced({x, w}, rms);
   REQUIRE(r.after);
@@ -556,6 +574,37 @@ TEST_CASE("canonicalize: a depthwise 1x1 conv folds into the conv that reads it"
   });
   check_unchanged({x, d, w1}, [&](auto &in) {
     return T{ops::conv2d(ops::conv2d(in[0], in[1], std::nullopt, depthwise), in[2])};
+  });
+}
+
+TEST_CASE("canonicalize: a conv weight dequantized on every run is computed at compile time",
+          "[transforms][canonicalize]") {
+  // ONNX Runtime's weight quantizer: Cast(8-bit) → Mul(scale) → Add(zero
+  // point) before a float conv (Moonshine's audio stem), here 1-D as the
+  // importer writes it (unsqueezed to 2-D). The folded weight is what the
+  // reference computes: bit-identical results.
+  HostTensor x = random_tensor(DType::f32, {1, 6, 1, 29});
+  HostTensor q = random_tensor(DType::i8, {5, 6, 7}, -128, 127), scale = random_tensor(DType::f32, {1}, 0.01, 0.02);
+  HostTensor zp = random_tensor(DType::f32, {1}, -0.1, 0.1), b = random_tensor(DType::f32, {5});
+  ops::Conv2dOptions strided;
+  strided.stride = {1, 3};
+  auto weight = [&] {
+    Tensor w = ops::cast(Tensor::from_host(q, "w.quantized"), DType::f32) * Tensor::from_host(scale);
+    return ops::unsqueeze(w + Tensor::from_host(zp), {2});
+  };
+  Canonicalized c = canonicalize_traced({x}, [&](auto &in) {
+    return T{ops::conv2d(in[0], weight(), Tensor::from_host(b), strided)};
+  });
+  REQUIRE(c.after);
+  CHECK(op_list(*c.after) == "conv2d");
+  CHECK(c.stats.fired["conv-of-computed-weight"] == 1);
+  auto want = Interpreter::run(*c.before, {x});
+  CHECK(max_ulps(Interpreter::run(*c.after, {x})[0], want[0]) == 0);
+  MAXC_REQUIRE_CLOSE(driver::run_on_host("cpu", *c.after, {x})[0], want[0], 1e-5, 1e-5);
+  // A weight computed from a graph input stays as it is.
+  check_unchanged({x, random_tensor(DType::f32, {1})}, [&](auto &in) {
+    Tensor w = ops::cast(Tensor::from_host(q), DType::f32) * in[1];
+    return T{ops::conv2d(in[0], ops::unsqueeze(w, {2}), std::nullopt, strided)};
   });
 }
 
