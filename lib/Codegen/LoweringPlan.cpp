@@ -1065,8 +1065,23 @@ bool conv_uses_gemm(const Graph &g, const Node &node, int64_t *bytes) {
       *bytes = std::max(*bytes, bp.blocks * bp.rows * OW * K * 4);
     if (conv_winograd_shape(g, node))
       *bytes = std::max(*bytes, winograd_plan(g, node).scratch_floats * 4);
+    if (conv_uses_transposed_gemm(g, node))
+      *bytes = std::max(*bytes, (K + out.shape[1].value()) * OH * OW * 4);
   }
   return true;
+}
+
+bool conv_uses_transposed_gemm(const Graph &g, const Node &node) {
+  if (!conv_is_static_f32(g, node) || node.attrs.get_int("groups") != 1 || conv_is_pointwise(g, node) ||
+      conv_winograd_shape(g, node) || conv_block_plan(g, node).blocks > 0)
+    return false;
+  const ValueInfo &w = g.value_info(node.operands[1]);
+  if (w.producer < 0 || g.nodes()[static_cast<size_t>(w.producer)].op != "constant")
+    return false;
+  const Shape &out = g.type_of(node.results[0]).shape;
+  int64_t O = out[1].value(), P = out[2].value() * out[3].value();
+  return P <= kConvTransposedMaxPositions && P % kConvBlockPanel != 0 && O % kConvBlockPanel == 0 &&
+         O >= kConvTransposedMinChannels;
 }
 
 ConvBlockPlan conv_block_plan(const Graph &g, const Node &node) {

@@ -114,6 +114,21 @@ struct ConvBlockPlan {
 };
 ConvBlockPlan conv_block_plan(const Graph &graph, const Node &node);
 
+/// A conv with few output positions and many output channels — P = OH * OW
+/// at most kConvTransposedMaxPositions and not a multiple of
+/// kConvBlockPanel, O a multiple of kConvBlockPanel and at least
+/// kConvTransposedMinChannels (f32, static, one group, not pointwise, no
+/// Winograd, no row blocks, the weight a constant): the CPU runs the GEMM
+/// transposed, colsᵀ [P, K] × Wᵀ [K, O] with the weight packed at compile
+/// time as its B (Cpu/GemmPanels.h), then writes the [P, O] product back
+/// transposed through the bias and the plan's chain. The usual [O, K] ×
+/// [K, P] fills its last column panel with padding at such P (a 1-D audio
+/// conv's 81 positions: 5 panels of 16 and one column) and packs its B,
+/// the im2col, on every run. Scratch: colsᵀ and the product, (K + O) * P
+/// floats.
+constexpr int64_t kConvTransposedMaxPositions = 128, kConvTransposedMinChannels = 64;
+bool conv_uses_transposed_gemm(const Graph &graph, const Node &node);
+
 /// Winograd's channel rule: the transforms cost O((m+2)^2*(C+O)) per tile,
 /// the GEMMs O((m+2)^2*O*C), so it pays where 1/C + 1/O <= 1/16 (C = O = 32,
 /// as measured on ResNet-18; also C = 96, O = 24 in PP-OCRv3's detector neck),

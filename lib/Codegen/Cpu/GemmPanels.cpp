@@ -96,6 +96,17 @@ PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans,
       else if (info.index < bound_here.size() && bound_here[info.index])
         out.inputs.insert({g, info.index});
     }
+    // A transposed-GEMM conv's weight, read by the conv alone.
+    for (const Node &n : g->nodes()) {
+      if (n.op != "conv2d" || conv_uses_int8_gemm(*g, plan, n) || !conv_uses_transposed_gemm(*g, n))
+        continue;
+      ValueId w = n.operands[1];
+      const Node &constant = g->nodes()[static_cast<size_t>(g->value_info(w).producer)];
+      if (!output[w] && uses[w].size() == 1) {
+        out.constants.insert({g, constant.attrs.get_string("name")});
+        out.conv_transposed.insert({g, constant.attrs.get_string("name")});
+      }
+    }
     // An integer conv's weight, read by the conv alone.
     for (const Node &n : g->nodes()) {
       if (!conv_uses_int8_gemm(*g, plan, n))
@@ -251,6 +262,13 @@ void write_int8_panels(const HostTensor &b, int64_t nr, uint64_t offset, size_t 
 
 } // namespace
 
+std::vector<float> pack_conv_transposed_weight(const HostTensor &w, int64_t nr) {
+  int64_t o = w.shape()[0], k = w.numel() / std::max<int64_t>(o, 1);
+  std::vector<float> out(static_cast<size_t>((o + nr - 1) / nr * nr * k));
+  write_panels_from_source(w.reshaped({o, k}), nr, 0, out.size() * sizeof(float), reinterpret_cast<char *>(out.data()));
+  return out;
+}
+
 std::vector<uint8_t> pack_int8_panels(const HostTensor &b, int64_t nr) {
   std::vector<uint8_t> out(int8_panel_bytes(b.shape()[0], b.shape()[1], nr));
   write_int8_panels(b, nr, 0, out.size(), reinterpret_cast<char *>(out.data()));
@@ -318,6 +336,13 @@ ConstantRewrite packed_weights_rewrite(const PackedWeights &packed) {
       return {bytes->size(), [bytes](uint64_t offset, size_t n, char *dst) {
                 std::memcpy(dst, bytes->data() + offset, n);
               }};
+    }
+    if (packed.conv_transposed.count({&g, name})) { // W [O, ...] as the [N, K] source of Wᵀ
+      const HostTensor &t = g.constant_types().at(name);
+      int64_t o = t.shape()[0], k = t.numel() / std::max<int64_t>(o, 1);
+      HostTensor w = g.constant(name).reshaped({o, k});
+      size_t size = static_cast<size_t>((o + nr - 1) / nr * nr * k) * sizeof(float);
+      return {size, [w, nr](uint64_t offset, size_t n, char *dst) { write_panels_from_source(w, nr, offset, n, dst); }};
     }
     if (const HostTensor &t = g.constant_types().at(name); is_int8(t.dtype())) {
       HostTensor b = g.constant(name);

@@ -42,6 +42,9 @@ struct PackedWeights {
   // Of `constants`: integer convs' weights (conv_uses_int8_gemm), packed by
   // pack_conv_int8_weight.
   std::set<std::pair<const Graph *, std::string>> conv_int8;
+  // Of `constants`: the weights W [O, C, KH, KW] of convs run as colsᵀ × Wᵀ
+  // (conv_uses_transposed_gemm), packed as the f32 GEMM's B = Wᵀ [K, O].
+  std::set<std::pair<const Graph *, std::string>> conv_transposed;
 
   bool packed_constant(const Graph &g, const std::string &name) const { return constants.count({&g, name}) != 0; }
   /// Whether value `v` of `g` (a constant's result or a subgraph input) is packed.
@@ -55,6 +58,10 @@ PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans,
 /// B [K, N] (f32) in panel order for panels of `nr` floats:
 /// ceil(N / nr) * nr * K floats.
 std::vector<float> pack_gemm_panels(const HostTensor &b, int64_t nr);
+
+/// A conv weight W [O, C, KH, KW] (f32) as the packed B = Wᵀ [K, O]
+/// (K = C * KH * KW) of a transposed-GEMM conv (PackedWeights::conv_transposed).
+std::vector<float> pack_conv_transposed_weight(const HostTensor &w, int64_t nr);
 
 /// B [K, N] (u8 or i8) in the integer GEMM's panel order, then its column
 /// sums: int8_panel_bytes(K, N, nr) bytes.

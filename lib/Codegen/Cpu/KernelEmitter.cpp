@@ -208,8 +208,12 @@ private:
     bool packed = mod_.packed && mod_.packed->packed_constant(g_, name);
     bool int8 = data.dtype() == DType::u8 || data.dtype() == DType::i8;
     bool conv_int8 = packed && mod_.packed->conv_int8.count({&g_, name});
+    bool conv_transposed = packed && mod_.packed->conv_transposed.count({&g_, name});
     llvm::Constant *bytes =
         conv_int8 ? llvm::ConstantDataArray::get(mod_.ctx, llvm::ArrayRef<uint8_t>(pack_conv_int8_weight(data)))
+        : conv_transposed
+            ? llvm::ConstantDataArray::get(mod_.ctx,
+                                           llvm::ArrayRef<float>(pack_conv_transposed_weight(data, mod_.packed->nr)))
         : packed && int8 ? llvm::ConstantDataArray::get(mod_.ctx, llvm::ArrayRef<uint8_t>(pack_int8_panels(data, mod_.packed->nr)))
         : packed
             ? llvm::ConstantDataArray::get(mod_.ctx, llvm::ArrayRef<float>(pack_gemm_panels(data, mod_.packed->nr)))
@@ -1776,6 +1780,8 @@ private:
     bool pointwise = !direct && conv_is_pointwise(g_, node);
     if (pointwise && pointwise_block_rows(s) > 0)
       return emit_conv_pointwise_blocks(node, s);
+    if (conv_uses_transposed_gemm(g_, node) && mod_.packed && mod_.packed->packed_value(g_, w))
+      return emit_conv_transposed_gemm(node, s);
     if (int64_t G = image_group_size(node, s, direct, pointwise); G > 0)
       return emit_conv_images(node, s, pointwise, G);
     Value *scratch = pointwise || direct ? nullptr
@@ -1814,6 +1820,67 @@ private:
                     b_.getInt64(K), b_.getInt64(P), b_.getInt64(P), mod_.lanes, mod_.prefix,
                     epi ? &epi->gemm : nullptr};
       emit_gemm_f32(b_, args);
+    });
+  }
+
+  /// conv_uses_transposed_gemm, per image: colsᵀ [P, K] (row p the patch
+  /// of output position p, zeros where it reads padding) into the scratch,
+  /// the GEMM colsᵀ × Wᵀ [K, O] (the weight packed at compile time) into
+  /// the scratch's [P, O] product, then each output channel's row written
+  /// back through the bias and the plan's chain. Every output sums its K
+  /// products in the GEMM's order, as the [O, K] × [K, P] GEMM does.
+  void emit_conv_transposed_gemm(const Node &node, const ConvShape &s) {
+    ValueId x = node.operands[0], w = node.operands[1], out = node.results[0];
+    ValueId bias = node.operands.size() > 2 ? node.operands[2] : kNoValue;
+    size_t n_index = node_index(node);
+    auto it = plan_.epilogues.find(n_index);
+    ValueId r = it == plan_.epilogues.end() ? kNoValue : it->second; // the chain's stored value
+    ValueId stored = r == kNoValue ? out : r;
+    const int64_t K = s.C * s.KH * s.KW, P = s.OH * s.OW;
+    llvm::Type *f32 = b_.getFloatTy();
+    auto i64 = [&](int64_t v) { return b_.getInt64(v); };
+    Value *scratch = b_.CreateGEP(b_.getInt8Ty(), fn_.workspace, fn_.layout->slot_offset(plan_.scratch_slot));
+    Value *cols = scratch, *prod = b_.CreateGEP(f32, scratch, i64(P * K));
+    Value *xptr = pointer_of(x), *wptr = pointer_of(w), *optr = pointer_of(stored);
+    Value *zero = llvm::ConstantFP::get(f32, 0.0);
+    loop(dim(g_.type_of(x).shape[0]), [&](Value *n) {
+      Value *x_n = b_.CreateGEP(f32, xptr, b_.CreateMul(n, i64(s.C * s.H * s.W)));
+      loop(i64(P), [&](Value *p) {
+        Value *oy = b_.CreateUDiv(p, i64(s.OW)), *ox = b_.CreateURem(p, i64(s.OW));
+        Value *row = b_.CreateGEP(f32, cols, b_.CreateMul(p, i64(K)));
+        Value *iy0 = b_.CreateSub(b_.CreateMul(oy, i64(s.stride[0])), i64(s.pad[0]));
+        Value *ix0 = b_.CreateSub(b_.CreateMul(ox, i64(s.stride[1])), i64(s.pad[1]));
+        loop(i64(s.C * s.KH), [&](Value *cky) {
+          Value *c = b_.CreateUDiv(cky, i64(s.KH)), *ky = b_.CreateURem(cky, i64(s.KH));
+          Value *iy = b_.CreateAdd(iy0, b_.CreateMul(ky, i64(s.dilation[0])));
+          Value *y_ok = b_.CreateICmpULT(iy, i64(s.H)); // (a negative iy wraps past H)
+          Value *src = b_.CreateGEP(f32, x_n, b_.CreateAdd(b_.CreateMul(c, i64(s.H * s.W)),
+                                                           b_.CreateMul(b_.CreateSelect(y_ok, iy, i64(0)), i64(s.W))));
+          Value *dst = b_.CreateGEP(f32, row, b_.CreateMul(cky, i64(s.KW)));
+          loop(i64(s.KW), [&](Value *kx) {
+            Value *ix = b_.CreateAdd(ix0, b_.CreateMul(kx, i64(s.dilation[1])));
+            Value *ok = b_.CreateAnd(y_ok, b_.CreateICmpULT(ix, i64(s.W)));
+            Value *v = b_.CreateAlignedLoad(f32, b_.CreateGEP(f32, src, b_.CreateSelect(ok, ix, i64(0))), llvm::Align(4));
+            b_.CreateAlignedStore(b_.CreateSelect(ok, v, zero), b_.CreateGEP(f32, dst, kx), llvm::Align(4));
+          });
+        });
+      });
+      GemmArgs args{cols, wptr, prod, i64(P), i64(s.O), i64(K), i64(K), i64(s.O), i64(s.O), mod_.lanes, mod_.prefix,
+                    nullptr};
+      args.packed_b = true;
+      emit_gemm_f32(b_, args);
+      // The bias and the plan's chain, one output channel's row at a time.
+      loop(i64(s.O), [&](Value *o) {
+        Value *bias_o = bias == kNoValue ? nullptr : element(bias, {o});
+        Value *orow = b_.CreateMul(b_.CreateAdd(b_.CreateMul(n, i64(s.O)), o), i64(P));
+        loop(i64(P), [&](Value *p) {
+          Value *v = b_.CreateAlignedLoad(f32, b_.CreateGEP(f32, prod, b_.CreateAdd(b_.CreateMul(p, i64(s.O)), o)),
+                                          llvm::Align(4));
+          Value *oy = b_.CreateUDiv(p, i64(s.OW)), *ox = b_.CreateURem(p, i64(s.OW));
+          v = pointwise_write_back(v, bias_o, out, r, Index{n, o, oy, ox});
+          store_element(g_.type_of(stored).dtype, optr, b_.CreateAdd(orow, p), v);
+        });
+      });
     });
   }
 

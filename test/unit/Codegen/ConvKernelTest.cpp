@@ -329,3 +329,61 @@ TEST_CASE("conv kernels: a conv over a batch of small images runs groups of imag
     }
   }
 }
+
+TEST_CASE("conv kernels: few output positions, many channels: the GEMM transposed, the weight packed",
+          "[codegen][conv][gemm-panels]") {
+  // conv_uses_transposed_gemm: colsᵀ [P, K] × Wᵀ [K, O] with the constant
+  // weight packed at compile time, the [P, O] product written back
+  // transposed through the bias and the chain (ReLU, a residual add). A
+  // 1-D audio conv (Moonshine's stem, smaller: kernel 7, stride 3, 19
+  // positions), a strided, padded, dilated 3x3 conv of 2 images (7x7 = 49
+  // positions); then near misses that keep the usual GEMM: P a multiple of
+  // 32, O not one, a weight that is a graph input. Same bits at 1 and 2
+  // threads; tolerance: sums of K <= 336 products of values in [-1, 1].
+  struct Case {
+    std::vector<int64_t> x, w;
+    std::vector<int64_t> stride, pad, dilation;
+    bool constant_weight, transposed;
+  };
+  const Case cases[] = {
+      {{1, 48, 1, 61}, {64, 48, 1, 7}, {1, 3}, {0, 0, 0, 0}, {1, 1}, true, true},
+      {{2, 16, 13, 13}, {96, 16, 3, 3}, {2, 2}, {1, 2, 2, 1}, {1, 2}, true, true},
+      {{1, 16, 8, 8}, {64, 16, 3, 3}, {1, 1}, {0, 0, 2, 2}, {1, 1}, true, false}, // P = 64 (and Winograd)
+      {{1, 16, 1, 61}, {48, 16, 1, 7}, {1, 3}, {0, 0, 0, 0}, {1, 1}, true, false}, // O = 48
+      {{1, 48, 1, 61}, {64, 48, 1, 7}, {1, 3}, {0, 0, 0, 0}, {1, 1}, false, false},
+  };
+  for (const Case &c : cases) {
+    INFO("x " << c.x[1] << "x" << c.x[2] << "x" << c.x[3] << ", w " << c.w[0] << "x" << c.w[2] << "x" << c.w[3]
+              << (c.constant_weight ? "" : ", weight an input"));
+    ops::Conv2dOptions o = opts(c.stride, c.pad, c.dilation, 1);
+    int64_t oh = (c.x[2] + c.pad[0] + c.pad[2] - c.dilation[0] * (c.w[2] - 1) - 1) / c.stride[0] + 1;
+    int64_t ow = (c.x[3] + c.pad[1] + c.pad[3] - c.dilation[1] * (c.w[3] - 1) - 1) / c.stride[1] + 1;
+    HostTensor weight = random_tensor(DType::f32, c.w), bias = random_tensor(DType::f32, {c.w[0]});
+    std::vector<HostTensor> in = {random_tensor(DType::f32, c.x), random_tensor(DType::f32, {c.x[0], c.w[0], oh, ow})};
+    if (!c.constant_weight)
+      in.push_back(weight);
+    auto g = trace_graph(types_of(in), [&](auto &t) {
+      Tensor wt = c.constant_weight ? Tensor::from_host(weight, "w") : t[2];
+      Tensor y = ops::conv2d(t[0], wt, Tensor::from_host(bias, "b"), o);
+      return std::vector<Tensor>{ops::relu(y) + t[1]};
+    });
+    auto lowered = decompose(*g);
+    const Node *conv = nullptr;
+    for (const Node &n : lowered->nodes())
+      if (n.op == "conv2d")
+        conv = &n;
+    REQUIRE(conv);
+    CHECK(conv_uses_transposed_gemm(*lowered, *conv) == c.transposed);
+    size_t packed = count_model_functions(
+        *g, [](llvm::StringRef name) { return name.starts_with("m.gemm_panel.") && name.contains(".packed"); });
+    CHECK((packed > 0) == c.transposed);
+    std::vector<HostTensor> expected = Interpreter::run(*g, in);
+    std::vector<HostTensor> serial = run_compiled(*g, in), two = run_compiled_two_threads(*g, in);
+    std::string m = compare(serial[0], expected[0], 1e-5, 1e-4);
+    INFO(m);
+    CHECK(m.empty());
+    m = compare(two[0], serial[0], 0, 0);
+    INFO("two threads vs one: " << m);
+    CHECK(m.empty());
+  }
+}
