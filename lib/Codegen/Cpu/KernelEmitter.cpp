@@ -1823,6 +1823,22 @@ private:
     });
   }
 
+  /// A conv's operands as its write-back loops read them: the bias (or
+  /// kNoValue), the plan's chain value (r, or kNoValue) and the value stored
+  /// (r, or the conv's result).
+  struct ConvOperands {
+    ValueId x, w, out, bias, r, stored;
+  };
+  ConvOperands conv_operands(const Node &node) {
+    ConvOperands c;
+    c.x = node.operands[0], c.w = node.operands[1], c.out = node.results[0];
+    c.bias = node.operands.size() > 2 ? node.operands[2] : kNoValue;
+    auto it = plan_.epilogues.find(node_index(node));
+    c.r = it == plan_.epilogues.end() ? kNoValue : it->second;
+    c.stored = c.r == kNoValue ? c.out : c.r;
+    return c;
+  }
+
   /// conv_uses_transposed_gemm, per image: colsᵀ [P, K] (row p the patch
   /// of output position p, zeros where it reads padding) into the scratch,
   /// the GEMM colsᵀ × Wᵀ [K, O] (the weight packed at compile time) into
@@ -1830,12 +1846,8 @@ private:
   /// back through the bias and the plan's chain. Every output sums its K
   /// products in the GEMM's order, as the [O, K] × [K, P] GEMM does.
   void emit_conv_transposed_gemm(const Node &node, const ConvShape &s) {
-    ValueId x = node.operands[0], w = node.operands[1], out = node.results[0];
-    ValueId bias = node.operands.size() > 2 ? node.operands[2] : kNoValue;
-    size_t n_index = node_index(node);
-    auto it = plan_.epilogues.find(n_index);
-    ValueId r = it == plan_.epilogues.end() ? kNoValue : it->second; // the chain's stored value
-    ValueId stored = r == kNoValue ? out : r;
+    const ConvOperands co = conv_operands(node); // (no structured binding: the lambdas capture these)
+    const ValueId x = co.x, w = co.w, out = co.out, bias = co.bias, r = co.r, stored = co.stored;
     const int64_t K = s.C * s.KH * s.KW, P = s.OH * s.OW;
     llvm::Type *f32 = b_.getFloatTy();
     auto i64 = [&](int64_t v) { return b_.getInt64(v); };
@@ -1937,12 +1949,8 @@ private:
   }
 
   void emit_conv_pointwise_blocks(const Node &node, const ConvShape &s) {
-    ValueId x = node.operands[0], w = node.operands[1], out = node.results[0];
-    ValueId bias = node.operands.size() > 2 ? node.operands[2] : kNoValue;
-    size_t n_index = node_index(node);
-    auto it = plan_.epilogues.find(n_index);
-    ValueId r = it == plan_.epilogues.end() ? kNoValue : it->second; // the chain's stored value
-    ValueId stored = r == kNoValue ? out : r;
+    const ConvOperands co = conv_operands(node); // (no structured binding: the lambdas capture these)
+    const ValueId x = co.x, w = co.w, out = co.out, bias = co.bias, r = co.r, stored = co.stored;
     const int64_t P = s.OH * s.OW, R = pointwise_block_rows(s), W = R * s.OW, blocks = s.OH / R;
     Value *rows = b_.CreateMul(dim(g_.type_of(x).shape[0]), b_.getInt64(blocks));
     Value *row_cost = b_.getInt64(std::max<int64_t>(1, W * s.O * s.C / 4));
@@ -2015,12 +2023,8 @@ private:
   }
 
   void emit_conv_images(const Node &node, const ConvShape &s, bool pointwise, int64_t G) {
-    ValueId x = node.operands[0], w = node.operands[1], out = node.results[0];
-    ValueId bias = node.operands.size() > 2 ? node.operands[2] : kNoValue;
-    size_t n_index = node_index(node);
-    auto it = plan_.epilogues.find(n_index);
-    ValueId r = it == plan_.epilogues.end() ? kNoValue : it->second;
-    ValueId stored = r == kNoValue ? out : r;
+    const ConvOperands co = conv_operands(node); // (no structured binding: the lambdas capture these)
+    const ValueId x = co.x, w = co.w, out = co.out, bias = co.bias, r = co.r, stored = co.stored;
     const int64_t P = s.OH * s.OW, K = s.C * s.KH * s.KW;
     Value *images = dim(g_.type_of(x).shape[0]);
     Value *groups = b_.CreateUDiv(b_.CreateAdd(images, b_.getInt64(G - 1)), b_.getInt64(G));
