@@ -158,7 +158,9 @@ Value *emit_erf_f32(llvm::IRBuilder<> &b, Value *x) {
       x, horner(b, b.CreateFMul(x, x),
                 {1.1283791668023375, -0.3761263526021697, 0.1128371811522867, -0.026860616646754314,
                  0.005203980272214161, -0.0008175406342018311, 8.50551676792067e-05}));
-  // exp_core clamps its argument, so a huge |x| (selected away below) stays finite.
+  // exp_core clamps its argument (minnum/maxnum also drop the NaN that
+  // Estrin's inf - inf gives at |x| ~ 1e10), so a huge |x|, selected away
+  // below, stays harmless.
   Value *log_erfc = estrin(b, b.CreateFSub(ax, like(x, 2.0)),
                            {-5.364941261489502, -4.418160842930566, -0.9237509217858312, -0.01646478812411386,
                             0.0035710007813331457, -0.0007332549754592273, 0.00013525002004797048,

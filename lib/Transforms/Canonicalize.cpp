@@ -385,10 +385,11 @@ public:
 /// constant (packed panels, Winograd transforms, the folds above), and the
 /// dequantization no longer runs on every call (ONNX Runtime folds it when
 /// a session loads). The weight is evaluated by the reference ops on the
-/// constants, through at most kMaxNodes elementwise ops, generators and
-/// views, up to ConstantFold::kMaxFoldedElements elements: the values the
-/// graph computes, op by op (bit-exact unless the CPU would have contracted
-/// a mul and an add into one FMA). The f32 weight takes 4 bytes per element
+/// constants, through at most kMaxNodes elementwise ops, `full`s and views
+/// (at least one op that computes; the leaves checked before anything is
+/// evaluated), up to ConstantFold::kMaxFoldedElements elements: the values
+/// the graph computes, op by op (bit-exact unless the CPU would have
+/// contracted a mul and an add into one FMA). The f32 weight takes 4 bytes per element
 /// where the 8-bit one took 1.
 class ConvOfComputedWeight final : public RewritePattern {
 public:
@@ -404,10 +405,31 @@ public:
     if (!shape_is_static(wt.shape) || !is_float(wt.dtype) ||
         shape_numel(wt.shape).value() > ConstantFold::kMaxFoldedElements)
       return {};
+    // First the chain's shape alone: allowed ops, constant leaves, at least
+    // one op that computes (a chain of views is constant-reshape's, which
+    // also checks the weight's other readers).
+    int budget = kMaxNodes, computing = 0;
+    std::set<ValueId> seen;
+    std::function<bool(ValueId)> foldable = [&](ValueId v) -> bool {
+      if (!seen.insert(v).second || m.constant(v))
+        return true;
+      const Node *p = m.producer(v);
+      if (!p || --budget < 0 || !shape_is_static(g.type_of(v).shape) || p->results.size() != 1)
+        return false;
+      OpTraits traits = op_traits(p->op);
+      bool view = p->op == "reshape" || p->op == "squeeze" || p->op == "unsqueeze" || p->op == "transpose" ||
+                  p->op == "broadcast_to";
+      bool generator = traits.has(OpTrait::generator) && p->op == "full"; // (not dim_values: run-time dims)
+      if (!(traits.has(OpTrait::elementwise) || generator || view) || traits.has(OpTrait::indirect))
+        return false;
+      computing += view ? 0 : 1;
+      return std::all_of(p->operands.begin(), p->operands.end(), foldable);
+    };
+    if (!foldable(node.operands[1]) || computing == 0)
+      return {};
     std::map<ValueId, HostTensor> known;
     std::string base;
-    int budget = kMaxNodes;
-    // v's value from constants, or false (depth at most kMaxNodes).
+    // v's value from the constants (its chain checked above).
     std::function<bool(ValueId)> eval = [&](ValueId v) -> bool {
       if (known.count(v))
         return true;
@@ -418,14 +440,6 @@ public:
         return true;
       }
       const Node *p = m.producer(v);
-      if (!p || --budget < 0 || !shape_is_static(g.type_of(v).shape))
-        return false;
-      OpTraits traits = op_traits(p->op);
-      bool view = p->op == "reshape" || p->op == "squeeze" || p->op == "unsqueeze" || p->op == "transpose" ||
-                  p->op == "broadcast_to";
-      if (!(traits.has(OpTrait::elementwise) || traits.has(OpTrait::generator) || view) ||
-          traits.has(OpTrait::indirect) || p->results.size() != 1)
-        return false;
       std::vector<Tensor> operands;
       for (ValueId o : p->operands) {
         if (!eval(o))
@@ -445,8 +459,12 @@ public:
       known.emplace(v, std::move(result));
       return true;
     };
-    if (!eval(node.operands[1]) || base.empty())
+    try {
+      if (!eval(node.operands[1]) || base.empty())
+        return {};
+    } catch (const std::exception &) { // an op the reference refuses on these values: leave the conv alone
       return {};
+    }
     std::vector<Tensor> operands;
     for (size_t i = 0; i < node.operands.size(); ++i)
       operands.push_back(i == 1 ? rc.out.add_source(Tensor::from_host(known.at(node.operands[1])), base + ".folded")

@@ -1872,50 +1872,68 @@ def case_top_k_chunked(c):
 def case_dynamic_quantized_layers(c):
     """Repeated layers of a dynamically quantized model (onnxruntime's
     quantize_dynamic, as Xenova's Whisper exports: DynamicQuantizeLinear,
-    MatMulInteger with a u8 weight and zero point, Cast, scale Mul): the
-    8-bit weights, their zero points and column sums are parameters of one
-    body for all layers (integer_gemm_companion), and the CPU packs each
-    call's weight at compile time, so every layer's MatMulInteger is the
-    integer GEMM (not f32 chunks of K) in the one body; the i32 products
-    equal numpy's bit for bit (the rest within f32 rounding)."""
-    rng = np.random.default_rng(11)
-    layers, d = 3, 24
-    nodes, inits, ws = [], [], []
-    x = "input"
-    for i in range(layers):
-        w = rng.integers(0, 256, (d, d)).astype(np.uint8)
-        zp = np.array(100 + 10 * i, np.uint8)
-        ws.append((w, zp))
-        pre = f"/layers.{i}/fc"
-        inits += [numpy_helper.from_array(w, f"layers.{i}.w"), numpy_helper.from_array(zp, f"layers.{i}.zp"),
-                  numpy_helper.from_array(np.array(0.002, np.float32), f"layers.{i}.ws")]
-        nodes += [helper.make_node("DynamicQuantizeLinear", [x], [pre + "/q", pre + "/s", pre + "/z"], name=pre + "/dq"),
-                  helper.make_node("MatMulInteger", [pre + "/q", f"layers.{i}.w", pre + "/z", f"layers.{i}.zp"],
-                                   [pre + "/acc"], name=pre + "/mm"),
-                  helper.make_node("Cast", [pre + "/acc"], [pre + "/accf"], name=pre + "/cast", to=TensorProto.FLOAT),
-                  helper.make_node("Mul", [pre + "/s", f"layers.{i}.ws"], [pre + "/scale"], name=pre + "/sm"),
-                  helper.make_node("Mul", [pre + "/accf", pre + "/scale"], [pre + "/y"], name=pre + "/ym"),
-                  helper.make_node("Add", [x, pre + "/y"], [pre + "/out"], name=pre + "/res")]
-        x = pre + "/out"
-    nodes.append(helper.make_node("Identity", [x], ["output"], name="out"))
-    graph = helper.make_graph(nodes, "dq", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [6, d])],
-                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [6, d])], inits)
-    p = c.save(helper.make_model(graph, opset_imports=OPSET), "dq_layers.onnx")
-    s = c.stats(p)
-    assert s["subgraph_definitions"] == "1" and s["subgraph_calls"] == str(layers), s
-    c.run("compile", p, "-o", c.path("dq.o"), "--emit", "obj,llvm-ir")
-    ir = open(c.path("dq_layers.ll")).read()
-    assert ".gemm_i8." in ir and "gemm_panel" not in ir, "the layers' matmuls are not the integer GEMM"
-    h = np.random.default_rng(2).standard_normal((6, d)).astype(np.float32)
-    xin = h.copy()
-    for w, zp in ws:  # ONNX's arithmetic (ORT's DynamicQuantizeLinear)
-        lo, hi = min(0.0, float(h.min())), max(0.0, float(h.max()))
-        scale = np.float32((hi - lo) / 255)
-        z = np.float32(np.clip(np.round(-lo / scale), 0, 255))
-        q = np.clip(np.round(h / scale) + z, 0, 255).astype(np.int64)
-        acc = (q - int(z)) @ (w.astype(np.int64) - int(zp))
-        h = h + acc.astype(np.float32) * (scale * np.float32(0.002))
-    run_matches(c, p, xin, h, ["reference", "cpu"], 1e-5, 1e-5, "dq")
+    MatMulInteger with a u8 weight and a per-column zero point, Cast, scale
+    Mul): the 8-bit weights, their zero points and column sums are
+    parameters of one body for all layers (integer_gemm_companion), and the
+    CPU packs each call's weight at compile time, so every layer's
+    MatMulInteger is the integer GEMM (not f32 chunks of K) in the one body.
+    Then layers that read their weight twice, with the per-column zero point
+    and with a scalar one (the column sums are keyed by both; the weight,
+    read twice, is not packed): still one body, still exact. The i32
+    products equal numpy's bit for bit (the rest within f32 rounding)."""
+    def model(twice, name):
+        rng = np.random.default_rng(11)
+        layers, d = 3, 24
+        nodes, inits, ws = [], [], []
+        x = "input"
+        for i in range(layers):
+            w = rng.integers(0, 256, (d, d)).astype(np.uint8)
+            zp = rng.integers(90, 170, d).astype(np.uint8)
+            zp2 = np.array(100 + 10 * i, np.uint8)
+            ws.append((w, zp, zp2))
+            pre = f"/layers.{i}/fc"
+            inits += [numpy_helper.from_array(w, f"layers.{i}.w"), numpy_helper.from_array(zp, f"layers.{i}.zp"),
+                      numpy_helper.from_array(zp2, f"layers.{i}.zp2"),
+                      numpy_helper.from_array(np.array(0.002, np.float32), f"layers.{i}.ws")]
+            nodes += [helper.make_node("DynamicQuantizeLinear", [x], [pre + "/q", pre + "/s", pre + "/z"],
+                                       name=pre + "/dq"),
+                      helper.make_node("MatMulInteger", [pre + "/q", f"layers.{i}.w", pre + "/z", f"layers.{i}.zp"],
+                                       [pre + "/acc1" if twice else pre + "/acc"], name=pre + "/mm")]
+            if twice:
+                nodes += [helper.make_node("MatMulInteger", [pre + "/q", f"layers.{i}.w", pre + "/z",
+                                                             f"layers.{i}.zp2"], [pre + "/acc2"], name=pre + "/mm2"),
+                          helper.make_node("Add", [pre + "/acc1", pre + "/acc2"], [pre + "/acc"], name=pre + "/accs")]
+            nodes += [helper.make_node("Cast", [pre + "/acc"], [pre + "/accf"], name=pre + "/cast", to=TensorProto.FLOAT),
+                      helper.make_node("Mul", [pre + "/s", f"layers.{i}.ws"], [pre + "/scale"], name=pre + "/sm"),
+                      helper.make_node("Mul", [pre + "/accf", pre + "/scale"], [pre + "/y"], name=pre + "/ym"),
+                      helper.make_node("Add", [x, pre + "/y"], [pre + "/out"], name=pre + "/res")]
+            x = pre + "/out"
+        nodes.append(helper.make_node("Identity", [x], ["output"], name="out"))
+        graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("input", TensorProto.FLOAT, [6, d])],
+                                  [helper.make_tensor_value_info("output", TensorProto.FLOAT, [6, d])], inits)
+        return c.save(helper.make_model(graph, opset_imports=OPSET), name + ".onnx"), ws
+
+    for twice in (False, True):
+        name = "dq_twice" if twice else "dq_layers"
+        p, ws = model(twice, name)
+        s = c.stats(p)
+        assert s["subgraph_definitions"] == "1" and s["subgraph_calls"] == "3", (name, s)
+        if not twice:
+            c.run("compile", p, "-o", c.path("dq.o"), "--emit", "obj,llvm-ir")
+            ir = open(c.path(name + ".ll")).read()
+            assert ".gemm_i8." in ir and "gemm_panel" not in ir, "the layers' matmuls are not the integer GEMM"
+        h = np.random.default_rng(2).standard_normal((6, 24)).astype(np.float32)
+        xin = h.copy()
+        for w, zp, zp2 in ws:  # ONNX's arithmetic (ORT's DynamicQuantizeLinear)
+            lo, hi = min(0.0, float(h.min())), max(0.0, float(h.max()))
+            scale = np.float32((hi - lo) / 255)
+            z = np.float32(np.clip(np.round(-lo / scale), 0, 255))
+            q = np.clip(np.round(h / scale) + z, 0, 255).astype(np.int64)
+            acc = (q - int(z)) @ (w.astype(np.int64) - zp.astype(np.int64)[None, :])
+            if twice:
+                acc += (q - int(z)) @ (w.astype(np.int64) - int(zp2))
+            h = h + acc.astype(np.float32) * (scale * np.float32(0.002))
+        run_matches(c, p, xin, h, ["reference", "cpu"], 1e-5, 1e-5, name)
 
 
 def case_quantized_integer_gemm(c):

@@ -82,6 +82,13 @@ PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans,
     std::vector<bool> bound_here; // the inputs every call binds to a constant
     if (auto it = bound.find(g->name()); g != &root && it != bound.end())
       bound_here = it->second;
+    // Constant nodes per name: packing is keyed by the name, so a name that
+    // several constant nodes share (identical bytes) is packed only through
+    // the f32 GEMM rule above, which checks every reader.
+    std::map<std::string, int> nodes_of_name;
+    for (const Node &n : g->nodes())
+      if (n.op == "constant")
+        ++nodes_of_name[n.attrs.get_string("name")];
     // An integer GEMM's B, read only by the widening cast: a constant, or
     // a parameter every call binds to a constant.
     for (const Node &n : g->nodes()) {
@@ -91,18 +98,23 @@ PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans,
       if (output[b] || uses[b].size() != 1)
         continue;
       const ValueInfo &info = g->value_info(b);
-      if (info.producer >= 0)
-        out.constants.insert({g, g->nodes()[static_cast<size_t>(info.producer)].attrs.get_string("name")});
-      else if (info.index < bound_here.size() && bound_here[info.index])
+      if (info.producer >= 0) {
+        const std::string &name = g->nodes()[static_cast<size_t>(info.producer)].attrs.get_string("name");
+        if (nodes_of_name[name] == 1)
+          out.constants.insert({g, name});
+      } else if (info.index < bound_here.size() && bound_here[info.index]) {
         out.inputs.insert({g, info.index});
+      }
     }
-    // A transposed-GEMM conv's weight, read by the conv alone.
+    // A transposed-GEMM conv's weight, read by the conv alone (which the
+    // emitter runs as that GEMM: node_uses_gemm, as emit_conv_gemm's caller).
     for (const Node &n : g->nodes()) {
-      if (n.op != "conv2d" || conv_uses_int8_gemm(*g, plan, n) || !conv_uses_transposed_gemm(*g, n))
+      if (n.op != "conv2d" || conv_uses_int8_gemm(*g, plan, n) || !node_uses_gemm(*g, plan, n) ||
+          !conv_uses_transposed_gemm(*g, n))
         continue;
       ValueId w = n.operands[1];
       const Node &constant = g->nodes()[static_cast<size_t>(g->value_info(w).producer)];
-      if (!output[w] && uses[w].size() == 1) {
+      if (!output[w] && uses[w].size() == 1 && nodes_of_name[constant.attrs.get_string("name")] == 1) {
         out.constants.insert({g, constant.attrs.get_string("name")});
         out.conv_transposed.insert({g, constant.attrs.get_string("name")});
       }
@@ -275,7 +287,6 @@ std::vector<uint8_t> pack_int8_panels(const HostTensor &b, int64_t nr) {
   return out;
 }
 
-
 std::vector<float> pack_gemm_panels(const HostTensor &b, int64_t nr) {
   std::vector<float> out(panel_bytes(b, nr) / sizeof(float));
   write_panels(b, nr, 0, out.size() * sizeof(float), reinterpret_cast<char *>(out.data()));
@@ -368,4 +379,3 @@ ConstantRewrite packed_weights_rewrite(const PackedWeights &packed) {
 }
 
 } // namespace maxc::codegen
-

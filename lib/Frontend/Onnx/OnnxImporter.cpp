@@ -54,8 +54,8 @@ constexpr int64_t kMaxOpset = 20;
 /// importer can then turn into tables) up to kFoldLimitIntegers.
 constexpr int64_t kFoldLimit = 1 << 16;
 constexpr int64_t kFoldLimitIntegers = 1 << 22;
-/// Initializers of at most this many elements that several blocks read stay
-/// constants inside each block (add_block).
+/// Initializers of at most this many elements that nodes outside a block
+/// read too stay constants inside the block (add_block).
 constexpr int64_t kSharedConstantLimit = 16;
 
 /// The name of graph input `in`'s dim `i`: its dim_param, "<input>_dim<i>"
@@ -812,9 +812,9 @@ private:
     const Val *b = initializer(1), *zp = initializer(3);
     if (!b || (node.input_size() > 3 && !node.input(3).empty() && !zp))
       return false;
-    std::string name = companion_name(node.input(1), "colsum");
-    if (auto it = values_.find(name); it != values_.end())
-      return it->second.initializer == name; // made for another reader of B (or a real name: no)
+    std::string name = companion_name(node.input(1), integer_gemm_sums_key(node));
+    if (values_.count(name))
+      return derived_.count(name) != 0; // made for another reader of B with this zero point (a real name: no)
     std::optional<HostTensor> sums = integer_gemm_column_sums(b->data, zp ? &zp->data : nullptr);
     if (!sums)
       return false;
@@ -823,7 +823,14 @@ private:
     v.data = std::move(*sums);
     v.initializer = name;
     values_[name] = std::move(v);
+    derived_.insert(name);
     return true;
+  }
+
+  /// The companion key of a MatMulInteger's column sums: they depend on
+  /// B's zero point too (OnnxQuantized.cpp, integer_gemm, looks it up so).
+  static std::string integer_gemm_sums_key(const onnx::NodeProto &node) {
+    return "colsum:" + (node.input_size() > 3 ? node.input(3) : std::string());
   }
 
   static bool block_scope(const std::string &name, std::string &prefix, std::string &scope) {
@@ -916,7 +923,7 @@ private:
       const auto &node = graph_proto_.node(i);
       if (node.op_type() != "MatMulInteger" || node.input_size() < 2)
         continue;
-      std::string sums = companion_name(node.input(1), "colsum");
+      std::string sums = companion_name(node.input(1), integer_gemm_sums_key(node));
       if (values_.count(sums) &&
           std::find(block.params.begin(), block.params.end(), node.input(1)) != block.params.end() &&
           std::find(block.params.begin(), block.params.end(), sums) == block.params.end())
@@ -2090,6 +2097,7 @@ private:
   std::set<std::string> graph_outputs_;
   std::map<std::string, std::vector<int>> consumers_;
   std::set<std::string> import_known_; // initializers kept constant inside blocks (import_known_inputs)
+  std::set<std::string> derived_;      // values the importer made (integer_gemm_companion), not the file's
   std::set<std::string> used_params_;
 };
 

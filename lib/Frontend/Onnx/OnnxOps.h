@@ -56,8 +56,8 @@ public:
   virtual Dim runtime_dim(const OnnxNode &n, size_t index, const Tensor &value, const std::string &label,
                           std::optional<int64_t> bound, int64_t element) = 0;
   /// The value the importer derived from the initializer `value` for the
-  /// op mapping (`what`: "colsum", a MatMulInteger weight's column sums,
-  /// integer_gemm_column_sums), as the current context sees it: a block
+  /// op mapping (`what`: "colsum:<b_zp>", a MatMulInteger weight's column
+  /// sums with that zero point, integer_gemm_column_sums), as the current context sees it: a block
   /// parameter inside a repeated block's body, where the weight is one
   /// too. nullptr where none was derived.
   virtual const Val *companion(const std::string &value, const std::string &what) = 0;

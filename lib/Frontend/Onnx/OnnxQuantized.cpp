@@ -358,7 +358,7 @@ std::optional<Tensor> integer_gemm(const OnnxNode &node, const Tensor &a, const 
   if (b.rank() != 2 || (a_zp && !max_shifted(a.dtype(), a_zp)))
     return std::nullopt;
   std::optional<HostTensor> shifted = known_shifted(node, b_index, b_zp_index, 1); // per column
-  const Val *colsum = node.companion(b_index, "colsum");
+  const Val *colsum = node.companion(b_index, "colsum:" + node.input_name(b_zp_index)); // (keyed by B and b_zp)
   bool parameter = !shifted && colsum && shape_is_static(b.shape()) && b.shape()[0].value() > 0 &&
                    b.shape()[1].value() > 0 && (!b_zp || max_shifted(b.dtype(), b_zp));
   if (!parameter && (!shifted || shifted->numel() == 0))

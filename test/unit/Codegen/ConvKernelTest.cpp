@@ -336,7 +336,7 @@ TEST_CASE("conv kernels: few output positions, many channels: the GEMM transpose
   // weight packed at compile time, the [P, O] product written back
   // transposed through the bias and the chain (ReLU, a residual add). A
   // 1-D audio conv (Moonshine's stem, smaller: kernel 7, stride 3, 19
-  // positions), a strided, padded, dilated 3x3 conv of 2 images (7x7 = 49
+  // positions), a strided, padded, dilated 3x3 conv of 2 images (7x6 = 42
   // positions); then near misses that keep the usual GEMM: P a multiple of
   // 32, O not one, a weight that is a graph input. Same bits at 1 and 2
   // threads; tolerance: sums of K <= 336 products of values in [-1, 1].
