@@ -217,13 +217,9 @@ std::optional<double> max_shifted(DType a, const std::optional<Tensor> &zp) {
   return std::max(std::abs(ra.hi - rz.lo), std::abs(rz.hi - ra.lo));
 }
 
-/// Input `w` minus input `zp` (absent: 0) as f32, when both are known at
-/// import: zp per tensor (one element) or one per index of w's dim `axis`.
-/// nullopt otherwise (traced operands, another zero point shape).
-std::optional<HostTensor> known_shifted(const OnnxNode &node, size_t w, size_t zp, int64_t axis) {
-  if (!node.has(w) || node.val(w).kind != Val::Kind::known || (node.has(zp) && node.val(zp).kind != Val::Kind::known))
-    return std::nullopt;
-  HostTensor wv = node.known(w);
+/// w - zp (none: 0) as f32, zp per tensor (one element) or one per index
+/// of w's dim `axis`; nullopt for another zero point shape.
+std::optional<HostTensor> shifted_values(const HostTensor &wv, const HostTensor *zv, int64_t axis) {
   const std::vector<int64_t> &shape = wv.shape();
   if (axis < 0)
     axis += static_cast<int64_t>(shape.size());
@@ -232,12 +228,8 @@ std::optional<HostTensor> known_shifted(const OnnxNode &node, size_t w, size_t z
   int64_t dim = shape[static_cast<size_t>(axis)], inner = 1;
   for (size_t i = static_cast<size_t>(axis) + 1; i < shape.size(); ++i)
     inner *= shape[i];
-  std::optional<HostTensor> zv;
-  if (node.has(zp)) {
-    zv = node.known(zp);
-    if (zv->numel() != 1 && (zv->numel() != dim || zv->shape().size() != 1))
-      return std::nullopt;
-  }
+  if (zv && zv->numel() != 1 && (zv->numel() != dim || zv->shape().size() != 1))
+    return std::nullopt;
   HostTensor out(DType::f32, shape);
   float *dst = out.data_as<float>();
   for (int64_t i = 0, n = wv.numel(); i < n; ++i) {
@@ -245,6 +237,17 @@ std::optional<HostTensor> known_shifted(const OnnxNode &node, size_t w, size_t z
     dst[i] = static_cast<float>(wv.get_f64(i) - z); // |.| <= 255: exact
   }
   return out;
+}
+
+/// shifted_values of input `w` and input `zp` (absent: 0), when both are
+/// known at import; nullopt otherwise (traced operands).
+std::optional<HostTensor> known_shifted(const OnnxNode &node, size_t w, size_t zp, int64_t axis) {
+  if (!node.has(w) || node.val(w).kind != Val::Kind::known || (node.has(zp) && node.val(zp).kind != Val::Kind::known))
+    return std::nullopt;
+  std::optional<HostTensor> zv;
+  if (node.has(zp))
+    zv = node.known(zp);
+  return shifted_values(node.known(w), zv ? &*zv : nullptr, axis);
 }
 
 /// Ranges [c0, c1) of the reduction [0, n) such that, for every output j,
@@ -796,14 +799,8 @@ const std::set<std::string> kQuantizedOps = {"ConvInteger",   "DequantizeLinear"
 std::optional<HostTensor> integer_gemm_column_sums(const HostTensor &b, const HostTensor *zp) {
   if (b.shape().size() != 2 || (b.dtype() != DType::u8 && b.dtype() != DType::i8) || b.numel() == 0)
     return std::nullopt;
-  int64_t N = b.shape()[1];
-  if (zp && zp->numel() != 1 && (zp->shape().size() != 1 || zp->numel() != N))
-    return std::nullopt;
-  HostTensor shifted(DType::f32, b.shape());
-  float *dst = shifted.data_as<float>();
-  for (int64_t i = 0, n = b.numel(); i < n; ++i)
-    dst[i] = static_cast<float>(b.get_f64(i) - (!zp ? 0 : zp->get_f64(zp->numel() == 1 ? 0 : i % N)));
-  return column_sums(shifted);
+  std::optional<HostTensor> shifted = shifted_values(b, zp, 1); // per column, as integer_gemm's
+  return shifted ? std::optional<HostTensor>(column_sums(*shifted)) : std::nullopt;
 }
 
 bool is_quantized_op(const std::string &op) { return kQuantizedOps.count(op) != 0; }
