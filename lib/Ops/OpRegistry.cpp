@@ -265,7 +265,7 @@ std::string op_traits_text(OpTraits t) {
   static const char *names[] = {"elementwise", "unary",     "binary",   "reduction",  "shape",
                                 "generator",   "gemm_like", "epilogue_safe", "device_libm_f64", "device_libm",
                                 "indirect",    "window",    "composite", "collective", "structural", "index_result",
-                                "rowwise",     "strided",   "call",     "branch",   "defines_symbol", "aliases_operand", "writes_buffer", "loop"};
+                                "rowwise",     "strided",   "call",     "branch",   "defines_symbol", "aliases_operand", "writes_buffer", "loop", "communicates"};
   std::string out;
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i)
     if (t.bits() & (1u << i))

@@ -5,6 +5,9 @@
 #include "maxc/Ops/CallBinding.h"
 #include "maxc/Ops/Ops.h"
 #include "maxc/Realization/GraphRealizationContext.h"
+#include "maxc/Support/Communicator.h"
+
+#include <cstring>
 
 namespace maxc {
 using namespace ophelpers;
@@ -254,6 +257,89 @@ OpDef allreduce_op() {
   return def;
 }
 
+/// The calling rank's communicator for a collective of a `world`-rank
+/// program; a clear error outside a tensor-parallel run.
+Communicator &rank_communicator(const char *op, int64_t world) {
+  Communicator *comm = current_communicator();
+  if (!comm)
+    throw Error(ErrorCode::Collective, std::string(op) + ": this graph is one rank of a " + std::to_string(world) +
+                                           "-rank tensor-parallel program; run it with its other ranks "
+                                           "(maxc run --tensor-parallel " + std::to_string(world) + ")");
+  if (comm->world() != world)
+    throw Error(ErrorCode::Collective, std::string(op) + ": the program was sharded for " + std::to_string(world) +
+                                           " ranks, but it runs among " + std::to_string(comm->world()));
+  return *comm;
+}
+
+int64_t checked_world(const char *op, const Attrs &attrs) {
+  int64_t world = attrs.get_int("world");
+  if (world < 1 || world > 4096)
+    fail_attr(op, "world " + std::to_string(world) + " must be in [1, 4096]");
+  return world;
+}
+
+// One rank's value summed over the ranks of a tensor-parallel program
+// (Transforms/Shard.h puts one after each row-parallel product).
+OpDef all_reduce_op() {
+  OpDef def;
+  def.name = "all_reduce";
+  def.traits = OpTrait::communicates;
+  def.summary = "sum of x over the ranks of a tensor-parallel program (every rank gets the same bits)";
+  def.attrs = {{"world", AttrKind::integer, std::nullopt, "ranks of the program"}};
+  def.infer = [](const InferContext &c) {
+    checked_world("all_reduce", c.attrs);
+    if (!is_float(c.operands[0].dtype))
+      throw Error(ErrorCode::DTypeMismatch, "all_reduce: expects a float tensor, got " + c.operands[0].to_string());
+    return std::vector<TensorType>{c.operands[0]};
+  };
+  def.reference = [](const ReferenceContext &c) {
+    Communicator &comm = rank_communicator("all_reduce", c.attrs.get_int("world"));
+    std::vector<double> values = c.operands[0].to_f64();
+    comm.all_reduce_sum(values.data(), values.size());
+    return std::vector<HostTensor>{HostTensor::from_f64(c.operands[0].dtype(), c.operands[0].shape(), values)};
+  };
+  return def;
+}
+
+// The ranks' pieces of a value put side by side along an axis, rank 0's
+// first: the whole value on every rank.
+OpDef all_gather_op() {
+  OpDef def;
+  def.name = "all_gather";
+  def.traits = OpTrait::communicates;
+  def.summary = "the ranks' x concatenated along axis, in rank order, on every rank";
+  def.attrs = {{"world", AttrKind::integer, std::nullopt, "ranks of the program"},
+               {"axis", AttrKind::integer, std::nullopt, "the axis the pieces are concatenated along"}};
+  def.infer = [](const InferContext &c) {
+    int64_t world = checked_world("all_gather", c.attrs);
+    const TensorType &x = c.operands[0];
+    int64_t axis = c.attrs.get_int("axis");
+    if (axis < 0 || axis >= x.rank())
+      fail_attr("all_gather", "axis " + std::to_string(axis) + " is outside [0, " + std::to_string(x.rank()) +
+                                  ") for " + x.to_string());
+    Shape out = x.shape;
+    out[axis] = out[axis] * Dim(world);
+    return std::vector<TensorType>{TensorType(x.dtype, out, x.device)};
+  };
+  def.reference = [](const ReferenceContext &c) {
+    int64_t world = c.attrs.get_int("world"), axis = c.attrs.get_int("axis");
+    Communicator &comm = rank_communicator("all_gather", world);
+    const HostTensor &x = c.operands[0];
+    HostTensor gathered(x.dtype(), {world, x.numel()});
+    comm.all_gather(x.data(), gathered.data(), x.nbytes());
+    HostTensor out = c.make_result(0);
+    int64_t outer = 1;
+    for (int64_t a = 0; a < axis; ++a)
+      outer *= x.shape()[a];
+    size_t chunk = outer ? x.nbytes() / static_cast<size_t>(outer) : 0; // one outer index's bytes on one rank
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t r = 0; r < world; ++r)
+        std::memcpy(out.data() + (o * world + r) * chunk, gathered.data() + r * x.nbytes() + o * chunk, chunk);
+    return std::vector<HostTensor>{out};
+  };
+  return def;
+}
+
 } // namespace
 
 void register_structural_ops(OpRegistry &r) {
@@ -261,6 +347,8 @@ void register_structural_ops(OpRegistry &r) {
   r.add(if_op());
   r.add(loop_op());
   r.add(allreduce_op());
+  r.add(all_reduce_op());
+  r.add(all_gather_op());
   r.add(bind_dim_op());
 }
 

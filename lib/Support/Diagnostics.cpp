@@ -49,6 +49,8 @@ const std::vector<ErrorCodeInfo> &error_code_table() {
       {ErrorCode::ForeignValue, "ForeignValue", "A tensor from another context or graph."},
       {ErrorCode::InputMismatch, "InputMismatch", "Run-time inputs do not match the model's inputs."},
       {ErrorCode::NoGpuDevice, "NoGpuDevice", "No GPU driver, or no device it can use, for --device cuda."},
+      {ErrorCode::Collective, "Collective",
+       "A collective of a tensor-parallel run failed: a rank failed or timed out, or the ranks disagree on the step."},
       {ErrorCode::FileNotReadable, "FileNotReadable", "A file cannot be opened or read."},
       {ErrorCode::SafetensorsHeader, "SafetensorsHeader", "Malformed safetensors header."},
       {ErrorCode::SafetensorsOffsets, "SafetensorsOffsets",

@@ -50,6 +50,8 @@ struct TraceOptions {
   bool embed_constants = false; // json only
   bool canonicalize = false;    // print the graph after the compile step `canonicalize`
   std::string output;          // "" or "-" = stdout
+  int tensor_parallel = 1;     // --tensor-parallel N: rank --rank's program (Transforms/Shard.h)
+  int rank = 0;
 };
 int run_trace(const GlobalOptions &global, const TraceOptions &options);
 
@@ -66,6 +68,7 @@ struct RunOptions {
   bool output_dir_given = false;
   std::string prompt;     // --prompt 1,2,3: the prompt's tokens (else the tokens input's file)
   int64_t max_context = 0; // --max-context: the state's rows; 0 = prompt + N
+  int tensor_parallel = 1; // --tensor-parallel N: N ranks on N threads (reference device)
 };
 int run_run(const GlobalOptions &global, const RunOptions &options);
 

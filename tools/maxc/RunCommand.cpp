@@ -7,6 +7,8 @@
 #include "maxc/Frontend/ModelLoader.h"
 #include "maxc/Frontend/Npy.h"
 #include "maxc/Interpreter/Interpreter.h"
+#include "maxc/Support/Communicator.h"
+#include "maxc/Transforms/Shard.h"
 
 #include <cstdio>
 #include <iostream>
@@ -124,6 +126,12 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
                       "unknown device '" + options.device + "' (expected reference, cpu, amdgpu-emu or cuda)");
     return finish(global, diagnostics);
   }
+  if (options.tensor_parallel < 1 || (options.tensor_parallel > 1 && options.device != "reference")) {
+    diagnostics.error(ErrorCode::InvalidArgument, "", "--tensor-parallel",
+                      "--tensor-parallel takes a rank count >= 1, and runs on --device reference (compiled ranks: "
+                      "maxc compile --tensor-parallel, docs/tensor-parallel.md)");
+    return finish(global, diagnostics);
+  }
   if (options.threads < 1 || (options.threads != 1 && options.device != "cpu")) {
     diagnostics.error(ErrorCode::InvalidArgument, "", "--threads",
                       "--threads takes a count >= 1, and only with --device cpu");
@@ -193,10 +201,19 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
   std::vector<HostTensor> outputs;
   try {
     check_run_memory(graph, inputs, dims, max_memory);
-    if (options.device == "reference")
+    if (options.tensor_parallel > 1) {
+      // Every rank's program on its own thread; the outputs are whole on
+      // every rank: rank 0's are written.
+      std::vector<std::unique_ptr<Graph>> ranks = shard_graph_ranks(graph, options.tensor_parallel);
+      std::vector<std::vector<HostTensor>> per_rank = rank_inputs(graph, ranks, inputs);
+      std::vector<std::vector<HostTensor>> results(ranks.size());
+      run_ranks(options.tensor_parallel, [&](int r) { results[r] = Interpreter::run(*ranks[r], per_rank[r], dims); });
+      outputs = results[0];
+    } else if (options.device == "reference") {
       outputs = Interpreter::run(graph, inputs, dims);
-    else // "cpu"; "amdgpu-emu": the GPU kernels, every work-item emulated on the CPU; "cuda": on an NVIDIA GPU
+    } else { // "cpu"; "amdgpu-emu": the GPU kernels, every work-item emulated on the CPU; "cuda": on an NVIDIA GPU
       outputs = driver::run_on_host(options.device, graph, inputs, dims, 2, options.threads);
+    }
   } catch (const Error &e) {
     diagnostics.error(e, options.model, "");
     return finish(global, diagnostics);

@@ -6,6 +6,7 @@
 #include "maxc/IR/GraphJson.h"
 #include "maxc/IR/Printer.h"
 #include "maxc/Transforms/Canonicalize.h"
+#include "maxc/Transforms/Shard.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -46,14 +47,32 @@ int run_trace(const GlobalOptions &global, const TraceOptions &options) {
   if (!model.graph)
     return finish(global, diagnostics);
 
-  // With --canonicalize: the graph the compile pipeline hands to decompose.
+  if (options.emit == "sharding" && options.tensor_parallel < 2) {
+    diagnostics.error(ErrorCode::InvalidArgument, "", "--emit", "--emit sharding needs --tensor-parallel N (N >= 2)");
+    return finish(global, diagnostics);
+  }
+  // With --tensor-parallel: one rank's program. With --canonicalize: the
+  // graph the compile pipeline hands to decompose.
+  std::unique_ptr<Graph> sharded;
+  ShardReport sharding;
+  if (options.tensor_parallel != 1 || options.rank != 0) {
+    try {
+      sharded = shard_graph(*model.graph, ShardOptions{options.tensor_parallel, options.rank}, &sharding);
+    } catch (const Error &e) {
+      diagnostics.error(e, options.model, "");
+      return finish(global, diagnostics);
+    }
+  }
+  const Graph &traced = sharded ? *sharded : *model.graph;
   RewriteStats rewrites;
-  std::unique_ptr<Graph> canonical = options.canonicalize ? canonicalize(*model.graph, &rewrites) : nullptr;
-  const Graph &graph = canonical ? *canonical : *model.graph;
+  std::unique_ptr<Graph> canonical = options.canonicalize ? canonicalize(traced, &rewrites) : nullptr;
+  const Graph &graph = canonical ? *canonical : traced;
 
   std::string text;
   if (!options.stats || options.emit_given) {
-    if (options.emit == "text") {
+    if (options.emit == "sharding") {
+      text = sharding.text();
+    } else if (options.emit == "text") {
       text = print_graph(graph);
     } else if (options.emit == "json") {
       GraphJsonOptions json;

@@ -114,13 +114,18 @@ int main(int argc, char **argv) {
   trace_cmd->add_option("model", trace.model, "Model file (.json or .onnx, told apart by content)")->required();
   trace_cmd->add_option("--weights", trace.weights, "Weights file (.safetensors); overrides the model's");
   trace_cmd->add_flag("--no-weights", trace.no_weights, "Trace with zero tensors of the declared param shapes");
-  trace_cmd->add_option("--emit", trace.emit, "Output form: text, json or dot (Graphviz)")
-      ->check(CLI::IsMember({"text", "json", "dot"}));
+  trace_cmd->add_option("--emit", trace.emit,
+                        "Output form: text, json, dot (Graphviz) or sharding (with --tensor-parallel: the split "
+                        "of every weight, the collectives)")
+      ->check(CLI::IsMember({"text", "json", "dot", "sharding"}));
   trace_cmd->add_flag("--stats", trace.stats, "Print key=value statistics (alone, unless --emit is given)");
   trace_cmd->add_flag("--embed-constants", trace.embed_constants, "With --emit json: embed constant data (base64)");
   trace_cmd->add_flag("--canonicalize", trace.canonicalize,
                       "The graph after the compile step 'canonicalize' (with --stats: rewrites per pattern)");
   trace_cmd->add_option("-o,--output", trace.output, "Output file (default: stdout)");
+  trace_cmd->add_option("--tensor-parallel", trace.tensor_parallel,
+                        "Split the model across N ranks (docs/tensor-parallel.md) and print rank --rank's program");
+  trace_cmd->add_option("--rank", trace.rank, "With --tensor-parallel: the rank whose program is printed (default 0)");
 
   RunOptions run;
   auto *run_cmd = app.add_subcommand("run", "Run a model: reference interpreter or compiled for this CPU");
@@ -139,6 +144,9 @@ int main(int argc, char **argv) {
   run_cmd->add_option("--prompt", run.prompt, "With --generate: the prompt's tokens, comma-separated (else --input)");
   run_cmd->add_option("--max-context", run.max_context,
                       "With --generate: rows of the model's state (default: prompt + N)");
+  run_cmd->add_option("--tensor-parallel", run.tensor_parallel,
+                      "Split the model across N ranks and run them on N threads with their collectives "
+                      "(--device reference; docs/tensor-parallel.md); outputs as the whole model's");
   run_cmd->add_option("--device", run.device, "Where to run: reference (the interpreter, default), cpu (compiled, JIT), amdgpu-emu (the GPU kernels, emulated on the CPU) or cuda (an NVIDIA GPU through libcuda.so.1)");
 
   ProfileOptions profile;

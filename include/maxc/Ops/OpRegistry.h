@@ -149,6 +149,11 @@ enum class OpTrait : uint32_t {
   /// types. Its results are the last carried values. Code that binds
   /// operands to body inputs asks is_loop / loop_body.
   loop = 1u << 23,
+  /// Exchanges data with the other ranks of a tensor-parallel program
+  /// through the communicator (Support/Communicator.h): `all_reduce`,
+  /// `all_gather`. Every rank runs it at the same point, so it is never
+  /// fused, folded at compile time or moved past another such node.
+  communicates = 1u << 24,
 };
 
 /// A set of OpTraits.

@@ -33,6 +33,7 @@ enum class ErrorCode : int {
   // Runtime (03xx)
   InputMismatch = 301,
   NoGpuDevice = 302,     // --device cuda: no CUDA driver, or no device it can use
+  Collective = 303,      // a collective of a tensor-parallel run failed: a rank failed, timed out, or ranks disagree
   // Weights and data files (04xx)
   FileNotReadable = 401,
   SafetensorsHeader = 402,
