@@ -19,10 +19,36 @@ static std::string upper(const std::string &s) {
 // An ABI hash over everything that decides how the entry points are called:
 // changes exactly when a caller would have to change.
 // The status table as #defines: one convention for every backend.
-static std::string status_defines(const std::string &N, bool gpu, bool state = false) {
+static std::string status_defines(const std::string &N, bool gpu, bool state = false, bool collectives = false) {
   std::string h;
-  for (const StatusInfo &s : status_codes(gpu, state))
+  for (const StatusInfo &s : status_codes(gpu, state, collectives))
     h += "#define " + N + "_" + s.macro + " " + std::to_string(static_cast<int32_t>(s.status)) + "\n";
+  return h;
+}
+
+// A tensor-parallel rank's program: the communicator it calls
+// (docs/tensor-parallel.md; RuntimePool.c has the same layout).
+static std::string communicator_api(const ModelInterface &m, const std::string &N) {
+  std::string h;
+  h += "/* Tensor parallelism: this is one rank's program of a model split among\n"
+       " * " + N + "_TENSOR_PARALLEL_WORLD ranks (maxc compile --tensor-parallel). Its\n"
+       " * collectives call the communicator installed here (before the first run;\n"
+       " * it must outlive the runs): every rank runs its program with the same\n"
+       " * dims, its collectives in the same order. all_reduce_sum_f32 sums `count`\n"
+       " * floats over the ranks in place (the same bits on every rank);\n"
+       " * all_gather writes every rank's `bytes` bytes side by side, rank 0's\n"
+       " * first. Each returns 0, or nonzero on failure: the run then returns\n"
+       " * " + N + "_ERROR_COLLECTIVE (as it does without a communicator, or with\n"
+       " * one of another world). docs/tensor-parallel.md has one over MPI. */\n";
+  h += "#define " + N + "_TENSOR_PARALLEL_WORLD " + std::to_string(m.world) + "\n";
+  h += "#ifndef MAXC_COMM_DEFINED\n#define MAXC_COMM_DEFINED\n";
+  h += "typedef struct maxc_comm {\n"
+       "  int32_t rank, world;\n"
+       "  void *ctx;\n"
+       "  int32_t (*all_reduce_sum_f32)(void *ctx, float *data, int64_t count);\n"
+       "  int32_t (*all_gather)(void *ctx, const void *in, void *out, int64_t bytes);\n"
+       "} maxc_comm;\n#endif\n";
+  h += "void " + m.name + "_set_communicator(const maxc_comm *comm);\n\n";
   return h;
 }
 
@@ -152,6 +178,8 @@ static uint64_t abi_hash(const ModelInterface &m) {
   }
   if (m.external_weights)
     text += "|external-weights";
+  if (m.world > 0) // a rank's program: NAME_set_communicator
+    text += "|tensor-parallel " + std::to_string(m.world);
   return fnv1a64(text);
 }
 
@@ -185,7 +213,7 @@ std::string emit_c_header(const ModelInterface &m, const Dim &workspace_bound) {
   std::snprintf(hash, sizeof hash, "0x%016llxull", static_cast<unsigned long long>(abi_hash(m)));
   h += "/* Changes whenever the entry points' signatures or tensor types change. */\n";
   h += "#define " + N + "_ABI_VERSION 1\n#define " + N + "_ABI_HASH " + hash + "\n\n";
-  h += "/* Status codes. */\n" + status_defines(N, false, m.state.has_value()) + "\n";
+  h += "/* Status codes. */\n" + status_defines(N, false, m.state.has_value(), m.world > 0) + "\n";
   auto shape_macros = [&](const char *kind, const std::vector<ModelInterface::Tensor> &ts) {
     for (size_t i = 0; i < ts.size(); ++i) {
       const auto &t = ts[i];
@@ -261,6 +289,8 @@ std::string emit_c_header(const ModelInterface &m, const Dim &workspace_bound) {
   h += "typedef void (*" + m.name + "_task_fn)(void *ctx, int64_t i);\n";
   h += "typedef void (*" + m.name + "_parallel_for_fn)(void *ctx, int64_t count, " + m.name + "_task_fn task);\n";
   h += "void " + m.name + "_set_parallel_for(" + m.name + "_parallel_for_fn parallel_for);\n\n";
+  if (m.world > 0)
+    h += communicator_api(m, N);
   if (m.external_weights) {
     char checksum[32];
     std::snprintf(checksum, sizeof checksum, "0x%016llxull",

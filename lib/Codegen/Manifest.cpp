@@ -45,7 +45,7 @@ std::string emit_manifest(const ModelInterface &m, const ManifestInputs &info) {
   for (const auto &t : m.outputs)
     outputs.push_back(tensor_json(t));
   json status = json::object();
-  for (const StatusInfo &row : status_codes(s.gpu_status_codes, m.state.has_value()))
+  for (const StatusInfo &row : status_codes(s.gpu_status_codes, m.state.has_value(), m.world > 0))
     status[std::to_string(static_cast<int32_t>(row.status))] = row.summary;
   json out;
   out["manifest_version"] = kManifestVersion;

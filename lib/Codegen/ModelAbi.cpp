@@ -37,14 +37,18 @@ const std::vector<StatusInfo> &status_table() {
        "this CPU lacks instructions the code was compiled for", true, false},
       {RunStatus::state_full, "ERROR_STATE_FULL", "state full",
        "the state has no room for the rows this run appends (length + advance > capacity)", true, true, true},
+      {RunStatus::collective, "ERROR_COLLECTIVE", "collective failed",
+       "a collective could not run: no communicator set (%s_set_communicator), one of another world size, or it "
+       "returned an error",
+       true, false, false, true},
   };
   return table;
 }
 
-std::vector<StatusInfo> status_codes(bool gpu, bool state) {
+std::vector<StatusInfo> status_codes(bool gpu, bool state, bool collectives) {
   std::vector<StatusInfo> out;
   for (const StatusInfo &s : status_table())
-    if ((gpu ? s.gpu : s.cpu) && (state || !s.state_only))
+    if ((gpu ? s.gpu : s.cpu) && (state || !s.state_only) && (collectives || !s.collective_only))
       out.push_back(s);
   return out;
 }
@@ -150,6 +154,14 @@ ModelInterface describe_interface(const Graph &graph, const std::string &name) {
   m.subgraph_definitions = graph.subgraphs().size();
   for (const Node &n : graph.nodes())
     m.subgraph_calls += is_call(n);
+  auto note_world = [&](const Graph &g) {
+    for (const Node &n : g.nodes())
+      if (op_traits(n.op).has(OpTrait::communicates))
+        m.world = n.attrs.get_int("world");
+  };
+  note_world(graph);
+  for (const auto &[sname, sub] : graph.subgraphs())
+    note_world(*sub);
   return m;
 }
 

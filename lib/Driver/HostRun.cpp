@@ -6,6 +6,7 @@
 #include "maxc/Codegen/Jit.h"
 #include "maxc/Driver/Compile.h"
 #include "maxc/Interpreter/Interpreter.h"
+#include "maxc/Support/Communicator.h"
 #include "maxc/Support/Error.h"
 
 #include "maxc/Codegen/ModelCompiler.h"
@@ -98,6 +99,8 @@ struct HostModel::Impl {
   std::unique_ptr<JitModule> jit;
   int32_t (*run)(void *const *, const int64_t *, void *) = nullptr;
   void (*set_threads)(int32_t) = nullptr; // the CPU artifact's pool; null elsewhere
+  void (*set_communicator)(const CCommunicator *) = nullptr; // a rank's program (abi.world > 0)
+  CCommunicator comm;
 };
 
 HostModel::HostModel(const std::string &backend_name, const Graph &graph, int opt_level, int threads)
@@ -108,6 +111,9 @@ HostModel::HostModel(const std::string &backend_name, const Graph &graph, int op
   impl_->backend = backend_name;
   impl_->graph = &graph;
   impl_->planned = plan_model(graph, "maxc_jit", backend->decompose_options(), backend->plan_options());
+  if (impl_->planned.abi.world > 0 && backend_name != "cpu")
+    throw Error(ErrorCode::InvalidArgument, "a tensor-parallel rank's program runs on the cpu backend only, not " +
+                                                backend_name + " (docs/tensor-parallel.md)");
   auto context = std::make_unique<llvm::LLVMContext>();
   std::unique_ptr<llvm::Module> module = backend->build_host_module(impl_->planned, *context);
   if (!module)
@@ -119,6 +125,30 @@ HostModel::HostModel(const std::string &backend_name, const Graph &graph, int op
     impl_->set_threads = reinterpret_cast<void (*)(int32_t)>(impl_->jit->lookup("maxc_jit_set_num_threads"));
   if (impl_->set_threads)
     impl_->set_threads(threads);
+  if (impl_->planned.abi.world > 0)
+    impl_->set_communicator =
+        reinterpret_cast<void (*)(const CCommunicator *)>(impl_->jit->lookup("maxc_jit_set_communicator"));
+}
+
+void HostModel::set_communicator(maxc::Communicator &comm) {
+  if (!impl_->set_communicator)
+    throw Error(ErrorCode::InvalidArgument, "the model has no collectives: it is no rank of a tensor-parallel program");
+  impl_->comm = c_communicator(comm);
+  impl_->set_communicator(&impl_->comm);
+}
+
+std::vector<HostTensor> run_ranks_on_host(const std::string &backend, const std::vector<const Graph *> &rank_programs,
+                                          const std::vector<std::vector<HostTensor>> &inputs, const DimBindings &dims,
+                                          int opt_level, int threads) {
+  std::vector<std::unique_ptr<HostModel>> models;
+  for (const Graph *g : rank_programs)
+    models.push_back(std::make_unique<HostModel>(backend, *g, opt_level, threads));
+  std::vector<std::vector<HostTensor>> out(models.size());
+  run_ranks(static_cast<int>(models.size()), [&](int r) {
+    models[r]->set_communicator(*current_communicator());
+    out[r] = models[r]->run(inputs[r], dims);
+  });
+  return out.at(0);
 }
 
 HostModel::~HostModel() {
@@ -138,6 +168,10 @@ std::vector<HostTensor> HostModel::run(const std::vector<HostTensor> &inputs, Di
       list += (k ? ", " : "") + abi.defined_symbols[k] + " <= " + std::to_string(abi.defined_bounds[k]);
     throw Error(ErrorCode::InputMismatch, status_message(status) + ": a dim the model reads from a value at run "
                                           "time is outside its bound (" + list + ")");
+  }
+  if (status == static_cast<int32_t>(RunStatus::collective)) {
+    std::string why = take_collective_error();
+    throw Error(ErrorCode::Collective, status_message(status) + (why.empty() ? "" : ": " + why));
   }
   if (status != 0)
     throw Error(ErrorCode::InputMismatch, status_message(status));

@@ -18,6 +18,40 @@ thread_local Communicator *t_current = nullptr;
 
 Communicator *current_communicator() { return t_current; }
 
+namespace {
+thread_local std::string t_collective_error;
+
+template <typename F> int32_t guarded(F &&f) {
+  try {
+    f();
+    return 0;
+  } catch (const std::exception &e) {
+    t_collective_error = e.what();
+    return 1;
+  }
+}
+} // namespace
+
+CCommunicator c_communicator(Communicator &comm) {
+  CCommunicator c;
+  c.rank = comm.rank();
+  c.world = comm.world();
+  c.ctx = &comm;
+  c.all_reduce_sum_f32 = [](void *ctx, float *data, int64_t count) -> int32_t {
+    return guarded([&] { static_cast<Communicator *>(ctx)->all_reduce_sum(data, static_cast<size_t>(count)); });
+  };
+  c.all_gather = [](void *ctx, const void *in, void *out, int64_t bytes) -> int32_t {
+    return guarded([&] { static_cast<Communicator *>(ctx)->all_gather(in, out, static_cast<size_t>(bytes)); });
+  };
+  return c;
+}
+
+std::string take_collective_error() {
+  std::string e = std::move(t_collective_error);
+  t_collective_error.clear();
+  return e;
+}
+
 ScopedCommunicator::ScopedCommunicator(Communicator *comm) : previous_(t_current) { t_current = comm; }
 ScopedCommunicator::~ScopedCommunicator() { t_current = previous_; }
 

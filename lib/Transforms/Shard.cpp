@@ -251,7 +251,7 @@ private:
       return materialized(v).id;
     if (!x.layout.split())
       return x.full_id = x.id;
-    if (!outputs_ && x.origin >= 0)
+    if (!outputs_ && !asking_ && x.origin >= 0)
       retry_whole.insert(x.origin);
     ValueId g = gather(x.id, x.layout);
     vals_[v].full_id = g;
@@ -635,8 +635,13 @@ private:
     if (!vb.layout.same(want)) {
       // A state buffer is the caller's storage: it is split only where the
       // graph input is (the next build declares it so), never sliced here.
-      if (vb.free_input >= 0 && !vb.layout.split() && !demands.count(static_cast<size_t>(vb.free_input)))
+      if (vb.free_input >= 0 && !vb.layout.split() && !demands.count(static_cast<size_t>(vb.free_input))) {
         demands[static_cast<size_t>(vb.free_input)] = want;
+        asking_ = true; // this build is a draft: its gather here says nothing about the product
+        Results out = replicated_copy(node);
+        asking_ = false;
+        return out;
+      }
       return replicated_copy(node);
     }
     std::vector<ValueId> ops = {vb.id};
@@ -674,6 +679,7 @@ private:
   int64_t node_ = -1;   // the node being rebuilt
   bool column_ = false; // it became a column-parallel product
   bool outputs_ = false; // gathering the graph's outputs (a vocabulary-parallel head)
+  bool asking_ = false;  // replicated while a free input is asked for split
 };
 
 /// Builds `from` into a fresh graph (`prepare` gives it its bodies) until

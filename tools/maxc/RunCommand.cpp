@@ -126,10 +126,11 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
                       "unknown device '" + options.device + "' (expected reference, cpu, amdgpu-emu or cuda)");
     return finish(global, diagnostics);
   }
-  if (options.tensor_parallel < 1 || (options.tensor_parallel > 1 && options.device != "reference")) {
+  if (options.tensor_parallel < 1 ||
+      (options.tensor_parallel > 1 && options.device != "reference" && options.device != "cpu")) {
     diagnostics.error(ErrorCode::InvalidArgument, "", "--tensor-parallel",
-                      "--tensor-parallel takes a rank count >= 1, and runs on --device reference (compiled ranks: "
-                      "maxc compile --tensor-parallel, docs/tensor-parallel.md)");
+                      "--tensor-parallel takes a rank count >= 1, and runs on --device reference or cpu "
+                      "(docs/tensor-parallel.md)");
     return finish(global, diagnostics);
   }
   if (options.threads < 1 || (options.threads != 1 && options.device != "cpu")) {
@@ -206,9 +207,16 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
       // every rank: rank 0's are written.
       std::vector<std::unique_ptr<Graph>> ranks = shard_graph_ranks(graph, options.tensor_parallel);
       std::vector<std::vector<HostTensor>> per_rank = rank_inputs(graph, ranks, inputs);
-      std::vector<std::vector<HostTensor>> results(ranks.size());
-      run_ranks(options.tensor_parallel, [&](int r) { results[r] = Interpreter::run(*ranks[r], per_rank[r], dims); });
-      outputs = results[0];
+      if (options.device == "cpu") {
+        std::vector<const Graph *> programs;
+        for (const auto &g : ranks)
+          programs.push_back(g.get());
+        outputs = driver::run_ranks_on_host("cpu", programs, per_rank, dims, 2, options.threads);
+      } else {
+        std::vector<std::vector<HostTensor>> results(ranks.size());
+        run_ranks(options.tensor_parallel, [&](int r) { results[r] = Interpreter::run(*ranks[r], per_rank[r], dims); });
+        outputs = results[0];
+      }
     } else if (options.device == "reference") {
       outputs = Interpreter::run(graph, inputs, dims);
     } else { // "cpu"; "amdgpu-emu": the GPU kernels, every work-item emulated on the CPU; "cuda": on an NVIDIA GPU

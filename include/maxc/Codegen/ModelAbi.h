@@ -29,6 +29,7 @@ enum class RunStatus : int32_t {
   gpu_error = 8,        // GPU: a HIP call failed; NAME_hip_error() has its code
   unsupported_cpu = 9,  // CPU: the CPU lacks features the code was compiled for
   state_full = 10,      // a model with state: length + advance > capacity
+  collective = 11,      // a tensor-parallel rank: a collective could not run (no or wrong communicator)
 };
 
 /// One row of the status table: the code, its header constant's suffix
@@ -41,6 +42,7 @@ struct StatusInfo {
   bool cpu;            // returned by the CPU backend
   bool gpu;            // returned by the GPU backend
   bool state_only = false; // only models with state (ModelState) return it
+  bool collective_only = false; // only a tensor-parallel rank's program (ModelInterface::world) returns it
 };
 
 /// The one status table (header constants, manifest, status strings).
@@ -48,7 +50,7 @@ const std::vector<StatusInfo> &status_table();
 
 /// The rows a backend returns ("cpu" or "gpu" column), for a model with or
 /// without state.
-std::vector<StatusInfo> status_codes(bool gpu, bool state = false);
+std::vector<StatusInfo> status_codes(bool gpu, bool state = false, bool collectives = false);
 
 /// The state API's entry points (a model with state, every backend):
 /// NAME followed by each of these.
@@ -124,6 +126,10 @@ struct ModelInterface {
   /// A profile build (maxc compile --profile): NAME_profile_report and
   /// NAME_profile_reset exported (Codegen/Profile.h).
   bool profile = false;
+  /// One rank's program of a tensor-parallel model (Transforms/Shard.h):
+  /// the ranks it runs among (its collectives' `world`), 0 for a model
+  /// without collectives. NAME_set_communicator is exported.
+  int64_t world = 0;
 };
 
 ModelInterface describe_interface(const Graph &graph, const std::string &name);

@@ -17,7 +17,8 @@
 #include <vector>
 
 namespace maxc {
-struct LoadedModel; // maxc/Frontend/ModelLoader.h
+struct LoadedModel;  // maxc/Frontend/ModelLoader.h
+class Communicator;  // maxc/Support/Communicator.h
 } // namespace maxc
 
 namespace maxc::driver {
@@ -82,6 +83,10 @@ public:
   /// The outputs; dims bind from the inputs and `dims`. Throws maxc::Error
   /// for an unbound dim or a non-zero run status (its message named).
   std::vector<HostTensor> run(const std::vector<HostTensor> &inputs, DimBindings dims = {});
+  /// A tensor-parallel rank's program (its graph has collectives; cpu
+  /// backend): the communicator its collectives call from now on (it must
+  /// outlive the runs). Throws for a model without collectives.
+  void set_communicator(Communicator &comm);
 
 private:
   struct Impl;
@@ -92,6 +97,14 @@ private:
 /// or "amdgpu-emu") and run once. Symbolic dims bind from the inputs and
 /// `dims`; throws maxc::Error for an unbound dim or a non-zero run status.
 /// `threads`: the "cpu" artifact's pool size (NAME_set_num_threads).
+/// Every rank's program of a tensor-parallel model (rank_programs[r] is
+/// rank r's, Transforms/Shard.h) compiled by `backend` ("cpu") and run on a
+/// thread each with the in-process communicator: rank 0's outputs. `inputs`
+/// are each rank's own (rank_inputs).
+std::vector<HostTensor> run_ranks_on_host(const std::string &backend, const std::vector<const Graph *> &rank_programs,
+                                          const std::vector<std::vector<HostTensor>> &inputs, const DimBindings &dims,
+                                          int opt_level = 2, int threads = 1);
+
 std::vector<HostTensor> run_on_host(const std::string &backend, const Graph &graph,
                                     const std::vector<HostTensor> &inputs, DimBindings dims = {}, int opt_level = 2,
                                     int threads = 1);

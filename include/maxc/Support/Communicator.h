@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -38,6 +39,21 @@ public:
   /// rank 0's first).
   virtual void all_gather(const void *in, void *out, size_t bytes) = 0;
 };
+
+/// The C view of a communicator that compiled rank programs call (the
+/// `maxc_comm` of a rank artifact's header; RuntimePool.c reads the same
+/// layout): function pointers into `comm`. A failing collective returns 1
+/// and keeps its error for take_collective_error.
+struct CCommunicator {
+  int32_t rank = 0, world = 1;
+  void *ctx = nullptr;
+  int32_t (*all_reduce_sum_f32)(void *ctx, float *data, int64_t count) = nullptr;
+  int32_t (*all_gather)(void *ctx, const void *in, void *out, int64_t bytes) = nullptr;
+};
+CCommunicator c_communicator(Communicator &comm);
+/// The message of the calling thread's last collective that failed through
+/// a CCommunicator ("" when none), cleared.
+std::string take_collective_error();
 
 /// The communicator of the calling thread's rank (ScopedCommunicator), or
 /// null outside a tensor-parallel run.

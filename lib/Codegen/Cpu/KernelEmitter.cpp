@@ -287,6 +287,8 @@ private:
     std::string lowering = cpu_lowering(node.op);
     if (lowering == "state")
       return emit_buffer_write(node);
+    if (lowering == "collective")
+      return emit_collective(node);
     if (lowering == "matmul")
       return emit_matmul(node);
     if (lowering == "rows")
@@ -781,6 +783,42 @@ private:
         [&](const Index &idx) { store_element(dtype, pointer_of(v), linear_index(idx, dims_of(x)), element(x, idx)); },
         {}, split_factor(node, xs));
     return true;
+  }
+
+  // all_reduce / all_gather: a call of the runtime's communicator
+  // (RuntimePool.c, NAME_set_communicator), on the calling thread.
+  void emit_collective(const Node &node) {
+    ValueId x = node.operands[0], out = node.results[0];
+    DType dtype = g_.type_of(x).dtype;
+    Value *world = b_.getInt32(static_cast<int32_t>(node.attrs.get_int("world")));
+    std::vector<Value *> dims = dims_of(x);
+    Value *count = b_.getInt64(1);
+    for (Value *d : dims)
+      count = b_.CreateMul(count, d);
+    auto *ptr = b_.getPtrTy();
+    llvm::Module &m = *b_.GetInsertBlock()->getModule();
+    if (node.op == "all_reduce") {
+      if (dtype != DType::f32)
+        throw Error(ErrorCode::InvalidGraph, "all_reduce of " + g_.type_of(x).to_string() +
+                                                 ": the CPU backend sums f32 only");
+      Value *dst = pointer_of(out);
+      b_.CreateMemCpy(dst, llvm::MaybeAlign(4), pointer_of(x), llvm::MaybeAlign(4), b_.CreateMul(count, b_.getInt64(4)));
+      auto fn = m.getOrInsertFunction(mod_.prefix + ".rt.all_reduce_f32",
+                                      llvm::FunctionType::get(b_.getVoidTy(), {ptr, b_.getInt64Ty(), b_.getInt32Ty()}, false));
+      b_.CreateCall(fn, {dst, count, world});
+      return;
+    }
+    int64_t axis = node.attrs.get_int("axis");
+    Value *outer = b_.getInt64(1), *chunk = b_.getInt64(static_cast<int64_t>(dtype_size(dtype)));
+    for (size_t a = 0; a < dims.size(); ++a)
+      if (static_cast<int64_t>(a) < axis)
+        outer = b_.CreateMul(outer, dims[a]);
+      else
+        chunk = b_.CreateMul(chunk, dims[a]);
+    auto fn = m.getOrInsertFunction(
+        mod_.prefix + ".rt.all_gather",
+        llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, b_.getInt64Ty(), b_.getInt64Ty(), b_.getInt32Ty()}, false));
+    b_.CreateCall(fn, {pointer_of(x), pointer_of(out), outer, chunk, world});
   }
 
   // buffer_append: the new rows stored at rows [offset, offset + n) of the
@@ -2368,6 +2406,8 @@ std::string cpu_lowering(const std::string &op) {
     return "symbol"; // the value stored into the dims array, read by the kernels after it
   if (op_traits(op).has(OpTrait::aliases_operand))
     return "state"; // a view of a state buffer: buffer_append stores its rows, buffer_prefix nothing
+  if (op_traits(op).has(OpTrait::communicates))
+    return "collective"; // all_reduce, all_gather: a call of the runtime's communicator (NAME_set_communicator)
   if (op == "constant")
     return op; // a global (or the weights blob)
   if (op == "matmul")

@@ -97,6 +97,10 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, const std:
     // After a run: a defined symbol out of its bound fails it; the values
     // go back to the caller when an output's size names them.
     auto finish = [&] {
+      if (m.world > 0) // a rank's program: did a collective fail? (RuntimePool.c)
+        fail_if(b.CreateICmpNE(b.CreateCall(module.getOrInsertFunction(m.name + ".rt.take_comm_status", i32)),
+                               b.getInt32(0)),
+                RunStatus::collective);
       if (!m.defined_symbols.empty())
         fail_if(codegen::defined_symbols_failed(b, dims, caller_dims, ndims, m.internal_dims(),
                                                 m.defined_symbols.size(), reports_defined_symbols(m)),
@@ -255,7 +259,7 @@ void emit_entry_points(llvm::Module &module, const ModelInterface &m, const std:
   {
     b.SetInsertPoint(llvm::BasicBlock::Create(c, "entry", status_fn));
     auto *unknown = llvm::BasicBlock::Create(c, "unknown", status_fn);
-    std::vector<StatusInfo> codes = status_codes(false, m.state.has_value());
+    std::vector<StatusInfo> codes = status_codes(false, m.state.has_value(), m.world > 0);
     auto *sw = b.CreateSwitch(status_fn->getArg(0), unknown, static_cast<unsigned>(codes.size()));
     for (const StatusInfo &info : codes) {
       int32_t s = static_cast<int32_t>(info.status);
@@ -455,6 +459,9 @@ std::unique_ptr<llvm::Module> build_module(const ModuleSpec &spec, llvm::LLVMCon
       emit_profile_entry_points(*module, name, counters->table, *spec.profile);
     codegen::link_cpu_runtime(*module, name, spec.profile != nullptr,
                               spec.targets ? spec.targets->front().triple : std::string());
+    if (m.world == 0) // only a tensor-parallel rank's program exports it (ModelInterface::world)
+      if (llvm::Function *f = module->getFunction(name + "_set_communicator"))
+        f->setLinkage(llvm::GlobalValue::InternalLinkage);
     // What may run before the check has passed is compiled for the
     // baseline: the exported functions and the runtime (the kernels are
     // not inlined into them: LLVM inlines a callee only into a caller with

@@ -133,7 +133,7 @@ void link_cpu_runtime(llvm::Module &module, const std::string &name, bool profil
     if (gv.isDeclaration() || !gv.getName().starts_with(kPrefix))
       return;
     std::string base = gv.getName().drop_front(std::strlen(kPrefix)).str();
-    if (base == "set_num_threads" || base == "set_parallel_for") {
+    if (base == "set_num_threads" || base == "set_parallel_for" || base == "set_communicator") {
       gv.setName(name + "_" + base);
       gv.setVisibility(llvm::GlobalValue::DefaultVisibility);
       gv.setDSOLocal(false);

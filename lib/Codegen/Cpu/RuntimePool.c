@@ -5,6 +5,7 @@
  * model's module by link_cpu_runtime (Cpu/Runtime.cpp), which renames
  *   maxc_rt_set_num_threads  -> NAME_set_num_threads   (exported)
  *   maxc_rt_set_parallel_for -> NAME_set_parallel_for  (exported)
+ *   maxc_rt_set_communicator -> NAME_set_communicator  (exported)
  *   everything else          -> NAME.rt.*              (internal)
  * so each model in a program has a pool of its own.
  *
@@ -417,6 +418,79 @@ void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task, int64_
 #ifdef MAXC_RT_PROFILE
   maxc_rt_profile_job_threads(atomic_load(&maxc_rt_profile_participants));
 #endif
+}
+
+/* Tensor parallelism (docs/tensor-parallel.md): one rank's program calls
+ * the collectives of the communicator the program installed with
+ * NAME_set_communicator (maxc_comm in the model's header: the same layout).
+ * A collective that cannot run (none installed, a communicator of another
+ * world size, or one that returns nonzero) records the first failure and
+ * makes every later collective of the run a no-op; the run's entry point
+ * then returns NAME_ERROR_COLLECTIVE (maxc_rt_take_comm_status). */
+typedef struct {
+  int32_t rank, world;
+  void *ctx;
+  int32_t (*all_reduce_sum_f32)(void *ctx, float *data, int64_t count);
+  int32_t (*all_gather)(void *ctx, const void *in, void *out, int64_t bytes);
+} maxc_rt_comm;
+
+void *malloc(unsigned long size);
+void free(void *p);
+void *memcpy(void *dst, const void *src, unsigned long n);
+
+static const maxc_rt_comm *maxc_rt_communicator;
+static int32_t maxc_rt_comm_failed; /* one run of a rank at a time: its collectives pair with the other ranks' */
+
+void maxc_rt_set_communicator(const maxc_rt_comm *comm) { maxc_rt_communicator = comm; }
+
+static const maxc_rt_comm *maxc_rt_comm_for(int32_t world) {
+  const maxc_rt_comm *c = maxc_rt_communicator;
+  if (maxc_rt_comm_failed)
+    return 0;
+  if (!c || c->world != world || c->rank < 0 || c->rank >= world) {
+    maxc_rt_comm_failed = 1;
+    return 0;
+  }
+  return c;
+}
+
+/* data[0..count) summed over the ranks, in place. */
+void maxc_rt_all_reduce_f32(float *data, int64_t count, int32_t world) {
+  const maxc_rt_comm *c = maxc_rt_comm_for(world);
+  if (c && c->all_reduce_sum_f32(c->ctx, data, count) != 0)
+    maxc_rt_comm_failed = 1;
+}
+
+/* Every rank's `outer` chunks of `chunk` bytes (its piece of a value split
+ * along an axis: outer = the product of the dims before it) put side by
+ * side along that axis: out is [outer][world][chunk]. */
+void maxc_rt_all_gather(const void *in, void *out, int64_t outer, int64_t chunk, int32_t world) {
+  const maxc_rt_comm *c = maxc_rt_comm_for(world);
+  if (!c)
+    return;
+  int64_t piece = outer * chunk;
+  if (outer == 1) {
+    if (c->all_gather(c->ctx, in, out, piece) != 0)
+      maxc_rt_comm_failed = 1;
+    return;
+  }
+  unsigned char *all = (unsigned char *)malloc((unsigned long)(piece * world));
+  if (!all || c->all_gather(c->ctx, in, all, piece) != 0) {
+    maxc_rt_comm_failed = 1;
+    free(all);
+    return;
+  }
+  for (int64_t o = 0; o < outer; ++o)
+    for (int32_t r = 0; r < world; ++r)
+      memcpy((unsigned char *)out + (o * world + r) * chunk, all + r * piece + o * chunk, (unsigned long)chunk);
+  free(all);
+}
+
+/* The run's collective status (0: none failed), reset for the next run. */
+int32_t maxc_rt_take_comm_status(void) {
+  int32_t s = maxc_rt_comm_failed;
+  maxc_rt_comm_failed = 0;
+  return s;
 }
 
 #ifdef MAXC_RT_PROFILE
