@@ -76,6 +76,8 @@ std::string emit_manifest(const ModelInterface &m, const ManifestInputs &info) {
                                  {"buffers", buffers}};
   }
   out["interface"]["status_codes"] = status;
+  if (m.world > 0) // one rank's program of a tensor-parallel model (docs/tensor-parallel.md)
+    out["interface"]["tensor_parallel"] = {{"world", m.world}, {"rank", m.rank}};
   out["memory"] = {{"workspace_bytes_max", info.workspace_bytes}, {"weights_bytes", m.constant_bytes},
                    {"weights_mode", m.external_weights ? "external" : "embed"}};
   if (m.external_weights) {

@@ -26,6 +26,7 @@
 #include "maxc/Support/Sha256.h"
 #include "maxc/Transforms/Canonicalize.h"
 #include "maxc/Transforms/Decompose.h"
+#include "maxc/Transforms/Shard.h"
 
 #include <algorithm>
 #include <future>
@@ -139,6 +140,12 @@ void plan(PlannedModel &p, const std::string &name, const PlanOptions &options) 
   p.interface.workspace_bound = p.abi.workspace_bound = p.workspace_bound;
 }
 
+/// Which rank's program this is (ModelInterface::rank), for the manifest.
+void set_rank(PlannedModel &p, int rank) {
+  if (p.abi.world > 0)
+    p.interface.rank = p.abi.rank = rank;
+}
+
 /// Headers and manifests name each input/output as the source model did
 /// (ONNX "input.1", "/logits") next to its C name.
 void use_source_names(PlannedModel &p, const std::map<std::string, std::string> &source_names) {
@@ -230,6 +237,16 @@ void load(Compilation &c) {
   if (!c.model.graph)
     return;
   c.name = c.request.name.empty() ? c.model.graph->name() : c.request.name;
+  if (c.request.tensor_parallel > 1) { // one rank's program, named after its rank (docs/tensor-parallel.md)
+    if (c.request.backend != "cpu") {
+      c.diagnostics.error(ErrorCode::InvalidArgument, "", "--tensor-parallel",
+                          "tensor-parallel programs compile for the CPU only so far (docs/tensor-parallel.md)");
+      return;
+    }
+    c.model.graph = shard_graph(*c.model.graph, ShardOptions{c.request.tensor_parallel, c.request.rank});
+    if (c.request.name.empty())
+      c.name += "_rank" + std::to_string(c.request.rank);
+  }
   if (!is_c_identifier(c.name)) {
     c.diagnostics.error(ErrorCode::InvalidArgument, c.request.model, "",
                         "model name '" + c.name + "' is not a C identifier (use --name)");
@@ -365,6 +382,7 @@ bool compile(const CompileRequest &request, DiagnosticEngine &diagnostics, Compi
        }},
       {"plan", [&] {
          plan(c.planned, c.name, c.backend->plan_options());
+         set_rank(c.planned, c.request.rank);
          use_source_names(c.planned, c.model.source_names);
        }},
       {"backend", [&] { run_backend(c); }},

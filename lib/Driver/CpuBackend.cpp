@@ -187,6 +187,8 @@ public:
     if (interface.state)
       for (const std::string &f : state_entry_point_suffixes())
         out.manifest.entry_points.push_back(n + f);
+    if (interface.world > 0)
+      out.manifest.entry_points.push_back(n + "_set_communicator");
     if (options.profile) {
       out.manifest.entry_points.push_back(n + "_profile_report");
       out.manifest.entry_points.push_back(n + "_profile_reset");

@@ -519,6 +519,56 @@ def llama_generate(ctx):
            % (rest, compiled[0][4:]))
 
 
+@case
+def tensor_parallel(ctx):
+    """`maxc compile --tensor-parallel 2` (docs/tensor-parallel.md): the GPT
+    and Llama examples' rank programs, linked into the C programs of
+    examples/tensor-parallel with a communicator over threads and one over
+    MPI (run under mpirun -np 2 on this machine), give the unsplit model's
+    logits (<= 1e-4) and, for Llama decoding through each rank's own state,
+    the same greedy tokens; a rank run without a communicator returns
+    NAME_ERROR_COLLECTIVE."""
+    src = os.path.join(ctx.source_dir, "examples", "tensor-parallel")
+    mpicc = require_tool("mpicc", "build the MPI variant (scripts/install-deps installs libopenmpi-dev)")
+    mpirun = require_tool("mpirun", "run the MPI variant (openmpi-bin)")
+    cc = require_tool("cc", "build the C programs")
+    for model, args in [("gpt", []), ("llama", ["10", "1,2,3,4,5,6,7"])]:
+        ctx.weights(model)
+        ctx.compile(ctx.example(model), ctx.tmp, model)
+        ctx.run(["-q", "compile", ctx.example(model), "--tensor-parallel", "2", "-o", ctx.path(model + ".o")], rc=0)
+        manifests = []
+        for r in range(2):
+            with open(ctx.path("%s_rank%d.manifest.json" % (model, r))) as f:
+                manifests.append(json.load(f))
+            expect(manifests[r]["interface"].get("tensor_parallel") == {"world": 2, "rank": r},
+                   "%s_rank%d's manifest: %s" % (model, r, manifests[r]["interface"].get("tensor_parallel")))
+            expect("%s_rank%d_set_communicator" % (model, r) in manifests[r]["interface"]["entry_points"],
+                   "the rank's entry points lack NAME_set_communicator")
+        with open(ctx.path(model + ".manifest.json")) as f:
+            whole = json.load(f)
+        expect(manifests[0]["memory"]["weights_bytes"] < 0.7 * whole["memory"]["weights_bytes"],
+               "rank 0 holds %d of %d weight bytes" % (manifests[0]["memory"]["weights_bytes"],
+                                                      whole["memory"]["weights_bytes"]))
+        objects = [ctx.path(model + ".o"), ctx.path(model + "_rank0.o"), ctx.path(model + "_rank1.o")]
+        program = os.path.join(src, model + "_tp.c")
+        flags = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", ctx.tmp, "-I", src]
+        run_command([cc] + flags + ["-pthread", program] + objects + ["-lm", "-o", ctx.path(model + "_tp")],
+                    ctx.tmp, rc=0)
+        threads = run_command([ctx.path(model + "_tp")] + args, ctx.tmp, rc=0)
+        print("threads: " + (threads.stdout + threads.stderr).strip())
+        run_command([mpicc] + flags + ["-DMAXC_TP_MPI", program] + objects + ["-lm", "-o", ctx.path(model + "_mpi")],
+                    ctx.tmp, rc=0)
+        # One node: `--mca plm isolated` launches without ssh (OpenMPI 4.1 wants an rsh agent otherwise).
+        mpi = run_command([mpirun, "--allow-run-as-root", "--oversubscribe", "--mca", "plm", "isolated", "-np", "2",
+                           ctx.path(model + "_mpi")] + args, ctx.tmp, rc=0, timeout=120)
+        print("mpirun -np 2: " + (mpi.stdout + mpi.stderr).strip())
+        if model == "llama":
+            expect(threads.stdout == mpi.stdout, "threads decoded %r, MPI %r" % (threads.stdout, mpi.stdout))
+            tokens = [int(t) for t in threads.stdout.split()]
+            reference = generate_tokens(ctx, ctx.example(model), [1, 2, 3, 4, 5, 6, 7], 10, "reference")
+            expect(tokens == reference, "the ranks decoded %s, maxc run --generate %s" % (tokens, reference))
+
+
 # ---------------------------------------------------------------------------
 # Other CPUs, under qemu-user (Debian's qemu-user; TOOLCHAIN: emulated
 # timings mean nothing, correctness does). `qemu-x86_64 -cpu max` is an

@@ -109,6 +109,8 @@ struct CompileCommandOptions {
   std::string gpu;             // --gpu gfx90a,gfx942: an AMD GPU artifact instead of a CPU one
   int code_object_version = 0; // 0 = not given (5 with --gpu)
   bool profile = false;        // --profile: a profile build (NAME_profile_report; docs/profiling.md)
+  int tensor_parallel = 1;     // --tensor-parallel N: the rank programs of the model split among N (CPU)
+  int rank = -1;               // --rank R: only rank R's (-1: every rank's, one compile each)
 };
 /// `maxc compile`, with or without --gpu: the lib/Driver pipeline.
 int run_compile(const GlobalOptions &global, const CompileCommandOptions &options);

@@ -69,14 +69,57 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
   request.depfile = options.depfile;
   request.depfile_path = options.depfile_path;
 
+  if (options.tensor_parallel < 1 || options.tensor_parallel > 4096 ||
+      (options.tensor_parallel == 1 && options.rank != -1) ||
+      (options.tensor_parallel > 1 && (options.rank < -1 || options.rank >= options.tensor_parallel))) {
+    diagnostics.error(ErrorCode::InvalidArgument, "", options.tensor_parallel == 1 ? "--rank" : "--tensor-parallel",
+                      "--tensor-parallel takes a rank count from 1 to 4096 and --rank a rank below it, got " +
+                          std::to_string(options.tensor_parallel) + " and " + std::to_string(options.rank));
+    return finish(global, diagnostics);
+  }
+  request.tensor_parallel = options.tensor_parallel;
+
   // Progress on a terminal, silence when piped or --quiet.
   bool progress = !global.quiet && ::isatty(2) != 0 && !options.print_outputs;
   driver::CompileResult result;
-  bool ok = driver::compile(request, diagnostics, result, [&](const std::string &step) {
-    spdlog::debug("compile: {}", step);
-    if (progress)
-      std::fprintf(stderr, "\r\033[Kmaxc: %s %s", step.c_str(), step == "load" ? options.model.c_str() : "");
-  });
+  auto compile_once = [&](driver::CompileRequest &r) {
+    return driver::compile(r, diagnostics, result, [&](const std::string &step) {
+      spdlog::debug("compile: {}", step);
+      if (progress)
+        std::fprintf(stderr, "\r\033[Kmaxc: %s %s%s", step.c_str(), step == "load" ? options.model.c_str() : "",
+                     r.tensor_parallel > 1 ? (" (rank " + std::to_string(r.rank) + ")").c_str() : "");
+    });
+  };
+  bool ok = true;
+  if (options.tensor_parallel > 1 && options.rank < 0) {
+    // Every rank's program, one compile each: OUT.o -> OUT_rankR.o, --name X -> X_rankR.
+    std::vector<std::pair<std::string, std::string>> outputs;
+    std::vector<std::string> objects;
+    for (int r = 0; r < options.tensor_parallel && ok; ++r) {
+      driver::CompileRequest each = request;
+      each.rank = r;
+      std::string suffix = "_rank" + std::to_string(r);
+      if (!options.name.empty())
+        each.name = options.name + suffix;
+      if (options.output_given) {
+        size_t slash = options.output.find_last_of('/'), dot = options.output.find_last_of('.');
+        bool ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+        each.output = ext ? options.output.substr(0, dot) + suffix + options.output.substr(dot) : options.output + suffix;
+      }
+      result = driver::CompileResult{};
+      ok = compile_once(each);
+      outputs.insert(outputs.end(), result.outputs.begin(), result.outputs.end());
+      objects.push_back(result.object_path);
+    }
+    result.outputs = outputs;
+    std::string all;
+    for (const std::string &o : objects)
+      all += (all.empty() ? "" : ", ") + o;
+    result.object_path = all;
+  } else {
+    request.rank = options.rank < 0 ? 0 : options.rank;
+    ok = compile_once(request);
+  }
   if (progress)
     std::fprintf(stderr, "\r\033[K");
   if (!global.quiet)

@@ -212,6 +212,11 @@ the most threads one of its jobs ran on, and the model nodes it computes.)");
   compile_cmd->add_flag("--profile", compile.profile,
                         "A profile build: every kernel timed and counted; NAME_profile_report(FILE *) prints the "
                         "table (docs/profiling.md). CPU only");
+  compile_cmd->add_option("--tensor-parallel", compile.tensor_parallel,
+                          "Split the model among N ranks (Megatron-style, docs/tensor-parallel.md): one program "
+                          "per rank, NAME_rankR (OUT_rankR.o ...), each with its slice of the weights and "
+                          "NAME_rankR_set_communicator. CPU only");
+  compile_cmd->add_option("--rank", compile.rank, "With --tensor-parallel: compile only this rank's program");
   compile_cmd->add_option("--code-object-version", compile.code_object_version,
                           "AMDGPU code object version with --gpu: 4, 5 (default) or 6");
 

@@ -130,6 +130,7 @@ struct ModelInterface {
   /// the ranks it runs among (its collectives' `world`), 0 for a model
   /// without collectives. NAME_set_communicator is exported.
   int64_t world = 0;
+  int64_t rank = 0; // which rank's program (the compile's --rank)
 };
 
 ModelInterface describe_interface(const Graph &graph, const std::string &name);

@@ -32,6 +32,8 @@ struct CompileRequest {
   bool dedup = true;                   // ONNX: trace repeated blocks as shared subgraphs
   bool fuse_qdq = true;                // ONNX: QDQ groups as integer ops (LoadOptions::fuse_qdq)
   std::string quantize_weights;        // "" | int8 | int4: constant matmul weights to matmul_nbits (Transforms/QuantizeWeights.h)
+  int tensor_parallel = 1;             // > 1: rank `rank`'s program of the model split among this many (Transforms/Shard.h)
+  int rank = 0;
   std::string backend = "cpu";
   BackendOptions options;
   std::string name;       // C symbol prefix; "" = the model's name
