@@ -243,7 +243,8 @@ void load(Compilation &c) {
                           "tensor-parallel programs compile for the CPU only so far (docs/tensor-parallel.md)");
       return;
     }
-    c.model.graph = shard_graph(*c.model.graph, ShardOptions{c.request.tensor_parallel, c.request.rank});
+    c.model.graph = shard_graph(*c.model.graph,
+                                ShardOptions{c.request.tensor_parallel, c.request.rank, c.request.shard_replicated});
     if (c.request.name.empty())
       c.name += "_rank" + std::to_string(c.request.rank);
   }

@@ -6,6 +6,7 @@
 #include "maxc/Transforms/Rewrite.h"
 
 #include <algorithm>
+#include <fnmatch.h>
 #include <functional>
 #include <cstring>
 #include <map>
@@ -99,9 +100,9 @@ struct Shared {
 class Sharder {
 public:
   Sharder(Shared &s, const Graph &from, Graph &to, std::vector<bool> free_inputs, std::vector<Layout> input_layouts,
-          bool outputs_replicated)
+          bool is_root)
       : s_(s), from_(from), to_(to), readers_(from), free_inputs_(std::move(free_inputs)),
-        input_layouts_(std::move(input_layouts)), outputs_replicated_(outputs_replicated),
+        input_layouts_(std::move(input_layouts)), is_root_(is_root),
         world_(s.options.world), rank_(s.options.rank), vals_(from.num_values()) {}
 
   /// Input index → the layout a reader wanted for a free input this build
@@ -153,20 +154,17 @@ public:
         v.origin = column_ ? node_ : inherited;
       }
     }
-    outputs_ = true;
+    // Outputs are whole. The root's may end a split product (a
+    // vocabulary-parallel head, gathered); a body's that would needs a
+    // gather per call, so that product runs replicated instead (retry).
+    outputs_ = is_root_;
     std::vector<ValueId> outputs;
     for (size_t i = 0; i < from_.output_ids().size(); ++i) {
       ValueId o = from_.output_ids()[i];
       name_ = i < from_.output_names().size() && !from_.output_names()[i].empty() ? "output " + from_.output_names()[i]
                                                                                  : "output " + std::to_string(i);
-      if (outputs_replicated_) {
-        outputs.push_back(full(o));
-        output_layouts.push_back(Layout{});
-      } else {
-        Val &v = materialized(o);
-        outputs.push_back(v.id);
-        output_layouts.push_back(v.layout);
-      }
+      outputs.push_back(full(o));
+      output_layouts.push_back(Layout{});
     }
     to_.set_outputs(outputs, from_.output_names());
   }
@@ -205,7 +203,18 @@ private:
   const Layout &layout(ValueId v) const { return vals_[v].layout; }
   /// A weight: a constant (or a graph input calls bind to constants) whose
   /// slices cost nothing at run time.
-  bool is_free(ValueId v) const { return !vals_[v].constant.empty() || vals_[v].free_input >= 0; }
+  bool is_free(ValueId v) const {
+    const Val &x = vals_[v];
+    if (!x.constant.empty())
+      return !kept_whole(x.constant);
+    return x.free_input >= 0 && !kept_whole(from_.value_info(from_.input_ids()[x.free_input]).name);
+  }
+  bool kept_whole(const std::string &name) const {
+    for (const std::string &p : s_.options.replicated)
+      if (::fnmatch(p.c_str(), name.c_str(), 0) == 0)
+        return true;
+    return false;
+  }
 
   ValueId add(const std::string &op, const std::vector<ValueId> &operands, Attrs attrs) {
     return to_.add_node(op, operands, std::move(attrs), name_).at(0);
@@ -221,7 +230,8 @@ private:
       return;
     ShardReport::Weight w;
     w.name = name;
-    w.split = !l.split() ? "replicated" : !l.why.empty() ? l.why : "axis " + std::to_string(l.axis);
+    w.split = !l.split() ? (kept_whole(name) ? "replicated (--shard)" : "replicated")
+                         : !l.why.empty() ? l.why : "axis " + std::to_string(l.axis);
     w.full = full.shape();
     w.local = local.shape();
     w.pieces = l.split() ? l.pieces.size() : 1;
@@ -672,7 +682,7 @@ private:
   Readers readers_;
   std::vector<bool> free_inputs_;
   std::vector<Layout> input_layouts_;
-  bool outputs_replicated_;
+  bool is_root_;
   int world_, rank_;
   std::vector<Val> vals_;
   std::string name_;
@@ -686,14 +696,14 @@ private:
 /// no reader asks for a free input split that the build declared whole and
 /// no column-parallel product is gathered before an op (at most 8 builds).
 std::unique_ptr<Graph> build(Shared &s, const Graph &from, const std::function<void(Graph &)> &prepare,
-                             const std::vector<bool> &free_inputs, bool outputs_replicated, bool report,
+                             const std::vector<bool> &free_inputs, bool is_root, bool report,
                              std::vector<Layout> &input_layouts, std::vector<Layout> &output_layouts) {
   input_layouts.assign(from.input_ids().size(), Layout{});
   std::set<int64_t> keep_whole;
   for (int attempt = 0;; ++attempt) {
     auto to = std::make_unique<Graph>(from.name());
     prepare(*to);
-    Sharder sharder(s, from, *to, free_inputs, input_layouts, outputs_replicated);
+    Sharder sharder(s, from, *to, free_inputs, input_layouts, is_root);
     sharder.report = report;
     sharder.keep_whole = keep_whole;
     size_t weights_before = s.report ? s.report->weights.size() : 0;
@@ -750,7 +760,7 @@ std::string ShardReport::text() const {
   os << "tensor-parallel: " << world << " ranks\n";
   for (const Weight &w : weights) {
     os << "  " << w.name << " " << shape(w.full) << ": " << w.split;
-    if (w.split != "replicated")
+    if (w.split.rfind("replicated", 0) != 0)
       os << " -> " << shape(w.local) << " per rank" << (w.pieces > 1 ? " (" + std::to_string(w.pieces) + " pieces)" : "");
     os << "\n";
   }
@@ -822,7 +832,7 @@ std::unique_ptr<Graph> shard_graph(const Graph &graph, const ShardOptions &optio
       free = free_body_inputs.at(sub->name());
     BodyPlan plan;
     std::shared_ptr<Graph> body = build(
-        s, *sub, [&](Graph &g) { g.attach_root(holder); }, free, whole, false, plan.inputs, plan.outputs);
+        s, *sub, [&](Graph &g) { g.attach_root(holder); }, free, false, false, plan.inputs, plan.outputs);
     if (whole)
       plan.inputs.assign(sub->input_ids().size(), Layout{});
     s.bodies[sub->name()] = plan;
@@ -890,10 +900,11 @@ std::unique_ptr<Graph> shard_graph(const Graph &graph, const ShardOptions &optio
   return root;
 }
 
-std::vector<std::unique_ptr<Graph>> shard_graph_ranks(const Graph &graph, int world, ShardReport *report) {
+std::vector<std::unique_ptr<Graph>> shard_graph_ranks(const Graph &graph, int world, ShardReport *report,
+                                                      const std::vector<std::string> &replicated) {
   std::vector<std::unique_ptr<Graph>> out;
   for (int r = 0; r < world; ++r)
-    out.push_back(shard_graph(graph, ShardOptions{world, r}, r == 0 ? report : nullptr));
+    out.push_back(shard_graph(graph, ShardOptions{world, r, replicated}, r == 0 ? report : nullptr));
   return out;
 }
 

@@ -311,6 +311,43 @@ def check_malformed_json(ctx):
 
 
 @case
+def tensor_parallel_cli(ctx):
+    """--tensor-parallel on trace (the plan), run (the ranks on threads) and
+    compile (one artifact per rank); bad counts, ranks and --shard values are
+    clear E0002 errors that write nothing."""
+    gpt = ctx.example("gpt")
+    plan = ctx.run(["trace", gpt, "--tensor-parallel", "2", "--emit", "sharding"], rc=0).stdout
+    expect_in("h.0.attn.qkv.weight [768,256]: column -> [384,256] per rank (3 pieces)", plan, "the plan")
+    expect_in("collectives per run: 8 all_reduce, 1 all_gather", plan, "the plan")
+    plan = ctx.run(["--shard", "*mlp*=replicated", "trace", gpt, "--tensor-parallel", "2", "--emit", "sharding"],
+                   rc=0).stdout
+    expect_in("h.0.mlp.fc.weight [1024,256]: replicated (--shard)", plan, "the plan with --shard")
+    rank1 = ctx.run(["trace", gpt, "--tensor-parallel", "2", "--rank", "1"], rc=0).stdout
+    expect_in("all_reduce(", rank1, "rank 1's program")
+    # Runs: the reference's ranks on threads give the whole model's logits.
+    tokens = ctx.path("tokens.npy")
+    write_npy(tokens, [1, 128], [(i * 7) % 1024 for i in range(128)], "<i8")
+    ctx.run(["run", gpt, "--input", "tokens=" + tokens, "--output-dir", ctx.path("one"), "-q"], rc=0)
+    ctx.run(["run", gpt, "--input", "tokens=" + tokens, "--output-dir", ctx.path("two"), "--tensor-parallel", "2",
+             "-q"], rc=0)
+    one, two = read_npy(ctx.path("one", "logits.npy")), read_npy(ctx.path("two", "logits.npy"))
+    expect(one[1] == two[1], "shapes %s and %s" % (one[1], two[1]))
+    worst = max(abs(a - b) for a, b in zip(one[2], two[2]))
+    expect(worst <= 1e-4, "2 ranks differ from the whole model by %g" % worst)
+    # Errors.
+    before = listing(ctx.tmp)
+    for args in (["trace", gpt, "--emit", "sharding"], ["trace", gpt, "--tensor-parallel", "0"],
+                 ["trace", gpt, "--tensor-parallel", "2", "--rank", "2"],
+                 ["run", gpt, "--tensor-parallel", "2", "--device", "amdgpu-emu"],
+                 ["compile", gpt, "--tensor-parallel", "2", "--rank", "5", "-o", ctx.path("x.o")],
+                 ["compile", gpt, "--rank", "1", "-o", ctx.path("x.o")],
+                 ["--shard", "*mlp*=column", "trace", gpt, "--tensor-parallel", "2"]):
+        r = ctx.run(args, rc=1)
+        expect("error[E0002]" in r.stderr, "expected an E0002 diagnostic", r)
+    expect(listing(ctx.tmp) == before, "nothing written: %s" % listing(ctx.tmp))
+
+
+@case
 def trace_canonicalize(ctx):
     # The graph the compile step `canonicalize` hands to decompose, and what it rewrote.
     path = write_json(ctx.path("pw.json"), {

@@ -31,6 +31,7 @@ struct GlobalOptions {
   bool no_qdq_fusion = false; // --no-qdq-fusion
   std::string state; // --state auto | IN=OUT,...
   std::string quantize_weights; // --quantize-weights int8 | int4 (compile, run, check, profile, trace)
+  std::vector<std::string> shard_replicated; // --shard PATTERN=replicated (with --tensor-parallel)
 };
 
 struct CheckOptions {

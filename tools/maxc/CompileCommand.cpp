@@ -78,6 +78,7 @@ int run_compile(const GlobalOptions &global, const CompileCommandOptions &option
     return finish(global, diagnostics);
   }
   request.tensor_parallel = options.tensor_parallel;
+  request.shard_replicated = global.shard_replicated;
 
   // Progress on a terminal, silence when piped or --quiet.
   bool progress = !global.quiet && ::isatty(2) != 0 && !options.print_outputs;

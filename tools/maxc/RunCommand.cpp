@@ -205,7 +205,8 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
     if (options.tensor_parallel > 1) {
       // Every rank's program on its own thread; the outputs are whole on
       // every rank: rank 0's are written.
-      std::vector<std::unique_ptr<Graph>> ranks = shard_graph_ranks(graph, options.tensor_parallel);
+      std::vector<std::unique_ptr<Graph>> ranks =
+          shard_graph_ranks(graph, options.tensor_parallel, nullptr, global.shard_replicated);
       std::vector<std::vector<HostTensor>> per_rank = rank_inputs(graph, ranks, inputs);
       if (options.device == "cpu") {
         std::vector<const Graph *> programs;

@@ -57,7 +57,8 @@ int run_trace(const GlobalOptions &global, const TraceOptions &options) {
   ShardReport sharding;
   if (options.tensor_parallel != 1 || options.rank != 0) {
     try {
-      sharded = shard_graph(*model.graph, ShardOptions{options.tensor_parallel, options.rank}, &sharding);
+      sharded = shard_graph(*model.graph, ShardOptions{options.tensor_parallel, options.rank, global.shard_replicated},
+                            &sharding);
     } catch (const Error &e) {
       diagnostics.error(e, options.model, "");
       return finish(global, diagnostics);

@@ -98,6 +98,13 @@ int main(int argc, char **argv) {
                  "(K >= 32): blocks of 32 along K, a scale and a zero point each (asymmetric), the weight kept "
                  "in 8 or 4 bits (matmul_nbits); the per-layer relative error goes to stderr (not with --quiet). ONNX: "
                  "add --no-dedup, else the weights of repeated layers (arguments of one shared subgraph) stay f32");
+  std::vector<std::string> shards;
+  app.add_option("--shard", shards,
+                 "With --tensor-parallel: PATTERN=replicated keeps the weights whose names match the shell pattern "
+                 "whole on every rank (repeatable; column or row splits follow from the graph; "
+                 "docs/tensor-parallel.md)")
+      ->type_name("PATTERN=replicated")
+      ->allow_extra_args(false);
   app.add_flag("--no-dedup", global.no_dedup, "ONNX models: do not trace repeated layers as shared subgraphs");
   app.add_flag("--no-qdq-fusion", global.no_qdq_fusion,
                "ONNX QDQ models: keep DequantizeLinear -> op -> QuantizeLinear as the float composition "
@@ -298,6 +305,16 @@ the most threads one of its jobs ran on, and the model nodes it computes.)");
       return 1;
     }
     global.bound_inputs[b.substr(0, eq)] = b.substr(eq + 1);
+  }
+  for (const std::string &sh : shards) {
+    size_t eq = sh.rfind('=');
+    if (eq == std::string::npos || eq == 0 || sh.substr(eq + 1) != "replicated") {
+      std::cerr << "maxc: error[E0002]: --shard: expected PATTERN=replicated (column and row splits follow from the "
+                   "graph), got '"
+                << sh << "'\n";
+      return 1;
+    }
+    global.shard_replicated.push_back(sh.substr(0, eq));
   }
   inspect.json = inspect.json || version_json;
   diff.json = diff.json || version_json;

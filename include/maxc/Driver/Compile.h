@@ -34,6 +34,7 @@ struct CompileRequest {
   std::string quantize_weights;        // "" | int8 | int4: constant matmul weights to matmul_nbits (Transforms/QuantizeWeights.h)
   int tensor_parallel = 1;             // > 1: rank `rank`'s program of the model split among this many (Transforms/Shard.h)
   int rank = 0;
+  std::vector<std::string> shard_replicated; // --shard PATTERN=replicated (ShardOptions::replicated)
   std::string backend = "cpu";
   BackendOptions options;
   std::string name;       // C symbol prefix; "" = the model's name

@@ -50,6 +50,11 @@ namespace maxc {
 struct ShardOptions {
   int world = 1;
   int rank = 0;
+  /// Weights kept whole on every rank (`--shard PATTERN=replicated`): shell
+  /// patterns (fnmatch) over constant names ("h.0.attn.qkv.weight") and the
+  /// names of body parameters ("attn.qkv.weight"); a product reading one
+  /// runs replicated. (Column or row follow from the graph, never forced.)
+  std::vector<std::string> replicated;
 };
 
 /// What shard_graph decided, for `maxc trace --emit sharding` and the tests.
@@ -91,7 +96,8 @@ std::unique_ptr<Graph> shard_graph(const Graph &graph, const ShardOptions &optio
 
 /// Every rank's program, rank 0's first (`report`: rank 0's; the decisions
 /// are the same for every rank).
-std::vector<std::unique_ptr<Graph>> shard_graph_ranks(const Graph &graph, int world, ShardReport *report = nullptr);
+std::vector<std::unique_ptr<Graph>> shard_graph_ranks(const Graph &graph, int world, ShardReport *report = nullptr,
+                                                      const std::vector<std::string> &replicated = {});
 
 /// Rank `rank`'s slice of `whole` along `axis` (a graph input the program
 /// takes split: ShardReport::inputs), as the caller passes it.

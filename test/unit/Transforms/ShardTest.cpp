@@ -4,6 +4,7 @@
 // compute wrongly) where a split cannot continue.
 #include "TestUtil.h"
 
+#include "maxc/Driver/Compile.h"
 #include "maxc/Frontend/ModelLoader.h"
 #include "maxc/Frontend/Safetensors.h"
 #include "maxc/Interpreter/Interpreter.h"
@@ -230,4 +231,55 @@ TEST_CASE("a rank's program run alone says it needs its other ranks", "[transfor
     CHECK(e.code() == ErrorCode::Collective);
     CHECK(std::string(e.what()).find("--tensor-parallel 2") != std::string::npos);
   }
+}
+
+TEST_CASE("compiled rank programs (cpu) give the whole model's outputs; a rank without a communicator fails",
+          "[transforms][shard][codegen]") {
+  HostTensor w1 = random_tensor(DType::f32, {32, 16}, -0.5, 0.5), w2 = random_tensor(DType::f32, {16, 32}, -0.5, 0.5);
+  HostTensor w3 = random_tensor(DType::f32, {24, 16}, -0.5, 0.5), b1 = random_tensor(DType::f32, {32}, -0.5, 0.5);
+  HostTensor g = random_tensor(DType::f32, {16}, 0.5, 1.5), x = random_tensor(DType::f32, {2, 5, 16}, -1, 1);
+  // An MLP block (column, then row: an all_reduce) and a head split by
+  // columns (gathered at the output).
+  auto graph = trace_graph(types_of({x}), [&](const std::vector<Tensor> &in) {
+    Tensor h = ops::gelu(ops::linear(in[0], Tensor::from_host(w1), Tensor::from_host(b1)));
+    Tensor y = ops::layer_norm(ops::add(in[0], ops::linear(h, Tensor::from_host(w2))), Tensor::from_host(g), std::nullopt);
+    return std::vector<Tensor>{ops::linear(y, Tensor::from_host(w3))};
+  });
+  std::vector<HostTensor> whole = Interpreter::run(*graph, {x});
+  ShardReport report;
+  std::vector<std::unique_ptr<Graph>> ranks = shard_graph_ranks(*graph, 2, &report);
+  CHECK(report.all_reduce_runs == 1);
+  CHECK(report.all_gather_runs == 1);
+  std::vector<const Graph *> programs = {ranks[0].get(), ranks[1].get()};
+  std::vector<HostTensor> out = driver::run_ranks_on_host("cpu", programs, rank_inputs(*graph, ranks, {x}), {});
+  MAXC_REQUIRE_CLOSE(out.at(0), whole.at(0), 1e-5, 1e-5);
+  // Without a communicator: NAME_ERROR_COLLECTIVE, as E0303.
+  driver::HostModel alone("cpu", *ranks[0]);
+  try {
+    alone.run({x});
+    FAIL("expected E0303");
+  } catch (const Error &e) {
+    CHECK(e.code() == ErrorCode::Collective);
+  }
+  // The GPU emulator refuses a rank's program with a clear error.
+  CHECK_THROWS_AS(driver::HostModel("amdgpu-emu", *ranks[0]), Error);
+}
+
+TEST_CASE("--shard PATTERN=replicated keeps matching weights whole, and the products around them", "[transforms][shard]") {
+  LoadedModel model = load_example("gpt");
+  HostTensor tokens = random_tensor(DType::i64, {1, 128}, 0, 1023);
+  std::vector<HostTensor> whole = Interpreter::run(*model.graph, {tokens});
+  ShardReport report;
+  auto ranks = shard_graph_ranks(*model.graph, 2, &report, {"*mlp.fc*"});
+  INFO(report.text());
+  CHECK(weight(report, "h.1.mlp.fc.weight")->split == "replicated (--shard)");
+  // The MLP's down projection then reads a whole activation: no split is
+  // worth a gather after it, so it runs replicated too.
+  CHECK(weight(report, "h.1.mlp.proj.weight")->split == "replicated");
+  CHECK(weight(report, "h.1.attn.qkv.weight")->split == "column");
+  CHECK(report.all_reduce_runs == 4);
+  CHECK(report.all_gather_runs == 1);
+  std::vector<std::vector<HostTensor>> per_rank = rank_inputs(*model.graph, ranks, {tokens}), out(2);
+  run_ranks(2, [&](int r) { out[r] = Interpreter::run(*ranks[r], per_rank[r]); });
+  MAXC_REQUIRE_CLOSE(out[0][0], whole[0], 1e-5, 1e-5);
 }
