@@ -31,6 +31,8 @@ static const char *kFooter = R"(Examples:
   maxc trace examples/gpt/model.json --stats
   maxc trace examples/gpt/model.json --emit dot -o gpt.dot
   maxc trace model.onnx --canonicalize --stats      what the canonicalize step rewrote
+  maxc trace examples/gpt/model.json --tensor-parallel 2 --emit sharding   # how 2 ranks split it
+  maxc compile examples/gpt/model.json --tensor-parallel 2 -o gpt.o       # gpt_rank0.o, gpt_rank1.o
   maxc run examples/mlp/model.json --input x=x.npy --output-dir out/
   maxc run examples/llama/model.json --prompt 1,2,3 --generate 16 --device cpu   # greedy tokens, KV cache as state
   maxc profile examples/mlp/model.json --dim batch=8         # time per kernel, with its model nodes
@@ -153,7 +155,7 @@ int main(int argc, char **argv) {
                       "With --generate: rows of the model's state (default: prompt + N)");
   run_cmd->add_option("--tensor-parallel", run.tensor_parallel,
                       "Split the model across N ranks and run them on N threads with their collectives "
-                      "(--device reference; docs/tensor-parallel.md); outputs as the whole model's");
+                      "(--device reference or cpu; docs/tensor-parallel.md); outputs as the whole model's");
   run_cmd->add_option("--device", run.device, "Where to run: reference (the interpreter, default), cpu (compiled, JIT), amdgpu-emu (the GPU kernels, emulated on the CPU) or cuda (an NVIDIA GPU through libcuda.so.1)");
 
   ProfileOptions profile;
