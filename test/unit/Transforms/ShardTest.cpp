@@ -265,7 +265,7 @@ TEST_CASE("compiled rank programs (cpu) give the whole model's outputs; a rank w
   CHECK_THROWS_AS(driver::HostModel("amdgpu-emu", *ranks[0]), Error);
 }
 
-TEST_CASE("--shard PATTERN=replicated keeps matching weights whole, and the products around them", "[transforms][shard]") {
+TEST_CASE("shard override PATTERN=replicated keeps matching weights whole, and the products around them", "[transforms][shard]") {
   LoadedModel model = load_example("gpt");
   HostTensor tokens = random_tensor(DType::i64, {1, 128}, 0, 1023);
   std::vector<HostTensor> whole = Interpreter::run(*model.graph, {tokens});
