@@ -111,9 +111,9 @@ HostModel::HostModel(const std::string &backend_name, const Graph &graph, int op
   impl_->backend = backend_name;
   impl_->graph = &graph;
   impl_->planned = plan_model(graph, "maxc_jit", backend->decompose_options(), backend->plan_options());
-  if (impl_->planned.abi.world > 0 && backend_name != "cpu")
-    throw Error(ErrorCode::InvalidArgument, "a tensor-parallel rank's program runs on the cpu backend only, not " +
-                                                backend_name + " (docs/tensor-parallel.md)");
+  if (impl_->planned.abi.world > 0 && backend_name != "cpu" && backend_name != "amdgpu-emu")
+    throw Error(ErrorCode::InvalidArgument, "a tensor-parallel rank's program runs on the cpu backend and the GPU "
+                                            "emulator only, not " + backend_name + " (docs/tensor-parallel.md)");
   auto context = std::make_unique<llvm::LLVMContext>();
   std::unique_ptr<llvm::Module> module = backend->build_host_module(impl_->planned, *context);
   if (!module)

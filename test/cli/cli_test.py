@@ -334,11 +334,18 @@ def tensor_parallel_cli(ctx):
     expect(one[1] == two[1], "shapes %s and %s" % (one[1], two[1]))
     worst = max(abs(a - b) for a, b in zip(one[2], two[2]))
     expect(worst <= 1e-4, "2 ranks differ from the whole model by %g" % worst)
+    # The GPU kernels, emulated: 2 virtual devices with their collectives between launches.
+    ctx.run(["run", gpt, "--input", "tokens=" + tokens, "--output-dir", ctx.path("emu"), "--tensor-parallel", "2",
+             "--device", "amdgpu-emu", "-q"], rc=0)
+    emu = read_npy(ctx.path("emu", "logits.npy"))
+    worst = max(abs(a - b) for a, b in zip(one[2], emu[2]))
+    expect(worst <= 1e-4, "2 emulated GPU ranks differ from the whole model by %g" % worst)
     # Errors.
     before = listing(ctx.tmp)
     for args in (["trace", gpt, "--emit", "sharding"], ["trace", gpt, "--tensor-parallel", "0"],
                  ["trace", gpt, "--tensor-parallel", "2", "--rank", "2"],
-                 ["run", gpt, "--tensor-parallel", "2", "--device", "amdgpu-emu"],
+                 ["run", gpt, "--tensor-parallel", "2", "--device", "cuda"],
+                 ["compile", gpt, "--tensor-parallel", "2", "--gpu", "gfx90a", "-o", ctx.path("x.o")],
                  ["compile", gpt, "--tensor-parallel", "2", "--rank", "5", "-o", ctx.path("x.o")],
                  ["compile", gpt, "--rank", "1", "-o", ctx.path("x.o")],
                  ["--shard", "*mlp*=column", "trace", gpt, "--tensor-parallel", "2"]):

@@ -127,10 +127,10 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
     return finish(global, diagnostics);
   }
   if (options.tensor_parallel < 1 ||
-      (options.tensor_parallel > 1 && options.device != "reference" && options.device != "cpu")) {
+      (options.tensor_parallel > 1 && options.device == "cuda")) {
     diagnostics.error(ErrorCode::InvalidArgument, "", "--tensor-parallel",
-                      "--tensor-parallel takes a rank count >= 1, and runs on --device reference or cpu "
-                      "(docs/tensor-parallel.md)");
+                      "--tensor-parallel takes a rank count >= 1, and runs on --device reference, cpu or "
+                      "amdgpu-emu (docs/tensor-parallel.md)");
     return finish(global, diagnostics);
   }
   if (options.threads < 1 || (options.threads != 1 && options.device != "cpu")) {
@@ -208,11 +208,11 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
       std::vector<std::unique_ptr<Graph>> ranks =
           shard_graph_ranks(graph, options.tensor_parallel, nullptr, global.shard_replicated);
       std::vector<std::vector<HostTensor>> per_rank = rank_inputs(graph, ranks, inputs);
-      if (options.device == "cpu") {
+      if (options.device != "reference") { // cpu, amdgpu-emu
         std::vector<const Graph *> programs;
         for (const auto &g : ranks)
           programs.push_back(g.get());
-        outputs = driver::run_ranks_on_host("cpu", programs, per_rank, dims, 2, options.threads);
+        outputs = driver::run_ranks_on_host(options.device, programs, per_rank, dims, 2, options.threads);
       } else {
         std::vector<std::vector<HostTensor>> results(ranks.size());
         run_ranks(options.tensor_parallel, [&](int r) { results[r] = Interpreter::run(*ranks[r], per_rank[r], dims); });

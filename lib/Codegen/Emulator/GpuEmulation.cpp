@@ -6,6 +6,8 @@
 #include "maxc/IR/GraphSymbols.h"
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/Codegen/ModelAbi.h"
+#include "maxc/Support/Error.h"
+#include "Cpu/Runtime.h"
 #include <llvm/IR/Module.h>
 
 namespace maxc::codegen {
@@ -15,7 +17,7 @@ namespace {
 /// A launch is a call of the kernel's emulation entry point.
 class EmulationLauncher : public KernelLauncher {
 public:
-  explicit EmulationLauncher(llvm::Module &m) : m_(m) {}
+  EmulationLauncher(llvm::Module &m, std::string prefix) : m_(m), prefix_(std::move(prefix)) {}
 
   llvm::Value *launch(llvm::IRBuilder<> &b, const GpuKernel &kernel, size_t, llvm::Value *grid,
                       const std::vector<llvm::Value *> &buffers, llvm::Value *dims, llvm::Value *) override {
@@ -45,8 +47,28 @@ public:
     return b.getInt32(0);
   }
 
+  /// A rank's collective: the CPU runtime's communicator (Cpu/RuntimePool.c,
+  /// linked into the module with NAME_set_communicator), on host memory.
+  llvm::Value *collective(llvm::IRBuilder<> &b, const Node &node, llvm::Value *in, llvm::Value *out,
+                          llvm::Value *count, llvm::Value *outer, llvm::Value *chunk, llvm::Value *) override {
+    llvm::Value *world = b.getInt32(static_cast<int32_t>(node.attrs.get_int("world")));
+    llvm::Type *ptr = b.getPtrTy(), *i64 = b.getInt64Ty();
+    if (node.op == "all_reduce") {
+      b.CreateMemMove(out, llvm::MaybeAlign(4), in, llvm::MaybeAlign(4), b.CreateMul(count, b.getInt64(4)));
+      b.CreateCall(m_.getOrInsertFunction(prefix_ + ".rt.all_reduce_f32", b.getVoidTy(), ptr, i64, b.getInt32Ty()),
+                   {out, count, world});
+    } else {
+      b.CreateCall(m_.getOrInsertFunction(prefix_ + ".rt.all_gather", b.getVoidTy(), ptr, ptr, i64, i64, b.getInt32Ty()),
+                   {in, out, outer, chunk, world});
+    }
+    llvm::Value *failed = b.CreateCall(m_.getOrInsertFunction(prefix_ + ".rt.take_comm_status", b.getInt32Ty()));
+    return b.CreateSelect(b.CreateICmpNE(failed, b.getInt32(0)), b.getInt32(static_cast<int32_t>(RunStatus::collective)),
+                          b.getInt32(0));
+  }
+
 private:
   llvm::Module &m_;
+  std::string prefix_;
 };
 
 } // namespace
@@ -64,7 +86,12 @@ std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &lowered, c
 
   std::vector<GpuGraphProgram> programs = emit_gpu_kernels(*module, lowered, name, symbols, arch, plans);
   lower_gpu_kernels(*module, programs, GpuLoweringTarget::emulation, symbols.size());
-  EmulationLauncher launcher(*module);
+  for (const GpuGraphProgram &p : programs) // the emulator runs a rank's collectives in f32 (as the CPU)
+    for (const GpuGraphProgram::Item &item : p.items)
+      if (item.call && item.call->op == "all_reduce" && p.graph->type_of(item.call->operands[0]).dtype != DType::f32)
+        throw Error(ErrorCode::InvalidGraph, "all_reduce of " + p.graph->type_of(item.call->operands[0]).to_string() +
+                                                 ": the GPU emulator sums f32 only");
+  EmulationLauncher launcher(*module, name);
   GpuHostGraph root = emit_gpu_host(*module, programs, name, symbols, offsets, launcher);
 
   // The weights, embedded; the context is just their address.
@@ -124,6 +151,8 @@ std::unique_ptr<llvm::Module> build_gpu_emulation_module(const Graph &lowered, c
     HostStateTarget state(fn);
     emit_state_entry_points(*module, abi, size_fn, state);
   }
+  if (abi.world > 0) // a rank's program: the communicator (NAME_set_communicator) with the CPU's runtime
+    link_cpu_runtime(*module, name, false, "");
   verify_module(*module, "GPU emulation");
   return module;
 }

@@ -52,6 +52,8 @@ public:
         emit_loop(*item.call);
       else if (item.call && defines_symbol(*item.call))
         emit_define_symbol(*item.call);
+      else if (item.call && op_traits(item.call->op).has(OpTrait::communicates))
+        fail_if_nonzero(emit_collective(*item.call));
       else if (item.call)
         fail_if_nonzero(emit_call(*item.call));
       else
@@ -98,6 +100,23 @@ private:
     b_.SetInsertPoint(bad);
     b_.CreateRet(status);
     b_.SetInsertPoint(ok);
+  }
+
+  // all_reduce / all_gather between launches: the launcher's collective.
+  Value *emit_collective(const Node &node) {
+    ValueId x = node.operands[0];
+    const Shape &shape = g_.type_of(x).shape;
+    int64_t axis = node.op == "all_gather" ? node.attrs.get_int("axis") : 0;
+    Value *count = b_.getInt64(1), *outer = b_.getInt64(1),
+          *chunk = b_.getInt64(static_cast<int64_t>(dtype_size(g_.type_of(x).dtype)));
+    for (size_t a = 0; a < shape.size(); ++a) {
+      count = b_.CreateMul(count, dim(shape[a]));
+      if (static_cast<int64_t>(a) < axis)
+        outer = b_.CreateMul(outer, dim(shape[a]));
+      else
+        chunk = b_.CreateMul(chunk, dim(shape[a]));
+    }
+    return launcher_.collective(b_, node, pointer_of(x), pointer_of(node.results[0]), count, outer, chunk, context_);
   }
 
   void emit_launch(const GpuKernel &k, size_t index) {
@@ -291,6 +310,13 @@ private:
 };
 
 } // namespace
+
+Value *KernelLauncher::collective(llvm::IRBuilder<> &, const Node &node, Value *, Value *, Value *, Value *, Value *,
+                                  Value *) {
+  throw Error(ErrorCode::InvalidArgument, "'" + node.op + "': a tensor-parallel rank's program runs on the CPU and on "
+                                          "the GPU emulator; GPU collectives (NCCL/RCCL) are not implemented yet "
+                                          "(docs/tensor-parallel.md)");
+}
 
 GpuHostGraph emit_gpu_host(llvm::Module &module, const std::vector<GpuGraphProgram> &programs,
                            const std::string &prefix, const std::vector<std::string> &symbols,

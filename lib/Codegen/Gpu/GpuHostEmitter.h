@@ -53,6 +53,15 @@ public:
   /// returns an i32 status.
   virtual llvm::Value *copy_on_device(llvm::IRBuilder<> &b, llvm::Value *dst, llvm::Value *src, llvm::Value *bytes,
                                       llvm::Value *context) = 0;
+  /// Emits a tensor-parallel collective (`all_reduce`, `all_gather`: a
+  /// node with OpTrait::communicates) from device address `in` to `out`,
+  /// after every launch so far has finished: `count` f32 elements summed
+  /// over the ranks, or `outer` chunks of `chunk` bytes gathered. Returns
+  /// an i32 status. Only the emulator has one (its device memory is host
+  /// memory, its communicator the CPU runtime's); the device backends
+  /// refuse rank programs (docs/tensor-parallel.md).
+  virtual llvm::Value *collective(llvm::IRBuilder<> &b, const Node &node, llvm::Value *in, llvm::Value *out,
+                                  llvm::Value *count, llvm::Value *outer, llvm::Value *chunk, llvm::Value *context);
 };
 
 struct GpuHostGraph {

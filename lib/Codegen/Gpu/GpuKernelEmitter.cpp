@@ -68,7 +68,8 @@ public:
                                                      "' is read as a tensor by node '" + reader.op +
                                                      "'; on the GPU a symbol's definition only sets the dim "
                                                      "(read the operand it was defined from instead)");
-      if (has_bodies(node.op) || defines_symbol(node)) { // a call, a branch, a loop, a symbol's store: host code
+      if (has_bodies(node.op) || defines_symbol(node) || op_traits(node.op).has(OpTrait::communicates)) {
+        // host code: a call, a branch, a loop, a symbol's store, a collective
         program.items.push_back({-1, &node});
         continue;
       }
@@ -913,6 +914,8 @@ std::string gpu_kernel_kind(const std::string &op) {
     return "symbol"; // the value read on the host into the dims array, read by the launches after it
   if (traits.has(OpTrait::aliases_operand))
     return "state"; // a view of a state buffer: buffer_append's kernel stores its rows, buffer_prefix is none
+  if (traits.has(OpTrait::communicates))
+    return "collective"; // host code between launches: the emulator's communicator (KernelLauncher::collective)
   if (op == "constant")
     return op; // a weight in the blob
   if (op == "matmul" || op == "conv2d")
