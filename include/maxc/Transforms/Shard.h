@@ -1,7 +1,8 @@
 // Tensor parallelism: one rank's program of a model split Megatron-style
 // across `world` ranks (issue 27; docs/tensor-parallel.md).
 //
-// The split is decided from the ops, not from names: a value is either
+// The split is decided from the ops, not from names, on the canonical graph
+// (canonicalize runs first): a value is either
 // replicated (every rank holds all of it) or split along one axis (rank r
 // holds the r-th of `world` equal slices of each of its pieces, see
 // ShardLayout). Walking the graph in order:
@@ -17,7 +18,10 @@
 //     another axis, attention over split heads (grouped k/v heads split too,
 //     or each rank's one k/v head where there are fewer k/v heads than
 //     ranks) and state buffers (a KV cache: each rank keeps its heads) keep
-//     the split;
+//     the split; so does a split of the split axis into a whole number of
+//     equal parts per rank (torch's repeat_interleave of k/v heads): each
+//     rank holds its parts whole (Layout::owner), the others skip the ops
+//     on them, and their concat in rank order is split again;
 //   - any other op gets its split operands gathered (`all_gather`) and runs
 //     replicated, as do the graph's outputs: the result is always the
 //     single-device model's, up to the order of the partial sums.

@@ -284,3 +284,44 @@ TEST_CASE("shard override PATTERN=replicated keeps matching weights whole, and t
   run_ranks(2, [&](int r) { out[r] = Interpreter::run(*ranks[r], per_rank[r]); });
   MAXC_REQUIRE_CLOSE(out[0][0], whole[0], 1e-5, 1e-5);
 }
+
+TEST_CASE("grouped k/v heads repeated head by head (torch's repeat_interleave) stay split", "[transforms][shard]") {
+  // k = x Wk^T as [1, KV, S, hd]; each k/v head split off, unsqueezed,
+  // broadcast over its group and reshaped, the parts concatenated: H heads.
+  const int64_t S = 6, D = 32, H = 4, KV = 2, hd = 8, g = H / KV;
+  HostTensor wq = random_tensor(DType::f32, {H * hd, D}, -0.3, 0.3), wk = random_tensor(DType::f32, {KV * hd, D}, -0.3, 0.3);
+  HostTensor wo = random_tensor(DType::f32, {D, H * hd}, -0.3, 0.3), x = random_tensor(DType::f32, {1, S, D}, -1, 1);
+  auto heads = [&](const Tensor &t, int64_t n) {
+    return ops::transpose(ops::reshape(t, {Dim(1), Dim(S), Dim(n), Dim(hd)}), {0, 2, 1, 3});
+  };
+  auto graph = trace_graph(types_of({x}), [&](const std::vector<Tensor> &in) {
+    Tensor q = heads(ops::linear(in[0], Tensor::from_host(wq)), H);
+    Tensor k = heads(ops::linear(in[0], Tensor::from_host(wk)), KV);
+    std::vector<Tensor> parts;
+    for (const Tensor &p : ops::split(k, std::vector<int64_t>(KV, 1), 1))
+      parts.push_back(ops::reshape(ops::broadcast_to(ops::unsqueeze(p, {2}), {Dim(1), Dim(1), Dim(g), Dim(S), Dim(hd)}),
+                                   {Dim(1), Dim(g), Dim(S), Dim(hd)}));
+    Tensor kk = ops::concat(parts, 1); // [1, H, S, hd]
+    Tensor p = ops::softmax(ops::matmul(q, ops::transpose(kk, {0, 1, 3, 2})), -1);
+    Tensor o = ops::reshape(ops::transpose(ops::matmul(p, kk), {0, 2, 1, 3}), {Dim(1), Dim(S), Dim(H * hd)});
+    return std::vector<Tensor>{ops::linear(o, Tensor::from_host(wo))};
+  });
+  SECTION("2 ranks: one k/v head each") {
+    ShardReport report;
+    check_sharded(*graph, 2, {x}, {}, &report);
+    INFO(report.text());
+    REQUIRE(report.weights.size() == 3); // wq, wk, wo in graph order
+    CHECK(report.weights[0].split == "column");
+    CHECK(report.weights[1].split == "column");
+    CHECK(report.weights[2].split == "row");
+    CHECK(report.all_reduce_runs == 1);
+    CHECK(report.all_gather_runs == 0);
+  }
+  SECTION("4 ranks: fewer k/v heads than ranks, k replicated") {
+    ShardReport report;
+    check_sharded(*graph, 4, {x}, {}, &report);
+    INFO(report.text());
+    CHECK(report.all_reduce_runs == 1);
+    CHECK(report.all_gather_runs == 0);
+  }
+}
