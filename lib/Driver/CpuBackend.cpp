@@ -29,6 +29,7 @@ public:
     o.attention_kv_groups = true;   // grouped-query attention read in place (Cpu/AttentionEmitter)
     o.keep_recurrence = true;       // LSTM/GRU/RNN as one kernel over the sequence (Cpu/RecurrenceEmitter)
     o.keep_matmul_nbits = true;     // weight-only quantized matmuls read in their bits (Cpu/NbitsGemvEmitter)
+    o.keep_top_k = true;            // a selection per row in the runtime (Cpu/RuntimePool.c), at any row length
     o.dilated_conv_as_batch = true; // dilated 3x3 convs then take Winograd (Transforms/DilatedConvAsBatch.h)
     return o;
   }

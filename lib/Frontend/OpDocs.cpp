@@ -122,6 +122,7 @@ const std::map<std::string, OpDoc> &docs() {
     t["buffer_append"] = {{OperandDoc{"buffer", "[capacity, ...]", "T", "[4,3]"}, OperandDoc{"rows", "[n, ...]", "T", "[1,3]"}},
                           "[offset + n, ...]", {{"offset", Shape{2}}}};
     t["allreduce_sum"] = {{OperandDoc{"shards", "[...]", "T", "", false, true}}, "one [...] per shard", {}};
+    t["top_k"] = {{OperandDoc{"x", "[..., n]", "T", "[2,5]"}}, "[..., k], i64[..., k]", {{"k", Shape{2}}}};
     t["all_reduce"] = {{OperandDoc{"x", "[...]", "T", "[2,3]"}}, "[...]", {{"world", int64_t(2)}}};
     t["all_gather"] = {{OperandDoc{"x", "[..., d, ...]", "T", "[2,3]"}}, "[..., world * d, ...]",
                        {{"world", int64_t(2)}, {"axis", int64_t(1)}}};

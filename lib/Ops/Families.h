@@ -14,5 +14,6 @@ void register_structural_ops(OpRegistry &registry);
 void register_state_ops(OpRegistry &registry);         // State.cpp: buffer_prefix buffer_append (model state)
 void register_recurrence_ops(OpRegistry &registry);  // Recurrence.cpp: recurrence (LSTM/GRU/RNN; Ops/Recurrence.h)
 void register_quantized_ops(OpRegistry &registry);     // MatmulNbits.cpp: matmul_nbits (weight-only quantized)
+void register_top_k_ops(OpRegistry &registry);         // TopK.cpp: top_k (Ops/TopK.h)
 void register_attention_ops(OpRegistry &registry);     // Attention.cpp: attention (fused; Transforms/FuseAttention)    // Structural.cpp: call allreduce_sum
 } // namespace maxc

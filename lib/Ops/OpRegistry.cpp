@@ -29,6 +29,7 @@ const OpRegistry &OpRegistry::instance() {
     register_structural_ops(r);
     register_attention_ops(r);
     register_quantized_ops(r);
+    register_top_k_ops(r);
     register_recurrence_ops(r);
     register_state_ops(r);
     return r;

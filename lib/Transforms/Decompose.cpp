@@ -4,6 +4,7 @@
 #include "maxc/Transforms/PromotePrecision.h"
 
 #include "maxc/Ops/MatmulNbits.h"
+#include "maxc/Ops/TopK.h"
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Ops/Ops.h"
 #include "maxc/Transforms/DilatedConvAsBatch.h"
@@ -114,6 +115,8 @@ std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, Mat
     return {ops::gather(in[0], in[1], 0)};
   if (op == "matmul_nbits")
     return {ops::matmul_nbits_primitives(in, a)};
+  if (op == kTopKOp)
+    return ops::top_k_primitives(in, a);
   if (op == "global_avg_pool2d")
     return {ops::mean(in[0], {2, 3}, true)};
   return {};
@@ -212,6 +215,7 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
     bool whole = (options.keep_rowwise && keeps_row_kernel(from, node)) ||
                  (options.keep_recurrence && node.op == "recurrence" && keeps_recurrence(from, node)) ||
                  (options.keep_matmul_nbits && node.op == "matmul_nbits" && keeps_matmul_nbits(from, node)) ||
+                 (options.keep_top_k && node.op == kTopKOp && keeps_top_k(from, node)) ||
                  (options.fuse_attention && node.op == "attention" && keeps_attention(from, node, options.attention_low_precision) &&
                   (options.attention_kv_groups || node.attrs.get_int("kv_groups") == 1));
     std::vector<Tensor> results = whole                      ? std::vector<Tensor>{}
@@ -227,7 +231,11 @@ void rebuild(const Graph &from, Graph &to, const std::vector<PretransposedInput>
 
 bool is_composite_op(const std::string &op) {
   return op == "softmax" || op == "log_softmax" || op == "layer_norm" || op == "rms_norm" || op == "batch_norm" ||
-         op == "linear" || op == "embedding" || op == "global_avg_pool2d" || op == "attention" || op == "recurrence" || op == "matmul_nbits";
+         op == "linear" || op == "embedding" || op == "global_avg_pool2d" || op == "attention" || op == "recurrence" || op == "matmul_nbits" || op == kTopKOp;
+}
+
+bool keeps_top_k(const Graph &graph, const Node &node) {
+  return graph.type_of(node.operands[0]).dtype == DType::f32;
 }
 
 bool keeps_matmul_nbits(const Graph &graph, const Node &node) {

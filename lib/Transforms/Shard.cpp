@@ -7,14 +7,14 @@
 #include "maxc/Transforms/Rewrite.h"
 
 #include <algorithm>
-#include <fnmatch.h>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <map>
-#include <numeric>
 #include <optional>
 #include <set>
 #include <sstream>
+
+#include <fnmatch.h>
 
 namespace maxc {
 

@@ -45,6 +45,10 @@ struct DecomposeOptions {
   /// maxc/Ops/MatmulNbits.h) of f32 values whole: the backend reads the
   /// packed codes as they are (the CPU: Codegen/Cpu/NbitsGemvEmitter).
   bool keep_matmul_nbits = false;
+  /// Keep `top_k` nodes (maxc/Ops/TopK.h) of f32 values whole: the backend
+  /// selects each row's k first itself (the CPU: its runtime), at any row
+  /// length; otherwise they become the ranking composition.
+  bool keep_top_k = false;
   /// Dilated 3x3 convs as undilated ones over a batch of subsampled images
   /// (Transforms/DilatedConvAsBatch.h), applied after batch norms fold:
   /// for a backend whose undilated 3x3 convs take a faster kernel (the
@@ -66,5 +70,7 @@ bool keeps_attention(const Graph &graph, const Node &node, bool low_precision = 
 bool keeps_recurrence(const Graph &graph, const Node &node);
 /// True for a matmul_nbits node that DecomposeOptions::keep_matmul_nbits keeps (f32).
 bool keeps_matmul_nbits(const Graph &graph, const Node &node);
+/// True for a top_k node that DecomposeOptions::keep_top_k keeps (f32).
+bool keeps_top_k(const Graph &graph, const Node &node);
 
 } // namespace maxc

@@ -12,6 +12,7 @@
 #include "Cpu/NormEmitter.h"
 #include "Cpu/RecurrenceEmitter.h"
 #include "Cpu/Runtime.h"
+#include "maxc/Ops/TopK.h"
 #include "MathEmitter.h"
 #include "maxc/Codegen/LoweringPlan.h"
 #include "maxc/IR/GraphSymbols.h"
@@ -289,6 +290,8 @@ private:
       return emit_buffer_write(node);
     if (lowering == "collective")
       return emit_collective(node);
+    if (lowering == kTopKOp)
+      return emit_top_k(node);
     if (lowering == "matmul")
       return emit_matmul(node);
     if (lowering == "rows")
@@ -819,6 +822,26 @@ private:
         mod_.prefix + ".rt.all_gather",
         llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, b_.getInt64Ty(), b_.getInt64Ty(), b_.getInt32Ty()}, false));
     b_.CreateCall(fn, {pointer_of(x), pointer_of(out), outer, chunk, world});
+  }
+
+  // top_k (kept whole, f32): the runtime's selection per row (RuntimePool.c).
+  void emit_top_k(const Node &node) {
+    ValueId x = node.operands[0];
+    std::vector<Value *> dims = dims_of(x);
+    Value *rows = b_.getInt64(1);
+    for (size_t a = 0; a + 1 < dims.size(); ++a)
+      rows = b_.CreateMul(rows, dims[a]);
+    auto *ptr = b_.getPtrTy();
+    auto stored = [&](ValueId v) -> Value * {
+      return plan_.values[v].storage == Storage::fused ? static_cast<Value *>(llvm::ConstantPointerNull::get(ptr))
+                                                       : pointer_of(v);
+    };
+    llvm::Module &m = *b_.GetInsertBlock()->getModule();
+    auto fn = m.getOrInsertFunction(mod_.prefix + ".rt.top_k_f32", b_.getVoidTy(), ptr, b_.getInt64Ty(), b_.getInt64Ty(),
+                                    b_.getInt64Ty(), b_.getInt32Ty(), ptr, ptr);
+    b_.CreateCall(fn, {pointer_of(x), rows, dims.back(), dim(node.attrs.get_shape("k")[0]),
+                       b_.getInt32(node.attrs.get_bool("largest", true) ? 1 : 0), stored(node.results[0]),
+                       stored(node.results[1])});
   }
 
   // buffer_append: the new rows stored at rows [offset, offset + n) of the
@@ -2420,6 +2443,8 @@ std::string cpu_lowering(const std::string &op) {
     return op; // kept whole for f32 (DecomposeOptions::keep_recurrence): Cpu/RecurrenceEmitter
   if (op == "matmul_nbits")
     return op; // kept whole for f32 (DecomposeOptions::keep_matmul_nbits): Cpu/NbitsGemvEmitter
+  if (op == kTopKOp)
+    return op; // kept whole for f32 (DecomposeOptions::keep_top_k): the runtime's selection per row
   if (op_traits(op).has(OpTrait::rowwise))
     return "rows"; // softmax, norms kept whole (f32): one row kernel (NormEmitter)
   if (has_elemental_lowering(op))

@@ -486,7 +486,7 @@ std::unique_ptr<llvm::Module> build_module(const ModuleSpec &spec, llvm::LLVMCon
       }
   }
   // The runtime's functions that every partition's kernels call.
-  for (const char *f : {"parallel_for", "profile_begin", "profile_end", "all_reduce_f32", "all_gather"})
+  for (const char *f : {"parallel_for", "profile_begin", "profile_end", "all_reduce_f32", "all_gather", "top_k_f32"})
     if (llvm::Function *fn = module->getFunction(name + ".rt." + f); fn && split)
       share(fn);
   codegen::verify_module(*module, "CPU model");

@@ -493,6 +493,69 @@ int32_t maxc_rt_take_comm_status(void) {
   return s;
 }
 
+/* top_k of f32 rows (Ops/TopK.h): each row's k first elements, largest
+ * (or smallest) first, ties by the lower index, NaN above every number;
+ * values and indices written [rows, k] (either may be null: not stored).
+ * A heap of the k best so far with the worst at its root, O(n log k) per
+ * row, then heapsort: best first. The indices row is the heap when given. */
+static int maxc_rt_topk_before(const float *x, int64_t a, int64_t b, int32_t largest) {
+  float va = x[a], vb = x[b];
+  int na = va != va, nb = vb != vb;
+  if (na || nb)
+    return na && nb ? a < b : (largest ? na : nb);
+  return largest ? (va > vb || (va == vb && a < b)) : (va < vb || (va == vb && a < b));
+}
+
+/* Sifts heap[at] down a heap of `size` whose root is the element every
+ * other ranks before (the worst). */
+static void maxc_rt_topk_sift(const float *x, int64_t *heap, int64_t size, int64_t at, int32_t largest) {
+  for (;;) {
+    int64_t worst = at, l = 2 * at + 1, r = l + 1;
+    if (l < size && maxc_rt_topk_before(x, heap[worst], heap[l], largest))
+      worst = l;
+    if (r < size && maxc_rt_topk_before(x, heap[worst], heap[r], largest))
+      worst = r;
+    if (worst == at)
+      return;
+    int64_t t = heap[at];
+    heap[at] = heap[worst];
+    heap[worst] = t;
+    at = worst;
+  }
+}
+
+void maxc_rt_top_k_f32(const float *x, int64_t rows, int64_t n, int64_t k, int32_t largest, float *values,
+                       int64_t *indices) {
+  if (k <= 0 || k > n)
+    return;
+  int64_t *scratch = indices ? 0 : (int64_t *)malloc((unsigned long)(k * 8));
+  if (!indices && !scratch)
+    return;
+  for (int64_t row = 0; row < rows; ++row) {
+    const float *xr = x + row * n;
+    int64_t *heap = indices ? indices + row * k : scratch;
+    for (int64_t i = 0; i < k; ++i)
+      heap[i] = i;
+    for (int64_t i = k / 2; i-- > 0;)
+      maxc_rt_topk_sift(xr, heap, k, i, largest);
+    for (int64_t i = k; i < n; ++i)
+      if (maxc_rt_topk_before(xr, i, heap[0], largest)) {
+        heap[0] = i;
+        maxc_rt_topk_sift(xr, heap, k, 0, largest);
+      }
+    for (int64_t end = k - 1; end > 0; --end) { /* the worst to the back: best first */
+      int64_t t = heap[0];
+      heap[0] = heap[end];
+      heap[end] = t;
+      maxc_rt_topk_sift(xr, heap, end, 0, largest);
+    }
+    if (values)
+      for (int64_t i = 0; i < k; ++i)
+        values[row * k + i] = xr[heap[i]];
+  }
+  free(scratch);
+}
+
 #ifdef MAXC_RT_PROFILE
 #include "RuntimeProfile.c"
 #endif

@@ -4,6 +4,7 @@
 #include "OnnxTensor.h"
 
 #include "maxc/Ops/Ops.h"
+#include "maxc/Ops/TopK.h"
 #include "maxc/Support/Error.h"
 
 #include <algorithm>
@@ -2250,36 +2251,8 @@ Outs depth_space(const OnnxNode &node) {
   return {ops::reshape(t, {N, c, H * Dim(b), W * Dim(b)})};
 }
 
-/// The ranking TopK's limit: n elements cost an [n, n] comparison.
-constexpr int64_t kTopKRankLimit = 4096;
-
-/// The k first of m's last axis (n <= kTopKRankLimit elements) in TopK
-/// order, by ranking: rank_i = #{j : m_j before m_i} (ties: lower position
-/// first), then a one-hot select per output position, of m and of
-/// `payload` (m's rank, broadcast against it: what the indices output
-/// carries).
-std::pair<Tensor, Tensor> rank_top_k(const Tensor &m, const Tensor &payload, const Dim &k, bool largest) {
-  int64_t r = m.rank(), n = m.shape()[r - 1].value();
-  Tensor xi = ops::unsqueeze(m, {r}), xj = ops::unsqueeze(m, {r - 1}); // [...,n,1], [...,1,n]
-  Shape nn{Dim(n), Dim(n)};
-  Tensor i_idx = ops::iota(nn, 0, DType::i64), j_idx = ops::iota(nn, 1, DType::i64);
-  Tensor better = largest ? ops::greater(xj, xi) : ops::less(xj, xi);
-  Tensor before = ops::logical_or(better, ops::logical_and(ops::equal(xj, xi), ops::less(j_idx, i_idx)));
-  Tensor rank = ops::sum(ops::cast(before, DType::i64), {r}, false); // [..., n]
-  Tensor hit = ops::equal(ops::unsqueeze(rank, {r}), ops::iota({Dim(n), k}, 1, DType::i64)); // [..., n, k]
-  Tensor values = ops::sum(ops::where(hit, xi, sc(0, m.dtype())), {r - 1}, false);
-  Tensor carried = ops::sum(ops::where(hit, ops::unsqueeze(payload, {r}), sc(0, payload.dtype())), {r - 1}, false);
-  return {values, carried};
-}
-
-/// TopK with a k along a static axis. Up to kTopKRankLimit elements: one
-/// ranking (rank_top_k; exact, O(n^2) work). Beyond, with a static k: the
-/// axis in the fewest near-equal chunks of at most that many, each chunk's
-/// k first with their indices in the whole axis, then the k first of those
-/// chunks' results side by side (kept in chunk order, so among equal values
-/// a position is an index order and the lower index still wins): the same
-/// values and indices, O(n^2 / chunks) work (YOLOv10's top 300 of 5100
-/// class scores: two chunks of 2550, then 600).
+/// TopK: the core top_k (Ops/TopK.h) over the axis moved last, k static
+/// or a dim bound at run time from its input (at most the axis' size).
 Outs top_k(const OnnxNode &node) {
   Tensor x = node.in(0);
   int64_t axis = norm_axis(node.attr_int("axis", -1), x.rank());
@@ -2290,12 +2263,6 @@ Outs top_k(const OnnxNode &node) {
                                                     : Dim(node.opset() >= 10 ? node.ints(1).at(0) : node.attr_int("k", 1));
   if (k.is_static() && (k.value() < 0 || k.value() > n))
     unsupported("TopK k=" + k.to_string() + " is out of range");
-  int64_t chunks = (n + kTopKRankLimit - 1) / kTopKRankLimit;
-  if (chunks > 1 && (!k.is_static() || k.value() > n / chunks || chunks * k.value() > kTopKRankLimit))
-    unsupported("TopK over " + std::to_string(n) + " elements with k=" + k.to_string() +
-                " is not supported (maxc ranks at most " + std::to_string(kTopKRankLimit) +
-                " elements at once: beyond, k must be static, at most a chunk's size and the chunks' k first at most " +
-                std::to_string(kTopKRankLimit) + " together)");
   std::vector<int64_t> perm, inverse(x.rank());
   for (int64_t i = 0; i < x.rank(); ++i)
     if (i != axis)
@@ -2303,28 +2270,8 @@ Outs top_k(const OnnxNode &node) {
   perm.push_back(axis);
   for (size_t i = 0; i < perm.size(); ++i)
     inverse[perm[i]] = static_cast<int64_t>(i);
-  Tensor m = ops::transpose(x, perm); // [..., n]
-  int64_t last = m.rank() - 1;
-  auto positions = [&](int64_t from, int64_t count) { // [..., count]: from, from + 1, ... (broadcast over m's rows)
-    Shape s(static_cast<size_t>(m.rank()), Dim(1));
-    s.back() = Dim(count);
-    return ops::add(ops::iota(s, last, DType::i64), sc(double(from), DType::i64));
-  };
-  std::pair<Tensor, Tensor> top;
-  if (chunks == 1) {
-    top = rank_top_k(m, positions(0, n), k, largest);
-  } else {
-    std::vector<Tensor> values, indices;
-    for (int64_t c = 0; c < chunks; ++c) {
-      int64_t c0 = n * c / chunks, c1 = n * (c + 1) / chunks;
-      Tensor part = ops::slice(m, {c0}, {c1}, {last});
-      auto [v, i] = rank_top_k(part, positions(c0, c1 - c0), k, largest);
-      values.push_back(v);
-      indices.push_back(i);
-    }
-    top = rank_top_k(ops::concat(values, last), ops::concat(indices, last), k, largest);
-  }
-  return {ops::transpose(top.first, inverse), ops::transpose(top.second, inverse)};
+  std::vector<Tensor> top = ops::top_k(ops::transpose(x, perm), k, largest);
+  return {ops::transpose(top[0], inverse), ops::transpose(top[1], inverse)};
 }
 
 /// Einsum: a label repeated in one operand first takes that operand's

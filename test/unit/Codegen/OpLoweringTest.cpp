@@ -60,7 +60,9 @@ TEST_CASE("every op has a lowering on every backend", "[codegen][ops][traits]") 
       // steps (Cpu/RecurrenceEmitter; the GPU backends get it unrolled),
       // and matmul_nbits as one kernel on the packed codes (Cpu/NbitsGemvEmitter).
       CHECK(cpu == (def->has(OpTrait::rowwise)                                        ? "rows"
-                    : def->name == "attention" || def->name == "recurrence" || def->name == "matmul_nbits" ? def->name
+                    : def->name == "attention" || def->name == "recurrence" || def->name == "matmul_nbits" ||
+                            def->name == "top_k"
+                        ? def->name
                                                                                       : ""));
       CHECK(gpu == (def->name == "attention" ? "attention" : ""));
       continue;
