@@ -558,8 +558,10 @@ def tensor_parallel(ctx):
         print("threads: " + (threads.stdout + threads.stderr).strip())
         run_command([mpicc] + flags + ["-DMAXC_TP_MPI", program] + objects + ["-lm", "-o", ctx.path(model + "_mpi")],
                     ctx.tmp, rc=0)
-        # One node: `--mca plm isolated` launches without ssh (OpenMPI 4.1 wants an rsh agent otherwise).
-        mpi = run_command([mpirun, "--allow-run-as-root", "--oversubscribe", "--mca", "plm", "isolated", "-np", "2",
+        # One node: `--mca plm isolated` launches without ssh (OpenMPI 4.1 wants an rsh agent otherwise);
+        # no single-copy shared memory (containers often forbid the ptrace it needs).
+        mpi = run_command([mpirun, "--allow-run-as-root", "--oversubscribe", "--mca", "plm", "isolated",
+                           "--mca", "btl_vader_single_copy_mechanism", "none", "-np", "2",
                            ctx.path(model + "_mpi")] + args, ctx.tmp, rc=0, timeout=120)
         print("mpirun -np 2: " + (mpi.stdout + mpi.stderr).strip())
         if model == "llama":
