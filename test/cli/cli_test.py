@@ -345,6 +345,7 @@ def tensor_parallel_cli(ctx):
     for args in (["trace", gpt, "--emit", "sharding"], ["trace", gpt, "--tensor-parallel", "0"],
                  ["trace", gpt, "--tensor-parallel", "2", "--rank", "2"],
                  ["run", gpt, "--tensor-parallel", "2", "--device", "cuda"],
+                 ["run", ctx.example("llama"), "--tensor-parallel", "2", "--prompt", "1,2", "--generate", "2"],
                  ["compile", gpt, "--tensor-parallel", "2", "--gpu", "gfx90a", "-o", ctx.path("x.o")],
                  ["compile", gpt, "--tensor-parallel", "2", "--rank", "5", "-o", ctx.path("x.o")],
                  ["compile", gpt, "--rank", "1", "-o", ctx.path("x.o")],

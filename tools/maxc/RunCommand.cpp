@@ -174,8 +174,15 @@ int run_run(const GlobalOptions &global, const RunOptions &options) {
   }
   use_graph_input_names(input_files, model);
 
-  if (options.generate_given || !options.prompt.empty() || options.max_context != 0)
+  if (options.generate_given || !options.prompt.empty() || options.max_context != 0) {
+    if (options.tensor_parallel > 1) {
+      diagnostics.error(ErrorCode::InvalidArgument, "", "--tensor-parallel",
+                        "--generate runs one device; a tensor-parallel decode is a C program over the rank "
+                        "artifacts (examples/tensor-parallel/llama_tp.c)");
+      return finish(global, diagnostics);
+    }
     return run_generate(global, options, graph, dims, input_files, max_memory, diagnostics);
+  }
 
   std::vector<HostTensor> inputs;
   for (ValueId id : graph.input_ids()) {
