@@ -93,7 +93,7 @@ HostTensor slice_pieces(const HostTensor &t, const Layout &layout, int rank, int
 
 /// A body's interface as its calls see it.
 struct BodyPlan {
-  std::vector<Layout> inputs, outputs;
+  std::vector<Layout> inputs; // its outputs are always whole
 };
 
 struct Shared {
@@ -115,7 +115,6 @@ public:
   /// Input index → the layout a reader wanted for a free input this build
   /// declared replicated (the next build declares it so).
   std::map<size_t, Layout> demands;
-  std::vector<Layout> output_layouts;
   bool report = false; // record weights in the report (the final root build)
   /// Column-parallel products (node indices) to run replicated instead,
   /// and those this build found gathered before an op that could not keep
@@ -171,7 +170,6 @@ public:
       name_ = i < from_.output_names().size() && !from_.output_names()[i].empty() ? "output " + from_.output_names()[i]
                                                                                  : "output " + std::to_string(i);
       outputs.push_back(full(o));
-      output_layouts.push_back(Layout{});
     }
     to_.set_outputs(outputs, from_.output_names());
   }
@@ -787,7 +785,7 @@ private:
     std::vector<ValueId> ids = to_.add_node(node.op, ops, node.attrs, node.name);
     Results out;
     for (size_t i = 0; i < ids.size(); ++i)
-      out.push_back({ids[i], plan.outputs[i]});
+      out.push_back({ids[i], Layout{}});
     return out;
   }
 
@@ -812,7 +810,7 @@ private:
 /// no column-parallel product is gathered before an op (at most 8 builds).
 std::unique_ptr<Graph> build(Shared &s, const Graph &from, const std::function<void(Graph &)> &prepare,
                              const std::vector<bool> &free_inputs, bool is_root, bool report,
-                             std::vector<Layout> &input_layouts, std::vector<Layout> &output_layouts) {
+                             std::vector<Layout> &input_layouts) {
   input_layouts.assign(from.input_ids().size(), Layout{});
   std::set<int64_t> keep_whole;
   for (int attempt = 0;; ++attempt) {
@@ -828,7 +826,6 @@ std::unique_ptr<Graph> build(Shared &s, const Graph &from, const std::function<v
     keep_whole.insert(sharder.retry_whole.begin(), sharder.retry_whole.end());
     bool done = (sharder.demands.empty() && keep_whole.size() == whole_before) || attempt == 7;
     if (done) {
-      output_layouts = sharder.output_layouts;
       return to;
     }
     if (s.report) { // this build is discarded: so is what it reported
@@ -952,7 +949,7 @@ std::unique_ptr<Graph> shard_graph(const Graph &original, const ShardOptions &op
       free = free_body_inputs.at(sub->name());
     BodyPlan plan;
     std::shared_ptr<Graph> body = build(
-        s, *sub, [&](Graph &g) { g.attach_root(holder); }, free, false, false, plan.inputs, plan.outputs);
+        s, *sub, [&](Graph &g) { g.attach_root(holder); }, free, false, false, plan.inputs);
     if (whole)
       plan.inputs.assign(sub->input_ids().size(), Layout{});
     s.bodies[sub->name()] = plan;
@@ -985,14 +982,14 @@ std::unique_ptr<Graph> shard_graph(const Graph &original, const ShardOptions &op
     }
     free_root[i] = ok;
   }
-  std::vector<Layout> root_inputs, root_outputs;
+  std::vector<Layout> root_inputs;
   std::unique_ptr<Graph> root = build(
       s, graph,
       [&](Graph &g) {
         for (const auto &body : bodies)
           g.add_subgraph(body);
       },
-      free_root, true, true, root_inputs, root_outputs);
+      free_root, true, true, root_inputs);
 
   if (report) {
     for (size_t i = 0; i < root_inputs.size(); ++i)

@@ -349,7 +349,8 @@ def tensor_parallel_cli(ctx):
                  ["compile", gpt, "--tensor-parallel", "2", "--gpu", "gfx90a", "-o", ctx.path("x.o")],
                  ["compile", gpt, "--tensor-parallel", "2", "--rank", "5", "-o", ctx.path("x.o")],
                  ["compile", gpt, "--rank", "1", "-o", ctx.path("x.o")],
-                 ["--shard", "*mlp*=column", "trace", gpt, "--tensor-parallel", "2"]):
+                 ["--shard", "*mlp*=column", "trace", gpt, "--tensor-parallel", "2"],
+                 ["--shard", "*mlp*=replicated", "trace", gpt]):
         r = ctx.run(args, rc=1)
         expect("error[E0002]" in r.stderr, "expected an E0002 diagnostic", r)
     expect(listing(ctx.tmp) == before, "nothing written: %s" % listing(ctx.tmp))

@@ -318,6 +318,13 @@ the most threads one of its jobs ran on, and the model nodes it computes.)");
     }
     global.shard_replicated.push_back(sh.substr(0, eq));
   }
+  // --shard only means something to a split model: never ignored silently.
+  bool splitting = (*trace_cmd && trace.tensor_parallel > 1) || (*run_cmd && run.tensor_parallel > 1) ||
+                   (*compile_cmd && compile.tensor_parallel > 1);
+  if (!shards.empty() && !splitting) {
+    std::cerr << "maxc: error[E0002]: --shard: only with --tensor-parallel N (N >= 2) on trace, run or compile\n";
+    return 1;
+  }
   inspect.json = inspect.json || version_json;
   diff.json = diff.json || version_json;
   trace.emit_given = trace_cmd->count("--emit") > 0;
