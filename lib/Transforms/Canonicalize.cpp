@@ -8,6 +8,7 @@
 #include "maxc/Transforms/FuseActivations.h"
 #include "maxc/Transforms/FoldBatchNorm.h"
 #include "maxc/Transforms/FuseNorms.h"
+#include "maxc/Transforms/Inline.h"
 
 #include <algorithm>
 #include <cmath>
@@ -596,6 +597,113 @@ private:
   }
 };
 
+/// transpose(split(transpose(x, p), axis)[r], q) with q undoing p → the
+/// slice of x that piece r is, along x's axis p[axis]: tf2onnx's NHWC split
+/// between NCHW ops (Transpose, Split on channels, Transpose back per
+/// piece). The piece is then a contiguous range of x's rows, not a view
+/// through two transposes that every reader computes a row apart.
+class TransposeOfSplitOfTranspose final : public RewritePattern {
+public:
+  const char *name() const override { return "transpose-of-split-of-transpose"; }
+  const char *root_op() const override { return "transpose"; }
+  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
+    const Node *split = rc.match.producer_op(node.operands[0], "split");
+    if (!split)
+      return {};
+    const Node *inner = rc.match.producer_op(split->operands[0], "transpose");
+    if (!inner)
+      return {};
+    const Tensor &x = rc.value(inner->operands[0]);
+    const int64_t rank = x.rank();
+    std::vector<int64_t> p = inner->attrs.get_ints("perm"), q = node.attrs.get_ints("perm");
+    if (static_cast<int64_t>(p.size()) != rank || static_cast<int64_t>(q.size()) != rank)
+      return {};
+    for (int64_t i = 0; i < rank; ++i) {
+      int64_t qi = q[static_cast<size_t>(i)] < 0 ? q[static_cast<size_t>(i)] + rank : q[static_cast<size_t>(i)];
+      if (qi < 0 || qi >= rank)
+        return {};
+      int64_t pq = p[static_cast<size_t>(qi)] < 0 ? p[static_cast<size_t>(qi)] + rank : p[static_cast<size_t>(qi)];
+      if (pq != i) // result[i] = mid[q[i]] = x[p[q[i]]]: must be x[i]
+        return {};
+    }
+    int64_t axis = split->attrs.get_int("axis");
+    if (axis < 0)
+      axis += rank;
+    if (axis < 0 || axis >= rank)
+      return {};
+    std::vector<int64_t> sizes = split->attrs.get_ints("sizes");
+    size_t r = static_cast<size_t>(std::find(split->results.begin(), split->results.end(), node.operands[0]) -
+                                   split->results.begin());
+    if (r >= sizes.size())
+      return {};
+    int64_t start = 0;
+    for (size_t k = 0; k < r; ++k)
+      start += sizes[k];
+    int64_t x_axis = p[static_cast<size_t>(axis)] < 0 ? p[static_cast<size_t>(axis)] + rank : p[static_cast<size_t>(axis)];
+    return {ops::slice(x, {start}, {start + sizes[r]}, {x_axis})};
+  }
+};
+
+/// cast(f(transpose(x)), narrower) → transpose(cast(f(x))): f a chain of
+/// at most 16 elementwise ops, each read only by the next, whose other
+/// operands are one-element values (a DynamicQuantizeLinear's divide,
+/// round, shift and clamp before its cast to 8 bits), the transpose read
+/// only by the chain. The chain then runs along x's rows into a narrow
+/// result, and the transpose moves that (on the CPU, its tiled kernel:
+/// PlanOptions::store_before_tiled_transposes), where a read through the
+/// transpose computed each element alone, a row apart, and moved the wide
+/// values. Bit-exact: the same ops on the same elements.
+class NarrowBeforeTranspose final : public RewritePattern {
+public:
+  const char *name() const override { return "narrow-before-transpose"; }
+  const char *root_op() const override { return "cast"; }
+  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
+    const Graph &g = rc.match.graph();
+    if (dtype_size(g.type_of(node.results[0]).dtype) >= dtype_size(in[0].dtype()))
+      return {};
+    std::vector<std::pair<const Node *, size_t>> chain; // (node, its chain operand), from the cast up
+    ValueId v = node.operands[0];
+    const Node *t = nullptr;
+    for (int depth = 0; depth <= 16 && !t; ++depth) {
+      const Node *p = rc.match.producer(v);
+      if (!p || !rc.match.single_use(v) || p->results.size() != 1)
+        return {};
+      if (p->op == "transpose") {
+        t = p;
+        break;
+      }
+      if (!op_traits(p->op).has(OpTrait::elementwise) || depth == 16)
+        return {};
+      const TensorType &out = g.type_of(p->results[0]);
+      size_t at = p->operands.size();
+      for (size_t i = 0; i < p->operands.size(); ++i) {
+        const TensorType &o = g.type_of(p->operands[i]);
+        if (o.shape == out.shape && at == p->operands.size())
+          at = i;
+        else if (o.rank() > out.rank() || shape_numel(o.shape) != Dim(1))
+          return {};
+      }
+      if (at == p->operands.size())
+        return {};
+      chain.emplace_back(p, at);
+      v = p->operands[at];
+    }
+    if (!t)
+      return {};
+    Graph &to = rc.out.graph();
+    Tensor cur = rc.value(t->operands[0]);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      std::vector<Tensor> operands;
+      for (size_t i = 0; i < it->first->operands.size(); ++i)
+        operands.push_back(i == it->second ? cur : rc.value(it->first->operands[i]));
+      cur = copy_node(to, *it->first, operands).at(0);
+    }
+    cur = copy_node(to, node, {cur}).at(0);
+    std::vector<int64_t> perm = t->attrs.get_ints("perm");
+    return {ops::transpose(cur, perm)};
+  }
+};
+
 } // namespace
 
 const std::vector<const RewritePattern *> &canonicalization_patterns() {
@@ -607,6 +715,8 @@ const std::vector<const RewritePattern *> &canonicalization_patterns() {
   static const ReshapeChain reshape_chain;
   static const TransposeChain transpose_chain;
   static const TransposeOfUnitDims transpose_of_unit_dims;
+  static const NarrowBeforeTranspose narrow_before_transpose;
+  static const TransposeOfSplitOfTranspose transpose_of_split_of_transpose;
   static const ConvOfChannelScale conv_of_channel_scale;
   static const ConvOfZeroPad conv_of_zero_pad;
   static const ConvOfComputedWeight conv_of_computed_weight;
@@ -618,7 +728,8 @@ const std::vector<const RewritePattern *> &canonicalization_patterns() {
   static const std::vector<const RewritePattern *> list = [&] {
     std::vector<const RewritePattern *> l = {&pow_by_constant, &div_identity, &div_by_sqrt,  &div_by_constant,
                                              &mul_identity,    &sub_identity, &add_identity, &cast_chain,
-                                             &reshape_chain,   &transpose_chain, &transpose_of_unit_dims,
+                                             &reshape_chain,   &transpose_chain, &transpose_of_unit_dims, &transpose_of_split_of_transpose,
+                                             &narrow_before_transpose,
                                              &conv_of_channel_scale, &conv_of_zero_pad, &conv_of_computed_weight,
                                              &max_pool_of_zero_pad,
                                              &constant_reshape,
@@ -636,7 +747,14 @@ const std::vector<const RewritePattern *> &canonicalization_patterns() {
 }
 
 std::unique_ptr<Graph> canonicalize(const Graph &graph, RewriteStats *stats) {
-  return apply_patterns(graph, canonicalization_patterns(), stats);
+  // Definitions called once first: the patterns then see across what were
+  // call boundaries (Inline.h).
+  size_t inlined = 0;
+  std::unique_ptr<Graph> flat = inline_single_calls(graph, &inlined);
+  if (stats && inlined)
+    stats->fired["inline-single-call"] += inlined;
+  std::unique_ptr<Graph> out = apply_patterns(flat ? *flat : graph, canonicalization_patterns(), stats);
+  return out ? std::move(out) : std::move(flat);
 }
 
 } // namespace maxc

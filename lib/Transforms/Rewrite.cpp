@@ -93,9 +93,6 @@ void carry_symbols(const Graph &from, Graph &to) {
   to.symbol_table() = from.symbol_table();
 }
 
-namespace {
-
-/// Makes `to`'s inputs and constants those of `from`.
 void copy_interface(const Graph &from, Graph &to) {
   carry_symbols(from, to);
   for (ValueId id : from.input_ids())
@@ -108,8 +105,6 @@ void copy_interface(const Graph &from, Graph &to) {
   }
 }
 
-/// Copies node `node` of another graph into `to` as it is (attributes and
-/// debug name kept), its operands mapped to `to`'s values.
 std::vector<Tensor> copy_node(Graph &to, const Node &node, const std::vector<Tensor> &operands) {
   std::vector<ValueId> ids;
   ids.reserve(operands.size());
@@ -120,6 +115,8 @@ std::vector<Tensor> copy_node(Graph &to, const Node &node, const std::vector<Ten
     out.push_back(Tensor::from_graph_value(to.value(r)));
   return out;
 }
+
+namespace {
 
 /// One round over one graph: `from` rebuilt into the empty `to` (its inputs
 /// and constants already made). Returns how many nodes a pattern replaced.

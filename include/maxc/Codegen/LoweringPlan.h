@@ -282,6 +282,14 @@ struct PlanOptions {
   /// Off for the GPU backends, whose plan pass stores a matmul through the
   /// views after it instead (refine_gpu_plans).
   bool fuse_broadcast_views = false;
+  /// A computed value (not only a view of stored values) read by a
+  /// transpose that moves its last axis is stored, not fused into the
+  /// transpose: computed contiguously (vectorized), then moved by the CPU's
+  /// tiled transpose (emit_transpose_tiles). Fused, the tile kernel would
+  /// compute each element alone (a DynamicQuantizeLinear's arithmetic
+  /// before an NCHW → NHWC transpose ran at a third of the speed). Only
+  /// where the tiles apply (tileable_transpose).
+  bool store_before_tiled_transposes = false;
   /// A backend's plan pass, run over the plans of the root graph and its
   /// subgraphs once they are made (plan_lowering_all; plan_lowering runs it
   /// on its one graph as a root). The GPU backends' is refine_gpu_plans
@@ -295,6 +303,7 @@ inline PlanOptions cpu_plan_options() {
   options.strided_attention_operands = true;
   options.int8_gemm = true;
   options.in_place_concat = true;
+  options.store_before_tiled_transposes = true;
   options.fuse_broadcast_views = true;
   return options;
 }

@@ -34,6 +34,16 @@
 //   transpose-of-unit-dims  a transpose moving only dims of    bit-exact (no element moves)
 //                     static size 1 (the others keep their order) → a reshape
 //                     (tf2onnx's NHWC → NCHW of a 1-channel image)
+//   transpose-of-split-of-transpose  transpose(split(         bit-exact (the same elements)
+//                     transpose(x, p))[r], q), q undoing p →
+//                     the slice of x that piece r is (tf2onnx's
+//                     NHWC split between NCHW ops)
+//   narrow-before-transpose  cast(f(transpose(x)), narrower  bit-exact (the same ops on the
+//                     dtype) → transpose(cast(f(x))), f ≤ 16  same elements)
+//                     elementwise ops each read once, their
+//                     other operands one-element (a
+//                     DynamicQuantizeLinear before an NHWC
+//                     transpose): the transpose moves bytes
 //   conv-of-channel-scale  conv (one group) of a depthwise   the folded weights computed in
 //                     1x1 stride-1 conv with constant weights  double: ≤ 1e-5 relative (not
 //                     read there only → the conv with         bit-exact: one rounding fewer)
@@ -97,6 +107,10 @@
 //                     i32(zp)) * s)), q an 8-bit constant,     1 ulp of each product (FMA of
 //                     s/zp per tensor or per column, a ≤ 16    code·s − zp·s), the sums another
 //                     static rows → matmul_nbits on the codes  order (DequantizedMatmul.h)
+//
+// Before the patterns, a subgraph definition called from one place only is
+// inlined into the root (Inline.h; counted as inline-single-call): bit-exact,
+// and the patterns then see across what was a call boundary.
 //
 // A rule fires only where the node's result type stays exactly what it was
 // (a broadcast that widens x keeps the node). An unchanged graph compiles to

@@ -308,3 +308,26 @@ TEST_CASE("the workspace bound takes the largest callee need, not their sum", "[
   CHECK(both.evaluate({{"n", 3}, {"m", 50}}) == need_m.evaluate({{"m", 50}}));
   CHECK(both.evaluate({{"n", 70}, {"m", 50}}) == need_n.evaluate({{"n", 70}}));
 }
+
+TEST_CASE("a computed value read through a transpose of its last axis is stored for the tiled transpose",
+          "[codegen][plan]") {
+  // exp(x) transposed NCHW → NHWC, then a sigmoid of the result.
+  auto g = trace({TensorType(DType::f32, {1, 16, 24})},
+                 [](auto &in) { return std::vector<Tensor>{ops::sigmoid(ops::transpose(ops::exp(in[0]), {0, 2, 1}))}; });
+  // The CPU: exp stored (computed along rows), the transpose fused into the
+  // sigmoid (moves stored values only).
+  CHECK(describe_plan(*g, plan_lowering(*g, cpu_plan_options())) == "%1 exp: temp slot 0 (1536 bytes)\n"
+                                                                      "%2 transpose: fused\n"
+                                                                      "%3 sigmoid: output 0\n");
+  // Without the option (the GPU backends), all one kernel.
+  CHECK(describe_plan(*g, plan_lowering(*g)) == "%1 exp: fused\n"
+                                                 "%2 transpose: fused\n"
+                                                 "%3 sigmoid: output 0\n");
+  // A transpose that keeps the last axis, or of tiles below 8: fused.
+  auto kept = trace({TensorType(DType::f32, {4, 16, 24})},
+                    [](auto &in) { return std::vector<Tensor>{ops::sigmoid(ops::transpose(ops::exp(in[0]), {1, 0, 2}))}; });
+  CHECK(describe_plan(*kept, plan_lowering(*kept, cpu_plan_options())).find("exp: fused") != std::string::npos);
+  auto small = trace({TensorType(DType::f32, {1, 4, 24})},
+                     [](auto &in) { return std::vector<Tensor>{ops::sigmoid(ops::transpose(ops::exp(in[0]), {0, 2, 1}))}; });
+  CHECK(describe_plan(*small, plan_lowering(*small, cpu_plan_options())).find("exp: fused") != std::string::npos);
+}

@@ -1244,3 +1244,49 @@ TEST_CASE("dequantized-matmul near misses stay a matmul", "[transforms][canonica
     return T{ops::matmul(in[0], dequant(in[1], zp(), Tensor::from_host(scalar_of(DType::f32, 0.1))))};
   });
 }
+
+TEST_CASE("canonicalize: a split between a transpose and its inverse is a slice", "[transforms][canonicalize]") {
+  // tf2onnx's NHWC split between NCHW ops: transpose, split on channels,
+  // transpose back per piece.
+  HostTensor x = random_tensor(DType::f32, {1, 6, 4, 5});
+  check_rule({x}, [](auto &in) {
+    T pieces = ops::split(ops::transpose(in[0], {0, 2, 3, 1}), {2, 4}, 3);
+    return T{ops::exp(ops::transpose(pieces[0], {0, 3, 1, 2})), ops::transpose(pieces[1], {0, 3, 1, 2})};
+  }, "slice exp slice", 0);
+  // Near misses: the outer transpose does not undo the inner one; no split
+  // between them (transpose-chain's business).
+  check_unchanged({x}, [](auto &in) {
+    T pieces = ops::split(ops::transpose(in[0], {0, 2, 3, 1}), {2, 4}, 3);
+    return T{ops::transpose(pieces[0], {0, 3, 2, 1}), pieces[1]};
+  });
+  check_unchanged({x}, [](auto &in) {
+    T pieces = ops::split(in[0], {2, 4}, 1);
+    return T{ops::transpose(pieces[0], {0, 3, 1, 2}), pieces[1]};
+  });
+}
+
+TEST_CASE("canonicalize: a quantize through a transpose runs before it, the transpose moves bytes",
+          "[transforms][canonicalize]") {
+  HostTensor x = random_tensor(DType::f32, {1, 8, 12}, -3, 3);
+  auto quantize = [](const Tensor &t) {
+    Tensor q = ops::round(t / ops::full(0.05, DType::f32)) + ops::full(128.0, DType::f32);
+    return ops::cast(ops::minimum(ops::maximum(q, ops::full(0.0, DType::f32)), ops::full(255.0, DType::f32)),
+                     DType::u8);
+  };
+  Canonicalized c = canonicalize_traced({x}, [&](auto &in) { return T{quantize(ops::transpose(in[0], {0, 2, 1}))}; });
+  REQUIRE(c.after);
+  CHECK(c.stats.fired["narrow-before-transpose"] == 1);
+  CHECK(c.after->nodes().back().op == "transpose");
+  CHECK(Interpreter::run(*c.after, {x})[0].identical(Interpreter::run(*c.before, {x})[0]));
+  // Near misses: a cast that widens; a chain op whose other operand is a
+  // whole tensor; a transposed value read twice.
+  check_unchanged({x}, [](auto &in) { return T{ops::cast(ops::exp(ops::transpose(in[0], {0, 2, 1})), DType::f64)}; });
+  HostTensor y = random_tensor(DType::f32, {1, 12, 8});
+  check_unchanged({x, y}, [](auto &in) {
+    return T{ops::cast(ops::transpose(in[0], {0, 2, 1}) + in[1], DType::u8)};
+  });
+  check_unchanged({x}, [](auto &in) {
+    Tensor t = ops::transpose(in[0], {0, 2, 1});
+    return T{ops::cast(ops::exp(t), DType::u8), t};
+  });
+}
