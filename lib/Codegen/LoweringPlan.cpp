@@ -20,38 +20,6 @@ namespace {
 
 bool is_view_op(const std::string &op) { return op_traits(op).has(OpTrait::strided); }
 
-/// A transpose of static tile dims that moves its operand's last axis, of
-/// a dtype stored as it is computed: what the CPU's tiled transpose takes
-/// (KernelEmitter::emit_transpose_tiles, whose conditions these are).
-bool tileable_transpose(const Graph &g, const Node &node) {
-  constexpr int64_t kTile = 8;
-  if (node.op != "transpose" || node.results.size() != 1)
-    return false;
-  const TensorType &t = g.type_of(node.results[0]);
-  if (t.dtype == DType::f16 || t.dtype == DType::bf16 || t.dtype == DType::boolean)
-    return false;
-  const size_t rank = t.shape.size();
-  if (rank < 2)
-    return false;
-  std::vector<int64_t> perm = node.attrs.get_ints("perm");
-  if (perm.empty())
-    for (size_t d = 0; d < rank; ++d)
-      perm.push_back(static_cast<int64_t>(rank - 1 - d));
-  for (int64_t &p : perm)
-    if (p < 0)
-      p += static_cast<int64_t>(rank);
-  const size_t last = rank - 1;
-  if (perm.size() != rank || perm[last] == static_cast<int64_t>(last))
-    return false;
-  const size_t a = static_cast<size_t>(std::find(perm.begin(), perm.end(), static_cast<int64_t>(last)) - perm.begin());
-  if (a >= rank)
-    return false;
-  for (size_t d : {a, last})
-    if (!t.shape[d].is_static() || t.shape[d].value() < kTile)
-      return false;
-  return true;
-}
-
 bool pad_only_grows(const Graph &g, const Node &node) {
   if (node.op != "pad")
     return false;
@@ -398,6 +366,34 @@ std::optional<StridedView> strided_view(const Graph &g, const LoweringPlan &plan
   return in;
 }
 
+std::optional<size_t> transpose_tile_axis(const Graph &g, const Node &node) {
+  if (node.op != "transpose" || node.results.size() != 1)
+    return std::nullopt;
+  const TensorType &t = g.type_of(node.results[0]);
+  if (t.dtype == DType::f16 || t.dtype == DType::bf16 || t.dtype == DType::boolean)
+    return std::nullopt;
+  const size_t rank = t.shape.size();
+  if (rank < 2)
+    return std::nullopt;
+  std::vector<int64_t> perm = node.attrs.get_ints("perm"); // as transpose_element reads it
+  if (perm.empty())
+    for (size_t d = 0; d < rank; ++d)
+      perm.push_back(static_cast<int64_t>(rank - 1 - d));
+  for (int64_t &p : perm)
+    if (p < 0)
+      p += static_cast<int64_t>(rank);
+  const size_t last = rank - 1;
+  if (perm.size() != rank || perm[last] == static_cast<int64_t>(last))
+    return std::nullopt;
+  const size_t a = static_cast<size_t>(std::find(perm.begin(), perm.end(), static_cast<int64_t>(last)) - perm.begin());
+  if (a >= rank)
+    return std::nullopt;
+  for (size_t d : {a, last})
+    if (t.shape[d].is_static() && t.shape[d].value() < kTransposeTile)
+      return std::nullopt;
+  return a;
+}
+
 // The common plan of one graph (options.refine is the callers').
 static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
   LoweringPlan plan;
@@ -490,7 +486,7 @@ static LoweringPlan plan_graph(const Graph &g, const PlanOptions &options) {
           // A computed value read through a transpose of its last axis is
           // stored, and the tiled transpose moves it
           // (PlanOptions::store_before_tiled_transposes).
-          if (fuse && options.store_before_tiled_transposes && !moves_only[v] && tileable_transpose(g, c))
+          if (fuse && options.store_before_tiled_transposes && !moves_only[v] && transpose_tile_axis(g, c))
             fuse = false;
         }
       }

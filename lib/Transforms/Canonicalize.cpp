@@ -8,7 +8,6 @@
 #include "maxc/Transforms/FuseActivations.h"
 #include "maxc/Transforms/FoldBatchNorm.h"
 #include "maxc/Transforms/FuseNorms.h"
-#include "maxc/Transforms/Inline.h"
 
 #include <algorithm>
 #include <cmath>
@@ -747,14 +746,7 @@ const std::vector<const RewritePattern *> &canonicalization_patterns() {
 }
 
 std::unique_ptr<Graph> canonicalize(const Graph &graph, RewriteStats *stats) {
-  // Definitions called once first: the patterns then see across what were
-  // call boundaries (Inline.h).
-  size_t inlined = 0;
-  std::unique_ptr<Graph> flat = inline_single_calls(graph, &inlined);
-  if (stats && inlined)
-    stats->fired["inline-single-call"] += inlined;
-  std::unique_ptr<Graph> out = apply_patterns(flat ? *flat : graph, canonicalization_patterns(), stats);
-  return out ? std::move(out) : std::move(flat);
+  return apply_patterns(graph, canonicalization_patterns(), stats);
 }
 
 } // namespace maxc

@@ -288,7 +288,7 @@ struct PlanOptions {
   /// tiled transpose (emit_transpose_tiles). Fused, the tile kernel would
   /// compute each element alone (a DynamicQuantizeLinear's arithmetic
   /// before an NCHW → NHWC transpose ran at a third of the speed). Only
-  /// where the tiles apply (tileable_transpose).
+  /// where the tiles apply (transpose_tile_axis).
   bool store_before_tiled_transposes = false;
   /// A backend's plan pass, run over the plans of the root graph and its
   /// subgraphs once they are made (plan_lowering_all; plan_lowering runs it
@@ -297,6 +297,15 @@ struct PlanOptions {
   /// the neutral planner calls no backend code by name.
   void (*refine)(const Graph &root, LoweringPlans &plans) = nullptr;
 };
+/// The CPU's tiled transpose (KernelEmitter::emit_transpose_tiles) moves
+/// kTransposeTile x kTransposeTile tiles.
+inline constexpr int64_t kTransposeTile = 8;
+/// When `node` is a transpose the CPU's tiled kernel can store — it moves
+/// its operand's last axis, neither tile axis is statically below
+/// kTransposeTile, and its dtype is stored as computed (not f16, bf16,
+/// bool) — the result axis that reads the operand's last axis; else none.
+std::optional<size_t> transpose_tile_axis(const Graph &g, const Node &node);
+
 /// The CPU backend's options (CpuBackend, Cpu/ModelCompiler).
 inline PlanOptions cpu_plan_options() {
   PlanOptions options;

@@ -108,10 +108,6 @@
 //                     s/zp per tensor or per column, a ≤ 16    code·s − zp·s), the sums another
 //                     static rows → matmul_nbits on the codes  order (DequantizedMatmul.h)
 //
-// Before the patterns, a subgraph definition called from one place only is
-// inlined into the root (Inline.h; counted as inline-single-call): bit-exact,
-// and the patterns then see across what was a call boundary.
-//
 // A rule fires only where the node's result type stays exactly what it was
 // (a broadcast that widens x keeps the node). An unchanged graph compiles to
 // the same bytes: canonicalize returns null when no rule applies.

@@ -371,31 +371,15 @@ private:
   /// element is computed once, by the same expression as the generic loop
   /// (node_element), so the values are the same bits.
   bool emit_transpose_tiles(const Node &node) {
-    constexpr int64_t kTile = 8;
-    if (node.op != "transpose" || node.results.size() != 1)
+    constexpr int64_t kTile = kTransposeTile;
+    // f16/bf16/bool are not tiled: the element's type is not the memory's.
+    std::optional<size_t> axis = transpose_tile_axis(g_, node);
+    if (!axis || plan_.values[node.results[0]].storage == Storage::fused)
       return false;
     const ValueId v = node.results[0];
     const DType dtype = g_.type_of(v).dtype;
-    if (plan_.values[v].storage == Storage::fused || dtype == DType::f16 || dtype == DType::bf16 ||
-        dtype == DType::boolean)
-      return false; // f16/bf16/bool: the element's type is not the memory's
     const Shape &shape = g_.type_of(v).shape;
-    const size_t rank = shape.size(), last = rank - 1;
-    std::vector<int64_t> perm = node.attrs.get_ints("perm"); // as transpose_element reads it
-    if (perm.empty())
-      for (size_t d = 0; d < rank; ++d)
-        perm.push_back(static_cast<int64_t>(rank - 1 - d));
-    for (int64_t &p : perm)
-      if (p < 0)
-        p += static_cast<int64_t>(rank);
-    if (rank < 2 || perm.size() != rank || perm[last] == static_cast<int64_t>(last))
-      return false;
-    const size_t a = static_cast<size_t>(std::find(perm.begin(), perm.end(), static_cast<int64_t>(last)) - perm.begin());
-    if (a >= rank)
-      return false;
-    for (size_t d : {a, last})
-      if (shape[d].is_static() && shape[d].value() < kTile)
-        return false;
+    const size_t last = shape.size() - 1, a = *axis;
     Shape tiles = shape;
     tiles[a] = Dim::ceil_div(shape[a], Dim(kTile));
     tiles[last] = Dim::ceil_div(shape[last], Dim(kTile));

@@ -880,15 +880,7 @@ private:
         if (k < node.input_size())
           import_known_.insert(node.input(k));
     }
-    // A layer is a few nodes at least: a scope of one or two (TensorFlow's
-    // "tf.math.multiply_22/": a Mul and the DynamicQuantizeLinear of its
-    // result) is an op's own name, and as a block it would cut the chain it
-    // sits in (a SiLU's sigmoid from its mul, a quantize from the conv it
-    // feeds) and keep the structural search from finding the real layers.
-    constexpr size_t kMinScopeNodes = 3;
     for (auto &[prefix, scopes] : by_prefix) {
-      for (auto it = scopes.begin(); it != scopes.end();)
-        it = it->second.size() < kMinScopeNodes ? scopes.erase(it) : std::next(it);
       if (scopes.size() < 2)
         continue;
       for (auto &[scope, nodes] : scopes) {
