@@ -284,11 +284,12 @@ struct PlanOptions {
   bool fuse_broadcast_views = false;
   /// A computed value (not only a view of stored values) read by a
   /// transpose that moves its last axis is stored, not fused into the
-  /// transpose: computed contiguously (vectorized), then moved by the CPU's
-  /// tiled transpose (emit_transpose_tiles). Fused, the tile kernel would
-  /// compute each element alone (a DynamicQuantizeLinear's arithmetic
-  /// before an NCHW → NHWC transpose ran at a third of the speed). Only
-  /// where the tiles apply (transpose_tile_axis).
+  /// transpose: computed along its rows (vectorized); the transpose then
+  /// only moves stored values (by the CPU's tiled kernel, emit_transpose_tiles,
+  /// where the transpose is stored). Fused, every element was computed
+  /// alone, a row apart (a DynamicQuantizeLinear's arithmetic before an
+  /// NCHW → NHWC transpose ran at a third of the speed). Only where the
+  /// tiles apply (transpose_tile_axis).
   bool store_before_tiled_transposes = false;
   /// A backend's plan pass, run over the plans of the root graph and its
   /// subgraphs once they are made (plan_lowering_all; plan_lowering runs it
