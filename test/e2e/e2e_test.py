@@ -1906,6 +1906,62 @@ def jobs_byte_identical(ctx):
     job.check_against(ctx, model, "jobs batch 3")
 
 
+def flat_model(layers=24):
+    """A model without subgraphs: `layers` linear layers of different widths,
+    each with another activation, so the root's module is one big partition
+    (about 35,000 IR instructions at 24 layers: split in pieces)."""
+    params, body, prev, cur = {}, [], 32, "x"
+    acts = ["gelu", "tanh", "relu", "sigmoid", "silu"]
+    for i in range(layers):
+        width = 56 + 8 * ((i * 5) % 10)
+        params["w%d" % i], params["b%d" % i] = [width, prev], [width]
+        body += [{"h%d" % i: ["linear", cur, "@w%d" % i, "@b%d" % i]}, {"h%d" % i: [acts[i % 5], "h%d" % i]}]
+        cur, prev = "h%d" % i, width
+    body.append({"y": ["softmax", cur, {"axis": -1}]})
+    return {"maxc": 1, "name": "flat", "weights": "flat.safetensors",
+            "inputs": [{"name": "x", "dtype": "f32", "shape": ["batch", 32]}], "outputs": ["y"],
+            "modules": {"Net": {"args": ["x"], "params": params, "body": body, "return": "y"}},
+            "main": [{"y": ["call", "Net", "x", {"instance": "net"}]}]}
+
+
+@case
+def split_module_byte_identical(ctx):
+    """A big partition (here the root of a model without subgraphs) is split
+    into pieces by its size (Codegen/ModuleSplit.h), each optimized and
+    emitted on one of --jobs threads: the artifacts are the same bytes for
+    -j 1 and 2, the object's symbols keep the model's prefix, and the object
+    matches the reference interpreter."""
+    model = ctx.path("flat.json")
+    with open(model, "w") as f:
+        json.dump(flat_model(), f)
+    ctx.run(["-q", "init-weights", model, "-o", ctx.path("flat.safetensors"), "--seed", "7"], rc=0)
+    r = ctx.run(["-v", "compile", model, "-o", ctx.path("probe.o"), "--name", "flat"], rc=0)
+    pieces = re.search(r"partition 0 \(flat, \d+ instructions\): codegen [\d.]+ ms, split in (\d+) pieces", r.stderr)
+    expect(pieces is not None and int(pieces.group(1)) >= 2, "the root was not split: %s" % r.stderr[-2000:])
+    digests = {}
+    for jobs in ["1", "2"]:
+        out = ctx.mkdir("j" + jobs)
+        _, manifest = ctx.compile(model, out, "flat", ["--jobs", jobs, "--emit", "obj,header,manifest,asm,llvm-ir"])
+        for name in sorted(os.listdir(out)):
+            with open(os.path.join(out, name), "rb") as f:
+                digests.setdefault(name, {})[jobs] = hashlib.sha256(f.read()).hexdigest()
+    for name, by_jobs in sorted(digests.items()):
+        expect(len(set(by_jobs.values())) == 1 and len(by_jobs) == 2, "%s differs between --jobs 1 and 2: %s"
+               % (name, by_jobs))
+    print("root split in %s pieces; same bytes for -j 1, 2: %s" % (pieces.group(1), ", ".join(sorted(digests))))
+    nm = require_tool("nm", "list the object's symbols")
+    symbols = run_command([nm, "-g", "--defined-only", ctx.path("j2", "flat.o")], ctx.tmp, rc=0).stdout.split()
+    names = [s for s in symbols if not re.fullmatch(r"[0-9a-fA-F]+|[A-Za-z]", s)]
+    stray = [s for s in names if not s.startswith("flat")]
+    expect(not stray, "global symbols without the model's prefix: %s" % stray[:10])
+    shutil.copy(ctx.path("j2", "flat.h"), ctx.path("flat.h"))
+    iface = manifest["interface"]
+    app = ctx.cc([write_harness(ctx, {"flat": iface})], [ctx.path("j2", "flat.o")], ctx.path("app"))
+    job = Job(ctx, "flat", iface, {"batch": 5}, random.Random(SEED), "b5")
+    run_command([app] + job.harness_args(), ctx.tmp, rc=0)
+    job.check_against(ctx, model, "flat batch 5")
+
+
 @case
 def jobs_gpu_byte_identical(ctx):
     """compile --gpu with two arches (AMD: HSACO each; NVIDIA: PTX each): each

@@ -3,6 +3,7 @@
 #include "maxc/Codegen/CompileJobs.h"
 #include "EntryPointUtil.h"
 #include "LldLink.h"
+#include "maxc/Codegen/ModuleSplit.h"
 #include "Cpu/CpuCheck.h"
 #include "Cpu/KernelEmitter.h"
 #include "Cpu/GemmPanels.h"
@@ -631,6 +632,9 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
   // one of --jobs threads. The partitions do not depend on --jobs, so the
   // bytes do not either; a model without subgraphs is one module, as
   // before partitioning. Several CPUs: every partition once per variant.
+  // A big module (an inlined or flat model's root, a large definition) is
+  // split once built (ModuleSplit.h: its size decides the pieces, not
+  // --jobs), and its pieces are optimized and emitted as jobs of their own.
   std::vector<const Graph *> parts = cpu_partitions(lowered);
   const size_t nparts = parts.size(), variants = targets.size();
   const bool split = nparts > 1 || variants > 1;
@@ -639,12 +643,26 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
     kernels = profiled_kernels(lowered, *plans);
   const bool keep_ir = request.assembly || request.llvm_ir;
   struct Piece {
-    std::string object, bitcode;
-    uint64_t code_bytes = 0;
-    double ms[3] = {0, 0, 0}; // codegen, optimize, emit obj
+    std::vector<std::string> objects, bitcode; // one each, or one per piece of a split module
+    std::vector<std::string> pieces;           // a split module's pieces, unoptimized
+    double ms[4] = {0, 0, 0, 0}; // codegen, split, optimize, emit obj
   };
   std::vector<Piece> pieces(nparts * variants);
   WeightsPlacement placement = request.external_weights ? WeightsPlacement::run_time : WeightsPlacement::object_section;
+  // Optimizes and emits one module (a whole partition or a piece of one).
+  auto finish = [&](llvm::Module &module, const CpuTarget &target, PassTimer &own, std::string &object,
+                    std::string &bitcode) {
+    own.run("optimize", [&] { optimize_module(module, target); });
+    if (keep_ir)
+      bitcode = bitcode_of(module);
+    if (request.object)
+      object = own.run("emit obj", [&] { return emit_module(module, target, OutputKind::object); });
+  };
+  auto add_times = [](Piece &piece, const PassTimer &own) {
+    for (const auto &[step, ms] : own.passes())
+      piece.ms[step == "codegen" ? 0 : step == "split" ? 1 : step == "optimize" ? 2 : 3] += ms;
+  };
+  std::vector<std::pair<size_t, size_t>> split_pieces; // (partition, piece)
   timer.run("partitions", [&] {
     codegen::run_jobs(pieces.size(), request.jobs, [&](size_t i) {
       Piece &piece = pieces[i];
@@ -660,42 +678,66 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
         spec.int8_dot = static_cast<int>(cpu_int8_dot(target));
         return build_module(spec, context);
       });
-      own.run("optimize", [&] { optimize_module(*module, target); });
-      if (keep_ir)
-        piece.bitcode = bitcode_of(*module);
-      if (request.object)
-        piece.object = own.run("emit obj", [&] { return emit_module(*module, target, OutputKind::object); });
-      piece.code_bytes = piece.object.size();
-      for (const auto &[step, ms] : own.passes())
-        piece.ms[step == "codegen" ? 0 : step == "optimize" ? 1 : 2] += ms;
-      spdlog::debug("partition {} ({}): codegen {:.1f} ms, optimize {:.1f} ms, emit {:.1f} ms", i,
-                    module->getName().str(), piece.ms[0], piece.ms[1], piece.ms[2]);
+      const size_t instructions = codegen::instruction_count(*module);
+      piece.pieces = own.run("split", [&] {
+        return codegen::split_module(*module, codegen::split_piece_count(*module),
+                                     abi.name + ".part" + std::to_string(i) + ".");
+      });
+      if (piece.pieces.empty()) {
+        piece.objects.resize(1);
+        piece.bitcode.resize(1);
+        finish(*module, target, own, piece.objects[0], piece.bitcode[0]);
+      } else {
+        piece.objects.resize(piece.pieces.size());
+        piece.bitcode.resize(piece.pieces.size());
+      }
+      add_times(piece, own);
+      spdlog::debug("partition {} ({}, {} instructions): codegen {:.1f} ms, {}", i, module->getName().str(),
+                    instructions, piece.ms[0],
+                    piece.pieces.empty() ? fmt::format("optimize {:.1f} ms, emit {:.1f} ms", piece.ms[2], piece.ms[3])
+                                         : fmt::format("split in {} pieces", piece.pieces.size()));
     });
+    for (size_t i = 0; i < pieces.size(); ++i)
+      for (size_t k = 0; k < pieces[i].pieces.size(); ++k)
+        split_pieces.emplace_back(i, k);
+    std::vector<PassTimer> own(split_pieces.size());
+    codegen::run_jobs(split_pieces.size(), request.jobs, [&](size_t j) {
+      auto [i, k] = split_pieces[j];
+      Piece &piece = pieces[i];
+      llvm::LLVMContext context;
+      std::unique_ptr<llvm::Module> module = join_bitcode({piece.pieces[k]}, context);
+      finish(*module, targets[i / nparts], own[j], piece.objects[k], piece.bitcode[k]);
+      spdlog::debug("partition {} piece {} ({} instructions): optimize {:.1f} ms, emit {:.1f} ms", i, k,
+                    codegen::instruction_count(*module), own[j].passes()[0].second,
+                    own[j].passes().size() > 1 ? own[j].passes()[1].second : 0.0);
+    });
+    for (size_t j = 0; j < split_pieces.size(); ++j)
+      add_times(pieces[split_pieces[j].first], own[j]);
   });
   // The steps' times summed over the partitions (on --jobs threads they
   // overlap: "partitions" is the wall time).
-  const char *steps[] = {"codegen", "optimize", "emit obj"};
-  for (int k = 0; k < (request.object ? 3 : 2); ++k) {
+  const char *steps[] = {"codegen", "split", "optimize", "emit obj"};
+  for (int k = 0; k < (request.object ? 4 : 3); ++k) {
     double ms = 0;
     for (const Piece &piece : pieces)
       ms += piece.ms[k];
-    timer.record(steps[k], ms);
+    if (k != 1 || !split_pieces.empty())
+      timer.record(steps[k], ms);
   }
 
   out.variant_code_bytes.assign(variants, 0);
   for (size_t i = 0; i < pieces.size(); ++i)
-    out.variant_code_bytes[i / nparts] += pieces[i].code_bytes;
+    for (const std::string &object : pieces[i].objects)
+      out.variant_code_bytes[i / nparts] += object.size();
   if (request.object)
     out.object = timer.run("link partitions", [&] {
-      std::string code;
-      if (split) {
-        std::vector<std::string> objects;
-        for (Piece &piece : pieces)
-          objects.push_back(std::move(piece.object));
-        code = codegen::run_lld({"-r"}, objects, "the partitions of model '" + abi.name + "'");
-      } else {
-        code = std::move(pieces[0].object);
-      }
+      std::vector<std::string> objects;
+      for (Piece &piece : pieces)
+        for (std::string &object : piece.objects)
+          objects.push_back(std::move(object));
+      std::string code = objects.size() > 1
+                             ? codegen::run_lld({"-r"}, objects, "the partitions of model '" + abi.name + "'")
+                             : std::move(objects[0]);
       if (!request.external_weights)
         return codegen::append_weights_section(std::move(code), abi.name + ".weights.data", weights,
                                                ".rodata.maxc.weights", 64, early ? &object_head : nullptr);
@@ -711,7 +753,8 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
     llvm::LLVMContext context;
     std::vector<std::string> bitcode;
     for (Piece &piece : pieces)
-      bitcode.push_back(std::move(piece.bitcode));
+      for (std::string &b : piece.bitcode)
+        bitcode.push_back(std::move(b));
     std::unique_ptr<llvm::Module> module = timer.run("join ir", [&] { return join_bitcode(bitcode, context); });
     if (request.assembly)
       out.assembly = timer.run("emit asm", [&] { return emit_module(*module, targets[0], OutputKind::assembly); });
