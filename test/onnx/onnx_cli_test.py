@@ -1943,6 +1943,67 @@ def case_dynamic_quantized_layers(c):
         run_matches(c, p, xin, h, ["reference", "cpu"], 1e-5, 1e-5, name)
 
 
+def case_small_conv_integer_layers(c):
+    """tf2onnx's quantized depthwise conv split per channel (YOLOv10 from
+    @idscan/idvc2: DynamicQuantizeLinear, then one single-channel ConvInteger
+    with its own 3x3 u8 weight, Cast, scale Mul per channel): a ConvInteger
+    weight of at most 64 elements is a block parameter (small_integer_conv),
+    so the blocks share one body; the product stays exact. A bigger weight
+    (8 channels, 72 elements) stays a constant baked into each body: one
+    definition per block. Outputs equal numpy's (the i32 convs exactly)."""
+    def model(channels, name):
+        rng = np.random.default_rng(5)
+        layers, hw = 3, 6
+        nodes, inits, ws = [], [], []
+        x = "input"
+        for i in range(layers):
+            w = rng.integers(0, 256, (channels, channels, 3, 3)).astype(np.uint8)
+            zp = np.array(rng.integers(100, 150), np.uint8)
+            ws.append((w, zp))
+            pre = f"/layers.{i}/conv"
+            inits += [numpy_helper.from_array(w, f"layers.{i}.w"), numpy_helper.from_array(zp, f"layers.{i}.zp"),
+                      numpy_helper.from_array(np.array(0.001 * (i + 1), np.float32), f"layers.{i}.ws")]
+            nodes += [helper.make_node("DynamicQuantizeLinear", [x], [pre + "/q", pre + "/s", pre + "/z"],
+                                       name=pre + "/dq"),
+                      helper.make_node("ConvInteger", [pre + "/q", f"layers.{i}.w", pre + "/z", f"layers.{i}.zp"],
+                                       [pre + "/acc"], name=pre + "/ci", pads=[1, 1, 1, 1]),
+                      helper.make_node("Cast", [pre + "/acc"], [pre + "/accf"], name=pre + "/cast", to=TensorProto.FLOAT),
+                      helper.make_node("Mul", [pre + "/s", f"layers.{i}.ws"], [pre + "/scale"], name=pre + "/sm"),
+                      helper.make_node("Mul", [pre + "/accf", pre + "/scale"], [pre + "/y"], name=pre + "/ym"),
+                      helper.make_node("Add", [x, pre + "/y"], [pre + "/out"], name=pre + "/res")]
+            x = pre + "/out"
+        nodes.append(helper.make_node("Identity", [x], ["output"], name="out"))
+        shape = [1, channels, hw, hw]
+        graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)],
+                                  [helper.make_tensor_value_info("output", TensorProto.FLOAT, shape)], inits)
+        return c.save(helper.make_model(graph, opset_imports=OPSET), name + ".onnx"), ws
+
+    def conv3x3(q, w):  # [1, C, H, W] (int64, zero-point shifted) * [O, C, 3, 3], padding 1
+        _, C, H, W = q.shape
+        p = np.pad(q, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        out = np.zeros((1, w.shape[0], H, W), np.int64)
+        for dy in range(3):
+            for dx in range(3):
+                out[0] += np.einsum("oc,chw->ohw", w[:, :, dy, dx], p[0, :, dy:dy + H, dx:dx + W])
+        return out
+
+    for channels, definitions in ((1, "1"), (8, "3")):
+        name = "ci_small" if channels == 1 else "ci_big"
+        p, ws = model(channels, name)
+        s = c.stats(p)
+        assert s["subgraph_definitions"] == definitions and s["subgraph_calls"] == "3", (name, s)
+        h = np.random.default_rng(4).standard_normal((1, channels, 6, 6)).astype(np.float32)
+        xin = h.copy()
+        for i, (w, zp) in enumerate(ws):  # ONNX's arithmetic (ORT's DynamicQuantizeLinear)
+            lo, hi = min(0.0, float(h.min())), max(0.0, float(h.max()))
+            scale = np.float32((hi - lo) / 255)
+            z = np.float32(np.clip(np.round(-lo / scale), 0, 255))
+            q = np.clip(np.round(h / scale) + z, 0, 255).astype(np.int64)
+            acc = conv3x3(q - int(z), w.astype(np.int64) - int(zp))
+            h = h + acc.astype(np.float32) * (scale * np.float32(0.001 * (i + 1)))
+        run_matches(c, p, xin, h, ["reference", "cpu"], 1e-5, 1e-5, name)
+
+
 def case_quantized_integer_gemm(c):
     """The integer GEMM through the importer: MatMulInteger with an 8-bit
     initializer B (i8 and u8, per-row a and per-column b zero points, a

@@ -827,6 +827,22 @@ private:
     return true;
   }
 
+  /// A ConvInteger whose 8-bit weight has at most kSmallIntegerConvWeight
+  /// elements keeps it (and its zero point) as block parameters: converted
+  /// at run time (a few elements per call) and convolved in f32, exact with
+  /// any values (255 · 255 · 64 < 2^24), so blocks that differ only in such
+  /// a weight share one body — tf2onnx splits a quantized depthwise conv
+  /// into one single-channel ConvInteger per channel (YOLOv10: 120 blocks
+  /// of a 3x3 weight each, 120 definitions before).
+  bool small_integer_conv(const onnx::NodeProto &node) const {
+    if (node.op_type() != "ConvInteger" || node.input_size() < 2)
+      return false;
+    auto w = values_.find(node.input(1));
+    return w != values_.end() && w->second.kind == Val::Kind::known && !w->second.initializer.empty() &&
+           w->second.data.numel() <= kSmallIntegerConvWeight;
+  }
+  static constexpr int64_t kSmallIntegerConvWeight = 64;
+
   /// The companion key of a MatMulInteger's column sums: they depend on
   /// B's zero point too (OnnxQuantized.cpp, integer_gemm, looks it up so).
   static std::string integer_gemm_sums_key(const onnx::NodeProto &node) {
@@ -874,7 +890,7 @@ private:
       const auto &node = graph_proto_.node(i);
       for (const std::string &in : node.input())
         consumers_[in].push_back(i);
-      if (integer_gemm_companion(node))
+      if (integer_gemm_companion(node) || small_integer_conv(node))
         continue;
       for (int k : import_known_inputs(node))
         if (k < node.input_size())
