@@ -1278,9 +1278,12 @@ TEST_CASE("canonicalize: a quantize through a transpose runs before it, the tran
   CHECK(c.stats.fired["narrow-before-transpose"] == 1);
   CHECK(c.after->nodes().back().op == "transpose");
   CHECK(Interpreter::run(*c.after, {x})[0].identical(Interpreter::run(*c.before, {x})[0]));
-  // Near misses: a cast that widens; a chain op whose other operand is a
-  // whole tensor; a transposed value read twice.
-  check_unchanged({x}, [](auto &in) { return T{ops::cast(ops::exp(ops::transpose(in[0], {0, 2, 1})), DType::f64)}; });
+  // Near misses: a cast that widens (moved op by op by
+  // elementwise-before-transpose instead, not as a narrowing chain); a chain
+  // op whose other operand is a whole tensor; a transposed value read twice.
+  Canonicalized wide =
+      canonicalize_traced({x}, [](auto &in) { return T{ops::cast(ops::exp(ops::transpose(in[0], {0, 2, 1})), DType::f64)}; });
+  CHECK(wide.stats.fired["narrow-before-transpose"] == 0);
   HostTensor y = random_tensor(DType::f32, {1, 12, 8});
   check_unchanged({x, y}, [](auto &in) {
     return T{ops::cast(ops::transpose(in[0], {0, 2, 1}) + in[1], DType::u8)};
@@ -1288,5 +1291,68 @@ TEST_CASE("canonicalize: a quantize through a transpose runs before it, the tran
   check_unchanged({x}, [](auto &in) {
     Tensor t = ops::transpose(in[0], {0, 2, 1});
     return T{ops::cast(ops::exp(t), DType::u8), t};
+  });
+}
+
+TEST_CASE("canonicalize: elementwise ops after a transpose run before it, constants transposed back",
+          "[transforms][canonicalize]") {
+  // A 1x1 conv's epilogue as YOLOv10's int8 convs have it: the GEMM's
+  // [H*W, C] rows transposed to channels, then a scale, a bias per channel
+  // and SiLU; then an exporter's transpose back to NHWC.
+  HostTensor rows = random_tensor(DType::f32, {1, 20, 6}, -3, 3);
+  HostTensor bias = random_tensor(DType::f32, {1, 6, 1, 1});
+  auto epilogue = [&](const Tensor &x) {
+    Tensor nchw = ops::reshape(ops::transpose(x, {0, 2, 1}), Shape{1, 6, 4, 5});
+    return ops::silu(nchw * ops::full(0.5, DType::f32) + Tensor::from_host(bias));
+  };
+  check_rule({rows}, [&](auto &in) { return T{ops::transpose(epilogue(in[0]), {0, 2, 3, 1})}; },
+             "reshape mul add silu", 0);
+  // Left in NCHW for a reader: the ops run in the rows' layout, one
+  // transpose at the end.
+  Canonicalized c = canonicalize_traced({rows}, [&](auto &in) { return T{epilogue(in[0])}; });
+  REQUIRE(c.after);
+  CHECK(c.stats.fired["reshape-of-transpose"] == 1);
+  CHECK(c.stats.fired["elementwise-before-transpose"] == 3);
+  CHECK(c.after->nodes().back().op == "transpose");
+  CHECK(Interpreter::run(*c.after, {rows})[0].identical(Interpreter::run(*c.before, {rows})[0]));
+  // Near misses: another operand that is a computed tensor (no constant, not
+  // one element); the transposed value read twice; a broadcast of the
+  // transposed value itself.
+  HostTensor y = random_tensor(DType::f32, {1, 6, 20});
+  check_unchanged({rows, y}, [](auto &in) { return T{ops::transpose(in[0], {0, 2, 1}) * ops::exp(in[1])}; });
+  check_unchanged({rows}, [](auto &in) {
+    Tensor t = ops::transpose(in[0], {0, 2, 1});
+    return T{ops::exp(t), t};
+  });
+  // A transpose that keeps the last axis (rows stay contiguous); a matmul
+  // reading the result (attention's k^T scaled: the matmul takes the
+  // transposed operand as it is).
+  HostTensor heads = random_tensor(DType::f32, {2, 3, 4, 5});
+  check_unchanged({heads}, [](auto &in) {
+    return T{ops::transpose(in[0], {0, 2, 1, 3}) * ops::full(0.125, DType::f32)};
+  });
+  HostTensor q = random_tensor(DType::f32, {2, 3, 7, 5});
+  check_unchanged({heads, q}, [](auto &in) {
+    return T{ops::matmul(in[1], ops::transpose(in[0], {0, 1, 3, 2}) * ops::full(0.125, DType::f32))};
+  });
+  HostTensor small = random_tensor(DType::f32, {1, 2, 3}), wide = random_tensor(DType::f32, {5, 3, 2});
+  check_unchanged({small, wide}, [](auto &in) { return T{ops::transpose(in[0], {0, 2, 1}) + ops::exp(in[1])}; });
+}
+
+TEST_CASE("canonicalize: a reshape that splits a transposed value's axes moves before the transpose",
+          "[transforms][canonicalize]") {
+  HostTensor x = random_tensor(DType::f32, {2, 12, 5});
+  // [2, 12, 5] -> [2, 5, 12] -> [2, 5, 3, 4]: 12 splits into 3 x 4 in x's layout.
+  check_rule({x}, [](auto &in) { return T{ops::reshape(ops::transpose(in[0], {0, 2, 1}), Shape{2, 5, 3, 4})}; },
+             "reshape transpose", 0);
+  // An axis of 1 that vanishes, one that appears.
+  HostTensor z = random_tensor(DType::f32, {1, 6, 4});
+  check_rule({z}, [](auto &in) { return T{ops::reshape(ops::transpose(in[0], {2, 0, 1}), Shape{4, 2, 3})}; },
+             "reshape transpose", 0);
+  // Near misses: a reshape that merges axes; the transposed value read twice.
+  check_unchanged({x}, [](auto &in) { return T{ops::reshape(ops::transpose(in[0], {0, 2, 1}), Shape{10, 12})}; });
+  check_unchanged({x}, [](auto &in) {
+    Tensor t = ops::transpose(in[0], {0, 2, 1});
+    return T{ops::reshape(t, Shape{2, 5, 3, 4}), t};
   });
 }
