@@ -559,40 +559,63 @@ private:
   }
 };
 
+/// A transpose's perm as given, or the reversal for an empty one (ONNX's
+/// default), normalized to [0, rank); empty when invalid.
+std::vector<int64_t> transpose_perm(const Node &t, int64_t rank) {
+  std::vector<int64_t> perm = t.attrs.get_ints("perm");
+  if (perm.empty())
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  if (static_cast<int64_t>(perm.size()) != rank)
+    return {};
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (int64_t &a : perm) {
+    if (a < 0)
+      a += rank;
+    if (a < 0 || a >= rank || seen[static_cast<size_t>(a)])
+      return {};
+    seen[static_cast<size_t>(a)] = true;
+  }
+  return perm;
+}
+
+/// perm[inverse[a]] = a: the perm that undoes `perm`.
+std::vector<int64_t> inverse_perm(const std::vector<int64_t> &perm) {
+  std::vector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  return inverse;
+}
+
+bool is_identity_perm(const std::vector<int64_t> &perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != static_cast<int64_t>(i))
+      return false;
+  return true;
+}
+
 class TransposeChain final : public RewritePattern {
 public:
   const char *name() const override { return "transpose-chain"; }
   const char *root_op() const override { return "transpose"; }
   std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
-    std::vector<int64_t> outer = perm_of(node.attrs.get_ints("perm"), in[0].rank());
-    if (is_identity(outer))
+    std::vector<int64_t> outer = transpose_perm(node, in[0].rank());
+    if (outer.empty())
+      return {};
+    if (is_identity_perm(outer))
       return forward(rc, node, in, 0);
     const Node *inner = rc.match.producer_op(node.operands[0], "transpose");
     if (!inner)
       return {};
     const Tensor &x = rc.value(inner->operands[0]);
-    std::vector<int64_t> first = perm_of(inner->attrs.get_ints("perm"), x.rank());
+    std::vector<int64_t> first = transpose_perm(*inner, x.rank());
+    if (first.empty())
+      return {};
     // result[i] = mid[outer[i]] = x[first[outer[i]]]
     std::vector<int64_t> both(outer.size());
     for (size_t i = 0; i < outer.size(); ++i)
       both[i] = first[static_cast<size_t>(outer[i])];
-    return {is_identity(both) ? x : ops::transpose(x, both)};
-  }
-
-private:
-  static std::vector<int64_t> perm_of(const std::vector<int64_t> &perm, int64_t rank) {
-    if (!perm.empty())
-      return perm;
-    std::vector<int64_t> reversed(static_cast<size_t>(rank));
-    for (int64_t i = 0; i < rank; ++i)
-      reversed[static_cast<size_t>(i)] = rank - 1 - i;
-    return reversed;
-  }
-  static bool is_identity(const std::vector<int64_t> &perm) {
-    for (size_t i = 0; i < perm.size(); ++i)
-      if (perm[i] != static_cast<int64_t>(i))
-        return false;
-    return true;
+    return {is_identity_perm(both) ? x : ops::transpose(x, both)};
   }
 };
 
@@ -703,26 +726,6 @@ public:
   }
 };
 
-/// A transpose's perm as given, or the reversal for an empty one (ONNX's
-/// default), normalized to [0, rank); empty when invalid.
-std::vector<int64_t> transpose_perm(const Node &t, int64_t rank) {
-  std::vector<int64_t> perm = t.attrs.get_ints("perm");
-  if (perm.empty())
-    for (int64_t i = rank - 1; i >= 0; --i)
-      perm.push_back(i);
-  if (static_cast<int64_t>(perm.size()) != rank)
-    return {};
-  std::vector<bool> seen(static_cast<size_t>(rank), false);
-  for (int64_t &a : perm) {
-    if (a < 0)
-      a += rank;
-    if (a < 0 || a >= rank || seen[static_cast<size_t>(a)])
-      return {};
-    seen[static_cast<size_t>(a)] = true;
-  }
-  return perm;
-}
-
 /// reshape(transpose(x, p), s) → transpose(reshape(x, s'), p') where the
 /// reshape only splits axes of the transposed value (each of its axes is a
 /// run of the result's, sizes static; an axis of 1 may vanish), the
@@ -771,9 +774,7 @@ public:
       return {};
     // x's axes in order, each replaced by its group's sizes; where each
     // result axis lands in that layout.
-    std::vector<int64_t> inverse(static_cast<size_t>(rank));
-    for (int64_t i = 0; i < rank; ++i)
-      inverse[static_cast<size_t>(p[static_cast<size_t>(i)])] = i;
+    std::vector<int64_t> inverse = inverse_perm(p);
     Shape split;
     std::vector<int64_t> perm(out.size());
     for (int64_t k = 0; k < rank; ++k) {
@@ -783,12 +784,9 @@ public:
         split.push_back(out[a]);
       }
     }
-    Tensor x = ops::reshape(rc.value(t->operands[0]), split);
-    bool identity = true;
-    for (size_t a = 0; a < perm.size(); ++a)
-      identity = identity && perm[a] == static_cast<int64_t>(a);
     (void)in;
-    return {identity ? x : ops::transpose(x, perm)};
+    Tensor x = ops::reshape(rc.value(t->operands[0]), split);
+    return {is_identity_perm(perm) ? x : ops::transpose(x, perm)};
   }
 };
 
@@ -842,9 +840,7 @@ public:
     if (const Node *src = rc.match.producer(t->operands[0]);
         src && (src->op == "transpose" || (src->op == "split" && rc.match.producer_op(src->operands[0], "transpose"))))
       return {};
-    std::vector<int64_t> inverse(static_cast<size_t>(rank));
-    for (int64_t i = 0; i < rank; ++i)
-      inverse[static_cast<size_t>(p[static_cast<size_t>(i)])] = i;
+    std::vector<int64_t> inverse = inverse_perm(p);
     std::vector<Tensor> operands;
     for (size_t i = 0; i < node.operands.size(); ++i) {
       const TensorType &o = g.type_of(node.operands[i]);

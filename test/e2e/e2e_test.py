@@ -1844,6 +1844,30 @@ def winograd_weights(ctx):
     expect(r.returncode == 0 and r.stdout.strip() == "ok", "external Winograd weights program failed", r)
 
 
+def run_against_reference(ctx, model, name, out_dir, iface, dims):
+    """Links OUT_DIR/NAME.o into a harness, runs it on random inputs at
+    `dims` and compares the outputs with the reference interpreter's."""
+    shutil.copy(os.path.join(out_dir, name + ".h"), ctx.path(name + ".h"))
+    app = ctx.cc([write_harness(ctx, {name: iface})], [os.path.join(out_dir, name + ".o")], ctx.path("app"))
+    tag = "".join("%s%d" % (k[0], v) for k, v in sorted(dims.items()))
+    job = Job(ctx, name, iface, dims, random.Random(SEED), tag)
+    run_command([app] + job.harness_args(), ctx.tmp, rc=0)
+    job.check_against(ctx, model, "%s %s" % (name, " ".join("%s %d" % kv for kv in sorted(dims.items()))))
+
+
+def add_digests(digests, out_dir, key):
+    """Records the sha256 of every file in `out_dir` under digests[name][key]."""
+    for name in sorted(os.listdir(out_dir)):
+        digests.setdefault(name, {})[key] = sha256_file(os.path.join(out_dir, name))
+
+
+def expect_same_bytes(digests, keys, what):
+    """Every artifact in `digests` was written for each of `keys`, the same bytes each time."""
+    for name, by_key in sorted(digests.items()):
+        expect(len(set(by_key.values())) == 1 and sorted(by_key) == sorted(keys), "%s differs between %s %s: %s"
+               % (name, what, ", ".join(keys), by_key))
+
+
 # Three subgraph definitions (Up, Down, Norm), each called twice or more:
 # four CPU partitions (the root and one per definition).
 JOBS_MODEL = {
@@ -1886,24 +1910,15 @@ def jobs_byte_identical(ctx):
         out = ctx.mkdir("j" + jobs)
         _, manifest = ctx.compile(model, out, "jobs", ["--jobs", jobs, "--emit", "obj,header,manifest,asm,llvm-ir"])
         expect(manifest["subgraphs"]["definitions"] == 3, "expected 3 definitions: %s" % manifest["subgraphs"])
-        for name in sorted(os.listdir(out)):
-            with open(os.path.join(out, name), "rb") as f:
-                digests.setdefault(name, {})[jobs] = hashlib.sha256(f.read()).hexdigest()
-    for name, by_jobs in sorted(digests.items()):
-        expect(len(set(by_jobs.values())) == 1 and len(by_jobs) == 3, "%s differs between --jobs 1, 2, 3: %s"
-               % (name, by_jobs))
+        add_digests(digests, out, jobs)
+    expect_same_bytes(digests, ["1", "2", "3"], "--jobs")
     print("same bytes for -j 1, 2, 3: %s" % ", ".join(sorted(digests)))
     with open(ctx.path("j2", "jobs.ll")) as f:
         ir = f.read()
     for sub in ["Up", "Down", "Norm"]:
         expect(re.search(r"^define hidden void @jobs\.graph\.sub\.%s[.\d]*\(" % sub, ir, re.M) is not None,
                "no definition of the %s subgraph's function in the joined IR" % sub)
-    shutil.copy(ctx.path("j2", "jobs.h"), ctx.path("jobs.h"))
-    iface = manifest["interface"]
-    app = ctx.cc([write_harness(ctx, {"jobs": iface})], [ctx.path("j2", "jobs.o")], ctx.path("app"))
-    job = Job(ctx, "jobs", iface, {"batch": 3}, random.Random(SEED), "b3")
-    run_command([app] + job.harness_args(), ctx.tmp, rc=0)
-    job.check_against(ctx, model, "jobs batch 3")
+    run_against_reference(ctx, model, "jobs", ctx.path("j2"), manifest["interface"], {"batch": 3})
 
 
 def flat_model(layers=24):
@@ -1946,24 +1961,15 @@ def split_module_byte_identical(ctx):
             expect(pieces is not None and int(pieces.group(1)) >= 2, "the root was not split: %s" % r.stderr[-2000:])
         else:
             _, manifest = ctx.compile(model, out, "flat", ["--jobs", jobs, "--emit", "obj,header,manifest,asm,llvm-ir"])
-        for name in sorted(os.listdir(out)):
-            with open(os.path.join(out, name), "rb") as f:
-                digests.setdefault(name, {})[jobs] = hashlib.sha256(f.read()).hexdigest()
-    for name, by_jobs in sorted(digests.items()):
-        expect(len(set(by_jobs.values())) == 1 and len(by_jobs) == 2, "%s differs between --jobs 1 and 2: %s"
-               % (name, by_jobs))
+        add_digests(digests, out, jobs)
+    expect_same_bytes(digests, ["1", "2"], "--jobs")
     print("root split in %s pieces; same bytes for -j 1, 2: %s" % (pieces.group(1), ", ".join(sorted(digests))))
     nm = require_tool("nm", "list the object's symbols")
     symbols = run_command([nm, "-g", "--defined-only", ctx.path("j2", "flat.o")], ctx.tmp, rc=0).stdout.split()
     names = [s for s in symbols if not re.fullmatch(r"[0-9a-fA-F]+|[A-Za-z]", s)]
     stray = [s for s in names if not s.startswith("flat")]
     expect(not stray, "global symbols without the model's prefix: %s" % stray[:10])
-    shutil.copy(ctx.path("j2", "flat.h"), ctx.path("flat.h"))
-    iface = manifest["interface"]
-    app = ctx.cc([write_harness(ctx, {"flat": iface})], [ctx.path("j2", "flat.o")], ctx.path("app"))
-    job = Job(ctx, "flat", iface, {"batch": 5}, random.Random(SEED), "b5")
-    run_command([app] + job.harness_args(), ctx.tmp, rc=0)
-    job.check_against(ctx, model, "flat batch 5")
+    run_against_reference(ctx, model, "flat", ctx.path("j2"), manifest["interface"], {"batch": 5})
 
 
 @case

@@ -82,6 +82,15 @@ def anonymous_builder():
     return nodes, inits, node, init
 
 
+def dynamic_quantize(h):
+    """ONNX's DynamicQuantizeLinear (as ONNX Runtime computes it) of the f32
+    array h: (the u8 codes as int64, the f32 scale, the zero point as f32)."""
+    lo, hi = min(0.0, float(h.min())), max(0.0, float(h.max()))
+    scale = np.float32((hi - lo) / 255)
+    z = np.float32(np.clip(np.round(-lo / scale), 0, 255))
+    return np.clip(np.round(h / scale) + z, 0, 255).astype(np.int64), scale, z
+
+
 def run_matches(c, model, x, want, devices, rtol, atol, tag, input_name="input", output="output"):
     """`maxc run` of `model` on each device with input `input_name` = x (saved
     as an .npy file): output `output` equals `want` within rtol / atol."""
@@ -1932,10 +1941,7 @@ def case_dynamic_quantized_layers(c):
         h = np.random.default_rng(2).standard_normal((6, 24)).astype(np.float32)
         xin = h.copy()
         for w, zp, zp2 in ws:  # ONNX's arithmetic (ORT's DynamicQuantizeLinear)
-            lo, hi = min(0.0, float(h.min())), max(0.0, float(h.max()))
-            scale = np.float32((hi - lo) / 255)
-            z = np.float32(np.clip(np.round(-lo / scale), 0, 255))
-            q = np.clip(np.round(h / scale) + z, 0, 255).astype(np.int64)
+            q, scale, z = dynamic_quantize(h)
             acc = (q - int(z)) @ (w.astype(np.int64) - zp.astype(np.int64)[None, :])
             if twice:
                 acc += (q - int(z)) @ (w.astype(np.int64) - int(zp2))
@@ -1995,10 +2001,7 @@ def case_small_conv_integer_layers(c):
         h = np.random.default_rng(4).standard_normal((1, channels, 6, 6)).astype(np.float32)
         xin = h.copy()
         for i, (w, zp) in enumerate(ws):  # ONNX's arithmetic (ORT's DynamicQuantizeLinear)
-            lo, hi = min(0.0, float(h.min())), max(0.0, float(h.max()))
-            scale = np.float32((hi - lo) / 255)
-            z = np.float32(np.clip(np.round(-lo / scale), 0, 255))
-            q = np.clip(np.round(h / scale) + z, 0, 255).astype(np.int64)
+            q, scale, z = dynamic_quantize(h)
             acc = conv3x3(q - int(z), w.astype(np.int64) - int(zp))
             h = h + acc.astype(np.float32) * (scale * np.float32(0.001 * (i + 1)))
         run_matches(c, p, xin, h, ["reference", "cpu"], 1e-5, 1e-5, name)
