@@ -136,9 +136,15 @@ std::vector<std::string> split_module(llvm::Module &module, unsigned pieces, con
     else if (const auto *var = llvm::dyn_cast<llvm::GlobalVariable>(gv))
       reach[piece].value(var->getInitializer());
   }
+  // In module order (not the map's pointer order): an unnamed symbol's
+  // new name must not depend on where it was allocated.
   size_t unnamed = 0;
-  for (auto &[gv, piece] : home)
-    externalize(*const_cast<llvm::GlobalValue *>(gv), prefix, unnamed);
+  for (llvm::Function &f : module)
+    if (home.count(&f))
+      externalize(f, prefix, unnamed);
+  for (llvm::GlobalVariable &gv : module.globals())
+    if (home.count(&gv))
+      externalize(gv, prefix, unnamed);
 
   std::vector<std::string> out;
   for (unsigned k = 0; k < pieces; ++k) {

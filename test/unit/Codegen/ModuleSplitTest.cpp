@@ -19,11 +19,13 @@ namespace {
 
 // Two tasks passed by pointer (as parallel_for gets them), one large and one
 // small, a graph function that is exported, a helper both tasks call, a
-// small constant table, a mutable global (pool state) and a big constant.
+// small constant table, a mutable global (pool state), an unnamed one and a
+// big constant.
 const char *kModule = R"(
 @m.table = internal constant [4 x float] [float 1.0, float 2.0, float 3.0, float 4.0]
 @m.state = internal global i64 0
 @m.big = internal constant [2048 x float] zeroinitializer
+@0 = internal global i64 0
 
 define internal float @m.helper(float %x) {
   %i = fptosi float %x to i64
@@ -54,6 +56,7 @@ define internal void @m.task.small(ptr %args, i64 %n) {
   %v = load i64, ptr @m.state
   %w = add i64 %v, %n
   store i64 %w, ptr @m.state
+  store i64 %w, ptr @0
   ret void
 }
 
@@ -78,7 +81,7 @@ std::unique_ptr<llvm::Module> parse(llvm::LLVMContext &context, const std::strin
 TEST_CASE("split_module places each task once and copies helpers and small constants", "[split]") {
   llvm::LLVMContext context;
   std::unique_ptr<llvm::Module> module = parse(context, kModule);
-  CHECK(maxc::codegen::instruction_count(*module) == 26);
+  CHECK(maxc::codegen::instruction_count(*module) == 27);
   CHECK(maxc::codegen::split_piece_count(*module) == 1);
 
   std::vector<std::string> pieces = maxc::codegen::split_module(*module, 2, "m.part0.");
@@ -114,6 +117,7 @@ TEST_CASE("split_module places each task once and copies helpers and small const
   // Mutable state and big constants: one definition (piece 0), shared.
   CHECK(defined["m.part0.m.state"] == 1);
   CHECK(defined["m.part0.m.big"] == 1);
+  CHECK(defined["m.part0.unnamed.0"] == 1); // an unnamed global, named in module order
   CHECK_FALSE(parsed[0]->getGlobalVariable("m.part0.m.state", true)->isDeclaration());
   CHECK(parsed[1]->getGlobalVariable("m.part0.m.state", true)->isDeclaration());
 
