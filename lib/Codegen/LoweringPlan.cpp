@@ -2,6 +2,7 @@
 
 #include "maxc/Ops/CallBinding.h"
 #include "maxc/Ops/OpRegistry.h"
+#include "maxc/Ops/Ops.h"
 #include "maxc/Support/Error.h"
 #include "maxc/Transforms/FuseAttention.h"
 
@@ -375,19 +376,11 @@ std::optional<size_t> transpose_tile_axis(const Graph &g, const Node &node) {
   const size_t rank = t.shape.size();
   if (rank < 2)
     return std::nullopt;
-  std::vector<int64_t> perm = node.attrs.get_ints("perm"); // as transpose_element reads it
-  if (perm.empty())
-    for (size_t d = 0; d < rank; ++d)
-      perm.push_back(static_cast<int64_t>(rank - 1 - d));
-  for (int64_t &p : perm)
-    if (p < 0)
-      p += static_cast<int64_t>(rank);
+  std::vector<int64_t> perm = ops::normalize_perm(node.attrs.get_ints("perm"), static_cast<int64_t>(rank));
   const size_t last = rank - 1;
-  if (perm.size() != rank || perm[last] == static_cast<int64_t>(last))
+  if (perm[last] == static_cast<int64_t>(last))
     return std::nullopt;
   const size_t a = static_cast<size_t>(std::find(perm.begin(), perm.end(), static_cast<int64_t>(last)) - perm.begin());
-  if (a >= rank)
-    return std::nullopt;
   for (size_t d : {a, last})
     if (t.shape[d].is_static() && t.shape[d].value() < kTransposeTile)
       return std::nullopt;

@@ -127,28 +127,6 @@ OpDef reshape_op() {
 
 // ---- transpose ----
 
-Sizes normalize_perm(const Sizes &perm_attr, int64_t rank) {
-  Sizes perm;
-  if (perm_attr.empty()) {
-    for (int64_t i = rank - 1; i >= 0; --i)
-      perm.push_back(i);
-    return perm;
-  }
-  if (static_cast<int64_t>(perm_attr.size()) != rank)
-    fail_attr("transpose", "perm " + ints_to_string(perm_attr) + " must have one entry per dim (rank " +
-                               std::to_string(rank) + ")");
-  std::vector<bool> seen(static_cast<size_t>(rank), false);
-  for (int64_t p : perm_attr) {
-    int64_t a = normalize_axis("transpose", p, rank);
-    if (seen[a])
-      fail_attr("transpose", "perm " + ints_to_string(perm_attr) + " is not a permutation (axis " +
-                                 std::to_string(a) + " repeats)");
-    seen[a] = true;
-    perm.push_back(a);
-  }
-  return perm;
-}
-
 OpDef transpose_op() {
   OpDef def;
   def.name = "transpose";
@@ -157,7 +135,7 @@ OpDef transpose_op() {
   def.attrs = {{"perm", AttrKind::ints, AttrValue(Sizes{}), "permutation; empty reverses the dims"}};
   def.infer = [](const InferContext &c) {
     const TensorType &x = c.operands[0];
-    Sizes perm = normalize_perm(c.attrs.get_ints("perm"), x.rank());
+    Sizes perm = ops::normalize_perm(c.attrs.get_ints("perm"), x.rank());
     Shape out;
     for (int64_t p : perm)
       out.push_back(x.shape[p]);
@@ -165,7 +143,7 @@ OpDef transpose_op() {
   };
   def.reference = [](const ReferenceContext &c) {
     const HostTensor &x = c.operands[0];
-    Sizes perm = normalize_perm(c.attrs.get_ints("perm"), x.rank());
+    Sizes perm = ops::normalize_perm(c.attrs.get_ints("perm"), x.rank());
     Sizes in_strides = x.strides(), strides;
     for (int64_t p : perm)
       strides.push_back(in_strides[p]);
@@ -691,6 +669,29 @@ void register_shape_ops(OpRegistry &r) {
 }
 
 namespace ops {
+
+std::vector<int64_t> normalize_perm(const std::vector<int64_t> &perm_attr, int64_t rank) {
+  std::vector<int64_t> perm;
+  if (perm_attr.empty()) {
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+    return perm;
+  }
+  if (static_cast<int64_t>(perm_attr.size()) != rank)
+    fail_attr("transpose", "perm " + ints_to_string(perm_attr) + " must have one entry per dim (rank " +
+                               std::to_string(rank) + ")");
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (int64_t p : perm_attr) {
+    int64_t a = normalize_axis("transpose", p, rank);
+    if (seen[a])
+      fail_attr("transpose", "perm " + ints_to_string(perm_attr) + " is not a permutation (axis " +
+                                 std::to_string(a) + " repeats)");
+    seen[a] = true;
+    perm.push_back(a);
+  }
+  return perm;
+}
+
 
 Tensor reshape(const Tensor &x, const Shape &shape) { return record_op("reshape", {x}, {{"shape", shape}}); }
 Tensor transpose(const Tensor &x, const std::vector<int64_t> &perm) {

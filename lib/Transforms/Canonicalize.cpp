@@ -295,6 +295,41 @@ private:
   const char *op_;
 };
 
+/// A transpose node's perm as the op reads it (ops::normalize_perm).
+std::vector<int64_t> transpose_perm(const Node &t, int64_t rank) {
+  return ops::normalize_perm(t.attrs.get_ints("perm"), rank);
+}
+
+/// perm[inverse[a]] = a: the perm that undoes `perm`.
+std::vector<int64_t> inverse_perm(const std::vector<int64_t> &perm) {
+  std::vector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  return inverse;
+}
+
+bool is_identity_perm(const std::vector<int64_t> &perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != static_cast<int64_t>(i))
+      return false;
+  return true;
+}
+
+/// True when the dims of `in` (a transpose's operand) not of static size 1
+/// keep their order under `perm`: the transpose moves no element.
+bool moves_only_unit_axes(const std::vector<int64_t> &perm, const Shape &in) {
+  int64_t last = -1; // the input axis of the previous dim not of size 1
+  for (int64_t axis : perm) {
+    const Dim &d = in[static_cast<size_t>(axis)];
+    if (d.is_static() && d.value() == 1)
+      continue;
+    if (axis < last)
+      return false;
+    last = axis;
+  }
+  return true;
+}
+
 /// A transpose that moves only dims of size 1 (the other dims keep their
 /// order): a reshape, which moves no data. tf2onnx writes an NHWC -> NCHW
 /// transpose before a model's first conv even when C is 1 (an MRZ
@@ -305,29 +340,9 @@ public:
   const char *name() const override { return "transpose-of-unit-dims"; }
   const char *root_op() const override { return "transpose"; }
   std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
-    const Shape &shape = in[0].shape();
-    std::vector<int64_t> perm = node.attrs.get_ints("perm");
-    if (perm.empty())
-      for (int64_t i = static_cast<int64_t>(shape.size()); i-- > 0;)
-        perm.push_back(i);
-    if (perm.size() != shape.size())
-      return {};
-    int64_t last = -1; // the input axis of the previous dim not of size 1
-    bool moved = false;
-    for (size_t i = 0; i < perm.size(); ++i) {
-      int64_t axis = perm[i] < 0 ? perm[i] + static_cast<int64_t>(shape.size()) : perm[i];
-      if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
-        return {};
-      moved = moved || axis != static_cast<int64_t>(i);
-      const Dim &d = shape[static_cast<size_t>(axis)];
-      if (d.is_static() && d.value() == 1)
-        continue;
-      if (axis < last)
-        return {};
-      last = axis;
-    }
-    if (!moved)
-      return {}; // the identity: transpose-chain forwards it
+    std::vector<int64_t> perm = transpose_perm(node, in[0].rank());
+    if (is_identity_perm(perm) || !moves_only_unit_axes(perm, in[0].shape()))
+      return {}; // the identity (transpose-chain forwards it), or data moves
     return {ops::reshape(in[0], result_type(rc, node).shape)};
   }
 };
@@ -559,49 +574,12 @@ private:
   }
 };
 
-/// A transpose's perm as given, or the reversal for an empty one (ONNX's
-/// default), normalized to [0, rank); empty when invalid.
-std::vector<int64_t> transpose_perm(const Node &t, int64_t rank) {
-  std::vector<int64_t> perm = t.attrs.get_ints("perm");
-  if (perm.empty())
-    for (int64_t i = rank - 1; i >= 0; --i)
-      perm.push_back(i);
-  if (static_cast<int64_t>(perm.size()) != rank)
-    return {};
-  std::vector<bool> seen(static_cast<size_t>(rank), false);
-  for (int64_t &a : perm) {
-    if (a < 0)
-      a += rank;
-    if (a < 0 || a >= rank || seen[static_cast<size_t>(a)])
-      return {};
-    seen[static_cast<size_t>(a)] = true;
-  }
-  return perm;
-}
-
-/// perm[inverse[a]] = a: the perm that undoes `perm`.
-std::vector<int64_t> inverse_perm(const std::vector<int64_t> &perm) {
-  std::vector<int64_t> inverse(perm.size());
-  for (size_t i = 0; i < perm.size(); ++i)
-    inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
-  return inverse;
-}
-
-bool is_identity_perm(const std::vector<int64_t> &perm) {
-  for (size_t i = 0; i < perm.size(); ++i)
-    if (perm[i] != static_cast<int64_t>(i))
-      return false;
-  return true;
-}
-
 class TransposeChain final : public RewritePattern {
 public:
   const char *name() const override { return "transpose-chain"; }
   const char *root_op() const override { return "transpose"; }
   std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
     std::vector<int64_t> outer = transpose_perm(node, in[0].rank());
-    if (outer.empty())
-      return {};
     if (is_identity_perm(outer))
       return forward(rc, node, in, 0);
     const Node *inner = rc.match.producer_op(node.operands[0], "transpose");
@@ -609,8 +587,6 @@ public:
       return {};
     const Tensor &x = rc.value(inner->operands[0]);
     std::vector<int64_t> first = transpose_perm(*inner, x.rank());
-    if (first.empty())
-      return {};
     // result[i] = mid[outer[i]] = x[first[outer[i]]]
     std::vector<int64_t> both(outer.size());
     for (size_t i = 0; i < outer.size(); ++i)
@@ -637,17 +613,10 @@ public:
       return {};
     const Tensor &x = rc.value(inner->operands[0]);
     const int64_t rank = x.rank();
-    std::vector<int64_t> p = inner->attrs.get_ints("perm"), q = node.attrs.get_ints("perm");
-    if (static_cast<int64_t>(p.size()) != rank || static_cast<int64_t>(q.size()) != rank)
-      return {};
-    for (int64_t i = 0; i < rank; ++i) {
-      int64_t qi = q[static_cast<size_t>(i)] < 0 ? q[static_cast<size_t>(i)] + rank : q[static_cast<size_t>(i)];
-      if (qi < 0 || qi >= rank)
+    std::vector<int64_t> p = transpose_perm(*inner, rank), q = transpose_perm(node, rank);
+    for (int64_t i = 0; i < rank; ++i) // result[i] = mid[q[i]] = x[p[q[i]]]: must be x[i]
+      if (p[static_cast<size_t>(q[static_cast<size_t>(i)])] != i)
         return {};
-      int64_t pq = p[static_cast<size_t>(qi)] < 0 ? p[static_cast<size_t>(qi)] + rank : p[static_cast<size_t>(qi)];
-      if (pq != i) // result[i] = mid[q[i]] = x[p[q[i]]]: must be x[i]
-        return {};
-    }
     int64_t axis = split->attrs.get_int("axis");
     if (axis < 0)
       axis += rank;
@@ -661,7 +630,7 @@ public:
     int64_t start = 0;
     for (size_t k = 0; k < r; ++k)
       start += sizes[k];
-    int64_t x_axis = p[static_cast<size_t>(axis)] < 0 ? p[static_cast<size_t>(axis)] + rank : p[static_cast<size_t>(axis)];
+    int64_t x_axis = p[static_cast<size_t>(axis)];
     return {ops::slice(x, {start}, {start + sizes[r]}, {x_axis})};
   }
 };
@@ -739,7 +708,7 @@ class ReshapeOfTranspose final : public RewritePattern {
 public:
   const char *name() const override { return "reshape-of-transpose"; }
   const char *root_op() const override { return "reshape"; }
-  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &in, RewriteContext &rc) const override {
+  std::vector<Tensor> rewrite(const Node &node, const std::vector<Tensor> &, RewriteContext &rc) const override {
     const Node *t = rc.match.producer_op(node.operands[0], "transpose");
     if (!t || !rc.match.single_use(node.operands[0]))
       return {};
@@ -751,8 +720,6 @@ public:
           return {};
     const int64_t rank = static_cast<int64_t>(y.size());
     std::vector<int64_t> p = transpose_perm(*t, rank);
-    if (p.empty())
-      return {};
     // groups[i]: the result axes [first, last) that y's axis i splits into.
     std::vector<std::pair<size_t, size_t>> groups;
     size_t j = 0;
@@ -784,7 +751,6 @@ public:
         split.push_back(out[a]);
       }
     }
-    (void)in;
     Tensor x = ops::reshape(rc.value(t->operands[0]), split);
     return {is_identity_perm(perm) ? x : ops::transpose(x, perm)};
   }
@@ -824,7 +790,7 @@ public:
     if (!t)
       return {};
     std::vector<int64_t> p = transpose_perm(*t, rank);
-    if (p.empty() || moves_only_unit_axes(p, type.shape))
+    if (moves_only_unit_axes(p, g.type_of(t->operands[0]).shape))
       return {}; // a reshape (transpose-of-unit-dims)
     if (p.back() == rank - 1)
       return {}; // rows stay contiguous: nothing is read a row apart
@@ -862,20 +828,6 @@ public:
   }
 
 private:
-  /// True when the axes of size other than 1 keep their order: the
-  /// transpose moves no element.
-  static bool moves_only_unit_axes(const std::vector<int64_t> &perm, const Shape &out) {
-    int64_t last = -1;
-    for (size_t i = 0; i < perm.size(); ++i) {
-      if (out[i].is_static() && out[i].value() == 1)
-        continue;
-      if (perm[i] < last)
-        return false;
-      last = perm[i];
-    }
-    return true;
-  }
-
   std::string op_;
 };
 

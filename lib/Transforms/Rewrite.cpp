@@ -93,6 +93,9 @@ void carry_symbols(const Graph &from, Graph &to) {
   to.symbol_table() = from.symbol_table();
 }
 
+namespace {
+
+/// Makes `to`'s inputs and constants those of `from`.
 void copy_interface(const Graph &from, Graph &to) {
   carry_symbols(from, to);
   for (ValueId id : from.input_ids())
@@ -104,6 +107,8 @@ void copy_interface(const Graph &from, Graph &to) {
       to.add_constant(name, data);
   }
 }
+
+} // namespace
 
 std::vector<Tensor> copy_node(Graph &to, const Node &node, const std::vector<Tensor> &operands) {
   std::vector<ValueId> ids;

@@ -148,6 +148,11 @@ Tensor global_avg_pool2d(const Tensor &x);
 Tensor reshape(const Tensor &x, const Shape &shape);
 /// Permutes dims; an empty perm reverses them.
 Tensor transpose(const Tensor &x, const std::vector<int64_t> &perm = {});
+/// A transpose's `perm` attribute as the op reads it: empty → the dims
+/// reversed, negative axes wrapped. Throws maxc::Error (InvalidAttribute)
+/// unless it permutes [0, rank). (Every transpose of a verified graph has
+/// a valid one.)
+std::vector<int64_t> normalize_perm(const std::vector<int64_t> &perm, int64_t rank);
 Tensor permute(const Tensor &x, const std::vector<int64_t> &perm);
 Tensor broadcast_to(const Tensor &x, const Shape &shape);
 /// Removes the given size-1 dims (all size-1 dims when empty).

@@ -44,6 +44,16 @@
 //                     other operands one-element (a
 //                     DynamicQuantizeLinear before an NHWC
 //                     transpose): the transpose moves bytes
+//   reshape-of-transpose  reshape(transpose(x, p)) →          bit-exact (a relabelling)
+//                     transpose(reshape(x), p') when the
+//                     reshape only splits axes (static sizes),
+//                     the transpose read only there
+//   elementwise-before-transpose  f(transpose(x), c...) →     bit-exact (the same ops on the
+//                     transpose(f(x, c'...)) for any           same elements)
+//                     elementwise op, c one element or a
+//                     constant (c' transposed back), the
+//                     transpose read once and moving the last
+//                     axis, no GEMM/conv/composite reading f
 //   conv-of-channel-scale  conv (one group) of a depthwise   the folded weights computed in
 //                     1x1 stride-1 conv with constant weights  double: ≤ 1e-5 relative (not
 //                     read there only → the conv with         bit-exact: one rounding fewer)

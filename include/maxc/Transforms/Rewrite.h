@@ -109,10 +109,6 @@ public:
 /// declare the symbol again.
 void carry_symbols(const Graph &from, Graph &to);
 
-/// Makes `to`'s inputs, constants and symbol table those of `from` (`to`
-/// must have no inputs yet).
-void copy_interface(const Graph &from, Graph &to);
-
 /// Copies `node` of another graph into `to` as it is (attributes and debug
 /// name kept), its operands mapped to `to`'s values (`operands`).
 std::vector<Tensor> copy_node(Graph &to, const Node &node, const std::vector<Tensor> &operands);

@@ -372,7 +372,6 @@ private:
   /// (node_element), so the values are the same bits.
   bool emit_transpose_tiles(const Node &node) {
     constexpr int64_t kTile = kTransposeTile;
-    // f16/bf16/bool are not tiled: the element's type is not the memory's.
     std::optional<size_t> axis = transpose_tile_axis(g_, node);
     if (!axis || plan_.values[node.results[0]].storage == Storage::fused)
       return false;
