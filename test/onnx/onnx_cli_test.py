@@ -1956,7 +1956,8 @@ def case_small_conv_integer_layers(c):
     weight of at most 64 elements is a block parameter (small_integer_conv),
     so the blocks share one body; the product stays exact. A bigger weight
     (8 channels, 72 elements) stays a constant baked into each body: one
-    definition per block. Outputs equal numpy's (the i32 convs exactly)."""
+    definition per block. Outputs equal numpy's (the i32 convs exactly) on the
+    reference, the CPU and the GPU emulator."""
     def model(channels, name):
         rng = np.random.default_rng(5)
         layers, hw = 3, 6
@@ -2004,7 +2005,7 @@ def case_small_conv_integer_layers(c):
             q, scale, z = dynamic_quantize(h)
             acc = conv3x3(q - int(z), w.astype(np.int64) - int(zp))
             h = h + acc.astype(np.float32) * (scale * np.float32(0.001 * (i + 1)))
-        run_matches(c, p, xin, h, ["reference", "cpu"], 1e-5, 1e-5, name)
+        run_matches(c, p, xin, h, ["reference", "cpu", "amdgpu-emu"], 1e-5, 1e-5, name)
 
 
 def case_quantized_integer_gemm(c):
