@@ -111,7 +111,7 @@ std::vector<Tensor> top_k(const Tensor &x, const Dim &k, bool largest) {
   return record_op_multi(kTopKOp, {x}, {{"k", Shape{k}}, {"largest", largest}});
 }
 
-std::vector<Tensor> top_k_primitives(const std::vector<Tensor> &in, const Attrs &attrs) {
+std::vector<Tensor> top_k_primitives(const std::vector<Tensor> &in, const Attrs &attrs, int64_t rank_limit) {
   const Tensor &m = in.at(0);
   const Dim &k = k_of(attrs);
   bool largest = attrs.get_bool("largest", true);
@@ -119,11 +119,11 @@ std::vector<Tensor> top_k_primitives(const std::vector<Tensor> &in, const Attrs 
   if (!m.shape()[last].is_static())
     throw Error(ErrorCode::InvalidGraph, std::string(kTopKOp) + ": the row length " + m.shape()[last].to_string() +
                                              " must be static here (the CPU keeps top_k whole)");
-  int64_t n = m.shape()[last].value(), chunks = (n + kTopKRankLimit - 1) / kTopKRankLimit;
-  if (chunks > 1 && (!k.is_static() || k.value() > n / chunks || chunks * k.value() > kTopKRankLimit))
+  int64_t n = m.shape()[last].value(), chunks = (n + rank_limit - 1) / rank_limit;
+  if (chunks > 1 && (!k.is_static() || k.value() > n / chunks || chunks * k.value() > rank_limit))
     throw Error(ErrorCode::InvalidGraph,
                 std::string(kTopKOp) + " over " + std::to_string(n) + " elements with k=" + k.to_string() +
-                    " is decomposed only with k static, at most a chunk of " + std::to_string(kTopKRankLimit) +
+                    " is decomposed only with k static, at most a chunk of " + std::to_string(rank_limit) +
                     " elements' share (the CPU keeps top_k whole)");
   auto positions = [&](int64_t from, int64_t count) { // [1..., count]: from, from + 1, ... (broadcast over m's rows)
     Shape s(static_cast<size_t>(m.rank()), Dim(1));

@@ -30,8 +30,10 @@ namespace ops {
 std::vector<Tensor> top_k(const Tensor &x, const Dim &k, bool largest = true);
 /// The primitives decompose() rewrites top_k into (see above). Throws
 /// maxc::Error (InvalidGraph) for a row longer than kTopKRankLimit whose k
-/// is symbolic or too large for chunks.
-std::vector<Tensor> top_k_primitives(const std::vector<Tensor> &in, const Attrs &attrs);
+/// is symbolic or too large for chunks. `rank_limit` replaces
+/// kTopKRankLimit (tests chunk short rows with a small one).
+std::vector<Tensor> top_k_primitives(const std::vector<Tensor> &in, const Attrs &attrs,
+                                     int64_t rank_limit = kTopKRankLimit);
 } // namespace ops
 
 } // namespace maxc

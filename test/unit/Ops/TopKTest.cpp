@@ -57,19 +57,50 @@ TEST_CASE("top_k's reference: order, ties by index, NaN above every number", "[o
 
 TEST_CASE("top_k decomposed (ranking, chunked) equals the reference", "[ops][topk]") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  for (auto [rows, n, k] : {std::tuple<int64_t, int64_t, int64_t>{3, 40, 40}, {2, 33, 5}, {1, 5000, 300}}) {
+  // rank_limit: the chunk size (kTopKRankLimit in decompose()); the small
+  // ones chunk short rows (even and uneven chunks, k at a chunk's share), so
+  // the chunked path is checked at the reference interpreter's cost of a
+  // few thousand comparisons, not kTopKRankLimit squared.
+  for (auto [rows, n, k, rank_limit] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{3, 40, 40, kTopKRankLimit},
+                                        {2, 33, 5, kTopKRankLimit},
+                                        {1, 200, 12, 64},
+                                        {2, 130, 20, 64},
+                                        {1, 97, 1, 16}}) {
     for (bool largest : {true, false}) {
       HostTensor x = tied({rows, n});
       x.set_f64(3, nan);
       x.set_f64(n / 2, nan);
       auto graph = top_k_graph(x, k, largest);
-      auto lowered = decompose(*graph);
+      std::unique_ptr<Graph> lowered;
+      if (rank_limit == kTopKRankLimit) {
+        lowered = decompose(*graph);
+      } else {
+        const Attrs *attrs = nullptr;
+        for (const Node &node : graph->nodes())
+          if (node.op == kTopKOp)
+            attrs = &node.attrs;
+        REQUIRE(attrs);
+        lowered = trace_graph(types_of({x}), [&](const std::vector<Tensor> &in) {
+          return ops::top_k_primitives(in, *attrs, rank_limit);
+        });
+      }
       for (const Node &node : lowered->nodes())
         REQUIRE(node.op != kTopKOp);
       check_same(Interpreter::run(*lowered, {x}), Interpreter::run(*graph, {x}),
-                 "n " + std::to_string(n) + ", k " + std::to_string(k) + (largest ? ", largest" : ", smallest"));
+                 "n " + std::to_string(n) + ", k " + std::to_string(k) + ", chunks of " + std::to_string(rank_limit) +
+                     (largest ? ", largest" : ", smallest"));
     }
   }
+  // Past a chunk's share: refused with the sizes named, not wrong.
+  HostTensor x = tied({1, 100});
+  auto graph = top_k_graph(x, 40, true);
+  for (const Node &node : graph->nodes())
+    if (node.op == kTopKOp)
+      CHECK_THROWS_AS(trace_graph(types_of({x}),
+                                  [&](const std::vector<Tensor> &in) {
+                                    return ops::top_k_primitives(in, node.attrs, 32);
+                                  }),
+                      Error);
 }
 
 TEST_CASE("top_k on the CPU (its runtime's selection) and the GPU emulator equals the reference", "[ops][topk][codegen]") {
