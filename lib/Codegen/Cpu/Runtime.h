@@ -56,8 +56,9 @@ llvm::Value *emit_task_args(llvm::IRBuilder<> &b, llvm::StructType *st, const st
 /// independent; which thread runs one must not change what it computes.
 /// `work`: the whole job's estimated work (i64, about one multiply-add or
 /// one element operation a unit; null: unknown): the built-in pool runs a
-/// job below RuntimePool.c's MAXC_RT_MIN_WORK on the calling thread (a
-/// program's own parallel-for gets every job).
+/// job below its threshold on the calling thread (RuntimePool.c:
+/// MAXC_RT_MIN_WORK, up to MAXC_RT_FAR_MIN_WORK where hand-offs between
+/// cores are measured slow; a program's own parallel-for gets every job).
 void emit_parallel_for(llvm::IRBuilder<> &b, const std::string &prefix, llvm::Value *ctx, llvm::Value *count,
                        llvm::Function *task, llvm::Value *work);
 

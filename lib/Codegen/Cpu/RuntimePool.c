@@ -59,6 +59,22 @@
  * threads). A model of small kernels thus runs on one thread and never
  * wakes a worker; a large one keeps its workers hot.
  *
+ * Measured hand-offs (session 31). The cost of a hand-off is not a
+ * constant of the CPU: the same 2-vCPU VM (Zen 5) measured 225-235 ns one
+ * way between its vCPUs (bench/core_latency.c, its cores on two core
+ * complexes) for an hour, during which three sub-millisecond models ran
+ * 10-30 % slower on two threads than on one, and an hour before, the same
+ * binaries ran them 1.7x faster on two. So the pool measures it: worker 1,
+ * when a job's publication ends its spin (it was waiting before the job
+ * was published), notes when it saw the job; the caller, once the job is
+ * closed, takes the time since it published as a sample (120-140 ns in the
+ * slow state: the clock reads, not a ping-pong's round trip), and every
+ * MAXC_RT_SAMPLES samples their minimum sets the threshold between
+ * MAXC_RT_MIN_WORK (a near core) and MAXC_RT_FAR_MIN_WORK (a far one:
+ * 2^23 ran those models at 0.99-1.03 of their one-thread time, the MLP at
+ * batch 64 still 1.8x faster). Only the thread count's decision depends on
+ * it, never what a task computes.
+ *
  * Waiting threads spin with the CPU's spin-wait hint (maxc_rt_relax: x86
  * pause, aarch64 yield; no system call) for MAXC_RT_SPIN_NS, then poll
  * with sched_yield until MAXC_RT_POLL_NS have passed since they started
@@ -114,15 +130,23 @@ int clock_gettime(int clock, maxc_rt_timespec *t);
 void maxc_rt_relax(void);
 
 #define MAXC_RT_MAX_THREADS 256
-/* A job of less estimated work than this (the `work` of
+/* A job of less estimated work than the threshold (the `work` of
  * maxc_rt_parallel_for: about one multiply-add or one element operation a
  * unit; 30-100 units a nanosecond on one core of the VM) runs on the
- * calling thread unless the workers are hot (see "Small jobs" above). */
+ * calling thread unless the workers are hot (see "Small jobs" above). The
+ * threshold is MAXC_RT_MIN_WORK while the measured hand-off latency (see
+ * "Measured hand-offs" above) is at most MAXC_RT_NEAR_NS,
+ * MAXC_RT_FAR_MIN_WORK from MAXC_RT_FAR_NS on, linear between; it is
+ * updated from the minimum of every MAXC_RT_SAMPLES samples. */
 #define MAXC_RT_MIN_WORK (1 << 21)
+#define MAXC_RT_FAR_MIN_WORK (1 << 23)
+#define MAXC_RT_NEAR_NS 60
+#define MAXC_RT_FAR_NS 110
 /* Waiting threads spin (with maxc_rt_relax, no system call) for
  * MAXC_RT_SPIN_NS, then poll with sched_yield until MAXC_RT_POLL_NS from the
  * start of the wait, then sleep. */
 #define MAXC_RT_SPIN_NS 50000
+#define MAXC_RT_SAMPLES 16
 #define MAXC_RT_POLL_NS 200000
 /* The job's state word: this bit once the job takes no more workers, the
  * low bits count the workers inside it. */
@@ -148,9 +172,12 @@ static struct {
   maxc_rt_task_fn task;
   _Alignas(64) atomic_uint_fast64_t state; /* MAXC_RT_CLOSED | workers inside the job */
   _Alignas(64) atomic_uint_fast64_t finished; /* the job's tasks done */
+  atomic_int_fast64_t sample_wait, sample_seen; /* worker 1: when it began waiting, when it saw the job (ns) */
   _Alignas(64) atomic_int sleepers;           /* workers waiting on `wake` */
   atomic_int caller_sleeps;                   /* the caller waits on `done` */
   _Alignas(64) atomic_int_fast64_t last_end;  /* when the last pool job ended (ns) */
+  atomic_int_fast64_t min_work; /* the small-job threshold now (0: MAXC_RT_MIN_WORK) */
+  int64_t window_min, window_samples; /* the hand-off latencies sampled since the last update */
 } maxc_rt_pool = {.state = MAXC_RT_CLOSED};
 
 /* Thread k's range of the job's indices, [low 32 bits, high 32 bits), each
@@ -180,7 +207,7 @@ static int64_t maxc_rt_now_ns(void) {
  * every 64 polls), then polls with sched_yield until MAXC_RT_POLL_NS have
  * passed. Returns the last value read; the caller sleeps if the wait is not
  * over. */
-static uint_fast64_t maxc_rt_poll(atomic_uint_fast64_t *word, uint_fast64_t value, int equal) {
+static uint_fast64_t maxc_rt_poll(atomic_uint_fast64_t *word, uint_fast64_t value, int equal, int64_t *spun) {
   uint_fast64_t w = atomic_load_explicit(word, memory_order_acquire);
 #define MAXC_RT_WAITING (equal ? w == value : w < value)
   if (!MAXC_RT_WAITING)
@@ -192,6 +219,10 @@ static uint_fast64_t maxc_rt_poll(atomic_uint_fast64_t *word, uint_fast64_t valu
       w = atomic_load_explicit(word, memory_order_acquire);
     }
     waited = maxc_rt_now_ns() - start;
+  }
+  if (spun && !MAXC_RT_WAITING && waited < MAXC_RT_SPIN_NS) {
+    spun[0] = start;
+    spun[1] = maxc_rt_now_ns();
   }
   while (MAXC_RT_WAITING && waited < MAXC_RT_POLL_NS) {
     sched_yield();
@@ -256,7 +287,8 @@ static void *maxc_rt_worker(void *arg) {
   int self = (int)(uintptr_t)arg; /* 1 .. workers */
   uint_fast64_t seen = maxc_rt_pool.start_generation;
   for (;;) {
-    uint_fast64_t g = maxc_rt_poll(&maxc_rt_pool.generation, seen, 1);
+    int64_t spun[2] = {0, 0};
+    uint_fast64_t g = maxc_rt_poll(&maxc_rt_pool.generation, seen, 1, self == 1 ? spun : 0);
     if (g == seen) {
       pthread_mutex_lock(&maxc_rt_pool.mutex);
       atomic_fetch_add(&maxc_rt_pool.sleepers, 1);
@@ -273,6 +305,10 @@ static void *maxc_rt_worker(void *arg) {
     }
     if (s & MAXC_RT_CLOSED)
       continue;
+    if (spun[1] != 0) { /* read by the caller once the job is closed */
+      atomic_store_explicit(&maxc_rt_pool.sample_wait, spun[0], memory_order_relaxed);
+      atomic_store_explicit(&maxc_rt_pool.sample_seen, spun[1], memory_order_relaxed);
+    }
     if (maxc_rt_drain(self) && atomic_load(&maxc_rt_pool.caller_sleeps)) {
       pthread_mutex_lock(&maxc_rt_pool.mutex);
       pthread_cond_signal(&maxc_rt_pool.done);
@@ -320,6 +356,37 @@ void maxc_rt_set_num_threads(int32_t n) {
  * pool (NULL: back to the pool, or one thread). */
 void maxc_rt_set_parallel_for(maxc_rt_parallel_for_fn fn) { maxc_rt_user_parallel_for = fn; }
 
+/* The small-job threshold now: MAXC_RT_MIN_WORK until the hand-offs have
+ * been measured (maxc_rt_sample_latency). */
+static int64_t maxc_rt_min_work(void) {
+  int64_t w = atomic_load_explicit(&maxc_rt_pool.min_work, memory_order_relaxed);
+  return w > 0 ? w : MAXC_RT_MIN_WORK;
+}
+
+/* After a pool job published at `published` (ns): worker 1's hand-off
+ * latency, if it was spinning when the job came (it began waiting before
+ * the job was published); every MAXC_RT_SAMPLES samples, their minimum
+ * sets the threshold. */
+static void maxc_rt_sample_latency(int64_t published) {
+  int64_t wait = atomic_load_explicit(&maxc_rt_pool.sample_wait, memory_order_relaxed);
+  int64_t seen = atomic_load_explicit(&maxc_rt_pool.sample_seen, memory_order_relaxed);
+  if (seen == 0)
+    return;
+  atomic_store_explicit(&maxc_rt_pool.sample_seen, 0, memory_order_relaxed);
+  if (wait >= published || seen < published)
+    return;
+  int64_t latency = seen - published;
+  if (maxc_rt_pool.window_samples == 0 || latency < maxc_rt_pool.window_min)
+    maxc_rt_pool.window_min = latency;
+  if (++maxc_rt_pool.window_samples < MAXC_RT_SAMPLES)
+    return;
+  int64_t over = maxc_rt_pool.window_min - MAXC_RT_NEAR_NS, span = MAXC_RT_FAR_NS - MAXC_RT_NEAR_NS;
+  over = over < 0 ? 0 : over > span ? span : over;
+  atomic_store_explicit(&maxc_rt_pool.min_work, MAXC_RT_MIN_WORK + (MAXC_RT_FAR_MIN_WORK - MAXC_RT_MIN_WORK) / span * over,
+                        memory_order_relaxed);
+  maxc_rt_pool.window_samples = 0;
+}
+
 /* Whether no pool job ended in the last MAXC_RT_SPIN_NS (the workers have
  * stopped spinning); no clock read while the pool never ran one. */
 static int maxc_rt_workers_cold(void) {
@@ -345,15 +412,15 @@ void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task, int64_
    * thread and at n (issue 22: a second thread never makes a model slower;
    * checking the thread count first made the 2-thread path a few
    * instructions longer per job: 0.1-0.3 % of a 6 us model). */
-  if (work >= 0 && work < MAXC_RT_MIN_WORK &&
-      atomic_load_explicit(&maxc_rt_pool.last_end, memory_order_relaxed) == 0) {
+  int64_t min_work = maxc_rt_min_work();
+  if (work >= 0 && work < min_work && atomic_load_explicit(&maxc_rt_pool.last_end, memory_order_relaxed) == 0) {
     for (int64_t i = 0; i < count; ++i)
       task(ctx, i);
     return;
   }
   int expected = 0;
   if (count < 2 || count > 0x7fffffff || maxc_rt_pool.wanted < 2 ||
-      (work >= 0 && work < MAXC_RT_MIN_WORK && maxc_rt_workers_cold()) ||
+      (work >= 0 && work < min_work && maxc_rt_workers_cold()) ||
       !atomic_compare_exchange_strong(&maxc_rt_pool.busy, &expected, 1)) {
     for (int64_t i = 0; i < count; ++i)
       task(ctx, i);
@@ -389,6 +456,7 @@ void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task, int64_
   atomic_store(&maxc_rt_profile_participants, 0);
 #endif
   atomic_store(&maxc_rt_pool.state, 0);
+  int64_t published = maxc_rt_now_ns();
   atomic_fetch_add(&maxc_rt_pool.generation, 1);
   if (atomic_load(&maxc_rt_pool.sleepers) > 0) {
     pthread_mutex_lock(&maxc_rt_pool.mutex);
@@ -397,7 +465,7 @@ void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task, int64_
   }
   maxc_rt_drain(0);
   /* Every task done (those workers took too)... */
-  if (maxc_rt_poll(&maxc_rt_pool.finished, (uint_fast64_t)count, 0) < (uint_fast64_t)count) {
+  if (maxc_rt_poll(&maxc_rt_pool.finished, (uint_fast64_t)count, 0, 0) < (uint_fast64_t)count) {
     pthread_mutex_lock(&maxc_rt_pool.mutex);
     atomic_store(&maxc_rt_pool.caller_sleeps, 1);
     while (atomic_load(&maxc_rt_pool.finished) < (uint_fast64_t)count)
@@ -413,7 +481,9 @@ void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task, int64_
       maxc_rt_relax();
     else
       sched_yield();
-  atomic_store_explicit(&maxc_rt_pool.last_end, maxc_rt_now_ns(), memory_order_relaxed);
+  int64_t end = maxc_rt_now_ns();
+  maxc_rt_sample_latency(published);
+  atomic_store_explicit(&maxc_rt_pool.last_end, end, memory_order_relaxed);
   atomic_store(&maxc_rt_pool.busy, 0);
 #ifdef MAXC_RT_PROFILE
   maxc_rt_profile_job_threads(atomic_load(&maxc_rt_profile_participants));

@@ -107,8 +107,9 @@ TEST_CASE("threads: the pool starts, changes size and stops between runs", "[cod
 
 TEST_CASE("threads: a small job runs on the calling thread while the workers are cold, a large one on the pool",
           "[codegen][threads]") {
-  // exp over 40 x 4001 (160K units, 10 tasks) and over 1031 x 2039 (2.1M,
-  // above MAXC_RT_MIN_WORK): on 2 threads the small one never wakes a
+  // exp over 40 x 4001 (160K units, 10 tasks) and over 2053 x 4099 (8.4M,
+  // above MAXC_RT_FAR_MIN_WORK, the threshold's largest value whatever the
+  // hand-off latency measured): on 2 threads the small one never wakes a
   // worker; the large one is handed to the pool (the profile's `threads`:
   // the most threads a job ran on, 2 once the worker joined one).
   auto most_threads = [](const HostTensor &x, int runs) {
@@ -123,6 +124,6 @@ TEST_CASE("threads: a small job runs on the calling thread while the workers are
   // A worker that never got a core (a starved machine) joins no job: a few tries.
   int64_t large = 0;
   for (int attempt = 0; attempt < 5 && large < 2; ++attempt)
-    large = most_threads(random_tensor(DType::f32, {1031, 2039}), 10);
+    large = most_threads(random_tensor(DType::f32, {2053, 4099}), 10);
   CHECK(large == 2);
 }
