@@ -72,12 +72,13 @@
  * MAXC_RT_SAMPLES samples their minimum sets the threshold between
  * MAXC_RT_MIN_WORK (a near core) and MAXC_RT_FAR_MIN_WORK (a far one:
  * 2^23 ran those models at 0.99-1.03 of their one-thread time, the MLP at
- * batch 64 still 1.8x faster). Hot workers then take only jobs of at least
- * (threshold - MAXC_RT_MIN_WORK) / 3 (0 near, 2^21 far): handing them every
- * small job between the large ones left face_landmark, blazeface_front and
- * yolov10_face_fingers 2-10 % slower on two threads (and YOLOv10 0.74 in
- * another process: which jobs crossed depended on the samples). Only the
- * thread count's decision depends on it, never what a task computes.
+ * batch 64 still 1.8x faster). Only the thread count's decision depends on
+ * it, never what a task computes. Tried and not kept: hot workers taking
+ * only jobs of 2^21 or more while far — the small models then ran at
+ * 0.99-1.02 of their one-thread time, but the large ones lost 10-25 % of
+ * their two-thread speed (ppocr_det 0.51 -> 0.62 of one thread, yolov8n
+ * 0.60 -> 0.69), so YOLOv10 and face_landmark stay 0-6 % slower on two
+ * threads while far (docs/PERFORMANCE.md, session 31).
  *
  * Waiting threads spin with the CPU's spin-wait hint (maxc_rt_relax: x86
  * pause, aarch64 yield; no system call) for MAXC_RT_SPIN_NS, then poll
@@ -137,8 +138,7 @@ void maxc_rt_relax(void);
 /* A job of less estimated work than the threshold (the `work` of
  * maxc_rt_parallel_for: about one multiply-add or one element operation a
  * unit; 30-100 units a nanosecond on one core of the VM) runs on the
- * calling thread unless the workers are hot (see "Small jobs" above) and it
- * is not below the hot floor (see "Measured hand-offs"). The
+ * calling thread unless the workers are hot (see "Small jobs" above). The
  * threshold is MAXC_RT_MIN_WORK while the measured hand-off latency (see
  * "Measured hand-offs" above) is at most MAXC_RT_NEAR_NS,
  * MAXC_RT_FAR_MIN_WORK from MAXC_RT_FAR_NS on, linear between; it is
@@ -425,7 +425,7 @@ void maxc_rt_parallel_for(void *ctx, int64_t count, maxc_rt_task_fn task, int64_
   }
   int expected = 0;
   if (count < 2 || count > 0x7fffffff || maxc_rt_pool.wanted < 2 ||
-      (work >= 0 && work < min_work && (work < (min_work - MAXC_RT_MIN_WORK) / 3 || maxc_rt_workers_cold())) ||
+      (work >= 0 && work < min_work && maxc_rt_workers_cold()) ||
       !atomic_compare_exchange_strong(&maxc_rt_pool.busy, &expected, 1)) {
     for (int64_t i = 0; i < count; ++i)
       task(ctx, i);
