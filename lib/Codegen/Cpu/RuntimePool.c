@@ -60,11 +60,11 @@
  * wakes a worker; a large one keeps its workers hot.
  *
  * Measured hand-offs (session 31). The cost of a hand-off is not a
- * constant of the CPU: the same 2-vCPU VM (Zen 5) measured 225-235 ns one
- * way between its vCPUs (bench/core_latency.c, its cores on two core
- * complexes) for an hour, during which three sub-millisecond models ran
- * 10-30 % slower on two threads than on one, and an hour before, the same
- * binaries ran them 1.7x faster on two. So the pool measures it: worker 1,
+ * constant of the CPU: the same 2-vCPU VM (Zen 5) measured 211-248 ns one
+ * way between its vCPUs (bench/core_latency.c: cores on two core
+ * complexes) for the rest of a session in which three sub-millisecond
+ * models ran 10-30 % slower on two threads than on one, where minutes
+ * before the same binaries had run them 1.7x faster on two. So the pool measures it: worker 1,
  * when a job's publication ends its spin (it was waiting before the job
  * was published), notes when it saw the job; the caller, once the job is
  * closed, takes the time since it published as a sample (120-140 ns in the
