@@ -67,8 +67,9 @@
  * before the same binaries had run them 1.7x faster on two. So the pool measures it: worker 1,
  * when a job's publication ends its spin (it was waiting before the job
  * was published), notes when it saw the job; the caller, once the job is
- * closed, takes the time since it published as a sample (120-140 ns in the
- * slow state: the clock reads, not a ping-pong's round trip), and every
+ * closed, takes the time since it published as a sample (120-150 ns in the
+ * slow state, 80 ns while core_latency read 58 ns one way: the clock reads
+ * on two cores, not a ping-pong's round trip), and every
  * MAXC_RT_SAMPLES samples their minimum sets the threshold between
  * MAXC_RT_MIN_WORK (a near core) and MAXC_RT_FAR_MIN_WORK (a far one:
  * 2^23 ran those models at 0.99-1.03 of their one-thread time, the MLP at
@@ -145,8 +146,8 @@ void maxc_rt_relax(void);
  * updated from the minimum of every MAXC_RT_SAMPLES samples. */
 #define MAXC_RT_MIN_WORK (1 << 21)
 #define MAXC_RT_FAR_MIN_WORK (1 << 23)
-#define MAXC_RT_NEAR_NS 60
-#define MAXC_RT_FAR_NS 110
+#define MAXC_RT_NEAR_NS 85
+#define MAXC_RT_FAR_NS 115
 /* Waiting threads spin (with maxc_rt_relax, no system call) for
  * MAXC_RT_SPIN_NS, then poll with sched_yield until MAXC_RT_POLL_NS from the
  * start of the wait, then sleep. */
