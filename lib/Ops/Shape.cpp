@@ -692,7 +692,6 @@ std::vector<int64_t> normalize_perm(const std::vector<int64_t> &perm_attr, int64
   return perm;
 }
 
-
 Tensor reshape(const Tensor &x, const Shape &shape) { return record_op("reshape", {x}, {{"shape", shape}}); }
 Tensor transpose(const Tensor &x, const std::vector<int64_t> &perm) {
   return record_op("transpose", {x}, {{"perm", perm}});

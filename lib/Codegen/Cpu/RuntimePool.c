@@ -64,22 +64,25 @@
  * way between its vCPUs (bench/core_latency.c: cores on two core
  * complexes) for the rest of a session in which three sub-millisecond
  * models ran 10-30 % slower on two threads than on one, where minutes
- * before the same binaries had run them 1.7x faster on two. So the pool measures it: worker 1,
- * when a job's publication ends its spin (it was waiting before the job
- * was published), notes when it saw the job; the caller, once the job is
+ * before the same binaries had run them 1.7x faster on two. So the pool
+ * measures it: worker 1, when a job's publication ends its spin (it was
+ * waiting before the job was published), notes when it saw the job; the
+ * caller, once the job is
  * closed, takes the time since it published as a sample (120-150 ns in the
  * slow state, 80 ns while core_latency read 58 ns one way: the clock reads
  * on two cores, not a ping-pong's round trip), and every
  * MAXC_RT_SAMPLES samples their minimum sets the threshold between
  * MAXC_RT_MIN_WORK (a near core) and MAXC_RT_FAR_MIN_WORK (a far one:
  * 2^23 ran those models at 0.99-1.03 of their one-thread time, the MLP at
- * batch 64 still 1.8x faster). Only the thread count's decision depends on
- * it, never what a task computes. Tried and not kept: hot workers taking
+ * batch 64 still 1.8x faster; but oww_embedding, whose jobs lie between
+ * the two, then runs on one thread: ORT/maxc 0.95 at two threads there).
+ * Only the thread count's decision depends on it, never what a task
+ * computes. Tried and not kept: hot workers taking
  * only jobs of 2^21 or more while far — the small models then ran at
  * 0.99-1.02 of their one-thread time, but the large ones lost 10-25 % of
  * their two-thread speed (ppocr_det 0.51 -> 0.62 of one thread, yolov8n
- * 0.60 -> 0.69), so YOLOv10 and face_landmark stay 0-6 % slower on two
- * threads while far (docs/PERFORMANCE.md, session 31).
+ * 0.60 -> 0.69), so YOLOv10 and face_landmark stay 0-7 % slower on two
+ * threads in some runs while far (docs/PERFORMANCE.md, session 31).
  *
  * Waiting threads spin with the CPU's spin-wait hint (maxc_rt_relax: x86
  * pause, aarch64 yield; no system call) for MAXC_RT_SPIN_NS, then poll
@@ -148,11 +151,11 @@ void maxc_rt_relax(void);
 #define MAXC_RT_FAR_MIN_WORK (1 << 23)
 #define MAXC_RT_NEAR_NS 85
 #define MAXC_RT_FAR_NS 115
+#define MAXC_RT_SAMPLES 16
 /* Waiting threads spin (with maxc_rt_relax, no system call) for
  * MAXC_RT_SPIN_NS, then poll with sched_yield until MAXC_RT_POLL_NS from the
  * start of the wait, then sleep. */
 #define MAXC_RT_SPIN_NS 50000
-#define MAXC_RT_SAMPLES 16
 #define MAXC_RT_POLL_NS 200000
 /* The job's state word: this bit once the job takes no more workers, the
  * low bits count the workers inside it. */
