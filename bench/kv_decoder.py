@@ -25,6 +25,7 @@ for flag, default in [("layers", 2), ("d", 128), ("heads", 4), ("kv-heads", 2), 
 ap.add_argument("--out", default="kv_decoder")
 ap.add_argument("--train", type=int, default=0, metavar="STEPS",
                 help="train STEPS Adam steps on --text (byte tokens) before exporting")
+ap.add_argument("--lr", type=float, default=2e-3, help="--train's Adam learning rate")
 ap.add_argument("--text", help="the training text (a file; its bytes are the tokens, vocab >= 256)")
 args = ap.parse_args()
 torch.manual_seed(0)
@@ -82,7 +83,7 @@ if args.train:
     # so any weight rounding changes its greedy tokens: docs/PERFORMANCE.md).
     assert args.text and V >= 256, "--train needs --text and --vocab >= 256"
     data = torch.tensor(list(open(args.text, "rb").read()), dtype=torch.long)
-    opt = torch.optim.Adam(m.parameters(), lr=2e-3)
+    opt = torch.optim.Adam(m.parameters(), lr=args.lr)
     empty_train = [torch.zeros(8, KVH, 0, HD) for _ in range(2 * L)]
     g = torch.Generator().manual_seed(1)
     for step in range(args.train):

@@ -8,6 +8,7 @@ input (exit 1 with a stable code).
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -2917,6 +2918,39 @@ def case_quantize_weights(c):
     assert sizes == {"": 30720, "int8": 7680 + 960 + 240, "int4": 3840 + 960 + 160}, sizes
     r = c.run("--quantize-weights", "int3", "check", p, expect=1)
     assert "expected int8 or int4" in r.stderr, r.stderr
+
+
+def case_quantize_weights_repeated_layers(c):
+    """--quantize-weights on repeated layers keeps them one body: each layer's
+    MatMul weights (arguments of the shared body's calls) are quantized at
+    the call, so the 4 layers stay one definition called 4 times, all 8
+    weights are reported, the weight bytes shrink as with --no-dedup, and
+    the outputs equal --no-dedup's (the same codes per weight) on every path."""
+    m = encoder(4, hidden=64, ffn=64, seed=4)
+    p = c.save(m, "qenc.onnx")
+    s = c.stats("--quantize-weights", "int4", p)
+    assert s["subgraph_definitions"] == "1" and s["subgraph_calls"] == "4", s
+    x = np.random.default_rng(5).standard_normal((2, 3, 64)).astype(np.float32)
+    np.save(c.path("qx.npy"), x)
+    outs, sizes = {}, {}
+    for flags in [(), ("--no-dedup",)]:
+        for device in ["reference", "cpu", "amdgpu-emu"]:
+            out = c.path("q" + "".join(flags) + device)
+            r = c.run("--quantize-weights", "int4", *flags, "run", p, "--input", f"input={c.path('qx.npy')}",
+                      "--device", device, "--output-dir", out)
+            assert "int4: 8 weights (32768 values) quantized" in r.stderr, r.stderr
+            for i in range(4):
+                # (a call's argument is the constant the tracer named: dots made underscores)
+                assert re.search(rf"maxc: int4 encoder.layer.{i}.fc2.weight \[N 64, K 64\]: relative error", r.stderr), r.stderr
+            outs[flags, device] = np.load(os.path.join(out, "logits.npy"))
+        c.run("--quantize-weights", "int4", *flags, "compile", p, "-o", c.path("qenc.o"))
+        with open(c.path("qenc.manifest.json")) as f:
+            sizes[flags] = json.load(f)["memory"]["weights_bytes"]
+    for key, got in outs.items():
+        assert np.allclose(got, outs[(), "reference"], rtol=1e-5, atol=1e-6), (key, np.abs(got - outs[(), "reference"]).max())
+    # 8 int4 weights of 64 x 64: 2048 code bytes, 128 scales (f32) and 64 zero-point bytes each; the
+    # layer norms' and biases' f32 (4 x (64 + 64 + 64 + 64) x 4 bytes) as they were.
+    assert sizes[()] == sizes[("--no-dedup",)] == 8 * (2048 + 512 + 64) + 4 * 256 * 4, sizes
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

@@ -109,9 +109,6 @@ void print_quantized_layers(const std::vector<QuantizedLayer> &layers, const Glo
   }
   std::fprintf(stderr, "maxc: --quantize-weights %s: %zu weights (%lld values) quantized, worst relative error %.4g\n",
                kind.c_str(), layers.size(), static_cast<long long>(weights), worst);
-  if (!global.no_dedup)
-    std::fprintf(stderr, "maxc: note: matmuls inside repeated blocks (subgraphs) keep f32 weights: a block's weights "
-                         "are its call's arguments; for ONNX models, --no-dedup traces each layer on its own\n");
 }
 
 void quantize_loaded_weights(const GlobalOptions &global, LoadedModel &model, const std::string &file,

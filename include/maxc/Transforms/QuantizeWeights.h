@@ -6,10 +6,13 @@
 // asymmetric (a scale and a zero point per block of 32, the block's range
 // [min(0, lo), max(0, hi)] mapped onto 0..2^bits - 1: MatMulNBits' layout and
 // ONNX Runtime's default), the f32 weight dropped. A bias of a linear is
-// added after. Other matmuls (an A transposed, a batched B, a computed B)
-// and other dtypes are left as they are, and so are weights that reach a
-// matmul as arguments of a subgraph call (ONNX dedup's repeated layers:
-// `--no-dedup` makes them constants of the root graph).
+// added after. A weight that reaches matmuls as an argument of subgraph
+// calls (repeated layers: ONNX dedup, the JSON format's `repeat`) is
+// quantized too when the body reads that input only as such weights and
+// every call passes a constant there: the body's input becomes three (codes,
+// scales, zero points) and each call passes its own weight quantized.
+// Other matmuls (an A transposed, a batched B, a computed B) and other
+// dtypes are left as they are.
 #pragma once
 
 #include "maxc/IR/Graph.h"

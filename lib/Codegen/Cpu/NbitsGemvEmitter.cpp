@@ -21,6 +21,7 @@ constexpr int64_t kColumnsPerTask = 16;
 constexpr unsigned kMaxRows = 4;      // rows of A sharing one dequantized chunk
 constexpr int64_t kMaxChunk = 32;     // codes per vector step
 constexpr int64_t kMaxSplitBytes = 32 << 10; // the task's stack buffer for A's rows copied (4 bits)
+constexpr int64_t kZeroLanes = 16;           // blocks per vector of the zero points' share
 
 // The task's arguments: a, b, scales, zero points (or null), c, m.
 llvm::StructType *task_args_type(llvm::LLVMContext &c) {
@@ -38,14 +39,26 @@ struct Kernel {
   int64_t chunk = std::min(l.block, kMaxChunk);
   bool split = false; // A's rows read from the even/odd copy (columns())
   llvm::AllocaInst *split_buffer = nullptr;
+  llvm::AllocaInst *sums = nullptr; // block_sums()
   llvm::LLVMContext &ctx = b.getContext();
 
   llvm::FixedVectorType *fvec() { return llvm::FixedVectorType::get(b.getFloatTy(), static_cast<unsigned>(chunk)); }
   Value *i64(int64_t v) { return b.getInt64(v); }
+  /// The accumulators' width: one register (a chunk is summed into it piece by piece).
+  int64_t piece() const { return std::min<int64_t>(chunk, lanes); }
+  llvm::FixedVectorType *lvec() { return llvm::FixedVectorType::get(b.getFloatTy(), static_cast<unsigned>(piece())); }
+  /// Piece `p` of a chunk-wide vector.
+  Value *part(Value *v, int64_t p) {
+    if (piece() == chunk)
+      return v;
+    std::vector<int> lanes_of(static_cast<size_t>(piece()));
+    for (int64_t i = 0; i < piece(); ++i)
+      lanes_of[i] = static_cast<int>(p * piece() + i);
+    return b.CreateShuffleVector(v, lanes_of);
+  }
 
-  /// Chunk `ci` of block `blk` of column n: its codes as f32, dequantized
-  /// (code * s + bias, bias = -zp * s).
-  Value *weights(Value *col_bytes, Value *blk, Value *ci, Value *s, Value *bias) {
+  /// Chunk `ci` of block `blk` of column n: its codes as f32.
+  Value *codes_f32(Value *col_bytes, Value *blk, Value *ci) {
     int64_t bytes = chunk * l.bits / 8;
     Value *at = b.CreateGEP(b.getInt8Ty(), col_bytes,
                             b.CreateAdd(b.CreateMul(blk, i64(l.blob_bytes())), b.CreateMul(ci, i64(bytes))));
@@ -60,10 +73,86 @@ struct Kernel {
         mix[i] = static_cast<int>(split ? i : i % 2 == 0 ? i / 2 : bytes + i / 2);
       codes = b.CreateShuffleVector(lo, hi, mix);
     }
-    Value *f = b.CreateUIToFP(codes, fvec());
-    return b.CreateIntrinsic(llvm::Intrinsic::fma, {fvec()},
-                             {f, b.CreateVectorSplat(static_cast<unsigned>(chunk), s),
-                              b.CreateVectorSplat(static_cast<unsigned>(chunk), bias)});
+    return b.CreateUIToFP(codes, fvec());
+  }
+
+  /// A mask of the first `valid` of `n` lanes.
+  llvm::Constant *first_lanes(int64_t n, int64_t valid) {
+    std::vector<llvm::Constant *> bits;
+    for (int64_t i = 0; i < n; ++i)
+      bits.push_back(b.getInt1(i < valid));
+    return llvm::ConstantVector::get(bits);
+  }
+
+  /// A's block sums, sums[r * padded_blocks() + blk] = sum of row r's
+  /// elements in block blk (zeros past the last block), for the zero
+  /// points' share of each column (group()).
+  int64_t padded_blocks() const { return (l.blocks() + kZeroLanes - 1) / kZeroLanes * kZeroLanes; }
+  void block_sums(const std::vector<Value *> &arow) {
+    if (!sums) {
+      sums = entry.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), static_cast<uint64_t>(kMaxRows * padded_blocks())));
+      sums->setAlignment(llvm::Align(64));
+    }
+    int64_t full = l.k / l.block, chunks = l.block / chunk;
+    for (unsigned r = 0; r < arow.size(); ++r) {
+      Value *row_sums = b.CreateGEP(b.getFloatTy(), sums, i64(r * padded_blocks()));
+      auto one = [&](Value *blk, int64_t valid) { // valid: A's elements in the block (< block: the tail)
+        Value *v = llvm::Constant::getNullValue(fvec());
+        Value *k0 = b.CreateMul(blk, i64(l.block));
+        for (int64_t ci = 0; ci < chunks && ci * chunk < valid; ++ci) {
+          Value *at = b.CreateGEP(b.getFloatTy(), arow[r], b.CreateAdd(k0, i64(ci * chunk)));
+          Value *x = valid - ci * chunk < chunk
+                         ? static_cast<Value *>(b.CreateMaskedLoad(fvec(), at, llvm::Align(4),
+                                                                   first_lanes(chunk, valid - ci * chunk),
+                                                                   llvm::Constant::getNullValue(fvec())))
+                         : static_cast<Value *>(b.CreateAlignedLoad(fvec(), at, llvm::Align(4)));
+          v = b.CreateFAdd(v, x);
+        }
+        Value *sum = b.CreateFAddReduce(llvm::ConstantFP::get(b.getFloatTy(), 0.0), v);
+        llvm::cast<llvm::Instruction>(sum)->setHasAllowReassoc(true);
+        b.CreateAlignedStore(sum, b.CreateGEP(b.getFloatTy(), row_sums, blk), llvm::Align(4));
+      };
+      emit_counted_loop(b, i64(full), [&](Value *blk) { one(blk, l.block); }, "nbits.sums.");
+      if (full < l.blocks())
+        one(i64(full), l.k - full * l.block);
+      for (int64_t blk = l.blocks(); blk < padded_blocks(); ++blk)
+        b.CreateAlignedStore(llvm::ConstantFP::get(b.getFloatTy(), 0.0), b.CreateGEP(b.getFloatTy(), row_sums, i64(blk)),
+                             llvm::Align(4));
+    }
+  }
+
+  /// Column `col`'s zero points times its scales, z_b * s_b, for blocks
+  /// [g0, g0 + kZeroLanes) (lanes past `valid` zero).
+  Value *zero_times_scale(Value *col, Value *g0, int64_t valid) {
+    auto *zvec = llvm::FixedVectorType::get(b.getFloatTy(), static_cast<unsigned>(kZeroLanes));
+    Value *at = b.CreateGEP(b.getFloatTy(), scales, b.CreateAdd(b.CreateMul(col, i64(l.blocks())), g0));
+    Value *s = valid < kZeroLanes ? static_cast<Value *>(b.CreateMaskedLoad(zvec, at, llvm::Align(4),
+                                                                         first_lanes(kZeroLanes, valid),
+                                                                         llvm::Constant::getNullValue(zvec)))
+                                  : static_cast<Value *>(b.CreateAlignedLoad(zvec, at, llvm::Align(4)));
+    Value *z;
+    if (!has_zp) {
+      z = llvm::ConstantFP::get(zvec, static_cast<double>(l.default_zero_point()));
+    } else {
+      int64_t bytes = kZeroLanes * l.bits / 8, valid_bytes = (valid * l.bits + 7) / 8;
+      auto *bvec = llvm::FixedVectorType::get(b.getInt8Ty(), static_cast<unsigned>(bytes));
+      Value *row = b.CreateGEP(b.getInt8Ty(), zp, b.CreateMul(col, i64(l.zp_row_bytes())));
+      Value *zat = b.CreateGEP(b.getInt8Ty(), row, l.bits == 8 ? g0 : b.CreateLShr(g0, 1));
+      Value *raw = valid_bytes < bytes ? static_cast<Value *>(b.CreateMaskedLoad(bvec, zat, llvm::Align(1),
+                                                                                first_lanes(bytes, valid_bytes),
+                                                                                llvm::Constant::getNullValue(bvec)))
+                                       : static_cast<Value *>(b.CreateAlignedLoad(bvec, zat, llvm::Align(1)));
+      if (l.bits == 4) { // block 2i in byte i's low nibble, 2i + 1 in its high one
+        Value *lo = b.CreateAnd(raw, llvm::ConstantInt::get(bvec, 15));
+        Value *hi = b.CreateLShr(raw, llvm::ConstantInt::get(bvec, 4));
+        std::vector<int> mix(static_cast<size_t>(kZeroLanes));
+        for (int64_t i = 0; i < kZeroLanes; ++i)
+          mix[i] = static_cast<int>(i % 2 == 0 ? i / 2 : bytes + i / 2);
+        raw = b.CreateShuffleVector(lo, hi, mix);
+      }
+      z = b.CreateUIToFP(raw, zvec);
+    }
+    return b.CreateFMul(z, s);
   }
 
   /// Rows [row0, row0 + rows) of C's columns [n0, n1): two columns at a
@@ -76,6 +165,7 @@ struct Kernel {
     std::vector<Value *> arow(rows);
     for (unsigned r = 0; r < rows; ++r)
       arow[r] = b.CreateGEP(b.getFloatTy(), a, b.CreateMul(b.CreateAdd(row0, i64(r)), i64(l.k)));
+    block_sums(arow);
     int64_t padded = l.blocks() * l.block;
     int64_t fit = std::min<int64_t>(kMaxRows, kMaxSplitBytes / (padded * 4)); // rows the buffer holds
     split = l.bits == 4 && static_cast<int64_t>(rows) <= fit;
@@ -112,8 +202,8 @@ struct Kernel {
         arow[r] = dst;
       }
     }
-    int64_t vectors = std::max<int64_t>(1, chunk / lanes); // registers per accumulator
-    unsigned width = rows * 2 * vectors <= 8 ? 2 : 1;
+    int64_t registers = lanes >= 16 ? 32 : 16; // an accumulator and a block's sum per row and column
+    unsigned width = rows * 2 * 2 <= registers / 2 ? 2 : 1;
     Value *count = b.CreateSub(n1, n0);
     emit_counted_loop(b, b.CreateUDiv(count, i64(width)), [&](Value *j) {
       group(arow, b.CreateAdd(n0, b.CreateMul(j, i64(width))), width, row0);
@@ -122,82 +212,110 @@ struct Kernel {
       emit_if(b, b.CreateICmpNE(b.CreateAnd(count, i64(1)), i64(0)), [&] { group(arow, b.CreateSub(n1, i64(1)), 1, row0); });
   }
 
-  /// Columns [n, n + width) of the rows at `arow`.
+  /// Columns [n, n + width) of the rows at `arow`. Per block, the codes'
+  /// products with A summed (t = sum of code * a over the block's chunks)
+  /// and scaled into the accumulator (acc += s * t); the zero points' share,
+  /// sum over blocks of z_b * s_b * (A's block sum), once per column after
+  /// the last block, kZeroLanes blocks to a vector. C = acc - that share.
   void group(const std::vector<Value *> &arow, Value *n, unsigned width, Value *row0) {
     unsigned rows = static_cast<unsigned>(arow.size());
-    std::vector<std::vector<llvm::AllocaInst *>> acc(width, std::vector<llvm::AllocaInst *>(rows));
-    for (auto &col : acc)
-      for (auto &s : col) {
-        s = entry.CreateAlloca(fvec());
-        b.CreateStore(llvm::Constant::getNullValue(fvec()), s);
-      }
+    auto accumulators = [&] {
+      std::vector<std::vector<llvm::AllocaInst *>> v(width, std::vector<llvm::AllocaInst *>(rows));
+      for (auto &col : v)
+        for (auto &s : col)
+          s = entry.CreateAlloca(lvec());
+      return v;
+    };
+    auto zero = [&](const std::vector<std::vector<llvm::AllocaInst *>> &v) {
+      for (auto &col : v)
+        for (auto *s : col)
+          b.CreateStore(llvm::Constant::getNullValue(s->getAllocatedType()), s);
+    };
+    auto acc = accumulators(), t = accumulators();
+    zero(acc);
     int64_t nb = l.blocks(), full = l.k / l.block, chunks = l.block / chunk;
     std::vector<Value *> cols(width), col_bytes(width);
     for (unsigned c = 0; c < width; ++c) {
       cols[c] = b.CreateAdd(n, i64(c));
       col_bytes[c] = b.CreateGEP(b.getInt8Ty(), bq, b.CreateMul(cols[c], i64(l.row_bytes())));
     }
-    // One block: its scales and zero points, then its chunks.
+    // One block: the codes' products with A, then scaled into acc.
     auto block = [&](Value *blk, bool tail) {
-      std::vector<Value *> s(width), bias(width);
-      for (unsigned c = 0; c < width; ++c) {
-        s[c] = b.CreateAlignedLoad(b.getFloatTy(),
-                                   b.CreateGEP(b.getFloatTy(), scales, b.CreateAdd(b.CreateMul(cols[c], i64(nb)), blk)),
-                                   llvm::Align(4));
-        Value *z;
-        if (!has_zp) {
-          z = llvm::ConstantFP::get(b.getFloatTy(), static_cast<double>(l.default_zero_point()));
-        } else {
-          Value *row = b.CreateGEP(b.getInt8Ty(), zp, b.CreateMul(cols[c], i64(l.zp_row_bytes())));
-          Value *byte = b.CreateLoad(b.getInt8Ty(),
-                                     b.CreateGEP(b.getInt8Ty(), row, l.bits == 8 ? blk : b.CreateLShr(blk, 1)));
-          if (l.bits == 4)
-            byte = b.CreateAnd(b.CreateLShr(byte, b.CreateTrunc(b.CreateShl(b.CreateAnd(blk, 1), 2), b.getInt8Ty())),
-                               b.getInt8(15));
-          z = b.CreateUIToFP(byte, b.getFloatTy());
-        }
-        bias[c] = b.CreateFNeg(b.CreateFMul(z, s[c]));
-      }
+      zero(t);
       auto step = [&](Value *ci, int64_t valid) { // valid: A's elements in the chunk (< chunk: masked)
         std::vector<Value *> w(width);
         for (unsigned c = 0; c < width; ++c)
-          w[c] = weights(col_bytes[c], blk, ci, s[c], bias[c]);
+          w[c] = codes_f32(col_bytes[c], blk, ci);
         Value *k0 = b.CreateAdd(b.CreateMul(blk, i64(l.block)), b.CreateMul(ci, i64(chunk)));
-        Value *mask = nullptr;
-        if (valid < chunk) {
-          std::vector<llvm::Constant *> bits;
-          for (int64_t i = 0; i < chunk; ++i)
-            bits.push_back(b.getInt1(i < valid));
-          mask = llvm::ConstantVector::get(bits);
-        }
         for (unsigned r = 0; r < rows; ++r) {
           Value *at = b.CreateGEP(b.getFloatTy(), arow[r], k0);
-          Value *x = mask && !split ? static_cast<Value *>(b.CreateMaskedLoad(fvec(), at, llvm::Align(4), mask,
-                                                                    llvm::Constant::getNullValue(fvec())))
-                          : static_cast<Value *>(b.CreateAlignedLoad(fvec(), at, llvm::Align(4)));
-          for (unsigned c = 0; c < width; ++c)
-            b.CreateStore(b.CreateIntrinsic(llvm::Intrinsic::fma, {fvec()}, {w[c], x, b.CreateLoad(fvec(), acc[c][r])}),
-                          acc[c][r]);
+          Value *x = valid < chunk && !split
+                         ? static_cast<Value *>(b.CreateMaskedLoad(fvec(), at, llvm::Align(4), first_lanes(chunk, valid),
+                                                                   llvm::Constant::getNullValue(fvec())))
+                         : static_cast<Value *>(b.CreateAlignedLoad(fvec(), at, llvm::Align(4)));
+          for (unsigned c = 0; c < width; ++c) { // the chunk's register-wide pieces into one register
+            Value *sum = b.CreateLoad(lvec(), t[c][r]);
+            for (int64_t p = 0; p < chunk / piece(); ++p)
+              sum = b.CreateIntrinsic(llvm::Intrinsic::fma, {lvec()}, {part(w[c], p), part(x, p), sum});
+            b.CreateStore(sum, t[c][r]);
+          }
         }
       };
       if (!tail) {
         emit_counted_loop(b, i64(chunks), [&](Value *ci) { step(ci, chunk); }, "nbits.chunk.");
-        return;
+      } else {
+        int64_t left = l.k - full * l.block; // the tail block's codes within K
+        for (int64_t ci = 0; ci * chunk < left; ++ci)
+          step(i64(ci), std::min(chunk, left - ci * chunk));
       }
-      int64_t left = l.k - full * l.block; // the tail block's codes within K
-      for (int64_t ci = 0; ci * chunk < left; ++ci)
-        step(i64(ci), std::min(chunk, left - ci * chunk));
+      for (unsigned c = 0; c < width; ++c) {
+        Value *s = b.CreateAlignedLoad(b.getFloatTy(),
+                                       b.CreateGEP(b.getFloatTy(), scales, b.CreateAdd(b.CreateMul(cols[c], i64(nb)), blk)),
+                                       llvm::Align(4));
+        Value *splat = b.CreateVectorSplat(static_cast<unsigned>(piece()), s);
+        for (unsigned r = 0; r < rows; ++r)
+          b.CreateStore(b.CreateIntrinsic(llvm::Intrinsic::fma, {lvec()},
+                                          {b.CreateLoad(lvec(), t[c][r]), splat, b.CreateLoad(lvec(), acc[c][r])}),
+                        acc[c][r]);
+      }
     };
     emit_counted_loop(b, i64(full), [&](Value *blk) { block(blk, false); }, "nbits.block.");
     if (full < nb)
       block(i64(full), true);
+    // The zero points' share.
+    auto *zvec = llvm::FixedVectorType::get(b.getFloatTy(), static_cast<unsigned>(kZeroLanes));
+    std::vector<std::vector<llvm::AllocaInst *>> zacc(width, std::vector<llvm::AllocaInst *>(rows));
+    for (auto &col : zacc)
+      for (auto &s : col) {
+        s = entry.CreateAlloca(zvec);
+        b.CreateStore(llvm::Constant::getNullValue(zvec), s);
+      }
+    auto zero_share = [&](Value *g0, int64_t valid) {
+      for (unsigned c = 0; c < width; ++c) {
+        Value *zs = zero_times_scale(cols[c], g0, valid);
+        for (unsigned r = 0; r < rows; ++r) {
+          Value *sum = b.CreateAlignedLoad(
+              zvec, b.CreateGEP(b.getFloatTy(), sums, b.CreateAdd(i64(r * padded_blocks()), g0)), llvm::Align(4));
+          b.CreateStore(b.CreateIntrinsic(llvm::Intrinsic::fma, {zvec}, {zs, sum, b.CreateLoad(zvec, zacc[c][r])}),
+                        zacc[c][r]);
+        }
+      }
+    };
+    emit_counted_loop(b, i64(nb / kZeroLanes), [&](Value *g) { zero_share(b.CreateMul(g, i64(kZeroLanes)), kZeroLanes); },
+                      "nbits.zero.");
+    if (nb % kZeroLanes)
+      zero_share(i64(nb / kZeroLanes * kZeroLanes), nb % kZeroLanes);
+    auto reduce = [&](llvm::AllocaInst *v) {
+      Value *sum = b.CreateFAddReduce(llvm::ConstantFP::get(b.getFloatTy(), 0.0),
+                                      b.CreateLoad(v->getAllocatedType(), v));
+      llvm::cast<llvm::Instruction>(sum)->setHasAllowReassoc(true);
+      return sum;
+    };
     for (unsigned c = 0; c < width; ++c)
       for (unsigned r = 0; r < rows; ++r) {
-        Value *sum = b.CreateFAddReduce(llvm::ConstantFP::get(b.getFloatTy(), 0.0), b.CreateLoad(fvec(), acc[c][r]));
-        llvm::cast<llvm::Instruction>(sum)->setHasAllowReassoc(true);
         Value *out =
             b.CreateGEP(b.getFloatTy(), c_ptr, b.CreateAdd(b.CreateMul(b.CreateAdd(row0, i64(r)), i64(l.n)), cols[c]));
-        b.CreateAlignedStore(sum, out, llvm::Align(4));
+        b.CreateAlignedStore(b.CreateFSub(reduce(acc[c][r]), reduce(zacc[c][r])), out, llvm::Align(4));
       }
   }
 };

@@ -3,11 +3,14 @@
 // 8 bits as MatMulNBits lays them out (the constant stays that small in the
 // object) and dequantized in registers.
 //
-// GEMV-shaped (decode: M = 1..4 rows, memory-bound): for each column n, a
-// block of K's codes is loaded (chunks of up to 32 codes), unpacked (4 bits:
-// the low and high nibbles interleaved), converted to f32 and scaled,
-// w = code * s - zp * s (one FMA), then multiplied into up to four rows of A
-// at once (one vector accumulator per row), so B is read once per four
+// GEMV-shaped (decode: M = 1..4 rows, memory-bound):
+//   C[m, n] = sum_b s_b * (sum_{k in b} code_k * a_k) - sum_b z_b * s_b * asum_b
+// For each column n, a block of K's codes is loaded (chunks of up to 32
+// codes), unpacked (4 bits: the low and high nibbles), converted to f32 and
+// multiplied into up to four rows of A at once, summed into one register
+// per row, then scaled into the row's accumulator (one FMA per block); the
+// zero points' share is a vector of 16 blocks at a time against A's block
+// sums (asum_b, computed once per task and row). B is read once per four
 // rows. Larger M loops over groups of four rows (correct, not tuned: B's
 // columns of a task stay in cache between groups). A's K tail past the
 // last whole block is read with masked loads. Each output element is one
