@@ -30,7 +30,13 @@ std::string nbits_layout_problem(const NbitsLayout &l) {
   return "";
 }
 
-NbitsWeight quantize_nbits(const float *w, const NbitsLayout &l, bool symmetric) {
+namespace {
+// quantize_nbits' search: the block's range shrunk at either end by these
+// factors (the plain range first).
+constexpr float kShrinks[] = {1.0f, 0.95f, 0.9f, 0.85f, 0.8f};
+} // namespace
+
+NbitsWeight quantize_nbits(const float *w, const NbitsLayout &l, bool symmetric, bool search) {
   int64_t nb = l.blocks(), qmax = (int64_t(1) << l.bits) - 1;
   NbitsWeight q;
   q.b = HostTensor(DType::u8, {l.n, nb, l.blob_bytes()});
@@ -58,13 +64,45 @@ NbitsWeight quantize_nbits(const float *w, const NbitsLayout &l, bool symmetric)
       }
       float scale;
       int64_t zp;
+      // The block's squared error for a scale and zero point (codes rounded and clamped).
+      auto sse = [&](float s, int64_t z) {
+        double e = 0;
+        for (int64_t k = k0; k < k1; ++k) {
+          double v = w[n * l.k + k], c = std::clamp(std::nearbyint(v / s) + static_cast<double>(z), 0.0, double(qmax));
+          double d = (c - static_cast<double>(z)) * s - v;
+          e += d * d;
+        }
+        return e;
+      };
       if (symmetric) {
         // codes - 2^(bits-1) in [-(2^(bits-1) - 1), 2^(bits-1) - 1]
         zp = l.default_zero_point();
         scale = amax / static_cast<float>(zp - 1);
+        if (search && scale > 0 && std::isfinite(scale)) {
+          double best = sse(scale, zp);
+          for (float shrink : kShrinks) {
+            float s = amax * shrink / static_cast<float>(zp - 1);
+            double e = sse(s, zp);
+            if (e < best)
+              best = e, scale = s;
+          }
+        }
       } else {
         scale = (hi - lo) / static_cast<float>(qmax);
         zp = scale > 0 ? std::clamp<int64_t>(std::llround(-lo / scale), 0, qmax) : 0;
+        if (search && scale > 0 && std::isfinite(scale)) {
+          double best = sse(scale, zp);
+          for (float sl : kShrinks)
+            for (float sh : kShrinks) {
+              float s = (hi * sh - lo * sl) / static_cast<float>(qmax);
+              if (!(s > 0))
+                continue;
+              int64_t z = std::clamp<int64_t>(std::llround(-lo * sl / s), 0, qmax);
+              double e = sse(s, z);
+              if (e < best)
+                best = e, scale = s, zp = z;
+            }
+        }
       }
       if (!(scale > 0) || !std::isfinite(scale))
         scale = 1; // an all-zero block (or non-finite weights: stored as they round)

@@ -26,7 +26,7 @@ NbitsWeight quantize_matrix(const HostTensor &w, bool nk, const QuantizeWeightsO
     for (int64_t j = 0; j < k; ++j)
       wnk[i * k + j] = nk ? src[i * k + j] : src[j * n + i];
   NbitsLayout l{k, n, options.bits, options.block};
-  NbitsWeight q = quantize_nbits(wnk.data(), l, options.symmetric);
+  NbitsWeight q = quantize_nbits(wnk.data(), l, options.symmetric, options.search);
   if (layers) {
     std::vector<float> back = dequantize_nbits(l, q.b.data_as<uint8_t>(), q.scales.data_as<float>(),
                                                q.zero_points.valid() ? q.zero_points.data_as<uint8_t>() : nullptr);

@@ -97,7 +97,8 @@ int main(int argc, char **argv) {
       ->type_name("auto|IN=OUT,...");
   app.add_option("--quantize-weights", global.quantize_weights,
                  "int8 or int4: weight-only quantization of every matmul/linear with a constant f32 weight "
-                 "(K >= 32): blocks of 32 along K, a scale and a zero point each (asymmetric), the weight kept "
+                 "(K >= 32): blocks of 32 along K, a scale and a zero point each (asymmetric, the range chosen per block for "
+                 "the least squared error), the weight kept "
                  "in 8 or 4 bits (matmul_nbits), repeated layers' weights (arguments of one shared body) included; "
                  "the per-layer relative error goes to stderr (not with --quiet)");
   std::vector<std::string> shards;

@@ -65,7 +65,10 @@ struct NbitsWeight {
 /// K. Asymmetric (`symmetric` false): scale = (max - min) / (2^bits - 1)
 /// over the block with 0 inside [min, max], zero point = round(-min /
 /// scale); symmetric: scale = max|w| / (2^(bits-1) - 1)... see the .cpp.
-NbitsWeight quantize_nbits(const float *w, const NbitsLayout &layout, bool symmetric);
+/// `search`: per block, the range shrunk at either end (by 5-20 %) where
+/// that gives a smaller squared error (outliers clipped, the other weights
+/// on a finer grid), the plain range otherwise.
+NbitsWeight quantize_nbits(const float *w, const NbitsLayout &layout, bool symmetric, bool search = false);
 
 /// w[n, k] dequantized (f32, [N, K]).
 std::vector<float> dequantize_nbits(const NbitsLayout &layout, const uint8_t *b, const float *scales,

@@ -152,6 +152,39 @@ TEST_CASE("matmul_nbits: quantize then dequantize stays within half a step", "[o
     }
 }
 
+TEST_CASE("matmul_nbits: the quantizer's range search never raises a block's error", "[ops][nbits]") {
+  // Heavy-tailed weights (a few outliers per block): clipping them pays.
+  for (int64_t bits : {4, 8})
+    for (bool symmetric : {false, true}) {
+      NbitsLayout l{100, 7, bits, 32};
+      HostTensor w = random_tensor(DType::f32, {l.n, l.k}, -1, 1);
+      float *wd = w.data_as<float>();
+      for (int64_t i = 0; i < l.n * l.k; i += 29)
+        wd[i] *= 6;
+      auto errors = [&](bool search) {
+        NbitsWeight q = quantize_nbits(wd, l, symmetric, search);
+        std::vector<float> back = dequantize_nbits(l, q.b.data_as<uint8_t>(), q.scales.data_as<float>(),
+                                                   symmetric ? nullptr : q.zero_points.data_as<uint8_t>());
+        std::vector<double> e(static_cast<size_t>(l.n * l.blocks()));
+        for (int64_t n = 0; n < l.n; ++n)
+          for (int64_t k = 0; k < l.k; ++k) {
+            double d = static_cast<double>(back[n * l.k + k]) - wd[n * l.k + k];
+            e[n * l.blocks() + k / l.block] += d * d;
+          }
+        return e;
+      };
+      std::vector<double> plain = errors(false), searched = errors(true);
+      double total_plain = 0, total_searched = 0;
+      for (size_t i = 0; i < plain.size(); ++i) {
+        INFO("bits " << bits << " symmetric " << symmetric << " block " << i);
+        CHECK(searched[i] <= plain[i] * (1 + 1e-12));
+        total_plain += plain[i], total_searched += searched[i];
+      }
+      if (bits == 4) // some block finds a better range
+        CHECK(total_searched < total_plain);
+    }
+}
+
 TEST_CASE("matmul_nbits: bad operands and attributes are clear errors", "[ops][nbits]") {
   TensorType a(DType::f32, {Dim(1), Dim(64)}), b(DType::u8, {Dim(8), Dim(2), Dim(16)}), s(DType::f32, {Dim(16)});
   auto expect = [&](std::vector<TensorType> t, int64_t bits, int64_t block, const std::string &what) {
