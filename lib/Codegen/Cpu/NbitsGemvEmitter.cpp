@@ -22,6 +22,9 @@ constexpr unsigned kMaxRows = 4;      // rows of A sharing one dequantized chunk
 constexpr int64_t kMaxChunk = 32;     // codes per vector step
 constexpr int64_t kMaxSplitBytes = 32 << 10; // the task's stack buffer for A's rows copied (4 bits)
 constexpr int64_t kZeroLanes = 16;           // blocks per vector of the zero points' share
+constexpr int64_t kPanelRows = 16;           // from this many rows of A: the dequantized panel (Kernel::panel)
+constexpr int64_t kMaxPanelBytes = 256 << 10; // the panel's stack buffer: K (padded) x 16 floats
+constexpr unsigned kTileRows = 8;            // rows of A per panel tile
 
 // The task's arguments: a, b, scales, zero points (or null), c, m.
 llvm::StructType *task_args_type(llvm::LLVMContext &c) {
@@ -40,6 +43,7 @@ struct Kernel {
   bool split = false; // A's rows read from the even/odd copy (columns())
   llvm::AllocaInst *split_buffer = nullptr;
   llvm::AllocaInst *sums = nullptr; // block_sums()
+  llvm::AllocaInst *panel_buffer = nullptr; // panel()
   llvm::LLVMContext &ctx = b.getContext();
 
   llvm::FixedVectorType *fvec() { return llvm::FixedVectorType::get(b.getFloatTy(), static_cast<unsigned>(chunk)); }
@@ -212,6 +216,97 @@ struct Kernel {
       emit_if(b, b.CreateICmpNE(b.CreateAnd(count, i64(1)), i64(0)), [&] { group(arow, b.CreateSub(n1, i64(1)), 1, row0); });
   }
 
+  /// Whether the task's columns fit the panel buffer (the panel path exists).
+  bool panel_fits() const { return l.blocks() * l.block * kColumnsPerTask * 4 <= kMaxPanelBytes; }
+
+  /// Many rows (prefill): the task's columns [n0, n1) dequantized once into
+  /// a [K][16] f32 panel, a column per lane (each block's codes gathered
+  /// for the 16 columns a 32-bit word at a time), then tiles of kTileRows
+  /// rows x 16 columns, one broadcast FMA per row and k: the codes are
+  /// unpacked once per task instead of once per four rows.
+  void panel(Value *n0, Value *n1) {
+    const unsigned w = static_cast<unsigned>(kColumnsPerTask);
+    auto *pv = llvm::FixedVectorType::get(b.getFloatTy(), w);
+    auto *iv = llvm::FixedVectorType::get(b.getInt64Ty(), w);
+    int64_t padded = l.blocks() * l.block;
+    if (!panel_buffer) {
+      panel_buffer = entry.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), static_cast<uint64_t>(padded * w)));
+      panel_buffer->setAlignment(llvm::Align(64));
+    }
+    std::vector<llvm::Constant *> iota_c;
+    for (unsigned i = 0; i < w; ++i)
+      iota_c.push_back(b.getInt64(i));
+    Value *iota = llvm::ConstantVector::get(iota_c);
+    Value *cols = b.CreateAdd(b.CreateVectorSplat(w, n0), iota);
+    Value *real = b.CreateICmpULT(cols, b.CreateVectorSplat(w, n1));
+    cols = b.CreateSelect(real, cols, b.CreateVectorSplat(w, n0)); // lanes past n1 read column n0, never stored
+    auto splat = [&](int64_t v) { return b.CreateVectorSplat(w, i64(v)); };
+    int64_t per_word = 32 / l.bits, words = l.blob_bytes() / 4;
+    emit_counted_loop(b, i64(l.blocks()), [&](Value *blk) {
+      Value *s = b.CreateMaskedGather(pv, b.CreateGEP(b.getFloatTy(), scales, b.CreateAdd(b.CreateMul(cols, splat(l.blocks())),
+                                                                                          b.CreateVectorSplat(w, blk))),
+                                      llvm::Align(4), real, llvm::Constant::getNullValue(pv));
+      Value *z;
+      if (!has_zp) {
+        z = llvm::ConstantFP::get(pv, static_cast<double>(l.default_zero_point()));
+      } else {
+        Value *byte_at = b.CreateAdd(b.CreateMul(cols, splat(l.zp_row_bytes())),
+                                     b.CreateVectorSplat(w, l.bits == 8 ? blk : b.CreateLShr(blk, 1)));
+        auto *bv = llvm::FixedVectorType::get(b.getInt8Ty(), w);
+        Value *zb = b.CreateMaskedGather(bv, b.CreateGEP(b.getInt8Ty(), zp, byte_at), llvm::Align(1), real,
+                                         llvm::Constant::getNullValue(bv));
+        if (l.bits == 4)
+          zb = b.CreateAnd(b.CreateLShr(zb, b.CreateVectorSplat(w, b.CreateTrunc(b.CreateShl(b.CreateAnd(blk, 1), 2),
+                                                                                     b.getInt8Ty()))),
+                           llvm::ConstantInt::get(bv, 15));
+        z = b.CreateUIToFP(zb, pv);
+      }
+      Value *bias = b.CreateFNeg(b.CreateFMul(z, s));
+      auto *wv = llvm::FixedVectorType::get(b.getInt32Ty(), w);
+      Value *base = b.CreateAdd(b.CreateMul(cols, splat(l.row_bytes())),
+                                b.CreateVectorSplat(w, b.CreateMul(blk, i64(l.blob_bytes()))));
+      for (int64_t g = 0; g < words; ++g) {
+        Value *word = b.CreateMaskedGather(wv, b.CreateGEP(b.getInt8Ty(), bq, b.CreateAdd(base, splat(4 * g))),
+                                           llvm::Align(1), real, llvm::Constant::getNullValue(wv));
+        for (int64_t e = 0; e < per_word; ++e) {
+          Value *code = b.CreateAnd(b.CreateLShr(word, llvm::ConstantInt::get(wv, static_cast<uint64_t>(e * l.bits))),
+                                    llvm::ConstantInt::get(wv, static_cast<uint64_t>((1 << l.bits) - 1)));
+          Value *wk = b.CreateIntrinsic(llvm::Intrinsic::fma, {pv}, {b.CreateUIToFP(code, pv), s, bias});
+          Value *k = b.CreateAdd(b.CreateMul(blk, i64(l.block)), i64(g * per_word + e));
+          b.CreateAlignedStore(wk, b.CreateGEP(b.getFloatTy(), panel_buffer, b.CreateMul(k, i64(w))), llvm::Align(64));
+        }
+      }
+    }, "nbits.panel.");
+    (void)iv;
+    auto tile = [&](Value *r0, unsigned rows) {
+      std::vector<llvm::AllocaInst *> acc(rows);
+      for (auto &x : acc) {
+        x = entry.CreateAlloca(pv);
+        b.CreateStore(llvm::Constant::getNullValue(pv), x);
+      }
+      std::vector<Value *> arow(rows);
+      for (unsigned r = 0; r < rows; ++r)
+        arow[r] = b.CreateGEP(b.getFloatTy(), a, b.CreateMul(b.CreateAdd(r0, i64(r)), i64(l.k)));
+      emit_counted_loop(b, i64(l.k), [&](Value *k) {
+        Value *wrow = b.CreateAlignedLoad(pv, b.CreateGEP(b.getFloatTy(), panel_buffer, b.CreateMul(k, i64(w))),
+                                          llvm::Align(64));
+        for (unsigned r = 0; r < rows; ++r) {
+          Value *x = b.CreateVectorSplat(w, b.CreateLoad(b.getFloatTy(), b.CreateGEP(b.getFloatTy(), arow[r], k)));
+          b.CreateStore(b.CreateIntrinsic(llvm::Intrinsic::fma, {pv}, {x, wrow, b.CreateLoad(pv, acc[r])}), acc[r]);
+        }
+      }, "nbits.tile.");
+      for (unsigned r = 0; r < rows; ++r)
+        b.CreateMaskedStore(b.CreateLoad(pv, acc[r]),
+                            b.CreateGEP(b.getFloatTy(), c_ptr,
+                                        b.CreateAdd(b.CreateMul(b.CreateAdd(r0, i64(r)), i64(l.n)), n0)),
+                            llvm::Align(4), real);
+    };
+    Value *tiles = b.CreateUDiv(m, i64(kTileRows));
+    emit_counted_loop(b, tiles, [&](Value *t) { tile(b.CreateMul(t, i64(kTileRows)), kTileRows); }, "nbits.tiles.");
+    Value *rest = b.CreateMul(tiles, i64(kTileRows));
+    emit_counted_loop(b, b.CreateSub(m, rest), [&](Value *r) { tile(b.CreateAdd(rest, r), 1); }, "nbits.rest.");
+  }
+
   /// Columns [n, n + width) of the rows at `arow`. Per block, the codes'
   /// products with A summed (t = sum of code * a over the block's chunks)
   /// and scaled into the accumulator (acc += s * t); the zero points' share,
@@ -339,12 +434,21 @@ llvm::Function *task_function(llvm::Module &m, const NbitsGemvArgs &g) {
   Value *n0 = b.CreateMul(fn->getArg(1), b.getInt64(kColumnsPerTask));
   Value *n1 = b.CreateAdd(n0, b.getInt64(kColumnsPerTask));
   n1 = b.CreateSelect(b.CreateICmpSLT(n1, b.getInt64(g.n)), n1, b.getInt64(g.n));
-  Value *groups = b.CreateUDiv(rows, b.getInt64(kMaxRows));
-  emit_counted_loop(b, groups, [&](Value *i) { k.columns(b.CreateMul(i, b.getInt64(kMaxRows)), kMaxRows, n0, n1); },
-                    "nbits.rows.");
-  Value *rest = b.CreateMul(groups, b.getInt64(kMaxRows)), *left = b.CreateSub(rows, rest);
-  for (unsigned r = 1; r < kMaxRows; ++r)
-    emit_if(b, b.CreateICmpEQ(left, b.getInt64(r)), [&] { k.columns(rest, r, n0, n1); });
+  auto gemv = [&] {
+    Value *groups = b.CreateUDiv(rows, b.getInt64(kMaxRows));
+    emit_counted_loop(b, groups, [&](Value *i) { k.columns(b.CreateMul(i, b.getInt64(kMaxRows)), kMaxRows, n0, n1); },
+                      "nbits.rows.");
+    Value *rest = b.CreateMul(groups, b.getInt64(kMaxRows)), *left = b.CreateSub(rows, rest);
+    for (unsigned r = 1; r < kMaxRows; ++r)
+      emit_if(b, b.CreateICmpEQ(left, b.getInt64(r)), [&] { k.columns(rest, r, n0, n1); });
+  };
+  if (k.panel_fits()) {
+    Value *many = b.CreateICmpSGE(rows, b.getInt64(kPanelRows));
+    emit_if(b, many, [&] { k.panel(n0, n1); });
+    emit_if(b, b.CreateNot(many), gemv);
+  } else {
+    gemv();
+  }
   b.CreateRetVoid();
   return fn;
 }

@@ -11,8 +11,11 @@
 // per row, then scaled into the row's accumulator (one FMA per block); the
 // zero points' share is a vector of 16 blocks at a time against A's block
 // sums (asum_b, computed once per task and row). B is read once per four
-// rows. Larger M loops over groups of four rows (correct, not tuned: B's
-// columns of a task stay in cache between groups). A's K tail past the
+// rows. From 16 rows of A on (prefill), a task dequantizes its 16 columns
+// once into a [K][16] f32 panel (a column per lane, the codes gathered a
+// 32-bit word at a time) and runs tiles of 8 rows x 16 columns, one
+// broadcast FMA per row and k (where the panel fits 256 KB of stack; else
+// groups of four rows on the codes). A's K tail past the
 // last whole block is read with masked loads. Each output element is one
 // column's sum in a fixed order: the same at any thread count.
 //

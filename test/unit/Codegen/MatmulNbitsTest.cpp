@@ -1,8 +1,8 @@
 // matmul_nbits (maxc/Ops/MatmulNbits.h, weight-only int4/int8): the CPU
 // kernel (Cpu/NbitsGemvEmitter: codes read in their bits, dequantized in
-// registers) against the reference on fresh random inputs, at M = 1, 3 and
-// 17 rows, K not a multiple of the block, N odd, bits 4 and 8, with and
-// without zero points, the same bits on 1, 2 and 3 threads; the
+// registers) against the reference on fresh random inputs, at M = 1, 3,
+// 16, 17, 18 and 21 rows (16 and more: the dequantized panel), K not a
+// multiple of the block, N odd, bits 4 and 8, with and without zero points, the same bits on 1, 2 and 3 threads; the
 // decomposition the GPU backends get, on the interpreter and under GPU
 // emulation; the quantizer's round trip; bad operands and attributes.
 //
@@ -72,6 +72,8 @@ const std::vector<Case> &cases() {
       {{2, 17, 48}, 5, 8, 16, true},     {{5, 40}, 7, 4, 128, true},     {{1, 96}, 3, 4, 32, true, true},
       {{3, 100}, 41, 8, 32, false, true}, {{100}, 11, 4, 32, true},
       {{6, 2100}, 3, 4, 32, true}, // 4 and 2 rows: A's rows past the split buffer (interleaved codes)
+      // 16 rows and more: the dequantized panel (tiles of 8 rows, then single rows; 16-column tasks, a partial one)
+      {{21, 100}, 37, 4, 32, true}, {{16, 70}, 21, 8, 64, true}, {{2, 9, 96}, 17, 4, 128, false},
   };
   return all;
 }
