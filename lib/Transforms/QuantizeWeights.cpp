@@ -67,6 +67,19 @@ Tensor quantized_product(const Node &node, const Tensor &a, const QuantizedOpera
   return y;
 }
 
+/// `from`'s constants (those named in `only`, or all) into `to`, lazily
+/// transposed ones as such.
+void copy_constants(const Graph &from, Graph &to, const std::set<std::string> *only) {
+  for (const auto &[name, data] : from.constant_types()) {
+    if (only && !only->count(name))
+      continue;
+    if (const HostTensor *source = from.transposed_source(name))
+      to.add_transposed_constant(name, *source);
+    else
+      to.add_constant(name, data);
+  }
+}
+
 /// How a matmul or linear reads its operand 1 as a weight it can quantize:
 /// K, N, and whether the weight is [N, K] (linear's weight and a
 /// transposed B as they are).
@@ -215,12 +228,7 @@ public:
       if (!options_.symmetric)
         to.add_input(TensorType(DType::u8, {l.n * l.zp_row_bytes()}), info.name + tag + ".zero_points");
     }
-    for (const auto &[name, data] : from.constant_types()) {
-      if (const HostTensor *source = from.transposed_source(name))
-        to.add_transposed_constant(name, *source);
-      else
-        to.add_constant(name, data);
-    }
+    copy_constants(from, to, nullptr);
     GraphRealizationContext ctx(to);
     GraphRebuild rebuild(from, to);
     std::map<ValueId, std::pair<QuantizedOperands, WeightUse>> params;
@@ -313,14 +321,7 @@ void copy_read_constants(const Graph &from, Graph &to) {
   for (const Node &n : from.nodes())
     if (n.op == "constant")
       read.insert(n.attrs.get_string("name"));
-  for (const auto &[name, data] : from.constant_types()) {
-    if (!read.count(name))
-      continue;
-    if (const HostTensor *source = from.transposed_source(name))
-      to.add_transposed_constant(name, *source);
-    else
-      to.add_constant(name, data);
-  }
+  copy_constants(from, to, &read);
   GraphRealizationContext ctx(to);
   GraphRebuild rebuild(from, to);
   rebuild.map_inputs();
