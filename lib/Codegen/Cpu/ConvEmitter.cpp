@@ -922,12 +922,19 @@ void emit_conv_i8(llvm::IRBuilder<> &outer, const ConvInt8Args &a) {
   Value *col_sums = a.col_sums ? outer.CreateGEP(i8, a.scratch, outer.getInt64(2 * Kp * Pp))
                                : llvm::ConstantPointerNull::get(outer.getPtrTy());
   // 1. The byte im2col (colsT [Kp, Pp], the padding the zero point; columns
-  // past P are not read back).
+  // past P are not read back). A colsT that fits L2 (kConvInt8BlockBytes)
+  // is copied and packed on one thread: split between two cores, each
+  // half is ~10 us of work, and on cores that are far apart (session 31's
+  // slow VM state) the two-task jobs ran 3x slower than one (a QDQ
+  // ResNet-18's im2col 13 -> 45 us, packing 2 -> 8 us: the data crosses
+  // to the other core and back for the GEMM).
+  const bool one_task = Kp * Pp <= kConvInt8BlockBytes;
   if (Kp > K)
     outer.CreateMemSet(outer.CreateGEP(i8, cols, outer.getInt64(K * Pp)), k_fill, outer.getInt64((Kp - K) * Pp),
                        llvm::Align(1));
   {
-    const std::array<int64_t, 2> split = conv_task_split(s.C * s.KH, s.KW * P / 4);
+    const std::array<int64_t, 2> split =
+        one_task ? std::array<int64_t, 2>{1, s.C * s.KH} : conv_task_split(s.C * s.KH, s.KW * P / 4);
     const int64_t per = split[1];
     emit_tasks(outer, a.prefix, "im2col_i8", {a.x, cols, zp}, split[0], s.C * s.KH * s.KW * P / 4, nullptr,
                [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
@@ -940,7 +947,8 @@ void emit_conv_i8(llvm::IRBuilder<> &outer, const ConvInt8Args &a) {
   // 2. colsT as the integer GEMM's B.
   {
     int64_t panels = Pp / nr;
-    const std::array<int64_t, 2> split = conv_task_split(panels, K4 * nr * 4);
+    const std::array<int64_t, 2> split =
+        one_task ? std::array<int64_t, 2>{1, panels} : conv_task_split(panels, K4 * nr * 4);
     const int64_t per = split[1];
     emit_tasks(outer, a.prefix, "pack_i8", {cols, packed, col_sums}, split[0], panels * K4 * nr * 4, nullptr,
                [&](llvm::IRBuilder<> &b, const std::vector<Value *> &f, Value *t) {
