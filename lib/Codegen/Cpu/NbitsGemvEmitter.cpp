@@ -18,12 +18,12 @@ using llvm::Value;
 namespace {
 
 constexpr int64_t kColumnsPerTask = 16;
-constexpr unsigned kMaxRows = 4;      // rows of A sharing one dequantized chunk
-constexpr int64_t kMaxChunk = 32;     // codes per vector step
+constexpr unsigned kMaxRows = 4;             // rows of A sharing one dequantized chunk
+constexpr int64_t kMaxChunk = 32;            // codes per vector step
 constexpr int64_t kMaxSplitBytes = 32 << 10; // the task's stack buffer for A's rows copied (4 bits)
 constexpr int64_t kZeroLanes = 16;           // blocks per vector of the zero points' share
 constexpr int64_t kPanelRows = 16;           // from this many rows of A: the dequantized panel (Kernel::panel)
-constexpr int64_t kMaxPanelBytes = 256 << 10; // the panel's stack buffer: K (padded) x 16 floats
+constexpr int64_t kPanelBytes = 64 << 10;    // the panel's stack buffer: a slice of K x 16 floats
 constexpr unsigned kTileRows = 8;            // rows of A per panel tile
 
 // The task's arguments: a, b, scales, zero points (or null), c, m.
@@ -42,7 +42,7 @@ struct Kernel {
   int64_t chunk = std::min(l.block, kMaxChunk);
   bool split = false; // A's rows read from the even/odd copy (columns())
   llvm::AllocaInst *split_buffer = nullptr;
-  llvm::AllocaInst *sums = nullptr; // block_sums()
+  llvm::AllocaInst *sums = nullptr;         // block_sums()
   llvm::AllocaInst *panel_buffer = nullptr; // panel()
   llvm::LLVMContext &ctx = b.getContext();
 
@@ -94,7 +94,8 @@ struct Kernel {
   int64_t padded_blocks() const { return (l.blocks() + kZeroLanes - 1) / kZeroLanes * kZeroLanes; }
   void block_sums(const std::vector<Value *> &arow) {
     if (!sums) {
-      sums = entry.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), static_cast<uint64_t>(kMaxRows * padded_blocks())));
+      sums =
+          entry.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), static_cast<uint64_t>(kMaxRows * padded_blocks())));
       sums->setAlignment(llvm::Align(64));
     }
     int64_t full = l.k / l.block, chunks = l.block / chunk;
@@ -116,12 +117,13 @@ struct Kernel {
         llvm::cast<llvm::Instruction>(sum)->setHasAllowReassoc(true);
         b.CreateAlignedStore(sum, b.CreateGEP(b.getFloatTy(), row_sums, blk), llvm::Align(4));
       };
-      emit_counted_loop(b, i64(full), [&](Value *blk) { one(blk, l.block); }, "nbits.sums.");
+      emit_counted_loop(
+          b, i64(full), [&](Value *blk) { one(blk, l.block); }, "nbits.sums.");
       if (full < l.blocks())
         one(i64(full), l.k - full * l.block);
       for (int64_t blk = l.blocks(); blk < padded_blocks(); ++blk)
-        b.CreateAlignedStore(llvm::ConstantFP::get(b.getFloatTy(), 0.0), b.CreateGEP(b.getFloatTy(), row_sums, i64(blk)),
-                             llvm::Align(4));
+        b.CreateAlignedStore(llvm::ConstantFP::get(b.getFloatTy(), 0.0),
+                             b.CreateGEP(b.getFloatTy(), row_sums, i64(blk)), llvm::Align(4));
     }
   }
 
@@ -130,10 +132,10 @@ struct Kernel {
   Value *zero_times_scale(Value *col, Value *g0, int64_t valid) {
     auto *zvec = llvm::FixedVectorType::get(b.getFloatTy(), static_cast<unsigned>(kZeroLanes));
     Value *at = b.CreateGEP(b.getFloatTy(), scales, b.CreateAdd(b.CreateMul(col, i64(l.blocks())), g0));
-    Value *s = valid < kZeroLanes ? static_cast<Value *>(b.CreateMaskedLoad(zvec, at, llvm::Align(4),
-                                                                         first_lanes(kZeroLanes, valid),
-                                                                         llvm::Constant::getNullValue(zvec)))
-                                  : static_cast<Value *>(b.CreateAlignedLoad(zvec, at, llvm::Align(4)));
+    Value *s = valid < kZeroLanes
+                   ? static_cast<Value *>(b.CreateMaskedLoad(zvec, at, llvm::Align(4), first_lanes(kZeroLanes, valid),
+                                                             llvm::Constant::getNullValue(zvec)))
+                   : static_cast<Value *>(b.CreateAlignedLoad(zvec, at, llvm::Align(4)));
     Value *z;
     if (!has_zp) {
       z = llvm::ConstantFP::get(zvec, static_cast<double>(l.default_zero_point()));
@@ -142,10 +144,11 @@ struct Kernel {
       auto *bvec = llvm::FixedVectorType::get(b.getInt8Ty(), static_cast<unsigned>(bytes));
       Value *row = b.CreateGEP(b.getInt8Ty(), zp, b.CreateMul(col, i64(l.zp_row_bytes())));
       Value *zat = b.CreateGEP(b.getInt8Ty(), row, l.bits == 8 ? g0 : b.CreateLShr(g0, 1));
-      Value *raw = valid_bytes < bytes ? static_cast<Value *>(b.CreateMaskedLoad(bvec, zat, llvm::Align(1),
-                                                                                first_lanes(bytes, valid_bytes),
-                                                                                llvm::Constant::getNullValue(bvec)))
-                                       : static_cast<Value *>(b.CreateAlignedLoad(bvec, zat, llvm::Align(1)));
+      Value *raw =
+          valid_bytes < bytes
+              ? static_cast<Value *>(b.CreateMaskedLoad(bvec, zat, llvm::Align(1), first_lanes(bytes, valid_bytes),
+                                                        llvm::Constant::getNullValue(bvec)))
+              : static_cast<Value *>(b.CreateAlignedLoad(bvec, zat, llvm::Align(1)));
       if (l.bits == 4) { // block 2i in byte i's low nibble, 2i + 1 in its high one
         Value *lo = b.CreateAnd(raw, llvm::ConstantInt::get(bvec, 15));
         Value *hi = b.CreateLShr(raw, llvm::ConstantInt::get(bvec, 4));
@@ -197,10 +200,12 @@ struct Kernel {
           } else {
             x = b.CreateAlignedLoad(fvec(), at, llvm::Align(4));
           }
-          b.CreateAlignedStore(b.CreateShuffleVector(x, even_odd), b.CreateGEP(b.getFloatTy(), dst, k0), llvm::Align(4));
+          b.CreateAlignedStore(b.CreateShuffleVector(x, even_odd), b.CreateGEP(b.getFloatTy(), dst, k0),
+                               llvm::Align(4));
         };
         int64_t whole = l.k / chunk;
-        emit_counted_loop(b, i64(whole), [&](Value *i) { copy(b.CreateMul(i, i64(chunk)), chunk); }, "nbits.split.");
+        emit_counted_loop(
+            b, i64(whole), [&](Value *i) { copy(b.CreateMul(i, i64(chunk)), chunk); }, "nbits.split.");
         for (int64_t k0 = whole * chunk; k0 < padded; k0 += chunk) // the tail and the padding: zeros past K
           copy(i64(k0), std::max<int64_t>(0, l.k - k0));
         arow[r] = dst;
@@ -209,28 +214,36 @@ struct Kernel {
     int64_t registers = lanes >= 16 ? 32 : 16; // an accumulator and a block's sum per row and column
     unsigned width = rows * 2 * 2 <= registers / 2 ? 2 : 1;
     Value *count = b.CreateSub(n1, n0);
-    emit_counted_loop(b, b.CreateUDiv(count, i64(width)), [&](Value *j) {
-      group(arow, b.CreateAdd(n0, b.CreateMul(j, i64(width))), width, row0);
-    }, "nbits.col.");
+    emit_counted_loop(
+        b, b.CreateUDiv(count, i64(width)),
+        [&](Value *j) { group(arow, b.CreateAdd(n0, b.CreateMul(j, i64(width))), width, row0); }, "nbits.col.");
     if (width == 2)
-      emit_if(b, b.CreateICmpNE(b.CreateAnd(count, i64(1)), i64(0)), [&] { group(arow, b.CreateSub(n1, i64(1)), 1, row0); });
+      emit_if(b, b.CreateICmpNE(b.CreateAnd(count, i64(1)), i64(0)),
+              [&] { group(arow, b.CreateSub(n1, i64(1)), 1, row0); });
   }
 
-  /// Whether the task's columns fit the panel buffer (the panel path exists).
-  bool panel_fits() const { return l.blocks() * l.block * kColumnsPerTask * 4 <= kMaxPanelBytes; }
+  /// Blocks of K per panel slice: as many as fit kPanelBytes (at least one).
+  int64_t slice_blocks() const {
+    return std::clamp<int64_t>(kPanelBytes / (l.block * kColumnsPerTask * 4), 1, l.blocks());
+  }
+  /// Whether a slice's buffer stays near kPanelBytes (a block of 1024
+  /// codes or fewer): the panel path exists.
+  bool panel_fits() const { return slice_blocks() * l.block * kColumnsPerTask * 4 <= kPanelBytes; }
 
   /// Many rows (prefill): the task's columns [n0, n1) dequantized once into
   /// a [K][16] f32 panel, a column per lane (each block's codes gathered
   /// for the 16 columns a 32-bit word at a time), then tiles of kTileRows
   /// rows x 16 columns, one broadcast FMA per row and k: the codes are
-  /// unpacked once per task instead of once per four rows.
+  /// unpacked once per task instead of once per four rows. K goes in
+  /// slices of slice_blocks() blocks (the buffer at most 64 KB of the
+  /// task's stack, like the f32 GEMM's packed panel): a tile's sums are
+  /// stored after each slice and read back for the next.
   void panel(Value *n0, Value *n1) {
     const unsigned w = static_cast<unsigned>(kColumnsPerTask);
     auto *pv = llvm::FixedVectorType::get(b.getFloatTy(), w);
-    auto *iv = llvm::FixedVectorType::get(b.getInt64Ty(), w);
-    int64_t padded = l.blocks() * l.block;
+    int64_t slice = slice_blocks() * l.block; // codes of K per slice
     if (!panel_buffer) {
-      panel_buffer = entry.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), static_cast<uint64_t>(padded * w)));
+      panel_buffer = entry.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), static_cast<uint64_t>(slice * w)));
       panel_buffer->setAlignment(llvm::Align(64));
     }
     std::vector<llvm::Constant *> iota_c;
@@ -242,69 +255,99 @@ struct Kernel {
     cols = b.CreateSelect(real, cols, b.CreateVectorSplat(w, n0)); // lanes past n1 read column n0, never stored
     auto splat = [&](int64_t v) { return b.CreateVectorSplat(w, i64(v)); };
     int64_t per_word = 32 / l.bits, words = l.blob_bytes() / 4;
-    emit_counted_loop(b, i64(l.blocks()), [&](Value *blk) {
-      Value *s = b.CreateMaskedGather(pv, b.CreateGEP(b.getFloatTy(), scales, b.CreateAdd(b.CreateMul(cols, splat(l.blocks())),
-                                                                                          b.CreateVectorSplat(w, blk))),
-                                      llvm::Align(4), real, llvm::Constant::getNullValue(pv));
-      Value *z;
-      if (!has_zp) {
-        z = llvm::ConstantFP::get(pv, static_cast<double>(l.default_zero_point()));
-      } else {
-        Value *byte_at = b.CreateAdd(b.CreateMul(cols, splat(l.zp_row_bytes())),
-                                     b.CreateVectorSplat(w, l.bits == 8 ? blk : b.CreateLShr(blk, 1)));
-        auto *bv = llvm::FixedVectorType::get(b.getInt8Ty(), w);
-        Value *zb = b.CreateMaskedGather(bv, b.CreateGEP(b.getInt8Ty(), zp, byte_at), llvm::Align(1), real,
-                                         llvm::Constant::getNullValue(bv));
-        if (l.bits == 4)
-          zb = b.CreateAnd(b.CreateLShr(zb, b.CreateVectorSplat(w, b.CreateTrunc(b.CreateShl(b.CreateAnd(blk, 1), 2),
-                                                                                     b.getInt8Ty()))),
-                           llvm::ConstantInt::get(bv, 15));
-        z = b.CreateUIToFP(zb, pv);
-      }
-      Value *bias = b.CreateFNeg(b.CreateFMul(z, s));
-      auto *wv = llvm::FixedVectorType::get(b.getInt32Ty(), w);
-      Value *base = b.CreateAdd(b.CreateMul(cols, splat(l.row_bytes())),
-                                b.CreateVectorSplat(w, b.CreateMul(blk, i64(l.blob_bytes()))));
-      for (int64_t g = 0; g < words; ++g) {
-        Value *word = b.CreateMaskedGather(wv, b.CreateGEP(b.getInt8Ty(), bq, b.CreateAdd(base, splat(4 * g))),
+    int64_t slices = (l.blocks() + slice_blocks() - 1) / slice_blocks();
+    emit_counted_loop(
+        b, i64(slices),
+        [&](Value *sl) {
+          Value *b0 = b.CreateMul(sl, i64(slice_blocks())); // the slice's first block
+          Value *nbs = b.CreateSub(
+              b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b.CreateAdd(b0, i64(slice_blocks())), i64(l.blocks())),
+              b0);
+          Value *k0 = b.CreateMul(b0, i64(l.block)); // the slice's first k
+          Value *k1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b.CreateAdd(k0, i64(slice)), i64(l.k));
+          emit_counted_loop(
+              b, nbs,
+              [&](Value *sb) {
+                Value *blk = b.CreateAdd(b0, sb);
+                Value *s = b.CreateMaskedGather(
+                    pv,
+                    b.CreateGEP(b.getFloatTy(), scales,
+                                b.CreateAdd(b.CreateMul(cols, splat(l.blocks())), b.CreateVectorSplat(w, blk))),
+                    llvm::Align(4), real, llvm::Constant::getNullValue(pv));
+                Value *z;
+                if (!has_zp) {
+                  z = llvm::ConstantFP::get(pv, static_cast<double>(l.default_zero_point()));
+                } else {
+                  Value *byte_at = b.CreateAdd(b.CreateMul(cols, splat(l.zp_row_bytes())),
+                                               b.CreateVectorSplat(w, l.bits == 8 ? blk : b.CreateLShr(blk, 1)));
+                  auto *bv = llvm::FixedVectorType::get(b.getInt8Ty(), w);
+                  Value *zb = b.CreateMaskedGather(bv, b.CreateGEP(b.getInt8Ty(), zp, byte_at), llvm::Align(1), real,
+                                                   llvm::Constant::getNullValue(bv));
+                  if (l.bits == 4)
+                    zb = b.CreateAnd(
+                        b.CreateLShr(zb, b.CreateVectorSplat(
+                                             w, b.CreateTrunc(b.CreateShl(b.CreateAnd(blk, 1), 2), b.getInt8Ty()))),
+                        llvm::ConstantInt::get(bv, 15));
+                  z = b.CreateUIToFP(zb, pv);
+                }
+                Value *bias = b.CreateFNeg(b.CreateFMul(z, s));
+                auto *wv = llvm::FixedVectorType::get(b.getInt32Ty(), w);
+                Value *base = b.CreateAdd(b.CreateMul(cols, splat(l.row_bytes())),
+                                          b.CreateVectorSplat(w, b.CreateMul(blk, i64(l.blob_bytes()))));
+                for (int64_t g = 0; g < words; ++g) {
+                  Value *word =
+                      b.CreateMaskedGather(wv, b.CreateGEP(b.getInt8Ty(), bq, b.CreateAdd(base, splat(4 * g))),
                                            llvm::Align(1), real, llvm::Constant::getNullValue(wv));
-        for (int64_t e = 0; e < per_word; ++e) {
-          Value *code = b.CreateAnd(b.CreateLShr(word, llvm::ConstantInt::get(wv, static_cast<uint64_t>(e * l.bits))),
+                  for (int64_t e = 0; e < per_word; ++e) {
+                    Value *code =
+                        b.CreateAnd(b.CreateLShr(word, llvm::ConstantInt::get(wv, static_cast<uint64_t>(e * l.bits))),
                                     llvm::ConstantInt::get(wv, static_cast<uint64_t>((1 << l.bits) - 1)));
-          Value *wk = b.CreateIntrinsic(llvm::Intrinsic::fma, {pv}, {b.CreateUIToFP(code, pv), s, bias});
-          Value *k = b.CreateAdd(b.CreateMul(blk, i64(l.block)), i64(g * per_word + e));
-          b.CreateAlignedStore(wk, b.CreateGEP(b.getFloatTy(), panel_buffer, b.CreateMul(k, i64(w))), llvm::Align(64));
-        }
-      }
-    }, "nbits.panel.");
-    (void)iv;
-    auto tile = [&](Value *r0, unsigned rows) {
-      std::vector<llvm::AllocaInst *> acc(rows);
-      for (auto &x : acc) {
-        x = entry.CreateAlloca(pv);
-        b.CreateStore(llvm::Constant::getNullValue(pv), x);
-      }
-      std::vector<Value *> arow(rows);
-      for (unsigned r = 0; r < rows; ++r)
-        arow[r] = b.CreateGEP(b.getFloatTy(), a, b.CreateMul(b.CreateAdd(r0, i64(r)), i64(l.k)));
-      emit_counted_loop(b, i64(l.k), [&](Value *k) {
-        Value *wrow = b.CreateAlignedLoad(pv, b.CreateGEP(b.getFloatTy(), panel_buffer, b.CreateMul(k, i64(w))),
-                                          llvm::Align(64));
-        for (unsigned r = 0; r < rows; ++r) {
-          Value *x = b.CreateVectorSplat(w, b.CreateLoad(b.getFloatTy(), b.CreateGEP(b.getFloatTy(), arow[r], k)));
-          b.CreateStore(b.CreateIntrinsic(llvm::Intrinsic::fma, {pv}, {x, wrow, b.CreateLoad(pv, acc[r])}), acc[r]);
-        }
-      }, "nbits.tile.");
-      for (unsigned r = 0; r < rows; ++r)
-        b.CreateMaskedStore(b.CreateLoad(pv, acc[r]),
-                            b.CreateGEP(b.getFloatTy(), c_ptr,
-                                        b.CreateAdd(b.CreateMul(b.CreateAdd(r0, i64(r)), i64(l.n)), n0)),
-                            llvm::Align(4), real);
-    };
-    Value *tiles = b.CreateUDiv(m, i64(kTileRows));
-    emit_counted_loop(b, tiles, [&](Value *t) { tile(b.CreateMul(t, i64(kTileRows)), kTileRows); }, "nbits.tiles.");
-    Value *rest = b.CreateMul(tiles, i64(kTileRows));
-    emit_counted_loop(b, b.CreateSub(m, rest), [&](Value *r) { tile(b.CreateAdd(rest, r), 1); }, "nbits.rest.");
+                    Value *wk = b.CreateIntrinsic(llvm::Intrinsic::fma, {pv}, {b.CreateUIToFP(code, pv), s, bias});
+                    Value *k = b.CreateAdd(b.CreateMul(sb, i64(l.block)), i64(g * per_word + e)); // within the slice
+                    b.CreateAlignedStore(wk, b.CreateGEP(b.getFloatTy(), panel_buffer, b.CreateMul(k, i64(w))),
+                                         llvm::Align(64));
+                  }
+                }
+              },
+              "nbits.panel.");
+          // The first slice starts the sums at zero, the others at C's.
+          Value *carry = b.CreateAnd(real, b.CreateVectorSplat(w, b.CreateICmpNE(sl, i64(0))));
+          auto tile = [&](Value *r0, unsigned rows) {
+            std::vector<llvm::AllocaInst *> acc(rows);
+            std::vector<Value *> arow(rows), crow(rows);
+            for (unsigned r = 0; r < rows; ++r) {
+              acc[r] = entry.CreateAlloca(pv);
+              arow[r] = b.CreateGEP(b.getFloatTy(), a, b.CreateMul(b.CreateAdd(r0, i64(r)), i64(l.k)));
+              crow[r] =
+                  b.CreateGEP(b.getFloatTy(), c_ptr, b.CreateAdd(b.CreateMul(b.CreateAdd(r0, i64(r)), i64(l.n)), n0));
+              b.CreateStore(b.CreateMaskedLoad(pv, crow[r], llvm::Align(4), carry, llvm::Constant::getNullValue(pv)),
+                            acc[r]);
+            }
+            emit_counted_loop(
+                b, b.CreateSub(k1, k0),
+                [&](Value *kk) {
+                  Value *wrow = b.CreateAlignedLoad(
+                      pv, b.CreateGEP(b.getFloatTy(), panel_buffer, b.CreateMul(kk, i64(w))), llvm::Align(64));
+                  Value *k = b.CreateAdd(k0, kk);
+                  for (unsigned r = 0; r < rows; ++r) {
+                    Value *x =
+                        b.CreateVectorSplat(w, b.CreateLoad(b.getFloatTy(), b.CreateGEP(b.getFloatTy(), arow[r], k)));
+                    b.CreateStore(b.CreateIntrinsic(llvm::Intrinsic::fma, {pv}, {x, wrow, b.CreateLoad(pv, acc[r])}),
+                                  acc[r]);
+                  }
+                },
+                "nbits.tile.");
+            for (unsigned r = 0; r < rows; ++r)
+              b.CreateMaskedStore(b.CreateLoad(pv, acc[r]), crow[r], llvm::Align(4), real);
+          };
+          Value *tiles = b.CreateUDiv(m, i64(kTileRows));
+          emit_counted_loop(
+              b, tiles, [&](Value *t) { tile(b.CreateMul(t, i64(kTileRows)), kTileRows); }, "nbits.tiles.");
+          Value *rest = b.CreateMul(tiles, i64(kTileRows));
+          emit_counted_loop(
+              b, b.CreateSub(m, rest), [&](Value *r) { tile(b.CreateAdd(rest, r), 1); }, "nbits.rest.");
+        },
+        "nbits.slices.");
   }
 
   /// Columns [n, n + width) of the rows at `arow`. Per block, the codes'
@@ -344,10 +387,11 @@ struct Kernel {
         Value *k0 = b.CreateAdd(b.CreateMul(blk, i64(l.block)), b.CreateMul(ci, i64(chunk)));
         for (unsigned r = 0; r < rows; ++r) {
           Value *at = b.CreateGEP(b.getFloatTy(), arow[r], k0);
-          Value *x = valid < chunk && !split
-                         ? static_cast<Value *>(b.CreateMaskedLoad(fvec(), at, llvm::Align(4), first_lanes(chunk, valid),
-                                                                   llvm::Constant::getNullValue(fvec())))
-                         : static_cast<Value *>(b.CreateAlignedLoad(fvec(), at, llvm::Align(4)));
+          Value *x =
+              valid < chunk && !split
+                  ? static_cast<Value *>(b.CreateMaskedLoad(fvec(), at, llvm::Align(4), first_lanes(chunk, valid),
+                                                            llvm::Constant::getNullValue(fvec())))
+                  : static_cast<Value *>(b.CreateAlignedLoad(fvec(), at, llvm::Align(4)));
           for (unsigned c = 0; c < width; ++c) { // the chunk's register-wide pieces into one register
             Value *sum = b.CreateLoad(lvec(), t[c][r]);
             for (int64_t p = 0; p < chunk / piece(); ++p)
@@ -357,16 +401,17 @@ struct Kernel {
         }
       };
       if (!tail) {
-        emit_counted_loop(b, i64(chunks), [&](Value *ci) { step(ci, chunk); }, "nbits.chunk.");
+        emit_counted_loop(
+            b, i64(chunks), [&](Value *ci) { step(ci, chunk); }, "nbits.chunk.");
       } else {
         int64_t left = l.k - full * l.block; // the tail block's codes within K
         for (int64_t ci = 0; ci * chunk < left; ++ci)
           step(i64(ci), std::min(chunk, left - ci * chunk));
       }
       for (unsigned c = 0; c < width; ++c) {
-        Value *s = b.CreateAlignedLoad(b.getFloatTy(),
-                                       b.CreateGEP(b.getFloatTy(), scales, b.CreateAdd(b.CreateMul(cols[c], i64(nb)), blk)),
-                                       llvm::Align(4));
+        Value *s = b.CreateAlignedLoad(
+            b.getFloatTy(), b.CreateGEP(b.getFloatTy(), scales, b.CreateAdd(b.CreateMul(cols[c], i64(nb)), blk)),
+            llvm::Align(4));
         Value *splat = b.CreateVectorSplat(static_cast<unsigned>(piece()), s);
         for (unsigned r = 0; r < rows; ++r)
           b.CreateStore(b.CreateIntrinsic(llvm::Intrinsic::fma, {lvec()},
@@ -374,7 +419,8 @@ struct Kernel {
                         acc[c][r]);
       }
     };
-    emit_counted_loop(b, i64(full), [&](Value *blk) { block(blk, false); }, "nbits.block.");
+    emit_counted_loop(
+        b, i64(full), [&](Value *blk) { block(blk, false); }, "nbits.block.");
     if (full < nb)
       block(i64(full), true);
     // The zero points' share.
@@ -396,13 +442,14 @@ struct Kernel {
         }
       }
     };
-    emit_counted_loop(b, i64(nb / kZeroLanes), [&](Value *g) { zero_share(b.CreateMul(g, i64(kZeroLanes)), kZeroLanes); },
-                      "nbits.zero.");
+    emit_counted_loop(
+        b, i64(nb / kZeroLanes), [&](Value *g) { zero_share(b.CreateMul(g, i64(kZeroLanes)), kZeroLanes); },
+        "nbits.zero.");
     if (nb % kZeroLanes)
       zero_share(i64(nb / kZeroLanes * kZeroLanes), nb % kZeroLanes);
     auto reduce = [&](llvm::AllocaInst *v) {
-      Value *sum = b.CreateFAddReduce(llvm::ConstantFP::get(b.getFloatTy(), 0.0),
-                                      b.CreateLoad(v->getAllocatedType(), v));
+      Value *sum =
+          b.CreateFAddReduce(llvm::ConstantFP::get(b.getFloatTy(), 0.0), b.CreateLoad(v->getAllocatedType(), v));
       llvm::cast<llvm::Instruction>(sum)->setHasAllowReassoc(true);
       return sum;
     };
@@ -436,8 +483,8 @@ llvm::Function *task_function(llvm::Module &m, const NbitsGemvArgs &g) {
   n1 = b.CreateSelect(b.CreateICmpSLT(n1, b.getInt64(g.n)), n1, b.getInt64(g.n));
   auto gemv = [&] {
     Value *groups = b.CreateUDiv(rows, b.getInt64(kMaxRows));
-    emit_counted_loop(b, groups, [&](Value *i) { k.columns(b.CreateMul(i, b.getInt64(kMaxRows)), kMaxRows, n0, n1); },
-                      "nbits.rows.");
+    emit_counted_loop(
+        b, groups, [&](Value *i) { k.columns(b.CreateMul(i, b.getInt64(kMaxRows)), kMaxRows, n0, n1); }, "nbits.rows.");
     Value *rest = b.CreateMul(groups, b.getInt64(kMaxRows)), *left = b.CreateSub(rows, rest);
     for (unsigned r = 1; r < kMaxRows; ++r)
       emit_if(b, b.CreateICmpEQ(left, b.getInt64(r)), [&] { k.columns(rest, r, n0, n1); });

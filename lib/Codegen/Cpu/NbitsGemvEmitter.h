@@ -14,8 +14,10 @@
 // rows. From 16 rows of A on (prefill), a task dequantizes its 16 columns
 // once into a [K][16] f32 panel (a column per lane, the codes gathered a
 // 32-bit word at a time) and runs tiles of 8 rows x 16 columns, one
-// broadcast FMA per row and k (where the panel fits 256 KB of stack; else
-// groups of four rows on the codes). A's K tail past the
+// broadcast FMA per row and k; K in slices of 1024 codes (a 64 KB buffer on
+// the task's stack: a user's parallel-for may run tasks on small stacks),
+// the tiles' sums stored after a slice and read back for the next (blocks
+// of more than 1024 codes: groups of four rows on the codes). A's K tail past the
 // last whole block is read with masked loads. Each output element is one
 // column's sum in a fixed order: the same at any thread count.
 //

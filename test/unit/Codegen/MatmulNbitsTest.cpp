@@ -74,6 +74,7 @@ const std::vector<Case> &cases() {
       {{6, 2100}, 3, 4, 32, true}, // 4 and 2 rows: A's rows past the split buffer (interleaved codes)
       // 16 rows and more: the dequantized panel (tiles of 8 rows, then single rows; 16-column tasks, a partial one)
       {{21, 100}, 37, 4, 32, true}, {{16, 70}, 21, 8, 64, true}, {{2, 9, 96}, 17, 4, 128, false},
+      {{17, 2100}, 19, 4, 32, true}, {{16, 1500}, 7, 8, 128, false}, // K in slices of 1024 (the sums carried)
   };
   return all;
 }
