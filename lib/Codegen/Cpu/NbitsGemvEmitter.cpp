@@ -40,10 +40,20 @@ struct Kernel {
   Value *a, *bq, *scales, *zp, *c_ptr, *m;
   int64_t lanes;
   int64_t chunk = std::min(l.block, kMaxChunk);
-  bool split = false; // A's rows read from the even/odd copy (columns())
-  llvm::AllocaInst *split_buffer = nullptr;
-  llvm::AllocaInst *sums = nullptr;         // block_sums()
-  llvm::AllocaInst *panel_buffer = nullptr; // panel()
+  bool split = false;                         // A's rows read from the even/odd copy (columns())
+  llvm::AllocaInst *scratch_buffer = nullptr; // scratch()
+  llvm::AllocaInst *sums = nullptr;           // block_sums()
+
+  /// The task's one stack buffer (kPanelBytes, 64-byte aligned): A's rows
+  /// copied (columns()) or the dequantized panel (panel()), never both in
+  /// one task, so they share it.
+  llvm::AllocaInst *scratch() {
+    if (!scratch_buffer) {
+      scratch_buffer = entry.CreateAlloca(llvm::ArrayType::get(b.getInt8Ty(), static_cast<uint64_t>(kPanelBytes)));
+      scratch_buffer->setAlignment(llvm::Align(64));
+    }
+    return scratch_buffer;
+  }
   llvm::LLVMContext &ctx = b.getContext();
 
   llvm::FixedVectorType *fvec() { return llvm::FixedVectorType::get(b.getFloatTy(), static_cast<unsigned>(chunk)); }
@@ -177,11 +187,7 @@ struct Kernel {
     int64_t fit = std::min<int64_t>(kMaxRows, kMaxSplitBytes / (padded * 4)); // rows the buffer holds
     split = l.bits == 4 && static_cast<int64_t>(rows) <= fit;
     if (split) {
-      if (!split_buffer) { // one buffer for every row count's code
-        split_buffer = entry.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), static_cast<uint64_t>(fit * padded)));
-        split_buffer->setAlignment(llvm::Align(64));
-      }
-      llvm::AllocaInst *buffer = split_buffer;
+      llvm::AllocaInst *buffer = scratch(); // one buffer for every row count's code
       int64_t half = chunk / 2;
       std::vector<int> even_odd(static_cast<size_t>(chunk));
       for (int64_t p = 0; p < chunk; ++p)
@@ -241,11 +247,8 @@ struct Kernel {
   void panel(Value *n0, Value *n1) {
     const unsigned w = static_cast<unsigned>(kColumnsPerTask);
     auto *pv = llvm::FixedVectorType::get(b.getFloatTy(), w);
-    int64_t slice = slice_blocks() * l.block; // codes of K per slice
-    if (!panel_buffer) {
-      panel_buffer = entry.CreateAlloca(llvm::ArrayType::get(b.getFloatTy(), static_cast<uint64_t>(slice * w)));
-      panel_buffer->setAlignment(llvm::Align(64));
-    }
+    int64_t slice = slice_blocks() * l.block;   // codes of K per slice
+    llvm::AllocaInst *panel_buffer = scratch(); // slice * 16 floats: at most kPanelBytes
     std::vector<llvm::Constant *> iota_c;
     for (unsigned i = 0; i < w; ++i)
       iota_c.push_back(b.getInt64(i));
