@@ -13,7 +13,7 @@ RMSNorm spelled out, SwiGLU. `seq` and `past` are symbolic (dynamic axes).
 Writes OUT.onnx (by default 2 layers, d 128, 4 heads, 2 kv heads, vocab 512) into the
 current directory, and OUT_io.npz: a 7-token prefill and 3 greedy steps as torch ran them
 (inputs and outputs per step), to check a runtime against. Random weights, or with
-`--train STEPS --text FILE` weights trained on FILE's bytes (teacher forcing, Adam; the
+`--train STEPS --text FILE [--lr 2e-3]` weights trained on FILE's bytes (teacher forcing, Adam; the
 prefill is then FILE's first 7 bytes): a model whose greedy tokens have margins, for
 judging weight quantization (issue 25's int4 bar). Not a test
 dependency: the issue-23 corpus model (docs/PERFORMANCE.md; bench/kv_decode_bench.py times

@@ -259,11 +259,11 @@ public:
         rebuild.define(node, copy_node(to, node, operands));
         continue;
       }
-      std::vector<ValueId> ids;
+      std::vector<Tensor> args;
       for (size_t j = 0; j < node.operands.size(); ++j) {
         auto p = plan->second.find(j);
         if (p == plan->second.end()) {
-          ids.push_back(operands[j].value().id());
+          args.push_back(operands[j]);
           continue;
         }
         const std::string &weight = producer_node(from, node.operands[j])->attrs.get_string("name");
@@ -277,15 +277,12 @@ public:
             c.zero_points = ctx.add_source(*c.zero_points);
           done = arguments.emplace(weight, c).first;
         }
-        ids.push_back(done->second.codes.value().id());
-        ids.push_back(done->second.scales.value().id());
+        args.push_back(done->second.codes);
+        args.push_back(done->second.scales);
         if (done->second.zero_points)
-          ids.push_back(done->second.zero_points->value().id());
+          args.push_back(*done->second.zero_points);
       }
-      std::vector<Tensor> out;
-      for (ValueId r : to.add_node(node.op, ids, node.attrs, node.name))
-        out.push_back(Tensor::from_graph_value(to.value(r)));
-      rebuild.define(node, out);
+      rebuild.define(node, copy_node(to, node, args));
     }
     rebuild.set_outputs();
   }
