@@ -56,6 +56,14 @@ unsigned cpu_vector_lanes(const CpuTarget &target);
 inline constexpr unsigned kInt8DotGeneric = 0, kInt8DotAvx2 = 1, kInt8DotVnni = 2;
 unsigned cpu_int8_dot(const CpuTarget &target);
 
+/// Whether the target widens a vector of f16 to f32 in one instruction
+/// (x86-64: F16C, which x86-64-v3 includes, or AVX-512F; aarch64: always,
+/// `fcvtl`). Packed GEMM weights whose every value is an f16 are then kept
+/// in f16 (Cpu/GemmPanels.h: PackedWeights::narrow); without it LLVM would
+/// convert each element through a library call. (bf16 needs no such
+/// instruction: its bits are an f32's upper half.)
+bool cpu_converts_f16(const CpuTarget &target);
+
 /// The CPU features beyond the architecture's baseline (SSE2 / NEON) that
 /// code for `target` may use and that its artifact checks at run time before
 /// the first run (NAME_ERROR_UNSUPPORTED_CPU on a CPU without one; CPUID on
@@ -74,6 +82,9 @@ unsigned host_vector_lanes();
 
 /// cpu_int8_dot of the host ("native"); decided once.
 unsigned host_int8_dot();
+
+/// cpu_converts_f16 of the host ("native"); decided once.
+bool host_converts_f16();
 
 /// Initializes the LLVM targets maxc uses (idempotent, thread-safe).
 void initialize_llvm_targets();

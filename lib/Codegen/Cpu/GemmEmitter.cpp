@@ -2,6 +2,7 @@
 #include "EntryPointUtil.h"
 
 #include "Cpu/Runtime.h"
+#include "maxc/Support/Error.h"
 
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
@@ -123,6 +124,33 @@ struct Emitter {
     return b.CreateGEP(b.getFloatTy(), base, b.CreateAdd(b.CreateMul(row, ld), col));
   }
 
+  // B's elements as stored in its packed panels (GemmArgs::b_dtype): f32,
+  // half, or bf16 as i16 bits.
+  llvm::Type *b_element() {
+    switch (g.b_dtype) {
+    case DType::f16:
+      return b.getHalfTy();
+    case DType::bf16:
+      return b.getInt16Ty();
+    default:
+      return b.getFloatTy();
+    }
+  }
+
+  // A vector of `lanes` of B's packed elements at p, widened to f32 (exact).
+  Value *load_packed(llvm::FixedVectorType *vec, Value *p) {
+    if (g.b_dtype == DType::f32)
+      return b.CreateAlignedLoad(vec, p, llvm::Align(4));
+    unsigned lanes = static_cast<unsigned>(vec->getNumElements());
+    auto *narrow = llvm::FixedVectorType::get(b_element(), lanes);
+    Value *x = b.CreateAlignedLoad(narrow, p, llvm::Align(2));
+    if (g.b_dtype == DType::f16)
+      return b.CreateFPExt(x, vec);
+    // bf16: its bits are the f32's upper half.
+    auto *wide = llvm::FixedVectorType::get(b.getInt32Ty(), lanes);
+    return b.CreateBitCast(b.CreateShl(b.CreateZExt(x, wide), llvm::ConstantInt::get(wide, 16)), vec);
+  }
+
   Value *load(llvm::FixedVectorType *vec, Value *p, unsigned v, llvm::Align align = llvm::Align(4)) {
     if (!mask[v])
       return b.CreateAlignedLoad(vec, p, align);
@@ -167,7 +195,7 @@ struct Emitter {
       Value *last = b.CreateICmpEQ(k_end, g.k);
       auto panel = [&](Value *j0, Value *j_end) {
         if (g.packed_b) { // panel j0 / NR at j0 * K, zeros past N
-          bsrc = b.CreateGEP(b.getFloatTy(), g.b, b.CreateMul(j0, g.k));
+          bsrc = b.CreateGEP(b_element(), g.b, b.CreateMul(j0, g.k));
           bstride = b.getInt64(nr);
         } else if (direct) {
           bsrc = b.CreateGEP(b.getFloatTy(), g.b, j0);
@@ -266,8 +294,12 @@ struct Emitter {
     auto step = [&](Value *k, const Accs &acc) {
       Value *bv[kVectors];
       for (unsigned v = 0; v < nvec; ++v) {
-        Value *p = at(bsrc, k, bstride, b.getInt64(v * lanes));
-        bv[v] = g.packed_b ? b.CreateAlignedLoad(vec, p, llvm::Align(4)) : load(vec, p, v);
+        if (g.packed_b) {
+          Value *p = b.CreateGEP(b_element(), bsrc, b.CreateAdd(b.CreateMul(k, bstride), b.getInt64(v * lanes)));
+          bv[v] = load_packed(vec, p);
+        } else {
+          bv[v] = load(vec, at(bsrc, k, bstride, b.getInt64(v * lanes)), v);
+        }
       }
       Accs next;
       for (unsigned r = 0; r < rows; ++r) {
@@ -338,8 +370,10 @@ static llvm::StructType *task_args_type(llvm::LLVMContext &c, const GemmEpilogue
 // handed to the runtime's parallel_for. Shared by
 // every GEMM without an epilogue; one of its own for each with one.
 static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, unsigned lanes,
-                                  const GemmEpilogue *epilogue, bool packed_b, const bool (&needed)[2][2]) {
+                                  const GemmEpilogue *epilogue, bool packed_b, DType b_dtype,
+                                  const bool (&needed)[2][2]) {
   std::string name = prefix + ".gemm_panel." + std::to_string(lanes) + (packed_b ? ".packed" : "") +
+                     (b_dtype != DType::f32 ? "." + std::string(dtype_name(b_dtype)) : "") +
                      (epilogue ? ".epilogue" : "");
   if (llvm::Function *f = m.getFunction(name); f && !epilogue)
     return f;
@@ -356,6 +390,7 @@ static llvm::Function *panel_task(llvm::Module &m, const std::string &prefix, un
              field(4, b.getInt64Ty()), field(5, b.getInt64Ty()), field(6, b.getInt64Ty()), field(7, b.getInt64Ty()),
              field(8, b.getInt64Ty()), lanes, prefix, epilogue};
   g.packed_b = packed_b;
+  g.b_dtype = b_dtype;
   if (epilogue) {
     // The epilogue's own entry code (its loads of buffers, dims...) goes
     // before the branch to the body.
@@ -466,7 +501,9 @@ void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args) {
   }
   if (args.packed_b) // (the direct variant: none)
     needed[0][1] = needed[1][1] = false;
-  llvm::Function *task = panel_task(m, args.prefix, args.lanes, args.epilogue, args.packed_b, needed);
+  if (args.b_dtype != DType::f32 && !args.packed_b)
+    throw Error(ErrorCode::Internal, "emit_gemm_f32: a 16-bit B is read only from packed panels");
+  llvm::Function *task = panel_task(m, args.prefix, args.lanes, args.epilogue, args.packed_b, args.b_dtype, needed);
 
   // A small GEMM: its tasks one after another, here. Else the tasks through
   // the runtime's parallel_for (the program's, the artifact's pool, or a loop).

@@ -24,6 +24,8 @@
 // panel's rows once they are final, inside the panel's task.
 #pragma once
 
+#include "maxc/IR/DType.h"
+
 #include <llvm/IR/IRBuilder.h>
 
 #include <functional>
@@ -64,6 +66,12 @@ struct GemmArgs {
   // NR = 2 * lanes columns at b + p * K * NR, row k at + k * NR, zeros past
   // N): read as it is, no packing step; ldb is not used.
   bool packed_b = false;
+  // The packed panels' element type: f32, or f16 / bf16 for a weight whose
+  // every value is one exactly (Cpu/GemmPanels.h: PackedWeights::narrow),
+  // widened to f32 as each vector of B is loaded (vcvtph2ps with F16C or
+  // AVX-512F, fcvtl on aarch64; bf16 a shift of its bits): half the weight
+  // bytes, the same products and sums, so the same bits as f32 panels.
+  DType b_dtype = DType::f32;
 };
 
 void emit_gemm_f32(llvm::IRBuilder<> &builder, const GemmArgs &args);

@@ -3,6 +3,7 @@
 #include "maxc/Ops/OpRegistry.h"
 #include "maxc/Support/BulkMemory.h"
 #include "maxc/Support/FileSystem.h"
+#include "maxc/Support/Float16.h"
 #include "maxc/Transforms/CallSites.h"
 
 #include <algorithm>
@@ -42,7 +43,108 @@ bool PackedWeights::packed_value(const Graph &g, ValueId v) const {
   return n.op == "constant" && packed_constant(g, n.attrs.get_string("name"));
 }
 
-PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans, unsigned lanes) {
+DType PackedWeights::packed_dtype(const Graph &g, ValueId v) const {
+  const ValueInfo &info = g.value_info(v);
+  if (info.producer < 0) {
+    auto it = narrow_inputs.find({&g, info.index});
+    return it == narrow_inputs.end() ? DType::f32 : it->second;
+  }
+  const Node &n = g.nodes()[static_cast<size_t>(info.producer)];
+  return n.op == "constant" ? constant_dtype(g, n.attrs.get_string("name")) : DType::f32;
+}
+
+DType PackedWeights::constant_dtype(const Graph &g, const std::string &name) const {
+  auto it = narrow.find({&g, name});
+  return it == narrow.end() ? DType::f32 : it->second;
+}
+
+DType exact_narrow_type(const HostTensor &t, bool f16) {
+  if (t.dtype() != DType::f32)
+    return DType::f32;
+  const auto *bits = reinterpret_cast<const uint32_t *>(t.data());
+  const float *v = t.data_as<float>();
+  int64_t n = t.numel();
+  auto all = [&](auto exact) {
+    for (int64_t i = 0; i < n; ++i)
+      if (v[i] != v[i] || !exact(i)) // (a NaN: neither)
+        return false;
+    return true;
+  };
+  if (f16 && all([&](int64_t i) {
+        float back = half_bits_to_float(float_to_half_bits(v[i]));
+        uint32_t back_bits;
+        std::memcpy(&back_bits, &back, 4);
+        return back_bits == bits[i];
+      }))
+    return DType::f16;
+  if (all([&](int64_t i) { return (bits[i] & 0xffffu) == 0; }))
+    return DType::bf16;
+  return DType::f32;
+}
+
+std::vector<uint16_t> narrow_panels(const std::vector<float> &panels, DType dtype) {
+  std::vector<uint16_t> out(panels.size());
+  for (size_t i = 0; i < panels.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &panels[i], 4);
+    out[i] = dtype == DType::f16 ? float_to_half_bits(panels[i]) : static_cast<uint16_t>(bits >> 16);
+  }
+  return out;
+}
+
+namespace {
+
+// The 16-bit panels of PackedWeights (GemmPanels.h): which packed f32
+// constants are exact in 16 bits, then the parameters whose every call
+// passes such a constant of one type (a call whose constant and parameter
+// disagree makes both f32, until nothing changes).
+void plan_narrow_panels(const Graph &root, const std::vector<const Graph *> &graphs, bool f16, PackedWeights &out) {
+  for (const auto &key : out.constants) {
+    const auto &[g, name] = key;
+    if (out.conv_int8.count(key) || g->constant_types().at(name).dtype() != DType::f32)
+      continue;
+    const HostTensor *source = g->transposed_source(name); // (never made: its values are the source's)
+    DType d = exact_narrow_type(source ? *source : g->constant(name), f16);
+    if (d != DType::f32)
+      out.narrow[key] = d;
+  }
+  std::map<std::pair<const Graph *, size_t>, DType> params;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const Graph *g : graphs)
+      for (const Node &n : g->nodes()) {
+        if (!is_call(n))
+          continue;
+        const Graph *callee = call_body(root, n);
+        for (size_t i = 0; callee && i < n.operands.size(); ++i) {
+          const ValueInfo &info = g->value_info(n.operands[i]);
+          if (info.producer < 0 || !out.inputs.count({callee, i}))
+            continue;
+          const Node &producer = g->nodes()[static_cast<size_t>(info.producer)];
+          if (producer.op != "constant")
+            continue;
+          std::pair<const Graph *, std::string> c = {g, producer.attrs.get_string("name")};
+          DType dc = out.constant_dtype(*g, c.second);
+          auto [it, fresh] = params.insert({{callee, i}, dc});
+          if (fresh) {
+            changed = true;
+          } else if (it->second != dc) {
+            if (it->second != DType::f32)
+              it->second = DType::f32, changed = true;
+            if (dc != DType::f32)
+              out.narrow.erase(c), changed = true;
+          }
+        }
+      }
+  }
+  for (const auto &[param, d] : params)
+    if (d != DType::f32)
+      out.narrow_inputs[param] = d;
+}
+
+} // namespace
+
+PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans, unsigned lanes, bool f16) {
   PackedWeights out;
   out.nr = 2 * static_cast<int64_t>(lanes);
   std::map<std::string, std::vector<bool>> bound = constant_bound_inputs(root);
@@ -165,6 +267,7 @@ PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans,
         }
       }
   }
+  plan_narrow_panels(root, graphs, f16, out);
   return out;
 }
 
@@ -337,6 +440,22 @@ std::vector<uint8_t> pack_conv_int8_weight(const HostTensor &w) {
   return out;
 }
 
+namespace {
+
+// The bytes of 16-bit panels (`dtype`) from the generator of the same f32
+// panels: element e's 2 bytes from f32 element e's 4.
+ByteChunks::Generator narrowed(ByteChunks::Generator f32, DType dtype) {
+  return [f32, dtype](uint64_t offset, size_t n, char *dst) {
+    uint64_t e0 = offset / 2, e1 = (offset + n + 1) / 2;
+    std::vector<float> wide(static_cast<size_t>(e1 - e0));
+    f32(e0 * 4, wide.size() * 4, reinterpret_cast<char *>(wide.data()));
+    std::vector<uint16_t> bits = narrow_panels(wide, dtype);
+    std::memcpy(dst, reinterpret_cast<const char *>(bits.data()) + (offset - e0 * 2), n);
+  };
+}
+
+} // namespace
+
 ConstantRewrite packed_weights_rewrite(const PackedWeights &packed) {
   return [&packed](const Graph &g, const std::string &name) -> std::pair<size_t, ByteChunks::Generator> {
     if (!packed.packed_constant(g, name))
@@ -348,11 +467,16 @@ ConstantRewrite packed_weights_rewrite(const PackedWeights &packed) {
                 std::memcpy(dst, bytes->data() + offset, n);
               }};
     }
+    DType narrow = packed.constant_dtype(g, name);
     if (packed.conv_transposed.count({&g, name})) { // W [O, ...] as the [N, K] source of Wᵀ
       const HostTensor &t = g.constant_types().at(name);
       int64_t o = t.shape()[0], k = t.numel() / std::max<int64_t>(o, 1);
       HostTensor w = g.constant(name).reshaped({o, k});
       size_t size = static_cast<size_t>((o + nr - 1) / nr * nr * k) * sizeof(float);
+      if (narrow != DType::f32)
+        return {size / 2, narrowed([w, nr](uint64_t offset, size_t n, char *dst) {
+                  write_panels_from_source(w, nr, offset, n, dst);
+                }, narrow)};
       return {size, [w, nr](uint64_t offset, size_t n, char *dst) { write_panels_from_source(w, nr, offset, n, dst); }};
     }
     if (const HostTensor &t = g.constant_types().at(name); is_int8(t.dtype())) {
@@ -365,16 +489,22 @@ ConstantRewrite packed_weights_rewrite(const PackedWeights &packed) {
     if (const HostTensor *source = g.transposed_source(name); source && source->rank() == 2) {
       HostTensor w = *source;
       size_t size = panel_bytes(g.constant_types().at(name), nr);
-      return {size, [w, nr, size](uint64_t offset, size_t n, char *dst) {
-                write_panels_from_source(w, nr, offset, n, dst);
-                if (offset + n == size) // (a mapped weights file's pages: not needed resident)
-                  release_file_pages(w.data(), w.nbytes());
-              }};
+      ByteChunks::Generator f32 = [w, nr, size](uint64_t offset, size_t n, char *dst) {
+        write_panels_from_source(w, nr, offset, n, dst);
+        if (offset + n == size) // (a mapped weights file's pages: not needed resident)
+          release_file_pages(w.data(), w.nbytes());
+      };
+      if (narrow != DType::f32)
+        return {size / 2, narrowed(f32, narrow)};
+      return {size, f32};
     }
     // Made while the blob is written (a block at a time), from the constant,
     // which the generator keeps alive.
     HostTensor b = g.constant(name);
-    return {panel_bytes(b, nr), [b, nr](uint64_t offset, size_t n, char *dst) { write_panels(b, nr, offset, n, dst); }};
+    ByteChunks::Generator f32 = [b, nr](uint64_t offset, size_t n, char *dst) { write_panels(b, nr, offset, n, dst); };
+    if (narrow != DType::f32)
+      return {panel_bytes(b, nr) / 2, narrowed(f32, narrow)};
+    return {panel_bytes(b, nr), f32};
   };
 }
 

@@ -20,6 +20,17 @@
 // zeros past K and N (the operand of one vpdpbusd per 16 or 8 columns);
 // after the last panel, the i32 column sums sum_k B[k, n] (as B's dtype,
 // zeros past N) that correct a flipped A (Cpu/GemmEmitter.h: emit_gemm_i8).
+//
+// 16-bit panels: an f32 GEMM weight (a constant, a transposed-GEMM conv's
+// weight, or a subgraph parameter every call binds to such constants) whose
+// every value is exactly an f16 (or a bf16) — an f16/bf16 model's weights,
+// which the precision policy widened (Transforms/PromotePrecision.h) — is
+// packed in that type, the same layout in 2-byte elements (PackedWeights::
+// narrow), and widened as the microkernel loads it (GemmArgs::b_dtype): half
+// the weight bytes and memory traffic, and the same bits as f32 panels. f16
+// where the target widens it in one instruction (cpu_converts_f16), else
+// bf16 where exact; a parameter is 16-bit only where every call's constant
+// is, in the same type.
 #pragma once
 
 #include "maxc/Codegen/LoweringPlan.h"
@@ -45,19 +56,35 @@ struct PackedWeights {
   // Of `constants`: the weights W [O, C, KH, KW] of convs run as colsᵀ × Wᵀ
   // (conv_uses_transposed_gemm), packed as the f32 GEMM's B = Wᵀ [K, O].
   std::set<std::pair<const Graph *, std::string>> conv_transposed;
+  // Of `constants` and `inputs`: f32 weights packed in 16 bits (f16 or
+  // bf16; see the header comment); the rest of the f32 ones stay f32.
+  std::map<std::pair<const Graph *, std::string>, DType> narrow;
+  std::map<std::pair<const Graph *, size_t>, DType> narrow_inputs;
 
   bool packed_constant(const Graph &g, const std::string &name) const { return constants.count({&g, name}) != 0; }
   /// Whether value `v` of `g` (a constant's result or a subgraph input) is packed.
   bool packed_value(const Graph &g, ValueId v) const;
+  /// The element type of a packed f32 weight's panels (value `v` of `g`, or
+  /// the constant `name`): f32, f16 or bf16.
+  DType packed_dtype(const Graph &g, ValueId v) const;
+  DType constant_dtype(const Graph &g, const std::string &name) const;
 };
 
 /// Which weights of `root` (decomposed, with `plans`) are packed for a
-/// microkernel of `lanes` f32 lanes.
-PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans, unsigned lanes);
+/// microkernel of `lanes` f32 lanes, and which of them in 16 bits (f16 only
+/// where `f16` — the target's cpu_converts_f16).
+PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans, unsigned lanes, bool f16);
+
+/// The 16-bit type that holds every value of the f32 `t` exactly: f16 (when
+/// `f16`), else bf16, else f32. NaNs hold in neither.
+DType exact_narrow_type(const HostTensor &t, bool f16);
 
 /// B [K, N] (f32) in panel order for panels of `nr` floats:
 /// ceil(N / nr) * nr * K floats.
 std::vector<float> pack_gemm_panels(const HostTensor &b, int64_t nr);
+/// The same panels as the bits of `dtype` (f16 or bf16; every value exact:
+/// exact_narrow_type).
+std::vector<uint16_t> narrow_panels(const std::vector<float> &panels, DType dtype);
 
 /// A conv weight W [O, C, KH, KW] (f32) as the packed B = Wᵀ [K, O]
 /// (K = C * KH * KW) of a transposed-GEMM conv (PackedWeights::conv_transposed).

@@ -210,12 +210,19 @@ private:
     bool int8 = data.dtype() == DType::u8 || data.dtype() == DType::i8;
     bool conv_int8 = packed && mod_.packed->conv_int8.count({&g_, name});
     bool conv_transposed = packed && mod_.packed->conv_transposed.count({&g_, name});
+    DType narrow = packed ? mod_.packed->constant_dtype(g_, name) : DType::f32;
     llvm::Constant *bytes =
         conv_int8 ? llvm::ConstantDataArray::get(mod_.ctx, llvm::ArrayRef<uint8_t>(pack_conv_int8_weight(data)))
+        : conv_transposed && narrow != DType::f32
+            ? llvm::ConstantDataArray::get(
+                  mod_.ctx, llvm::ArrayRef<uint16_t>(narrow_panels(pack_conv_transposed_weight(data, mod_.packed->nr), narrow)))
         : conv_transposed
             ? llvm::ConstantDataArray::get(mod_.ctx,
                                            llvm::ArrayRef<float>(pack_conv_transposed_weight(data, mod_.packed->nr)))
         : packed && int8 ? llvm::ConstantDataArray::get(mod_.ctx, llvm::ArrayRef<uint8_t>(pack_int8_panels(data, mod_.packed->nr)))
+        : packed && narrow != DType::f32
+            ? llvm::ConstantDataArray::get(
+                  mod_.ctx, llvm::ArrayRef<uint16_t>(narrow_panels(pack_gemm_panels(data, mod_.packed->nr), narrow)))
         : packed
             ? llvm::ConstantDataArray::get(mod_.ctx, llvm::ArrayRef<float>(pack_gemm_panels(data, mod_.packed->nr)))
             : llvm::ConstantDataArray::getRaw(
@@ -1690,6 +1697,8 @@ private:
       });
       GemmArgs args{aptr, bptr, cptr, rows, n, k, k, n, n, mod_.lanes, mod_.prefix, epi ? &epi->gemm : nullptr};
       args.packed_b = mod_.packed && mod_.packed->packed_value(g_, bm);
+      if (args.packed_b)
+        args.b_dtype = mod_.packed->packed_dtype(g_, bm);
       emit_gemm_f32(b_, args);
       return;
     }
@@ -1707,6 +1716,8 @@ private:
                     b_.CreateGEP(b_.getFloatTy(), cptr, c_off), m, n, k, k, n, n, mod_.lanes, mod_.prefix,
                     epi ? &epi->gemm : nullptr};
       args.packed_b = mod_.packed && mod_.packed->packed_value(g_, bm);
+      if (args.packed_b)
+        args.b_dtype = mod_.packed->packed_dtype(g_, bm);
       emit_gemm_f32(b_, args);
     });
   }
@@ -1924,6 +1935,7 @@ private:
       GemmArgs args{cols, wptr, prod, i64(P), i64(s.O), i64(K), i64(K), i64(s.O), i64(s.O), mod_.lanes, mod_.prefix,
                     nullptr};
       args.packed_b = true;
+      args.b_dtype = mod_.packed->packed_dtype(g_, w);
       emit_gemm_f32(b_, args);
       // The bias and the plan's chain, one output channel's row at a time.
       loop(i64(s.O), [&](Value *o) {

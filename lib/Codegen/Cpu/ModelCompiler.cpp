@@ -504,7 +504,8 @@ std::unique_ptr<llvm::Module> build_cpu_module(const Graph &lowered, const Model
   if (!plans)
     plans = &own_plans;
   codegen::PackedWeights packed =
-      codegen::plan_packed_weights(lowered, *plans, vector_lanes ? vector_lanes : host_vector_lanes());
+      codegen::plan_packed_weights(lowered, *plans, vector_lanes ? vector_lanes : host_vector_lanes(),
+                                   host_converts_f16());
   codegen::ConstantOffsets offsets;
   ByteChunks blob;
   if (placement != WeightsPlacement::ir)
@@ -560,13 +561,14 @@ CpuCodegenResult compile_cpu_module(const Graph &lowered, const ModelInterface &
   // packed panels of another width, or a constant it reads unpacked).
   std::vector<codegen::PackedWeights> packed;
   for (const CpuTarget &t : targets)
-    packed.push_back(codegen::plan_packed_weights(lowered, *plans, cpu_vector_lanes(t)));
+    packed.push_back(codegen::plan_packed_weights(lowered, *plans, cpu_vector_lanes(t), cpu_converts_f16(t)));
   std::vector<codegen::ConstantOffsets> offsets_of(targets.size());
   codegen::ConstantOffsets &offsets = offsets_of[0];
   ByteChunks weights = layout_weights(lowered, offsets, packed[0], *plans);
   out.variant_weights_bytes.assign(targets.size(), 0);
   auto same_packing = [&](size_t a, size_t b) {
-    return packed[a].nr == packed[b].nr && packed[a].constants == packed[b].constants;
+    return packed[a].nr == packed[b].nr && packed[a].constants == packed[b].constants &&
+           packed[a].narrow == packed[b].narrow;
   };
   for (size_t v = 1; v < targets.size(); ++v) {
     size_t u = 0;

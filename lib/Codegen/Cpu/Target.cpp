@@ -227,6 +227,18 @@ unsigned cpu_int8_dot(const CpuTarget &target) {
   return kInt8DotGeneric;
 }
 
+bool cpu_converts_f16(const CpuTarget &target) {
+  if (checked_triple(target.triple).getArch() != llvm::Triple::x86_64)
+    return true;
+  std::unique_ptr<llvm::MCSubtargetInfo> sti = cpu_subtarget(target);
+  return sti->checkFeatures("+f16c") || sti->checkFeatures("+avx512f");
+}
+
+bool host_converts_f16() {
+  static const bool converts = cpu_converts_f16(resolve_cpu_target(llvm::sys::getProcessTriple(), "native", 2));
+  return converts;
+}
+
 unsigned host_int8_dot() {
   static const unsigned dot = cpu_int8_dot(resolve_cpu_target(llvm::sys::getProcessTriple(), "native", 2));
   return dot;

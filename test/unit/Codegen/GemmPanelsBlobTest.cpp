@@ -19,33 +19,40 @@ using namespace maxc;
 
 namespace {
 
-constexpr int64_t K = 1100, N = 1000, NR = 16;
+constexpr int64_t N = 1000, NR = 16;
 
 /// Compiles `y = op(x, @w)` for haswell with external and with embedded
 /// weights, and checks that NAME.weights.bin holds exactly w's packed panels
 /// (column c of panel p, row r = W[r, p*NR + c] for matmul's W [K, N], or
 /// W[p*NR + c, r] for linear's W [N, K]) and the object's section the same
-/// bytes.
-void check_packed_weights(const std::string &op, bool linear) {
+/// bytes. With `dtype` f16 or bf16 the model is that type throughout (its
+/// weight widened to f32 by the precision policy, whose values are then
+/// exactly 16-bit): the panels hold the weight's own 16 bits.
+void check_packed_weights(const std::string &op, bool linear, DType dtype = DType::f32, int64_t K = 1100) {
   test::TempDir dir;
   std::vector<int64_t> wshape = linear ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N};
-  HostTensor w = test::random_tensor(DType::f32, wshape, -1, 1);
+  HostTensor w = test::random_tensor(dtype, wshape, -1, 1);
+  if (dtype == DType::bf16)
+    w.set_f64(0, 1048576.0); // (2^20: past f16's range, so the panels stay bf16, not f16)
   write_safetensors(dir.file("w.safetensors"), {{"mm.w", w}});
   std::string model = dir.write("pk.json", R"({
     "maxc": 1, "name": "pk", "weights": "w.safetensors",
-    "inputs": [{"name": "x", "dtype": "f32", "shape": ["n", 1100]}], "outputs": ["y"],
-    "modules": {"Mm": {"args": ["x"], "params": {"w": [)" + std::to_string(wshape[0]) + ", " +
-                                                     std::to_string(wshape[1]) + R"(]},
+    "inputs": [{"name": "x", "dtype": ")" + std::string(dtype_name(dtype)) + R"(", "shape": ["n", )" +
+                                                     std::to_string(K) + R"(]}], "outputs": ["y"],
+    "modules": {"Mm": {"args": ["x"], "params": {"w": {"dtype": ")" + std::string(dtype_name(dtype)) +
+                                                     R"(", "shape": [)" + std::to_string(wshape[0]) + ", " +
+                                                     std::to_string(wshape[1]) + R"(]}},
                        "body": [{"y": [")" + op + R"(", "x", "@w"]}], "return": "y"}},
     "main": [{"y": ["call", "Mm", "x", {"instance": "mm"}]}]})");
-  std::vector<float> expected(static_cast<size_t>((N + NR - 1) / NR * NR * K), 0.0f);
-  const float *src = w.data_as<float>();
+  size_t element = dtype_size(dtype);
+  std::string expected(static_cast<size_t>((N + NR - 1) / NR * NR * K) * element, '\0');
+  const char *src = reinterpret_cast<const char *>(w.data());
   for (int64_t p = 0; p * NR < N; ++p)
     for (int64_t r = 0; r < K; ++r)
       for (int64_t c = 0; c < NR && p * NR + c < N; ++c)
-        expected[static_cast<size_t>((p * K + r) * NR + c)] =
-            linear ? src[(p * NR + c) * K + r] : src[r * N + p * NR + c];
-  std::string packed(reinterpret_cast<const char *>(expected.data()), expected.size() * sizeof(float));
+        std::memcpy(&expected[static_cast<size_t>((p * K + r) * NR + c) * element],
+                    src + static_cast<size_t>(linear ? (p * NR + c) * K + r : r * N + p * NR + c) * element, element);
+  const std::string &packed = expected;
   REQUIRE(packed.size() > ByteChunks::kGeneratedBlock);
   std::string stored[2];
   for (bool external : {true, false}) {
@@ -74,6 +81,17 @@ TEST_CASE("packed GEMM weights in NAME.weights.bin and the weights section", "[c
 // the copy (Graph::add_transposed_constant): its panels are packed straight
 // from W, in blocks that start mid-panel, to the same bytes as from Wᵀ.
 TEST_CASE("packed linear weights come from the source layout", "[codegen][gemm-panels][weights]") {
-  REQUIRE(ByteChunks::kGeneratedBlock % (NR * K * sizeof(float)) != 0);
+  REQUIRE(ByteChunks::kGeneratedBlock % (NR * 1100 * sizeof(float)) != 0);
   check_packed_weights("linear", true);
+}
+
+// An f16 / bf16 model's weights stay 16-bit in their panels (half the
+// bytes), in blocks that start mid-panel (K 2200: 4.4 MB of panels).
+TEST_CASE("packed GEMM weights of f16 and bf16 models keep their 16 bits", "[codegen][gemm-panels][weights][f16]") {
+  REQUIRE(ByteChunks::kGeneratedBlock % (NR * 2200 * 2) != 0);
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    INFO(dtype_name(dtype));
+    check_packed_weights("matmul", false, dtype, 2200);
+    check_packed_weights("linear", true, dtype, 2200);
+  }
 }
