@@ -2953,6 +2953,56 @@ def case_quantize_weights_repeated_layers(c):
     assert sizes[()] == sizes[("--no-dedup",)] == 8 * (2048 + 512 + 64) + 4 * 256 * 4, sizes
 
 
+def case_f16_weights_repeated_layers(c):
+    """Weights stored as FLOAT16 initializers and read through Cast(to=FLOAT)
+    (mixed-precision exports): each Cast of an initializer is imported as a
+    widened initializer, so the 4 layers stay one definition whose calls take
+    constants (no block of casts, no copies), and the CPU keeps the MatMul
+    weights in 16 bits in their GEMM panels: the manifest's weight bytes drop
+    by half of the 8 weights' f32 bytes. Outputs on every path equal the
+    reference's (the same f32 arithmetic on the exactly widened weights)."""
+    m = encoder(4, hidden=64, ffn=64, seed=6)
+    p32 = c.save(m, "enc32.onnx")
+    g = m.graph
+    casts = []
+    for init in list(g.initializer):
+        if init.name.endswith(("fc1.weight", "fc2.weight")):
+            half = numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float16), init.name + "_f16")
+            g.initializer.remove(init)
+            g.initializer.append(half)
+            layer = init.name.split(".")[2]
+            casts.append(helper.make_node("Cast", [half.name], [init.name], to=TensorProto.FLOAT,
+                                          name=f"/encoder/layer.{layer}/{init.name.split('.')[3]}/Cast"))
+    assert len(casts) == 8
+    nodes = casts + list(g.node)
+    del g.node[:]
+    g.node.extend(nodes)
+    p = c.save(m, "enc16.onnx")
+    s = c.stats(p)
+    assert s["subgraph_definitions"] == "1" and s["subgraph_calls"] == "4", s
+    x = np.random.default_rng(7).standard_normal((2, 3, 64)).astype(np.float32)
+    np.save(c.path("x16.npy"), x)
+    outs = {}
+    for device in ["reference", "cpu", "amdgpu-emu"]:
+        out = c.path("o16" + device)
+        r = c.run("run", p, "--input", f"input={c.path('x16.npy')}", "--device", device, "--output-dir", out)
+        outs[device] = np.load(os.path.join(out, "logits.npy"))
+    for device, got in outs.items():
+        assert np.allclose(got, outs["reference"], rtol=1e-5, atol=1e-6), (device, np.abs(got - outs["reference"]).max())
+    sizes = {}
+    for path in [p32, p]:
+        c.run("compile", path, "-o", c.path("w.o"), "--name", "w", "--weights-mode", "external")
+        with open(c.path("w.manifest.json")) as f:
+            sizes[path] = json.load(f)["memory"]["weights_blob_bytes"]
+        assert os.path.getsize(c.path("w.weights.bin")) == sizes[path]
+    # 8 MatMul weights of 64 x 64: f32 panels 16384 bytes each, f16 panels 8192.
+    assert sizes[p32] - sizes[p] == 8 * 8192, sizes
+    # The shared body's GEMMs read f16 panels (widened in the microkernel).
+    c.run("compile", p, "-o", c.path("ir.o"), "--name", "ir", "--emit", "llvm-ir")
+    with open(c.path("ir.ll")) as f:
+        assert ".packed.f16" in f.read()
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

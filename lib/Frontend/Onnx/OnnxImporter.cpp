@@ -1161,6 +1161,39 @@ private:
     }
   }
 
+  /// A Cast of a 16-bit float initializer to f32 (weights stored in f16 or
+  /// bf16, read in f32: an f16 export's mixed-precision casts, ONNX Runtime's
+  /// keep_io_types): the widened values (exact) as an initializer of their
+  /// own, like the precision policy's widening, instead of a conversion run
+  /// on every call — whose results, in repeated layers, a block of casts of
+  /// its own would hand to the layers' calls as weights that are no
+  /// constants (not packed, copied per call). The CPU keeps such weights in
+  /// 16 bits in its GEMM panels (their values are exact: Cpu/GemmPanels.h).
+  std::optional<Val> widened_initializer(const onnx::NodeProto &node) {
+    if (node.op_type() != "Cast" || !node.domain().empty() || node.input_size() != 1 || node.output_size() != 1 ||
+        node.output(0).empty())
+      return std::nullopt;
+    auto it = values_.find(node.input(0));
+    if (it == values_.end() || it->second.kind != Val::Kind::known || it->second.initializer.empty() ||
+        (it->second.data.dtype() != DType::f16 && it->second.data.dtype() != DType::bf16))
+      return std::nullopt;
+    std::optional<DType> to;
+    for (const auto &a : node.attribute())
+      if (a.name() == "to" && a.type() == onnx::AttributeProto::INT)
+        to = dtype_from_onnx(static_cast<int32_t>(a.i()));
+    if (to != DType::f32)
+      return std::nullopt;
+    const HostTensor &narrow = it->second.data;
+    Val v;
+    v.kind = Val::Kind::known;
+    v.data = HostTensor(DType::f32, narrow.shape());
+    float *dst = v.data.data_as<float>();
+    for (int64_t e = 0, n = narrow.numel(); e < n; ++e)
+      dst[e] = static_cast<float>(narrow.get_f64(e));
+    v.initializer = node.output(0);
+    return v;
+  }
+
   /// torch.onnx.export stores identical initializers once and names the
   /// others through Identity nodes ("layers.3.norm2.bias" = Identity of a
   /// shared tensor): those become initializers of their own name, so every
@@ -1169,6 +1202,10 @@ private:
     std::vector<int> kept;
     for (int i : order) {
       const auto &node = graph_proto_.node(i);
+      if (std::optional<Val> wide = widened_initializer(node)) {
+        values_[node.output(0)] = std::move(*wide);
+        continue;
+      }
       if (node.op_type() == "Identity" && node.domain().empty() && node.input_size() == 1 &&
           node.output_size() == 1 && !node.output(0).empty()) {
         auto it = values_.find(node.input(0));

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""An ONNX model's f16-weight twin (issue 25's f16 bar; not a test).
+
+    /usr/bin/python3 bench/f16_twin.py IN.onnx OUT.onnx [--min-elements 1024]
+
+Every FLOAT initializer of at least --min-elements elements is stored as
+FLOAT16 (round to nearest even) and read through a Cast back to FLOAT, the
+way a model shipped with half-size weights and f32 arithmetic looks (ONNX
+Runtime folds such casts once at session start). The graph's inputs, outputs
+and arithmetic are unchanged, so the twin computes what IN computes with its
+weights rounded to f16: maxc keeps such weights in 16 bits inside its GEMM
+panels (docs/DESIGN.md, "16-bit panels"), and `maxc profile` / the bench
+harnesses compare the two files' times.
+"""
+
+import argparse
+import sys
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("input")
+    ap.add_argument("output")
+    ap.add_argument("--min-elements", type=int, default=1024)
+    a = ap.parse_args()
+    model = onnx.load(a.input)
+    graph = model.graph
+    casts, kept = [], []
+    converted = 0
+    for init in graph.initializer:
+        if init.data_type != onnx.TensorProto.FLOAT or np.prod(init.dims, dtype=np.int64) < a.min_elements:
+            kept.append(init)
+            continue
+        half = numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float16), init.name + "_f16")
+        kept.append(half)
+        casts.append(onnx.helper.make_node("Cast", [half.name], [init.name], to=onnx.TensorProto.FLOAT,
+                                           name=init.name + "_widen"))
+        converted += 1
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    nodes = list(graph.node)
+    del graph.node[:]
+    graph.node.extend(casts + nodes)
+    onnx.save(model, a.output)
+    print(f"{a.output}: {converted} initializers stored as FLOAT16", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
