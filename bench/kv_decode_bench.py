@@ -116,7 +116,7 @@ def main():
                   (", maxc with state %.3f ms" % rows[-1][4] if st else ""), flush=True)
     print()
     if not a.no_bandwidth:
-        bandwidth_limit(a, os.path.join(a.work, name + ".manifest.json"), rows)
+        bandwidth_limit(a, os.path.join(a.work, name + ".manifest.json"), obj, rows)
     if a.state:
         print("| threads | step | ORT ms | maxc ms | ORT/maxc | maxc state ms | ORT/maxc state |")
         print("|---:|---|---:|---:|---:|---:|---:|")
@@ -156,16 +156,33 @@ int main(void) {
 """
 
 
-def bandwidth_limit(a, manifest, rows):
+def weights_section_bytes(obj):
+    """The size of the object's weights section (the weights as the code reads them: packed panels, 16-bit
+    panels, quantized codes), or None."""
+    try:
+        out = subprocess.run(["readelf", "-SW", obj], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    for line in out.splitlines():
+        f = line.replace("[ ", "[").split()
+        if ".rodata.maxc.weights" in f:
+            return int(f[f.index(".rodata.maxc.weights") + 4], 16)
+    return None
+
+
+def bandwidth_limit(a, manifest, obj, rows):
     """The physical limit of a decode step: reading the weights once at the machine's memory bandwidth
-    (a STREAM-style copy measured now), next to the measured steps."""
+    (a STREAM-style copy measured now), next to the measured steps. The weights' bytes are those of the
+    object's weights section (what the code reads: 16-bit panels, quantized codes), else the manifest's."""
     src, exe = os.path.join(a.work, "stream.c"), os.path.join(a.work, "stream")
     with open(src, "w") as f:
         f.write(STREAM_C)
     subprocess.run(["cc", "-O2", src, "-o", exe], check=True)
     gbs = max(float(subprocess.run([exe], capture_output=True, text=True, check=True).stdout) for _ in range(3))
-    with open(manifest) as f:
-        weights = json.load(f)["memory"]["weights_bytes"]
+    weights = weights_section_bytes(obj)
+    if weights is None:
+        with open(manifest) as f:
+            weights = json.load(f)["memory"]["weights_bytes"]
     limit = weights / gbs / 1e6  # ms
     print("memory bandwidth (copy): %.1f GB/s; weights %.1f MB: reading them once takes %.3f ms" %
           (gbs, weights / 1e6, limit))
