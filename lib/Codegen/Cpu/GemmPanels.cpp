@@ -7,6 +7,7 @@
 #include "maxc/Transforms/CallSites.h"
 
 #include <algorithm>
+#include <functional>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -94,6 +95,27 @@ std::vector<uint16_t> narrow_panels(const std::vector<float> &panels, DType dtyp
 
 namespace {
 
+// Passes over every argument of every call in `graphs` — fn(graph, call,
+// operand index, callee, the argument's constant node or null) — until a
+// whole pass changes nothing (fn returns whether it changed something).
+void until_stable(const Graph &root, const std::vector<const Graph *> &graphs,
+                  const std::function<bool(const Graph &, const Node &, size_t, const Graph *, const Node *)> &fn) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const Graph *g : graphs)
+      for (const Node &n : g->nodes()) {
+        if (!is_call(n))
+          continue;
+        const Graph *callee = call_body(root, n);
+        for (size_t i = 0; i < n.operands.size(); ++i) {
+          const ValueInfo &info = g->value_info(n.operands[i]);
+          const Node *producer = info.producer >= 0 ? &g->nodes()[static_cast<size_t>(info.producer)] : nullptr;
+          changed = fn(*g, n, i, callee, producer && producer->op == "constant" ? producer : nullptr) || changed;
+        }
+      }
+  }
+}
+
 // The 16-bit panels of PackedWeights (GemmPanels.h): which packed f32
 // constants are exact in 16 bits, then the parameters whose every call
 // passes such a constant of one type (a call whose constant and parameter
@@ -109,34 +131,21 @@ void plan_narrow_panels(const Graph &root, const std::vector<const Graph *> &gra
       out.narrow[key] = d;
   }
   std::map<std::pair<const Graph *, size_t>, DType> params;
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (const Graph *g : graphs)
-      for (const Node &n : g->nodes()) {
-        if (!is_call(n))
-          continue;
-        const Graph *callee = call_body(root, n);
-        for (size_t i = 0; callee && i < n.operands.size(); ++i) {
-          const ValueInfo &info = g->value_info(n.operands[i]);
-          if (info.producer < 0 || !out.inputs.count({callee, i}))
-            continue;
-          const Node &producer = g->nodes()[static_cast<size_t>(info.producer)];
-          if (producer.op != "constant")
-            continue;
-          std::pair<const Graph *, std::string> c = {g, producer.attrs.get_string("name")};
-          DType dc = out.constant_dtype(*g, c.second);
-          auto [it, fresh] = params.insert({{callee, i}, dc});
-          if (fresh) {
-            changed = true;
-          } else if (it->second != dc) {
-            if (it->second != DType::f32)
-              it->second = DType::f32, changed = true;
-            if (dc != DType::f32)
-              out.narrow.erase(c), changed = true;
-          }
-        }
-      }
-  }
+  until_stable(root, graphs, [&](const Graph &g, const Node &, size_t i, const Graph *callee, const Node *constant) {
+    if (!constant || !callee || !out.inputs.count({callee, i}))
+      return false;
+    std::pair<const Graph *, std::string> c = {&g, constant->attrs.get_string("name")};
+    DType dc = out.constant_dtype(g, c.second);
+    auto [it, fresh] = params.insert({{callee, i}, dc});
+    bool changed = fresh;
+    if (!fresh && it->second != dc) {
+      if (it->second != DType::f32)
+        it->second = DType::f32, changed = true;
+      if (dc != DType::f32)
+        out.narrow.erase(c), changed = true;
+    }
+    return changed;
+  });
   for (const auto &[param, d] : params)
     if (d != DType::f32)
       out.narrow_inputs[param] = d;
@@ -238,35 +247,20 @@ PackedWeights plan_packed_weights(const Graph &root, const LoweringPlans &plans,
   }
   // A call's constant argument and the callee's parameter are packed
   // together or not at all (same type, too).
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (const Graph *g : graphs)
-      for (const Node &n : g->nodes()) {
-        if (!is_call(n))
-          continue;
-        const Graph *callee = call_body(root, n);
-        for (size_t i = 0; i < n.operands.size(); ++i) {
-          const ValueInfo &info = g->value_info(n.operands[i]);
-          const Node *producer = info.producer >= 0 ? &g->nodes()[static_cast<size_t>(info.producer)] : nullptr;
-          std::pair<const Graph *, std::string> c;
-          bool constant = producer && producer->op == "constant";
-          if (constant)
-            c = {g, producer->attrs.get_string("name")};
-          bool arg = constant && out.constants.count(c);
-          bool param = callee && i < callee->input_ids().size() && out.inputs.count({callee, i});
-          if (arg && param && g->type_of(n.operands[i]) == callee->type_of(callee->input_ids()[i]))
-            continue;
-          if (arg) {
-            out.constants.erase(c);
-            changed = true;
-          }
-          if (param) {
-            out.inputs.erase({callee, i});
-            changed = true;
-          }
-        }
-      }
-  }
+  until_stable(root, graphs, [&](const Graph &g, const Node &n, size_t i, const Graph *callee, const Node *constant) {
+    std::pair<const Graph *, std::string> c;
+    if (constant)
+      c = {&g, constant->attrs.get_string("name")};
+    bool arg = constant && out.constants.count(c);
+    bool param = callee && i < callee->input_ids().size() && out.inputs.count({callee, i});
+    if (arg && param && g.type_of(n.operands[i]) == callee->type_of(callee->input_ids()[i]))
+      return false;
+    if (arg)
+      out.constants.erase(c);
+    if (param)
+      out.inputs.erase({callee, i});
+    return arg || param;
+  });
   plan_narrow_panels(root, graphs, f16, out);
   return out;
 }
