@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An ONNX model's f16-weight twin (issue 25's f16 bar; not a test).
 
-    /usr/bin/python3 bench/f16_twin.py IN.onnx OUT.onnx [--min-elements 1024]
+    /usr/bin/python3 bench/f16_twin.py IN.onnx OUT.onnx [--min-elements 1024] [--full]
 
 Every FLOAT initializer of at least --min-elements elements is stored as
 FLOAT16 (round to nearest even) and read through a Cast back to FLOAT, the
@@ -11,6 +11,11 @@ and arithmetic are unchanged, so the twin computes what IN computes with its
 weights rounded to f16: maxc keeps such weights in 16 bits inside its GEMM
 panels (docs/DESIGN.md, "16-bit panels"), and `maxc profile` / the bench
 harnesses compare the two files' times.
+
+--full makes the model f16 throughout instead, as f16 exports are shipped
+(onnxconverter_common's float16 conversion without keep_io_types): every FLOAT
+initializer, Constant and Cast target FLOAT16, and the FLOAT graph inputs and
+outputs FLOAT16.
 """
 
 import argparse
@@ -26,9 +31,12 @@ def main():
     ap.add_argument("input")
     ap.add_argument("output")
     ap.add_argument("--min-elements", type=int, default=1024)
+    ap.add_argument("--full", action="store_true", help="f16 throughout (inputs, outputs, arithmetic)")
     a = ap.parse_args()
     model = onnx.load(a.input)
     graph = model.graph
+    if a.full:
+        return full_f16(model, a.output)
     casts, kept = [], []
     converted = 0
     for init in graph.initializer:
@@ -47,6 +55,31 @@ def main():
     graph.node.extend(casts + nodes)
     onnx.save(model, a.output)
     print(f"{a.output}: {converted} initializers stored as FLOAT16", file=sys.stderr)
+
+
+def full_f16(model, out_path):
+    F32, F16 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16
+    graph = model.graph
+
+    def half(t):
+        h = numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name)
+        t.CopyFrom(h)
+
+    for init in graph.initializer:
+        if init.data_type == F32:
+            half(init)
+    for node in graph.node:
+        for attr in node.attribute:
+            if node.op_type == "Constant" and attr.name == "value" and attr.t.data_type == F32:
+                half(attr.t)
+            if node.op_type == "Cast" and attr.name == "to" and attr.i == F32:
+                attr.i = F16
+    for v in list(graph.input) + list(graph.output):
+        if v.type.tensor_type.elem_type == F32:
+            v.type.tensor_type.elem_type = F16
+    del graph.value_info[:]
+    onnx.save(model, out_path)
+    print(f"{out_path}: f16 throughout", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -30,9 +30,9 @@ bool has_low_values(const Graph &g) {
   return false;
 }
 
-bool defines_symbols(const Graph &g) {
-  for (const auto &[name, info] : g.symbol_table().entries())
-    if (info.origin == SymbolOrigin::NodeResult)
+bool binds_dims(const Graph &g) {
+  for (const Node &n : g.nodes())
+    if (n.op == kBindDimOp)
       return true;
   return false;
 }
@@ -71,6 +71,16 @@ void promote(const Graph &from, Graph &to, bool root) {
       values[node.results[0]] = values[node.operands[0]]; // a cast the widening made an identity
       continue;
     }
+    if (node.op == kBindDimOp) { // recorded: the symbol it defines moves to its new index
+      NodeNameScope named(ctx, node.name);
+      std::vector<Tensor> in;
+      for (ValueId id : ids)
+        in.push_back(Tensor::from_graph_value(to.value(id)));
+      std::vector<Tensor> out = ctx.record(node.op, in, attrs);
+      for (size_t r = 0; r < out.size(); ++r)
+        values[node.results[r]] = out[r];
+      continue;
+    }
     std::vector<ValueId> results = to.add_node(node.op, ids, attrs, node.name);
     for (size_t r = 0; r < results.size(); ++r)
       values[node.results[r]] = Tensor::from_graph_value(to.value(results[r]));
@@ -93,13 +103,12 @@ std::unique_ptr<Graph> promote_low_precision(const Graph &graph) {
     any = any || has_low_values(*sub);
   if (!any)
     return nullptr;
-  // The rebuild adds and drops casts, moving nodes: a node-defined symbol's
-  // node index would no longer hold.
-  bool symbols = defines_symbols(graph);
+  // The rebuild adds and drops casts, moving nodes: the root's bind_dim
+  // nodes are recorded again (their symbols move with them); a body's
+  // would keep its old index in the root's table (not done: refused).
   for (const auto &[name, sub] : graph.subgraphs())
-    symbols = symbols || defines_symbols(*sub);
-  if (symbols)
-    return nullptr;
+    if (binds_dims(*sub))
+      return nullptr;
   auto out = std::make_unique<Graph>(graph.name());
   for (const Graph *sub : subgraphs_bodies_first(graph)) { // a call's inference looks its callee up
     auto body = std::make_shared<Graph>(sub->name());

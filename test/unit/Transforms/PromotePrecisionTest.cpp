@@ -90,3 +90,38 @@ TEST_CASE("the CPU backend's decompose runs f16 models in f32", "[transforms][pr
   std::vector<HostTensor> got = run_compiled_on_host(*graph, {x});
   MAXC_REQUIRE_CLOSE(got[1], want[1], 4e-3, 4e-3);
 }
+
+TEST_CASE("promote_low_precision moves a dim the root's node defines with its node", "[transforms][precision][dim]") {
+  // An f16 graph whose root defines a dim at run time (bind_dim, as a
+  // value-dependent shape imports): the rebuild casts the inputs where
+  // they enter, so the bind_dim node's index moves, and the symbol with it
+  // (it refused such graphs before: their f16 ops ran element by element).
+  constexpr int64_t kRows = 12, kMax = 300;
+  auto build = [](const std::vector<Tensor> &in) {
+    Dim n = ops::bind_dim(ops::cast(ops::abs(in[1]) * 100.0 + 1.0, DType::i32), "n", kMax);
+    Tensor col = ops::iota({Dim(kRows), n}, 1, DType::f16) * 0.01;
+    Tensor y = ops::sin(col * ops::reshape(in[0], {Dim(kRows), Dim(1)}));
+    return std::vector<Tensor>{ops::sum(y * y, {1})};
+  };
+  std::vector<TensorType> types{TensorType(DType::f16, {kRows}), TensorType(DType::f16, Shape{})};
+  std::unique_ptr<Graph> graph = trace_graph(types, build);
+  std::unique_ptr<Graph> promoted = promote_low_precision(*graph);
+  REQUIRE(promoted);
+  promoted->verify();
+  const SymbolInfo *n = promoted->symbol_table().find("n");
+  REQUIRE(n);
+  REQUIRE(n->origin == SymbolOrigin::NodeResult);
+  REQUIRE(n->node >= 0);
+  REQUIRE(static_cast<size_t>(n->node) < promoted->nodes().size());
+  CHECK(promoted->nodes()[static_cast<size_t>(n->node)].op == kBindDimOp);
+  CHECK(n->node != graph->symbol_table().find("n")->node); // moved (the inputs' casts come first)
+  CHECK(promoted->symbol_table().upper_bound("n") == kMax);
+  HostTensor x = random_tensor(DType::f16, {kRows}, -3, 3);
+  for (double t : {0.36, 2.5}) { // n = 37 and 251
+    INFO("t " << t);
+    std::vector<HostTensor> in{x, HostTensor::scalar(DType::f16, t)};
+    std::vector<HostTensor> want = Interpreter::run(*graph, in);
+    MAXC_REQUIRE_CLOSE(Interpreter::run(*promoted, in)[0], want[0], 2e-2, 2e-2);
+    MAXC_REQUIRE_CLOSE(run_compiled_on_host(*graph, in)[0], want[0], 2e-2, 2e-2);
+  }
+}
