@@ -77,7 +77,7 @@ def main():
     with open(os.path.join(a.work, name + ".manifest.json")) as f:
         inputs = json.load(f)["interface"]["inputs"]
     env = dict(os.environ, NODE_PATH=os.path.join(a.ort_dir, "node_modules"))
-    dtypes = {"f32": "float32", "i64": "int64"}
+    dtypes = {"f32": "float32", "f16": "float16", "i64": "int64"}
 
     def maxc_block(past, seq, threads, exe=harness, extra=()):
         r = subprocess.run([exe, "-n", str(a.runs), "--warmup", "10", "--dim", "past=%d" % past,

@@ -21,7 +21,7 @@ function feedsFromSpec(ort, specPath) {
 
 // Feeds from NAME:DTYPE:D1xD2x... arguments (NAME may hold ':' itself, as
 // tf2onnx's "input:0"; an empty shape is a scalar), or the one SPEC.json
-// argument: DTYPE float32 (uniform in [-1, 1)) or int64 (0..99), from a
+// argument: DTYPE float32 or float16 (uniform in [-1, 1)) or int64 (0..99), from a
 // fixed seed, so every script feeds the same values.
 function feedsFromArgs(ort, specs) {
   if (specs.length === 1 && specs[0].endsWith('.json'))
@@ -38,6 +38,14 @@ function feedsFromArgs(ort, specs) {
     if (dtype === 'int64') {
       data = new BigInt64Array(n);
       for (let i = 0; i < n; ++i) data[i] = BigInt(Math.floor(rand() * 100));
+    } else if (dtype === 'float16') { // the bits of f16 values (truncated from f32; tiny ones flushed to 0)
+      data = new Uint16Array(n);
+      const f = new Float32Array(1), u = new Uint32Array(f.buffer);
+      for (let i = 0; i < n; ++i) {
+        f[0] = rand() * 2 - 1;
+        const x = u[0], e = ((x >>> 23) & 0xff) - 127 + 15;
+        data[i] = ((x >>> 16) & 0x8000) | (e > 0 ? (e << 10) | ((x >>> 13) & 0x3ff) : 0);
+      }
     } else {
       data = new Float32Array(n);
       for (let i = 0; i < n; ++i) data[i] = rand() * 2 - 1;
