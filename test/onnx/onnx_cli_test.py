@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -1636,13 +1637,9 @@ def np_saturate(v, zp, dtype):
     return np.clip(np.rint(v.astype(np.float32)) + np.float32(zp), info.min, info.max).astype(dtype)
 
 
-def case_quantized_ops(c):
-    """The quantized ops as ONNX Runtime's dynamic and static quantization
-    emit them (DynamicQuantizeLinear → ConvInteger → scale; QuantizeLinear /
-    DequantizeLinear per tensor and per axis; MatMulInteger with per-row and
-    per-column zero points; QLinearConv with per-channel int8 weights and an
-    int32 bias; QLinearMatMul): every output equals numpy's ONNX formulas
-    bit for bit on the reference, the CPU and the GPU emulator."""
+def quantized_ops_model(c):
+    """The model of case_quantized_ops, its inputs (name → .npy path, in the
+    graph's order) and numpy's outputs (name → array, in the graph's order)."""
     rng = np.random.default_rng(3)
     W = rng.integers(0, 256, (4, 3, 3, 3)).astype(np.uint8)
     W2 = rng.integers(-128, 128, (4, 3, 3, 3)).astype(np.int8)
@@ -1728,15 +1725,54 @@ def case_quantized_ops(c):
     want = dict(xq=xq, xs=xs, xzp=xzp, conv_int=conv_int, conv_f32=conv_f32, q=q, dq=dq, mm=mm, qc=qc, qm=qm, tq=tq,
                 nq=nq, ns=ns, nzp=np.uint8(85))
     assert len(np.unique(xq)) > 50 and q.min() == -128 and qc.max() == 255, "inputs reach saturation"
+    inputs = {name: c.path(name + ".npy") for name in ["x", "a", "t", "nx"]}
+    return p, inputs, want
+
+
+def case_quantized_ops(c):
+    """The quantized ops as ONNX Runtime's dynamic and static quantization
+    emit them (DynamicQuantizeLinear → ConvInteger → scale; QuantizeLinear /
+    DequantizeLinear per tensor and per axis; MatMulInteger with per-row and
+    per-column zero points; QLinearConv with per-channel int8 weights and an
+    int32 bias; QLinearMatMul): every output equals numpy's ONNX formulas
+    bit for bit on the reference, the CPU and the GPU emulator."""
+    p, inputs, want = quantized_ops_model(c)
     for device in ["reference", "cpu", "amdgpu-emu"]:
         out = c.path("out-" + device)
-        c.run("run", p, "--input", f"x={c.path('x.npy')}", "--input", f"a={c.path('a.npy')}",
-              "--input", f"t={c.path('t.npy')}", "--input", f"nx={c.path('nx.npy')}", "--device", device,
+        c.run("run", p, *[a for name, f in inputs.items() for a in ("--input", f"{name}={f}")], "--device", device,
               "--output-dir", out)
         for name, w in want.items():
             got = np.load(os.path.join(out, name + ".npy"))
             assert got.dtype == np.asarray(w).dtype and got.shape == np.shape(w), (device, name, got.dtype, got.shape)
             assert np.array_equal(got, w), (device, name, int(np.sum(got != w)), got.ravel()[:8], np.ravel(w)[:8])
+
+
+def case_quantized_ops_aarch64_under_qemu(c):
+    """case_quantized_ops's model compiled for aarch64 — the generic CPU
+    (widened products), neoverse-n1 (the integer GEMM and convs on `sdot`)
+    and neoverse-v1 (I8MM's `usdot`) — linked with aarch64-linux-gnu-gcc and
+    run under qemu-aarch64 by its generated test harness: every output equals
+    numpy's ONNX formulas (rtol 1e-7: exact for these integers, an ulp for
+    the floats)."""
+    for tool in ["qemu-aarch64", "aarch64-linux-gnu-gcc"]:
+        assert shutil.which(tool), f"{tool} is missing (scripts/install-deps installs it)"
+    p, inputs, want = quantized_ops_model(c)
+    expected = []
+    for name, w in want.items():
+        expected.append(c.path("want_" + name + ".npy"))
+        np.save(expected[-1], np.asarray(w))
+    for cpu in ["generic", "neoverse-n1", "neoverse-v1"]:
+        out = c.path(cpu)
+        os.makedirs(out)
+        c.run("compile", p, "--target", "aarch64-linux-gnu", "--cpu", cpu, "-o", os.path.join(out, "q.o"), "--name",
+              "q", "--emit", "obj,header,test-harness")
+        app = os.path.join(out, "q_test")
+        subprocess.run(["aarch64-linux-gnu-gcc", "-O1", os.path.join(out, "q_test.c"), os.path.join(out, "q.o"),
+                        "-lm", "-lpthread", "-o", app], check=True)
+        r = subprocess.run(["qemu-aarch64", "-cpu", "max", "-L", "/usr/aarch64-linux-gnu", app,
+                            *inputs.values(), *expected, "--rtol", "1e-7", "--atol", "0"],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, (cpu, r.stdout[-2000:], r.stderr[-2000:])
 
 
 def case_quantized_exact_f32(c):

@@ -51,9 +51,14 @@ unsigned cpu_vector_lanes(const CpuTarget &target);
 /// emit_gemm_i8) multiplies groups of four byte pairs on the target, at its
 /// cpu_vector_lanes i32 lanes: kInt8DotVnni with `vpdpbusd` (AVX512-VNNI at
 /// 16 lanes; AVX-VNNI, or AVX512-VNNI with AVX512VL, at 8), kInt8DotAvx2
-/// with AVX2's `vpmaddwd` on values widened to i16 (8 lanes), else
-/// kInt8DotGeneric (portable IR: widened products, summed in groups of four).
-inline constexpr unsigned kInt8DotGeneric = 0, kInt8DotAvx2 = 1, kInt8DotVnni = 2;
+/// with AVX2's `vpmaddwd` on values widened to i16 (8 lanes); on aarch64
+/// kInt8DotUsdot with I8MM's `usdot` (u8 x i8, vpdpbusd's arithmetic), else
+/// kInt8DotSdot with the dot-product extension's `sdot` (i8 x i8: the
+/// unsigned bytes shifted by -128 and 128 x the signed ones' sums added
+/// back, a second `sdot`); else kInt8DotGeneric (portable IR: widened
+/// products, summed in groups of four).
+inline constexpr unsigned kInt8DotGeneric = 0, kInt8DotAvx2 = 1, kInt8DotVnni = 2, kInt8DotSdot = 3,
+                          kInt8DotUsdot = 4;
 unsigned cpu_int8_dot(const CpuTarget &target);
 
 /// Whether the target widens a vector of f16 to f32 in one instruction

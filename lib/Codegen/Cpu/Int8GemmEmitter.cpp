@@ -8,6 +8,7 @@
 #include "maxc/Codegen/Target.h"
 
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsAArch64.h>
 #include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Module.h>
 
@@ -31,8 +32,11 @@ constexpr int64_t kPrefetchGroups = 64;
 
 // MR: 8 rows with AVX512-VNNI at 16 lanes (16 accumulators of the 32
 // registers; a divisor of the usual channel counts), 6 with VNNI on 8 lanes
-// (16 registers), 3 with AVX2's pairs.
+// (16 registers), 3 with AVX2's pairs, 8 with aarch64's sdot/usdot (16 of
+// NEON's 32 registers).
 unsigned tile_rows(unsigned dot, unsigned lanes) {
+  if (dot == kInt8DotSdot || dot == kInt8DotUsdot)
+    return 8;
   return dot == kInt8DotVnni ? (lanes == 16 ? 8 : 6) : dot == kInt8DotAvx2 ? 3 : 4;
 }
 
@@ -91,6 +95,18 @@ struct Kernel {
       return b.CreateIntrinsic(id, {}, {acc, b.CreateBitCast(u, ivec()), b.CreateBitCast(s, ivec())});
     }
     Value *ub = b.CreateBitCast(u, bvec()), *sb = b.CreateBitCast(s, bvec());
+    if (dot == kInt8DotUsdot) // I8MM: u8 x i8 as it is
+      return b.CreateIntrinsic(llvm::Intrinsic::aarch64_neon_usdot, {ivec(), bvec()}, {acc, ub, sb});
+    if (dot == kInt8DotSdot) {
+      // i8 x i8 only: u * s = (u - 128) * s + 128 * s, the second term as
+      // -(-128 * s), each a sdot (wrapping i32 sums, as vpdpbusd's).
+      auto sdot = [&](Value *a, Value *x, Value *y) {
+        return b.CreateIntrinsic(llvm::Intrinsic::aarch64_neon_sdot, {ivec(), bvec()}, {a, x, y});
+      };
+      Value *shifted = b.CreateXor(ub, llvm::ConstantInt::get(bvec(), 0x80));
+      Value *minus = llvm::ConstantInt::get(bvec(), 0x80); // -128 as i8
+      return b.CreateSub(sdot(acc, shifted, sb), sdot(llvm::Constant::getNullValue(ivec()), minus, sb));
+    }
     if (dot == kInt8DotAvx2 && lanes == 8) {
       // Bytes widened to i16; vpmaddwd sums pairs (exact: 255 * 128 * 2 <
       // 2^31): each column's two partial sums side by side in the

@@ -214,6 +214,10 @@ unsigned cpu_vector_lanes(const CpuTarget &target) {
 }
 
 unsigned cpu_int8_dot(const CpuTarget &target) {
+  if (checked_triple(target.triple).getArch() == llvm::Triple::aarch64) {
+    std::unique_ptr<llvm::MCSubtargetInfo> sti = cpu_subtarget(target);
+    return sti->checkFeatures("+i8mm") ? kInt8DotUsdot : sti->checkFeatures("+dotprod") ? kInt8DotSdot : kInt8DotGeneric;
+  }
   if (checked_triple(target.triple).getArch() != llvm::Triple::x86_64)
     return kInt8DotGeneric;
   unsigned lanes = cpu_vector_lanes(target);
