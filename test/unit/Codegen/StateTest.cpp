@@ -38,12 +38,13 @@ TensorTree block(GraphRealizationContext &, const std::vector<Tensor> &a, const 
   return TensorTree(att + old + a[0]);
 }
 
-// Inputs: x [n, W], cache0 and cache1 [cap, W] (state); output [n, W].
-std::unique_ptr<Graph> state_model() {
+// Inputs: x [n, W], cache0 and cache1 [cap, W] (state); output [n, W]; all
+// of `dtype` (f16: the CPU's precision policy keeps the buffers 16-bit).
+std::unique_ptr<Graph> state_model(DType dtype = DType::f32) {
   auto graph = std::make_unique<Graph>("cached");
-  graph->add_input(TensorType(DType::f32, {Dim("n"), Dim(kWidth)}), "x");
-  graph->add_input(TensorType(DType::f32, {Dim("cap"), Dim(kWidth)}), "cache0");
-  graph->add_input(TensorType(DType::f32, {Dim("cap"), Dim(kWidth)}), "cache1");
+  graph->add_input(TensorType(dtype, {Dim("n"), Dim(kWidth)}), "x");
+  graph->add_input(TensorType(dtype, {Dim("cap"), Dim(kWidth)}), "cache0");
+  graph->add_input(TensorType(dtype, {Dim("cap"), Dim(kWidth)}), "cache1");
   graph->symbol_table().declare("past", SymbolOrigin::DimArgument);
   graph->symbol_table().set_model_state({{"cache0", "cache1"}, "past", "cap", Dim("n")});
   {
@@ -57,7 +58,7 @@ std::unique_ptr<Graph> state_model() {
       options.key = "block";
       options.instance = "blocks." + std::to_string(i);
       options.name = "block";
-      NamedTensors params{{"w", Tensor::from_host(random_tensor(DType::f32, {kWidth, kWidth}, -0.5, 0.5))}};
+      NamedTensors params{{"w", Tensor::from_host(random_tensor(dtype, {kWidth, kWidth}, -0.5, 0.5))}};
       x = ctx.call(options, block, {x, in[1 + i]}, params).tensor();
     }
     graph->output({x.value()});
@@ -77,19 +78,21 @@ struct Filled {
   int64_t past;
   HostTensor ref0, ref1;
 };
-Filled run_steps_against_reference(const Graph &g, int64_t cap, std::initializer_list<int64_t> steps, const Runner &run) {
-  HostTensor ref0(DType::f32, {cap, kWidth}), ref1(DType::f32, {cap, kWidth});
-  HostTensor mine0(DType::f32, {cap, kWidth}), mine1(DType::f32, {cap, kWidth});
+Filled run_steps_against_reference(const Graph &g, int64_t cap, std::initializer_list<int64_t> steps, const Runner &run,
+                                   double tol = 1e-5) {
+  DType dt = g.type_of(g.input_ids()[0]).dtype;
+  HostTensor ref0(dt, {cap, kWidth}), ref1(dt, {cap, kWidth});
+  HostTensor mine0(dt, {cap, kWidth}), mine1(dt, {cap, kWidth});
   int64_t past = 0;
   for (int64_t n : steps) {
     INFO("past " << past << " n " << n);
-    HostTensor x = random_tensor(DType::f32, {n, kWidth});
+    HostTensor x = random_tensor(dt, {n, kWidth});
     std::vector<HostTensor> expected = Interpreter::run(g, {x, ref0, ref1}, {{"past", past}});
     std::vector<HostTensor> actual = run({x, mine0, mine1}, {{"past", past}});
-    MAXC_REQUIRE_CLOSE(actual[0], expected[0], 1e-5, 1e-5);
+    MAXC_REQUIRE_CLOSE(actual[0], expected[0], tol, tol);
     past += n;
-    MAXC_REQUIRE_CLOSE(mine0, ref0, 1e-5, 1e-6);
-    MAXC_REQUIRE_CLOSE(mine1, ref1, 1e-5, 1e-6);
+    MAXC_REQUIRE_CLOSE(mine0, ref0, tol, tol / 10);
+    MAXC_REQUIRE_CLOSE(mine1, ref1, tol, tol / 10);
   }
   for (int64_t e = past * kWidth; e < cap * kWidth; ++e)
     REQUIRE(mine0.get_f64(e) == 0.0);
@@ -156,6 +159,24 @@ TEST_CASE("state buffers run equal on reference and cpu, step after step", "[sta
   HostTensor fresh0(DType::f32, {kCap, kWidth}), fresh1(DType::f32, {kCap, kWidth});
   CHECK(!compare(Interpreter::run(*g, {x, f.ref0, f.ref1}, {{"past", f.past}})[0],
                  Interpreter::run(*g, {x, fresh0, fresh1}, {{"past", 0}})[0], 1e-5, 1e-5)
+             .empty());
+}
+
+TEST_CASE("f16 state buffers stay 16-bit under the CPU's precision policy, updated in place", "[state][codegen][f16]") {
+  // The policy computes in f32 but must not widen a state buffer: a widened
+  // copy would take the appended rows and the state would never fill (an
+  // f16 decoder with --state auto generated noise after its prompt).
+  std::unique_ptr<Graph> g = state_model(DType::f16);
+  JitCompiledGraph cpu(*g);
+  constexpr int64_t kCap = 16;
+  // f16 values, the reference rounding after every op, maxc after each kernel.
+  Filled f = run_steps_against_reference(
+      *g, kCap, {5, 1, 1, 3, 1}, [&](const auto &in, const auto &dims) { return cpu.run_dims(in, dims); }, 2e-2);
+  CHECK(f.past == 11);
+  HostTensor x = random_tensor(DType::f16, {1, kWidth});
+  HostTensor fresh0(DType::f16, {kCap, kWidth}), fresh1(DType::f16, {kCap, kWidth});
+  CHECK(!compare(Interpreter::run(*g, {x, f.ref0, f.ref1}, {{"past", f.past}})[0],
+                 Interpreter::run(*g, {x, fresh0, fresh1}, {{"past", 0}})[0], 1e-2, 1e-2)
              .empty());
 }
 
