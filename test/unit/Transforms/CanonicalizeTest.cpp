@@ -1150,11 +1150,14 @@ HostTensor scalar_of(DType d, double v) {
 
 /// dequantized-matmul's bound: the rewritten graph's reference and the CPU
 /// code within f32 rounding of the original's reference (the weights agree
-/// within an ulp of each product; the sums in another order).
+/// within an ulp of each product; the sums in another order). The CPU's
+/// absolute tolerance is that of f32 sums over K <= 64 of products up to
+/// ~30 (|x| <= 2, |w| <= 148 * 0.1): 1e-5 failed once by 1.4e-5 on a
+/// result of 0.115 (fresh random inputs each run).
 void check_dequantized(const Canonicalized &r, const std::vector<HostTensor> &inputs) {
   auto want = Interpreter::run(*r.before, inputs);
   MAXC_REQUIRE_CLOSE(Interpreter::run(*r.after, inputs)[0], want[0], 1e-5, 1e-5);
-  MAXC_REQUIRE_CLOSE(driver::run_on_host("cpu", *r.before, inputs)[0], want[0], 1e-5, 1e-5);
+  MAXC_REQUIRE_CLOSE(driver::run_on_host("cpu", *r.before, inputs)[0], want[0], 1e-5, 1e-4);
 }
 
 } // namespace
