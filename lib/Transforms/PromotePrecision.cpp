@@ -118,8 +118,8 @@ void promote(const Graph &from, Graph &to, bool root, const std::set<size_t> &ke
     for (size_t i = 0; i < node.operands.size(); ++i) {
       ValueId v = node.operands[i];
       DType d = from.type_of(v).dtype;
-      bool keep16 = low(d) && ((buffer16 && i == 0) || (buffer16 && node.op == "buffer_append") ||
-                               (callee_keeps && callee_keeps->count(i)));
+      // (a 16-bit buffer op's operands all: the buffer, and the rows appended to it)
+      bool keep16 = low(d) && (buffer16 || (callee_keeps && callee_keeps->count(i)));
       ids.push_back((keep16 ? low_form(v, d) : wide(v)).value().id());
     }
     Attrs attrs = node.attrs;
